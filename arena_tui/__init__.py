@@ -1,0 +1,1 @@
+"""The `arena` command line (and, later, the Textual app)."""

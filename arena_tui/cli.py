@@ -1,0 +1,122 @@
+"""The `arena` command line.
+
+`arena` with no arguments evaluates the bundled tasks' starters on the CPU device and prints
+the scores; `arena eval` scores one candidate; `arena tasks list|show` browses the tasks.
+Exit codes: 0 passed, 1 a stage failed or an integrity violation, 2 bad input, 3 an
+infrastructure fault. Textual and asyncssh (later issues) are imported lazily here, so that
+`arena eval` runs on a GPU box that has only torch and triton.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from rich.console import Console
+
+from core import __version__
+from core.devices import DeviceError, ProbeError, parse_device
+from core.result import EXIT_BAD_INPUT, EXIT_INFRASTRUCTURE, EXIT_PASSED, Result
+from core.tasks import TaskError, UnknownTaskError, discover, find_task
+
+from . import render
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="arena", description="Kernel Arena: score GPU kernels honestly, on any vendor's device.")
+    p.add_argument("--version", action="version", version=f"arena {__version__}")
+    p.add_argument("--tasks-dir", type=Path, help="a folder of task folders to use instead of the bundled tasks")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    demo = sub.add_parser("demo", help="evaluate the bundled tasks' starters (what `arena` alone does)")
+    demo.add_argument("--device", default="cpu", help="cpu (default), cuda:N or xpu:N")
+
+    ev = sub.add_parser("eval", help="evaluate one candidate on one task")
+    ev.add_argument("--task", required=True, help="a task id such as gemm/bf16_gemm (see `arena tasks list`)")
+    ev.add_argument("--candidate", required=True, type=Path, help="a Python file defining run(*inputs)")
+    ev.add_argument("--device", default="cpu", help="cpu (default), cuda:N or xpu:N")
+    ev.add_argument("--json", action="store_true", help="print exactly one JSON result object and nothing else")
+    ev.add_argument("--seed", type=int, help="the secret seed (hidden draws, inputs); default: a fresh random one")
+    ev.add_argument("--workdir", type=Path, help="keep the evaluation's files (job, logs) in this folder")
+
+    tasks = sub.add_parser("tasks", help="list or show tasks")
+    tsub = tasks.add_subparsers(dest="tasks_command", metavar="SUBCOMMAND", required=True)
+    tsub.add_parser("list", help="every task with its family, models and baseline")
+    show = tsub.add_parser("show", help="one task's spec and visible workloads (never the hidden ones)")
+    show.add_argument("id")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    out, err = Console(), Console(stderr=True)
+    try:
+        if args.command in (None, "demo"):
+            return _demo(args, out)
+        if args.command == "eval":
+            return _eval(args, out, err)
+        if args.command == "tasks":
+            return _tasks(args, out)
+    except (TaskError, UnknownTaskError, DeviceError) as exc:
+        err.print(f"[red]error:[/] {exc}", highlight=False, markup=True)
+        return EXIT_BAD_INPUT
+    except ProbeError as exc:
+        err.print(f"[red]error:[/] {exc}", highlight=False)
+        return EXIT_INFRASTRUCTURE
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        return 130
+    return EXIT_PASSED
+
+
+def _eval(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from core.evaluate import BadCandidate, Evaluator, check_candidate
+
+    task = find_task(args.task, args.tasks_dir)
+    parse_device(args.device)
+    try:
+        check_candidate(args.candidate)
+    except BadCandidate as exc:
+        err.print(f"[red]error:[/] {exc}", highlight=False)
+        return EXIT_BAD_INPUT
+    progress = None if args.json else render.StageProgress(out, task)
+    with Evaluator(args.device, workdir=args.workdir) as evaluator:
+        if progress:
+            progress.header(evaluator.info, args.candidate)
+        result = evaluator.evaluate(task, args.candidate, seed=args.seed, on_event=progress)
+    if args.json:
+        sys.stdout.write(json.dumps(result.to_json()) + "\n")
+    else:
+        render.result_summary(out, result)
+    return result.exit_code
+
+
+def _demo(args: argparse.Namespace, out: Console) -> int:
+    from core.evaluate import Evaluator
+
+    tasks = discover(args.tasks_dir)
+    results: list[Result] = []
+    out.print(f"[bold]Kernel Arena {__version__}[/]: evaluating the starters of {len(tasks)} bundled tasks on [bold]{args.device}[/]")
+    with Evaluator(args.device) as evaluator:
+        out.print(f"device: {render.device_line(evaluator.info)}\n")
+        for task in tasks:
+            progress = render.StageProgress(out, task, compact=True)
+            results.append(evaluator.evaluate(task, task.file("starter.py"), on_event=progress))
+    out.print()
+    render.scores_table(out, results)
+    return max((r.exit_code for r in results), default=EXIT_PASSED)
+
+
+def _tasks(args: argparse.Namespace, out: Console) -> int:
+    if args.tasks_command == "list":
+        render.tasks_table(out, discover(args.tasks_dir))
+    else:
+        render.task_detail(out, find_task(args.id, args.tasks_dir))
+    return EXIT_PASSED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

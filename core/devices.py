@@ -1,0 +1,218 @@
+"""Devices: what can run the harness, how it is pinned, and what its peaks are.
+
+Ids (DESIGN.md): `cpu`, `cuda:N` (NVIDIA, and AMD under torch's HIP build), `xpu:N` (Intel).
+`sim:<gpu>` and `<host>/<device>` belong to later issues and are refused with a clear error.
+A device is probed by the harness itself (`python -m core.harness probe`), in a separate
+process, so the engine never holds a GPU context and a remote box is probed the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Protocol
+
+import yaml
+
+BUNDLED_PEAKS = Path(__file__).resolve().parent / "data" / "peaks.yaml"
+USER_PEAKS = Path(os.environ.get("XDG_CONFIG_HOME", Path.home() / ".config")) / "kernel-arena" / "peaks.yaml"
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+_ID = re.compile(r"^(cpu|cuda:\d+|xpu:\d+)$")
+
+
+class DeviceError(ValueError):
+    """A device id that cannot be used here; the message says what to use instead."""
+
+
+@dataclass(frozen=True)
+class Peaks:
+    """Figures for speed of light. `source` is `measured` or `spec`."""
+
+    source: str
+    bf16_tflops: float | None = None
+    fp8_tflops: float | None = None
+    fp32_tflops: float | None = None
+    hbm_tbps: float | None = None
+    link_gbps: float | None = None
+    launch_overhead_us: float | None = None
+
+    def compute_tflops(self, kind: str) -> float | None:
+        return getattr(self, f"{kind}_tflops", None)
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """What a probe found, plus the matching entry of the peaks table (if any)."""
+
+    id: str
+    type: str
+    vendor: str
+    model: str
+    arch: str
+    memory_gb: float | None
+    units: int | None
+    versions: dict[str, Any]
+    peaks_key: str | None = None
+    spec: Peaks | None = None
+    measured: Peaks | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def timing_kind(self) -> str:
+        return "cpu" if self.type == "cpu" else "measured"
+
+    @property
+    def sol_peaks(self) -> Peaks | None:
+        """Measured figures where recorded (filled in from spec where a figure is missing)."""
+        if self.measured is None:
+            return self.spec
+        if self.spec is None:
+            return self.measured
+        merged = {k: getattr(self.measured, k) if getattr(self.measured, k) is not None else getattr(self.spec, k) for k in Peaks.__dataclass_fields__ if k != "source"}
+        return Peaks(source="measured", **merged)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "type": self.type, "vendor": self.vendor, "model": self.model, "arch": self.arch, "memory_gb": self.memory_gb, "units": self.units, "peaks": self.peaks_key}
+
+
+class Device(Protocol):
+    """The seam the evaluator sees: where the harness runs and how it is started there."""
+
+    id: str
+
+    def harness_env(self) -> dict[str, str]: ...
+
+    def torch_device(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class LocalDevice:
+    """A device of this machine: the CPU, or one GPU pinned by its vendor's visibility variable."""
+
+    id: str
+
+    @property
+    def type(self) -> str:
+        return self.id.split(":")[0]
+
+    @property
+    def index(self) -> int:
+        return int(self.id.split(":")[1]) if ":" in self.id else 0
+
+    def torch_device(self) -> str:
+        return "cpu" if self.type == "cpu" else f"{self.type}:0"
+
+    def harness_env(self) -> dict[str, str]:
+        env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(PACKAGE_ROOT), os.environ.get("PYTHONPATH")])), "PYTHONUNBUFFERED": "1"}
+        if self.type == "cuda":
+            # One variable only: ROCm honours both and would apply them one after the other.
+            env["HIP_VISIBLE_DEVICES" if _is_rocm_build() else "CUDA_VISIBLE_DEVICES"] = str(self.index)
+        elif self.type == "xpu":
+            env["ZE_AFFINITY_MASK"] = str(self.index)
+        else:
+            env["CUDA_VISIBLE_DEVICES"] = ""  # the CPU device never touches a GPU
+        return env
+
+
+def parse_device(device_id: str) -> LocalDevice:
+    device_id = device_id.strip()
+    if _ID.match(device_id):
+        return LocalDevice(device_id)
+    if device_id.startswith("sim:"):
+        raise DeviceError(f"unknown device `{device_id}`: simulated devices are not available yet; use cpu, cuda:N or xpu:N")
+    if "/" in device_id:
+        raise DeviceError(f"unknown device `{device_id}`: remote hosts are not available yet; use cpu, cuda:N or xpu:N on this machine")
+    raise DeviceError(f"unknown device `{device_id}`: use cpu, cuda:N (NVIDIA or AMD) or xpu:N (Intel)")
+
+
+@lru_cache(maxsize=1)
+def _is_rocm_build() -> bool:
+    import torch
+
+    return bool(getattr(torch.version, "hip", None))
+
+
+# --- peaks ---------------------------------------------------------------------------------
+
+
+def load_peaks(user_file: Path | None = None) -> dict[str, dict[str, Any]]:
+    """The bundled peaks table, with the user's entries (same shape) merged over it."""
+    table = yaml.safe_load(BUNDLED_PEAKS.read_text())["devices"]
+    user = user_file if user_file is not None else USER_PEAKS
+    if user.is_file():
+        try:
+            extra = (yaml.safe_load(user.read_text()) or {}).get("devices", {})
+        except yaml.YAMLError as exc:
+            raise DeviceError(f"{user}: not valid YAML ({exc}); fix it or remove it") from None
+        for key, entry in extra.items():
+            merged = dict(table.get(key, {}))
+            for section, value in entry.items():
+                merged[section] = {**merged.get(section, {}), **value} if isinstance(value, dict) else value
+            table[key] = merged
+    return table
+
+
+def _peaks(section: dict[str, Any] | None, source: str) -> Peaks | None:
+    if not section:
+        return None
+    return Peaks(source=source, **{k: section.get(k) for k in Peaks.__dataclass_fields__ if k != "source"})
+
+
+def match_peaks(model: str, table: dict[str, dict[str, Any]]) -> str | None:
+    """The table entry whose `match` substrings occur in the device's model name; the most
+    specific (longest) match wins, so `H200` is not taken for `H20`."""
+    best, best_len = None, 0
+    for key, entry in table.items():
+        for needle in entry.get("match", []):
+            if needle.lower() in model.lower() and len(needle) > best_len:
+                best, best_len = key, len(needle)
+    return best
+
+
+# --- probing -------------------------------------------------------------------------------
+
+
+class ProbeError(RuntimeError):
+    """The device could not be probed (no such GPU, no torch there, ...)."""
+
+
+@lru_cache(maxsize=16)
+def probe(device_id: str) -> DeviceInfo:
+    device = parse_device(device_id)
+    env = {**os.environ, **device.harness_env()}
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "core.harness", "probe", device.torch_device()],
+            env=env, capture_output=True, text=True, timeout=120, cwd=PACKAGE_ROOT,
+        )
+    except subprocess.TimeoutExpired:
+        raise ProbeError(f"probing {device_id} took more than 120 s") from None
+    try:
+        data = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (json.JSONDecodeError, IndexError):
+        raise ProbeError(f"probing {device_id} failed: {proc.stderr.strip()[-500:] or 'no output'}") from None
+    if "error" in data:
+        raise ProbeError(f"{device_id}: {data['error']}")
+    table = load_peaks()
+    key = match_peaks(data["model"], table) if data["type"] != "cpu" else None
+    entry = table.get(key, {}) if key else {}
+    return DeviceInfo(
+        id=device_id,
+        type=data["type"],
+        vendor=data["vendor"],
+        model=data["model"],
+        arch=data.get("arch") or "",
+        memory_gb=data.get("memory_gb"),
+        units=data.get("units"),
+        versions=data.get("versions", {}),
+        peaks_key=key,
+        spec=_peaks(entry.get("spec"), "spec"),
+        measured=_peaks(entry.get("measured"), "measured"),
+        extra={k: data[k] for k in ("l2_mb", "driver") if k in data},
+    )

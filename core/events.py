@@ -1,0 +1,115 @@
+"""The one versioned event schema that flows from the engine to every front end.
+
+Each event is one JSON object per line: `{"v": SCHEMA_VERSION, "type": ..., ...fields}`.
+The harness writes these as plain dicts (it may not import this module: it ships alone);
+`parse` turns a line into the typed event here, and `test_events.py` keeps the two in step.
+Later issues add scheduler state changes and agent transcript events to this same module.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, ClassVar, Union
+
+SCHEMA_VERSION = 1
+
+
+class EventError(ValueError):
+    """A line that is not an event of this schema version."""
+
+
+@dataclass(frozen=True)
+class EvaluationStarted:
+    type: ClassVar[str] = "evaluation_started"
+    task_id: str
+    device: dict[str, Any]
+    versions: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StageStarted:
+    type: ClassVar[str] = "stage_started"
+    stage: str
+
+
+@dataclass(frozen=True)
+class StageFinished:
+    """status: passed | failed | timeout | crashed | error (error = not the candidate's fault)."""
+
+    type: ClassVar[str] = "stage_finished"
+    stage: str
+    status: str
+    seconds: float
+    message: str | None = None
+    fault: str | None = None
+    log: str = ""
+    note: str | None = None
+    workloads: int | None = None
+
+
+@dataclass(frozen=True)
+class WorkloadChecked:
+    type: ClassVar[str] = "workload_checked"
+    stage: str
+    workload: str
+    axes: dict[str, int]
+    passed: bool
+    message: str | None = None
+    worst: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class WorkloadTimed:
+    type: ClassVar[str] = "workload_timed"
+    workload: str
+    axes: dict[str, int]
+    mode: str | None
+    rounds: int
+    candidate: dict[str, Any]
+    baseline: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class EvaluationFinished:
+    """fault: None when every stage passed, `candidate` or `infrastructure` otherwise."""
+
+    type: ClassVar[str] = "evaluation_finished"
+    status: str
+    fault: str | None = None
+    seconds: float | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class HarnessReady:
+    type: ClassVar[str] = "harness_ready"
+    pid: int
+
+
+Event = Union[EvaluationStarted, StageStarted, StageFinished, WorkloadChecked, WorkloadTimed, EvaluationFinished, HarnessReady]
+EVENT_TYPES: dict[str, type] = {cls.type: cls for cls in Event.__args__}  # type: ignore[attr-defined]
+
+
+def parse(line: str | bytes | dict[str, Any]) -> Event:
+    try:
+        data = line if isinstance(line, dict) else json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise EventError(f"not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise EventError("an event is a JSON object")
+    if data.get("v") != SCHEMA_VERSION:
+        raise EventError(f"schema version {data.get('v')!r}; this arena reads version {SCHEMA_VERSION}")
+    cls = EVENT_TYPES.get(data.get("type", ""))
+    if cls is None:
+        raise EventError(f"unknown event type {data.get('type')!r}")
+    known = {f.name for f in fields(cls)}
+    try:
+        return cls(**{k: v for k, v in data.items() if k in known})
+    except TypeError as exc:
+        raise EventError(f"{data.get('type')}: {exc}") from None
+
+
+def to_json(event: Event) -> dict[str, Any]:
+    return {"v": SCHEMA_VERSION, "type": event.type, **asdict(event)}

@@ -1,0 +1,70 @@
+"""Turning stage results into numbers.
+
+- speedup of a workload = baseline median / candidate median; of a task = the geometric mean
+  over its timed workloads;
+- fraction of speed of light = roofline time / candidate time, the roofline from the task's
+  FLOP and byte formulas and the device's peaks (measured where recorded, else spec);
+- fast_p over a task set = the share of tasks that are correct with speedup > p;
+- the classic points, for comparison with AgentKernelArena: 20 for compiling, 100 for being
+  correct, 100 × speedup.
+A failed or missing result counts as zero in every aggregate; it is never dropped.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+from .devices import Peaks
+
+IMPOSSIBILITY_MARGIN = 0.9  # a time below 90% of the spec roofline cannot be real
+
+
+def speedup(baseline_us: float, candidate_us: float) -> float:
+    if candidate_us <= 0 or baseline_us <= 0:
+        return 0.0
+    return baseline_us / candidate_us
+
+
+def geomean(values: Iterable[float]) -> float:
+    """Geometric mean; any zero (a failure) makes it zero; an empty list is zero."""
+    vals = list(values)
+    if not vals or any(v <= 0 for v in vals):
+        return 0.0
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
+
+
+def roofline_us(flops: float, nbytes: float, peaks: Peaks, compute: str) -> float | None:
+    """max(FLOPs / compute peak, bytes / memory bandwidth), in microseconds."""
+    tflops = peaks.compute_tflops(compute)
+    terms = []
+    if tflops:
+        terms.append(flops / (tflops * 1e12) * 1e6)
+    if peaks.hbm_tbps:
+        terms.append(nbytes / (peaks.hbm_tbps * 1e12) * 1e6)
+    return max(terms) if terms else None
+
+
+def sol_fraction(roofline: float | None, candidate_us: float) -> float | None:
+    if roofline is None or candidate_us <= 0:
+        return None
+    return roofline / candidate_us
+
+
+def impossibility_floor_us(flops: float, nbytes: float, spec: Peaks | None, compute: str) -> float | None:
+    if spec is None:
+        return None
+    roof = roofline_us(flops, nbytes, spec, compute)
+    return None if roof is None else IMPOSSIBILITY_MARGIN * roof
+
+
+def points(compiled: bool, correct: bool, task_speedup: float) -> float:
+    return 20.0 * compiled + (100.0 + 100.0 * task_speedup if correct else 0.0)
+
+
+def fast_p(results: Iterable[tuple[bool, float]], p: float) -> float:
+    """Share of (correct, speedup) pairs that are correct and faster than p × baseline."""
+    pairs = list(results)
+    if not pairs:
+        return 0.0
+    return sum(1 for correct, s in pairs if correct and s > p) / len(pairs)

@@ -1,0 +1,480 @@
+"""Task specs: load `task.yaml`, validate every field, discover the bundled tasks.
+
+A task folder is `tasks/<family>/<name>/` with `task.yaml`, `reference.py`, `baseline.py` and
+`starter.py` (docs/task-format.md). A bad task is rejected with one `TaskError` that names the
+file, the field and the fix.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import os
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+FAMILIES = ("gemm", "attention", "moe", "norm", "activation", "elementwise", "sampling", "comm")
+TASK_FILES = ("task.yaml", "reference.py", "baseline.py", "starter.py")
+BASELINE_KINDS = ("vendor_library", "vendor_kernel_library", "torch_composition")
+LANGUAGES = ("triton", "pytorch", "cuda", "hip")
+PEAKS = ("bf16", "fp8", "fp32")
+DTYPES = (
+    "bfloat16", "float16", "float32", "float64",
+    "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+    "int8", "uint8", "int16", "int32", "int64", "bool",
+)
+INIT_DISTS = {"normal": ("mean", "std"), "uniform": ("low", "high"), "randint": ("low", "high")}
+WORKLOAD_META = ("model", "note")
+MIN_SEEDS = 3
+
+
+class TaskError(ValueError):
+    """A task that cannot be used; the message names the file, the field and the fix."""
+
+    def __init__(self, path: Path | str, field_name: str, problem: str, fix: str):
+        self.path, self.field, self.problem, self.fix = str(path), field_name, problem, fix
+        super().__init__(f"{path}: `{field_name}`: {problem}. Fix: {fix}")
+
+
+class UnknownTaskError(LookupError):
+    """A task id that no bundled or given task folder has."""
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One input or output of the task's `run`; a scalar input has `value` and no shape."""
+
+    name: str
+    dtype: str
+    shape: tuple[str | int, ...] | None = None
+    init: dict[str, Any] | None = None
+    value: float | int | None = None
+    inplace_of: str | None = None
+
+    @property
+    def is_scalar(self) -> bool:
+        return self.shape is None
+
+    def concrete_shape(self, axes: dict[str, int]) -> tuple[int, ...]:
+        assert self.shape is not None, f"{self.name} is a scalar"
+        return tuple(axes[d] if isinstance(d, str) else d for d in self.shape)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Concrete values for every axis, plus where the shape comes from."""
+
+    axes: dict[str, int]
+    model: str | None = None
+    note: str | None = None
+
+    @property
+    def label(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in self.axes.items())
+
+    def to_json(self) -> dict[str, Any]:
+        return {"axes": dict(self.axes), "model": self.model, "note": self.note, "label": self.label}
+
+
+@dataclass(frozen=True)
+class Draw:
+    """Hidden workloads drawn at evaluation time: a fixed one with `ranges` axes re-drawn."""
+
+    count: int
+    ranges: dict[str, tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class HiddenSet:
+    fixed: tuple[Workload, ...]
+    draw: Draw | None = None
+
+    def resolve(self, rng: random.Random) -> list[Workload]:
+        """The fixed workloads plus `draw.count` drawn ones (never a copy of a fixed one)."""
+        drawn: list[Workload] = []
+        if self.draw is not None:
+            taken = {w.label for w in self.fixed}
+            while len(drawn) < self.draw.count:
+                base = rng.choice(self.fixed)
+                axes = dict(base.axes)
+                for axis, (low, high) in self.draw.ranges.items():
+                    axes[axis] = rng.randint(low, high)
+                w = Workload(axes, base.model, "drawn")
+                if w.label not in taken:
+                    taken.add(w.label)
+                    drawn.append(w)
+        return list(self.fixed) + drawn
+
+
+@dataclass(frozen=True)
+class WorkloadSets:
+    visible: tuple[Workload, ...]
+    hidden: HiddenSet
+
+
+@dataclass(frozen=True)
+class Correctness:
+    atol: float
+    rtol: float
+    min_match: float = 1.0
+    seeds: int = MIN_SEEDS
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Seconds each stage may take before the evaluation is torn down."""
+
+    compile_s: float = 300.0
+    correctness_s: float = 300.0
+    performance_s: float = 300.0
+
+
+@dataclass(frozen=True)
+class Task:
+    id: str
+    path: Path
+    description: str
+    models: tuple[str, ...]
+    languages: tuple[str, ...]
+    baseline_kind: str
+    baseline: str
+    axes: dict[str, str]
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    correctness: Correctness
+    flops: str
+    bytes: str
+    peak: str
+    gpu: WorkloadSets
+    cpu: WorkloadSets
+    limits: Limits = field(default_factory=Limits)
+    vendor_notes: str = ""
+
+    @property
+    def family(self) -> str:
+        return self.id.split("/")[0]
+
+    @property
+    def name(self) -> str:
+        return self.id.split("/")[1]
+
+    def workloads(self, cpu: bool) -> WorkloadSets:
+        return self.cpu if cpu else self.gpu
+
+    def flops_for(self, w: Workload) -> float:
+        return evaluate_formula(self.flops, w.axes)
+
+    def bytes_for(self, w: Workload) -> float:
+        return evaluate_formula(self.bytes, w.axes)
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+
+# --- formulas ------------------------------------------------------------------------------
+
+_FORMULA_FUNCS = {"min": min, "max": max, "ceil": math.ceil, "floor": math.floor, "log2": math.log2}
+_FORMULA_NODES = (
+    ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Load, ast.Call,
+    ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.USub, ast.UAdd,
+)
+
+
+def formula_names(expr: str) -> set[str]:
+    tree = ast.parse(expr, mode="eval")
+    for node in ast.walk(tree):
+        if not isinstance(node, _FORMULA_NODES):
+            raise ValueError(f"`{ast.unparse(node)}` is not plain arithmetic")
+        if isinstance(node, ast.Call) and not (
+            isinstance(node.func, ast.Name) and node.func.id in _FORMULA_FUNCS
+        ):
+            raise ValueError(f"only {', '.join(_FORMULA_FUNCS)} may be called")
+    calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call)}  # type: ignore[attr-defined]
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - calls
+
+
+def evaluate_formula(expr: str, axes: dict[str, int]) -> float:
+    """Evaluate a FLOP or byte formula: arithmetic over the axes, nothing else."""
+    formula_names(expr)  # rejects anything but arithmetic
+    code = compile(ast.parse(expr, mode="eval"), "<formula>", "eval")
+    return float(eval(code, {"__builtins__": {}, **_FORMULA_FUNCS}, dict(axes)))  # noqa: S307
+
+
+# --- loading -------------------------------------------------------------------------------
+
+
+class _Fields:
+    """Reads one mapping of task.yaml, raising TaskError with the field's dotted path."""
+
+    def __init__(self, path: Path, data: Any, where: str):
+        self.path, self.where = path, where
+        if not isinstance(data, dict):
+            self.fail("must be a mapping", f"write `{where}` as `key: value` lines" if where else "start task.yaml with `schema_version: 1`")
+        self.data: dict[str, Any] = data
+
+    def at(self, key: str) -> str:
+        return f"{self.where}.{key}" if self.where else key
+
+    def fail(self, problem: str, fix: str, key: str | None = None) -> None:
+        raise TaskError(self.path, self.at(key) if key else (self.where or "(top level)"), problem, fix)
+
+    def get(self, key: str, kind: type | tuple[type, ...], fix: str, default: Any = ..., ) -> Any:
+        if key not in self.data:
+            if default is ...:
+                self.fail("is missing", fix, key)
+            return default
+        value = self.data[key]
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+            names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+            self.fail(f"must be a {names}, got {value!r}", fix, key)
+        return value
+
+    def no_unknown(self, allowed: tuple[str, ...]) -> None:
+        unknown = sorted(set(self.data) - set(allowed))
+        if unknown:
+            self.fail(f"unknown key(s) {', '.join(unknown)}", f"use only {', '.join(allowed)}")
+
+
+def load_task(task_dir: Path | str, tasks_root: Path | str | None = None) -> Task:
+    """Load and validate one task folder."""
+    task_dir = Path(task_dir).resolve()
+    spec_path = task_dir / "task.yaml"
+    for name in TASK_FILES:
+        if not (task_dir / name).is_file():
+            raise TaskError(task_dir / name, name, "file is missing", f"add {name} (docs/task-format.md)")
+    task_id = f"{task_dir.parent.name}/{task_dir.name}"
+    if task_dir.parent.name not in FAMILIES:
+        raise TaskError(spec_path, "(folder)", f"family `{task_dir.parent.name}` is unknown", f"put the task under one of {', '.join(FAMILIES)}")
+    try:
+        raw = yaml.safe_load(spec_path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else "(syntax)"
+        raise TaskError(spec_path, where, f"is not valid YAML ({getattr(exc, 'problem', exc)})", "fix the YAML syntax") from None
+    top = _Fields(spec_path, raw, "")
+    top.no_unknown((
+        "schema_version", "description", "models", "languages", "baseline_kind", "baseline",
+        "vendor_notes", "axes", "inputs", "outputs", "correctness", "flops", "bytes", "peak",
+        "workloads", "limits",
+    ))
+    version = top.get("schema_version", int, "write `schema_version: 1`")
+    if version != 1:
+        top.fail(f"version {version} is not supported", "write `schema_version: 1`", "schema_version")
+
+    axes_raw = top.get("axes", dict, "declare every shape symbol under `axes:` with a one-line meaning")
+    axes = {str(k): str(v) for k, v in axes_raw.items()}
+    if not axes:
+        top.fail("declares no axis", "declare every shape symbol under `axes:`", "axes")
+
+    inputs = tuple(_tensor(spec_path, d, f"inputs[{i}]", axes, output=False) for i, d in enumerate(_list(top, "inputs")))
+    outputs = tuple(_tensor(spec_path, d, f"outputs[{i}]", axes, output=True) for i, d in enumerate(_list(top, "outputs")))
+    names = [t.name for t in inputs]
+    for i, out in enumerate(outputs):
+        if out.inplace_of is not None and out.inplace_of not in names:
+            raise TaskError(spec_path, f"outputs[{i}].inplace_of", f"`{out.inplace_of}` is not an input", f"name one of {', '.join(names)}")
+    if len(set(names)) != len(names):
+        top.fail("input names repeat", "give every input its own name", "inputs")
+
+    corr = _Fields(spec_path, top.get("correctness", dict, "add `correctness: {atol, rtol, min_match, seeds}`"), "correctness")
+    corr.no_unknown(("atol", "rtol", "min_match", "seeds"))
+    correctness = Correctness(
+        atol=corr.get("atol", float, "give an absolute tolerance, e.g. 1.0e-2"),
+        rtol=corr.get("rtol", float, "give a relative tolerance, e.g. 1.0e-2"),
+        min_match=corr.get("min_match", float, "a fraction in (0, 1]", 1.0),
+        seeds=corr.get("seeds", int, f"at least {MIN_SEEDS}", MIN_SEEDS),
+    )
+    if not 0 < correctness.min_match <= 1:
+        corr.fail("must be in (0, 1]", "use e.g. 1.0 (every element) or 0.99", "min_match")
+    if correctness.seeds < MIN_SEEDS:
+        corr.fail(f"is {correctness.seeds}", f"use at least {MIN_SEEDS} seeds", "seeds")
+    if correctness.atol < 0 or correctness.rtol < 0:
+        corr.fail("tolerances must not be negative", "use atol, rtol >= 0")
+
+    formulas = {}
+    for key in ("flops", "bytes"):
+        expr = str(top.get(key, (str, int, float), f"give the {key} as arithmetic over the axes, e.g. 2 * M * N * K"))
+        try:
+            unknown = formula_names(expr) - set(axes)
+        except (SyntaxError, ValueError) as exc:
+            top.fail(f"`{expr}` cannot be evaluated ({exc})", "use + - * / // ** and min, max, ceil, floor, log2 over the axes", key)
+        if unknown:
+            top.fail(f"uses undeclared symbol(s) {', '.join(sorted(unknown))}", "declare them under `axes:`", key)
+        formulas[key] = expr
+
+    peak = top.get("peak", str, f"name the compute peak that bounds it: {', '.join(PEAKS)}")
+    if peak not in PEAKS:
+        top.fail(f"`{peak}` is unknown", f"use one of {', '.join(PEAKS)}", "peak")
+    kind = top.get("baseline_kind", str, f"one of {', '.join(BASELINE_KINDS)}")
+    if kind not in BASELINE_KINDS:
+        top.fail(f"`{kind}` is unknown", f"use one of {', '.join(BASELINE_KINDS)}", "baseline_kind")
+    languages = tuple(str(x) for x in top.get("languages", list, f"list the languages a candidate may use: {', '.join(LANGUAGES)}"))
+    bad = [x for x in languages if x not in LANGUAGES]
+    if bad or not languages:
+        top.fail(f"unknown or empty: {bad}", f"use some of {', '.join(LANGUAGES)}", "languages")
+
+    wl = _Fields(spec_path, top.get("workloads", dict, "add `workloads:` with visible, hidden and cpu sets"), "workloads")
+    wl.no_unknown(("visible", "hidden", "cpu"))
+    gpu_sets = _workload_sets(spec_path, wl, axes)
+    cpu_sets = _workload_sets(spec_path, _Fields(spec_path, wl.get("cpu", dict, "add `cpu:` with visible and hidden sets at CPU sizes"), "workloads.cpu"), axes)
+
+    limits_raw = _Fields(spec_path, top.get("limits", dict, "", {}), "limits")
+    limits_raw.no_unknown(("compile_s", "correctness_s", "performance_s"))
+    limits = Limits(**{k: limits_raw.get(k, float, "seconds, e.g. 300", getattr(Limits, k)) for k in ("compile_s", "correctness_s", "performance_s")})
+
+    return Task(
+        id=task_id,
+        path=task_dir,
+        description=str(top.get("description", str, "describe what the kernel computes")).strip(),
+        models=tuple(str(m) for m in top.get("models", list, "list the models the shapes come from")),
+        languages=languages,
+        baseline_kind=kind,
+        baseline=str(top.get("baseline", str, "say in one line what the baseline calls")),
+        vendor_notes=str(top.get("vendor_notes", str, "say why vendors differ", "")).strip(),
+        axes=axes,
+        inputs=inputs,
+        outputs=outputs,
+        correctness=correctness,
+        flops=formulas["flops"],
+        bytes=formulas["bytes"],
+        peak=peak,
+        gpu=gpu_sets,
+        cpu=cpu_sets,
+        limits=limits,
+    )
+
+
+def _list(fields: _Fields, key: str) -> list[Any]:
+    items = fields.get(key, list, f"list the {key} in call order: `- {{name: x, shape: [M, K], dtype: bfloat16}}`")
+    if not items:
+        fields.fail("is empty", f"list at least one of the {key}", key)
+    return items
+
+
+def _tensor(path: Path, raw: Any, where: str, axes: dict[str, str], output: bool) -> TensorSpec:
+    f = _Fields(path, raw, where)
+    f.no_unknown(("name", "shape", "dtype", "inplace_of") if output else ("name", "shape", "dtype", "init", "value"))
+    name = f.get("name", str, "give it a name")
+    dtype = f.get("dtype", str, f"one of {', '.join(DTYPES)}")
+    if dtype not in DTYPES:
+        f.fail(f"`{dtype}` is not a supported dtype", f"use one of {', '.join(DTYPES)}", "dtype")
+    value = f.get("value", (int, float), "a number", None)
+    shape_raw = f.get("shape", list, "a list of axis names or integers, e.g. [M, K]", None)
+    if output and shape_raw is None and "inplace_of" not in f.data:
+        f.fail("is missing", "give the output's shape, e.g. [M, N]", "shape")
+    if not output and (shape_raw is None) == (value is None):
+        f.fail("an input has either a `shape` (a tensor) or a `value` (a scalar)", "give exactly one of them")
+    shape = None
+    if shape_raw is not None:
+        for dim in shape_raw:
+            if isinstance(dim, bool) or not (isinstance(dim, int) and dim > 0 or isinstance(dim, str) and dim in axes):
+                f.fail(f"dimension {dim!r} is neither a declared axis nor a positive integer", "declare it under `axes:`", "shape")
+        shape = tuple(shape_raw)
+    init = f.get("init", dict, "e.g. {dist: normal, std: 1.0}", None)
+    if init is not None:
+        dist = init.get("dist")
+        if dist not in INIT_DISTS:
+            f.fail(f"dist `{dist}` is unknown", f"use one of {', '.join(INIT_DISTS)}", "init.dist")
+        extra = set(init) - {"dist", *INIT_DISTS[dist]}
+        if extra:
+            f.fail(f"unknown key(s) {', '.join(sorted(extra))}", f"{dist} takes {', '.join(INIT_DISTS[dist])}", "init")
+        if dist != "normal" and not init.get("low", 0) < init.get("high", 1):
+            f.fail("needs low < high", "e.g. {dist: uniform, low: -1, high: 1}", "init")
+    return TensorSpec(name=name, dtype=dtype, shape=shape, init=init, value=value, inplace_of=f.get("inplace_of", str, "an input's name", None))
+
+
+def _workloads(path: Path, raw: Any, where: str, axes: dict[str, str]) -> tuple[Workload, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise TaskError(path, where, "must be a non-empty list", "list workloads as `- {M: 16, N: 4096, K: 4096}`")
+    result = []
+    for i, item in enumerate(raw):
+        f = _Fields(path, item, f"{where}[{i}]")
+        f.no_unknown(tuple(axes) + WORKLOAD_META)
+        values = {}
+        for axis in axes:
+            v = f.get(axis, int, "give every axis a positive integer")
+            if v <= 0:
+                f.fail(f"is {v}", "give a positive integer", axis)
+            values[axis] = v
+        result.append(Workload(values, f.data.get("model"), f.data.get("note")))
+    return tuple(result)
+
+
+def _workload_sets(path: Path, f: _Fields, axes: dict[str, str]) -> WorkloadSets:
+    visible = _workloads(path, f.get("visible", list, "list the visible workloads"), f.at("visible"), axes)
+    h = _Fields(path, f.get("hidden", dict, "add `hidden: {fixed: [...], draw: {count, ranges}}`"), f.at("hidden"))
+    h.no_unknown(("fixed", "draw"))
+    fixed = _workloads(path, h.get("fixed", list, "list the fixed hidden workloads"), h.at("fixed"), axes)
+    draw = None
+    if "draw" in h.data:
+        d = _Fields(path, h.data["draw"], h.at("draw"))
+        d.no_unknown(("count", "ranges"))
+        count = d.get("count", int, "how many workloads to draw, e.g. 2")
+        ranges_raw = d.get("ranges", dict, "e.g. {M: [1, 4096]}")
+        ranges = {}
+        for axis, bounds in ranges_raw.items():
+            if axis not in axes:
+                d.fail(f"`{axis}` is not a declared axis", "draw only declared axes", "ranges")
+            if not (isinstance(bounds, list) and len(bounds) == 2 and all(isinstance(b, int) and b > 0 for b in bounds) and bounds[0] < bounds[1]):
+                d.fail(f"{axis}: {bounds!r} is not [low, high]", "give two positive integers, low < high", "ranges")
+            ranges[axis] = (bounds[0], bounds[1])
+        if count < 1 or not ranges:
+            d.fail("draws nothing", "give count >= 1 and at least one range")
+        draw = Draw(count, ranges)
+    visible_labels = {w.label for w in visible}
+    for i, w in enumerate(fixed):
+        if w.label in visible_labels:
+            raise TaskError(path, f"{h.at('fixed')}[{i}]", f"{w.label} is also a visible workload", "make hidden workloads differ from visible ones")
+    if not any(not _power_of_two(v) for w in fixed for v in w.axes.values()):
+        raise TaskError(path, h.at("fixed"), "has no size that is not a power of two", "add a workload with an odd or irregular size (e.g. M=77)")
+    return WorkloadSets(visible, HiddenSet(fixed, draw))
+
+
+def _power_of_two(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+# --- discovery -----------------------------------------------------------------------------
+
+
+def bundled_tasks_root() -> Path:
+    """The bundled `tasks/` folder: beside `core/` in a checkout and in site-packages alike."""
+    return Path(__file__).resolve().parent.parent / "tasks"
+
+
+def tasks_root(override: Path | str | None = None) -> Path:
+    if override is not None:
+        return Path(override)
+    env = os.environ.get("ARENA_TASKS")
+    return Path(env) if env else bundled_tasks_root()
+
+
+def discover(root: Path | str | None = None) -> list[Task]:
+    """Every task under `root`, sorted by id; a bad task raises its TaskError."""
+    base = tasks_root(root)
+    return [load_task(p.parent) for p in sorted(base.glob("*/*/task.yaml"))]
+
+
+def task_ids(root: Path | str | None = None) -> list[str]:
+    base = tasks_root(root)
+    return [f"{p.parent.parent.name}/{p.parent.name}" for p in sorted(base.glob("*/*/task.yaml"))]
+
+
+def find_task(task_id: str, root: Path | str | None = None) -> Task:
+    """Load a task by id (`gemm/bf16_gemm`) or by folder path."""
+    as_path = Path(task_id)
+    if (as_path / "task.yaml").is_file():
+        return load_task(as_path)
+    base = tasks_root(root)
+    folder = base / task_id
+    if task_id.count("/") != 1 or not (folder / "task.yaml").is_file():
+        known = task_ids(root)
+        close = [t for t in known if task_id.split("/")[-1] in t]
+        hint = f"did you mean {', '.join(close)}?" if close else "run `arena tasks list` to see the ids"
+        raise UnknownTaskError(f"unknown task `{task_id}`: {hint}")
+    return load_task(folder)

@@ -1,0 +1,1 @@
+"""Devices reached over SSH (a later issue): hosts file, upload, run, stream."""

@@ -1,0 +1,48 @@
+"""Shared fixtures, and the per-area timing summary that .ci/run prints."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+_area_seconds: dict[str, float] = defaultdict(float)
+
+
+@pytest.fixture(scope="session")
+def fixture_tasks() -> Path:
+    return FIXTURES / "tasks"
+
+
+@pytest.fixture(scope="session")
+def candidates() -> Path:
+    return FIXTURES / "candidates"
+
+
+@pytest.fixture(scope="session")
+def cpu_evaluator():
+    """One warm harness on the CPU device for the whole session, as `arena` itself uses."""
+    from core.evaluate import Evaluator
+
+    with Evaluator("cpu") as evaluator:
+        yield evaluator
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):  # noqa: ANN001
+    start = time.monotonic()
+    yield
+    _area_seconds[Path(item.fspath).relative_to(ROOT).as_posix()] += time.monotonic() - start
+
+
+def pytest_terminal_summary(terminalreporter):  # noqa: ANN001
+    if not _area_seconds:
+        return
+    terminalreporter.section("time per test area")
+    for area, seconds in sorted(_area_seconds.items(), key=lambda kv: -kv[1]):
+        terminalreporter.write_line(f"{seconds:8.1f} s  {area}")

@@ -1,0 +1,75 @@
+"""The `arena` command line: tasks, eval, bad input, exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from arena_tui.cli import main
+from core import __version__
+
+
+def run_cli(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert __version__ in capsys.readouterr().out
+
+
+def test_tasks_list_and_show_never_reveal_hidden_workloads(capsys):
+    code, out, _ = run_cli(capsys, "tasks", "list")
+    assert code == 0 and "gemm/bf16_gemm" in out and "norm/add_rmsnorm" in out
+    from core.tasks import find_task
+
+    task = find_task("gemm/bf16_gemm")
+    code, out, _ = run_cli(capsys, "tasks", "show", "gemm/bf16_gemm")
+    assert code == 0 and "signature" in out
+    for w in task.gpu.visible:
+        assert str(w.axes["N"]) in out
+    rows = [[tok for tok in line.split() if tok.strip("│┃║|")] for line in out.splitlines()]
+    for w in list(task.gpu.hidden.fixed) + list(task.cpu.hidden.fixed):
+        values = [str(v) for v in w.axes.values()]
+        assert not any(row[: len(values)] == values for row in rows), f"hidden workload {w.label} shown"
+    assert "never shown" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["eval", "--task", "gemm/nope", "--candidate", "x.py"], "unknown task `gemm/nope`"),
+        (["eval", "--task", "elementwise/axpy", "--candidate", "missing.py"], "does not exist"),
+        (["eval", "--task", "elementwise/axpy", "--candidate", "{c}/axpy_no_run.py"], "defines no `run`"),
+        (["eval", "--task", "elementwise/axpy", "--candidate", "{c}/axpy_torch.py", "--device", "tpu:0"], "unknown device `tpu:0`"),
+    ],
+)
+def test_bad_input_gets_one_line_and_exit_code_2(capsys, fixture_tasks, candidates, args, says):
+    args = [a.format(c=candidates) for a in args]
+    code, out, err = run_cli(capsys, "--tasks-dir", str(fixture_tasks), *args)
+    assert code == 2
+    assert says in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_eval_json_prints_exactly_one_result_object(fixture_tasks, candidates):
+    proc = subprocess.run(
+        [sys.executable, "-m", "arena_tui.cli", "--tasks-dir", str(fixture_tasks), "eval", "--task", "elementwise/axpy",
+         "--candidate", str(candidates / "axpy_wrong.py"), "--json"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 1, proc.stderr
+    result = json.loads(proc.stdout)
+    assert proc.stdout.count("\n") == 1
+    for key in ("schema_version", "task_id", "candidate_sha256", "device", "timing_kind", "status", "failed_stage",
+                "stages", "workloads", "speedup", "sol_fraction", "points", "integrity_flags", "review_notes", "versions"):
+        assert key in result
+    assert result["status"] == "failed" and result["failed_stage"] == "correctness"
+    assert result["device"]["vendor"] == "cpu"

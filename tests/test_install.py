@@ -1,0 +1,26 @@
+"""The bundled tasks are found when the package is installed non-editable, away from the
+checkout."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_non_editable_install_finds_bundled_tasks(tmp_path):
+    target = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(ROOT)],
+        check=True, capture_output=True, timeout=300,
+    )
+    assert (target / "tasks" / "gemm" / "bf16_gemm" / "task.yaml").is_file()
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    code = "import core.tasks as t; print(t.bundled_tasks_root()); print(len(t.discover()))"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    where, count = proc.stdout.split()
+    assert where.startswith(str(target)) and int(count) >= 3

@@ -1,0 +1,108 @@
+"""The task format: every bundled task loads, and a bad task gets one error naming the file,
+the field and the fix."""
+
+from __future__ import annotations
+
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from core.tasks import (
+    TaskError,
+    UnknownTaskError,
+    discover,
+    evaluate_formula,
+    find_task,
+    load_task,
+)
+
+BUNDLED = ["activation/silu_mul", "gemm/bf16_gemm", "norm/add_rmsnorm"]
+
+
+def test_bundled_tasks_load_and_validate():
+    ids = [t.id for t in discover()]
+    for task_id in BUNDLED:
+        assert task_id in ids
+    for task in discover():
+        assert task.correctness.seeds >= 3
+        for sets in (task.gpu, task.cpu):
+            assert sets.visible and sets.hidden.fixed
+            assert any(v & (v - 1) for w in sets.hidden.fixed for v in w.axes.values()), "a non-power-of-two hidden size"
+            for w in sets.visible:
+                assert task.flops_for(w) > 0 and task.bytes_for(w) > 0
+
+
+def test_find_task_by_id_and_unknown_id_suggests():
+    assert find_task("gemm/bf16_gemm").name == "bf16_gemm"
+    with pytest.raises(UnknownTaskError, match="did you mean gemm/bf16_gemm"):
+        find_task("bf16_gemm")
+
+
+def _broken(tmp_path: Path, fixture_tasks: Path, edit) -> Path:
+    folder = tmp_path / "elementwise" / "axpy"
+    shutil.copytree(fixture_tasks / "elementwise" / "axpy", folder)
+    spec = yaml.safe_load((folder / "task.yaml").read_text())
+    edit(spec)
+    (folder / "task.yaml").write_text(yaml.safe_dump(spec))
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("edit", "field", "fix"),
+    [
+        (lambda s: s.pop("flops"), "flops", "arithmetic over the axes"),
+        (lambda s: s.update(flops="2 * N * Q"), "flops", "declare them under `axes:`"),
+        (lambda s: s.update(flops="__import__('os')"), "flops", "use + - * /"),
+        (lambda s: s["inputs"][0].update(dtype="bf16"), "inputs[0].dtype", "bfloat16"),
+        (lambda s: s["inputs"][0].update(shape=["N", "Z"]), "inputs[0].shape", "declare it under `axes:`"),
+        (lambda s: s["correctness"].update(seeds=1), "correctness.seeds", "at least 3"),
+        (lambda s: s["workloads"]["visible"][0].pop("D"), "workloads.visible[0].D", "positive integer"),
+        (lambda s: s["workloads"]["visible"][0].update(E=3), "workloads.visible[0]", "use only"),
+        (lambda s: s["workloads"]["hidden"].update(fixed=[{"N": 64, "D": 128}]), "workloads.hidden.fixed[0]", "differ from visible"),
+        (lambda s: s["workloads"]["cpu"]["hidden"].update(fixed=[{"N": 32, "D": 64}]), "workloads.cpu.hidden.fixed", "not a power of two"),
+        (lambda s: s["workloads"]["hidden"]["draw"].update(ranges={"N": [5, 1]}), "workloads.hidden.draw.ranges", "low < high"),
+        (lambda s: s.update(peak="tf32"), "peak", "bf16"),
+        (lambda s: s.update(colour="red"), "(top level)", "use only"),
+    ],
+)
+def test_bad_task_names_file_field_and_fix(tmp_path, fixture_tasks, edit, field, fix):
+    folder = _broken(tmp_path, fixture_tasks, edit)
+    with pytest.raises(TaskError) as caught:
+        load_task(folder)
+    err = caught.value
+    assert err.path.endswith("task.yaml")
+    assert err.field == field
+    assert fix in str(err)
+    assert "\n" not in str(err), "one line"
+
+
+def test_missing_file_and_bad_yaml(tmp_path, fixture_tasks):
+    folder = _broken(tmp_path, fixture_tasks, lambda s: None)
+    (folder / "baseline.py").unlink()
+    with pytest.raises(TaskError, match="baseline.py.*file is missing"):
+        load_task(folder)
+    folder = _broken(tmp_path / "b", fixture_tasks, lambda s: None)
+    (folder / "task.yaml").write_text("axes: [unclosed\n")
+    with pytest.raises(TaskError, match="not valid YAML"):
+        load_task(folder)
+
+
+def test_formulas_are_plain_arithmetic():
+    assert evaluate_formula("2 * M * N * K", {"M": 2, "N": 3, "K": 4}) == 48
+    assert evaluate_formula("max(M, 8) * ceil(N / 2)", {"M": 2, "N": 3}) == 16
+    with pytest.raises(ValueError):
+        evaluate_formula("M.__class__", {"M": 1})
+
+
+def test_hidden_draws_are_secret_seeded_and_new(fixture_tasks):
+    task = load_task(fixture_tasks / "elementwise" / "axpy")
+    first = task.gpu.hidden.resolve(random.Random(7))
+    assert first == task.gpu.hidden.resolve(random.Random(7))
+    assert len(first) == 2 and first[-1].note == "drawn"
+    labels = {w.label for w in task.gpu.visible} | {w.label for w in task.gpu.hidden.fixed}
+    assert first[-1].label not in labels
+    draws = {tuple(task.gpu.hidden.resolve(random.Random(s))[-1].axes.items()) for s in range(20)}
+    assert len(draws) > 5, "different seeds draw different shapes"
