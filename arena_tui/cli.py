@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Sequence
 
 from rich.console import Console
+from rich.markup import escape
 
 from core import __version__
 from core.devices import DeviceError, ProbeError, parse_device
@@ -23,6 +24,11 @@ from core.result import EXIT_BAD_INPUT, EXIT_INFRASTRUCTURE, EXIT_PASSED, Result
 from core.tasks import TaskError, UnknownTaskError, discover, find_task
 
 from . import render
+
+
+def _error(err: Console, exc: BaseException) -> None:
+    """One line, never wrapped, never a traceback."""
+    err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -61,10 +67,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "tasks":
             return _tasks(args, out)
     except (TaskError, UnknownTaskError, DeviceError) as exc:
-        err.print(f"[red]error:[/] {exc}", highlight=False, markup=True)
+        _error(err, exc)
         return EXIT_BAD_INPUT
     except ProbeError as exc:
-        err.print(f"[red]error:[/] {exc}", highlight=False)
+        _error(err, exc)
         return EXIT_INFRASTRUCTURE
     except KeyboardInterrupt:
         err.print("interrupted")
@@ -80,7 +86,7 @@ def _eval(args: argparse.Namespace, out: Console, err: Console) -> int:
     try:
         check_candidate(args.candidate)
     except BadCandidate as exc:
-        err.print(f"[red]error:[/] {exc}", highlight=False)
+        _error(err, exc)
         return EXIT_BAD_INPUT
     progress = None if args.json else render.StageProgress(out, task)
     with Evaluator(args.device, workdir=args.workdir) as evaluator:
@@ -97,10 +103,12 @@ def _eval(args: argparse.Namespace, out: Console, err: Console) -> int:
 def _demo(args: argparse.Namespace, out: Console) -> int:
     from core.evaluate import Evaluator
 
+    device = getattr(args, "device", "cpu")  # `arena` alone has no --device
+    parse_device(device)
     tasks = discover(args.tasks_dir)
     results: list[Result] = []
-    out.print(f"[bold]Kernel Arena {__version__}[/]: evaluating the starters of {len(tasks)} bundled tasks on [bold]{args.device}[/]")
-    with Evaluator(args.device) as evaluator:
+    out.print(f"[bold]Kernel Arena {__version__}[/]: evaluating the starters of {len(tasks)} bundled tasks on [bold]{device}[/]")
+    with Evaluator(device) as evaluator:
         out.print(f"device: {render.device_line(evaluator.info)}\n")
         for task in tasks:
             progress = render.StageProgress(out, task, compact=True)

@@ -23,7 +23,7 @@ def device_line(info: DeviceInfo) -> str:
 
 
 def ratio(x: float) -> str:
-    return f"{x:.3g}×"
+    return f"{x:.2f}×" if x >= 0.01 or x == 0 else f"{x:.1e}×"
 
 
 def _us(x: float | None) -> str:
@@ -90,21 +90,27 @@ def result_summary(console: Console, result: Result) -> None:
 
 def scores_table(console: Console, results: list[Result]) -> None:
     table = Table(title="Scores", header_style="bold")
-    for col in ("task", "status", "compile", "correct", "hidden", "speedup", "SOL", "points", "timing"):
-        table.add_column(col)
+    table.add_column("task", no_wrap=True, min_width=max((len(r.task_id) for r in results), default=4))
+    table.add_column("status", no_wrap=True)
+    table.add_column("stages", no_wrap=True)
+    for col in ("speedup", "SOL", "points"):
+        table.add_column(col, justify="right", no_wrap=True)
+    table.add_column("timing", no_wrap=True)
     for r in results:
         table.add_row(
-            r.task_id, r.status, *(MARK.get(r.stage(s).status, "?") for s in ("compile", "correctness", "generalization")),
+            r.task_id, r.status, " ".join(MARK.get(s.status, "?") for s in r.stages),
             ratio(r.speedup), f"{r.sol_fraction * 100:.1f}%" if r.sol_fraction is not None else "–", f"{r.points:.0f}", r.timing_kind,
         )
     console.print(table)
+    console.print("[dim]stages: compile, correctness, hidden shapes, performance[/]")
     if any(r.timing_kind == "cpu" for r in results):
         console.print("[dim]cpu timings run Triton in its interpreter: shown for information, never ranked.[/]")
 
 
 def tasks_table(console: Console, tasks: list[Task]) -> None:
     table = Table(header_style="bold")
-    for col in ("id", "models", "inputs → outputs", "baseline", "kind"):
+    table.add_column("id", no_wrap=True, min_width=max((len(t.id) for t in tasks), default=2))
+    for col in ("models", "inputs → outputs", "baseline", "kind"):
         table.add_column(col)
     for t in tasks:
         io = ", ".join(i.name for i in t.inputs) + " → " + ", ".join(o.name for o in t.outputs)
@@ -133,7 +139,7 @@ def task_detail(console: Console, task: Task) -> None:
         for w in ws:
             table.add_row(*(str(w.axes[a]) for a in task.axes), w.model or "", w.note or "")
         console.print(table)
-    console.print(f"[dim]hidden workloads: {len(task.gpu.hidden.fixed)} fixed GPU, {len(task.cpu.hidden.fixed)} fixed CPU, plus draws at evaluation time (never shown)[/]")
+    console.print("[dim]hidden workloads are never shown[/]")
 
 
 def _spec(spec) -> str:  # type: ignore[no-untyped-def]

@@ -46,7 +46,8 @@ def do_bench_median(task, axes: dict[str, int], seed: int) -> float:
 
     specs = [{"name": s.name, "dtype": s.dtype, "shape": list(s.shape) if s.shape else None, "init": s.init, "value": s.value} for s in task.inputs]
     gen = torch.Generator("cuda").manual_seed(seed)
-    args = make_inputs(specs, axes, gen)
+    shapes = {s.name: list(s.concrete_shape(axes)) for s in task.inputs if s.shape is not None}
+    args = make_inputs(specs, axes, shapes, gen)
     fn = _load(task.file("baseline.py"), f"baseline_{task.name}").run
     return triton.testing.do_bench(lambda: fn(*args), warmup=25, rep=100, return_mode="median") * 1e3
 

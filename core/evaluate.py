@@ -102,15 +102,18 @@ def build_job(
     sets = task.workloads(cpu=info.type == "cpu")
     hidden = sets.hidden.resolve(rng)
 
+    def shapes(w: Workload) -> dict[str, list[int]]:
+        return {s.name: list(s.concrete_shape(w.axes)) for s in task.inputs + task.outputs if s.shape is not None}
+
     def checked(ws: list[Workload] | tuple[Workload, ...]) -> list[dict[str, Any]]:
-        return [{**w.to_json(), "seeds": [rng.getrandbits(62) for _ in range(task.correctness.seeds)]} for w in ws]
+        return [{**w.to_json(), "shapes": shapes(w), "seeds": [rng.getrandbits(62) for _ in range(task.correctness.seeds)]} for w in ws]
 
     timed = list(sets.visible) + list(sets.hidden.fixed)
     performance = []
     for w in timed:
         roof = roofline_for(task, w, info)
         performance.append({
-            **w.to_json(), "seed": rng.getrandbits(40), "hidden": w not in sets.visible,
+            **w.to_json(), "shapes": shapes(w), "seed": rng.getrandbits(40), "hidden": w not in sets.visible,
             "graph": graphs and info.type == "cuda" and roof is not None and roof < GRAPH_BELOW_US,
         })
     timing = Timing.for_device(info.type)

@@ -60,8 +60,9 @@ class TensorSpec:
         return self.shape is None
 
     def concrete_shape(self, axes: dict[str, int]) -> tuple[int, ...]:
+        """Each dimension is an int, an axis, or arithmetic over the axes such as `2 * I`."""
         assert self.shape is not None, f"{self.name} is a scalar"
-        return tuple(axes[d] if isinstance(d, str) else d for d in self.shape)
+        return tuple(d if isinstance(d, int) else int(evaluate_formula(d, axes)) for d in self.shape)
 
 
 @dataclass(frozen=True)
@@ -372,8 +373,8 @@ def _tensor(path: Path, raw: Any, where: str, axes: dict[str, str], output: bool
     shape = None
     if shape_raw is not None:
         for dim in shape_raw:
-            if isinstance(dim, bool) or not (isinstance(dim, int) and dim > 0 or isinstance(dim, str) and dim in axes):
-                f.fail(f"dimension {dim!r} is neither a declared axis nor a positive integer", "declare it under `axes:`", "shape")
+            if isinstance(dim, bool) or not (isinstance(dim, int) and dim > 0 or isinstance(dim, str) and _is_axis_expr(dim, axes)):
+                f.fail(f"dimension {dim!r} is neither a positive integer nor arithmetic over declared axes", "declare it under `axes:`", "shape")
         shape = tuple(shape_raw)
     init = f.get("init", dict, "e.g. {dist: normal, std: 1.0}", None)
     if init is not None:
@@ -386,6 +387,13 @@ def _tensor(path: Path, raw: Any, where: str, axes: dict[str, str], output: bool
         if dist != "normal" and not init.get("low", 0) < init.get("high", 1):
             f.fail("needs low < high", "e.g. {dist: uniform, low: -1, high: 1}", "init")
     return TensorSpec(name=name, dtype=dtype, shape=shape, init=init, value=value, inplace_of=f.get("inplace_of", str, "an input's name", None))
+
+
+def _is_axis_expr(dim: str, axes: dict[str, str]) -> bool:
+    try:
+        return formula_names(dim) <= set(axes)
+    except (SyntaxError, ValueError):
+        return False
 
 
 def _workloads(path: Path, raw: Any, where: str, axes: dict[str, str]) -> tuple[Workload, ...]:

@@ -73,3 +73,9 @@ def test_eval_json_prints_exactly_one_result_object(fixture_tasks, candidates):
         assert key in result
     assert result["status"] == "failed" and result["failed_stage"] == "correctness"
     assert result["device"]["vendor"] == "cpu"
+
+
+def test_arena_alone_evaluates_every_starter_and_prints_the_scores(capsys, fixture_tasks):
+    code, out, _ = run_cli(capsys, "--tasks-dir", str(fixture_tasks))
+    assert code == 0
+    assert "elementwise/axpy" in out and "Scores" in out and "passed" in out

@@ -40,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     # The warm parent: torch and triton are imported once here; no GPU context is created.
+    # NVML answers torch's own availability checks, so that nothing initialises the driver
+    # before the workers are forked.
+    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
     import torch  # noqa: F401
 
     try:

@@ -47,10 +47,12 @@ def _random_tensor(spec: dict[str, Any], shape: tuple[int, ...], gen: torch.Gene
 def make_inputs(
     specs: list[dict[str, Any]],
     axes: dict[str, int],
+    shapes: dict[str, list[int]],
     gen: torch.Generator,
     custom: MakeInputs | None = None,
 ) -> list[Any]:
-    """Inputs in call order, on the generator's device; `custom` is the task's make_inputs."""
+    """Inputs in call order, on the generator's device; `shapes` are the concrete shapes the
+    engine resolved for this workload; `custom` is the task's make_inputs."""
     if custom is not None:
         return list(custom(dict(axes), gen))
     inputs: list[Any] = []
@@ -58,27 +60,27 @@ def make_inputs(
         if spec.get("shape") is None:
             inputs.append(spec["value"])
         else:
-            shape = tuple(axes[d] if isinstance(d, str) else int(d) for d in spec["shape"])
-            inputs.append(_random_tensor(spec, shape, gen))
+            inputs.append(_random_tensor(spec, tuple(shapes[spec["name"]]), gen))
     return inputs
 
 
 def correctness_inputs(
-    specs: list[dict[str, Any]], axes: dict[str, int], seed: int, device: torch.device, custom: MakeInputs | None
+    specs: list[dict[str, Any]], workload: dict[str, Any], seed: int, device: torch.device, custom: MakeInputs | None
 ) -> list[Any]:
     gen = torch.Generator("cpu").manual_seed(seed)
-    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in make_inputs(specs, axes, gen, custom)]
+    drawn = make_inputs(specs, workload["axes"], workload["shapes"], gen, custom)
+    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in drawn]
 
 
 def fresh_inputs_factory(
-    specs: list[dict[str, Any]], axes: dict[str, int], seed: int, device: torch.device, custom: MakeInputs | None
+    specs: list[dict[str, Any]], workload: dict[str, Any], seed: int, device: torch.device, custom: MakeInputs | None
 ) -> Callable[[int], list[Any]]:
     """Inputs for the i-th timed call, drawn on the device itself so that drawing is cheap."""
     gen = torch.Generator(device)
 
     def fresh(i: int) -> list[Any]:
         gen.manual_seed(seed + 7919 * (i + 1))
-        return make_inputs(specs, axes, gen, custom)
+        return make_inputs(specs, workload["axes"], workload["shapes"], gen, custom)
 
     return fresh
 
@@ -88,7 +90,7 @@ class OutputError(ValueError):
 
 
 def collect_outputs(
-    result: Any, out_specs: list[dict[str, Any]], in_specs: list[dict[str, Any]], inputs: list[Any], axes: dict[str, int], device: torch.device
+    result: Any, out_specs: list[dict[str, Any]], in_specs: list[dict[str, Any]], inputs: list[Any], shapes: dict[str, list[int]], device: torch.device
 ) -> list[torch.Tensor]:
     """The returned outputs, in declared order, checked for exact type, dtype, shape and device."""
     outs = list(result) if isinstance(result, (tuple, list)) else [result]
@@ -102,7 +104,7 @@ def collect_outputs(
         target = inputs[names.index(spec["inplace_of"])] if spec.get("inplace_of") else None
         if target is not None and out.data_ptr() != target.data_ptr():
             raise OutputError(f"output `{spec['name']}` must be written in place into input `{spec['inplace_of']}`")
-        want_shape = tuple(axes[d] if isinstance(d, str) else int(d) for d in spec["shape"]) if spec.get("shape") else tuple(target.shape)  # type: ignore[union-attr]
+        want_shape = tuple(shapes[spec["name"]]) if spec.get("shape") else tuple(target.shape)  # type: ignore[union-attr]
         want_dtype = dtype_of(spec["dtype"])
         if out.dtype != want_dtype:
             raise OutputError(f"output `{spec['name']}` has dtype {out.dtype}; the task declares {want_dtype}")

@@ -129,7 +129,7 @@ class Evaluation:
     def _compile(self, deadline: float) -> dict[str, Any]:
         self.candidate = Worker("candidate", candidate_main, self.job, self.close_fds)
         first = self.job["stages"]["correctness"][0]
-        reply, _ = self._candidate_call({"op": "compile", "axes": first["axes"], "seed": first["seeds"][0]}, deadline)
+        reply, _ = self._candidate_call({"op": "compile", "workload": _workload(first), "seed": first["seeds"][0]}, deadline)
         if not reply.get("ok"):
             raise StageFailed("failed", f"{reply.get('error')}\n{reply.get('traceback', '')}".strip())
         return {"log": self._log("candidate.log"), "note": reply.get("first_call_error")}
@@ -150,8 +150,8 @@ class Evaluation:
             for seed in w["seeds"]:
                 key = f"{w['label']}#{seed}"
                 assert self.trusted is not None
-                self.trusted.send({"op": "expect", "key": key, "axes": w["axes"], "seed": seed})
-                reply, payload = self._candidate_call({"op": "run", "axes": w["axes"], "seed": seed}, deadline)
+                self.trusted.send({"op": "expect", "key": key, "workload": _workload(w), "seed": seed})
+                reply, payload = self._candidate_call({"op": "run", "workload": _workload(w), "seed": seed}, deadline)
                 try:
                     expect_reply, _ = self.trusted.recv(self._remaining(deadline))
                 except (WorkerTimeout, WorkerDied) as exc:
@@ -189,7 +189,7 @@ class Evaluation:
             notes = []
             for r in range(rounds):
                 request = {
-                    "op": "time", "axes": w["axes"], "seed": w["seed"], "graph": graph, "first_index": r * 100_000,
+                    "op": "time", "workload": _workload(w), "seed": w["seed"], "graph": graph, "first_index": r * 100_000,
                     "budget_ms": timing["budget_ms"] / rounds, "min_calls": timing["min_calls"], "max_calls": timing["max_calls"],
                 }
                 t0 = time.monotonic()
@@ -214,6 +214,12 @@ class Evaluation:
                 "notes": notes,
             })
         return {"workloads": len(self.job["stages"]["performance"])}
+
+
+def _workload(w: dict[str, Any]) -> dict[str, Any]:
+    """What a worker needs of a workload: its axes (for a task's make_inputs) and the concrete
+    shapes the engine resolved."""
+    return {"axes": w["axes"], "shapes": w["shapes"]}
 
 
 def run_job(job: dict[str, Any], emit: Emit, close_fds: tuple[int, ...] = ()) -> None:

@@ -19,11 +19,10 @@ from typing import Any, Callable
 import torch
 
 _perf_counter = time.perf_counter
-_synchronize: dict[str, Callable[[], None]] = {}
-_event_class: dict[str, type] = {}
-if torch.cuda.is_available() or getattr(torch.version, "hip", None):
-    _synchronize["cuda"] = torch.cuda.synchronize
-    _event_class["cuda"] = torch.cuda.Event
+# Plain attribute lookups: asking whether a GPU exists (torch.cuda.is_available) would
+# initialise the driver in the warm parent, and a forked worker could then never use the GPU.
+_synchronize: dict[str, Callable[[], None]] = {"cuda": torch.cuda.synchronize}
+_event_class: dict[str, type] = {"cuda": torch.cuda.Event}
 if hasattr(torch, "xpu"):
     _synchronize["xpu"] = torch.xpu.synchronize
     _event_class["xpu"] = getattr(torch.xpu, "Event", None)  # type: ignore[assignment]

@@ -193,7 +193,7 @@ def candidate_main(conn: Connection, job: dict[str, Any]) -> None:
                 run = _entry(_import_file(path, f"arena_candidate_{uuid.uuid4().hex[:8]}"), path)
                 reply: dict[str, Any] = {"ok": True}
                 try:  # the first call builds JIT kernels: a build failure is a compile failure
-                    args = inputs.correctness_inputs(specs, msg["axes"], msg["seed"], device, custom)
+                    args = inputs.correctness_inputs(specs, msg["workload"], msg["seed"], device, custom)
                     run(*args)
                     _sync(device)
                 except Exception as exc:  # noqa: BLE001
@@ -204,10 +204,10 @@ def candidate_main(conn: Connection, job: dict[str, Any]) -> None:
                 channel.send(conn, reply)
             elif op == "run":
                 assert run is not None, "compile first"
-                args = inputs.correctness_inputs(specs, msg["axes"], msg["seed"], device, custom)
+                args = inputs.correctness_inputs(specs, msg["workload"], msg["seed"], device, custom)
                 result = run(*args)
                 _sync(device)
-                checked = inputs.collect_outputs(result, outs, specs, args, msg["axes"], device)
+                checked = inputs.collect_outputs(result, outs, specs, args, msg["workload"]["shapes"], device)
                 channel.send(conn, {"ok": True}, inputs.pack(checked))
             elif op == "time":
                 assert run is not None, "compile first"
@@ -245,7 +245,7 @@ def trusted_main(conn: Connection, job: dict[str, Any]) -> None:
                 channel.send(conn, {"ok": True})
                 return
             if op == "expect":
-                args = inputs.correctness_inputs(specs, msg["axes"], msg["seed"], device, custom)
+                args = inputs.correctness_inputs(specs, msg["workload"], msg["seed"], device, custom)
                 with torch.no_grad():
                     result = reference_run(*args)
                 expected.clear()  # one pending check at a time; a failed run leaves none behind
@@ -270,7 +270,7 @@ def trusted_main(conn: Connection, job: dict[str, Any]) -> None:
 
 
 def _time(fn: Callable[..., Any], msg: dict[str, Any], specs: list[dict[str, Any]], device: torch.device, custom: Any) -> dict[str, Any]:
-    fresh = inputs.fresh_inputs_factory(specs, msg["axes"], msg["seed"], device, custom)
+    fresh = inputs.fresh_inputs_factory(specs, msg["workload"], msg["seed"], device, custom)
     return timing.time_calls(fn, fresh, device, msg["budget_ms"], msg["min_calls"], msg["max_calls"], msg["first_index"], msg["graph"])
 
 

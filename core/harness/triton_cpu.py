@@ -1,0 +1,219 @@
+"""Run Triton kernels on CPU tensors through Triton's interpreter, with correct bf16 arithmetic.
+
+Triton 3.6.0's interpreter keeps bf16 values as raw uint16 bit patterns in numpy and then runs
+numpy arithmetic on those integers, so bf16 `+`, `*`, `tl.sum` and `tl.dot` return garbage
+(triton-lang/triton#11584, #11604), and its fp32 -> bf16 cast truncates where the GPU rounds to
+nearest even. We patch the interpreter at its numpy layer: whenever an operation that computes
+meets a bf16 operand, it runs on float32 (bits << 16) and the result is rounded back to bf16 bits
+with round-to-nearest-even. Operations that only move bits (load, store, select, reshape, ...)
+stay untouched, since the uint16 patterns are exactly what is in memory.
+
+Written against Triton 3.6.0; on another version every patch whose target exists is applied.
+Imports only the standard library, numpy, torch and triton: this file is shipped alone.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+import warnings
+
+import numpy as np
+
+_TESTED_TRITON = "3.6."
+_MARK = "_triton_cpu_patched"
+
+
+def enable_interpreter() -> None:
+    """Make @triton.jit kernels defined AFTER this call run in Triton's interpreter on CPU tensors,
+    with bf16 arithmetic computed correctly (widen to fp32, compute, round back to bf16 with
+    round-to-nearest-even). Idempotent. Must be called before the candidate module is imported."""
+    os.environ["TRITON_INTERPRET"] = "1"
+    import triton
+
+    # triton.knobs re-reads the env var on every access, unless someone assigned the knob: then
+    # the assignment wins, so assign it too.
+    runtime = _runtime_knobs()
+    if runtime is not None:
+        runtime.interpret = True
+    tested = triton.__version__.startswith(_TESTED_TRITON)
+    for patch in (_route_jit_functions_to_interpreter, _bench_autotune_without_driver, _fix_bf16):
+        try:
+            patch()
+        except (ImportError, AttributeError) as exc:
+            if tested:
+                raise
+            warnings.warn(f"triton_cpu: {patch.__name__} skipped on Triton {triton.__version__}: {exc!r}")
+
+
+def _runtime_knobs():
+    import triton
+
+    return getattr(getattr(triton, "knobs", None), "runtime", None)
+
+
+def _interpreting() -> bool:
+    runtime = _runtime_knobs()
+    if runtime is not None:
+        return bool(runtime.interpret)
+    return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on", "yes")
+
+
+def _route_jit_functions_to_interpreter() -> None:
+    # @triton.jit picks JITFunction or InterpretedFunction at decoration time. Triton's own helpers
+    # (tl.sum, tl.max, tl.cdiv, ...) were decorated when the warm parent imported triton, before
+    # interpretation was on, and a JITFunction refuses to be called from an interpreted kernel.
+    from triton.runtime import interpreter, jit
+
+    cls = jit.JITFunction
+    if getattr(cls.__call__, _MARK, False):
+        return
+
+    def interpreted(fn):
+        if "_triton_cpu_interpreted" not in fn.__dict__:
+            fn._triton_cpu_interpreted = interpreter.InterpretedFunction(fn.fn)
+        return fn._triton_cpu_interpreted
+
+    def interpreting(method):
+        @functools.wraps(method)
+        def wrapper(self, *args, **kwargs):
+            if _interpreting():
+                return getattr(interpreted(self), method.__name__)(*args, **kwargs)
+            return method(self, *args, **kwargs)
+
+        setattr(wrapper, _MARK, True)
+        return wrapper
+
+    cls.__call__ = interpreting(cls.__call__)  # a device function called from a kernel
+    cls.run = interpreting(cls.run)  # a launch: kernel[grid](...), autotuners, heuristics
+
+
+def _bench_autotune_without_driver() -> None:
+    # Autotuner's default benchmarker comes from the active GPU driver: none on a CPU-only host.
+    from triton.runtime import autotuner
+
+    cls = autotuner.Autotuner
+    original = cls.__dict__.get("do_bench")
+    if original is None or getattr(getattr(original, "fget", None), _MARK, False):
+        return
+
+    def do_bench(self):
+        if self._do_bench is None and _interpreting():
+            return _time_once
+        return original.__get__(self, type(self))
+
+    setattr(do_bench, _MARK, True)
+    cls.do_bench = property(do_bench)
+
+
+def _time_once(kernel_call, quantiles=None):
+    # Interpreter timings say nothing about a GPU; one run per config still fails a broken config.
+    start = time.perf_counter()
+    kernel_call()
+    ms = (time.perf_counter() - start) * 1e3
+    return [ms] * len(quantiles) if quantiles else ms
+
+
+# bf16 <-> float32 on bit patterns
+
+
+def _bf16_to_f32(bits: np.ndarray) -> np.ndarray:
+    return (np.asarray(bits).astype(np.uint32) << 16).view(np.float32)
+
+
+def _f32_to_bf16(values) -> np.ndarray:
+    """Round float32 (or anything numpy can make float32) to bf16 bits, to nearest even."""
+    x = np.asarray(values).astype(np.float32)  # float64 input is rounded twice: rare, accepted
+    bits = x.view(np.uint32)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    quiet_nan = ((bits >> 16) | 0x0040).astype(np.uint16)  # the rounding carry could turn NaN into inf
+    return np.where(np.isnan(x), quiet_nan, rounded)
+
+
+def _fix_bf16() -> None:
+    import triton.language as tl
+    from triton.runtime import interpreter as itp
+
+    bf16, f32 = tl.bfloat16, tl.float32
+    if itp._get_np_dtype(bf16) != np.uint16:
+        return  # the interpreter no longer keeps bf16 as bit patterns: nothing of this applies
+    handle = itp.TensorHandle
+
+    def is_bf16(h) -> bool:
+        return isinstance(h, handle) and h.dtype == bf16
+
+    def widen(h):
+        return handle(_bf16_to_f32(h.data), f32) if is_bf16(h) else h
+
+    def patch(owner, name, make):
+        original = getattr(owner, name, None)
+        if original is None or getattr(original, _MARK, False):
+            return
+        replacement = functools.wraps(original)(make(original))
+        setattr(replacement, _MARK, True)
+        setattr(owner, name, replacement)
+
+    # Builder ops that compute: the result has the dtype of the argument at `result_arg`.
+    def in_fp32(result_arg):
+        def make(method):
+            def wrapper(self, *args, **kwargs):
+                if not any(is_bf16(a) for a in args):
+                    return method(self, *args, **kwargs)
+                out = method(self, *map(widen, args), **kwargs)
+                # Comparisons come back as bool and tl.dot into an fp32 accumulator stays fp32.
+                if is_bf16(args[result_arg]) and out.data.dtype == np.float32:
+                    return handle(_f32_to_bf16(out.data), bf16)
+                return out
+
+            return wrapper
+
+        return make
+
+    builder = itp.InterpreterBuilder
+    patch(builder, "binary_op", in_fp32(0))  # fadd, fmul, fdiv, frem, fsub, min/max, fcmp*
+    patch(builder, "unary_op", in_fp32(0))  # exp, exp2, log, log2, sqrt, sin, cos, floor, ceil
+    patch(builder, "create_erf", in_fp32(0))
+    patch(builder, "create_rsqrt", in_fp32(0))
+    patch(builder, "create_clampf", in_fp32(0))
+    patch(builder, "create_fma", in_fp32(2))
+    patch(builder, "create_dot", in_fp32(2))
+
+    # Every fp/int <-> bf16 conversion goes through cast_impl; the stock one truncates fp32 -> bf16
+    # and reinterprets the bits for the others (bf16 -> fp16/int, fp64/int -> bf16).
+    def make_cast(cast_impl):
+        def wrapper(self, src, dst_type):
+            src = widen(src)
+            if dst_type.scalar == bf16:
+                return handle(_f32_to_bf16(cast_impl(self, src, f32).data), bf16)
+            return cast_impl(self, src, dst_type)
+
+        return wrapper
+
+    patch(builder, "cast_impl", make_cast)
+
+    # tl.full(..., value, tl.bfloat16) asks the builder for get_bf16, which the interpreter lacks.
+    if not hasattr(builder, "get_bf16"):
+        builder.get_bf16 = lambda self, value: handle(_f32_to_bf16(np.array([value])), bf16)
+
+    # Reductions and scans bypass the builder: they call numpy on the handle's data directly.
+    def narrow(t):
+        if isinstance(t, (list, tuple)):
+            return type(t)(narrow(x) for x in t)
+        if not (isinstance(t, tl.tensor) and t.dtype == f32):
+            return t
+        return tl.tensor(handle(_f32_to_bf16(t.handle.data), bf16), t.type.with_element_ty(bf16))
+
+    def make_reduction(method):
+        def wrapper(self, input, *args, **kwargs):
+            if not (isinstance(input, tl.tensor) and input.dtype == bf16):
+                return method(self, input, *args, **kwargs)
+            wide = tl.tensor(widen(input.handle), input.type.with_element_ty(f32))
+            return narrow(method(self, wide, *args, **kwargs))
+
+        return wrapper
+
+    patch(itp.ReduceOps, "sum", make_reduction)
+    patch(itp.ReduceOps, "min_max", make_reduction)
+    patch(itp.ScanOps, "cumsum", make_reduction)
+    patch(itp.ScanOps, "cumprod", make_reduction)

@@ -1,0 +1,200 @@
+"""Triton kernels on CPU tensors through the interpreter, with bf16 computed as on a GPU.
+
+Out of the box, Triton 3.6.0's interpreter does numpy arithmetic on bf16's raw uint16 bit
+patterns (triton-lang/triton#11584, #11604) and truncates fp32 -> bf16. `enable_interpreter()`
+fixes both; these tests hold it to torch's CPU bf16 results."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import numpy as np
+import pytest
+import torch
+import triton
+import triton.language as tl
+from triton.runtime import interpreter
+
+from core.harness.triton_cpu import enable_interpreter
+
+_UNSET = object()
+
+
+@contextlib.contextmanager
+def interpreter_on():
+    """enable_interpreter() for a while: the switch is process-wide, and the other test modules
+    (and the harness processes they spawn) must not inherit it."""
+    env = os.environ.get("TRITON_INTERPRET")
+    pinned = triton.knobs.runtime.__dict__.get("interpret", _UNSET)
+    enable_interpreter()
+    try:
+        yield
+    finally:
+        if pinned is _UNSET:
+            del triton.knobs.runtime.interpret
+        else:
+            triton.knobs.runtime.interpret = pinned
+        if env is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = env
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _interpreter():
+    with interpreter_on():
+        yield
+
+
+# triton (and tl.sum, tl.max, ... with it) is imported above, before the interpreter is on: the
+# same order as the harness's warm parent, which imports triton and forks the candidate worker.
+with interpreter_on():
+
+    @triton.jit
+    def add_mul_kernel(x_ptr, y_ptr, sum_ptr, prod_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        x = tl.load(x_ptr + offs, mask=mask)
+        y = tl.load(y_ptr + offs, mask=mask)
+        tl.store(sum_ptr + offs, x + y, mask=mask)
+        tl.store(prod_ptr + offs, x * y, mask=mask)
+
+    @triton.jit
+    def matmul_kernel(x_ptr, w_ptr, y_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                      BLOCK_K: tl.constexpr):
+        # y = x @ w.T with x [M, K], w [N, K], all contiguous
+        rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+        rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            rk = k0 + tl.arange(0, BLOCK_K)
+            x_mask = (rm[:, None] < M) & (rk[None, :] < K)
+            w_mask = (rn[:, None] < N) & (rk[None, :] < K)
+            x = tl.load(x_ptr + rm[:, None] * K + rk[None, :], mask=x_mask, other=0.0)
+            w = tl.load(w_ptr + rn[:, None] * K + rk[None, :], mask=w_mask, other=0.0)
+            acc += tl.dot(x, tl.trans(w))
+        y_mask = (rm[:, None] < M) & (rn[None, :] < N)
+        tl.store(y_ptr + rm[:, None] * N + rn[None, :], acc.to(tl.bfloat16), mask=y_mask)
+
+    @triton.jit
+    def row_sum_kernel(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=0.0)
+        tl.store(out_ptr + row, tl.sum(x, axis=0))
+
+    @triton.jit
+    def to_bf16_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask).to(tl.bfloat16), mask=mask)
+
+    @triton.jit
+    def rmsnorm_kernel(x_ptr, w_ptr, y_ptr, n_cols, eps, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
+        w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+        tl.store(y_ptr + row * n_cols + cols, (x * rstd * w).to(tl.bfloat16), mask=mask)
+
+    @triton.autotune(configs=[triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 64})], key=["n"])
+    @triton.jit
+    def autotuned_add_one_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + 1.0, mask=mask)
+
+
+def _matmul(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    (M, K), (N, _) = x.shape, w.shape
+    y = torch.empty(M, N, dtype=torch.bfloat16)
+    grid = (triton.cdiv(M, 16), triton.cdiv(N, 32))
+    matmul_kernel[grid](x, w, y, M, N, K, BLOCK_M=16, BLOCK_N=32, BLOCK_K=32)
+    return y
+
+
+def test_kernels_run_in_the_interpreter_with_the_bf16_fix_installed_once():
+    assert isinstance(add_mul_kernel, interpreter.InterpretedFunction)
+    enable_interpreter()  # idempotent: a second call wraps nothing twice
+    for name in ("binary_op", "create_dot", "cast_impl"):
+        method = getattr(interpreter.InterpreterBuilder, name)
+        assert getattr(method, "_triton_cpu_patched", False), name
+        assert not getattr(method.__wrapped__, "_triton_cpu_patched", False), name
+
+
+def test_bf16_add_and_multiply_are_bit_exact():
+    torch.manual_seed(0)
+    n = 1000
+    x, y = torch.randn(n, dtype=torch.bfloat16), torch.randn(n, dtype=torch.bfloat16)
+    total, product = torch.empty_like(x), torch.empty_like(x)
+    add_mul_kernel[(triton.cdiv(n, 256),)](x, y, total, product, n, BLOCK=256)
+    assert torch.equal(total, x + y)
+    assert torch.equal(product, x * y)
+
+
+def test_masked_bf16_gemm_matches_fp32_reference():
+    torch.manual_seed(0)
+    M, N, K = 37, 50, 70  # none a multiple of the 16/32/32 blocks: every edge is masked
+    x, w = torch.randn(M, K, dtype=torch.bfloat16), torch.randn(N, K, dtype=torch.bfloat16)
+    expected = (x.float() @ w.float().T).to(torch.bfloat16)
+    torch.testing.assert_close(_matmul(x, w), expected, atol=1e-2, rtol=1e-2)
+
+
+def test_the_gemm_is_wrong_without_the_fix(monkeypatch):
+    # The test above is not vacuous: Triton's own tl.dot multiplies the uint16 bit patterns.
+    torch.manual_seed(0)
+    x, w = torch.randn(37, 70, dtype=torch.bfloat16), torch.randn(50, 70, dtype=torch.bfloat16)
+    builder = interpreter.InterpreterBuilder
+    monkeypatch.setattr(builder, "create_dot", builder.create_dot.__wrapped__)
+    error = (_matmul(x, w).float() - x.float() @ w.float().T).abs().max().item()
+    assert error > 1e3
+
+
+def test_bf16_row_sum_matches_fp32_accumulation():
+    torch.manual_seed(0)
+    rows, cols = 16, 100
+    x = torch.randn(rows, cols, dtype=torch.bfloat16)
+    out = torch.empty(rows, dtype=torch.bfloat16)
+    row_sum_kernel[(rows,)](x, out, cols, BLOCK=128)
+    # fp32 sums in a different order may round to a neighbouring bf16: allow one ulp (2**-7)
+    torch.testing.assert_close(out, x.float().sum(dim=1).to(torch.bfloat16), atol=1e-5, rtol=2**-7)
+
+
+def test_fp32_to_bf16_rounds_to_nearest_even_like_torch():
+    torch.manual_seed(0)
+    # exact ties (to even, both signs), one bit either side of a tie, the rounding that carries
+    # into inf, subnormals
+    bits = [0x3F808000, 0x3F818000, 0xBF808000, 0xBF818000, 0x3F807FFF, 0x3F808001, 0x7F7FFFFF, 0x00018000]
+    tricky = torch.from_numpy(np.array(bits, dtype=np.uint32).view(np.float32))
+    special = torch.tensor([0.0, -0.0, float("inf"), -float("inf"), 1e-40, -3e38])
+    x = torch.cat([torch.randn(4000) * 100, tricky, special])
+    out = torch.empty(x.numel(), dtype=torch.bfloat16)
+    to_bf16_kernel[(triton.cdiv(x.numel(), 512),)](x, out, x.numel(), BLOCK=512)
+    assert torch.equal(out.view(torch.int16), x.to(torch.bfloat16).view(torch.int16))
+
+    nan = torch.full((4,), float("nan"))
+    out = torch.empty(4, dtype=torch.bfloat16)
+    to_bf16_kernel[(1,)](nan, out, 4, BLOCK=4)
+    assert out.isnan().all()
+
+
+def test_bf16_rmsnorm_matches_torch():
+    torch.manual_seed(0)
+    rows, cols, eps = 19, 200, 1e-6
+    x = torch.randn(rows, cols, dtype=torch.bfloat16)
+    w = torch.randn(cols, dtype=torch.bfloat16)
+    y = torch.empty_like(x)
+    rmsnorm_kernel[(rows,)](x, w, y, cols, eps, BLOCK=256)
+    xf = x.float()
+    expected = (xf * torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + eps) * w.float()).to(torch.bfloat16)
+    torch.testing.assert_close(y, expected, atol=1e-2, rtol=1e-2)
+
+
+def test_autotune_needs_no_gpu_driver():
+    x = torch.randn(100)
+    out = torch.empty_like(x)
+    autotuned_add_one_kernel[lambda meta: (triton.cdiv(100, meta["BLOCK"]),)](x, out, 100)
+    assert torch.equal(out, x + 1)
