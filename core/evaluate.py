@@ -94,7 +94,7 @@ def roofline_for(task: Task, w: Workload, info: DeviceInfo) -> float | None:
 
 def build_job(
     task: Task, candidate: Path, info: DeviceInfo, device: LocalDevice, secret_seed: int, workdir: Path,
-    limits: Limits | None = None, graphs: bool = True,
+    limits: Limits | None = None, graphs: bool = True, sync_each_call: bool = False,
 ) -> dict[str, Any]:
     """The resolved job the harness runs: nothing in it needs the engine to interpret."""
     limits = limits or task.limits
@@ -127,7 +127,7 @@ def build_job(
         "outputs": [_spec_json(s) for s in task.outputs],
         "correctness": {"atol": task.correctness.atol, "rtol": task.correctness.rtol, "min_match": task.correctness.min_match},
         "stages": {"correctness": checked(sets.visible), "generalization": checked(hidden), "performance": performance},
-        "timing": {"kind": info.timing_kind, **timing.__dict__},
+        "timing": {"kind": info.timing_kind, "sync_each_call": sync_each_call, **timing.__dict__},
         "limits": {"compile_s": limits.compile_s, "correctness_s": limits.correctness_s, "performance_s": limits.performance_s},
         "workdir": str(workdir),
     }
@@ -296,10 +296,14 @@ def job_deadline_s(limits: Limits) -> float:
 class Evaluator:
     """Evaluates candidates on one device through one warm harness."""
 
-    def __init__(self, device_id: str, workdir: Path | None = None, keep_workdir: bool = False, graphs: bool = True):
-        """`graphs=False` times decode-sized workloads eagerly too (for timer comparisons)."""
+    def __init__(
+        self, device_id: str, workdir: Path | None = None, keep_workdir: bool = False, graphs: bool = True, sync_each_call: bool = False
+    ):
+        """`graphs=False` times decode-sized workloads eagerly too; `sync_each_call=True` makes
+        the host wait for the device after every timed call (both for timer studies: the
+        default queues a round's calls back to back, see docs/fidelity.md)."""
         self.device = parse_device(device_id)
-        self.graphs = graphs
+        self.graphs, self.sync_each_call = graphs, sync_each_call
         self.info = probe(device_id)
         self.keep = keep_workdir or workdir is not None
         self.root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="arena-"))
@@ -330,7 +334,7 @@ class Evaluator:
         self.count += 1
         workdir = self.root / f"eval-{self.count:04d}"
         workdir.mkdir(parents=True, exist_ok=True)
-        job = build_job(task, candidate, self.info, self.device, seed if seed is not None else secrets.randbits(63), workdir, limits, self.graphs)
+        job = build_job(task, candidate, self.info, self.device, seed if seed is not None else secrets.randbits(63), workdir, limits, self.graphs, self.sync_each_call)
         job_path = workdir / "job.json"
         job_path.write_text(json.dumps(job))
         for attempt in range(2):  # a harness that died is restarted once; the candidate is not to blame

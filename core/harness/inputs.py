@@ -1,7 +1,7 @@
 """Inputs from the job's specs and a seed; the outputs a candidate returns, checked and packed.
 
-The same (workload, seed) gives the same inputs in every process: correctness inputs are drawn
-on the CPU with a seeded generator and then moved to the device.
+The same (workload, seed) gives the same inputs in every process on the same device: inputs
+are drawn on the device with a seeded generator.
 """
 
 from __future__ import annotations
@@ -21,27 +21,25 @@ def dtype_of(name: str) -> torch.dtype:
     return dtype
 
 
-def _random_tensor(spec: dict[str, Any], shape: tuple[int, ...], gen: torch.Generator) -> torch.Tensor:
-    dtype = dtype_of(spec["dtype"])
+def _fill(t: torch.Tensor, spec: dict[str, Any], gen: torch.Generator) -> None:
+    """Overwrite `t` with fresh random values drawn as the spec's `init` says."""
     init = spec.get("init") or {}
-    device = gen.device
-    if dtype.is_floating_point:
+    if t.dtype.is_floating_point:
+        # fp8 has no random kernels: draw in float32, clamp to the format's finite range.
+        work = t if t.dtype.itemsize > 1 else torch.empty(t.shape, dtype=torch.float32, device=t.device)
         dist = init.get("dist", "normal")
         if dist == "uniform":
-            low, high = float(init.get("low", -1.0)), float(init.get("high", 1.0))
-            t = torch.rand(shape, generator=gen, device=device).mul_(high - low).add_(low)
+            work.uniform_(float(init.get("low", -1.0)), float(init.get("high", 1.0)), generator=gen)
         elif dist == "randint":
-            t = torch.randint(int(init["low"]), int(init["high"]), shape, generator=gen, device=device).float()
+            work.random_(int(init["low"]), int(init["high"]), generator=gen)
         else:
-            t = torch.randn(shape, generator=gen, device=device)
-            t.mul_(float(init.get("std", 1.0))).add_(float(init.get("mean", 0.0)))
-        if dtype.itemsize == 1:  # fp8: keep inside the format's finite range
-            t.clamp_(torch.finfo(dtype).min, torch.finfo(dtype).max)
-        return t.to(dtype)
-    if dtype == torch.bool:
-        return torch.randint(0, 2, shape, generator=gen, device=device).bool()
-    low, high = int(init.get("low", 0)), int(init.get("high", 100))
-    return torch.randint(low, high, shape, generator=gen, device=device, dtype=dtype)
+            work.normal_(float(init.get("mean", 0.0)), float(init.get("std", 1.0)), generator=gen)
+        if work is not t:
+            t.copy_(work.clamp_(torch.finfo(t.dtype).min, torch.finfo(t.dtype).max))
+    elif t.dtype == torch.bool:
+        t.random_(0, 2, generator=gen)
+    else:
+        t.random_(int(init.get("low", 0)), int(init.get("high", 100)), generator=gen)
 
 
 def make_inputs(
@@ -60,29 +58,45 @@ def make_inputs(
         if spec.get("shape") is None:
             inputs.append(spec["value"])
         else:
-            inputs.append(_random_tensor(spec, tuple(shapes[spec["name"]]), gen))
+            t = torch.empty(tuple(shapes[spec["name"]]), dtype=dtype_of(spec["dtype"]), device=gen.device)
+            _fill(t, spec, gen)
+            inputs.append(t)
     return inputs
 
 
 def correctness_inputs(
     specs: list[dict[str, Any]], workload: dict[str, Any], seed: int, device: torch.device, custom: MakeInputs | None
 ) -> list[Any]:
-    gen = torch.Generator("cpu").manual_seed(seed)
-    drawn = make_inputs(specs, workload["axes"], workload["shapes"], gen, custom)
-    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in drawn]
+    """Drawn on the device itself: both workers of an evaluation share the device, so the same
+    seed gives them the same inputs without either sending tensors to the other."""
+    gen = torch.Generator(device).manual_seed(seed)
+    return make_inputs(specs, workload["axes"], workload["shapes"], gen, custom)
 
 
-def fresh_inputs_factory(
-    specs: list[dict[str, Any]], workload: dict[str, Any], seed: int, device: torch.device, custom: MakeInputs | None
-) -> Callable[[int], list[Any]]:
-    """Inputs for the i-th timed call, drawn on the device itself so that drawing is cheap."""
-    gen = torch.Generator(device)
+class FreshInputs:
+    """Inputs for timed calls: allocated once, then refilled with new random values before
+    every call. Each call sees data it has never seen, always at the same addresses, so the
+    timings carry no allocator or address-translation noise and graph replays read them."""
 
-    def fresh(i: int) -> list[Any]:
-        gen.manual_seed(seed + 7919 * (i + 1))
-        return make_inputs(specs, workload["axes"], workload["shapes"], gen, custom)
+    def __init__(self, specs: list[dict[str, Any]], workload: dict[str, Any], seed: int, device: torch.device, custom: MakeInputs | None):
+        self.specs, self.workload, self.seed, self.custom = specs, workload, seed, custom
+        self.gen = torch.Generator(device)
+        self.args: list[Any] | None = None
 
-    return fresh
+    def __call__(self, i: int) -> list[Any]:
+        self.gen.manual_seed(self.seed + 7919 * (i + 1))
+        if self.args is None:
+            self.args = make_inputs(self.specs, self.workload["axes"], self.workload["shapes"], self.gen, self.custom)
+        elif self.custom is not None:
+            new = make_inputs(self.specs, self.workload["axes"], self.workload["shapes"], self.gen, self.custom)
+            for dst, src in zip(self.args, new):
+                if isinstance(dst, torch.Tensor):
+                    dst.copy_(src)
+        else:
+            for t, spec in zip(self.args, self.specs):
+                if isinstance(t, torch.Tensor):
+                    _fill(t, spec, self.gen)
+        return self.args
 
 
 class OutputError(ValueError):

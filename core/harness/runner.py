@@ -191,6 +191,7 @@ class Evaluation:
                 request = {
                     "op": "time", "workload": _workload(w), "seed": w["seed"], "graph": graph, "first_index": r * 100_000,
                     "budget_ms": timing["budget_ms"] / rounds, "min_calls": timing["min_calls"], "max_calls": timing["max_calls"],
+                    "sync_each_call": timing.get("sync_each_call", False),
                 }
                 t0 = time.monotonic()
                 reply, _ = self._candidate_call(request, deadline)

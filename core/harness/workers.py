@@ -270,8 +270,10 @@ def trusted_main(conn: Connection, job: dict[str, Any]) -> None:
 
 
 def _time(fn: Callable[..., Any], msg: dict[str, Any], specs: list[dict[str, Any]], device: torch.device, custom: Any) -> dict[str, Any]:
-    fresh = inputs.fresh_inputs_factory(specs, msg["workload"], msg["seed"], device, custom)
-    return timing.time_calls(fn, fresh, device, msg["budget_ms"], msg["min_calls"], msg["max_calls"], msg["first_index"], msg["graph"])
+    fresh = inputs.FreshInputs(specs, msg["workload"], msg["seed"], device, custom)
+    return timing.time_calls(
+        fn, fresh, device, msg["budget_ms"], msg["min_calls"], msg["max_calls"], msg["first_index"], msg["graph"], msg.get("sync_each_call", False)
+    )
 
 
 def _sync(device: torch.device) -> None:
