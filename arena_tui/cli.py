@@ -10,6 +10,7 @@ infrastructure fault. Textual and asyncssh (later issues) are imported lazily he
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -24,6 +25,11 @@ from core.result import EXIT_BAD_INPUT, EXIT_INFRASTRUCTURE, EXIT_PASSED, Result
 from core.tasks import TaskError, UnknownTaskError, discover, find_task
 
 from . import render
+
+# Command modules that add their own subcommands: each has `register(subparsers)`, which adds
+# parsers whose `func(args, out, err) -> int` runs the command. They import heavy or optional
+# libraries (asyncssh, textual) inside `func`, never at import.
+COMMAND_MODULES = ("arena_tui.runs_cmd", "arena_tui.hosts_cmd", "arena_tui.devices_cmd", "arena_tui.run_cmd")
 
 
 def _error(err: Console, exc: BaseException) -> None:
@@ -53,6 +59,14 @@ def _parser() -> argparse.ArgumentParser:
     tsub.add_parser("list", help="every task with its family, models and baseline")
     show = tsub.add_parser("show", help="one task's spec and visible workloads (never the hidden ones)")
     show.add_argument("id")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            continue
+        module.register(sub)
     return p
 
 
@@ -66,6 +80,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _eval(args, out, err)
         if args.command == "tasks":
             return _tasks(args, out)
+        if hasattr(args, "func"):
+            return args.func(args, out, err)
     except (TaskError, UnknownTaskError, DeviceError) as exc:
         _error(err, exc)
         return EXIT_BAD_INPUT
