@@ -61,7 +61,6 @@ def measure_peaks() -> dict[str, float]:
     read plus written), the best of three large bf16 matrix products, an empty Triton launch."""
     import torch
     import triton
-    import triton.language as tl
     import triton.testing
 
     @triton.jit
@@ -71,7 +70,6 @@ def measure_peaks() -> dict[str, float]:
     src = torch.empty(2 * 1024**3, dtype=torch.uint8, device="cuda").random_(0, 255)
     dst = torch.empty_like(src)
     copy_ms = triton.testing.do_bench(lambda: dst.copy_(src), warmup=25, rep=200, return_mode="median")
-    del src, dst
     best = 0.0
     for m, n, k in ((8192, 8192, 8192), (4096, 5120, 2048), (8192, 8192, 4096)):
         a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)

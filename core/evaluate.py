@@ -8,29 +8,24 @@ harness's events from a private descriptor, and turns them into a `Result`.
 from __future__ import annotations
 
 import ast
+import asyncio
 import hashlib
-import json
-import os
 import random
 import secrets
-import selectors
 import shutil
-import subprocess
-import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from . import __version__, events, scoring
-from .devices import DeviceInfo, LocalDevice, parse_device, probe
+from .devices import DeviceInfo
+from .executors import Executor, HarnessError, LocalExecutor
 from .result import STAGES, Result, StageResult, WorkloadFigures
 from .tasks import Limits, Task, TensorSpec, Workload
 
 OnEvent = Callable[[events.Event], None]
 GRAPH_BELOW_US = 50.0  # decode-sized: the launch would rival the kernel, so time graph replays
-HARNESS_START_S = 120.0
 
 
 class BadCandidate(ValueError):
@@ -93,7 +88,7 @@ def roofline_for(task: Task, w: Workload, info: DeviceInfo) -> float | None:
 
 
 def build_job(
-    task: Task, candidate: Path, info: DeviceInfo, device: LocalDevice, secret_seed: int, workdir: Path,
+    task: Task, candidate: Path, info: DeviceInfo, torch_device: str, secret_seed: int, workdir: Path,
     limits: Limits | None = None, graphs: bool = True, sync_each_call: bool = False,
 ) -> dict[str, Any]:
     """The resolved job the harness runs: nothing in it needs the engine to interpret."""
@@ -122,7 +117,7 @@ def build_job(
         "task_id": task.id,
         "task_dir": str(task.path),
         "candidate": str(candidate.resolve()),
-        "device": {"id": info.id, "type": info.type, "torch_device": device.torch_device()},
+        "device": {"id": info.id, "type": info.type, "torch_device": torch_device},
         "inputs": [_spec_json(s) for s in task.inputs],
         "outputs": [_spec_json(s) for s in task.outputs],
         "correctness": {"atol": task.correctness.atol, "rtol": task.correctness.rtol, "min_match": task.correctness.min_match},
@@ -131,86 +126,6 @@ def build_job(
         "limits": {"compile_s": limits.compile_s, "correctness_s": limits.correctness_s, "performance_s": limits.performance_s},
         "workdir": str(workdir),
     }
-
-
-class HarnessError(RuntimeError):
-    """The harness itself failed (not the candidate): an infrastructure fault."""
-
-
-class Harness:
-    """A warm harness parent on one device: started once, it evaluates job after job, forking
-    fresh workers for each. Use as a context manager."""
-
-    def __init__(self, device: LocalDevice, log_dir: Path):
-        self.device = device
-        self.log_path = log_dir / "harness.log"
-        read_fd, write_fd = os.pipe()
-        self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "core.harness", "serve", "--events-fd", str(write_fd)],
-            env={**os.environ, **device.harness_env()}, stdin=subprocess.PIPE, stdout=self._log, stderr=self._log,
-            pass_fds=(write_fd,), start_new_session=True, cwd=str(log_dir),
-        )
-        os.close(write_fd)
-        self._events = os.fdopen(read_fd, "rb", buffering=0)
-        self._selector = selectors.DefaultSelector()
-        self._selector.register(self._events, selectors.EVENT_READ)
-        self._buffer = b""
-        first = self._next(time.monotonic() + HARNESS_START_S)
-        if not isinstance(first, events.HarnessReady):
-            raise HarnessError(f"the harness did not start: {self._tail()}")
-
-    def __enter__(self) -> "Harness":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _tail(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-2000:].strip() or "(no output)"
-        except OSError:
-            return "(no log)"
-
-    def _next(self, deadline: float) -> events.Event:
-        while b"\n" not in self._buffer:
-            left = deadline - time.monotonic()
-            if left <= 0 or not self._selector.select(timeout=left):
-                raise HarnessError("the harness sent no event before its deadline")
-            chunk = os.read(self._events.fileno(), 1 << 16)
-            if not chunk:
-                raise HarnessError(f"the harness exited: {self._tail()}")
-            self._buffer += chunk
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        return events.parse(line)
-
-    def run(self, job_path: Path, deadline_s: float, on_event: OnEvent | None = None) -> list[events.Event]:
-        """Run one job; every event is passed to `on_event` as it arrives and returned."""
-        assert self.proc.stdin is not None
-        try:
-            self.proc.stdin.write(f"{job_path}\n".encode())
-            self.proc.stdin.flush()
-        except BrokenPipeError:
-            raise HarnessError(f"the harness exited: {self._tail()}") from None
-        deadline = time.monotonic() + deadline_s
-        seen: list[events.Event] = []
-        while True:
-            event = self._next(deadline)
-            seen.append(event)
-            if on_event is not None:
-                on_event(event)
-            if isinstance(event, events.EvaluationFinished):
-                return seen
-
-    def close(self) -> None:
-        try:
-            os.killpg(self.proc.pid, 9)
-        except (ProcessLookupError, PermissionError):
-            pass
-        self.proc.wait()
-        self._selector.close()
-        self._events.close()
-        self._log.close()
 
 
 def assemble(task: Task, job: dict[str, Any], info: DeviceInfo, sha: str, seen: list[events.Event]) -> Result:
@@ -294,21 +209,26 @@ def job_deadline_s(limits: Limits) -> float:
 
 
 class Evaluator:
-    """Evaluates candidates on one device through one warm harness."""
+    """Evaluates candidates on one device through one executor (a warm harness on this
+    machine by default; a remote host's through remotes/)."""
 
     def __init__(
-        self, device_id: str, workdir: Path | None = None, keep_workdir: bool = False, graphs: bool = True, sync_each_call: bool = False
+        self, device_id: str | None = None, workdir: Path | None = None, keep_workdir: bool = False, graphs: bool = True,
+        sync_each_call: bool = False, executor: Executor | None = None,
     ):
         """`graphs=False` times decode-sized workloads eagerly too; `sync_each_call=True` makes
         the host wait for the device after every timed call (both for timer studies: the
         default queues a round's calls back to back, see docs/fidelity.md)."""
-        self.device = parse_device(device_id)
         self.graphs, self.sync_each_call = graphs, sync_each_call
-        self.info = probe(device_id)
         self.keep = keep_workdir or workdir is not None
         self.root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="arena-"))
         self.root.mkdir(parents=True, exist_ok=True)
-        self.harness: Harness | None = None
+        if executor is None:
+            if device_id is None:
+                raise ValueError("give a device id or an executor")
+            executor = LocalExecutor(device_id, self.root)
+        self.executor = executor
+        self.info = executor.info
         self.count = 0
 
     def __enter__(self) -> "Evaluator":
@@ -318,38 +238,40 @@ class Evaluator:
         self.close()
 
     def close(self) -> None:
-        if self.harness is not None:
-            self.harness.close()
-            self.harness = None
+        self.executor.close()
         if not self.keep:
             shutil.rmtree(self.root, ignore_errors=True)
 
     def evaluate(
         self, task: Task, candidate: Path | str, seed: int | None = None, on_event: OnEvent | None = None, limits: Limits | None = None
     ) -> Result:
-        """Evaluate one candidate; `limits` overrides the task's per-stage time limits."""
+        """Evaluate one candidate; `limits` overrides the task's per-stage time limits. An
+        infrastructure fault is retried once, then reported as one (exit code 3)."""
+        for attempt in range(2):
+            try:
+                return asyncio.run(self.aevaluate(task, candidate, seed, on_event, limits))
+            except HarnessError as exc:
+                if attempt == 1:
+                    return infrastructure_result(task, self.info, check_candidate(Path(candidate)), str(exc))
+        raise AssertionError("unreachable")
+
+    async def aevaluate(
+        self, task: Task, candidate: Path | str, seed: int | None = None, on_event: OnEvent | None = None, limits: Limits | None = None
+    ) -> Result:
+        """One evaluation; raises HarnessError on an infrastructure fault (for the scheduler
+        to retry elsewhere)."""
         candidate = Path(candidate)
         limits = limits or task.limits
         sha = check_candidate(candidate)
         self.count += 1
-        workdir = self.root / f"eval-{self.count:04d}"
-        workdir.mkdir(parents=True, exist_ok=True)
-        job = build_job(task, candidate, self.info, self.device, seed if seed is not None else secrets.randbits(63), workdir, limits, self.graphs, self.sync_each_call)
-        job_path = workdir / "job.json"
-        job_path.write_text(json.dumps(job))
-        for attempt in range(2):  # a harness that died is restarted once; the candidate is not to blame
-            try:
-                if self.harness is None:
-                    self.harness = Harness(self.device, self.root)
-                seen = self.harness.run(job_path, job_deadline_s(limits), on_event)
-                return assemble(task, job, self.info, sha, seen)
-            except HarnessError as exc:
-                if self.harness is not None:
-                    self.harness.close()
-                    self.harness = None
-                if attempt == 1:
-                    return infrastructure_result(task, self.info, sha, str(exc))
-        raise AssertionError("unreachable")
+        job_dir = self.root / f"eval-{self.count:04d}-{secrets.token_hex(3)}"
+        job_dir.mkdir(parents=True, exist_ok=True)
+        job = build_job(
+            task, candidate, self.info, self.executor.torch_device(), seed if seed is not None else secrets.randbits(63),
+            job_dir, limits, self.graphs, self.sync_each_call,
+        )
+        seen = await self.executor.run(job, job_dir, job_deadline_s(limits), on_event)
+        return assemble(task, job, self.info, sha, seen)
 
 
 def evaluate(task: Task, candidate: Path | str, device: str = "cpu", seed: int | None = None, on_event: OnEvent | None = None) -> Result:

@@ -4,7 +4,6 @@ These use the small `elementwise/axpy` fixture task so they run in seconds."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 from pathlib import Path

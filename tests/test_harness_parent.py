@@ -32,7 +32,7 @@ def test_parent_runs_a_whole_evaluation_without_touching_cuda(tmp_path):
         from core.harness.runner import run_job
 
         task = load_task({str(FIXTURES / "tasks" / "elementwise" / "axpy")!r})
-        job = build_job(task, task.file("starter.py"), probe("cpu"), parse_device("cpu"), 5, {str(tmp_path)!r})
+        job = build_job(task, task.file("starter.py"), probe("cpu"), "cpu", 5, {str(tmp_path)!r})
         seen = []
         run_job(job, seen.append)
         print(json.dumps(seen[-1]))
