@@ -178,6 +178,18 @@ def match_peaks(model: str, table: dict[str, dict[str, Any]]) -> str | None:
 # --- probing -------------------------------------------------------------------------------
 
 
+def local_device_ids() -> list[str]:
+    """The devices of this machine, asked of torch in a separate process."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "core.harness", "devices"], capture_output=True, text=True, timeout=120, cwd=PACKAGE_ROOT,
+        env={**os.environ, "PYTHONPATH": str(PACKAGE_ROOT)},
+    )
+    try:
+        return list(json.loads(proc.stdout.strip().splitlines()[-1]))
+    except (json.JSONDecodeError, IndexError):
+        raise ProbeError(f"listing this machine's devices failed: {proc.stderr.strip()[-500:] or 'no output'}") from None
+
+
 class ProbeError(RuntimeError):
     """The device could not be probed (no such GPU, no torch there, ...)."""
 

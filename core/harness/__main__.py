@@ -27,7 +27,14 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--events-fd", type=int, required=True)
     probe = sub.add_parser("probe")
     probe.add_argument("device")
+    sub.add_parser("devices")
     args = parser.parse_args(argv)
+
+    if args.command == "devices":
+        from .probe import local_device_ids
+
+        print(json.dumps(local_device_ids()))
+        return 0
 
     if args.command == "probe":
         from .probe import probe as probe_device

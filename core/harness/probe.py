@@ -55,6 +55,17 @@ def probe(device_id: str) -> dict[str, Any]:
     return info
 
 
+def local_device_ids() -> list[str]:
+    """`cpu` and every GPU torch sees here, as the arena names them."""
+    ids = ["cpu"]
+    if torch.cuda.is_available():
+        ids += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    xpu = getattr(torch, "xpu", None)
+    if xpu is not None and xpu.is_available():
+        ids += [f"xpu:{i}" for i in range(xpu.device_count())]
+    return ids
+
+
 def _cpu_model() -> str:
     try:
         for line in open("/proc/cpuinfo"):

@@ -1,0 +1,90 @@
+"""`arena devices`: this machine's CPU and GPUs, and every remote host's devices, with vendor,
+architecture, memory and the peaks speed of light is measured against."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from core.devices import DeviceInfo, ProbeError, local_device_ids, probe
+from core.result import EXIT_INFRASTRUCTURE, EXIT_PASSED
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("devices", help="list this machine's devices and every remote host's, with their peaks")
+    p.add_argument("--hosts", type=Path, help="the hosts file (default: ~/.config/kernel-arena/hosts.yaml)")
+    p.add_argument("--json", action="store_true", help="print one JSON list")
+    p.set_defaults(func=run)
+
+
+def _row(info: DeviceInfo) -> dict[str, Any]:
+    peaks = info.sol_peaks
+    return {
+        **info.to_json(),
+        "timing_kind": info.timing_kind,
+        "bf16_tflops": peaks.bf16_tflops if peaks else None,
+        "hbm_tbps": peaks.hbm_tbps if peaks else None,
+        "peaks_source": peaks.source if peaks else None,
+    }
+
+
+def _remote_devices(hosts: Path | None, err: Console) -> tuple[list[DeviceInfo], list[str]]:
+    try:
+        from remotes import list_devices, load_hosts  # asyncssh only when hosts are asked for
+    except ImportError:
+        return [], []
+    try:
+        host_list = load_hosts(hosts)
+    except FileNotFoundError:
+        return [], []
+    if not host_list:
+        return [], []
+    return list_devices(host_list)
+
+
+def run(args: argparse.Namespace, out: Console, err: Console) -> int:
+    rows: list[DeviceInfo] = []
+    problems: list[str] = []
+    try:
+        ids = local_device_ids()
+    except ProbeError as exc:
+        problems.append(str(exc))
+        ids = ["cpu"]
+    for device_id in ids:
+        try:
+            rows.append(probe(device_id))
+        except ProbeError as exc:
+            problems.append(str(exc))
+    remote, remote_problems = _remote_devices(args.hosts, err)
+    rows += remote
+    problems += remote_problems
+    if args.json:
+        print(json.dumps([_row(r) for r in rows]))
+    else:
+        table = Table(header_style="bold")
+        table.add_column("id", no_wrap=True)
+        table.add_column("device")
+        table.add_column("memory", justify="right", no_wrap=True)
+        table.add_column("speed of light from")
+        table.add_column("timing", no_wrap=True)
+        for info in rows:
+            r = _row(info)
+            peaks = (
+                f"{info.peaks_key} ({r['peaks_source']}): {r['bf16_tflops']:g} TFLOP/s bf16, {r['hbm_tbps']:g} TB/s"
+                if info.peaks_key else ("–" if info.type == "cpu" else "no entry in the peaks table")
+            )
+            table.add_row(
+                escape(info.id), escape(f"{info.vendor} {info.model} [{info.arch}], {info.units or '?'} units"),
+                f"{info.memory_gb:.0f} GB" if info.memory_gb else "–", escape(peaks), info.timing_kind,
+            )
+        out.print(table)
+        out.print("[dim]cpu: Triton runs in its interpreter; its times are shown, never ranked.[/]")
+    for problem in problems:
+        err.print(f"[red]error:[/] {escape(problem)}", soft_wrap=True)
+    return EXIT_INFRASTRUCTURE if problems else EXIT_PASSED
