@@ -3,7 +3,8 @@
 Each event is one JSON object per line: `{"v": SCHEMA_VERSION, "type": ..., ...fields}`.
 The harness writes these as plain dicts (it may not import this module: it ships alone);
 `parse` turns a line into the typed event here, and `test_events.py` keeps the two in step.
-Later issues add scheduler state changes and agent transcript events to this same module.
+The scheduler's job and device state changes live here too; a later issue adds agent
+transcript events to this same module.
 """
 
 from __future__ import annotations
@@ -88,7 +89,38 @@ class HarnessReady:
     pid: int
 
 
-Event = Union[EvaluationStarted, StageStarted, StageFinished, WorkloadChecked, WorkloadTimed, EvaluationFinished, HarnessReady]
+@dataclass(frozen=True)
+class JobStateChanged:
+    """A scheduler job moved: queued → running → done | failed | cancelled, or running →
+    retrying → running after an infrastructure fault. `attempt` counts the runs started so far
+    (0 while queued); `device` and `slot` say where it runs or ran; `fault` is `infrastructure`
+    or `error` (the runner itself raised: a bug in the caller) for retrying and failed."""
+
+    type: ClassVar[str] = "job_state_changed"
+    job_id: str
+    state: str
+    device: str | None = None
+    slot: int | None = None
+    attempt: int = 0
+    reason: str | None = None
+    fault: str | None = None
+
+
+@dataclass(frozen=True)
+class DeviceHealthChanged:
+    """The scheduler stopped (healthy=False, after consecutive infrastructure faults) or
+    resumed (healthy=True) sending jobs to a device."""
+
+    type: ClassVar[str] = "device_health_changed"
+    device: str
+    healthy: bool
+    reason: str | None = None
+
+
+Event = Union[
+    EvaluationStarted, StageStarted, StageFinished, WorkloadChecked, WorkloadTimed, EvaluationFinished, HarnessReady,
+    JobStateChanged, DeviceHealthChanged,
+]
 EVENT_TYPES: dict[str, type] = {cls.type: cls for cls in Event.__args__}  # type: ignore[attr-defined]
 
 
