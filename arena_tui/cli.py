@@ -41,6 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="arena", description="Kernel Arena: score GPU kernels honestly, on any vendor's device.")
     p.add_argument("--version", action="version", version=f"arena {__version__}")
     p.add_argument("--tasks-dir", type=Path, help="a folder of task folders to use instead of the bundled tasks")
+    p.add_argument("--db", type=Path, metavar="PATH", help="the results store (default: $ARENA_DB, else ${XDG_DATA_HOME:-~/.local/share}/kernel-arena/arena.db)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     demo = sub.add_parser("demo", help="evaluate the bundled tasks' starters (what `arena` alone does)")
@@ -53,6 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", action="store_true", help="print exactly one JSON result object and nothing else")
     ev.add_argument("--seed", type=int, help="the secret seed (hidden draws, inputs); default: a fresh random one")
     ev.add_argument("--workdir", type=Path, help="keep the evaluation's files (job, logs) in this folder")
+    ev.add_argument("--no-store", action="store_true", help="do not record the result in the results store")
 
     tasks = sub.add_parser("tasks", help="list or show tasks")
     tsub = tasks.add_subparsers(dest="tasks_command", metavar="SUBCOMMAND", required=True)
@@ -109,11 +111,31 @@ def _eval(args: argparse.Namespace, out: Console, err: Console) -> int:
         if progress:
             progress.header(evaluator.info, args.candidate)
         result = evaluator.evaluate(task, args.candidate, seed=args.seed, on_event=progress)
+    stored = None if args.no_store else _record(args, task.family, result)  # written before it is shown
     if args.json:
         sys.stdout.write(json.dumps(result.to_json()) + "\n")
     else:
         render.result_summary(out, result)
+    if stored is not None:
+        (err if args.json or stored.startswith("not recorded") else out).print(stored, highlight=False, soft_wrap=True)
     return result.exit_code
+
+
+def _record(args: argparse.Namespace, family: str, result: Result) -> str:
+    """Keep an `arena eval` result in the store as a run named `eval` with one job; say where."""
+    from core.store import Store, StoreError
+
+    try:
+        with Store.open(args.db) as store:
+            spec = {"command": "eval", "task": result.task_id, "candidate": str(args.candidate.resolve()), "device": args.device}
+            run_id = store.create_run("eval", spec)
+            job = store.add_job(run_id, task_id=result.task_id, family=family, device_id=result.device.get("id", args.device),
+                                candidate=args.candidate, candidate_sha256=result.candidate_sha256)
+            store.record_result(job, result)
+            store.finish_run(run_id)
+    except StoreError as exc:
+        return f"not recorded: {escape(str(exc))}"
+    return f"recorded in run {run_id}"
 
 
 def _demo(args: argparse.Namespace, out: Console) -> int:

@@ -130,6 +130,7 @@ class LocalExecutor:
         self.device_id = device_id
         self.info = probe(device_id)
         self.log_dir = log_dir
+        self.log_dir.mkdir(parents=True, exist_ok=True)
         self.harness: Harness | None = None
 
     def torch_device(self) -> str:

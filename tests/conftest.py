@@ -14,6 +14,14 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 _area_seconds: dict[str, float] = defaultdict(float)
 
 
+@pytest.fixture(autouse=True)
+def _private_store(tmp_path_factory, monkeypatch) -> Path:  # noqa: ANN001
+    """Every test gets its own results store: none ever writes to the user's real one."""
+    path = tmp_path_factory.mktemp("store") / "arena.db"
+    monkeypatch.setenv("ARENA_DB", str(path))
+    return path
+
+
 @pytest.fixture(scope="session")
 def fixture_tasks() -> Path:
     return FIXTURES / "tasks"

@@ -1,0 +1,125 @@
+"""`arena run [RUNFILE] [--resume RUN]`: evaluate a run through the scheduler, with progress
+bars and a summary table; every result is in the store before it is printed.
+
+Without a run file it runs the embedded default: every bundled task's starter on the CPU.
+Ctrl-C stops the run cleanly; `arena run --resume RUN` finishes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from core import events
+from core.executors import Executor, LocalExecutor
+from core.result import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INFRASTRUCTURE, EXIT_PASSED
+from core.runs import DEFAULT_RUN, RunFileError, RunSpec, execute, load_run_file, plan
+from core.store import Store, StoreError
+
+from . import render
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="evaluate a run file through the scheduler (default: the bundled starters on the CPU)")
+    p.add_argument("runfile", nargs="?", type=Path, help="a run file (docs/runs.md); default: the embedded default run")
+    p.add_argument("--resume", metavar="RUN", help="finish an interrupted run (its id or a unique prefix)")
+    p.add_argument("--hosts", type=Path, help="the hosts file for <host>/<device> devices")
+    p.add_argument("--headless", action="store_true", help="progress bars and a summary, no app (the only mode for now)")
+    p.set_defaults(func=run)
+
+
+def executor_factory(hosts: Path | None):
+    """Local devices run through this machine's harness; `<host>/<device>` through remotes/,
+    imported only when such a device is named (asyncssh is not needed otherwise)."""
+
+    def make(device_id: str, root: Path) -> Executor:
+        if "/" in device_id:
+            from remotes import remote_executor
+
+            return remote_executor(device_id, root, hosts)
+        return LocalExecutor(device_id, root)
+
+    return make
+
+
+def run(args: argparse.Namespace, out: Console, err: Console) -> int:
+    try:
+        store = Store.open(getattr(args, "db", None))
+    except StoreError as exc:
+        err.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
+        return EXIT_INFRASTRUCTURE
+    with store:
+        try:
+            if args.resume:
+                record = store.resume_run(args.resume)
+                spec = RunSpec.from_json(record.spec)
+                run_id = record.id
+            else:
+                spec = load_run_file(args.runfile, args.tasks_dir) if args.runfile else RunSpec(**{**DEFAULT_RUN.__dict__, "tasks_dir": str(args.tasks_dir) if args.tasks_dir else None})
+                plan(spec)
+                run_id = store.create_run(spec.name, spec.to_json())
+        except (RunFileError, StoreError, LookupError, ValueError) as exc:
+            err.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
+            return EXIT_BAD_INPUT
+        return _execute(store, run_id, spec, args, out)
+
+
+def _execute(store: Store, run_id: str, spec: RunSpec, args: argparse.Namespace, out: Console) -> int:
+    total = len(plan(spec))
+    done_before = len(store.results(run_id))
+    verb = "resuming" if args.resume else "starting"
+    out.print(f"[bold]{verb} run {run_id}[/] ({escape(spec.name)}): {total} evaluations, {done_before} already done; devices {', '.join(spec.devices)}")
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=out, transient=False)
+    bar = progress.add_task(f"run {run_id}", total=total, completed=done_before)
+
+    def on_event(job_id: int | None, event: events.Event) -> None:
+        if isinstance(event, events.JobStateChanged) and event.state in ("done", "failed"):
+            progress.advance(bar)
+            if event.state == "failed":
+                progress.console.print(f"  [yellow]![/] {escape(event.job_id)}: {escape(event.reason or 'failed')}", soft_wrap=True)
+        elif isinstance(event, events.EvaluationFinished):
+            pass
+
+    interrupted = False
+    with progress:
+        try:
+            outcome = asyncio.run(execute(store, run_id, spec, executor_factory(args.hosts), on_event))
+        except KeyboardInterrupt:
+            interrupted = True
+    if interrupted:
+        store.finish_run(run_id, "interrupted")
+        out.print(f"[yellow]interrupted[/]: {len(store.results(run_id))} of {total} results kept. Resume with `arena run --resume {run_id}`")
+        return 130
+    _summary(store, run_id, out)
+    if outcome.failed_jobs:
+        return EXIT_INFRASTRUCTURE
+    statuses = [row.status for row in store.results(run_id)]
+    return EXIT_PASSED if all(s == "passed" for s in statuses) else EXIT_FAILED
+
+
+def _summary(store: Store, run_id: str, out: Console) -> None:
+    jobs = {job.id: job for job in store.jobs(run_id)}
+    table = Table(title=f"run {run_id}", header_style="bold")
+    table.add_column("task", no_wrap=True)
+    table.add_column("candidate")
+    table.add_column("device", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("stages", no_wrap=True)
+    for col in ("speedup", "SOL", "points"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for row in store.results(run_id):
+        job = jobs[row.job_id]
+        result = row.to_result()
+        table.add_row(
+            job.task_id, escape(job.key.split("|")[1]), job.device_id, result.status,
+            " ".join(render.MARK.get(s.status, "?") for s in result.stages),
+            render.ratio(result.speedup), f"{result.sol_fraction * 100:.1f}%" if result.sol_fraction is not None else "–", f"{result.points:.0f}",
+        )
+    out.print(table)
+    out.print("[dim]stages: compile, correctness, hidden shapes, performance. `arena runs show " + run_id + "` for details.[/]")

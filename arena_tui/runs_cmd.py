@@ -1,0 +1,162 @@
+"""`arena runs list|show|export`: the runs kept in the results store (see docs/store.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from core.result import EXIT_BAD_INPUT, EXIT_PASSED
+from core.store import JOB_STATES, Run, Store, StoreError, UnknownRunError
+
+from .render import ratio
+
+RUN_STYLE = {"running": "cyan", "finished": "green", "interrupted": "yellow", "cancelled": "dim"}
+STATUS_STYLE = {"passed": "green", "failed": "red", "infrastructure_error": "yellow"}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    runs = subparsers.add_parser("runs", help="list, show or export the runs kept in the results store")
+    rsub = runs.add_subparsers(dest="runs_command", metavar="SUBCOMMAND", required=True)
+    rsub.add_parser("list", help="every run, newest first, with its jobs and results counted").set_defaults(func=_list)
+    show = rsub.add_parser("show", help="one run: its header, then a row per job with its result")
+    show.add_argument("run", metavar="RUN", help="a run id, or a unique prefix of one")
+    show.set_defaults(func=_show)
+    export = rsub.add_parser("export", help="one run as JSON lines: the run header, then each job with its result")
+    export.add_argument("run", metavar="RUN", help="a run id, or a unique prefix of one")
+    export.add_argument("-o", "--output", type=Path, metavar="FILE", help="write to FILE instead of standard output")
+    export.set_defaults(func=_export)
+
+
+def _guarded(command):  # type: ignore[no-untyped-def]
+    """Open the store for `command` and turn its errors into one line and exit code 2."""
+
+    def run(args: argparse.Namespace, out: Console, err: Console) -> int:
+        try:
+            with Store.open(getattr(args, "db", None)) as store:
+                return command(store, args, out, err)
+        except UnknownRunError as exc:
+            err.print(escape(str(exc)), highlight=False, soft_wrap=True)
+        except (StoreError, OSError) as exc:
+            err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        return EXIT_BAD_INPUT
+
+    return run
+
+
+@_guarded
+def _list(store: Store, args: argparse.Namespace, out: Console, err: Console) -> int:
+    runs = store.list_runs()
+    if not runs:
+        out.print(f"no runs yet in {escape(str(store.path))}", highlight=False)
+        return EXIT_PASSED
+    table = Table(header_style="bold", box=box.SIMPLE_HEAD, show_edge=False)
+    table.add_column("run", no_wrap=True, min_width=max(len(r.id) for r in runs))
+    table.add_column("name", max_width=24)
+    table.add_column("created (UTC)", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("jobs")
+    table.add_column("results")
+    for run in runs:
+        table.add_row(run.id, escape(run.name), _when(run.created_at), _run_status(run), _job_counts(run), _result_counts(run))
+    out.print(table)
+    out.print(f"[dim]{len(runs)} runs in {escape(str(store.path))}[/]", highlight=False)
+    return EXIT_PASSED
+
+
+@_guarded
+def _show(store: Store, args: argparse.Namespace, out: Console, err: Console) -> int:
+    run = store.get_run(args.run)
+    ended = f", ended {_when(run.finished_at)}" if run.finished_at else ""
+    out.print(f"[bold]{run.id}[/] {escape(run.name)} — {_run_status(run)}", highlight=False)
+    out.print(f"created {_when(run.created_at)} UTC{ended}", highlight=False)
+    out.print(f"jobs: {_job_counts(run)}; results: {_result_counts(run)}", highlight=False)
+    if run.spec:
+        out.print(f"[dim]spec: {escape(json.dumps(run.spec))}[/]", highlight=False, soft_wrap=True)
+    jobs = store.jobs(run.id)
+    if not jobs:
+        return EXIT_PASSED
+    results = {r.job_id: r for r in store.results(run.id)}
+    kinds = sorted({r.timing_kind for r in results.values()})
+    table = Table(header_style="bold", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    table.add_column("task", no_wrap=True, min_width=max(len(j.task_id) for j in jobs))
+    for col in ("device", "state", "status"):
+        table.add_column(col)
+    table.add_column("failed stage", no_wrap=True, min_width=max((len(r.failed_stage or "") for r in results.values()), default=0))
+    for col in ("speedup", "SOL", "points"):
+        table.add_column(col, justify="right", no_wrap=True)
+    if len(kinds) > 1:
+        table.add_column("timing", no_wrap=True)
+    for job in jobs:
+        r = results.get(job.id)
+        cells = [job.task_id, escape(job.device_id), _job_state(job.state)]
+        if r is None:
+            cells += ["–", "", "", "", ""] + ([""] if len(kinds) > 1 else [])
+        else:
+            status = f"[{STATUS_STYLE.get(r.status, 'white')}]{r.status.replace('infrastructure_error', 'infra error')}[/]"
+            cells += [
+                status + (" [red]![/]" if r.integrity_flags else ""), r.failed_stage or "", ratio(r.speedup),
+                f"{r.sol_fraction * 100:.1f}%" if r.sol_fraction is not None else "–", f"{r.points:.0f}",
+            ] + ([r.timing_kind] if len(kinds) > 1 else [])
+        table.add_row(*cells)
+    out.print(table)
+    for job in jobs:
+        r = results.get(job.id)
+        for flag in r.integrity_flags if r else ():
+            out.print(f"[red]integrity:[/] {job.task_id} on {escape(job.device_id)}: {escape(flag)}", highlight=False)
+        for note in r.review_notes if r else ():
+            out.print(f"[yellow]review:[/] {job.task_id} on {escape(job.device_id)}: {escape(note)}", highlight=False)
+    if len(kinds) == 1:
+        out.print(f"[dim]timing kind: {kinds[0]}[/]")
+    if "cpu" in kinds:
+        out.print("[dim]cpu timings run Triton in its interpreter: shown for information, never ranked.[/]")
+    return EXIT_PASSED
+
+
+@_guarded
+def _export(store: Store, args: argparse.Namespace, out: Console, err: Console) -> int:
+    run = store.get_run(args.run)  # an unknown run fails here, before any file is made
+    lines = (json.dumps(record) + "\n" for record in store.export_run(run.id))
+    if args.output is None:
+        try:
+            for line in lines:
+                sys.stdout.write(line)
+            sys.stdout.flush()
+        except BrokenPipeError:  # `arena runs export RUN | head`: the reader has had enough
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_PASSED
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    with args.output.open("w", encoding="utf-8") as f:
+        count = sum(1 for line in lines if f.write(line))
+    err.print(f"wrote {count} lines (the run and {count - 1} jobs) to {escape(str(args.output))}", highlight=False)
+    return EXIT_PASSED
+
+
+def _when(stamp: str | None) -> str:
+    return (stamp or "")[:16].replace("T", " ")
+
+
+def _run_status(run: Run) -> str:
+    return f"[{RUN_STYLE.get(run.status, 'white')}]{run.status}[/]"
+
+
+def _job_state(state: str) -> str:
+    return {"running": "[cyan]running[/]", "failed": "[yellow]failed[/]", "cancelled": "[dim]cancelled[/]"}.get(state, state)
+
+
+def _job_counts(run: Run) -> str:
+    if not run.job_states:
+        return "none"
+    return ", ".join(f"{run.job_states[s]} {s}" for s in JOB_STATES if run.job_states.get(s))
+
+
+def _result_counts(run: Run) -> str:
+    names = {"passed": "passed", "failed": "failed", "infrastructure_error": "infra error"}
+    return ", ".join(f"{run.result_statuses[s]} {name}" for s, name in names.items() if run.result_statuses.get(s)) or "none"
