@@ -130,3 +130,10 @@ def test_arena_run_and_resume_from_the_command_line(tmp_path, fixture_tasks, can
     assert main(["--db", str(db), "run", "--resume", run_id]) == 1
     assert "2 already done" in capsys.readouterr().out
     assert main(["--db", str(db), "run", "--resume", "r-nope"]) == 2
+
+
+def test_the_example_run_file_in_the_repo_is_valid():
+    from tests.conftest import ROOT
+
+    spec = load_run_file(ROOT / "runs" / "example.yaml")
+    assert {p.candidate_label for p in plan(spec)} == {"starter", "baseline"}
