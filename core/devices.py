@@ -110,14 +110,17 @@ class LocalDevice:
 
     def harness_env(self) -> dict[str, str]:
         env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(PACKAGE_ROOT), os.environ.get("PYTHONPATH")])), "PYTHONUNBUFFERED": "1"}
+        return {**env, **self.visibility_env(_is_rocm_build() if self.type == "cuda" else False)}
+
+    def visibility_env(self, rocm: bool) -> dict[str, str]:
+        """The variable that pins the harness to this device, for a torch build that is ROCm's
+        (`rocm`) or not; a remote host passes what its own torch says."""
         if self.type == "cuda":
             # One variable only: ROCm honours both and would apply them one after the other.
-            env["HIP_VISIBLE_DEVICES" if _is_rocm_build() else "CUDA_VISIBLE_DEVICES"] = str(self.index)
-        elif self.type == "xpu":
-            env["ZE_AFFINITY_MASK"] = str(self.index)
-        else:
-            env["CUDA_VISIBLE_DEVICES"] = ""  # the CPU device never touches a GPU
-        return env
+            return {"HIP_VISIBLE_DEVICES" if rocm else "CUDA_VISIBLE_DEVICES": str(self.index)}
+        if self.type == "xpu":
+            return {"ZE_AFFINITY_MASK": str(self.index)}
+        return {"CUDA_VISIBLE_DEVICES": ""}  # the CPU device never touches a GPU
 
 
 def parse_device(device_id: str) -> LocalDevice:
@@ -211,6 +214,12 @@ def probe(device_id: str) -> DeviceInfo:
         raise ProbeError(f"probing {device_id} failed: {proc.stderr.strip()[-500:] or 'no output'}") from None
     if "error" in data:
         raise ProbeError(f"{device_id}: {data['error']}")
+    return info_from_probe(device_id, data)
+
+
+def info_from_probe(device_id: str, data: dict[str, Any]) -> DeviceInfo:
+    """A DeviceInfo from the harness's probe output, with its peaks-table entry (local and
+    remote devices alike)."""
     table = load_peaks()
     key = match_peaks(data["model"], table) if data["type"] != "cpu" else None
     entry = table.get(key, {}) if key else {}

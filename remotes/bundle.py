@@ -1,0 +1,89 @@
+"""The one archive a remote job needs: a minimal `core` package (its `__init__.py` and
+`harness/`, which imports nothing else from core), the task folder, the candidate with its
+sibling native sources, and the job file with its paths rewritten to where they land.
+
+Layout inside the remote job folder:
+    core/__init__.py, core/harness/...   the harness, run as `python -m core.harness`
+    task/...                             the task folder
+    candidate/<file>.py (+ .cu/.hip/.cuh siblings)
+    job.json                             the job, pointing at the three above
+    work/                                the job's workdir (logs, builds), made by the harness
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+from typing import Any
+
+from core.devices import PACKAGE_ROOT
+
+CORE = PACKAGE_ROOT / "core"
+NATIVE_SUFFIXES = (".cu", ".hip", ".cuh")
+_SKIP_DIRS = {"__pycache__", ".git", ".mypy_cache", ".pytest_cache"}
+
+
+def remote_job(job: dict[str, Any], remote_dir: str) -> dict[str, Any]:
+    """The job with its local paths replaced by the remote ones under `remote_dir`."""
+    candidate = Path(job["candidate"])
+    return {
+        **job,
+        "task_dir": f"{remote_dir}/task",
+        "candidate": f"{remote_dir}/candidate/{candidate.name}",
+        "workdir": f"{remote_dir}/work",
+    }
+
+
+def candidate_files(candidate: Path) -> list[Path]:
+    """The candidate and the native sources beside it that its wrapper may build."""
+    siblings = sorted(p for p in candidate.parent.iterdir() if p.is_file() and p.suffix in NATIVE_SUFFIXES)
+    return [candidate, *siblings]
+
+
+def harness_files() -> list[tuple[Path, str]]:
+    """(local path, name in the archive) of the minimal core package."""
+    files = [(CORE / "__init__.py", "core/__init__.py")]
+    files += [(p, f"core/{p.relative_to(CORE).as_posix()}") for p in _walk(CORE / "harness")]
+    return files
+
+
+def _walk(root: Path) -> list[Path]:
+    found = []
+    for p in sorted(root.rglob("*")):
+        rel = p.relative_to(root).parts
+        if p.is_file() and not any(part in _SKIP_DIRS for part in rel) and p.suffix not in (".pyc", ".pyo"):
+            found.append(p)
+    return found
+
+
+def make_bundle(job: dict[str, Any], remote_dir: str) -> bytes:
+    """The tar.gz for one job (as it will run in `remote_dir`)."""
+    task_dir = Path(job["task_dir"])
+    files = harness_files()
+    files += [(p, f"task/{p.relative_to(task_dir).as_posix()}") for p in _walk(task_dir)]
+    files += [(p, f"candidate/{p.name}") for p in candidate_files(Path(job["candidate"]))]
+    return pack(files, {"job.json": json.dumps(remote_job(job, remote_dir)).encode()})
+
+
+def harness_bundle() -> bytes:
+    """The tar.gz of the harness alone (for probing a host's devices)."""
+    return pack(harness_files(), {})
+
+
+def pack(files: list[tuple[Path, str]], extra: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=6) as tar:
+        for path, name in files:
+            info = tar.gettarinfo(str(path), arcname=name)
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            info.mode = 0o644 if not info.isdir() else 0o755
+            with open(path, "rb") as fh:
+                tar.addfile(info, fh)
+        for name, data in extra.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
