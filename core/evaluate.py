@@ -13,12 +13,13 @@ import hashlib
 import random
 import secrets
 import shutil
+import statistics
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from . import __version__, events, scoring
+from . import __version__, events, scan, scoring
 from .devices import DeviceInfo
 from .executors import Executor, HarnessError, LocalExecutor
 from .result import STAGES, Result, StageResult, WorkloadFigures
@@ -26,6 +27,16 @@ from .tasks import Limits, Task, TensorSpec, Workload
 
 OnEvent = Callable[[events.Event], None]
 GRAPH_BELOW_US = 50.0  # decode-sized: the launch would rival the kernel, so time graph replays
+CHECKED_CALLS_PER_ROUND = 2  # timed calls per round whose outputs are checked (docs/integrity.md)
+CPU_CANDIDATE_MEMORY = 2 << 30  # private memory a candidate may add on the CPU device (RLIMIT_DATA)
+TASK_FILES = ("reference.py", "baseline.py", "inputs.py", "task.yaml")
+TASK_SOURCES = ("reference.py", "baseline.py", "inputs.py")
+# The parent's wall clock against the candidate's own timer (docs/integrity.md):
+WALL_SLACK = 1.01, 0.002  # reported > wall × 1.01 + 2 ms in a round: impossible, a forged timer
+UNTIMED_FACTOR = 10.0  # untimed time per call above 10× the baseline's ...
+UNTIMED_MIN_US = 50.0  # ... and, beyond the baseline's, above the call's median and 50 µs: a note
+WARMUP_CALLS = {"wall": 0, "events": 2, "queued": 2, "graph": 4}  # untimed calls per round, by timing mode
+HIGH_SPEEDUP = 10.0  # a workload faster than 10× the baseline: a note
 
 
 class BadCandidate(ValueError):
@@ -87,11 +98,28 @@ def roofline_for(task: Task, w: Workload, info: DeviceInfo) -> float | None:
     return scoring.roofline_us(task.flops_for(w), task.bytes_for(w), peaks, task.peak) if peaks else None
 
 
+def task_file_hashes(task: Task) -> dict[str, str]:
+    """sha256 of the task's files as they are now: the harness executes only these bytes and
+    reports any change made during the evaluation."""
+    return {name: hashlib.sha256(task.file(name).read_bytes()).hexdigest() for name in TASK_FILES if task.file(name).is_file()}
+
+
+def task_sources(task: Task) -> dict[str, str]:
+    """The code the trusted worker runs (reference, baseline, optional inputs.py), carried in
+    the job: the harness needs no task folder, so the sandbox may hide it from the candidate."""
+    return {name: task.file(name).read_bytes().decode() for name in TASK_SOURCES if task.file(name).is_file()}
+
+
 def build_job(
     task: Task, candidate: Path, info: DeviceInfo, torch_device: str, secret_seed: int, workdir: Path,
-    limits: Limits | None = None, graphs: bool = True, sync_each_call: bool = False,
+    limits: Limits | None = None, graphs: bool = True, sync_each_call: bool = False, timing: Timing | None = None,
+    candidate_memory_bytes: int | None = None,
 ) -> dict[str, Any]:
-    """The resolved job the harness runs: nothing in it needs the engine to interpret."""
+    """The resolved job the harness runs: nothing in it needs the engine to interpret.
+
+    `timing` overrides the device's timing budget (tests); `candidate_memory_bytes` the private
+    memory a candidate may add on the CPU device (GPU devices get no such limit: the drivers'
+    address-space reservations would trip it; the sandbox's cgroup bounds them)."""
     limits = limits or task.limits
     rng = random.Random(secret_seed)
     sets = task.workloads(cpu=info.type == "cpu")
@@ -111,25 +139,76 @@ def build_job(
             **w.to_json(), "shapes": shapes(w), "seed": rng.getrandbits(40), "hidden": w not in sets.visible,
             "graph": graphs and info.type == "cuda" and roof is not None and roof < GRAPH_BELOW_US,
         })
-    timing = Timing.for_device(info.type)
+    timing = timing or Timing.for_device(info.type)
+    memory = candidate_memory_bytes if candidate_memory_bytes is not None else (CPU_CANDIDATE_MEMORY if info.type == "cpu" else None)
     return {
         "version": 1,
         "task_id": task.id,
         "task_dir": str(task.path),
+        "task_files": task_file_hashes(task),
+        "task_sources": task_sources(task),
         "candidate": str(candidate.resolve()),
         "device": {"id": info.id, "type": info.type, "torch_device": torch_device},
         "inputs": [_spec_json(s) for s in task.inputs],
         "outputs": [_spec_json(s) for s in task.outputs],
         "correctness": {"atol": task.correctness.atol, "rtol": task.correctness.rtol, "min_match": task.correctness.min_match},
         "stages": {"correctness": checked(sets.visible), "generalization": checked(hidden), "performance": performance},
-        "timing": {"kind": info.timing_kind, "sync_each_call": sync_each_call, **timing.__dict__},
-        "limits": {"compile_s": limits.compile_s, "correctness_s": limits.correctness_s, "performance_s": limits.performance_s},
+        "timing": {"kind": info.timing_kind, "sync_each_call": sync_each_call, "checked_calls": CHECKED_CALLS_PER_ROUND, **timing.__dict__},
+        "limits": {
+            "compile_s": limits.compile_s, "correctness_s": limits.correctness_s, "performance_s": limits.performance_s,
+            "candidate_memory_bytes": memory,
+        },
         "workdir": str(workdir),
     }
 
 
-def assemble(task: Task, job: dict[str, Any], info: DeviceInfo, sha: str, seen: list[events.Event]) -> Result:
-    """Fold the harness's events into a Result, scored."""
+def task_dtypes(task: Task) -> list[str]:
+    return sorted({s.dtype for s in task.inputs + task.outputs})
+
+
+def wall_clock_findings(label: str, mode: str | None, candidate: dict[str, Any], baseline: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The parent's wall clock against the candidate's timer: (integrity flags, review notes).
+
+    Proven: in some round the candidate's worker reported more time than the parent saw pass
+    around the whole request. Device events and the host clock disagree by parts per million,
+    not by a percent: only a forged timer does that.
+
+    Heuristic: the time per timed call that the parent saw and the timer did not (the round's
+    wall clock less the reported times and the warm-up calls, counted at the median; the median
+    over rounds). The baseline's rounds spend theirs on the same requests, input refills and
+    L2 flushes; a candidate whose untimed time per call is above 10× the baseline's, and above
+    it by more than the call's own median and 50 µs, is doing work outside the timed region:
+    another stream, a thread, a slowed clock. An honest candidate with a slow host path can do
+    that too (Python launch overhead, a rebuild between rounds), so it is a review note."""
+    flags, notes = [], []
+    cand_rounds, base_rounds = candidate.get("rounds") or [], baseline.get("rounds") or []
+    for r, rnd in enumerate(cand_rounds):
+        if rnd["reported_s"] > rnd["wall_s"] * WALL_SLACK[0] + WALL_SLACK[1]:
+            flags.append(
+                f"timer_exceeds_wall_clock: {label} round {r + 1}: the candidate's timer reported {rnd['reported_s'] * 1e3:.2f} ms "
+                f"of calls in a round the parent clocked at {rnd['wall_s'] * 1e3:.2f} ms"
+            )
+    warm = WARMUP_CALLS.get(mode or "", 1)
+    m_c, m_b = (candidate.get("median_us") or 0.0) / 1e6, (baseline.get("median_us") or 0.0) / 1e6
+
+    def untimed_per_call(rounds: list[dict[str, Any]], median_s: float) -> float | None:
+        per_round = [(x["wall_s"] - x["reported_s"] - warm * median_s) / x["calls"] * 1e6 for x in rounds if x["calls"]]
+        return statistics.median(per_round) if per_round else None
+
+    u_c, u_b = untimed_per_call(cand_rounds, m_c), untimed_per_call(base_rounds, m_b)
+    if u_c is not None and u_b is not None and u_c - u_b > max(m_c * 1e6, UNTIMED_MIN_US) and u_c > UNTIMED_FACTOR * max(u_b, 1.0):
+        notes.append(
+            f"untimed_work: {label}: {u_c:.1f} µs per call passed outside the candidate's timed region (the baseline's: {u_b:.1f} µs), "
+            f"more than the {m_c * 1e6:.1f} µs its timer measured per call: work on another stream or thread, or a slowed clock?"
+        )
+    return flags, notes
+
+
+def assemble(
+    task: Task, job: dict[str, Any], info: DeviceInfo, sha: str, seen: list[events.Event], scan_notes: list[str] | None = None,
+) -> Result:
+    """Fold the harness's events into a Result, scored. `scan_notes` are the static scan's
+    review notes for the candidate (computed before it ran)."""
     stages = {name: StageResult(name) for name in STAGES}
     timed: list[WorkloadFigures] = []
     started = next((e for e in seen if isinstance(e, events.EvaluationStarted)), None)
@@ -137,12 +216,15 @@ def assemble(task: Task, job: dict[str, Any], info: DeviceInfo, sha: str, seen: 
     perf = {w["label"]: w for w in job["stages"]["performance"]}
     peaks = info.sol_peaks
     integrity: list[str] = []
+    notes: list[str] = list(scan_notes or [])
     for e in seen:
         if isinstance(e, events.StageStarted):
             stages[e.stage].status = "running"
         elif isinstance(e, events.StageFinished):
             s = stages[e.stage]
             s.status, s.seconds, s.message, s.log = e.status, e.seconds, e.message, e.log
+        elif isinstance(e, events.Finding):
+            (integrity if e.proven else notes).append(f"{e.check}: {e.message}")
         elif isinstance(e, events.WorkloadChecked):
             stages[e.stage].workloads.append({"label": e.workload, "axes": e.axes, "passed": e.passed, "message": e.message, "worst": e.worst})
         elif isinstance(e, events.WorkloadTimed):
@@ -153,6 +235,14 @@ def assemble(task: Task, job: dict[str, Any], info: DeviceInfo, sha: str, seen: 
             floor = scoring.impossibility_floor_us(task.flops_for(workload), task.bytes_for(workload), info.spec, task.peak)
             if info.timing_kind == "measured" and floor is not None and 0 < cand < floor:
                 integrity.append(f"faster_than_speed_of_light: {e.workload} took {cand:.2f} µs, below the floor of {floor:.2f} µs (90% of the spec roofline)")
+            flags, wall_notes = wall_clock_findings(e.workload, e.mode, e.candidate, e.baseline)
+            integrity += flags
+            # The heuristics read timings; CPU timings are informational and too noisy for them
+            # (bf16 matmul on a CPU varies tenfold between identical calls).
+            if info.timing_kind != "cpu":
+                notes += wall_notes
+            if info.timing_kind != "cpu" and scoring.speedup(base, cand) > HIGH_SPEEDUP:
+                notes.append(f"high_speedup: {e.workload} ran {scoring.speedup(base, cand):.1f}× faster than the baseline: check it by hand")
             timed.append(WorkloadFigures(
                 label=e.workload, axes=e.axes, hidden=bool(w.get("hidden")), mode=e.mode, candidate=e.candidate, baseline=e.baseline,
                 speedup=scoring.speedup(base, cand), roofline_us=roof, sol_fraction=scoring.sol_fraction(roof, cand),
@@ -189,6 +279,7 @@ def assemble(task: Task, job: dict[str, Any], info: DeviceInfo, sha: str, seen: 
         sol_source=peaks.source if peaks and sol is not None else None,
         points=scoring.points(compiled, correct, task_speedup),
         integrity_flags=integrity,
+        review_notes=notes,
         versions={"arena": __version__, **(started.versions if started else info.versions)},
         seconds=finished.seconds if finished else None,
     )
@@ -214,12 +305,13 @@ class Evaluator:
 
     def __init__(
         self, device_id: str | None = None, workdir: Path | None = None, keep_workdir: bool = False, graphs: bool = True,
-        sync_each_call: bool = False, executor: Executor | None = None,
+        sync_each_call: bool = False, executor: Executor | None = None, timing: Timing | None = None,
     ):
         """`graphs=False` times decode-sized workloads eagerly too; `sync_each_call=True` makes
         the host wait for the device after every timed call (both for timer studies: the
-        default queues a round's calls back to back, see docs/fidelity.md)."""
-        self.graphs, self.sync_each_call = graphs, sync_each_call
+        default queues a round's calls back to back, see docs/fidelity.md); `timing` replaces
+        the device's timing budget (the cheat suite's short one, say)."""
+        self.graphs, self.sync_each_call, self.timing = graphs, sync_each_call, timing
         self.keep = keep_workdir or workdir is not None
         self.root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="arena-"))
         self.root.mkdir(parents=True, exist_ok=True)
@@ -263,15 +355,16 @@ class Evaluator:
         candidate = Path(candidate)
         limits = limits or task.limits
         sha = check_candidate(candidate)
+        scan_notes = scan.scan_candidate(candidate, task_dtypes(task))  # before it runs: it may rewrite itself
         self.count += 1
         job_dir = self.root / f"eval-{self.count:04d}-{secrets.token_hex(3)}"
         job_dir.mkdir(parents=True, exist_ok=True)
         job = build_job(
             task, candidate, self.info, self.executor.torch_device(), seed if seed is not None else secrets.randbits(63),
-            job_dir, limits, self.graphs, self.sync_each_call,
+            job_dir, limits, self.graphs, self.sync_each_call, self.timing,
         )
         seen = await self.executor.run(job, job_dir, job_deadline_s(limits), on_event)
-        return assemble(task, job, self.info, sha, seen)
+        return assemble(task, job, self.info, sha, seen, scan_notes)
 
 
 def evaluate(task: Task, candidate: Path | str, device: str = "cpu", seed: int | None = None, on_event: OnEvent | None = None) -> Result:

@@ -73,6 +73,19 @@ class WorkloadTimed:
 
 
 @dataclass(frozen=True)
+class Finding:
+    """What the harness found about the candidate's conduct (docs/integrity.md). `proven`
+    findings become integrity flags and fail the evaluation; the others are review notes."""
+
+    type: ClassVar[str] = "finding"
+    check: str
+    proven: bool
+    message: str
+    stage: str | None = None
+    workload: str | None = None
+
+
+@dataclass(frozen=True)
 class EvaluationFinished:
     """fault: None when every stage passed, `candidate` or `infrastructure` otherwise."""
 
@@ -118,7 +131,7 @@ class DeviceHealthChanged:
 
 
 Event = Union[
-    EvaluationStarted, StageStarted, StageFinished, WorkloadChecked, WorkloadTimed, EvaluationFinished, HarnessReady,
+    EvaluationStarted, StageStarted, StageFinished, WorkloadChecked, WorkloadTimed, Finding, EvaluationFinished, HarnessReady,
     JobStateChanged, DeviceHealthChanged,
 ]
 EVENT_TYPES: dict[str, type] = {cls.type: cls for cls in Event.__args__}  # type: ignore[attr-defined]

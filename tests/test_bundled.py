@@ -16,6 +16,8 @@ TASKS = discover()
 def test_bundled_candidates_pass_on_the_cpu_device(cpu_evaluator, task, role):
     result = cpu_evaluator.evaluate(task, task.file(f"{role}.py"))
     assert result.status == "passed", [(s.name, s.status, s.message) for s in result.stages]
+    # Zero false alarms: no integrity flag, not even a review note (docs/integrity.md).
+    assert result.integrity_flags == [] and result.review_notes == [], (result.integrity_flags, result.review_notes)
     assert result.timing_kind == "cpu" and result.sol_fraction is None
     assert len(result.workloads) == len(task.cpu.visible) + len(task.cpu.hidden.fixed)
 

@@ -14,7 +14,22 @@ from .channel import EventWriter
 
 
 def _load(path: str) -> dict:
-    return json.loads(Path(path).read_text())
+    """Read the job file and remove it: from here on the hidden workloads and the seeds exist
+    only in this process's memory, never on a disk the candidate can read."""
+    job = json.loads(Path(path).read_text())
+    Path(path).unlink(missing_ok=True)
+    return job
+
+
+def _not_dumpable() -> None:
+    """No process of the same user (a candidate's, stripped of capabilities) may attach to the
+    parent or read its memory through /proc: the parent holds the job's secrets."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+    except (OSError, AttributeError):
+        pass
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,22 +72,36 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         pass
     from .runner import run_job
+    from .zygote import Zygote
 
     emit = EventWriter(args.events_fd)
     close = (args.events_fd,)
-    if args.command == "run":
-        run_job(_load(args.job), emit, close)
+    _not_dumpable()
+    # The zygote forks every candidate worker; forked now, before any job is read, it holds
+    # no job in its memory, and so neither do they.
+    zygote = Zygote()
+    try:
+        if args.command == "run":
+            run_job(_load(args.job), emit, close, zygote)
+            return 0
+        emit({"type": "harness_ready", "pid": os.getpid()})
+        while True:
+            if not zygote.alive():  # a candidate killed it: start a clean one before the next job
+                zygote.close()
+                zygote = Zygote()
+            line = sys.stdin.readline()
+            if not line:
+                break
+            path = line.strip()
+            if not path:
+                continue
+            try:
+                run_job(_load(path), emit, close, zygote)
+            except Exception as exc:  # noqa: BLE001 - one bad job must not end the warm parent
+                emit({"type": "evaluation_finished", "status": "failed", "fault": "infrastructure", "error": f"{type(exc).__name__}: {exc}"})
         return 0
-    emit({"type": "harness_ready", "pid": os.getpid()})
-    for line in sys.stdin:
-        path = line.strip()
-        if not path:
-            continue
-        try:
-            run_job(_load(path), emit, close)
-        except Exception as exc:  # noqa: BLE001 - one bad job must not end the warm parent
-            emit({"type": "evaluation_finished", "status": "failed", "fault": "infrastructure", "error": f"{type(exc).__name__}: {exc}"})
-    return 0
+    finally:
+        zygote.close()
 
 
 if __name__ == "__main__":

@@ -2,21 +2,31 @@
 compile → correctness (visible workloads) → generalization (hidden) → performance.
 
 Runs in the harness parent. It never touches the GPU itself: the workers do, so the parent can
-keep forking fresh workers for later evaluations.
+keep forking fresh workers for later evaluations. Everything the candidate's worker sends is
+checked here before it is believed (sizes, types, which calls it kept); what the harness
+proves or suspects is emitted as `finding` events (docs/integrity.md).
 """
 
 from __future__ import annotations
 
+import hashlib
+import math
 import platform
+import random
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-from .timing import summarize
-from .workers import Worker, WorkerDied, WorkerTimeout, candidate_main, trusted_main
+from . import inputs
+from .timing import picks, summarize
+from .workers import TaskFileChanged, Worker, WorkerDied, WorkerTimeout, candidate_view, trusted_main
+from .zygote import Zygote, ZygoteError
 
 Emit = Callable[[dict[str, Any]], None]
 LOG_LIMIT = 64 * 1024
+MAX_TAMPER_NOTES = 20
+TIMING_MODES = ("graph", "events", "queued", "wall")
+HARNESS_DIR = Path(__file__).resolve().parent
 
 
 class StageFailed(Exception):
@@ -45,13 +55,33 @@ def versions() -> dict[str, Any]:
     return found
 
 
+def harness_hashes() -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(HARNESS_DIR.glob("*.py"))}
+
+
+def task_hashes(task_dir: Path, names: list[str]) -> dict[str, str | None]:
+    """sha256 of the task files this process can see (None: absent or hidden)."""
+    found: dict[str, str | None] = {}
+    for name in names:
+        try:
+            found[name] = hashlib.sha256((task_dir / name).read_bytes()).hexdigest()
+        except OSError:
+            found[name] = None
+    return found
+
+
 class Evaluation:
-    def __init__(self, job: dict[str, Any], emit: Emit, close_fds: tuple[int, ...]):
+    def __init__(self, job: dict[str, Any], emit: Emit, close_fds: tuple[int, ...], zygote: Zygote | None = None):
         self.job, self.emit, self.close_fds = job, emit, close_fds
         self.workdir = Path(job["workdir"])
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.candidate: Worker | None = None
         self.trusted: Worker | None = None
+        self.own_zygote = zygote is None
+        self.zygote = zygote
+        self.rng = random.SystemRandom()  # which timed calls are checked: never the candidate's to know
+        self.tamper_seen: set[str] = set()
+        self.stage = "compile"
 
     # --- helpers -------------------------------------------------------------------------
 
@@ -69,16 +99,31 @@ class Evaluation:
         text = data[-LOG_LIMIT:].decode(errors="replace")
         return ("[... earlier output cut ...]\n" if len(data) > LOG_LIMIT else "") + text
 
-    def _candidate_call(self, header: dict[str, Any], deadline: float) -> tuple[dict[str, Any], bytes | None]:
+    def _finding(self, check: str, message: str, proven: bool, workload: str | None = None) -> None:
+        self.emit({"type": "finding", "check": check, "proven": proven, "message": message, "stage": self.stage, "workload": workload})
+
+    def _violation(self, check: str, message: str, workload: str | None = None) -> StageFailed:
+        """A proven violation: reported as a finding, and the stage fails."""
+        self._finding(check, message, True, workload)
+        return StageFailed("failed", f"{check}: {message}")
+
+    def _candidate_call(self, header: dict[str, Any], deadline: float, max_payload: int = 0) -> tuple[dict[str, Any], bytearray | None]:
         assert self.candidate is not None
         try:
-            return self.candidate.request(header, self._remaining(deadline))
+            reply, payload = self.candidate.request(header, self._remaining(deadline), max_payload=max_payload)
         except WorkerTimeout:
             raise StageFailed("timeout", "the candidate did not finish within the stage's time limit") from None
         except WorkerDied as died:
             raise StageFailed("crashed", f"the candidate's process {died.reason}") from None
+        tampered = reply.get("tampered")
+        if isinstance(tampered, list):
+            for name in tampered[:MAX_TAMPER_NOTES]:
+                if isinstance(name, str) and name not in self.tamper_seen and len(self.tamper_seen) < MAX_TAMPER_NOTES:
+                    self.tamper_seen.add(name)
+                    self._finding("runtime_patch", f"the candidate replaced `{name}` in its process", False)
+        return reply, payload
 
-    def _trusted_call(self, header: dict[str, Any], deadline: float, payload: bytes | None = None) -> dict[str, Any]:
+    def _trusted_call(self, header: dict[str, Any], deadline: float, payload: bytes | bytearray | None = None) -> dict[str, Any]:
         assert self.trusted is not None
         try:
             reply, _ = self.trusted.request(header, self._remaining(deadline), payload)
@@ -90,12 +135,17 @@ class Evaluation:
             raise StageFailed("error", f"the reference/baseline failed: {reply.get('error')}\n{reply.get('traceback', '')}", "infrastructure")
         return reply
 
+    def _out_bytes(self, w: dict[str, Any]) -> int:
+        return inputs.nbytes(inputs.expected_meta(self.job["outputs"], w["shapes"]))
+
     # --- stages --------------------------------------------------------------------------
 
     def run(self) -> None:
         started = time.monotonic()
         self.emit({"type": "evaluation_started", "task_id": self.job["task_id"], "device": self.job["device"], "versions": versions()})
         status, fault = "passed", None
+        harness_before = harness_hashes()
+        task_before = task_hashes(Path(self.job["task_dir"]), sorted(self.job.get("task_files") or {}))
         try:
             for stage in ("compile", "correctness", "generalization", "performance"):
                 ok, fault = self._stage(stage)
@@ -106,9 +156,38 @@ class Evaluation:
             for worker in (self.candidate, self.trusted):
                 if worker is not None:
                     worker.kill()
+            self._after(harness_before, task_before)
             self.emit({"type": "evaluation_finished", "status": status, "fault": fault, "seconds": time.monotonic() - started})
 
+    def _after(self, harness_before: dict[str, str], task_before: dict[str, str | None]) -> None:
+        """What the candidate may have left behind: processes, changed files."""
+        self.stage = "cleanup"
+        if self.zygote is not None:
+            try:
+                escaped = self.zygote.cleanup()
+            except ZygoteError as exc:
+                escaped = []
+                self._finding("leftover_processes", f"could not check for leftover processes: {exc}", False)
+            if escaped:
+                shown = "; ".join(f"{p['pid']} `{p['command']}`" for p in escaped[:5])
+                self._finding("leftover_processes", f"{len(escaped)} process(es) the candidate started had left its process group and were still running; killed: {shown}", False)
+            if self.own_zygote:
+                self.zygote.close()
+        now = task_hashes(Path(self.job["task_dir"]), sorted(task_before))
+        changed = sorted(name for name, sha in task_before.items() if sha is not None and now.get(name) != sha)
+        if changed:
+            self._finding(
+                "task_files_modified",
+                f"{', '.join(changed)} of the task folder changed on disk during the evaluation (the verdict used the files as "
+                "they were when the job was built; restore the folder before the next job)", True,
+            )
+        after = harness_hashes()
+        changed = sorted(name for name in set(harness_before) | set(after) if harness_before.get(name) != after.get(name))
+        if changed:
+            self._finding("harness_files_modified", f"{', '.join(changed)} in {HARNESS_DIR} changed on disk during the evaluation", True)
+
     def _stage(self, stage: str) -> tuple[bool, str | None]:
+        self.stage = stage
         limit = self.job["limits"][f"{'correctness' if stage == 'generalization' else stage}_s"]
         deadline = time.monotonic() + limit
         self.emit({"type": "stage_started", "stage": stage})
@@ -126,8 +205,27 @@ class Evaluation:
         self.emit({"type": "stage_finished", "stage": stage, "status": "passed", "seconds": time.monotonic() - t0, **details})
         return True, None
 
+    def _start_workers(self, deadline: float) -> None:
+        """The trusted worker first: it has read the reference and the baseline (hash-checked)
+        before any candidate code runs, so a candidate that rewrites them on disk changes
+        nothing this evaluation computes."""
+        self.trusted = Worker.fork("trusted", trusted_main, self.job)
+        try:
+            ready, _ = self.trusted.recv(self._remaining(deadline))
+        except (WorkerTimeout, WorkerDied) as exc:
+            raise StageFailed("error", f"the reference/baseline worker did not start: {exc}", "infrastructure") from None
+        if not ready.get("ok"):
+            raise StageFailed("error", f"the reference/baseline could not be loaded: {ready.get('error')}\n{ready.get('traceback', '')}", "infrastructure")
+        try:
+            view = candidate_view(self.job)
+            if self.zygote is None:
+                self.zygote = Zygote()
+            self.candidate = Worker.spawn("candidate", self.zygote, view)
+        except (TaskFileChanged, ZygoteError, WorkerDied) as exc:
+            raise StageFailed("error", f"could not start the candidate's worker: {exc}", "infrastructure") from None
+
     def _compile(self, deadline: float) -> dict[str, Any]:
-        self.candidate = Worker("candidate", candidate_main, self.job, self.close_fds)
+        self._start_workers(deadline)
         first = self.job["stages"]["correctness"][0]
         reply, _ = self._candidate_call({"op": "compile", "workload": _workload(first), "seed": first["seeds"][0]}, deadline)
         if not reply.get("ok"):
@@ -141,17 +239,18 @@ class Evaluation:
         return self._check("generalization", self.job["stages"]["generalization"], deadline)
 
     def _check(self, stage: str, workloads: list[dict[str, Any]], deadline: float) -> dict[str, Any]:
-        if self.trusted is None:
-            self.trusted = Worker("trusted", trusted_main, self.job, self.close_fds)
+        assert self.trusted is not None
         failures = []
         for w in workloads:
             worst: dict[str, Any] | None = None
             message = None
-            for seed in w["seeds"]:
+            for j, seed in enumerate(w["seeds"]):
+                repeat = 2 if j == 0 else 1  # the first seed runs twice on the same inputs
                 key = f"{w['label']}#{seed}"
-                assert self.trusted is not None
                 self.trusted.send({"op": "expect", "key": key, "workload": _workload(w), "seed": seed})
-                reply, payload = self._candidate_call({"op": "run", "workload": _workload(w), "seed": seed}, deadline)
+                reply, payload = self._candidate_call(
+                    {"op": "run", "workload": _workload(w), "seed": seed, "repeat": repeat}, deadline, repeat * self._out_bytes(w)
+                )
                 try:
                     expect_reply, _ = self.trusted.recv(self._remaining(deadline))
                 except (WorkerTimeout, WorkerDied) as exc:
@@ -162,14 +261,33 @@ class Evaluation:
                     message = f"seed {seed}: {reply.get('error')}"
                     worst = {"error": reply.get("error"), "traceback": reply.get("traceback")}
                     break
-                check = self._trusted_call({"op": "check", "key": key}, deadline, payload)
-                for name, result in check["outputs"].items():
-                    if worst is None or result.get("max_abs_err", float("inf")) > worst.get("max_abs_err", -1.0) or not result["passed"]:
-                        worst = {"output": name, "seed": seed, **result}
-                    if not result["passed"] and message is None:
-                        message = f"output `{name}`, seed {seed}: {result.get('message')}"
+                check = self._trusted_call(
+                    {"op": "check", "key": key, "workload": _workload(w), "workload_key": w["label"], "seed": seed, "runs": repeat, "tensors": reply.get("tensors")},
+                    deadline, payload,
+                )
+                if check.get("malformed"):
+                    message = f"seed {seed}: the candidate's worker sent malformed outputs: {check['malformed']}"
+                    worst = {"error": check["malformed"]}
+                    break
+                for r, outputs in enumerate(check["runs"]):
+                    for name, result in outputs.items():
+                        if worst is None or result.get("max_abs_err", float("inf")) > worst.get("max_abs_err", -1.0) or not result["passed"]:
+                            worst = {"output": name, "seed": seed, **({"run": r + 1} if r else {}), **result}
+                        if not result["passed"] and message is None:
+                            if r == 0:
+                                message = f"output `{name}`, seed {seed}: {result.get('message')}"
+                            else:
+                                message = (
+                                    f"output `{name}`, seed {seed}: run {r + 1} on the same inputs is wrong where run 1 was right "
+                                    f"({result.get('message')}): the candidate is not deterministic (a race, or uninitialised memory)"
+                                )
+                    if message:
+                        break
                 if message:
                     break
+                if check.get("independent"):
+                    self.emit({"type": "workload_checked", "stage": stage, "workload": w["label"], "axes": w["axes"], "passed": False, "message": check["independent"], "worst": worst})
+                    raise self._violation("input_independent_output", f"{w['label']}: {check['independent']}", w["label"])
             passed = message is None
             self.emit({"type": "workload_checked", "stage": stage, "workload": w["label"], "axes": w["axes"], "passed": passed, "message": message, "worst": worst})
             if not passed:
@@ -181,40 +299,92 @@ class Evaluation:
     def _performance(self, deadline: float) -> dict[str, Any]:
         timing = self.job["timing"]
         rounds = int(timing["alternations"])
+        sampled = int(timing.get("checked_calls", 2))
+        checked_total = 0
         for w in self.job["stages"]["performance"]:
             sides: dict[str, list[float]] = {"candidate": [], "baseline": []}
-            wall: dict[str, float] = {"candidate": 0.0, "baseline": 0.0}
+            walls: dict[str, list[dict[str, float]]] = {"candidate": [], "baseline": []}
             graph = bool(w.get("graph"))
             mode = None
             notes = []
+            checked = 0
             for r in range(rounds):
+                first = r * 100_000
                 request = {
-                    "op": "time", "workload": _workload(w), "seed": w["seed"], "graph": graph, "first_index": r * 100_000,
+                    "op": "time", "workload": _workload(w), "seed": w["seed"], "graph": graph, "first_index": first,
                     "budget_ms": timing["budget_ms"] / rounds, "min_calls": timing["min_calls"], "max_calls": timing["max_calls"],
                     "sync_each_call": timing.get("sync_each_call", False),
                 }
+                sample = [self.rng.random() for _ in range(sampled)]
                 t0 = time.monotonic()
-                reply, _ = self._candidate_call(request, deadline)
-                wall["candidate"] += time.monotonic() - t0
+                reply, _ = self._candidate_call({**request, "sample": sample}, deadline)
+                wall = time.monotonic() - t0
+                if reply.get("timed_output_invalid"):
+                    raise self._violation("timed_output_mismatch", f"{w['label']}: a timed call returned an invalid output where the correctness runs did not: {reply.get('error')}", w["label"])
                 if not reply.get("ok"):
                     raise StageFailed("failed", f"{w['label']}: the candidate failed while being timed: {reply.get('error')}")
-                sides["candidate"] += reply["times_us"]
-                mode = reply["mode"]
+                times = _times(reply, int(timing["max_calls"]))
+                if reply.get("mode") not in TIMING_MODES:
+                    raise StageFailed("failed", f"{w['label']}: the candidate's worker sent a malformed timing mode")
+                walls["candidate"].append({"wall_s": wall, "reported_s": sum(times) / 1e6, "calls": len(times)})
+                sides["candidate"] += times
+                mode = reply.get("mode")
+                checked += self._check_timed(w, first, sample, times, deadline)
                 if graph and mode != "graph":  # both sides are timed the same way
                     graph = False
                     notes.append(f"timed without CUDA graphs: {reply.get('graph_error', 'capture failed')}")
                 request["graph"] = graph
                 t0 = time.monotonic()
                 base = self._trusted_call(request, deadline)
-                wall["baseline"] += time.monotonic() - t0
+                wall = time.monotonic() - t0
+                walls["baseline"].append({"wall_s": wall, "reported_s": sum(base["times_us"]) / 1e6, "calls": len(base["times_us"])})
                 sides["baseline"] += base["times_us"]
+            checked_total += checked
             self.emit({
                 "type": "workload_timed", "workload": w["label"], "axes": w["axes"], "mode": mode, "rounds": rounds,
-                "candidate": {**summarize(sides["candidate"]), "wall_s": wall["candidate"]},
-                "baseline": {**summarize(sides["baseline"]), "wall_s": wall["baseline"]},
+                "candidate": {**summarize(sides["candidate"]), "wall_s": sum(x["wall_s"] for x in walls["candidate"]), "rounds": walls["candidate"], "checked_calls": checked},
+                "baseline": {**summarize(sides["baseline"]), "wall_s": sum(x["wall_s"] for x in walls["baseline"]), "rounds": walls["baseline"]},
                 "notes": notes,
             })
-        return {"workloads": len(self.job["stages"]["performance"])}
+        return {"workloads": len(self.job["stages"]["performance"]), "checked_calls": checked_total}
+
+    def _check_timed(self, w: dict[str, Any], first: int, sample: list[float], times: list[float], deadline: float) -> int:
+        """Check the outputs the candidate's worker kept of the round's sampled calls against
+        the reference on regenerated inputs. Returns how many calls were checked."""
+        want = sorted(first + 1 + k for k in picks(sample, len(times)))
+        reply, payload = self._candidate_call({"op": "kept"}, deadline, len(want) * self._out_bytes(w))
+        if not reply.get("ok"):
+            raise StageFailed("failed", f"{w['label']}: the candidate's worker could not return the outputs of the sampled timed calls: {reply.get('error')}")
+        if reply.get("calls") != want:
+            raise self._violation("timed_output_mismatch", f"{w['label']}: the candidate's worker returned the outputs of calls {reply.get('calls')}, not of the sampled calls {want}", w["label"])
+        if not want:
+            return 0
+        check = self._trusted_call(
+            {"op": "check_timed", "workload": _workload(w), "seed": w["seed"], "calls": want, "tensors": reply.get("tensors")}, deadline, payload
+        )
+        if check.get("malformed"):
+            raise self._violation("timed_output_mismatch", f"{w['label']}: malformed outputs of timed calls: {check['malformed']}", w["label"])
+        for result in check["results"]:
+            for name, outcome in result["outputs"].items():
+                if not outcome["passed"]:
+                    raise self._violation(
+                        "timed_output_mismatch",
+                        f"{w['label']}: timed call {result['call']} returned a wrong `{name}` ({outcome.get('message')}), "
+                        "though the correctness runs passed: the output depends on something other than this call's inputs "
+                        "(a cache keyed by address, shape or call count; work finished after the call returned; another stream)",
+                        w["label"],
+                    )
+        return len(want)
+
+
+def _times(reply: dict[str, Any], max_calls: int) -> list[float]:
+    times = reply.get("times_us")
+    if (
+        not isinstance(times, list) or not 0 < len(times) <= max_calls
+        or not all(isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) and t >= 0 for t in times)
+    ):
+        raise StageFailed("failed", "the candidate's worker sent malformed timings")
+    return [float(t) for t in times]
 
 
 def _workload(w: dict[str, Any]) -> dict[str, Any]:
@@ -223,5 +393,7 @@ def _workload(w: dict[str, Any]) -> dict[str, Any]:
     return {"axes": w["axes"], "shapes": w["shapes"]}
 
 
-def run_job(job: dict[str, Any], emit: Emit, close_fds: tuple[int, ...] = ()) -> None:
-    Evaluation(job, emit, close_fds).run()
+def run_job(job: dict[str, Any], emit: Emit, close_fds: tuple[int, ...] = (), zygote: Zygote | None = None) -> None:
+    """Evaluate one job. `zygote`, forked before the job was read, forks the candidate's worker;
+    without one, a zygote is forked now (a copy of this process, which holds the job)."""
+    Evaluation(job, emit, close_fds, zygote).run()

@@ -9,28 +9,83 @@ The flush is queued before the start event, so the call's launch is already wait
 timer starts. Decode-sized workloads are timed as CUDA graph replays, one host wait per call.
 CPU: wall clock around each call, a small budget per workload.
 
+Sampled calls: the parent names a few calls of each round (as fractions of the round, drawn
+with its own RNG); right after each of those calls returns, outside the timed region, its
+outputs are checked for type and copied (stream-ordered on GPUs: a copy on the timed stream
+sees only work that stream waited for). The trusted worker later regenerates that call's
+inputs and checks the copy against the reference (docs/integrity.md). Unsampled calls run
+exactly as before: no copy, no host wait.
+
 The clocks are bound here, at import, before any candidate code runs, so that a candidate
-that patches `time` or `torch.cuda.Event` afterwards does not reach the timer.
+that patches `time`, `torch.cuda.synchronize` or the Event class (its methods included)
+afterwards does not reach the timer: events are created, recorded and read through the C
+base class's own functions, called as plain functions.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 
 _perf_counter = time.perf_counter
+_zero = torch._C.TensorBase.zero_
+_empty = torch.empty
+_device_properties = torch.cuda.get_device_properties
 # Plain attribute lookups: asking whether a GPU exists (torch.cuda.is_available) would
 # initialise the driver in the warm parent, and a forked worker could then never use the GPU.
-_synchronize: dict[str, Callable[[], None]] = {"cuda": torch.cuda.synchronize}
-_event_class: dict[str, type] = {"cuda": torch.cuda.Event}
-if hasattr(torch, "xpu"):
-    _synchronize["xpu"] = torch.xpu.synchronize
-    _event_class["xpu"] = getattr(torch.xpu, "Event", None)  # type: ignore[assignment]
+_cuda_sync_c = getattr(torch._C, "_cuda_synchronize", None)
+_cuda_sync_py = torch.cuda.synchronize
+_EventBase = getattr(torch._C, "_CudaEventBase", None)
+_CudaEvent = torch.cuda.Event
+_event_new = getattr(_EventBase, "__new__", None)
+_event_record = getattr(_EventBase, "record", None)
+_event_elapsed = getattr(_EventBase, "elapsed_time", None)
+_current_stream = torch.cuda.current_stream
+_Stream, _stream_ctx, _CUDAGraph, _graph_ctx = torch.cuda.Stream, torch.cuda.stream, torch.cuda.CUDAGraph, torch.cuda.graph
+_xpu = getattr(torch, "xpu", None)
+_xpu_sync = getattr(_xpu, "synchronize", None)
+_XpuEvent = getattr(_xpu, "Event", None)
+_xpu_record = getattr(_XpuEvent, "record", None)
+_xpu_elapsed = getattr(_XpuEvent, "elapsed_time", None)
 
 FLUSH_BYTES = 256 * 1024 * 1024
+
+Keep = Callable[[int, Any], None]  # (call index, what the call returned)
+
+
+def _sync(device_type: str) -> None:
+    if device_type == "cuda":
+        if _cuda_sync_c is not None:
+            _cuda_sync_c()  # the worker made its device current at start
+        else:
+            _cuda_sync_py()
+    elif device_type == "xpu" and _xpu_sync is not None:
+        _xpu_sync()
+
+
+class _Events:
+    """Timing events of one device type, through functions bound at import."""
+
+    def __init__(self, device_type: str):
+        self.cuda = device_type == "cuda"
+        self.stream = _current_stream() if self.cuda else None
+
+    def new(self) -> Any:
+        if self.cuda:
+            return _event_new(_CudaEvent, enable_timing=True)  # type: ignore[misc]
+        return _XpuEvent(enable_timing=True)  # type: ignore[misc]
+
+    def record(self, event: Any) -> None:
+        if self.cuda:
+            _event_record(event, self.stream)  # type: ignore[misc]
+        else:
+            _xpu_record(event)  # type: ignore[misc]
+
+    def elapsed_ms(self, start: Any, end: Any) -> float:
+        return float((_event_elapsed if self.cuda else _xpu_elapsed)(start, end))  # type: ignore[misc]
 
 
 def flush_buffer(device: torch.device) -> torch.Tensor:
@@ -39,11 +94,11 @@ def flush_buffer(device: torch.device) -> torch.Tensor:
     MI300-class parts have a 256 MB Infinity Cache behind the L2, so AMD gets twice as much."""
     nbytes = FLUSH_BYTES
     if device.type == "cuda":
-        l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0)
+        l2 = getattr(_device_properties(device), "L2_cache_size", 0)
         nbytes = max(nbytes, 4 * l2)
         if getattr(torch.version, "hip", None):
             nbytes = max(nbytes, 2 * FLUSH_BYTES)
-    return torch.empty(nbytes // 4, dtype=torch.int32, device=device)
+    return _empty(nbytes // 4, dtype=torch.int32, device=device)
 
 
 def summarize(times_us: list[float]) -> dict[str, Any]:
@@ -64,6 +119,11 @@ def summarize(times_us: list[float]) -> dict[str, Any]:
     }
 
 
+def picks(sample: Sequence[float], calls: int) -> set[int]:
+    """The calls of a round (0-based) that the parent's fractions name."""
+    return {min(calls - 1, max(0, int(u * calls))) for u in sample} if calls > 0 else set()
+
+
 def time_calls(
     fn: Callable[..., Any],
     fresh: Callable[[int], list[Any]],  # inputs for the i-th call, refilled in place
@@ -74,18 +134,23 @@ def time_calls(
     first_index: int,
     graph: bool,
     sync_each_call: bool = False,
+    sample: Sequence[float] = (),
+    keep: Keep | None = None,
 ) -> dict[str, Any]:
     """Per-call times in microseconds for about `budget_ms` of calls; `first_index` keeps inputs
-    fresh across alternation rounds. Returns {"times_us": [...], "mode": "graph"|"events"|"wall"}."""
+    fresh across alternation rounds: the warm-up call gets inputs `first_index`, timed call k
+    gets `first_index + 1 + k`. `keep(index, result)` is called right after each sampled call.
+    Returns {"times_us": [...], "mode": "graph"|"events"|"queued"|"wall"}."""
     if device.type == "cpu":
-        return {"times_us": _time_cpu(fn, fresh, budget_ms, min_calls, max_calls, first_index), "mode": "wall"}
+        return {"times_us": _time_cpu(fn, fresh, budget_ms, min_calls, max_calls, first_index, sample, keep), "mode": "wall"}
     if graph and device.type == "cuda":
         try:
-            return {"times_us": _time_graph(fn, fresh, device, budget_ms, min_calls, max_calls, first_index), "mode": "graph"}
+            return {"times_us": _time_graph(fn, fresh, device, budget_ms, min_calls, max_calls, first_index, sample, keep), "mode": "graph"}
         except Exception as exc:  # noqa: BLE001 - a kernel that cannot be captured is timed eagerly
-            _synchronize["cuda"]()
-            return {"times_us": _time_events(fn, fresh, device, budget_ms, min_calls, max_calls, first_index, True), "mode": "events", "graph_error": str(exc)[:500]}
-    times = _time_events(fn, fresh, device, budget_ms, min_calls, max_calls, first_index, sync_each_call)
+            _sync("cuda")
+            times = _time_events(fn, fresh, device, budget_ms, min_calls, max_calls, first_index, True, sample, keep)
+            return {"times_us": times, "mode": "events", "graph_error": str(exc)[:500]}
+    times = _time_events(fn, fresh, device, budget_ms, min_calls, max_calls, first_index, sync_each_call, sample, keep)
     return {"times_us": times, "mode": "events" if sync_each_call else "queued"}
 
 
@@ -93,77 +158,93 @@ def _calls_for(budget_ms: float, estimate_ms: float, min_calls: int, max_calls: 
     return max(min_calls, min(max_calls, int(budget_ms / max(estimate_ms, 1e-4))))
 
 
-def _time_cpu(fn, fresh, budget_ms, min_calls, max_calls, first) -> list[float]:
+def _time_cpu(fn, fresh, budget_ms, min_calls, max_calls, first, sample, keep) -> list[float]:
+    """No warm-up (the compile and correctness stages ran the candidate already): the first
+    timed call's time fixes the round's number of calls."""
     times: list[float] = []
-    deadline = _perf_counter() + budget_ms / 1000
-    i = first
-    while len(times) < max_calls and (len(times) < min_calls or _perf_counter() < deadline):
-        args = fresh(i)
+    calls = chosen = None
+    k = 0
+    while calls is None or k < calls:
+        args = fresh(first + 1 + k)
         t0 = _perf_counter()
-        fn(*args)
-        times.append((_perf_counter() - t0) * 1e6)
-        i += 1
+        result = fn(*args)
+        t1 = _perf_counter()
+        times.append((t1 - t0) * 1e6)
+        if calls is None:
+            calls = _calls_for(budget_ms, (t1 - t0) * 1e3, min_calls, max_calls)
+            chosen = picks(sample, calls)
+        if k in chosen and keep is not None:
+            keep(first + 1 + k, result)
+        result = None
+        k += 1
     return times
 
 
-def _time_events(fn, fresh, device, budget_ms, min_calls, max_calls, first, sync_each_call) -> list[float]:
-    sync = _synchronize[device.type]
-    Event = _event_class[device.type]
+def _time_events(fn, fresh, device, budget_ms, min_calls, max_calls, first, sync_each_call, sample, keep) -> list[float]:
+    kind = device.type
+    events = _Events(kind)
     flush = flush_buffer(device)
     args = fresh(first)
     fn(*args)  # warm-up: lazy initialisation and compilation stay out of the numbers
-    sync()
+    _sync(kind)
     t0 = _perf_counter()
     fn(*args)
-    sync()
+    _sync(kind)
     calls = _calls_for(budget_ms, (_perf_counter() - t0) * 1e3, min_calls, max_calls)
-    starts = [Event(enable_timing=True) for _ in range(calls)]
-    ends = [Event(enable_timing=True) for _ in range(calls)]
+    chosen = picks(sample, calls)
+    starts = [events.new() for _ in range(calls)]
+    ends = [events.new() for _ in range(calls)]
     for k in range(calls):
         # Refilling the inputs is stream-ordered before the flush and the start event, so it
         # stays outside the timer whether or not the host waits for it.
         args = fresh(first + 1 + k)
         if sync_each_call:
-            sync()
-        flush.zero_()
-        starts[k].record()
-        fn(*args)
-        ends[k].record()
+            _sync(kind)
+        _zero(flush)
+        events.record(starts[k])
+        result = fn(*args)
+        events.record(ends[k])
+        if k in chosen and keep is not None:
+            keep(first + 1 + k, result)  # a copy queued after the end event
+        result = None
         if sync_each_call:
-            sync()
-    sync()
-    return [s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)]
+            _sync(kind)
+    _sync(kind)
+    return [events.elapsed_ms(s, e) * 1e3 for s, e in zip(starts, ends)]
 
 
-def _time_graph(fn, fresh, device, budget_ms, min_calls, max_calls, first) -> list[float]:
-    sync = _synchronize["cuda"]
+def _time_graph(fn, fresh, device, budget_ms, min_calls, max_calls, first, sample, keep) -> list[float]:
     static = fresh(first)
-    side = torch.cuda.Stream(device)
-    side.wait_stream(torch.cuda.current_stream(device))
-    with torch.cuda.stream(side):
+    side = _Stream(device)
+    side.wait_stream(_current_stream(device))
+    with _stream_ctx(side):
         for _ in range(2):  # warm-up off the capture, as torch.cuda.graphs recommends
             fn(*static)
-    torch.cuda.current_stream(device).wait_stream(side)
-    sync()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn(*static)
-    sync()
+    _current_stream(device).wait_stream(side)
+    _sync("cuda")
+    graph = _CUDAGraph()
+    with _graph_ctx(graph):
+        outputs = fn(*static)
+    _sync("cuda")
+    events = _Events("cuda")
     flush = flush_buffer(device)
     t0 = _perf_counter()
     graph.replay()
-    sync()
+    _sync("cuda")
     calls = _calls_for(budget_ms, (_perf_counter() - t0) * 1e3, min_calls, max_calls)
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
+    chosen = picks(sample, calls)
+    starts = [events.new() for _ in range(calls)]
+    ends = [events.new() for _ in range(calls)]
     times = []
     for k in range(calls):
         fresh(first + 1 + k)  # refills the graph's input buffers in place
-        sync()
-        flush.zero_()
-        starts[k].record()
+        _sync("cuda")
+        _zero(flush)
+        events.record(starts[k])
         graph.replay()
-        ends[k].record()
-        sync()
-        times.append(starts[k].elapsed_time(ends[k]) * 1e3)
+        events.record(ends[k])
+        _sync("cuda")
+        times.append(events.elapsed_ms(starts[k], ends[k]) * 1e3)
+        if k in chosen and keep is not None:
+            keep(first + 1 + k, outputs)  # the graph's own output buffers, just replayed
     return times

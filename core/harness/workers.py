@@ -2,31 +2,48 @@
 
 `candidate` imports the candidate and runs or times it; `trusted` imports the reference and
 the baseline (never the candidate), computes expected outputs, checks the candidate's, and
-times the baseline. Each worker leads its own process group, so that everything it starts is
-killed with it, and dies with its parent.
+times the baseline. The trusted worker is forked first and has read its task files (checked
+against the hashes in the job) before any candidate code exists.
+
+Each worker leads its own process group and dies with its parent (`PR_SET_PDEATHSIG`). A
+worker keeps no descriptor of its parent's but its own socket: standard input is /dev/null,
+standard output and error go to its log, everything else is closed at fork, so nothing the
+candidate writes can reach the engine's events (docs/integrity.md).
+
+What the candidate's process holds is reduced to what it needs (`candidate_view`): its own
+path, the input and output specs, the device, its working folder. It learns a workload's shapes
+and seed when asked to run it, never the other workloads' or the job file. Before its module
+is imported, the harness's own modules are taken out of `sys.modules` (a candidate that
+imports `core.harness.timing` gets a fresh copy the worker does not use), and a snapshot of
+torch's and time's functions is taken, so that replacing one at run time is reported.
 """
 
 from __future__ import annotations
 
+import builtins
 import ctypes
+import hashlib
 import importlib.util
-import multiprocessing as mp
 import os
+import resource
 import signal
+import socket
 import sys
+import time
 import traceback
-import uuid
-from multiprocessing.connection import Connection
+import types
 from pathlib import Path
-from types import ModuleType
 from typing import Any, Callable
 
 import torch
 
 from . import channel, compare, inputs, timing
 
-_FORK = mp.get_context("fork")
-PR_SET_PDEATHSIG = 1
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 4, 24, 38
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+INDEPENDENT_SAMPLE = 4096  # elements compared when asking whether an output ignores its inputs
+INDEPENDENT_REL_DIFF = 0.5  # "clearly different": more than any 2-bit-mantissa rounding explains
+INDEPENDENT_MIN_SHARE = 0.25
 
 
 class WorkerDied(RuntimeError):
@@ -41,75 +58,173 @@ class WorkerTimeout(TimeoutError):
     pass
 
 
+class TaskFileChanged(RuntimeError):
+    """A task file's bytes differ from the hash the engine recorded when it built the job."""
+
+
 class Worker:
-    """A forked worker and its pipe; `request` sends one message and waits for the reply."""
+    """A worker process and its socket; `request` sends one message and waits for the reply.
 
-    def __init__(self, name: str, main: Callable[..., None], job: dict[str, Any], close_fds: tuple[int, ...]):
-        self.name = name
-        parent_end, child_end = _FORK.Pipe(duplex=True)
-        self.conn: Connection = parent_end
-        self.process = _FORK.Process(target=_bootstrap, args=(main, child_end, parent_end, job, close_fds), name=f"arena-{name}", daemon=False)
-        self.process.start()
+    `Worker.fork` forks it from this process (the trusted worker); `Worker.spawn` has the zygote
+    fork it (the candidate worker, whose memory must not hold the job)."""
+
+    def __init__(self, name: str, pid: int, conn: socket.socket, wait: Callable[[int, float], int | None]):
+        self.name, self.pid, self.conn, self._waitpid = name, pid, conn, wait
+        self.returncode: int | None = None
+
+    @classmethod
+    def fork(cls, name: str, main: Callable[..., None], job: dict[str, Any]) -> "Worker":
+        parent_end, child_end = socket.socketpair()
+        parent_pid = os.getpid()
+        pid = os.fork()
+        if pid == 0:  # the worker: never returns into the parent's code
+            code = 1
+            try:
+                parent_end.detach()
+                _bootstrap(child_end, parent_pid)
+                main(child_end, job)
+                code = 0
+            except BaseException:  # noqa: BLE001 - reported in the worker's log, then exit
+                _print_exc()
+            finally:
+                os._exit(code)
+        try:
+            os.setpgid(pid, pid)  # also done by the child: whichever runs first wins the race
+        except OSError:
+            pass
         child_end.close()
+        return cls(name, pid, parent_end, waitpid)
 
-    def send(self, header: dict[str, Any], payload: bytes | None = None) -> None:
+    @classmethod
+    def spawn(cls, name: str, zygote: Any, job: dict[str, Any]) -> "Worker":
+        """A candidate worker forked by `zygote`, then handed `job` (a `candidate_view`)."""
+        pid, conn = zygote.spawn()
+        worker = cls(name, pid, conn, zygote.wait)
+        worker.send({"op": "init", "job": job})
+        return worker
+
+    def send(self, header: dict[str, Any], payload: bytes | bytearray | None = None) -> None:
         try:
             channel.send(self.conn, header, payload)
-        except (BrokenPipeError, OSError):
+        except OSError:
             raise WorkerDied(self.name, self.exit_reason()) from None
 
-    def recv(self, timeout: float) -> tuple[dict[str, Any], bytes | None]:
+    def recv(self, timeout: float, max_payload: int | None = None) -> tuple[dict[str, Any], bytearray | None]:
         try:
-            return channel.recv(self.conn, timeout)
+            return channel.recv(self.conn, timeout, max_payload)
         except channel.ChannelTimeout:
             raise WorkerTimeout(f"{self.name} worker did not answer within {timeout:.0f} s") from None
-        except channel.ChannelClosed:
-            raise WorkerDied(self.name, self.exit_reason()) from None
+        except channel.ChannelClosed as closed:
+            reason = self.exit_reason()
+            if reason == "stopped answering" and str(closed).startswith("malformed"):
+                reason = f"wrote something that is not a message of the harness into its channel ({closed})"
+            raise WorkerDied(self.name, reason) from None
 
-    def request(self, header: dict[str, Any], timeout: float, payload: bytes | None = None) -> tuple[dict[str, Any], bytes | None]:
+    def request(
+        self, header: dict[str, Any], timeout: float, payload: bytes | bytearray | None = None, max_payload: int | None = None
+    ) -> tuple[dict[str, Any], bytearray | None]:
         self.send(header, payload)
-        return self.recv(timeout)
+        return self.recv(timeout, max_payload)
+
+    def _wait(self, timeout: float) -> bool:
+        if self.returncode is None:
+            try:
+                self.returncode = self._waitpid(self.pid, timeout)
+            except (RuntimeError, OSError, ValueError):  # the zygote is gone, and with it the worker
+                self.returncode = -signal.SIGKILL
+        return self.returncode is not None
 
     def exit_reason(self) -> str:
-        self.process.join(timeout=2)
-        code = self.process.exitcode
-        if code is None:
+        if not self._wait(2):
             return "stopped answering"
-        if code < 0:
-            return f"was killed by signal {signal.Signals(-code).name}"
-        return f"exited with code {code}"
+        return describe_exit(self.returncode)  # type: ignore[arg-type]
 
     def kill(self) -> None:
-        """Kill the worker's whole process group: whatever it started dies with it."""
-        pid = self.process.pid
-        if pid is not None:
-            for target in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
-                try:
-                    target()
-                except (ProcessLookupError, PermissionError):
-                    pass
-        self.process.join(timeout=5)
+        """Kill the worker's whole process group: whatever it started dies with it (what left
+        the group is the zygote's to find)."""
+        for target in (lambda: os.killpg(self.pid, signal.SIGKILL), lambda: os.kill(self.pid, signal.SIGKILL)):
+            try:
+                target()
+            except (ProcessLookupError, PermissionError):
+                pass
+        self._wait(5)
         self.conn.close()
 
 
-def _bootstrap(main: Callable[..., None], conn: Connection, parent_end: Connection, job: dict[str, Any], close_fds: tuple[int, ...]) -> None:
-    parent_end.close()
-    os.setpgid(0, 0)
-    _die_with_parent()
-    for fd in close_fds:  # the engine's events descriptor: never reachable from a worker
+def describe_exit(code: int) -> str:
+    if code < 0:
         try:
-            os.close(fd)
-        except OSError:
-            pass
-    main(conn, job)
+            return f"was killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
 
 
-def _die_with_parent() -> None:
+def waitpid(pid: int, timeout: float) -> int | None:
+    """Reap child `pid` if it exits within `timeout`: its exit code (negative: the signal)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return 0  # reaped elsewhere: it is gone
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.01)
+
+
+def _print_exc() -> None:
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        traceback.print_exc()
+        sys.stderr.flush()
+    except BaseException:  # noqa: BLE001
+        pass
+
+
+def _bootstrap(conn: socket.socket, parent_pid: int) -> None:
+    """A new worker's first steps: its own process group, death with its parent, and no
+    descriptor but `conn` (and 0-2)."""
+    try:
+        os.setpgid(0, 0)
+    except OSError:
+        pass
+    die_with_parent(parent_pid)
+    close_inherited(keep=conn.fileno())
+
+
+def _libc() -> Any:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def die_with_parent(parent_pid: int) -> None:
+    try:
+        _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):
         pass  # not Linux: the parent's finally-block kill still applies
+    if os.getppid() != parent_pid:  # the parent died before the death signal was armed
+        os._exit(1)
+
+
+def close_inherited(keep: int) -> None:
+    """Standard input becomes /dev/null; every descriptor but `keep` and 1, 2 is closed (1 and 2
+    are pointed at the worker's log next). The engine's events pipe, the parent's job queue on
+    standard input and the sockets of other workers are all out of reach."""
+    null = os.open(os.devnull, os.O_RDWR)
+    if null != 0:
+        os.dup2(null, 0)
+        os.close(null)
+    try:
+        fds = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:
+        fds = list(range(3, 4096))
+    for fd in fds:
+        if fd > 2 and fd != keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
 def _redirect_output(log_path: Path) -> None:
@@ -123,7 +238,7 @@ def _redirect_output(log_path: Path) -> None:
     os.close(fd)
 
 
-def _import_file(path: Path, name: str) -> ModuleType:
+def _import_file(path: Path, name: str) -> types.ModuleType:
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot import {path}")
@@ -133,19 +248,60 @@ def _import_file(path: Path, name: str) -> ModuleType:
     return module
 
 
-def _task_inputs(task_dir: Path) -> Any:
-    """The task's own `make_inputs` from its optional `inputs.py`, or None for the default
-    generator. It lives apart from reference.py so that the candidate's process can draw its
-    inputs without ever loading the reference."""
-    path = task_dir / "inputs.py"
-    return getattr(_import_file(path, "arena_task_inputs"), "make_inputs") if path.is_file() else None
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _entry(module: ModuleType, path: Path) -> Callable[..., Any]:
+def read_task_file(job: dict[str, Any], name: str) -> bytes | None:
+    """A task file's bytes (None if the task has no such file): from the job itself, which
+    carries the reference, the baseline and inputs.py (so the task folder need not be visible
+    at all), else from the task folder, checked against the hash the engine recorded. What is
+    executed is these bytes, so a later change on disk cannot matter."""
+    want = (job.get("task_files") or {}).get(name)
+    sources = job.get("task_sources")
+    if sources is not None:
+        text = sources.get(name)
+        data = None if text is None else text.encode()
+    else:
+        path = Path(job["task_dir"]) / name
+        data = path.read_bytes() if path.is_file() else None
+    if data is None:
+        if want is not None:
+            raise TaskFileChanged(f"{name} of task {job.get('task_id')} is missing, though the job recorded its hash")
+        return None
+    if want is not None and hashlib.sha256(data).hexdigest() != want:
+        raise TaskFileChanged(f"{name} of task {job.get('task_id')} is not the file whose sha256 the job recorded")
+    return data
+
+
+def _module_from_source(source: bytes, name: str, filename: str) -> types.ModuleType:
+    module = types.ModuleType(name)
+    module.__file__ = filename
+    sys.modules[name] = module
+    exec(compile(source, filename, "exec"), module.__dict__)  # noqa: S102 - the task's own, hash-checked file
+    return module
+
+
+def _entry(module: types.ModuleType, path: str) -> Callable[..., Any]:
     fn = getattr(module, "run", None)
     if not callable(fn):
-        raise AttributeError(f"{path.name} defines no function `run(*inputs)`")
+        raise AttributeError(f"{Path(path).name} defines no function `run(*inputs)`")
     return fn
+
+
+def candidate_view(job: dict[str, Any]) -> dict[str, Any]:
+    """The part of the job the candidate's process receives: no hidden workloads, no seeds, no
+    task folder. The task's optional inputs.py travels as its (hash-checked) source."""
+    source = read_task_file(job, "inputs.py")
+    return {
+        "device": job["device"],
+        "inputs": job["inputs"],
+        "outputs": job["outputs"],
+        "candidate": job["candidate"],
+        "workdir": job["workdir"],
+        "memory_bytes": (job.get("limits") or {}).get("candidate_memory_bytes"),
+        "task_inputs": source.decode() if source is not None else None,
+    }
 
 
 def _device(job: dict[str, Any]) -> torch.device:
@@ -166,7 +322,101 @@ def _is_compile_error(exc: BaseException) -> bool:
     )
 
 
-def candidate_main(conn: Connection, job: dict[str, Any]) -> None:
+# --- the candidate's process: limits, privileges, what it can see -------------------------------
+
+
+def _vm_data_bytes() -> int:
+    try:
+        for line in open("/proc/self/status"):
+            if line.startswith("VmData:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _lower_limit(which: int, value: int) -> None:
+    _, hard = resource.getrlimit(which)
+    if hard != resource.RLIM_INFINITY:
+        value = min(value, hard)
+    try:
+        resource.setrlimit(which, (value, value))
+    except (ValueError, OSError):
+        pass
+
+
+def _limit_resources(memory_bytes: int | None) -> None:
+    """No core files; at most `memory_bytes` more private memory than the worker holds now
+    (RLIMIT_DATA; CPU devices only: GPU drivers reserve address space in ways that a limit
+    would break). No process limit here: RLIMIT_NPROC counts every thread of the user, and
+    only the sandbox, with a user namespace of its own, can bound one evaluation's."""
+    _lower_limit(resource.RLIMIT_CORE, 0)
+    if memory_bytes:
+        _lower_limit(resource.RLIMIT_DATA, _vm_data_bytes() + int(memory_bytes))
+
+
+def _drop_capabilities() -> None:
+    """Run as root (a CI container), the candidate keeps uid 0 but loses every capability, for
+    good (bounding set emptied, no_new_privs): no ptrace, no reading other processes' memory,
+    no overriding file permissions. The sandbox runs it as an unprivileged user instead."""
+    if os.geteuid() != 0:
+        return
+    try:
+        libc = _libc()
+        for cap in range(64):
+            libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+        libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
+        data = (ctypes.c_uint32 * 6)()
+        libc.capset(header, data)
+    except (OSError, AttributeError):
+        pass
+
+
+_WATCHED: dict[str, Callable[[], Any]] = {
+    "time": lambda: time,
+    "torch": lambda: torch,
+    "torch.Tensor": lambda: torch.Tensor,
+    "torch._C": lambda: torch._C,
+    "torch.cuda": lambda: torch.cuda,
+    "torch.cuda.Event": lambda: torch.cuda.Event,
+    "torch.nn.functional": lambda: torch.nn.functional,
+    "builtins": lambda: builtins,
+}
+
+
+def watch() -> list[tuple[str, Any, str, Any]]:
+    """The functions and classes of the watched namespaces: (qualified name, namespace, key, object)."""
+    snap = []
+    for prefix, get in _WATCHED.items():
+        namespace = vars(get())
+        for key, value in list(namespace.items()):
+            if key.startswith("__") or isinstance(value, types.ModuleType) or not callable(value):
+                continue
+            snap.append((f"{prefix}.{key}", namespace, key, value))
+    return snap
+
+
+def replaced(snap: list[tuple[str, Any, str, Any]]) -> list[str]:
+    """Names in `snap` whose object is no longer the one snapshotted."""
+    return [qualname for qualname, namespace, key, value in snap if namespace.get(key, value) is not value]
+
+
+def _hide_harness() -> None:
+    """Take the harness out of the candidate's easy reach: `sys.modules['core.harness.timing']`
+    raises KeyError, `import core.harness.timing` makes a fresh copy that nothing uses, and the
+    parent's `__main__` is replaced by an empty module."""
+    for name in list(sys.modules):
+        if name == "core" or name.startswith(("core.", "arena_")):
+            del sys.modules[name]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+
+
+# --- the candidate worker ------------------------------------------------------------------
+
+
+def candidate_main(conn: socket.socket, job: dict[str, Any]) -> None:
+    """`job` is `candidate_view(full_job)`."""
     workdir = Path(job["workdir"])
     _redirect_output(workdir / "candidate.log")
     os.environ["TORCH_EXTENSIONS_DIR"] = str(workdir / "torch_extensions")
@@ -175,22 +425,31 @@ def candidate_main(conn: Connection, job: dict[str, Any]) -> None:
         from .triton_cpu import enable_interpreter
 
         enable_interpreter()
-    run: Callable[..., Any] | None = None
+    custom = None
+    if job.get("task_inputs"):
+        custom = getattr(_module_from_source(job["task_inputs"].encode(), "arena_task_inputs", "<task inputs.py>"), "make_inputs")
+    _limit_resources(job.get("memory_bytes") if device.type == "cpu" else None)
+    _drop_capabilities()
     specs, outs = job["inputs"], job["outputs"]
-    custom = _task_inputs(Path(job["task_dir"]))
+    snap = watch()
+    reported: set[str] = set()
+    _hide_harness()
+    run: Callable[..., Any] | None = None
+    kept: dict[int, Any] = {}
     while True:
         try:
             msg, _ = channel.recv(conn)
         except channel.ChannelClosed:
             return
         op = msg.get("op")
+        payload: bytes | None = None
         try:
             if op == "exit":
                 channel.send(conn, {"ok": True})
                 return
             if op == "compile":
                 path = Path(job["candidate"])
-                run = _entry(_import_file(path, f"arena_candidate_{uuid.uuid4().hex[:8]}"), path)
+                run = _entry(_import_file(path, f"candidate_{os.getpid()}"), str(path))
                 reply: dict[str, Any] = {"ok": True}
                 try:  # the first call builds JIT kernels: a build failure is a compile failure
                     args = inputs.correctness_inputs(specs, msg["workload"], msg["seed"], device, custom)
@@ -201,39 +460,105 @@ def candidate_main(conn: Connection, job: dict[str, Any]) -> None:
                         reply = _error(exc)
                     else:
                         reply["first_call_error"] = f"{type(exc).__name__}: {exc}"
-                channel.send(conn, reply)
             elif op == "run":
                 assert run is not None, "compile first"
-                args = inputs.correctness_inputs(specs, msg["workload"], msg["seed"], device, custom)
-                result = run(*args)
-                _sync(device)
-                checked = inputs.collect_outputs(result, outs, specs, args, msg["workload"]["shapes"], device)
-                channel.send(conn, {"ok": True}, inputs.pack(checked))
+                shapes = msg["workload"]["shapes"]
+                metas: list[dict[str, Any]] = []
+                chunks: list[bytes] = []
+                for _ in range(int(msg.get("repeat", 1))):
+                    args = inputs.correctness_inputs(specs, msg["workload"], msg["seed"], device, custom)
+                    inputs.poison(outs, shapes, device)
+                    result = run(*args)
+                    _sync(device)
+                    meta, data = inputs.pack(inputs.collect_outputs(result, outs, specs, args, shapes, device))
+                    metas += meta
+                    chunks.append(data)
+                    del result, args
+                reply, payload = {"ok": True, "tensors": metas}, b"".join(chunks)
             elif op == "time":
                 assert run is not None, "compile first"
-                channel.send(conn, {"ok": True, **_time(run, msg, specs, device, custom)})
+                reply = _time_candidate(run, msg, specs, outs, device, custom, kept)
+            elif op == "kept":
+                calls = sorted(kept)
+                meta, payload = inputs.pack([t for i in calls for t in kept[i]])
+                kept.clear()
+                reply = {"ok": True, "calls": calls, "tensors": meta}
             else:
-                channel.send(conn, {"ok": False, "error": f"unknown op {op}"})
+                reply = {"ok": False, "error": f"unknown op {op}"}
         except Exception as exc:  # noqa: BLE001 - the candidate's failure is reported, not raised
-            channel.send(conn, _error(exc))
+            reply, payload = _error(exc), None
+        if op != "time":  # kept out of the timed round's wall clock; the next op reports it
+            new = [name for name in replaced(snap) if name not in reported]
+            if new:
+                reported.update(new)
+                reply["tampered"] = new
+        channel.send(conn, reply, payload)
 
 
-def trusted_main(conn: Connection, job: dict[str, Any]) -> None:
+def _time_candidate(
+    run: Callable[..., Any], msg: dict[str, Any], specs: list[dict[str, Any]], outs: list[dict[str, Any]],
+    device: torch.device, custom: Any, kept: dict[int, Any],
+) -> dict[str, Any]:
+    """Time a round; keep copies of the sampled calls' outputs for the trusted worker."""
+    kept.clear()
+    shapes = msg["workload"]["shapes"]
+    fresh = inputs.FreshInputs(specs, msg["workload"], msg["seed"], device, custom)
+    invalid: list[str] = []
+
+    def keep(index: int, result: Any) -> None:
+        try:
+            kept[index] = inputs.snapshot(inputs.collect_outputs(result, outs, specs, fresh.args or [], shapes, device))
+        except inputs.OutputError as exc:
+            invalid.append(f"call {index}: {exc}")
+
+    sample = [float(u) for u in msg.get("sample", ())]
+    timed = timing.time_calls(
+        run, fresh, device, msg["budget_ms"], msg["min_calls"], msg["max_calls"], msg["first_index"], msg["graph"],
+        msg.get("sync_each_call", False), sample, keep,
+    )
+    if invalid:
+        kept.clear()
+        return {"ok": False, "error": invalid[0], "timed_output_invalid": True}
+    wanted = {msg["first_index"] + 1 + k for k in timing.picks(sample, len(timed["times_us"]))}
+    for index in list(kept):
+        if index not in wanted:  # left by a graph attempt that fell back to eager timing
+            del kept[index]
+    return {"ok": True, **timed, "kept": sorted(kept)}
+
+
+# --- the trusted worker --------------------------------------------------------------------
+
+
+def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
     workdir = Path(job["workdir"])
     _redirect_output(workdir / "trusted.log")
-    device = _device(job)
-    # The reference is computed in full float32: no TF32 shortcuts.
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    task_dir = Path(job["task_dir"])
-    reference = _import_file(task_dir / "reference.py", "arena_reference")
-    baseline_module = _import_file(task_dir / "baseline.py", "arena_baseline")
-    reference_run = _entry(reference, task_dir / "reference.py")
-    baseline_run = _entry(baseline_module, task_dir / "baseline.py")
-    custom = _task_inputs(task_dir)
-    specs = job["inputs"]
+    try:
+        _libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # no same-user process may read its memory
+    except (OSError, AttributeError):
+        pass
+    try:
+        device = _device(job)
+        # The reference is computed in full float32: no TF32 shortcuts.
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        task_dir = Path(job["task_dir"])
+        sources = {name: read_task_file(job, name) for name in ("reference.py", "baseline.py", "inputs.py")}
+        for name in ("reference.py", "baseline.py"):
+            if sources[name] is None:
+                raise FileNotFoundError(f"the task's {name} is missing")
+        reference_run = _entry(_module_from_source(sources["reference.py"], "arena_reference", str(task_dir / "reference.py")), "reference.py")  # type: ignore[arg-type]
+        baseline_run = _entry(_module_from_source(sources["baseline.py"], "arena_baseline", str(task_dir / "baseline.py")), "baseline.py")  # type: ignore[arg-type]
+        custom = None
+        if sources["inputs.py"] is not None:
+            custom = getattr(_module_from_source(sources["inputs.py"], "arena_task_inputs", str(task_dir / "inputs.py")), "make_inputs")
+    except Exception as exc:  # noqa: BLE001 - the parent reports it as an infrastructure fault
+        channel.send(conn, _error(exc))
+        return
+    channel.send(conn, {"ok": True, "ready": True})
+    specs, out_specs = job["inputs"], job["outputs"]
     rule = job["correctness"]
     expected: dict[str, list[torch.Tensor]] = {}
+    seen: dict[str, list[tuple[int, list[str], list[torch.Tensor]]]] = {}
     while True:
         try:
             msg, payload = channel.recv(conn)
@@ -254,19 +579,87 @@ def trusted_main(conn: Connection, job: dict[str, Any]) -> None:
                 channel.send(conn, {"ok": True})
             elif op == "check":
                 want = expected.pop(msg["key"])
-                got = inputs.unpack(payload or b"")
-                if len(got) != len(want):
-                    raise inputs.OutputError(f"{len(got)} outputs, expected {len(want)}")
-                per_output = {}
-                for spec, g, w in zip(job["outputs"], got, want):
-                    per_output[spec["name"]] = compare.compare(g.to(device), w, rule["atol"], rule["rtol"], rule["min_match"])
-                channel.send(conn, {"ok": True, "outputs": per_output})
+                runs = int(msg.get("runs", 1))
+                shapes = msg["workload"]["shapes"]
+                try:
+                    got = inputs.unpack(msg.get("tensors"), payload, inputs.expected_meta(out_specs, shapes) * runs)
+                except inputs.OutputError as exc:
+                    channel.send(conn, {"ok": True, "malformed": str(exc)})
+                    continue
+                n = len(out_specs)
+                per_run = [_compare_all(out_specs, got[r * n:(r + 1) * n], want, rule, device) for r in range(runs)]
+                independent = _independence(seen.setdefault(msg["workload_key"], []), msg["seed"], out_specs, got[:n], want)
+                channel.send(conn, {"ok": True, "runs": per_run, "independent": independent})
+            elif op == "check_timed":
+                calls = [int(i) for i in msg["calls"]]
+                shapes = msg["workload"]["shapes"]
+                try:
+                    got = inputs.unpack(msg.get("tensors"), payload, inputs.expected_meta(out_specs, shapes) * len(calls))
+                except inputs.OutputError as exc:
+                    channel.send(conn, {"ok": True, "malformed": str(exc)})
+                    continue
+                fresh = inputs.FreshInputs(specs, msg["workload"], msg["seed"], device, custom)
+                n = len(out_specs)
+                results = []
+                for j, index in enumerate(calls):
+                    with torch.no_grad():
+                        result = reference_run(*fresh(index))
+                    ref = list(result) if isinstance(result, (tuple, list)) else [result]
+                    results.append({"call": index, "outputs": _compare_all(out_specs, got[j * n:(j + 1) * n], ref, rule, device)})
+                channel.send(conn, {"ok": True, "results": results})
             elif op == "time":
                 channel.send(conn, {"ok": True, **_time(baseline_run, msg, specs, device, custom)})
             else:
                 channel.send(conn, {"ok": False, "error": f"unknown op {op}"})
         except Exception as exc:  # noqa: BLE001
             channel.send(conn, _error(exc))
+
+
+def _compare_all(out_specs: list[dict[str, Any]], got: list[torch.Tensor], want: list[torch.Tensor], rule: dict[str, Any], device: torch.device) -> dict[str, Any]:
+    if len(got) != len(want):
+        raise inputs.OutputError(f"{len(got)} outputs, expected {len(want)}")
+    return {
+        spec["name"]: compare.compare(g.to(device), w, rule["atol"], rule["rtol"], rule["min_match"])
+        for spec, g, w in zip(out_specs, got, want)
+    }
+
+
+def _sample(t: torch.Tensor) -> torch.Tensor:
+    flat = t.detach().reshape(-1)
+    n = flat.numel()
+    index = torch.linspace(0, max(n - 1, 0), min(n, INDEPENDENT_SAMPLE), device=flat.device).long()
+    return flat[index].to("cpu", torch.float64)
+
+
+def _independence(
+    history: list[tuple[int, list[str], list[torch.Tensor]]], seed: int, out_specs: list[dict[str, Any]],
+    got: list[torch.Tensor], want: list[torch.Tensor],
+) -> str | None:
+    """Proof that an output ignores the inputs: bit-identical for two seeds whose expected
+    outputs clearly differ (by more than half their size, on at least a quarter of the sampled
+    elements: more than any rounding of a legitimate lower precision explains)."""
+    digests = [hashlib.sha256(inputs.pack([g])[1]).hexdigest() for g in got]
+    samples = [_sample(w) for w in want]
+    found = None
+    for other_seed, other_digests, other_samples in history:
+        if other_seed == seed:
+            continue
+        for spec, d, od, s, os_ in zip(out_specs, digests, other_digests, samples, other_samples):
+            if d != od or s.numel() == 0:
+                continue
+            both = torch.isfinite(s) & torch.isfinite(os_)
+            differ = ((s - os_).abs() > INDEPENDENT_REL_DIFF * torch.maximum(s.abs(), os_.abs())) & both
+            share = float(differ.sum()) / s.numel()
+            if share >= INDEPENDENT_MIN_SHARE:
+                found = (
+                    f"output `{spec['name']}` is bit-identical for seeds {other_seed} and {seed}, whose expected outputs "
+                    f"differ by more than {INDEPENDENT_REL_DIFF:.0%} on {share:.0%} of the sampled elements: it does not depend on the inputs"
+                )
+                break
+        if found:
+            break
+    history.append((seed, digests, samples))
+    return found
 
 
 def _time(fn: Callable[..., Any], msg: dict[str, Any], specs: list[dict[str, Any]], device: torch.device, custom: Any) -> dict[str, Any]:
@@ -277,7 +670,4 @@ def _time(fn: Callable[..., Any], msg: dict[str, Any], specs: list[dict[str, Any
 
 
 def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    elif device.type == "xpu":
-        torch.xpu.synchronize(device)
+    timing._sync(device.type)  # bound at import: a candidate's no-op synchronize is not ours

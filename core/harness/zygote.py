@@ -1,0 +1,246 @@
+"""The zygote: a clean process that forks every candidate worker, and buries what they leave.
+
+The harness parent forks it before it reads any job (`python -m core.harness run|serve`), so
+a candidate worker, forked from the zygote, holds a copy of a process that never saw a job
+file, a hidden workload or a seed: what it needs arrives over its socket (`candidate_view`).
+A worker forked from the parent itself would hold the whole job in memory, one `gc` or frame
+walk away.
+
+The zygote is also the candidate's subreaper (`PR_SET_CHILD_SUBREAPER`): a process that the
+candidate double-forks and moves to a new session leaves the worker's process group, but it
+is re-parented to the zygote, not to init, so `cleanup()` finds and kills it at the end of the
+evaluation (and reports how many escaped the group). A PID namespace (the sandbox) does the
+same by construction; this is the path without one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import time
+from typing import Any
+
+from . import channel, workers
+
+PR_SET_CHILD_SUBREAPER = 36
+REQUEST_SLACK_S = 30.0
+
+
+class ZygoteError(RuntimeError):
+    """The zygote stopped answering: an infrastructure fault."""
+
+
+class Zygote:
+    def __init__(self) -> None:
+        parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        parent_pid = os.getpid()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                parent_end.detach()
+                _serve(child_end, parent_pid)
+                code = 0
+            except BaseException:  # noqa: BLE001 - in the harness log, then exit
+                workers._print_exc()
+            finally:
+                os._exit(code)
+        child_end.close()
+        self.pid, self.sock = pid, parent_end
+
+    def _ask(self, request: dict[str, Any], timeout: float = REQUEST_SLACK_S) -> tuple[dict[str, Any], list[int]]:
+        try:
+            self.sock.sendall(json.dumps(request).encode())
+            if not select.select([self.sock], [], [], timeout)[0]:
+                raise ZygoteError(f"the zygote did not answer `{request['op']}` within {timeout:.0f} s")
+            data, fds, _, _ = socket.recv_fds(self.sock, 1 << 16, 1)
+        except OSError as exc:
+            raise ZygoteError(f"the zygote is gone ({exc})") from None
+        if not data:
+            raise ZygoteError("the zygote is gone")
+        return json.loads(data), fds
+
+    def spawn(self) -> tuple[int, socket.socket]:
+        """A new candidate worker: its pid and the parent's end of its socket. It waits for an
+        `init` message carrying its job."""
+        reply, fds = self._ask({"op": "spawn"})
+        if len(fds) != 1:
+            raise ZygoteError(f"the zygote could not fork a worker: {reply.get('error')}")
+        return int(reply["pid"]), socket.socket(fileno=fds[0])
+
+    def wait(self, pid: int, timeout: float) -> int | None:
+        """The worker's exit code once it has exited (within `timeout`), else None."""
+        reply, _ = self._ask({"op": "wait", "pid": pid, "timeout": timeout}, timeout + REQUEST_SLACK_S)
+        return reply.get("code")
+
+    def cleanup(self) -> list[dict[str, Any]]:
+        """Kill everything below the zygote; return the processes that had left their worker's
+        process group (pid, command), which the group kill could not reach."""
+        reply, _ = self._ask({"op": "cleanup"}, 60.0)
+        return list(reply.get("escaped", []))
+
+    def alive(self) -> bool:
+        try:
+            done, _ = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            return False
+        return done == 0
+
+    def close(self) -> None:
+        try:
+            self._ask({"op": "exit"}, 5.0)
+        except (ZygoteError, ValueError):
+            pass
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        workers.waitpid(self.pid, 5.0)
+        self.sock.close()
+
+
+# --- inside the zygote -----------------------------------------------------------------------
+
+
+def _serve(sock: socket.socket, parent_pid: int) -> None:
+    workers.die_with_parent(parent_pid)
+    try:
+        libc = workers._libc()
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        libc.prctl(workers.PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+    workers.close_inherited(keep=sock.fileno())
+    codes: dict[int, int] = {}  # exit codes of children reaped by cleanup
+    groups: set[int] = set()  # process groups of the workers spawned since the last cleanup
+    me = os.getpid()
+    while True:
+        data = sock.recv(1 << 16)
+        if not data:
+            return
+        request = json.loads(data)
+        op = request.get("op")
+        if op == "spawn":
+            try:
+                pid = _fork_worker(sock, me)
+            except OSError as exc:
+                sock.sendall(json.dumps({"error": str(exc)}).encode())
+                continue
+            groups.add(pid)
+        elif op == "wait":
+            pid = int(request["pid"])
+            code = codes.pop(pid, None)
+            if code is None:
+                code = workers.waitpid(pid, float(request["timeout"]))
+            sock.sendall(json.dumps({"code": code}).encode())
+        elif op == "cleanup":
+            escaped = _kill_descendants(me, groups, codes)
+            groups.clear()
+            sock.sendall(json.dumps({"escaped": escaped}).encode())
+        elif op == "exit":
+            _kill_descendants(me, groups, codes)
+            sock.sendall(b"{}")
+            return
+        else:
+            sock.sendall(json.dumps({"error": f"unknown op {op}"}).encode())
+
+
+def _fork_worker(zsock: socket.socket, zygote_pid: int) -> int:
+    parent_end, child_end = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            parent_end.detach()
+            zsock.detach()
+            workers._bootstrap(child_end, zygote_pid)
+            msg, _ = channel.recv(child_end)
+            if msg.get("op") == "init":
+                workers.candidate_main(child_end, msg["job"])
+                code = 0
+        except BaseException:  # noqa: BLE001
+            workers._print_exc()
+        finally:
+            os._exit(code)
+    child_end.close()
+    try:
+        socket.send_fds(zsock, [json.dumps({"pid": pid}).encode()], [parent_end.fileno()])
+    finally:
+        parent_end.close()
+    return pid
+
+
+def _stat(pid: str) -> tuple[int, int, str] | None:
+    """(parent pid, process group, state) from /proc/PID/stat."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read().decode(errors="replace")
+    except OSError:
+        return None
+    fields = data.rpartition(")")[2].split()
+    return int(fields[1]), int(fields[2]), fields[0]
+
+
+def _descendants(root: int) -> dict[int, tuple[int, str]]:
+    """Every live process below `root`: pid -> (process group, state)."""
+    children: dict[int, list[int]] = {}
+    info: dict[int, tuple[int, str]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            stat = _stat(name)
+            if stat is not None:
+                children.setdefault(stat[0], []).append(int(name))
+                info[int(name)] = (stat[1], stat[2])
+    found: dict[int, tuple[int, str]] = {}
+    stack = list(children.get(root, []))
+    while stack:
+        pid = stack.pop()
+        if pid not in found and pid in info:
+            found[pid] = info[pid]
+            stack.extend(children.get(pid, []))
+    return found
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode(errors="replace").strip()[:200]
+    except OSError:
+        return ""
+
+
+def _reap(codes: dict[int, int]) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if not pid:
+            return
+        codes[pid] = os.waitstatus_to_exitcode(status)
+
+
+def _kill_descendants(me: int, groups: set[int], codes: dict[int, int]) -> list[dict[str, Any]]:
+    """SIGKILL everything below the zygote until nothing is left (a process that forks while
+    it is being killed leaves orphans, re-parented here and found on the next pass)."""
+    escaped: dict[int, str] = {}
+    for _ in range(200):
+        tree = _descendants(me)
+        live = {pid: group for pid, (group, state) in tree.items() if state not in ("Z", "X")}
+        for pid, group in live.items():
+            if group not in groups and pid not in escaped:
+                escaped[pid] = _cmdline(pid)
+        for pid in live:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        _reap(codes)
+        if not tree:
+            break
+        time.sleep(0.005)
+    _reap(codes)
+    return [{"pid": pid, "command": cmd} for pid, cmd in sorted(escaped.items())]

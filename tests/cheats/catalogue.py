@@ -1,0 +1,182 @@
+"""The cheat suite's catalogue: every cheating candidate in this folder, the exploit it tries,
+the defense that must catch it, and how the result must look (docs/integrity.md).
+
+Read by tests/test_cheats.py (CPU device) and tests/gpu/run_cheats.py (a GPU: the same
+candidates plus tests/gpu/cheats/).
+
+Outcomes (`expect`):
+- `flag:NAME`: the evaluation fails with the integrity flag NAME.
+- `stage:STAGE:STATUS[:TEXT]`: the evaluation fails at STAGE with that status (and TEXT in the
+  stage's message).
+- `neutral:slow` / `neutral:sane`: the cheat has no effect: the evaluation passes with the
+  candidate's true figures: a slow kernel measures slow (speedup < 0.5), a patch meant to slow
+  the baseline leaves the speedup below 10 (had it worked, 100× and more; CPU timings of
+  identical code differ by 2× under load).
+- `gap`: an open gap (docs/integrity.md, "Open"): only the listed review notes fire.
+- `sandbox`: nothing but the sandbox stops it; without the sandbox only the notes are checked.
+Several outcomes separated by `|` are alternatives (GPU timing decides which defense fires
+first). `notes` are prefixes that must each start some review note or integrity flag.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TASKS = {
+    "axpy": HERE.parent / "fixtures" / "tasks" / "elementwise" / "axpy",
+    "axpy_loose": HERE / "tasks" / "elementwise" / "axpy_loose",
+    "bf16_gemm": HERE.parent.parent / "tasks" / "gemm" / "bf16_gemm",
+    "axpy_gpu": HERE.parent / "gpu" / "tasks" / "elementwise" / "axpy_gpu",
+}
+
+
+@dataclass(frozen=True)
+class Cheat:
+    file: str
+    task: str
+    exploit: str
+    defense: str
+    expect: str
+    notes: tuple[str, ...] = ()
+    marker: str | None = None  # a process name that must not survive the evaluation
+    special: str | None = None  # needs its own set-up in the test (a task copy, a harness copy)
+
+    @property
+    def path(self) -> Path:
+        return HERE / f"{self.file}.py"
+
+
+CHEATS = (
+    Cheat("reference_import", "axpy", "returns the reference's answer, importing reference.py from the task folder",
+          "the sandbox masks the task folders", "sandbox", ("scan:task_files", "scan:file_access")),
+    Cheat("baseline_import", "axpy", "submits the baseline found in the task folder",
+          "the sandbox masks the task folders", "sandbox", ("scan:task_files",)),
+    Cheat("secrets_hunt", "axpy", "looks for the hidden workloads and seeds (environment, job.json, its frames, gc) and special-cases them",
+          "job file consumed before candidate code runs; worker forked from a clean zygote, given only its view", "stage:generalization:failed",
+          ("scan:introspection", "scan:environment", "scan:task_files")),
+    Cheat("parent_memory", "axpy", "reads the harness's memory through /proc/PID/mem",
+          "harness parent, zygote and trusted worker not dumpable; candidate drops all capabilities", "stage:correctness:failed",
+          ("scan:file_access",)),
+    Cheat("frames_gc", "axpy", "looks for the expected output in callers' frames and gc.get_objects()",
+          "the reference runs in another process", "stage:correctness:failed", ("scan:introspection",)),
+    Cheat("cache_pointer", "axpy", "caches outputs keyed by input addresses; replays in the timing loop",
+          "fresh inputs at the same addresses + checked timed calls", "flag:timed_output_mismatch", ("scan:output_cache",)),
+    Cheat("cache_id", "axpy", "caches outputs keyed by the input tensors' id(); replays in the timing loop",
+          "fresh inputs + checked timed calls", "flag:timed_output_mismatch", ("scan:output_cache",)),
+    Cheat("cache_shape", "axpy", "computes once per shape and replays",
+          "fresh inputs from a new seed for every correctness run", "stage:correctness:failed"),
+    Cheat("cache_content", "axpy", "a slow kernel behind a cache keyed by input content",
+          "every timed call sees new values: the cache never hits while timed", "neutral:slow"),
+    Cheat("visible_only", "axpy", "hard-codes the visible workloads", "hidden workloads", "stage:generalization:failed"),
+    Cheat("pow2_only", "axpy", "handles only power-of-two sizes", "hidden sets include sizes that are not powers of two",
+          "stage:generalization:failed"),
+    Cheat("constant", "axpy_loose", "returns a constant that a loose tolerance accepts",
+          "bit-identical outputs for inputs whose references differ", "flag:input_independent_output"),
+    Cheat("uninitialized", "axpy", "returns torch.empty, hoping it holds the last result",
+          "reference in another process; fresh seeds; NaN poison freed before each call", "stage:correctness:failed"),
+    Cheat("subclass", "axpy", "returns a tensor subclass (lazy)", "exact type check", "stage:correctness:failed:not a torch.Tensor",
+          ("scan:tensor_subclass",)),
+    Cheat("lazy_view", "axpy", "returns a lazy (negation-bit) view", "plain dense outputs only",
+          "stage:correctness:failed:not a plain dense tensor", ("scan:tensor_subclass",)),
+    Cheat("alias_input", "axpy", "writes into an input and returns it", "outputs may not alias inputs",
+          "stage:correctness:failed:aliases input"),
+    Cheat("lower_precision", "axpy", "computes in float16 where the task is float32", "per-dtype tolerance",
+          "stage:correctness:failed", ("scan:precision_float16",)),
+    Cheat("gemm_fp8", "bf16_gemm", "multiplies in float8 where the task is bfloat16", "per-dtype tolerance, every element",
+          "stage:correctness:failed", ("scan:precision_float8",)),
+    Cheat("patch_torch_add", "axpy", "replaces torch.add (the baseline's op) with a slow one",
+          "the baseline runs in a process that never imports the candidate", "neutral:sane", ("runtime_patch", "scan:monkeypatch")),
+    Cheat("patch_matmul", "bf16_gemm", "replaces torch.matmul globally to slow the baseline",
+          "the baseline runs in a process that never imports the candidate", "neutral:sane", ("runtime_patch", "scan:monkeypatch")),
+    Cheat("patch_perf_counter", "axpy", "a slow kernel that slows time.perf_counter",
+          "the timer bound its clock at import", "neutral:slow", ("runtime_patch", "scan:monkeypatch")),
+    Cheat("patch_harness_import", "axpy", "a slow kernel that imports core.harness.timing and slows its clock",
+          "the harness is out of sys.modules: the import is a fresh, unused copy", "neutral:slow", ("scan:monkeypatch",)),
+    Cheat("patch_harness_sysmodules", "axpy", "slows the clock of sys.modules['core.harness.timing']",
+          "the harness is out of sys.modules", "stage:compile:failed:KeyError", ("scan:introspection",)),
+    Cheat("patch_harness_gc", "axpy", "finds the live timing module through gc and slows its clock",
+          "OPEN: in-process timer; notes only", "gap", ("scan:introspection",)),
+    Cheat("precompute_from_frames", "axpy", "reads the round's seed from the harness's frames and precomputes every timed output",
+          "OPEN on CPU (the GPU's impossibility floor catches a replay); notes only", "gap", ("scan:introspection",)),
+    Cheat("forged_verdicts", "axpy", "writes forged stage/evaluation verdicts to fds 0-20 and /proc/self/fd/*",
+          "workers keep no descriptor but their own socket; the channel rejects what is not a frame", "stage:compile:crashed|stage:correctness:failed",
+          ("scan:file_access",)),
+    Cheat("daemon", "axpy", "leaves a daemon running (double fork, setsid)",
+          "the zygote is a child subreaper: the daemon is found, killed and reported", "neutral:sane",
+          ("leftover_processes", "scan:processes"), marker="arena-cheat-daemon"),
+    Cheat("fork_bomb", "axpy", "forks without end (capped at 584 processes), each child in its own session",
+          "RLIMIT_NPROC (unprivileged users) and the zygote's cleanup", "neutral:sane|stage:correctness:failed",
+          ("leftover_processes|scan:processes", "scan:processes"), marker="arena-cheat-forkbomb"),
+    Cheat("memory_hog", "axpy", "allocates memory until the machine runs out",
+          "RLIMIT_DATA on the candidate's worker (CPU device)", "stage:correctness:failed:allocate memory"),
+    Cheat("infinite_loop", "axpy", "never returns", "per-stage time limits, the process group killed", "stage:correctness:timeout"),
+    Cheat("segfault", "axpy", "segfaults", "a dead worker is the candidate's fault", "stage:compile:crashed:SIGSEGV", ("scan:native_calls",)),
+    Cheat("abort", "axpy", "aborts", "a dead worker is the candidate's fault", "stage:compile:crashed:SIGABRT"),
+    Cheat("kill_harness", "axpy", "kills the zygote that forked it, hoping for an infrastructure fault",
+          "the worker dies with it: a crash, the candidate's fault; the next job gets a fresh zygote", "stage:compile:crashed",
+          ("scan:processes",)),
+    Cheat("race", "axpy", "a race: right on one call, wrong on the next with the same inputs",
+          "the first seed of each workload runs twice", "stage:correctness:failed:not deterministic"),
+    Cheat("thread_after_return", "axpy", "returns before the work is done, a thread finishes it (timing only)",
+          "sampled timed outputs copied the moment the call returns", "flag:timed_output_mismatch", ("scan:threads",)),
+    Cheat("modify_task_files", "axpy", "rewrites the task's reference and baseline on disk",
+          "the trusted worker executes the bytes hashed at job build, read before candidate code runs; the change is flagged",
+          "flag:task_files_modified", special="task_copy"),
+    Cheat("modify_harness", "axpy", "rewrites the harness's timer on disk",
+          "the running harness imported its code first; the parent hashes its files around each evaluation",
+          "flag:harness_files_modified", special="harness_copy"),
+)
+
+
+def by_name(name: str) -> Cheat:
+    return next(c for c in CHEATS if c.file == name)
+
+
+def outcome_problems(cheat_expect: str, notes_wanted: tuple[str, ...], result) -> list[str]:  # noqa: ANN001
+    """What is wrong with `result` for this expectation ([] when it is as expected)."""
+    problems = []
+    options = cheat_expect.split("|")
+    seen = []
+    for option in options:
+        why = _one(option, result)
+        if why is None:
+            break
+        seen.append(why)
+    else:
+        problems.append(" / ".join(seen))
+    texts = list(result.review_notes) + list(result.integrity_flags)
+    for wanted in notes_wanted:
+        if not any(t.startswith(w) for w in wanted.split("|") for t in texts):
+            problems.append(f"no review note or flag starts with {wanted!r}")
+    if cheat_expect not in ("gap", "sandbox") and not cheat_expect.startswith("neutral") and result.status == "passed":
+        problems.append(f"a cheat passed with {result.points:.0f} points")
+    return problems
+
+
+def _one(option: str, result) -> str | None:  # noqa: ANN001
+    kind, _, rest = option.partition(":")
+    if kind == "flag":
+        if result.status == "passed" or not any(f.startswith(rest + ":") for f in result.integrity_flags):
+            return f"expected the integrity flag {rest}, got status {result.status} and flags {result.integrity_flags}"
+        return None
+    if kind == "stage":
+        stage, status, *text = rest.split(":", 2)
+        got = result.stage(stage)
+        if result.status == "passed" or result.failed_stage != stage or got.status != status or (text and text[0] not in (got.message or "")):
+            return (
+                f"expected {stage} {status}{' with ' + repr(text[0]) if text else ''}, got {result.status} at {result.failed_stage} "
+                f"({result.stage(result.failed_stage).status if result.failed_stage else ''}: {(result.stage(result.failed_stage).message or '')[:300] if result.failed_stage else ''})"
+            )
+        return None
+    if kind == "neutral":
+        if result.status != "passed":
+            return f"expected the cheat to pass at its true speed, got {result.status} at {result.failed_stage}: {result.stage(result.failed_stage).message if result.failed_stage else ''}"
+        bound = 0.5 if rest == "slow" else 10.0
+        if result.speedup >= bound:
+            return f"expected a speedup below {bound} (the cheat's true speed), got {result.speedup:.2f}"
+        return None
+    if kind in ("gap", "sandbox"):
+        return None
+    raise ValueError(f"unknown expectation {option!r}")

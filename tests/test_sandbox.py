@@ -1,0 +1,314 @@
+"""The sandbox every untrusted process goes through (core/sandbox.py, docs/sandbox.md).
+
+Each test runs a tiny Python program through `wrap()` and checks what it could not do. They
+need bubblewrap: skipped where it is missing on a developer's machine, failed under CI=true.
+Run as root (as CI does), they also show that root's privileges do not reach the sandbox."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+from core import sandbox
+from core.sandbox import Limits, SandboxPolicy
+from tests.conftest import FIXTURES, ROOT
+
+GiB = 1 << 30
+
+
+def require_sandbox() -> str:
+    """The sandbox's status; skip when this machine cannot sandbox, except under CI=true,
+    where a missing bubblewrap is a failure (CI installs it: .ci/run)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        status = sandbox.sandbox_status()
+    if sandbox.is_sandboxed(status):
+        return status
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI must run the sandbox tests, but {status}")
+    pytest.skip(status)
+
+
+@pytest.fixture
+def sandboxed(monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.delenv(sandbox.SWITCH, raising=False)
+    return require_sandbox()
+
+
+@pytest.fixture
+def rw(tmp_path: Path) -> Path:
+    folder = tmp_path / "rw"
+    folder.mkdir()
+    return folder
+
+
+def policy(rw: Path, **changes: object) -> SandboxPolicy:
+    base = SandboxPolicy(writable=(rw,), read_only=sandbox.python_paths(), masked=sandbox.private_masks())
+    return SandboxPolicy(**{**base.__dict__, **changes})
+
+
+def run_inside(code: str, pol: SandboxPolicy, timeout: float = 30) -> dict:
+    """Run `code` sandboxed; it prints one JSON object as its last line."""
+    argv, env, status = sandbox.wrap([sys.executable, "-I", "-c", textwrap.dedent(code)], pol)
+    assert sandbox.is_sandboxed(status), status
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _processes_with(marker: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                if marker.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
+                    found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+def test_cannot_write_outside_its_writable_folders_even_when_the_arena_is_root(sandboxed, tmp_path, rw):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "open_to_all.txt").write_text("original")
+    (outside / "open_to_all.txt").chmod(0o666)  # only the read-only mount stops the write
+    (outside / "secret.txt").write_text("root's secret")
+    (outside / "secret.txt").chmod(0o600)
+    code = f"""
+        import json, os
+        def attempt(fn):
+            try:
+                fn()
+                return "ok"
+            except OSError as exc:
+                return type(exc).__name__ + ": " + os.strerror(exc.errno)
+        out = {{
+            "append": attempt(lambda: open({str(outside / "open_to_all.txt")!r}, "a").write("x")),
+            "create": attempt(lambda: open({str(outside / "new.txt")!r}, "w")),
+            "repo": attempt(lambda: open({str(ROOT / "pyproject.toml")!r}, "a")),
+            "etc": attempt(lambda: open("/etc/arena-sandbox-test", "w")),
+            "read_secret": attempt(lambda: open({str(outside / "secret.txt")!r}).read()),
+            "own_folder": attempt(lambda: open({str(rw / "result.txt")!r}, "w").write("fine")),
+            "uid": os.getuid(),
+            "root_options": next(line.split()[5] for line in open("/proc/self/mountinfo") if line.split()[4] == "/"),
+        }}
+        print(json.dumps(out))
+    """
+    out = run_inside(code, policy(rw, read_only=(*sandbox.python_paths(), outside)))
+    assert "Read-only file system" in out["append"], out  # the file is open to all: the mount stops it
+    for key in ("create", "repo", "etc"):
+        assert out[key] != "ok", (key, out)
+    assert out["own_folder"] == "ok" and (rw / "result.txt").read_text() == "fine"
+    assert (outside / "open_to_all.txt").read_text() == "original" and not (outside / "new.txt").exists()
+    assert out["uid"] == sandbox.SANDBOX_UID
+    assert "ro" in out["root_options"].split(","), out["root_options"]
+    if os.geteuid() == 0:  # root's files stay root's: the sandbox runs as uid 65534 on the host
+        assert "Permission denied" in out["read_secret"], out["read_secret"]
+        assert (rw / "result.txt").stat().st_uid == sandbox.SANDBOX_UID
+
+
+def test_tmp_is_private_and_gone_afterwards(sandboxed, rw):
+    token = secrets.token_hex(4)
+    host_file = Path("/tmp") / f"arena-sandbox-host-{token}"
+    host_file.write_text("host")
+    try:
+        code = f"""
+            import json, os
+            open("/tmp/inside-{token}", "w").write("x")
+            print(json.dumps({{"sees_host_file": os.path.exists({str(host_file)!r}), "tmp": sorted(os.listdir("/tmp"))}}))
+        """
+        first = run_inside(code, policy(rw))
+        assert first["sees_host_file"] is False
+        assert f"inside-{token}" in first["tmp"] and not Path(f"/tmp/inside-{token}").exists()
+        again = run_inside(f"import json, os; print(json.dumps(os.path.exists('/tmp/inside-{token}')))", policy(rw))
+        assert again is False
+    finally:
+        host_file.unlink()
+
+
+def test_cannot_see_the_hosts_processes(sandboxed, rw):
+    out = run_inside(
+        "import json, os; print(json.dumps({'pid': os.getpid(), 'procs': sorted(int(p) for p in os.listdir('/proc') if p.isdigit())}))",
+        policy(rw),
+    )
+    assert out["pid"] < 10 and max(out["procs"]) < 10, out
+    assert os.getpid() not in out["procs"] or os.getpid() < 10
+
+
+def test_no_network_not_even_the_hosts_loopback(sandboxed, rw):
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()  # the host reaches it
+        code = f"""
+            import json, socket
+            out = {{}}
+            for name, addr in (("loopback", ("127.0.0.1", {port})), ("internet", ("1.1.1.1", 53))):
+                try:
+                    socket.create_connection(addr, timeout=2).close()
+                    out[name] = "connected"
+                except OSError as exc:
+                    out[name] = type(exc).__name__
+            print(json.dumps(out))
+        """
+        out = run_inside(code, policy(rw))
+    assert out["loopback"] == "ConnectionRefusedError", out
+    assert out["internet"] != "connected", out
+
+
+def test_environment_is_scrubbed(sandboxed, rw, monkeypatch):
+    secrets_set = {"OPENAI_API_KEY": "sk-test", "ARENA_HOSTS_TOKEN": "t", "SSH_AUTH_SOCK": "/tmp/agent.sock", "GITHUB_TOKEN": "ghp", "AWS_SECRET_ACCESS_KEY": "a"}
+    for name, value in secrets_set.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(Path.home() / ".triton" / "cache"))  # masked: dropped
+    env = run_inside("import json, os; print(json.dumps(dict(os.environ)))", policy(rw, env={"CUDA_VISIBLE_DEVICES": "3"}))
+    assert not set(secrets_set) & set(env), env
+    assert env["HOME"] == sandbox.PRIVATE_HOME and env["CUDA_VISIBLE_DEVICES"] == "3" and "PATH" in env
+    assert "TRITON_CACHE_DIR" not in env
+
+
+def test_a_masked_folder_reads_as_empty(sandboxed, tmp_path, rw):
+    area = tmp_path / "area"
+    (area / "tasks" / "gemm").mkdir(parents=True)
+    (area / "tasks" / "gemm" / "task.yaml").write_text("hidden: [4096]")
+    (area / "visible.txt").write_text("v")
+    code = f"""
+        import json, os
+        print(json.dumps({{"masked": os.listdir({str(area / "tasks")!r}), "area": sorted(os.listdir({str(area)!r})),
+                           "home": os.path.exists({str(Path.home() / ".bashrc")!r})}}))
+    """
+    out = run_inside(code, policy(rw, read_only=(*sandbox.python_paths(), area), masked=(*sandbox.private_masks(), area / "tasks")))
+    assert out["masked"] == [] and out["area"] == ["tasks", "visible.txt"]
+    assert out["home"] is False  # home folders are masked too
+
+
+def test_resource_limits_hold_inside_and_spare_the_caller(sandboxed, rw):
+    token = secrets.token_hex(4)
+    code = f"""
+        import json, os, time
+        out = {{}}
+        try:
+            block = bytearray(4 << 30)
+            out["allocation"] = "succeeded"
+        except MemoryError:
+            out["allocation"] = "MemoryError"
+        children = 0
+        try:
+            for _ in range(10_000):  # a fork bomb, capped: "arena-forkbomb-{token}"
+                if os.fork() == 0:
+                    time.sleep(60)
+                    os._exit(0)
+                children += 1
+            out["fork"] = "unlimited"
+        except OSError as exc:
+            out["fork"] = type(exc).__name__
+        out["children"] = children
+        print(json.dumps(out))
+    """
+    out = run_inside(code, policy(rw, limits=Limits(address_space=2 * GiB, processes=32)))
+    assert out["allocation"] == "MemoryError"
+    assert out["fork"] == "BlockingIOError" and out["children"] < 32, out
+    subprocess.run(["true"], check=True)  # the caller forks as before
+    time.sleep(0.2)
+    assert _processes_with(f"arena-forkbomb-{token}") == [], "the fork bomb's children outlived the sandbox"
+
+
+@pytest.mark.parametrize("how", ["the arena dies", "the arena kills the process group"])
+def test_nothing_outlives_the_sandbox(sandboxed, rw, how):
+    """A daemon (double fork, setsid) started inside dies with the sandbox: when the process
+    that started bwrap dies (--die-with-parent), and when the arena kills bwrap's group at a
+    timeout (the PID namespace goes with it)."""
+    token = secrets.token_hex(4)
+    beat = rw / "heartbeat"
+    program = f"""
+        import os, time
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                for _ in range(600):  # "arena-daemon-{token}"
+                    with open({str(beat)!r}, "a") as f:
+                        f.write(".")
+                    time.sleep(0.05)
+            os._exit(0)
+        time.sleep(600)
+    """
+    argv, env, _ = sandbox.wrap([sys.executable, "-I", "-c", textwrap.dedent(program)], policy(rw))
+    if how == "the arena dies":
+        launcher = subprocess.Popen(
+            [sys.executable, "-c", "import json, subprocess, sys, time; a, e = json.loads(sys.argv[1]); subprocess.Popen(a, env=e); time.sleep(600)", json.dumps([argv, env])],
+        )
+        target, group = launcher.pid, False  # the process that started bwrap
+    else:
+        launcher = sandbox.spawn(argv, env, start_new_session=True)
+        target, group = launcher.pid, True  # bwrap's process group, as Harness.close does
+    try:
+        deadline = time.monotonic() + 20
+        while (not beat.exists() or beat.stat().st_size < 3) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert beat.exists() and beat.stat().st_size >= 3, "the daemon never started"
+        (os.killpg if group else os.kill)(target, signal.SIGKILL)
+        launcher.wait(timeout=10)
+        time.sleep(0.5)
+        size = beat.stat().st_size
+        time.sleep(0.5)
+        assert beat.stat().st_size == size, "the daemon kept running after the sandbox's parent died"
+        assert _processes_with(f"arena-daemon-{token}") == []
+    finally:
+        launcher.kill()
+        for pid in _processes_with(f"arena-daemon-{token}"):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_the_fixture_task_passes_with_the_sandbox_on(sandboxed, tmp_path):
+    from core.evaluate import Evaluator
+    from core.tasks import load_task
+
+    task = load_task(FIXTURES / "tasks" / "elementwise" / "axpy")
+    moved = tmp_path / "solution.py"  # in the host's /tmp: hidden, so staged into the job's folder
+    shutil.copy(FIXTURES / "candidates" / "axpy_torch.py", moved)
+    with Evaluator("cpu") as evaluator:
+        for candidate in (FIXTURES / "candidates" / "axpy_torch.py", moved):
+            result = evaluator.evaluate(task, candidate)
+            assert result.status == "passed", result.stages
+        status = evaluator.executor.sandbox_status
+        view = evaluator.executor.harness.policy.view
+    assert status.startswith("bubblewrap") and "net" in status and "read-only" in status, status
+    # The harness reads the arena's package; the task folders and the rest of the checkout
+    # (tests, .git: copies of task files) are hidden from the candidate.
+    assert view(ROOT / "core" / "harness") == "ro"
+    assert view(task.path) == view(ROOT / "tasks") == view(ROOT / ".git") == view(Path.home()) == "hidden"
+
+
+def test_switched_off_it_says_so_and_still_scrubs_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv(sandbox.SWITCH, "off")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    sandbox._warned.clear()
+    with pytest.warns(RuntimeWarning, match="UNSANDBOXED"):
+        argv, env, status = sandbox.wrap(["python", "-c", "pass"], SandboxPolicy(writable=(tmp_path,)))
+    assert status == f"unsandboxed: disabled by {sandbox.SWITCH}=off" == sandbox.sandbox_status()
+    assert argv == ["python", "-c", "pass"]
+    assert "OPENAI_API_KEY" not in env and env["HOME"] == str(tmp_path / ".home")
+
+
+def test_required_refuses_to_run_unsandboxed(monkeypatch, tmp_path):
+    monkeypatch.setattr(sandbox, "_probe", lambda: (None, "bwrap not found"))
+    monkeypatch.setenv(sandbox.SWITCH, "required")
+    with pytest.raises(sandbox.SandboxUnavailable, match="bwrap not found"):
+        sandbox.wrap(["python", "-c", "pass"], SandboxPolicy(writable=(tmp_path,)))
+    monkeypatch.delenv(sandbox.SWITCH)
+    sandbox._warned.clear()
+    with pytest.warns(RuntimeWarning, match="UNSANDBOXED: bwrap not found"):
+        status = sandbox.sandbox_status()
+    assert status == "unsandboxed: bwrap not found"
