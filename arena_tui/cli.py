@@ -1,7 +1,8 @@
 """The `arena` command line.
 
-`arena` with no arguments evaluates the bundled tasks' starters on the CPU device and prints
-the scores; `arena eval` scores one candidate; `arena tasks list|show` browses the tasks.
+`arena` with no arguments evaluates three bundled tasks' starters on the CPU device and prints
+the scores; `arena eval` scores one candidate; `arena tasks list|show|validate|new|add-model`
+browses, checks, creates and extends the tasks (arena_tui/tasks_cmd.py).
 Exit codes: 0 passed, 1 a stage failed or an integrity violation, 2 bad input, 3 an
 infrastructure fault. Textual and asyncssh (later issues) are imported lazily here, so that
 `arena eval` runs on a GPU box that has only torch and triton.
@@ -22,6 +23,7 @@ from rich.markup import escape
 from core import __version__
 from core.devices import DeviceError, ProbeError, parse_device
 from core.result import EXIT_BAD_INPUT, EXIT_INFRASTRUCTURE, EXIT_PASSED, Result
+from core.runs import DEMO_TASKS
 from core.tasks import TaskError, UnknownTaskError, discover, find_task
 
 from . import render
@@ -29,7 +31,7 @@ from . import render
 # Command modules that add their own subcommands: each has `register(subparsers)`, which adds
 # parsers whose `func(args, out, err) -> int` runs the command. They import heavy or optional
 # libraries (asyncssh, textual) inside `func`, never at import.
-COMMAND_MODULES = ("arena_tui.runs_cmd", "arena_tui.hosts_cmd", "arena_tui.devices_cmd", "arena_tui.run_cmd")
+COMMAND_MODULES = ("arena_tui.tasks_cmd", "arena_tui.runs_cmd", "arena_tui.hosts_cmd", "arena_tui.devices_cmd", "arena_tui.run_cmd", "arena_tui.compare_cmd", "arena_tui.check_cmd", "arena_tui.serve_cmd")
 
 
 def _error(err: Console, exc: BaseException) -> None:
@@ -46,6 +48,7 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="evaluate the bundled tasks' starters (what `arena` alone does)")
     demo.add_argument("--device", default="cpu", help="cpu (default), cuda:N or xpu:N")
+    demo.add_argument("--all", action="store_true", help="every bundled task, not only the three quick ones")
 
     ev = sub.add_parser("eval", help="evaluate one candidate on one task")
     ev.add_argument("--task", required=True, help="a task id such as gemm/bf16_gemm (see `arena tasks list`)")
@@ -56,11 +59,6 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--workdir", type=Path, help="keep the evaluation's files (job, logs) in this folder")
     ev.add_argument("--no-store", action="store_true", help="do not record the result in the results store")
 
-    tasks = sub.add_parser("tasks", help="list or show tasks")
-    tsub = tasks.add_subparsers(dest="tasks_command", metavar="SUBCOMMAND", required=True)
-    tsub.add_parser("list", help="every task with its family, models and baseline")
-    show = tsub.add_parser("show", help="one task's spec and visible workloads (never the hidden ones)")
-    show.add_argument("id")
     for name in COMMAND_MODULES:
         try:
             module = importlib.import_module(name)
@@ -80,8 +78,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _demo(args, out)
         if args.command == "eval":
             return _eval(args, out, err)
-        if args.command == "tasks":
-            return _tasks(args, out)
         if hasattr(args, "func"):
             return args.func(args, out, err)
     except (TaskError, UnknownTaskError, DeviceError) as exc:
@@ -144,8 +140,12 @@ def _demo(args: argparse.Namespace, out: Console) -> int:
     device = getattr(args, "device", "cpu")  # `arena` alone has no --device
     parse_device(device)
     tasks = discover(args.tasks_dir)
+    every = len(tasks)
+    if args.tasks_dir is None and not getattr(args, "all", False):
+        tasks = [t for t in tasks if t.id in DEMO_TASKS]
     results: list[Result] = []
-    out.print(f"[bold]Kernel Arena {__version__}[/]: evaluating the starters of {len(tasks)} bundled tasks on [bold]{device}[/]")
+    more = f" of {every} ([bold]arena demo --all[/] for every one)" if len(tasks) < every else ""
+    out.print(f"[bold]Kernel Arena {__version__}[/]: evaluating the starters of {len(tasks)}{more} bundled tasks on [bold]{device}[/]")
     with Evaluator(device) as evaluator:
         out.print(f"device: {render.device_line(evaluator.info)}\n")
         for task in tasks:
@@ -154,14 +154,6 @@ def _demo(args: argparse.Namespace, out: Console) -> int:
     out.print()
     render.scores_table(out, results)
     return max((r.exit_code for r in results), default=EXIT_PASSED)
-
-
-def _tasks(args: argparse.Namespace, out: Console) -> int:
-    if args.tasks_command == "list":
-        render.tasks_table(out, discover(args.tasks_dir))
-    else:
-        render.task_detail(out, find_task(args.id, args.tasks_dir))
-    return EXIT_PASSED
 
 
 if __name__ == "__main__":

@@ -120,12 +120,12 @@ def tasks_table(console: Console, tasks: list[Task]) -> None:
 
 def task_detail(console: Console, task: Task) -> None:
     """The task as an agent may see it: hidden workloads are never shown."""
-    console.print(f"[bold]{task.id}[/]\n{task.description}\n")
-    console.print(f"models: {', '.join(task.models)}")
-    console.print(f"baseline ({task.baseline_kind}): {task.baseline}")
+    console.print(f"[bold]{task.id}[/]\n{escape(task.description)}\n")
+    console.print(f"models: {escape(', '.join(task.models))}")
+    console.print(f"baseline ({task.baseline_kind}): {escape(task.baseline)}")
     console.print(f"languages: {', '.join(task.languages)}")
     if task.vendor_notes:
-        console.print(f"vendors: {task.vendor_notes}")
+        console.print(f"vendors: {escape(task.vendor_notes)}")
     console.print("\n[bold]signature[/]: run(" + ", ".join(f"{i.name}: {_spec(i)}" for i in task.inputs) + ") -> " + ", ".join(f"{o.name}: {_spec(o)}" for o in task.outputs))
     c = task.correctness
     console.print(f"correctness: |out − ref| ≤ {c.atol:g} + {c.rtol:g}·|ref| for {c.min_match * 100:g}% of elements, {c.seeds} seeds; NaN/Inf never pass")

@@ -1,8 +1,10 @@
 """`arena run [RUNFILE] [--resume RUN]`: evaluate a run through the scheduler, with progress
 bars and a summary table; every result is in the store before it is printed.
 
-Without a run file it runs the embedded default: every bundled task's starter on the CPU.
-Ctrl-C stops the run cleanly; `arena run --resume RUN` finishes it.
+A run evaluates candidates and runs agents' attempts (docs/runs.md). Without a run file it runs
+the embedded default: the offline `reference` agent submits every bundled task's starter on the
+CPU. Ctrl-C stops the run cleanly (agents and everything they started are killed, attempts are
+recorded cancelled); `arena run --resume RUN` finishes it.
 """
 
 from __future__ import annotations
@@ -19,14 +21,14 @@ from rich.table import Table
 from core import events
 from core.executors import Executor, LocalExecutor
 from core.result import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INFRASTRUCTURE, EXIT_PASSED
-from core.runs import DEFAULT_RUN, RunFileError, RunSpec, execute, load_run_file, plan
+from core.runs import DEFAULT_RUN, AttemptReport, RunFileError, RunSpec, execute, load_run_file, plan, plan_attempts
 from core.store import Store, StoreError
 
 from . import render
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="evaluate a run file through the scheduler (default: the bundled starters on the CPU)")
+    p = sub.add_parser("run", help="run a run file's evaluations and agents (default: the reference agent on the bundled tasks, CPU)")
     p.add_argument("runfile", nargs="?", type=Path, help="a run file (docs/runs.md); default: the embedded default run")
     p.add_argument("--resume", metavar="RUN", help="finish an interrupted run (its id or a unique prefix)")
     p.add_argument("--hosts", type=Path, help="the hosts file for <host>/<device> devices")
@@ -63,6 +65,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
             else:
                 spec = load_run_file(args.runfile, args.tasks_dir) if args.runfile else RunSpec(**{**DEFAULT_RUN.__dict__, "tasks_dir": str(args.tasks_dir) if args.tasks_dir else None})
                 plan(spec)
+                plan_attempts(spec)
                 run_id = store.create_run(spec.name, spec.to_json())
         except (RunFileError, StoreError, LookupError, ValueError) as exc:
             err.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
@@ -71,40 +74,61 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def _execute(store: Store, run_id: str, spec: RunSpec, args: argparse.Namespace, out: Console) -> int:
-    total = len(plan(spec))
-    done_before = len(store.results(run_id))
+    candidate_keys = {p.key for p in plan(spec)}
+    attempts = plan_attempts(spec)
+    total = len(candidate_keys) + len(attempts)
+    attempt_rows = store.attempts(run_id)
+    done_before = sum(1 for r in store.results(run_id) if store.get_job(r.job_id).key in candidate_keys)
+    done_before += sum(1 for a in attempt_rows if a.state == "done")
     verb = "resuming" if args.resume else "starting"
-    out.print(f"[bold]{verb} run {run_id}[/] ({escape(spec.name)}): {total} evaluations, {done_before} already done; devices {', '.join(spec.devices)}")
+    what = f"{len(candidate_keys)} evaluations" + (f", {len(attempts)} agent attempts" if attempts else "")
+    out.print(f"[bold]{verb} run {run_id}[/] ({escape(spec.name)}): {what}, {done_before} already done; devices {', '.join(spec.devices)}")
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=out, transient=False)
     bar = progress.add_task(f"run {run_id}", total=total, completed=done_before)
 
     def on_event(job_id: int | None, event: events.Event) -> None:
-        if isinstance(event, events.JobStateChanged) and event.state in ("done", "failed"):
+        if isinstance(event, events.JobStateChanged) and event.state in ("done", "failed") and event.job_id in candidate_keys:
             progress.advance(bar)
             if event.state == "failed":
                 progress.console.print(f"  [yellow]![/] {escape(event.job_id)}: {escape(event.reason or 'failed')}", soft_wrap=True)
-        elif isinstance(event, events.EvaluationFinished):
-            pass
+
+    def on_attempt(report: AttemptReport) -> None:
+        label = f"{escape(report.agent)} on {report.task_id} ({escape(report.device)}, {escape(report.variant)})"
+        if report.state == "running":
+            progress.console.print(f"  [cyan]>[/] {report.attempt_id} {label}: agent running", highlight=False)
+            return
+        if report.state in ("done", "failed"):
+            progress.advance(bar)
+        if report.result is not None:
+            r = report.result
+            verdict = f"[green]passed[/] {render.ratio(r.speedup)}" if r.passed else f"[red]{r.status}[/] at {r.failed_stage}"
+            progress.console.print(f"  [green]✓[/] {report.attempt_id} {label}: stopped ({report.stop_reason}), {verdict}", highlight=False)
+        elif report.state != "cancelled":
+            progress.console.print(f"  [yellow]![/] {report.attempt_id} {label}: {escape(report.error or report.state)}", soft_wrap=True, highlight=False)
 
     interrupted = False
     with progress:
         try:
-            outcome = asyncio.run(execute(store, run_id, spec, executor_factory(args.hosts), on_event))
+            outcome = asyncio.run(execute(store, run_id, spec, executor_factory(args.hosts), on_event, on_attempt))
         except KeyboardInterrupt:
             interrupted = True
     if interrupted:
         store.finish_run(run_id, "interrupted")
         out.print(f"[yellow]interrupted[/]: {len(store.results(run_id))} of {total} results kept. Resume with `arena run --resume {run_id}`")
         return 130
-    _summary(store, run_id, out)
+    _summary(store, run_id, out, candidate_keys)
+    if attempts:
+        _attempts_summary(store, run_id, out)
     if outcome.failed_jobs:
         return EXIT_INFRASTRUCTURE
     statuses = [row.status for row in store.results(run_id)]
     return EXIT_PASSED if all(s == "passed" for s in statuses) else EXIT_FAILED
 
 
-def _summary(store: Store, run_id: str, out: Console) -> None:
-    jobs = {job.id: job for job in store.jobs(run_id)}
+def _summary(store: Store, run_id: str, out: Console, candidate_keys: set[str]) -> None:
+    jobs = {job.id: job for job in store.jobs(run_id) if job.key in candidate_keys}
+    if not jobs:
+        return
     table = Table(title=f"run {run_id}", header_style="bold")
     table.add_column("task", no_wrap=True)
     table.add_column("candidate")
@@ -114,7 +138,9 @@ def _summary(store: Store, run_id: str, out: Console) -> None:
     for col in ("speedup", "SOL", "points"):
         table.add_column(col, justify="right", no_wrap=True)
     for row in store.results(run_id):
-        job = jobs[row.job_id]
+        job = jobs.get(row.job_id)
+        if job is None:
+            continue  # an agent attempt's final evaluation: in the attempts table
         result = row.to_result()
         table.add_row(
             job.task_id, escape(job.key.split("|")[1]), job.device_id, result.status,
@@ -123,3 +149,21 @@ def _summary(store: Store, run_id: str, out: Console) -> None:
         )
     out.print(table)
     out.print("[dim]stages: compile, correctness, hidden shapes, performance. `arena runs show " + run_id + "` for details.[/]")
+
+
+def _attempts_summary(store: Store, run_id: str, out: Console) -> None:
+    results = {r.job_id: r.to_result() for r in store.results(run_id)}
+    table = Table(title=f"agent attempts of run {run_id}", header_style="bold")
+    for col in ("attempt", "agent", "variant", "task", "device", "stopped", "status"):
+        table.add_column(col, no_wrap=True)
+    for col in ("speedup", "points", "checks", "cost"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for a in store.attempts(run_id):
+        result = results.get(a.job_id) if a.job_id is not None else None
+        table.add_row(
+            a.id.rsplit("/", 1)[-1], escape(a.agent), escape(a.variant), a.task_id, a.device_id, a.stop_reason or a.state,
+            result.status if result else a.state, render.ratio(result.speedup) if result else "–", f"{result.points:.0f}" if result else "–",
+            str(a.checks), f"${a.cost_usd:.2f}" if a.cost_usd is not None else "–",
+        )
+    out.print(table)
+    out.print(f"[dim]`arena runs transcript {run_id}/N` prints an attempt's transcript.[/]")

@@ -1,4 +1,5 @@
-"""`arena runs list|show|export`: the runs kept in the results store (see docs/store.md)."""
+"""`arena runs list|show|export|transcript`: the runs kept in the results store (see docs/store.md),
+their agent attempts and the attempts' transcripts."""
 
 from __future__ import annotations
 
@@ -33,6 +34,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     export.add_argument("run", metavar="RUN", help="a run id, or a unique prefix of one")
     export.add_argument("-o", "--output", type=Path, metavar="FILE", help="write to FILE instead of standard output")
     export.set_defaults(func=_export)
+    transcript = rsub.add_parser("transcript", help="one agent attempt's transcript, step by step")
+    transcript.add_argument("attempt", metavar="ATTEMPT", help="RUN/N, as `arena runs show RUN` lists them (the run part may be a prefix)")
+    transcript.add_argument("--jsonl", action="store_true", help="print the TranscriptEvents as JSON lines (what the replay agent reads)")
+    transcript.add_argument("--full", action="store_true", help="do not shorten long tool results")
+    transcript.set_defaults(func=_transcript)
 
 
 def _guarded(command):  # type: ignore[no-untyped-def]
@@ -113,10 +119,75 @@ def _show(store: Store, args: argparse.Namespace, out: Console, err: Console) ->
             out.print(f"[red]integrity:[/] {job.task_id} on {escape(job.device_id)}: {escape(flag)}", highlight=False)
         for note in r.review_notes if r else ():
             out.print(f"[yellow]review:[/] {job.task_id} on {escape(job.device_id)}: {escape(note)}", highlight=False)
+    _attempts_table(store, run.id, results, out)
     if len(kinds) == 1:
         out.print(f"[dim]timing kind: {kinds[0]}[/]")
     if "cpu" in kinds:
         out.print("[dim]cpu timings run Triton in its interpreter: shown for information, never ranked.[/]")
+    return EXIT_PASSED
+
+
+def _attempts_table(store: Store, run_id: str, results: dict, out: Console) -> None:
+    attempts = store.attempts(run_id)
+    if not attempts:
+        return
+    table = Table(title="agent attempts", header_style="bold", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    variants = len({a.variant for a in attempts}) > 1  # columns that say something only sometimes
+    costs = any(a.cost_usd is not None for a in attempts)
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("agent", overflow="fold")
+    if variants:
+        table.add_column("variant", overflow="fold")
+    table.add_column("task", no_wrap=True, min_width=max(len(a.task_id) for a in attempts))
+    for col in ("device", "stopped", "status"):
+        table.add_column(col, no_wrap=True)
+    for col in ("speedup", "points", "checks") + (("cost",) if costs else ()):
+        table.add_column(col, justify="right", no_wrap=True)
+    for a in attempts:
+        r = results.get(a.job_id) if a.job_id is not None else None
+        stopped = a.stop_reason or _job_state(a.state)
+        if a.exit_status not in (None, 0):
+            stopped += f" ({a.exit_status})"
+        status = f"[{STATUS_STYLE.get(r.status, 'white')}]{r.status.replace('infrastructure_error', 'infra error')}[/]" if r else _job_state(a.state)
+        cells = [a.id.rsplit("/", 1)[-1], escape(a.agent)] + ([escape(a.variant)] if variants else []) + [
+            a.task_id, escape(a.device_id), stopped, status, ratio(r.speedup) if r else "–", f"{r.points:.0f}" if r else "–", str(a.checks)]
+        if costs:
+            cells.append(f"${a.cost_usd:.2f}" if a.cost_usd is not None else "–")
+        table.add_row(*cells)
+    out.print(table)
+    out.print(f"[dim]`arena runs transcript {escape(run_id)}/#` prints an attempt's transcript.[/]", highlight=False)
+
+
+@_guarded
+def _transcript(store: Store, args: argparse.Namespace, out: Console, err: Console) -> int:
+    from core.events import to_json
+
+    attempt = store.get_attempt(args.attempt)
+    steps = store.transcript(attempt.id)
+    if args.jsonl:
+        for event in steps:
+            sys.stdout.write(json.dumps(to_json(event)) + "\n")
+        sys.stdout.flush()
+        return EXIT_PASSED
+    out.print(f"[bold]{attempt.id}[/] {escape(attempt.agent)} ({attempt.agent_kind}{', ' + escape(attempt.model) if attempt.model else ''}) "
+              f"on {attempt.task_id}, {escape(attempt.device_id)}, variant {escape(attempt.variant)} — {attempt.state}"
+              + (f", stopped: {attempt.stop_reason}" if attempt.stop_reason else ""), highlight=False)
+    if not steps:
+        out.print("no transcript steps recorded", highlight=False)
+    limit = None if args.full else 1200
+    for e in steps:
+        style = {"error": "red", "thinking": "dim", "tool_call": "cyan", "tool_result": "green", "usage": "dim", "final": "bold"}.get(e.kind, "")
+        if e.kind == "tool_call":
+            body = f"{e.tool or '?'} {json.dumps(e.arguments or {})}"
+        elif e.kind == "usage":
+            body = ", ".join(f"{k} {v}" for k, v in (("in", e.input_tokens), ("out", e.output_tokens), ("$", e.cost_usd)) if v is not None)
+            body += " (cumulative)" if e.cumulative else ""
+        else:
+            body = e.text or ""
+        if limit is not None and len(body) > limit:
+            body = body[:limit] + f" … [{len(body) - limit} more characters: --full]"
+        tag = f"[{style}]{e.kind}[/]" if style else e.kind
+        out.print(f"{e.seq:>4} {tag}{' [red](error)[/]' if e.is_error and e.kind != 'error' else ''}: {escape(body)}", highlight=False, soft_wrap=True)
     return EXIT_PASSED
 
 

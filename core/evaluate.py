@@ -29,8 +29,8 @@ OnEvent = Callable[[events.Event], None]
 GRAPH_BELOW_US = 50.0  # decode-sized: the launch would rival the kernel, so time graph replays
 CHECKED_CALLS_PER_ROUND = 2  # timed calls per round whose outputs are checked (docs/integrity.md)
 CPU_CANDIDATE_MEMORY = 2 << 30  # private memory a candidate may add on the CPU device (RLIMIT_DATA)
-TASK_FILES = ("reference.py", "baseline.py", "inputs.py", "task.yaml")
-TASK_SOURCES = ("reference.py", "baseline.py", "inputs.py")
+TASK_FILES = ("reference.py", "baseline.py", "inputs.py", "check.py", "task.yaml")
+TASK_SOURCES = ("reference.py", "baseline.py", "inputs.py", "check.py")
 # The parent's wall clock against the candidate's own timer (docs/integrity.md):
 WALL_SLACK = 1.01, 0.002  # reported > wall × 1.01 + 2 ms in a round: impossible, a forged timer
 UNTIMED_FACTOR = 10.0  # untimed time per call above 10× the baseline's ...
@@ -113,17 +113,20 @@ def task_sources(task: Task) -> dict[str, str]:
 def build_job(
     task: Task, candidate: Path, info: DeviceInfo, torch_device: str, secret_seed: int, workdir: Path,
     limits: Limits | None = None, graphs: bool = True, sync_each_call: bool = False, timing: Timing | None = None,
-    candidate_memory_bytes: int | None = None,
+    candidate_memory_bytes: int | None = None, performance: bool = True, visible_only: bool = False,
 ) -> dict[str, Any]:
     """The resolved job the harness runs: nothing in it needs the engine to interpret.
 
     `timing` overrides the device's timing budget (tests); `candidate_memory_bytes` the private
     memory a candidate may add on the CPU device (GPU devices get no such limit: the drivers'
-    address-space reservations would trip it; the sandbox's cgroup bounds them)."""
+    address-space reservations would trip it, and no cgroup bounds them yet: docs/sandbox.md);
+    `performance=False` times nothing (`arena tasks validate` asks only for correctness);
+    `visible_only=True` leaves every hidden workload out of the job (`arena check`: what an
+    agent sees may never name a hidden shape), so generalization is reported skipped."""
     limits = limits or task.limits
     rng = random.Random(secret_seed)
     sets = task.workloads(cpu=info.type == "cpu")
-    hidden = sets.hidden.resolve(rng)
+    hidden = [] if visible_only else sets.hidden.resolve(rng)
 
     def shapes(w: Workload) -> dict[str, list[int]]:
         return {s.name: list(s.concrete_shape(w.axes)) for s in task.inputs + task.outputs if s.shape is not None}
@@ -131,7 +134,8 @@ def build_job(
     def checked(ws: list[Workload] | tuple[Workload, ...]) -> list[dict[str, Any]]:
         return [{**w.to_json(), "shapes": shapes(w), "seeds": [rng.getrandbits(62) for _ in range(task.correctness.seeds)]} for w in ws]
 
-    timed = list(sets.visible) + list(sets.hidden.fixed)
+    timed = list(sets.visible) + ([] if visible_only else list(sets.hidden.fixed))
+    timed_stage = performance  # the flag; `performance` is the stage's workload list below
     performance = []
     for w in timed:
         roof = roofline_for(task, w, info)
@@ -152,7 +156,7 @@ def build_job(
         "inputs": [_spec_json(s) for s in task.inputs],
         "outputs": [_spec_json(s) for s in task.outputs],
         "correctness": {"atol": task.correctness.atol, "rtol": task.correctness.rtol, "min_match": task.correctness.min_match},
-        "stages": {"correctness": checked(sets.visible), "generalization": checked(hidden), "performance": performance},
+        "stages": {"correctness": checked(sets.visible), "generalization": checked(hidden), "performance": performance if timed_stage else []},
         "timing": {"kind": info.timing_kind, "sync_each_call": sync_each_call, "checked_calls": CHECKED_CALLS_PER_ROUND, **timing.__dict__},
         "limits": {
             "compile_s": limits.compile_s, "correctness_s": limits.correctness_s, "performance_s": limits.performance_s,
@@ -251,6 +255,10 @@ def assemble(
     for s in stages.values():
         if s.status == "running":  # the harness stopped mid-stage
             s.status = "error"
+    if not job["stages"]["performance"] and stages["performance"].status == "passed":
+        stages["performance"].status = "skipped"  # asked for no timing: nothing was timed
+    if not job["stages"]["generalization"] and stages["generalization"].status == "passed":
+        stages["generalization"].status = "skipped"  # visible only: no hidden workload was in the job
     failed_stage = next((s.name for s in stages.values() if s.status not in ("passed", "skipped")), None)
     infra = finished is None or finished.fault == "infrastructure"
     if integrity:
@@ -335,23 +343,27 @@ class Evaluator:
             shutil.rmtree(self.root, ignore_errors=True)
 
     def evaluate(
-        self, task: Task, candidate: Path | str, seed: int | None = None, on_event: OnEvent | None = None, limits: Limits | None = None
+        self, task: Task, candidate: Path | str, seed: int | None = None, on_event: OnEvent | None = None, limits: Limits | None = None,
+        performance: bool = True,
     ) -> Result:
-        """Evaluate one candidate; `limits` overrides the task's per-stage time limits. An
-        infrastructure fault is retried once, then reported as one (exit code 3)."""
+        """Evaluate one candidate; `limits` overrides the task's per-stage time limits;
+        `performance=False` stops after the hidden workloads' correctness (the performance stage
+        is reported skipped). An infrastructure fault is retried once, then reported as one
+        (exit code 3)."""
         for attempt in range(2):
             try:
-                return asyncio.run(self.aevaluate(task, candidate, seed, on_event, limits))
+                return asyncio.run(self.aevaluate(task, candidate, seed, on_event, limits, performance))
             except HarnessError as exc:
                 if attempt == 1:
                     return infrastructure_result(task, self.info, check_candidate(Path(candidate)), str(exc))
         raise AssertionError("unreachable")
 
     async def aevaluate(
-        self, task: Task, candidate: Path | str, seed: int | None = None, on_event: OnEvent | None = None, limits: Limits | None = None
+        self, task: Task, candidate: Path | str, seed: int | None = None, on_event: OnEvent | None = None, limits: Limits | None = None,
+        performance: bool = True, visible_only: bool = False,
     ) -> Result:
         """One evaluation; raises HarnessError on an infrastructure fault (for the scheduler
-        to retry elsewhere)."""
+        to retry elsewhere). `visible_only`: see `build_job`."""
         candidate = Path(candidate)
         limits = limits or task.limits
         sha = check_candidate(candidate)
@@ -361,7 +373,7 @@ class Evaluator:
         job_dir.mkdir(parents=True, exist_ok=True)
         job = build_job(
             task, candidate, self.info, self.executor.torch_device(), seed if seed is not None else secrets.randbits(63),
-            job_dir, limits, self.graphs, self.sync_each_call, self.timing,
+            job_dir, limits, self.graphs, self.sync_each_call, self.timing, performance=performance, visible_only=visible_only,
         )
         seen = await self.executor.run(job, job_dir, job_deadline_s(limits), on_event)
         return assemble(task, job, self.info, sha, seen, scan_notes)

@@ -3,8 +3,7 @@
 Each event is one JSON object per line: `{"v": SCHEMA_VERSION, "type": ..., ...fields}`.
 The harness writes these as plain dicts (it may not import this module: it ships alone);
 `parse` turns a line into the typed event here, and `test_events.py` keeps the two in step.
-The scheduler's job and device state changes live here too; a later issue adds agent
-transcript events to this same module.
+The scheduler's job and device state changes live here too, and the agents' transcripts.
 """
 
 from __future__ import annotations
@@ -130,9 +129,43 @@ class DeviceHealthChanged:
     reason: str | None = None
 
 
+TRANSCRIPT_KINDS = ("text", "thinking", "tool_call", "tool_result", "usage", "final", "error")
+
+
+@dataclass(frozen=True)
+class TranscriptEvent:
+    """One normalized step of an agent's transcript, whatever tool produced it.
+
+    kind: text | thinking | tool_call | tool_result | usage | final | error. `attempt` names the
+    attempt (run × agent × task × device × variant); `seq` orders its events. `text` holds the
+    prose, the tool result or the error; `tool` and `arguments` a tool call (`call_id` pairs a
+    call with its result); usage carries tokens and cost (cumulative when the agent reports
+    them so, `cumulative` says). `raw` is the agent's own line, kept verbatim for audit."""
+
+    type: ClassVar[str] = "transcript"
+    attempt: str
+    seq: int
+    kind: str
+    agent: str
+    text: str | None = None
+    tool: str | None = None
+    arguments: dict[str, Any] | None = None
+    call_id: str | None = None
+    is_error: bool = False
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+    cumulative: bool = False
+    raw: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in TRANSCRIPT_KINDS:
+            raise EventError(f"transcript kind {self.kind!r} is none of {', '.join(TRANSCRIPT_KINDS)}")
+
+
 Event = Union[
     EvaluationStarted, StageStarted, StageFinished, WorkloadChecked, WorkloadTimed, Finding, EvaluationFinished, HarnessReady,
-    JobStateChanged, DeviceHealthChanged,
+    JobStateChanged, DeviceHealthChanged, TranscriptEvent,
 ]
 EVENT_TYPES: dict[str, type] = {cls.type: cls for cls in Event.__args__}  # type: ignore[attr-defined]
 

@@ -13,14 +13,24 @@ Run file (YAML; docs/runs.md):
     max_retries: 2                                  # infrastructure faults, on another slot
 
 A candidate path may use `{family}`, `{name}` and `{task}` (the id with `/` as `__`), so that one
-line names a folder of solutions, e.g. `solutions/{family}/{name}.py`. Agents (a later issue)
-add their own entries; the engine only needs the (task, candidate, device) jobs they produce.
+line names a folder of solutions, e.g. `solutions/{family}/{name}.py`.
+
+Agents add attempts (core/agents/runner.py): each agent × task × device × variant × iteration
+gets a workspace, runs to its budget, and its final solution.py is evaluated on every
+workload; `arena check` and the final evaluations go through the same scheduler as candidate
+jobs, so the device slots are shared. `parallelism` caps the attempts running at once:
+
+    agents:
+      - {name: ref, kind: reference, options: {solution: baseline}, budget_s: 600}
+    variants: [{name: plain}, {name: sheet, cheatsheet: true, prompt: "extra text"}]
+    parallelism: 2
 """
 
 from __future__ import annotations
 
 import asyncio
 import fnmatch
+import itertools
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,16 +39,21 @@ from typing import Any, Callable
 import yaml
 
 from . import events
+from .agents.base import AGENT_KINDS, AgentConfig
 from .evaluate import Evaluator, check_candidate
 from .executors import Executor, HarnessError, LocalExecutor
 from .result import Result
-from .scheduler import InfrastructureFault, Job, Scheduler, Slot, slots_for
+from .scheduler import InfrastructureFault, Job, JobFailed, Scheduler, Slot, slots_for
 from .store import Store
 from .tasks import Task, discover, find_task
+from .workspace import Variant
 
 BUILTIN_CANDIDATES = ("starter", "baseline")
 ExecutorFactory = Callable[[str, Path], Executor]
-OnRunEvent = Callable[[int | None, events.Event], None]  # (store job id, event)
+OnRunEvent = Callable[[int | None, events.Event], None]  # (store job id, event); transcripts too, with job id None
+OnAttempt = Callable[["AttemptReport"], None]
+AGENT_FIELDS = ("name", "kind", "model", "options", "budget_s", "max_cost_usd", "max_tokens")
+VARIANT_FIELDS = ("name", "cheatsheet", "prompt", "options")
 
 
 class RunFileError(ValueError):
@@ -59,16 +74,33 @@ class RunSpec:
     max_retries: int = 2
     tasks_dir: str | None = None
     base_dir: str = "."  # where relative candidate paths are read from: the run file's folder
+    agents: tuple[AgentConfig, ...] = ()
+    variants: tuple[Variant, ...] = (Variant(),)
+    parallelism: int | None = None  # agent attempts at once (default: one per agent)
 
     def to_json(self) -> dict[str, Any]:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in self.__dict__.items()}
+        data = {k: list(v) if isinstance(v, tuple) else v for k, v in self.__dict__.items()}
+        data["agents"] = [{k: getattr(a, k) for k in AGENT_FIELDS} for a in self.agents]
+        data["variants"] = [v.to_json() for v in self.variants]
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "RunSpec":
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in cls.__dataclass_fields__})
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in cls.__dataclass_fields__}
+        values["agents"] = tuple(AgentConfig(**a) for a in data.get("agents", []))  # a run stored before agents has none
+        values["variants"] = tuple(Variant(**v) for v in data.get("variants", [])) or (Variant(),)
+        return cls(**values)
 
 
-DEFAULT_RUN = RunSpec(name="default", tasks=("*",), candidates=("starter",), devices=("cpu",))
+# What a newcomer sees first: three small, quick tasks of three families (every bundled task
+# takes ten minutes on two CPU cores, where Triton runs in its interpreter).
+DEMO_TASKS = ("activation/silu_mul", "norm/add_rmsnorm", "gemm/bf16_gemm")
+
+# `arena run` alone: the offline reference agent submits the demo tasks' starters on the CPU.
+DEFAULT_RUN = RunSpec(
+    name="default", tasks=DEMO_TASKS, candidates=(), devices=("cpu",),
+    agents=(AgentConfig(name="reference", kind="reference", options={"solution": "starter"}, budget_s=600.0),),
+)
 
 
 def load_run_file(path: Path | str, tasks_dir: Path | None = None) -> RunSpec:
@@ -81,7 +113,7 @@ def load_run_file(path: Path | str, tasks_dir: Path | None = None) -> RunSpec:
         raise RunFileError(path, "(syntax)", f"is not valid YAML ({exc})", "fix the YAML syntax") from None
     if not isinstance(raw, dict):
         raise RunFileError(path, "(top level)", "must be a mapping", "start with `name:` and `tasks:`")
-    allowed = ("name", "tasks", "candidates", "devices", "iterations", "cpu_slots", "max_retries")
+    allowed = ("name", "tasks", "candidates", "devices", "iterations", "cpu_slots", "max_retries", "agents", "variants", "parallelism")
     unknown = sorted(set(raw) - set(allowed))
     if unknown:
         raise RunFileError(path, unknown[0], "is not a run-file key", f"use only {', '.join(allowed)}")
@@ -102,22 +134,99 @@ def load_run_file(path: Path | str, tasks_dir: Path | None = None) -> RunSpec:
             raise RunFileError(path, key, f"must be a positive integer, got {value!r}", f"write e.g. `{key}: 2`")
         return value
 
+    agents = _agents(path, raw.get("agents"))
     spec = RunSpec(
         name=str(raw.get("name") or path.stem),
         tasks=strings("tasks", None),
-        candidates=strings("candidates", ("starter",)),
+        candidates=strings("candidates", ("starter",)) if "candidates" in raw or not agents else (),
         devices=strings("devices", ("cpu",)),
         iterations=positive("iterations", 1) or 1,
         cpu_slots=positive("cpu_slots", None),
         max_retries=positive("max_retries", 2) or 0,
         tasks_dir=str(tasks_dir) if tasks_dir else None,
         base_dir=str(path.resolve().parent),
+        agents=agents,
+        variants=_variants(path, raw.get("variants")),
+        parallelism=positive("parallelism", None),
     )
     try:
         plan(spec)
     except (LookupError, ValueError) as exc:
         raise RunFileError(path, "tasks" if "task" in str(exc) else "candidates", str(exc), "see `arena tasks list` and docs/runs.md") from None
+    try:
+        plan_attempts(spec)
+    except (LookupError, ValueError) as exc:
+        raise RunFileError(path, "agents", str(exc), "fix the agent's options (docs/runs.md)") from None
     return spec
+
+
+def _agents(path: Path, raw: Any) -> tuple[AgentConfig, ...]:
+    if raw is None:
+        return ()
+    example = "write e.g. `agents: [{name: ref, kind: reference}]`"
+    if not isinstance(raw, list) or not raw:
+        raise RunFileError(path, "agents", f"must be a non-empty list of agents, got {raw!r}", example)
+    agents: list[AgentConfig] = []
+    for i, entry in enumerate(raw):
+        where = f"agents[{i}]"
+        if not isinstance(entry, dict):
+            raise RunFileError(path, where, f"must be a mapping with name and kind, got {entry!r}", example)
+        unknown = sorted(set(entry) - set(AGENT_FIELDS))
+        if unknown:
+            raise RunFileError(path, f"{where}.{unknown[0]}", "is not an agent key", f"use only {', '.join(AGENT_FIELDS)}")
+        kind = entry.get("kind")
+        if kind not in AGENT_KINDS:
+            raise RunFileError(path, f"{where}.kind", f"is {kind!r}", f"use one of {', '.join(AGENT_KINDS)}")
+        name = entry.get("name", kind)
+        if not isinstance(name, str) or not name or "|" in name or "/" in name:
+            raise RunFileError(path, f"{where}.name", f"must be a non-empty name without | or /, got {name!r}", "name the agent, e.g. `name: claude-sonnet`")
+        if any(a.name == name for a in agents):
+            raise RunFileError(path, f"{where}.name", f"`{name}` is used twice", "give each agent its own name")
+        model = entry.get("model")
+        if model is not None and not isinstance(model, str):
+            raise RunFileError(path, f"{where}.model", f"must be a string, got {model!r}", "write e.g. `model: gpt-5`")
+        options = entry.get("options") or {}
+        if not isinstance(options, dict):
+            raise RunFileError(path, f"{where}.options", f"must be a mapping, got {options!r}", "write e.g. `options: {solution: baseline}`")
+        numbers: dict[str, Any] = {}
+        for key, kind_of in (("budget_s", float), ("max_cost_usd", float), ("max_tokens", int)):
+            value = entry.get(key)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0 or (kind_of is int and not isinstance(value, int)):
+                raise RunFileError(path, f"{where}.{key}", f"must be a positive {'integer' if kind_of is int else 'number'}, got {value!r}", f"write e.g. `{key}: {600 if key == 'budget_s' else 5 if key == 'max_cost_usd' else 1000000}`")
+            numbers[key] = kind_of(value)
+        agents.append(AgentConfig(name=name, kind=kind, model=model, options=dict(options), **numbers))
+    return tuple(agents)
+
+
+def _variants(path: Path, raw: Any) -> tuple[Variant, ...]:
+    if raw is None:
+        return (Variant(),)
+    example = "write e.g. `variants: [{name: plain}, {name: sheet, cheatsheet: true}]`"
+    if not isinstance(raw, list) or not raw:
+        raise RunFileError(path, "variants", f"must be a non-empty list, got {raw!r}", example)
+    variants: list[Variant] = []
+    for i, entry in enumerate(raw):
+        where = f"variants[{i}]"
+        if isinstance(entry, str):
+            entry = {"name": entry}
+        if not isinstance(entry, dict):
+            raise RunFileError(path, where, f"must be a mapping with a name, got {entry!r}", example)
+        unknown = sorted(set(entry) - set(VARIANT_FIELDS))
+        if unknown:
+            raise RunFileError(path, f"{where}.{unknown[0]}", "is not a variant key", f"use only {', '.join(VARIANT_FIELDS)}")
+        name = entry.get("name")
+        if not isinstance(name, str) or not name or "|" in name or "/" in name or any(v.name == name for v in variants):
+            raise RunFileError(path, f"{where}.name", f"must be a unique non-empty name without | or /, got {name!r}", example)
+        if not isinstance(entry.get("cheatsheet", False), bool):
+            raise RunFileError(path, f"{where}.cheatsheet", f"must be true or false, got {entry['cheatsheet']!r}", "write `cheatsheet: true`")
+        if not isinstance(entry.get("prompt", ""), str):
+            raise RunFileError(path, f"{where}.prompt", "must be text", "write `prompt: \"extra instructions\"`")
+        if not isinstance(entry.get("options", {}), dict):
+            raise RunFileError(path, f"{where}.options", "must be a mapping", "write e.g. `options: {temperature: 0}`")
+        variants.append(Variant(name=name, cheatsheet=entry.get("cheatsheet", False), prompt=entry.get("prompt", ""), options=dict(entry.get("options", {}))))
+    return tuple(variants)
 
 
 @dataclass(frozen=True)
@@ -164,6 +273,67 @@ def plan(spec: RunSpec) -> list[PlannedJob]:
     return jobs
 
 
+@dataclass(frozen=True)
+class PlannedAttempt:
+    index: int  # 1, 2, ... in the run: the attempt's id is `<run id>/<index>`
+    agent: AgentConfig  # options resolved for this task (offline agents' paths)
+    task: Task
+    device: str
+    variant: Variant
+    iteration: int
+
+    @property
+    def key(self) -> str:
+        from .agents.runner import attempt_key
+
+        return attempt_key(self.agent.name, self.task.id, self.device, self.variant.name, self.iteration)
+
+
+def plan_attempts(spec: RunSpec) -> list[PlannedAttempt]:
+    """Every attempt of the run, agents side by side: task, device, variant, iteration, agent."""
+    if not spec.agents:
+        return []
+    from .agents.offline import resolve_options
+
+    attempts = []
+    counter = itertools.count(1)
+    for task in select_tasks(spec.tasks, spec.tasks_dir):
+        resolved = [resolve_options(a, task, spec.base_dir) for a in spec.agents]
+        for device in spec.devices:
+            for variant in spec.variants:
+                for i in range(spec.iterations):
+                    for agent in resolved:
+                        attempts.append(PlannedAttempt(next(counter), agent, task, device, variant, i))
+    return attempts
+
+
+@dataclass(frozen=True)
+class AttemptReport:
+    """What a front end hears of an attempt: it started, or it ended (with its result)."""
+
+    attempt_id: str
+    agent: str
+    task_id: str
+    device: str
+    variant: str
+    state: str  # running | done | failed | cancelled
+    stop_reason: str | None = None
+    result: Result | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class EvalRequest:
+    """A scheduler job's payload: evaluate `candidate` on `task`; `job_id` is the store's job
+    that keeps the result (None: an `arena check`, kept nowhere but in the agent's transcript)."""
+
+    task: Task
+    candidate: Path
+    job_id: int | None
+    visible_only: bool = False
+    on_event: Callable[[events.Event], None] | None = None
+
+
 def local_executor(device_id: str, root: Path) -> Executor:
     return LocalExecutor(device_id, root)
 
@@ -174,6 +344,7 @@ class RunOutcome:
     results: list[Result] = field(default_factory=list)
     failed_jobs: list[str] = field(default_factory=list)  # infrastructure faults past their retries
     interrupted: bool = False
+    attempts: list[AttemptReport] = field(default_factory=list)  # the attempts that ended in this execution
 
 
 async def execute(
@@ -182,9 +353,15 @@ async def execute(
     spec: RunSpec,
     executor_factory: ExecutorFactory = local_executor,
     on_event: OnRunEvent | None = None,
+    on_attempt: OnAttempt | None = None,
+    attempts_root: Path | None = None,
 ) -> RunOutcome:
-    """Evaluate every job of the run that has no result yet; record each result in the store
-    before reporting it. Cancelling the returned coroutine (Ctrl-C) leaves the run resumable."""
+    """Evaluate every job of the run that has no result yet and run every attempt that has not
+    ended; record each result in the store before reporting it. Cancelling the returned
+    coroutine (Ctrl-C) stops the agents (and everything they started), records them
+    `cancelled`, and leaves the run resumable: a resumed run reruns cancelled attempts from a
+    fresh workspace, re-evaluates those whose agent had ended, and never redoes a finished one.
+    Attempt folders go under `attempts_root` (default: `attempts/<run id>` beside the store)."""
     planned = {p.key: p for p in plan(spec)}
     for p in planned.values():
         store.add_job(run_id, task_id=p.task.id, device_id=p.device, candidate=p.candidate, family=p.task.family, key=p.key)
@@ -192,10 +369,18 @@ async def execute(
     # infrastructure fault last time. A job with a result is never evaluated again.
     finished = {row.job_id for row in store.results(run_id)}
     pending = {job.key: job for job in store.jobs(run_id) if job.id not in finished and job.key in planned}
+    attempts = plan_attempts(spec)
+    attempt_ids = {a.key: store.add_attempt(
+        run_id, a.index, key=a.key, agent=a.agent.name, agent_kind=a.agent.kind, model=a.agent.model, task_id=a.task.id,
+        family=a.task.family, device_id=a.device, variant=a.variant.name, iteration=a.iteration) for a in attempts}
+    rows = {row.key: row for row in store.attempts(run_id)}
+    open_attempts = [a for a in attempts if rows[a.key].state != "done"]
     outcome = RunOutcome(run_id)
     root = Path(tempfile.mkdtemp(prefix="arena-run-"))
+    folders = attempts_root or store.path.parent / "attempts" / run_id
     evaluators: dict[Slot, Evaluator] = {}
     job_ids: dict[str, int] = {}
+    checks = itertools.count(1)
 
     def emit(job_id: int | None, event: events.Event) -> None:
         store.append_event(run_id, job_id, event)
@@ -203,14 +388,18 @@ async def execute(
             on_event(job_id, event)
 
     def on_scheduler_event(event: events.Event) -> None:
-        job_id = job_ids.get(getattr(event, "job_id", ""), None)
+        scheduler_id = getattr(event, "job_id", "")
+        job_id = job_ids.get(scheduler_id, None)
         if isinstance(event, events.JobStateChanged) and job_id is not None and event.state in ("queued", "running", "retrying", "cancelled"):
             store.set_job_state(job_id, "queued" if event.state in ("retrying", "cancelled") else event.state, attempts=event.attempt)
+        if "|check-" in scheduler_id:  # an agent's `arena check`: shown, not kept in the run's log
+            if on_event is not None:
+                on_event(None, event)
+            return
         emit(job_id, event)
 
     async def runner(job: Job, slot: Slot) -> Result:
-        p: PlannedJob = job.payload
-        job_id = job_ids[job.id]
+        request: EvalRequest = job.payload
         evaluator = evaluators.get(slot)
         if evaluator is None:
             try:
@@ -218,33 +407,55 @@ async def execute(
             except Exception as exc:  # noqa: BLE001 - a device that cannot be reached is an infrastructure fault
                 raise InfrastructureFault(f"{slot.device}: {exc}") from exc
             evaluators[slot] = evaluator
+
+        def forward(event: events.Event) -> None:
+            if request.job_id is not None:
+                emit(request.job_id, event)
+            if request.on_event is not None:
+                request.on_event(event)
+
         try:
-            result = await evaluator.aevaluate(p.task, p.candidate, on_event=lambda e: emit(job_id, e))
+            result = await evaluator.aevaluate(request.task, request.candidate, on_event=forward, visible_only=request.visible_only)
         except HarnessError as exc:
             evaluators.pop(slot).executor.close()
             raise InfrastructureFault(str(exc)) from exc
         except asyncio.CancelledError:
             evaluators.pop(slot).executor.close()  # stops the harness and everything it started
             raise
-        store.record_result(job_id, result)
+        if request.job_id is not None:
+            store.record_result(request.job_id, result)
         return result
 
-    devices = sorted({p.device for p in planned.values()})
+    devices = sorted({p.device for p in planned.values()} | {a.device for a in attempts})
+    if not devices:
+        store.finish_run(run_id, "finished")
+        return outcome
     slots = slots_for(devices, cpu_slots=spec.cpu_slots)
+    attempt_tasks: list[asyncio.Task] = []
     try:
         async with Scheduler(slots, runner, max_retries=spec.max_retries, on_event=on_scheduler_event) as scheduler:
             futures = {}
             for key, job in pending.items():
                 job_ids[key] = job.id
-                futures[key] = scheduler.submit(Job(id=key, devices=(job.device_id,), payload=planned[key]))
+                futures[key] = scheduler.submit(Job(id=key, devices=(job.device_id,), payload=EvalRequest(planned[key].task, planned[key].candidate, job.id)))
+            limit = asyncio.Semaphore(spec.parallelism or max(1, len(spec.agents)))
+            for a in open_attempts:
+                context = _AttemptContext(store, scheduler, job_ids, checks, folders, root, on_event, on_attempt, outcome)
+                attempt_tasks.append(asyncio.ensure_future(_attempt(a, attempt_ids[a.key], rows[a.key], run_id, context, limit)))
             for key, future in futures.items():
                 try:
                     outcome.results.append(await future)
                 except Exception as exc:  # noqa: BLE001 - JobFailed: recorded, the run goes on
                     outcome.failed_jobs.append(f"{key}: {exc}")
                     store.set_job_state(job_ids[key], "failed")
+            if attempt_tasks:
+                await asyncio.gather(*attempt_tasks)
     except asyncio.CancelledError:
         outcome.interrupted = True
+        for task in attempt_tasks:
+            task.cancel()
+        if attempt_tasks:
+            await asyncio.wait(attempt_tasks)  # each stops its agent and records it cancelled
         store.finish_run(run_id, "interrupted")
         raise
     finally:
@@ -252,3 +463,94 @@ async def execute(
             evaluator.close()
     store.finish_run(run_id, "finished")
     return outcome
+
+
+@dataclass
+class _AttemptContext:
+    """What every attempt of one execution shares."""
+
+    store: Store
+    scheduler: Scheduler
+    job_ids: dict[str, int]
+    checks: Any  # itertools.count: unique scheduler ids for checks
+    folders: Path
+    eval_root: Path
+    on_event: OnRunEvent | None
+    on_attempt: OnAttempt | None
+    outcome: RunOutcome
+
+
+async def _attempt(planned: PlannedAttempt, attempt_id: str, row: Any, run_id: str, ctx: _AttemptContext, limit: asyncio.Semaphore) -> None:
+    """One attempt through the runner, recorded at each step: started (transcript cleared),
+    agent ended (stop reason, usage, the snapshot: state `evaluating`), final result (`done`).
+    An attempt whose agent had ended before an interruption is only evaluated again."""
+    from .agents import adapter as make_adapter
+    from .agents.runner import Attempt, evaluate_submission, run_agent, snapshot
+    from .workspace import make_workspace
+
+    store = ctx.store
+    attempt = Attempt(attempt_id, run_id, planned.agent, planned.task, planned.device, planned.variant, planned.iteration)
+    final_key = f"{planned.key}|final"
+
+    def report(state: str, stop_reason: str | None = None, result: Result | None = None, error: str | None = None) -> AttemptReport:
+        rep = AttemptReport(attempt_id, planned.agent.name, planned.task.id, planned.device, planned.variant.name, state, stop_reason, result, error)
+        if ctx.on_attempt is not None:
+            ctx.on_attempt(rep)
+        return rep
+
+    async def evaluate(candidate: Path, visible_only: bool, on_event: Callable[[events.Event], None] | None) -> Result:
+        if visible_only:
+            job_id, scheduler_id = None, f"{attempt_id}|check-{next(ctx.checks)}"
+        else:
+            job_id = store.add_job(run_id, task_id=planned.task.id, device_id=planned.device, candidate=candidate, family=planned.task.family,
+                                   agent=planned.agent.name, variant=planned.variant.name, key=final_key)
+            scheduler_id = final_key
+            ctx.job_ids[scheduler_id] = job_id
+        future = ctx.scheduler.submit(Job(id=scheduler_id, devices=(planned.device,), payload=EvalRequest(planned.task, candidate, job_id, visible_only, on_event)))
+        return await future
+
+    def on_transcript(event: events.TranscriptEvent) -> None:
+        store.append_transcript(event)
+        if ctx.on_event is not None:
+            ctx.on_event(None, event)
+
+    async with limit:
+        stop_reason = row.stop_reason
+        submission = Path(row.submission) if row.submission else None
+        kept = None
+        try:
+            if row.state not in ("evaluating", "failed") or submission is None or not submission.is_file():
+                folder = ctx.folders / attempt.slug
+                store.start_attempt(attempt_id, folder)
+                report("running")
+                workspace = make_workspace(folder, planned.task, planned.device, planned.variant, planned.agent.budget_s,
+                                           planned.agent.max_cost_usd, planned.agent.max_tokens)
+                agent = await run_agent(attempt, make_adapter(planned.agent.kind), workspace, evaluate, on_transcript,
+                                        masked=(ctx.eval_root, planned.task.path.parent.parent))
+                submission = snapshot(workspace, "final")
+                stop_reason = agent.stop_reason
+                store.end_agent(attempt_id, stop_reason=agent.stop_reason, exit_status=agent.exit_status, submission=submission,
+                                checks=agent.checks, seconds=agent.seconds, usage=agent.usage.to_json(), sandbox=agent.sandbox_status, error=agent.error)
+            else:
+                store.set_attempt_state(attempt_id, "evaluating")
+                # Interrupted between the final result and the attempt's last update: the result stands.
+                kept = next((r for r in store.results(run_id) if store.get_job(r.job_id).key == final_key and r.status != "infrastructure_error"), None)
+            result = kept.to_result() if kept else await evaluate_submission(attempt, submission, evaluate)
+            job_id = store.add_job(run_id, task_id=planned.task.id, device_id=planned.device, candidate=submission, family=planned.task.family,
+                                   agent=planned.agent.name, variant=planned.variant.name, key=final_key)
+            store.record_result(job_id, result)  # again where the scheduler did: the same result; once where no harness ran (no `run`)
+            state = "failed" if result.status == "infrastructure_error" else "done"
+            store.set_attempt_state(attempt_id, state, job_id=job_id)
+            ctx.outcome.attempts.append(report(state, stop_reason, result))
+        except asyncio.CancelledError:
+            store.set_attempt_state(attempt_id, "cancelled", stop_reason="cancelled")
+            report("cancelled", "cancelled")
+            raise
+        except JobFailed as exc:  # the final evaluation hit infrastructure faults past its retries: resume re-evaluates
+            store.set_attempt_state(attempt_id, "failed", error=str(exc))
+            ctx.outcome.failed_jobs.append(f"{attempt_id}: {exc}")
+            ctx.outcome.attempts.append(report("failed", stop_reason, error=str(exc)))
+        except Exception as exc:  # noqa: BLE001 - one attempt's fault (a bad adapter option) must not end the run
+            store.set_attempt_state(attempt_id, "failed", error=f"{type(exc).__name__}: {exc}")
+            ctx.outcome.failed_jobs.append(f"{attempt_id}: {type(exc).__name__}: {exc}")
+            ctx.outcome.attempts.append(report("failed", stop_reason, error=f"{type(exc).__name__}: {exc}"))

@@ -229,6 +229,54 @@ def for_harness(writable: tuple[Path, ...], read_only: tuple[Path, ...], env: Ma
     )
 
 
+# What a coding agent needs beyond ENV_ALLOW to reach its API from behind a proxy; its API key
+# comes in the policy's `env`, named by the agent's config, never through this list.
+AGENT_ENV_ALLOW = (
+    "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "no_proxy", "all_proxy",
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "COLORTERM", "NO_COLOR",
+)
+
+
+def for_agent(
+    workspace: Path, env: Mapping[str, str], network: bool = True, home: Path | None = None,
+    read_only: tuple[Path, ...] = (), masked: tuple[Path, ...] = (),
+) -> SandboxPolicy:
+    """A coding agent's policy: its `workspace` read-write (and the cwd); a private `home`
+    (default: `home` beside the workspace, made here) read-write and set as HOME, so the CLI's
+    config and caches stay with the attempt; `read_only` (the agent's tools, the `arena`
+    wrapper) and Python read-only; masked: every home folder, the task folders (bundled,
+    `$ARENA_TASKS`, and `masked`), the checkout but the `core/` and `arena_tui/` packages that
+    `arena check` imports, and the results store's folder, which also holds the other
+    attempts' workspaces. The network is on by default: CLI agents call their model's API.
+    Limits are the harness's, looser: agents run node, compilers and test scripts."""
+    from .devices import PACKAGE_ROOT  # lazy: the sandbox module stays free of the engine
+    from .store import default_path
+    from .tasks import bundled_tasks_root, tasks_root
+
+    workspace = _abs(workspace)
+    home = _abs(home) if home is not None else workspace.parent / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    package = PACKAGE_ROOT.resolve()
+    needed = (package / "core", package / "arena_tui")
+    hidden = [*private_masks(), default_path().parent, bundled_tasks_root(), tasks_root(), *masked]
+    if (package / "pyproject.toml").is_file():  # a checkout (tests, .git, build/ hold task files), not site-packages
+        hidden.append(package)
+    import resource
+
+    hard_files = resource.getrlimit(resource.RLIMIT_NOFILE)[1]  # the shim cannot raise a hard limit
+    limits = Limits(
+        processes=max(8192, 64 * (os.cpu_count() or 1)),
+        open_files=65536 if hard_files == resource.RLIM_INFINITY else min(65536, hard_files),
+        file_size=16 * GiB,
+    )
+    prefixes = {_abs(p) for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix)}
+    python = tuple(p for p in python_paths() if not _under(p, tuple(hidden)) or _under(p, prefixes))
+    return SandboxPolicy(
+        writable=(workspace, home), read_only=(*needed, *read_only, *python), masked=tuple(hidden), network=network,
+        env={**env, "HOME": str(home)}, env_allow=ENV_ALLOW + AGENT_ENV_ALLOW, limits=limits, cwd=workspace,
+    )
+
+
 def _under(path: Path, folders: tuple[Path, ...] | set[Path]) -> bool:
     p = _abs(path)
     return any(p == f or f in p.parents for f in map(_abs, folders))
@@ -409,11 +457,12 @@ def _environment(policy: SandboxPolicy, sandboxed: bool) -> dict[str, str]:
         if sandboxed and policy.view(env[name]) != "rw":
             del env[name]
     if sandboxed:
-        env.update(HOME=PRIVATE_HOME, TMPDIR="/tmp")
+        # A policy may name its own HOME (an agent's, kept with its attempt); else the private one.
+        env.update({k: v for k, v in (("HOME", PRIVATE_HOME), ("TMPDIR", "/tmp")) if k not in policy.env})
         user_base = site.getuserbase()
         if site.ENABLE_USER_SITE and os.path.isdir(site.getusersitepackages()):
             env.setdefault("PYTHONUSERBASE", user_base)  # HOME moved; the user's site-packages did not
-    elif policy.writable:
+    elif policy.writable and "HOME" not in policy.env:
         home = Path(policy.writable[0]) / ".home"
         home.mkdir(exist_ok=True)
         env["HOME"] = str(home)

@@ -34,6 +34,7 @@ JOB_STATES = ("queued", "running", "done", "failed", "cancelled")
 PENDING_STATES = ("queued", "running")
 JOB_KINDS = ("evaluation",)
 FLAG_KINDS = ("integrity", "review")
+ATTEMPT_STATES = ("queued", "running", "evaluating", "done", "failed", "cancelled")
 EXPORT_VERSION = 1
 BUSY_TIMEOUT_MS = 10_000
 
@@ -107,6 +108,49 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX events_job ON events (job_id, seq);
     """,
+    # 2: agent attempts (run × agent × task × device × variant × iteration) and their transcripts.
+    """
+    CREATE TABLE attempts (
+        id            TEXT PRIMARY KEY,        -- <run id>/<n>, n its place in the run's plan
+        run_id        TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        key           TEXT NOT NULL,           -- agent|task|device|variant|iteration: a resumed run finds it
+        agent         TEXT NOT NULL,
+        agent_kind    TEXT NOT NULL,
+        model         TEXT,
+        task_id       TEXT NOT NULL,
+        family        TEXT NOT NULL,
+        device_id     TEXT NOT NULL,
+        variant       TEXT NOT NULL,
+        iteration     INTEGER NOT NULL DEFAULT 0,
+        state         TEXT NOT NULL,           -- queued | running | evaluating | done | failed | cancelled
+        stop_reason   TEXT,                    -- finished | budget | cost_cap | token_cap | crashed | cancelled
+        exit_status   INTEGER,
+        job_id        INTEGER REFERENCES jobs(id) ON DELETE SET NULL,  -- the final evaluation
+        folder        TEXT,                    -- the attempt's folder (workspace, submissions, agent.log)
+        submission    TEXT,                    -- the solution.py snapshot that is scored
+        checks        INTEGER NOT NULL DEFAULT 0,
+        input_tokens  INTEGER,
+        output_tokens INTEGER,
+        cost_usd      REAL,
+        seconds       REAL,                    -- the agent's wall-clock time
+        sandbox       TEXT,
+        error         TEXT,
+        started_at    TEXT,
+        finished_at   TEXT,
+        created_at    TEXT NOT NULL,
+        updated_at    TEXT NOT NULL,
+        UNIQUE (run_id, key)
+    );
+    CREATE INDEX attempts_run ON attempts (run_id, state);
+    CREATE TABLE transcripts (
+        attempt_id TEXT NOT NULL REFERENCES attempts(id) ON DELETE CASCADE,
+        seq        INTEGER NOT NULL,
+        kind       TEXT NOT NULL,
+        event      TEXT NOT NULL,              -- JSON: a core/events.py TranscriptEvent
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (attempt_id, seq)
+    );
+    """,
 )
 
 
@@ -175,6 +219,38 @@ class ResultRow:
     def to_result(self) -> Result:
         """The `Result` this row was recorded from."""
         return result_from_json(self.result)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    id: str
+    run_id: str
+    key: str
+    agent: str
+    agent_kind: str
+    model: str | None
+    task_id: str
+    family: str
+    device_id: str
+    variant: str
+    iteration: int
+    state: str
+    stop_reason: str | None
+    exit_status: int | None
+    job_id: int | None
+    folder: str | None
+    submission: str | None
+    checks: int
+    input_tokens: int | None
+    output_tokens: int | None
+    cost_usd: float | None
+    seconds: float | None
+    sandbox: str | None
+    error: str | None
+    started_at: str | None
+    finished_at: str | None
+    created_at: str
+    updated_at: str
 
 
 @dataclass(frozen=True)
@@ -546,6 +622,96 @@ class Store:
             for r in self._read(sql + " ORDER BY seq", params)
         ]
 
+    # -- attempts ------------------------------------------------------------------------
+
+    def add_attempt(
+        self, run_id: str, index: int, *, key: str, agent: str, agent_kind: str, model: str | None, task_id: str, device_id: str,
+        variant: str, iteration: int = 0, family: str | None = None,
+    ) -> str:
+        """Queue an attempt; returns its id, `<run id>/<index>`. Idempotent on `key`: an attempt
+        the run already has keeps its id and state."""
+        full = self._resolve_run(run_id)
+        now = _now()
+        with self._write(f"add an attempt to run {full}") as db:
+            existing = db.execute("SELECT id FROM attempts WHERE run_id = ? AND key = ?", (full, key)).fetchone()
+            if existing is not None:
+                return str(existing[0])
+            attempt_id = f"{full}/{index}"
+            db.execute(
+                "INSERT INTO attempts (id, run_id, key, agent, agent_kind, model, task_id, family, device_id, variant, iteration, state,"
+                " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?)",
+                (attempt_id, full, key, agent, agent_kind, model, task_id, family or task_id.split("/")[0], device_id, variant, iteration, now, now),
+            )
+            return attempt_id
+
+    def attempts(self, run_id: str) -> list[Attempt]:
+        """The run's attempts in plan order."""
+        full = self._resolve_run(run_id)
+        rows = self._read("SELECT * FROM attempts WHERE run_id = ? ORDER BY CAST(substr(id, length(run_id) + 2) AS INTEGER)", (full,))
+        return [_attempt(r) for r in rows]
+
+    def get_attempt(self, attempt_id: str) -> Attempt:
+        """An attempt by its id, `<run>/<n>`, where the run part may be any form `get_run` takes."""
+        run_part, _, index = attempt_id.rpartition("/")
+        if not run_part or not index.isdigit():
+            raise StoreError(f"`{attempt_id}` is not an attempt id: give RUN/N, e.g. r-20261129-1c4b/3 (see `arena runs show RUN`)")
+        full = f"{self._resolve_run(run_part)}/{int(index)}"
+        rows = self._read("SELECT * FROM attempts WHERE id = ?", (full,))
+        if not rows:
+            raise StoreError(f"unknown attempt `{attempt_id}`: see `arena runs show {run_part}` for the run's attempts")
+        return _attempt(rows[0])
+
+    def start_attempt(self, attempt_id: str, folder: str | Path) -> None:
+        """Mark an attempt running from scratch: a rerun (after an interruption) forgets the
+        transcript and figures of the try it replaces."""
+        with self._write(f"start attempt {attempt_id}") as db:
+            db.execute("DELETE FROM transcripts WHERE attempt_id = ?", (attempt_id,))
+            db.execute(
+                "UPDATE attempts SET state = 'running', stop_reason = NULL, exit_status = NULL, job_id = NULL, folder = ?, submission = NULL,"
+                " checks = 0, input_tokens = NULL, output_tokens = NULL, cost_usd = NULL, seconds = NULL, sandbox = NULL, error = NULL,"
+                " started_at = ?, finished_at = NULL, updated_at = ? WHERE id = ?",
+                (str(folder), _now(), _now(), attempt_id),
+            )
+
+    def end_agent(
+        self, attempt_id: str, *, stop_reason: str, exit_status: int | None, submission: str | Path, checks: int, seconds: float,
+        usage: Mapping[str, Any], sandbox: str | None = None, error: str | None = None,
+    ) -> None:
+        """The agent has stopped and its solution is snapshotted: the attempt is `evaluating`."""
+        with self._write(f"end the agent of attempt {attempt_id}") as db:
+            db.execute(
+                "UPDATE attempts SET state = 'evaluating', stop_reason = ?, exit_status = ?, submission = ?, checks = ?, seconds = ?,"
+                " input_tokens = ?, output_tokens = ?, cost_usd = ?, sandbox = ?, error = ?, updated_at = ? WHERE id = ?",
+                (stop_reason, exit_status, str(submission), checks, seconds, usage.get("input_tokens"), usage.get("output_tokens"),
+                 usage.get("cost_usd"), sandbox, error, _now(), attempt_id),
+            )
+
+    def set_attempt_state(self, attempt_id: str, state: str, *, stop_reason: str | None = None, job_id: int | None = None,
+                          error: str | None = None) -> None:
+        if state not in ATTEMPT_STATES:
+            raise StoreError(f"attempt state `{state}` is not one of {', '.join(ATTEMPT_STATES)}")
+        finished = _now() if state in ("done", "failed", "cancelled") else None
+        with self._write(f"update attempt {attempt_id}") as db:
+            cursor = db.execute(
+                "UPDATE attempts SET state = ?, stop_reason = coalesce(?, stop_reason), job_id = coalesce(?, job_id), error = coalesce(?, error),"
+                " finished_at = ?, updated_at = ? WHERE id = ?",
+                (state, stop_reason, job_id, error, finished, _now(), attempt_id),
+            )
+            if cursor.rowcount == 0:
+                raise StoreError(f"unknown attempt {attempt_id}: add it with add_attempt first")
+
+    def append_transcript(self, event: events.TranscriptEvent) -> None:
+        blob = _dumps(events.to_json(event), f"transcript event {event.seq} of {event.attempt}")
+        with self._write(f"append to the transcript of {event.attempt}") as db:
+            db.execute("INSERT OR REPLACE INTO transcripts (attempt_id, seq, kind, event, created_at) VALUES (?, ?, ?, ?, ?)",
+                       (event.attempt, event.seq, event.kind, blob, _now()))
+
+    def transcript(self, attempt_id: str) -> list[events.TranscriptEvent]:
+        """The attempt's transcript in order (`attempt_id` as `get_attempt` takes it)."""
+        full = self.get_attempt(attempt_id).id
+        rows = self._read("SELECT event FROM transcripts WHERE attempt_id = ? ORDER BY seq", (full,))
+        return [events.parse(r["event"]) for r in rows]  # type: ignore[misc]
+
     # -- export --------------------------------------------------------------------------
 
     def export_run(self, run_id: str) -> Iterator[dict[str, Any]]:
@@ -558,6 +724,8 @@ class Store:
         for job in self.jobs(run.id):
             row = results.get(job.id)
             yield {"type": "job", **{f.name: getattr(job, f.name) for f in fields(Job)}, "result": row.result if row else None}
+        for attempt in self.attempts(run.id):
+            yield {"type": "attempt", **{f.name: getattr(attempt, f.name) for f in fields(Attempt)}}
 
 
 def _migrate(db: sqlite3.Connection, path: Path) -> None:
@@ -584,6 +752,10 @@ def _migrate(db: sqlite3.Connection, path: Path) -> None:
             if db.in_transaction:
                 db.execute("ROLLBACK")
             raise
+
+
+def _attempt(r: sqlite3.Row) -> Attempt:
+    return Attempt(**{f.name: r[f.name] for f in fields(Attempt)})
 
 
 def _job(r: sqlite3.Row) -> Job:

@@ -30,6 +30,13 @@ DTYPES = (
 INIT_DISTS = {"normal": ("mean", "std"), "uniform": ("low", "high"), "randint": ("low", "high")}
 WORKLOAD_META = ("model", "note")
 MIN_SEEDS = 3
+# The normalized model-config keys a `model_workloads` section may use; core/model_config.py
+# maps Hugging Face config.json names onto them (docs/task-format.md).
+MODEL_KEYS = (
+    "hidden_size", "num_heads", "num_kv_heads", "head_dim", "intermediate_size", "num_experts", "top_k",
+    "expert_intermediate_size", "n_group", "topk_group", "kv_lora_rank", "qk_rope_head_dim", "v_head_dim",
+    "sliding_window", "vocab_size",
+)
 
 
 class TaskError(ValueError):
@@ -135,6 +142,36 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class ModelWorkloads:
+    """How a task's axes derive from a model config (`arena tasks add-model`): each axis is an
+    expression over MODEL_KEYS or a list of integers; the cross product of the lists gives the
+    workloads a model adds. The task applies to a model only if it has every `requires` key."""
+
+    requires: tuple[str, ...]
+    axes: dict[str, str | tuple[int, ...]]
+
+    def workloads(self, config: dict[str, int]) -> list[dict[str, int]]:
+        """Axis values for a model's normalized config, in the task's axis order; raises
+        KeyError naming a key the config lacks and ValueError for a value that is not a
+        positive integer."""
+        fixed: dict[str, int] = {}
+        for axis, rule in self.axes.items():
+            if isinstance(rule, str):
+                missing = sorted(formula_names(rule) - set(config))
+                if missing:
+                    raise KeyError(missing[0])
+                value = evaluate_formula(rule, config)
+                if value != int(value) or value <= 0:
+                    raise ValueError(f"{axis} = {rule} is {value:g} for this model, not a positive integer")
+                fixed[axis] = int(value)
+        rows: list[dict[str, int]] = [{}]
+        for axis, rule in self.axes.items():
+            choices = [fixed[axis]] if isinstance(rule, str) else list(rule)
+            rows = [{**row, axis: v} for row in rows for v in choices]
+        return rows
+
+
+@dataclass(frozen=True)
 class Task:
     id: str
     path: Path
@@ -154,6 +191,7 @@ class Task:
     cpu: WorkloadSets
     limits: Limits = field(default_factory=Limits)
     vendor_notes: str = ""
+    model_workloads: ModelWorkloads | None = None
 
     @property
     def family(self) -> str:
@@ -262,7 +300,7 @@ def load_task(task_dir: Path | str, tasks_root: Path | str | None = None) -> Tas
     top.no_unknown((
         "schema_version", "description", "models", "languages", "baseline_kind", "baseline",
         "vendor_notes", "axes", "inputs", "outputs", "correctness", "flops", "bytes", "peak",
-        "workloads", "limits",
+        "workloads", "limits", "model_workloads",
     ))
     version = top.get("schema_version", int, "write `schema_version: 1`")
     if version != 1:
@@ -347,6 +385,7 @@ def load_task(task_dir: Path | str, tasks_root: Path | str | None = None) -> Tas
         gpu=gpu_sets,
         cpu=cpu_sets,
         limits=limits,
+        model_workloads=_model_workloads(spec_path, top, axes),
     )
 
 
@@ -441,6 +480,58 @@ def _workload_sets(path: Path, f: _Fields, axes: dict[str, str]) -> WorkloadSets
     if not any(not _power_of_two(v) for w in fixed for v in w.axes.values()):
         raise TaskError(path, h.at("fixed"), "has no size that is not a power of two", "add a workload with an odd or irregular size (e.g. M=77)")
     return WorkloadSets(visible, HiddenSet(fixed, draw))
+
+
+_MODEL_EXPR_NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Load, ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.USub)
+
+
+def _model_expr_problem(expr: str) -> str | None:
+    """Why `expr` is not integer arithmetic over MODEL_KEYS (+ - * // and parentheses), or None."""
+    try:
+        tree = ast.parse(expr, mode="eval")
+    except SyntaxError:
+        return f"`{expr}` is not an expression"
+    for node in ast.walk(tree):
+        if not isinstance(node, _MODEL_EXPR_NODES) or isinstance(node, ast.Constant) and (type(node.value) is not int):
+            return f"`{expr}` uses `{ast.unparse(node)}`; only integers, + - * // and parentheses are allowed"
+    unknown = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - set(MODEL_KEYS))
+    if unknown:
+        return f"`{expr}` uses unknown config key(s) {', '.join(unknown)}"
+    return None
+
+
+def _model_workloads(path: Path, top: _Fields, axes: dict[str, str]) -> ModelWorkloads | None:
+    """The optional `model_workloads` section: every axis derived, every key a normalized one."""
+    if "model_workloads" not in top.data:
+        return None
+    keys = ", ".join(MODEL_KEYS)
+    f = _Fields(path, top.data["model_workloads"], "model_workloads")
+    f.no_unknown(("requires", "axes"))
+    requires = f.get("requires", list, f"list the normalized config keys the model must have, e.g. [num_experts] (one of {keys})")
+    for key in requires:
+        if key not in MODEL_KEYS:
+            f.fail(f"`{key}` is not a normalized config key", f"use one of {keys}", "requires")
+    rules = _Fields(path, f.get("axes", dict, "give every axis an expression over config keys or a list of integers"), "model_workloads.axes")
+    derived: dict[str, str | tuple[int, ...]] = {}
+    for axis, rule in rules.data.items():
+        axis = str(axis)
+        if axis not in axes:
+            rules.fail(f"`{axis}` is not a declared axis", f"derive only the axes declared under `axes:` ({', '.join(axes)})", axis)
+        if isinstance(rule, list):
+            if not rule or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in rule):
+                rules.fail(f"{rule!r} is not a list of positive integers", "give token buckets such as [1, 128, 4096]", axis)
+            derived[axis] = tuple(rule)
+        elif isinstance(rule, (str, int)) and not isinstance(rule, bool):
+            problem = _model_expr_problem(str(rule))
+            if problem:
+                rules.fail(problem, f"write arithmetic (+ - * // and parentheses) over {keys}", axis)
+            derived[axis] = str(rule)
+        else:
+            rules.fail(f"{rule!r} is neither an expression nor a list of integers", "e.g. `E: num_experts` or `T: [1, 128, 4096]`", axis)
+    missing = [a for a in axes if a not in derived]
+    if missing:
+        rules.fail(f"axis(es) {', '.join(missing)} have no rule", "give every declared axis an expression or a list of integers")
+    return ModelWorkloads(requires=tuple(str(k) for k in requires), axes={a: derived[a] for a in axes})
 
 
 def _power_of_two(n: int) -> bool:

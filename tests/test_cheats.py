@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from core import events, scan
+from core import events, sandbox, scan
 from core.devices import probe
 from core.evaluate import Evaluator, Timing, assemble, build_job, check_candidate, task_dtypes, wall_clock_findings
 from core.harness import channel, inputs
@@ -65,14 +65,22 @@ def test_cheat_is_caught_by_its_defense(cheat_evaluator, cheat):
     if cheat.expect == "sandbox":
         notes = scan.scan_candidate(cheat.path, task_dtypes(task))
         assert not outcome_problems("gap", cheat.notes, _NotesOnly(notes)), notes
-        if not _task_dir_hidden(cheat_evaluator, task.path):
-            pytest.skip("needs the sandbox to hide the task folder (docs/integrity.md): here the candidate can read it, and only the scan's notes fire")
+        if not sandbox.is_sandboxed(sandbox.sandbox_status()):
+            why = "needs the sandbox to hide the task folder (docs/integrity.md): here the candidate can read it, and only the scan's notes fire"
+            if os.environ.get("CI") == "true":
+                pytest.fail(f"CI=true: {why}; {sandbox.sandbox_status()}")
+            pytest.skip(why)
     seen: list[events.Event] = []
     limits = HANG_LIMITS if cheat.file == "infinite_loop" else LIMITS
     result = cheat_evaluator.evaluate(task, cheat.path, limits=limits, on_event=seen.append)
     assert result.status != "infrastructure_error", _describe(result)
-    problems = outcome_problems(cheat.expect, cheat.notes, result)
-    assert not problems, f"{cheat.file}: {problems}\n{_describe(result)}"
+    if cheat.expect == "sandbox":
+        # Sandboxed, the task folder is an empty mount: the stolen answer is not there.
+        assert _task_dir_hidden(cheat_evaluator, task.path)
+        assert result.status == "failed" and result.failed_stage == "correctness", _describe(result)
+    else:
+        problems = outcome_problems(cheat.expect, cheat.notes, result)
+        assert not problems, f"{cheat.file}: {problems}\n{_describe(result)}"
     assert [type(e) for e in seen].count(events.EvaluationFinished) == 1
     if cheat.file == "forged_verdicts":
         # Its lines may show up as text in the compile log; never as an event.

@@ -79,3 +79,14 @@ def test_arena_alone_evaluates_every_starter_and_prints_the_scores(capsys, fixtu
     code, out, _ = run_cli(capsys, "--tasks-dir", str(fixture_tasks))
     assert code == 0
     assert "elementwise/axpy" in out and "Scores" in out and "passed" in out
+
+
+def test_tasks_show_prints_brackets_in_a_description_as_written(capsys, tmp_path, fixture_tasks):
+    import shutil
+
+    folder = tmp_path / "elementwise" / "axpy"
+    shutil.copytree(fixture_tasks / "elementwise" / "axpy", folder)
+    yaml_path = folder / "task.yaml"
+    yaml_path.write_text(yaml_path.read_text().replace("description: y = 2 * x + b, elementwise, float32.", "description: 'y[i] = 2 * x[i] + b[i], [bold] stays text'"))
+    assert main(["--tasks-dir", str(tmp_path), "tasks", "show", "elementwise/axpy"]) == 0
+    assert "y[i] = 2 * x[i] + b[i], [bold] stays text" in capsys.readouterr().out

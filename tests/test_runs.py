@@ -40,7 +40,7 @@ def spec_for(fixture_tasks: Path, folder: Path, **overrides) -> RunSpec:
         ("name: x\n", "tasks", "list the tasks"),
         ("tasks: [gemm/nope]\n", "tasks", "arena tasks list"),
         ("tasks: [elementwise/axpy]\ncandidates: [missing.py]\n", "candidates", "does not exist"),
-        ("tasks: [elementwise/axpy]\nagents: [claude]\n", "agents", "use only"),
+        ("tasks: [elementwise/axpy]\nagent: [claude]\n", "agent", "use only"),
         ("tasks: [elementwise/axpy]\niterations: 0\n", "iterations", "positive integer"),
     ],
 )

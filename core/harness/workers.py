@@ -37,7 +37,7 @@ from typing import Any, Callable
 
 import torch
 
-from . import channel, compare, inputs, timing
+from . import channel, checking, inputs, timing
 
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 4, 24, 38
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
@@ -542,7 +542,7 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         task_dir = Path(job["task_dir"])
-        sources = {name: read_task_file(job, name) for name in ("reference.py", "baseline.py", "inputs.py")}
+        sources = {name: read_task_file(job, name) for name in ("reference.py", "baseline.py", "inputs.py", "check.py")}
         for name in ("reference.py", "baseline.py"):
             if sources[name] is None:
                 raise FileNotFoundError(f"the task's {name} is missing")
@@ -551,13 +551,14 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
         custom = None
         if sources["inputs.py"] is not None:
             custom = getattr(_module_from_source(sources["inputs.py"], "arena_task_inputs", str(task_dir / "inputs.py")), "make_inputs")
+        check = None if sources["check.py"] is None else checking.check_from_source(sources["check.py"], str(task_dir / "check.py"))
     except Exception as exc:  # noqa: BLE001 - the parent reports it as an infrastructure fault
         channel.send(conn, _error(exc))
         return
     channel.send(conn, {"ok": True, "ready": True})
     specs, out_specs = job["inputs"], job["outputs"]
     rule = job["correctness"]
-    expected: dict[str, list[torch.Tensor]] = {}
+    expected: dict[str, tuple[list[Any], list[torch.Tensor]]] = {}  # key -> (inputs, reference outputs)
     seen: dict[str, list[tuple[int, list[str], list[torch.Tensor]]]] = {}
     while True:
         try:
@@ -574,11 +575,11 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
                 with torch.no_grad():
                     result = reference_run(*args)
                 expected.clear()  # one pending check at a time; a failed run leaves none behind
-                expected[msg["key"]] = list(result) if isinstance(result, (tuple, list)) else [result]
+                expected[msg["key"]] = (args, list(result) if isinstance(result, (tuple, list)) else [result])
                 _sync(device)
                 channel.send(conn, {"ok": True})
             elif op == "check":
-                want = expected.pop(msg["key"])
+                args, want = expected.pop(msg["key"])
                 runs = int(msg.get("runs", 1))
                 shapes = msg["workload"]["shapes"]
                 try:
@@ -587,7 +588,7 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
                     channel.send(conn, {"ok": True, "malformed": str(exc)})
                     continue
                 n = len(out_specs)
-                per_run = [_compare_all(out_specs, got[r * n:(r + 1) * n], want, rule, device) for r in range(runs)]
+                per_run = [_compare_all(out_specs, got[r * n:(r + 1) * n], want, args, rule, device, check) for r in range(runs)]
                 independent = _independence(seen.setdefault(msg["workload_key"], []), msg["seed"], out_specs, got[:n], want)
                 channel.send(conn, {"ok": True, "runs": per_run, "independent": independent})
             elif op == "check_timed":
@@ -602,10 +603,11 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
                 n = len(out_specs)
                 results = []
                 for j, index in enumerate(calls):
+                    args = fresh(index)
                     with torch.no_grad():
-                        result = reference_run(*fresh(index))
+                        result = reference_run(*args)
                     ref = list(result) if isinstance(result, (tuple, list)) else [result]
-                    results.append({"call": index, "outputs": _compare_all(out_specs, got[j * n:(j + 1) * n], ref, rule, device)})
+                    results.append({"call": index, "outputs": _compare_all(out_specs, got[j * n:(j + 1) * n], ref, args, rule, device, check)})
                 channel.send(conn, {"ok": True, "results": results})
             elif op == "time":
                 channel.send(conn, {"ok": True, **_time(baseline_run, msg, specs, device, custom)})
@@ -615,19 +617,21 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
             channel.send(conn, _error(exc))
 
 
-def _compare_all(out_specs: list[dict[str, Any]], got: list[torch.Tensor], want: list[torch.Tensor], rule: dict[str, Any], device: torch.device) -> dict[str, Any]:
-    if len(got) != len(want):
-        raise inputs.OutputError(f"{len(got)} outputs, expected {len(want)}")
-    return {
-        spec["name"]: compare.compare(g.to(device), w, rule["atol"], rule["rtol"], rule["min_match"])
-        for spec, g, w in zip(out_specs, got, want)
-    }
+def _compare_all(
+    out_specs: list[dict[str, Any]], got: list[torch.Tensor], want: list[torch.Tensor], args: list[Any],
+    rule: dict[str, Any], device: torch.device, check: checking.Check | None,
+) -> dict[str, Any]:
+    if len(got) != len(out_specs):
+        raise inputs.OutputError(f"{len(got)} outputs, expected {len(out_specs)}")
+    return checking.judge(out_specs, [g.to(device) for g in got], want, args, rule, check)
 
 
 def _sample(t: torch.Tensor) -> torch.Tensor:
     flat = t.detach().reshape(-1)
     n = flat.numel()
-    index = torch.linspace(0, max(n - 1, 0), min(n, INDEPENDENT_SAMPLE), device=flat.device).long()
+    k = min(n, INDEPENDENT_SAMPLE)
+    # Integer arithmetic: a float32 linspace on a GPU rounds past n - 1 for large n.
+    index = torch.arange(k, device=flat.device, dtype=torch.int64) * max(n - 1, 0) // max(k - 1, 1)
     return flat[index].to("cpu", torch.float64)
 
 

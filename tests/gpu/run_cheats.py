@@ -169,12 +169,18 @@ def main(argv: list[str] | None = None) -> int:
                 record["traceback"] = traceback.format_exc()
             record.update(ok=not problems, problems=problems, seconds=round(time.monotonic() - start, 1))
             records.append(record)
+            _save(args.out, stem, records, args.device)  # after every row: a run cut short keeps what it measured
             print(f"{'ok  ' if not problems else 'FAIL'} {row.name:45s} {record.get('status', 'error'):22s} {record['seconds']:6.1f} s  {'; '.join(problems)[:200]}", flush=True)
-    info = {"device": args.device, "rows": len(records), "failed": sum(not r["ok"] for r in records)}
-    (args.out / f"{stem}.json").write_text(json.dumps({"info": info, "records": records}, indent=1, default=str))
-    (args.out / f"{stem}.md").write_text(table(records, args.device))
+    info = _save(args.out, stem, records, args.device)
     print(table(records, args.device))
     return 1 if info["failed"] else 0
+
+
+def _save(out: Path, stem: str, records: list[dict], device: str) -> dict:
+    info = {"device": device, "rows": len(records), "failed": sum(not r["ok"] for r in records)}
+    (out / f"{stem}.json").write_text(json.dumps({"info": info, "records": records}, indent=1, default=str))
+    (out / f"{stem}.md").write_text(table(records, device))
+    return info
 
 
 def _short(texts: list[str]) -> str:

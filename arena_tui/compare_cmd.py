@@ -1,0 +1,94 @@
+"""`arena compare RUN_A RUN_B`: paired per-task differences between two runs (A/B), with a
+bootstrap confidence interval on the geometric-mean speedup ratio (core/compare.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from core.compare import DEFAULT_RESAMPLES, Comparison, Outcome, compare
+from core.result import EXIT_BAD_INPUT, EXIT_PASSED
+from core.store import Store
+
+from .render import ratio
+from .runs_cmd import _guarded
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("compare", help="A/B: paired per-task differences between two runs, with a confidence interval")
+    p.add_argument("run_a", metavar="RUN_A", help="a run id, or a unique prefix of one (the baseline arm)")
+    p.add_argument("run_b", metavar="RUN_B", help="the run compared against it")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    p.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, help=f"bootstrap resamples (default {DEFAULT_RESAMPLES})")
+    p.set_defaults(func=_compare)
+
+
+def outcomes(store: Store, run_id: str) -> list[Outcome]:
+    jobs = {j.id: j for j in store.jobs(run_id)}
+    found = []
+    for r in store.results(run_id):
+        job = jobs.get(r.job_id)
+        if job is None or r.status == "infrastructure_error":  # not the candidate's outcome: nothing to compare
+            continue
+        found.append(Outcome(job.task_id, r.device_model or r.device_id, r.status == "passed", r.speedup, r.sol_fraction, r.timing_kind))
+    return found
+
+
+@_guarded
+def _compare(store: Store, args: argparse.Namespace, out: Console, err: Console) -> int:
+    if args.resamples < 100:
+        err.print("error: --resamples must be at least 100 (fix: drop the option, or pass 1000 or more)")
+        return EXIT_BAD_INPUT
+    a, b = store.get_run(args.run_a), store.get_run(args.run_b)
+    result = compare(a.id, outcomes(store, a.id), b.id, outcomes(store, b.id), resamples=args.resamples)
+    if args.json:
+        out.print_json(json.dumps(result.to_json()))
+        return EXIT_PASSED
+    render(out, result, a.name, b.name)
+    return EXIT_PASSED
+
+
+def render(out: Console, c: Comparison, name_a: str, name_b: str) -> None:
+    out.print(f"[bold]A[/] {c.run_a} {escape(name_a)}   [bold]B[/] {c.run_b} {escape(name_b)}", highlight=False)
+    if not c.tasks:
+        out.print("[yellow]no task was scored on the same device in both runs: nothing to pair[/]")
+    else:
+        table = Table(header_style="bold", box=box.SIMPLE_HEAD, show_edge=False)
+        table.add_column("task", no_wrap=True)
+        table.add_column("device")
+        for col in ("correct A", "correct B", "speedup A", "speedup B", "B / A", "SOL A", "SOL B"):
+            table.add_column(col, justify="right", no_wrap=True)
+        for t in c.tasks:
+            style = "green" if t.ratio > 1.02 else "red" if t.ratio < 0.98 else ""
+            table.add_row(
+                t.task_id, escape(t.device), _share(t.a.correct, t.a.results), _share(t.b.correct, t.b.results),
+                ratio(t.a.speedup), ratio(t.b.speedup), f"[{style}]{ratio(t.ratio)}[/]" if style else ratio(t.ratio),
+                _sol(t.a.sol_fraction), _sol(t.b.sol_fraction),
+            )
+        out.print(table)
+        low, high = c.interval or (float("nan"), float("nan"))
+        verdict = "B faster" if low > 1 else "A faster" if high < 1 else "no clear difference"
+        out.print(
+            f"geometric-mean speedup B / A over {len(c.tasks)} paired tasks: [bold]{ratio(c.geomean_ratio or 0)}[/] "
+            f"({c.confidence:.0%} bootstrap interval {ratio(low)} – {ratio(high)}, {c.resamples} resamples): {verdict}",
+            highlight=False,
+        )
+        out.print("[dim]effective speedup: the candidate's where it passed, 1.0 (the baseline stays) where it failed[/]")
+    for label, keys in (("only in A", c.only_a), ("only in B", c.only_b)):
+        if keys:
+            out.print(f"[dim]{label}: {', '.join(f'{t} on {d}' for t, d in keys)}[/]", highlight=False)
+    if c.mixed_timing:
+        out.print("[yellow]the runs mix timing kinds (measured, predicted, cpu): their speedups are not comparable[/]")
+
+
+def _share(x: float, n: int) -> str:
+    return f"{x * 100:.0f}% of {n}"
+
+
+def _sol(x: float | None) -> str:
+    return "–" if x is None else f"{x * 100:.1f}%"

@@ -1,0 +1,115 @@
+"""Write docs/tasks.md: the catalogue of bundled tasks, and the H200 figures of each task's
+baseline per visible workload from a `bench/tasks_gpu.py` run.
+
+    python3 bench/tasks_doc.py --gpu bench/results/h200_tasks.json > docs/tasks.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.tasks_gpu import table  # noqa: E402
+from core.tasks import discover  # noqa: E402
+
+HEADER = """# Tasks
+
+The bundled catalogue: single-device kernels that today's open-weight LLMs spend their time
+in, with shapes from the models' published configs (docs/task-format.md describes a task
+folder; `arena tasks show ID` prints one; `arena tasks validate` checks them all).
+
+*baseline kind*: `vendor_library` (the vendor's library through PyTorch: cuBLAS, hipBLASLt,
+cuDNN…), `vendor_kernel_library` (FlashInfer, sgl-kernel, aiter… where importable) or
+`torch_composition` (the best composition of torch ops where no library has the op).
+"""
+
+
+COVERAGE = """This session's 30 minutes of H200 time ran out before the rest: the table above has
+11 of the 21 baselines. The tasks' authors also checked, with their own scripts on the same
+H200 (torch 2.11, no FlashInfer, vLLM, sgl-kernel or DeepGEMM installed), that the baseline
+and the starter of every `gemm/`, `attention/` and `moe/` task match the reference on every
+visible and fixed hidden workload; `norm/rmsnorm_fp8_quant` and
+`sampling/top_k_top_p_sampling` have run on CPUs only. Every task validates on the CPU
+(`arena tasks validate`, run by CI). The missing figures come from one more call of
+`bench/tasks_gpu.py`.
+
+Where a baseline says `vendor_kernel_library` but the library is not installed, it falls
+back to the torch composition it names, and that is what was timed here: the decode
+attention, routing and sampling baselines are therefore weaker than production."""
+
+
+def _dtypes(task) -> str:  # noqa: ANN001
+    names = {s.dtype for s in task.inputs + task.outputs if s.shape is not None}
+    short = {"bfloat16": "bf16", "float32": "fp32", "float16": "fp16", "float8_e4m3fn": "fp8 e4m3fn", "int32": "i32", "int64": "i64"}
+    return ", ".join(sorted(short.get(n, n) for n in names))
+
+
+def catalogue(tasks) -> str:  # noqa: ANN001
+    lines = ["| task | family | models | dtypes | baseline kind | baseline |", "| --- | --- | --- | --- | --- | --- |"]
+    for t in tasks:
+        lines.append(f"| `{t.id}` | {t.family} | {', '.join(t.models)} | {_dtypes(t)} | {t.baseline_kind} | {t.baseline.replace('|', '/')} |")
+    return "\n".join(lines)
+
+
+def gpu_section(path: Path) -> str:
+    data = json.loads(path.read_text())
+    dev = data["device"]
+    v = dev.get("versions", {})
+    out = [
+        "## The baselines on the H200",
+        "",
+        f"Measured on one {dev['model']} ({dev['arch']}, driver {v.get('driver')}, CUDA {v.get('cuda')}, torch {v.get('torch')}, "
+        f"Triton {v.get('triton')}) by `PYTHONPATH=. python3 bench/tasks_gpu.py --out $OUT` (raw: `{path.resolve().relative_to(ROOT) if path.resolve().is_relative_to(ROOT) else path}`), "
+        "the arena's protocol (alternating rounds, L2 flushed, CUDA graphs for kernels under 50 µs of roofline, median over "
+        "calls; spread = interquartile range / median). *SOL* = the roofline time (the task's FLOPs and bytes against the H200's "
+        "measured peaks, docs/devices.md) divided by the baseline's time. The starter column is the untuned Triton starting point.",
+        "",
+        table(data["records"]),
+    ]
+    problems = []
+    for r in data["records"]:
+        for role in ("baseline", "starter"):
+            s = r.get(role)
+            if s is None:
+                problems.append(f"- `{r['task']}` {role}: not run (the device call's time ran out)")
+            elif s.get("status") != "passed" or s.get("flags"):
+                problems.append(f"- `{r['task']}` {role}: {s.get('status')} at {s.get('failed_stage')}: {(s.get('message') or s.get('error') or '')[:300]} {s.get('flags') or ''}")
+    if problems:
+        out += ["", "Not passed (or not run) in the arena's harness on the H200:", "", *problems, "", COVERAGE]
+    else:
+        out += ["", f"Every task's baseline (submitted as a candidate) and starter passed on the H200 with no integrity flag ({len(data['records'])} tasks)."]
+    return "\n".join(out)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--gpu", type=Path, nargs="*", default=[], help="tasks_gpu.json files (parts are merged)")
+    args = parser.parse_args()
+    tasks = discover()
+    print(HEADER)
+    print(f"## The catalogue ({len(tasks)} tasks)\n")
+    print(catalogue(tasks))
+    if args.gpu:
+        merged: dict = {"device": None, "records": []}
+        by_task: dict[str, dict] = {}
+        for path in args.gpu:  # a later run's evaluation of a task adds to (or replaces) an earlier one's
+            data = json.loads(path.read_text())
+            merged["device"] = merged["device"] or data["device"]
+            for record in data["records"]:
+                by_task.setdefault(record["task"], {"task": record["task"]}).update({k: v for k, v in record.items() if k != "task"})
+        merged["records"] = [by_task[t.id] for t in tasks if t.id in by_task]
+        target = args.gpu[0] if len(args.gpu) == 1 else ROOT / "bench" / "results" / "h200_tasks.json"
+        if len(args.gpu) > 1:
+            target.write_text(json.dumps(merged, indent=1))
+        print()
+        print(gpu_section(target))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,51 @@
+"""What a serving stack runs for paged decode: FlashInfer's BatchDecodeWithPagedKVCacheWrapper
+(NHD layout, the block table converted to its CSR page list) if flashinfer imports; otherwise
+the best torch composition: gather every sequence's pages (block_table indexes the pool),
+then one F.scaled_dot_product_attention call with the G = HQ/HKV query heads of a kv head as
+G query rows and a boolean length mask (memory-efficient attention backend on NVIDIA and AMD,
+the CPU kernel on CPU). No host sync, so it can be captured in a CUDA graph.
+FlashAttention's flash_attn_with_kvcache is not used: its paged KV needs pages of 256 tokens."""
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+try:
+    import flashinfer
+except Exception:  # noqa: BLE001 - any import failure means "not available"
+    flashinfer = None
+
+_wrappers = {}
+
+
+def _flashinfer(q, k_cache, v_cache, block_table, seq_lens):
+    B, HQ, D = q.shape
+    P, HKV = k_cache.shape[1], k_cache.shape[2]
+    key = (q.device, HQ, HKV, D, P)
+    if key not in _wrappers:
+        workspace = torch.empty(256 << 20, dtype=torch.uint8, device=q.device)
+        _wrappers[key] = flashinfer.BatchDecodeWithPagedKVCacheWrapper(workspace, "NHD")
+    wrapper = _wrappers[key]
+    pages = (seq_lens + P - 1) // P
+    indptr = torch.zeros(B + 1, dtype=torch.int32, device=q.device)
+    indptr[1:] = torch.cumsum(pages, 0)
+    used = torch.arange(block_table.shape[1], device=q.device)[None, :] < pages[:, None]
+    indices = block_table[used]
+    last = (seq_lens - (pages - 1) * P).to(torch.int32)
+    wrapper.plan(indptr, indices, last, HQ, HKV, D, P, q_data_type=q.dtype, kv_data_type=k_cache.dtype)
+    return wrapper.run(q, (k_cache, v_cache))
+
+
+def run(q, k_cache, v_cache, block_table, seq_lens):
+    if q.device.type == "cuda" and flashinfer is not None:
+        return _flashinfer(q, k_cache, v_cache, block_table, seq_lens)
+    B, HQ, D = q.shape
+    P, HKV = k_cache.shape[1], k_cache.shape[2]
+    N = block_table.shape[1] * P
+    idx = block_table.long()
+    k = k_cache[idx].view(B, N, HKV, D).transpose(1, 2)  # [B, HKV, N, D]
+    v = v_cache[idx].view(B, N, HKV, D).transpose(1, 2)
+    mask = (torch.arange(N, device=q.device)[None, :] < seq_lens[:, None])[:, None, None, :]
+    o = F.scaled_dot_product_attention(q.view(B, HKV, HQ // HKV, D), k, v, attn_mask=mask, scale=1.0 / math.sqrt(D))
+    return o.reshape(B, HQ, D)

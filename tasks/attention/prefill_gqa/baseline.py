@@ -1,0 +1,48 @@
+"""What a serving stack runs for varlen causal prefill, the first of these that imports:
+1. flash_attn.flash_attn_varlen_func (FlashAttention-2/3 on NVIDIA; on AMD the ROCm build of
+   flash_attn runs CK / aiter fmha kernels), as vLLM and SGLang call it;
+2. torch.nn.attention.varlen.varlen_attn with enable_gqa (PyTorch >= 2.13 on CUDA: its bundled
+   FlashAttention-2);
+3. torch.nn.functional.scaled_dot_product_attention per sequence with is_causal and enable_gqa
+   (cuDNN / FlashAttention backends on NVIDIA, aotriton / CK on AMD, the CPU kernel on CPU).
+max_seqlen is read from cu_seqlens with one host sync (serving engines carry it on the host)."""
+
+import inspect
+import math
+
+import torch
+import torch.nn.functional as F
+
+try:
+    from flash_attn import flash_attn_varlen_func
+except Exception:  # noqa: BLE001 - any import failure means "not available"
+    flash_attn_varlen_func = None
+
+try:
+    from torch.nn.attention.varlen import varlen_attn
+
+    if "enable_gqa" not in inspect.signature(varlen_attn).parameters:
+        varlen_attn = None
+except Exception:  # noqa: BLE001
+    varlen_attn = None
+
+
+def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor):
+    D = q.shape[-1]
+    scale = 1.0 / math.sqrt(D)
+    if q.device.type == "cuda" and flash_attn_varlen_func is not None:
+        S = int((cu_seqlens[1:] - cu_seqlens[:-1]).max())
+        return flash_attn_varlen_func(q, k, v, cu_seqlens, cu_seqlens, S, S, softmax_scale=scale, causal=True)
+    if q.device.type == "cuda" and varlen_attn is not None:
+        S = int((cu_seqlens[1:] - cu_seqlens[:-1]).max())
+        return varlen_attn(q, k, v, cu_seqlens, cu_seqlens, S, S, scale=scale, window_size=(-1, 0), enable_gqa=True)
+    out = torch.empty_like(q)
+    bounds = cu_seqlens.tolist()
+    for b in range(len(bounds) - 1):
+        s, e = bounds[b], bounds[b + 1]
+        o = F.scaled_dot_product_attention(
+            q[s:e].transpose(0, 1).unsqueeze(0), k[s:e].transpose(0, 1).unsqueeze(0), v[s:e].transpose(0, 1).unsqueeze(0),
+            is_causal=True, scale=scale, enable_gqa=True,
+        )
+        out[s:e] = o[0].transpose(0, 1)
+    return out

@@ -1,0 +1,16 @@
+"""vLLM's reshape_and_cache_flash: for every token t with slot_mapping[t] = s ≥ 0,
+key_cache[s // BS, s % BS] = k[t] and value_cache[s // BS, s % BS] = v[t] (all Hkv heads);
+tokens with s = -1 are skipped; every other slot keeps its old contents. The valid slots are
+distinct. Returns new caches (copies; the candidate writes the given caches in place)."""
+
+import torch
+
+
+def run(k, v, key_cache, value_cache, slot_mapping):
+    NB, BS, H, d = key_cache.shape
+    kc = key_cache.clone().view(NB * BS, H, d)
+    vc = value_cache.clone().view(NB * BS, H, d)
+    valid = slot_mapping >= 0
+    kc[slot_mapping[valid]] = k[valid]
+    vc[slot_mapping[valid]] = v[valid]
+    return kc.view(NB, BS, H, d), vc.view(NB, BS, H, d)

@@ -1,0 +1,82 @@
+"""`arena compare RUN_A RUN_B`: two runs paired task by task (A/B: with and without a
+cheatsheet, one model against another), with a bootstrap interval on the geometric-mean
+speedup ratio. A failed attempt counts as speedup 1.0: the user keeps the baseline."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from arena_tui.cli import main
+from core.compare import Outcome, arm, compare
+from core.store import Store
+from tests.test_store import make_result
+
+
+def outcome(task: str, speedup: float, passed: bool = True) -> Outcome:
+    return Outcome(task, "NVIDIA H200", passed, speedup if passed else 0.0, 0.4 if passed else None, "measured")
+
+
+def test_a_failed_attempt_counts_as_keeping_the_baseline():
+    pooled = arm([outcome("t", 4.0), outcome("t", 0.0, passed=False)])
+    assert pooled.correct == 0.5
+    assert pooled.speedup == pytest.approx(2.0)  # sqrt(4 * 1)
+    assert pooled.sol_fraction == 0.4
+
+
+def test_uniformly_faster_arm_gets_an_interval_above_one():
+    tasks = [f"gemm/t{i}" for i in range(8)]
+    a = [outcome(t, 1.0 + 0.1 * i) for i, t in enumerate(tasks)]
+    b = [outcome(t, 1.5 * (1.0 + 0.1 * i) * (1.1 if i % 2 else 0.95)) for i, t in enumerate(tasks)]
+    c = compare("A", a, "B", b)
+    assert len(c.tasks) == 8
+    assert 1.3 < c.geomean_ratio < 1.7
+    low, high = c.interval
+    assert 1.0 < low <= c.geomean_ratio <= high
+    assert compare("A", a, "B", b).interval == c.interval  # a fixed seed: the same runs print the same interval
+
+
+def test_mixed_results_give_an_interval_that_straddles_one():
+    tasks = [f"t{i}" for i in range(10)]
+    a = [outcome(t, 1.0) for t in tasks]
+    b = [outcome(t, 2.0 if i % 2 else 0.5) for i, t in enumerate(tasks)]
+    low, high = compare("A", a, "B", b).interval
+    assert low < 1.0 < high
+
+
+def test_tasks_missing_from_one_run_are_listed_not_paired():
+    c = compare("A", [outcome("x", 1.0), outcome("y", 1.0)], "B", [outcome("y", 2.0), outcome("z", 1.0)])
+    assert [t.task_id for t in c.tasks] == ["y"]
+    assert c.only_a == [("x", "NVIDIA H200")] and c.only_b == [("z", "NVIDIA H200")]
+
+
+def _run(store: Store, name: str, speedups: dict[str, float]) -> str:
+    run_id = store.create_run(name)
+    for task, s in speedups.items():
+        job = store.add_job(run_id, task_id=task, device_id="cuda:0", agent=name)
+        store.record_result(job, make_result(task, "passed" if s > 0 else "failed", speedup=s))
+    store.finish_run(run_id)
+    return run_id
+
+
+def test_the_command_prints_the_paired_table_and_the_interval(tmp_path: Path, capsys):
+    db = tmp_path / "arena.db"
+    with Store.open(db) as store:
+        a = _run(store, "no-cheatsheet", {"gemm/a": 1.0, "norm/b": 1.2, "moe/c": 0.0})
+        b = _run(store, "cheatsheet", {"gemm/a": 1.5, "norm/b": 1.3, "moe/c": 2.0})
+    assert main(["--db", str(db), "compare", a, b]) == 0
+    text = capsys.readouterr().out
+    assert "gemm/a" in text and "moe/c" in text and "bootstrap interval" in text
+    assert main(["--db", str(db), "compare", a, b, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert {t["task"] for t in data["tasks"]} == {"gemm/a", "norm/b", "moe/c"}
+    moe = next(t for t in data["tasks"] if t["task"] == "moe/c")
+    assert moe["correct_diff"] == 1.0 and moe["ratio"] == pytest.approx(2.0)
+
+
+def test_an_unknown_run_is_one_line_and_exit_2(tmp_path: Path, capsys):
+    assert main(["--db", str(tmp_path / "arena.db"), "compare", "r-nope", "r-nada"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown run" in err and "Traceback" not in err

@@ -1,0 +1,128 @@
+"""Rewards (core/rewards.py): the default's values by outcome, the registry, and the two rules
+every built-in keeps: an integrity violation is the lowest reward of all, and review notes
+change nothing."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+
+import pytest
+
+from core import rewards
+from core.result import STAGES, Result, StageResult
+
+
+def make(status: str = "passed", failed_stage: str | None = None, speedup: float = 1.0, sol: float | None = None,
+         flags: tuple[str, ...] = (), notes: tuple[str, ...] = (), timing_kind: str = "measured") -> Result:
+    """A Result as assemble() would make it: stages before the failed one passed, after it skipped."""
+    stages = []
+    for name in STAGES:
+        if failed_stage is None:
+            s = "passed" if status == "passed" else "skipped"
+        elif STAGES.index(name) < STAGES.index(failed_stage):
+            s = "passed"
+        elif name == failed_stage:
+            s = "error" if status == "infrastructure_error" else "failed"
+        else:
+            s = "skipped"
+        stages.append(StageResult(name, status=s))
+    return Result(
+        task_id="elementwise/axpy", candidate_sha256="0" * 64, device={"id": "cuda:0"}, timing_kind=timing_kind, status=status,
+        failed_stage=failed_stage, stages=stages, workloads=[], speedup=speedup if status == "passed" else 0.0, sol_fraction=sol,
+        sol_source="spec" if sol is not None else None, points=0.0, integrity_flags=list(flags), review_notes=list(notes),
+    )
+
+
+BUILTINS = ["default", "log_speedup", "sol", "fast_p", "fast_1.5", "fast_0"]
+
+
+def test_default_values_by_outcome() -> None:
+    r = rewards.get_reward("default")
+    assert r(make("failed", "compile")) == -0.5
+    assert r(make("failed", "correctness")) == -0.25
+    assert r(make("failed", "generalization")) == -0.25  # hidden-shape failures are incorrect too
+    assert r(make("failed", "performance")) == -0.25  # wrong or crashed while timed
+    assert r(make("infrastructure_error", "compile")) is None  # retry, never learn from it
+    assert r(make("failed", "performance", flags=("timer_exceeds_wall_clock: forged",))) == -1.0
+    assert r(make(speedup=1.0)) == pytest.approx(0.525)
+    assert r(make(speedup=8.0)) == 1.0 and r(make(speedup=1000.0)) == 1.0  # capped
+    assert r(make(speedup=1 / 8)) == pytest.approx(0.05) and r(make(speedup=1e-6)) == pytest.approx(0.05)
+    assert r(make(speedup=0.0)) == pytest.approx(0.05)  # correct but untimed
+
+
+def test_default_rises_with_speedup_inside_the_cap() -> None:
+    r = rewards.get_reward()
+    values = [r(make(speedup=s)) for s in (0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)]
+    assert values == sorted(values) and len(set(values)) == len(values)
+    assert all(0 < v <= 1 for v in values)
+
+
+def test_fast_p_and_sol() -> None:
+    fast = rewards.get_reward("fast_1.5")
+    assert fast(make(speedup=1.6)) == 1.0 and fast(make(speedup=1.4)) == 0.0 and fast(make("failed", "compile")) == 0.0
+    assert rewards.get_reward("fast_p")(make(speedup=1.01)) == 1.0
+    sol = rewards.get_reward("sol")
+    assert sol(make(sol=0.5)) == pytest.approx(0.05 + 0.95 * 0.5)
+    assert sol(make(sol=None)) == pytest.approx(0.05)  # no speed of light (the CPU device): the floor
+    assert sol(make("failed", "correctness")) == -0.25
+
+
+def test_registry_names_and_callables() -> None:
+    def half(result: Result) -> float:
+        return 0.5
+
+    assert rewards.get_reward(half) is half
+    rewards.register_reward("test_half", half)
+    assert rewards.get_reward("test_half") is half
+    with pytest.raises(rewards.UnknownReward, match="unknown reward `nope`: use one of"):
+        rewards.get_reward("nope")
+    with pytest.raises(TypeError, match="give a callable"):
+        rewards.register_reward("bad", 3)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="threshold"):
+        rewards.fast_p(-1)
+
+
+def _grid() -> list[Result]:
+    """Every outcome the pipeline produces, crossed with speedups, speed-of-light fractions and
+    timing kinds, with and without review notes."""
+    results = []
+    for speedup, sol, kind, notes in itertools.product((0.0, 0.01, 0.9, 1.0, 3.0, 50.0), (None, 0.0, 0.3, 1.0), ("measured", "cpu"), ((), ("high_speedup: x",))):
+        results.append(make(speedup=speedup, sol=sol, timing_kind=kind, notes=notes))
+        for stage in STAGES:
+            results.append(make("failed", stage, sol=sol, timing_kind=kind, notes=notes))
+            results.append(make("infrastructure_error", stage, timing_kind=kind, notes=notes))
+    return results
+
+
+@pytest.mark.parametrize("name", BUILTINS)
+def test_integrity_violation_is_lowest_for_every_builtin(name: str) -> None:
+    fn = rewards.get_reward(name)
+    clean = _grid()
+    # The same results with a proven violation: whatever else happened (even "passed", even 50×).
+    cheats = [dataclasses.replace(r, integrity_flags=["stream_escape: work outside the timed stream"]) for r in clean]
+    cheats += [dataclasses.replace(r, status="failed", integrity_flags=["f"]) for r in clean]
+    cheat_values = {fn(r) for r in cheats}
+    assert None not in cheat_values, "a proven violation always gets a reward, never a retry"
+    worst_cheat = max(cheat_values)  # type: ignore[type-var]
+    honest = [v for v in (fn(r) for r in clean) if v is not None]
+    assert honest and worst_cheat < min(honest), f"{name}: an integrity violation must score below every honest outcome"
+
+
+@pytest.mark.parametrize("name", BUILTINS)
+def test_review_notes_change_nothing(name: str) -> None:
+    fn = rewards.get_reward(name)
+    for r in _grid():
+        noted = dataclasses.replace(r, review_notes=["high_speedup: 40× faster", "untimed_work: 900 µs outside the timer"])
+        bare = dataclasses.replace(r, review_notes=[])
+        a, b = fn(noted), fn(bare)
+        assert a == b or (a is not None and b is not None and math.isclose(a, b))
+
+
+def test_outcome_order() -> None:
+    assert rewards.outcome(make("infrastructure_error", "performance", flags=("x",))) == "integrity_violation"
+    assert rewards.outcome(make("infrastructure_error", "compile")) == "infrastructure_error"
+    assert rewards.outcome(make("failed", "compile")) == "compile_failed"
+    assert rewards.outcome(make("failed", "generalization")) == "incorrect"
+    assert rewards.outcome(make()) == "correct"

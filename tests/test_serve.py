@@ -1,0 +1,187 @@
+"""`arena serve` end to end on loopback: health, tasks, schema, reset/step with two episodes
+interleaved, evaluate, state, close; bad requests answered with 4xx JSON naming the field;
+a token required off loopback; no response names a hidden workload."""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import random
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from arena_tui.cli import main
+from arena_tui.serve_cmd import RLServer, is_loopback
+from core.evaluate import Timing
+from core.rl import Arena
+from core.tasks import find_task
+
+FIXTURE_TASKS = Path(__file__).resolve().parent / "fixtures" / "tasks"
+FAST = Timing(alternations=1, budget_ms=20.0, min_calls=1, max_calls=5)
+AXPY = "import torch\n\ndef run(x, b):\n    return torch.add(b, x, alpha=2)\n"
+WRONG = "import torch\n\ndef run(x, b):\n    return x + b\n"
+HIDDEN_FIXED = "N=33,D=100"
+
+
+class ServerThread:
+    """An RLServer over its own Arena, on its own event loop in a thread."""
+
+    def __init__(self, host: str = "127.0.0.1", token: str | None = None):
+        self.loop = asyncio.new_event_loop()
+        self.arena = Arena(["cpu"], tasks_dir=FIXTURE_TASKS, timing=FAST)
+        self.server = RLServer(self.arena, host=host, port=0, token=token, max_turns=3)
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        _, self.port = asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(30)
+
+    def close(self) -> None:
+        async def stop() -> None:
+            await self.server.aclose()
+            await self.arena.aclose()
+
+        asyncio.run_coroutine_threadsafe(stop(), self.loop).result(60)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
+
+
+def call(port: int, method: str, path: str, body: Any = None, token: str | None = None, raw: bytes | None = None) -> tuple[int, dict[str, Any]]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    conn.request(method, path, body=data, headers=headers)
+    response = conn.getresponse()
+    payload = json.loads(response.read() or b"{}")
+    conn.close()
+    return response.status, payload
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = ServerThread()
+    yield s
+    s.close()
+
+
+def test_health_tasks_schema(server: ServerThread) -> None:
+    status, health = call(server.port, "GET", "/health")
+    assert status == 200 and health["status"] == "healthy" and health["devices"] == ["cpu"]
+    status, tasks = call(server.port, "GET", "/tasks")
+    [axpy] = [t for t in tasks["tasks"] if t["id"] == "elementwise/axpy"]
+    assert axpy["signature"].startswith("run(x: float32[N, D]") and axpy["visible_workloads"]["cpu"]
+    assert HIDDEN_FIXED not in json.dumps(tasks)
+    status, schema = call(server.port, "GET", "/schema")
+    assert status == 200 and set(schema["action"]["properties"]) == {"code", "final"} and "observation" in schema and "state" in schema
+
+
+def test_two_episodes_interleaved_end_to_end(server: ServerThread) -> None:
+    responses: list[dict[str, Any]] = []
+    status, a = call(server.port, "POST", "/reset", {"task_id": "elementwise/axpy", "seed": 1})
+    assert status == 200 and a["done"] is False and a["reward"] is None and a["observation"]["turn"] == 0
+    status, b = call(server.port, "POST", "/reset", {"task_id": "elementwise/axpy", "seed": 2, "max_turns": 2})
+    assert status == 200 and a["episode_id"] != b["episode_id"]
+    ea, eb = a["episode_id"], b["episode_id"]
+    responses += [a, b]
+
+    _, a1 = call(server.port, "POST", "/step", {"episode_id": ea, "action": {"code": "def run(x, b) return x\n"}})
+    _, b1 = call(server.port, "POST", "/step", {"episode_id": eb, "action": {"code": AXPY}})
+    _, a2 = call(server.port, "POST", "/step", {"episode_id": ea, "action": {"code": WRONG}})
+    _, b2 = call(server.port, "POST", "/step", {"episode_id": eb, "action": {"code": WRONG}})  # B's last turn
+    _, a3 = call(server.port, "POST", "/step", {"episode_id": ea, "action": {"code": AXPY, "final": True}})
+    responses += [a1, b1, a2, b2, a3]
+    assert (a1["reward"], a2["reward"]) == (-0.5, -0.25) and a1["observation"]["last"]["compile_error"]
+    assert b1["reward"] > 0 and not b1["done"]
+    assert b2["done"] and b2["info"]["best_turn"] == 1 and b2["reward"] == b2["info"]["final_reward"] > 0
+    assert a3["done"] and a3["info"]["turn_rewards"][:2] == [-0.5, -0.25] and a3["observation"]["final"]["hidden"]["status"] == "passed"
+
+    status, state = call(server.port, "GET", f"/state?episode_id={ea}")
+    assert status == 200 and state["done"] and state["step_count"] == 3 and state["final_reward"] == a3["reward"]
+    status, state_b = call(server.port, "POST", "/state", {"episode_id": eb})
+    assert state_b["step_count"] == 2 and state_b["best_turn"] == 1
+    status, over = call(server.port, "POST", "/step", {"episode_id": ea, "action": {"code": AXPY}})
+    assert status == 409 and "reset" in over["error"]["message"]
+
+    status, ev = call(server.port, "POST", "/evaluate", {"task_id": "elementwise/axpy", "code": AXPY, "seed": 11})
+    assert status == 200 and ev["outcome"] == "correct" and ev["reward"] > 0 and ev["result"]["stages"][2]["status"] == "passed"
+    responses.append(ev)
+    # Hidden workloads: the fixed one, and the one drawn from the /evaluate seed (core/evaluate.py: build_job).
+    task = find_task("elementwise/axpy", FIXTURE_TASKS)
+    drawn = [w.label for w in task.workloads(cpu=True).hidden.resolve(random.Random(11))]
+    for text in {HIDDEN_FIXED, *drawn}:
+        assert all(text not in json.dumps(r) for r in responses), f"{text} leaked"
+
+    status, closed = call(server.port, "POST", "/close", {"episode_id": eb})
+    assert status == 200 and closed["closed"]
+    assert call(server.port, "GET", f"/state?episode_id={eb}")[0] == 404
+
+
+def test_a_busy_episode_refuses_a_second_step(server: ServerThread) -> None:
+    _, r = call(server.port, "POST", "/reset", {"task_id": "elementwise/axpy"})
+    eid = r["episode_id"]
+    slow = "import time, torch\n\ndef run(x, b):\n    time.sleep(0.3)\n    return torch.add(b, x, alpha=2)\n"
+    first: dict[str, Any] = {}
+    t = threading.Thread(target=lambda: first.update(zip(("status", "body"), call(server.port, "POST", "/step", {"episode_id": eid, "action": {"code": slow}}))))
+    t.start()
+    deadline = time.monotonic() + 60
+    while not call(server.port, "GET", f"/state?episode_id={eid}")[1].get("busy"):
+        assert time.monotonic() < deadline and t.is_alive()
+        time.sleep(0.02)
+    status, busy = call(server.port, "POST", "/step", {"episode_id": eid, "action": {"code": AXPY}})
+    t.join(120)
+    assert status == 409 and busy["error"]["field"] == "episode_id"
+    assert first["status"] == 200 and first["body"]["observation"]["turn"] == 1
+
+
+@pytest.mark.parametrize("method, path, body, status, field, words", [
+    ("POST", "/reset", {}, 400, "task_id", "`task_id` is missing"),
+    ("POST", "/reset", {"task_id": "elementwise/axpi"}, 400, "task_id", "unknown task"),
+    ("POST", "/reset", {"task_id": "elementwise/axpy", "seed": "x"}, 400, "seed", "must be a non-negative integer"),
+    ("POST", "/reset", {"task_id": "elementwise/axpy", "max_turns": 0}, 400, "max_turns", "give 1 or more"),
+    ("POST", "/reset", {"task_id": "elementwise/axpy", "device": "cuda:0"}, 400, "device", "not served here"),
+    ("POST", "/step", {"action": {"code": AXPY}}, 400, "episode_id", "`episode_id` is missing"),
+    ("POST", "/step", {"episode_id": "nope", "action": {"code": AXPY}}, 404, "episode_id", "POST /reset"),
+    ("POST", "/evaluate", {"task_id": "elementwise/axpy", "source": AXPY}, 400, "source", "`source` is not a field"),
+    ("POST", "/evaluate", {"task_id": "elementwise/axpy"}, 400, "code", "`code` is missing"),
+    ("POST", "/evaluate", {"task_id": "elementwise/axpy", "code": 3}, 400, "code", "must be the candidate module's Python source"),
+    ("GET", "/reset", None, 405, None, "takes POST"),
+    ("GET", "/nowhere", None, 404, None, "no endpoint /nowhere"),
+])
+def test_bad_requests_get_4xx_json_naming_the_field(server: ServerThread, method: str, path: str, body: Any, status: int, field: str | None, words: str) -> None:
+    got, payload = call(server.port, method, path, body)
+    assert got == status and payload["error"]["field"] == field and words in payload["error"]["message"], payload
+
+
+def test_bad_bodies(server: ServerThread) -> None:
+    _, r = call(server.port, "POST", "/reset", {"task_id": "elementwise/axpy"})
+    status, payload = call(server.port, "POST", "/step", {"episode_id": r["episode_id"], "action": {"source": AXPY}})
+    assert status == 400 and payload["error"]["field"] == "action.source" and "action.code" in payload["error"]["message"]
+    status, payload = call(server.port, "POST", "/reset", raw=b"{not json")
+    assert status == 400 and "not valid JSON" in payload["error"]["message"]
+    status, payload = call(server.port, "POST", "/reset", raw=b"[1, 2]")
+    assert status == 400 and "send one JSON object" in payload["error"]["message"]
+
+
+def test_token_required_off_loopback(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost") and not is_loopback("0.0.0.0")
+    with pytest.raises(ValueError, match="refusing to serve on 0.0.0.0 without a token"):
+        RLServer(Arena(["cpu"]), host="0.0.0.0")
+    monkeypatch.delenv("ARENA_SERVE_TOKEN", raising=False)
+    assert main(["serve", "--host", "0.0.0.0", "--port", "0"]) == 2
+    assert "without a token" in capsys.readouterr().err
+
+    s = ServerThread(host="0.0.0.0", token="s3cret")
+    try:
+        assert call(s.port, "GET", "/health")[0] == 200  # health needs no token
+        status, payload = call(s.port, "GET", "/tasks")
+        assert status == 401 and "Authorization: Bearer" in payload["error"]["message"]
+        assert call(s.port, "GET", "/tasks", token="wrong")[0] == 401
+        assert call(s.port, "GET", "/tasks", token="s3cret")[0] == 200
+    finally:
+        s.close()
