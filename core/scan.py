@@ -55,7 +55,7 @@ RULES = (
         r"\bctypes\b", r"\bcffi\b", r"\bdlopen\b", r"\bCDLL\b",
     )),
     Rule("introspection", "inspects frames, the garbage collector or the interpreter's state", (
-        r"\b_getframe\b", r"\binspect\b", r"\bgc\.", r"\bimport\s+gc\b", r"\bf_(?:back|locals|globals|code)\b", r"\btb_frame\b",
+        r"\b_getframe\b", r"\binspect\.(?!signature\b)\w+", r"\bfrom\s+inspect\s+import\b(?!\s+signature\s*$)", r"\bgc\.", r"\bimport\s+gc\b", r"\bf_(?:back|locals|globals|code)\b", r"\btb_frame\b",
         r"\bset(?:trace|profile)\b", r"\bget_(?:referrers|referents|objects)\b", r"\bcurrentframe\b", r"\bsys\.modules\b",
         r"\b__(?:globals|code|closure|defaults|kwdefaults|builtins|subclasses)__\b", r"\bstring_at\b",
     )),

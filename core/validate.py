@@ -497,8 +497,12 @@ def check_passes(task: Task, which: str, evaluator: "Evaluator", options: Valida
         detail = (stage.message or stage.status).strip().splitlines()[0] if stage else ""
         flags = f"; integrity: {result.integrity_flags[0]}" if result.integrity_flags else ""
         return CheckResult(name, False, f"{which}.py {result.status} at {result.failed_stage}: {detail}{flags}")
+    # Zero false alarms (docs/integrity.md): an honest file draws no flag, not even a review note.
+    alarms = [*result.integrity_flags, *result.review_notes]
+    if alarms:
+        return CheckResult(name, False, f"{which}.py passes but is flagged ({len(alarms)}): {alarms[0]}: an honest candidate must raise no alarm")
     stages = ", ".join(s.name for s in result.stages if s.status == "passed")
-    return CheckResult(name, True, f"{which}.py passes {stages} on {result.device.get('id')} in {seconds}")
+    return CheckResult(name, True, f"{which}.py passes {stages} on {result.device.get('id')} with no flag or note, in {seconds}")
 
 
 def check_cpu_budget(task: Task, starter: "Result", options: ValidateOptions) -> CheckResult:

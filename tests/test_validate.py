@@ -20,7 +20,10 @@ FAST = ValidateOptions(evaluate=False)  # the checks that need no harness: a fra
 
 @pytest.mark.parametrize("task_id", task_ids())
 def test_every_bundled_task_validates(task_id: str, cpu_evaluator):
-    report = validate_task(tasks_root() / task_id, ValidateOptions(), cpu_evaluator)
+    # Every stage, performance included: the starter and the baseline pass with no flag and
+    # no review note (zero false alarms). The CPU budget is measured, but against a loose bound:
+    # CI machines are shared, and speed targets belong in benchmarks, not in timed tests.
+    report = validate_task(tasks_root() / task_id, ValidateOptions(performance=True, cpu_budget_s=300), cpu_evaluator)
     assert [c.name for c in report.checks] == list(CHECK_NAMES)
     failed = "\n".join(f"{c.name}: {c.message}" for c in report.failed)
     assert report.passed, f"{task_id}:\n{failed}"
@@ -51,7 +54,7 @@ def test_a_formula_that_is_not_positive_is_caught():
     report = validate_task(BROKEN / "bad_formula", FAST)
     assert [c.name for c in report.failed] == ["formulas"]
     message = report.check("formulas").message
-    assert "`flops: 2 * N * (D - 128)` is 0 at workloads.visible N=64,D=128" in message and "positive on every workload" in message
+    assert "`flops: 2 * N * (D - 128)` is -1848 at workloads.hidden N=33,D=100" in message and "flops non-negative on every workload" in message
 
 
 def test_a_tolerance_that_lets_zeros_pass_is_caught():
