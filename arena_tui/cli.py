@@ -31,7 +31,7 @@ from . import render
 # Command modules that add their own subcommands: each has `register(subparsers)`, which adds
 # parsers whose `func(args, out, err) -> int` runs the command. They import heavy or optional
 # libraries (asyncssh, textual) inside `func`, never at import.
-COMMAND_MODULES = ("arena_tui.tasks_cmd", "arena_tui.runs_cmd", "arena_tui.hosts_cmd", "arena_tui.devices_cmd", "arena_tui.run_cmd", "arena_tui.compare_cmd", "arena_tui.check_cmd", "arena_tui.serve_cmd")
+COMMAND_MODULES = ("arena_tui.tasks_cmd", "arena_tui.runs_cmd", "arena_tui.hosts_cmd", "arena_tui.devices_cmd", "arena_tui.run_cmd", "arena_tui.compare_cmd", "arena_tui.leaderboard_cmd", "arena_tui.check_cmd", "arena_tui.serve_cmd")
 
 
 def _error(err: Console, exc: BaseException) -> None:
@@ -43,6 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="arena", description="Kernel Arena: score GPU kernels honestly, on any vendor's device.")
     p.add_argument("--version", action="version", version=f"arena {__version__}")
     p.add_argument("--tasks-dir", type=Path, help="a folder of task folders to use instead of the bundled tasks")
+    p.add_argument("--headless", action="store_true", help="`arena` alone: print the demo's scores instead of opening the app")
     p.add_argument("--db", type=Path, metavar="PATH", help="the results store (default: $ARENA_DB, else ${XDG_DATA_HOME:-~/.local/share}/kernel-arena/arena.db)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -74,6 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     out, err = Console(), Console(stderr=True)
     try:
+        if args.command is None and _interactive(args):
+            return _app(args, out, err)
         if args.command in (None, "demo"):
             return _demo(args, out)
         if args.command == "eval":
@@ -90,6 +93,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         err.print("interrupted")
         return 130
     return EXIT_PASSED
+
+
+def _interactive(args: argparse.Namespace) -> bool:
+    from .app.launch import interactive  # Textual is imported only when a person watches
+
+    return interactive(args.headless)
+
+
+def _app(args: argparse.Namespace, out: Console, err: Console) -> int:
+    """`arena` alone in a terminal: the app on the embedded default run (DEFAULT_RUN)."""
+    from core.store import StoreError
+
+    from .app import launch
+    from .run_cmd import executor_factory
+
+    try:
+        return launch.run_default(args.tasks_dir, args.db, executor_factory(None))
+    except StoreError as exc:
+        _error(err, exc)
+        return EXIT_INFRASTRUCTURE
 
 
 def _eval(args: argparse.Namespace, out: Console, err: Console) -> int:

@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("runfile", nargs="?", type=Path, help="a run file (docs/runs.md); default: the embedded default run")
     p.add_argument("--resume", metavar="RUN", help="finish an interrupted run (its id or a unique prefix)")
     p.add_argument("--hosts", type=Path, help="the hosts file for <host>/<device> devices")
-    p.add_argument("--headless", action="store_true", help="progress bars and a summary, no app (the only mode for now)")
+    p.add_argument("--headless", action="store_true", help="progress bars and a summary, no app (always so when stdout is not a terminal)")
     p.set_defaults(func=run)
 
 
@@ -70,6 +70,12 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         except (RunFileError, StoreError, LookupError, ValueError) as exc:
             err.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
             return EXIT_BAD_INPUT
+        from .app.launch import interactive  # textual only when a person watches
+
+        if interactive(getattr(args, "headless", False)):
+            from .app.launch import run_app
+
+            return run_app(store, run_id, spec, executor_factory(args.hosts))
         return _execute(store, run_id, spec, args, out)
 
 

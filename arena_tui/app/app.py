@@ -1,0 +1,169 @@
+"""The Kernel Arena app: watches one run (live or finished) on five screens.
+
+The run executes in an async worker on the app's own event loop (the engine is asyncio and
+its SSH connections are bound to their loop). The engine's callbacks only append to a buffer;
+a timer drains it every `flush_interval` seconds into the `RunModel` and tells the active
+screen once (`RunUpdated`), so a burst of hundreds of events per second costs one redraw per
+tick, not one per event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable
+
+from textual import work
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+
+from core.runs import AttemptReport
+
+from .messages import RunUpdated
+from .model import RunItem, RunModel
+from .screens.help import HelpScreen
+from .screens.leaderboard import LeaderboardScreen
+from .screens.queue import QueueScreen
+from .screens.scores import ScoresScreen
+from .screens.transcripts import TranscriptsScreen
+from .screens.triage import TriageScreen
+from .source import RunSource
+
+TICK_S = 1.0  # elapsed times move once a second even when no event arrives
+
+
+class ArenaApp(App[int]):
+    CSS_PATH = "arena.tcss"
+    TITLE = "Kernel Arena"
+    MODES = {
+        "queue": QueueScreen, "transcripts": TranscriptsScreen, "scores": ScoresScreen,
+        "leaderboard": LeaderboardScreen, "triage": TriageScreen,
+    }
+    DEFAULT_MODE = "queue"
+    BINDINGS = [
+        Binding("1", "switch_mode('queue')", "Queue"),
+        Binding("2", "switch_mode('transcripts')", "Transcripts"),
+        Binding("3", "switch_mode('scores')", "Scores"),
+        Binding("4", "switch_mode('leaderboard')", "Board"),
+        Binding("5", "switch_mode('triage')", "Triage"),
+        Binding("question_mark", "help", "Help"),
+        Binding("x", "cancel_run", "Cancel run"),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    def __init__(self, source: RunSource, *, clock: Callable[[], float] = time.monotonic, flush_interval: float = 0.1) -> None:
+        super().__init__()
+        self.source = source
+        self.model = RunModel(source.store, source.run_id, clock)
+        self.model.reload()  # before the first screen mounts: it draws what the store has
+        self.flush_interval = flush_interval
+        self.selected: str | None = None  # the row the scores and triage screens show
+        self.run_state = "running" if source.start is not None else "viewing"
+        self._pending: list[RunItem] = []
+        self._last_tick = 0.0
+        self.events_seen = 0
+        self.last_edited: str | None = None  # the file triage last opened in $EDITOR
+
+    # -- the run --------------------------------------------------------------------------
+
+    def on_mount(self) -> None:
+        self._update_subtitle()
+        self.set_interval(self.flush_interval, self.flush)
+        if self.source.start is not None:
+            self._execute()
+
+    def _on_event(self, job_id: int | None, event: object) -> None:
+        self._pending.append((job_id, event))  # type: ignore[arg-type]
+
+    def _on_attempt(self, report: AttemptReport) -> None:
+        self._pending.append(report)
+
+    @work(exclusive=True, group="run", exit_on_error=False, description="execute the run")
+    async def _execute(self) -> None:
+        assert self.source.start is not None
+        try:
+            await self.source.start(self._on_event, self._on_attempt)
+            self.run_state = "finished"
+        except asyncio.CancelledError:
+            self.run_state = "cancelled"
+            raise
+        except Exception as exc:  # noqa: BLE001 - shown, and the run stays resumable
+            self.run_state = "error"
+            self.notify(f"the run stopped: {exc}", severity="error", timeout=30)
+        finally:
+            self.flush(force=True)
+
+    def feed(self, items: Iterable[RunItem]) -> None:
+        """Queue items as the engine would (tests and replays)."""
+        self._pending.extend(items)
+
+    def flush(self, force: bool = False) -> None:
+        """Apply what arrived since the last tick and have the active screen redraw once."""
+        items, self._pending = self._pending, []
+        now = time.monotonic()
+        if items:
+            self.events_seen += len(items)
+            self.model.apply(items)
+        elif not force and not (self.run_state == "running" and now - self._last_tick >= TICK_S):
+            return
+        self._last_tick = now
+        self._update_subtitle()
+        self.screen.post_message(RunUpdated())
+
+    def _update_subtitle(self) -> None:
+        counts = self.model.counts()
+        shown = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+        self.sub_title = f"run {self.source.run_id} — {self.run_state}" + (f" — {shown}" if shown else "")
+
+    @property
+    def running(self) -> bool:
+        return self.run_state == "running"
+
+    # -- actions --------------------------------------------------------------------------
+
+    async def action_cancel_run(self) -> None:
+        """Cancel the whole run: the engine stops its agents, records them cancelled and
+        leaves the run resumable (`arena run --resume RUN`)."""
+        if not self.running:
+            self.notify("no run is executing", severity="warning")
+            return
+        await self._stop_run()
+        self.notify(f"run cancelled; resume with: arena run --resume {self.source.run_id}")
+
+    async def _stop_run(self) -> None:
+        for worker in list(self.workers):
+            if worker.group == "run" and worker.is_running:
+                worker.cancel()
+                try:
+                    await worker.wait()
+                except Exception:  # noqa: BLE001 - WorkerCancelled is the expected outcome
+                    pass
+        if self.run_state == "running":
+            self.run_state = "cancelled"
+        self.flush(force=True)
+
+    async def action_quit(self) -> None:
+        if self.running:
+            await self._stop_run()  # agents and harnesses die with the run, never orphaned
+        self.exit(0)
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def show_row(self, key: str, mode: str) -> None:
+        """Select a row and open a screen on it (the queue's enter, t and e keys)."""
+        self.selected = key
+        self.switch_mode(mode)
+        self.screen.post_message(RunUpdated())
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """One palette entry per action (ctrl+p), with the key that does the same."""
+        yield from super().get_system_commands(screen)
+        for mode, title in (("queue", "Queue"), ("transcripts", "Transcripts"), ("scores", "Scores"), ("leaderboard", "Leaderboard"), ("triage", "Triage")):
+            yield SystemCommand(f"Show {title}", f"switch to the {title.lower()} screen", lambda m=mode: self.switch_mode(m))
+        yield SystemCommand("Cancel run", "stop every agent and evaluation of the run (x); it stays resumable", self.action_cancel_run)
+        yield SystemCommand("Help", "keys and screens (?)", self.action_help)
+        for title, help_text, action in getattr(screen, "COMMANDS_HERE", ()):
+            yield SystemCommand(title, help_text, getattr(screen, f"action_{action}"))

@@ -1,0 +1,44 @@
+"""How the command line opens the app: `arena` alone and `arena run` when interactive."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from core.result import EXIT_FAILED, EXIT_INFRASTRUCTURE, EXIT_PASSED
+from core.runs import DEFAULT_RUN, RunSpec
+from core.store import Store
+from core.tasks import discover
+
+
+def interactive(headless: bool = False) -> bool:
+    """The app only where a person watches: both ends a terminal, and no --headless. Pipes,
+    CI and tests (capsys) get the plain printer, exactly as before the app existed."""
+    return not headless and sys.stdout.isatty() and sys.stdin.isatty()
+
+
+def run_app(store: Store, run_id: str, spec: RunSpec, executor_factory=None) -> int:  # type: ignore[no-untyped-def]
+    """Execute the run inside the app; the exit code is the headless one (130 when cancelled)."""
+    from .app import ArenaApp
+    from .source import live_source
+
+    app = ArenaApp(live_source(store, run_id, spec, executor_factory))
+    app.run()
+    if app.run_state == "cancelled" or (app.run_state == "running"):
+        print(f"run {run_id} interrupted; resume it with: arena run --resume {run_id}")
+        return 130
+    if app.run_state == "error":
+        return EXIT_INFRASTRUCTURE
+    statuses = [r.status for r in store.results(run_id)]
+    print(f"run {run_id} {app.run_state}: {statuses.count('passed')} of {len(statuses)} results passed (arena runs show {run_id})")
+    return EXIT_PASSED if all(s == "passed" for s in statuses) else EXIT_FAILED
+
+
+def run_default(tasks_dir: Path | None, db: Path | None, executor_factory=None) -> int:  # type: ignore[no-untyped-def]
+    """`arena` alone in a terminal: the app on the embedded default run. With --tasks-dir, every
+    task there (as the printer does), else the three quick demo tasks."""
+    tasks = tuple(t.id for t in discover(tasks_dir)) if tasks_dir else DEFAULT_RUN.tasks
+    spec = RunSpec(**{**DEFAULT_RUN.__dict__, "tasks": tasks, "tasks_dir": str(tasks_dir) if tasks_dir else None})
+    with Store.open(db) as store:
+        run_id = store.create_run(spec.name, spec.to_json())
+        return run_app(store, run_id, spec, executor_factory)

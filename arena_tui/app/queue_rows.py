@@ -1,0 +1,95 @@
+"""The queue's view of rows: filtering, sorting and the cells of a table line.
+
+Pure functions over `Row`s so that tests can check them without an app.
+A filter is typed as words: `state:failed agent:ref family:gemm device:cpu` narrow by field
+(a prefix matches), any other word must appear in the task, agent or device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rich.text import Text
+
+from .model import Row
+
+COLUMNS = ("#", "task", "agent", "device", "state", "stage", "elapsed", "correct", "speedup", "SOL")
+FILTER_FIELDS = ("state", "agent", "family", "device", "task")
+# Sort orders the `s` key cycles through: (name, key function).
+SORTS: tuple[tuple[str, object], ...] = (
+    ("plan", lambda r: (0,)),
+    ("state", lambda r: (r.status, r.state)),
+    ("task", lambda r: (r.task, r.agent)),
+    ("agent", lambda r: (r.agent, r.task)),
+    ("device", lambda r: (r.device, r.task)),
+    ("speedup", lambda r: (-(r.speedup or 0.0),)),
+)
+STATE_STYLE = {
+    "queued": "dim", "running": "cyan", "checking": "cyan", "evaluating": "blue", "retrying": "yellow",
+    "done": "green", "failed": "red", "cancelled": "dim italic",
+}
+
+
+@dataclass(frozen=True)
+class Filter:
+    fields: dict[str, str] = field(default_factory=dict)
+    words: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, text: str) -> Filter:
+        fields: dict[str, str] = {}
+        words: list[str] = []
+        for part in text.lower().split():
+            name, sep, value = part.partition(":")
+            if sep and name in FILTER_FIELDS and value:
+                fields[name] = value
+            else:
+                words.append(part)
+        return cls(fields, tuple(words))
+
+    def matches(self, row: Row) -> bool:
+        # `state:` matches the state or the verdict: an attempt is `done` whether it passed or failed.
+        values = {"state": (row.state, row.status), "agent": (row.agent,), "family": (row.family,), "device": (row.device,), "task": (row.task,)}
+        if any(not any(x.lower().startswith(v) for x in values[k]) for k, v in self.fields.items()):
+            return False
+        hay = f"{row.task} {row.agent} {row.device} {row.variant}".lower()
+        return all(w in hay for w in self.words)
+
+    def __bool__(self) -> bool:
+        return bool(self.fields or self.words)
+
+
+def visible(rows: list[Row], flt: Filter, sort: int, reverse: bool) -> list[Row]:
+    """The rows to show, in order (a stable sort keeps the plan's order among equals)."""
+    kept = [r for r in rows if flt.matches(r)]
+    _, key = SORTS[sort % len(SORTS)]
+    return sorted(kept, key=key, reverse=reverse)  # type: ignore[arg-type]
+
+
+def elapsed_text(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return f"{seconds:4.1f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes}m{secs:02d}s" if minutes < 60 else f"{minutes // 60}h{minutes % 60:02d}m"
+
+
+def ratio_text(x: float | None) -> str:
+    if x is None:
+        return "–"
+    return f"{x:.2f}×" if x >= 0.01 or x == 0 else f"{x:.1e}×"
+
+
+def cells(row: Row, now: float) -> tuple[Text | str, ...]:
+    """One table line; the order is COLUMNS."""
+    state = Text(row.state, style=STATE_STYLE.get(row.state, ""))
+    if row.result is not None and row.result.status != "passed":
+        stage = row.result.failed_stage
+        state = Text(f"{row.result.status} ({stage})" if stage else row.result.status, style="yellow" if row.result.status == "infrastructure_error" else "red")
+    if row.marked_infrastructure:
+        state = Text(f"{row.state} (infra)", style="yellow")
+    correct = {True: Text("✓", style="green"), False: Text("✗", style="red"), None: Text("–", style="dim")}[row.correct]
+    sol = f"{row.sol * 100:.1f}%" if row.sol is not None else "–"
+    return (row.label, row.task, row.agent, row.device, state, row.stage or "", elapsed_text(row.elapsed(now)), correct, ratio_text(row.speedup), sol)

@@ -1,0 +1,135 @@
+"""The queue: every evaluation and agent attempt of the run, live; sort and filter."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import DataTable, Footer, Header, Input, Static
+
+from ..queue_rows import COLUMNS, SORTS, Filter, cells, visible
+from .base import RunScreen
+
+
+class QueueScreen(RunScreen):
+    AUTO_FOCUS = "#queue"  # the table, not the filter box: keys are commands until `/`
+    BINDINGS = [
+        Binding("s", "sort", "Sort"),
+        Binding("r", "reverse", "Reverse"),
+        Binding("slash", "filter", "Filter"),
+        Binding("escape", "clear_filter", "Clear filter", show=False),
+        Binding("t", "transcripts", "Transcripts"),
+        Binding("e", "triage", "Triage", show=False),
+    ]
+    COMMANDS_HERE = (
+        ("Sort queue", "cycle the sort order: plan, state, task, agent, device, speedup (s)", "sort"),
+        ("Reverse queue order", "reverse the sort order (r)", "reverse"),
+        ("Filter queue", "type state:, agent:, family:, device: or words (/)", "filter"),
+        ("Clear queue filter", "show every row (escape)", "clear_filter"),
+        ("Open scores of the selected row", "stage-by-stage results (enter)", "scores"),
+        ("Open transcripts of the selected task", "agents side by side (t)", "transcripts"),
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sort_index = 0
+        self.reverse = False
+        self.filter = Filter()
+        self._shown: list[str] = []
+        self._cells: dict[str, tuple] = {}
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Input(placeholder="/ filter: state:failed agent:ref family:gemm device:cpu, or words", id="filter")
+        yield DataTable(id="queue", cursor_type="row", zebra_stripes=True)
+        yield Static(id="queue-status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        for col in COLUMNS:
+            table.add_column(col, key=col)
+        table.focus()
+        self.redraw()
+
+    def redraw(self) -> None:
+        table = self.query_one(DataTable)
+        rows = visible(list(self.model.rows.values()), self.filter, self.sort_index, self.reverse)
+        now = self.model.clock()
+        keys = [r.key for r in rows]
+        if keys != self._shown:
+            # Rows came, went or moved: rebuild, keeping the cursor on the same row.
+            current = self._cursor_key()
+            table.clear()
+            self._cells = {}
+            for row in rows:
+                self._cells[row.key] = cells(row, now)
+                table.add_row(*self._cells[row.key], key=row.key)
+            self._shown = keys
+            if current in keys:
+                table.move_cursor(row=keys.index(current), animate=False)
+        else:
+            # Same rows: update only the cells that changed (cheap under a stream of events).
+            for row in rows:
+                new = cells(row, now)
+                old = self._cells.get(row.key, ())
+                for col, before, after in zip(COLUMNS, old, new):
+                    if before != after:
+                        table.update_cell(row.key, col, after, update_width=True)
+                self._cells[row.key] = new
+        sort_name = SORTS[self.sort_index][0] + (" (reversed)" if self.reverse else "")
+        counts = "  ".join(f"{state} {n}" for state, n in sorted(self.model.counts().items()))
+        shown = f"{len(rows)} of {len(self.model.rows)} shown" if self.filter else f"{len(rows)} rows"
+        self.query_one("#queue-status", Static).update(f"{shown} · sort: {sort_name} · {counts}")
+
+    def _cursor_key(self) -> str | None:
+        table = self.query_one(DataTable)
+        if not self._shown or table.cursor_row is None or table.cursor_row >= len(self._shown):
+            return None
+        return self._shown[table.cursor_row]
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key is not None and event.row_key.value is not None:
+            self.arena.selected = event.row_key.value
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        if event.row_key.value is not None:
+            self.arena.show_row(event.row_key.value, "scores")
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.filter = Filter.parse(event.value)
+        self.redraw()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.query_one(DataTable).focus()
+
+    def action_sort(self) -> None:
+        self.sort_index = (self.sort_index + 1) % len(SORTS)
+        self.redraw()
+
+    def action_reverse(self) -> None:
+        self.reverse = not self.reverse
+        self.redraw()
+
+    def action_filter(self) -> None:
+        self.query_one("#filter", Input).focus()
+
+    def action_clear_filter(self) -> None:
+        self.query_one("#filter", Input).value = ""
+        self.filter = Filter()
+        self.query_one(DataTable).focus()
+        self.redraw()
+
+    def action_scores(self) -> None:
+        key = self._cursor_key()
+        if key:
+            self.arena.show_row(key, "scores")
+
+    def action_transcripts(self) -> None:
+        key = self._cursor_key()
+        if key:
+            self.arena.show_row(key, "transcripts")
+
+    def action_triage(self) -> None:
+        key = self._cursor_key()
+        if key:
+            self.arena.show_row(key, "triage")

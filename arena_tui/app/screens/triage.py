@@ -1,0 +1,115 @@
+"""Triage: failed rows grouped by failure kind; the error, compiler output and the diff of the
+candidate against the starter; open it in $EDITOR or mark an infrastructure fault."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+
+from rich.console import Group
+from rich.syntax import Syntax
+from rich.text import Text
+from textual.app import ComposeResult, SuspendNotSupported
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.widgets import Footer, Header, OptionList, Static
+from textual.widgets.option_list import Option
+
+from ..model import Row
+from ..triage import candidate_diff, error_text, failure_kind, grouped
+from .base import RunScreen
+
+
+class TriageScreen(RunScreen):
+    BINDINGS = [
+        Binding("e", "edit", "Open in $EDITOR"),
+        Binding("i", "mark_infrastructure", "Mark infra fault"),
+    ]
+    COMMANDS_HERE = (
+        ("Open candidate in $EDITOR", "suspend the app and edit the failed candidate (e)", "edit"),
+        ("Mark infrastructure fault", "file the selected failure under infrastructure (i)", "mark_infrastructure"),
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._listed: list[str | None] = []
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal():
+            yield OptionList(id="failures")
+            with VerticalScroll(id="failure-detail"):
+                yield Static(id="failure")
+        yield Footer()
+
+    def redraw(self) -> None:
+        groups = grouped(list(self.model.rows.values()))
+        listed: list[str | None] = []
+        options: list[Option] = []
+        for kind, rows in groups.items():
+            options.append(Option(Text(f"{kind} ({len(rows)})", style="bold"), disabled=True))
+            listed.append(None)
+            for row in rows:
+                options.append(Option(f"  {row.label} {row.task} · {row.agent} · {row.device}", id=row.key))
+                listed.append(row.key)
+        failures = self.query_one(OptionList)
+        if listed != self._listed:
+            keep = self.arena.selected
+            failures.clear_options()
+            failures.add_options(options)
+            self._listed = listed
+            if keep in listed:
+                failures.highlighted = listed.index(keep)
+            elif any(listed):
+                failures.highlighted = next(i for i, k in enumerate(listed) if k)
+        self._show_detail()
+
+    def _current(self) -> Row | None:
+        failures = self.query_one(OptionList)
+        if failures.highlighted is None or failures.highlighted >= len(self._listed):
+            return None
+        key = self._listed[failures.highlighted]
+        return self.model.rows.get(key) if key else None
+
+    def _show_detail(self) -> None:
+        row = self._current()
+        detail = self.query_one("#failure", Static)
+        if row is None:
+            detail.update(Text("no failures" if not any(self._listed) else "pick a failure", style="dim"))
+            return
+        kind = failure_kind(row) or "not failed"
+        head = Text(f"{row.task} · {row.agent} · {row.device} [{row.key}] — {kind}", style="bold")
+        diff = candidate_diff(row, self.arena.source.tasks_dir)
+        detail.update(Group(
+            head, Text(""), Text("error", style="bold red"), Text(error_text(row)), Text(""),
+            Text("candidate against the starter", style="bold"), Syntax(diff, "diff", theme="ansi_dark", word_wrap=True),
+        ))
+
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        if event.option.id:
+            self.arena.selected = event.option.id
+        self._show_detail()
+
+    def action_edit(self) -> None:
+        row = self._current()
+        if row is None or not row.candidate:
+            self.notify("no candidate file to open", severity="warning")
+            return
+        editor = shlex.split(os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi")
+        try:
+            with self.app.suspend():  # the editor gets the terminal; the run goes on meanwhile
+                subprocess.run([*editor, row.candidate], check=False)
+        except SuspendNotSupported:  # headless (tests) or a web driver: run it without the terminal
+            subprocess.run([*editor, row.candidate], check=False, stdin=subprocess.DEVNULL, capture_output=True)
+        self.arena.last_edited = row.candidate
+        self._show_detail()
+
+    def action_mark_infrastructure(self) -> None:
+        row = self._current()
+        if row is None:
+            return
+        row.marked_infrastructure = not row.marked_infrastructure
+        self.model.version += 1
+        self.notify(f"{row.key}: {'marked' if row.marked_infrastructure else 'unmarked'} as an infrastructure fault (this session)")
+        self.redraw()

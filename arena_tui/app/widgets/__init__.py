@@ -1,0 +1,1 @@
+"""Renderables and widgets of the app, one job per module."""

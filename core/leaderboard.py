@@ -1,0 +1,237 @@
+"""The leaderboard: agents (and their models) ranked per task family and device, one board per
+timing kind, from the results store.
+
+An entry is (agent, model) on one family and one device model (or vendor: `by="vendor"`). The
+agent is the job's agent; the model is its attempt's model where an attempt produced the
+result, else None. A plain candidate evaluation (`arena eval`, a run file's candidates) has no
+agent: it is entered under its candidate file's name (`solution.py`).
+
+Per entry, over its results (every result counts: iterations, runs and tasks are pooled):
+
+- speedup: the geometric mean of the effective speedup a user would get — the candidate's where
+  it passed, 1.0 where it failed (the baseline stays in use), as in core/compare.py. A failed
+  attempt is not infinitely slow, and an entry that never passes scores 1.0;
+- fast_p: the share of results that are correct and faster than p × the baseline (p = 1.0 by
+  default); a failure or an integrity violation counts speedup 0, so it is never fast;
+- SOL: the median fraction of speed of light over correct results (None where none has one);
+- correct: the share of results that passed without an integrity violation;
+- violations: the results with a proven integrity violation (`integrity_flags`). They fail, and
+  an entry with any violation ranks below every entry without one, whatever its numbers;
+- infrastructure errors are not the candidate's outcome: they are left out and only counted.
+
+Rows are ranked within each (family, device) group by speedup, ties by correctness (equal
+numbers share a rank). Timing kinds never mix: `board()` takes one kind, `boards()` gives one
+board per kind present. `cpu` boards (Triton in its interpreter) are for information: no rank,
+no fast_p, and rows in name order.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import scoring
+from .store import Store
+
+TIMING_KINDS = ("measured", "predicted", "cpu")
+RANKED_KINDS = ("measured", "predicted")
+GROUP_BY = ("model", "vendor")
+DEFAULT_P = 1.0
+LABELS = {
+    "measured": "measured",
+    "predicted": "predicted: simulated devices, never mixed with measured",
+    "cpu": "cpu: for information, never ranked",
+}
+
+
+class LeaderboardError(ValueError):
+    """A board cannot be built as asked (an unknown timing kind, p <= 0); the message says what to pass."""
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One stored result with who produced it: the row a board is built from."""
+
+    run_id: str
+    job_id: int
+    task_id: str
+    family: str
+    agent: str  # the job's agent, else the candidate file's name
+    model: str | None  # the attempt's model, where an attempt produced the result
+    device_id: str
+    device_model: str | None
+    device_vendor: str | None
+    timing_kind: str
+    status: str  # passed | failed | infrastructure_error
+    speedup: float
+    sol_fraction: float | None
+    integrity_flags: tuple[str, ...] = ()
+
+    @property
+    def violation(self) -> bool:
+        return bool(self.integrity_flags)
+
+    @property
+    def correct(self) -> bool:
+        return self.status == "passed" and not self.violation
+
+    @property
+    def effective_speedup(self) -> float:
+        """What the user gets: the candidate's speedup where it is correct, else 1.0 (the baseline stays)."""
+        return self.speedup if self.correct and self.speedup > 0 else 1.0
+
+
+@dataclass(frozen=True)
+class Entry:
+    rank: int | None  # 1-based within its (family, device) group; None on a cpu board (never ranked)
+    agent: str
+    model: str | None
+    family: str
+    device: str  # the device model (its id where the model is unknown), or the vendor with by="vendor"
+    vendor: str | None
+    speedup: float  # geometric mean of effective speedups (a failure counts 1.0)
+    fast_p: float | None  # share correct and faster than p × baseline; None on a cpu board
+    sol_fraction: float | None  # median over correct results
+    correct: float  # share of results correct (passed, no integrity violation)
+    results: int
+    violations: int  # results with a proven integrity violation
+    tasks: int  # distinct tasks among the results
+
+
+@dataclass(frozen=True)
+class Board:
+    timing_kind: str
+    p: float
+    by: str  # model | vendor: what the device column holds
+    entries: tuple[Entry, ...]  # by family, then device, then rank
+    infrastructure_errors: int = 0  # left out of every figure
+    filters: dict[str, str | None] = field(default_factory=dict)
+
+    @property
+    def ranked(self) -> bool:
+        return self.timing_kind in RANKED_KINDS
+
+    @property
+    def label(self) -> str:
+        return LABELS.get(self.timing_kind, self.timing_kind)
+
+    def groups(self) -> list[tuple[str, str, list[Entry]]]:
+        """(family, device, its entries in rank order), in board order."""
+        out: list[tuple[str, str, list[Entry]]] = []
+        for e in self.entries:
+            if not out or (out[-1][0], out[-1][1]) != (e.family, e.device):
+                out.append((e.family, e.device, []))
+            out[-1][2].append(e)
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {"timing_kind": self.timing_kind, "label": self.label, "ranked": self.ranked, "p": self.p, "by": self.by,
+                "filters": dict(self.filters), "infrastructure_errors": self.infrastructure_errors,
+                "entries": [asdict(e) for e in self.entries]}
+
+
+def scored(store: Store, run: str | None = None) -> list[Scored]:
+    """Every result in the store (or in one run: an id, prefix or ending as `Store.get_run`
+    takes it; an unknown one raises `UnknownRunError`), with its agent and model."""
+    runs = [store.get_run(run)] if run is not None else store.list_runs()
+    rows: list[Scored] = []
+    for r in runs:
+        jobs = {j.id: j for j in store.jobs(r.id)}
+        models = {a.job_id: a.model for a in store.attempts(r.id) if a.job_id is not None}
+        for res in store.results(r.id):
+            job = jobs[res.job_id]
+            agent = job.agent or (Path(job.candidate).name if job.candidate else f"candidate {res.candidate_sha256[:8]}")
+            rows.append(Scored(
+                run_id=r.id, job_id=job.id, task_id=job.task_id, family=job.family, agent=agent, model=models.get(job.id),
+                device_id=res.device_id, device_model=res.device_model, device_vendor=res.device_vendor, timing_kind=res.timing_kind,
+                status=res.status, speedup=res.speedup, sol_fraction=res.sol_fraction, integrity_flags=res.integrity_flags,
+            ))
+    return rows
+
+
+def board(store: Store, *, timing_kind: str, device: str | None = None, vendor: str | None = None, family: str | None = None,
+          run: str | None = None, p: float = DEFAULT_P, by: str = "model") -> Board:
+    """The board of one timing kind (measured | predicted | cpu), optionally filtered."""
+    _check(timing_kind, p, by)
+    return build(scored(store, run), timing_kind=timing_kind, device=device, vendor=vendor, family=family, run=run, p=p, by=by)
+
+
+def boards(store: Store, *, device: str | None = None, vendor: str | None = None, family: str | None = None, run: str | None = None,
+           p: float = DEFAULT_P, by: str = "model") -> dict[str, Board]:
+    """One board per timing kind present among the matching results, measured first; {} if none."""
+    _check(TIMING_KINDS[0], p, by)
+    rows = scored(store, run)
+    found = {r.timing_kind for r in rows if _matches(r, device, vendor, family)}
+    return {kind: build(rows, timing_kind=kind, device=device, vendor=vendor, family=family, run=run, p=p, by=by)
+            for kind in TIMING_KINDS if kind in found}
+
+
+def build(rows: Iterable[Scored], *, timing_kind: str, device: str | None = None, vendor: str | None = None, family: str | None = None,
+          run: str | None = None, p: float = DEFAULT_P, by: str = "model") -> Board:
+    """The board from rows already read (`scored`): filter, group, aggregate, rank. Pure."""
+    _check(timing_kind, p, by)
+    mine = [r for r in rows if r.timing_kind == timing_kind and _matches(r, device, vendor, family)]
+    kept = [r for r in mine if r.status != "infrastructure_error"]
+    groups: dict[tuple[str, str], dict[tuple[str, str | None], list[Scored]]] = {}
+    for r in kept:
+        place = (r.device_vendor or "unknown") if by == "vendor" else (r.device_model or r.device_id)
+        groups.setdefault((r.family, place), {}).setdefault((r.agent, r.model), []).append(r)
+    ranked = timing_kind in RANKED_KINDS
+    entries: list[Entry] = []
+    for (fam, place), members in sorted(groups.items()):
+        group = [_entry(agent, model, fam, place, results, p, ranked) for (agent, model), results in members.items()]
+        entries.extend(_rank(group) if ranked else sorted(group, key=lambda e: (e.agent, e.model or "")))
+    filters = {"device": device, "vendor": vendor, "family": family, "run": run}
+    return Board(timing_kind, p, by, tuple(entries), len(mine) - len(kept), filters)
+
+
+def _entry(agent: str, model: str | None, family: str, device: str, results: list[Scored], p: float, ranked: bool) -> Entry:
+    sols = [r.sol_fraction for r in results if r.correct and r.sol_fraction is not None]
+    vendors = sorted({r.device_vendor for r in results if r.device_vendor})
+    return Entry(
+        rank=None, agent=agent, model=model, family=family, device=device, vendor=vendors[0] if len(vendors) == 1 else None,
+        speedup=math.exp(statistics.fmean(math.log(r.effective_speedup) for r in results)),
+        fast_p=scoring.fast_p(((r.correct, r.speedup if r.correct else 0.0) for r in results), p) if ranked else None,
+        sol_fraction=statistics.median(sols) if sols else None,
+        correct=sum(r.correct for r in results) / len(results),
+        results=len(results), violations=sum(r.violation for r in results), tasks=len({r.task_id for r in results}),
+    )
+
+
+def _rank(group: list[Entry]) -> list[Entry]:
+    """Honest entries first, then by speedup, then correctness; equal numbers share a rank (1, 1, 3)."""
+    def merit(e: Entry) -> tuple[bool, float, float]:
+        return (e.violations > 0, -round(e.speedup, 9), -e.correct)  # rounded: 4 and 1 tie with 2 and 2
+
+    ordered = sorted(group, key=lambda e: (*merit(e), -e.results, e.agent, e.model or ""))
+    out: list[Entry] = []
+    for i, e in enumerate(ordered):
+        rank = out[-1].rank if out and merit(ordered[i - 1]) == merit(e) else i + 1
+        out.append(Entry(**{**asdict(e), "rank": rank}))
+    return out
+
+
+def _matches(r: Scored, device: str | None, vendor: str | None, family: str | None) -> bool:
+    if family is not None and r.family != family:
+        return False
+    if vendor is not None and (r.device_vendor or "").casefold() != vendor.casefold():
+        return False
+    if device is not None and device != r.device_id:
+        # A device model by name, case aside; its words are enough: `h200` finds "NVIDIA H200", not "GH200".
+        words, model = device.casefold().split(), (r.device_model or "").casefold().split()
+        if not words or not all(w in model for w in words):
+            return False
+    return True
+
+
+def _check(timing_kind: str, p: float, by: str) -> None:
+    if timing_kind not in TIMING_KINDS:
+        raise LeaderboardError(f"timing kind `{timing_kind}` is not one of {', '.join(TIMING_KINDS)}: boards never mix kinds, pick one")
+    if not (isinstance(p, (int, float)) and math.isfinite(p) and p > 0):
+        raise LeaderboardError(f"p must be a positive number (fast_p counts results faster than p × the baseline), got {p!r}")
+    if by not in GROUP_BY:
+        raise LeaderboardError(f"group devices by one of {', '.join(GROUP_BY)}, not `{by}`")

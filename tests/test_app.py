@@ -1,0 +1,409 @@
+"""The `arena` app: each screen and action driven through Textual's Pilot over a scripted run
+(arena_tui/app/scripted.py writes to a tmp store what the engine would and reports it through
+the engine's callbacks), SVG snapshots of each screen, a stream of hundreds of events per
+second, the command line's choice between app and printer, and one real default run."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from textual.widgets import DataTable, OptionList, RichLog, Static
+
+import core.store
+from arena_tui.app.app import ArenaApp
+from arena_tui.app.messages import RunUpdated
+from arena_tui.app.model import RunModel
+from arena_tui.app.queue_rows import Filter
+from arena_tui.app.screens.help import HelpScreen
+from arena_tui.app.scripted import ScriptedRun
+from arena_tui.app.triage import failure_kind
+from arena_tui.app.widgets.transcript_pane import TranscriptPane
+from core import events
+from core.store import Store
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "tasks"
+AXPY = "elementwise/axpy"
+STARTER = FIXTURES / "elementwise" / "axpy" / "starter.py"
+SIZE = (120, 32)
+
+
+@pytest.fixture
+def store(tmp_path) -> Store:
+    with Store.open(tmp_path / "arena.db") as s:
+        yield s
+
+
+@pytest.fixture
+def fixed_ids(monkeypatch):
+    """Run ids and timestamps that do not change between runs: snapshots show them."""
+    monkeypatch.setattr(core.store, "_now", lambda: "2026-12-01T00:00:00+00:00")
+    monkeypatch.setattr(core.store.secrets, "token_hex", lambda n: "abcd"[: 2 * n])
+
+
+def scripted(store: Store, tmp_path: Path, agents=("ref", "cli", "bad"), **kw) -> ScriptedRun:
+    return ScriptedRun(store, (AXPY,), agents, starter=STARTER, folder=tmp_path / "attempts", **kw)
+
+
+def make_app(run: ScriptedRun, live: bool = True, **kw) -> ArenaApp:
+    return ArenaApp(run.source(FIXTURES, live=live), clock=lambda: 100.0, **kw)
+
+
+async def until(pilot, condition, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting for the app"
+        await pilot.pause(0.02)
+    await pilot.pause(0.05)
+
+
+def text_of(static: Static) -> str:
+    """What a Static shows, as plain text (its content may be any Rich renderable)."""
+    console = Console(width=160, record=True, file=io.StringIO())
+    console.print(static.content)
+    return console.export_text()
+
+
+def table_column(app: ArenaApp, column: str) -> list[str]:
+    table = app.screen.query_one(DataTable)
+    return [str(table.get_cell(row.key, column)) for row in table.ordered_rows]
+
+
+# -- the queue ---------------------------------------------------------------------------------
+
+
+def test_queue_follows_the_run_live_then_shows_every_verdict(store, tmp_path):
+    gate = asyncio.Event()
+    run = scripted(store, tmp_path, gate=gate)
+
+    async def go() -> None:
+        app = make_app(run)
+        async with app.run_test(size=SIZE) as pilot:
+            # Half-way: the agents run, the evaluation job is in its correctness stage.
+            await until(pilot, lambda: table_column(app, "state").count("running") == 4)
+            assert table_column(app, "stage") == ["agent", "agent", "agent", "correctness"]
+            assert table_column(app, "agent") == ["ref", "cli", "bad", "starter"]
+            gate.set()
+            await until(pilot, lambda: app.run_state == "finished")
+            assert table_column(app, "state") == ["done", "failed (correctness)", "failed (compile)", "done"]
+            assert table_column(app, "correct") == ["✓", "✗", "–", "✓"]
+            assert table_column(app, "speedup") == ["1.51×", "–", "–", "1.00×"]
+            assert "run r-" in app.sub_title and "finished" in app.sub_title
+
+    asyncio.run(go())
+
+
+def test_queue_sorts_and_filters_by_state_agent_family_and_device(store, tmp_path):
+    run = scripted(store, tmp_path)
+    run.play_into_store()
+
+    async def go() -> None:
+        app = make_app(run, live=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            await pilot.press("slash", *"state:fail")
+            await pilot.pause()
+            assert table_column(app, "agent") == ["cli", "bad"]
+            await pilot.press("escape")  # leaves the filter box
+            await pilot.press("escape")  # clears the filter
+            await pilot.press("slash", *"agent:re family:elem device:cpu", "enter")
+            await pilot.pause()
+            assert table_column(app, "agent") == ["ref"]
+            await pilot.press("escape")
+            await pilot.press("s", "s", "s")  # plan → state → task → agent
+            await pilot.pause()
+            assert table_column(app, "agent") == ["bad", "cli", "ref", "starter"]
+            await pilot.press("r")
+            await pilot.pause()
+            assert table_column(app, "agent") == ["starter", "ref", "cli", "bad"]
+            assert "sort: agent (reversed)" in text_of(app.screen.query_one("#queue-status", Static))
+
+    asyncio.run(go())
+
+
+def test_filter_words_and_fields():
+    flt = Filter.parse("state:failed gemm bogus:x")
+    assert flt.fields == {"state": "failed"} and flt.words == ("gemm", "bogus:x")
+
+
+# -- transcripts ---------------------------------------------------------------------------------
+
+
+def pane_text(pane: TranscriptPane) -> str:
+    return "\n".join(line.text for line in pane.query_one(RichLog).lines)
+
+
+def test_transcripts_show_the_agents_side_by_side_and_fold_long_outputs(store, tmp_path):
+    run = scripted(store, tmp_path)
+
+    async def go() -> None:
+        app = make_app(run)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.run_state == "finished")
+            await pilot.press("2")
+            await until(pilot, lambda: len(app.screen.query(TranscriptPane)) == 3 and "Submitted" in pane_text(app.screen.query(TranscriptPane)[0]))
+            panes = list(app.screen.query(TranscriptPane))
+            assert [p.attempt_id.rsplit("/", 1)[1] for p in panes] == ["1", "2", "3"]
+            text = pane_text(panes[1])
+            assert "▶ bash" in text and "◀ result" in text and "◀ error" in text  # calls and results apart
+            assert "more lines (z unfolds)" in text and "line 14 of solution.py" not in text
+            await pilot.press("z")
+            await pilot.pause(0.1)
+            assert "line 14 of solution.py" in pane_text(panes[1])
+
+    asyncio.run(go())
+
+
+def test_transcripts_of_a_finished_run_come_from_the_store(store, tmp_path):
+    run = scripted(store, tmp_path, agents=("ref", "cli"))
+    run.play_into_store()
+
+    async def go() -> None:
+        app = make_app(run, live=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("2")
+            await until(pilot, lambda: len(app.screen.query(TranscriptPane)) == 2)
+            await until(pilot, lambda: "Submitted solution.py." in pane_text(app.screen.query(TranscriptPane)[1]))
+            assert app.run_state == "viewing"
+
+    asyncio.run(go())
+
+
+# -- scores, leaderboard, triage -------------------------------------------------------------------
+
+
+def test_scores_show_stages_workloads_times_and_a_speedup_chart(store, tmp_path):
+    run = scripted(store, tmp_path)
+    run.play_into_store()
+
+    async def go() -> None:
+        app = make_app(run, live=False)
+        async with app.run_test(size=(120, 60)) as pilot:
+            await pilot.pause()
+            await pilot.press("enter")  # the first row: ref, passed
+            await until(pilot, lambda: type(app.screen).__name__ == "ScoresScreen")
+            text = text_of(app.screen.query_one("#scores", Static))
+            for expected in ("passed", "hidden shapes", "max abs err 3e-07", "n=4097 (hidden)", "speedup per workload", "2.40×", "± IQR"):
+                assert expected in text, expected
+            await pilot.press("n", "n")  # the compile failure: its compiler output
+            await pilot.pause()
+            text = text_of(app.screen.query_one("#scores", Static))
+            assert "compile log" in text and "SyntaxError: invalid syntax" in text
+
+    asyncio.run(go())
+
+
+def test_leaderboard_ranks_this_runs_results_by_timing_kind(store, tmp_path):
+    run = scripted(store, tmp_path)
+
+    async def go() -> None:
+        app = make_app(run)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("4")
+            await until(pilot, lambda: app.run_state == "finished")
+            await pilot.pause(0.2)
+            text = text_of(app.screen.query_one("#boards", Static))
+            assert "cpu: for information, never ranked" in text
+            assert "ref" in text and "1.51×" in text and "starter.py" in text
+            await pilot.press("a")
+            await pilot.pause()
+            assert "every run in the store" in text_of(app.screen.query_one("#board-scope", Static))
+
+    asyncio.run(go())
+
+
+def test_triage_groups_failures_shows_diff_opens_editor_and_marks_infrastructure(store, tmp_path, monkeypatch):
+    run = scripted(store, tmp_path)
+    run.play_into_store()
+    opened = tmp_path / "opened"
+    editor = tmp_path / "editor.sh"
+    editor.write_text(f"#!/bin/sh\necho \"$1\" > {opened}\n")
+    editor.chmod(0o755)
+    monkeypatch.setenv("VISUAL", str(editor))
+
+    async def go() -> None:
+        app = make_app(run, live=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("5")
+            await pilot.pause()
+            labels = [str(o.prompt) for o in app.screen.query_one(OptionList).options]
+            assert labels[0] == "compile (1)" and labels[2] == "correctness (1)"
+            detail = text_of(app.screen.query_one("#failure", Static))
+            assert "SyntaxError" in detail and "+BLOCK = 128" in detail and "--- starter.py" in detail
+            await pilot.press("e")
+            await pilot.pause()
+            assert opened.read_text().strip().endswith("_solution.py") and app.last_edited
+            await pilot.press("i")
+            await pilot.pause()
+            labels = [str(o.prompt) for o in app.screen.query_one(OptionList).options]
+            assert "infrastructure (1)" in labels and "compile (1)" not in labels
+
+    asyncio.run(go())
+
+
+def test_failure_kinds(store, tmp_path):
+    run = scripted(store, tmp_path)
+    run.play_into_store()
+    model = RunModel(store, run.run_id)
+    model.reload()
+    assert sorted(filter(None, (failure_kind(r) for r in model.rows.values()))) == ["compile", "correctness"]
+
+
+# -- cancelling, help, palette ----------------------------------------------------------------------
+
+
+def test_x_cancels_the_whole_run(store, tmp_path):
+    gate = asyncio.Event()  # never set: the run hangs half-way until cancelled
+    run = scripted(store, tmp_path, gate=gate)
+
+    async def go() -> None:
+        app = make_app(run)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: "running" in table_column(app, "state"))
+            await pilot.press("x")
+            await until(pilot, lambda: app.run_state == "cancelled")
+            assert not any(w.is_running for w in app.workers if w.group == "run")
+
+    asyncio.run(go())
+
+
+def test_help_screen_and_a_palette_entry_for_every_action(store, tmp_path):
+    run = scripted(store, tmp_path)
+    run.play_into_store()
+
+    async def go() -> None:
+        app = make_app(run, live=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("question_mark")
+            await pilot.pause()
+            assert isinstance(app.screen, HelpScreen)
+            await pilot.press("escape")
+            await pilot.pause()
+            titles = {c.title for c in app.get_system_commands(app.screen)}
+            for title in ("Show Queue", "Show Transcripts", "Show Scores", "Show Leaderboard", "Show Triage", "Cancel run", "Help",
+                          "Sort queue", "Filter queue", "Open scores of the selected row"):
+                assert title in titles, title
+            for mode in ("transcripts", "scores", "leaderboard", "triage"):
+                app.switch_mode(mode)
+                await pilot.pause()
+                screen_titles = {c.title for c in app.get_system_commands(app.screen)}
+                assert all(t in screen_titles for t, _, _ in type(app.screen).COMMANDS_HERE) and type(app.screen).COMMANDS_HERE
+            footer_keys = {b.key for b in app.BINDINGS}
+            assert {"1", "2", "3", "4", "5", "question_mark", "x", "q"} <= footer_keys
+
+    asyncio.run(go())
+
+
+# -- a stream of events -----------------------------------------------------------------------------
+
+
+def test_app_stays_responsive_under_hundreds_of_events_per_second(store, tmp_path):
+    """2 000 transcript events in about 2 s: the app coalesces them into one redraw per tick and
+    a key press is still handled promptly."""
+    run = scripted(store, tmp_path, agents=("ref", "cli"))
+    run.play_into_store()
+    attempt = run.attempt_ids[("ref", AXPY)]
+    n = 2000
+
+    async def flood(on_event, on_attempt) -> None:
+        for i in range(n):
+            on_event(None, events.TranscriptEvent(attempt, 100 + i, "text", "ref", text=f"token burst {i}"))
+            if i % 20 == 19:
+                await asyncio.sleep(0.02)  # ~1 000 events a second
+
+    async def go() -> None:
+        seen: list = []
+        source = run.source(FIXTURES, live=False)
+        source.start = flood
+        app = ArenaApp(source, clock=lambda: 100.0)
+        async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
+            await pilot.press("2")
+            await until(pilot, lambda: app.events_seen >= n // 4, timeout=20)
+            started = time.monotonic()
+            await pilot.press("1")
+            await pilot.pause()
+            assert time.monotonic() - started < 1.0, "a key press waited behind the stream"
+            await until(pilot, lambda: app.run_state == "finished", timeout=30)
+        redraws = sum(isinstance(m, RunUpdated) for m in seen)
+        assert app.events_seen == n
+        assert redraws < n / 10, f"{redraws} redraws for {n} events: not coalesced"
+        assert len(app.model.transcripts[attempt]) <= 2000  # capped
+
+    asyncio.run(go())
+
+
+# -- SVG snapshots ----------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="snapshot baselines are made on Python 3.11")
+@pytest.mark.parametrize("keys", [(), ("2",), ("enter",), ("4",), ("5",), ("question_mark",)], ids=["queue", "transcripts", "scores", "leaderboard", "triage", "help"])
+def test_snapshots(snap_compare, store, tmp_path, fixed_ids, keys):
+    run = scripted(store, tmp_path)
+    run.play_into_store()
+    app = make_app(run, live=False)
+    assert snap_compare(app, press=list(keys), terminal_size=SIZE)
+
+
+# -- the command line ----------------------------------------------------------------------------------
+
+
+def test_arena_opens_the_app_on_the_default_run_only_when_interactive(monkeypatch, capsys):
+    from arena_tui.app import launch
+    from arena_tui.cli import main
+    from core.runs import DEFAULT_RUN
+
+    opened = []
+    monkeypatch.setattr(launch, "run_app", lambda store, run_id, spec, factory=None: opened.append((run_id, spec)) or 0)
+    assert launch.interactive() is False  # capsys: not a terminal, so the printer as before
+    monkeypatch.setattr(launch, "interactive", lambda headless=False: not headless)
+    assert main([]) == 0
+    assert main(["--tasks-dir", str(FIXTURES)]) == 0
+    (_, bundled), (_, fixture) = opened
+    assert bundled.agents == DEFAULT_RUN.agents and bundled.tasks == DEFAULT_RUN.tasks and bundled.devices == ("cpu",)
+    assert fixture.tasks == (AXPY,) and fixture.tasks_dir == str(FIXTURES)  # --tasks-dir: every task there, as the printer does
+    import arena_tui.cli
+
+    monkeypatch.setattr(arena_tui.cli, "_demo", lambda args, out: 0)
+    assert main(["--headless"]) == 0 and len(opened) == 2  # --headless: the printer, as before
+
+
+def test_arena_run_runfile_opens_the_app_when_interactive(monkeypatch, tmp_path):
+    from arena_tui.app import launch
+    from arena_tui.cli import main
+
+    runfile = tmp_path / "run.yaml"
+    runfile.write_text("name: mine\ntasks: [elementwise/axpy]\nagents: [{name: ref, kind: reference}]\n")
+    opened = []
+    monkeypatch.setattr(launch, "run_app", lambda store, run_id, spec, factory=None: opened.append(spec) or 0)
+    monkeypatch.setattr(launch, "interactive", lambda headless=False: not headless)
+    assert main(["--tasks-dir", str(FIXTURES), "run", str(runfile)]) == 0
+    assert [s.name for s in opened] == ["mine"]
+
+
+# -- one real run ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_real_default_run_on_the_axpy_fixture(store):
+    from arena_tui.app.source import live_source
+    from core.runs import DEFAULT_RUN, RunSpec
+
+    spec = RunSpec(**{**DEFAULT_RUN.__dict__, "tasks": (AXPY,), "tasks_dir": str(FIXTURES)})
+    run_id = store.create_run(spec.name, spec.to_json())
+
+    async def go() -> None:
+        app = ArenaApp(live_source(store, run_id, spec))
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.run_state != "running", timeout=90)
+            assert app.run_state == "finished"
+            (row,) = app.model.rows.values()
+            assert row.kind == "attempt" and row.agent == "reference" and row.result is not None and row.result.passed
+            assert table_column(app, "state") == ["done"]
+            assert app.model.transcript(row.key), "the reference agent's transcript"
+
+    asyncio.run(go())
