@@ -108,7 +108,7 @@ def _show(store: Store, args: argparse.Namespace, out: Console, err: Console) ->
         else:
             status = f"[{STATUS_STYLE.get(r.status, 'white')}]{r.status.replace('infrastructure_error', 'infra error')}[/]"
             cells += [
-                status + (" [red]![/]" if r.integrity_flags else ""), r.failed_stage or "", ratio(r.speedup),
+                status + (" [red]![/]" if r.integrity_flags else "") + (" [magenta]infra?[/]" if r.infrastructure_marks else ""), r.failed_stage or "", ratio(r.speedup),
                 f"{r.sol_fraction * 100:.1f}%" if r.sol_fraction is not None else "–", f"{r.points:.0f}",
             ] + ([r.timing_kind] if len(kinds) > 1 else [])
         table.add_row(*cells)
@@ -119,6 +119,9 @@ def _show(store: Store, args: argparse.Namespace, out: Console, err: Console) ->
             out.print(f"[red]integrity:[/] {job.task_id} on {escape(job.device_id)}: {escape(flag)}", highlight=False)
         for note in r.review_notes if r else ():
             out.print(f"[yellow]review:[/] {job.task_id} on {escape(job.device_id)}: {escape(note)}", highlight=False)
+        for note in r.infrastructure_marks if r else ():
+            out.print(f"[magenta]marked infrastructure fault:[/] {job.task_id} on {escape(job.device_id)}: {escape(note)}"
+                      " (left out of the leaderboard)", highlight=False)
     _attempts_table(store, run.id, results, out)
     if len(kinds) == 1:
         out.print(f"[dim]timing kind: {kinds[0]}[/]")

@@ -17,7 +17,8 @@ Per entry, over its results (every result counts: iterations, runs and tasks are
 - correct: the share of results that passed without an integrity violation;
 - violations: the results with a proven integrity violation (`integrity_flags`). They fail, and
   an entry with any violation ranks below every entry without one, whatever its numbers;
-- infrastructure errors are not the candidate's outcome: they are left out and only counted.
+- infrastructure errors are not the candidate's outcome: they are left out and only counted;
+  so is a result a person marked an infrastructure fault (`Store.mark_infrastructure`).
 
 Rows are ranked within each (family, device) group by speedup, ties by correctness (equal
 numbers share a rank). Timing kinds never mix: `board()` takes one kind, `boards()` gives one
@@ -148,7 +149,7 @@ def scored(store: Store, run: str | None = None) -> list[Scored]:
             rows.append(Scored(
                 run_id=r.id, job_id=job.id, task_id=job.task_id, family=job.family, agent=agent, model=models.get(job.id),
                 device_id=res.device_id, device_model=res.device_model, device_vendor=res.device_vendor, timing_kind=res.timing_kind,
-                status=res.status, speedup=res.speedup, sol_fraction=res.sol_fraction, integrity_flags=res.integrity_flags,
+                status="infrastructure_error" if res.infrastructure_marks else res.status, speedup=res.speedup, sol_fraction=res.sol_fraction, integrity_flags=res.integrity_flags,
             ))
     return rows
 

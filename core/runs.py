@@ -29,8 +29,10 @@ jobs, so the device slots are shared. `parallelism` caps the attempts running at
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fnmatch
 import itertools
+import secrets
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -334,6 +336,102 @@ class EvalRequest:
     on_event: Callable[[events.Event], None] | None = None
 
 
+@dataclass(frozen=True)
+class Queued:
+    """What `RunControl.rerun` / `requeue` queued: the store job that will hold the result. When
+    the run was not live, a follow-up run (`run_id`, `spec`) holds it: execute that with `execute`."""
+
+    job_id: int
+    run_id: str
+    spec: RunSpec | None = None  # set for a follow-up run, which the caller executes
+
+
+class RunControl:
+    """Act on one run, live or after the fact (the app's triage). Pass it to `execute`: while the
+    run executes, `cancel_attempt` stops one agent (recorded `cancelled`, the others go on), and
+    `rerun` / `requeue` add an evaluation job to the store and to the run's scheduler. On a run
+    that is not executing, `rerun` / `requeue` create a small follow-up run of that one job
+    (named after the original) and return it for the caller to `execute`.
+
+    `rerun(job)`: the same candidate, the same device, the job's stored secret seed, so the same
+    hidden workloads and inputs. `requeue(job, device)`: the same candidate, a fresh seed, on
+    another device. A job is a store job id, or an attempt id (`<run>/<n>`: its final evaluation).
+    """
+
+    def __init__(self, store: Store, tasks_dir: str | Path | None = None) -> None:
+        self.store = store
+        self.tasks_dir = str(tasks_dir) if tasks_dir else None  # for a follow-up run whose original names none
+        self._live: _Live | None = None
+
+    @property
+    def live(self) -> bool:
+        return self._live is not None
+
+    def cancel_attempt(self, attempt_id: str) -> bool:
+        """Stop one attempt of the executing run; False when it is not running or already ended."""
+        live = self._live
+        task = live.attempts.get(attempt_id) if live else None
+        if task is None or task.done():
+            return False
+        task.cancel()
+        return True
+
+    def rerun(self, job: int | str) -> Queued:
+        original = self._job(job)
+        if original.seed is None:
+            raise ValueError(f"job {original.id} has no stored seed (evaluated before seeds were kept, or never evaluated): requeue it instead")
+        return self._queue(original, original.device_id, original.seed, "rerun")
+
+    def requeue(self, job: int | str, device: str) -> Queued:
+        return self._queue(self._job(job), device, None, "requeue")
+
+    def _job(self, job: int | str) -> Any:
+        if isinstance(job, str):
+            attempt = self.store.get_attempt(job)
+            if attempt.job_id is None:
+                raise ValueError(f"attempt {job} has no final evaluation yet: nothing to re-run")
+            job = attempt.job_id
+        found = self.store.get_job(job)
+        if not found.candidate:
+            raise ValueError(f"job {found.id} has no candidate file")
+        return found
+
+    def _queue(self, original: Any, device: str, seed: int | None, how: str) -> Queued:
+        live = self._live
+        if live is not None and original.run_id == live.run_id:
+            if device not in live.devices:
+                raise ValueError(f"device {device} is not one of this run's ({', '.join(sorted(live.devices))}): requeue it once the run has ended")
+            n = sum(1 for j in self.store.jobs(live.run_id) if j.key.startswith(f"{original.key}|{how}-"))
+            key = f"{original.key}|{how}-{device}-{n + 1}"
+            job_id = self.store.add_job(live.run_id, task_id=original.task_id, device_id=device, candidate=original.candidate,
+                                        family=original.family, agent=original.agent, variant=original.variant, key=key)
+            if seed is not None:
+                self.store.set_job_seed(job_id, seed)
+            live.submit(key, job_id, original.task_id, Path(original.candidate), device)
+            return Queued(job_id, live.run_id)
+        run = self.store.get_run(original.run_id)
+        spec = RunSpec(name=f"{run.name}-{how}-j{original.id}", tasks=(original.task_id,), candidates=(original.candidate,), devices=(device,),
+                       cpu_slots=run.spec.get("cpu_slots"), max_retries=run.spec.get("max_retries", 2),
+                       tasks_dir=run.spec.get("tasks_dir") or self.tasks_dir)
+        planned = plan(spec)[0]
+        run_id = self.store.create_run(spec.name, spec.to_json())
+        job_id = self.store.add_job(run_id, task_id=original.task_id, device_id=device, candidate=planned.candidate, family=original.family,
+                                    agent=original.agent, variant=original.variant, key=planned.key)
+        if seed is not None:
+            self.store.set_job_seed(job_id, seed)
+        return Queued(job_id, run_id, spec)
+
+
+@dataclass
+class _Live:
+    """What a `RunControl` reaches of an executing run."""
+
+    run_id: str
+    devices: frozenset[str]
+    attempts: dict[str, asyncio.Task]
+    submit: Callable[[str, int, str, Path, str], None]  # (scheduler key, store job id, task id, candidate, device)
+
+
 def local_executor(device_id: str, root: Path) -> Executor:
     return LocalExecutor(device_id, root)
 
@@ -355,13 +453,19 @@ async def execute(
     on_event: OnRunEvent | None = None,
     on_attempt: OnAttempt | None = None,
     attempts_root: Path | None = None,
+    control: RunControl | None = None,
 ) -> RunOutcome:
     """Evaluate every job of the run that has no result yet and run every attempt that has not
     ended; record each result in the store before reporting it. Cancelling the returned
     coroutine (Ctrl-C) stops the agents (and everything they started), records them
     `cancelled`, and leaves the run resumable: a resumed run reruns cancelled attempts from a
     fresh workspace, re-evaluates those whose agent had ended, and never redoes a finished one.
-    Attempt folders go under `attempts_root` (default: `attempts/<run id>` beside the store)."""
+    Attempt folders go under `attempts_root` (default: `attempts/<run id>` beside the store).
+    A `control` acts on the run while it executes (cancel one attempt, re-run or requeue a job).
+
+    Each evaluation job draws its secret seed (hidden workloads, inputs) when it first runs and
+    keeps it in the store (`jobs.seed`): a retry, a resume and a `RunControl.rerun` reuse it. The
+    seed goes to the harness only; no event, result or workspace carries it."""
     planned = {p.key: p for p in plan(spec)}
     for p in planned.values():
         store.add_job(run_id, task_id=p.task.id, device_id=p.device, candidate=p.candidate, family=p.task.family, key=p.key)
@@ -414,8 +518,10 @@ async def execute(
             if request.on_event is not None:
                 request.on_event(event)
 
+        # An `arena check` (no store job) draws a fresh seed; a job keeps its own for replays.
+        seed = store.set_job_seed(request.job_id, secrets.randbits(63)) if request.job_id is not None else None
         try:
-            result = await evaluator.aevaluate(request.task, request.candidate, on_event=forward, visible_only=request.visible_only)
+            result = await evaluator.aevaluate(request.task, request.candidate, seed, on_event=forward, visible_only=request.visible_only)
         except HarnessError as exc:
             evaluators.pop(slot).executor.close()
             raise InfrastructureFault(str(exc)) from exc
@@ -432,6 +538,7 @@ async def execute(
         return outcome
     slots = slots_for(devices, cpu_slots=spec.cpu_slots)
     attempt_tasks: list[asyncio.Task] = []
+    extra: dict[str, asyncio.Future] = {}  # jobs a RunControl added while the run executes
     try:
         async with Scheduler(slots, runner, max_retries=spec.max_retries, on_event=on_scheduler_event) as scheduler:
             futures = {}
@@ -442,6 +549,15 @@ async def execute(
             for a in open_attempts:
                 context = _AttemptContext(store, scheduler, job_ids, checks, folders, root, on_event, on_attempt, outcome)
                 attempt_tasks.append(asyncio.ensure_future(_attempt(a, attempt_ids[a.key], rows[a.key], run_id, context, limit)))
+            if control is not None:
+                tasks_by_id = {t.id: t for t in select_tasks(spec.tasks, spec.tasks_dir)}
+
+                def submit(key: str, job_id: int, task_id: str, candidate: Path, device: str) -> None:
+                    task = tasks_by_id.get(task_id) or find_task(task_id, spec.tasks_dir)
+                    job_ids[key] = job_id
+                    extra[key] = scheduler.submit(Job(id=key, devices=(device,), payload=EvalRequest(task, candidate, job_id)))
+
+                control._live = _Live(run_id, frozenset(devices), {attempt_ids[a.key]: t for a, t in zip(open_attempts, attempt_tasks)}, submit)
             for key, future in futures.items():
                 try:
                     outcome.results.append(await future)
@@ -449,7 +565,16 @@ async def execute(
                     outcome.failed_jobs.append(f"{key}: {exc}")
                     store.set_job_state(job_ids[key], "failed")
             if attempt_tasks:
-                await asyncio.gather(*attempt_tasks)
+                await asyncio.gather(*attempt_tasks, return_exceptions=True)  # one attempt cancelled alone ends as `cancelled`
+            while extra:  # a job added meanwhile is awaited too; none can be added once this ends
+                key, future = extra.popitem()
+                try:
+                    outcome.results.append(await future)
+                except Exception as exc:  # noqa: BLE001
+                    outcome.failed_jobs.append(f"{key}: {exc}")
+                    store.set_job_state(job_ids[key], "failed")
+            if control is not None:
+                control._live = None
     except asyncio.CancelledError:
         outcome.interrupted = True
         for task in attempt_tasks:
@@ -459,6 +584,8 @@ async def execute(
         store.finish_run(run_id, "interrupted")
         raise
     finally:
+        if control is not None:
+            control._live = None
         for evaluator in evaluators.values():
             evaluator.close()
     store.finish_run(run_id, "finished")
@@ -514,7 +641,11 @@ async def _attempt(planned: PlannedAttempt, attempt_id: str, row: Any, run_id: s
         if ctx.on_event is not None:
             ctx.on_event(None, event)
 
-    async with limit:
+    def cancelled_while_queued() -> None:
+        store.set_attempt_state(attempt_id, "cancelled", stop_reason="cancelled")
+        report("cancelled", "cancelled")
+
+    async with _held(limit, cancelled_while_queued):
         stop_reason = row.stop_reason
         submission = Path(row.submission) if row.submission else None
         kept = None
@@ -554,3 +685,18 @@ async def _attempt(planned: PlannedAttempt, attempt_id: str, row: Any, run_id: s
             store.set_attempt_state(attempt_id, "failed", error=f"{type(exc).__name__}: {exc}")
             ctx.outcome.failed_jobs.append(f"{attempt_id}: {type(exc).__name__}: {exc}")
             ctx.outcome.attempts.append(report("failed", stop_reason, error=f"{type(exc).__name__}: {exc}"))
+
+
+@contextlib.asynccontextmanager
+async def _held(limit: asyncio.Semaphore, on_cancelled: Callable[[], None]) -> Any:
+    """Hold one of the run's attempt places; an attempt cancelled while it waits for one is
+    recorded by `on_cancelled` (it never started)."""
+    try:
+        await limit.acquire()
+    except asyncio.CancelledError:
+        on_cancelled()
+        raise
+    try:
+        yield
+    finally:
+        limit.release()

@@ -33,7 +33,8 @@ RUN_STATUSES = ("running", "finished", "interrupted", "cancelled")
 JOB_STATES = ("queued", "running", "done", "failed", "cancelled")
 PENDING_STATES = ("queued", "running")
 JOB_KINDS = ("evaluation",)
-FLAG_KINDS = ("integrity", "review")
+FLAG_KINDS = ("integrity", "review", "infrastructure")
+RESULT_FLAG_KINDS = ("integrity", "review")  # written with the result; `infrastructure` is a person's mark
 ATTEMPT_STATES = ("queued", "running", "evaluating", "done", "failed", "cancelled")
 EXPORT_VERSION = 1
 BUSY_TIMEOUT_MS = 10_000
@@ -151,6 +152,11 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (attempt_id, seq)
     );
     """,
+    # 3: the secret seed an evaluation drew its hidden workloads and inputs from, kept so that a
+    # person can replay it (triage); a flag of kind `infrastructure` is a person's mark. Old rows: NULL.
+    """
+    ALTER TABLE jobs ADD COLUMN seed INTEGER;
+    """,
 )
 
 
@@ -196,6 +202,7 @@ class Job:
     attempts: int
     created_at: str
     updated_at: str
+    seed: int | None = None  # the secret seed of its evaluation (set when it first runs); never shown to agents
 
 
 @dataclass(frozen=True)
@@ -215,6 +222,7 @@ class ResultRow:
     result: dict[str, Any]  # Result.to_json()
     integrity_flags: tuple[str, ...] = ()
     review_notes: tuple[str, ...] = ()
+    infrastructure_marks: tuple[str, ...] = ()  # a person marked it an infrastructure fault (with a note); the result is kept as it was
 
     def to_result(self) -> Result:
         """The `Result` this row was recorded from."""
@@ -530,6 +538,18 @@ class Store:
             if cursor.rowcount == 0:
                 raise StoreError(f"unknown job {job_id}: add it with add_job first")
 
+    def set_job_seed(self, job_id: int, seed: int) -> int:
+        """Keep the secret seed of the job's evaluation, unless it has one already (a retry, a
+        resume or a replay reuses it); returns the seed the job keeps."""
+        with self._write(f"set the seed of job {job_id}") as db:
+            row = db.execute("SELECT seed FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            if row is None:
+                raise StoreError(f"unknown job {job_id}: add it with add_job first")
+            if row[0] is not None:
+                return int(row[0])
+            db.execute("UPDATE jobs SET seed = ?, updated_at = ? WHERE id = ?", (seed, _now(), job_id))
+            return seed
+
     def jobs(self, run_id: str, state: str | None = None) -> list[Job]:
         """The run's jobs in the order they were added, optionally only those in `state`."""
         full = self._resolve_run(run_id)
@@ -573,7 +593,7 @@ class Store:
                 (job_id, result.status, result.failed_stage, result.speedup, result.sol_fraction, result.points, result.timing_kind,
                  result.candidate_sha256, device.get("id", ""), device.get("model"), device.get("vendor"), result.schema_version, blob, now),
             )
-            db.execute("DELETE FROM flags WHERE job_id = ?", (job_id,))
+            db.execute(f"DELETE FROM flags WHERE job_id = ? AND kind IN {RESULT_FLAG_KINDS}", (job_id,))  # a person's mark stays
             db.executemany(
                 "INSERT INTO flags (job_id, kind, text) VALUES (?, ?, ?)",
                 [(job_id, "integrity", str(t)) for t in result.integrity_flags] + [(job_id, "review", str(t)) for t in result.review_notes],
@@ -586,6 +606,17 @@ class Store:
         rows = self._read("SELECT r.* FROM results r JOIN jobs j ON j.id = r.job_id WHERE j.run_id = ? ORDER BY j.id", (full,))
         flags = self._flags(full)
         return [_result_row(r, flags.get(r["job_id"], {})) for r in rows]
+
+    def mark_infrastructure(self, job_id: int, note: str = "", marked: bool = True) -> None:
+        """A person's verdict on a result: an infrastructure fault (the device, not the candidate),
+        with a note. The result itself is kept as recorded (audit); the leaderboard leaves a marked
+        result out as it does an infrastructure error. `marked=False` removes the mark."""
+        with self._write(f"mark the result of job {job_id}") as db:
+            if db.execute("SELECT 1 FROM results WHERE job_id = ?", (job_id,)).fetchone() is None:
+                raise StoreError(f"job {job_id} has no result to mark: see `arena runs show RUN`")
+            db.execute("DELETE FROM flags WHERE job_id = ? AND kind = 'infrastructure'", (job_id,))
+            if marked:
+                db.execute("INSERT INTO flags (job_id, kind, text) VALUES (?, 'infrastructure', ?)", (job_id, note or "marked by a person"))
 
     def _flags(self, run_id: str) -> dict[int, dict[str, list[str]]]:
         out: dict[int, dict[str, list[str]]] = {}
@@ -723,7 +754,8 @@ class Store:
         results = {r.job_id: r for r in self.results(run.id)}
         for job in self.jobs(run.id):
             row = results.get(job.id)
-            yield {"type": "job", **{f.name: getattr(job, f.name) for f in fields(Job)}, "result": row.result if row else None}
+            secret = ("seed",) if run.status == "running" else ()  # the seed is a secret until the run is over
+            yield {"type": "job", **{f.name: getattr(job, f.name) for f in fields(Job) if f.name not in secret}, "result": row.result if row else None}
         for attempt in self.attempts(run.id):
             yield {"type": "attempt", **{f.name: getattr(attempt, f.name) for f in fields(Attempt)}}
 
@@ -768,4 +800,5 @@ def _result_row(r: sqlite3.Row, flags: dict[str, list[str]]) -> ResultRow:
         points=r["points"], timing_kind=r["timing_kind"], candidate_sha256=r["candidate_sha256"], device_id=r["device_id"],
         device_model=r["device_model"], device_vendor=r["device_vendor"], created_at=r["created_at"], result=json.loads(r["result"]),
         integrity_flags=tuple(flags.get("integrity", ())), review_notes=tuple(flags.get("review", ())),
+        infrastructure_marks=tuple(flags.get("infrastructure", ())),
     )

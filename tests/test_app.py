@@ -16,15 +16,19 @@ from rich.console import Console
 from textual.widgets import DataTable, OptionList, RichLog, Static
 
 import core.store
+import arena_tui.app.app as arena_app
 from arena_tui.app.app import ArenaApp
 from arena_tui.app.messages import RunUpdated
 from arena_tui.app.model import RunModel
 from arena_tui.app.queue_rows import Filter
 from arena_tui.app.screens.help import HelpScreen
+from arena_tui.app.screens.note import NoteScreen
 from arena_tui.app.scripted import ScriptedRun
+from arena_tui.app.source import RunSource
 from arena_tui.app.triage import failure_kind
 from arena_tui.app.widgets.transcript_pane import TranscriptPane
 from core import events
+from core.runs import Queued, RunSpec
 from core.store import Store
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "tasks"
@@ -238,10 +242,113 @@ def test_triage_groups_failures_shows_diff_opens_editor_and_marks_infrastructure
             await pilot.press("e")
             await pilot.pause()
             assert opened.read_text().strip().endswith("_solution.py") and app.last_edited
-            await pilot.press("i")
+            await pilot.press("i")  # asks for a note, then keeps the mark in the store
+            await pilot.pause()
+            assert isinstance(app.screen, NoteScreen)
+            await pilot.press(*"flaky", "space", *"node")
+            await pilot.press("enter")
             await pilot.pause()
             labels = [str(o.prompt) for o in app.screen.query_one(OptionList).options]
             assert "infrastructure (1)" in labels and "compile (1)" not in labels
+
+    asyncio.run(go())
+    marks = [r.infrastructure_marks for r in store.results(run.run_id) if r.infrastructure_marks]
+    assert marks == [("flaky node",)]
+
+    async def again() -> None:  # a new session shows the mark; `i` takes it off (no note asked)
+        app = make_app(run, live=False)
+        async with app.run_test(size=SIZE) as pilot:
+            app.selected = next(r.key for r in app.model.rows.values() if r.marked_infrastructure)
+            await pilot.press("5")
+            await pilot.pause()
+            assert "infrastructure (1)" in [str(o.prompt) for o in app.screen.query_one(OptionList).options]
+            await pilot.press("i")
+            await pilot.pause()
+            assert "compile (1)" in [str(o.prompt) for o in app.screen.query_one(OptionList).options]
+
+    asyncio.run(again())
+    assert not any(r.infrastructure_marks for r in store.results(run.run_id))
+
+
+class FakeControl:
+    """What the app asks of a live run's `RunControl`, recorded."""
+
+    live = True
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def cancel_attempt(self, attempt_id: str) -> bool:
+        self.calls.append(("cancel", attempt_id))
+        return True
+
+    def rerun(self, job_id: int) -> Queued:
+        self.calls.append(("rerun", job_id))
+        return Queued(99, "r-live")
+
+    def requeue(self, job_id: int, device: str) -> Queued:
+        self.calls.append(("requeue", job_id, device))
+        return Queued(100, "r-live")
+
+
+def test_queue_and_triage_keys_cancel_one_attempt_rerun_and_requeue_a_live_run(store, tmp_path):
+    gate = asyncio.Event()  # held half-way: the run is live
+    run = scripted(store, tmp_path, gate=gate)
+    source = run.source(FIXTURES)
+    source.control = control = FakeControl()
+    source.spec = RunSpec(name="scripted", tasks=(AXPY,), devices=("cpu", "box2/cpu"))
+
+    async def go() -> None:
+        app = ArenaApp(source, clock=lambda: 100.0)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: "running" in table_column(app, "state"))
+            keys = [row.key.value for row in app.screen.query_one(DataTable).ordered_rows]
+            attempt = next(k for k in keys if "/" in k)
+            app.screen.query_one(DataTable).move_cursor(row=keys.index(attempt))
+            await pilot.press("c")
+            app.screen.query_one(DataTable).move_cursor(row=keys.index(run.eval_key))
+            await pilot.press("R", "D")
+            await pilot.pause()
+            assert control.calls == [("cancel", attempt), ("rerun", run.eval_job), ("requeue", run.eval_job, "box2/cpu")]
+            app.switch_mode("triage")
+            await pilot.pause()
+            await pilot.press("c")  # triage's selection: the evaluation job is no attempt
+            await pilot.pause()
+            assert len(control.calls) == 3
+            gate.set()
+            await until(pilot, lambda: app.run_state == "finished")
+
+    asyncio.run(go())
+
+
+def test_rerun_of_a_finished_run_opens_a_follow_up_run_with_the_stored_seed(store, tmp_path, monkeypatch):
+    run = scripted(store, tmp_path)
+    run.play_into_store()
+    started = []
+
+    def fake_live_source(store_, run_id, spec, factory=None, control=None):  # the follow-up, without the harness
+        async def start(on_event, on_attempt):
+            started.append(run_id)
+            store_.finish_run(run_id, "finished")
+        return RunSource(store_, run_id, spec, start, None, control)
+
+    monkeypatch.setattr(arena_app, "live_source", fake_live_source)
+
+    async def go() -> None:
+        app = make_app(run, live=False)
+        async with app.run_test(size=SIZE) as pilot:
+            keys = [row.key.value for row in app.screen.query_one(DataTable).ordered_rows]
+            app.screen.query_one(DataTable).move_cursor(row=keys.index(run.eval_key))
+            await pilot.press("R")  # no seed was stored for this job: refused, said why
+            await pilot.pause()
+            assert app.source.run_id == run.run_id and not started
+            store.set_job_seed(run.eval_job, 4242)
+            await pilot.press("R")
+            await until(pilot, lambda: app.run_state == "finished")
+            assert started == [app.source.run_id] != [run.run_id]
+            assert store.get_run(app.source.run_id).name == f"scripted-rerun-j{run.eval_job}"
+            (job,) = store.jobs(app.source.run_id)
+            assert job.seed == 4242 and job.device_id == "cpu" and list(app.model.rows) == [job.key]
 
     asyncio.run(go())
 

@@ -5,6 +5,11 @@ its SSH connections are bound to their loop). The engine's callbacks only append
 a timer drains it every `flush_interval` seconds into the `RunModel` and tells the active
 screen once (`RunUpdated`), so a burst of hundreds of events per second costs one redraw per
 tick, not one per event.
+
+Triage acts on one row through the source's `core.runs.RunControl`: cancel one attempt, re-run
+an evaluation with its stored seed, requeue it on another device (live: a job of this run;
+after the run: a follow-up run, which the app then executes and shows), and mark a result an
+infrastructure fault (kept in the store).
 """
 
 from __future__ import annotations
@@ -18,17 +23,17 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
-from core.runs import AttemptReport
+from core.runs import AttemptReport, Queued, RunControl
 
 from .messages import RunUpdated
-from .model import RunItem, RunModel
+from .model import Row, RunItem, RunModel
 from .screens.help import HelpScreen
 from .screens.leaderboard import LeaderboardScreen
 from .screens.queue import QueueScreen
 from .screens.scores import ScoresScreen
 from .screens.transcripts import TranscriptsScreen
 from .screens.triage import TriageScreen
-from .source import RunSource
+from .source import RunSource, live_source
 
 TICK_S = 1.0  # elapsed times move once a second even when no event arrives
 
@@ -55,6 +60,8 @@ class ArenaApp(App[int]):
     def __init__(self, source: RunSource, *, clock: Callable[[], float] = time.monotonic, flush_interval: float = 0.1) -> None:
         super().__init__()
         self.source = source
+        self.control = source.control or RunControl(source.store, source.tasks_dir)
+        self.clock = clock
         self.model = RunModel(source.store, source.run_id, clock)
         self.model.reload()  # before the first screen mounts: it draws what the store has
         self.flush_interval = flush_interval
@@ -147,6 +154,78 @@ class ArenaApp(App[int]):
         if self.running:
             await self._stop_run()  # agents and harnesses die with the run, never orphaned
         self.exit(0)
+
+    # -- triage: act on one row (the queue's and triage's keys) -----------------------------
+
+    def cancel_attempt(self, row: Row | None) -> None:
+        """Stop one agent of the executing run; the others go on."""
+        if row is None or row.kind != "attempt":
+            self.notify("pick an agent attempt to cancel", severity="warning")
+        elif not self.control.live:
+            self.notify("the run is not executing: nothing to cancel", severity="warning")
+        elif self.control.cancel_attempt(row.key):
+            self.notify(f"{row.key}: cancelling its agent (recorded cancelled; the run goes on)")
+        else:
+            self.notify(f"{row.key} is not running", severity="warning")
+
+    def rerun(self, row: Row | None) -> None:
+        """Evaluate the row's candidate again with the stored secret seed, on the same device."""
+        self._queue(row, "re-run with the stored seed", lambda job: self.control.rerun(job))
+
+    def requeue(self, row: Row | None) -> None:
+        """Evaluate the row's candidate again on the next device of the run (a fresh seed)."""
+        if row is None:
+            return
+        devices = list((self.source.spec.devices if self.source.spec else None) or self.source.store.get_run(self.source.run_id).spec.get("devices") or ())
+        others = [d for d in devices if d != row.device]
+        if not others:
+            self.notify(f"the run has no device but {row.device}: nothing to requeue on", severity="warning")
+            return
+        device = others[(devices.index(row.device) if row.device in devices else -1) % len(others)]
+        self._queue(row, f"requeued on {device}", lambda job: self.control.requeue(job, device))
+
+    def _queue(self, row: Row | None, what: str, act: Callable[[int], Queued]) -> None:
+        if row is None or row.job_id is None:
+            self.notify("pick a row with an evaluation (an attempt's final one, or a job)", severity="warning")
+            return
+        if self.running and not self.control.live:
+            self.notify("wait for the run to end: it cannot take new jobs now", severity="warning")
+            return
+        try:
+            queued = act(row.job_id)
+        except (ValueError, LookupError) as exc:
+            self.notify(str(exc), severity="error", timeout=10)
+            return
+        if queued.spec is None:
+            self.notify(f"{row.key}: {what} as job {queued.job_id} of this run")
+            return
+        self.notify(f"{row.key}: {what} in follow-up run {queued.run_id}")
+        self.open_run(live_source(self.source.store, queued.run_id, queued.spec, self.source.executor_factory, self.control))
+
+    def open_run(self, source: RunSource) -> None:
+        """Watch another run (a follow-up run of one job): execute it here when it has a start."""
+        self.source = source
+        self.model = RunModel(source.store, source.run_id, self.clock)
+        self.model.reload()
+        self.selected = None
+        self.run_state = "running" if source.start is not None else "viewing"
+        if source.start is not None:
+            self._execute()
+        self.flush(force=True)
+
+    def mark_infrastructure(self, row: Row | None, note: str) -> None:
+        """Mark (or unmark) the row's result an infrastructure fault, in the store: kept across
+        sessions, shown by `arena runs show`, left out of the leaderboard; the result is unchanged."""
+        if row is None or row.job_id is None or row.result is None:
+            self.notify("only a recorded result can be marked", severity="warning")
+            return
+        marked = not row.marked_infrastructure
+        self.source.store.mark_infrastructure(row.job_id, note, marked=marked)
+        row.marked_infrastructure = marked
+        self.model.version += 1
+        self.model.results_version += 1  # the leaderboard re-queries
+        self.notify(f"{row.key}: {'marked' if marked else 'unmarked'} as an infrastructure fault (kept in the store)")
+        self.flush(force=True)
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

@@ -57,7 +57,7 @@ class Row:
     error: str | None = None
     fault: str | None = None  # infrastructure | error, from the scheduler
     stop_reason: str | None = None
-    marked_infrastructure: bool = False  # a person said so in triage
+    marked_infrastructure: bool = False  # a person said so in triage (kept in the store: `Store.mark_infrastructure`)
 
     def elapsed(self, now: float) -> float | None:
         if self.started is None:
@@ -132,7 +132,7 @@ class RunModel:
                     self.rows[attempt].candidate = job.candidate
                 continue
             if job.key not in self.rows:
-                candidate = job.key.split("|")[1] if job.key.count("|") >= 2 else (job.candidate or "")
+                candidate = job.agent or (job.key.split("|")[1] if job.key.count("|") >= 2 else (job.candidate or ""))  # a re-run of an attempt: its agent
                 row = self.rows[job.key] = Row(job.key, "evaluation", f"j{job.id}", job.task_id, job.family, candidate, job.device_id)
                 row.state = job.state
             self.rows[job.key].job_id = job.id
@@ -148,6 +148,7 @@ class RunModel:
             if row is None or (row.result is not None and row.job_id == r.job_id):
                 continue
             if row.job_id == r.job_id:
+                row.marked_infrastructure = bool(r.infrastructure_marks)
                 row.result = r.to_result()
                 row.seconds = row.seconds or row.result.seconds
                 self.results_version += 1

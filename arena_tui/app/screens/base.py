@@ -6,13 +6,59 @@ import inspect
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, cast
 
+from textual.binding import Binding
 from textual.screen import Screen
 
 from ..messages import RunUpdated
 from ..model import Row, RunModel
+from .note import NoteScreen
 
 if TYPE_CHECKING:
     from ..app import ArenaApp
+
+
+# Triage on the selected row, the same keys on the queue and triage screens.
+ROW_BINDINGS = [
+    Binding("c", "cancel_attempt", "Cancel attempt"),
+    Binding("R", "rerun", "Re-run (seed)"),
+    Binding("D", "requeue", "Requeue"),
+    Binding("i", "mark_infrastructure", "Mark infra"),
+]
+ROW_COMMANDS = (
+    ("Cancel the selected attempt", "stop its agent, recorded cancelled; the run goes on (c)", "cancel_attempt"),
+    ("Re-run with the stored seed", "evaluate the candidate again: same device, same hidden workloads and inputs (R)", "rerun"),
+    ("Requeue on another device", "evaluate the candidate again on the run's next device, a fresh seed (D)", "requeue"),
+    ("Mark infrastructure fault", "mark or unmark the result, with a note; kept in the store, off the leaderboard (i)", "mark_infrastructure"),
+)
+
+
+class RowActions:
+    """The triage keys' actions on `row_for_action()`: the highlighted row of the screen."""
+
+    def row_for_action(self) -> Row | None:
+        raise NotImplementedError
+
+    def action_cancel_attempt(self) -> None:
+        self.arena.cancel_attempt(self.row_for_action())  # type: ignore[attr-defined]
+
+    def action_rerun(self) -> None:
+        self.arena.rerun(self.row_for_action())  # type: ignore[attr-defined]
+
+    def action_requeue(self) -> None:
+        self.arena.requeue(self.row_for_action())  # type: ignore[attr-defined]
+
+    def action_mark_infrastructure(self) -> None:
+        row = self.row_for_action()
+        arena = self.arena  # type: ignore[attr-defined]
+        if row is not None and row.marked_infrastructure:
+            arena.mark_infrastructure(row, "")
+            return
+
+        def done(note: str | None) -> None:
+            if note is not None:
+                arena.mark_infrastructure(row, note or "marked in the app")
+
+        arena.push_screen(NoteScreen(f"why is {row.key if row else 'this'} an infrastructure fault?"), done)
 
 
 class RunScreen(Screen):

@@ -20,11 +20,11 @@ HELP = """\
 
 | screen | keys |
 | --- | --- |
-| queue | `s` sort · `r` reverse · `/` filter (`state:` `agent:` `family:` `device:`, or words) · `escape` clear · `enter` scores · `t` transcripts · `e` triage |
+| queue | `s` sort · `r` reverse · `/` filter (`state:` `agent:` `family:` `device:`, or words) · `escape` clear · `enter` scores · `t` transcripts · `e` triage · the triage keys below |
 | transcripts | `n`/`p` next/previous task · `a` running attempts · `z` fold/unfold long outputs |
 | scores | `n`/`p` next/previous row |
 | leaderboard | `a` this run / every run in the store |
-| triage | `e` open the candidate in `$EDITOR` · `i` mark an infrastructure fault |
+| triage | `e` open the candidate in `$EDITOR` · `i` mark (unmark) an infrastructure fault, with a note (kept) · `R` re-run with the stored seed · `D` requeue on another device · `c` cancel the attempt |
 
 Press `escape` to close.
 """

@@ -7,10 +7,11 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from ..queue_rows import COLUMNS, SORTS, Filter, cells, visible
-from .base import RunScreen
+from ..model import Row
+from .base import ROW_BINDINGS, ROW_COMMANDS, RowActions, RunScreen
 
 
-class QueueScreen(RunScreen):
+class QueueScreen(RowActions, RunScreen):
     AUTO_FOCUS = "#queue"  # the table, not the filter box: keys are commands until `/`
     BINDINGS = [
         Binding("s", "sort", "Sort"),
@@ -19,6 +20,7 @@ class QueueScreen(RunScreen):
         Binding("escape", "clear_filter", "Clear filter", show=False),
         Binding("t", "transcripts", "Transcripts"),
         Binding("e", "triage", "Triage", show=False),
+        *ROW_BINDINGS,
     ]
     COMMANDS_HERE = (
         ("Sort queue", "cycle the sort order: plan, state, task, agent, device, speedup (s)", "sort"),
@@ -27,6 +29,7 @@ class QueueScreen(RunScreen):
         ("Clear queue filter", "show every row (escape)", "clear_filter"),
         ("Open scores of the selected row", "stage-by-stage results (enter)", "scores"),
         ("Open transcripts of the selected task", "agents side by side (t)", "transcripts"),
+        *ROW_COMMANDS,
     )
 
     def __init__(self) -> None:
@@ -118,6 +121,10 @@ class QueueScreen(RunScreen):
         self.filter = Filter()
         self.query_one(DataTable).focus()
         self.redraw()
+
+    def row_for_action(self) -> Row | None:
+        key = self._cursor_key()
+        return self.model.rows.get(key) if key else None
 
     def action_scores(self) -> None:
         key = self._cursor_key()

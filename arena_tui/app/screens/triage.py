@@ -1,5 +1,6 @@
 """Triage: failed rows grouped by failure kind; the error, compiler output and the diff of the
-candidate against the starter; open it in $EDITOR or mark an infrastructure fault."""
+candidate against the starter; open it in $EDITOR, mark an infrastructure fault (kept in the
+store), re-run it with its stored seed, requeue it on another device, cancel one attempt."""
 
 from __future__ import annotations
 
@@ -18,17 +19,14 @@ from textual.widgets.option_list import Option
 
 from ..model import Row
 from ..triage import candidate_diff, error_text, failure_kind, grouped
-from .base import RunScreen
+from .base import ROW_BINDINGS, ROW_COMMANDS, RowActions, RunScreen
 
 
-class TriageScreen(RunScreen):
-    BINDINGS = [
-        Binding("e", "edit", "Open in $EDITOR"),
-        Binding("i", "mark_infrastructure", "Mark infra fault"),
-    ]
+class TriageScreen(RowActions, RunScreen):
+    BINDINGS = [Binding("e", "edit", "Open in $EDITOR"), *ROW_BINDINGS]
     COMMANDS_HERE = (
         ("Open candidate in $EDITOR", "suspend the app and edit the failed candidate (e)", "edit"),
-        ("Mark infrastructure fault", "file the selected failure under infrastructure (i)", "mark_infrastructure"),
+        *ROW_COMMANDS,
     )
 
     def __init__(self) -> None:
@@ -105,11 +103,5 @@ class TriageScreen(RunScreen):
         self.arena.last_edited = row.candidate
         self._show_detail()
 
-    def action_mark_infrastructure(self) -> None:
-        row = self._current()
-        if row is None:
-            return
-        row.marked_infrastructure = not row.marked_infrastructure
-        self.model.version += 1
-        self.notify(f"{row.key}: {'marked' if row.marked_infrastructure else 'unmarked'} as an infrastructure fault (this session)")
-        self.redraw()
+    def row_for_action(self) -> Row | None:
+        return self._current()
