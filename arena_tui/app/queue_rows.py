@@ -13,7 +13,9 @@ from rich.text import Text
 
 from .model import Row
 
-COLUMNS = ("#", "task", "agent", "device", "state", "stage", "elapsed", "correct", "speedup", "SOL")
+# The outcome (correct, speedup, SOL) before the progress columns: at 80 columns the table
+# scrolls sideways, and what a person scans for must be on screen.
+COLUMNS = ("#", "task", "agent", "device", "state", "correct", "speedup", "SOL", "stage", "elapsed")
 FILTER_FIELDS = ("state", "agent", "family", "device", "task")
 # Sort orders the `s` key cycles through: (name, key function).
 SORTS: tuple[tuple[str, object], ...] = (
@@ -92,4 +94,4 @@ def cells(row: Row, now: float) -> tuple[Text | str, ...]:
         state = Text(f"{row.state} (infra)", style="yellow")
     correct = {True: Text("✓", style="green"), False: Text("✗", style="red"), None: Text("–", style="dim")}[row.correct]
     sol = f"{row.sol * 100:.1f}%" if row.sol is not None else "–"
-    return (row.label, row.task, row.agent, row.device, state, row.stage or "", elapsed_text(row.elapsed(now)), correct, ratio_text(row.speedup), sol)
+    return (row.label, row.task, row.agent, row.device, state, correct, ratio_text(row.speedup), sol, row.stage or "", elapsed_text(row.elapsed(now)))
