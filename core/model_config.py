@@ -188,6 +188,10 @@ def plan(task: Task, config: ModelConfig) -> TaskChange:
     if missing:
         change.reason = f"the model has no {', '.join(missing)}"
         return change
+    excluded = [k for k in mw.excludes if k in config.keys]
+    if excluded:
+        change.reason = f"the task excludes models with {', '.join(excluded)}"
+        return change
     try:
         rows = mw.workloads(config.keys)
     except KeyError as exc:

@@ -145,10 +145,13 @@ class Limits:
 class ModelWorkloads:
     """How a task's axes derive from a model config (`arena tasks add-model`): each axis is an
     expression over MODEL_KEYS or a list of integers; the cross product of the lists gives the
-    workloads a model adds. The task applies to a model only if it has every `requires` key."""
+    workloads a model adds. The task applies to a model only if it has every `requires` key
+    and none of the `excludes` keys (softmax top-k routing is not for a model that routes by
+    sigmoid over expert groups, which has `n_group`)."""
 
     requires: tuple[str, ...]
     axes: dict[str, str | tuple[int, ...]]
+    excludes: tuple[str, ...] = ()
 
     def workloads(self, config: dict[str, int]) -> list[dict[str, int]]:
         """Axis values for a model's normalized config, in the task's axis order; raises
@@ -506,11 +509,15 @@ def _model_workloads(path: Path, top: _Fields, axes: dict[str, str]) -> ModelWor
         return None
     keys = ", ".join(MODEL_KEYS)
     f = _Fields(path, top.data["model_workloads"], "model_workloads")
-    f.no_unknown(("requires", "axes"))
+    f.no_unknown(("requires", "excludes", "axes"))
     requires = f.get("requires", list, f"list the normalized config keys the model must have, e.g. [num_experts] (one of {keys})")
-    for key in requires:
-        if key not in MODEL_KEYS:
-            f.fail(f"`{key}` is not a normalized config key", f"use one of {keys}", "requires")
+    excludes = f.data.get("excludes", [])
+    if not isinstance(excludes, list):
+        f.fail(f"{excludes!r} is not a list", "list the normalized config keys the model must not have, e.g. [n_group]", "excludes")
+    for field_name, listed in (("requires", requires), ("excludes", excludes)):
+        for key in listed:
+            if key not in MODEL_KEYS:
+                f.fail(f"`{key}` is not a normalized config key", f"use one of {keys}", field_name)
     rules = _Fields(path, f.get("axes", dict, "give every axis an expression over config keys or a list of integers"), "model_workloads.axes")
     derived: dict[str, str | tuple[int, ...]] = {}
     for axis, rule in rules.data.items():
@@ -531,7 +538,7 @@ def _model_workloads(path: Path, top: _Fields, axes: dict[str, str]) -> ModelWor
     missing = [a for a in axes if a not in derived]
     if missing:
         rules.fail(f"axis(es) {', '.join(missing)} have no rule", "give every declared axis an expression or a list of integers")
-    return ModelWorkloads(requires=tuple(str(k) for k in requires), axes={a: derived[a] for a in axes})
+    return ModelWorkloads(requires=tuple(str(k) for k in requires), axes={a: derived[a] for a in axes}, excludes=tuple(str(k) for k in excludes))
 
 
 def _power_of_two(n: int) -> bool:

@@ -106,6 +106,16 @@ def test_a_task_the_model_does_not_use_is_skipped_with_the_reason(tasks_dir: Pat
     assert changes["activation/silu_mul"].added or changes["activation/silu_mul"].skipped
 
 
+def test_a_task_can_exclude_models_by_a_key_they_have(tasks_dir: Path):
+    # Softmax top-k routing is not DeepSeek-V3's: it routes by sigmoid over expert groups.
+    spec = tasks_dir / "moe" / "toy_experts" / "task.yaml"
+    spec.write_text(spec.read_text().replace("  requires: [num_experts]\n", "  requires: [num_experts]\n  excludes: [n_group]\n"))
+    deepseek = {c.task_id: c for c in add_model(read_config(MODELS / "DeepSeek-V3.json"), discover(tasks_dir), dry_run=True)}
+    assert deepseek["moe/toy_experts"].reason == "the task excludes models with n_group" and not deepseek["moe/toy_experts"].added
+    qwen = {c.task_id: c for c in add_model(read_config(MODELS / "Qwen3-30B-A3B.json"), discover(tasks_dir), dry_run=True)}
+    assert qwen["moe/toy_experts"].added
+
+
 def test_adding_the_same_model_twice_adds_nothing_the_second_time(tasks_dir: Path):
     config = read_config(MODELS / "DeepSeek-V3.json")
     first = add_model(config, discover(tasks_dir))
@@ -166,7 +176,8 @@ def test_cli_bad_config_is_one_line_and_exit_code_2(capsys, tmp_path: Path, task
         ("  requires: []\n  axes: {N: [1, 0], D: 8}\n", "model_workloads.axes.N", "token buckets"),
         ("  requires: []\n  axes: {N: [], D: 8}\n", "model_workloads.axes.N", "token buckets"),
         ("  requires: []\n  axes: {N: 4}\n", "model_workloads.axes", "every declared axis"),
-        ("  requires: []\n  axes: {N: 4, D: 8}\n  tokens: [1]\n", "model_workloads", "use only requires, axes"),
+        ("  requires: []\n  axes: {N: 4, D: 8}\n  tokens: [1]\n", "model_workloads", "use only requires, excludes, axes"),
+        ("  requires: []\n  excludes: [ngroup]\n  axes: {N: 4, D: 8}\n", "model_workloads.excludes", "use one of hidden_size"),
     ],
 )
 def test_a_bad_model_workloads_section_names_file_field_and_fix(tmp_path: Path, fixture_tasks: Path, section, field, fix):
