@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from textual.events import Key
 from textual.widgets import DataTable, OptionList, RichLog, Static
 
 import core.store
@@ -411,32 +412,45 @@ def test_help_screen_and_a_palette_entry_for_every_action(store, tmp_path):
 
 def test_app_stays_responsive_under_hundreds_of_events_per_second(store, tmp_path):
     """2 000 transcript events in about 2 s: the app coalesces them into one redraw per tick and
-    a key press is still handled promptly."""
+    a key press is handled while the stream is still flowing, not queued behind it.
+
+    Ordering, not a stopwatch, is what this checks: a shared CI machine can stall any process for
+    a second, but a key handled before the stream's end cannot have waited behind it."""
     run = scripted(store, tmp_path, agents=("ref", "cli"))
     run.play_into_store()
     attempt = run.attempt_ids[("ref", AXPY)]
     n = 2000
+    produced = 0
 
     async def flood(on_event, on_attempt) -> None:
+        nonlocal produced
         for i in range(n):
             on_event(None, events.TranscriptEvent(attempt, 100 + i, "text", "ref", text=f"token burst {i}"))
+            produced += 1
             if i % 20 == 19:
                 await asyncio.sleep(0.02)  # ~1 000 events a second
 
+    produced_when_key_handled: list[int] = []
+
+    def hook(message) -> None:
+        seen.append(message)
+        if isinstance(message, Key) and message.key == "1" and not produced_when_key_handled:
+            produced_when_key_handled.append(produced)
+
+    seen: list = []
+
     async def go() -> None:
-        seen: list = []
         source = run.source(FIXTURES, live=False)
         source.start = flood
         app = ArenaApp(source, clock=lambda: 100.0)
-        async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
+        async with app.run_test(size=SIZE, message_hook=hook) as pilot:
             await pilot.press("2")
             await until(pilot, lambda: app.events_seen >= n // 4, timeout=20)
-            started = time.monotonic()
             await pilot.press("1")
-            await pilot.pause()
-            assert time.monotonic() - started < 1.0, "a key press waited behind the stream"
+            await until(pilot, lambda: app.current_mode == "queue", timeout=20)
             await until(pilot, lambda: app.run_state == "finished", timeout=30)
         redraws = sum(isinstance(m, RunUpdated) for m in seen)
+        assert produced_when_key_handled and produced_when_key_handled[0] < n, "a key press waited behind the stream"
         assert app.events_seen == n
         assert redraws < n / 10, f"{redraws} redraws for {n} events: not coalesced"
         assert len(app.model.transcripts[attempt]) <= 2000  # capped
