@@ -390,7 +390,10 @@ def load_task(task_dir: Path | str, tasks_root: Path | str | None = None) -> Tas
         except (SyntaxError, ValueError) as exc:
             top.fail(f"`{expr}` cannot be evaluated ({exc})", "use + - * / // ** and min, max, ceil, floor, log2 over the axes", key)
         if unknown:
-            top.fail(f"uses undeclared symbol(s) {', '.join(sorted(unknown))}", "declare them under `axes:`", key)
+            fix = "declare them under `axes:`"
+            if WORLD_AXIS in unknown and world_size is None:
+                fix += f"; `{WORLD_AXIS}` is the world size of a multi-rank task, which declares `world_size:`"
+            top.fail(f"uses undeclared symbol(s) {', '.join(sorted(unknown))}", fix, key)
         formulas[key] = expr
 
     peak = top.get("peak", str, f"name the compute peak that bounds it: {', '.join(PEAKS)}")
