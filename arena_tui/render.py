@@ -144,6 +144,10 @@ def task_detail(console: Console, task: Task) -> None:
     c = task.correctness
     console.print(f"correctness: |out − ref| ≤ {c.atol:g} + {c.rtol:g}·|ref| for {c.min_match * 100:g}% of elements, {c.seeds} seeds; NaN/Inf never pass")
     console.print(f"flops: {task.flops}   bytes: {task.bytes}   peak: {task.peak}")
+    if task.world_size is not None:
+        sizes = ", ".join(map(str, task.world_size.sizes))
+        moved = f"; moves {task.collective.kind} of {task.collective.bytes} bytes per rank (W: the world size)" if task.collective else ""
+        console.print(f"multi-rank: run on every rank of {sizes} ranks (CPU device: {task.world_size.cpu}){moved}")
     for title, ws in (("visible workloads (GPU)", task.gpu.visible), ("visible workloads (CPU device)", task.cpu.visible)):
         table = Table(title=title, header_style="bold", title_justify="left")
         for axis in task.axes:

@@ -180,3 +180,17 @@ def test_the_task_validator_runs_multi_rank_tasks():
     assert report.passed, [c.message for c in report.failed]
     assert "run_all" in report.check("files").message
     assert report.check("formulas").passed and report.check("zeros_fail").passed
+
+
+# -- the command line -----------------------------------------------------------------------------
+
+
+def test_arena_shows_the_world_sizes_and_refuses_one_the_task_cannot_run(capsys):
+    from arena_tui.cli import main
+
+    tasks_dir = str(ALLSUM.parent.parent)
+    assert main(["--tasks-dir", tasks_dir, "tasks", "show", "comm/allsum"]) == 0
+    assert "multi-rank: run on every rank of 1, 2, 3, 4 ranks (CPU device: 2)" in capsys.readouterr().out
+    code = main(["--tasks-dir", tasks_dir, "eval", "--task", "comm/allsum", "--candidate", str(ALLSUM / "starter.py"), "--world-size", "5", "--no-store"])
+    assert code == 2
+    assert "pass --world-size with one of 1, 2, 3, 4" in capsys.readouterr().err
