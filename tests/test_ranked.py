@@ -19,7 +19,7 @@ from core.evaluate import WorldSizeError, bandwidth_figures, world_size_for
 from core.tasks import Collective, Limits, TaskError, Workload, load_task
 from core.validate import ValidateOptions, validate_task
 
-ALLSUM = Path(__file__).resolve().parent / "fixtures" / "tasks" / "comm" / "allsum"
+ALLSUM = Path(__file__).resolve().parent / "fixtures" / "ranked_tasks" / "comm" / "allsum"
 SHORT = Limits(compile_s=60, correctness_s=6, performance_s=30)
 
 
