@@ -1,0 +1,45 @@
+"""The weighted combine judged against the rounding error any summation order may make.
+
+reference.run_all returns, per rank, the exact per-token sum S = Σ w·x (float32), A = Σ|w·x|
+and m = twice the number of (expert, token) terms that come back ([T, 1]). With u = 2^-8
+(bfloat16's unit roundoff), each term may round its weight and its product to bfloat16 once
+and the additions happen in any order, each rounded to bfloat16: off by at most m·u·A (to
+first order); rounding the result adds u·|S|. So an element passes iff
+
+    |got − S| ≤ u·(m·A + |S|)·(1 + 2^-10)
+
+(float64 arithmetic): a token no expert holds (m = 0) must be exactly 0. DeepEP's float32
+accumulation lands within half an ulp; a dropped, doubled, unweighted or misplaced term, or
+a garbage slot beyond recv_count, does not. NaN/Inf never pass."""
+
+import torch
+
+U = 2.0 ** -8
+
+
+def sum_verdict(got: torch.Tensor, exact: torch.Tensor, abs_sum: torch.Tensor, terms, label: str) -> dict:
+    dev = exact.device
+    g, s, a = got.to(dev).double(), exact.double(), abs_sum.double()
+    m = torch.broadcast_to(terms.to(dev).double(), g.shape) if isinstance(terms, torch.Tensor) else float(terms)
+    tol = U * (m * a + s.abs()) * (1.0 + 2.0 ** -10)
+    err = (g - s).abs()
+    err = torch.where(torch.isfinite(g), err, torch.full_like(err, float("inf")))
+    bad = ~(err <= tol)
+    n_bad = int(bad.sum())
+    verdict = {"passed": n_bad == 0, "max_abs_err": float(err.max()) if err.numel() else 0.0,
+               "match_fraction": 1.0 - n_bad / max(err.numel(), 1)}
+    if n_bad:
+        i = int(torch.argmax(torch.where(bad, err - tol, torch.full_like(err, -1.0)).flatten()))
+        idx = list(torch.unravel_index(torch.tensor(i), tuple(g.shape)))
+        idx = [int(v) for v in idx]
+        mm = float(m.flatten()[i]) if isinstance(m, torch.Tensor) and m.dim() else float(m)
+        verdict["message"] = (
+            f"{n_bad} of {err.numel()} elements of {label} are off by more than bfloat16 summation error allows; "
+            f"worst at {idx}: got {float(g.flatten()[i]):.6g}, exact sum {float(s.flatten()[i]):.6g} "
+            f"(allowed ±{float(tol.flatten()[i]):.3g} = 2^-8·({mm:g}·Σ|terms| + |sum|))"
+        )
+    return verdict
+
+
+def check(outputs, expected, inputs):
+    return {"combined_x": sum_verdict(outputs[0], expected[0], expected[1], expected[2], "combined_x")}
