@@ -54,7 +54,8 @@ def _parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("eval", help="evaluate one candidate on one task")
     ev.add_argument("--task", required=True, help="a task id such as gemm/bf16_gemm (see `arena tasks list`)")
     ev.add_argument("--candidate", required=True, type=Path, help="a Python file defining run(*inputs)")
-    ev.add_argument("--device", default="cpu", help="cpu (default), cuda:N or xpu:N")
+    ev.add_argument("--device", default="cpu", help="cpu (default), cuda:N, a device group cuda:A-B (multi-rank tasks), or xpu:N")
+    ev.add_argument("--world-size", type=int, metavar="N", help="ranks for a multi-rank task (comm/, moe/dispatch, …); default: the task's CPU size on cpu, every GPU of the group on GPUs")
     ev.add_argument("--json", action="store_true", help="print exactly one JSON result object and nothing else")
     ev.add_argument("--seed", type=int, help="the secret seed (hidden draws, inputs); default: a fresh random one")
     ev.add_argument("--workdir", type=Path, help="keep the evaluation's files (job, logs) in this folder")
@@ -116,7 +117,7 @@ def _app(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def _eval(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from core.evaluate import BadCandidate, Evaluator, check_candidate
+    from core.evaluate import BadCandidate, Evaluator, WorldSizeError, check_candidate, world_size_for
 
     task = find_task(args.task, args.tasks_dir)
     parse_device(args.device)
@@ -127,9 +128,14 @@ def _eval(args: argparse.Namespace, out: Console, err: Console) -> int:
         return EXIT_BAD_INPUT
     progress = None if args.json else render.StageProgress(out, task)
     with Evaluator(args.device, workdir=args.workdir) as evaluator:
+        try:
+            world = world_size_for(task, evaluator.info, args.world_size)
+        except WorldSizeError as exc:
+            _error(err, exc)
+            return EXIT_BAD_INPUT
         if progress:
-            progress.header(evaluator.info, args.candidate)
-        result = evaluator.evaluate(task, args.candidate, seed=args.seed, on_event=progress)
+            progress.header(evaluator.info, args.candidate, world)
+        result = evaluator.evaluate(task, args.candidate, seed=args.seed, on_event=progress, world_size=world)
     stored = None if args.no_store else _record(args, task.family, result)  # written before it is shown
     if args.json:
         sys.stdout.write(json.dumps(result.to_json()) + "\n")

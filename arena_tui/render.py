@@ -38,9 +38,9 @@ class StageProgress:
     def __init__(self, console: Console, task: Task, compact: bool = False):
         self.console, self.task, self.compact = console, task, compact
 
-    def header(self, info: DeviceInfo, candidate: Path) -> None:
+    def header(self, info: DeviceInfo, candidate: Path, world_size: int | None = None) -> None:
         self.console.print(f"[bold]{self.task.id}[/] ← {candidate}")
-        self.console.print(f"device: {device_line(info)}")
+        self.console.print(f"device: {device_line(info)}" + (f"; {world_size} ranks" if world_size else ""))
 
     def __call__(self, event: events.Event) -> None:
         c = self.console
@@ -64,6 +64,12 @@ class StageProgress:
             )
 
 
+def _gbps(x: float | None) -> str:
+    if x is None:
+        return "–"
+    return f"{x:.1f} GB/s" if x >= 0.1 else f"{x * 1000:.1f} MB/s"
+
+
 def result_summary(console: Console, result: Result) -> None:
     verdict = {"passed": "[green]PASSED[/]", "failed": "[red]FAILED[/]", "infrastructure_error": "[yellow]INFRASTRUCTURE ERROR[/]"}[result.status]
     line = f"{verdict} {result.task_id} on {result.device['id']}"
@@ -72,16 +78,24 @@ def result_summary(console: Console, result: Result) -> None:
     console.print(line)
     if result.workloads:
         table = Table(show_edge=False, header_style="bold")
-        for col in ("workload", "set", "candidate", "baseline", "speedup", "SOL"):
+        collective = any(w.bandwidth for w in result.workloads)
+        columns = ("workload", "set", "candidate", "baseline", "speedup", "SOL") + (("busbw", "baseline busbw") if collective else ())
+        for col in columns:
             table.add_column(col, justify="right" if col not in ("workload", "set") else "left")
         for w in result.workloads:
-            table.add_row(
+            row = [
                 w.label, "hidden" if w.hidden else "visible",
                 f"{_us(w.candidate.get('median_us'))} ±{w.candidate.get('spread', 0) * 100:.1f}%",
                 f"{_us(w.baseline.get('median_us'))} ±{w.baseline.get('spread', 0) * 100:.1f}%",
                 ratio(w.speedup), f"{w.sol_fraction * 100:.1f}%" if w.sol_fraction is not None else "–",
-            )
+            ]
+            if collective:
+                bw = w.bandwidth or {}
+                row += [_gbps(bw.get("candidate_busbw_gbps")), _gbps(bw.get("baseline_busbw_gbps"))]
+            table.add_row(*row)
         console.print(table)
+        if collective:
+            console.print("[dim]busbw: nccl-tests bus bandwidth (algbw × 2(n−1)/n for all-reduce, × (n−1)/n otherwise) of the slowest rank[/]")
     sol = f"{result.sol_fraction * 100:.1f}% of speed of light ({result.sol_source})" if result.sol_fraction is not None else "no speed-of-light figure" + (" (timing kind cpu)" if result.timing_kind == "cpu" else "")
     console.print(f"speedup {ratio(result.speedup)} (geometric mean), {sol}, points {result.points:.0f}, timing kind {result.timing_kind}")
     for flag in result.integrity_flags:
@@ -130,6 +144,10 @@ def task_detail(console: Console, task: Task) -> None:
     c = task.correctness
     console.print(f"correctness: |out − ref| ≤ {c.atol:g} + {c.rtol:g}·|ref| for {c.min_match * 100:g}% of elements, {c.seeds} seeds; NaN/Inf never pass")
     console.print(f"flops: {task.flops}   bytes: {task.bytes}   peak: {task.peak}")
+    if task.world_size is not None:
+        sizes = ", ".join(map(str, task.world_size.sizes))
+        moved = f"; moves {task.collective.kind} of {task.collective.bytes} bytes per rank (W: the world size)" if task.collective else ""
+        console.print(f"multi-rank: run on every rank of {sizes} ranks (CPU device: {task.world_size.cpu}){moved}")
     for title, ws in (("visible workloads (GPU)", task.gpu.visible), ("visible workloads (CPU device)", task.cpu.visible)):
         table = Table(title=title, header_style="bold", title_justify="left")
         for axis in task.axes:

@@ -7,6 +7,7 @@ last result, harness start-up included (a trainer pays it once per run: --warmup
 by scoring one candidate per slot first).
 
     python bench/rewards_per_minute.py --device cpu --reps 1
+    python bench/rewards_per_minute.py --from-records bench/results/h200_tasks.json   # derived from recorded evaluations
     python bench/rewards_per_minute.py --device cuda:0 --reps 5 --json bench/results/h200_rewards.json
     python bench/rewards_per_minute.py --device cuda:0 --device cuda:1 --hosts hosts.yaml --device box1/cuda:0
 """
@@ -42,7 +43,35 @@ def parse() -> argparse.Namespace:
     p.add_argument("--visible-only", action="store_true", help="score the visible workloads only (an episode's turns)")
     p.add_argument("--warmup", action="store_true", help="start every slot's harness before the clock starts")
     p.add_argument("--json", type=Path, help="also write the figures here")
+    p.add_argument("--from-records", type=Path, nargs="+", metavar="FILE",
+                   help="no evaluation: derive one slot's rewards per minute from the per-evaluation seconds that bench/tasks_gpu.py recorded")
     return p.parse_args()
+
+
+def from_records(paths: list[Path]) -> dict:
+    """One slot, evaluations back to back: rewards per minute = evaluations / their summed
+    harness seconds. The records are full evaluations (compile, visible and hidden correctness,
+    performance) of a task's file as the candidate; the latest record of each task and role
+    counts once. Scheduler and start-up overhead are not in them."""
+    seconds: dict[tuple[str, str], float] = {}
+    device = None
+    for path in paths:
+        data = json.loads(path.read_text())
+        device = device or data.get("device", {}).get("model")
+        for record in data["records"]:
+            for role in ("baseline", "starter"):
+                result = record.get(role) or {}
+                if result.get("status") == "passed" and result.get("seconds"):
+                    seconds[(record["task"], role)] = float(result["seconds"])
+    if not seconds:
+        raise SystemExit(f"no passed evaluation with its seconds in {', '.join(map(str, paths))}")
+    values = sorted(seconds.values())
+    return {
+        "source": [str(p) for p in paths], "device": device, "derived": True, "evaluations": len(values),
+        "harness_s_median": statistics.median(values), "harness_s_min": values[0], "harness_s_max": values[-1],
+        "rewards_per_minute_one_slot": round(len(values) / sum(values) * 60, 2),
+        "per_evaluation": {f"{task} ({role})": s for (task, role), s in sorted(seconds.items())},
+    }
 
 
 async def run(args: argparse.Namespace) -> dict:
@@ -88,6 +117,16 @@ async def run(args: argparse.Namespace) -> dict:
 
 def main() -> None:
     args = parse()
+    if args.from_records:
+        figures = from_records(args.from_records)
+        print(f"derived from {figures['evaluations']} recorded evaluations on {figures['device']}: harness seconds median "
+              f"{figures['harness_s_median']:.1f} (min {figures['harness_s_min']:.1f}, max {figures['harness_s_max']:.1f}); "
+              f"one slot back to back: {figures['rewards_per_minute_one_slot']:.2f} rewards/min")
+        for name, sec in figures["per_evaluation"].items():
+            print(f"  {name:<52} {sec:>7.1f} s")
+        if args.json:
+            args.json.write_text(json.dumps(figures, indent=2))
+        return
     figures = asyncio.run(run(args))
     print(f"{figures['evaluations']} evaluations ({figures['tasks']} tasks × {figures['reps']}) on {', '.join(figures['devices'])} "
           f"({figures['slots']} slots): {figures['wall_s']:.1f} s, {figures['rewards_per_minute']:.1f} rewards/min"

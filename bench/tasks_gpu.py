@@ -64,7 +64,8 @@ def main() -> int:
     parser.add_argument("--roles", nargs="+", default=["baseline", "starter"], choices=["baseline", "starter"], help="which files to evaluate, in this order")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    tasks = [t for t in discover() if not args.tasks or t.id in args.tasks]
+    # Multi-rank tasks need a world of ranks: bench/comm_gpu.py runs those.
+    tasks = [t for t in discover() if not t.multi_rank and (not args.tasks or t.id in args.tasks)]
     stem = "tasks_gpu"
     if args.part:
         k, n = (int(x) for x in args.part.split("/"))

@@ -23,7 +23,7 @@ import yaml
 BUNDLED_PEAKS = Path(__file__).resolve().parent / "data" / "peaks.yaml"
 USER_PEAKS = Path(os.environ.get("XDG_CONFIG_HOME", Path.home() / ".config")) / "kernel-arena" / "peaks.yaml"
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
-_ID = re.compile(r"^(cpu|cuda:\d+|xpu:\d+)$")
+_ID = re.compile(r"^(cpu|cuda:\d+(-\d+)?|xpu:\d+)$")  # cuda:0-3: a device group, for multi-rank tasks
 
 
 class DeviceError(ValueError):
@@ -103,7 +103,16 @@ class LocalDevice:
 
     @property
     def index(self) -> int:
-        return int(self.id.split(":")[1]) if ":" in self.id else 0
+        """The first GPU (of a device group such as `cuda:0-3`)."""
+        return int(self.id.split(":")[1].split("-")[0]) if ":" in self.id else 0
+
+    @property
+    def indices(self) -> list[int]:
+        """Every GPU the id names: one, or a group's range."""
+        if ":" not in self.id:
+            return []
+        low, _, high = self.id.split(":")[1].partition("-")
+        return list(range(int(low), int(high or low) + 1))
 
     def torch_device(self) -> str:
         return "cpu" if self.type == "cpu" else f"{self.type}:0"
@@ -117,7 +126,7 @@ class LocalDevice:
         (`rocm`) or not; a remote host passes what its own torch says."""
         if self.type == "cuda":
             # One variable only: ROCm honours both and would apply them one after the other.
-            return {"HIP_VISIBLE_DEVICES" if rocm else "CUDA_VISIBLE_DEVICES": str(self.index)}
+            return {"HIP_VISIBLE_DEVICES" if rocm else "CUDA_VISIBLE_DEVICES": ",".join(map(str, self.indices))}
         if self.type == "xpu":
             return {"ZE_AFFINITY_MASK": str(self.index)}
         return {"CUDA_VISIBLE_DEVICES": ""}  # the CPU device never touches a GPU
@@ -126,7 +135,10 @@ class LocalDevice:
 def parse_device(device_id: str) -> LocalDevice:
     device_id = device_id.strip()
     if _ID.match(device_id):
-        return LocalDevice(device_id)
+        device = LocalDevice(device_id)
+        if device.type == "cuda" and not device.indices:  # cuda:3-1
+            raise DeviceError(f"device group `{device_id}` is empty: write the first GPU before the last, e.g. cuda:0-3")
+        return device
     if device_id.startswith("sim:"):
         raise DeviceError(f"unknown device `{device_id}`: simulated devices are not available yet; use cpu, cuda:N or xpu:N")
     if "/" in device_id:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import __version__, events, scan, scoring
-from .devices import DeviceInfo
+from .devices import DeviceInfo, Peaks
 from .executors import Executor, HarnessError, LocalExecutor
 from .result import STAGES, Result, StageResult, WorkloadFigures
 from .tasks import Limits, Task, TensorSpec, Workload
@@ -41,6 +41,43 @@ HIGH_SPEEDUP = 10.0  # a workload faster than 10× the baseline: a note
 
 class BadCandidate(ValueError):
     """A candidate file that cannot be evaluated at all (exit code 2)."""
+
+
+class WorldSizeError(ValueError):
+    """A world size the task or the device cannot run (exit code 2)."""
+
+
+def gpus_in(device_id: str) -> int:
+    """How many GPUs a device id names: `cuda:0-3` (a device group) is four, `cuda:2` one."""
+    tail = device_id.rsplit("/", 1)[-1].split(":", 1)[-1]
+    if "-" in tail:
+        low, high = tail.split("-", 1)
+        return int(high) - int(low) + 1
+    return 1
+
+
+def world_size_for(task: Task, info: DeviceInfo, asked: int | None = None) -> int | None:
+    """The ranks a multi-rank task runs on here (None for a single-device task): the one asked
+    for, else the CPU device's default, else as many as the device group has GPUs."""
+    if task.world_size is None:
+        if asked not in (None, 1):
+            raise WorldSizeError(f"{task.id} runs on one device; --world-size applies to multi-rank tasks (comm/, moe/dispatch, …)")
+        return None
+    sizes = task.world_size.sizes
+    shown = ", ".join(map(str, sizes))
+    if info.type == "cpu":
+        world = asked or task.world_size.cpu
+    else:
+        available = gpus_in(info.id)
+        world = asked or available
+        if world > available:
+            raise WorldSizeError(
+                f"{task.id} on {world} ranks needs {world} GPUs; {info.id} is {available}: name a device group such as "
+                f"`{info.type}:0-{world - 1}` (docs/devices.md)"
+            )
+    if world not in sizes:
+        raise WorldSizeError(f"{task.id} runs on {shown} ranks, not {world}: pass --world-size with one of {shown}")
+    return world
 
 
 @dataclass(frozen=True)
@@ -93,9 +130,30 @@ def _spec_json(spec: TensorSpec) -> dict[str, Any]:
     return {"name": spec.name, "dtype": spec.dtype, "shape": list(spec.shape) if spec.shape else None, "init": spec.init, "value": spec.value, "inplace_of": spec.inplace_of}
 
 
-def roofline_for(task: Task, w: Workload, info: DeviceInfo) -> float | None:
-    peaks = info.sol_peaks
-    return scoring.roofline_us(task.flops_for(w), task.bytes_for(w), peaks, task.peak) if peaks else None
+def roofline_for(task: Task, w: Workload, info: DeviceInfo, peaks: Peaks | None = None) -> float | None:
+    """Speed of light for workload `w`: the compute/memory roofline, or for a collective the
+    link's (its axes hold W). `peaks` defaults to the device's speed-of-light figures."""
+    peaks = peaks if peaks is not None else info.sol_peaks
+    if peaks is None:
+        return None
+    if task.collective is not None:
+        world = int(w.axes.get("W", 1))
+        return scoring.link_roofline_us(task.collective_bytes(w), task.collective.bus_factor(world), peaks)
+    return scoring.roofline_us(task.flops_for(w), task.bytes_for(w), peaks, task.peak)
+
+
+def bandwidth_figures(task: Task, w: Workload, candidate_us: float, baseline_us: float, peaks: Peaks | None) -> dict[str, Any] | None:
+    """A collective's algorithm and bus bandwidth (nccl-tests' definitions), both sides."""
+    if task.collective is None:
+        return None
+    world = int(w.axes.get("W", 1))
+    size, factor = task.collective_bytes(w), task.collective.bus_factor(world)
+    figures: dict[str, Any] = {"world_size": world, "size_bytes": size, "bus_factor": factor, "kind": task.collective.kind}
+    for side, us in (("candidate", candidate_us), ("baseline", baseline_us)):
+        bw = scoring.bus_bandwidth_gbps(size, factor, us)
+        figures[f"{side}_algbw_gbps"], figures[f"{side}_busbw_gbps"] = bw if bw else (None, None)
+    figures["link_gbps"] = peaks.link_gbps / 2 if peaks and peaks.link_gbps else None  # per direction
+    return figures
 
 
 def task_file_hashes(task: Task) -> dict[str, str]:
@@ -113,7 +171,7 @@ def task_sources(task: Task) -> dict[str, str]:
 def build_job(
     task: Task, candidate: Path, info: DeviceInfo, torch_device: str, secret_seed: int, workdir: Path,
     limits: Limits | None = None, graphs: bool = True, sync_each_call: bool = False, timing: Timing | None = None,
-    candidate_memory_bytes: int | None = None, performance: bool = True, visible_only: bool = False,
+    candidate_memory_bytes: int | None = None, performance: bool = True, visible_only: bool = False, world_size: int | None = None,
 ) -> dict[str, Any]:
     """The resolved job the harness runs: nothing in it needs the engine to interpret.
 
@@ -122,11 +180,17 @@ def build_job(
     address-space reservations would trip it, and no cgroup bounds them yet: docs/sandbox.md);
     `performance=False` times nothing (`arena tasks validate` asks only for correctness);
     `visible_only=True` leaves every hidden workload out of the job (`arena check`: what an
-    agent sees may never name a hidden shape), so generalization is reported skipped."""
+    agent sees may never name a hidden shape), so generalization is reported skipped.
+    `world_size` runs a multi-rank task on that many ranks (default: `world_size_for`); its
+    workloads then carry the axis W."""
     limits = limits or task.limits
     rng = random.Random(secret_seed)
+    world = world_size_for(task, info, world_size)
     sets = task.workloads(cpu=info.type == "cpu")
     hidden = [] if visible_only else sets.hidden.resolve(rng)
+    visible, fixed_hidden = list(sets.visible), list(sets.hidden.fixed)
+    if world is not None:
+        visible, fixed_hidden, hidden = ([task.at_world(w, world) for w in ws] for ws in (visible, fixed_hidden, hidden))
 
     def shapes(w: Workload) -> dict[str, list[int]]:
         return {s.name: list(s.concrete_shape(w.axes)) for s in task.inputs + task.outputs if s.shape is not None}
@@ -134,14 +198,14 @@ def build_job(
     def checked(ws: list[Workload] | tuple[Workload, ...]) -> list[dict[str, Any]]:
         return [{**w.to_json(), "shapes": shapes(w), "seeds": [rng.getrandbits(62) for _ in range(task.correctness.seeds)]} for w in ws]
 
-    timed = list(sets.visible) + ([] if visible_only else list(sets.hidden.fixed))
+    timed = visible + ([] if visible_only else fixed_hidden)
     timed_stage = performance  # the flag; `performance` is the stage's workload list below
     performance = []
     for w in timed:
         roof = roofline_for(task, w, info)
         performance.append({
-            **w.to_json(), "shapes": shapes(w), "seed": rng.getrandbits(40), "hidden": w not in sets.visible,
-            "graph": graphs and info.type == "cuda" and roof is not None and roof < GRAPH_BELOW_US,
+            **w.to_json(), "shapes": shapes(w), "seed": rng.getrandbits(40), "hidden": w not in visible,
+            "graph": graphs and world is None and info.type == "cuda" and roof is not None and roof < GRAPH_BELOW_US,
         })
     timing = timing or Timing.for_device(info.type)
     memory = candidate_memory_bytes if candidate_memory_bytes is not None else (CPU_CANDIDATE_MEMORY if info.type == "cpu" else None)
@@ -156,13 +220,14 @@ def build_job(
         "inputs": [_spec_json(s) for s in task.inputs],
         "outputs": [_spec_json(s) for s in task.outputs],
         "correctness": {"atol": task.correctness.atol, "rtol": task.correctness.rtol, "min_match": task.correctness.min_match},
-        "stages": {"correctness": checked(sets.visible), "generalization": checked(hidden), "performance": performance if timed_stage else []},
+        "stages": {"correctness": checked(visible), "generalization": checked(hidden), "performance": performance if timed_stage else []},
         "timing": {"kind": info.timing_kind, "sync_each_call": sync_each_call, "checked_calls": CHECKED_CALLS_PER_ROUND, **timing.__dict__},
         "limits": {
             "compile_s": limits.compile_s, "correctness_s": limits.correctness_s, "performance_s": limits.performance_s,
             "candidate_memory_bytes": memory,
         },
         "workdir": str(workdir),
+        **({"world_size": world} if world is not None else {}),
     }
 
 
@@ -235,8 +300,9 @@ def assemble(
             w = perf[e.workload]
             workload = Workload(e.axes)
             cand, base = e.candidate.get("median_us", 0.0), e.baseline.get("median_us", 0.0)
-            roof = scoring.roofline_us(task.flops_for(workload), task.bytes_for(workload), peaks, task.peak) if peaks and info.timing_kind == "measured" else None
-            floor = scoring.impossibility_floor_us(task.flops_for(workload), task.bytes_for(workload), info.spec, task.peak)
+            roof = roofline_for(task, workload, info) if peaks and info.timing_kind == "measured" else None
+            spec_roof = roofline_for(task, workload, info, info.spec) if info.spec else None
+            floor = None if spec_roof is None else scoring.IMPOSSIBILITY_MARGIN * spec_roof
             if info.timing_kind == "measured" and floor is not None and 0 < cand < floor:
                 integrity.append(f"faster_than_speed_of_light: {e.workload} took {cand:.2f} µs, below the floor of {floor:.2f} µs (90% of the spec roofline)")
             flags, wall_notes = wall_clock_findings(e.workload, e.mode, e.candidate, e.baseline)
@@ -251,6 +317,7 @@ def assemble(
                 label=e.workload, axes=e.axes, hidden=bool(w.get("hidden")), mode=e.mode, candidate=e.candidate, baseline=e.baseline,
                 speedup=scoring.speedup(base, cand), roofline_us=roof, sol_fraction=scoring.sol_fraction(roof, cand),
                 model=w.get("model"), notes=e.notes,
+                bandwidth=bandwidth_figures(task, workload, cand, base, peaks if info.timing_kind == "measured" else None),
             ))
     for s in stages.values():
         if s.status == "running":  # the harness stopped mid-stage
@@ -290,6 +357,7 @@ def assemble(
         review_notes=notes,
         versions={"arena": __version__, **(started.versions if started else info.versions)},
         seconds=finished.seconds if finished else None,
+        world_size=job.get("world_size"),
     )
 
 
@@ -344,7 +412,7 @@ class Evaluator:
 
     def evaluate(
         self, task: Task, candidate: Path | str, seed: int | None = None, on_event: OnEvent | None = None, limits: Limits | None = None,
-        performance: bool = True,
+        performance: bool = True, world_size: int | None = None,
     ) -> Result:
         """Evaluate one candidate; `limits` overrides the task's per-stage time limits;
         `performance=False` stops after the hidden workloads' correctness (the performance stage
@@ -352,7 +420,7 @@ class Evaluator:
         (exit code 3)."""
         for attempt in range(2):
             try:
-                return asyncio.run(self.aevaluate(task, candidate, seed, on_event, limits, performance))
+                return asyncio.run(self.aevaluate(task, candidate, seed, on_event, limits, performance, world_size=world_size))
             except HarnessError as exc:
                 if attempt == 1:
                     return infrastructure_result(task, self.info, check_candidate(Path(candidate)), str(exc))
@@ -360,10 +428,11 @@ class Evaluator:
 
     async def aevaluate(
         self, task: Task, candidate: Path | str, seed: int | None = None, on_event: OnEvent | None = None, limits: Limits | None = None,
-        performance: bool = True, visible_only: bool = False,
+        performance: bool = True, visible_only: bool = False, world_size: int | None = None,
     ) -> Result:
         """One evaluation; raises HarnessError on an infrastructure fault (for the scheduler
-        to retry elsewhere). `visible_only`: see `build_job`."""
+        to retry elsewhere); WorldSizeError before anything runs for a world size the task or
+        the device cannot run. `visible_only`, `world_size`: see `build_job`."""
         candidate = Path(candidate)
         limits = limits or task.limits
         sha = check_candidate(candidate)
@@ -374,6 +443,7 @@ class Evaluator:
         job = build_job(
             task, candidate, self.info, self.executor.torch_device(), seed if seed is not None else secrets.randbits(63),
             job_dir, limits, self.graphs, self.sync_each_call, self.timing, performance=performance, visible_only=visible_only,
+            world_size=world_size,
         )
         seen = await self.executor.run(job, job_dir, job_deadline_s(limits), on_event)
         return assemble(task, job, self.info, sha, seen, scan_notes)

@@ -36,6 +36,9 @@ class WorkloadFigures:
     sol_fraction: float | None
     model: str | None = None
     notes: list[str] = field(default_factory=list)
+    # Collectives: world_size, size_bytes (nccl-tests S), bus_factor, algbw_gbps and busbw_gbps
+    # of the candidate and the baseline, link_gbps (per direction) where the peaks table has it.
+    bandwidth: dict[str, Any] | None = None
 
 
 @dataclass
@@ -56,6 +59,7 @@ class Result:
     review_notes: list[str] = field(default_factory=list)
     versions: dict[str, Any] = field(default_factory=dict)
     seconds: float | None = None
+    world_size: int | None = None  # multi-rank tasks: the ranks it ran on
     schema_version: int = RESULT_SCHEMA_VERSION
 
     @property

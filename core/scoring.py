@@ -45,6 +45,22 @@ def roofline_us(flops: float, nbytes: float, peaks: Peaks, compute: str) -> floa
     return max(terms) if terms else None
 
 
+def bus_bandwidth_gbps(size_bytes: float, bus_factor: float, time_us: float) -> tuple[float, float] | None:
+    """(algbw, busbw) in GB/s as nccl-tests defines them: algbw = S / t, busbw = algbw × factor."""
+    if time_us <= 0:
+        return None
+    algbw = size_bytes / (time_us * 1e-6) / 1e9
+    return algbw, algbw * bus_factor
+
+
+def link_roofline_us(size_bytes: float, bus_factor: float, peaks: Peaks) -> float | None:
+    """The time a collective takes at the scale-up link's full speed: S × factor bytes cross
+    each rank's link in each direction (the peaks table gives the bidirectional figure)."""
+    if not peaks.link_gbps or bus_factor <= 0:
+        return None
+    return size_bytes * bus_factor / (peaks.link_gbps / 2 * 1e9) * 1e6
+
+
 def sol_fraction(roofline: float | None, candidate_us: float) -> float | None:
     if roofline is None or candidate_us <= 0:
         return None

@@ -21,7 +21,9 @@ FAMILIES = ("gemm", "attention", "moe", "norm", "activation", "elementwise", "sa
 TASK_FILES = ("task.yaml", "reference.py", "baseline.py", "starter.py")
 BASELINE_KINDS = ("vendor_library", "vendor_kernel_library", "torch_composition")
 LANGUAGES = ("triton", "pytorch", "cuda", "hip")
-PEAKS = ("bf16", "fp8", "fp32")
+PEAKS = ("bf16", "fp8", "fp32", "link")  # `link`: a collective's bus bandwidth against the scale-up link
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+WORLD_AXIS = "W"  # reserved in multi-rank tasks: the harness sets it to the number of ranks
 DTYPES = (
     "bfloat16", "float16", "float32", "float64",
     "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
@@ -142,6 +144,30 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class WorldSize:
+    """A multi-rank task's world sizes: the ones it supports, and the CPU device's default."""
+
+    sizes: tuple[int, ...]
+    cpu: int
+
+
+@dataclass(frozen=True)
+class Collective:
+    """What a multi-rank task moves, for bandwidth figures: the nccl-tests operation and its
+    "size" S in bytes per rank (a formula over the axes and W). algbw = S / t and busbw =
+    algbw × factor (docs/task-format.md)."""
+
+    kind: str
+    bytes: str
+
+    def bus_factor(self, world: int) -> float:
+        """nccl-tests' factor from algorithm to bus bandwidth: what each rank's link carries."""
+        if world <= 1:
+            return 0.0
+        return 2 * (world - 1) / world if self.kind == "all_reduce" else (world - 1) / world
+
+
+@dataclass(frozen=True)
 class ModelWorkloads:
     """How a task's axes derive from a model config (`arena tasks add-model`): each axis is an
     expression over MODEL_KEYS or a list of integers; the cross product of the lists gives the
@@ -195,6 +221,21 @@ class Task:
     limits: Limits = field(default_factory=Limits)
     vendor_notes: str = ""
     model_workloads: ModelWorkloads | None = None
+    world_size: WorldSize | None = None
+    collective: Collective | None = None
+
+    @property
+    def multi_rank(self) -> bool:
+        return self.world_size is not None
+
+    def at_world(self, w: Workload, world: int) -> Workload:
+        """The workload as a multi-rank evaluation runs it: its axes plus W, the world size."""
+        return Workload({**w.axes, WORLD_AXIS: world}, w.model, w.note)
+
+    def collective_bytes(self, w: Workload) -> float:
+        """The nccl-tests size S of workload `w` (its axes include W)."""
+        assert self.collective is not None, f"{self.id} is not a collective"
+        return evaluate_formula(self.collective.bytes, w.axes)
 
     @property
     def family(self) -> str:
@@ -303,7 +344,7 @@ def load_task(task_dir: Path | str, tasks_root: Path | str | None = None) -> Tas
     top.no_unknown((
         "schema_version", "description", "models", "languages", "baseline_kind", "baseline",
         "vendor_notes", "axes", "inputs", "outputs", "correctness", "flops", "bytes", "peak",
-        "workloads", "limits", "model_workloads",
+        "workloads", "limits", "model_workloads", "world_size", "collective",
     ))
     version = top.get("schema_version", int, "write `schema_version: 1`")
     if version != 1:
@@ -313,9 +354,12 @@ def load_task(task_dir: Path | str, tasks_root: Path | str | None = None) -> Tas
     axes = {str(k): str(v) for k, v in axes_raw.items()}
     if not axes:
         top.fail("declares no axis", "declare every shape symbol under `axes:`", "axes")
+    world_size = _world_size(top, axes)
+    # Shapes and formulas of a multi-rank task may use W; its workloads never list it.
+    formula_axes = {**axes, WORLD_AXIS: "world size"} if world_size else axes
 
-    inputs = tuple(_tensor(spec_path, d, f"inputs[{i}]", axes, output=False) for i, d in enumerate(_list(top, "inputs")))
-    outputs = tuple(_tensor(spec_path, d, f"outputs[{i}]", axes, output=True) for i, d in enumerate(_list(top, "outputs")))
+    inputs = tuple(_tensor(spec_path, d, f"inputs[{i}]", formula_axes, output=False) for i, d in enumerate(_list(top, "inputs")))
+    outputs = tuple(_tensor(spec_path, d, f"outputs[{i}]", formula_axes, output=True) for i, d in enumerate(_list(top, "outputs")))
     names = [t.name for t in inputs]
     for i, out in enumerate(outputs):
         if out.inplace_of is not None and out.inplace_of not in names:
@@ -342,16 +386,25 @@ def load_task(task_dir: Path | str, tasks_root: Path | str | None = None) -> Tas
     for key in ("flops", "bytes"):
         expr = str(top.get(key, (str, int, float), f"give the {key} as arithmetic over the axes, e.g. 2 * M * N * K"))
         try:
-            unknown = formula_names(expr) - set(axes)
+            unknown = formula_names(expr) - set(formula_axes)
         except (SyntaxError, ValueError) as exc:
             top.fail(f"`{expr}` cannot be evaluated ({exc})", "use + - * / // ** and min, max, ceil, floor, log2 over the axes", key)
         if unknown:
-            top.fail(f"uses undeclared symbol(s) {', '.join(sorted(unknown))}", "declare them under `axes:`", key)
+            fix = "declare them under `axes:`"
+            if WORLD_AXIS in unknown and world_size is None:
+                fix += f"; `{WORLD_AXIS}` is the world size of a multi-rank task, which declares `world_size:`"
+            top.fail(f"uses undeclared symbol(s) {', '.join(sorted(unknown))}", fix, key)
         formulas[key] = expr
 
     peak = top.get("peak", str, f"name the compute peak that bounds it: {', '.join(PEAKS)}")
     if peak not in PEAKS:
         top.fail(f"`{peak}` is unknown", f"use one of {', '.join(PEAKS)}", "peak")
+    collective = _collective(top, formula_axes, world_size)
+    if (peak == "link") != (collective is not None):
+        top.fail(
+            f"is `{peak}`" + (" but the task declares no `collective`" if peak == "link" else " but the task is a collective"),
+            "use `peak: link` exactly for tasks with a `collective` section (their speed of light is the link's bandwidth)", "peak",
+        )
     kind = top.get("baseline_kind", str, f"one of {', '.join(BASELINE_KINDS)}")
     if kind not in BASELINE_KINDS:
         top.fail(f"`{kind}` is unknown", f"use one of {', '.join(BASELINE_KINDS)}", "baseline_kind")
@@ -389,7 +442,46 @@ def load_task(task_dir: Path | str, tasks_root: Path | str | None = None) -> Tas
         cpu=cpu_sets,
         limits=limits,
         model_workloads=_model_workloads(spec_path, top, axes),
+        world_size=world_size,
+        collective=collective,
     )
+
+
+def _world_size(top: _Fields, axes: dict[str, str]) -> WorldSize | None:
+    """The optional `world_size: {sizes: [2, 4, 8], cpu: 2}` of a multi-rank task."""
+    if "world_size" not in top.data:
+        return None  # a single-device task; W is then an ordinary axis name
+    if WORLD_AXIS in axes:
+        top.fail(f"`{WORLD_AXIS}` is reserved in multi-rank tasks: the harness sets it to the world size", f"remove `{WORLD_AXIS}` from `axes:`; shapes and formulas may still use it", "axes")
+    f = _Fields(top.path, top.data["world_size"], "world_size")
+    f.no_unknown(("sizes", "cpu"))
+    sizes = f.get("sizes", list, "list the world sizes the task supports, e.g. [2, 4, 8]")
+    if not sizes or not all(isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 64 for n in sizes):
+        f.fail(f"{sizes!r} is not a list of world sizes", "give integers from 1 to 64, e.g. [2, 4, 8]", "sizes")
+    cpu = f.get("cpu", int, "the CPU device's world size, one of `sizes` (2 keeps CI short)", 2)
+    if cpu not in sizes:
+        f.fail(f"{cpu} is not one of sizes {sizes}", "choose the CPU device's world size among `sizes`", "cpu")
+    return WorldSize(tuple(sorted(set(sizes))), cpu)
+
+
+def _collective(top: _Fields, formula_axes: dict[str, str], world_size: WorldSize | None) -> Collective | None:
+    if "collective" not in top.data:
+        return None
+    if world_size is None:
+        top.fail("is given but the task has no `world_size`", "add `world_size: {sizes: [2, 4, 8], cpu: 2}` (a collective runs on several ranks)", "collective")
+    f = _Fields(top.path, top.data["collective"], "collective")
+    f.no_unknown(("kind", "bytes"))
+    kind = f.get("kind", str, f"one of {', '.join(COLLECTIVES)}")
+    if kind not in COLLECTIVES:
+        f.fail(f"`{kind}` is unknown", f"use one of {', '.join(COLLECTIVES)} (the nccl-tests operation whose bus-bandwidth factor applies)", "kind")
+    expr = str(f.get("bytes", (str, int), "the nccl-tests size S in bytes per rank, e.g. 2 * T * H"))
+    try:
+        unknown = formula_names(expr) - set(formula_axes)
+    except (SyntaxError, ValueError) as exc:
+        f.fail(f"`{expr}` cannot be evaluated ({exc})", "use + - * / // ** and min, max, ceil, floor, log2 over the axes and W", "bytes")
+    if unknown:
+        f.fail(f"uses undeclared symbol(s) {', '.join(sorted(unknown))}", "use the declared axes and W", "bytes")
+    return Collective(kind, expr)
 
 
 def _list(fields: _Fields, key: str) -> list[Any]:

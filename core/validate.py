@@ -182,7 +182,9 @@ def _defines(path: Path, name: str) -> bool:
 
 
 def check_files(task: Task) -> CheckResult:
-    entries = {"reference.py": "run", "baseline.py": "run", "starter.py": "run", "inputs.py": "make_inputs", "check.py": "check"}
+    # A multi-rank task's reference computes every rank's outputs at once, without communication.
+    reference = "run_all" if task.multi_rank else "run"
+    entries = {"reference.py": reference, "baseline.py": "run", "starter.py": "run", "inputs.py": "make_inputs", "check.py": "check"}
     problems = []
     for file, entry in entries.items():
         path = task.file(file)
@@ -199,7 +201,8 @@ def check_files(task: Task) -> CheckResult:
     if problems:
         return CheckResult("files", False, "; ".join(problems) + ": see docs/task-format.md for each file's entry")
     extra = [f for f in ("inputs.py", "check.py") if task.file(f).is_file()]
-    return CheckResult("files", True, "reference, baseline and starter define run" + (f"; {', '.join(extra)} define their entries" if extra else ""))
+    what = "reference defines run_all, baseline and starter define run" if task.multi_rank else "reference, baseline and starter define run"
+    return CheckResult("files", True, what + (f"; {', '.join(extra)} define their entries" if extra else ""))
 
 
 def _power_of_two(n: int) -> bool:
@@ -233,25 +236,34 @@ def _all_workloads(task: Task) -> list[tuple[str, Workload]]:
                 for end in (0, 1):
                     axes = {**w.axes, **{a: r[end] for a, r in sets.hidden.draw.ranges.items()}}
                     found.append((f"{where}.hidden.draw {Workload(axes).label}", Workload(axes)))
+    if task.world_size is not None:  # formulas of a multi-rank task meet every world size it supports
+        found = [(f"{where} W={n}", task.at_world(w, n)) for where, w in found for n in task.world_size.sizes]
     return found
 
 
 def check_formulas(task: Task) -> CheckResult:
     problems = []
+    formulas = [("flops", task.flops_for), ("bytes", task.bytes_for)]
+    if task.collective is not None:
+        formulas.append(("collective.bytes", task.collective_bytes))
     for where, w in _all_workloads(task):
-        for key, fn in (("flops", task.flops_for), ("bytes", task.bytes_for)):
+        for key, fn in formulas:
             try:
                 value = fn(w)
             except (ArithmeticError, ValueError) as exc:
-                problems.append(f"`{key}: {getattr(task, key)}` fails at {where} ({exc})")
+                problems.append(f"`{key}: {_formula(task, key)}` fails at {where} ({exc})")
                 continue
             # A pure data move (a cache write) does no arithmetic: flops may be 0, bytes never.
-            if not math.isfinite(value) or value < 0 or (key == "bytes" and value == 0):
-                problems.append(f"`{key}: {getattr(task, key)}` is {value:g} at {where}")
+            if not math.isfinite(value) or value < 0 or (key != "flops" and value == 0):
+                problems.append(f"`{key}: {_formula(task, key)}` is {value:g} at {where}")
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         return CheckResult("formulas", False, f"{problems[0]}{more}: bytes must be positive and flops non-negative on every workload")
     return CheckResult("formulas", True, f"flops and bytes are finite (bytes positive) on all {len(_all_workloads(task))} workloads (draw ranges at both ends)")
+
+
+def _formula(task: Task, key: str) -> str:
+    return task.collective.bytes if key == "collective.bytes" and task.collective else getattr(task, key)
 
 
 def roofline_device():
@@ -273,10 +285,14 @@ def check_roofline(task: Task, baseline_us: dict[str, float] | None = None) -> C
 
     info = roofline_device()
     times, problems = [], []
-    for w in list(task.gpu.visible) + list(task.gpu.hidden.fixed):
+    workloads = list(task.gpu.visible) + list(task.gpu.hidden.fixed)
+    if task.world_size is not None:  # a collective's speed of light at the largest world it supports
+        workloads = [task.at_world(w, max(task.world_size.sizes)) for w in workloads]
+    for w in workloads:
         roof = roofline_for(task, w, info)
         if roof is None or not math.isfinite(roof) or roof <= 0:
-            problems.append(f"{w.label}: roofline {roof} (peak `{task.peak}` on {info.peaks_key}: {info.sol_peaks.compute_tflops(task.peak)} TFLOP/s)")  # type: ignore[union-attr]
+            peak = f"{info.sol_peaks.link_gbps} GB/s link" if task.peak == "link" else f"{info.sol_peaks.compute_tflops(task.peak)} TFLOP/s"  # type: ignore[union-attr]
+            problems.append(f"{w.label}: roofline {roof} (peak `{task.peak}` on {info.peaks_key}: {peak})")
             continue
         times.append(roof)
         base = (baseline_us or {}).get(w.label)
@@ -315,7 +331,10 @@ class _Context:
 
         self.task, self.seed = task, seed
         tag = task.id.replace("/", "_")
-        self.reference = _import(task.file("reference.py"), f"arena_validate_ref_{tag}").run
+        # Multi-rank tasks: every call is made on `world` ranks, each with inputs of its own.
+        self.world = task.world_size.cpu if task.world_size else None
+        reference = _import(task.file("reference.py"), f"arena_validate_ref_{tag}")
+        self.reference = reference.run_all if self.world else reference.run
         self.custom = _import(task.file("inputs.py"), f"arena_validate_inputs_{tag}").make_inputs if task.file("inputs.py").is_file() else None
         self.check = checking.load_check(task.path)
         self.rule = {"atol": task.correctness.atol, "rtol": task.correctness.rtol, "min_match": task.correctness.min_match}
@@ -323,48 +342,73 @@ class _Context:
         self.out_specs = [{"name": s.name, "dtype": s.dtype, "shape": list(s.shape) if s.shape else None, "inplace_of": s.inplace_of} for s in task.outputs]
         self.expected: list[tuple[Workload, list[Any], list[torch.Tensor]]] = []  # visible: (workload, inputs, reference outputs)
 
+    def workloads(self, ws: tuple[Workload, ...]) -> list[Workload]:
+        """CPU workloads as the harness runs them (with W on a multi-rank task)."""
+        return [self.task.at_world(w, self.world) for w in ws] if self.world else list(ws)
+
     def shapes(self, w: Workload) -> dict[str, list[int]]:
         return {s.name: list(s.concrete_shape(w.axes)) for s in self.task.inputs + self.task.outputs if s.shape is not None}
 
     def inputs(self, w: Workload, seed: int) -> list[Any]:
+        """One call's inputs; on a multi-rank task a list of every rank's, each drawn as the
+        harness draws it (its own seed, RANK among the axes)."""
         import torch
 
         from .harness import inputs
+        from .harness.ranked_worker import rank_seed
 
-        gen = torch.Generator("cpu").manual_seed(seed)
-        return inputs.make_inputs(self.specs, w.axes, self.shapes(w), gen, self.custom)
+        if not self.world:
+            gen = torch.Generator("cpu").manual_seed(seed)
+            return inputs.make_inputs(self.specs, w.axes, self.shapes(w), gen, self.custom)
+        by_rank = []
+        for r in range(self.world):
+            gen = torch.Generator("cpu").manual_seed(rank_seed(seed, r))
+            by_rank.append(inputs.make_inputs(self.specs, {**w.axes, "RANK": r}, self.shapes(w), gen, self.custom))
+        return by_rank
 
-    def run_reference(self, args: list[Any]) -> list[torch.Tensor]:
+    def run_reference(self, args: list[Any]) -> list[Any]:
+        """The reference's outputs as a list; on a multi-rank task one such list per rank."""
         import torch
 
         with torch.no_grad():
-            result = self.reference(*args)
-        return list(result) if isinstance(result, (tuple, list)) else [result]
+            if not self.world:
+                return _as_list(self.reference(*args))
+            result = self.reference(args)
+        if not isinstance(result, (tuple, list)) or len(result) != self.world:
+            raise ValueError(f"reference.run_all returned {type(result).__name__}; it must return one output set per rank ({self.world})")
+        return [_as_list(r) for r in result]
+
+    def per_rank(self, args: list[Any], outs: list[Any]) -> list[tuple[list[Any], list[Any]]]:
+        """(inputs, outputs) of each rank; one pair on a single-device task."""
+        return list(zip(args, outs)) if self.world else [(args, outs)]
 
     def check_reference(self) -> CheckResult:
         import torch
 
         from .harness.inputs import output_shape
 
-        workloads = list(self.task.cpu.visible) + list(self.task.cpu.hidden.fixed)
+        workloads = self.workloads(self.task.cpu.visible) + self.workloads(self.task.cpu.hidden.fixed)
         t0 = time.monotonic()
         n = len(self.out_specs)
+        entry = "reference.run_all" if self.world else "reference.run"
         for i, w in enumerate(workloads):
             args = self.inputs(w, self.seed + i)
             try:
                 outs = self.run_reference(args)
             except Exception as exc:  # noqa: BLE001
-                return CheckResult("reference_runs", False, f"reference.run raised on CPU workload {w.label}: {type(exc).__name__}: {_one_line(exc)}")
-            if len(outs) < n or (self.check is None and len(outs) != n):
-                return CheckResult("reference_runs", False, f"reference.run returned {len(outs)} tensor(s) on {w.label}; the task declares {n} output(s)" + ("" if self.check else " (extra tensors need a check.py)"))
-            for spec, out in zip(self.out_specs, outs):
-                if not isinstance(out, torch.Tensor):
-                    return CheckResult("reference_runs", False, f"reference.run's output `{spec['name']}` is a {type(out).__name__}, not a tensor")
-                want = output_shape(spec, self.shapes(w))
-                if tuple(out.shape) != want:
-                    return CheckResult("reference_runs", False, f"reference.run's output `{spec['name']}` has shape {tuple(out.shape)} on {w.label}; task.yaml declares {want}")
-                if out.is_floating_point() and not bool(torch.isfinite(out).all()):
-                    return CheckResult("reference_runs", False, f"reference.run's output `{spec['name']}` has NaN/Inf on {w.label}: check the inputs' init ranges")
+                return CheckResult("reference_runs", False, f"{entry} raised on CPU workload {w.label}: {type(exc).__name__}: {_one_line(exc)}")
+            for rank, (_, rank_outs) in enumerate(self.per_rank(args, outs)):
+                where = f"{w.label}" + (f" rank {rank}" if self.world else "")
+                if len(rank_outs) < n or (self.check is None and len(rank_outs) != n):
+                    return CheckResult("reference_runs", False, f"{entry} returned {len(rank_outs)} tensor(s) on {where}; the task declares {n} output(s)" + ("" if self.check else " (extra tensors need a check.py)"))
+                for spec, out in zip(self.out_specs, rank_outs):
+                    if not isinstance(out, torch.Tensor):
+                        return CheckResult("reference_runs", False, f"{entry}'s output `{spec['name']}` is a {type(out).__name__}, not a tensor")
+                    want = output_shape(spec, self.shapes(w))
+                    if tuple(out.shape) != want:
+                        return CheckResult("reference_runs", False, f"{entry}'s output `{spec['name']}` has shape {tuple(out.shape)} on {where}; task.yaml declares {want}")
+                    if out.is_floating_point() and not bool(torch.isfinite(out).all()):
+                        return CheckResult("reference_runs", False, f"{entry}'s output `{spec['name']}` has NaN/Inf on {where}: check the inputs' init ranges")
             if i < len(self.task.cpu.visible):
                 self.expected.append((w, args, outs))
         return CheckResult("reference_runs", True, f"runs on all {len(workloads)} CPU workloads in {time.monotonic() - t0:.2f} s; outputs have the declared shapes and are finite")
@@ -407,12 +451,13 @@ class _Context:
         what = {"zeros": "an all-zeros output", "constant": "a constant output (the expected mean)", "random": "a random output (the expected mean and spread)"}[kind]
         gen = torch.Generator("cpu").manual_seed(self.seed + 17)
         rejected: dict[str, list[str]] = {s["name"]: [] for s in self.out_specs}
-        for w, args, expected in self.expected:
-            outs = [self.fabricate(kind, s, e, output_shape(s, self.shapes(w)), gen) for s, e in zip(self.out_specs, expected)]
-            verdicts = checking.judge(self.out_specs, outs, expected, args, self.rule, self.check)
-            for out_name, v in verdicts.items():
-                if not v["passed"]:
-                    rejected[out_name].append(w.label)
+        for w, call_args, call_expected in self.expected:
+            for args, expected in self.per_rank(call_args, call_expected):  # every rank must reject it
+                outs = [self.fabricate(kind, s, e, output_shape(s, self.shapes(w)), gen) for s, e in zip(self.out_specs, expected)]
+                verdicts = checking.judge(self.out_specs, outs, expected, args, self.rule, self.check)
+                for out_name, v in verdicts.items():
+                    if not v["passed"] and w.label not in rejected[out_name]:
+                        rejected[out_name].append(w.label)
         labels = ", ".join(w.label for w, _, _ in self.expected)
         if self.check is not None:
             # check.py may judge outputs jointly: the call must fail, on some visible workload.
@@ -439,17 +484,18 @@ class _Context:
             if spec.is_scalar:
                 continue
             changed, same_draw, raised = False, True, None
-            for i, w in enumerate(self.task.cpu.visible):
+            for i, w in enumerate(self.workloads(self.task.cpu.visible)):
                 a = self.inputs(w, self.seed + 1000 + i)
                 b = self.inputs(w, self.seed + 2000 + i)
-                if isinstance(a[k], torch.Tensor) and torch.equal(a[k], b[k]):
+                # On a multi-rank task input k is redrawn on every rank at once.
+                pairs = [(ra, rb) for ra, rb in zip(a, b)] if self.world else [(a, b)]
+                if all(isinstance(ra[k], torch.Tensor) and torch.equal(ra[k], rb[k]) for ra, rb in pairs):
                     continue  # this draw did not change it: nothing to learn here
                 same_draw = False
-                mixed = list(a)
-                mixed[k] = b[k]
+                mixed = [list(ra[:k]) + [rb[k]] + list(ra[k + 1:]) for ra, rb in pairs]
                 try:
-                    want = self.run_reference(_clone(a))
-                    got = self.run_reference(_clone(mixed))
+                    want = _flat(self.run_reference(_clone_call(a, self.world)))
+                    got = _flat(self.run_reference(mixed if self.world else mixed[0]))
                 except Exception as exc:  # noqa: BLE001
                     raised = f"{type(exc).__name__}: {_one_line(exc)}"
                     continue
@@ -474,6 +520,19 @@ class _Context:
         if notes:
             return CheckResult("inputs_matter", True, "not checked: " + "; ".join(notes), warning=True)
         return CheckResult("inputs_matter", True, f"each of the {tensors} tensor input(s) changes the output when redrawn")
+
+
+def _as_list(result: Any) -> list[Any]:
+    return list(result) if isinstance(result, (tuple, list)) else [result]
+
+
+def _flat(outs: list[Any]) -> list[Any]:
+    """Every output tensor of a call, every rank's in turn on a multi-rank task."""
+    return [t for item in outs for t in (item if isinstance(item, list) else [item])]
+
+
+def _clone_call(args: list[Any], world: int | None) -> list[Any]:
+    return [_clone(a) for a in args] if world else _clone(args)
 
 
 def _clone(args: list[Any]) -> list[Any]:

@@ -153,11 +153,18 @@ class Evaluation:
                     status = "failed"
                     break
         finally:
-            for worker in (self.candidate, self.trusted):
+            for worker in self._workers():
                 if worker is not None:
                     worker.kill()
             self._after(harness_before, task_before)
             self.emit({"type": "evaluation_finished", "status": status, "fault": fault, "seconds": time.monotonic() - started})
+
+    def _workers(self) -> list[Worker | None]:
+        return [self.candidate, self.trusted]
+
+    def _kill_candidate(self) -> None:
+        if self.candidate is not None:
+            self.candidate.kill()
 
     def _after(self, harness_before: dict[str, str], task_before: dict[str, str | None]) -> None:
         """What the candidate may have left behind: processes, changed files."""
@@ -195,8 +202,8 @@ class Evaluation:
         try:
             details = getattr(self, f"_{stage}")(deadline)
         except StageFailed as failed:
-            if failed.fault == "candidate" and failed.status in ("timeout", "crashed") and self.candidate is not None:
-                self.candidate.kill()  # nothing it started outlives the stage
+            if failed.fault == "candidate" and failed.status in ("timeout", "crashed"):
+                self._kill_candidate()  # nothing it started outlives the stage
             self.emit({
                 "type": "stage_finished", "stage": stage, "status": failed.status, "message": failed.message,
                 "fault": failed.fault, "seconds": time.monotonic() - t0, "log": self._log("candidate.log") if stage == "compile" else "",
@@ -395,5 +402,11 @@ def _workload(w: dict[str, Any]) -> dict[str, Any]:
 
 def run_job(job: dict[str, Any], emit: Emit, close_fds: tuple[int, ...] = (), zygote: Zygote | None = None) -> None:
     """Evaluate one job. `zygote`, forked before the job was read, forks the candidate's worker;
-    without one, a zygote is forked now (a copy of this process, which holds the job)."""
-    Evaluation(job, emit, close_fds, zygote).run()
+    without one, a zygote is forked now (a copy of this process, which holds the job). A job
+    with a `world_size` runs on that many ranks (ranked.py)."""
+    if job.get("world_size"):
+        from .ranked import RankedEvaluation
+
+        RankedEvaluation(job, emit, close_fds, zygote).run()
+    else:
+        Evaluation(job, emit, close_fds, zygote).run()

@@ -23,7 +23,7 @@ import socket
 import time
 from typing import Any
 
-from . import channel, workers
+from . import channel, ranked_worker, workers
 
 PR_SET_CHILD_SUBREAPER = 36
 REQUEST_SLACK_S = 30.0
@@ -159,7 +159,10 @@ def _fork_worker(zsock: socket.socket, zygote_pid: int) -> int:
             workers._bootstrap(child_end, zygote_pid)
             msg, _ = channel.recv(child_end)
             if msg.get("op") == "init":
-                workers.candidate_main(child_end, msg["job"])
+                if msg["job"].get("rank") is not None:  # a rank of a multi-rank candidate
+                    ranked_worker.rank_main(child_end, msg["job"])
+                else:
+                    workers.candidate_main(child_end, msg["job"])
                 code = 0
         except BaseException:  # noqa: BLE001
             workers._print_exc()

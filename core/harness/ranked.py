@@ -1,0 +1,288 @@
+"""A multi-rank evaluation: the stages of runner.Evaluation, run on `world_size` ranks.
+
+The parent starts the checker first (it has read the reference before any candidate code
+exists), then the baseline's ranks, then the candidate's ranks through the zygote; each side's
+ranks form their own process group (ranked_worker.py). Every request goes to all ranks of a
+side before any reply is read, since each call is collective; one deadline covers them all,
+and when a rank fails to answer in time every rank of that side is killed with its process
+group. Timing alternates the two sides round by round, as on a single device, and reports the
+slowest rank's median (a collective is as fast as its slowest rank).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from . import ranked_worker
+from .runner import Evaluation, StageFailed, _times, _workload
+from .timing import picks, summarize
+from .workers import TaskFileChanged, Worker, WorkerDied, WorkerTimeout, candidate_view
+from .zygote import Zygote, ZygoteError
+
+
+class RankedEvaluation(Evaluation):
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.world = int(self.job["world_size"])
+        self.ranks: list[Worker] = []  # the candidate's
+        self.baseline_ranks: list[Worker] = []
+
+    def _workers(self) -> list[Worker | None]:
+        return [*self.ranks, *self.baseline_ranks, self.trusted]
+
+    def _kill_candidate(self) -> None:
+        for worker in self.ranks:
+            worker.kill()
+
+    # --- talking to every rank of a side ------------------------------------------------
+
+    def _rank_job(self, role: str, rank: int, base: dict[str, Any]) -> dict[str, Any]:
+        side = "candidate" if role == "candidate" else "baseline"
+        return {
+            **base, "role": role, "rank": rank, "world_size": self.world,
+            "store": str(self.workdir / f"{side}.rendezvous"), "group_timeout_s": self.job["limits"]["compile_s"],
+        }
+
+    def _all(
+        self, ranks: list[Worker], header: dict[str, Any] | list[dict[str, Any]], deadline: float, max_payload: int = 0, candidate: bool = True,
+    ) -> list[tuple[dict[str, Any], bytearray | None]]:
+        """Send to every rank (one header for all, or one each), then read every reply."""
+        headers = header if isinstance(header, list) else [header] * len(ranks)
+        replies = []
+        try:
+            for worker, h in zip(ranks, headers):
+                worker.send(h)
+            for worker in ranks:
+                replies.append(worker.recv(self._remaining(deadline), max_payload))
+        except WorkerTimeout:
+            late = [len(replies)] + [r for r in range(len(replies) + 1, len(ranks)) if not _answered(ranks[r])]
+            message = (
+                f"{'candidate' if candidate else 'baseline'} rank(s) {', '.join(map(str, late))} of {len(ranks)} did not finish within the "
+                "stage's time limit (a rank stuck on its own and a rank waiting for it in a collective look the same)"
+            )
+            raise StageFailed("timeout", message, "candidate" if candidate else "infrastructure") from None
+        except WorkerDied as died:
+            if candidate:
+                raise StageFailed("crashed", f"the candidate's {died.name} {died.reason}") from None
+            raise StageFailed("error", f"the baseline's {died.name} {died.reason}", "infrastructure") from None
+        if candidate:
+            for reply, _ in replies:
+                self._note_tampering(reply)
+        return replies
+
+    def _note_tampering(self, reply: dict[str, Any]) -> None:
+        tampered = reply.get("tampered")
+        if isinstance(tampered, list):
+            for name in tampered[:20]:
+                if isinstance(name, str) and name not in self.tamper_seen and len(self.tamper_seen) < 20:
+                    self.tamper_seen.add(name)
+                    self._finding("runtime_patch", f"the candidate replaced `{name}` in its process", False)
+
+    @staticmethod
+    def _first_error(replies: list[tuple[dict[str, Any], Any]]) -> str | None:
+        for rank, (reply, _) in enumerate(replies):
+            if not reply.get("ok"):
+                return f"rank {rank}: {reply.get('error')}\n{reply.get('traceback', '')}".strip()
+        return None
+
+    # --- stages --------------------------------------------------------------------------
+
+    def _start_workers(self, deadline: float) -> None:
+        self.trusted = Worker.fork("trusted", ranked_worker.checker_main, self.job)
+        try:
+            ready, _ = self.trusted.recv(self._remaining(deadline))
+        except (WorkerTimeout, WorkerDied) as exc:
+            raise StageFailed("error", f"the checker did not start: {exc}", "infrastructure") from None
+        if not ready.get("ok"):
+            raise StageFailed("error", f"the reference could not be loaded: {ready.get('error')}\n{ready.get('traceback', '')}", "infrastructure")
+        for rank in range(self.world):
+            self.baseline_ranks.append(Worker.fork(f"baseline rank {rank}", ranked_worker.rank_main, self._rank_job("baseline", rank, self.job)))
+        try:
+            view = candidate_view(self.job)
+            if self.zygote is None:
+                self.zygote = Zygote()
+            for rank in range(self.world):
+                self.ranks.append(Worker.spawn(f"rank {rank}", self.zygote, self._rank_job("candidate", rank, view)))
+        except (TaskFileChanged, ZygoteError, WorkerDied) as exc:
+            raise StageFailed("error", f"could not start the candidate's ranks: {exc}", "infrastructure") from None
+        for side, ranks in (("baseline", self.baseline_ranks), ("candidate", self.ranks)):
+            replies = self._all_replies(ranks, deadline, side)
+            error = self._first_error(replies)
+            if error:
+                raise StageFailed("error", f"the {side}'s process group did not form: {error}", "infrastructure")
+
+    def _all_replies(self, ranks: list[Worker], deadline: float, side: str) -> list[tuple[dict[str, Any], Any]]:
+        try:
+            return [worker.recv(self._remaining(deadline)) for worker in ranks]
+        except (WorkerTimeout, WorkerDied) as exc:
+            raise StageFailed("error", f"the {side}'s ranks did not start: {exc}", "infrastructure") from None
+
+    def _compile(self, deadline: float) -> dict[str, Any]:
+        self._start_workers(deadline)
+        error = self._first_error(self._all(self.ranks, {"op": "import"}, deadline))
+        if error:
+            raise StageFailed("failed", error)
+        first = self.job["stages"]["correctness"][0]
+        replies = self._all(self.ranks, {"op": "first_call", "workload": _workload(first), "seed": first["seeds"][0]}, deadline)
+        error = self._first_error(replies)
+        if error:
+            raise StageFailed("failed", error)
+        notes = [f"rank {r}: {reply['first_call_error']}" for r, (reply, _) in enumerate(replies) if reply.get("first_call_error")]
+        return {"log": self._log("candidate-rank0.log"), "note": notes[0] if notes else None}
+
+    def _check(self, stage: str, workloads: list[dict[str, Any]], deadline: float) -> dict[str, Any]:
+        assert self.trusted is not None
+        failures = []
+        for w in workloads:
+            worst: dict[str, Any] | None = None
+            message = None
+            for j, seed in enumerate(w["seeds"]):
+                repeat = 2 if j == 0 else 1  # the first seed runs twice on the same inputs
+                replies = self._all(self.ranks, {"op": "run", "workload": _workload(w), "seed": seed, "repeat": repeat}, deadline, repeat * self._out_bytes(w))
+                error = self._first_error(replies)
+                if error:
+                    message, worst = f"seed {seed}: {error.splitlines()[0]}", {"error": error}
+                    break
+                check = self._trusted_call(
+                    {"op": "check", "workload": _workload(w), "seed": seed, "runs": repeat, "tensors": [reply.get("tensors") for reply, _ in replies]},
+                    deadline, b"".join(bytes(p or b"") for _, p in replies),
+                )
+                if check.get("malformed"):
+                    message, worst = f"seed {seed}: the candidate's ranks sent malformed outputs: {check['malformed']}", {"error": check["malformed"]}
+                    break
+                message, worst = _verdict(check["runs"], seed, worst)
+                if message:
+                    break
+            passed = message is None
+            self.emit({"type": "workload_checked", "stage": stage, "workload": w["label"], "axes": w["axes"], "passed": passed, "message": message, "worst": worst})
+            if not passed:
+                failures.append(f"{w['label']}: {message}")
+        if failures:
+            raise StageFailed("failed", f"{len(failures)} of {len(workloads)} workload(s) wrong; first: {failures[0]}")
+        return {"workloads": len(workloads), "world_size": self.world}
+
+    def _performance(self, deadline: float) -> dict[str, Any]:
+        timing = self.job["timing"]
+        rounds = int(timing["alternations"])
+        sampled = int(timing.get("checked_calls", 2))
+        checked_total = 0
+        for w in self.job["stages"]["performance"]:
+            per_rank: dict[str, list[list[float]]] = {"candidate": [[] for _ in range(self.world)], "baseline": [[] for _ in range(self.world)]}
+            walls: dict[str, list[dict[str, float]]] = {"candidate": [], "baseline": []}
+            calls: dict[str, int] = {}
+            mode = None
+            checked = 0
+            for r in range(rounds):
+                first = r * 100_000
+                base_request = {"workload": _workload(w), "seed": w["seed"], "first_index": first}
+                for side, ranks in (("candidate", self.ranks), ("baseline", self.baseline_ranks)):
+                    is_candidate = side == "candidate"
+                    if side not in calls:
+                        replies = self._all(ranks, {"op": "estimate", **base_request}, deadline, candidate=is_candidate)
+                        self._raise_timing_error(replies, w, is_candidate)
+                        slowest = max(float(reply.get("ms") or 0.0) for reply, _ in replies)
+                        per_round = timing["budget_ms"] / rounds
+                        calls[side] = max(int(timing["min_calls"]), min(int(timing["max_calls"]), int(per_round / max(slowest, 1e-4))))
+                    sample = [self.rng.random() for _ in range(sampled)] if is_candidate else []
+                    t0 = time.monotonic()
+                    replies = self._all(ranks, {"op": "time", **base_request, "calls": calls[side], "sample": sample}, deadline, candidate=is_candidate)
+                    wall = time.monotonic() - t0
+                    if is_candidate and any(reply.get("timed_output_invalid") for reply, _ in replies):
+                        bad = next(reply for reply, _ in replies if reply.get("timed_output_invalid"))
+                        raise self._violation("timed_output_mismatch", f"{w['label']}: a timed call returned an invalid output where the correctness runs did not: {bad.get('error')}", w["label"])
+                    self._raise_timing_error(replies, w, is_candidate)
+                    times = [_times(reply, calls[side]) for reply, _ in replies]
+                    if any(len(t) != calls[side] for t in times):
+                        raise StageFailed("failed", f"{w['label']}: a rank sent a different number of timings than the calls it was asked for")
+                    for rank, t in enumerate(times):
+                        per_rank[side][rank] += t
+                    # The slowest rank's own total: no rank may report more than the parent saw pass.
+                    walls[side].append({"wall_s": wall, "reported_s": max(sum(t) for t in times) / 1e6, "calls": calls[side]})
+                    if is_candidate:
+                        mode = replies[0][0].get("mode")
+                        checked += self._check_timed_ranks(w, first, sample, calls[side], deadline)
+            checked_total += checked
+            figures = {side: _slowest_rank(per_rank[side]) for side in per_rank}
+            self.emit({
+                "type": "workload_timed", "workload": w["label"], "axes": w["axes"], "mode": mode, "rounds": rounds,
+                "candidate": {**figures["candidate"], "wall_s": sum(x["wall_s"] for x in walls["candidate"]), "rounds": walls["candidate"], "checked_calls": checked},
+                "baseline": {**figures["baseline"], "wall_s": sum(x["wall_s"] for x in walls["baseline"]), "rounds": walls["baseline"]},
+                "notes": [],
+            })
+        return {"workloads": len(self.job["stages"]["performance"]), "checked_calls": checked_total, "world_size": self.world}
+
+    def _raise_timing_error(self, replies: list[tuple[dict[str, Any], Any]], w: dict[str, Any], candidate: bool) -> None:
+        error = self._first_error(replies)
+        if error is None:
+            return
+        if candidate:
+            raise StageFailed("failed", f"{w['label']}: the candidate failed while being timed: {error}")
+        raise StageFailed("error", f"{w['label']}: the baseline failed while being timed: {error}", "infrastructure")
+
+    def _check_timed_ranks(self, w: dict[str, Any], first: int, sample: list[float], calls: int, deadline: float) -> int:
+        """Every rank's outputs of the round's sampled calls, checked against the reference on
+        regenerated inputs (docs/integrity.md: timed-output checks)."""
+        want = sorted(first + 1 + k for k in picks(sample, calls))
+        replies = self._all(self.ranks, {"op": "kept"}, deadline, len(want) * self._out_bytes(w))
+        for rank, (reply, _) in enumerate(replies):
+            if not reply.get("ok"):
+                raise StageFailed("failed", f"{w['label']}: rank {rank} could not return the outputs of the sampled timed calls: {reply.get('error')}")
+            if reply.get("calls") != want:
+                raise self._violation("timed_output_mismatch", f"{w['label']}: rank {rank} returned the outputs of calls {reply.get('calls')}, not of the sampled calls {want}", w["label"])
+        if not want:
+            return 0
+        check = self._trusted_call(
+            {"op": "check_timed", "workload": _workload(w), "seed": w["seed"], "calls": want, "tensors": [reply.get("tensors") for reply, _ in replies]},
+            deadline, b"".join(bytes(p or b"") for _, p in replies),
+        )
+        if check.get("malformed"):
+            raise self._violation("timed_output_mismatch", f"{w['label']}: malformed outputs of timed calls: {check['malformed']}", w["label"])
+        for result in check["results"]:
+            for rank, outputs in enumerate(result["ranks"]):
+                for name, outcome in outputs.items():
+                    if not outcome["passed"]:
+                        raise self._violation(
+                            "timed_output_mismatch",
+                            f"{w['label']}: timed call {result['call']} returned a wrong `{name}` on rank {rank} ({outcome.get('message')}), "
+                            "though the correctness runs passed: the output depends on something other than this call's inputs",
+                            w["label"],
+                        )
+        return len(want)
+
+
+def _answered(worker: Worker) -> bool:
+    """Whether a reply is waiting from `worker` (read and dropped: the stage is failing)."""
+    try:
+        worker.recv(0.05)
+        return True
+    except (WorkerTimeout, WorkerDied):
+        return False
+
+
+def _verdict(runs: list[list[dict[str, Any]]], seed: int, worst: dict[str, Any] | None) -> tuple[str | None, dict[str, Any] | None]:
+    """The first wrong output over runs and ranks (as a message) and the worst result seen."""
+    message = None
+    for run_index, ranks in enumerate(runs):
+        for rank, outputs in enumerate(ranks):
+            for name, result in outputs.items():
+                if worst is None or result.get("max_abs_err", float("inf")) > worst.get("max_abs_err", -1.0) or not result["passed"]:
+                    worst = {"output": name, "rank": rank, "seed": seed, **({"run": run_index + 1} if run_index else {}), **result}
+                if not result["passed"] and message is None:
+                    if run_index == 0:
+                        message = f"output `{name}` on rank {rank}, seed {seed}: {result.get('message')}"
+                    else:
+                        message = (
+                            f"output `{name}` on rank {rank}, seed {seed}: run {run_index + 1} on the same inputs is wrong where run 1 was "
+                            f"right ({result.get('message')}): the candidate is not deterministic (a race, or uninitialised memory)"
+                        )
+            if message:
+                return message, worst
+    return message, worst
+
+
+def _slowest_rank(times_by_rank: list[list[float]]) -> dict[str, Any]:
+    """The summary of the rank with the highest median, plus every rank's median."""
+    summaries = [summarize(t) for t in times_by_rank]
+    slowest = max(range(len(summaries)), key=lambda r: summaries[r].get("median_us", 0.0))
+    return {**summaries[slowest], "slowest_rank": slowest, "rank_medians_us": [s.get("median_us") for s in summaries]}

@@ -1,0 +1,352 @@
+"""The processes of a multi-rank evaluation: one per rank and side, plus the checker.
+
+A multi-rank task's candidate and baseline each run as `world_size` rank processes that form
+a process group of their own (gloo on the CPU, NCCL on NVIDIA, RCCL through the same `nccl`
+backend on AMD, XCCL on Intel), rendezvousing through a file in the evaluation's folder, so
+no port is opened and the sandbox's empty network namespace (loopback only) is enough.
+Candidate ranks are forked by the zygote like the single-device candidate worker and get the
+same treatment (limits, no capabilities, the harness hidden, patches reported); baseline ranks
+are forked from the harness parent and never see the candidate.
+
+Every rank draws its inputs from its own seed, derived from the evaluation's secret seed and
+the rank (`rank_seed`). The checker, a trusted process, regenerates every rank's inputs from
+the same seeds, runs the task's `reference.run_all(inputs_by_rank)` (every rank's outputs,
+computed in one process without communication, so the reference never depends on the
+collective under test) and judges each rank's outputs with the task's rule or check.py.
+
+Timing is the single-device protocol made collective: fresh inputs before every call, the L2
+flushed, then a barrier so that every rank enters the call together, then device events (wall
+clock on the CPU) around the call. The number of calls is fixed by the parent for all ranks,
+since every rank must make every collective call.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import socket
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
+
+from . import channel, checking, inputs, timing, workers
+
+# Bound at import, before any candidate code runs (as timing.py binds its clocks).
+_init_process_group = dist.init_process_group
+_barrier = dist.barrier
+_destroy = dist.destroy_process_group
+SEED_STRIDE = 0x9E3779B97F4A7C15  # odd, so distinct ranks never share a seed
+SEED_MASK = (1 << 62) - 1
+
+
+def rank_seed(seed: int, rank: int) -> int:
+    """Rank `rank`'s inputs come from this seed; the checker derives the same one."""
+    return (seed + rank * SEED_STRIDE) & SEED_MASK
+
+
+def rank_workload(workload: dict[str, Any], rank: int) -> dict[str, Any]:
+    """A workload as rank `rank` draws it: a task's inputs.py also sees RANK among the axes."""
+    return {"axes": {**workload["axes"], "RANK": rank}, "shapes": workload["shapes"]}
+
+
+def backend_for(device_type: str) -> str:
+    if device_type == "cpu":
+        return "gloo"
+    if device_type == "cuda":
+        return "nccl"  # ROCm builds of torch map it onto RCCL
+    if device_type == "xpu":
+        return "xccl"
+    raise ValueError(f"no collective backend for device type {device_type}")
+
+
+def rank_device(device: dict[str, Any], rank: int) -> torch.device:
+    """Rank r runs on the r-th GPU the harness sees, counting from the job's device."""
+    base = torch.device(device["torch_device"])
+    if base.type == "cpu":
+        return base
+    index = (base.index or 0) + rank
+    count = torch.cuda.device_count() if base.type == "cuda" else torch.xpu.device_count()  # type: ignore[attr-defined]
+    if index >= count:
+        raise RuntimeError(
+            f"rank {rank} needs {base.type}:{index}, but this harness sees {count} device(s): give a device group such as "
+            f"`{base.type}:0-{rank}` or a smaller --world-size"
+        )
+    if base.type == "cuda":
+        torch.cuda.set_device(index)
+    return torch.device(base.type, index)
+
+
+def _join_group(job: dict[str, Any], device: torch.device) -> None:
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # ranks of one host meet on loopback
+    os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")
+    _init_process_group(
+        backend_for(device.type), init_method=f"file://{job['store']}", rank=job["rank"], world_size=job["world_size"],
+        timeout=datetime.timedelta(seconds=float(job["group_timeout_s"])),
+    )
+
+
+def rank_main(conn: socket.socket, job: dict[str, Any]) -> None:
+    """A rank of the candidate (forked by the zygote) or of the baseline (forked by the parent)."""
+    role, rank = job["role"], job["rank"]
+    workdir = Path(job["workdir"])
+    workers._redirect_output(workdir / f"{role}-rank{rank}.log")
+    if role == "baseline":
+        try:
+            workers._libc().prctl(workers.PR_SET_DUMPABLE, 0, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    os.environ["TORCH_EXTENSIONS_DIR"] = str(workdir / "torch_extensions")
+    try:
+        device = rank_device(job["device"], rank)
+        if device.type == "cpu" and role == "candidate":
+            from .triton_cpu import enable_interpreter
+
+            enable_interpreter()
+        custom = None
+        if job.get("task_inputs"):
+            custom = getattr(workers._module_from_source(job["task_inputs"].encode(), "arena_task_inputs", "<task inputs.py>"), "make_inputs")
+        fn: Callable[..., Any] | None = None
+        if role == "baseline":
+            source = workers.read_task_file(job, "baseline.py")
+            if source is None:
+                raise FileNotFoundError("the task's baseline.py is missing")
+            fn = workers._entry(workers._module_from_source(source, "arena_baseline", str(Path(job["task_dir"]) / "baseline.py")), "baseline.py")
+        _join_group(job, device)
+    except Exception as exc:  # noqa: BLE001 - the parent reports it as an infrastructure fault
+        channel.send(conn, workers._error(exc))
+        return
+    channel.send(conn, {"ok": True, "ready": True})
+    candidate = role == "candidate"
+    if candidate:
+        workers._limit_resources(job.get("memory_bytes") if device.type == "cpu" else None)
+        workers._drop_capabilities()
+        snap = workers.watch()
+        reported: set[str] = set()
+        workers._hide_harness()
+    specs, outs = job["inputs"], job["outputs"]
+    kept: dict[int, list[torch.Tensor]] = {}
+    while True:
+        try:
+            msg, _ = channel.recv(conn)
+        except channel.ChannelClosed:
+            return
+        op = msg.get("op")
+        payload: bytes | None = None
+        try:
+            if op == "exit":
+                channel.send(conn, {"ok": True})
+                _destroy()
+                return
+            if op == "import":  # no collective here: a rank whose import fails must not leave the others waiting
+                path = Path(job["candidate"])
+                fn = workers._entry(workers._import_file(path, f"candidate_{os.getpid()}"), str(path))
+                reply: dict[str, Any] = {"ok": True}
+            elif op == "first_call":  # builds JIT kernels; every rank calls, as every call is collective
+                assert fn is not None, "import first"
+                reply = {"ok": True}
+                try:
+                    args = inputs.correctness_inputs(specs, rank_workload(msg["workload"], rank), rank_seed(msg["seed"], rank), device, custom)
+                    fn(*args)
+                    workers._sync(device)
+                except Exception as exc:  # noqa: BLE001
+                    reply = workers._error(exc) if workers._is_compile_error(exc) else {"ok": True, "first_call_error": f"{type(exc).__name__}: {exc}"}
+            elif op == "run":
+                assert fn is not None, "import first"
+                w = rank_workload(msg["workload"], rank)
+                metas: list[dict[str, Any]] = []
+                chunks: list[bytes] = []
+                for _ in range(int(msg.get("repeat", 1))):
+                    args = inputs.correctness_inputs(specs, w, rank_seed(msg["seed"], rank), device, custom)
+                    inputs.poison(outs, w["shapes"], device)
+                    result = fn(*args)
+                    workers._sync(device)
+                    meta, data = inputs.pack(inputs.collect_outputs(result, outs, specs, args, w["shapes"], device))
+                    metas += meta
+                    chunks.append(data)
+                    del result, args
+                reply, payload = {"ok": True, "tensors": metas}, b"".join(chunks)
+            elif op == "estimate":
+                assert fn is not None, "import first"
+                reply = {"ok": True, "ms": _estimate(fn, msg, specs, rank, device, custom)}
+            elif op == "time":
+                assert fn is not None, "import first"
+                reply = _time_rank(fn, msg, specs, outs, rank, device, custom, kept, keep=candidate)
+            elif op == "kept":
+                calls = sorted(kept)
+                meta, payload = inputs.pack([t for i in calls for t in kept[i]])
+                kept.clear()
+                reply = {"ok": True, "calls": calls, "tensors": meta}
+            else:
+                reply = {"ok": False, "error": f"unknown op {op}"}
+        except Exception as exc:  # noqa: BLE001 - the candidate's failure is reported, not raised
+            reply, payload = workers._error(exc), None
+        if candidate and op != "time":
+            new = [name for name in workers.replaced(snap) if name not in reported]
+            if new:
+                reported.update(new)
+                reply["tampered"] = new
+        channel.send(conn, reply, payload)
+
+
+def _fresh(msg: dict[str, Any], specs: list[dict[str, Any]], rank: int, device: torch.device, custom: Any) -> inputs.FreshInputs:
+    return inputs.FreshInputs(specs, rank_workload(msg["workload"], rank), rank_seed(msg["seed"], rank), device, custom)
+
+
+def _estimate(fn: Callable[..., Any], msg: dict[str, Any], specs: list[dict[str, Any]], rank: int, device: torch.device, custom: Any) -> float:
+    """Milliseconds of one call after a warm-up call, both entered together by every rank."""
+    fresh = _fresh(msg, specs, rank, device, custom)
+    args = fresh(msg["first_index"])
+    for timed in (False, True):
+        _barrier()
+        workers._sync(device)
+        t0 = timing._perf_counter()
+        fn(*args)
+        workers._sync(device)
+        if timed:
+            return (timing._perf_counter() - t0) * 1e3
+    raise AssertionError("unreachable")
+
+
+def _time_rank(
+    fn: Callable[..., Any], msg: dict[str, Any], specs: list[dict[str, Any]], outs: list[dict[str, Any]], rank: int,
+    device: torch.device, custom: Any, kept: dict[int, list[torch.Tensor]], keep: bool,
+) -> dict[str, Any]:
+    """`calls` timed calls; call k gets inputs first_index + 1 + k, as on a single device. The
+    sampled calls' outputs are checked for type and copied right after the call, untimed."""
+    kept.clear()
+    calls, first = int(msg["calls"]), int(msg["first_index"])
+    fresh = _fresh(msg, specs, rank, device, custom)
+    chosen = timing.picks([float(u) for u in msg.get("sample", ())], calls) if keep else set()
+    gpu = device.type != "cpu"
+    events = timing._Events(device.type) if gpu else None
+    flush = timing.flush_buffer(device) if gpu else None
+    times: list[float] = []
+    for k in range(calls):
+        args = fresh(first + 1 + k)
+        if flush is not None:
+            timing._zero(flush)
+        workers._sync(device)
+        _barrier()  # every rank enters the call together: a collective's time starts when all can start
+        if events is not None:
+            start, end = events.new(), events.new()
+            events.record(start)
+            result = fn(*args)
+            events.record(end)
+            workers._sync(device)
+            times.append(events.elapsed_ms(start, end) * 1e3)
+        else:
+            t0 = timing._perf_counter()
+            result = fn(*args)
+            times.append((timing._perf_counter() - t0) * 1e6)
+        if k in chosen:
+            try:
+                kept[first + 1 + k] = inputs.snapshot(inputs.collect_outputs(result, outs, specs, args, msg["workload"]["shapes"], device))
+            except inputs.OutputError as exc:
+                kept.clear()
+                return {"ok": False, "error": f"call {first + 1 + k}: {exc}", "timed_output_invalid": True}
+        result = None
+    return {"ok": True, "times_us": times, "mode": "events" if gpu else "wall"}
+
+
+# --- the checker ---------------------------------------------------------------------------
+
+
+def checker_main(conn: socket.socket, job: dict[str, Any]) -> None:
+    """The trusted process: every rank's inputs, the reference's outputs for all of them, and
+    the verdict on each rank's outputs."""
+    workdir = Path(job["workdir"])
+    workers._redirect_output(workdir / "trusted.log")
+    try:
+        workers._libc().prctl(workers.PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+    try:
+        device = rank_device(job["device"], 0)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        task_dir = Path(job["task_dir"])
+        sources = {name: workers.read_task_file(job, name) for name in ("reference.py", "inputs.py", "check.py")}
+        if sources["reference.py"] is None:
+            raise FileNotFoundError("the task's reference.py is missing")
+        module = workers._module_from_source(sources["reference.py"], "arena_reference", str(task_dir / "reference.py"))
+        run_all = getattr(module, "run_all", None)
+        if not callable(run_all):
+            raise AttributeError("reference.py of a multi-rank task defines no `run_all(inputs_by_rank)`")
+        custom = None
+        if sources["inputs.py"] is not None:
+            custom = getattr(workers._module_from_source(sources["inputs.py"], "arena_task_inputs", str(task_dir / "inputs.py")), "make_inputs")
+        check = None if sources["check.py"] is None else checking.check_from_source(sources["check.py"], str(task_dir / "check.py"))
+    except Exception as exc:  # noqa: BLE001 - the parent reports it as an infrastructure fault
+        channel.send(conn, workers._error(exc))
+        return
+    channel.send(conn, {"ok": True, "ready": True})
+    world, specs, out_specs, rule = job["world_size"], job["inputs"], job["outputs"], job["correctness"]
+
+    def expected(make: Callable[[int], list[Any]]) -> tuple[list[list[Any]], list[list[torch.Tensor]]]:
+        by_rank = [make(r) for r in range(world)]
+        with torch.no_grad():
+            result = run_all(by_rank)
+        if not isinstance(result, (list, tuple)) or len(result) != world:
+            raise checking.CheckError(f"reference.run_all returned {type(result).__name__} for {world} ranks: it must return one output set per rank")
+        return by_rank, [list(r) if isinstance(r, (tuple, list)) else [r] for r in result]
+
+    def judge_ranks(got: list[list[torch.Tensor]], args: list[list[Any]], want: list[list[torch.Tensor]]) -> list[dict[str, Any]]:
+        return [workers._compare_all(out_specs, got[r], want[r], args[r], rule, device, check) for r in range(world)]
+
+    while True:
+        try:
+            msg, payload = channel.recv(conn)
+        except channel.ChannelClosed:
+            return
+        op = msg.get("op")
+        try:
+            if op == "exit":
+                channel.send(conn, {"ok": True})
+                return
+            shapes = msg["workload"]["shapes"]
+            per_rank = inputs.expected_meta(out_specs, shapes)
+            if op == "check":
+                runs = int(msg.get("runs", 1))
+                try:
+                    got = _unpack_ranks(msg, payload, per_rank * runs, world)
+                except inputs.OutputError as exc:
+                    channel.send(conn, {"ok": True, "malformed": str(exc)})
+                    continue
+                args, want = expected(
+                    lambda r: inputs.correctness_inputs(specs, rank_workload(msg["workload"], r), rank_seed(msg["seed"], r), device, custom)
+                )
+                n = len(out_specs)
+                verdicts = [judge_ranks([g[i * n:(i + 1) * n] for g in got], args, want) for i in range(runs)]
+                channel.send(conn, {"ok": True, "runs": verdicts})
+            elif op == "check_timed":
+                calls = [int(i) for i in msg["calls"]]
+                try:
+                    got = _unpack_ranks(msg, payload, per_rank * len(calls), world)
+                except inputs.OutputError as exc:
+                    channel.send(conn, {"ok": True, "malformed": str(exc)})
+                    continue
+                fresh = [inputs.FreshInputs(specs, rank_workload(msg["workload"], r), rank_seed(msg["seed"], r), device, custom) for r in range(world)]
+                n = len(out_specs)
+                results = []
+                for j, index in enumerate(calls):
+                    args, want = expected(lambda r: fresh[r](index))
+                    results.append({"call": index, "ranks": judge_ranks([g[j * n:(j + 1) * n] for g in got], args, want)})
+                channel.send(conn, {"ok": True, "results": results})
+            else:
+                channel.send(conn, {"ok": False, "error": f"unknown op {op}"})
+        except Exception as exc:  # noqa: BLE001
+            channel.send(conn, workers._error(exc))
+
+
+def _unpack_ranks(msg: dict[str, Any], payload: bytes | bytearray | None, expected: list[dict[str, Any]], world: int) -> list[list[torch.Tensor]]:
+    """The outputs of every rank, sent as one payload: rank 0's bytes, then rank 1's, …"""
+    metas = msg.get("tensors")
+    if not isinstance(metas, list) or len(metas) != world:
+        raise inputs.OutputError(f"outputs of {len(metas) if isinstance(metas, list) else 'no'} ranks; {world} were expected")
+    data = memoryview(payload or b"")
+    size = inputs.nbytes(expected)
+    if len(data) != size * world:
+        raise inputs.OutputError(f"{len(data)} bytes of outputs for {world} ranks; {size * world} were expected")
+    return [inputs.unpack(metas[r], data[r * size:(r + 1) * size], expected) for r in range(world)]
