@@ -4,8 +4,8 @@ times its routing weight, goes back to its token's source rank and is summed the
 For source rank s and token t: out_s[t] = Σ over ranks r, local experts e and slots
 i < count_e with recv_src[e, i] = s·T + t of weights[e, i]·x[e, i], in float32
 (order-independent up to float32 rounding), 0 for a token no expert holds. Returned per rank:
-the exact sum (float32), and for check.py Σ|weight·x| and twice the number of terms per token
-([T, 1]; each term may round its weight and its product to bfloat16)."""
+the exact sum (float32), and for check.py Σ|weight·x| and the number of terms per token
+([T, 1])."""
 
 import torch
 
@@ -24,5 +24,5 @@ def run_all(inputs_by_rank: list[list]) -> list:
         rows = x[valid].float() * weights[valid][:, None]
         out.index_add_(0, tok, rows)
         absum.index_add_(0, tok, rows.abs())
-        terms.index_add_(0, tok, torch.full((tok.numel(), 1), 2.0, device=dev))
+        terms.index_add_(0, tok, torch.ones(tok.numel(), 1, device=dev))
     return [(out[s * T:(s + 1) * T], absum[s * T:(s + 1) * T], terms[s * T:(s + 1) * T]) for s in range(W)]

@@ -6,8 +6,9 @@ q = x / scale rounded to float8_e4m3fn. Rank r's local expert e (global r·E_l +
 the tokens that chose it, packed into slots 0 .. count_e − 1 of its [W·M] slot range;
 recv_src = s·T + t names each slot's token (source rank s, index t). The canonical slot
 order here is (s, t) ascending; check.py accepts any order within an expert. Declared
-outputs come first (unused slots zero / −1), then for check.py the unrounded q (float32) and
-the scales of every valid slot, expert-major in canonical order."""
+outputs come first (unused slots zero / −1; recv_x as bfloat16 holding the fp8 values exactly),
+then for check.py the unrounded q (float32) and the scales of every valid slot, expert-major in
+canonical order."""
 
 import torch
 
@@ -48,5 +49,6 @@ def run_all(inputs_by_rank: list[list]) -> list:
             recv_src[e, :c] = rows.to(torch.int32)
             q_valid.append(q)
             s_valid.append(s_all[rows])
-        results.append((recv_x.view(torch.float8_e4m3fn), recv_scale, counts, recv_src, torch.cat(q_valid), torch.cat(s_valid)))
+        # recv_x as bfloat16 (fp8 values are exact in bfloat16): the validator cannot test fp8 for NaN
+        results.append((recv_x.view(torch.float8_e4m3fn).to(torch.bfloat16), recv_scale, counts, recv_src, torch.cat(q_valid), torch.cat(s_valid)))
     return results
