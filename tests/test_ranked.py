@@ -194,3 +194,34 @@ def test_arena_shows_the_world_sizes_and_refuses_one_the_task_cannot_run(capsys)
     code = main(["--tasks-dir", tasks_dir, "eval", "--task", "comm/allsum", "--candidate", str(ALLSUM / "starter.py"), "--world-size", "5", "--no-store"])
     assert code == 2
     assert "pass --world-size with one of 1, 2, 3, 4" in capsys.readouterr().err
+
+
+# -- the bundled tasks ----------------------------------------------------------------------------
+
+
+def test_a_bundled_collective_passes_on_four_ranks(cpu_evaluator):
+    from core.tasks import find_task
+
+    task = find_task("comm/all_gather")
+    result = cpu_evaluator.evaluate(task, task.file("baseline.py"), world_size=4, limits=SHORT)
+    assert result.status == "passed" and result.world_size == 4, [s.message for s in result.stages]
+    assert all(w.bandwidth["bus_factor"] == pytest.approx(3 / 4) for w in result.workloads)
+
+
+def test_a_bundled_collective_wrong_on_one_rank_fails(cpu_evaluator, tmp_path):
+    from core.tasks import find_task
+
+    candidate = tmp_path / "gather_rank_order.py"
+    candidate.write_text(textwrap.dedent("""
+        import torch
+        import torch.distributed as dist
+
+        def run(x):
+            out = torch.empty((dist.get_world_size() * x.shape[0], x.shape[1]), dtype=x.dtype, device=x.device)
+            dist.all_gather_into_tensor(out, x.contiguous())
+            if dist.get_rank() == 1:  # rank 1 returns the blocks in reverse rank order
+                out = torch.cat(list(out.chunk(dist.get_world_size()))[::-1])
+            return out
+    """))
+    result = cpu_evaluator.evaluate(find_task("comm/all_gather"), candidate, limits=SHORT, performance=False)
+    assert result.failed_stage == "correctness" and "on rank 1" in result.stage("correctness").message
