@@ -19,9 +19,27 @@ from core.tasks import discover  # noqa: E402
 
 HEADER = """# Tasks
 
-The bundled catalogue: single-device kernels that today's open-weight LLMs spend their time
-in, with shapes from the models' published configs (docs/task-format.md describes a task
-folder; `arena tasks show ID` prints one; `arena tasks validate` checks them all).
+The bundled catalogue: the kernels that today's open-weight LLMs spend their time in, with
+shapes from the models' published configs (docs/task-format.md describes a task folder;
+`arena tasks show ID` prints one; `arena tasks validate` checks them all).
+
+**Multi-rank tasks** (docs/collectives.md) run on several ranks at once:
+- `comm/all_reduce`, `comm/all_gather`, `comm/reduce_scatter` and `comm/all_reduce_add_rmsnorm`
+  are the tensor-parallel collectives. Their shapes come from Llama-3.1-70B, Qwen3-235B,
+  DeepSeek-V3 and gpt-oss, from 16 KiB at decode to 128 MiB at prefill, on worlds of 1 to 8.
+- `moe/dispatch` and `moe/combine` are DeepEP's normal-mode all-to-all: fp8 rows with 1×128
+  scales, rows in source-rank then token order, and the prefix-sum handle.
+- `moe/dispatch_low_latency` and `moe/combine_low_latency` are DeepEP's decode mode: the
+  [local experts, W·M, H] slot layout with per-expert counts, an fp8 cast on dispatch, and a
+  weighted combine.
+- The MoE shapes are DeepSeek-V3 at EP8 (H 7168, top-8, 256 experts), Kimi-K2 and Qwen3.
+
+Baselines are torch.distributed (NCCL, RCCL or gloo), and dispatch and combine are built on
+`all_to_all_single` with computed splits. Sums are judged against the bfloat16 rounding error
+that any summation order can make (collectives), or against a float32 accumulation (combine).
+Layouts are judged exactly, on their valid rows only. Scores are nccl-tests bus bandwidth
+against the link (`peak: link`). None of these has run on a GPU yet: `bench/comm_gpu.py` is
+the script for that run.
 
 *baseline kind*: `vendor_library` (the vendor's library through PyTorch: cuBLAS, hipBLASLt,
 cuDNN…), `vendor_kernel_library` (FlashInfer, sgl-kernel, aiter… where importable) or
