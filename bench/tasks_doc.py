@@ -48,7 +48,7 @@ cuDNN…), `vendor_kernel_library` (FlashInfer, sgl-kernel, aiter… where impor
 
 
 COVERAGE = """This session's 30 minutes of H200 time ran out before the rest: the table above has
-11 of the 21 baselines. The tasks' authors also checked, with their own scripts on the same
+11 of the 21 single-device baselines. The tasks' authors also checked, with their own scripts on the same
 H200 (torch 2.11, no FlashInfer, vLLM, sgl-kernel or DeepGEMM installed), that the baseline
 and the starter of every `gemm/`, `attention/` and `moe/` task match the reference on every
 visible and fixed hidden workload; `norm/rmsnorm_fp8_quant` and
