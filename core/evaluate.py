@@ -23,12 +23,14 @@ from . import __version__, events, scan, scoring
 from .devices import DeviceInfo
 from .executors import Executor, HarnessError, LocalExecutor
 from .result import STAGES, Result, StageResult, WorkloadFigures
+from .sim import sim_section
 from .tasks import Limits, Task, TensorSpec, Workload
 
 OnEvent = Callable[[events.Event], None]
 GRAPH_BELOW_US = 50.0  # decode-sized: the launch would rival the kernel, so time graph replays
 CHECKED_CALLS_PER_ROUND = 2  # timed calls per round whose outputs are checked (docs/integrity.md)
 CPU_CANDIDATE_MEMORY = 2 << 30  # private memory a candidate may add on the CPU device (RLIMIT_DATA)
+SIM_CANDIDATE_MEMORY = 8 << 30  # ... on a sim: device, which counts the kernels on GPU-sized CPU tensors
 TASK_FILES = ("reference.py", "baseline.py", "inputs.py", "check.py", "task.yaml")
 TASK_SOURCES = ("reference.py", "baseline.py", "inputs.py", "check.py")
 # The parent's wall clock against the candidate's own timer (docs/integrity.md):
@@ -125,7 +127,8 @@ def build_job(
     agent sees may never name a hidden shape), so generalization is reported skipped."""
     limits = limits or task.limits
     rng = random.Random(secret_seed)
-    sets = task.workloads(cpu=info.type == "cpu")
+    simulated = info.type == "sim"  # correctness as the CPU device does; performance predicted at GPU sizes
+    sets = task.workloads(cpu=info.type in ("cpu", "sim"))
     hidden = [] if visible_only else sets.hidden.resolve(rng)
 
     def shapes(w: Workload) -> dict[str, list[int]]:
@@ -134,17 +137,21 @@ def build_job(
     def checked(ws: list[Workload] | tuple[Workload, ...]) -> list[dict[str, Any]]:
         return [{**w.to_json(), "shapes": shapes(w), "seeds": [rng.getrandbits(62) for _ in range(task.correctness.seeds)]} for w in ws]
 
-    timed = list(sets.visible) + ([] if visible_only else list(sets.hidden.fixed))
+    timed_sets = task.gpu if simulated else sets
+    timed = list(timed_sets.visible) + ([] if visible_only else list(timed_sets.hidden.fixed))
     timed_stage = performance  # the flag; `performance` is the stage's workload list below
     performance = []
     for w in timed:
         roof = roofline_for(task, w, info)
         performance.append({
-            **w.to_json(), "shapes": shapes(w), "seed": rng.getrandbits(40), "hidden": w not in sets.visible,
+            **w.to_json(), "shapes": shapes(w), "seed": rng.getrandbits(40), "hidden": w not in timed_sets.visible,
             "graph": graphs and info.type == "cuda" and roof is not None and roof < GRAPH_BELOW_US,
+            **({"formula": {"flops": task.flops_for(w), "bytes": task.bytes_for(w), "dtype": task.peak}} if simulated else {}),
         })
-    timing = timing or Timing.for_device(info.type)
-    memory = candidate_memory_bytes if candidate_memory_bytes is not None else (CPU_CANDIDATE_MEMORY if info.type == "cpu" else None)
+    timing = timing or Timing.for_device("cpu" if simulated else info.type)
+    default_memory = {"cpu": CPU_CANDIDATE_MEMORY, "sim": SIM_CANDIDATE_MEMORY}.get(info.type)
+    memory = candidate_memory_bytes if candidate_memory_bytes is not None else default_memory
+    sim = sim_section(info) if simulated else None
     return {
         "version": 1,
         "task_id": task.id,
@@ -152,7 +159,7 @@ def build_job(
         "task_files": task_file_hashes(task),
         "task_sources": task_sources(task),
         "candidate": str(candidate.resolve()),
-        "device": {"id": info.id, "type": info.type, "torch_device": torch_device},
+        "device": {"id": info.id, "type": info.type, "torch_device": torch_device, **({"aot": sim["aot"]} if sim else {})},
         "inputs": [_spec_json(s) for s in task.inputs],
         "outputs": [_spec_json(s) for s in task.outputs],
         "correctness": {"atol": task.correctness.atol, "rtol": task.correctness.rtol, "min_match": task.correctness.min_match},
@@ -163,6 +170,7 @@ def build_job(
             "candidate_memory_bytes": memory,
         },
         "workdir": str(workdir),
+        **({"sim": sim} if sim else {}),
     }
 
 
@@ -235,7 +243,8 @@ def assemble(
             w = perf[e.workload]
             workload = Workload(e.axes)
             cand, base = e.candidate.get("median_us", 0.0), e.baseline.get("median_us", 0.0)
-            roof = scoring.roofline_us(task.flops_for(workload), task.bytes_for(workload), peaks, task.peak) if peaks and info.timing_kind == "measured" else None
+            ranked = info.timing_kind in ("measured", "predicted")  # cpu times get no speed-of-light fraction
+            roof = scoring.roofline_us(task.flops_for(workload), task.bytes_for(workload), peaks, task.peak) if peaks and ranked else None
             floor = scoring.impossibility_floor_us(task.flops_for(workload), task.bytes_for(workload), info.spec, task.peak)
             if info.timing_kind == "measured" and floor is not None and 0 < cand < floor:
                 integrity.append(f"faster_than_speed_of_light: {e.workload} took {cand:.2f} µs, below the floor of {floor:.2f} µs (90% of the spec roofline)")
@@ -250,7 +259,7 @@ def assemble(
             timed.append(WorkloadFigures(
                 label=e.workload, axes=e.axes, hidden=bool(w.get("hidden")), mode=e.mode, candidate=e.candidate, baseline=e.baseline,
                 speedup=scoring.speedup(base, cand), roofline_us=roof, sol_fraction=scoring.sol_fraction(roof, cand),
-                model=w.get("model"), notes=e.notes,
+                model=w.get("model"), notes=e.notes, band=_speedup_band(e) if e.mode == "predicted" else None,
             ))
     for s in stages.values():
         if s.status == "running":  # the harness stopped mid-stage
@@ -291,6 +300,15 @@ def assemble(
         versions={"arena": __version__, **(started.versions if started else info.versions)},
         seconds=finished.seconds if finished else None,
     )
+
+
+def _speedup_band(e: events.WorkloadTimed) -> float | None:
+    """The ± band of a predicted speedup: the two sides' bands compounded (their errors are
+    taken as independent, so it is wider than either)."""
+    bands = [side.get("band") for side in (e.candidate, e.baseline)]
+    if not all(isinstance(b, (int, float)) for b in bands):
+        return None
+    return (1 + bands[0]) * (1 + bands[1]) - 1  # type: ignore[operator]
 
 
 def infrastructure_result(task: Task, info: DeviceInfo, sha: str, message: str) -> Result:

@@ -36,6 +36,7 @@ class WorkloadFigures:
     sol_fraction: float | None
     model: str | None = None
     notes: list[str] = field(default_factory=list)
+    band: float | None = None  # ± relative band of a predicted speedup (mode `predicted`, sim: devices)
 
 
 @dataclass

@@ -104,7 +104,7 @@ def compile_launch(fn: Any, bound: dict[str, Any], options: dict[str, Any], spec
         if cache_dir:
             os.environ["TRITON_CACHE_DIR"] = cache_dir
         signature, constexprs = signature_of(fn, bound)
-        with _compiled_helpers(fn):
+        with PristineLanguage.restored(), _compiled_helpers(fn):
             from triton.runtime.jit import JITFunction
 
             src = ASTSource(fn=JITFunction(fn), signature=signature, constexprs=constexprs)
@@ -160,6 +160,66 @@ class _compiled_helpers:
             os.environ.pop("TRITON_INTERPRET", None)
         else:
             os.environ["TRITON_INTERPRET"] = self.env
+
+
+class PristineLanguage:
+    """Triton's language modules as the compiler needs them.
+
+    The interpreter patches `triton.language` (its builtins, `tensor` methods, `range`, ...)
+    around each launch, but a device-function call (`InterpretedFunction.__call__`, e.g. the
+    combine function of `tl.sum`) patches it and never restores it (Triton 3.6.0). The code
+    generator then meets interpreter builtins and fails ("'ir.value' object has no attribute
+    'dtype'"). `keep()` records the modules' attributes before any interpretation; `restored()`
+    puts them back around a compile and the interpreter's versions after."""
+
+    saved: list[tuple[Any, dict[str, Any]]] | None = None
+
+    @classmethod
+    def _owners(cls) -> list[Any]:
+        import triton.language as tl
+
+        owners = [tl, tl.core, tl.math, tl.tensor, tl.dtype, getattr(tl.core, "tensor_descriptor_base", None), getattr(tl, "standard", None)]
+        return [o for o in owners if o is not None]
+
+    @classmethod
+    def keep(cls) -> None:
+        if cls.saved is None:
+            cls.saved = [(o, dict(vars(o))) for o in cls._owners()]
+
+    @classmethod
+    def restored(cls) -> "_Swap":
+        return _Swap(cls.saved or [])
+
+
+class _Swap:
+    def __init__(self, saved: list[tuple[Any, dict[str, Any]]]):
+        self.saved, self.now = saved, [(o, dict(vars(o))) for o, _ in saved]
+
+    @staticmethod
+    def _apply(owner: Any, want: dict[str, Any]) -> None:
+        for name, value in want.items():
+            if name in ("__dict__", "__weakref__", "__doc__") or vars(owner).get(name, _MISSING) is value:
+                continue
+            try:
+                setattr(owner, name, value)
+            except (AttributeError, TypeError):
+                pass
+        for name in [n for n in vars(owner) if n not in want]:
+            try:
+                delattr(owner, name)
+            except (AttributeError, TypeError):
+                pass
+
+    def __enter__(self) -> None:
+        for owner, want in self.saved:
+            self._apply(owner, want)
+
+    def __exit__(self, *exc: object) -> None:
+        for owner, want in self.now:
+            self._apply(owner, want)
+
+
+_MISSING = object()
 
 
 def _tool(name: str) -> str | None:

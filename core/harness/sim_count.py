@@ -467,6 +467,12 @@ def _make_sampled_grid() -> type:
             self.source_fn, self.counting = source_fn, counting
 
         def __call__(self, *args_dev, **kwargs):
+            from torch.utils._python_dispatch import _disable_current_modes
+
+            with _disable_current_modes():  # the interpreter's own tensor work is not the kernel's
+                self._launch(*args_dev, **kwargs)
+
+        def _launch(self, *args_dev, **kwargs):
             options = _launch_options(kwargs)
             names = inspect.getfullargspec(self.fn).args
             kwargs = {k: v for k, v in kwargs.items() if k in names}

@@ -1,0 +1,127 @@
+"""The workers' side of a `sim:` device's performance stage: count a workload at GPU size.
+
+Candidate worker (`predict_candidate`): the candidate is first run on fake tensors; a pure
+PyTorch candidate finishes there and its ops are counted for free. One that launches Triton
+kernels needs real memory: it runs on GPU-sized CPU tensors (made cheaply, below) with every
+launch sampled and counted (sim_count) and its torch ops counted (sim_torch); then each distinct
+kernel configuration is compiled ahead of time for the target (sim_aot). Nothing here computes
+a time: the harness parent does that from these counts (sim_model), so a candidate cannot
+choose its own prediction by replacing the model.
+
+Trusted worker (`predict_baseline`): the baseline's torch ops on fake tensors; where the
+baseline needs real values (data-dependent routing), the task's own FLOP and byte formulas.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import torch
+
+from . import inputs, sim_aot, sim_count, sim_torch
+
+TILE = 1 << 16  # random values drawn per input; a GPU-sized input repeats them
+MAX_LAUNCHES = 256  # launches reported per workload; more are summed into the note
+
+
+def gpu_inputs(specs: list[dict[str, Any]], workload: dict[str, Any], seed: int, custom: Any) -> list[Any]:
+    """Inputs at GPU size on the CPU. Drawing hundreds of MB of random bf16 on two cores takes
+    minutes, so each tensor repeats one block of `TILE` values drawn as its spec says: values of
+    the right distribution and range (indices stay valid), made at memory speed. A task's own
+    generator (inputs.py) builds structure (block tables, routing) and is called as it is."""
+    gen = torch.Generator("cpu").manual_seed(seed)
+    if custom is not None:
+        return list(custom(dict(workload["axes"]), gen))
+    made: list[Any] = []
+    for spec in specs:
+        if spec.get("shape") is None:
+            made.append(spec["value"])
+            continue
+        shape = tuple(workload["shapes"][spec["name"]])
+        t = torch.empty(shape, dtype=inputs.dtype_of(spec["dtype"]))
+        flat = t.view(-1)
+        n = flat.numel()
+        inputs._fill(flat[: min(TILE, n)], spec, gen)
+        done = min(TILE, n)
+        while done < n:  # double the filled prefix: log2(n / TILE) copies at memory speed
+            step = min(done, n - done)
+            flat[done:done + step].copy_(flat[:step])
+            done += step
+        made.append(t)
+    return made
+
+
+def fake_inputs(specs: list[dict[str, Any]], workload: dict[str, Any], seed: int, custom: Any) -> Callable[[], list[Any]]:
+    def make() -> list[Any]:
+        gen = torch.Generator("cpu").manual_seed(seed)
+        return inputs.make_inputs(specs, workload["axes"], workload["shapes"], gen, custom)
+
+    return make
+
+
+class CompileCache:
+    """One AOT compile per kernel configuration for the whole evaluation."""
+
+    def __init__(self, target: dict[str, Any], cache_dir: str | None):
+        """Make it before the interpreter is switched on: it keeps Triton's language as the
+        compiler needs it (sim_aot.PristineLanguage)."""
+        self.target, self.cache_dir = target, cache_dir
+        self.done: dict[Any, dict[str, Any]] = {}
+        sim_aot.PristineLanguage.keep()
+
+    def resources(self, launch: sim_count.Launch) -> dict[str, Any]:
+        try:
+            signature, constexprs = sim_aot.signature_of(launch.fn, launch.bound)
+            key = (id(launch.fn), tuple(sorted(signature.items())), tuple(sorted((k, repr(v)) for k, v in constexprs.items())), tuple(sorted(launch.options.items())))
+        except Exception as exc:  # noqa: BLE001 - reported, the model assumes defaults
+            return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300], "num_warps": launch.options.get("num_warps", 4)}
+        if key not in self.done:
+            self.done[key] = sim_aot.compile_launch(launch.fn, launch.bound, launch.options, self.target, self.cache_dir).to_json()
+        return self.done[key]
+
+
+def predict_candidate(
+    run: Callable[..., Any], specs: list[dict[str, Any]], workload: dict[str, Any], seed: int, custom: Any, compiler: CompileCache,
+) -> dict[str, Any]:
+    started = time.perf_counter()
+    notes: list[str] = []
+    try:
+        ops = sim_torch.count_fake(run, fake_inputs(specs, workload, seed, custom))
+        return {"ok": True, "launches": [], "torch_ops": ops, "notes": ["no Triton launch: counted on fake tensors"], "seconds": time.perf_counter() - started}
+    except Exception:  # noqa: BLE001 - needs real memory (Triton, data-dependent torch): go on below
+        pass
+    args = gpu_inputs(specs, workload, seed, custom)
+    made = time.perf_counter() - started
+    with sim_count.Counting() as counting, sim_torch.TorchWork() as work, torch.no_grad():
+        run(*args)
+    del args
+    launches = []
+    for launch in counting.launches[:MAX_LAUNCHES]:
+        summary = launch.summary()
+        summary["resources"] = compiler.resources(launch)
+        launches.append(summary)
+    if len(counting.launches) > MAX_LAUNCHES:
+        notes.append(f"{len(counting.launches)} launches; the first {MAX_LAUNCHES} were counted")
+    failed = {s["resources"].get("error") for s in launches if not s["resources"].get("ok")}
+    notes += [f"AOT compile for {compiler.target.get('name', 'the target')} failed ({e}); occupancy and matrix path assumed" for e in sorted(failed) if e]
+    return {
+        "ok": True, "launches": launches, "torch_ops": work.ops, "notes": notes,
+        "seconds": time.perf_counter() - started, "inputs_s": made,
+    }
+
+
+def predict_baseline(
+    run: Callable[..., Any], specs: list[dict[str, Any]], workload: dict[str, Any], seed: int, custom: Any, formula: dict[str, Any],
+) -> dict[str, Any]:
+    """The baseline's call at GPU size (FLOPs counted, bytes of its tensors), or the task's
+    formulas where fake tensors fail."""
+    try:
+        call = sim_torch.count_call_fake(run, fake_inputs(specs, workload, seed, custom))
+        if call["ops"] and sim_torch.math_isfinite([call]):
+            return {"ok": True, "torch_ops": [call], "source": "counted"}
+        reason = "no torch op was recorded"
+    except Exception as exc:  # noqa: BLE001 - data-dependent baseline: the task's formulas
+        reason = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
+    op = {"name": "task formulas", "flops": float(formula.get("flops", 0.0)), "bytes": float(formula.get("bytes", 0.0)), "dtype": formula.get("dtype", "bf16")}
+    return {"ok": True, "torch_ops": [op], "source": "formula", "note": f"baseline counted from the task's FLOP and byte formulas (fake tensors: {reason})"}
