@@ -23,6 +23,7 @@ from . import inputs, sim_aot, sim_count, sim_torch
 
 TILE = 1 << 16  # random values drawn per input; a GPU-sized input repeats them
 MAX_LAUNCHES = 256  # launches reported per workload; more are summed into the note
+BYTES_CAP = 2.0  # a baseline call's bytes are at most this many times the task's minimum
 
 
 def gpu_inputs(specs: list[dict[str, Any]], workload: dict[str, Any], seed: int, custom: Any) -> list[Any]:
@@ -119,6 +120,13 @@ def predict_baseline(
     try:
         call = sim_torch.count_call_fake(run, fake_inputs(specs, workload, seed, custom))
         if call["ops"] and sim_torch.math_isfinite([call]):
+            # A call that indexes into a large tensor (a KV cache, a cos/sin table) touches only
+            # part of it: its bytes are capped at twice the task's minimum traffic.
+            minimum = float(formula.get("bytes") or 0.0)
+            if minimum > 0:
+                call["bytes"] = min(call["bytes"], BYTES_CAP * minimum)
+            if not call["flops"]:
+                call["flops"] = float(formula.get("flops") or 0.0) if call["dtype"] != "fp32" else 0.0
             return {"ok": True, "torch_ops": [call], "source": "counted"}
         reason = "no torch op was recorded"
     except Exception as exc:  # noqa: BLE001 - data-dependent baseline: the task's formulas
