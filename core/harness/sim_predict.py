@@ -18,10 +18,12 @@ import time
 from typing import Any, Callable
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import inputs, sim_aot, sim_count, sim_torch
 
 TILE = 1 << 16  # random values drawn per input; a GPU-sized input repeats them
+UNTOUCHED_BYTES = 64 << 20  # a floating-point input larger than this keeps only its first TILE values
 MAX_LAUNCHES = 256  # launches reported per workload; more are summed into the note
 BYTES_CAP = 2.0  # a baseline call's bytes are at most this many times the task's minimum
 
@@ -29,11 +31,15 @@ BYTES_CAP = 2.0  # a baseline call's bytes are at most this many times the task'
 def gpu_inputs(specs: list[dict[str, Any]], workload: dict[str, Any], seed: int, custom: Any) -> list[Any]:
     """Inputs at GPU size on the CPU. Drawing hundreds of MB of random bf16 on two cores takes
     minutes, so each tensor repeats one block of `TILE` values drawn as its spec says: values of
-    the right distribution and range (indices stay valid), made at memory speed. A task's own
-    generator (inputs.py) builds structure (block tables, routing) and is called as it is."""
+    the right distribution and range (indices stay valid), made at memory speed. A floating-point
+    tensor above `UNTOUCHED_BYTES` (a KV cache) keeps only its first block: the rest stays the
+    fresh zero pages the allocator mapped, never written, so it costs nothing; counting needs its
+    addresses, not its values. A task's own generator (inputs.py) builds structure (block
+    tables, routing) and is called as it is, with its random fills made cheap (CheapFills)."""
     gen = torch.Generator("cpu").manual_seed(seed)
     if custom is not None:
-        return list(custom(dict(workload["axes"]), gen))
+        with CheapFills():
+            return list(custom(dict(workload["axes"]), gen))
     made: list[Any] = []
     for spec in specs:
         if spec.get("shape") is None:
@@ -42,15 +48,43 @@ def gpu_inputs(specs: list[dict[str, Any]], workload: dict[str, Any], seed: int,
         shape = tuple(workload["shapes"][spec["name"]])
         t = torch.empty(shape, dtype=inputs.dtype_of(spec["dtype"]))
         flat = t.view(-1)
-        n = flat.numel()
-        inputs._fill(flat[: min(TILE, n)], spec, gen)
-        done = min(TILE, n)
-        while done < n:  # double the filled prefix: log2(n / TILE) copies at memory speed
-            step = min(done, n - done)
-            flat[done:done + step].copy_(flat[:step])
-            done += step
+        inputs._fill(flat[: min(TILE, flat.numel())], spec, gen)
+        if not (t.dtype.is_floating_point and t.numel() * t.element_size() > UNTOUCHED_BYTES):
+            _repeat_prefix(flat, min(TILE, flat.numel()))
         made.append(t)
     return made
+
+
+def _repeat_prefix(flat: torch.Tensor, done: int) -> None:
+    """Copy the first `done` values over the rest of `flat`, doubling: log2(n / done) copies."""
+    n = flat.numel()
+    while done < n:
+        step = min(done, n - done)
+        flat[done:done + step].copy_(flat[:step])
+        done += step
+
+
+class CheapFills(TorchDispatchMode):
+    """While a task's own input generator runs at GPU size: a random fill (normal_, uniform_,
+    random_) of a large contiguous tensor draws `TILE` values and repeats them, so a paged KV
+    cache of gigabytes is made at memory speed; the generator's structure (lengths, block
+    tables, routing) is drawn as written."""
+
+    FILLS = ("normal_", "uniform_", "random_", "exponential_", "log_normal_", "cauchy_", "geometric_", "bernoulli_")
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        kwargs = kwargs or {}
+        target = args[0] if args else None
+        if (
+            func.overloadpacket.__name__ in self.FILLS and isinstance(target, torch.Tensor)
+            and target.numel() > 4 * TILE and target.is_contiguous()
+        ):
+            flat = target.view(-1)
+            func(flat[:TILE], *args[1:], **kwargs)
+            if not (target.dtype.is_floating_point and target.numel() * target.element_size() > UNTOUCHED_BYTES):
+                _repeat_prefix(flat, TILE)
+            return target
+        return func(*args, **kwargs)
 
 
 def fake_inputs(specs: list[dict[str, Any]], workload: dict[str, Any], seed: int, custom: Any) -> Callable[[], list[Any]]:
