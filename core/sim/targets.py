@@ -41,7 +41,7 @@ def sim_section(info: DeviceInfo) -> dict[str, Any]:
     if fitted:
         constants = dict(fitted["constants"])
     else:
-        constants = {**data["default"], "band": data["uncalibrated_band"]}
+        constants = {**data["default"], "band": data["uncalibrated_band"], "lib_band": max(data["uncalibrated_band"], data["default"]["lib_band"])}
         if info.spec and info.spec.launch_overhead_us:
             constants["launch_us"] = info.spec.launch_overhead_us
     target = {
