@@ -46,8 +46,14 @@ def main() -> int:
             result = evaluator.evaluate(task, task.file("starter.py"), seed=1)
             wall = time.monotonic() - t0
             stages = {s.name: round(s.seconds or 0.0, 2) for s in result.stages}
-            records.append({"task": task.id, "status": result.status, "wall_s": round(wall, 2), "stages": stages, "speedup": result.speedup, "load_1min": os.getloadavg()[0]})
-            print(f"{task.id:42s} {result.status:8s} {wall:6.1f} s  {stages}", flush=True)
+            failed = result.stage(result.failed_stage).message if result.failed_stage else None
+            slowest = max(result.workloads, key=lambda w: w.candidate.get("count_s") or 0.0, default=None)
+            records.append({
+                "task": task.id, "status": result.status, "wall_s": round(wall, 2), "stages": stages, "speedup": result.speedup,
+                "message": (failed or "")[:400] or None, "slowest_count_s": slowest.candidate.get("count_s") if slowest else None,
+                "load_1min": os.getloadavg()[0],
+            })
+            print(f"{task.id:42s} {result.status:8s} {wall:6.1f} s  {stages} {(failed or '')[:300]}", flush=True)
     walls = [r["wall_s"] for r in records]
     summary = {"median_s": statistics.median(walls), "max_s": max(walls), "over_15s": [r["task"] for r in records if r["wall_s"] > 15]}
     print(json.dumps(summary))
