@@ -37,7 +37,7 @@ FIRST_SAMPLE = 8  # programs sampled first from a larger launch
 MAX_SAMPLE = 32  # ... and at most this many when they differ
 ENLARGE_CV = 0.1  # coefficient of variation of the per-program work above which the sample grows
 KEEP_ITERATIONS = 2  # a counted loop of more iterations runs its first two and its last
-PROGRAM_BUDGET_S = 3.0  # interpreter seconds one launch may spend on its sample before it stops growing
+PROGRAM_BUDGET_S = 1.0  # interpreter seconds one launch may spend on its sample before it stops growing
 SFU_UNARY = {"exp", "exp2", "log", "log2", "sqrt", "sin", "cos"}
 _MARK = "_sim_count_patched"
 
@@ -260,7 +260,8 @@ class Counting:
                     if time.perf_counter() - started > PROGRAM_BUDGET_S:
                         break
                     size = min(self.max_sample, size * 2)
-                    run(stratified(total, size, offset=0.5 if size == self.first_sample * 2 else 0.25))
+                    fresh = [i for i in stratified(total, size, offset=0.5) if i not in done]
+                    run(fresh[: max(0, size - len(done))])  # at most `max_sample` programs in all
         finally:
             launch.interpreter_s = time.perf_counter() - started
             self.launches.append(launch)
