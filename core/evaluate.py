@@ -30,7 +30,7 @@ OnEvent = Callable[[events.Event], None]
 GRAPH_BELOW_US = 50.0  # decode-sized: the launch would rival the kernel, so time graph replays
 CHECKED_CALLS_PER_ROUND = 2  # timed calls per round whose outputs are checked (docs/integrity.md)
 CPU_CANDIDATE_MEMORY = 2 << 30  # private memory a candidate may add on the CPU device (RLIMIT_DATA)
-SIM_CANDIDATE_MEMORY = 8 << 30  # ... on a sim: device, which counts the kernels on GPU-sized CPU tensors
+SIM_CANDIDATE_MEMORY = 32 << 30  # ... on a sim: device: GPU-sized CPU tensors, mostly never-written zero pages (address space, not RSS)
 TASK_FILES = ("reference.py", "baseline.py", "inputs.py", "check.py", "task.yaml")
 TASK_SOURCES = ("reference.py", "baseline.py", "inputs.py", "check.py")
 # The parent's wall clock against the candidate's own timer (docs/integrity.md):
