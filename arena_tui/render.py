@@ -18,7 +18,10 @@ MARK = {"passed": "[green]✓[/]", "failed": "[red]✗[/]", "timeout": "[red]⏱
 
 def device_line(info: DeviceInfo) -> str:
     peaks = f", peaks: {info.peaks_key} ({info.sol_peaks.source})" if info.sol_peaks else ", no peaks entry (no speed-of-light figures)"
-    kind = "timing: cpu (shown, never ranked)" if info.timing_kind == "cpu" else "timing: measured"
+    kind = {
+        "cpu": "timing: cpu (shown, never ranked)",
+        "predicted": f"timing: predicted on the CPU ({info.extra.get('calibration', 'uncalibrated')}; never mixed with measured)",
+    }.get(info.timing_kind, "timing: measured")
     return escape(f"{info.id} — {info.vendor} {info.model} [{info.arch}]{peaks if info.type != 'cpu' else ''}; {kind}")
 
 
@@ -54,6 +57,14 @@ class StageProgress:
             err = (event.worst or {}).get("max_abs_err")
             detail = f"max abs err {err:.3g}" if isinstance(err, float) else ""
             c.print(f"      {MARK['passed' if event.passed else 'failed']} {event.stage} {event.workload} {detail}", highlight=False)
+        elif isinstance(event, events.WorkloadTimed) and not self.compact and event.mode == "predicted":
+            cand, base = event.candidate, event.baseline
+            r = base.get("median_us", 0) / cand["median_us"] if cand.get("median_us") else 0
+            c.print(
+                f"      ⏱ {event.workload}: predicted candidate {_us(cand.get('median_us'))} ±{cand.get('band', 0) * 100:.0f}% "
+                f"({cand.get('bound')}-bound), baseline {_us(base.get('median_us'))} ±{base.get('band', 0) * 100:.0f}% → {ratio(r)}",
+                highlight=False,
+            )
         elif isinstance(event, events.WorkloadTimed) and not self.compact:
             cand, base = event.candidate, event.baseline
             r = base.get("median_us", 0) / cand["median_us"] if cand.get("median_us") else 0
@@ -76,18 +87,22 @@ def result_summary(console: Console, result: Result) -> None:
     if result.failed_stage:
         line += f" at {result.failed_stage}"
     console.print(line)
+    predicted = result.timing_kind == "predicted"
     if result.workloads:
-        table = Table(show_edge=False, header_style="bold")
+        table = Table(show_edge=False, header_style="bold", title="predicted times (sim): ± is the model's band, not a spread" if predicted else None)
         collective = any(w.bandwidth for w in result.workloads)
         columns = ("workload", "set", "candidate", "baseline", "speedup", "SOL") + (("busbw", "baseline busbw") if collective else ())
         for col in columns:
-            table.add_column(col, justify="right" if col not in ("workload", "set") else "left")
+            head = f"{col} (predicted)" if predicted and col in ("candidate", "baseline", "speedup", "busbw", "baseline busbw") else col
+            table.add_column(head, justify="right" if col not in ("workload", "set") else "left")
+        spread = "band" if predicted else "spread"
         for w in result.workloads:
             row = [
                 w.label, "hidden" if w.hidden else "visible",
-                f"{_us(w.candidate.get('median_us'))} ±{w.candidate.get('spread', 0) * 100:.1f}%",
-                f"{_us(w.baseline.get('median_us'))} ±{w.baseline.get('spread', 0) * 100:.1f}%",
-                ratio(w.speedup), f"{w.sol_fraction * 100:.1f}%" if w.sol_fraction is not None else "–",
+                f"{_us(w.candidate.get('median_us'))} ±{w.candidate.get(spread, 0) * 100:.{0 if predicted else 1}f}%",
+                f"{_us(w.baseline.get('median_us'))} ±{w.baseline.get(spread, 0) * 100:.{0 if predicted else 1}f}%",
+                ratio(w.speedup) + (f" ±{w.band * 100:.0f}%" if predicted and w.band is not None else ""),
+                f"{w.sol_fraction * 100:.1f}%" if w.sol_fraction is not None else "–",
             ]
             if collective:
                 bw = w.bandwidth or {}
@@ -119,6 +134,8 @@ def scores_table(console: Console, results: list[Result]) -> None:
     console.print("[dim]stages: compile, correctness, hidden shapes, performance[/]")
     if any(r.timing_kind == "cpu" for r in results):
         console.print("[dim]cpu timings run Triton in its interpreter: shown for information, never ranked.[/]")
+    if any(r.timing_kind == "predicted" for r in results):
+        console.print("[dim]predicted: times from a simulated GPU (sim:), ranked only against other predicted results.[/]")
 
 
 def tasks_table(console: Console, tasks: list[Task]) -> None:

@@ -1,7 +1,8 @@
 """Devices: what can run the harness, how it is pinned, and what its peaks are.
 
-Ids (DESIGN.md): `cpu`, `cuda:N` (NVIDIA, and AMD under torch's HIP build), `xpu:N` (Intel).
-`sim:<gpu>` and `<host>/<device>` belong to later issues and are refused with a clear error.
+Ids (DESIGN.md): `cpu`, `cuda:N` (NVIDIA, and AMD under torch's HIP build), `xpu:N` (Intel),
+`sim:<gpu>` (a simulated GPU on this machine's CPU, whose times are predicted: core/sim/ and
+docs/simulation.md). `<host>/<device>` belongs to remotes/ and is refused here.
 A device is probed by the harness itself (`python -m core.harness probe`), in a separate
 process, so the engine never holds a GPU context and a remote box is probed the same way.
 """
@@ -26,6 +27,9 @@ PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 _ID = re.compile(r"^(cpu|cuda:\d+(-\d+)?|xpu:\d+)$")  # cuda:0-3: a device group, for multi-rank tasks
 
 
+SIM_GPUS = ("h100", "h200", "b200", "mi300x", "mi355x")  # peaks-table keys a `sim:` device can stand for
+
+
 class DeviceError(ValueError):
     """A device id that cannot be used here; the message says what to use instead."""
 
@@ -41,6 +45,7 @@ class Peaks:
     hbm_tbps: float | None = None
     link_gbps: float | None = None
     launch_overhead_us: float | None = None
+    link_latency_us: float | None = None
 
     def compute_tflops(self, kind: str) -> float | None:
         return getattr(self, f"{kind}_tflops", None)
@@ -65,7 +70,7 @@ class DeviceInfo:
 
     @property
     def timing_kind(self) -> str:
-        return "cpu" if self.type == "cpu" else "measured"
+        return {"cpu": "cpu", "sim": "predicted"}.get(self.type, "measured")
 
     @property
     def sol_peaks(self) -> Peaks | None:
@@ -115,10 +120,12 @@ class LocalDevice:
         return list(range(int(low), int(high or low) + 1))
 
     def torch_device(self) -> str:
-        return "cpu" if self.type == "cpu" else f"{self.type}:0"
+        return "cpu" if self.type in ("cpu", "sim") else f"{self.type}:0"  # a sim: device runs on the CPU
 
     def harness_env(self) -> dict[str, str]:
         env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(PACKAGE_ROOT), os.environ.get("PYTHONPATH")])), "PYTHONUNBUFFERED": "1"}
+        if self.type == "sim":
+            env["ARENA_SIM_PRELOAD"] = "1"  # the warm parent imports fake tensors once (core/harness/__main__.py)
         return {**env, **self.visibility_env(_is_rocm_build() if self.type == "cuda" else False)}
 
     def visibility_env(self, rocm: bool) -> dict[str, str]:
@@ -140,7 +147,10 @@ def parse_device(device_id: str) -> LocalDevice:
             raise DeviceError(f"device group `{device_id}` is empty: write the first GPU before the last, e.g. cuda:0-3")
         return device
     if device_id.startswith("sim:"):
-        raise DeviceError(f"unknown device `{device_id}`: simulated devices are not available yet; use cpu, cuda:N or xpu:N")
+        if device_id[4:] in SIM_GPUS:
+            return LocalDevice(device_id)
+        known = ", ".join(f"sim:{k}" for k in SIM_GPUS)
+        raise DeviceError(f"unknown simulated device `{device_id}`: the simulated GPUs are {known}")
     if "/" in device_id:
         raise DeviceError(f"unknown device `{device_id}`: remote hosts are not available yet; use cpu, cuda:N or xpu:N on this machine")
     raise DeviceError(f"unknown device `{device_id}`: use cpu, cuda:N (NVIDIA or AMD) or xpu:N (Intel)")
@@ -212,6 +222,8 @@ class ProbeError(RuntimeError):
 @lru_cache(maxsize=16)
 def probe(device_id: str) -> DeviceInfo:
     device = parse_device(device_id)
+    if device.type == "sim":
+        return sim_info(device_id)
     env = {**os.environ, **device.harness_env()}
     try:
         proc = subprocess.run(
@@ -249,3 +261,25 @@ def info_from_probe(device_id: str, data: dict[str, Any]) -> DeviceInfo:
         measured=_peaks(entry.get("measured"), "measured"),
         extra={k: data[k] for k in ("l2_mb", "driver") if k in data},
     )
+
+
+def sim_info(device_id: str) -> DeviceInfo:
+    """A simulated GPU: the named peaks-table entry, run on this machine's CPU (no probe: the
+    harness reports its versions when an evaluation starts)."""
+    key = parse_device(device_id).id[4:]
+    entry = load_peaks().get(key)
+    if entry is None:
+        raise DeviceError(f"`{device_id}`: the peaks table has no `{key}` entry")
+    spec = entry.get("spec") or {}
+    return DeviceInfo(
+        id=device_id, type="sim", vendor=entry.get("vendor", ""), model=f"{entry.get('name', key)} (simulated)", arch=entry.get("arch", ""),
+        memory_gb=spec.get("memory_gb"), units=spec.get("sm_count"), versions={}, peaks_key=key,
+        spec=_peaks(entry.get("spec"), "spec"), measured=_peaks(entry.get("measured"), "measured"),
+        extra={"l2_mb": spec.get("l2_mb"), "simulated": True, "calibration": _calibration(key)},
+    )
+
+
+def _calibration(key: str) -> str:
+    from .sim.targets import calibration_label  # core.sim reads this module: import late
+
+    return calibration_label(key)

@@ -23,12 +23,14 @@ from . import __version__, events, scan, scoring
 from .devices import DeviceInfo, Peaks
 from .executors import Executor, HarnessError, LocalExecutor
 from .result import STAGES, Result, StageResult, WorkloadFigures
+from .sim import predict_collective, sim_section
 from .tasks import Limits, Task, TensorSpec, Workload
 
 OnEvent = Callable[[events.Event], None]
 GRAPH_BELOW_US = 50.0  # decode-sized: the launch would rival the kernel, so time graph replays
 CHECKED_CALLS_PER_ROUND = 2  # timed calls per round whose outputs are checked (docs/integrity.md)
 CPU_CANDIDATE_MEMORY = 2 << 30  # private memory a candidate may add on the CPU device (RLIMIT_DATA)
+SIM_CANDIDATE_MEMORY = 32 << 30  # ... on a sim: device: GPU-sized CPU tensors, mostly never-written zero pages (address space, not RSS)
 TASK_FILES = ("reference.py", "baseline.py", "inputs.py", "check.py", "task.yaml")
 TASK_SOURCES = ("reference.py", "baseline.py", "inputs.py", "check.py")
 # The parent's wall clock against the candidate's own timer (docs/integrity.md):
@@ -65,7 +67,7 @@ def world_size_for(task: Task, info: DeviceInfo, asked: int | None = None) -> in
         return None
     sizes = task.world_size.sizes
     shown = ", ".join(map(str, sizes))
-    if info.type == "cpu":
+    if info.type in ("cpu", "sim"):  # a sim: device checks correctness on the CPU, over gloo
         world = asked or task.world_size.cpu
     else:
         available = gpus_in(info.id)
@@ -185,8 +187,9 @@ def build_job(
     workloads then carry the axis W."""
     limits = limits or task.limits
     rng = random.Random(secret_seed)
+    simulated = info.type == "sim"  # correctness as the CPU device does; performance predicted at GPU sizes
     world = world_size_for(task, info, world_size)
-    sets = task.workloads(cpu=info.type == "cpu")
+    sets = task.workloads(cpu=info.type in ("cpu", "sim"))
     hidden = [] if visible_only else sets.hidden.resolve(rng)
     visible, fixed_hidden = list(sets.visible), list(sets.hidden.fixed)
     if world is not None:
@@ -198,17 +201,27 @@ def build_job(
     def checked(ws: list[Workload] | tuple[Workload, ...]) -> list[dict[str, Any]]:
         return [{**w.to_json(), "shapes": shapes(w), "seeds": [rng.getrandbits(62) for _ in range(task.correctness.seeds)]} for w in ws]
 
-    timed = visible + ([] if visible_only else fixed_hidden)
+    timed_sets = task.gpu if simulated else sets
+    timed_visible = [task.at_world(w, world) for w in timed_sets.visible] if world is not None else list(timed_sets.visible)
+    timed_fixed = [task.at_world(w, world) for w in timed_sets.hidden.fixed] if world is not None else list(timed_sets.hidden.fixed)
+    timed = timed_visible + ([] if visible_only else timed_fixed)
+    predicted = []
+    if simulated and world is not None:  # a multi-rank task on a sim: device is predicted by the engine, not timed
+        predicted = [{**w.to_json(), "hidden": w not in timed_visible} for w in timed] if performance and task.collective else []
+        timed = []
     timed_stage = performance  # the flag; `performance` is the stage's workload list below
     performance = []
     for w in timed:
         roof = roofline_for(task, w, info)
         performance.append({
-            **w.to_json(), "shapes": shapes(w), "seed": rng.getrandbits(40), "hidden": w not in visible,
+            **w.to_json(), "shapes": shapes(w), "seed": rng.getrandbits(40), "hidden": w not in timed_visible,
             "graph": graphs and world is None and info.type == "cuda" and roof is not None and roof < GRAPH_BELOW_US,
+            **({"formula": {"flops": task.flops_for(w), "bytes": task.bytes_for(w), "dtype": task.peak}} if simulated else {}),
         })
-    timing = timing or Timing.for_device(info.type)
-    memory = candidate_memory_bytes if candidate_memory_bytes is not None else (CPU_CANDIDATE_MEMORY if info.type == "cpu" else None)
+    timing = timing or Timing.for_device("cpu" if simulated else info.type)
+    default_memory = {"cpu": CPU_CANDIDATE_MEMORY, "sim": SIM_CANDIDATE_MEMORY}.get(info.type)
+    memory = candidate_memory_bytes if candidate_memory_bytes is not None else default_memory
+    sim = sim_section(info) if simulated else None
     return {
         "version": 1,
         "task_id": task.id,
@@ -216,7 +229,7 @@ def build_job(
         "task_files": task_file_hashes(task),
         "task_sources": task_sources(task),
         "candidate": str(candidate.resolve()),
-        "device": {"id": info.id, "type": info.type, "torch_device": torch_device},
+        "device": {"id": info.id, "type": info.type, "torch_device": torch_device, **({"aot": sim["aot"]} if sim else {})},
         "inputs": [_spec_json(s) for s in task.inputs],
         "outputs": [_spec_json(s) for s in task.outputs],
         "correctness": {"atol": task.correctness.atol, "rtol": task.correctness.rtol, "min_match": task.correctness.min_match},
@@ -228,6 +241,8 @@ def build_job(
         },
         "workdir": str(workdir),
         **({"world_size": world} if world is not None else {}),
+        **({"sim": sim} if sim else {}),
+        **({"predicted_collectives": predicted} if predicted else {}),
     }
 
 
@@ -300,7 +315,8 @@ def assemble(
             w = perf[e.workload]
             workload = Workload(e.axes)
             cand, base = e.candidate.get("median_us", 0.0), e.baseline.get("median_us", 0.0)
-            roof = roofline_for(task, workload, info) if peaks and info.timing_kind == "measured" else None
+            ranked = info.timing_kind in ("measured", "predicted")  # cpu times get no speed-of-light fraction
+            roof = roofline_for(task, workload, info) if peaks and ranked else None
             spec_roof = roofline_for(task, workload, info, info.spec) if info.spec else None
             floor = None if spec_roof is None else scoring.IMPOSSIBILITY_MARGIN * spec_roof
             if info.timing_kind == "measured" and floor is not None and 0 < cand < floor:
@@ -316,13 +332,19 @@ def assemble(
             timed.append(WorkloadFigures(
                 label=e.workload, axes=e.axes, hidden=bool(w.get("hidden")), mode=e.mode, candidate=e.candidate, baseline=e.baseline,
                 speedup=scoring.speedup(base, cand), roofline_us=roof, sol_fraction=scoring.sol_fraction(roof, cand),
-                model=w.get("model"), notes=e.notes,
-                bandwidth=bandwidth_figures(task, workload, cand, base, peaks if info.timing_kind == "measured" else None),
+                model=w.get("model"), notes=e.notes, band=_speedup_band(e) if e.mode == "predicted" else None,
+                bandwidth=bandwidth_figures(task, workload, cand, base, peaks if ranked else None),
             ))
     for s in stages.values():
         if s.status == "running":  # the harness stopped mid-stage
             s.status = "error"
-    if not job["stages"]["performance"] and stages["performance"].status == "passed":
+    if job.get("predicted_collectives") and stages["performance"].status == "passed":
+        timed += predicted_collectives(task, job, info)
+        stages["performance"].message = (
+            "predicted by the alpha-beta model (docs/simulation.md): the fastest algorithm's time at each size and world size, "
+            "the same for every correct implementation"
+        )
+    elif not job["stages"]["performance"] and stages["performance"].status == "passed":
         stages["performance"].status = "skipped"  # asked for no timing: nothing was timed
     if not job["stages"]["generalization"] and stages["generalization"].status == "passed":
         stages["generalization"].status = "skipped"  # visible only: no hidden workload was in the job
@@ -359,6 +381,37 @@ def assemble(
         seconds=finished.seconds if finished else None,
         world_size=job.get("world_size"),
     )
+
+
+def _speedup_band(e: events.WorkloadTimed) -> float | None:
+    """The ± band of a predicted speedup: the two sides' bands compounded (their errors are
+    taken as independent, so it is wider than either)."""
+    bands = [side.get("band") for side in (e.candidate, e.baseline)]
+    if not all(isinstance(b, (int, float)) for b in bands):
+        return None
+    return (1 + bands[0]) * (1 + bands[1]) - 1  # type: ignore[operator]
+
+
+def predicted_collectives(task: Task, job: dict[str, Any], info: DeviceInfo) -> list[WorkloadFigures]:
+    """A collective's figures on a sim: device: the alpha-beta model's time for the candidate
+    and the baseline alike (it knows the message, the world and the link, not the code), so
+    the speedup is 1 and the figures say what the target's link allows."""
+    assert task.collective is not None
+    peaks = info.sol_peaks
+    figures = []
+    for w in job["predicted_collectives"]:
+        workload = Workload(w["axes"])
+        world = int(workload.axes["W"])
+        p = predict_collective(task.collective.kind, task.collective_bytes(workload), world, peaks)
+        side = {"median_us": p.time_us, "band": p.band, "low_us": p.low_us, "high_us": p.high_us, "algorithm": p.algorithm}
+        roof = roofline_for(task, workload, info) if peaks else None
+        figures.append(WorkloadFigures(
+            label=w["label"], axes=w["axes"], hidden=bool(w.get("hidden")), mode="predicted", candidate=side, baseline=dict(side),
+            speedup=1.0, roofline_us=roof, sol_fraction=scoring.sol_fraction(roof, p.time_us), model=w.get("model"),
+            notes=[f"alpha-beta model, {p.algorithm} ({p.calibration}): the same for every correct implementation"],
+            band=p.band, bandwidth=bandwidth_figures(task, workload, p.time_us, p.time_us, peaks),
+        ))
+    return figures
 
 
 def infrastructure_result(task: Task, info: DeviceInfo, sha: str, message: str) -> Result:

@@ -71,7 +71,7 @@ def harness_policy(device: LocalDevice, writable: tuple[Path, ...], task_roots: 
             masked += [p for p in root.glob("*/*") if (p / "task.yaml").is_file()]  # the tasks, not the folder
         else:
             masked.append(root)
-    return sandbox.for_harness(writable=writable, read_only=(package / "core",), env=device.harness_env(), gpu=device.type != "cpu", masked=tuple(masked))
+    return sandbox.for_harness(writable=writable, read_only=(package / "core",), env=device.harness_env(), gpu=device.type not in ("cpu", "sim"), masked=tuple(masked))
 
 
 class Harness:

@@ -39,6 +39,7 @@ class WorkloadFigures:
     # Collectives: world_size, size_bytes (nccl-tests S), bus_factor, algbw_gbps and busbw_gbps
     # of the candidate and the baseline, link_gbps (per direction) where the peaks table has it.
     bandwidth: dict[str, Any] | None = None
+    band: float | None = None  # ± relative band of a predicted speedup (mode `predicted`, sim: devices)
 
 
 @dataclass

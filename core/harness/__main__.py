@@ -71,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         import triton  # noqa: F401
     except ImportError:
         pass
+    if os.environ.get("ARENA_SIM_PRELOAD"):  # a sim: device counts on fake tensors: 4 s of imports, once
+        import torch._subclasses.fake_tensor  # noqa: F401
     from .runner import run_job
     from .zygote import Zygote
 

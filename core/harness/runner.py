@@ -305,6 +305,10 @@ class Evaluation:
 
     def _performance(self, deadline: float) -> dict[str, Any]:
         timing = self.job["timing"]
+        if timing.get("kind") == "predicted":  # a sim: device predicts instead of timing
+            from .sim_stage import predict_performance
+
+            return predict_performance(self, deadline)
         rounds = int(timing["alternations"])
         sampled = int(timing.get("checked_calls", 2))
         checked_total = 0

@@ -430,6 +430,11 @@ def candidate_main(conn: socket.socket, job: dict[str, Any]) -> None:
     _redirect_output(workdir / "candidate.log")
     os.environ["TORCH_EXTENSIONS_DIR"] = str(workdir / "torch_extensions")
     device = _device(job)
+    sim = None
+    if job["device"].get("type") == "sim":  # a simulated GPU: the performance stage counts (docs/simulation.md)
+        from . import sim_predict
+
+        sim = sim_predict.CompileCache(job["device"]["aot"], str(workdir / "triton_cache"))  # before the interpreter
     if device.type == "cpu":
         from .triton_cpu import enable_interpreter
 
@@ -487,6 +492,9 @@ def candidate_main(conn: socket.socket, job: dict[str, Any]) -> None:
             elif op == "time":
                 assert run is not None, "compile first"
                 reply = _time_candidate(run, msg, specs, outs, device, custom, kept)
+            elif op == "predict":
+                assert run is not None and sim is not None, "compile first, on a sim device"
+                reply = sim_predict.predict_candidate(run, specs, msg["workload"], msg["seed"], custom, sim)
             elif op == "kept":
                 calls = sorted(kept)
                 meta, payload = inputs.pack([t for i in calls for t in kept[i]])
@@ -620,6 +628,10 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
                 channel.send(conn, {"ok": True, "results": results})
             elif op == "time":
                 channel.send(conn, {"ok": True, **_time(baseline_run, msg, specs, device, custom)})
+            elif op == "predict_baseline":
+                from . import sim_predict
+
+                channel.send(conn, sim_predict.predict_baseline(baseline_run, specs, msg["workload"], msg["seed"], custom, msg["formula"]))
             else:
                 channel.send(conn, {"ok": False, "error": f"unknown op {op}"})
         except Exception as exc:  # noqa: BLE001

@@ -1,0 +1,184 @@
+"""The `sim:` devices' time model: counts in, predicted microseconds out. Pure functions.
+
+A Triton launch takes
+
+    t = launch + max(t_tensor, t_alu, t_sfu, t_dram, t_l2, t_latency)
+
+- programs run in waves over the multiprocessors: `occupancy` programs fit on one at a time
+  (bounded by warps, registers and shared memory from the AOT compile), so a launch of P
+  programs takes ceil(P / (units × occupancy)) waves; compute terms are quantized per unit
+  (ceil(P / units) programs' work on the busiest one);
+- t_tensor: dot FLOPs at the target's matrix peak for the operand dtype × `mma_eff`, halved
+  where the compiler fell back from the target's fast matrix instruction (mma.sync on Hopper);
+- t_dram: each tensor's bytes once (see sim_count) at the HBM bandwidth × `dram_eff`;
+- t_l2: every requested 32-byte sector (and spilled registers, stored and reloaded) at the L2
+  bandwidth;
+- t_latency: a latency-bound floor: waves × load instructions per program × `latency_us`,
+  divided by the pipelining depth (num_stages - 1): what a kernel with little parallelism
+  (one row per program, a long K loop at M=1) pays;
+- launch: `launch_us`.
+
+Torch work (the baseline, or torch ops a candidate runs) takes, per library call,
+`lib_launch_us` × sqrt(ops) + max(FLOPs / (peak × `lib_mm_eff`), bytes / (HBM × `lib_mem_eff`)):
+the vendor library's measured efficiency.
+
+The constants are fitted on H200 timings (bench/sim_fit.py, core/data/sim_constants.json) and
+travel in the job; this module is also what the fit evaluates, so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SECTOR = 32
+SLOW_MMA_FACTOR = 0.5  # mma.sync on Hopper, or no matrix instruction: about half of wgmma's rate (estimate)
+UNKNOWN_MMA_FACTOR = 0.75  # no AOT compile: between the two
+DEFAULT_REGISTERS = 128  # per thread, when the AOT compile did not run
+SFU_PER_ALU = 1 / 8  # special-function units: 16 per SM per clock against 128 FP32 lanes (Hopper)
+
+
+@dataclass(frozen=True)
+class Constants:
+    """The fitted constants (at most six), plus the band a prediction is reported with."""
+
+    launch_us: float = 3.3
+    dram_eff: float = 1.0  # not fitted: the measured copy bandwidth is the ceiling (the fit pinned it at 1)
+    mma_eff: float = 0.75
+    latency_us: float = 0.7
+    lib_launch_us: float = 5.0
+    lib_mm_eff: float = 0.75
+    lib_mem_eff: float = 0.8
+    band: float = 0.35  # ± of a prediction with Triton launches (80th percentile of held-out errors)
+    lib_band: float = 0.5  # ± of a prediction of torch work alone (the baseline)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Constants":
+        return cls(**{k: float(v) for k, v in data.items() if k in cls.__dataclass_fields__})
+
+    def with_values(self, **values: float) -> "Constants":
+        return Constants(**{**asdict(self), **values})
+
+
+@dataclass(frozen=True)
+class Target:
+    """The simulated GPU: peaks, units and per-unit limits (resolved by the engine)."""
+
+    key: str
+    units: int
+    bf16_tflops: float
+    fp8_tflops: float | None
+    fp32_tflops: float
+    hbm_tbps: float
+    l2_tbps: float
+    warp_size: int = 32
+    max_warps_per_unit: int = 64
+    registers_per_unit: int = 65536
+    shared_per_unit: int = 233472
+    fast_mma: str = "wgmma"
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Target":
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+    def dot_tflops(self, dtype: str) -> float:
+        """Matrix-engine peak for a dot's operand dtype (fp32 operands run as TF32: half of bf16)."""
+        if dtype.startswith("fp8"):
+            return self.fp8_tflops or self.bf16_tflops
+        if dtype in ("bf16", "fp16"):
+            return self.bf16_tflops
+        if dtype in ("fp32", "tf32"):
+            return self.bf16_tflops / 2
+        return self.fp32_tflops  # integer or fp64 dots: the vector rate
+
+
+@dataclass
+class Breakdown:
+    """A predicted time and why: the binding term and every term."""
+
+    time_us: float
+    bound: str
+    terms_us: dict[str, float] = field(default_factory=dict)
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"time_us": self.time_us, "bound": self.bound, "terms_us": self.terms_us, **self.detail}
+
+
+def occupancy(target: Target, warps: int, registers: int | None, shared: int | None) -> tuple[int, str]:
+    """Programs resident on one unit at a time, and what limits it."""
+    limits = {"warps": target.max_warps_per_unit // max(warps, 1)}
+    regs = registers if registers else DEFAULT_REGISTERS
+    limits["registers"] = target.registers_per_unit // max(regs * target.warp_size * warps, 1)
+    if shared:
+        limits["shared memory"] = target.shared_per_unit // shared
+    by, n = min(limits.items(), key=lambda kv: kv[1])
+    return max(1, n), by
+
+
+def launch_time(summary: dict[str, Any], resources: dict[str, Any] | None, target: Target, c: Constants) -> Breakdown:
+    """Predicted time of one Triton launch from its counts (`sim_count.Launch.summary()`) and
+    its compiled resources (`sim_aot.Resources.to_json()`, or None)."""
+    res = resources or {}
+    p = summary["per_program"]
+    programs = max(int(summary["programs"]), 1)
+    warps = int(res.get("num_warps") or summary.get("options", {}).get("num_warps", 4))
+    stages = int(res.get("num_stages") or summary.get("options", {}).get("num_stages", 3))
+    occ, limited_by = occupancy(target, warps, res.get("registers") if res.get("ok") else None, res.get("shared_bytes") if res.get("ok") else None)
+    per_unit = math.ceil(programs / target.units)  # programs the busiest unit runs
+    waves = math.ceil(programs / (target.units * occ))
+    mma = res.get("mma") if res.get("ok") else "unknown"
+    factor = 1.0 if mma == target.fast_mma else UNKNOWN_MMA_FACTOR if mma == "unknown" else SLOW_MMA_FACTOR
+    t_tensor = 0.0
+    for dtype, flops in (p.get("dot_flops") or {}).items():
+        rate = target.dot_tflops(dtype) * 1e12 * c.mma_eff * factor / target.units
+        t_tensor += per_unit * flops / rate * 1e6
+    alu_rate = target.fp32_tflops / 2 * 1e12 / target.units  # lane operations per second per unit
+    t_alu = per_unit * p.get("alu_ops", 0.0) / alu_rate * 1e6
+    t_sfu = per_unit * p.get("sfu_ops", 0.0) / (alu_rate * SFU_PER_ALU) * 1e6
+    t_dram = summary.get("dram_bytes", 0.0) / (target.hbm_tbps * 1e12 * c.dram_eff) * 1e6
+    spill = (res.get("spill_bytes") or 0) * target.warp_size * warps * programs * 2 if res.get("ok") else 0
+    l2_bytes = (p.get("load_sectors", 0.0) + p.get("store_sectors", 0.0)) * SECTOR * programs + spill
+    t_l2 = l2_bytes / (target.l2_tbps * 1e12) * 1e6
+    t_latency = waves * p.get("loads", 0.0) * c.latency_us / max(1, stages - 1)
+    terms = {"tensor": t_tensor, "alu": t_alu, "sfu": t_sfu, "dram": t_dram, "l2": t_l2, "latency": t_latency}
+    bound = max(terms, key=lambda k: terms[k])
+    return Breakdown(
+        time_us=c.launch_us + terms[bound], bound=bound, terms_us=terms,
+        detail={"kernel": summary.get("kernel"), "grid": summary.get("grid"), "programs": programs, "sampled": summary.get("sampled"),
+                "occupancy": occ, "occupancy_limited_by": limited_by, "waves": waves, "mma": mma, "num_warps": warps, "num_stages": stages},
+    )
+
+
+def torch_op_time(op: dict[str, Any], target: Target, c: Constants) -> Breakdown:
+    """Predicted time of one aten op ({name, flops, bytes, dtype}) run by the vendor library."""
+    flops, nbytes = float(op.get("flops", 0.0)), float(op.get("bytes", 0.0))
+    t_compute = flops / (target.dot_tflops(op.get("dtype") or "bf16") * 1e12 * c.lib_mm_eff) * 1e6 if flops else 0.0
+    t_memory = nbytes / (target.hbm_tbps * 1e12 * c.lib_mem_eff) * 1e6
+    terms = {"compute": t_compute, "memory": t_memory}
+    bound = max(terms, key=lambda k: terms[k])
+    # A library call that is several kernels (`x + r` then `rms_norm`; the ops counted on the
+    # CPU stand in for them) pays a launch each: the square root of the op count, since the CPU
+    # decomposes what a GPU library fuses.
+    launches = math.sqrt(max(1.0, float(op.get("ops", 1))))
+    return Breakdown(time_us=c.lib_launch_us * launches + terms[bound], bound=bound, terms_us=terms, detail={"op": op.get("name"), "launches": launches})
+
+
+def predict_side(launches: list[tuple[dict[str, Any], dict[str, Any] | None]], torch_ops: list[dict[str, Any]], target: Target, c: Constants) -> dict[str, Any]:
+    """One side of a workload (the candidate's launches and torch ops, or the baseline's ops),
+    run one after the other on one stream: the sum. JSON-ready, with the ± band."""
+    parts = [launch_time(s, r, target, c) for s, r in launches] + [torch_op_time(op, target, c) for op in torch_ops]
+    total = sum(b.time_us for b in parts)
+    slowest = max(parts, key=lambda b: b.time_us) if parts else None
+    band = c.band if launches else c.lib_band
+    return {
+        "median_us": total,
+        "low_us": total / (1 + band),
+        "high_us": total * (1 + band),
+        "band": band,
+        "timing": "predicted",
+        "bound": slowest.bound if slowest else None,
+        "kernels": [b.to_json() for b in parts[:32]],
+        "launches": len(parts),
+    }

@@ -1,0 +1,169 @@
+"""The workers' side of a `sim:` device's performance stage: count a workload at GPU size.
+
+Candidate worker (`predict_candidate`): the candidate is first run on fake tensors; a pure
+PyTorch candidate finishes there and its ops are counted for free. One that launches Triton
+kernels needs real memory: it runs on GPU-sized CPU tensors (made cheaply, below) with every
+launch sampled and counted (sim_count) and its torch ops counted (sim_torch); then each distinct
+kernel configuration is compiled ahead of time for the target (sim_aot). Nothing here computes
+a time: the harness parent does that from these counts (sim_model), so a candidate cannot
+choose its own prediction by replacing the model.
+
+Trusted worker (`predict_baseline`): the baseline's torch ops on fake tensors; where the
+baseline needs real values (data-dependent routing), the task's own FLOP and byte formulas.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import inputs, sim_aot, sim_count, sim_torch
+
+TILE = 1 << 16  # random values drawn per input; a GPU-sized input repeats them
+UNTOUCHED_BYTES = 64 << 20  # a floating-point input larger than this keeps only its first TILE values
+MAX_LAUNCHES = 256  # launches reported per workload; more are summed into the note
+BYTES_CAP = 2.0  # a baseline call's bytes are at most this many times the task's minimum
+
+
+def gpu_inputs(specs: list[dict[str, Any]], workload: dict[str, Any], seed: int, custom: Any) -> list[Any]:
+    """Inputs at GPU size on the CPU. Drawing hundreds of MB of random bf16 on two cores takes
+    minutes, so each tensor repeats one block of `TILE` values drawn as its spec says: values of
+    the right distribution and range (indices stay valid), made at memory speed. A floating-point
+    tensor above `UNTOUCHED_BYTES` (a KV cache) keeps only its first block: the rest stays the
+    fresh zero pages the allocator mapped, never written, so it costs nothing; counting needs its
+    addresses, not its values. A task's own generator (inputs.py) builds structure (block
+    tables, routing) and is called as it is, with its random fills made cheap (CheapFills)."""
+    gen = torch.Generator("cpu").manual_seed(seed)
+    if custom is not None:
+        with CheapFills():
+            return list(custom(dict(workload["axes"]), gen))
+    made: list[Any] = []
+    for spec in specs:
+        if spec.get("shape") is None:
+            made.append(spec["value"])
+            continue
+        shape = tuple(workload["shapes"][spec["name"]])
+        t = torch.empty(shape, dtype=inputs.dtype_of(spec["dtype"]))
+        flat = t.view(-1)
+        inputs._fill(flat[: min(TILE, flat.numel())], spec, gen)
+        if not (t.dtype.is_floating_point and t.numel() * t.element_size() > UNTOUCHED_BYTES):
+            _repeat_prefix(flat, min(TILE, flat.numel()))
+        made.append(t)
+    return made
+
+
+def _repeat_prefix(flat: torch.Tensor, done: int) -> None:
+    """Copy the first `done` values over the rest of `flat`, doubling: log2(n / done) copies."""
+    n = flat.numel()
+    while done < n:
+        step = min(done, n - done)
+        flat[done:done + step].copy_(flat[:step])
+        done += step
+
+
+class CheapFills(TorchDispatchMode):
+    """While a task's own input generator runs at GPU size: a random fill (normal_, uniform_,
+    random_) of a large contiguous tensor draws `TILE` values and repeats them, so a paged KV
+    cache of gigabytes is made at memory speed; the generator's structure (lengths, block
+    tables, routing) is drawn as written."""
+
+    FILLS = ("normal_", "uniform_", "random_", "exponential_", "log_normal_", "cauchy_", "geometric_", "bernoulli_")
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        kwargs = kwargs or {}
+        target = args[0] if args else None
+        if (
+            func.overloadpacket.__name__ in self.FILLS and isinstance(target, torch.Tensor)
+            and target.numel() > 4 * TILE and target.is_contiguous()
+        ):
+            flat = target.view(-1)
+            func(flat[:TILE], *args[1:], **kwargs)
+            if not (target.dtype.is_floating_point and target.numel() * target.element_size() > UNTOUCHED_BYTES):
+                _repeat_prefix(flat, TILE)
+            return target
+        return func(*args, **kwargs)
+
+
+def fake_inputs(specs: list[dict[str, Any]], workload: dict[str, Any], seed: int, custom: Any) -> Callable[[], list[Any]]:
+    def make() -> list[Any]:
+        gen = torch.Generator("cpu").manual_seed(seed)
+        return inputs.make_inputs(specs, workload["axes"], workload["shapes"], gen, custom)
+
+    return make
+
+
+class CompileCache:
+    """One AOT compile per kernel configuration for the whole evaluation."""
+
+    def __init__(self, target: dict[str, Any], cache_dir: str | None):
+        """Make it before the interpreter is switched on: it keeps Triton's language as the
+        compiler needs it (sim_aot.PristineLanguage)."""
+        self.target, self.cache_dir = target, cache_dir
+        self.done: dict[Any, dict[str, Any]] = {}
+        sim_aot.PristineLanguage.keep()
+
+    def resources(self, launch: sim_count.Launch) -> dict[str, Any]:
+        try:
+            signature, constexprs = sim_aot.signature_of(launch.fn, launch.bound)
+            key = (id(launch.fn), tuple(sorted(signature.items())), tuple(sorted((k, repr(v)) for k, v in constexprs.items())), tuple(sorted(launch.options.items())))
+        except Exception as exc:  # noqa: BLE001 - reported, the model assumes defaults
+            return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300], "num_warps": launch.options.get("num_warps", 4)}
+        if key not in self.done:
+            self.done[key] = sim_aot.compile_launch(launch.fn, launch.bound, launch.options, self.target, self.cache_dir).to_json()
+        return self.done[key]
+
+
+def predict_candidate(
+    run: Callable[..., Any], specs: list[dict[str, Any]], workload: dict[str, Any], seed: int, custom: Any, compiler: CompileCache,
+) -> dict[str, Any]:
+    started = time.perf_counter()
+    notes: list[str] = []
+    try:
+        ops = sim_torch.count_fake(run, fake_inputs(specs, workload, seed, custom))
+        return {"ok": True, "launches": [], "torch_ops": ops, "notes": ["no Triton launch: counted on fake tensors"], "seconds": time.perf_counter() - started}
+    except Exception:  # noqa: BLE001 - needs real memory (Triton, data-dependent torch): go on below
+        pass
+    args = gpu_inputs(specs, workload, seed, custom)
+    made = time.perf_counter() - started
+    with sim_count.Counting() as counting, sim_torch.TorchWork() as work, torch.no_grad():
+        run(*args)
+    del args
+    launches = []
+    for launch in counting.launches[:MAX_LAUNCHES]:
+        summary = launch.summary()
+        summary["resources"] = compiler.resources(launch)
+        launches.append(summary)
+    if len(counting.launches) > MAX_LAUNCHES:
+        notes.append(f"{len(counting.launches)} launches; the first {MAX_LAUNCHES} were counted")
+    failed = {s["resources"].get("error") for s in launches if not s["resources"].get("ok")}
+    notes += [f"AOT compile for {compiler.target.get('name', 'the target')} failed ({e}); occupancy and matrix path assumed" for e in sorted(failed) if e]
+    return {
+        "ok": True, "launches": launches, "torch_ops": work.ops, "notes": notes,
+        "seconds": time.perf_counter() - started, "inputs_s": made,
+    }
+
+
+def predict_baseline(
+    run: Callable[..., Any], specs: list[dict[str, Any]], workload: dict[str, Any], seed: int, custom: Any, formula: dict[str, Any],
+) -> dict[str, Any]:
+    """The baseline's call at GPU size (FLOPs counted, bytes of its tensors), or the task's
+    formulas where fake tensors fail."""
+    try:
+        call = sim_torch.count_call_fake(run, fake_inputs(specs, workload, seed, custom))
+        if call["ops"] and sim_torch.math_isfinite([call]):
+            # A call that indexes into a large tensor (a KV cache, a cos/sin table) touches only
+            # part of it: its bytes are capped at twice the task's minimum traffic.
+            minimum = float(formula.get("bytes") or 0.0)
+            if minimum > 0:
+                call["bytes"] = min(call["bytes"], BYTES_CAP * minimum)
+            if not call["flops"]:
+                call["flops"] = float(formula.get("flops") or 0.0) if call["dtype"] != "fp32" else 0.0
+            return {"ok": True, "torch_ops": [call], "source": "counted"}
+        reason = "no torch op was recorded"
+    except Exception as exc:  # noqa: BLE001 - data-dependent baseline: the task's formulas
+        reason = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
+    op = {"name": "task formulas", "flops": float(formula.get("flops", 0.0)), "bytes": float(formula.get("bytes", 0.0)), "dtype": formula.get("dtype", "bf16")}
+    return {"ok": True, "torch_ops": [op], "source": "formula", "note": f"baseline counted from the task's FLOP and byte formulas (fake tensors: {reason})"}

@@ -1,0 +1,108 @@
+"""The performance stage of a `sim:` device, run by the harness parent: predict, don't time.
+
+For each GPU-sized performance workload the candidate's worker counts what the candidate does
+(sim_predict.predict_candidate) and the trusted worker counts the baseline
+(sim_predict.predict_baseline); this process turns both into predicted microseconds with the
+model and the constants the engine put in the job (sim_model), and reports them as
+`workload_timed` events whose mode is `predicted` and whose figures carry a ± band. What the
+candidate's worker sends is checked before it is believed, as everywhere in the runner.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from .sim_model import Constants, Target, predict_side
+
+if TYPE_CHECKING:
+    from .runner import Evaluation
+
+MAX_LAUNCHES = 256
+PER_PROGRAM_KEYS = ("load_bytes", "store_bytes", "load_sectors", "store_sectors", "loads", "stores", "alu_ops", "sfu_ops", "atomics")
+
+
+class MalformedCounts(ValueError):
+    """The candidate's worker sent counts that are not numbers of the expected shape."""
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise MalformedCounts(f"{where} is {value!r}, not a finite non-negative number")
+    return float(value)
+
+
+def checked_launches(reply: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+    """The (summary, resources) pairs of a candidate's `predict` reply, validated and rebuilt
+    from known keys only."""
+    launches = reply.get("launches")
+    if not isinstance(launches, list) or len(launches) > MAX_LAUNCHES:
+        raise MalformedCounts("launches is not a list of at most 256 entries")
+    out = []
+    for i, s in enumerate(launches):
+        if not isinstance(s, dict) or not isinstance(s.get("per_program"), dict):
+            raise MalformedCounts(f"launch {i} is not a launch summary")
+        p = s["per_program"]
+        dots = p.get("dot_flops") or {}
+        if not isinstance(dots, dict):
+            raise MalformedCounts(f"launch {i}: dot_flops is not a mapping")
+        grid = s.get("grid")
+        if not isinstance(grid, list) or len(grid) != 3:
+            raise MalformedCounts(f"launch {i}: grid is not three numbers")
+        summary = {
+            "kernel": str(s.get("kernel"))[:120], "grid": [int(_number(g, f"launch {i} grid")) for g in grid],
+            "programs": int(_number(s.get("programs"), f"launch {i} programs")), "sampled": int(_number(s.get("sampled", 0), f"launch {i} sampled")),
+            "options": {k: int(_number(v, f"launch {i} {k}")) for k, v in (s.get("options") or {}).items() if k in ("num_warps", "num_stages")},
+            "per_program": {**{k: _number(p.get(k, 0.0), f"launch {i} {k}") for k in PER_PROGRAM_KEYS},
+                            "dot_flops": {str(k)[:16]: _number(v, f"launch {i} dot_flops") for k, v in dots.items()}},
+            "dram_bytes": _number(s.get("dram_bytes", 0.0), f"launch {i} dram_bytes"),
+        }
+        r = s.get("resources")
+        resources = None
+        if isinstance(r, dict) and r.get("ok"):
+            resources = {
+                "ok": True, "mma": r.get("mma") if r.get("mma") in ("wgmma", "tcgen05", "mma", "mfma", None) else None,
+                **{k: int(_number(r[k], f"launch {i} {k}")) for k in ("registers", "spill_bytes", "shared_bytes", "num_warps", "num_stages") if r.get(k) is not None},
+            }
+        out.append((summary, resources))
+    return out
+
+
+def checked_ops(ops: Any, where: str) -> list[dict[str, Any]]:
+    if not isinstance(ops, list):
+        raise MalformedCounts(f"{where}: torch ops is not a list")
+    return [
+        {"name": str(o.get("name"))[:80], "flops": _number(o.get("flops", 0.0), f"{where} flops"), "bytes": _number(o.get("bytes", 0.0), f"{where} bytes"),
+         "dtype": str(o.get("dtype") or "bf16")[:16]}
+        for o in ops if isinstance(o, dict)
+    ]
+
+
+def predict_performance(ev: "Evaluation", deadline: float) -> dict[str, Any]:
+    from .runner import StageFailed, _workload
+
+    sim = ev.job["sim"]
+    target, constants = Target.from_json(sim["target"]), Constants.from_json(sim["constants"])
+    for w in ev.job["stages"]["performance"]:
+        reply, _ = ev._candidate_call({"op": "predict", "workload": _workload(w), "seed": w["seed"]}, deadline)
+        if not reply.get("ok"):
+            raise StageFailed("failed", f"{w['label']}: the candidate failed while its work was counted: {reply.get('error')}\n{reply.get('traceback', '')}".strip())
+        try:
+            launches = checked_launches(reply)
+            cand_ops = checked_ops(reply.get("torch_ops", []), "candidate")
+        except MalformedCounts as exc:
+            raise StageFailed("failed", f"{w['label']}: the candidate's worker sent malformed counts: {exc}") from None
+        base = ev._trusted_call({"op": "predict_baseline", "workload": _workload(w), "seed": w["seed"], "formula": w["formula"]}, deadline)
+        candidate = predict_side(launches, cand_ops, target, constants)
+        baseline = predict_side([], checked_ops(base["torch_ops"], "baseline"), target, constants)
+        seconds = reply.get("seconds")
+        candidate["count_s"] = float(seconds) if isinstance(seconds, (int, float)) and math.isfinite(seconds) else None
+        baseline["source"] = base.get("source")
+        notes = [str(n)[:300] for n in (reply.get("notes") or [])[:8] if isinstance(n, str)]
+        if base.get("note"):
+            notes.append(str(base["note"]))
+        ev.emit({
+            "type": "workload_timed", "workload": w["label"], "axes": w["axes"], "mode": "predicted", "rounds": 0,
+            "candidate": candidate, "baseline": baseline, "notes": notes,
+        })
+    return {"workloads": len(ev.job["stages"]["performance"]), "note": f"predicted for {sim['label']}, not measured"}

@@ -1,0 +1,132 @@
+"""Count the torch work of a call, op by op, for the `sim:` devices: FLOPs from torch's own FLOP
+counter (its registry of formulas per aten op) and bytes from the tensors each op reads and
+writes. What is counted is the unfused traffic the vendor library moves: each kernel reads its
+inputs and writes its outputs once.
+
+Views, metadata and allocation ops move nothing and are skipped. Scaled dot-product attention on
+the CPU dispatches to an op the FLOP registry lacks; its FLOPs are 4·B·H·Sq·Sk·D, halved for a
+causal mask. Run under a `FakeTensorMode`, counting a GPU-sized call costs no memory and no time;
+code that needs real values (data-dependent shapes, `.item()`) raises there, and the caller
+falls back.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+_FREE = {
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "detach", "alias", "lift_fresh", "lift_fresh_copy",
+    "_to_copy_noop", "resolve_conj", "resolve_neg", "set_", "is_same_size", "_local_scalar_dense", "sym_size", "sym_stride",
+    "sym_numel", "sym_storage_offset", "dim", "size", "stride", "is_contiguous", "_has_compatible_shallow_copy_type",
+}
+_SDPA = {"_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+         "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_attention_math"}
+_DTYPE = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32", torch.float64: "fp64"}
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors(v)]
+    return []
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+def _dtype_name(tensors: list[torch.Tensor]) -> str:
+    for t in tensors:
+        if t.dtype.is_floating_point:
+            return _DTYPE.get(t.dtype, "fp8e4nv" if t.element_size() == 1 else "fp32")
+    return "fp32"
+
+
+def _sdpa_flops(args: tuple[Any, ...], kwargs: dict[str, Any]) -> float:
+    q, k = args[0], args[1]
+    b, h, sq, d = q.shape[0], q.shape[1], q.shape[-2], q.shape[-1]
+    sk = k.shape[-2]
+    causal = bool(kwargs.get("is_causal", args[4] if len(args) > 4 and isinstance(args[4], bool) else False))
+    flops = 4.0 * b * h * sq * sk * d
+    return flops / 2 if causal else flops
+
+
+class TorchWork(TorchDispatchMode):
+    """While active, every aten op that does work is recorded as {name, flops, bytes, dtype}."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[dict[str, Any]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        name = func.overloadpacket.__name__
+        if name in _FREE or getattr(func, "is_view", False) or name.startswith("_foreach_"):
+            return out
+        ins, outs = _tensors(args) + _tensors(kwargs), _tensors(out)
+        in_place = name.endswith("_") or any(o is i for o in outs for i in ins)
+        nbytes = sum(_nbytes(t) for t in ins) + (0 if in_place else sum(_nbytes(t) for t in outs))
+        if in_place:
+            nbytes += sum(_nbytes(t) for t in outs)  # read and written back
+        flops = _flops(func, name, args, kwargs, out)
+        self.ops.append({"name": name, "flops": flops, "bytes": float(nbytes), "dtype": _dtype_name(ins)})
+        return out
+
+
+def _flops(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> float:
+    if name in _SDPA:
+        return _sdpa_flops(args, kwargs)
+    from torch.utils.flop_counter import flop_registry
+
+    formula = flop_registry.get(func.overloadpacket)
+    if formula is None:
+        return 0.0
+    try:
+        return float(formula(*args, **kwargs, out_val=out))
+    except Exception:  # noqa: BLE001 - a formula that does not take these arguments counts nothing
+        return 0.0
+
+
+def count_fake(fn: Any, make_args: Any) -> list[dict[str, Any]]:
+    """The ops of `fn(*make_args())`, both run on fake tensors (no memory, no time). Raises what
+    the fake run raises (data-dependent code)."""
+    return _run_fake(fn, make_args)[0]
+
+
+def count_call_fake(fn: Any, make_args: Any) -> dict[str, Any]:
+    """One vendor-library call as a whole, on fake tensors: FLOPs summed over its ops, bytes of
+    the call's own inputs and outputs (what a fused library kernel moves: the CPU decomposes
+    `rms_norm` into six ops whose intermediates a GPU kernel never writes), and the number of
+    ops that did work. Raises what the fake run raises."""
+    ops, args, out = _run_fake(fn, make_args)
+    flops = sum(o["flops"] for o in ops)
+    ins, outs = _tensors(list(args)), _tensors(out)
+    in_ids = {id(t) for t in ins}
+    nbytes = sum(_nbytes(t) for t in ins) + sum(_nbytes(t) for t in outs if id(t) not in in_ids)
+    return {"name": "call", "flops": flops, "bytes": float(nbytes), "dtype": _dtype_name(ins), "ops": len(ops)}
+
+
+def _run_fake(fn: Any, make_args: Any) -> tuple[list[dict[str, Any]], Any, Any]:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        args = make_args()
+        with TorchWork() as work, torch.no_grad():
+            out = fn(*args)
+    return work.ops, args, out
+
+
+def total(ops: list[dict[str, Any]]) -> tuple[float, float]:
+    return sum(o["flops"] for o in ops), sum(o["bytes"] for o in ops)
+
+
+def math_isfinite(ops: list[dict[str, Any]]) -> bool:
+    return all(math.isfinite(o["flops"]) and math.isfinite(o["bytes"]) for o in ops)
