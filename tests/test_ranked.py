@@ -225,3 +225,16 @@ def test_a_bundled_collective_wrong_on_one_rank_fails(cpu_evaluator, tmp_path):
     """))
     result = cpu_evaluator.evaluate(find_task("comm/all_gather"), candidate, limits=SHORT, performance=False)
     assert result.failed_stage == "correctness" and "on rank 1" in result.stage("correctness").message
+
+
+def test_a_collective_on_a_sim_device_is_checked_on_gloo_and_predicted_by_the_alpha_beta_model(allsum):
+    from core.evaluate import Evaluator
+
+    with Evaluator("sim:h200") as evaluator:
+        result = evaluator.evaluate(allsum, ALLSUM / "starter.py", limits=SHORT)
+    assert result.status == "passed" and result.timing_kind == "predicted" and result.world_size == 2
+    assert "alpha-beta" in result.stage("performance").message
+    for w in result.workloads:  # the GPU workloads, at the world the correctness ran on
+        assert w.mode == "predicted" and w.band and w.speedup == 1.0
+        assert w.candidate["median_us"] > 0 and w.bandwidth["link_gbps"] == 450
+        assert w.sol_fraction is not None and 0 < w.sol_fraction <= 1
