@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from core.devices import DeviceInfo, ProbeError, local_device_ids, probe
+from core.devices import SIM_GPUS, DeviceInfo, ProbeError, local_device_ids, probe, sim_info
 from core.result import EXIT_INFRASTRUCTURE, EXIT_PASSED
 
 
@@ -61,6 +61,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
             rows.append(probe(device_id))
         except ProbeError as exc:
             problems.append(str(exc))
+    rows += [sim_info(f"sim:{gpu}") for gpu in SIM_GPUS]  # always here: they run on this CPU
     remote, remote_problems = _remote_devices(args.hosts, err)
     rows += remote
     problems += remote_problems
@@ -85,6 +86,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
             )
         out.print(table)
         out.print("[dim]cpu: Triton runs in its interpreter; its times are shown, never ranked.[/]")
+        out.print("[dim]sim:<gpu>: correctness on this CPU, times predicted for the GPU (docs/simulation.md); never mixed with measured ones.[/]")
     for problem in problems:
         err.print(f"[red]error:[/] {escape(problem)}", soft_wrap=True)
     return EXIT_INFRASTRUCTURE if problems else EXIT_PASSED

@@ -58,3 +58,6 @@ def test_arena_devices_lists_the_cpu(capsys):
     rows = json.loads(capsys.readouterr().out)
     cpu = next(r for r in rows if r["id"] == "cpu")
     assert cpu["timing_kind"] == "cpu" and cpu["peaks"] is None
+    simulated = {r["id"]: r for r in rows if r["id"].startswith("sim:")}
+    assert set(simulated) == {"sim:h100", "sim:h200", "sim:b200", "sim:mi300x", "sim:mi355x"}
+    assert all(r["timing_kind"] == "predicted" for r in simulated.values())

@@ -1,0 +1,30 @@
+"""A simulated evaluation end to end: correctness on the CPU, then the candidate's and the
+baseline's times predicted for the target GPU, labelled predicted, with a band."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.evaluate import Evaluator
+from core.tasks import find_task
+
+
+@pytest.fixture(scope="module")
+def sim_h200():
+    with Evaluator("sim:h200") as evaluator:
+        yield evaluator
+
+
+def test_a_starter_on_sim_h200_gets_predicted_times_at_gpu_sizes(sim_h200):
+    task = find_task("norm/add_rmsnorm")
+    result = sim_h200.evaluate(task, task.file("starter.py"))
+    assert result.status == "passed", [s.message for s in result.stages]
+    assert result.timing_kind == "predicted" and result.device["id"] == "sim:h200"
+    assert [w.label for w in result.workloads if not w.hidden] == [w.label for w in task.gpu.visible]  # GPU sizes, not CPU ones
+    for w in result.workloads:
+        assert w.mode == "predicted" and w.band is not None and w.band > 0
+        assert w.candidate["median_us"] > 0 and w.baseline["median_us"] > 0
+        assert w.sol_fraction is not None and 0 < w.sol_fraction <= 1, "a prediction never beats the roofline"
+    # memory-bound at prefill size: the predicted time grows with the bytes moved
+    small, large = (next(w for w in result.workloads if w.label == label) for label in ("T=2048,H=4096", "T=8192,H=7168"))
+    assert large.candidate["median_us"] > 3 * small.candidate["median_us"]
