@@ -123,7 +123,8 @@ def run(logits: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor):
     # ROWS rows per program share each instruction: 1 on a GPU (one row per program), 128 under
     # the CPU interpreter, whose cost is per instruction, not per element.
     ROWS = 128 if logits.device.type == "cpu" else 1
-    BLOCK = min(triton.next_power_of_2(V), 16384 if ROWS > 1 else 4096)
+    # A [ROWS, BLOCK] tile stays within Triton's 2^20 elements per tensor.
+    BLOCK = min(triton.next_power_of_2(V), 8192 if ROWS > 1 else 4096)
     _sample_kernel[(triton.cdiv(B, ROWS),)](
         logits, top_k.contiguous(), top_p.contiguous(), u, out, B, V, logits.stride(0), ROWS=ROWS, BLOCK=BLOCK,
     )
