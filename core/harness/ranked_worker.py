@@ -154,19 +154,8 @@ def rank_main(conn: socket.socket, job: dict[str, Any]) -> None:
                     reply = workers._error(exc) if workers._is_compile_error(exc) else {"ok": True, "first_call_error": f"{type(exc).__name__}: {exc}"}
             elif op == "run":
                 assert fn is not None, "import first"
-                w = rank_workload(msg["workload"], rank)
-                metas: list[dict[str, Any]] = []
-                chunks: list[bytes] = []
-                for _ in range(int(msg.get("repeat", 1))):
-                    args = inputs.correctness_inputs(specs, w, rank_seed(msg["seed"], rank), device, custom)
-                    inputs.poison(outs, w["shapes"], device)
-                    result = fn(*args)
-                    workers._sync(device)
-                    meta, data = inputs.pack(inputs.collect_outputs(result, outs, specs, args, w["shapes"], device))
-                    metas += meta
-                    chunks.append(data)
-                    del result, args
-                reply, payload = {"ok": True, "tensors": metas}, b"".join(chunks)
+                w, seed = rank_workload(msg["workload"], rank), rank_seed(msg["seed"], rank)
+                reply, payload = workers.run_for_check(fn, specs, outs, w, seed, int(msg.get("repeat", 1)), device, custom)
             elif op == "estimate":
                 assert fn is not None, "import first"
                 reply = {"ok": True, "ms": _estimate(fn, msg, specs, rank, device, custom)}
@@ -174,10 +163,7 @@ def rank_main(conn: socket.socket, job: dict[str, Any]) -> None:
                 assert fn is not None, "import first"
                 reply = _time_rank(fn, msg, specs, outs, rank, device, custom, kept, keep=candidate)
             elif op == "kept":
-                calls = sorted(kept)
-                meta, payload = inputs.pack([t for i in calls for t in kept[i]])
-                kept.clear()
-                reply = {"ok": True, "calls": calls, "tensors": meta}
+                reply, payload = workers.hand_over_kept(kept)
             else:
                 reply = {"ok": False, "error": f"unknown op {op}"}
         except Exception as exc:  # noqa: BLE001 - the candidate's failure is reported, not raised

@@ -476,19 +476,7 @@ def candidate_main(conn: socket.socket, job: dict[str, Any]) -> None:
                         reply["first_call_error"] = f"{type(exc).__name__}: {exc}"
             elif op == "run":
                 assert run is not None, "compile first"
-                shapes = msg["workload"]["shapes"]
-                metas: list[dict[str, Any]] = []
-                chunks: list[bytes] = []
-                for _ in range(int(msg.get("repeat", 1))):
-                    args = inputs.correctness_inputs(specs, msg["workload"], msg["seed"], device, custom)
-                    inputs.poison(outs, shapes, device)
-                    result = run(*args)
-                    _sync(device)
-                    meta, data = inputs.pack(inputs.collect_outputs(result, outs, specs, args, shapes, device))
-                    metas += meta
-                    chunks.append(data)
-                    del result, args
-                reply, payload = {"ok": True, "tensors": metas}, b"".join(chunks)
+                reply, payload = run_for_check(run, specs, outs, msg["workload"], msg["seed"], int(msg.get("repeat", 1)), device, custom)
             elif op == "time":
                 assert run is not None, "compile first"
                 reply = _time_candidate(run, msg, specs, outs, device, custom, kept)
@@ -496,10 +484,7 @@ def candidate_main(conn: socket.socket, job: dict[str, Any]) -> None:
                 assert run is not None and sim is not None, "compile first, on a sim device"
                 reply = sim_predict.predict_candidate(run, specs, msg["workload"], msg["seed"], custom, sim)
             elif op == "kept":
-                calls = sorted(kept)
-                meta, payload = inputs.pack([t for i in calls for t in kept[i]])
-                kept.clear()
-                reply = {"ok": True, "calls": calls, "tensors": meta}
+                reply, payload = hand_over_kept(kept)
             else:
                 reply = {"ok": False, "error": f"unknown op {op}"}
         except Exception as exc:  # noqa: BLE001 - the candidate's failure is reported, not raised
@@ -510,6 +495,35 @@ def candidate_main(conn: socket.socket, job: dict[str, Any]) -> None:
                 reported.update(new)
                 reply["tampered"] = new
         channel.send(conn, reply, payload)
+
+
+def run_for_check(
+    fn: Callable[..., Any], specs: list[dict[str, Any]], outs: list[dict[str, Any]], workload: dict[str, Any], seed: int, repeat: int,
+    device: torch.device, custom: Any,
+) -> tuple[dict[str, Any], bytes]:
+    """`repeat` calls on the same freshly drawn inputs, into poisoned memory; their outputs,
+    checked for type and packed for the trusted side (a reply and its payload)."""
+    shapes = workload["shapes"]
+    metas: list[dict[str, Any]] = []
+    chunks: list[bytes] = []
+    for _ in range(repeat):
+        args = inputs.correctness_inputs(specs, workload, seed, device, custom)
+        inputs.poison(outs, shapes, device)
+        result = fn(*args)
+        _sync(device)
+        meta, data = inputs.pack(inputs.collect_outputs(result, outs, specs, args, shapes, device))
+        metas += meta
+        chunks.append(data)
+        del result, args
+    return {"ok": True, "tensors": metas}, b"".join(chunks)
+
+
+def hand_over_kept(kept: dict[int, Any]) -> tuple[dict[str, Any], bytes]:
+    """The kept outputs of the sampled timed calls, packed, and forgotten here."""
+    calls = sorted(kept)
+    meta, payload = inputs.pack([t for i in calls for t in kept[i]])
+    kept.clear()
+    return {"ok": True, "calls": calls, "tensors": meta}, payload
 
 
 def _time_candidate(
