@@ -32,7 +32,9 @@ def test_bundled_tasks_load_and_validate():
             assert sets.visible and sets.hidden.fixed
             assert any(v & (v - 1) for w in sets.hidden.fixed for v in w.axes.values()), "a non-power-of-two hidden size"
             for w in sets.visible:
-                assert task.flops_for(w) >= 0 and task.bytes_for(w) > 0  # a cache write does no arithmetic
+                # a multi-rank task's formulas may use W, the world size: check every size it supports
+                for at in [task.at_world(w, n) for n in task.world_size.sizes] if task.multi_rank else [w]:
+                    assert task.flops_for(at) >= 0 and task.bytes_for(at) > 0  # a cache write does no arithmetic
 
 
 def test_find_task_by_id_and_unknown_id_suggests():

@@ -104,9 +104,11 @@ def rank_main(conn: socket.socket, job: dict[str, Any]) -> None:
             from .triton_cpu import enable_interpreter
 
             enable_interpreter()
+        # The candidate's view carries inputs.py's source; the baseline's full job has the file.
+        inputs_source = job["task_inputs"].encode() if job.get("task_inputs") else (workers.read_task_file(job, "inputs.py") if role == "baseline" else None)
         custom = None
-        if job.get("task_inputs"):
-            custom = getattr(workers._module_from_source(job["task_inputs"].encode(), "arena_task_inputs", "<task inputs.py>"), "make_inputs")
+        if inputs_source:
+            custom = getattr(workers._module_from_source(inputs_source, "arena_task_inputs", "<task inputs.py>"), "make_inputs")
         fn: Callable[..., Any] | None = None
         if role == "baseline":
             source = workers.read_task_file(job, "baseline.py")
