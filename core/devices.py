@@ -152,7 +152,10 @@ def parse_device(device_id: str) -> LocalDevice:
         known = ", ".join(f"sim:{k}" for k in SIM_GPUS)
         raise DeviceError(f"unknown simulated device `{device_id}`: the simulated GPUs are {known}")
     if "/" in device_id:
-        raise DeviceError(f"unknown device `{device_id}`: remote hosts are not available yet; use cpu, cuda:N or xpu:N on this machine")
+        raise DeviceError(
+            f"`{device_id}` is a remote host's device: those run through `arena run` with a hosts file (docs/hosts.md); "
+            "here use cpu, cuda:N, cuda:A-B, xpu:N or sim:<gpu>"
+        )
     raise DeviceError(f"unknown device `{device_id}`: use cpu, cuda:N (NVIDIA or AMD) or xpu:N (Intel)")
 
 
