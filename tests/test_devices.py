@@ -13,7 +13,7 @@ from core.devices import DeviceError, LocalDevice, load_peaks, match_peaks, pars
 def test_device_ids_and_clear_errors_for_the_rest():
     assert parse_device("cuda:3") == LocalDevice("cuda:3")
     assert parse_device("cpu").torch_device() == "cpu"
-    for bad, says in (("gpu0", "use cpu, cuda:N"), ("sim:foo", "the simulated GPUs are sim:h100"), ("box1/cuda:0", "remote hosts")):
+    for bad, says in (("gpu0", "use cpu, cuda:N"), ("sim:foo", "the simulated GPUs are sim:h100"), ("box1/cuda:0", "a remote host.s device: those run through `arena run`")):
         with pytest.raises(DeviceError, match=says):
             parse_device(bad)
 
