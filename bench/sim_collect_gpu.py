@@ -1,18 +1,24 @@
 """The calibration corpus the sim: model asks for: about 150 Triton variants across the task
 families, timed on a real GPU the arena's way, in one device call of at most 10 minutes.
 
-    PYTHONPATH=. python3 bench/sim_collect_gpu.py --device cuda:0 --out $OUT [--budget-s 540]
+    PYTHONPATH=. python3 bench/sim_collect_gpu.py --device cuda:0 --out $OUT [--budget-s 480]
+    PYTHONPATH=. python3 bench/sim_collect_gpu.py --device cpu --out /tmp/c --per-family 2   # dry run
 
-Variants are the bundled starters with their tuning knobs rewritten (tile sizes, warps, stages,
-block sizes; gemm/bf16_gemm, activation/silu_mul, norm/add_rmsnorm, elementwise/rope,
-attention/prefill_gqa where the starter exposes them), each a candidate file written under
---out/variants. Each runs on three of its task's GPU workloads, timed with the harness's own
+Variants are bundled starters with their tuning knobs rewritten (tile sizes, warps, stages),
+each written as a candidate file under --out/variants. Families: gemm (bf16_gemm, small_m_gemm,
+fp8_blockscale_gemm), attention (prefill_gqa, decode_paged_gqa), moe (fused_moe), activation
+(silu_mul), norm (add_rmsnorm) and elementwise (rope). Variants are visited round-robin over
+the tasks, so a spent budget leaves every family represented.
+
+Each variant first runs once on its task's first workload and must agree with the unmodified
+starter there (a rewrite that breaks the kernel would otherwise poison the fit with a fast,
+wrong time); then it is timed on up to three of the task's GPU workloads with the harness's own
 timer (core.harness.timing.time_calls: fresh inputs per call, device events, L2 flushed; CUDA
-graphs below 50 µs as the arena does), median kept. Writes --out/sim_collect.json, whose
-`records` bench/sim_fit.py reads with `--extra` (after `features --extra` counts them on the CPU).
-It stops starting new variants when --budget-s is spent, keeping what it measured.
-
-NOT RUN YET: written when no GPU was available (docs/simulation.md).
+graphs below 50 µs, as the arena does), median kept. Writes --out/sim_collect.json, whose
+`records` bench/sim_fit.py reads with `features --extra` (candidate paths are relative to the
+JSON's folder). Stops starting variants once --budget-s is spent, keeping what it measured.
+On `--device cpu` it runs the kernels in Triton's interpreter at the tasks' CPU sizes: a check
+that every rewrite applies and agrees, not a measurement.
 """
 
 from __future__ import annotations
@@ -21,12 +27,12 @@ import argparse
 import importlib.util
 import itertools
 import json
-import re
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -35,39 +41,114 @@ import torch  # noqa: E402
 
 from core.evaluate import GRAPH_BELOW_US, _spec_json  # noqa: E402
 from core.harness import inputs, timing  # noqa: E402
-from core.tasks import find_task  # noqa: E402
+from core.tasks import Task, Workload, find_task  # noqa: E402
 
 WORKLOADS_PER_VARIANT = 3
+Variants = Iterator[tuple[str, str]]
 
 
-def gemm_variants(source: str) -> Iterator[tuple[str, str]]:
-    for (bm, bn, bk), warps, stages in itertools.product(
-        [(32, 32, 32), (64, 64, 32), (64, 64, 64), (128, 64, 32), (64, 128, 32), (128, 128, 32), (128, 128, 64), (128, 256, 64)], (4, 8), (2, 3, 4)
-    ):
+class RewriteError(ValueError):
+    """A knob's text was not found in the starter: the starter changed, fix the pattern."""
+
+
+def rewrite(source: str, old: str, new: str) -> str:
+    if source.count(old) != 1:
+        raise RewriteError(f"expected exactly one {old!r} in the starter, found {source.count(old)}")
+    return source.replace(old, new)
+
+
+def bf16_gemm(source: str) -> Variants:
+    tiles = [(32, 32, 32), (64, 64, 32), (64, 64, 64), (128, 64, 32), (64, 128, 32), (128, 128, 32), (128, 128, 64), (128, 256, 64)]
+    for (bm, bn, bk), warps, stages in itertools.product(tiles, (4, 8), (2, 3, 4)):
         if bm * bn >= 128 * 128 and warps == 4 and stages == 2:
             continue
-        src = source.replace("BLOCK_M, BLOCK_N, BLOCK_K = 32, 32, 32", f"BLOCK_M, BLOCK_N, BLOCK_K = {bm}, {bn}, {bk}")
-        src = src.replace("BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,", f"BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, num_warps={warps}, num_stages={stages},")
+        src = rewrite(source, "BLOCK_M, BLOCK_N, BLOCK_K = 32, 32, 32", f"BLOCK_M, BLOCK_N, BLOCK_K = {bm}, {bn}, {bk}")
+        src = rewrite(src, "BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,", f"BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, num_warps={warps}, num_stages={stages},")
         yield f"bm{bm}_bn{bn}_bk{bk}_w{warps}_s{stages}", src
 
 
-def block_variants(source: str, pattern: str, blocks: list[int], warps: list[int]) -> Iterator[tuple[str, str]]:
-    for block, w in itertools.product(blocks, warps):
-        src = re.sub(pattern, f"BLOCK = {block}", source, count=1)
-        src = re.sub(r"(BLOCK=BLOCK)(\))", rf"\1, num_warps={w}\2", src, count=1)
-        yield f"block{block}_w{w}", src
+def small_m_gemm(source: str) -> Variants:
+    for (bn, bk), warps in itertools.product([(32, 64), (64, 64), (64, 128), (128, 64), (128, 128), (32, 256)], (4, 8)):
+        src = rewrite(source, "BLOCK_N, BLOCK_K = 64, 64", f"BLOCK_N, BLOCK_K = {bn}, {bk}")
+        src = rewrite(src, "BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,", f"BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, num_warps={warps},")
+        yield f"bn{bn}_bk{bk}_w{warps}", src
 
 
-def rmsnorm_variants(source: str) -> Iterator[tuple[str, str]]:
-    for w in (1, 2, 4, 8, 16, 32):
-        yield f"w{w}", source.replace("num_warps=8 if BLOCK >= 4096 else 4", f"num_warps={w}")
+def fp8_blockscale_gemm(source: str) -> Variants:
+    # BLOCK_K stays 128: it is the scale block, one scale per K step
+    for (bm, bn), warps, stages in itertools.product([(32, 64), (64, 64), (64, 128), (128, 64), (128, 128)], (4, 8), (2, 3)):
+        src = rewrite(source, "BLOCK_M, BLOCK_N, BLOCK_K = 32, 64, 128", f"BLOCK_M, BLOCK_N, BLOCK_K = {bm}, {bn}, 128")
+        src = rewrite(src, "BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,", f"BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, num_warps={warps}, num_stages={stages},")
+        yield f"bm{bm}_bn{bn}_w{warps}_s{stages}", src
 
 
-FAMILIES = {
-    "gemm/bf16_gemm": gemm_variants,
-    "activation/silu_mul": lambda s: block_variants(s, r"BLOCK = \d+", [256, 512, 1024, 2048, 4096], [1, 2, 4, 8, 16]),
-    "norm/add_rmsnorm": rmsnorm_variants,
+def prefill_gqa(source: str) -> Variants:
+    for (bm, bn), warps, stages in itertools.product([(32, 64), (64, 32), (64, 64), (128, 64), (128, 32)], (4, 8), (1, 2)):
+        src = rewrite(source, "BLOCK_M, BLOCK_N = (64, 64) if gpu else (32, 32)", f"BLOCK_M, BLOCK_N = ({bm}, {bn}) if gpu else (32, 32)")
+        src = rewrite(src, "num_warps=4, num_stages=2,", f"num_warps={warps}, num_stages={stages},")
+        yield f"bm{bm}_bn{bn}_w{warps}_s{stages}", src
+
+
+def decode_paged_gqa(source: str) -> Variants:
+    for block_n, warps in itertools.product((16, 32, 64, 128), (1, 2, 4, 8)):
+        src = rewrite(source, 'BLOCK_N = 64 if q.device.type != "cpu" else 32', f'BLOCK_N = {block_n} if q.device.type != "cpu" else 32')
+        src = rewrite(src, "BLOCK_D=max(16, triton.next_power_of_2(D)),\n    )", f"BLOCK_D=max(16, triton.next_power_of_2(D)), num_warps={warps},\n    )")
+        yield f"bn{block_n}_w{warps}", src
+
+
+def fused_moe(source: str) -> Variants:
+    for (bn, bk), warps in itertools.product([(32, 64), (64, 32), (64, 64), (128, 64), (128, 128)], (4, 8)):
+        src = rewrite(source, "BN, BK = (128, 128) if a.device.type == \"cpu\" else (64, 32)", f"BN, BK = (128, 128) if a.device.type == \"cpu\" else ({bn}, {bk})")
+        src = rewrite(src, "MUL_WEIGHT=mul_weight, BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK,", f"MUL_WEIGHT=mul_weight, BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, num_warps={warps},")
+        yield f"bn{bn}_bk{bk}_w{warps}", src
+
+
+def silu_mul(source: str) -> Variants:
+    for block, warps in itertools.product([256, 512, 1024, 2048, 4096], [1, 2, 4, 8, 16]):
+        src = rewrite(source, "BLOCK = 1024", f"BLOCK = {block}")
+        src = rewrite(src, "BLOCK=BLOCK)", f"BLOCK=BLOCK, num_warps={warps})")
+        yield f"block{block}_w{warps}", src
+
+
+def add_rmsnorm(source: str) -> Variants:
+    for warps in (1, 2, 4, 8, 16, 32):
+        yield f"w{warps}", rewrite(source, "num_warps=8 if BLOCK >= 4096 else 4", f"num_warps={warps}")
+
+
+def rope(source: str) -> Variants:
+    for warps in (1, 2, 4, 8):
+        yield f"w{warps}", rewrite(source, "BLOCK_D=triton.next_power_of_2(half),\n    )", f"BLOCK_D=triton.next_power_of_2(half), num_warps={warps},\n    )")
+
+
+FAMILIES: dict[str, Callable[[str], Variants]] = {
+    "gemm/bf16_gemm": bf16_gemm,
+    "attention/prefill_gqa": prefill_gqa,
+    "activation/silu_mul": silu_mul,
+    "gemm/fp8_blockscale_gemm": fp8_blockscale_gemm,
+    "attention/decode_paged_gqa": decode_paged_gqa,
+    "moe/fused_moe": fused_moe,
+    "gemm/small_m_gemm": small_m_gemm,
+    "norm/add_rmsnorm": add_rmsnorm,
+    "elementwise/rope": rope,
 }
+
+
+@dataclass
+class Variant:
+    task: Task
+    name: str
+    source: str
+
+
+def round_robin(per_family: int | None) -> Iterator[Variant]:
+    """Every task's variants, interleaved: the first of each task, then the second, ..."""
+    queues = []
+    for task_id, make in FAMILIES.items():
+        task = find_task(task_id)
+        made = [Variant(task, name, src) for name, src in make(task.file("starter.py").read_text())]
+        queues.append(made[:per_family] if per_family else made)
+    for row in itertools.zip_longest(*queues):
+        yield from (v for v in row if v is not None)
 
 
 def load(path: Path, name: str) -> Any:
@@ -77,10 +158,36 @@ def load(path: Path, name: str) -> Any:
     return module
 
 
-def time_variant(run: Any, task: Any, axes: dict[str, int], device: torch.device) -> dict[str, Any]:
+def fresh_inputs(task: Task, w: Workload, device: torch.device) -> inputs.FreshInputs:
     specs = [_spec_json(s) for s in task.inputs]
-    shapes = {s.name: list(s.concrete_shape(axes)) for s in task.inputs + task.outputs if s.shape is not None}
-    fresh = inputs.FreshInputs(specs, {"axes": axes, "shapes": shapes}, 1234, device, None)
+    shapes = {s.name: list(s.concrete_shape(w.axes)) for s in task.inputs + task.outputs if s.shape is not None}
+    custom = load(task.file("inputs.py"), f"inputs_{task.id.replace('/', '_')}").make_inputs if task.file("inputs.py").is_file() else None
+    return inputs.FreshInputs(specs, {"axes": w.axes, "shapes": shapes}, 1234, device, custom)
+
+
+def outputs_of(run: Any, fresh: inputs.FreshInputs) -> list[torch.Tensor]:
+    # the same inputs for both sides (index 0); copies, since some tasks write in place
+    args = [a.clone() if isinstance(a, torch.Tensor) else a for a in fresh(0)]
+    out = run(*args)
+    return [t.float() if t.is_floating_point() else t for t in (out if isinstance(out, (tuple, list)) else (out,))]
+
+
+def disagreement(variant: list[torch.Tensor], starter: list[torch.Tensor]) -> str | None:
+    """None when the variant computes what the starter computes (up to accumulation order)."""
+    for i, (v, s) in enumerate(zip(variant, starter)):
+        if v.shape != s.shape:
+            return f"output {i}: shape {tuple(v.shape)} != {tuple(s.shape)}"
+        if s.is_floating_point():
+            scale = s.abs().max().item() or 1.0
+            err = (v - s).abs().max().item() / scale
+            if not err <= 2e-2:
+                return f"output {i}: max error {err:.3g} of the largest value"
+        elif not torch.equal(v, s):
+            return f"output {i}: integer outputs differ"
+    return None
+
+
+def time_variant(run: Any, fresh: inputs.FreshInputs, device: torch.device) -> dict[str, Any]:
     first = timing.time_calls(run, fresh, device, 20.0, 3, 1000, 0, graph=False)
     graph = statistics.median(first["times_us"]) < GRAPH_BELOW_US
     times: list[float] = []
@@ -92,37 +199,64 @@ def time_variant(run: Any, task: Any, axes: dict[str, int], device: torch.device
     return {**timing.summarize(times), "mode": mode}
 
 
+def collect(v: Variant, path: Path, device: torch.device, starters: dict[str, Any]) -> list[dict[str, Any]]:
+    sets = v.task.workloads(cpu=device.type == "cpu")
+    visible = list(sets.visible)
+    workloads = visible[:: max(1, len(visible) // WORKLOADS_PER_VARIANT)][:WORKLOADS_PER_VARIANT]
+    base = {"task": v.task.id, "variant": v.name, "candidate": str(path)}
+    try:
+        run = load(path, f"variant_{v.task.id.replace('/', '_')}_{v.name}").run
+        fresh = fresh_inputs(v.task, workloads[0], device)
+        if v.task.id not in starters:
+            starters[v.task.id] = load(v.task.file("starter.py"), f"starter_{v.task.id.replace('/', '_')}").run
+        wrong = disagreement(outputs_of(run, fresh), outputs_of(starters[v.task.id], fresh))
+        if wrong:
+            return [{**base, "error": f"disagrees with the starter on {workloads[0].label}: {wrong}"}]
+        records = []
+        for w in workloads:
+            fig = time_variant(run, fresh_inputs(v.task, w, device), device)
+            records.append({**base, "label": w.label, "axes": w.axes, "median_us": fig["median_us"], "spread": fig["spread"], "mode": fig["mode"]})
+        return records
+    except Exception as exc:  # noqa: BLE001 - a variant that does not compile or run is recorded and skipped
+        return [{**base, "error": f"{type(exc).__name__}: {exc}"[:300]}]
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda:0")
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--budget-s", type=float, default=540.0)
+    parser.add_argument("--budget-s", type=float, default=480.0, help="start no variant after this many seconds")
+    parser.add_argument("--per-family", type=int, default=None, help="at most this many variants per task (a dry run)")
     args = parser.parse_args()
     device = torch.device(args.device)
-    torch.cuda.set_device(device)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+        name = torch.cuda.get_device_name(device)
+    else:
+        from core.harness.triton_cpu import enable_interpreter
+
+        enable_interpreter()  # before any variant is imported
+        name = "cpu (Triton interpreter, CPU sizes: a dry run)"
     started = time.monotonic()
     (args.out / "variants").mkdir(parents=True, exist_ok=True)
     records: list[dict[str, Any]] = []
+    starters: dict[str, Any] = {}
     out_json = args.out / "sim_collect.json"
-    for task_id, make in FAMILIES.items():
-        task = find_task(task_id)
-        source = task.file("starter.py").read_text()
-        workloads = list(task.gpu.visible)[:: max(1, len(task.gpu.visible) // WORKLOADS_PER_VARIANT)][:WORKLOADS_PER_VARIANT]
-        for name, src in make(source):
-            if time.monotonic() - started > args.budget_s:
-                break
-            path = args.out / "variants" / f"{task_id.replace('/', '__')}__{name}.py"
-            path.write_text(src)
-            try:
-                run = load(path, f"variant_{len(records)}").run
-                for w in workloads:
-                    fig = time_variant(run, task, w.axes, device)
-                    records.append({"task": task_id, "variant": name, "candidate": str(path.relative_to(args.out)), "label": ",".join(f"{k}={v}" for k, v in w.axes.items()),
-                                    "axes": w.axes, "median_us": fig["median_us"], "spread": fig["spread"], "mode": fig["mode"]})
-            except Exception as exc:  # noqa: BLE001 - a variant that does not compile or run is recorded and skipped
-                records.append({"task": task_id, "variant": name, "error": f"{type(exc).__name__}: {exc}"[:300]})
-            out_json.write_text(json.dumps({"device": torch.cuda.get_device_name(device), "torch": torch.__version__, "records": records}, indent=1))
-            print(f"{time.monotonic() - started:6.1f} s {task_id} {name}", flush=True)
+    variants = list(round_robin(args.per_family))
+    for n, v in enumerate(variants, 1):
+        if time.monotonic() - started > args.budget_s:
+            print(f"budget of {args.budget_s:.0f} s spent: {n - 1} of {len(variants)} variants timed", flush=True)
+            break
+        rel = Path("variants") / f"{v.task.id.replace('/', '__')}__{v.name}.py"
+        (args.out / rel).write_text(v.source)
+        t0 = time.monotonic()
+        got = collect(v, args.out / rel, device, starters)
+        records += [{**r, "candidate": str(rel)} for r in got]
+        out_json.write_text(json.dumps({"device": name, "torch": torch.__version__, "budget_s": args.budget_s, "records": records}, indent=1))
+        status = got[0].get("error") or " ".join(f"{r['median_us']:.1f}" for r in got) + " µs"
+        print(f"[{n}/{len(variants)}] {time.monotonic() - started:6.1f} s (+{time.monotonic() - t0:4.1f}) {v.task.id} {v.name}: {status}", flush=True)
+    errors = sum(1 for r in records if "error" in r)
+    print(f"{len(records) - errors} timings, {errors} variants failed; wrote {out_json}", flush=True)
     return 0
 
 

@@ -1,20 +1,21 @@
 """Calibrate and validate the sim: model on H200 timings, on the CPU.
 
-    PYTHONPATH=. python3 bench/sim_fit.py features   # count every timed kernel at its GPU size (minutes)
+    PYTHONPATH=. python3 bench/sim_fit.py features --extra bench/results/sim_collect_h200/sim_collect.json   # (~25 min)
     PYTHONPATH=. python3 bench/sim_fit.py fit        # fit, validate, write the constants (seconds)
 
-Data: the H200 timings already in bench/results (no new GPU run was possible):
+Data: the H200 timings in bench/results:
 - Triton: the starters of activation/silu_mul, gemm/bf16_gemm and norm/add_rmsnorm, every
   workload, timed the arena's way (h200_gpu_validate_run1.json, role `starter`);
 - PyTorch: the baselines of the bundled tasks (h200_tasks.json, h200_tasks_run2.json, and the
-  `baseline` role of h200_gpu_validate_run1.json).
+  `baseline` role of h200_gpu_validate_run1.json);
+- Triton variants: 158 tile/warp/stage variants of nine starters, three workloads each
+  (bench/sim_collect_gpu.py; raw timings and the variant files in bench/results/sim_collect_h200),
+  passed with `features --extra bench/results/sim_collect_h200/sim_collect.json`.
 `features` runs the sim's own counting (sim_predict) on each, at the shapes the GPU ran, and
 stores the counts in bench/results/sim_features_h200.json; `fit` evaluates the model
 (core/harness/sim_model.py) on them, fits at most six constants by coordinate search on the
 squared log error, validates with each task family held out in turn, and writes the fitted
 constants to core/data/sim_constants.json and the figures to bench/results/sim_fit_h200.json.
-bench/sim_collect_gpu.py is the 150-variant collection the issue asks for; once its JSON exists,
-pass it with --extra to fit on it too.
 """
 
 from __future__ import annotations
@@ -62,9 +63,13 @@ def measured_points(extra: list[Path]) -> list[dict[str, Any]]:
                 add(r["task"], w, "torch", w["baseline"]["median_us"], name)
     for path in extra:
         for r in json.loads(path.read_text())["records"]:
+            if "error" in r:
+                continue  # a variant that failed to compile, run or agree with its starter
+            candidate = (path.parent / r["candidate"]).resolve()
             points[(r["task"], r["variant"] + ":" + r["label"], "triton")] = {
                 "task": r["task"], "label": r["label"], "axes": r["axes"], "kind": "triton", "measured_us": r["median_us"],
-                "source": path.name, "variant": r["variant"], "candidate": r["candidate"],
+                "source": path.name, "variant": r["variant"],
+                "candidate": str(candidate.relative_to(ROOT)) if candidate.is_relative_to(ROOT) else str(candidate),
             }
     return list(points.values())
 
@@ -100,7 +105,7 @@ def features(extra: list[Path]) -> None:
         custom = getattr(_load(task.file("inputs.py"), f"inputs_{n}"), "make_inputs") if task.file("inputs.py").is_file() else None
         t0 = time.perf_counter()
         if p["kind"] == "triton":
-            path = Path(p.get("candidate") or task.file("starter.py"))
+            path = ROOT / p["candidate"] if p.get("candidate") else task.file("starter.py")
             key = str(path)
             if key not in modules:
                 modules[key] = _load(path, f"candidate_{len(modules)}")
@@ -204,6 +209,27 @@ def head_to_head(rows: list[dict[str, Any]], preds: list[float]) -> dict[str, An
     return {"decisive_workloads": total, "ordered_right": right, "share": right / total if total else None}
 
 
+def within_workload(rows: list[dict[str, Any]], preds: list[float]) -> dict[str, Any]:
+    """Variants of one kernel at one shape (what an agent's edits produce): decisive pairs
+    ordered right, pooled over every (task, workload) timed with more than one variant, and
+    the median of the per-workload Kendall τ."""
+    by: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for r, p in zip(rows, preds):
+        if r["kind"] == "triton" and r.get("variant"):
+            by.setdefault((r["task"], r["label"]), []).append((p, r["measured_us"]))
+    right = total = 0
+    taus = []
+    for pairs in by.values():
+        pred, meas = [p for p, _ in pairs], [m for _, m in pairs]
+        share, n = decisive_share(pred, meas)
+        right += round((share or 0) * n)
+        total += n
+        if len(pairs) > 2:
+            taus.append(kendall_tau(pred, meas))
+    return {"workloads": len(by), "decisive_pairs": total, "decisive_pair_share": right / total if total else None,
+            "median_kendall_tau": statistics.median(taus) if taus else None}
+
+
 def run_fit() -> None:
     from core.devices import sim_info
     from core.harness.sim_model import Constants, Target
@@ -243,15 +269,17 @@ def run_fit() -> None:
     report["held_out_triton"] = figures([r for r in held_rows if r["kind"] == "triton"], [x for r, x in zip(held_rows, held_preds) if r["kind"] == "triton"])
     report["held_out_torch"] = figures([r for r in held_rows if r["kind"] == "torch"], [x for r, x in zip(held_rows, held_preds) if r["kind"] == "torch"])
     report["held_out_head_to_head"] = head_to_head(held_rows, held_preds)
+    report["within_workload_in_sample"] = within_workload(rows, preds)
+    report["within_workload_held_out"] = within_workload(held_rows, held_preds)
     band = report["held_out_triton"]["p80_abs_error"]
     lib_band = report["held_out_torch"]["p80_abs_error"]
     report["band"], report["lib_band"] = band, lib_band
     report["per_point"] = [{"task": r["task"], "label": r["label"], "kind": r["kind"], "measured_us": r["measured_us"], "predicted_us": p} for r, p in zip(rows, preds)]
     FIGURES.write_text(json.dumps(report, indent=1))
     data["fitted"]["h200"] = {
-        "label": f"calibrated (on {len(rows)} existing H200 timings)",
+        "label": f"calibrated (on {len(rows)} H200 timings)",
         "constants": {**{k: round(getattr(fitted, k), 4) for k in FITTED}, "dram_eff": 1.0, "band": round(band, 3), "lib_band": round(lib_band, 3)},
-        "data": "bench/results/sim_features_h200.json (from h200_gpu_validate_run1.json, h200_tasks.json, h200_tasks_run2.json)",
+        "data": f"bench/results/sim_features_h200.json (from {', '.join(sorted({r['source'] for r in rows}))})",
         "figures": "bench/results/sim_fit_h200.json", "command": "PYTHONPATH=. python3 bench/sim_fit.py fit",
     }
     (ROOT / "core" / "data" / "sim_constants.json").write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")

@@ -98,6 +98,13 @@ def test_a_sim_device_is_labelled_predicted_and_says_whether_it_is_calibrated():
     assert sim_section(probe("sim:mi300x"))["aot"]["backend"] == "hip"
 
 
+def test_an_uncalibrated_device_never_claims_a_tighter_band_than_the_calibrated_one():
+    calibrated = sim_section(probe("sim:h200"))["constants"]
+    for key in ("mi300x", "b200"):
+        guessed = sim_section(probe(f"sim:{key}"))["constants"]
+        assert guessed["band"] >= calibrated["band"] and guessed["lib_band"] >= calibrated["lib_band"]
+
+
 # --- counting --------------------------------------------------------------------------------
 
 

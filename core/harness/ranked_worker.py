@@ -14,8 +14,9 @@ the same seeds, runs the task's `reference.run_all(inputs_by_rank)` (every rank'
 computed in one process without communication, so the reference never depends on the
 collective under test) and judges each rank's outputs with the task's rule or check.py.
 
-Timing is the single-device protocol made collective: fresh inputs before every call, the L2
-flushed, then a barrier so that every rank enters the call together, then device events (wall
+Timing is the single-device protocol made collective: fresh inputs before every call, a
+barrier so that every rank enters the call together, then the L2 flush queued ahead of the
+start event (the launch hides behind it, as on a single device), then device events (wall
 clock on the CPU) around the call. The number of calls is fixed by the parent for all ranks,
 since every rank must make every collective call.
 """
@@ -213,11 +214,14 @@ def _time_rank(
     times: list[float] = []
     for k in range(calls):
         args = fresh(first + 1 + k)
-        if flush is not None:
-            timing._zero(flush)
         workers._sync(device)
         _barrier()  # every rank enters the call together: a collective's time starts when all can start
         if events is not None:
+            # The flush is queued after the barrier and before the start event, as on a single
+            # device: the call's launch (tens of µs of host work in torch.distributed) happens
+            # while the flush runs, so the timer measures the collective, not its launch. Every
+            # rank queues the same flush, so they still start together.
+            timing._zero(flush)
             start, end = events.new(), events.new()
             events.record(start)
             result = fn(*args)

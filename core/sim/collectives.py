@@ -18,7 +18,7 @@ plus one kernel launch; the prediction is the fastest algorithm (NCCL's tuner pi
 tree or direct for small messages, ring for large). Bus bandwidth follows nccl-tests: algbw =
 size / time, busbw = algbw × 2(W-1)/W for all_reduce, × (W-1)/W for the others.
 
-Uncalibrated: no multi-GPU timing has been taken; the band says so.
+Uncalibrated: compared with one 2-GPU H200 run (docs/simulation.md), not fitted; the band says so.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any
 KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 DIRECT_EFF = 0.8  # share of β one rank reaches sending to all peers at once through the switch (estimate)
 DEFAULT_LATENCY_US = 2.0  # per step, where the peaks table has no link_latency_us (estimate)
-BAND = 0.5  # ± band: the model has not been compared with a multi-GPU measurement
+BAND = 0.5  # ± band: the model is not fitted to multi-GPU measurements
 
 
 @dataclass(frozen=True)

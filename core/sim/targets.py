@@ -41,7 +41,11 @@ def sim_section(info: DeviceInfo) -> dict[str, Any]:
     if fitted:
         constants = dict(fitted["constants"])
     else:
-        constants = {**data["default"], "band": data["uncalibrated_band"], "lib_band": max(data["uncalibrated_band"], data["default"]["lib_band"])}
+        # An uncalibrated device is never given a tighter band than a calibrated one earned.
+        fitted_bands = [f["constants"] for f in data["fitted"].values()]
+        band = max([data["uncalibrated_band"]] + [c["band"] for c in fitted_bands])
+        lib_band = max([data["uncalibrated_band"], data["default"]["lib_band"]] + [c["lib_band"] for c in fitted_bands])
+        constants = {**data["default"], "band": band, "lib_band": lib_band}
         if info.spec and info.spec.launch_overhead_us:
             constants["launch_us"] = info.spec.launch_overhead_us
     target = {
