@@ -38,7 +38,7 @@ def enable_interpreter() -> None:
     if runtime is not None:
         runtime.interpret = True
     tested = triton.__version__.startswith(_TESTED_TRITON)
-    for patch in (_route_jit_functions_to_interpreter, _bench_autotune_without_driver, _fix_bf16):
+    for patch in (_route_jit_functions_to_interpreter, _bench_autotune_without_driver, _fix_bf16, _patch_language_once_per_launch):
         try:
             patch()
         except (ImportError, AttributeError) as exc:
@@ -87,6 +87,56 @@ def _route_jit_functions_to_interpreter() -> None:
 
     cls.__call__ = interpreting(cls.__call__)  # a device function called from a kernel
     cls.run = interpreting(cls.run)  # a launch: kernel[grid](...), autotuners, heuristics
+
+
+def _patch_language_once_per_launch() -> None:
+    # The interpreter patches triton.language (every builtin of tl, tl.math and tl.tensor, found
+    # by inspect.getmembers) at each launch, and again at each device-function call inside the
+    # kernel, where the launch has already done it: 2-3 ms per call, a fifth of an interpreted
+    # program that calls a helper in its loop (attention, rope). A call whose modules the
+    # running launch has patched now skips that; anything else is patched as before.
+    from triton.runtime import interpreter
+
+    original = interpreter._patch_lang
+    if getattr(original, _MARK, False):
+        return
+    launches: list[frozenset[int]] = []  # the language modules of the launch running now
+
+    def languages(fn) -> frozenset[int]:
+        import triton.language as tl
+
+        return frozenset(id(v) for v in fn.__globals__.values() if v is tl or v is tl.core)
+
+    @functools.wraps(original)
+    def patch_lang(fn):
+        langs = languages(fn)
+        if launches:  # a device-function call inside a kernel
+            return _UNPATCHED if langs <= launches[-1] else original(fn)
+        scope = original(fn)
+        launches.append(langs)
+        restore = scope.restore
+
+        def restore_and_end() -> None:
+            try:
+                restore()
+            finally:
+                launches.clear()
+
+        scope.restore = restore_and_end
+        return scope
+
+    setattr(patch_lang, _MARK, True)
+    interpreter._patch_lang = patch_lang
+
+
+class _Unpatched:
+    """The scope of a device-function call that patched nothing: nothing to restore."""
+
+    def restore(self) -> None:
+        pass
+
+
+_UNPATCHED = _Unpatched()
 
 
 def _bench_autotune_without_driver() -> None:
