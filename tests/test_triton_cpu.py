@@ -101,6 +101,13 @@ with interpreter_on():
         tl.store(y_ptr + row * n_cols + cols, (x * rstd * w).to(tl.bfloat16), mask=mask)
 
     @triton.jit
+    def half_dot_kernel(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+        rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+        a = tl.load(a_ptr + rm[:, None] * K + rk[None, :]).to(tl.float16)
+        b = tl.load(b_ptr + rk[:, None] * N + rn[None, :]).to(tl.float16)
+        tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b))
+
+    @triton.jit
     def _scaled(x, scale):
         return x * scale
 
@@ -164,6 +171,15 @@ def _once_per_launch(patch_lang):
         return interpreter._patch_lang
     finally:
         interpreter._patch_lang = saved
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float8_e4m3fn])
+def test_an_fp16_or_fp8_dot_accumulates_in_fp32_like_torch(dtype):
+    torch.manual_seed(0)
+    a, b = torch.randn(64, 128).to(dtype), torch.randn(128, 32).to(dtype)
+    c = torch.empty(64, 32)
+    half_dot_kernel[(1,)](a, b, c, M=64, N=32, K=128)
+    torch.testing.assert_close(c, a.float() @ b.float(), rtol=1e-5, atol=1e-4)
 
 
 def test_bf16_add_and_multiply_are_bit_exact():
