@@ -182,6 +182,20 @@ def test_an_fp16_or_fp8_dot_accumulates_in_fp32_like_torch(dtype):
     torch.testing.assert_close(c, a.float() @ b.float(), rtol=1e-5, atol=1e-4)
 
 
+def test_numpy_dtypes_are_looked_up_with_the_interpreters_own_answers():
+    original = interpreter._get_np_dtype.__wrapped__
+    scalars = [v for v in vars(tl).values() if isinstance(v, tl.dtype) and not isinstance(v, (tl.pointer_type, tl.block_type))]
+    asked = [*scalars, tl.pointer_type(tl.float16), tl.block_type(tl.bfloat16, [8]), tl.block_type(tl.pointer_type(tl.int8), [2])]
+    for ty in asked:
+        try:
+            expected = original(ty)
+        except KeyError:
+            with pytest.raises(KeyError):
+                interpreter._get_np_dtype(ty)
+            continue
+        assert interpreter._get_np_dtype(ty) == expected, ty
+
+
 def test_bf16_add_and_multiply_are_bit_exact():
     torch.manual_seed(0)
     n = 1000
