@@ -37,7 +37,8 @@ def gpu_inputs(specs: list[dict[str, Any]], workload: dict[str, Any], seed: int,
     tensor above `UNTOUCHED_BYTES` (a KV cache) keeps only its first block: the rest stays the
     fresh zero pages the allocator mapped, never written, so it costs nothing; counting needs its
     addresses, not its values. A task's own generator (inputs.py) builds structure (block
-    tables, routing) and is called as it is, with its random fills made cheap (CheapFills)."""
+    tables, routing) and is called as it is, with its random fills made cheap and its large
+    floating-point tensors left unwritten the same way (CheapFills)."""
     gen = torch.Generator("cpu").manual_seed(seed)
     if custom is not None:
         with CheapFills():
