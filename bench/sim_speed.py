@@ -3,9 +3,12 @@ full pipeline (compile, CPU correctness on visible and hidden workloads, predict
 at GPU sizes), one warm harness, wall clock per task.
 
     PYTHONPATH=. python3 bench/sim_speed.py --device sim:h200 --json bench/results/sim_speed.json
+    PYTHONPATH=. python3 bench/sim_speed.py --tasks gemm/bf16_gemm,moe/fused_moe
 
 Target (issue 10): at most 15 s per task on 2 CPU cores. Prints one line per task and the
-median and maximum; the JSON keeps per-stage seconds and the machine.
+median and maximum; the JSON keeps per-stage seconds, the machine, and each performance
+workload's predicted microseconds and counting seconds (to check that a speed-up of the
+simulator left its predictions where they were).
 """
 
 from __future__ import annotations
@@ -32,13 +35,30 @@ def machine() -> dict:
     return {"cpus": os.cpu_count(), "model": model, "python": platform.python_version(), "load_1min": os.getloadavg()[0]}
 
 
+def task_filter(values: list[str] | None) -> set[str]:
+    """Task ids from `--tasks a b` or `--tasks a,b` (empty: every task)."""
+    return {part for value in values or [] for part in value.split(",") if part}
+
+
+def predictions(result: object) -> list[dict]:
+    """Each performance workload's predicted candidate and baseline time, and its counting time."""
+    return [
+        {"workload": w.label, "candidate_us": w.candidate.get("median_us"), "baseline_us": w.baseline.get("median_us"), "count_s": w.candidate.get("count_s")}
+        for w in result.workloads  # type: ignore[attr-defined]
+    ]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--device", default="sim:h200")
-    parser.add_argument("--tasks", nargs="*")
+    parser.add_argument("--tasks", nargs="*", help="task ids, space- or comma-separated (default: all)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    tasks = [t for t in discover() if not args.tasks or t.id in args.tasks]
+    wanted = task_filter(args.tasks)
+    tasks = [t for t in discover() if not wanted or t.id in wanted]
+    unknown = wanted - {t.id for t in tasks}
+    if unknown:
+        parser.error(f"no such task: {', '.join(sorted(unknown))}")
     records = []
     with Evaluator(args.device) as evaluator:
         for task in tasks:
@@ -51,7 +71,7 @@ def main() -> int:
             records.append({
                 "task": task.id, "status": result.status, "wall_s": round(wall, 2), "stages": stages, "speedup": result.speedup,
                 "message": (failed or "")[:400] or None, "slowest_count_s": slowest.candidate.get("count_s") if slowest else None,
-                "load_1min": os.getloadavg()[0],
+                "load_1min": os.getloadavg()[0], "predictions": predictions(result),
             })
             print(f"{task.id:42s} {result.status:8s} {wall:6.1f} s  {stages} {(failed or '')[:300]}", flush=True)
     walls = [r["wall_s"] for r in records]

@@ -32,6 +32,15 @@ def test_a_gpu_is_pinned_by_its_vendors_variable_and_seen_as_device_zero(monkeyp
     assert LocalDevice("cpu").harness_env()["CUDA_VISIBLE_DEVICES"] == ""
 
 
+def test_interpreting_devices_run_numpys_blas_on_one_thread_unless_the_user_says_otherwise(monkeypatch):
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    assert LocalDevice("cpu").harness_env()["OPENBLAS_NUM_THREADS"] == "1"
+    assert LocalDevice("sim:h200").harness_env()["OPENBLAS_NUM_THREADS"] == "1"
+    assert "OPENBLAS_NUM_THREADS" not in LocalDevice("cuda:0").harness_env()
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")
+    assert LocalDevice("cpu").harness_env()["OPENBLAS_NUM_THREADS"] == "4"
+
+
 def test_peaks_table_covers_every_vendor_and_matches_device_names(tmp_path):
     table = load_peaks(tmp_path / "none.yaml")
     for key in ("h100", "h200", "b200", "mi300x", "mi325x", "mi355x", "max1550"):

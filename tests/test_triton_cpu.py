@@ -100,6 +100,26 @@ with interpreter_on():
         rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
         tl.store(y_ptr + row * n_cols + cols, (x * rstd * w).to(tl.bfloat16), mask=mask)
 
+    @triton.jit
+    def half_dot_kernel(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+        rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+        a = tl.load(a_ptr + rm[:, None] * K + rk[None, :]).to(tl.float16)
+        b = tl.load(b_ptr + rk[:, None] * N + rn[None, :]).to(tl.float16)
+        tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b))
+
+    @triton.jit
+    def _scaled(x, scale):
+        return x * scale
+
+    @triton.jit
+    def helper_loop_kernel(x_ptr, out_ptr, n, STEPS: tl.constexpr, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        acc = tl.zeros((BLOCK,), dtype=tl.float32)
+        for i in range(STEPS):
+            acc += _scaled(tl.load(x_ptr + offs, mask=mask, other=0.0), i + 1.0)
+        tl.store(out_ptr + offs, acc, mask=mask)
+
     @triton.autotune(configs=[triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 64})], key=["n"])
     @triton.jit
     def autotuned_add_one_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
@@ -123,6 +143,57 @@ def test_kernels_run_in_the_interpreter_with_the_bf16_fix_installed_once():
         method = getattr(interpreter.InterpreterBuilder, name)
         assert getattr(method, "_triton_cpu_patched", False), name
         assert not getattr(method.__wrapped__, "_triton_cpu_patched", False), name
+
+
+def test_a_helper_called_inside_a_kernel_does_not_patch_the_language_again(monkeypatch):
+    patched: list[str] = []
+    original = interpreter._patch_lang.__wrapped__  # Triton's own, under triton_cpu's wrapper
+    monkeypatch.setattr(interpreter, "_patch_lang", _once_per_launch(lambda fn: patched.append(fn.__name__) or original(fn)))
+    x = torch.randn(100)
+    out = torch.empty(100)
+    helper_loop_kernel[(4,)](x, out, 100, STEPS=5, BLOCK=32)
+    torch.testing.assert_close(out, x * 15.0)
+    # Triton's own tl.zeros lives in a module that sees tl.core, which the launch did not patch:
+    # it still patches for itself, as before.
+    assert [n for n in patched if n != "zeros"] == ["helper_loop_kernel"], "the launch patched once; the 20 helper calls did not"
+    helper_loop_kernel[(1,)](x, out, 100, STEPS=1, BLOCK=32)
+    assert [n for n in patched if n != "zeros"] == ["helper_loop_kernel"] * 2, "the next launch patches afresh"
+
+
+def _once_per_launch(patch_lang):
+    """triton_cpu's once-per-launch wrapper around `patch_lang` in place of Triton's own."""
+    from core.harness import triton_cpu
+
+    saved = interpreter._patch_lang
+    interpreter._patch_lang = patch_lang
+    try:
+        triton_cpu._patch_language_once_per_launch()
+        return interpreter._patch_lang
+    finally:
+        interpreter._patch_lang = saved
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float8_e4m3fn])
+def test_an_fp16_or_fp8_dot_accumulates_in_fp32_like_torch(dtype):
+    torch.manual_seed(0)
+    a, b = torch.randn(64, 128).to(dtype), torch.randn(128, 32).to(dtype)
+    c = torch.empty(64, 32)
+    half_dot_kernel[(1,)](a, b, c, M=64, N=32, K=128)
+    torch.testing.assert_close(c, a.float() @ b.float(), rtol=1e-5, atol=1e-4)
+
+
+def test_numpy_dtypes_are_looked_up_with_the_interpreters_own_answers():
+    original = interpreter._get_np_dtype.__wrapped__
+    scalars = [v for v in vars(tl).values() if isinstance(v, tl.dtype) and not isinstance(v, (tl.pointer_type, tl.block_type))]
+    asked = [*scalars, tl.pointer_type(tl.float16), tl.block_type(tl.bfloat16, [8]), tl.block_type(tl.pointer_type(tl.int8), [2])]
+    for ty in asked:
+        try:
+            expected = original(ty)
+        except KeyError:
+            with pytest.raises(KeyError):
+                interpreter._get_np_dtype(ty)
+            continue
+        assert interpreter._get_np_dtype(ty) == expected, ty
 
 
 def test_bf16_add_and_multiply_are_bit_exact():

@@ -72,7 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         pass
     if os.environ.get("ARENA_SIM_PRELOAD"):  # a sim: device counts on fake tensors: 4 s of imports, once
-        import torch._subclasses.fake_tensor  # noqa: F401
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        FakeTensorMode()  # the first one imports torch._dynamo (3 s): done here, not in every worker
     from .runner import run_job
     from .zygote import Zygote
 

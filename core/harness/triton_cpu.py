@@ -38,7 +38,7 @@ def enable_interpreter() -> None:
     if runtime is not None:
         runtime.interpret = True
     tested = triton.__version__.startswith(_TESTED_TRITON)
-    for patch in (_route_jit_functions_to_interpreter, _bench_autotune_without_driver, _fix_bf16):
+    for patch in (_route_jit_functions_to_interpreter, _bench_autotune_without_driver, _fast_half_dot, _fix_bf16, _patch_language_once_per_launch, _table_np_dtypes):
         try:
             patch()
         except (ImportError, AttributeError) as exc:
@@ -87,6 +87,118 @@ def _route_jit_functions_to_interpreter() -> None:
 
     cls.__call__ = interpreting(cls.__call__)  # a device function called from a kernel
     cls.run = interpreting(cls.run)  # a launch: kernel[grid](...), autotuners, heuristics
+
+
+def _patch_language_once_per_launch() -> None:
+    # The interpreter patches triton.language (every builtin of tl, tl.math and tl.tensor, found
+    # by inspect.getmembers) at each launch, and again at each device-function call inside the
+    # kernel, where the launch has already done it: 2-3 ms per call, a fifth of an interpreted
+    # program that calls a helper in its loop (attention, rope). A call whose modules the
+    # running launch has patched now skips that; anything else is patched as before.
+    from triton.runtime import interpreter
+
+    original = interpreter._patch_lang
+    if getattr(original, _MARK, False):
+        return
+    launches: list[frozenset[int]] = []  # the language modules of the launch running now
+
+    def languages(fn) -> frozenset[int]:
+        import triton.language as tl
+
+        return frozenset(id(v) for v in fn.__globals__.values() if v is tl or v is tl.core)
+
+    @functools.wraps(original)
+    def patch_lang(fn):
+        langs = languages(fn)
+        if launches:  # a device-function call inside a kernel
+            return _UNPATCHED if langs <= launches[-1] else original(fn)
+        scope = original(fn)
+        launches.append(langs)
+        restore = scope.restore
+
+        def restore_and_end() -> None:
+            try:
+                restore()
+            finally:
+                launches.clear()
+
+        scope.restore = restore_and_end
+        return scope
+
+    setattr(patch_lang, _MARK, True)
+    interpreter._patch_lang = patch_lang
+
+
+def _fast_half_dot() -> None:
+    # tl.dot of fp16 (or fp8, which the interpreter widens to fp16) into an fp32 accumulator is
+    # np.matmul(a, b, dtype=float32): numpy's own cast-and-loop path, 50x slower than BLAS
+    # (15 ms for a 64x128x64 tile, most of an fp8 GEMM's CPU correctness time). Widening both
+    # operands to fp32 first is exact (fp16 and fp8 values are fp32 values) and takes BLAS; the
+    # sum is still fp32, in BLAS's order.
+    import triton.language as tl
+    from triton.runtime import interpreter as itp
+
+    builder = itp.InterpreterBuilder
+    original = builder.create_dot
+    if getattr(original, "_triton_cpu_fast_dot", False):
+        return
+
+    def widened(h):
+        if h.dtype.is_floating() and h.dtype.primitive_bitwidth == 8:
+            return itp.TensorHandle(itp._convert_float(h.data, h.dtype, tl.float16, None).view(np.float16).astype(np.float32), tl.float32)
+        if h.dtype == tl.float16:
+            return itp.TensorHandle(h.data.astype(np.float32), tl.float32)
+        return h
+
+    @functools.wraps(original)
+    def create_dot(self, a, b, d, *args, **kwargs):
+        if d.data.dtype == np.float32:
+            a, b = widened(a), widened(b)
+        return original(self, a, b, d, *args, **kwargs)
+
+    create_dot._triton_cpu_fast_dot = True
+    builder.create_dot = create_dot
+
+
+def _table_np_dtypes() -> None:
+    # The interpreter's _get_np_dtype builds a dict of 19 Triton dtypes on every call, and every
+    # operation calls it: 40 us a time, 5% of an interpreted program. The answers, looked up.
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    original = interpreter._get_np_dtype
+    if getattr(original, _MARK, False):
+        return
+    table = {}
+    for value in vars(tl).values():
+        if isinstance(value, tl.dtype) and not isinstance(value, (tl.pointer_type, tl.block_type)):
+            try:
+                table[value] = original(value)
+            except KeyError:  # a dtype the interpreter has no numpy type for: asked each time, as before
+                pass
+    pointer = np.dtype(np.uint64)
+
+    @functools.wraps(original)
+    def get_np_dtype(tt_dtype):
+        if isinstance(tt_dtype, tl.block_type):
+            tt_dtype = tt_dtype.element_ty
+        if isinstance(tt_dtype, tl.pointer_type):
+            return pointer
+        found = table.get(tt_dtype)
+        return found if found is not None else original(tt_dtype)
+
+    setattr(get_np_dtype, _MARK, True)
+    interpreter._get_np_dtype = get_np_dtype
+
+
+class _Unpatched:
+    """The scope of a device-function call that patched nothing: nothing to restore."""
+
+    def restore(self) -> None:
+        pass
+
+
+_UNPATCHED = _Unpatched()
 
 
 def _bench_autotune_without_driver() -> None:
