@@ -5,7 +5,9 @@ families, timed on a real GPU the arena's way, in one device call of at most 10 
     PYTHONPATH=. python3 bench/sim_collect_gpu.py --device cpu --out /tmp/c --per-family 2   # dry run
 
 Variants are bundled starters with their tuning knobs rewritten (tile sizes, warps, stages),
-each written as a candidate file under --out/variants. Families: gemm (bf16_gemm, small_m_gemm,
+each written as a candidate file under --out/variants. Where a starter picks its tiles by
+device type (`if gpu else`), both branches get the variant's tiles: the sim counts a kernel on
+CPU tensors, so the CPU branch is what bench/sim_fit.py's features count. Families: gemm (bf16_gemm, small_m_gemm,
 fp8_blockscale_gemm), attention (prefill_gqa, decode_paged_gqa), moe (fused_moe), activation
 (silu_mul), norm (add_rmsnorm) and elementwise (rope). Variants are visited round-robin over
 the tasks, so a spent budget leaves every family represented.
@@ -84,21 +86,21 @@ def fp8_blockscale_gemm(source: str) -> Variants:
 
 def prefill_gqa(source: str) -> Variants:
     for (bm, bn), warps, stages in itertools.product([(32, 64), (64, 32), (64, 64), (128, 64), (128, 32)], (4, 8), (1, 2)):
-        src = rewrite(source, "BLOCK_M, BLOCK_N = (64, 64) if gpu else (32, 32)", f"BLOCK_M, BLOCK_N = ({bm}, {bn}) if gpu else (32, 32)")
+        src = rewrite(source, "BLOCK_M, BLOCK_N = (64, 64) if gpu else (32, 32)", f"BLOCK_M, BLOCK_N = ({bm}, {bn}) if gpu else ({bm}, {bn})")
         src = rewrite(src, "num_warps=4, num_stages=2,", f"num_warps={warps}, num_stages={stages},")
         yield f"bm{bm}_bn{bn}_w{warps}_s{stages}", src
 
 
 def decode_paged_gqa(source: str) -> Variants:
     for block_n, warps in itertools.product((16, 32, 64, 128), (1, 2, 4, 8)):
-        src = rewrite(source, 'BLOCK_N = 64 if q.device.type != "cpu" else 32', f'BLOCK_N = {block_n} if q.device.type != "cpu" else 32')
+        src = rewrite(source, 'BLOCK_N = 64 if q.device.type != "cpu" else 32', f'BLOCK_N = {block_n} if q.device.type != "cpu" else {block_n}')
         src = rewrite(src, "BLOCK_D=max(16, triton.next_power_of_2(D)),\n    )", f"BLOCK_D=max(16, triton.next_power_of_2(D)), num_warps={warps},\n    )")
         yield f"bn{block_n}_w{warps}", src
 
 
 def fused_moe(source: str) -> Variants:
     for (bn, bk), warps in itertools.product([(32, 64), (64, 32), (64, 64), (128, 64), (128, 128)], (4, 8)):
-        src = rewrite(source, "BN, BK = (128, 128) if a.device.type == \"cpu\" else (64, 32)", f"BN, BK = (128, 128) if a.device.type == \"cpu\" else ({bn}, {bk})")
+        src = rewrite(source, "BN, BK = (128, 128) if a.device.type == \"cpu\" else (64, 32)", f"BN, BK = ({bn}, {bk}) if a.device.type == \"cpu\" else ({bn}, {bk})")
         src = rewrite(src, "MUL_WEIGHT=mul_weight, BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK,", f"MUL_WEIGHT=mul_weight, BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, num_warps={warps},")
         yield f"bn{bn}_bk{bk}_w{warps}", src
 

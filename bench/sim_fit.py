@@ -81,8 +81,9 @@ def _load(path: Path, name: str) -> Any:
     return module
 
 
-def features(extra: list[Path]) -> None:
-    """Count every measured kernel at its GPU size with the sim's own code (as the harness does)."""
+def features(extra: list[Path], only: set[str] | None = None) -> None:
+    """Count every measured kernel at its GPU size with the sim's own code (as the harness does).
+    With `only`, count just those tasks' points and keep the other rows of the existing file."""
     from core.evaluate import _spec_json
     from core.harness import sim_predict
     from core.harness.triton_cpu import enable_interpreter
@@ -94,8 +95,13 @@ def features(extra: list[Path]) -> None:
     compiler = sim_predict.CompileCache(section["aot"], None)  # before the interpreter (sim_aot.PristineLanguage)
     enable_interpreter()
     modules: dict[str, Any] = {}
+    kept = {_key(r): r for r in json.loads(FEATURES.read_text())["points"]} if only else {}
     rows = []
     for n, p in enumerate(measured_points(extra)):
+        if only and p["task"] not in only:
+            if _key(p) in kept:
+                rows.append(kept[_key(p)])
+            continue
         task = find_task(p["task"])
         if any(a not in p["axes"] for a in task.axes):
             continue  # the task's axes changed since it was timed
@@ -120,6 +126,10 @@ def features(extra: list[Path]) -> None:
         rows.append(row)
         print(f"{p['kind']:6s} {p['task']:34s} {p['label']:28s} {row['count_s']:5.2f} s", flush=True)
     FEATURES.write_text(json.dumps({"device": "sim:h200", "points": rows}, indent=1, default=str))
+
+
+def _key(point: dict[str, Any]) -> tuple[str, str, str, str]:
+    return (point["task"], point["label"], point["kind"], point.get("variant") or "")
 
 
 def task_workload(task: Any, axes: dict[str, int]) -> Any:
@@ -290,9 +300,10 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("step", choices=("features", "fit"))
     parser.add_argument("--extra", nargs="*", type=Path, default=[], help="raw JSON of bench/sim_collect_gpu.py")
+    parser.add_argument("--only", help="features: recount only these comma-separated tasks, keep the other rows")
     args = parser.parse_args()
     if args.step == "features":
-        features(args.extra)
+        features(args.extra, set(args.only.split(",")) if args.only else None)
     else:
         run_fit()
     return 0

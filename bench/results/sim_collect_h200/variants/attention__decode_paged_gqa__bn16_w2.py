@@ -60,7 +60,7 @@ def run(q, k_cache, v_cache, block_table, seq_lens):
     P, HKV = k_cache.shape[1], k_cache.shape[2]
     G = HQ // HKV
     o = torch.empty_like(q)
-    BLOCK_N = 16 if q.device.type != "cpu" else 32
+    BLOCK_N = 16 if q.device.type != "cpu" else 16
     _decode_kernel[(B, HKV)](
         q, k_cache, v_cache, block_table, seq_lens, o,
         1.0 / math.sqrt(D), D, P,

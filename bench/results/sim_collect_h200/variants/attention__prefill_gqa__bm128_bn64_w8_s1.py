@@ -67,7 +67,7 @@ def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Ten
     o = torch.empty_like(q)
     max_len = int((cu_seqlens[1:] - cu_seqlens[:-1]).max())
     gpu = q.device.type != "cpu"
-    BLOCK_M, BLOCK_N = (128, 64) if gpu else (32, 32)
+    BLOCK_M, BLOCK_N = (128, 64) if gpu else (128, 64)
     BLOCK_D = max(16, triton.next_power_of_2(D))
     grid = (triton.cdiv(max_len, BLOCK_M), B, HQ)
     _prefill_kernel[grid](

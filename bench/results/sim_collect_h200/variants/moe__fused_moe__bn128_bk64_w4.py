@@ -65,7 +65,7 @@ def _align(topk_ids, E, BM):
 def _expert_gemm(a, b, c, sorted_ids, block_expert, weights, a_div, mul_weight, BM):
     E, N, KD = b.shape
     # the interpreter pays per program and per loop step: bigger tiles on the CPU
-    BN, BK = (128, 128) if a.device.type == "cpu" else (128, 64)
+    BN, BK = (128, 64) if a.device.type == "cpu" else (128, 64)
     grid = (sorted_ids.numel() // BM, triton.cdiv(N, BN))
     _expert_gemm_kernel[grid](
         a, b, c, sorted_ids, block_expert, weights,
