@@ -16,7 +16,8 @@ Each variant first runs once on its task's first workload and must agree with th
 starter there (a rewrite that breaks the kernel would otherwise poison the fit with a fast,
 wrong time); then it is timed on up to three of the task's GPU workloads with the harness's own
 timer (core.harness.timing.time_calls: fresh inputs per call, device events, L2 flushed; CUDA
-graphs below 50 µs, as the arena does), median kept. Writes --out/sim_collect.json, whose
+graphs below 50 µs, as the arena does), median kept. Writes --out/sim_collect.json and
+--out/variants.tar.gz (the variant files; commit both side by side), whose
 `records` bench/sim_fit.py reads with `features --extra` (candidate paths are relative to the
 JSON's folder). Stops starting variants once --budget-s is spent, keeping what it measured.
 On `--device cpu` it runs the kernels in Triton's interpreter at the tasks' CPU sizes: a check
@@ -31,6 +32,7 @@ import itertools
 import json
 import statistics
 import sys
+import tarfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -257,6 +259,8 @@ def main() -> int:
         out_json.write_text(json.dumps({"device": name, "torch": torch.__version__, "budget_s": args.budget_s, "records": records}, indent=1))
         status = got[0].get("error") or " ".join(f"{r['median_us']:.1f}" for r in got) + " µs"
         print(f"[{n}/{len(variants)}] {time.monotonic() - started:6.1f} s (+{time.monotonic() - t0:4.1f}) {v.task.id} {v.name}: {status}", flush=True)
+    with tarfile.open(args.out / "variants.tar.gz", "w:gz") as tar:  # the form bench/sim_fit.py reads, one file to carry
+        tar.add(args.out / "variants", arcname="variants")
     errors = sum(1 for r in records if "error" in r)
     print(f"{len(records) - errors} timings, {errors} variants failed; wrote {out_json}", flush=True)
     return 0

@@ -9,7 +9,7 @@ Data: the H200 timings in bench/results:
 - PyTorch: the baselines of the bundled tasks (h200_tasks.json, h200_tasks_run2.json, and the
   `baseline` role of h200_gpu_validate_run1.json);
 - Triton variants: 158 tile/warp/stage variants of nine starters, three workloads each
-  (bench/sim_collect_gpu.py; raw timings and the variant files in bench/results/sim_collect_h200),
+  (bench/sim_collect_gpu.py; raw timings and variants.tar.gz, the variant files, in bench/results/sim_collect_h200),
   passed with `features --extra bench/results/sim_collect_h200/sim_collect.json`.
 `features` runs the sim's own counting (sim_predict) on each, at the shapes the GPU ran, and
 stores the counts in bench/results/sim_features_h200.json; `fit` evaluates the model
@@ -26,6 +26,8 @@ import json
 import math
 import statistics
 import sys
+import tarfile
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -111,7 +113,7 @@ def features(extra: list[Path], only: set[str] | None = None) -> None:
         custom = getattr(_load(task.file("inputs.py"), f"inputs_{n}"), "make_inputs") if task.file("inputs.py").is_file() else None
         t0 = time.perf_counter()
         if p["kind"] == "triton":
-            path = ROOT / p["candidate"] if p.get("candidate") else task.file("starter.py")
+            path = variant_file(ROOT / p["candidate"]) if p.get("candidate") else task.file("starter.py")
             key = str(path)
             if key not in modules:
                 modules[key] = _load(path, f"candidate_{len(modules)}")
@@ -126,6 +128,27 @@ def features(extra: list[Path], only: set[str] | None = None) -> None:
         rows.append(row)
         print(f"{p['kind']:6s} {p['task']:34s} {p['label']:28s} {row['count_s']:5.2f} s", flush=True)
     FEATURES.write_text(json.dumps({"device": "sim:h200", "points": rows}, indent=1, default=str))
+
+
+_EXTRACTED: dict[Path, Path] = {}
+
+
+def variant_file(path: Path) -> Path:
+    """A timed variant's source. The corpus keeps them as `variants.tar.gz` beside the timings
+    (158 near-copies of the starters are data, not code to maintain), so a path under
+    `.../variants/` that is not on disk is read from that archive, extracted once."""
+    if path.is_file():
+        return path
+    folder = path.parent
+    archive = folder.parent / "variants.tar.gz"
+    if folder.name != "variants" or not archive.is_file():
+        raise FileNotFoundError(f"{path}: no such variant, and no {archive} to read it from")
+    if archive not in _EXTRACTED:
+        out = Path(tempfile.mkdtemp(prefix="sim_variants_"))
+        with tarfile.open(archive) as tar:
+            tar.extractall(out, filter="data")
+        _EXTRACTED[archive] = out / "variants"
+    return _EXTRACTED[archive] / path.name
 
 
 def _key(point: dict[str, Any]) -> tuple[str, str, str, str]:
