@@ -121,8 +121,10 @@ def run(logits: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor):
     u = torch.rand((B,), device=logits.device, dtype=torch.float32)
     out = torch.empty((B,), device=logits.device, dtype=torch.int64)
     # ROWS rows per program share each instruction: 1 on a GPU (one row per program), 128 under
-    # the CPU interpreter, whose cost is per instruction, not per element.
-    ROWS = 128 if logits.device.type == "cpu" else 1
+    # the CPU interpreter, whose cost is per instruction, not per element, while a row fits one
+    # block. Vocabulary-sized rows on the CPU (a sim: device counting at GPU size) take the
+    # GPU's layout, so the configuration predicted is the one a GPU runs.
+    ROWS = 128 if logits.device.type == "cpu" and V <= 8192 else 1
     # A [ROWS, BLOCK] tile stays within Triton's 2^20 elements per tensor.
     BLOCK = min(triton.next_power_of_2(V), 8192 if ROWS > 1 else 4096)
     _sample_kernel[(triton.cdiv(B, ROWS),)](
