@@ -204,15 +204,20 @@ def kendall_tau(pred: list[float], meas: list[float]) -> float | None:
     return (conc - disc) / pairs if pairs else None
 
 
-def decisive_share(pred: list[float], meas: list[float]) -> tuple[float | None, int]:
-    """Share of pairs, among those whose measured times differ by more than 10%, that the
-    prediction orders the same way; and how many such pairs there are."""
+def decisive_pairs(pred: list[float], meas: list[float]) -> tuple[int, int]:
+    """Among pairs whose measured times differ by more than 10%: how many the prediction
+    orders the same way, and how many there are."""
     right = total = 0
     for i in range(len(pred)):
         for j in range(i + 1, len(pred)):
             if max(meas[i], meas[j]) > (1 + DECISIVE) * min(meas[i], meas[j]):
                 total += 1
                 right += (pred[i] - pred[j]) * (meas[i] - meas[j]) > 0
+    return right, total
+
+
+def decisive_share(pred: list[float], meas: list[float]) -> tuple[float | None, int]:
+    right, total = decisive_pairs(pred, meas)
     return (right / total if total else None), total
 
 
@@ -254,8 +259,8 @@ def within_workload(rows: list[dict[str, Any]], preds: list[float]) -> dict[str,
     taus = []
     for pairs in by.values():
         pred, meas = [p for p, _ in pairs], [m for _, m in pairs]
-        share, n = decisive_share(pred, meas)
-        right += round((share or 0) * n)
+        r, n = decisive_pairs(pred, meas)
+        right += r
         total += n
         if len(pairs) > 2:
             taus.append(kendall_tau(pred, meas))
