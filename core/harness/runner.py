@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import platform
 import random
+import select
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from . import inputs
 from .timing import picks, summarize
@@ -27,6 +29,18 @@ LOG_LIMIT = 64 * 1024
 MAX_TAMPER_NOTES = 20
 TIMING_MODES = ("graph", "events", "queued", "wall")
 HARNESS_DIR = Path(__file__).resolve().parent
+ON_CPU = ("cpu", "sim")  # devices whose candidate runs on the CPU: a GPU runs one worker's work faster than two CPU cores
+MAX_CANDIDATE_WORKERS = 2  # the scheduler's default slots (cores / 2) give each evaluation two cores
+
+
+def evaluation_cores() -> int:
+    """Cores one evaluation may keep busy: two where this process may run on two (a
+    simulated device counts workloads on both; the reference side idles meanwhile)."""
+    try:
+        available = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        available = os.cpu_count() or 1
+    return max(1, min(MAX_CANDIDATE_WORKERS, available))
 
 
 class StageFailed(Exception):
@@ -76,6 +90,7 @@ class Evaluation:
         self.workdir = Path(job["workdir"])
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.candidate: Worker | None = None
+        self.second: Worker | None = None  # a second candidate worker, for stages of independent workloads (_fan_out)
         self.trusted: Worker | None = None
         self.own_zygote = zygote is None
         self.zygote = zygote
@@ -109,8 +124,17 @@ class Evaluation:
 
     def _candidate_call(self, header: dict[str, Any], deadline: float, max_payload: int = 0) -> tuple[dict[str, Any], bytearray | None]:
         assert self.candidate is not None
+        return self._candidate_recv(self.candidate, deadline, max_payload, header)
+
+    def _candidate_recv(
+        self, worker: Worker, deadline: float, max_payload: int = 0, header: dict[str, Any] | None = None,
+    ) -> tuple[dict[str, Any], bytearray | None]:
+        """The reply of a candidate's worker (sending `header` first, if given), with its
+        failures as the stage's and its runtime patches as findings."""
         try:
-            reply, payload = self.candidate.request(header, self._remaining(deadline), max_payload=max_payload)
+            if header is not None:
+                worker.send(header)
+            reply, payload = worker.recv(self._remaining(deadline), max_payload)
         except WorkerTimeout:
             raise StageFailed("timeout", "the candidate did not finish within the stage's time limit") from None
         except WorkerDied as died:
@@ -122,6 +146,70 @@ class Evaluation:
                     self.tamper_seen.add(name)
                     self._finding("runtime_patch", f"the candidate replaced `{name}` in its process", False)
         return reply, payload
+
+    def _fan_out(self, requests: list[tuple[dict[str, Any], int]], deadline: float) -> Iterator[tuple[int, dict[str, Any], bytearray | None]]:
+        """Send independent (request, max payload) pairs to the candidate's worker and, where
+        the evaluation has a second core, to a second worker forked the same way (same sandbox,
+        limits and watch); yield (index, reply, payload) as replies come, in whichever order
+        they finish. Replies are checked as `_candidate_call`'s. A worker that answers gets its
+        next request before the reply is yielded, so it never waits on the caller."""
+        assert self.candidate is not None
+        workers = [self.candidate]
+        if len(requests) > 1 and self.job["device"].get("type") in ON_CPU and evaluation_cores() > 1:
+            if self.second is None:
+                self.second = self._second_candidate(deadline)
+            if self.second is not None:
+                workers.append(self.second)
+        waiting = list(enumerate(requests))[::-1]
+        busy: dict[Worker, tuple[int, int]] = {}
+
+        def dispatch(worker: Worker) -> None:
+            if waiting:
+                index, (header, max_payload) = waiting.pop()
+                try:
+                    worker.send(header)
+                except WorkerDied as died:
+                    raise StageFailed("crashed", f"the candidate's process {died.reason}") from None
+                busy[worker] = (index, max_payload)
+
+        try:
+            for worker in workers:
+                dispatch(worker)
+            while busy:
+                poller = select.poll()
+                for worker in busy:
+                    poller.register(worker.conn.fileno(), select.POLLIN)
+                try:
+                    ready = {fd for fd, _ in poller.poll(self._remaining(deadline) * 1000)}
+                except WorkerTimeout:
+                    raise StageFailed("timeout", "the candidate did not finish within the stage's time limit") from None
+                for worker in [w for w in busy if w.conn.fileno() in ready]:
+                    index, max_payload = busy.pop(worker)
+                    reply, payload = self._candidate_recv(worker, deadline, max_payload)
+                    dispatch(worker)
+                    yield index, reply, payload
+        finally:
+            if busy and self.second is not None:  # left mid-request: its late reply must not reach a later stage
+                self.second.kill()
+                self.second = None
+
+    def _second_candidate(self, deadline: float) -> Worker | None:
+        """Another candidate worker, compiled like the first; None where it cannot start (the
+        stages then run on the first alone: slower, not wrong)."""
+        assert self.zygote is not None
+        first = self.job["stages"]["correctness"][0]
+        try:
+            worker = Worker.spawn("candidate", self.zygote, candidate_view(self.job))
+        except (TaskFileChanged, ZygoteError, WorkerDied):
+            return None
+        try:
+            reply, _ = self._candidate_recv(worker, deadline, header={"op": "compile", "workload": _workload(first), "seed": first["seeds"][0]})
+        except StageFailed:
+            reply = {"ok": False}
+        if not reply.get("ok"):
+            worker.kill()
+            return None
+        return worker
 
     def _trusted_call(self, header: dict[str, Any], deadline: float, payload: bytes | bytearray | None = None) -> dict[str, Any]:
         assert self.trusted is not None
@@ -160,11 +248,12 @@ class Evaluation:
             self.emit({"type": "evaluation_finished", "status": status, "fault": fault, "seconds": time.monotonic() - started})
 
     def _workers(self) -> list[Worker | None]:
-        return [self.candidate, self.trusted]
+        return [self.candidate, self.second, self.trusted]
 
     def _kill_candidate(self) -> None:
-        if self.candidate is not None:
-            self.candidate.kill()
+        for worker in (self.candidate, self.second):
+            if worker is not None:
+                worker.kill()
 
     def _after(self, harness_before: dict[str, str], task_before: dict[str, str | None]) -> None:
         """What the candidate may have left behind: processes, changed files."""
@@ -246,62 +335,82 @@ class Evaluation:
         return self._check("generalization", self.job["stages"]["generalization"], deadline)
 
     def _check(self, stage: str, workloads: list[dict[str, Any]], deadline: float) -> dict[str, Any]:
+        """Every seed of every workload, run by the candidate (on two workers where the
+        evaluation has two cores) and judged in order against the reference. The reference of
+        the next run is computed while the candidate runs; after a wrong seed, a workload's
+        later seeds are not judged."""
         assert self.trusted is not None
-        failures = []
-        for w in workloads:
-            worst: dict[str, Any] | None = None
-            message = None
-            for j, seed in enumerate(w["seeds"]):
-                repeat = 2 if j == 0 else 1  # the first seed runs twice on the same inputs
-                key = f"{w['label']}#{seed}"
-                self.trusted.send({"op": "expect", "key": key, "workload": _workload(w), "seed": seed})
-                reply, payload = self._candidate_call(
-                    {"op": "run", "workload": _workload(w), "seed": seed, "repeat": repeat}, deadline, repeat * self._out_bytes(w)
-                )
+        runs = [(i, seed, 2 if j == 0 else 1) for i, w in enumerate(workloads) for j, seed in enumerate(w["seeds"])]  # the first seed runs twice on the same inputs
+        requests = [({"op": "run", "workload": _workload(workloads[i]), "seed": seed, "repeat": repeat}, repeat * self._out_bytes(workloads[i])) for i, seed, repeat in runs]
+        worst: list[dict[str, Any] | None] = [None] * len(workloads)
+        message: list[str | None] = [None] * len(workloads)
+        failures: list[str] = []
+        replies: dict[int, tuple[dict[str, Any], bytearray | None]] = {}
+        judged = 0
+
+        def expect(k: int) -> None:  # the reference of run k, computed ahead in the trusted worker
+            if k < len(runs):
+                i, seed, _ = runs[k]
+                self.trusted.send({"op": "expect", "key": f"{workloads[i]['label']}#{seed}", "workload": _workload(workloads[i]), "seed": seed})  # type: ignore[union-attr]
+
+        expect(0)
+        for k, reply, payload in self._fan_out(requests, deadline):
+            replies[k] = (reply, payload)
+            while judged in replies:
+                i, seed, repeat = runs[judged]
+                reply, payload = replies.pop(judged)
                 try:
                     expect_reply, _ = self.trusted.recv(self._remaining(deadline))
                 except (WorkerTimeout, WorkerDied) as exc:
                     raise StageFailed("error", f"the reference worker failed: {exc}", "infrastructure") from None
                 if not expect_reply.get("ok"):
                     raise StageFailed("error", f"the reference failed: {expect_reply.get('error')}", "infrastructure")
-                if not reply.get("ok"):
-                    message = f"seed {seed}: {reply.get('error')}"
-                    worst = {"error": reply.get("error"), "traceback": reply.get("traceback")}
-                    break
-                check = self._trusted_call(
-                    {"op": "check", "key": key, "workload": _workload(w), "workload_key": w["label"], "seed": seed, "runs": repeat, "tensors": reply.get("tensors")},
-                    deadline, payload,
-                )
-                if check.get("malformed"):
-                    message = f"seed {seed}: the candidate's worker sent malformed outputs: {check['malformed']}"
-                    worst = {"error": check["malformed"]}
-                    break
-                for r, outputs in enumerate(check["runs"]):
-                    for name, result in outputs.items():
-                        if worst is None or result.get("max_abs_err", float("inf")) > worst.get("max_abs_err", -1.0) or not result["passed"]:
-                            worst = {"output": name, "seed": seed, **({"run": r + 1} if r else {}), **result}
-                        if not result["passed"] and message is None:
-                            if r == 0:
-                                message = f"output `{name}`, seed {seed}: {result.get('message')}"
-                            else:
-                                message = (
-                                    f"output `{name}`, seed {seed}: run {r + 1} on the same inputs is wrong where run 1 was right "
-                                    f"({result.get('message')}): the candidate is not deterministic (a race, or uninitialised memory)"
-                                )
-                    if message:
-                        break
-                if message:
-                    break
-                if check.get("independent"):
-                    self.emit({"type": "workload_checked", "stage": stage, "workload": w["label"], "axes": w["axes"], "passed": False, "message": check["independent"], "worst": worst})
-                    raise self._violation("input_independent_output", f"{w['label']}: {check['independent']}", w["label"])
-            passed = message is None
-            self.emit({"type": "workload_checked", "stage": stage, "workload": w["label"], "axes": w["axes"], "passed": passed, "message": message, "worst": worst})
-            if not passed:
-                failures.append(f"{w['label']}: {message}")
+                if message[i] is None:
+                    worst[i], message[i] = self._judge(stage, workloads[i], seed, repeat, reply, payload, worst[i], deadline)
+                judged += 1
+                expect(judged)
+                if judged == len(runs) or runs[judged][0] != i:  # the workload's last seed
+                    w = workloads[i]
+                    self.emit({"type": "workload_checked", "stage": stage, "workload": w["label"], "axes": w["axes"], "passed": message[i] is None, "message": message[i], "worst": worst[i]})
+                    if message[i] is not None:
+                        failures.append(f"{w['label']}: {message[i]}")
         if failures:
             raise StageFailed("failed", f"{len(failures)} of {len(workloads)} workload(s) wrong; first: {failures[0]}")
         return {"workloads": len(workloads)}
+
+    def _judge(
+        self, stage: str, w: dict[str, Any], seed: int, repeat: int, reply: dict[str, Any], payload: bytearray | None,
+        worst: dict[str, Any] | None, deadline: float,
+    ) -> tuple[dict[str, Any] | None, str | None]:
+        """One seed's runs against the reference: the workload's worst output so far, and what
+        was wrong (None if nothing)."""
+        if not reply.get("ok"):
+            return {"error": reply.get("error"), "traceback": reply.get("traceback")}, f"seed {seed}: {reply.get('error')}"
+        check = self._trusted_call(
+            {"op": "check", "key": f"{w['label']}#{seed}", "workload": _workload(w), "workload_key": w["label"], "seed": seed, "runs": repeat, "tensors": reply.get("tensors")},
+            deadline, payload,
+        )
+        if check.get("malformed"):
+            return {"error": check["malformed"]}, f"seed {seed}: the candidate's worker sent malformed outputs: {check['malformed']}"
+        message = None
+        for r, outputs in enumerate(check["runs"]):
+            for name, result in outputs.items():
+                if worst is None or result.get("max_abs_err", float("inf")) > worst.get("max_abs_err", -1.0) or not result["passed"]:
+                    worst = {"output": name, "seed": seed, **({"run": r + 1} if r else {}), **result}
+                if not result["passed"] and message is None:
+                    if r == 0:
+                        message = f"output `{name}`, seed {seed}: {result.get('message')}"
+                    else:
+                        message = (
+                            f"output `{name}`, seed {seed}: run {r + 1} on the same inputs is wrong where run 1 was right "
+                            f"({result.get('message')}): the candidate is not deterministic (a race, or uninitialised memory)"
+                        )
+            if message:
+                return worst, message
+        if check.get("independent"):
+            self.emit({"type": "workload_checked", "stage": stage, "workload": w["label"], "axes": w["axes"], "passed": False, "message": check["independent"], "worst": worst})
+            raise self._violation("input_independent_output", f"{w['label']}: {check['independent']}", w["label"])
+        return worst, None
 
     def _performance(self, deadline: float) -> dict[str, Any]:
         timing = self.job["timing"]
@@ -309,6 +418,9 @@ class Evaluation:
             from .sim_stage import predict_performance
 
             return predict_performance(self, deadline)
+        if self.second is not None:  # nothing of the candidate runs beside the timed calls
+            self.second.kill()
+            self.second = None
         rounds = int(timing["alternations"])
         sampled = int(timing.get("checked_calls", 2))
         checked_total = 0

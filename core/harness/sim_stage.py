@@ -79,30 +79,46 @@ def checked_ops(ops: Any, where: str) -> list[dict[str, Any]]:
 
 
 def predict_performance(ev: "Evaluation", deadline: float) -> dict[str, Any]:
+    """Count every performance workload (on two candidate workers where the evaluation has two
+    cores: counting is the slow part), predict both sides, and report the workloads in order."""
     from .runner import StageFailed, _workload
 
     sim = ev.job["sim"]
     target, constants = Target.from_json(sim["target"]), Constants.from_json(sim["constants"])
-    for w in ev.job["stages"]["performance"]:
-        reply, _ = ev._candidate_call({"op": "predict", "workload": _workload(w), "seed": w["seed"]}, deadline)
+    workloads = ev.job["stages"]["performance"]
+    requests = [({"op": "predict", "workload": _workload(w), "seed": w["seed"]}, 0) for w in workloads]
+    counted: dict[int, dict[str, Any]] = {}
+    reported = 0
+    for index, reply, _ in ev._fan_out(requests, deadline):
+        w = workloads[index]
         if not reply.get("ok"):
             raise StageFailed("failed", f"{w['label']}: the candidate failed while its work was counted: {reply.get('error')}\n{reply.get('traceback', '')}".strip())
-        try:
-            launches = checked_launches(reply)
-            cand_ops = checked_ops(reply.get("torch_ops", []), "candidate")
-        except MalformedCounts as exc:
-            raise StageFailed("failed", f"{w['label']}: the candidate's worker sent malformed counts: {exc}") from None
-        base = ev._trusted_call({"op": "predict_baseline", "workload": _workload(w), "seed": w["seed"], "formula": w["formula"]}, deadline)
-        candidate = predict_side(launches, cand_ops, target, constants)
-        baseline = predict_side([], checked_ops(base["torch_ops"], "baseline"), target, constants)
-        seconds = reply.get("seconds")
-        candidate["count_s"] = float(seconds) if isinstance(seconds, (int, float)) and math.isfinite(seconds) else None
-        baseline["source"] = base.get("source")
-        notes = [str(n)[:300] for n in (reply.get("notes") or [])[:8] if isinstance(n, str)]
-        if base.get("note"):
-            notes.append(str(base["note"]))
-        ev.emit({
-            "type": "workload_timed", "workload": w["label"], "axes": w["axes"], "mode": "predicted", "rounds": 0,
-            "candidate": candidate, "baseline": baseline, "notes": notes,
-        })
-    return {"workloads": len(ev.job["stages"]["performance"]), "note": f"predicted for {sim['label']}, not measured"}
+        counted[index] = reply
+        while reported in counted:  # events in the workloads' order, whichever worker finished first
+            _report(ev, workloads[reported], counted.pop(reported), target, constants, deadline)
+            reported += 1
+    return {"workloads": len(workloads), "note": f"predicted for {sim['label']}, not measured"}
+
+
+def _report(ev: "Evaluation", w: dict[str, Any], reply: dict[str, Any], target: Target, constants: Constants, deadline: float) -> None:
+    """One workload's predictions, from the candidate's counts and the baseline's."""
+    from .runner import StageFailed, _workload
+
+    try:
+        launches = checked_launches(reply)
+        cand_ops = checked_ops(reply.get("torch_ops", []), "candidate")
+    except MalformedCounts as exc:
+        raise StageFailed("failed", f"{w['label']}: the candidate's worker sent malformed counts: {exc}") from None
+    base = ev._trusted_call({"op": "predict_baseline", "workload": _workload(w), "seed": w["seed"], "formula": w["formula"]}, deadline)
+    candidate = predict_side(launches, cand_ops, target, constants)
+    baseline = predict_side([], checked_ops(base["torch_ops"], "baseline"), target, constants)
+    seconds = reply.get("seconds")
+    candidate["count_s"] = float(seconds) if isinstance(seconds, (int, float)) and math.isfinite(seconds) else None
+    baseline["source"] = base.get("source")
+    notes = [str(n)[:300] for n in (reply.get("notes") or [])[:8] if isinstance(n, str)]
+    if base.get("note"):
+        notes.append(str(base["note"]))
+    ev.emit({
+        "type": "workload_timed", "workload": w["label"], "axes": w["axes"], "mode": "predicted", "rounds": 0,
+        "candidate": candidate, "baseline": baseline, "notes": notes,
+    })
