@@ -32,7 +32,7 @@ from typing import Any, Callable
 import numpy as np
 
 SECTOR = 32  # bytes: the unit of a GPU memory transaction (NVIDIA sector; AMD reads 64 B lines)
-FULL_GRID = 48  # a launch of at most this many programs is run whole
+FULL_GRID = 16  # a launch of at most this many programs is run whole (a larger one is sampled, and grown where its programs differ)
 FIRST_SAMPLE = 8  # programs sampled first from a larger launch
 MAX_SAMPLE = 32  # ... and at most this many when they differ
 ENLARGE_CV = 0.1  # coefficient of variation of the per-program work above which the sample grows
