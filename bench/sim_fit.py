@@ -2,6 +2,7 @@
 
     PYTHONPATH=. python3 bench/sim_fit.py features --extra bench/results/sim_collect_h200/sim_collect.json   # (~25 min)
     PYTHONPATH=. python3 bench/sim_fit.py fit        # fit, validate, write the constants (seconds)
+    PYTHONPATH=. python3 bench/sim_fit.py features --validation bench/results/sim_validate_h200/sim_collect.json   # (~10 min)
 
 Data: the H200 timings in bench/results:
 - Triton: the starters of activation/silu_mul, gemm/bf16_gemm and norm/add_rmsnorm, every
@@ -16,6 +17,10 @@ stores the counts in bench/results/sim_features_h200.json; `fit` evaluates the m
 (core/harness/sim_model.py) on them, fits at most six constants by coordinate search on the
 squared log error, validates with each task family held out in turn, and writes the fitted
 constants to core/data/sim_constants.json and the figures to bench/results/sim_fit_h200.json.
+
+The validation set (`sim_collect_gpu.py --set validation`: variants of starters the fit never
+sees) is counted with `features --validation` into its own file, never fitted on: `fit` scores
+the fitted constants on it, the out-of-sample figure.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "bench" / "results"
 FEATURES = RESULTS / "sim_features_h200.json"
 FIGURES = RESULTS / "sim_fit_h200.json"
+VALIDATION_FEATURES = RESULTS / "sim_features_h200_validation.json"
 FITTED = ("launch_us", "mma_eff", "latency_us", "lib_launch_us", "lib_mm_eff", "lib_mem_eff")  # six constants
 BOUNDS = {"launch_us": (1.0, 12.0), "lib_launch_us": (1.0, 15.0), "dram_eff": (0.3, 1.0), "mma_eff": (0.1, 1.0), "latency_us": (0.05, 3.0), "lib_mm_eff": (0.3, 1.0), "lib_mem_eff": (0.2, 1.0)}
 DECISIVE = 0.10  # pairs whose measured times differ by more than 10%
@@ -45,21 +51,22 @@ DECISIVE = 0.10  # pairs whose measured times differ by more than 10%
 # --- data ----------------------------------------------------------------------------------
 
 
-def measured_points(extra: list[Path]) -> list[dict[str, Any]]:
-    """(task, workload axes, kind, measured µs) from the committed H200 timings; a baseline
-    timed twice keeps the later file's figure."""
+def measured_points(extra: list[Path], committed: bool = True) -> list[dict[str, Any]]:
+    """(task, workload axes, kind, measured µs) from the committed H200 timings (unless
+    `committed` is False) and the variant timings in `extra`; a baseline timed twice keeps the
+    later file's figure."""
     points: dict[tuple[str, str, str], dict[str, Any]] = {}
 
     def add(task: str, w: dict[str, Any], kind: str, us: float, source: str) -> None:
         points[(task, w["label"], kind)] = {"task": task, "label": w["label"], "axes": w["axes"], "kind": kind, "measured_us": us, "source": source}
 
-    validate = json.loads((RESULTS / "h200_gpu_validate_run1.json").read_text())
+    validate = json.loads((RESULTS / "h200_gpu_validate_run1.json").read_text()) if committed else {"evaluations": []}
     for e in validate["evaluations"]:
         for w in e["workloads"]:
             if e["role"] == "starter":
                 add(e["task_id"], w, "triton", w["candidate"]["median_us"], "h200_gpu_validate_run1.json")
             add(e["task_id"], w, "torch", w["baseline"]["median_us"], "h200_gpu_validate_run1.json")
-    for name in ("h200_tasks.json", "h200_tasks_run2.json"):
+    for name in ("h200_tasks.json", "h200_tasks_run2.json") if committed else ():
         for r in json.loads((RESULTS / name).read_text())["records"]:
             for w in (r.get("baseline") or {}).get("workloads", []):
                 add(r["task"], w, "torch", w["baseline"]["median_us"], name)
@@ -83,9 +90,10 @@ def _load(path: Path, name: str) -> Any:
     return module
 
 
-def features(extra: list[Path], only: set[str] | None = None) -> None:
-    """Count every measured kernel at its GPU size with the sim's own code (as the harness does).
-    With `only`, count just those tasks' points and keep the other rows of the existing file."""
+def features(extra: list[Path], only: set[str] | None = None, out: Path = FEATURES, committed: bool = True) -> None:
+    """Count every measured kernel at its GPU size with the sim's own code (as the harness does)
+    into `out`. With `only`, count just those tasks' points and keep the other rows of the
+    existing file; without `committed`, only the points of `extra` (the validation set)."""
     from core.evaluate import _spec_json
     from core.harness import sim_predict
     from core.harness.triton_cpu import enable_interpreter
@@ -97,9 +105,9 @@ def features(extra: list[Path], only: set[str] | None = None) -> None:
     compiler = sim_predict.CompileCache(section["aot"], None)  # before the interpreter (sim_aot.PristineLanguage)
     enable_interpreter()
     modules: dict[str, Any] = {}
-    kept = {_key(r): r for r in json.loads(FEATURES.read_text())["points"]} if only else {}
+    kept = {_key(r): r for r in json.loads(out.read_text())["points"]} if only else {}
     rows = []
-    for n, p in enumerate(measured_points(extra)):
+    for n, p in enumerate(measured_points(extra, committed)):
         if only and p["task"] not in only:
             if _key(p) in kept:
                 rows.append(kept[_key(p)])
@@ -127,7 +135,7 @@ def features(extra: list[Path], only: set[str] | None = None) -> None:
         row["count_s"] = time.perf_counter() - t0
         rows.append(row)
         print(f"{p['kind']:6s} {p['task']:34s} {p['label']:28s} {row['count_s']:5.2f} s", flush=True)
-    FEATURES.write_text(json.dumps({"device": "sim:h200", "points": rows}, indent=1, default=str))
+    out.write_text(json.dumps({"device": "sim:h200", "points": rows}, indent=1, default=str))
 
 
 _EXTRACTED: dict[Path, Path] = {}
@@ -268,6 +276,18 @@ def within_workload(rows: list[dict[str, Any]], preds: list[float]) -> dict[str,
             "median_kendall_tau": statistics.median(taus) if taus else None}
 
 
+def validation(rows: list[dict[str, Any]], target: Any, constants: Any) -> dict[str, Any]:
+    """The out-of-sample figures: every point of the validation set, each of its tasks, and the
+    variants of one kernel at one shape, predicted with constants fitted without them."""
+    preds = [predict(r, target, constants) for r in rows]
+    tasks = sorted({r["task"] for r in rows})
+    return {
+        "all": figures(rows, preds), "within_workload": within_workload(rows, preds),
+        "by_task": {t: figures([r for r in rows if r["task"] == t], [p for r, p in zip(rows, preds) if r["task"] == t]) for t in tasks},
+        "per_point": [{"task": r["task"], "variant": r.get("variant"), "label": r["label"], "measured_us": r["measured_us"], "predicted_us": p} for r, p in zip(rows, preds)],
+    }
+
+
 def run_fit() -> None:
     from core.devices import sim_info
     from core.harness.sim_model import Constants, Target
@@ -309,6 +329,8 @@ def run_fit() -> None:
     report["held_out_head_to_head"] = head_to_head(held_rows, held_preds)
     report["within_workload_in_sample"] = within_workload(rows, preds)
     report["within_workload_held_out"] = within_workload(held_rows, held_preds)
+    if VALIDATION_FEATURES.is_file():  # kernels never fitted on: the fitted constants as they ship
+        report["validation"] = validation(json.loads(VALIDATION_FEATURES.read_text())["points"], target, fitted)
     band = report["held_out_triton"]["p80_abs_error"]
     lib_band = report["held_out_torch"]["p80_abs_error"]
     report["band"], report["lib_band"] = band, lib_band
@@ -321,7 +343,10 @@ def run_fit() -> None:
         "figures": "bench/results/sim_fit_h200.json", "command": "PYTHONPATH=. python3 bench/sim_fit.py fit",
     }
     (ROOT / "core" / "data" / "sim_constants.json").write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-    print(json.dumps({k: v for k, v in report.items() if k != "per_point"}, indent=1))
+    shown = {k: v for k, v in report.items() if k != "per_point"}
+    if "validation" in shown:
+        shown["validation"] = {k: v for k, v in shown["validation"].items() if k != "per_point"}
+    print(json.dumps(shown, indent=1))
 
 
 def main() -> int:
@@ -329,8 +354,11 @@ def main() -> int:
     parser.add_argument("step", choices=("features", "fit"))
     parser.add_argument("--extra", nargs="*", type=Path, default=[], help="raw JSON of bench/sim_collect_gpu.py")
     parser.add_argument("--only", help="features: recount only these comma-separated tasks, keep the other rows")
+    parser.add_argument("--validation", type=Path, help="features: count this validation set (raw JSON of sim_collect_gpu.py --set validation) into its own file")
     args = parser.parse_args()
-    if args.step == "features":
+    if args.step == "features" and args.validation:
+        features([args.validation], set(args.only.split(",")) if args.only else None, VALIDATION_FEATURES, committed=False)
+    elif args.step == "features":
         features(args.extra, set(args.only.split(",")) if args.only else None)
     else:
         run_fit()
