@@ -3,6 +3,7 @@ families, timed on a real GPU the arena's way, in one device call of at most 10 
 
     PYTHONPATH=. python3 bench/sim_collect_gpu.py --device cuda:0 --out $OUT [--budget-s 480]
     PYTHONPATH=. python3 bench/sim_collect_gpu.py --device cpu --out /tmp/c --per-family 2   # dry run
+    PYTHONPATH=. python3 bench/sim_collect_gpu.py --device cuda:0 --out $OUT --set validation
 
 Variants are bundled starters with their tuning knobs rewritten (tile sizes, warps, stages),
 each written as a candidate file under --out/variants. Where a starter picks its tiles by
@@ -11,6 +12,12 @@ CPU tensors, so the CPU branch is what bench/sim_fit.py's features count. Famili
 fp8_blockscale_gemm), attention (prefill_gqa, decode_paged_gqa), moe (fused_moe), activation
 (silu_mul), norm (add_rmsnorm) and elementwise (rope). Variants are visited round-robin over
 the tasks, so a spent budget leaves every family represented.
+
+`--set validation` times a second corpus instead (VALIDATION, about 75 variants): kernels the fit
+never sees (bf16_grouped_gemm, fp8_blockscale_grouped_gemm, mla_decode,
+prefill_sliding_window_sinks, silu_mul_fp8_quant, rmsnorm_fp8_quant, route_topk_softmax,
+kv_cache_write), for an honest out-of-sample figure; fit on the calibration set, score on this.
+The output JSON's `set` says which corpus it holds.
 
 Each variant first runs once on its task's first workload and must agree with the unmodified
 starter there (a rewrite that breaks the kernel would otherwise poison the fit with a fast,
@@ -124,6 +131,66 @@ def rope(source: str) -> Variants:
         yield f"w{warps}", rewrite(source, "BLOCK_D=triton.next_power_of_2(half),\n    )", f"BLOCK_D=triton.next_power_of_2(half), num_warps={warps},\n    )")
 
 
+# --- the validation set: starters the fit never sees, for an honest out-of-sample figure ---
+
+
+def mla_decode(source: str) -> Variants:
+    # BLOCK_H ≥ 16 (tl.dot's smallest M); 64 × 64 is left out: with Triton's default pipelining its
+    # 72 KB K tiles and the 64-head q would not fit an H200's 228 KB of shared memory
+    for (bh, bn), warps in itertools.product([(16, 16), (16, 32), (16, 64), (32, 32), (32, 64), (64, 32)], (4, 8)):
+        src = rewrite(source, "BLOCK_H = 16\n    BLOCK_N = 32", f"BLOCK_H = {bh}\n    BLOCK_N = {bn}")
+        src = rewrite(src, "BLOCK_H=BLOCK_H, BLOCK_N=BLOCK_N, num_warps=8,", f"BLOCK_H=BLOCK_H, BLOCK_N=BLOCK_N, num_warps={warps},")
+        yield f"bh{bh}_bn{bn}_w{warps}", src
+
+
+def prefill_sliding_window_sinks(source: str) -> Variants:
+    for (bm, bn), warps, stages in itertools.product([(32, 64), (64, 64), (128, 64)], (4, 8), (1, 2)):
+        src = rewrite(source, "BLOCK_M, BLOCK_N = (64, 64) if gpu else (32, 32)", f"BLOCK_M, BLOCK_N = ({bm}, {bn}) if gpu else ({bm}, {bn})")
+        src = rewrite(src, "num_warps=4, num_stages=2,", f"num_warps={warps}, num_stages={stages},")
+        yield f"bm{bm}_bn{bn}_w{warps}_s{stages}", src
+
+
+def bf16_grouped_gemm(source: str) -> Variants:
+    # BLOCK_M 16 is for decode, where most groups hold one or two rows
+    for (bm, bn, bk), warps, stages in itertools.product([(16, 64, 128), (32, 64, 64), (64, 128, 64), (128, 128, 64)], (4, 8), (2, 3)):
+        src = rewrite(source, "BLOCK_M, BLOCK_N, BLOCK_K = 32, 64, 64", f"BLOCK_M, BLOCK_N, BLOCK_K = {bm}, {bn}, {bk}")
+        src = rewrite(src, "BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,", f"BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, num_warps={warps}, num_stages={stages},")
+        yield f"bm{bm}_bn{bn}_bk{bk}_w{warps}_s{stages}", src
+
+
+def fp8_blockscale_grouped_gemm(source: str) -> Variants:
+    # BLOCK_M divides 128 (a tile reads one expert per 128-row block); BLOCK_K stays the 128 scale block
+    for (bm, bn), warps, stages in itertools.product([(32, 64), (64, 128), (128, 128)], (4, 8), (2, 3)):
+        src = rewrite(source, "BLOCK_M, BLOCK_N, BLOCK_K = 64, 64, 128", f"BLOCK_M, BLOCK_N, BLOCK_K = {bm}, {bn}, 128")
+        src = rewrite(src, "BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,", f"BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, num_warps={warps}, num_stages={stages},")
+        yield f"bm{bm}_bn{bn}_w{warps}_s{stages}", src
+
+
+def rmsnorm_fp8_quant(source: str) -> Variants:
+    for warps in (1, 2, 4, 8, 16, 32):
+        yield f"w{warps}", rewrite(source, "num_warps=8 if BLOCK >= 4096 else 4", f"num_warps={warps}")
+
+
+def silu_mul_fp8_quant(source: str) -> Variants:
+    # BLOCK a power of two and a multiple of the 128-wide group
+    for block, warps in itertools.product([256, 1024, 4096], [1, 4, 8]):
+        src = rewrite(source, "BLOCK = 1024", f"BLOCK = {block}")
+        src = rewrite(src, "BLOCK=BLOCK, GROUP_SIZE=GROUP, FP8_MAX=448.0,", f"BLOCK=BLOCK, GROUP_SIZE=GROUP, FP8_MAX=448.0, num_warps={warps},")
+        yield f"block{block}_w{warps}", src
+
+
+def route_topk_softmax(source: str) -> Variants:
+    for rows, warps in itertools.product((1, 4, 16), (1, 4)):
+        src = rewrite(source, 'rows = 16 if x.device.type == "cpu" else 1', f'rows = {rows} if x.device.type == "cpu" else {rows}')
+        src = rewrite(src, "BLOCK_K=triton.next_power_of_2(top_k),", f"BLOCK_K=triton.next_power_of_2(top_k), num_warps={warps},")
+        yield f"rows{rows}_w{warps}", src
+
+
+def kv_cache_write(source: str) -> Variants:
+    for warps in (1, 2, 4, 8):
+        yield f"w{warps}", rewrite(source, "BLOCK=triton.next_power_of_2(HD),\n    )", f"BLOCK=triton.next_power_of_2(HD), num_warps={warps},\n    )")
+
+
 FAMILIES: dict[str, Callable[[str], Variants]] = {
     "gemm/bf16_gemm": bf16_gemm,
     "attention/prefill_gqa": prefill_gqa,
@@ -136,6 +203,19 @@ FAMILIES: dict[str, Callable[[str], Variants]] = {
     "elementwise/rope": rope,
 }
 
+# kernels the fit never sees (no starter in common with FAMILIES): an honest out-of-sample figure
+VALIDATION: dict[str, Callable[[str], Variants]] = {
+    "gemm/bf16_grouped_gemm": bf16_grouped_gemm,
+    "attention/prefill_sliding_window_sinks": prefill_sliding_window_sinks,
+    "activation/silu_mul_fp8_quant": silu_mul_fp8_quant,
+    "gemm/fp8_blockscale_grouped_gemm": fp8_blockscale_grouped_gemm,
+    "attention/mla_decode": mla_decode,
+    "moe/route_topk_softmax": route_topk_softmax,
+    "norm/rmsnorm_fp8_quant": rmsnorm_fp8_quant,
+    "elementwise/kv_cache_write": kv_cache_write,
+}
+SETS: dict[str, dict[str, Callable[[str], Variants]]] = {"calibration": FAMILIES, "validation": VALIDATION}
+
 
 @dataclass
 class Variant:
@@ -144,10 +224,10 @@ class Variant:
     source: str
 
 
-def round_robin(per_family: int | None) -> Iterator[Variant]:
+def round_robin(per_family: int | None, families: dict[str, Callable[[str], Variants]] = FAMILIES) -> Iterator[Variant]:
     """Every task's variants, interleaved: the first of each task, then the second, ..."""
     queues = []
-    for task_id, make in FAMILIES.items():
+    for task_id, make in families.items():
         task = find_task(task_id)
         made = [Variant(task, name, src) for name, src in make(task.file("starter.py").read_text())]
         queues.append(made[:per_family] if per_family else made)
@@ -231,6 +311,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--budget-s", type=float, default=480.0, help="start no variant after this many seconds")
     parser.add_argument("--per-family", type=int, default=None, help="at most this many variants per task (a dry run)")
+    parser.add_argument("--set", choices=sorted(SETS), default="calibration", help="which variants: the fit's own, or the out-of-sample check")
     args = parser.parse_args()
     device = torch.device(args.device)
     if device.type == "cuda":
@@ -246,7 +327,7 @@ def main() -> int:
     records: list[dict[str, Any]] = []
     starters: dict[str, Any] = {}
     out_json = args.out / "sim_collect.json"
-    variants = list(round_robin(args.per_family))
+    variants = list(round_robin(args.per_family, SETS[args.set]))
     for n, v in enumerate(variants, 1):
         if time.monotonic() - started > args.budget_s:
             print(f"budget of {args.budget_s:.0f} s spent: {n - 1} of {len(variants)} variants timed", flush=True)
@@ -256,7 +337,7 @@ def main() -> int:
         t0 = time.monotonic()
         got = collect(v, args.out / rel, device, starters)
         records += [{**r, "candidate": str(rel)} for r in got]
-        out_json.write_text(json.dumps({"device": name, "torch": torch.__version__, "budget_s": args.budget_s, "records": records}, indent=1))
+        out_json.write_text(json.dumps({"device": name, "torch": torch.__version__, "set": args.set, "budget_s": args.budget_s, "records": records}, indent=1))
         status = got[0].get("error") or " ".join(f"{r['median_us']:.1f}" for r in got) + " µs"
         print(f"[{n}/{len(variants)}] {time.monotonic() - started:6.1f} s (+{time.monotonic() - t0:4.1f}) {v.task.id} {v.name}: {status}", flush=True)
     with tarfile.open(args.out / "variants.tar.gz", "w:gz") as tar:  # the form bench/sim_fit.py reads, one file to carry
