@@ -256,14 +256,15 @@ class Counting:
             if total <= self.full_grid:
                 run(list(range(total)))
             else:
-                run(stratified(total, self.first_sample))
+                run(stratified(total, self.first_sample, gx=gx))
                 size = self.first_sample
                 while size < self.max_sample and _cv([p.work() for p in launch.programs]) > ENLARGE_CV:
                     if time.perf_counter() - started > PROGRAM_BUDGET_S:
                         break
                     size = min(self.max_sample, size * 2)
-                    fresh = [i for i in stratified(total, size, offset=0.5) if i not in done]
-                    run(fresh[: max(0, size - len(done))])  # at most `max_sample` programs in all
+                    fresh = [i for i in stratified(total, size, offset=0.5, gx=gx) if i not in done]
+                    need = max(0, size - len(done))  # at most `max_sample` programs in all,
+                    run([fresh[int(j * len(fresh) / need)] for j in range(need)] if 0 < need < len(fresh) else fresh[:need])  # spread, not the first ones
         finally:
             launch.interpreter_s = time.perf_counter() - started
             self.launches.append(launch)
@@ -319,11 +320,19 @@ def unique_sectors(addrs: np.ndarray) -> np.ndarray:
     return np.unique(sectors)
 
 
-def stratified(total: int, count: int, offset: float = 0.0) -> list[int]:
+def stratified(total: int, count: int, offset: float = 0.0, gx: int = 1) -> list[int]:
     """`count` program indices spread evenly over [0, total), shifted by `offset` of a stride;
-    the last program is always included (it is the one that partial tiles and tails land on)."""
+    the last program is always included (it is the one that partial tiles and tails land on).
+    With the grid's x size `gx`: where the stride spans whole rows of x, the picks are spread
+    over x too; otherwise a stride that is a multiple of `gx` lands every pick on x = 0 (a
+    causal attention kernel's shortest query block, counted for all of them)."""
     stride = total / count
-    picks = {min(total - 1, int((k + offset) * stride)) for k in range(count)}
+    picks = set()
+    for k in range(count):
+        i = int((k + offset) * stride)
+        if gx > 1 and stride >= gx:
+            i = i - i % gx + int((k + 0.5 + offset) * gx / count) % gx  # the middle of each x stratum
+        picks.add(min(total - 1, i))
     picks.add(total - 1)
     return sorted(picks)
 
