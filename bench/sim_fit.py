@@ -244,6 +244,8 @@ def head_to_head(rows: list[dict[str, Any]], preds: list[float]) -> dict[str, An
     say which is faster (where the measured gap exceeds 10%)? The ranking question itself."""
     by: dict[tuple[str, str], dict[str, tuple[float, float]]] = {}
     for r, p in zip(rows, preds):
+        if r.get("variant"):
+            continue  # a tile variant timed at the same workload is not the starter (it used to overwrite it here)
         by.setdefault((r["task"], r["label"]), {})[r["kind"]] = (p, r["measured_us"])
     right = total = 0
     for sides in by.values():

@@ -130,7 +130,8 @@ def test_a_kernel_with_twice_the_traffic_is_predicted_slower(counted):
     t1, t2 = launch_time(one, one["resources"], target, c), launch_time(two, two["resources"], target, c)
     assert t1.bound == t2.bound == "dram"
     assert t2.time_us > t1.time_us
-    assert t2.time_us - c.launch_us == pytest.approx(1.5 * (t1.time_us - c.launch_us)), "12 bytes per element against 8"
+    assert t2.terms_us["dram"] == pytest.approx(1.5 * t1.terms_us["dram"]), "12 bytes per element against 8"
+    assert t2.time_us - c.launch_us == pytest.approx(1.5 * (t1.time_us - c.launch_us), rel=0.05)
 
 
 def test_the_aot_compile_for_sm90_reports_registers_shared_memory_and_the_matrix_path(counted):
@@ -168,6 +169,40 @@ def test_the_slow_matrix_path_is_predicted_slower_than_wgmma():
     fast = launch_time({"programs": 132, "per_program": per}, {"ok": True, "mma": "wgmma", "num_warps": 4}, target, c)
     slow = launch_time({"programs": 132, "per_program": per}, {"ok": True, "mma": "mma", "num_warps": 4}, target, c)
     assert slow.time_us > 1.5 * fast.time_us
+
+
+def _per(**counts) -> dict:
+    return {"load_bytes": 0, "store_bytes": 0, "load_sectors": 0, "store_sectors": 0, "loads": 0, "stores": 0,
+            "dot_flops": {}, "alu_ops": 0, "sfu_ops": 0, "atomics": 0, **counts}
+
+
+def test_terms_that_do_not_bind_still_show_so_variants_bound_alike_are_not_tied():
+    target, c = h200()
+    res = {"ok": True, "registers": 128, "shared_bytes": 32768, "mma": "wgmma", "num_warps": 4, "num_stages": 3}
+    lean = launch_time({"programs": 132, "per_program": _per(dot_flops={"bf16": 2 * 128 * 128 * 4096}, loads=64), "dram_bytes": 0}, res, target, c)
+    busy = launch_time({"programs": 132, "per_program": _per(dot_flops={"bf16": 2 * 128 * 128 * 4096}, loads=128), "dram_bytes": 0}, res, target, c)
+    assert lean.bound == busy.bound == "tensor" and lean.terms_us["tensor"] == busy.terms_us["tensor"]
+    assert busy.time_us > lean.time_us, "twice the load rounds under the same dots: slower, not a tie"
+    assert busy.time_us - lean.time_us < busy.terms_us["latency"] - lean.terms_us["latency"], "but mostly hidden"
+
+
+def test_many_elements_per_thread_cost_their_own_instruction_stream():
+    target, c = h200()
+    per = _per(load_sectors=256, store_sectors=128, loads=2, stores=1, alu_ops=9 * 4096, sfu_ops=4096)  # silu_mul on a 4096 block
+    one = launch_time({"programs": 4, "per_program": per, "dram_bytes": 0}, {"ok": True, "registers": 64, "num_warps": 1}, target, c)
+    many = launch_time({"programs": 4, "per_program": per, "dram_bytes": 0}, {"ok": True, "registers": 64, "num_warps": 16}, target, c)
+    assert one.terms_us["thread"] == pytest.approx(16 * many.terms_us["thread"]), "128 elements per thread against 8"
+    assert one.time_us > many.time_us and one.bound == "thread"
+
+
+def test_a_launch_smaller_than_the_gpu_reads_at_its_busiest_units_share_of_l2():
+    target, c = h200()
+    per = _per(load_sectors=65536, loads=2)  # 2 MiB a program
+    res = {"ok": True, "registers": 64, "num_warps": 4}
+    few = launch_time({"programs": 24, "per_program": per, "dram_bytes": 0}, res, target, c)
+    full = launch_time({"programs": target.units, "per_program": per, "dram_bytes": 0}, res, target, c)
+    assert few.terms_us["l2"] == pytest.approx(full.terms_us["l2"]), "one program per unit either way: the same time"
+    assert few.terms_us["l2"] == pytest.approx(2 * 2**20 / (target.l2_tbps * 1e12 / target.units) * 1e6)
 
 
 # --- collectives -------------------------------------------------------------------------------
