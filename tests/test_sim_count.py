@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.harness.sim_count import SECTOR, stratified, unique_sectors
+from core.harness.sim_count import MAX_SAMPLE, SECTOR, Counting, Launch, stratified, unique_sectors
 
 
 @pytest.mark.parametrize("addrs", [
@@ -21,10 +21,33 @@ def test_the_sectors_an_access_touches_are_the_distinct_32_byte_blocks_in_order(
     assert np.array_equal(unique_sectors(addrs), np.unique(addrs // SECTOR))
 
 
-def test_a_sample_spreads_over_the_grids_x_axis_even_when_the_stride_is_a_multiple_of_it():
-    gx = 64  # query blocks of a causal attention launch, x fastest; 4 x 32 sequences and heads
-    picks = stratified(gx * 128, 8, gx=gx)
-    xs = {i % gx for i in picks}
-    assert len(xs) >= 8, "not every pick at x = 0: the causal kernel's work grows with x"
-    assert max(picks) == gx * 128 - 1 and len(picks) >= 8
-    assert stratified(100, 8) == stratified(100, 8, gx=1), "a 1-D grid is sampled as before"
+def test_a_sample_spreads_over_every_axis_of_the_grid_even_when_the_stride_is_a_multiple_of_it():
+    gx, gy = 64, 128  # causal query blocks (x, fastest) of 128 sequence-heads; or experts × row tiles
+    picks = stratified(gx * gy * 4, 8)
+    assert len({i % gx for i in picks}) >= 6, "picks landed on a few x: a causal kernel's work grows with x"
+    assert len({(i // gx) % gy for i in picks}) >= 6, "picks landed on a few y: a worst-case MoE grid works only at y = 0"
+    assert max(picks) == gx * gy * 4 - 1, "the last program, where tails land, is always counted"
+    assert stratified(1000, 8) == stratified(1000, 8), "the same launch is sampled the same way every run"
+
+
+def _early_exit_launch(experts: int, row_tiles: int) -> Launch:
+    """A worst-case grouped-GEMM grid: (expert, row tile, column tile); only row tile 0 of each
+    expert has rows, every other program returns after reading its expert's offsets."""
+    launch = Launch("grouped", lambda: None, (experts, row_tiles, 4), {}, {}, [])
+
+    def run_one(x: int, y: int, z: int) -> None:
+        program = Counting.active.program  # type: ignore[union-attr]
+        program.load_sectors += 2 if y else 2 + 64 * 32  # the offsets; the K loop's tiles
+        program.dot_flops["bf16"] = 0.0 if y else 2.0 * 64 * 128 * 2048
+
+    with Counting() as counting:
+        counting.run_programs(launch, run_one)
+    return launch
+
+
+def test_a_grid_whose_programs_mostly_return_early_is_sampled_until_the_busy_ones_are_seen():
+    launch = _early_exit_launch(128, 128)
+    truth = 128 * 4 * 2.0 * 64 * 128 * 2048 / launch.num_programs  # busy programs' FLOPs over all of them
+    counted = launch.summary()["per_program"]["dot_flops"]["bf16"]
+    assert len(launch.programs) > MAX_SAMPLE, "the sample grew past 32: most programs were idle"
+    assert 0.5 * truth < counted < 2 * truth

@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import random
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -36,6 +37,10 @@ FULL_GRID = 16  # a launch of at most this many programs is run whole (a larger 
 FIRST_SAMPLE = 8  # programs sampled first from a larger launch
 MAX_SAMPLE = 32  # ... and at most this many when they differ
 ENLARGE_CV = 0.1  # coefficient of variation of the per-program work above which the sample grows
+SPARSE_SAMPLE = 1024  # ... and at most this many where most of them are idle (returned early), time allowing
+IDLE_SHARE = 0.01  # a program with less work than this share of the busiest one's is idle
+EMPTY_WORK = 8 * 32  # work (ProgramCounts.work) of a program that only read a few indices and returned
+EMPTY_BUDGET_S = 0.25  # interpreter seconds a launch may spend looking for its first busy program
 KEEP_ITERATIONS = 2  # a counted loop of more iterations runs its first two and its last
 PROGRAM_BUDGET_S = 1.0  # interpreter seconds one launch may spend on its sample before it stops growing
 SFU_UNARY = {"exp", "exp2", "log", "log2", "sqrt", "sin", "cos"}
@@ -234,6 +239,24 @@ class Counting:
 
     # --- what the launch hook calls -------------------------------------------------------
 
+    def _grow_to(self, launch: Launch, elapsed: float) -> int:
+        """How large the sample should grow now (its size if it should stop).
+
+        Programs that differ (work varying by more than `ENLARGE_CV`) grow it to `max_sample`.
+        A worst-case grid whose programs mostly return early (a grouped GEMM over every expert's
+        largest possible row count) grows it to `SPARSE_SAMPLE`: a mean over 32 programs, two of
+        which worked, is a guess, and idle programs cost little to run. So does a sample in
+        which no program did any work yet, for `EMPTY_BUDGET_S`: the busy ones may be rarer
+        than one in eight."""
+        works = [p.work() for p in launch.programs]
+        n, top = len(works), max(works, default=0.0)
+        if top <= EMPTY_WORK:
+            return SPARSE_SAMPLE if elapsed < EMPTY_BUDGET_S else n
+        if elapsed > PROGRAM_BUDGET_S or _cv(works) <= ENLARGE_CV:
+            return n
+        idle = sum(1 for w in works if w <= IDLE_SHARE * top)
+        return SPARSE_SAMPLE if idle * 2 > n else self.max_sample
+
     def run_programs(self, launch: Launch, run_one: Callable[[int, int, int], None]) -> None:
         """Run all programs of a small launch, else a stratified sample, grown where programs differ."""
         self.current = launch
@@ -256,13 +279,11 @@ class Counting:
             if total <= self.full_grid:
                 run(list(range(total)))
             else:
-                run(stratified(total, self.first_sample, gx=gx))
+                run(stratified(total, self.first_sample))
                 size = self.first_sample
-                while size < self.max_sample and _cv([p.work() for p in launch.programs]) > ENLARGE_CV:
-                    if time.perf_counter() - started > PROGRAM_BUDGET_S:
-                        break
-                    size = min(self.max_sample, size * 2)
-                    fresh = [i for i in stratified(total, size, offset=0.5, gx=gx) if i not in done]
+                while size < min(total, cap := self._grow_to(launch, time.perf_counter() - started)):
+                    size = min(cap, size * 2)
+                    fresh = [i for i in stratified(total, size, salt=size) if i not in done]
                     need = max(0, size - len(done))  # at most `max_sample` programs in all,
                     run([fresh[int(j * len(fresh) / need)] for j in range(need)] if 0 < need < len(fresh) else fresh[:need])  # spread, not the first ones
         finally:
@@ -320,19 +341,16 @@ def unique_sectors(addrs: np.ndarray) -> np.ndarray:
     return np.unique(sectors)
 
 
-def stratified(total: int, count: int, offset: float = 0.0, gx: int = 1) -> list[int]:
-    """`count` program indices spread evenly over [0, total), shifted by `offset` of a stride;
-    the last program is always included (it is the one that partial tiles and tails land on).
-    With the grid's x size `gx`: where the stride spans whole rows of x, the picks are spread
-    over x too; otherwise a stride that is a multiple of `gx` lands every pick on x = 0 (a
-    causal attention kernel's shortest query block, counted for all of them)."""
+def stratified(total: int, count: int, salt: int = 0) -> list[int]:
+    """`count` program indices of [0, total): one in each of `count` equal strata, at a seeded
+    pseudo-random place in it (the same every run for the same launch size and `salt`), and the
+    last program (where partial tiles and tails land). A fixed place in each stratum aliases
+    with the grid: a stride that is a multiple of the grid's x size (or x·y) puts every pick on
+    one x (or y), such as a causal attention kernel's first query block, or the first row tile of
+    a worst-case MoE grid (the one row tile of each expert that has work), counted for all."""
+    rng = random.Random(total * 1_000_003 + count * 101 + salt)
     stride = total / count
-    picks = set()
-    for k in range(count):
-        i = int((k + offset) * stride)
-        if gx > 1 and stride >= gx:
-            i = i - i % gx + int((k + 0.5 + offset) * gx / count) % gx  # the middle of each x stratum
-        picks.add(min(total - 1, i))
+    picks = {min(total - 1, int((k + rng.random()) * stride)) for k in range(count)}
     picks.add(total - 1)
     return sorted(picks)
 
