@@ -41,6 +41,7 @@ SPARSE_SAMPLE = 1024  # ... and at most this many where most of them are idle (r
 IDLE_SHARE = 0.01  # a program with less work than this share of the busiest one's is idle
 EMPTY_WORK = 8 * 32  # work (ProgramCounts.work) of a program that only read a few indices and returned
 EMPTY_BUDGET_S = 0.25  # interpreter seconds a launch may spend looking for its first busy program
+SPARSE_BUDGET_S = 0.5  # ... and growing a sample of mostly idle programs (about 350 of them)
 KEEP_ITERATIONS = 2  # a counted loop of more iterations runs its first two and its last
 PROGRAM_BUDGET_S = 1.0  # interpreter seconds one launch may spend on its sample before it stops growing
 SFU_UNARY = {"exp", "exp2", "log", "log2", "sqrt", "sin", "cos"}
@@ -255,7 +256,9 @@ class Counting:
         if elapsed > PROGRAM_BUDGET_S or _cv(works) <= ENLARGE_CV:
             return n
         idle = sum(1 for w in works if w <= IDLE_SHARE * top)
-        return SPARSE_SAMPLE if idle * 2 > n else self.max_sample
+        if idle * 2 > n:
+            return SPARSE_SAMPLE if elapsed < SPARSE_BUDGET_S else n
+        return self.max_sample
 
     def run_programs(self, launch: Launch, run_one: Callable[[int, int, int], None]) -> None:
         """Run all programs of a small launch, else a stratified sample, grown where programs differ."""
