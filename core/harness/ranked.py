@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from . import ranked_worker
-from .runner import Evaluation, StageFailed, _times, _workload
+from .runner import Evaluation, StageFailed, _times, _workload, verdict
 from .timing import picks, summarize
 from .workers import TaskFileChanged, Worker, WorkerDied, WorkerTimeout, candidate_view
 from .zygote import Zygote, ZygoteError
@@ -151,7 +151,7 @@ class RankedEvaluation(Evaluation):
                 if check.get("malformed"):
                     message, worst = f"seed {seed}: the candidate's ranks sent malformed outputs: {check['malformed']}", {"error": check["malformed"]}
                     break
-                message, worst = _verdict(check["runs"], seed, worst)
+                message, worst = verdict(check["runs"], seed, worst, ranked=True)
                 if message:
                     break
             passed = message is None
@@ -258,27 +258,6 @@ def _answered(worker: Worker) -> bool:
         return True
     except (WorkerTimeout, WorkerDied):
         return False
-
-
-def _verdict(runs: list[list[dict[str, Any]]], seed: int, worst: dict[str, Any] | None) -> tuple[str | None, dict[str, Any] | None]:
-    """The first wrong output over runs and ranks (as a message) and the worst result seen."""
-    message = None
-    for run_index, ranks in enumerate(runs):
-        for rank, outputs in enumerate(ranks):
-            for name, result in outputs.items():
-                if worst is None or result.get("max_abs_err", float("inf")) > worst.get("max_abs_err", -1.0) or not result["passed"]:
-                    worst = {"output": name, "rank": rank, "seed": seed, **({"run": run_index + 1} if run_index else {}), **result}
-                if not result["passed"] and message is None:
-                    if run_index == 0:
-                        message = f"output `{name}` on rank {rank}, seed {seed}: {result.get('message')}"
-                    else:
-                        message = (
-                            f"output `{name}` on rank {rank}, seed {seed}: run {run_index + 1} on the same inputs is wrong where run 1 was "
-                            f"right ({result.get('message')}): the candidate is not deterministic (a race, or uninitialised memory)"
-                        )
-            if message:
-                return message, worst
-    return message, worst
 
 
 def _slowest_rank(times_by_rank: list[list[float]]) -> dict[str, Any]:

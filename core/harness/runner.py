@@ -392,21 +392,9 @@ class Evaluation:
         )
         if check.get("malformed"):
             return {"error": check["malformed"]}, f"seed {seed}: the candidate's worker sent malformed outputs: {check['malformed']}"
-        message = None
-        for r, outputs in enumerate(check["runs"]):
-            for name, result in outputs.items():
-                if worst is None or result.get("max_abs_err", float("inf")) > worst.get("max_abs_err", -1.0) or not result["passed"]:
-                    worst = {"output": name, "seed": seed, **({"run": r + 1} if r else {}), **result}
-                if not result["passed"] and message is None:
-                    if r == 0:
-                        message = f"output `{name}`, seed {seed}: {result.get('message')}"
-                    else:
-                        message = (
-                            f"output `{name}`, seed {seed}: run {r + 1} on the same inputs is wrong where run 1 was right "
-                            f"({result.get('message')}): the candidate is not deterministic (a race, or uninitialised memory)"
-                        )
-            if message:
-                return worst, message
+        message, worst = verdict([[outputs] for outputs in check["runs"]], seed, worst)
+        if message:
+            return worst, message
         if check.get("independent"):
             self.emit({"type": "workload_checked", "stage": stage, "workload": w["label"], "axes": w["axes"], "passed": False, "message": check["independent"], "worst": worst})
             raise self._violation("input_independent_output", f"{w['label']}: {check['independent']}", w["label"])
@@ -498,6 +486,32 @@ class Evaluation:
                         w["label"],
                     )
         return len(want)
+
+
+def verdict(
+    runs: list[list[dict[str, Any]]], seed: int, worst: dict[str, Any] | None, ranked: bool = False,
+) -> tuple[str | None, dict[str, Any] | None]:
+    """The first wrong output of one seed's runs (each a list of per-rank outputs; one rank for
+    a single-device task) as a message, and the worst result seen so far. `ranked` names the
+    rank in both."""
+    message = None
+    for run_index, ranks in enumerate(runs):
+        for rank, outputs in enumerate(ranks):
+            where = f" on rank {rank}" if ranked else ""
+            for name, result in outputs.items():
+                if worst is None or result.get("max_abs_err", float("inf")) > worst.get("max_abs_err", -1.0) or not result["passed"]:
+                    worst = {"output": name, **({"rank": rank} if ranked else {}), "seed": seed, **({"run": run_index + 1} if run_index else {}), **result}
+                if not result["passed"] and message is None:
+                    if run_index == 0:
+                        message = f"output `{name}`{where}, seed {seed}: {result.get('message')}"
+                    else:
+                        message = (
+                            f"output `{name}`{where}, seed {seed}: run {run_index + 1} on the same inputs is wrong where run 1 was "
+                            f"right ({result.get('message')}): the candidate is not deterministic (a race, or uninitialised memory)"
+                        )
+            if message:
+                return message, worst
+    return message, worst
 
 
 def _times(reply: dict[str, Any], max_calls: int) -> list[float]:
