@@ -153,11 +153,23 @@ def test_a_helper_called_inside_a_kernel_does_not_patch_the_language_again(monke
     out = torch.empty(100)
     helper_loop_kernel[(4,)](x, out, 100, STEPS=5, BLOCK=32)
     torch.testing.assert_close(out, x * 15.0)
-    # Triton's own tl.zeros lives in a module that sees tl.core, which the launch did not patch:
-    # it still patches for itself, as before.
-    assert [n for n in patched if n != "zeros"] == ["helper_loop_kernel"], "the launch patched once; the 20 helper calls did not"
+    # Neither the kernel's own helper nor Triton's tl.zeros (whose module sees tl.core, which the
+    # launch patches too) patches again.
+    assert patched == ["helper_loop_kernel"], "the launch patched once; the 20 helper calls did not"
     helper_loop_kernel[(1,)](x, out, 100, STEPS=1, BLOCK=32)
-    assert [n for n in patched if n != "zeros"] == ["helper_loop_kernel"] * 2, "the next launch patches afresh"
+    assert patched == ["helper_loop_kernel"] * 2, "the next launch patches afresh"
+
+
+def test_a_launch_leaves_both_language_modules_as_it_found_them():
+    import triton.language as tl
+
+    before = {module.__name__: dict(vars(module)) for module in (tl, tl.core, tl.math)}
+    methods = dict(vars(tl.tensor))
+    helper_loop_kernel[(4,)](torch.randn(100), torch.empty(100), 100, STEPS=2, BLOCK=32)
+    for module in (tl, tl.core, tl.math):
+        changed = [name for name, value in vars(module).items() if before[module.__name__].get(name) is not value]
+        assert not changed, f"{module.__name__} still patched after the launch: {changed[:5]}"
+    assert [n for n, v in vars(tl.tensor).items() if methods.get(n) is not v] == []
 
 
 def _once_per_launch(patch_lang):

@@ -47,6 +47,7 @@ class Resources:
     num_stages: int = 3
     compile_s: float = 0.0
     error: str | None = None
+    rejected: bool = False  # the target's compiler (its MLIR passes, ptxas) or its resource limits refused the kernel: the GPU would too
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -104,12 +105,29 @@ def compile_launch(fn: Any, bound: dict[str, Any], options: dict[str, Any], spec
         if cache_dir:
             os.environ["TRITON_CACHE_DIR"] = cache_dir
         signature, constexprs = signature_of(fn, bound)
-        with PristineLanguage.restored(), _compiled_helpers(fn):
+        refused: Exception | None = None
+        with PristineLanguage.restored(), _compiled_helpers(fn), _Diagnostics() as diagnostics:
             from triton.runtime.jit import JITFunction
 
             src = ASTSource(fn=JITFunction(fn), signature=signature, constexprs=constexprs)
-            kernel = triton.compile(src, target=target_of(spec), options={"num_warps": warps, "num_stages": stages})
+            try:
+                kernel = triton.compile(src, target=target_of(spec), options={"num_warps": warps, "num_stages": stages})
+            except Exception as exc:
+                if not _refused_by_compiler(exc):
+                    raise
+                refused = exc
+        if refused is not None:
+            return Resources(
+                ok=False, num_warps=warps, num_stages=stages, compile_s=time.perf_counter() - started, rejected=True,
+                error=f"{type(refused).__name__}: {refused}".strip().splitlines()[0][:200] + diagnostics.summary(),
+            )
         found = _read_nvidia(kernel) if spec["backend"] == "cuda" else _read_amd(kernel)
+        limit = int(spec.get("shared_per_unit") or 0)
+        if limit and found.get("shared_bytes", 0) > limit:  # the driver refuses such a launch (triton's OutOfResources)
+            return Resources(
+                ok=False, num_warps=warps, num_stages=stages, compile_s=time.perf_counter() - started, rejected=True,
+                error=f"out of shared memory: a program needs {found['shared_bytes']} bytes, the target has {limit} per unit; smaller tiles or fewer stages",
+            )
         return Resources(ok=True, num_warps=warps, num_stages=stages, compile_s=time.perf_counter() - started, **found)
     except BaseException as exc:  # noqa: BLE001 - degrade, never crash the prediction
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
@@ -120,6 +138,52 @@ def compile_launch(fn: Any, bound: dict[str, Any], options: dict[str, Any], spec
             traceback.print_exc()
         message = f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:300]
         return Resources(ok=False, num_warps=warps, num_stages=stages, compile_s=time.perf_counter() - started, error=message)
+
+
+def _refused_by_compiler(exc: BaseException) -> bool:
+    """Whether a compile failed in the target's own back end (an MLIR pass or ptxas), as it
+    would on that GPU, rather than in this AOT path (a front-end error on a kernel the
+    interpreter ran is more likely this path's limit: reported, never held against it)."""
+    return type(exc).__name__ == "PTXASError" or (isinstance(exc, RuntimeError) and "PassManager::run failed" in str(exc))
+
+
+class _Diagnostics:
+    """Captures what the compiler's C++ writes to stderr (MLIR diagnostics, failed assertions)
+    while compiling, to quote it when the compile fails; passed on to stderr afterwards."""
+
+    def __enter__(self) -> "_Diagnostics":
+        import sys
+
+        sys.stderr.flush()
+        self.file = tempfile.TemporaryFile()
+        self.saved = os.dup(2)
+        os.dup2(self.file.fileno(), 2)
+        self.text = ""
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import sys
+
+        sys.stderr.flush()
+        os.dup2(self.saved, 2)
+        os.close(self.saved)
+        self.file.seek(0)
+        self.text = self.file.read().decode(errors="replace")
+        self.file.close()
+        if self.text:  # what the compiler said still reaches the worker's log
+            os.write(2, self.text.encode())
+
+    def summary(self) -> str:
+        """What is worth quoting, read after exit: the pass that failed and its failed assertion,
+        else the first error line (ptxas's, say)."""
+        found = []
+        if m := re.search(r"Pipeline failed while executing \[`([^`]+)`", self.text):
+            found.append(f"in the pass {m.group(1)}")
+        if m := re.search(r"Assertion `(.+?)' failed", self.text):
+            found.append(f"assertion `{m.group(1)}` failed")
+        if not found:
+            found = [line.strip() for line in self.text.splitlines() if "error" in line.lower()][:1]
+        return f" ({'; '.join(found)[:300]})" if found else ""
 
 
 class _compiled_helpers:

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from .runner import Evaluation
 
 MAX_LAUNCHES = 256
+RESOURCE_KEYS = ("registers", "spill_bytes", "shared_bytes", "num_warps", "num_stages")
 PER_PROGRAM_KEYS = ("load_bytes", "store_bytes", "load_sectors", "store_sectors", "loads", "stores", "alu_ops", "sfu_ops", "atomics")
 
 
@@ -62,10 +63,19 @@ def checked_launches(reply: dict[str, Any]) -> list[tuple[dict[str, Any], dict[s
         if isinstance(r, dict) and r.get("ok"):
             resources = {
                 "ok": True, "mma": r.get("mma") if r.get("mma") in ("wgmma", "tcgen05", "mma", "mfma", None) else None,
-                **{k: int(_number(r[k], f"launch {i} {k}")) for k in ("registers", "spill_bytes", "shared_bytes", "num_warps", "num_stages") if r.get(k) is not None},
+                **{k: int(_number(r[k], f"launch {i} {k}")) for k in RESOURCE_KEYS if r.get(k) is not None},
             }
         out.append((summary, resources))
     return out
+
+
+def refused_launch(reply: dict[str, Any]) -> str | None:
+    """What the target's compiler said about the first kernel it refused to build, or None."""
+    for s in reply.get("launches") or []:
+        r = s.get("resources") if isinstance(s, dict) else None
+        if isinstance(r, dict) and r.get("rejected") is True:
+            return f"kernel `{str(s.get('kernel'))[:80]}` does not build for the target ({str(r.get('error'))[:500]})"
+    return None
 
 
 def checked_ops(ops: Any, where: str) -> list[dict[str, Any]]:
@@ -109,6 +119,9 @@ def _report(ev: "Evaluation", w: dict[str, Any], reply: dict[str, Any], target: 
         cand_ops = checked_ops(reply.get("torch_ops", []), "candidate")
     except MalformedCounts as exc:
         raise StageFailed("failed", f"{w['label']}: the candidate's worker sent malformed counts: {exc}") from None
+    refused = refused_launch(reply)
+    if refused:
+        raise StageFailed("failed", f"{w['label']}: {refused}, so it would fail on that GPU at its first launch; it ran here only in Triton's interpreter")
     base = ev._trusted_call({"op": "predict_baseline", "workload": _workload(w), "seed": w["seed"], "formula": w["formula"]}, deadline)
     candidate = predict_side(launches, cand_ops, target, constants)
     baseline = predict_side([], checked_ops(base["torch_ops"], "baseline"), target, constants)

@@ -56,5 +56,5 @@ def sim_section(info: DeviceInfo) -> dict[str, Any]:
     calibration = calibration_label(key)
     return {
         "label": f"{info.id}, {calibration}", "model": data["model"], "calibration": calibration, "target": target,
-        "constants": constants, "aot": {**arch["aot"], "name": info.arch}, "peaks_source": peaks.source,
+        "constants": constants, "aot": {**arch["aot"], "name": info.arch, "shared_per_unit": arch["shared_per_unit"]}, "peaks_source": peaks.source,
     }

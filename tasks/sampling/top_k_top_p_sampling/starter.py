@@ -1,7 +1,8 @@
 """A portable starting point: one Triton program per row, streaming the row in BLOCK-sized
 chunks, with no sort:
 
-Each program takes ROWS rows as a [ROWS, BLOCK] tile (ROWS = 1 on a GPU):
+Each program takes ROWS rows as a [ROWS, BLOCK] tile (ROWS = 1 on a GPU); a row that fits
+one block is loaded once and kept in registers, a longer one is streamed by every pass:
 1. the row max m (for a stable softmax);
 2. the k-th largest logit, by bisection over the 32-bit ordered integer keys of the float32
    logits (32 passes counting keys ≥ mid; exact, ties at the k-th value all kept);
@@ -28,9 +29,17 @@ def _key(x):
 
 
 @triton.jit
+def _chunk(base, start, cols, rmask, V):
+    """Columns [start, start + BLOCK) of the rows: the logits (-inf past V), their keys, the mask."""
+    msk = rmask[:, None] & (start + cols < V)
+    x = tl.load(base + start + cols, mask=msk, other=-float("inf"))
+    return x, _key(x).to(tl.int64), msk
+
+
+@triton.jit
 def _sample_kernel(
     logits_ptr, topk_ptr, topp_ptr, u_ptr, out_ptr, B, V, stride,
-    ROWS: tl.constexpr, BLOCK: tl.constexpr,
+    ROWS: tl.constexpr, BLOCK: tl.constexpr, ONE_BLOCK: tl.constexpr,
 ):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     rmask = rows < B
@@ -39,13 +48,20 @@ def _sample_kernel(
     top_p = tl.load(topp_ptr + rows, mask=rmask, other=1.0)
     u = tl.load(u_ptr + rows, mask=rmask, other=0.0)
     cols = tl.arange(0, BLOCK)[None, :]
-    NEG = -float("inf")
+    # A row that fits one block (ONE_BLOCK: V <= BLOCK) is loaded once and kept in registers;
+    # a longer one is streamed again by every pass below.
+    if ONE_BLOCK:
+        x, key, msk = _chunk(base, 0, cols, rmask, V)
 
-    m = tl.full((ROWS,), NEG, tl.float32)
+    # 1. the row max, kept per column and reduced once after the loop: a loop-carried
+    # `m = max(m, tl.max(x))` used more than once after it fails Triton 3.6's compile for
+    # NVIDIA GPUs (TritonGPUOptimizeThreadLocality: "loopResult.hasOneUse()").
+    m = tl.full((ROWS, BLOCK), -float("inf"), tl.float32)
     for start in range(0, V, BLOCK):
-        msk = rmask[:, None] & (start + cols < V)
-        x = tl.load(base + start + cols, mask=msk, other=NEG)
-        m = tl.maximum(m, tl.max(x, axis=1))
+        if not ONE_BLOCK:
+            x, key, msk = _chunk(base, start, cols, rmask, V)
+        m = tl.maximum(m, x)
+    m = tl.max(m, axis=1)
     kmax = _key(m).to(tl.int64)
 
     # 2. the k-th largest key: the largest t with count(key >= t) >= k (33 halvings of 2^32)
@@ -55,9 +71,9 @@ def _sample_kernel(
         mid = lo + (hi - lo + 1) // 2
         cnt = tl.zeros((ROWS,), tl.int32)
         for start in range(0, V, BLOCK):
-            msk = rmask[:, None] & (start + cols < V)
-            x = tl.load(base + start + cols, mask=msk, other=NEG)
-            cnt += tl.sum(((_key(x).to(tl.int64) >= mid[:, None]) & msk).to(tl.int32), axis=1)
+            if not ONE_BLOCK:
+                x, key, msk = _chunk(base, start, cols, rmask, V)
+            cnt += tl.sum(((key >= mid[:, None]) & msk).to(tl.int32), axis=1)
         ge = cnt >= k
         lo = tl.where(ge, mid, lo)
         hi = tl.where(ge, hi, mid - 1)
@@ -66,10 +82,9 @@ def _sample_kernel(
     # 3. the top-k mass
     zk = tl.zeros((ROWS,), tl.float32)
     for start in range(0, V, BLOCK):
-        msk = rmask[:, None] & (start + cols < V)
-        x = tl.load(base + start + cols, mask=msk, other=NEG)
-        keep = (_key(x).to(tl.int64) >= tk[:, None]) & msk
-        zk += tl.sum(tl.where(keep, tl.exp(x - m[:, None]), 0.0), axis=1)
+        if not ONE_BLOCK:
+            x, key, msk = _chunk(base, start, cols, rmask, V)
+        zk += tl.sum(tl.where((key >= tk[:, None]) & msk, tl.exp(x - m[:, None]), 0.0), axis=1)
 
     # 4. the top-p threshold: the largest t >= tk with mass(key >= t) >= top_p * zk
     lo = tk
@@ -78,10 +93,9 @@ def _sample_kernel(
         mid = lo + (hi - lo + 1) // 2
         mass = tl.zeros((ROWS,), tl.float32)
         for start in range(0, V, BLOCK):
-            msk = rmask[:, None] & (start + cols < V)
-            x = tl.load(base + start + cols, mask=msk, other=NEG)
-            keep = (_key(x).to(tl.int64) >= mid[:, None]) & msk
-            mass += tl.sum(tl.where(keep, tl.exp(x - m[:, None]), 0.0), axis=1)
+            if not ONE_BLOCK:
+                x, key, msk = _chunk(base, start, cols, rmask, V)
+            mass += tl.sum(tl.where((key >= mid[:, None]) & msk, tl.exp(x - m[:, None]), 0.0), axis=1)
         ge = (mass >= top_p * zk) | (top_p >= 1.0)
         lo = tl.where(ge, mid, lo)
         hi = tl.where(ge, hi, mid - 1)
@@ -89,10 +103,9 @@ def _sample_kernel(
 
     zp = tl.zeros((ROWS,), tl.float32)
     for start in range(0, V, BLOCK):
-        msk = rmask[:, None] & (start + cols < V)
-        x = tl.load(base + start + cols, mask=msk, other=NEG)
-        keep = (_key(x).to(tl.int64) >= tp[:, None]) & msk
-        zp += tl.sum(tl.where(keep, tl.exp(x - m[:, None]), 0.0), axis=1)
+        if not ONE_BLOCK:
+            x, key, msk = _chunk(base, start, cols, rmask, V)
+        zp += tl.sum(tl.where((key >= tp[:, None]) & msk, tl.exp(x - m[:, None]), 0.0), axis=1)
 
     # 5. the draw: the first kept index whose running mass exceeds u * zp
     target = (u * zp)[:, None]
@@ -101,10 +114,10 @@ def _sample_kernel(
     last = tl.full((ROWS,), -1, tl.int32)
     BIG: tl.constexpr = 2147483647
     for start in range(0, V, BLOCK):
+        if not ONE_BLOCK:
+            x, key, msk = _chunk(base, start, cols, rmask, V)
         idx = start + cols
-        msk = rmask[:, None] & (idx < V)
-        x = tl.load(base + idx, mask=msk, other=NEG)
-        keep = (_key(x).to(tl.int64) >= tp[:, None]) & msk
+        keep = (key >= tp[:, None]) & msk
         w = tl.where(keep, tl.exp(x - m[:, None]), 0.0)
         c = running[:, None] + tl.cumsum(w, axis=1)
         cand = tl.min(tl.where(keep & (c > target), idx, BIG), axis=1)
@@ -128,6 +141,6 @@ def run(logits: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor):
     # A [ROWS, BLOCK] tile stays within Triton's 2^20 elements per tensor.
     BLOCK = min(triton.next_power_of_2(V), 8192 if ROWS > 1 else 4096)
     _sample_kernel[(triton.cdiv(B, ROWS),)](
-        logits, top_k.contiguous(), top_p.contiguous(), u, out, B, V, logits.stride(0), ROWS=ROWS, BLOCK=BLOCK,
+        logits, top_k.contiguous(), top_p.contiguous(), u, out, B, V, logits.stride(0), ROWS=ROWS, BLOCK=BLOCK, ONE_BLOCK=V <= BLOCK,
     )
     return out

@@ -1,0 +1,88 @@
+"""A `sim:` device compiles each Triton kernel for the target ahead of time (core/harness/sim_aot.py).
+A kernel that the target's own compiler refuses, or that asks for more shared memory than the
+target has, would fail on that GPU at its first launch: the simulated evaluation says so and
+fails, instead of predicting a time for a kernel that cannot run."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from core.devices import sim_info
+from core.harness import sim_aot
+from core.harness.sim_stage import refused_launch
+from core.sim import sim_section
+
+
+@triton.jit
+def _row_max_used_twice(x_ptr, out_ptr, N, ROWS: tl.constexpr, BLOCK: tl.constexpr):
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK)[None, :]
+    m = tl.full((ROWS,), -float("inf"), tl.float32)
+    for start in range(0, N, BLOCK):
+        x = tl.load(x_ptr + rows[:, None] * N + start + cols, mask=start + cols < N, other=-float("inf"))
+        m = tl.maximum(m, tl.max(x, axis=1))  # a reduction carried by the loop ...
+    tl.store(out_ptr + rows, m)
+    tl.store(out_ptr + ROWS + rows, m * 2.0)  # ... and used twice after it
+
+
+@triton.jit
+def _copy(x_ptr, out_ptr, N, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < N), mask=offs < N)
+
+
+H200 = sim_section(sim_info("sim:h200"))["aot"]
+ROW_MAX = {"x_ptr": torch.empty(4), "out_ptr": torch.empty(4), "N": 4096, "ROWS": 1, "BLOCK": 512}
+COPY = {"x_ptr": torch.empty(4), "out_ptr": torch.empty(4), "N": 4096, "BLOCK": 256}
+
+
+@pytest.mark.skipif(not triton.__version__.startswith("3.6."), reason=f"the refusal is Triton 3.6's (this is {triton.__version__})")
+def test_a_kernel_that_the_targets_compiler_refuses_is_reported_as_refused_with_the_failing_pass():
+    # The shape of the sampling starter's row max until 2026-11-29, which never built for a GPU.
+    found = sim_aot.compile_launch(_row_max_used_twice.fn, ROW_MAX, {}, H200)
+    assert not found.ok and found.rejected
+    assert "TritonGPUOptimizeThreadLocality" in found.error and "hasOneUse" in found.error
+
+
+def test_a_kernel_that_builds_is_not_refused():
+    found = sim_aot.compile_launch(_copy.fn, COPY, {}, H200)
+    assert found.ok and not found.rejected and found.registers
+
+
+def test_only_the_back_end_s_own_failures_count_as_refusals(monkeypatch):
+    def fails_in_a_pass(*_args, **_kwargs):
+        os.write(2, b"note: Pipeline failed while executing [`SomePass` on 'builtin.module' operation]\n")
+        raise RuntimeError("PassManager::run failed")
+
+    monkeypatch.setattr(triton, "compile", fails_in_a_pass)
+    refused = sim_aot.compile_launch(_copy.fn, COPY, {}, H200)
+    assert refused.rejected and "in the pass SomePass" in refused.error
+
+    def this_path_s_limit(*_args, **_kwargs):
+        raise TypeError("an argument the AOT path does not take")
+
+    monkeypatch.setattr(triton, "compile", this_path_s_limit)
+    limited = sim_aot.compile_launch(_copy.fn, COPY, {}, H200)
+    assert not limited.ok and not limited.rejected, "a limit of the simulator is a note, never held against the kernel"
+
+
+def test_a_kernel_needing_more_shared_memory_than_the_target_has_is_refused(monkeypatch):
+    original = sim_aot._read_nvidia
+    monkeypatch.setattr(sim_aot, "_read_nvidia", lambda kernel: {**original(kernel), "shared_bytes": 300 * 1024})
+    found = sim_aot.compile_launch(_copy.fn, COPY, {}, H200)
+    assert found.rejected and "out of shared memory" in found.error
+
+
+def test_the_performance_stage_names_the_kernel_the_target_refused():
+    reply = {"launches": [
+        {"kernel": "_fine", "resources": {"ok": True}},
+        {"kernel": "_sample_kernel", "resources": {"ok": False, "rejected": True, "error": "RuntimeError: PassManager::run failed (in the pass P)"}},
+    ]}
+    message = refused_launch(reply)
+    assert message is not None and "`_sample_kernel` does not build for the target" in message and "in the pass P" in message
+    assert refused_launch({"launches": [{"kernel": "_k", "resources": {"ok": False, "error": "TypeError: ..."}}]}) is None
