@@ -5,7 +5,11 @@ fails, instead of predicting a time for a kernel that cannot run."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -31,27 +35,52 @@ def _row_max_used_twice(x_ptr, out_ptr, N, ROWS: tl.constexpr, BLOCK: tl.constex
 
 
 @triton.jit
+def _row_sum(x_ptr, out_ptr, N, ROWS: tl.constexpr, BLOCK: tl.constexpr):
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK)[None, :]
+    total = tl.zeros((ROWS, BLOCK), tl.float32)
+    for start in range(0, N, BLOCK):
+        total += tl.load(x_ptr + rows[:, None] * N + start + cols, mask=start + cols < N, other=0.0)
+    tl.store(out_ptr + rows, tl.sum(total, axis=1))  # reduced across warps: through shared memory
+
+
+@triton.jit
 def _copy(x_ptr, out_ptr, N, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < N), mask=offs < N)
 
 
+ROOT = Path(__file__).resolve().parents[1]
 H200 = sim_section(sim_info("sim:h200"))["aot"]
 ROW_MAX = {"x_ptr": torch.empty(4), "out_ptr": torch.empty(4), "N": 4096, "ROWS": 1, "BLOCK": 512}
 COPY = {"x_ptr": torch.empty(4), "out_ptr": torch.empty(4), "N": 4096, "BLOCK": 256}
 
 
+def _compiled_in_a_fresh_process(kernel: str, bound: str, target: str = "t.H200") -> dict:
+    """compile_launch as a sim: worker runs it: in a process whose Triton was imported with the
+    interpreter off (test modules that switch it on at import turn Triton's own helpers, tl.max
+    among them, into interpreted functions for this whole test process)."""
+    code = (
+        "import json; from tests import test_sim_aot as t; from core.harness import sim_aot; "
+        f"print(json.dumps(sim_aot.compile_launch(t.{kernel}.fn, t.{bound}, {{}}, {target}).to_json()))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 @pytest.mark.skipif(not triton.__version__.startswith("3.6."), reason=f"the refusal is Triton 3.6's (this is {triton.__version__})")
 def test_a_kernel_that_the_targets_compiler_refuses_is_reported_as_refused_with_the_failing_pass():
     # The shape of the sampling starter's row max until 2026-11-29, which never built for a GPU.
-    found = sim_aot.compile_launch(_row_max_used_twice.fn, ROW_MAX, {}, H200)
-    assert not found.ok and found.rejected
-    assert "TritonGPUOptimizeThreadLocality" in found.error and "hasOneUse" in found.error
+    found = _compiled_in_a_fresh_process("_row_max_used_twice", "ROW_MAX")
+    assert not found["ok"] and found["rejected"]
+    assert "TritonGPUOptimizeThreadLocality" in found["error"] and "hasOneUse" in found["error"]
 
 
 def test_a_kernel_that_builds_is_not_refused():
-    found = sim_aot.compile_launch(_copy.fn, COPY, {}, H200)
-    assert found.ok and not found.rejected and found.registers
+    found = _compiled_in_a_fresh_process("_row_sum", "ROW_MAX")
+    assert found["ok"] and not found["rejected"] and found["registers"] and found["shared_bytes"] > 0
 
 
 def test_only_the_back_end_s_own_failures_count_as_refusals(monkeypatch):
@@ -71,11 +100,9 @@ def test_only_the_back_end_s_own_failures_count_as_refusals(monkeypatch):
     assert not limited.ok and not limited.rejected, "a limit of the simulator is a note, never held against the kernel"
 
 
-def test_a_kernel_needing_more_shared_memory_than_the_target_has_is_refused(monkeypatch):
-    original = sim_aot._read_nvidia
-    monkeypatch.setattr(sim_aot, "_read_nvidia", lambda kernel: {**original(kernel), "shared_bytes": 300 * 1024})
-    found = sim_aot.compile_launch(_copy.fn, COPY, {}, H200)
-    assert found.rejected and "out of shared memory" in found.error
+def test_a_kernel_needing_more_shared_memory_than_the_target_has_is_refused():
+    found = _compiled_in_a_fresh_process("_row_sum", "ROW_MAX", '{**t.H200, "shared_per_unit": 64}')  # a GPU of 64 bytes
+    assert found["rejected"] and "out of shared memory" in found["error"]
 
 
 def test_the_performance_stage_names_the_kernel_the_target_refused():

@@ -25,6 +25,7 @@ def test_a_starter_on_sim_h200_gets_predicted_times_at_gpu_sizes(sim_h200):
         assert w.mode == "predicted" and w.band is not None and w.band > 0
         assert w.candidate["median_us"] > 0 and w.baseline["median_us"] > 0
         assert w.sol_fraction is not None and 0 < w.sol_fraction <= 1, "a prediction never beats the roofline"
+        assert not [n for n in w.notes or [] if "AOT compile" in n], "the kernel compiled for sm_90 (even with TRITON_INTERPRET=1 in this process)"
     # memory-bound at prefill size: the predicted time grows with the bytes moved
     small, large = (next(w for w in result.workloads if w.label == label) for label in ("T=2048,H=4096", "T=8192,H=7168"))
     assert large.candidate["median_us"] > 3 * small.candidate["median_us"]

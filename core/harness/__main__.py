@@ -65,6 +65,10 @@ def main(argv: list[str] | None = None) -> int:
     # NVML answers torch's own availability checks, so that nothing initialises the driver
     # before the workers are forked.
     os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+    # Whether kernels run in Triton's interpreter is the harness's choice (the CPU and sim:
+    # workers switch it on), never the caller's shell: imported with TRITON_INTERPRET=1, Triton's
+    # own helpers (tl.sum, ...) become interpreted functions that no GPU compile can take.
+    os.environ.pop("TRITON_INTERPRET", None)
     import torch  # noqa: F401
 
     try:
