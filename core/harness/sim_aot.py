@@ -18,6 +18,7 @@ import hashlib
 import os
 import re
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -152,8 +153,6 @@ class _Diagnostics:
     while compiling, to quote it when the compile fails; passed on to stderr afterwards."""
 
     def __enter__(self) -> "_Diagnostics":
-        import sys
-
         sys.stderr.flush()
         self.file = tempfile.TemporaryFile()
         self.saved = os.dup(2)
@@ -162,8 +161,6 @@ class _Diagnostics:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        import sys
-
         sys.stderr.flush()
         os.dup2(self.saved, 2)
         os.close(self.saved)
