@@ -42,6 +42,7 @@ import yaml
 
 from . import events
 from .agents.base import AGENT_KINDS, AgentConfig
+from .agents.outcome import FAILURES
 from .evaluate import Evaluator, check_candidate
 from .executors import Executor, HarnessError, LocalExecutor
 from .result import Result
@@ -320,8 +321,10 @@ class AttemptReport:
     variant: str
     state: str  # running | done | failed | cancelled
     stop_reason: str | None = None
-    result: Result | None = None
+    result: Result | None = None  # None on `done`: the agent produced nothing to score (see outcome)
     error: str | None = None
+    outcome: str | None = None  # on `done`: scored | starter | agent_error | no_submission (core/agents/outcome.py)
+    outcome_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -619,8 +622,10 @@ async def _attempt(planned: PlannedAttempt, attempt_id: str, row: Any, run_id: s
     attempt = Attempt(attempt_id, run_id, planned.agent, planned.task, planned.device, planned.variant, planned.iteration)
     final_key = f"{planned.key}|final"
 
-    def report(state: str, stop_reason: str | None = None, result: Result | None = None, error: str | None = None) -> AttemptReport:
-        rep = AttemptReport(attempt_id, planned.agent.name, planned.task.id, planned.device, planned.variant.name, state, stop_reason, result, error)
+    def report(state: str, stop_reason: str | None = None, result: Result | None = None, error: str | None = None,
+               outcome: str | None = None, outcome_reason: str | None = None) -> AttemptReport:
+        rep = AttemptReport(attempt_id, planned.agent.name, planned.task.id, planned.device, planned.variant.name, state, stop_reason, result, error,
+                            outcome, outcome_reason)
         if ctx.on_attempt is not None:
             ctx.on_attempt(rep)
         return rep
@@ -648,6 +653,7 @@ async def _attempt(planned: PlannedAttempt, attempt_id: str, row: Any, run_id: s
     async with _held(limit, cancelled_while_queued):
         stop_reason = row.stop_reason
         submission = Path(row.submission) if row.submission else None
+        outcome, outcome_reason = row.outcome, row.outcome_reason
         kept = None
         try:
             if row.state not in ("evaluating", "failed") or submission is None or not submission.is_file():
@@ -660,19 +666,25 @@ async def _attempt(planned: PlannedAttempt, attempt_id: str, row: Any, run_id: s
                                         masked=(ctx.eval_root, planned.task.path.parent.parent))
                 submission = snapshot(workspace, "final")
                 stop_reason = agent.stop_reason
+                outcome, outcome_reason = agent.outcome, agent.verdict.reason
                 store.end_agent(attempt_id, stop_reason=agent.stop_reason, exit_status=agent.exit_status, submission=submission,
-                                checks=agent.checks, seconds=agent.seconds, usage=agent.usage.to_json(), sandbox=agent.sandbox_status, error=agent.error)
+                                checks=agent.checks, seconds=agent.seconds, usage=agent.usage.to_json(), sandbox=agent.sandbox_status, error=agent.error,
+                                outcome=outcome, outcome_reason=outcome_reason)
             else:
                 store.set_attempt_state(attempt_id, "evaluating")
                 # Interrupted between the final result and the attempt's last update: the result stands.
                 kept = next((r for r in store.results(run_id) if store.get_job(r.job_id).key == final_key and r.status != "infrastructure_error"), None)
+            if outcome in FAILURES:  # nothing of the agent's to score: the starter left there is not its work
+                store.set_attempt_state(attempt_id, "done")
+                ctx.outcome.attempts.append(report("done", stop_reason, outcome=outcome, outcome_reason=outcome_reason))
+                return
             result = kept.to_result() if kept else await evaluate_submission(attempt, submission, evaluate)
             job_id = store.add_job(run_id, task_id=planned.task.id, device_id=planned.device, candidate=submission, family=planned.task.family,
                                    agent=planned.agent.name, variant=planned.variant.name, key=final_key)
             store.record_result(job_id, result)  # again where the scheduler did: the same result; once where no harness ran (no `run`)
             state = "failed" if result.status == "infrastructure_error" else "done"
             store.set_attempt_state(attempt_id, state, job_id=job_id)
-            ctx.outcome.attempts.append(report(state, stop_reason, result))
+            ctx.outcome.attempts.append(report(state, stop_reason, result, outcome=outcome, outcome_reason=outcome_reason))
         except asyncio.CancelledError:
             store.set_attempt_state(attempt_id, "cancelled", stop_reason="cancelled")
             report("cancelled", "cancelled")

@@ -157,6 +157,12 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE jobs ADD COLUMN seed INTEGER;
     """,
+    # 4: what an attempt's agent phase amounted to (core/agents/outcome.py): scored | starter |
+    # agent_error | no_submission, and why. An attempt recorded before: NULL (it was scored).
+    """
+    ALTER TABLE attempts ADD COLUMN outcome TEXT;
+    ALTER TABLE attempts ADD COLUMN outcome_reason TEXT;
+    """,
 )
 
 
@@ -259,6 +265,8 @@ class Attempt:
     finished_at: str | None
     created_at: str
     updated_at: str
+    outcome: str | None = None  # scored | starter | agent_error | no_submission (core/agents/outcome.py); None: before schema 4
+    outcome_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -700,21 +708,25 @@ class Store:
             db.execute(
                 "UPDATE attempts SET state = 'running', stop_reason = NULL, exit_status = NULL, job_id = NULL, folder = ?, submission = NULL,"
                 " checks = 0, input_tokens = NULL, output_tokens = NULL, cost_usd = NULL, seconds = NULL, sandbox = NULL, error = NULL,"
+                " outcome = NULL, outcome_reason = NULL,"
                 " started_at = ?, finished_at = NULL, updated_at = ? WHERE id = ?",
                 (str(folder), _now(), _now(), attempt_id),
             )
 
     def end_agent(
         self, attempt_id: str, *, stop_reason: str, exit_status: int | None, submission: str | Path, checks: int, seconds: float,
-        usage: Mapping[str, Any], sandbox: str | None = None, error: str | None = None,
+        usage: Mapping[str, Any], sandbox: str | None = None, error: str | None = None, outcome: str | None = None,
+        outcome_reason: str | None = None,
     ) -> None:
-        """The agent has stopped and its solution is snapshotted: the attempt is `evaluating`."""
+        """The agent has stopped and its solution is snapshotted: the attempt is `evaluating`.
+        `outcome`: what the agent phase amounted to (core/agents/outcome.py)."""
         with self._write(f"end the agent of attempt {attempt_id}") as db:
             db.execute(
                 "UPDATE attempts SET state = 'evaluating', stop_reason = ?, exit_status = ?, submission = ?, checks = ?, seconds = ?,"
-                " input_tokens = ?, output_tokens = ?, cost_usd = ?, sandbox = ?, error = ?, updated_at = ? WHERE id = ?",
+                " input_tokens = ?, output_tokens = ?, cost_usd = ?, sandbox = ?, error = ?, outcome = ?, outcome_reason = ?,"
+                " updated_at = ? WHERE id = ?",
                 (stop_reason, exit_status, str(submission), checks, seconds, usage.get("input_tokens"), usage.get("output_tokens"),
-                 usage.get("cost_usd"), sandbox, error, _now(), attempt_id),
+                 usage.get("cost_usd"), sandbox, error, outcome, outcome_reason, _now(), attempt_id),
             )
 
     def set_attempt_state(self, attempt_id: str, state: str, *, stop_reason: str | None = None, job_id: int | None = None,

@@ -113,6 +113,7 @@ def test_a_hung_agent_is_stopped_at_its_budget_with_everything_it_started(tmp_pa
     script = write_fake(tmp_path / "bin", """
         import json, os, subprocess, sys, time
         print(json.dumps({"kind": "text", "text": "working"}), flush=True)
+        open("solution.py", "a").write("\\n# a first edit\\n")
         # a child in the group, and a daemon that left it: both must die with the agent
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
         subprocess.Popen([sys.executable, "-c", "import os, time; os.setsid(); time.sleep(600)"], start_new_session=True)
@@ -124,7 +125,7 @@ def test_a_hung_agent_is_stopped_at_its_budget_with_everything_it_started(tmp_pa
     started = time.monotonic()
     outcome = asyncio.run(run_attempt(attempt, FakeCli(script), tmp_path / "attempt", evaluate, seen.append))
     elapsed = time.monotonic() - started
-    assert outcome.agent.stop_reason == "budget"
+    assert outcome.agent.stop_reason == "budget", (outcome.agent.error, seen)
     assert elapsed < 3.0 + 15, "stopped at the budget, not when the agent pleased"
     time.sleep(0.5)
     assert processes_with(marker) == [], "no process the agent started outlives it"
@@ -177,10 +178,11 @@ def test_the_token_cap_stops_an_in_process_agent(tmp_path, axpy):
     assert outcome.stop_reason == "token_cap" and 5000 < outcome.usage.tokens <= 7000
 
 
-def test_a_crashing_agent_is_recorded_crashed_and_still_scored(tmp_path, axpy):
+def test_an_agent_that_crashes_before_acting_ends_agent_error_and_is_not_scored(tmp_path, axpy):
     script = write_fake(tmp_path / "bin", """
         import sys
         print("not json at all", flush=True)
+        print("Error: connect ECONNREFUSED 127.0.0.1:443", file=sys.stderr)
         sys.exit(3)
     """)
     evaluate, calls = stub_evaluate(["N=64,D=128"])
@@ -188,7 +190,64 @@ def test_a_crashing_agent_is_recorded_crashed_and_still_scored(tmp_path, axpy):
     outcome = asyncio.run(run_attempt(attempt_for(axpy), FakeCli(script), tmp_path / "attempt", evaluate, seen.append))
     assert outcome.agent.stop_reason == "crashed" and outcome.agent.exit_status == 3
     assert seen[0].raw == "not json at all", "an unparseable line is kept verbatim"
-    assert len(calls) == 1
+    assert outcome.agent.outcome == "agent_error" and "status 3" in outcome.agent.verdict.reason and "ECONNREFUSED" in outcome.agent.verdict.reason
+    assert calls == [] and outcome.result is None, "the starter left in the workspace is not scored as the agent's work"
+
+
+def test_an_agent_that_crashes_after_editing_is_still_scored(tmp_path, axpy):
+    script = write_fake(tmp_path / "bin", """
+        import sys
+        open("solution.py", "a").write("\\n# edited\\n")
+        sys.exit(3)
+    """)
+    evaluate, calls = stub_evaluate(["N=64,D=128"])
+    outcome = asyncio.run(run_attempt(attempt_for(axpy), FakeCli(script), tmp_path / "attempt", evaluate))
+    assert outcome.agent.stop_reason == "crashed" and outcome.agent.outcome == "scored"
+    assert len(calls) == 1 and outcome.result.status == "passed"
+
+
+def test_a_missing_cli_ends_agent_error_naming_it(tmp_path, axpy):
+    outcome = asyncio.run(run_attempt(attempt_for(axpy), FakeCli(tmp_path / "no-such-agent"), tmp_path / "attempt", stub_evaluate([])[0]))
+    assert outcome.agent.outcome == "agent_error" and outcome.result is None
+    assert "no-such-agent` CLI of agent 'fake' is not on PATH" in outcome.agent.verdict.reason
+
+
+def test_an_agent_that_ends_without_changing_solution_py_is_no_submission(tmp_path, axpy):
+    script = write_fake(tmp_path / "bin", """
+        import json
+        print(json.dumps({"kind": "tool_call", "tool": "Bash", "arguments": {"command": "ls"}}), flush=True)
+        print(json.dumps({"kind": "final", "text": "I looked around"}), flush=True)
+    """)
+    evaluate, calls = stub_evaluate(["N=64,D=128"])
+    outcome = asyncio.run(run_attempt(attempt_for(axpy), FakeCli(script), tmp_path / "attempt", evaluate))
+    assert outcome.agent.stop_reason == "finished" and outcome.agent.outcome == "no_submission"
+    assert calls == [] and outcome.result is None
+
+
+def test_an_endpoint_error_of_an_in_process_agent_is_agent_error(tmp_path, axpy):
+    class Refused:
+        kind = "openai"
+
+        async def run(self, config, workspace, prompt, emit, check) -> None:
+            emit(Step("error", text="http://127.0.0.1:9/v1/chat/completions: [Errno 111] Connection refused", is_error=True))
+
+    outcome = asyncio.run(run_attempt(attempt_for(axpy, kind="openai"), Refused(), tmp_path / "attempt", stub_evaluate([])[0]))
+    assert outcome.agent.stop_reason == "finished", "the loop returned by itself"
+    assert outcome.agent.outcome == "agent_error" and "Connection refused" in outcome.agent.verdict.reason
+
+
+def test_the_unchanged_starter_submitted_on_purpose_is_scored_and_labelled(tmp_path, axpy):
+    class SubmitsStarter:
+        kind = "reference"
+
+        async def run(self, config, workspace, prompt, emit, check) -> None:
+            solution = workspace / "solution.py"
+            solution.write_text(solution.read_text())  # the same text, written on purpose
+            emit(Step("tool_result", text=await check()))
+
+    evaluate, calls = stub_evaluate(["N=64,D=128"])
+    outcome = asyncio.run(run_attempt(attempt_for(axpy, kind="reference"), SubmitsStarter(), tmp_path / "attempt", evaluate))
+    assert outcome.agent.outcome == "starter" and outcome.result is not None
 
 
 def test_an_agent_that_finishes_is_recorded_finished(tmp_path, axpy):

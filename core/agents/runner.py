@@ -11,7 +11,11 @@ hung agent never holds the run. A Ctrl-C (the coroutine cancelled) stops it the 
 records nothing but the stop.
 
 Stop reasons: finished (it exited 0 by itself), budget, cost_cap, token_cap, crashed (it exited
-otherwise, or raised), cancelled. Whatever the reason, `solution.py` is then scored as it is.
+otherwise, or raised), cancelled. The stop is then classified (core/agents/outcome.py): an
+agent that changed `solution.py` is scored as it left it, whatever the reason; one that never
+got to work (a CLI not on PATH, a crash before acting, endpoint errors) ends `agent_error`, one
+that ended without changing it `no_submission`, and neither is scored: the starter left in the
+workspace is not the agent's work. An unchanged starter submitted on purpose is `starter`.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from ..result import STAGES, Result, StageResult
 from ..tasks import Task
 from ..workspace import Variant, Workspace, make_workspace
 from .base import AgentConfig, CliAgent, InProcessAgent, Step
+from .outcome import Activity, Baseline, Outcome, Verdict, classify
 
 STOP_REASONS = ("finished", "budget", "cost_cap", "token_cap", "crashed", "cancelled")
 KILL_GRACE_S = 5.0  # between SIGTERM and SIGKILL
@@ -120,6 +125,11 @@ class AgentOutcome:
     checks: int
     sandbox_status: str | None = None
     error: str | None = None
+    verdict: Verdict = Verdict(Outcome.SCORED)  # did the agent produce something to score?
+
+    @property
+    def outcome(self) -> str:
+        return self.verdict.outcome.value
 
 
 @dataclass
@@ -127,7 +137,7 @@ class AttemptOutcome:
     attempt: Attempt
     agent: AgentOutcome
     submission: Path
-    result: Result
+    result: Result | None  # None: the agent produced nothing to score (agent_error, no_submission)
 
 
 class _Transcript:
@@ -137,9 +147,18 @@ class _Transcript:
         self.attempt, self.on_event, self.stop = attempt, on_event, stop
         self.seq = 0
         self.usage = Usage()
+        self.actions = 0
+        self.errors: list[str] = []
+
+    def activity(self) -> Activity:
+        return Activity(self.actions, tuple(self.errors))
 
     def emit(self, step: Step) -> None:
         self.seq += 1
+        if step.kind == "tool_call":
+            self.actions += 1
+        elif step.kind == "error" and step.text:
+            self.errors.append(step.text)
         event = events.TranscriptEvent(attempt=self.attempt.id, seq=self.seq, agent=self.attempt.agent.name, **step.__dict__)
         if self.on_event is not None:
             self.on_event(event)
@@ -167,7 +186,7 @@ async def run_attempt(
                                attempt.agent.max_cost_usd, attempt.agent.max_tokens)
     outcome = await run_agent(attempt, adapter, workspace, evaluate, on_transcript, masked)
     submission = snapshot(workspace, "final")
-    result = await evaluate_submission(attempt, submission, evaluate)
+    result = None if outcome.verdict.failed else await evaluate_submission(attempt, submission, evaluate)
     return AttemptOutcome(attempt, outcome, submission, result)
 
 
@@ -190,6 +209,7 @@ async def run_agent(
         return await evaluate(candidate, True, on_event)
 
     server = CheckServer(workspace.socket, workspace.submissions, check_visible)
+    before = Baseline.of(workspace.path, NATIVE_SUFFIXES)
     started = time.monotonic()
     exit_status: int | None = None
     status: str | None = None
@@ -211,12 +231,23 @@ async def run_agent(
     if not reason:
         stop("finished" if exit_status == 0 else "crashed")
     why = reason[0]
+    activity = transcript.activity()  # the agent's own steps, before the arena's notices below
     if why in ("budget", "cost_cap", "token_cap"):
         transcript.emit(Step("error", text=_stop_text(why, attempt.agent, transcript.usage), is_error=True))
     elif why == "crashed" and exit_status not in (None, 0):
         tail = workspace.log.read_text(errors="replace")[-1500:].strip() if workspace.log.is_file() else ""
-        transcript.emit(Step("error", text=f"the agent exited with status {exit_status}" + (f"; its stderr ends:\n{tail}" if tail else ""), is_error=True))
-    return AgentOutcome(why, exit_status, seconds, transcript.usage, server.stats.checks, status, error)
+        crash = f"the agent exited with status {exit_status}" + (f"; its stderr ends:\n{tail}" if tail else "")
+        activity = Activity(activity.actions, (*activity.errors, crash))
+        transcript.emit(Step("error", text=crash, is_error=True))
+    verdict = classify(before=before, workspace=workspace.path, suffixes=NATIVE_SUFFIXES, stop_reason=why, exit_status=exit_status,
+                       checks=server.stats.checks, activity=activity, error=error)
+    if verdict.failed:
+        transcript.emit(Step("error", text=f"{verdict.outcome.value}: {verdict.reason}; not scored", is_error=True))
+    return AgentOutcome(why, exit_status, seconds, transcript.usage, server.stats.checks, status, error, verdict)
+
+
+class AgentNotFound(FileNotFoundError):
+    """A CLI agent whose executable is not on PATH."""
 
 
 def _stop_text(why: str, config: AgentConfig, usage: Usage) -> str:
@@ -288,6 +319,8 @@ async def _run_cli(
     if not launch.argv:
         raise ValueError(f"agent {config.name!r}: the adapter gave an empty command line")
     path = os.pathsep.join([str(workspace.bin), os.environ.get("PATH", os.defpath)])
+    if shutil.which(launch.argv[0], path=path) is None:  # said plainly, not as bwrap's or exec's error
+        raise AgentNotFound(f"the `{launch.argv[0]}` CLI of agent {config.name!r} is not on PATH: install it (docs/agents.md) or fix PATH")
     env = {**launch.env, "PATH": path, "ARENA_CHECK_SOCKET": str(workspace.socket), "ARENA_ATTEMPT": attempt.id}
     network = bool(config.options.get("network", True))
     base = sandbox.for_agent(workspace.path, env, network=network, home=workspace.home, read_only=(workspace.bin,), masked=masked)
