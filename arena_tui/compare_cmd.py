@@ -35,8 +35,14 @@ def outcomes(store: Store, run_id: str) -> list[Outcome]:
         job = jobs.get(r.job_id)
         if job is None or r.status == "infrastructure_error":  # not the candidate's outcome: nothing to compare
             continue
-        found.append(Outcome(job.task_id, r.device_model or r.device_id, r.status == "passed", r.speedup, r.sol_fraction, r.timing_kind))
+        found.append(Outcome(job.task_id, r.device_model or r.device_id, r.status == "passed", r.speedup, r.sol_fraction, r.timing_kind, _band(r.result)))
     return found
+
+
+def _band(result: dict) -> float | None:
+    """A predicted result's band on its speedup: the widest of its workloads' (None if measured)."""
+    bands = [w["band"] for w in result.get("workloads") or [] if isinstance(w, dict) and isinstance(w.get("band"), (int, float))]
+    return max(bands) if bands else None
 
 
 @_guarded
@@ -71,11 +77,10 @@ def render(out: Console, c: Comparison, name_a: str, name_b: str) -> None:
                 _sol(t.a.sol_fraction), _sol(t.b.sol_fraction),
             )
         out.print(table)
-        low, high = c.interval or (float("nan"), float("nan"))
-        verdict = "B faster" if low > 1 else "A faster" if high < 1 else "no clear difference"
+        interval = f"{c.confidence:.0%} bootstrap interval {ratio(c.interval[0])} – {ratio(c.interval[1])}, {c.resamples} resamples; " if c.interval else ""
         out.print(
             f"geometric-mean speedup B / A over {len(c.tasks)} paired tasks: [bold]{ratio(c.geomean_ratio or 0)}[/] "
-            f"({c.confidence:.0%} bootstrap interval {ratio(low)} – {ratio(high)}, {c.resamples} resamples): {verdict}",
+            f"({interval}{escape(c.why or '')}): [bold]{c.verdict}[/]",
             highlight=False,
         )
         out.print("[dim]effective speedup: the candidate's where it passed, 1.0 (the baseline stays) where it failed[/]")

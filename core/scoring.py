@@ -7,7 +7,9 @@
 - fast_p over a task set = the share of tasks that are correct with speedup > p;
 - the classic points, for comparison with AgentKernelArena: 20 for compiling, 100 for being
   correct, 100 × speedup.
-A failed or missing result counts as zero in every aggregate; it is never dropped.
+A failed or missing result counts as zero points and is never correct or fast; it is never
+dropped. In an aggregate speedup over results (leaderboard, compare) it counts 1.0, the user
+keeping the baseline (`effective_speedup`: the failure rule, docs/leaderboard.md).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Iterable
 from .devices import Peaks
 
 IMPOSSIBILITY_MARGIN = 0.9  # a time below 90% of the spec roofline cannot be real
+FAILED_SPEEDUP = 1.0  # what a failed result counts in an aggregate speedup over results (effective_speedup)
 
 
 def speedup(baseline_us: float, candidate_us: float) -> float:
@@ -72,6 +75,13 @@ def impossibility_floor_us(flops: float, nbytes: float, spec: Peaks | None, comp
         return None
     roof = roofline_us(flops, nbytes, spec, compute)
     return None if roof is None else IMPOSSIBILITY_MARGIN * roof
+
+
+def effective_speedup(correct: bool, speedup: float) -> float:
+    """The failure rule (docs/leaderboard.md), written once: in every aggregate a result counts
+    its speedup where it is correct, else 1.0 — the user keeps the baseline. A failure is not
+    infinitely slow (0 would zero a geometric mean), and it never counts as correct or fast."""
+    return speedup if correct and speedup > 0 else FAILED_SPEEDUP
 
 
 def points(compiled: bool, correct: bool, task_speedup: float) -> float:
