@@ -68,20 +68,26 @@ def render(out: Console, b: Board) -> None:
     table.add_column("rank", justify="right", no_wrap=True)
     for col in ("agent", "model", "family", "vendor" if b.by == "vendor" else "device"):  # these fold on a narrow terminal
         table.add_column(col, overflow="fold", min_width=6)
-    for col in ("speedup", f"fast_{b.p:g}", "SOL", "correct", "results", "violations"):
+    for col in ("speedup", f"fast_{b.p:g}", "SOL", "correct", "results", "violations", "failures"):
         table.add_column(col, justify="right", no_wrap=True)
     for n, (_family, _device, entries) in enumerate(b.groups()):
         if n:
             table.add_section()
         for e in entries:
+            none = e.results == 0  # failures only: no figure to show
             table.add_row(
                 "–" if e.rank is None else str(e.rank), escape(e.agent), escape(e.model or "–"), e.family, escape(e.device),
-                ratio(e.speedup), "–" if e.fast_p is None else f"{e.fast_p * 100:.0f}%",
-                "–" if e.sol_fraction is None else f"{e.sol_fraction * 100:.1f}%", f"{e.correct * 100:.0f}%", str(e.results),
-                f"[red]{e.violations}[/]" if e.violations else "0",
+                "–" if none else ratio(e.speedup), "–" if e.fast_p is None or none else f"{e.fast_p * 100:.0f}%",
+                "–" if e.sol_fraction is None else f"{e.sol_fraction * 100:.1f}%", "–" if none else f"{e.correct * 100:.0f}%", str(e.results),
+                f"[red]{e.violations}[/]" if e.violations else "0", f"[red]{e.failures}[/]" if e.failures else "0",
             )
     out.print(table)
     notes = ["speedup: geometric mean over results, a failed result counts 1.0 (the baseline stays)"]
+    if b.failures:
+        notes.append("failures: attempts whose agent produced nothing to score (agent_error, no_submission), never counted as results")
+    starters = [e for e in b.entries if e.starters]
+    if starters:
+        notes.append("unchanged starter submitted: " + ", ".join(f"{e.agent} on {e.family} ({e.starters} of {e.results})" for e in starters))
     if b.ranked:
         notes.append(f"fast_{b.p:g}: correct and faster than {b.p:g}× the baseline; an entry with integrity violations ranks last")
     if b.infrastructure_errors:

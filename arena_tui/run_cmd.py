@@ -4,13 +4,19 @@ bars and a summary table; every result is in the store before it is printed.
 A run evaluates candidates and runs agents' attempts (docs/runs.md). Without a run file it runs
 the embedded default: the offline `reference` agent submits every bundled task's starter on the
 CPU. Ctrl-C stops the run cleanly (agents and everything they started are killed, attempts are
-recorded cancelled); `arena run --resume RUN` finishes it.
+recorded cancelled) and prints the `arena run --resume RUN` command that finishes it.
+
+Before anything is stored, a preflight (core/preflight.py) checks every agent's CLI and endpoint
+and probes every device; its problems are listed together, one line each, and the run exits 2.
+`--skip-preflight` skips it (a device id that does not parse is still refused). Headless, one
+line is printed per finished evaluation and attempt, also into a pipe.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import shlex
 from pathlib import Path
 
 from rich.console import Console
@@ -18,9 +24,10 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from core import events
+from core import events, preflight
 from core.executors import Executor, LocalExecutor
-from core.result import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INFRASTRUCTURE, EXIT_PASSED
+from core.agents.outcome import FAILURES
+from core.result import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INFRASTRUCTURE, EXIT_PASSED, Result
 from core.runs import DEFAULT_RUN, AttemptReport, RunFileError, RunSpec, execute, load_run_file, plan, plan_attempts
 from core.store import Store, StoreError
 
@@ -33,6 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--resume", metavar="RUN", help="finish an interrupted run (its id or a unique prefix)")
     p.add_argument("--hosts", type=Path, help="the hosts file for <host>/<device> devices")
     p.add_argument("--headless", action="store_true", help="progress bars and a summary, no app (always so when stdout is not a terminal)")
+    p.add_argument("--skip-preflight", action="store_true", help="start without checking the agents' CLIs and endpoints and probing the devices")
     p.set_defaults(func=run)
 
 
@@ -50,6 +58,65 @@ def executor_factory(hosts: Path | None):
     return make
 
 
+def device_prober(hosts: Path | None):
+    """Probes a device id for the preflight: local ones here, `<host>/<device>` over SSH
+    (the host found in the hosts file, the device probed by the harness there)."""
+    from core.devices import probe
+
+    def probe_one(device_id: str) -> object:
+        if "/" not in device_id:
+            return probe(device_id)
+        from remotes import find_host, load_hosts, split_device_id
+
+        name, device = split_device_id(device_id)
+        host = find_host(load_hosts(hosts), name)
+        return asyncio.run(_probe_remote(host, device))
+
+    return probe_one
+
+
+async def _probe_remote(host, device: str):  # type: ignore[no-untyped-def]
+    from remotes import ConnectionPool, probe_device
+
+    pool = ConnectionPool()
+    try:
+        return await probe_device(pool.get(host), device)
+    finally:
+        await pool.aclose()
+
+
+def resume_command(run_id: str, args: argparse.Namespace) -> str:
+    """The exact command that finishes this run: the same store, tasks and hosts."""
+    parts = ["arena"]
+    for flag, value in (("--db", getattr(args, "db", None)), ("--tasks-dir", getattr(args, "tasks_dir", None))):
+        if value is not None:
+            parts += [flag, str(value)]
+    parts += ["run", "--resume", run_id]
+    if getattr(args, "hosts", None) is not None:
+        parts += ["--hosts", str(args.hosts)]
+    if getattr(args, "skip_preflight", False):
+        parts.append("--skip-preflight")
+    return shlex.join(parts)
+
+
+def _preflight(spec: RunSpec, args: argparse.Namespace, out: Console, err: Console) -> bool:
+    """True when the run may start; else every problem printed, one line each."""
+    if getattr(args, "skip_preflight", False):
+        problems = preflight.device_problems(spec)
+    else:
+        checks = [f"{len([a for a in spec.agents if a.kind not in preflight.OFFLINE_KINDS])} agent CLIs and endpoints"] if spec.agents else []
+        out.print(f"[dim]preflight: {', '.join(checks + [f'{len(spec.devices)} devices'])}…[/]", highlight=False)
+        problems = preflight.check(spec, device_prober(args.hosts))
+    if not problems:
+        return True
+    err.print(f"[red]error:[/] the run cannot start: {len(problems)} problem{'s' if len(problems) > 1 else ''} (nothing was stored)", highlight=False)
+    for problem in problems:
+        err.print(f"  {escape(str(problem))}", highlight=False, soft_wrap=True)
+    if not getattr(args, "skip_preflight", False):
+        err.print("[dim]`--skip-preflight` starts it anyway; attempts whose agent cannot work end `agent_error`[/]", highlight=False)
+    return False
+
+
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     try:
         store = Store.open(getattr(args, "db", None))
@@ -59,13 +126,17 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     with store:
         try:
             if args.resume:
+                spec = RunSpec.from_json(store.get_run(args.resume).spec)
+                if not _preflight(spec, args, out, err):
+                    return EXIT_BAD_INPUT
                 record = store.resume_run(args.resume)
-                spec = RunSpec.from_json(record.spec)
                 run_id = record.id
             else:
                 spec = load_run_file(args.runfile, args.tasks_dir) if args.runfile else RunSpec(**{**DEFAULT_RUN.__dict__, "tasks_dir": str(args.tasks_dir) if args.tasks_dir else None})
                 plan(spec)
                 plan_attempts(spec)
+                if not _preflight(spec, args, out, err):
+                    return EXIT_BAD_INPUT
                 run_id = store.create_run(spec.name, spec.to_json())
         except (RunFileError, StoreError, LookupError, ValueError) as exc:
             err.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
@@ -92,11 +163,26 @@ def _execute(store: Store, run_id: str, spec: RunSpec, args: argparse.Namespace,
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=out, transient=False)
     bar = progress.add_task(f"run {run_id}", total=total, completed=done_before)
 
+    finished = [done_before]
+
+    def line(mark: str, text: str) -> None:
+        """One line per finished job or attempt: printed at once, also into a pipe."""
+        finished[0] += 1
+        progress.console.print(f"  {mark} [{finished[0]}/{total}] {text}", highlight=False, soft_wrap=True)
+
     def on_event(job_id: int | None, event: events.Event) -> None:
         if isinstance(event, events.JobStateChanged) and event.state in ("done", "failed") and event.job_id in candidate_keys:
             progress.advance(bar)
+            task, candidate, device = event.job_id.split("|")[:3]
+            label = f"{task} {escape(candidate)} ({escape(device)})"
             if event.state == "failed":
-                progress.console.print(f"  [yellow]![/] {escape(event.job_id)}: {escape(event.reason or 'failed')}", soft_wrap=True)
+                line("[yellow]![/]", f"{label}: {escape(event.reason or 'failed')}")
+                return
+            row = next((r for r in store.results(run_id) if r.job_id == job_id), None)
+            if row is not None:
+                r = row.to_result()
+                seconds = f", {r.seconds:.0f} s" if r.seconds is not None else ""
+                line("[green]✓[/]" if r.passed else "[red]✗[/]", f"{label}: {_verdict(r)}{seconds}")
 
     def on_attempt(report: AttemptReport) -> None:
         label = f"{escape(report.agent)} on {report.task_id} ({escape(report.device)}, {escape(report.variant)})"
@@ -106,11 +192,13 @@ def _execute(store: Store, run_id: str, spec: RunSpec, args: argparse.Namespace,
         if report.state in ("done", "failed"):
             progress.advance(bar)
         if report.result is not None:
-            r = report.result
-            verdict = f"[green]passed[/] {render.ratio(r.speedup)}" if r.passed else f"[red]{r.status}[/] at {r.failed_stage}"
-            progress.console.print(f"  [green]✓[/] {report.attempt_id} {label}: stopped ({report.stop_reason}), {verdict}", highlight=False)
+            starter = " [yellow](the unchanged starter)[/]" if report.outcome == "starter" else ""
+            line("[green]✓[/]" if report.result.passed else "[red]✗[/]",
+                 f"{report.attempt_id} {label}: stopped ({report.stop_reason}), {_verdict(report.result)}{starter}")
+        elif report.state == "done" and report.outcome:  # agent_error | no_submission: nothing of the agent's to score
+            line("[red]✗[/]", f"{report.attempt_id} {label}: [red]{report.outcome}[/] ({escape(report.outcome_reason or '')}); not scored")
         elif report.state != "cancelled":
-            progress.console.print(f"  [yellow]![/] {report.attempt_id} {label}: {escape(report.error or report.state)}", soft_wrap=True, highlight=False)
+            line("[yellow]![/]", f"{report.attempt_id} {label}: {escape(report.error or report.state)}")
 
     interrupted = False
     with progress:
@@ -120,7 +208,8 @@ def _execute(store: Store, run_id: str, spec: RunSpec, args: argparse.Namespace,
             interrupted = True
     if interrupted:
         store.finish_run(run_id, "interrupted")
-        out.print(f"[yellow]interrupted[/]: {len(store.results(run_id))} of {total} results kept. Resume with `arena run --resume {run_id}`")
+        out.print(f"[yellow]interrupted[/]: {len(store.results(run_id))} of {total} results kept. Resume with:", highlight=False)
+        out.print(escape(resume_command(run_id, args)), highlight=False, soft_wrap=True)
         return 130
     _summary(store, run_id, out, candidate_keys)
     if attempts:
@@ -128,7 +217,13 @@ def _execute(store: Store, run_id: str, spec: RunSpec, args: argparse.Namespace,
     if outcome.failed_jobs:
         return EXIT_INFRASTRUCTURE
     statuses = [row.status for row in store.results(run_id)]
-    return EXIT_PASSED if all(s == "passed" for s in statuses) else EXIT_FAILED
+    unscored = any(a.outcome in FAILURES for a in store.attempts(run_id))
+    return EXIT_PASSED if all(s == "passed" for s in statuses) and not unscored else EXIT_FAILED
+
+
+def _verdict(r: Result) -> str:
+    """passed with its speedup; a failure with its stage and no speedup (the failure rule: docs/leaderboard.md)."""
+    return f"[green]passed[/] {render.ratio(r.speedup)}" if r.passed else f"[red]{r.status}[/] at {r.failed_stage}"
 
 
 def _summary(store: Store, run_id: str, out: Console, candidate_keys: set[str]) -> None:
@@ -151,7 +246,7 @@ def _summary(store: Store, run_id: str, out: Console, candidate_keys: set[str]) 
         table.add_row(
             job.task_id, escape(job.key.split("|")[1]), job.device_id, result.status,
             " ".join(render.MARK.get(s.status, "?") for s in result.stages),
-            render.ratio(result.speedup), f"{result.sol_fraction * 100:.1f}%" if result.sol_fraction is not None else "–", f"{result.points:.0f}",
+            render.ratio(result.speedup) if result.passed else "–", f"{result.sol_fraction * 100:.1f}%" if result.sol_fraction is not None else "–", f"{result.points:.0f}",
         )
     out.print(table)
     out.print("[dim]stages: compile, correctness, hidden shapes, performance. `arena runs show " + run_id + "` for details.[/]")
@@ -166,10 +261,16 @@ def _attempts_summary(store: Store, run_id: str, out: Console) -> None:
         table.add_column(col, justify="right", no_wrap=True)
     for a in store.attempts(run_id):
         result = results.get(a.job_id) if a.job_id is not None else None
+        status = a.outcome if a.outcome in FAILURES else (result.status + (" (starter)" if a.outcome == "starter" else "")) if result else a.state
         table.add_row(
             a.id.rsplit("/", 1)[-1], escape(a.agent), escape(a.variant), a.task_id, a.device_id, a.stop_reason or a.state,
-            result.status if result else a.state, render.ratio(result.speedup) if result else "–", f"{result.points:.0f}" if result else "–",
+            status, render.ratio(result.speedup) if result and result.passed else "–", f"{result.points:.0f}" if result else "–",
             str(a.checks), f"${a.cost_usd:.2f}" if a.cost_usd is not None else "–",
         )
     out.print(table)
+    unscored = [a for a in store.attempts(run_id) if a.outcome in FAILURES]
+    for a in unscored:
+        out.print(f"[red]{a.outcome}[/] {a.id}: {escape(a.outcome_reason or '')}", highlight=False, soft_wrap=True)
+    if unscored:
+        out.print("[dim]agent_error / no_submission: the agent produced nothing to score; never a result, never correct (docs/leaderboard.md)[/]")
     out.print(f"[dim]`arena runs transcript {run_id}/N` prints an attempt's transcript.[/]")

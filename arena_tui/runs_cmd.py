@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from core.agents.outcome import FAILURES
 from core.result import EXIT_BAD_INPUT, EXIT_PASSED
 from core.store import JOB_STATES, Run, Store, StoreError, UnknownRunError
 
@@ -88,6 +89,7 @@ def _show(store: Store, args: argparse.Namespace, out: Console, err: Console) ->
         out.print(f"[dim]spec: {escape(json.dumps(run.spec))}[/]", highlight=False, soft_wrap=True)
     jobs = store.jobs(run.id)
     if not jobs:
+        _attempts_table(store, run.id, {}, out)  # attempts that produced nothing to score have no job
         return EXIT_PASSED
     results = {r.job_id: r for r in store.results(run.id)}
     kinds = sorted({r.timing_kind for r in results.values()})
@@ -108,7 +110,8 @@ def _show(store: Store, args: argparse.Namespace, out: Console, err: Console) ->
         else:
             status = f"[{STATUS_STYLE.get(r.status, 'white')}]{r.status.replace('infrastructure_error', 'infra error')}[/]"
             cells += [
-                status + (" [red]![/]" if r.integrity_flags else "") + (" [magenta]infra?[/]" if r.infrastructure_marks else ""), r.failed_stage or "", ratio(r.speedup),
+                status + (" [red]![/]" if r.integrity_flags else "") + (" [magenta]infra?[/]" if r.infrastructure_marks else ""), r.failed_stage or "",
+                ratio(r.speedup) if r.status == "passed" else "–",  # the failure rule: docs/leaderboard.md
                 f"{r.sol_fraction * 100:.1f}%" if r.sol_fraction is not None else "–", f"{r.points:.0f}",
             ] + ([r.timing_kind] if len(kinds) > 1 else [])
         table.add_row(*cells)
@@ -152,12 +155,21 @@ def _attempts_table(store: Store, run_id: str, results: dict, out: Console) -> N
         if a.exit_status not in (None, 0):
             stopped += f" ({a.exit_status})"
         status = f"[{STATUS_STYLE.get(r.status, 'white')}]{r.status.replace('infrastructure_error', 'infra error')}[/]" if r else _job_state(a.state)
+        if a.outcome in FAILURES:
+            status = f"[red]{a.outcome}[/]"
+        elif a.outcome == "starter" and r is not None:
+            status += " [yellow](starter)[/]"
         cells = [a.id.rsplit("/", 1)[-1], escape(a.agent)] + ([escape(a.variant)] if variants else []) + [
-            a.task_id, escape(a.device_id), stopped, status, ratio(r.speedup) if r else "–", f"{r.points:.0f}" if r else "–", str(a.checks)]
+            a.task_id, escape(a.device_id), stopped, status, ratio(r.speedup) if r and r.status == "passed" else "–", f"{r.points:.0f}" if r else "–", str(a.checks)]
         if costs:
             cells.append(f"${a.cost_usd:.2f}" if a.cost_usd is not None else "–")
         table.add_row(*cells)
     out.print(table)
+    for a in attempts:
+        if a.outcome in FAILURES:
+            out.print(f"[red]{a.outcome}[/] #{a.id.rsplit('/', 1)[-1]}: {escape(a.outcome_reason or '')} (not scored)", highlight=False, soft_wrap=True)
+    if any(a.outcome == "starter" for a in attempts):
+        out.print("[dim](starter): the agent submitted the unchanged starter[/]", highlight=False)
     out.print(f"[dim]`arena runs transcript {escape(run_id)}/#` prints an attempt's transcript.[/]", highlight=False)
 
 
@@ -174,7 +186,8 @@ def _transcript(store: Store, args: argparse.Namespace, out: Console, err: Conso
         return EXIT_PASSED
     out.print(f"[bold]{attempt.id}[/] {escape(attempt.agent)} ({attempt.agent_kind}{', ' + escape(attempt.model) if attempt.model else ''}) "
               f"on {attempt.task_id}, {escape(attempt.device_id)}, variant {escape(attempt.variant)} — {attempt.state}"
-              + (f", stopped: {attempt.stop_reason}" if attempt.stop_reason else ""), highlight=False)
+              + (f", stopped: {attempt.stop_reason}" if attempt.stop_reason else "")
+              + (f", {attempt.outcome}" if attempt.outcome and attempt.outcome != "scored" else ""), highlight=False)
     if not steps:
         out.print("no transcript steps recorded", highlight=False)
     limit = None if args.full else 1200

@@ -198,6 +198,42 @@ def test_devices_can_be_grouped_by_vendor(store):
     assert [(e.device, e.results, e.speedup) for e in b.entries] == [("amd", 1, pytest.approx(1.5)), ("nvidia", 2, pytest.approx(4.0))]
 
 
+def failed_attempt(store: Store, run_id: str, agent: str, task: str, outcome: str, device: str = "cuda:0") -> None:
+    """An attempt that ended with nothing to score, as `arena run` records it: no job, no result."""
+    n = len(store.attempts(run_id)) + 100
+    attempt = store.add_attempt(run_id, n, key=f"attempt-{n}", agent=agent, agent_kind="claude", model="opus", task_id=task,
+                                device_id=device, variant="plain")
+    store.end_agent(attempt, stop_reason="crashed", exit_status=127, submission="/x/solution.py", checks=0, seconds=0.1, usage={},
+                    outcome=outcome, outcome_reason="the `claude` CLI is not on PATH")
+    store.set_attempt_state(attempt, "done")
+
+
+def test_attempts_with_nothing_to_score_are_failures_of_their_entry_never_results(store):
+    run = store.create_run("sweep")
+    record(store, run, "claude", result("gemm/a", 2.0), model="opus")
+    failed_attempt(store, run, "claude", "gemm/b", "agent_error")
+    failed_attempt(store, run, "claude", "gemm/c", "no_submission")
+    failed_attempt(store, run, "ghost", "gemm/a", "agent_error")
+    b = board(store, timing_kind="measured")
+    claude, ghost = b.entries
+    assert (claude.agent, claude.results, claude.correct, claude.speedup) == ("claude", 1, 1.0, 2.0), "failures change no figure"
+    assert (claude.failures, claude.agent_errors, claude.no_submissions) == (2, 1, 1)
+    assert claude.device == "NVIDIA H200", "a failure sits with the results of the same device"
+    assert (ghost.agent, ghost.results, ghost.correct, ghost.failures, ghost.rank) == ("ghost", 0, 0.0, 1, 2), "never correct, ranked last"
+    assert b.failures == 3
+
+
+def test_a_submitted_starter_is_counted_so_that_views_can_say_so(store):
+    run = store.create_run("sweep")
+    record(store, run, "ref", result("gemm/a", 1.0), model="m")
+    attempt = store.attempts(run)[0]
+    store.end_agent(attempt.id, stop_reason="finished", exit_status=0, submission="/x/solution.py", checks=1, seconds=0.1, usage={},
+                    outcome="starter", outcome_reason="the agent submitted the unchanged starter")
+    store.set_attempt_state(attempt.id, "done", job_id=attempt.job_id)
+    [entry] = board(store, timing_kind="measured").entries
+    assert entry.starters == 1 and entry.results == 1
+
+
 # -- the command -----------------------------------------------------------------------------
 
 
@@ -219,12 +255,12 @@ def test_the_command_prints_one_table_per_timing_kind(db, capsys):
     text = capsys.readouterr().out
     measured, cpu = text.split("cpu: for information, never ranked")
     lines = [line.split() for line in measured.splitlines()]
-    assert ["rank", "agent", "model", "family", "device", "speedup", "fast_1", "SOL", "correct", "results", "violations"] in lines
-    assert ["1", "claude", "opus", "gemm", "NVIDIA", "H200", "1.41×", "50%", "50.0%", "50%", "2", "0"] in lines
-    assert ["2", "codex", "gpt-5", "gemm", "NVIDIA", "H200", "1.20×", "100%", "50.0%", "100%", "1", "0"] in lines
-    assert ["3", "cheater", "–", "gemm", "NVIDIA", "H200", "1.00×", "0%", "–", "0%", "1", "1"] in lines
+    assert ["rank", "agent", "model", "family", "device", "speedup", "fast_1", "SOL", "correct", "results", "violations", "failures"] in lines
+    assert ["1", "claude", "opus", "gemm", "NVIDIA", "H200", "1.41×", "50%", "50.0%", "50%", "2", "0", "0"] in lines
+    assert ["2", "codex", "gpt-5", "gemm", "NVIDIA", "H200", "1.20×", "100%", "50.0%", "100%", "1", "0", "0"] in lines
+    assert ["3", "cheater", "–", "gemm", "NVIDIA", "H200", "1.00×", "0%", "–", "0%", "1", "1", "0"] in lines
     assert "a failed result counts 1.0" in measured
-    assert ["–", "claude", "opus", "gemm", "x86_64", "0.02×", "–", "–", "100%", "1", "0"] in [line.split() for line in cpu.splitlines()]
+    assert ["–", "claude", "opus", "gemm", "x86_64", "0.02×", "–", "–", "100%", "1", "0", "0"] in [line.split() for line in cpu.splitlines()]
 
 
 def test_the_command_filters_and_picks_one_timing_kind(db, capsys):

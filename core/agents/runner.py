@@ -224,7 +224,7 @@ async def run_agent(
             reason[:0] = ["cancelled"]
             raise
         except Exception as exc:  # noqa: BLE001 - a broken adapter or launch: the attempt crashed, the run goes on
-            error = f"{type(exc).__name__}: {exc}"
+            error = str(exc) if isinstance(exc, AgentNotFound) else f"{type(exc).__name__}: {exc}"
             transcript.emit(Step("error", text=f"the agent could not run: {error}", is_error=True))
             stop("crashed")
     seconds = time.monotonic() - started

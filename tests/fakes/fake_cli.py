@@ -19,6 +19,7 @@ Environment knobs, for the attempt runner's tests:
 - FAKE_AGENT_EXIT=N        exit with N after the stream (default 0);
 - FAKE_AGENT_TRANSCRIPT=P  replay P instead of the default recording;
 - FAKE_AGENT_ARGV_FILE=P   write {"argv", "cwd", "stdin"} as JSON to P (what the fake was given).
+`--version` alone prints a version line and exits 0, as the real tools do.
 """
 
 from __future__ import annotations
@@ -361,6 +362,9 @@ def main(name: str, argv: list[str]) -> int:
 
 def _main(name: str, argv: list[str]) -> int:
     tool = TOOLS[name]
+    if argv == ["--version"]:  # what the arena's preflight asks
+        print(f"{name} 0.0.0 (fake)")
+        return 0
     try:
         run = tool.args(argv)
     except UsageError as exc:

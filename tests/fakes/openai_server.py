@@ -8,6 +8,7 @@ Each POST /v1/chat/completions gets the next canned reply of the script, in orde
 records every request (path, headers, JSON body) so a test can assert what the agent sent,
 e.g. that a tool's result went back to the model. With `token`, a request without
 `Authorization: Bearer <token>` gets 401 (and uses up no reply). When the script runs out, 500.
+GET /v1/models (the arena's preflight) lists one model and uses up no reply.
 """
 
 from __future__ import annotations
@@ -89,6 +90,15 @@ class FakeOpenAI:
                 self.end_headers()
                 self.wfile.write(payload)
 
+            def do_GET(self) -> None:  # GET /v1/models: what the arena's preflight asks; uses up no reply
+                reply = fake._models(Recorded(self.path, dict(self.headers.items()), None))
+                payload = json.dumps(reply.body).encode()
+                self.send_response(reply.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
             def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
                 pass
 
@@ -112,6 +122,15 @@ class FakeOpenAI:
             if not self.script:
                 return failure(500, "the fake's script is used up")
             return self.script.pop(0)
+
+    def _models(self, request: Recorded) -> Reply:
+        with self._lock:
+            self.requests.append(request)
+            if request.path.rstrip("/") != "/v1/models":
+                return failure(404, f"no route {request.path}")
+            if self.token is not None and request.headers.get("Authorization") != f"Bearer {self.token}":
+                return failure(401, "Incorrect API key provided")
+            return Reply(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
 
     @property
     def completions(self) -> list[Recorded]:

@@ -24,11 +24,20 @@ def board_table(board: leaderboard.Board) -> Table:
         table.add_row(
             str(e.rank) if e.rank is not None else "·", e.agent, e.model or "", e.family, e.device, ratio_text(e.speedup),
             f"{e.fast_p * 100:.0f}%" if e.fast_p is not None else "–", f"{e.sol_fraction * 100:.1f}%" if e.sol_fraction is not None else "–",
-            f"{e.correct * 100:.0f}%", str(e.results), Text(f"{e.violations} violations", style="red") if e.violations else "",
+            f"{e.correct * 100:.0f}%", str(e.results), _flags(e),
         )
     if board.infrastructure_errors:
         table.caption = f"{board.infrastructure_errors} infrastructure errors left out"
     return table
+
+
+def _flags(e: leaderboard.Entry) -> Text | str:
+    """Violations, failures (attempts with nothing to score) and unchanged starters, said in words."""
+    parts = [f"{e.violations} violations"] * bool(e.violations) + [f"{e.failures} failures"] * bool(e.failures)
+    text = Text(", ".join(parts), style="red") if parts else Text("")
+    if e.starters:
+        text.append((", " if parts else "") + f"{e.starters} starter", style="yellow")
+    return text if parts or e.starters else ""
 
 
 def boards_view(store, run: str | None) -> RenderableType:  # type: ignore[no-untyped-def]
