@@ -112,7 +112,9 @@ def result_summary(console: Console, result: Result) -> None:
         if collective:
             console.print("[dim]busbw: nccl-tests bus bandwidth (algbw × 2(n−1)/n for all-reduce, × (n−1)/n otherwise) of the slowest rank[/]")
     sol = f"{result.sol_fraction * 100:.1f}% of speed of light ({result.sol_source})" if result.sol_fraction is not None else "no speed-of-light figure" + (" (timing kind cpu)" if result.timing_kind == "cpu" else "")
-    console.print(f"speedup {ratio(result.speedup)} (geometric mean), {sol}, points {result.points:.0f}, timing kind {result.timing_kind}")
+    # the failure rule (docs/leaderboard.md): a failed result has no speedup of its own; aggregates count it 1.00×
+    speed = f"speedup {ratio(result.speedup)} (geometric mean)" if result.passed else "speedup – (failed: counted 1.00×, the baseline, in every aggregate)"
+    console.print(f"{speed}, {sol}, points {result.points:.0f}, timing kind {result.timing_kind}")
     for flag in result.integrity_flags:
         console.print(f"[red]integrity:[/] {escape(flag)}", highlight=False)
 
@@ -128,7 +130,7 @@ def scores_table(console: Console, results: list[Result]) -> None:
     for r in results:
         table.add_row(
             r.task_id, r.status, " ".join(MARK.get(s.status, "?") for s in r.stages),
-            ratio(r.speedup), f"{r.sol_fraction * 100:.1f}%" if r.sol_fraction is not None else "–", f"{r.points:.0f}", r.timing_kind,
+            ratio(r.speedup) if r.passed else "–", f"{r.sol_fraction * 100:.1f}%" if r.sol_fraction is not None else "–", f"{r.points:.0f}", r.timing_kind,
         )
     console.print(table)
     console.print("[dim]stages: compile, correctness, hidden shapes, performance[/]")

@@ -80,6 +80,7 @@ def test_cancelling_a_run_stops_its_agents_and_resume_finishes_it(store, tasks_d
         print(json.dumps({{"kind": "text", "text": "started"}}), flush=True)
         while not os.path.exists({str(release)!r}):
             time.sleep(0.1)
+        open("solution.py", "a").write("# released" + chr(10))
         print(json.dumps({{"kind": "final", "text": "released"}}), flush=True)
     """)
     # The hanging fake reads `release` from the host's /tmp: run it unsandboxed (the sandbox's
@@ -168,6 +169,7 @@ def test_arena_run_with_agents_then_show_and_transcript(tmp_path, tasks_dir, cap
     assert main(["--db", str(db), "--tasks-dir", str(tasks_dir), "run", str(path)]) == 0
     out = capsys.readouterr().out
     assert "2 agent attempts" in out and "agent attempts of run" in out
+    assert out.count("(the unchanged starter)") == 2, "the reference agent submits the starter on purpose: labelled so"
     with Store.open(db) as s:
         run_id = s.list_runs()[0].id
         attempts = s.attempts(run_id)
@@ -176,7 +178,7 @@ def test_arena_run_with_agents_then_show_and_transcript(tmp_path, tasks_dir, cap
     assert (Path(sheet.folder) / "workspace" / "CHEATSHEET.md").is_file()
     assert main(["--db", str(db), "runs", "show", run_id]) == 0
     out = capsys.readouterr().out
-    assert "agent attempts" in out and "finished" in out and "sheet" in out
+    assert "agent attempts" in out and "finished" in out and "sheet" in out and "(starter)" in out
     assert main(["--db", str(db), "runs", "transcript", f"{run_id}/1"]) == 0
     out = capsys.readouterr().out
     assert "reference agent" in out and "tool_call" in out and "arena check" in out

@@ -125,6 +125,7 @@ def test_arena_run_and_resume_from_the_command_line(tmp_path, fixture_tasks, can
     out = capsys.readouterr().out
     assert code == 1, "a wrong candidate fails its evaluation"
     assert "passed" in out and "failed" in out
+    assert "[1/2]" in out and "[2/2]" in out, "one line per finished job, also into a pipe"
     with Store.open(db) as s:
         run_id = s.list_runs()[0].id
     assert main(["--db", str(db), "run", "--resume", run_id]) == 1

@@ -57,6 +57,7 @@ class Row:
     error: str | None = None
     fault: str | None = None  # infrastructure | error, from the scheduler
     stop_reason: str | None = None
+    outcome: str | None = None  # an attempt's: scored | starter | agent_error | no_submission (core/agents/outcome.py)
     marked_infrastructure: bool = False  # a person said so in triage (kept in the store: `Store.mark_infrastructure`)
 
     def elapsed(self, now: float) -> float | None:
@@ -118,6 +119,7 @@ class RunModel:
             if row is None:
                 row = self.rows[a.id] = Row(a.id, "attempt", a.id.rsplit("/", 1)[-1], a.task_id, a.family, a.agent, a.device_id, a.variant)
                 row.state, row.seconds, row.checks, row.stop_reason, row.error = a.state, a.seconds, a.checks, a.stop_reason, a.error
+                row.outcome = a.outcome
                 if a.state == "running":
                     row.stage = "agent"
             if a.job_id is not None:
@@ -260,6 +262,9 @@ class RunModel:
         row.state = report.state
         row.stop_reason = report.stop_reason or row.stop_reason
         row.error = report.error or row.error
+        row.outcome = report.outcome if report.state != "running" else None
+        if report.outcome_reason and report.outcome != "scored":
+            row.error = report.outcome_reason
         if report.state == "running":
             row.started, row.ended, row.stage, row.result = now, None, "agent", None
             row.stages.clear()

@@ -92,6 +92,10 @@ def cells(row: Row, now: float) -> tuple[Text | str, ...]:
         state = Text(f"{row.result.status} ({stage})" if stage else row.result.status, style="yellow" if row.result.status == "infrastructure_error" else "red")
     if row.marked_infrastructure:
         state = Text(f"{row.state} (infra)", style="yellow")
+    if row.outcome in ("agent_error", "no_submission"):  # nothing of the agent's was scored
+        state = Text(row.outcome, style="red")
+    elif row.outcome == "starter":
+        state.append(" (starter)", style="yellow")
     correct = {True: Text("✓", style="green"), False: Text("✗", style="red"), None: Text("–", style="dim")}[row.correct]
     sol = f"{row.sol * 100:.1f}%" if row.sol is not None else "–"
     return (row.label, row.task, row.agent, row.device, state, correct, ratio_text(row.speedup), sol, row.stage or "", elapsed_text(row.elapsed(now)))
