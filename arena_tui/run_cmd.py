@@ -104,8 +104,9 @@ def _preflight(spec: RunSpec, args: argparse.Namespace, out: Console, err: Conso
     if getattr(args, "skip_preflight", False):
         problems = preflight.device_problems(spec)
     else:
-        checks = [f"{len([a for a in spec.agents if a.kind not in preflight.OFFLINE_KINDS])} agent CLIs and endpoints"] if spec.agents else []
-        out.print(f"[dim]preflight: {', '.join(checks + [f'{len(spec.devices)} devices'])}…[/]", highlight=False)
+        agents = sum(a.kind not in preflight.OFFLINE_KINDS for a in spec.agents)
+        what = ([f"{agents} agent{'s' * (agents != 1)}"] if agents else []) + [f"{len(spec.devices)} device{'s' * (len(spec.devices) != 1)}"]
+        out.print(f"[dim]preflight: checking {' and '.join(what)}…[/]", highlight=False)
         problems = preflight.check(spec, device_prober(args.hosts))
     if not problems:
         return True

@@ -524,7 +524,7 @@ def test_the_real_default_run_on_the_axpy_fixture(store):
             assert app.run_state == "finished"
             (row,) = app.model.rows.values()
             assert row.kind == "attempt" and row.agent == "reference" and row.result is not None and row.result.passed
-            assert table_column(app, "state") == ["done"]
+            assert table_column(app, "state") == ["done (starter)"], "the default run submits the starter on purpose: labelled so"
             assert app.model.transcript(row.key), "the reference agent's transcript"
 
     asyncio.run(go())
