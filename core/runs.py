@@ -18,7 +18,9 @@ line names a folder of solutions, e.g. `solutions/{family}/{name}.py`.
 Agents add attempts (core/agents/runner.py): each agent × task × device × variant × iteration
 gets a workspace, runs to its budget, and its final solution.py is evaluated on every
 workload; `arena check` and the final evaluations go through the same scheduler as candidate
-jobs, so the device slots are shared. `parallelism` caps the attempts running at once:
+jobs, so the device slots are shared. An attempt whose agent produced nothing to score
+(`agent_error`, `no_submission`: core/agents/outcome.py) is recorded `done` with its outcome
+and reason and no final evaluation. `parallelism` caps the attempts running at once:
 
     agents:
       - {name: ref, kind: reference, options: {solution: baseline}, budget_s: 600}

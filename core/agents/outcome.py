@@ -8,9 +8,9 @@ An attempt is scored only where the agent produced something. The outcomes:
 - `starter`: solution.py is the unchanged starter, but the agent submitted it on purpose (it
   wrote the file or ran `arena check` on it, and ended by itself without an error): scored,
   and labelled `starter` in every view, so that nobody takes the starter's score for the agent's work;
-- `agent_error`: the agent never got to work: its CLI is missing or did not start, it
-  crashed before acting, or its endpoint answered with errors (connection refused, a refused
-  key), and solution.py is unchanged. Not scored;
+- `agent_error`: solution.py is unchanged and the agent failed: its CLI is missing or did
+  not start, it crashed (before acting, or later without changing anything), or it reported
+  errors such as its endpoint's (connection refused, a refused key). Not scored;
 - `no_submission`: the agent ran and ended without changing solution.py (and did not submit
   the starter on purpose). Not scored.
 
