@@ -120,7 +120,7 @@ def _cli(entry: str, config: AgentConfig, agent: CliAgent, timeout_s: float) -> 
         return [Problem(entry, str(exc), "fix the agent's options (docs/agents.md)")]
     found = shutil.which(argv0)
     if found is None:
-        return [Problem(entry, f"the `{argv0}` CLI is not on PATH", f"install it (docs/agents.md), put it on PATH, or remove the agent from the run file")]
+        return [Problem(entry, f"the `{argv0}` CLI is not on PATH", "install it (docs/agents.md), put it on PATH, or remove the agent from the run file")]
     problems = []
     try:
         done = subprocess.run([found, "--version"], capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL, check=False)
