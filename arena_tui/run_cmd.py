@@ -2,8 +2,8 @@
 bars and a summary table; every result is in the store before it is printed.
 
 A run evaluates candidates and runs agents' attempts (docs/runs.md). Without a run file it runs
-the embedded default: the offline `reference` agent submits every bundled task's starter on the
-CPU. Ctrl-C stops the run cleanly (agents and everything they started are killed, attempts are
+the embedded default: the offline `reference` agent submits three bundled tasks' starters on this
+machine's first GPU, or on `sim:h200` (predicted H200 times) where there is none. Ctrl-C stops the run cleanly (agents and everything they started are killed, attempts are
 recorded cancelled); `arena run --resume RUN` finishes it.
 """
 
@@ -16,7 +16,6 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from core import events
 from core.executors import Executor, LocalExecutor
@@ -24,11 +23,12 @@ from core.result import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INFRASTRUCTURE, EXIT_P
 from core.runs import DEFAULT_RUN, AttemptReport, RunFileError, RunSpec, execute, load_run_file, plan, plan_attempts
 from core.store import Store, StoreError
 
-from . import render
+from . import figures, render
+from .runs_cmd import _candidate
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="run a run file's evaluations and agents (default: the reference agent on the bundled tasks, CPU)")
+    p = sub.add_parser("run", help="run a run file's evaluations and agents (default: the reference agent on three bundled tasks, on this machine's GPU or sim:h200)")
     p.add_argument("runfile", nargs="?", type=Path, help="a run file (docs/runs.md); default: the embedded default run")
     p.add_argument("--resume", metavar="RUN", help="finish an interrupted run (its id or a unique prefix)")
     p.add_argument("--hosts", type=Path, help="the hosts file for <host>/<device> devices")
@@ -50,6 +50,13 @@ def executor_factory(hosts: Path | None):
     return make
 
 
+def default_spec(args: argparse.Namespace) -> RunSpec:
+    """The embedded default run, on this machine's GPU or sim:h200 (`arena` alone does the same)."""
+    from .local_devices import default_device
+
+    return RunSpec(**{**DEFAULT_RUN.__dict__, "devices": (default_device(),), "tasks_dir": str(args.tasks_dir) if args.tasks_dir else None})
+
+
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     try:
         store = Store.open(getattr(args, "db", None))
@@ -63,7 +70,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
                 spec = RunSpec.from_json(record.spec)
                 run_id = record.id
             else:
-                spec = load_run_file(args.runfile, args.tasks_dir) if args.runfile else RunSpec(**{**DEFAULT_RUN.__dict__, "tasks_dir": str(args.tasks_dir) if args.tasks_dir else None})
+                spec = load_run_file(args.runfile, args.tasks_dir) if args.runfile else default_spec(args)
                 plan(spec)
                 plan_attempts(spec)
                 run_id = store.create_run(spec.name, spec.to_json())
@@ -107,7 +114,7 @@ def _execute(store: Store, run_id: str, spec: RunSpec, args: argparse.Namespace,
             progress.advance(bar)
         if report.result is not None:
             r = report.result
-            verdict = f"[green]passed[/] {render.ratio(r.speedup)}" if r.passed else f"[red]{r.status}[/] at {r.failed_stage}"
+            verdict = f"[green]passed[/] {figures.speedup_cell(r.timing_kind, r.speedup)}" if r.passed else f"[red]{r.status}[/] at {r.failed_stage}"
             progress.console.print(f"  [green]✓[/] {report.attempt_id} {label}: stopped ({report.stop_reason}), {verdict}", highlight=False)
         elif report.state != "cancelled":
             progress.console.print(f"  [yellow]![/] {report.attempt_id} {label}: {escape(report.error or report.state)}", soft_wrap=True, highlight=False)
@@ -135,41 +142,38 @@ def _summary(store: Store, run_id: str, out: Console, candidate_keys: set[str]) 
     jobs = {job.id: job for job in store.jobs(run_id) if job.key in candidate_keys}
     if not jobs:
         return
-    table = Table(title=f"run {run_id}", header_style="bold")
-    table.add_column("task", no_wrap=True)
-    table.add_column("candidate")
-    table.add_column("device", no_wrap=True)
-    table.add_column("status", no_wrap=True)
-    table.add_column("stages", no_wrap=True)
-    for col in ("speedup", "SOL", "points"):
-        table.add_column(col, justify="right", no_wrap=True)
+    cols = [render.Col("task", whole=True), render.Col("candidate"), render.Col("device"), render.Col("status"), render.Col("stages", whole=True, drop=1),
+            render.Col("speedup", number=True), render.Col("SOL", number=True), render.Col("points", number=True)]
+    kinds, rows = set(), []
     for row in store.results(run_id):
         job = jobs.get(row.job_id)
         if job is None:
             continue  # an agent attempt's final evaluation: in the attempts table
         result = row.to_result()
-        table.add_row(
-            job.task_id, escape(job.key.split("|")[1]), job.device_id, result.status,
-            " ".join(render.MARK.get(s.status, "?") for s in result.stages),
-            render.ratio(result.speedup), f"{result.sol_fraction * 100:.1f}%" if result.sol_fraction is not None else "–", f"{result.points:.0f}",
-        )
+        kinds.add(result.timing_kind)
+        rows.append([
+            job.task_id, escape(_candidate(job)), job.device_id, result.status, render.stage_marks(result),
+            figures.speedup_cell(result.timing_kind, result.speedup), figures.sol_cell(result.timing_kind, result.sol_fraction), f"{result.points:.0f}",
+        ])
+    table = render.fitted(out, cols, rows, title=f"run {run_id}")
     out.print(table)
-    out.print("[dim]stages: compile, correctness, hidden shapes, performance. `arena runs show " + run_id + "` for details.[/]")
+    out.print(f"[dim]{figures.STAGE_LEGEND}. `arena runs show {run_id}` for details.[/]")
+    render.timing_notes(out, kinds)
 
 
 def _attempts_summary(store: Store, run_id: str, out: Console) -> None:
     results = {r.job_id: r.to_result() for r in store.results(run_id)}
-    table = Table(title=f"agent attempts of run {run_id}", header_style="bold")
-    for col in ("attempt", "agent", "variant", "task", "device", "stopped", "status"):
-        table.add_column(col, no_wrap=True)
-    for col in ("speedup", "points", "checks", "cost"):
-        table.add_column(col, justify="right", no_wrap=True)
+    C = render.Col
+    cols = [C("#", number=True), C("agent"), C("variant", drop=2), C("task", whole=True), C("device"), C("stopped", drop=1), C("status"),
+            C("speedup", number=True), C("points", number=True), C("checks", number=True, drop=3), C("cost", number=True)]
+    rows = []
     for a in store.attempts(run_id):
         result = results.get(a.job_id) if a.job_id is not None else None
-        table.add_row(
+        rows.append([
             a.id.rsplit("/", 1)[-1], escape(a.agent), escape(a.variant), a.task_id, a.device_id, a.stop_reason or a.state,
-            result.status if result else a.state, render.ratio(result.speedup) if result else "–", f"{result.points:.0f}" if result else "–",
-            str(a.checks), f"${a.cost_usd:.2f}" if a.cost_usd is not None else "–",
-        )
+            result.status if result else a.state, figures.speedup_cell(result.timing_kind, result.speedup) if result else "–",
+            f"{result.points:.0f}" if result else "–", str(a.checks), f"${a.cost_usd:.2f}" if a.cost_usd is not None else "–",
+        ])
+    table = render.fitted(out, cols, rows, title=f"agent attempts of run {run_id}")
     out.print(table)
     out.print(f"[dim]`arena runs transcript {run_id}/N` prints an attempt's transcript.[/]")

@@ -19,10 +19,12 @@ from . import render
 def register(sub: argparse._SubParsersAction) -> None:
     tasks = sub.add_parser("tasks", help="list, show, validate, create and extend tasks")
     tsub = tasks.add_subparsers(dest="tasks_command", metavar="SUBCOMMAND", required=True)
-    p = tsub.add_parser("list", help="every task with its family, models and baseline")
+    p = tsub.add_parser("list", help="every task, one line each: its id (family/name), baseline kind and models")
+    p.add_argument("--json", action="store_true", help="print one JSON list (every field of `tasks show --json` per task)")
     p.set_defaults(func=_list)
     p = tsub.add_parser("show", help="one task's spec and visible workloads (never the hidden ones)")
     p.add_argument("id")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_show)
 
     p = tsub.add_parser("validate", help="check that tasks are sound: schema, reference, baseline and starter pass, the rule has teeth")
@@ -54,12 +56,20 @@ def _error(err: Console, message: str) -> int:
 
 
 def _list(args: argparse.Namespace, out: Console, err: Console) -> int:
-    render.tasks_table(out, discover(args.tasks_dir))
+    tasks = discover(args.tasks_dir)
+    if args.json:
+        print(json.dumps([render.task_json(t) for t in tasks]))
+    else:
+        render.tasks_table(out, tasks)
     return EXIT_PASSED
 
 
 def _show(args: argparse.Namespace, out: Console, err: Console) -> int:
-    render.task_detail(out, find_task(args.id, args.tasks_dir))
+    task = find_task(args.id, args.tasks_dir)
+    if args.json:
+        print(json.dumps(render.task_json(task)))
+    else:
+        render.task_detail(out, task)
     return EXIT_PASSED
 
 
