@@ -72,7 +72,7 @@ def render(out: Console, c: Comparison, name_a: str, name_b: str, interpreted: b
                 cells += [ratio(t.a.speedup), ratio(t.b.speedup), f"[{style}]{ratio(t.ratio)}[/]" if style else ratio(t.ratio),
                           _sol(t.a.sol_fraction), _sol(t.b.sol_fraction)]
             rows.append(cells)
-        table = fitted(out, cols, rows)
+        table = fitted(out.width, cols, rows)
         out.print(table)
     if c.tasks and interpreted:
         out.print(f"speedups of cpu runs: {INTERPRETED} (`--json` keeps them)", highlight=False)

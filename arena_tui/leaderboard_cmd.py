@@ -75,7 +75,7 @@ def render(out: Console, b: Board) -> None:
                 sol_cell(b.timing_kind, e.sol_fraction), f"{e.correct * 100:.0f}%", str(e.results),
                 f"[red]{e.violations}[/]" if e.violations else "0",
             ])
-    table = fitted(out, cols, rows, title=f"[bold]{escape(b.label)}[/]", title_justify="left")
+    table = fitted(out.width, cols, rows, title=f"[bold]{escape(b.label)}[/]", title_justify="left")
     out.print(table)
     notes = ["speedup: geometric mean over results, a failed result counts 1.0 (the baseline stays)"]
     if b.ranked:

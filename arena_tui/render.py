@@ -71,8 +71,8 @@ def _cell_len(cell: str) -> int:
     return max((Text.from_markup(line).cell_len for line in str(cell).splitlines()), default=0)
 
 
-def fitted(console: Console, cols: list[Col], rows: list[list[str] | None], **kw: Any) -> Table:
-    """A table that fits the console's width (80 in a pipe): numbers and whole texts at their
+def fitted(width: int, cols: list[Col], rows: list[list[str] | None], **kw: Any) -> Table:
+    """A table that fits `width` (a console's: 80 in a pipe; the app's pane): numbers and whole texts at their
     full width, optional columns dropped until the folding ones get MIN_TEXT each, then the
     rest of the width shared among them. Rich is given exact widths, so it never ellipsizes.
     A row of None starts a new section (a rule)."""
@@ -87,7 +87,7 @@ def fitted(console: Console, cols: list[Col], rows: list[list[str] | None], **kw
     while True:
         rigid = [i for i in keep if (cols[i].number or cols[i].whole) and i not in folded]
         soft = [i for i in keep if i not in rigid]
-        room = console.width - gap * (len(keep) - 1) - sum(fixed(i) for i in rigid)
+        room = width - gap * (len(keep) - 1) - sum(fixed(i) for i in rigid)
         wanted = {i: fixed(i) for i in soft}
         floor = sum(min(MIN_TEXT, wanted[i]) for i in soft)
         if room >= floor:
@@ -228,7 +228,7 @@ def scores_table(console: Console, results: list[Result]) -> None:
             Col("SOL", number=True), Col("points", number=True), Col("timing")]
     rows = [[r.task_id, r.status, stage_marks(r), figures.speedup_cell(r.timing_kind, r.speedup),
              figures.sol_cell(r.timing_kind, r.sol_fraction), f"{r.points:.0f}", r.timing_kind] for r in results]
-    table = fitted(console, cols, rows, title="Scores")
+    table = fitted(console.width, cols, rows, title="Scores")
     console.print(table)
     console.print(f"[dim]{figures.STAGE_LEGEND}[/]")
     timing_notes(console, {r.timing_kind for r in results})

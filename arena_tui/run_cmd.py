@@ -155,7 +155,7 @@ def _summary(store: Store, run_id: str, out: Console, candidate_keys: set[str]) 
             job.task_id, escape(_candidate(job)), job.device_id, result.status, render.stage_marks(result),
             figures.speedup_cell(result.timing_kind, result.speedup), figures.sol_cell(result.timing_kind, result.sol_fraction), f"{result.points:.0f}",
         ])
-    table = render.fitted(out, cols, rows, title=f"run {run_id}")
+    table = render.fitted(out.width, cols, rows, title=f"run {run_id}")
     out.print(table)
     out.print(f"[dim]{figures.STAGE_LEGEND}. `arena runs show {run_id}` for details.[/]")
     render.timing_notes(out, kinds)
@@ -174,6 +174,6 @@ def _attempts_summary(store: Store, run_id: str, out: Console) -> None:
             result.status if result else a.state, figures.speedup_cell(result.timing_kind, result.speedup) if result else "–",
             f"{result.points:.0f}" if result else "–", str(a.checks), f"${a.cost_usd:.2f}" if a.cost_usd is not None else "–",
         ])
-    table = render.fitted(out, cols, rows, title=f"agent attempts of run {run_id}")
+    table = render.fitted(out.width, cols, rows, title=f"agent attempts of run {run_id}")
     out.print(table)
     out.print(f"[dim]`arena runs transcript {run_id}/N` prints an attempt's transcript.[/]")

@@ -71,7 +71,7 @@ def _list(store: Store, args: argparse.Namespace, out: Console, err: Console) ->
         return EXIT_PASSED
     cols = [Col("run", whole=True), Col("name"), Col("created (UTC)", whole=True, drop=2), Col("status"), Col("jobs", drop=1), Col("results")]
     rows = [[run.id, escape(run.name), _when(run.created_at), _run_status(run), _job_counts(run), _result_counts(run)] for run in runs]
-    table = fitted(out, cols, rows)
+    table = fitted(out.width, cols, rows)
     out.print(table)
     out.print(f"[dim]{len(runs)} runs in {escape(str(store.path))}[/]", highlight=False)
     return EXIT_PASSED
@@ -113,7 +113,7 @@ def _show(store: Store, args: argparse.Namespace, out: Console, err: Console) ->
                 speedup_cell(r.timing_kind, r.speedup), sol_cell(r.timing_kind, r.sol_fraction), f"{r.points:.0f}",
             ] + ([r.timing_kind] if mixed else [])
         rows.append(cells)
-    table = fitted(out, cols, rows)
+    table = fitted(out.width, cols, rows)
     out.print(table)
     for job in jobs:
         r = results.get(job.id)
@@ -162,7 +162,7 @@ def _attempts_table(store: Store, run_id: str, results: dict, out: Console) -> N
         if costs:
             cells.append(f"${a.cost_usd:.2f}" if a.cost_usd is not None else "–")
         rows.append(cells)
-    table = fitted(out, cols, rows, title="agent attempts")
+    table = fitted(out.width, cols, rows, title="agent attempts")
     out.print(table)
     out.print(f"[dim]`arena runs transcript {escape(run_id)}/#` prints an attempt's transcript.[/]", highlight=False)
 
