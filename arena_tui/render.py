@@ -64,7 +64,8 @@ class Col:
     drop: int = 0
 
 
-MIN_TEXT = 8  # a folded text column narrower than this is unreadable: drop a column instead
+MIN_TEXT = 8  # a folded text column narrower than this is unreadable: fold a whole one instead
+COMFORT_TEXT = 16  # optional columns are dropped until each folding one gets this much (or all it needs)
 
 
 def _cell_len(cell: str) -> int:
@@ -90,12 +91,13 @@ def fitted(width: int, cols: list[Col], rows: list[list[str] | None], **kw: Any)
         room = width - gap * (len(keep) - 1) - sum(fixed(i) for i in rigid)
         wanted = {i: fixed(i) for i in soft}
         floor = sum(min(MIN_TEXT, wanted[i]) for i in soft)
-        if room >= floor:
-            break
+        comfort = sum(min(COMFORT_TEXT, wanted[i]) for i in soft)
         droppable = [i for i in keep if cols[i].drop]
         wholes = [i for i in rigid if cols[i].whole]
-        if droppable:
+        if droppable and room < comfort:
             keep.remove(max(droppable, key=lambda i: cols[i].drop))
+        elif room >= floor:
+            break
         elif wholes:
             folded.add(max(wholes, key=fixed))
         else:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -24,7 +26,7 @@ from core.runs import DEFAULT_RUN, AttemptReport, RunFileError, RunSpec, execute
 from core.store import Store, StoreError
 
 from . import figures, render
-from .runs_cmd import _candidate
+from .runs_cmd import _candidate, run_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,6 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--resume", metavar="RUN", help="finish an interrupted run (its id or a unique prefix)")
     p.add_argument("--hosts", type=Path, help="the hosts file for <host>/<device> devices")
     p.add_argument("--headless", action="store_true", help="progress bars and a summary, no app (always so when stdout is not a terminal)")
+    p.add_argument("--json", action="store_true", help="headless; progress on stderr, then one JSON object on stdout (what `arena runs show RUN --json` prints)")
     p.set_defaults(func=run)
 
 
@@ -79,7 +82,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
             return EXIT_BAD_INPUT
         from .app.launch import interactive  # textual only when a person watches
 
-        if interactive(getattr(args, "headless", False)):
+        if interactive(getattr(args, "headless", False) or getattr(args, "json", False)):
             from .app.launch import run_app
 
             return run_app(store, run_id, spec, executor_factory(args.hosts))
@@ -87,6 +90,14 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def _execute(store: Store, run_id: str, spec: RunSpec, args: argparse.Namespace, out: Console) -> int:
+    if getattr(args, "json", False):
+        code = _execute_headless(store, run_id, spec, args, Console(stderr=True))  # stdout is the JSON's alone
+        sys.stdout.write(json.dumps(run_json(store, run_id)) + "\n")
+        return code
+    return _execute_headless(store, run_id, spec, args, out)
+
+
+def _execute_headless(store: Store, run_id: str, spec: RunSpec, args: argparse.Namespace, out: Console) -> int:
     candidate_keys = {p.key for p in plan(spec)}
     attempts = plan_attempts(spec)
     total = len(candidate_keys) + len(attempts)

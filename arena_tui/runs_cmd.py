@@ -81,9 +81,7 @@ def _list(store: Store, args: argparse.Namespace, out: Console, err: Console) ->
 def _show(store: Store, args: argparse.Namespace, out: Console, err: Console) -> int:
     run = store.get_run(args.run)
     if args.json:
-        records = list(store.export_run(run.id))
-        print(json.dumps({"run": records[0], "jobs": [r for r in records if r["type"] == "job"],
-                          "attempts": [r for r in records if r["type"] == "attempt"]}))
+        print(json.dumps(run_json(store, run.id)))
         return EXIT_PASSED
     ended = f", ended {_when(run.finished_at)}" if run.finished_at else ""
     out.print(f"[bold]{run.id}[/] {escape(run.name)} — {_run_status(run)}", highlight=False)
@@ -129,6 +127,12 @@ def _show(store: Store, args: argparse.Namespace, out: Console, err: Console) ->
         out.print(f"[dim]timing kind: {kinds[0]}[/]")
     timing_notes(out, set(kinds))
     return EXIT_PASSED
+
+
+def run_json(store: Store, run_id: str) -> dict:
+    """`arena runs show RUN --json` (and `arena run --json`): the export's records as one object."""
+    records = list(store.export_run(run_id))
+    return {"run": records[0], "jobs": [r for r in records if r["type"] == "job"], "attempts": [r for r in records if r["type"] == "attempt"]}
 
 
 def _candidate(job) -> str:  # type: ignore[no-untyped-def]

@@ -8,7 +8,6 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from core.result import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_PASSED
 from core.tasks import discover, find_task, tasks_root
@@ -44,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = tsub.add_parser("add-model", help="add a model's workloads (from its config.json) to every task that uses it")
     p.add_argument("config", type=Path, metavar="CONFIG.json", help="a Hugging Face style config.json")
-    p.add_argument("--name", help="the model's name in task.yaml (default: the config's _name_or_path, else the file's name)")
+    p.add_argument("--name", help="the model's name in task.yaml (default: the config's _name_or_path, else its folder's name for a config.json, else the file's stem)")
     p.add_argument("--dry-run", action="store_true", help="say what would be added; write nothing")
     p.add_argument("--tasks-dir", type=Path, default=argparse.SUPPRESS, help="the folder of task folders to edit")
     p.set_defaults(func=_add_model)
@@ -100,9 +99,9 @@ def _validate(args: argparse.Namespace, out: Console, err: Console) -> int:
         reports = validate_tasks(folders, options, on_check=on_check, on_report=on_report)
     failed = [r for r in reports if not r.passed]
     if len(reports) > 1:
-        table = Table(header_style="bold", show_edge=False)
+        table = render.plain_table()
         for col in ("task", "result", "failed checks", "seconds"):
-            table.add_column(col, justify="right" if col == "seconds" else "left")
+            table.add_column(col, justify="right" if col == "seconds" else "left", no_wrap=col != "failed checks")
         for r in reports:
             table.add_row(r.task_id, "[green]valid[/]" if r.passed else "[red]invalid[/]", ", ".join(c.name for c in r.failed), f"{r.seconds:.1f}")
         out.print(table)
@@ -151,9 +150,9 @@ def _add_model(args: argparse.Namespace, out: Console, err: Console) -> int:
     tasks = discover(root)
     out.print(f"{escape(config.name)}: " + ", ".join(f"{k}={v}" for k, v in config.keys.items()), highlight=False)
     changes = add_model(config, tasks, dry_run=args.dry_run)
-    table = Table(title="would add" if args.dry_run else "added", header_style="bold", title_justify="left")
+    table = render.plain_table(title="would add" if args.dry_run else "added", title_justify="left")
     table.add_column("task", no_wrap=True)
-    table.add_column("workloads added")
+    table.add_column("workloads added", overflow="fold")
     for c in changes:
         if c.added:
             table.add_row(c.task_id, "\n".join(",".join(f"{k}={v}" for k, v in row.items()) for row in c.added))

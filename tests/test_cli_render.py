@@ -157,3 +157,10 @@ def test_eval_and_demo_summaries_fit_80_columns():
     assert_whole(text, ["1.23 ms ±20%", "4.27 ms ±20%", "3.46× ±25%", "72.9%", "10.0 µs ±1.0%", "15.0 µs ±1.0%", "466"])
     assert "3.6e-04" not in text and figures.INTERPRETED in text
     assert "generalization" in text and "hidden shapes" in text  # the stored word, defined once in the legend
+
+
+def test_devices_keep_their_peaks_whole(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", str(WIDTH))
+    monkeypatch.setenv("XDG_CONFIG_HOME", "/nonexistent")  # no hosts file: this machine's devices only
+    out = run(capsys, "devices")
+    assert_whole(out, ["788", "4.25", "141 GB", "sim:mi355x"])
