@@ -136,13 +136,14 @@ def run_json(store: Store, run_id: str) -> dict:
 
 
 def _candidate(job) -> str:  # type: ignore[no-untyped-def]
-    """What was evaluated: the agent of an attempt, else the candidate's name in the job key
-    (`starter`, `baseline`, a file's stem)."""
+    """What was evaluated: the agent of an attempt, else the candidate's label in a run's job key
+    (`task|label|device|n`: `starter`, `baseline`, a file's stem), else the file's name."""
     if job.agent:
         return job.agent
     parts = job.key.split("|")
-    name = parts[1] if len(parts) >= 3 else (job.candidate or "")
-    return Path(name).name if "/" in name else name
+    if len(parts) >= 4 and parts[0] == job.task_id:
+        return parts[1]
+    return Path(job.candidate).name if job.candidate else "–"
 
 
 def _attempts_table(store: Store, run_id: str, results: dict, out: Console) -> None:
