@@ -65,7 +65,11 @@ def test_the_prompt_says_what_to_do_how_it_is_scored_and_how_to_check(axpy):
 def test_the_prompt_says_an_in_place_output_is_written_into_its_input_and_a_scalar_is_a_scalar():
     from core.env import signature
 
+    from core.tasks import SpecKind
+
     rope, norm = find_task("elementwise/rope"), find_task("norm/add_rmsnorm")
+    assert [o.kind for o in rope.outputs] == [SpecKind.INPLACE, SpecKind.INPLACE] and not rope.outputs[0].is_scalar
+    assert [i.kind for i in norm.inputs] == [SpecKind.TENSOR, SpecKind.TENSOR, SpecKind.TENSOR, SpecKind.SCALAR]
     prompt = render_prompt(rope, "cuda:0", Variant(), budget_s=600)
     assert "- `q_out`: bfloat16[T, Hq, d], written in place into input `q`" in prompt and "scalar" not in prompt
     assert "- `eps`: scalar float32 = 1e-06" in render_prompt(norm, "cuda:0", Variant(), budget_s=600)
