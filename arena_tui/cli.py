@@ -41,7 +41,12 @@ def _error(err: Console, exc: BaseException) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="arena", description="Kernel Arena: score GPU kernels honestly, on any vendor's device.")
+    p = argparse.ArgumentParser(
+        prog="arena", description="Kernel Arena: score GPU kernels honestly, on any vendor's device. `arena` alone: the default run "
+        "(three bundled tasks' starters on this machine's GPU, else sim:h200), in the app in a terminal, printed in a pipe.",
+        epilog="Exit codes: 0 passed, 1 a stage failed or an integrity violation, 2 bad input (an unknown task or device, a GPU this "
+        "machine does not have), 3 an infrastructure fault. Commands that print tables take --json; an error is then one JSON object.",
+    )
     p.add_argument("--version", action="version", version=f"arena {__version__}")
     p.add_argument("--tasks-dir", type=Path, help="a folder of task folders to use instead of the bundled tasks")
     p.add_argument("--headless", action="store_true", help="`arena` alone: print the demo's scores instead of opening the app")

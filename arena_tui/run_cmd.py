@@ -187,4 +187,5 @@ def _attempts_summary(store: Store, run_id: str, out: Console) -> None:
         ])
     table = render.fitted(out.width, cols, rows, title=f"agent attempts of run {run_id}")
     out.print(table)
+    render.timing_notes(out, {r.timing_kind for r in results.values()})
     out.print(f"[dim]`arena runs transcript {run_id}/N` prints an attempt's transcript.[/]")
