@@ -89,7 +89,7 @@ class TensorSpec:
     def describe(self, inputs: Sequence[TensorSpec] = ()) -> str:
         """The one text every reader gets (agents' prompts, `arena tasks show`, the RL
         environment's signature): `bfloat16[M, K]`, `scalar float32 = 1e-06`, or
-        `bfloat16[T, H, D], written in place into input `q``. `inputs` (the task's) gives an
+        `bfloat16[T, H, D] (written in place into input `q`)`. `inputs` (the task's) gives an
         in-place output the shape of the input it writes."""
         if self.kind is SpecKind.SCALAR:
             return f"scalar {self.dtype}" + (f" = {self.value}" if self.value is not None else "")
@@ -97,7 +97,7 @@ class TensorSpec:
         if self.kind is SpecKind.INPLACE:
             shape = shape or next((i.shape for i in inputs if i.name == self.inplace_of), None)
         text = self.dtype + (f"[{', '.join(str(d) for d in shape)}]" if shape else "")
-        return text + (f", written in place into input `{self.inplace_of}`" if self.kind is SpecKind.INPLACE else "")
+        return text + (f" (written in place into input `{self.inplace_of}`)" if self.kind is SpecKind.INPLACE else "")
 
     def concrete_shape(self, axes: dict[str, int]) -> tuple[int, ...]:
         """Each dimension is an int, an axis, or arithmetic over the axes such as `2 * I`."""

@@ -97,7 +97,7 @@ def test_in_place_outputs_read_as_in_place_in_tasks_show(capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")  # the signature on one line
     assert main(["tasks", "show", "elementwise/rope"]) == 0
     out = capsys.readouterr().out
-    assert "q_out: bfloat16[T, Hq, d], written in place into input `q`" in out and "scalar" not in out.split("signature")[1].splitlines()[0]
+    assert "q_out: bfloat16[T, Hq, d] (written in place into input `q`)" in out and "scalar" not in out.split("signature")[1].splitlines()[0]
 
 
 def test_runs_list_show_and_the_run_summary_keep_numbers_whole(capsys, filled):

@@ -71,10 +71,10 @@ def test_the_prompt_says_an_in_place_output_is_written_into_its_input_and_a_scal
     assert [o.kind for o in rope.outputs] == [SpecKind.INPLACE, SpecKind.INPLACE] and not rope.outputs[0].is_scalar
     assert [i.kind for i in norm.inputs] == [SpecKind.TENSOR, SpecKind.TENSOR, SpecKind.TENSOR, SpecKind.SCALAR]
     prompt = render_prompt(rope, "cuda:0", Variant(), budget_s=600)
-    assert "- `q_out`: bfloat16[T, Hq, d], written in place into input `q`" in prompt and "scalar" not in prompt
+    assert "- `q_out`: bfloat16[T, Hq, d] (written in place into input `q`)" in prompt and "scalar" not in prompt
     assert "- `eps`: scalar float32 = 1e-06" in render_prompt(norm, "cuda:0", Variant(), budget_s=600)
     # The RL environment's signature uses the same words (TensorSpec.describe: one renderer).
-    assert "q_out: bfloat16[T, Hq, d], written in place into input `q`" in signature(rope)
+    assert "q_out: bfloat16[T, Hq, d] (written in place into input `q`)" in signature(rope)
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda:0", "sim:h200", "box1/xpu:0"])
