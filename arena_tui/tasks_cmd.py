@@ -162,7 +162,7 @@ def _add_model(args: argparse.Namespace, out: Console, err: Console) -> int:
         out.print("no task gained a workload")
     for c in changes:
         for why in ([c.reason] if c.reason else []) + c.skipped:
-            out.print(f"[dim]skipped {escape(c.task_id)}: {escape(why)}[/]", highlight=False, soft_wrap=True)
+            out.print(f"[dim]skipped {escape(c.task_id)}: {escape(why)}[/]", highlight=False)
         if c.error:
             err.print(f"[red]error:[/] {escape(c.task_id)}: {escape(c.error)}", highlight=False, soft_wrap=True)
     return EXIT_FAILED if any(c.error for c in changes) else EXIT_PASSED

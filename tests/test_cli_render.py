@@ -164,3 +164,12 @@ def test_devices_keep_their_peaks_whole(capsys, monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", "/nonexistent")  # no hosts file: this machine's devices only
     out = run(capsys, "devices")
     assert_whole(out, ["788", "4.25", "141 GB", "sim:mi355x"])
+
+
+def test_add_model_lists_the_workloads_it_would_add_whole(capsys, monkeypatch):
+    from tests.conftest import FIXTURES
+
+    monkeypatch.setenv("COLUMNS", str(WIDTH))
+    out = run(capsys, "tasks", "add-model", str(FIXTURES / "models" / "gpt-oss-20b.json"), "--dry-run")
+    assert out.startswith("gpt-oss-20b: ") and "would add" in out  # named after the file: the config has no _name_or_path
+    assert_whole(out, ["H=2880", "V=201088"])
