@@ -239,16 +239,22 @@ def scores_table(console: Console, results: list[Result]) -> None:
 def tasks_table(console: Console, tasks: list[Task]) -> None:
     """One line per task at any width: the baseline's description is `arena tasks show`'s."""
     wide = console.width >= WIDE
-    table = plain_table()
-    table.add_column("id", no_wrap=True)
-    table.add_column("baseline", no_wrap=True)
-    if wide:
-        table.add_column("inputs → outputs", no_wrap=True, overflow="ellipsis", max_width=40)
-    table.add_column("models", no_wrap=True, overflow="ellipsis")
+    rows = []
     for t in tasks:
         models = ", ".join(t.models) if wide or len(t.models) < 2 else f"{t.models[0]} +{len(t.models) - 1}"
         io = ", ".join(i.name for i in t.inputs) + " → " + ", ".join(o.name for o in t.outputs)
-        table.add_row(t.id, BASELINE_KIND_SHORT.get(t.baseline_kind, t.baseline_kind), *([io] if wide else []), models)
+        rows.append([t.id, BASELINE_KIND_SHORT.get(t.baseline_kind, t.baseline_kind), io, models])
+    # One line per task at every width: the first model and how many more below WIDE columns,
+    # every model above, and the signature's names from 200 columns up.
+    table = plain_table()
+    for col in ("id", "baseline"):
+        table.add_column(col, no_wrap=True)
+    signature = console.width >= 200
+    if signature:
+        table.add_column("inputs → outputs", no_wrap=True, overflow="ellipsis", max_width=60)
+    table.add_column("models", no_wrap=True, overflow="ellipsis")
+    for r in rows:
+        table.add_row(r[0], r[1], *([r[2]] if signature else []), r[3])
     console.print(table)
     console.print(f"[dim]{len(tasks)} tasks; baseline: library (a vendor library op), kernels (a vendor kernel library), "
                   "torch (the best torch composition). `arena tasks show ID` for the rest.[/]")

@@ -80,6 +80,10 @@ def test_tasks_list_is_one_line_per_task_at_80_columns(capsys, monkeypatch):
         assert sum(1 for line in lines(out) if line.startswith(t.id + " ")) == 1, t.id
     header, rule, *body = lines(out)
     assert len([line for line in body if line.split() and "/" in line.split()[0]]) == len(tasks)
+    for width in (130, 220):  # every model from 120 columns, the signature's names from 200: still one line each
+        monkeypatch.setenv("COLUMNS", str(width))
+        assert main(["tasks", "list"]) == 0
+        assert len([line for line in lines(capsys.readouterr().out) if line.split() and "/" in line.split()[0]]) == len(tasks)
     data = run_json(capsys, "tasks", "list")
     assert [t["id"] for t in data] == [t.id for t in tasks] and all(t["baseline"] for t in data)
 
