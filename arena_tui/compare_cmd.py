@@ -14,7 +14,8 @@ from core.result import EXIT_BAD_INPUT, EXIT_PASSED
 from core.store import Store
 
 from .figures import INTERPRETED
-from .render import Col, fitted, ratio
+from .render import ratio
+from .tables import Col, fitted
 from .runs_cmd import _guarded
 
 

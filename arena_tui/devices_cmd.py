@@ -14,7 +14,7 @@ from rich.markup import escape
 from core.devices import SIM_GPUS, DeviceInfo, ProbeError, local_device_ids, probe, sim_info
 from core.result import EXIT_INFRASTRUCTURE, EXIT_PASSED
 
-from .render import Col, fitted
+from .tables import Col, fitted
 
 
 def register(sub: argparse._SubParsersAction) -> None:

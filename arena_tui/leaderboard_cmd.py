@@ -14,7 +14,7 @@ from core.result import EXIT_BAD_INPUT, EXIT_PASSED
 from core.store import Store
 
 from .figures import INTERPRETED_NOTE, sol_cell, speedup_cell
-from .render import Col, fitted
+from .tables import Col, fitted
 from .runs_cmd import _guarded
 
 

@@ -26,7 +26,8 @@ from core.runs import DEFAULT_RUN, AttemptReport, RunFileError, RunSpec, execute
 from core.store import Store, StoreError
 
 from . import figures, render
-from .runs_cmd import _candidate, run_json
+from .tables import Col, fitted
+from .runs_cmd import candidate_name, run_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -153,8 +154,8 @@ def _summary(store: Store, run_id: str, out: Console, candidate_keys: set[str]) 
     jobs = {job.id: job for job in store.jobs(run_id) if job.key in candidate_keys}
     if not jobs:
         return
-    cols = [render.Col("task", whole=True), render.Col("candidate"), render.Col("device"), render.Col("status"), render.Col("stages", whole=True, drop=1),
-            render.Col("speedup", number=True), render.Col("SOL", number=True), render.Col("points", number=True)]
+    cols = [Col("task", whole=True), Col("candidate"), Col("device"), Col("status"), Col("stages", whole=True, drop=1),
+            Col("speedup", number=True), Col("SOL", number=True), Col("points", number=True)]
     kinds, rows = set(), []
     for row in store.results(run_id):
         job = jobs.get(row.job_id)
@@ -163,10 +164,10 @@ def _summary(store: Store, run_id: str, out: Console, candidate_keys: set[str]) 
         result = row.to_result()
         kinds.add(result.timing_kind)
         rows.append([
-            job.task_id, escape(_candidate(job)), job.device_id, result.status, render.stage_marks(result),
+            job.task_id, escape(candidate_name(job)), job.device_id, result.status, render.stage_marks(result),
             figures.speedup_cell(result.timing_kind, result.speedup), figures.sol_cell(result.timing_kind, result.sol_fraction), f"{result.points:.0f}",
         ])
-    table = render.fitted(out.width, cols, rows, title=f"run {run_id}")
+    table = fitted(out.width, cols, rows, title=f"run {run_id}")
     out.print(table)
     out.print(f"[dim]{figures.STAGE_LEGEND}. `arena runs show {run_id}` for details.[/]")
     render.timing_notes(out, kinds)
@@ -174,7 +175,7 @@ def _summary(store: Store, run_id: str, out: Console, candidate_keys: set[str]) 
 
 def _attempts_summary(store: Store, run_id: str, out: Console) -> None:
     results = {r.job_id: r.to_result() for r in store.results(run_id)}
-    C = render.Col
+    C = Col
     cols = [C("#", number=True), C("agent"), C("variant", drop=2), C("task", whole=True), C("device"), C("stopped", drop=1), C("status"),
             C("speedup", number=True), C("points", number=True), C("checks", number=True, drop=3), C("cost", number=True)]
     rows = []
@@ -185,7 +186,7 @@ def _attempts_summary(store: Store, run_id: str, out: Console) -> None:
             result.status if result else a.state, figures.speedup_cell(result.timing_kind, result.speedup) if result else "–",
             f"{result.points:.0f}" if result else "–", str(a.checks), f"${a.cost_usd:.2f}" if a.cost_usd is not None else "–",
         ])
-    table = render.fitted(out.width, cols, rows, title=f"agent attempts of run {run_id}")
+    table = fitted(out.width, cols, rows, title=f"agent attempts of run {run_id}")
     out.print(table)
     render.timing_notes(out, {r.timing_kind for r in results.values()})
     out.print(f"[dim]`arena runs transcript {run_id}/N` prints an attempt's transcript.[/]")

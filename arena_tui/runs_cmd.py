@@ -17,7 +17,8 @@ from core.result import EXIT_BAD_INPUT, EXIT_PASSED
 from core.store import JOB_STATES, Run, Store, StoreError, UnknownRunError
 
 from .figures import sol_cell, speedup_cell
-from .render import Col, fitted, timing_notes
+from .render import timing_notes
+from .tables import Col, fitted
 
 RUN_STYLE = {"running": "cyan", "finished": "green", "interrupted": "yellow", "cancelled": "dim"}
 STATUS_STYLE = {"passed": "green", "failed": "red", "infrastructure_error": "yellow"}
@@ -100,7 +101,7 @@ def _show(store: Store, args: argparse.Namespace, out: Console, err: Console) ->
     rows = []
     for job in jobs:
         r = results.get(job.id)
-        cells = [job.task_id, escape(_candidate(job)), escape(job.device_id), _job_state(job.state)]
+        cells = [job.task_id, escape(candidate_name(job)), escape(job.device_id), _job_state(job.state)]
         if r is None:
             cells += ["–", "", "", ""] + ([""] if mixed else [])
         else:
@@ -135,7 +136,7 @@ def run_json(store: Store, run_id: str) -> dict:
     return {"run": records[0], "jobs": [r for r in records if r["type"] == "job"], "attempts": [r for r in records if r["type"] == "attempt"]}
 
 
-def _candidate(job) -> str:  # type: ignore[no-untyped-def]
+def candidate_name(job) -> str:  # type: ignore[no-untyped-def]
     """What was evaluated: the agent of an attempt, else the candidate's label in a run's job key
     (`task|label|device|n`: `starter`, `baseline`, a file's stem), else the file's name."""
     if job.agent:

@@ -13,6 +13,7 @@ from core.result import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_PASSED
 from core.tasks import discover, find_task, tasks_root
 
 from . import render
+from .tables import plain_table
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -99,7 +100,7 @@ def _validate(args: argparse.Namespace, out: Console, err: Console) -> int:
         reports = validate_tasks(folders, options, on_check=on_check, on_report=on_report)
     failed = [r for r in reports if not r.passed]
     if len(reports) > 1:
-        table = render.plain_table()
+        table = plain_table()
         for col in ("task", "result", "failed checks", "seconds"):
             table.add_column(col, justify="right" if col == "seconds" else "left", no_wrap=col != "failed checks")
         for r in reports:
@@ -150,7 +151,7 @@ def _add_model(args: argparse.Namespace, out: Console, err: Console) -> int:
     tasks = discover(root)
     out.print(f"{escape(config.name)}: " + ", ".join(f"{k}={v}" for k, v in config.keys.items()), highlight=False)
     changes = add_model(config, tasks, dry_run=args.dry_run)
-    table = render.plain_table(title="would add" if args.dry_run else "added", title_justify="left")
+    table = plain_table(title="would add" if args.dry_run else "added", title_justify="left")
     table.add_column("task", no_wrap=True)
     table.add_column("workloads added", overflow="fold")
     for c in changes:

@@ -15,7 +15,7 @@ from core import leaderboard
 
 from ..widgets.footer import ArenaFooter
 from ...figures import INTERPRETED_NOTE, sol_cell, speedup_cell
-from ...render import Col, fitted
+from ...tables import Col, fitted
 from .base import RunScreen
 
 
