@@ -53,7 +53,8 @@ def _guarded(command):  # type: ignore[no-untyped-def]
             with Store.open(getattr(args, "db", None)) as store:
                 return command(store, args, out, err)
         except UnknownRunError as exc:
-            err.print(escape(str(exc)), highlight=False, soft_wrap=True)
+            # `--json`: an `error:` line, which the CLI turns into the JSON error object
+            err.print(("error: " if getattr(args, "json", False) else "") + escape(str(exc)), highlight=False, soft_wrap=True)
         except (StoreError, OSError) as exc:
             err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return EXIT_BAD_INPUT

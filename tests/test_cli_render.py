@@ -177,3 +177,11 @@ def test_add_model_lists_the_workloads_it_would_add_whole(capsys, monkeypatch):
     out = run(capsys, "tasks", "add-model", str(FIXTURES / "models" / "gpt-oss-20b.json"), "--dry-run")
     assert out.startswith("gpt-oss-20b: ") and "would add" in out  # named after the file: the config has no _name_or_path
     assert_whole(out, ["H=2880", "V=201088"])
+
+
+def test_json_commands_print_an_error_object_on_bad_input(capsys, filled):
+    for args, says in ((["runs", "show", "r-nope"], "unknown run `r-nope`"), (["tasks", "show", "gemm/nope"], "unknown task `gemm/nope`"),
+                       (["leaderboard", "--run", "r-nope"], "unknown run `r-nope`")):
+        assert main([*args, "--json"]) == 2, args
+        out = capsys.readouterr().out
+        assert says in json.loads(out)["error"] and out.count("\n") == 1
