@@ -164,8 +164,11 @@ def test_eval_and_demo_summaries_fit_80_columns():
 
 
 def test_devices_keep_their_peaks_whole(capsys, monkeypatch):
+    from arena_tui import devices_cmd
+
     monkeypatch.setenv("COLUMNS", str(WIDTH))
     monkeypatch.setenv("XDG_CONFIG_HOME", "/nonexistent")  # no hosts file: this machine's devices only
+    monkeypatch.setattr(devices_cmd, "local_device_ids", lambda: [])  # no probe process: the simulated GPUs' rows
     out = run(capsys, "devices")
     assert_whole(out, ["788", "4.25", "141 GB", "sim:mi355x"])
 
