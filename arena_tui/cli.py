@@ -1,7 +1,8 @@
 """The `arena` command line.
 
-`arena` with no arguments evaluates three bundled tasks' starters on the CPU device and prints
-the scores; `arena eval` scores one candidate; `arena tasks list|show|validate|new|add-model`
+`arena` with no arguments evaluates three bundled tasks' starters on this machine's GPU, or on
+`sim:h200` (predicted H200 times) where there is none, and prints the scores (in a terminal: the
+app on the same run); `arena eval` scores one candidate; `arena tasks list|show|validate|new|add-model`
 browses, checks, creates and extends the tasks (arena_tui/tasks_cmd.py).
 Exit codes: 0 passed, 1 a stage failed or an integrity violation, 2 bad input, 3 an
 infrastructure fault. Textual and asyncssh (later issues) are imported lazily here, so that
@@ -26,7 +27,7 @@ from core.result import EXIT_BAD_INPUT, EXIT_INFRASTRUCTURE, EXIT_PASSED, Result
 from core.runs import DEMO_TASKS
 from core.tasks import TaskError, UnknownTaskError, discover, find_task
 
-from . import render
+from . import local_devices, render
 
 # Command modules that add their own subcommands: each has `register(subparsers)`, which adds
 # parsers whose `func(args, out, err) -> int` runs the command. They import heavy or optional
@@ -40,7 +41,12 @@ def _error(err: Console, exc: BaseException) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="arena", description="Kernel Arena: score GPU kernels honestly, on any vendor's device.")
+    p = argparse.ArgumentParser(
+        prog="arena", description="Kernel Arena: score GPU kernels honestly, on any vendor's device. `arena` alone: the default run "
+        "(three bundled tasks' starters on this machine's GPU, else sim:h200), in the app in a terminal, printed in a pipe.",
+        epilog="Exit codes: 0 passed, 1 a stage failed or an integrity violation, 2 bad input (an unknown task or device, a GPU this "
+        "machine does not have), 3 an infrastructure fault. Commands that print tables take --json; an error is then one JSON object.",
+    )
     p.add_argument("--version", action="version", version=f"arena {__version__}")
     p.add_argument("--tasks-dir", type=Path, help="a folder of task folders to use instead of the bundled tasks")
     p.add_argument("--headless", action="store_true", help="`arena` alone: print the demo's scores instead of opening the app")
@@ -48,8 +54,9 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     demo = sub.add_parser("demo", help="evaluate the bundled tasks' starters (what `arena` alone does)")
-    demo.add_argument("--device", default="cpu", help="cpu (default), cuda:N or xpu:N")
+    demo.add_argument("--device", help="default: this machine's first GPU, else sim:h200 (predicted H200 times); or cpu, cuda:N, xpu:N, sim:<gpu>")
     demo.add_argument("--all", action="store_true", help="every bundled task, not only the three quick ones")
+    demo.add_argument("--json", action="store_true", help="print one JSON list of result objects and nothing else")
 
     ev = sub.add_parser("eval", help="evaluate one candidate on one task")
     ev.add_argument("--task", required=True, help="a task id such as gemm/bf16_gemm (see `arena tasks list`)")
@@ -75,6 +82,8 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     out, err = Console(), Console(stderr=True)
+    if getattr(args, "json", False):
+        err = _JsonErrors(args)  # scripts asked for JSON: an error is one JSON object on stdout
     try:
         if args.command is None and _interactive(args):
             return _app(args, out, err)
@@ -96,6 +105,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     return EXIT_PASSED
 
 
+class _JsonErrors(Console):
+    """The error console of a `--json` command: `error: ...` lines become one JSON object on
+    stdout, `{"error": "..."}`, so a script reading stdout always gets JSON (the exit code says
+    which kind: 2 bad input, 3 infrastructure)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        super().__init__(stderr=True)
+
+    def print(self, *objects, **kwargs) -> None:  # type: ignore[no-untyped-def, override]
+        from rich.text import Text
+
+        message = " ".join(Text.from_markup(str(o)).plain for o in objects)
+        if not message.startswith("error: "):
+            super().print(*objects, **kwargs)
+            return
+        sys.stdout.write(json.dumps({"error": message.removeprefix("error: ")}) + "\n")
+        sys.stdout.flush()
+
+
 def _interactive(args: argparse.Namespace) -> bool:
     from .app.launch import interactive  # Textual is imported only when a person watches
 
@@ -103,14 +131,15 @@ def _interactive(args: argparse.Namespace) -> bool:
 
 
 def _app(args: argparse.Namespace, out: Console, err: Console) -> int:
-    """`arena` alone in a terminal: the app on the embedded default run (DEFAULT_RUN)."""
+    """`arena` alone in a terminal: the app on the embedded default run (DEFAULT_RUN), on this
+    machine's GPU or sim:h200 (never the cpu device's interpreted times)."""
     from core.store import StoreError
 
     from .app import launch
     from .run_cmd import executor_factory
 
     try:
-        return launch.run_default(args.tasks_dir, args.db, executor_factory(None))
+        return launch.run_default(args.tasks_dir, args.db, executor_factory(None), device=local_devices.default_device())
     except StoreError as exc:
         _error(err, exc)
         return EXIT_INFRASTRUCTURE
@@ -120,7 +149,7 @@ def _eval(args: argparse.Namespace, out: Console, err: Console) -> int:
     from core.evaluate import BadCandidate, Evaluator, WorldSizeError, check_candidate, world_size_for
 
     task = find_task(args.task, args.tasks_dir)
-    parse_device(args.device)
+    local_devices.require_here(args.device)
     try:
         check_candidate(args.candidate)
     except BadCandidate as exc:
@@ -166,13 +195,16 @@ def _record(args: argparse.Namespace, family: str, result: Result) -> str:
 def _demo(args: argparse.Namespace, out: Console) -> int:
     from core.evaluate import Evaluator
 
-    device = getattr(args, "device", "cpu")  # `arena` alone has no --device
-    parse_device(device)
+    device = getattr(args, "device", None) or local_devices.default_device()  # `arena` alone has no --device
+    local_devices.require_here(device)
+    as_json = getattr(args, "json", False)
     tasks = discover(args.tasks_dir)
     every = len(tasks)
     if args.tasks_dir is None and not getattr(args, "all", False):
         tasks = [t for t in tasks if t.id in DEMO_TASKS]
     results: list[Result] = []
+    if as_json:
+        out = Console(stderr=True)  # progress on stderr; stdout is the one JSON list
     more = f" of {every} ([bold]arena demo --all[/] for every one)" if len(tasks) < every else ""
     out.print(f"[bold]Kernel Arena {__version__}[/]: evaluating the starters of {len(tasks)}{more} bundled tasks on [bold]{device}[/]")
     with Evaluator(device) as evaluator:
@@ -180,8 +212,11 @@ def _demo(args: argparse.Namespace, out: Console) -> int:
         for task in tasks:
             progress = render.StageProgress(out, task, compact=True)
             results.append(evaluator.evaluate(task, task.file("starter.py"), on_event=progress))
-    out.print()
-    render.scores_table(out, results)
+    if as_json:
+        sys.stdout.write(json.dumps([r.to_json() for r in results]) + "\n")
+    else:
+        out.print()
+        render.scores_table(out, results)
     return max((r.exit_code for r in results), default=EXIT_PASSED)
 
 

@@ -6,16 +6,16 @@ from __future__ import annotations
 import argparse
 import json
 
-from rich import box
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from core.compare import DEFAULT_RESAMPLES, Comparison, Outcome, compare
 from core.result import EXIT_BAD_INPUT, EXIT_PASSED
 from core.store import Store
 
+from .figures import INTERPRETED
 from .render import ratio
+from .tables import Col, fitted
 from .runs_cmd import _guarded
 
 
@@ -51,32 +51,39 @@ def _compare(store: Store, args: argparse.Namespace, out: Console, err: Console)
         err.print("error: --resamples must be at least 100 (fix: drop the option, or pass 1000 or more)")
         return EXIT_BAD_INPUT
     a, b = store.get_run(args.run_a), store.get_run(args.run_b)
-    result = compare(a.id, outcomes(store, a.id), b.id, outcomes(store, b.id), resamples=args.resamples)
+    found_a, found_b = outcomes(store, a.id), outcomes(store, b.id)
+    result = compare(a.id, found_a, b.id, found_b, resamples=args.resamples)
     if args.json:
         out.print_json(json.dumps(result.to_json()))
         return EXIT_PASSED
-    render(out, result, a.name, b.name)
+    interpreted = bool(found_a + found_b) and all(o.timing_kind == "cpu" for o in found_a + found_b)
+    render(out, result, a.name, b.name, interpreted=interpreted)
     return EXIT_PASSED
 
 
-def render(out: Console, c: Comparison, name_a: str, name_b: str) -> None:
+def render(out: Console, c: Comparison, name_a: str, name_b: str, interpreted: bool = False) -> None:
+    """The paired table (the SOL columns where the width allows); a comparison of cpu (interpreted)
+    runs shows the correctness shares only, since their speedups are no performance figure."""
     out.print(f"[bold]A[/] {c.run_a} {escape(name_a)}   [bold]B[/] {c.run_b} {escape(name_b)}", highlight=False)
     if not c.tasks:
         out.print("[yellow]no task was scored on the same device in both runs: nothing to pair[/]")
     else:
-        table = Table(header_style="bold", box=box.SIMPLE_HEAD, show_edge=False)
-        table.add_column("task", no_wrap=True)
-        table.add_column("device")
-        for col in ("correct A", "correct B", "speedup A", "speedup B", "B / A", "SOL A", "SOL B"):
-            table.add_column(col, justify="right", no_wrap=True)
+        cols = [Col("task", whole=True), Col("device")] + [Col(n, number=True) for n in ("correct A", "correct B")]
+        if not interpreted:
+            cols += [Col(n, number=True) for n in ("speedup A", "speedup B", "B / A")] + [Col(n, number=True, drop=1) for n in ("SOL A", "SOL B")]
+        rows = []
         for t in c.tasks:
             style = "green" if t.ratio > 1.02 else "red" if t.ratio < 0.98 else ""
-            table.add_row(
-                t.task_id, escape(t.device), _share(t.a.correct, t.a.results), _share(t.b.correct, t.b.results),
-                ratio(t.a.speedup), ratio(t.b.speedup), f"[{style}]{ratio(t.ratio)}[/]" if style else ratio(t.ratio),
-                _sol(t.a.sol_fraction), _sol(t.b.sol_fraction),
-            )
+            cells = [t.task_id, escape(t.device), _share(t.a.correct, t.a.results), _share(t.b.correct, t.b.results)]
+            if not interpreted:
+                cells += [ratio(t.a.speedup), ratio(t.b.speedup), f"[{style}]{ratio(t.ratio)}[/]" if style else ratio(t.ratio),
+                          _sol(t.a.sol_fraction), _sol(t.b.sol_fraction)]
+            rows.append(cells)
+        table = fitted(out.width, cols, rows)
         out.print(table)
+    if c.tasks and interpreted:  # no verdict on interpreted times (core.compare says not enough evidence)
+        out.print(f"speedups of cpu runs: {INTERPRETED} (`--json` keeps them): [bold]{c.verdict}[/]", highlight=False)
+    elif c.tasks:
         interval = f"{c.confidence:.0%} bootstrap interval {ratio(c.interval[0])} – {ratio(c.interval[1])}, {c.resamples} resamples; " if c.interval else ""
         out.print(
             f"geometric-mean speedup B / A over {len(c.tasks)} paired tasks: [bold]{ratio(c.geomean_ratio or 0)}[/] "

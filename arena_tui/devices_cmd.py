@@ -10,10 +10,11 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from core.devices import SIM_GPUS, DeviceInfo, ProbeError, local_device_ids, probe, sim_info
 from core.result import EXIT_INFRASTRUCTURE, EXIT_PASSED
+
+from .tables import Col, fitted
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -68,23 +69,20 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.json:
         print(json.dumps([_row(r) for r in rows]))
     else:
-        table = Table(header_style="bold")
-        table.add_column("id", no_wrap=True)
-        table.add_column("device")
-        table.add_column("memory", justify="right", no_wrap=True)
-        table.add_column("speed of light from")
-        table.add_column("timing", no_wrap=True)
+        cols = [Col("id", whole=True), Col("device"), Col("units", number=True, drop=2), Col("memory", number=True),
+                Col("TFLOP/s", number=True), Col("TB/s", number=True), Col("peaks", drop=1), Col("timing", whole=True)]
+        cells = []
         for info in rows:
             r = _row(info)
-            peaks = (
-                f"{info.peaks_key} ({r['peaks_source']}): {r['bf16_tflops']:g} TFLOP/s bf16, {r['hbm_tbps']:g} TB/s"
-                if info.peaks_key else ("–" if info.type == "cpu" else "no entry in the peaks table")
-            )
-            table.add_row(
-                escape(info.id), escape(f"{info.vendor} {info.model} [{info.arch}], {info.units or '?'} units"),
-                f"{info.memory_gb:.0f} GB" if info.memory_gb else "–", escape(peaks), info.timing_kind,
-            )
+            source = f"{info.peaks_key} ({r['peaks_source']})" if info.peaks_key else ("–" if info.type == "cpu" else "no entry")
+            cells.append([
+                escape(info.id), escape(f"{info.vendor} {info.model} [{info.arch}]"), str(info.units or "?"),
+                f"{info.memory_gb:.0f} GB" if info.memory_gb else "–",
+                f"{r['bf16_tflops']:g}" if r["bf16_tflops"] else "–", f"{r['hbm_tbps']:g}" if r["hbm_tbps"] else "–", escape(source), info.timing_kind,
+            ])
+        table = fitted(out.width, cols, cells)
         out.print(table)
+        out.print("[dim]TFLOP/s: dense bf16; TB/s: memory bandwidth; peaks: the entry of the peaks table and its source (docs/devices.md).[/]")
         out.print("[dim]cpu: Triton runs in its interpreter; its times are shown, never ranked.[/]")
         out.print("[dim]sim:<gpu>: correctness on this CPU, times predicted for the GPU (docs/simulation.md); never mixed with measured ones.[/]")
     for problem in problems:

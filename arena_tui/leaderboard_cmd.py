@@ -6,16 +6,15 @@ from __future__ import annotations
 import argparse
 import json
 
-from rich import box
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from core.leaderboard import DEFAULT_P, GROUP_BY, TIMING_KINDS, Board, LeaderboardError, board, boards
 from core.result import EXIT_BAD_INPUT, EXIT_PASSED
 from core.store import Store
 
-from .render import ratio
+from .figures import INTERPRETED_NOTE, sol_cell, speedup_cell
+from .tables import Col, fitted
 from .runs_cmd import _guarded
 
 
@@ -63,24 +62,22 @@ def _leaderboard(store: Store, args: argparse.Namespace, out: Console, err: Cons
 
 def render(out: Console, b: Board) -> None:
     """One board as a table, a section per (family, device), then what the numbers mean."""
-    table = Table(title=f"[bold]{escape(b.label)}[/]", title_justify="left", header_style="bold", box=box.SIMPLE_HEAD, show_edge=False,
-                  pad_edge=False, padding=(0, 1, 0, 0) if out.width >= 110 else 0)  # the box adds one space between columns
-    table.add_column("rank", justify="right", no_wrap=True)
-    for col in ("agent", "model", "family", "vendor" if b.by == "vendor" else "device"):  # these fold on a narrow terminal
-        table.add_column(col, overflow="fold", min_width=6)
-    for col in ("speedup", f"fast_{b.p:g}", "SOL", "correct", "results", "violations", "failures"):
-        table.add_column(col, justify="right", no_wrap=True)
+    cols = [Col("rank", number=True), Col("agent"), Col("model", drop=2), Col("family", drop=1), Col("vendor" if b.by == "vendor" else "device"),
+            Col("speedup", number=True), Col(f"fast_{b.p:g}", number=True), Col("SOL", number=True), Col("correct", number=True),
+            Col("results", number=True, drop=3), Col("violations", number=True),
+            Col("failures", number=True, drop=0 if b.failures else 4)]  # all zero: the first to go on a narrow terminal
+    rows = []
     for n, (_family, _device, entries) in enumerate(b.groups()):
-        if n:
-            table.add_section()
+        rows += [None] if n else []
         for e in entries:
             none = e.results == 0  # failures only: no figure to show
-            table.add_row(
+            rows.append([
                 "–" if e.rank is None else str(e.rank), escape(e.agent), escape(e.model or "–"), e.family, escape(e.device),
-                "–" if none else ratio(e.speedup), "–" if e.fast_p is None or none else f"{e.fast_p * 100:.0f}%",
-                "–" if e.sol_fraction is None else f"{e.sol_fraction * 100:.1f}%", "–" if none else f"{e.correct * 100:.0f}%", str(e.results),
+                "–" if none else speedup_cell(b.timing_kind, e.speedup), "–" if e.fast_p is None or none else f"{e.fast_p * 100:.0f}%",
+                "–" if none else sol_cell(b.timing_kind, e.sol_fraction), "–" if none else f"{e.correct * 100:.0f}%", str(e.results),
                 f"[red]{e.violations}[/]" if e.violations else "0", f"[red]{e.failures}[/]" if e.failures else "0",
-            )
+            ])
+    table = fitted(out.width, cols, rows, title=f"[bold]{escape(b.label)}[/]", title_justify="left")
     out.print(table)
     notes = ["speedup: geometric mean over results, a failed result counts 1.0 (the baseline stays)"]
     if b.failures:
@@ -90,6 +87,8 @@ def render(out: Console, b: Board) -> None:
         notes.append("unchanged starter submitted: " + ", ".join(f"{e.agent} on {e.family} ({e.starters} of {e.results})" for e in starters))
     if b.ranked:
         notes.append(f"fast_{b.p:g}: correct and faster than {b.p:g}× the baseline; an entry with integrity violations ranks last")
+    if b.timing_kind == "cpu":
+        notes.append(INTERPRETED_NOTE)
     if b.infrastructure_errors:
         notes.append(f"{b.infrastructure_errors} infrastructure errors left out")
     out.print("[dim]" + escape("; ".join(notes)) + "[/]", highlight=False)

@@ -3,36 +3,39 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from core import events
 from core.devices import DeviceInfo
 from core.result import Result
 from core.tasks import Task
 
+from . import figures
+from .tables import Col, fitted, number_column, plain_table
+
 MARK = {"passed": "[green]✓[/]", "failed": "[red]✗[/]", "timeout": "[red]⏱[/]", "crashed": "[red]✗[/]", "error": "[yellow]![/]", "skipped": "[dim]·[/]"}
+BASELINE_KIND_SHORT = {"vendor_library": "library", "vendor_kernel_library": "kernels", "torch_composition": "torch"}
+WIDE = 120  # from this many columns up, tables add their optional columns
 
 
 def device_line(info: DeviceInfo) -> str:
     peaks = f", peaks: {info.peaks_key} ({info.sol_peaks.source})" if info.sol_peaks else ", no peaks entry (no speed-of-light figures)"
     kind = {
-        "cpu": "timing: cpu (shown, never ranked)",
+        "cpu": "timing: cpu (Triton interpreted: times shown, never ranked)",
         "predicted": f"timing: predicted on the CPU ({info.extra.get('calibration', 'uncalibrated')}; never mixed with measured)",
     }.get(info.timing_kind, "timing: measured")
     return escape(f"{info.id} — {info.vendor} {info.model} [{info.arch}]{peaks if info.type != 'cpu' else ''}; {kind}")
 
 
 def ratio(x: float) -> str:
-    return f"{x:.2f}×" if x >= 0.01 or x == 0 else f"{x:.1e}×"
+    return figures.ratio(x)
 
 
 def _us(x: float | None) -> str:
-    if x is None:
-        return "–"
-    return f"{x / 1000:.2f} ms" if x >= 1000 else f"{x:.1f} µs"
+    return figures.us(x)
 
 
 class StageProgress:
@@ -40,8 +43,10 @@ class StageProgress:
 
     def __init__(self, console: Console, task: Task, compact: bool = False):
         self.console, self.task, self.compact = console, task, compact
+        self.timing_kind: str | None = None  # from `header`: a cpu timing prints no ratio
 
     def header(self, info: DeviceInfo, candidate: Path, world_size: int | None = None) -> None:
+        self.timing_kind = info.timing_kind
         self.console.print(f"[bold]{self.task.id}[/] ← {candidate}")
         self.console.print(f"device: {device_line(info)}" + (f"; {world_size} ranks" if world_size else ""))
 
@@ -68,9 +73,10 @@ class StageProgress:
         elif isinstance(event, events.WorkloadTimed) and not self.compact:
             cand, base = event.candidate, event.baseline
             r = base.get("median_us", 0) / cand["median_us"] if cand.get("median_us") else 0
+            outcome = figures.INTERPRETED if self.timing_kind == "cpu" else f"→ {ratio(r)} ({event.mode})"
             c.print(
                 f"      ⏱ {event.workload}: candidate {_us(cand.get('median_us'))} ±{cand.get('spread', 0) * 100:.1f}%, "
-                f"baseline {_us(base.get('median_us'))} ±{base.get('spread', 0) * 100:.1f}% → {ratio(r)} ({event.mode})",
+                f"baseline {_us(base.get('median_us'))} ±{base.get('spread', 0) * 100:.1f}% {outcome}",
                 highlight=False,
             )
 
@@ -87,68 +93,90 @@ def result_summary(console: Console, result: Result) -> None:
     if result.failed_stage:
         line += f" at {result.failed_stage}"
     console.print(line)
-    predicted = result.timing_kind == "predicted"
+    predicted, interpreted = result.timing_kind == "predicted", result.timing_kind == "cpu"
     if result.workloads:
-        table = Table(show_edge=False, header_style="bold", title="predicted times (sim): ± is the model's band, not a spread" if predicted else None)
+        title = "predicted times (sim): ± is the model's band, not a spread" if predicted else (f"cpu times ({figures.INTERPRETED})" if interpreted else None)
+        table = plain_table(title=title)
+        table.add_column("workload", overflow="fold")
         collective = any(w.bandwidth for w in result.workloads)
-        columns = ("workload", "set", "candidate", "baseline", "speedup", "SOL") + (("busbw", "baseline busbw") if collective else ())
-        for col in columns:
-            head = f"{col} (predicted)" if predicted and col in ("candidate", "baseline", "speedup", "busbw", "baseline busbw") else col
-            table.add_column(head, justify="right" if col not in ("workload", "set") else "left")
+        # A cpu timing has no speedup or SOL to show; a wide terminal gets the bus bandwidths.
+        numbers = ("candidate", "baseline") + (() if interpreted else ("speedup", "SOL"))
+        numbers += ("busbw", "base busbw") if collective and (console.width >= WIDE or interpreted) else ()
+        for col in numbers:
+            number_column(table, col)
         spread = "band" if predicted else "spread"
         for w in result.workloads:
             row = [
-                w.label, "hidden" if w.hidden else "visible",
+                w.label + (" (hidden)" if w.hidden else ""),
                 f"{_us(w.candidate.get('median_us'))} ±{w.candidate.get(spread, 0) * 100:.{0 if predicted else 1}f}%",
                 f"{_us(w.baseline.get('median_us'))} ±{w.baseline.get(spread, 0) * 100:.{0 if predicted else 1}f}%",
-                ratio(w.speedup) + (f" ±{w.band * 100:.0f}%" if predicted and w.band is not None else ""),
-                f"{w.sol_fraction * 100:.1f}%" if w.sol_fraction is not None else "–",
             ]
-            if collective:
+            if not interpreted:
+                row += [ratio(w.speedup) + (f" ±{w.band * 100:.0f}%" if predicted and w.band is not None else ""), figures.percent(w.sol_fraction)]
+            if "busbw" in numbers:
                 bw = w.bandwidth or {}
                 row += [_gbps(bw.get("candidate_busbw_gbps")), _gbps(bw.get("baseline_busbw_gbps"))]
             table.add_row(*row)
         console.print(table)
-        if collective:
+        if "busbw" in numbers:
             console.print("[dim]busbw: nccl-tests bus bandwidth (algbw × 2(n−1)/n for all-reduce, × (n−1)/n otherwise) of the slowest rank[/]")
-    sol = f"{result.sol_fraction * 100:.1f}% of speed of light ({result.sol_source})" if result.sol_fraction is not None else "no speed-of-light figure" + (" (timing kind cpu)" if result.timing_kind == "cpu" else "")
-    # the failure rule (docs/leaderboard.md): a failed result has no speedup of its own; aggregates count it 1.00×
-    speed = f"speedup {ratio(result.speedup)} (geometric mean)" if result.passed else "speedup – (failed: counted 1.00×, the baseline, in every aggregate)"
-    console.print(f"{speed}, {sol}, points {result.points:.0f}, timing kind {result.timing_kind}")
+    if interpreted:
+        console.print(f"{figures.INTERPRETED}: no speedup or speed-of-light figure on the cpu device (`--json` keeps the numbers); "
+                      f"points {result.points:.0f}, timing kind cpu", highlight=False)
+    else:
+        sol = f"{result.sol_fraction * 100:.1f}% of speed of light ({result.sol_source})" if result.sol_fraction is not None else "no speed-of-light figure"
+        # the failure rule (docs/leaderboard.md): a failed result has no speedup of its own; aggregates count it 1.00×
+        speed = f"speedup {ratio(result.speedup)} (geometric mean)" if result.passed else "speedup – (failed: counted 1.00×, the baseline, in every aggregate)"
+        console.print(f"{speed}, {sol}, points {result.points:.0f}, timing kind {result.timing_kind}")
     for flag in result.integrity_flags:
         console.print(f"[red]integrity:[/] {escape(flag)}", highlight=False)
 
 
-def scores_table(console: Console, results: list[Result]) -> None:
-    table = Table(title="Scores", header_style="bold")
-    table.add_column("task", no_wrap=True, min_width=max((len(r.task_id) for r in results), default=4))
-    table.add_column("status", no_wrap=True)
-    table.add_column("stages", no_wrap=True)
-    for col in ("speedup", "SOL", "points"):
-        table.add_column(col, justify="right", no_wrap=True)
-    table.add_column("timing", no_wrap=True)
-    for r in results:
-        table.add_row(
-            r.task_id, r.status, " ".join(MARK.get(s.status, "?") for s in r.stages),
-            ratio(r.speedup) if r.passed else "–", f"{r.sol_fraction * 100:.1f}%" if r.sol_fraction is not None else "–", f"{r.points:.0f}", r.timing_kind,
-        )
-    console.print(table)
-    console.print("[dim]stages: compile, correctness, hidden shapes, performance[/]")
-    if any(r.timing_kind == "cpu" for r in results):
-        console.print("[dim]cpu timings run Triton in its interpreter: shown for information, never ranked.[/]")
-    if any(r.timing_kind == "predicted" for r in results):
+def stage_marks(result: Result) -> str:
+    return "".join(MARK.get(s.status, "?") for s in result.stages)
+
+
+def timing_notes(console: Console, kinds: set[str]) -> None:
+    """What the timing kinds in a table mean, under it."""
+    if "cpu" in kinds:
+        console.print(f"[dim]{escape(figures.INTERPRETED_NOTE)}[/]", highlight=False)
+    if "predicted" in kinds:
         console.print("[dim]predicted: times from a simulated GPU (sim:), ranked only against other predicted results.[/]")
 
 
-def tasks_table(console: Console, tasks: list[Task]) -> None:
-    table = Table(header_style="bold")
-    table.add_column("id", no_wrap=True, min_width=max((len(t.id) for t in tasks), default=2))
-    for col in ("models", "inputs → outputs", "baseline", "kind"):
-        table.add_column(col)
-    for t in tasks:
-        io = ", ".join(i.name for i in t.inputs) + " → " + ", ".join(o.name for o in t.outputs)
-        table.add_row(t.id, ", ".join(t.models), io, t.baseline, t.baseline_kind)
+def scores_table(console: Console, results: list[Result]) -> None:
+    cols = [Col("task", whole=True), Col("status"), Col("stages", whole=True, drop=1), Col("speedup", number=True),
+            Col("SOL", number=True), Col("points", number=True), Col("timing")]
+    rows = [[r.task_id, r.status, stage_marks(r), figures.speedup_cell(r.timing_kind, r.speedup if r.passed else None),  # failed: –
+             figures.sol_cell(r.timing_kind, r.sol_fraction) if r.passed else "–", f"{r.points:.0f}", r.timing_kind] for r in results]
+    table = fitted(console.width, cols, rows, title="Scores")
     console.print(table)
+    console.print(f"[dim]{figures.STAGE_LEGEND}[/]")
+    timing_notes(console, {r.timing_kind for r in results})
+
+
+def tasks_table(console: Console, tasks: list[Task]) -> None:
+    """One line per task at any width: the baseline's description is `arena tasks show`'s."""
+    wide = console.width >= WIDE
+    rows = []
+    for t in tasks:
+        models = ", ".join(t.models) if wide or len(t.models) < 2 else f"{t.models[0]} +{len(t.models) - 1}"
+        io = ", ".join(i.name for i in t.inputs) + " → " + ", ".join(o.name for o in t.outputs)
+        rows.append([t.id, BASELINE_KIND_SHORT.get(t.baseline_kind, t.baseline_kind), io, models])
+    # One line per task at every width: the first model and how many more below WIDE columns,
+    # every model above, and the signature's names from 200 columns up.
+    table = plain_table()
+    for col in ("id", "baseline"):
+        table.add_column(col, no_wrap=True)
+    signature = console.width >= 200
+    if signature:
+        table.add_column("inputs → outputs", no_wrap=True, overflow="ellipsis", max_width=60)
+    table.add_column("models", no_wrap=True, overflow="ellipsis")
+    for r in rows:
+        table.add_row(r[0], r[1], *([r[2]] if signature else []), r[3])
+    console.print(table)
+    console.print(f"[dim]{len(tasks)} tasks; baseline: library (a vendor library op), kernels (a vendor kernel library), "
+                  "torch (the best torch composition). `arena tasks show ID` for the rest.[/]")
 
 
 def task_detail(console: Console, task: Task) -> None:
@@ -159,29 +187,37 @@ def task_detail(console: Console, task: Task) -> None:
     console.print(f"languages: {', '.join(task.languages)}")
     if task.vendor_notes:
         console.print(f"vendors: {escape(task.vendor_notes)}")
-    console.print("\n[bold]signature[/]: run(" + ", ".join(f"{i.name}: {_spec(i)}" for i in task.inputs) + ") -> " + ", ".join(f"{o.name}: {_spec(o)}" for o in task.outputs))
+    spec = lambda s: f"{s.name}: {s.describe(task.inputs)}"  # noqa: E731 - the words of the agents' prompts
+    console.print("\n[bold]signature[/]: " + escape("run(" + ", ".join(spec(i) for i in task.inputs) + ") -> " + ", ".join(spec(o) for o in task.outputs)))
     c = task.correctness
     console.print(f"correctness: |out − ref| ≤ {c.atol:g} + {c.rtol:g}·|ref| for {c.min_match * 100:g}% of elements, {c.seeds} seeds; NaN/Inf never pass")
-    console.print(f"flops: {task.flops}   bytes: {task.bytes}   peak: {task.peak}")
+    console.print(f"flops: {task.flops}   bytes: {task.bytes}   peak: {task.peak}", highlight=False)
     if task.world_size is not None:
         sizes = ", ".join(map(str, task.world_size.sizes))
         moved = f"; moves {task.collective.kind} of {task.collective.bytes} bytes per rank (W: the world size)" if task.collective else ""
         console.print(f"multi-rank: run on every rank of {sizes} ranks (CPU device: {task.world_size.cpu}){moved}")
     for title, ws in (("visible workloads (GPU)", task.gpu.visible), ("visible workloads (CPU device)", task.cpu.visible)):
-        table = Table(title=title, header_style="bold", title_justify="left")
+        table = plain_table(title=title, title_justify="left")
         for axis in task.axes:
-            table.add_column(axis, justify="right")
-        table.add_column("model")
-        table.add_column("note")
+            number_column(table, axis)
+        table.add_column("model", overflow="fold")
+        table.add_column("note", overflow="fold")
         for w in ws:
             table.add_row(*(str(w.axes[a]) for a in task.axes), w.model or "", w.note or "")
         console.print(table)
     console.print("[dim]hidden workloads are never shown[/]")
 
 
-def _spec(spec) -> str:  # type: ignore[no-untyped-def]
-    if spec.is_scalar:
-        return f"{spec.dtype} = {spec.value}"
-    if spec.shape is None:
-        return f"{spec.dtype} (in place of {spec.inplace_of})"
-    return f"{spec.dtype}[{', '.join(str(d) for d in spec.shape)}]"
+def task_json(task: Task) -> dict[str, Any]:
+    """`arena tasks show --json`: what `task_detail` prints, for scripts (never a hidden workload)."""
+    def spec(s: Any) -> dict[str, Any]:
+        return {"name": s.name, "kind": s.kind.value, "dtype": s.dtype, "shape": list(s.shape) if s.shape else None,
+                "value": s.value, "inplace_of": s.inplace_of, "text": s.describe(task.inputs)}
+
+    return {
+        "id": task.id, "family": task.family, "description": task.description, "models": list(task.models),
+        "baseline": task.baseline, "baseline_kind": task.baseline_kind, "languages": list(task.languages),
+        "inputs": [spec(i) for i in task.inputs], "outputs": [spec(o) for o in task.outputs], "axes": dict(task.axes),
+        "flops": task.flops, "bytes": task.bytes, "peak": task.peak,
+        "visible": {"gpu": [w.to_json() for w in task.gpu.visible], "cpu": [w.to_json() for w in task.cpu.visible]},
+    }

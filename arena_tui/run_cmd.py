@@ -2,27 +2,29 @@
 bars and a summary table; every result is in the store before it is printed.
 
 A run evaluates candidates and runs agents' attempts (docs/runs.md). Without a run file it runs
-the embedded default: the offline `reference` agent submits every bundled task's starter on the
-CPU. Ctrl-C stops the run cleanly (agents and everything they started are killed, attempts are
-recorded cancelled) and prints the `arena run --resume RUN` command that finishes it.
+the embedded default: the offline `reference` agent submits three bundled tasks' starters on this
+machine's first GPU, or on `sim:h200` (predicted H200 times) where there is none. Ctrl-C stops the
+run cleanly (agents and everything they started are killed, attempts are recorded cancelled) and
+prints the `arena run --resume RUN` command that finishes it.
 
 Before anything is stored, a preflight (core/preflight.py) checks every agent's CLI and endpoint
 and probes every device; its problems are listed together, one line each, and the run exits 2.
 `--skip-preflight` skips it (a device id that does not parse is still refused). Headless, one
-line is printed per finished evaluation and attempt, also into a pipe.
+line is printed per finished evaluation and attempt, also into a pipe (on stderr with `--json`).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import shlex
+import sys
 from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from core import events, preflight
 from core.executors import Executor, LocalExecutor
@@ -31,16 +33,19 @@ from core.result import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INFRASTRUCTURE, EXIT_P
 from core.runs import DEFAULT_RUN, AttemptReport, RunFileError, RunSpec, execute, load_run_file, plan, plan_attempts
 from core.store import Store, StoreError
 
-from . import render
+from . import figures, render
+from .tables import Col, fitted
+from .runs_cmd import candidate_name, run_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="run a run file's evaluations and agents (default: the reference agent on the bundled tasks, CPU)")
+    p = sub.add_parser("run", help="run a run file's evaluations and agents (default: the reference agent on three bundled tasks, on this machine's GPU or sim:h200)")
     p.add_argument("runfile", nargs="?", type=Path, help="a run file (docs/runs.md); default: the embedded default run")
     p.add_argument("--resume", metavar="RUN", help="finish an interrupted run (its id or a unique prefix)")
     p.add_argument("--hosts", type=Path, help="the hosts file for <host>/<device> devices")
     p.add_argument("--headless", action="store_true", help="progress bars and a summary, no app (always so when stdout is not a terminal)")
     p.add_argument("--skip-preflight", action="store_true", help="start without checking the agents' CLIs and endpoints and probing the devices")
+    p.add_argument("--json", action="store_true", help="headless; progress on stderr, then one JSON object on stdout (what `arena runs show RUN --json` prints)")
     p.set_defaults(func=run)
 
 
@@ -106,16 +111,28 @@ def _preflight(spec: RunSpec, args: argparse.Namespace, out: Console, err: Conso
     else:
         agents = sum(a.kind not in preflight.OFFLINE_KINDS for a in spec.agents)
         what = ([f"{agents} agent{'s' * (agents != 1)}"] if agents else []) + [f"{len(spec.devices)} device{'s' * (len(spec.devices) != 1)}"]
-        out.print(f"[dim]preflight: checking {' and '.join(what)}…[/]", highlight=False)
+        progress = err if getattr(args, "json", False) else out  # with --json, stdout is the JSON's alone
+        progress.print(f"[dim]preflight: checking {' and '.join(what)}…[/]", highlight=False)
         problems = preflight.check(spec, device_prober(args.hosts))
     if not problems:
         return True
-    err.print(f"[red]error:[/] the run cannot start: {len(problems)} problem{'s' if len(problems) > 1 else ''} (nothing was stored)", highlight=False)
+    head = f"the run cannot start: {len(problems)} problem{'s' if len(problems) > 1 else ''} (nothing was stored)"
+    if getattr(args, "json", False):  # one JSON error object carrying every problem
+        err.print(f"error: {head}: " + "; ".join(escape(str(p)) for p in problems), highlight=False)
+        return False
+    err.print(f"[red]error:[/] {head}", highlight=False)
     for problem in problems:
         err.print(f"  {escape(str(problem))}", highlight=False, soft_wrap=True)
     if not getattr(args, "skip_preflight", False):
         err.print("[dim]`--skip-preflight` starts it anyway; attempts whose agent cannot work end `agent_error`[/]", highlight=False)
     return False
+
+
+def default_spec(args: argparse.Namespace) -> RunSpec:
+    """The embedded default run, on this machine's GPU or sim:h200 (`arena` alone does the same)."""
+    from .local_devices import default_device
+
+    return RunSpec(**{**DEFAULT_RUN.__dict__, "devices": (default_device(),), "tasks_dir": str(args.tasks_dir) if args.tasks_dir else None})
 
 
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -133,7 +150,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
                 record = store.resume_run(args.resume)
                 run_id = record.id
             else:
-                spec = load_run_file(args.runfile, args.tasks_dir) if args.runfile else RunSpec(**{**DEFAULT_RUN.__dict__, "tasks_dir": str(args.tasks_dir) if args.tasks_dir else None})
+                spec = load_run_file(args.runfile, args.tasks_dir) if args.runfile else default_spec(args)
                 plan(spec)
                 plan_attempts(spec)
                 if not _preflight(spec, args, out, err):
@@ -144,7 +161,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
             return EXIT_BAD_INPUT
         from .app.launch import interactive  # textual only when a person watches
 
-        if interactive(getattr(args, "headless", False)):
+        if interactive(getattr(args, "headless", False) or getattr(args, "json", False)):
             from .app.launch import run_app
 
             return run_app(store, run_id, spec, executor_factory(args.hosts))
@@ -152,6 +169,14 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def _execute(store: Store, run_id: str, spec: RunSpec, args: argparse.Namespace, out: Console) -> int:
+    if getattr(args, "json", False):
+        code = _execute_headless(store, run_id, spec, args, Console(stderr=True))  # stdout is the JSON's alone
+        sys.stdout.write(json.dumps(run_json(store, run_id)) + "\n")
+        return code
+    return _execute_headless(store, run_id, spec, args, out)
+
+
+def _execute_headless(store: Store, run_id: str, spec: RunSpec, args: argparse.Namespace, out: Console) -> int:
     candidate_keys = {p.key for p in plan(spec)}
     attempts = plan_attempts(spec)
     total = len(candidate_keys) + len(attempts)
@@ -224,51 +249,50 @@ def _execute(store: Store, run_id: str, spec: RunSpec, args: argparse.Namespace,
 
 def _verdict(r: Result) -> str:
     """passed with its speedup; a failure with its stage and no speedup (the failure rule: docs/leaderboard.md)."""
-    return f"[green]passed[/] {render.ratio(r.speedup)}" if r.passed else f"[red]{r.status}[/] at {r.failed_stage}"
+    return f"[green]passed[/] {figures.speedup_cell(r.timing_kind, r.speedup)}" if r.passed else f"[red]{r.status}[/] at {r.failed_stage}"
 
 
 def _summary(store: Store, run_id: str, out: Console, candidate_keys: set[str]) -> None:
     jobs = {job.id: job for job in store.jobs(run_id) if job.key in candidate_keys}
     if not jobs:
         return
-    table = Table(title=f"run {run_id}", header_style="bold")
-    table.add_column("task", no_wrap=True)
-    table.add_column("candidate")
-    table.add_column("device", no_wrap=True)
-    table.add_column("status", no_wrap=True)
-    table.add_column("stages", no_wrap=True)
-    for col in ("speedup", "SOL", "points"):
-        table.add_column(col, justify="right", no_wrap=True)
+    cols = [Col("task", whole=True), Col("candidate"), Col("device"), Col("status"), Col("stages", whole=True, drop=1),
+            Col("speedup", number=True), Col("SOL", number=True), Col("points", number=True)]
+    kinds, rows = set(), []
     for row in store.results(run_id):
         job = jobs.get(row.job_id)
         if job is None:
             continue  # an agent attempt's final evaluation: in the attempts table
         result = row.to_result()
-        table.add_row(
-            job.task_id, escape(job.key.split("|")[1]), job.device_id, result.status,
-            " ".join(render.MARK.get(s.status, "?") for s in result.stages),
-            render.ratio(result.speedup) if result.passed else "–", f"{result.sol_fraction * 100:.1f}%" if result.sol_fraction is not None else "–", f"{result.points:.0f}",
-        )
+        kinds.add(result.timing_kind)
+        rows.append([
+            job.task_id, escape(candidate_name(job)), job.device_id, result.status, render.stage_marks(result),
+            figures.speedup_cell(result.timing_kind, result.speedup if result.passed else None),
+            figures.sol_cell(result.timing_kind, result.sol_fraction) if result.passed else "–", f"{result.points:.0f}",
+        ])
+    table = fitted(out.width, cols, rows, title=f"run {run_id}")
     out.print(table)
-    out.print("[dim]stages: compile, correctness, hidden shapes, performance. `arena runs show " + run_id + "` for details.[/]")
+    out.print(f"[dim]{figures.STAGE_LEGEND}. `arena runs show {run_id}` for details.[/]")
+    render.timing_notes(out, kinds)
 
 
 def _attempts_summary(store: Store, run_id: str, out: Console) -> None:
     results = {r.job_id: r.to_result() for r in store.results(run_id)}
-    table = Table(title=f"agent attempts of run {run_id}", header_style="bold")
-    for col in ("attempt", "agent", "variant", "task", "device", "stopped", "status"):
-        table.add_column(col, no_wrap=True)
-    for col in ("speedup", "points", "checks", "cost"):
-        table.add_column(col, justify="right", no_wrap=True)
+    C = Col
+    cols = [C("#", number=True), C("agent"), C("variant", drop=2), C("task", whole=True), C("device"), C("stopped", drop=1), C("status"),
+            C("speedup", number=True), C("points", number=True), C("checks", number=True, drop=3), C("cost", number=True)]
+    rows = []
     for a in store.attempts(run_id):
         result = results.get(a.job_id) if a.job_id is not None else None
         status = a.outcome if a.outcome in FAILURES else (result.status + (" (starter)" if a.outcome == "starter" else "")) if result else a.state
-        table.add_row(
+        rows.append([
             a.id.rsplit("/", 1)[-1], escape(a.agent), escape(a.variant), a.task_id, a.device_id, a.stop_reason or a.state,
-            status, render.ratio(result.speedup) if result and result.passed else "–", f"{result.points:.0f}" if result else "–",
-            str(a.checks), f"${a.cost_usd:.2f}" if a.cost_usd is not None else "–",
-        )
+            status, figures.speedup_cell(result.timing_kind, result.speedup if result.passed else None) if result else "–",
+            f"{result.points:.0f}" if result else "–", str(a.checks), f"${a.cost_usd:.2f}" if a.cost_usd is not None else "–",
+        ])
+    table = fitted(out.width, cols, rows, title=f"agent attempts of run {run_id}")
     out.print(table)
+    render.timing_notes(out, {r.timing_kind for r in results.values()})
     unscored = [a for a in store.attempts(run_id) if a.outcome in FAILURES]
     for a in unscored:
         out.print(f"[red]{a.outcome}[/] {a.id}: {escape(a.outcome_reason or '')}", highlight=False, soft_wrap=True)

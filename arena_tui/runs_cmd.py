@@ -4,21 +4,22 @@ their agent attempts and the attempts' transcripts."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
 from pathlib import Path
 
-from rich import box
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from core.agents.outcome import FAILURES
 from core.result import EXIT_BAD_INPUT, EXIT_PASSED
 from core.store import JOB_STATES, Run, Store, StoreError, UnknownRunError
 
-from .render import ratio
+from .figures import sol_cell, speedup_cell
+from .render import timing_notes
+from .tables import Col, fitted
 
 RUN_STYLE = {"running": "cyan", "finished": "green", "interrupted": "yellow", "cancelled": "dim"}
 STATUS_STYLE = {"passed": "green", "failed": "red", "infrastructure_error": "yellow"}
@@ -27,9 +28,12 @@ STATUS_STYLE = {"passed": "green", "failed": "red", "infrastructure_error": "yel
 def register(subparsers: argparse._SubParsersAction) -> None:
     runs = subparsers.add_parser("runs", help="list, show or export the runs kept in the results store")
     rsub = runs.add_subparsers(dest="runs_command", metavar="SUBCOMMAND", required=True)
-    rsub.add_parser("list", help="every run, newest first, with its jobs and results counted").set_defaults(func=_list)
+    lister = rsub.add_parser("list", help="every run, newest first, with its jobs and results counted")
+    lister.add_argument("--json", action="store_true", help="print one JSON list of runs")
+    lister.set_defaults(func=_list)
     show = rsub.add_parser("show", help="one run: its header, then a row per job with its result")
     show.add_argument("run", metavar="RUN", help="a run id, or a unique prefix of one")
+    show.add_argument("--json", action="store_true", help="print one JSON object: the run, its jobs with their results, its attempts")
     show.set_defaults(func=_show)
     export = rsub.add_parser("export", help="one run as JSON lines: the run header, then each job with its result")
     export.add_argument("run", metavar="RUN", help="a run id, or a unique prefix of one")
@@ -50,7 +54,8 @@ def _guarded(command):  # type: ignore[no-untyped-def]
             with Store.open(getattr(args, "db", None)) as store:
                 return command(store, args, out, err)
         except UnknownRunError as exc:
-            err.print(escape(str(exc)), highlight=False, soft_wrap=True)
+            # `--json`: an `error:` line, which the CLI turns into the JSON error object
+            err.print(("error: " if getattr(args, "json", False) else "") + escape(str(exc)), highlight=False, soft_wrap=True)
         except (StoreError, OSError) as exc:
             err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return EXIT_BAD_INPUT
@@ -61,18 +66,15 @@ def _guarded(command):  # type: ignore[no-untyped-def]
 @_guarded
 def _list(store: Store, args: argparse.Namespace, out: Console, err: Console) -> int:
     runs = store.list_runs()
+    if args.json:
+        print(json.dumps([dataclasses.asdict(r) for r in runs]))
+        return EXIT_PASSED
     if not runs:
         out.print(f"no runs yet in {escape(str(store.path))}", highlight=False)
         return EXIT_PASSED
-    table = Table(header_style="bold", box=box.SIMPLE_HEAD, show_edge=False)
-    table.add_column("run", no_wrap=True, min_width=max(len(r.id) for r in runs))
-    table.add_column("name", max_width=24)
-    table.add_column("created (UTC)", no_wrap=True)
-    table.add_column("status", no_wrap=True)
-    table.add_column("jobs")
-    table.add_column("results")
-    for run in runs:
-        table.add_row(run.id, escape(run.name), _when(run.created_at), _run_status(run), _job_counts(run), _result_counts(run))
+    cols = [Col("run", whole=True), Col("name"), Col("created (UTC)", whole=True, drop=2), Col("status"), Col("jobs", drop=1), Col("results")]
+    rows = [[run.id, escape(run.name), _when(run.created_at), _run_status(run), _job_counts(run), _result_counts(run)] for run in runs]
+    table = fitted(out.width, cols, rows)
     out.print(table)
     out.print(f"[dim]{len(runs)} runs in {escape(str(store.path))}[/]", highlight=False)
     return EXIT_PASSED
@@ -81,6 +83,9 @@ def _list(store: Store, args: argparse.Namespace, out: Console, err: Console) ->
 @_guarded
 def _show(store: Store, args: argparse.Namespace, out: Console, err: Console) -> int:
     run = store.get_run(args.run)
+    if args.json:
+        print(json.dumps(run_json(store, run.id)))
+        return EXIT_PASSED
     ended = f", ended {_when(run.finished_at)}" if run.finished_at else ""
     out.print(f"[bold]{run.id}[/] {escape(run.name)} — {_run_status(run)}", highlight=False)
     out.print(f"created {_when(run.created_at)} UTC{ended}", highlight=False)
@@ -93,28 +98,25 @@ def _show(store: Store, args: argparse.Namespace, out: Console, err: Console) ->
         return EXIT_PASSED
     results = {r.job_id: r for r in store.results(run.id)}
     kinds = sorted({r.timing_kind for r in results.values()})
-    table = Table(header_style="bold", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
-    table.add_column("task", no_wrap=True, min_width=max(len(j.task_id) for j in jobs))
-    for col in ("device", "state", "status"):
-        table.add_column(col)
-    table.add_column("failed stage", no_wrap=True, min_width=max((len(r.failed_stage or "") for r in results.values()), default=0))
-    for col in ("speedup", "SOL", "points"):
-        table.add_column(col, justify="right", no_wrap=True)
-    if len(kinds) > 1:
-        table.add_column("timing", no_wrap=True)
+    mixed = len(kinds) > 1
+    cols = [Col("task", whole=True), Col("candidate"), Col("device"), Col("state", drop=1), Col("status"),
+            Col("speedup", number=True), Col("SOL", number=True), Col("points", number=True)] + ([Col("timing")] if mixed else [])
+    rows = []
     for job in jobs:
         r = results.get(job.id)
-        cells = [job.task_id, escape(job.device_id), _job_state(job.state)]
+        cells = [job.task_id, escape(candidate_name(job)), escape(job.device_id), _job_state(job.state)]
         if r is None:
-            cells += ["–", "", "", "", ""] + ([""] if len(kinds) > 1 else [])
+            cells += ["–", "", "", ""] + ([""] if mixed else [])
         else:
             status = f"[{STATUS_STYLE.get(r.status, 'white')}]{r.status.replace('infrastructure_error', 'infra error')}[/]"
+            status += f" ({r.failed_stage})" if r.failed_stage else ""
             cells += [
-                status + (" [red]![/]" if r.integrity_flags else "") + (" [magenta]infra?[/]" if r.infrastructure_marks else ""), r.failed_stage or "",
-                ratio(r.speedup) if r.status == "passed" else "–",  # the failure rule: docs/leaderboard.md
-                f"{r.sol_fraction * 100:.1f}%" if r.sol_fraction is not None else "–", f"{r.points:.0f}",
-            ] + ([r.timing_kind] if len(kinds) > 1 else [])
-        table.add_row(*cells)
+                status + (" [red]![/]" if r.integrity_flags else "") + (" [magenta]infra?[/]" if r.infrastructure_marks else ""),
+                speedup_cell(r.timing_kind, r.speedup if r.status == "passed" else None),  # failed: – (docs/leaderboard.md)
+                sol_cell(r.timing_kind, r.sol_fraction) if r.status == "passed" else "–", f"{r.points:.0f}",
+            ] + ([r.timing_kind] if mixed else [])
+        rows.append(cells)
+    table = fitted(out.width, cols, rows)
     out.print(table)
     for job in jobs:
         r = results.get(job.id)
@@ -128,27 +130,37 @@ def _show(store: Store, args: argparse.Namespace, out: Console, err: Console) ->
     _attempts_table(store, run.id, results, out)
     if len(kinds) == 1:
         out.print(f"[dim]timing kind: {kinds[0]}[/]")
-    if "cpu" in kinds:
-        out.print("[dim]cpu timings run Triton in its interpreter: shown for information, never ranked.[/]")
+    timing_notes(out, set(kinds))
     return EXIT_PASSED
+
+
+def run_json(store: Store, run_id: str) -> dict:
+    """`arena runs show RUN --json` (and `arena run --json`): the export's records as one object."""
+    records = list(store.export_run(run_id))
+    return {"run": records[0], "jobs": [r for r in records if r["type"] == "job"], "attempts": [r for r in records if r["type"] == "attempt"]}
+
+
+def candidate_name(job) -> str:  # type: ignore[no-untyped-def]
+    """What was evaluated: the agent of an attempt, else the candidate's label in a run's job key
+    (`task|label|device|n`: `starter`, `baseline`, a file's stem), else the file's name."""
+    if job.agent:
+        return job.agent
+    parts = job.key.split("|")
+    if len(parts) >= 4 and parts[0] == job.task_id:
+        return parts[1]
+    return Path(job.candidate).name if job.candidate else "–"
 
 
 def _attempts_table(store: Store, run_id: str, results: dict, out: Console) -> None:
     attempts = store.attempts(run_id)
     if not attempts:
         return
-    table = Table(title="agent attempts", header_style="bold", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
     variants = len({a.variant for a in attempts}) > 1  # columns that say something only sometimes
     costs = any(a.cost_usd is not None for a in attempts)
-    table.add_column("#", justify="right", no_wrap=True)
-    table.add_column("agent", overflow="fold")
-    if variants:
-        table.add_column("variant", overflow="fold")
-    table.add_column("task", no_wrap=True, min_width=max(len(a.task_id) for a in attempts))
-    for col in ("device", "stopped", "status"):
-        table.add_column(col, no_wrap=True)
-    for col in ("speedup", "points", "checks") + (("cost",) if costs else ()):
-        table.add_column(col, justify="right", no_wrap=True)
+    cols = [Col("#", number=True), Col("agent")] + ([Col("variant", drop=1)] if variants else []) + [
+        Col("task", whole=True), Col("device"), Col("stopped", drop=2), Col("status"),
+        Col("speedup", number=True), Col("points", number=True), Col("checks", number=True)] + ([Col("cost", number=True)] if costs else [])
+    rows = []
     for a in attempts:
         r = results.get(a.job_id) if a.job_id is not None else None
         stopped = a.stop_reason or _job_state(a.state)
@@ -160,10 +172,11 @@ def _attempts_table(store: Store, run_id: str, results: dict, out: Console) -> N
         elif a.outcome == "starter" and r is not None:
             status += " [yellow](starter)[/]"
         cells = [a.id.rsplit("/", 1)[-1], escape(a.agent)] + ([escape(a.variant)] if variants else []) + [
-            a.task_id, escape(a.device_id), stopped, status, ratio(r.speedup) if r and r.status == "passed" else "–", f"{r.points:.0f}" if r else "–", str(a.checks)]
+            a.task_id, escape(a.device_id), stopped, status, speedup_cell(r.timing_kind, r.speedup if r.status == "passed" else None) if r else "–", f"{r.points:.0f}" if r else "–", str(a.checks)]
         if costs:
             cells.append(f"${a.cost_usd:.2f}" if a.cost_usd is not None else "–")
-        table.add_row(*cells)
+        rows.append(cells)
+    table = fitted(out.width, cols, rows, title="agent attempts")
     out.print(table)
     for a in attempts:
         if a.outcome in FAILURES:

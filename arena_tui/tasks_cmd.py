@@ -8,21 +8,23 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from core.result import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_PASSED
 from core.tasks import discover, find_task, tasks_root
 
 from . import render
+from .tables import plain_table
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     tasks = sub.add_parser("tasks", help="list, show, validate, create and extend tasks")
     tsub = tasks.add_subparsers(dest="tasks_command", metavar="SUBCOMMAND", required=True)
-    p = tsub.add_parser("list", help="every task with its family, models and baseline")
+    p = tsub.add_parser("list", help="every task, one line each: its id (family/name), baseline kind and models")
+    p.add_argument("--json", action="store_true", help="print one JSON list (every field of `tasks show --json` per task)")
     p.set_defaults(func=_list)
     p = tsub.add_parser("show", help="one task's spec and visible workloads (never the hidden ones)")
     p.add_argument("id")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_show)
 
     p = tsub.add_parser("validate", help="check that tasks are sound: schema, reference, baseline and starter pass, the rule has teeth")
@@ -42,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = tsub.add_parser("add-model", help="add a model's workloads (from its config.json) to every task that uses it")
     p.add_argument("config", type=Path, metavar="CONFIG.json", help="a Hugging Face style config.json")
-    p.add_argument("--name", help="the model's name in task.yaml (default: the config's _name_or_path, else the file's name)")
+    p.add_argument("--name", help="the model's name in task.yaml (default: the config's _name_or_path, else its folder's name for a config.json, else the file's stem)")
     p.add_argument("--dry-run", action="store_true", help="say what would be added; write nothing")
     p.add_argument("--tasks-dir", type=Path, default=argparse.SUPPRESS, help="the folder of task folders to edit")
     p.set_defaults(func=_add_model)
@@ -54,12 +56,20 @@ def _error(err: Console, message: str) -> int:
 
 
 def _list(args: argparse.Namespace, out: Console, err: Console) -> int:
-    render.tasks_table(out, discover(args.tasks_dir))
+    tasks = discover(args.tasks_dir)
+    if args.json:
+        print(json.dumps([render.task_json(t) for t in tasks]))
+    else:
+        render.tasks_table(out, tasks)
     return EXIT_PASSED
 
 
 def _show(args: argparse.Namespace, out: Console, err: Console) -> int:
-    render.task_detail(out, find_task(args.id, args.tasks_dir))
+    task = find_task(args.id, args.tasks_dir)
+    if args.json:
+        print(json.dumps(render.task_json(task)))
+    else:
+        render.task_detail(out, task)
     return EXIT_PASSED
 
 
@@ -90,9 +100,9 @@ def _validate(args: argparse.Namespace, out: Console, err: Console) -> int:
         reports = validate_tasks(folders, options, on_check=on_check, on_report=on_report)
     failed = [r for r in reports if not r.passed]
     if len(reports) > 1:
-        table = Table(header_style="bold", show_edge=False)
+        table = plain_table()
         for col in ("task", "result", "failed checks", "seconds"):
-            table.add_column(col, justify="right" if col == "seconds" else "left")
+            table.add_column(col, justify="right" if col == "seconds" else "left", no_wrap=col != "failed checks")
         for r in reports:
             table.add_row(r.task_id, "[green]valid[/]" if r.passed else "[red]invalid[/]", ", ".join(c.name for c in r.failed), f"{r.seconds:.1f}")
         out.print(table)
@@ -141,9 +151,9 @@ def _add_model(args: argparse.Namespace, out: Console, err: Console) -> int:
     tasks = discover(root)
     out.print(f"{escape(config.name)}: " + ", ".join(f"{k}={v}" for k, v in config.keys.items()), highlight=False)
     changes = add_model(config, tasks, dry_run=args.dry_run)
-    table = Table(title="would add" if args.dry_run else "added", header_style="bold", title_justify="left")
+    table = plain_table(title="would add" if args.dry_run else "added", title_justify="left")
     table.add_column("task", no_wrap=True)
-    table.add_column("workloads added")
+    table.add_column("workloads added", overflow="fold")
     for c in changes:
         if c.added:
             table.add_row(c.task_id, "\n".join(",".join(f"{k}={v}" for k, v in row.items()) for row in c.added))
@@ -153,7 +163,7 @@ def _add_model(args: argparse.Namespace, out: Console, err: Console) -> int:
         out.print("no task gained a workload")
     for c in changes:
         for why in ([c.reason] if c.reason else []) + c.skipped:
-            out.print(f"[dim]skipped {escape(c.task_id)}: {escape(why)}[/]", highlight=False, soft_wrap=True)
+            out.print(f"[dim]skipped {escape(c.task_id)}: {escape(why)}[/]", highlight=False)
         if c.error:
             err.print(f"[red]error:[/] {escape(c.task_id)}: {escape(c.error)}", highlight=False, soft_wrap=True)
     return EXIT_FAILED if any(c.error for c in changes) else EXIT_PASSED

@@ -21,7 +21,8 @@ evidence" with the reason, and no interval is printed where it would mean nothin
 - every paired task with the same ratio: the bootstrap has no spread (a zero-width interval);
 - predicted timings (`sim:` devices) whose difference stays inside the model's band: the
   simulator cannot tell them apart. B is called faster only where the interval clears 1 by
-  more than the band (and A likewise).
+  more than the band (and A likewise);
+- cpu timings only (Triton's interpreter): not a performance figure at all.
 """
 
 from __future__ import annotations
@@ -138,6 +139,8 @@ def compare(
     else:
         interval = _bootstrap(logs, resamples, confidence, seed)
         verdict, why = _verdict(geomean, interval, band, confidence)  # type: ignore[arg-type]
+    if kinds == {"cpu"}:  # Triton's interpreter against PyTorch on the CPU: no ratio of the two says anything about a kernel
+        verdict, why, interval = NOT_ENOUGH, "cpu timings are interpreted: not a performance figure", None
     if len(kinds) > 1:
         verdict, why = NOT_ENOUGH, "the runs mix timing kinds (measured, predicted, cpu): their speedups are not comparable"
     return Comparison(

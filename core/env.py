@@ -76,17 +76,13 @@ class Observation:
 # --- the task as a policy sees it ---------------------------------------------------------------
 
 
-def _spec(spec: TensorSpec) -> str:
-    if spec.is_scalar:
-        return f"{spec.name}: {spec.dtype} = {spec.value}"
-    if spec.shape is None:
-        return f"{spec.name}: {spec.dtype}"
-    return f"{spec.name}: {spec.dtype}[{', '.join(str(d) for d in spec.shape)}]"
-
-
 def signature(task: Task) -> str:
-    outs = ", ".join(_spec(o) + (f" (written in place of {o.inplace_of})" if o.inplace_of else "") for o in task.outputs)
-    return f"run({', '.join(_spec(i) for i in task.inputs)}) -> {outs}"
+    """`run(x: bfloat16[M, K], eps: scalar float32 = 1e-06) -> y: bfloat16[M, K]`: the same
+    words as the agents' prompts and `arena tasks show` (TensorSpec.describe)."""
+    def spec(s: TensorSpec) -> str:
+        return f"{s.name}: {s.describe(task.inputs)}"
+
+    return f"run({', '.join(spec(i) for i in task.inputs)}) -> {', '.join(spec(o) for o in task.outputs)}"
 
 
 def is_cpu_device(device: str) -> bool:

@@ -112,7 +112,8 @@ def read_config(path: Path, name: str | None = None) -> ModelConfig:
         raise ModelConfigError(f"{path}: `hidden_size`: missing (also under text_config): is this a transformer's config.json?")
     if name is None:
         given = raw.get("_name_or_path") or ""
-        name = given.rstrip("/").split("/")[-1] if given else (path.parent.name if path.stem == "config" else path.stem)
+        # A bare `config.json` is named after its folder (a Hugging Face download is a folder per model).
+        name = given.rstrip("/").split("/")[-1] if given else (path.resolve().parent.name if path.stem == "config" else path.stem)
     if not name or any(c in name for c in "\n{}[],#&*!|>'\"%@`"):
         raise ModelConfigError(f"{path}: model name {name!r} cannot be written into task.yaml: pass --name NAME (letters, digits, . - _)")
     return ModelConfig(name=name, path=path, keys=keys)

@@ -11,7 +11,9 @@ import ast
 import math
 import os
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -53,9 +55,19 @@ class UnknownTaskError(LookupError):
     """A task id that no bundled or given task folder has."""
 
 
+class SpecKind(str, Enum):
+    """What one input or output of `run` is: a tensor with a shape, a scalar (an input such as
+    eps, with no shape), or an output the candidate writes into one of its inputs."""
+
+    TENSOR = "tensor"
+    SCALAR = "scalar"
+    INPLACE = "in-place output"
+
+
 @dataclass(frozen=True)
 class TensorSpec:
-    """One input or output of the task's `run`; a scalar input has `value` and no shape."""
+    """One input or output of the task's `run`: a tensor has a shape, a scalar input has
+    `value` and no shape, an in-place output names the input it writes (`inplace_of`)."""
 
     name: str
     dtype: str
@@ -65,8 +77,27 @@ class TensorSpec:
     inplace_of: str | None = None
 
     @property
+    def kind(self) -> SpecKind:
+        if self.inplace_of is not None:
+            return SpecKind.INPLACE
+        return SpecKind.SCALAR if self.shape is None else SpecKind.TENSOR
+
+    @property
     def is_scalar(self) -> bool:
-        return self.shape is None
+        return self.kind is SpecKind.SCALAR
+
+    def describe(self, inputs: Sequence[TensorSpec] = ()) -> str:
+        """The one text every reader gets (agents' prompts, `arena tasks show`, the RL
+        environment's signature): `bfloat16[M, K]`, `scalar float32 = 1e-06`, or
+        `bfloat16[T, H, D] (written in place into input `q`)`. `inputs` (the task's) gives an
+        in-place output the shape of the input it writes."""
+        if self.kind is SpecKind.SCALAR:
+            return f"scalar {self.dtype}" + (f" = {self.value}" if self.value is not None else "")
+        shape = self.shape
+        if self.kind is SpecKind.INPLACE:
+            shape = shape or next((i.shape for i in inputs if i.name == self.inplace_of), None)
+        text = self.dtype + (f"[{', '.join(str(d) for d in shape)}]" if shape else "")
+        return text + (f" (written in place into input `{self.inplace_of}`)" if self.kind is SpecKind.INPLACE else "")
 
     def concrete_shape(self, axes: dict[str, int]) -> tuple[int, ...]:
         """Each dimension is an int, an axis, or arithmetic over the axes such as `2 * I`."""

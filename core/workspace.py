@@ -109,13 +109,8 @@ def cheatsheet(vendor: str) -> str:
     return resources.files("core").joinpath("data", "cheatsheets", f"{vendor}.md").read_text(encoding="utf-8")
 
 
-def _tensor_line(spec: TensorSpec) -> str:
-    if spec.is_scalar:
-        value = f" = {spec.value}" if spec.value is not None else ""
-        return f"- `{spec.name}`: scalar {spec.dtype}{value}"
-    shape = ", ".join(str(d) for d in spec.shape or ())
-    inplace = f" (written in place into input `{spec.inplace_of}`)" if spec.inplace_of else ""
-    return f"- `{spec.name}`: {spec.dtype} [{shape}]{inplace}"
+def _tensor_line(spec: TensorSpec, inputs: tuple[TensorSpec, ...]) -> str:
+    return f"- `{spec.name}`: {spec.describe(inputs)}"
 
 
 def render_prompt(task: Task, device_id: str, variant: Variant, budget_s: float, max_cost_usd: float | None = None,
@@ -140,10 +135,10 @@ def render_prompt(task: Task, device_id: str, variant: Variant, budget_s: float,
         f"Languages allowed: {', '.join(task.languages)}. It starts as a copy of the task's starter, a correct portable kernel: make it fast and keep it correct.",
         "",
         "Inputs, in call order:",
-        *(_tensor_line(s) for s in task.inputs),
+        *(_tensor_line(s, task.inputs) for s in task.inputs),
         "",
         "Outputs:",
-        *(_tensor_line(s) for s in task.outputs),
+        *(_tensor_line(s, task.inputs) for s in task.outputs),
         "",
         "Axes:",
         *(f"- `{name}`: {meaning}" for name, meaning in task.axes.items()),

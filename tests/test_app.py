@@ -6,6 +6,7 @@ second, the command line's choice between app and printer, and one real default 
 from __future__ import annotations
 
 import asyncio
+import os
 import io
 import sys
 import time
@@ -95,9 +96,10 @@ def test_queue_follows_the_run_live_then_shows_every_verdict(store, tmp_path):
             assert table_column(app, "agent") == ["ref", "cli", "bad", "starter"]
             gate.set()
             await until(pilot, lambda: app.run_state == "finished")
-            assert table_column(app, "state") == ["done", "failed (correctness)", "failed (compile)", "done"]
-            assert table_column(app, "correct") == ["✓", "✗", "–", "✓"]
-            assert table_column(app, "speedup") == ["1.51×", "–", "–", "1.00×"]
+            assert table_column(app, "state") == ["done", "failed", "failed", "done"]
+            assert table_column(app, "stage") == ["", "correctness", "compile", ""]  # where each failed
+            assert table_column(app, "ok") == ["✓", "✗", "–", "✓"]
+            assert table_column(app, "speedup") == ["interp.", "–", "–", "interp."]  # the cpu device: interpreted
             assert "run r-" in app.sub_title and "finished" in app.sub_title
 
     asyncio.run(go())
@@ -182,7 +184,7 @@ def test_transcripts_of_a_finished_run_come_from_the_store(store, tmp_path):
 # -- scores, leaderboard, triage -------------------------------------------------------------------
 
 
-def test_scores_show_stages_workloads_times_and_a_speedup_chart(store, tmp_path):
+def test_scores_show_stages_workloads_and_times_but_no_interpreted_speedup(store, tmp_path):
     run = scripted(store, tmp_path)
     run.play_into_store()
 
@@ -193,8 +195,9 @@ def test_scores_show_stages_workloads_times_and_a_speedup_chart(store, tmp_path)
             await pilot.press("enter")  # the first row: ref, passed
             await until(pilot, lambda: type(app.screen).__name__ == "ScoresScreen")
             text = text_of(app.screen.query_one("#scores", Static))
-            for expected in ("passed", "hidden shapes", "max abs err 3e-07", "n=4097 (hidden)", "speedup per workload", "2.40×", "± IQR"):
+            for expected in ("passed", "generalization", "max abs err 3e-07", "n=4097 (hidden)", "41.7 µs", "± IQR", "interpreted: not a performance figure"):
                 assert expected in text, expected
+            assert "speedup per workload" not in text and "2.40×" not in text  # the cpu device: no chart of interpreted ratios
             await pilot.press("n", "n")  # the compile failure: its compiler output
             await pilot.pause()
             text = text_of(app.screen.query_one("#scores", Static))
@@ -214,7 +217,7 @@ def test_leaderboard_ranks_this_runs_results_by_timing_kind(store, tmp_path):
             await pilot.pause(0.2)
             text = text_of(app.screen.query_one("#boards", Static))
             assert "cpu: for information, never ranked" in text
-            assert "ref" in text and "1.51×" in text and "starter.py" in text
+            assert "ref" in text and "interp." in text and "1.51×" not in text and "starter.py" in text
             await pilot.press("a")
             await pilot.pause()
             assert "every run in the store" in text_of(app.screen.query_one("#board-scope", Static))
@@ -461,19 +464,68 @@ def test_app_stays_responsive_under_hundreds_of_events_per_second(store, tmp_pat
 # -- SVG snapshots ----------------------------------------------------------------------------------
 
 
+SCREEN_KEYS = {"queue": (), "transcripts": ("2",), "scores": ("enter",), "leaderboard": ("4",), "triage": ("5",), "help": ("question_mark",)}
+
+
 @pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="snapshot baselines are made on Python 3.11")
-@pytest.mark.parametrize("keys", [(), ("2",), ("enter",), ("4",), ("5",), ("question_mark",)], ids=["queue", "transcripts", "scores", "leaderboard", "triage", "help"])
-def test_snapshots(snap_compare, store, tmp_path, fixed_ids, keys):
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)], ids=["80x24", "200x50"])
+@pytest.mark.parametrize("screen", list(SCREEN_KEYS))
+def test_snapshots(snap_compare, store, tmp_path, fixed_ids, screen, size):
     run = scripted(store, tmp_path)
     run.play_into_store()
     app = make_app(run, live=False)
-    assert snap_compare(app, press=list(keys), terminal_size=SIZE)
+    assert snap_compare(app, press=list(SCREEN_KEYS[screen]), terminal_size=size)
+
+
+def test_at_80x24_every_screen_shows_help_and_quit_and_the_queue_keeps_state_and_stage(store, tmp_path):
+    from textual.widgets._footer import FooterKey
+
+    run = scripted(store, tmp_path)
+    run.play_into_store()
+
+    async def go() -> None:
+        app = make_app(run, live=False)
+        async with app.run_test(size=(80, 24)) as pilot:
+            table = app.screen.query_one(DataTable)
+            right = 0
+            for column in table.ordered_columns:
+                right += column.get_render_width(table)
+                if str(column.label) == "stage":
+                    break
+            assert right <= 80, "the stage column is scrolled off at 80 columns"
+            assert table_column(app, "stage")[1] == "correctness"  # a failed row says where it failed
+            assert "interp." in table_column(app, "speedup")  # the cpu device: no interpreted speedup
+            for key in ("1", "2", "3", "4", "5"):
+                await pilot.press(key)
+                await pilot.pause()
+                shown = {k.key: k.region for k in app.screen.query(FooterKey)}
+                for needed in ("question_mark", "q"):
+                    assert needed in shown and shown[needed].right <= 80, f"{needed} is not on screen {key}'s footer"
+
+    asyncio.run(go())
+
+
+def test_the_times_table_lists_every_checked_workload_and_says_why_one_is_untimed(store, tmp_path):
+    from arena_tui.app.widgets.score_card import timing_table
+    from rich.console import Console
+
+    run = scripted(store, tmp_path)
+    run.play_into_store()
+    result = next(r.to_result() for r in store.results(run.run_id) if r.status == "passed")
+    console = Console(width=120, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+    console.print(timing_table(result))
+    text = console.export_text()
+    checked = {(w["label"], s.name) for s in result.stages if s.name in ("correctness", "generalization") for w in s.workloads}
+    for label, stage in checked:
+        assert any(line.strip().startswith(label + (" (hidden)" if stage == "generalization" else "")) for line in text.splitlines()), label
+    assert "drawn hidden shape: checked, not timed" in text and "interpreted: not a performance figure" in text and "speedup" not in text
 
 
 # -- the command line ----------------------------------------------------------------------------------
 
 
 def test_arena_opens_the_app_on_the_default_run_only_when_interactive(monkeypatch, capsys):
+    from arena_tui import local_devices
     from arena_tui.app import launch
     from arena_tui.cli import main
     from core.runs import DEFAULT_RUN
@@ -485,7 +537,9 @@ def test_arena_opens_the_app_on_the_default_run_only_when_interactive(monkeypatc
     assert main([]) == 0
     assert main(["--tasks-dir", str(FIXTURES)]) == 0
     (_, bundled), (_, fixture) = opened
-    assert bundled.agents == DEFAULT_RUN.agents and bundled.tasks == DEFAULT_RUN.tasks and bundled.devices == ("cpu",)
+    # No GPU here: the default run predicts H200 times (sim:h200), never the cpu device's interpreted ones.
+    assert bundled.agents == DEFAULT_RUN.agents and bundled.tasks == DEFAULT_RUN.tasks and bundled.devices == (local_devices.default_device(),)
+    assert local_devices.default_device() in ("sim:h200", "cuda:0", "xpu:0")
     assert fixture.tasks == (AXPY,) and fixture.tasks_dir == str(FIXTURES)  # --tasks-dir: every task there, as the printer does
     import arena_tui.cli
 

@@ -90,3 +90,19 @@ def test_tasks_show_prints_brackets_in_a_description_as_written(capsys, tmp_path
     yaml_path.write_text(yaml_path.read_text().replace("description: y = 2 * x + b, elementwise, float32.", "description: 'y[i] = 2 * x[i] + b[i], [bold] stays text'"))
     assert main(["--tasks-dir", str(tmp_path), "tasks", "show", "elementwise/axpy"]) == 0
     assert "y[i] = 2 * x[i] + b[i], [bold] stays text" in capsys.readouterr().out
+
+
+def test_a_gpu_this_machine_lacks_is_bad_input_at_once_and_json_gets_an_error_object(capsys, fixture_tasks, candidates, monkeypatch):
+    import time
+
+    from arena_tui import local_devices
+
+    monkeypatch.setattr(local_devices, "_gpu_ids", lambda: ())  # as on a machine without a GPU
+    start = time.monotonic()
+    args = ["--tasks-dir", str(fixture_tasks), "eval", "--task", "elementwise/axpy", "--candidate", str(candidates / "axpy_torch.py"), "--device", "cuda:0"]
+    code, out, err = run_cli(capsys, *args)
+    assert code == 2 and "`cuda:0`: this machine has no GPU" in err and "sim:h200" in err and len(err.strip().splitlines()) == 1
+    code, out, err = run_cli(capsys, *args, "--json")
+    assert code == 2 and "no GPU" in json.loads(out)["error"] and out.count("\n") == 1
+    assert time.monotonic() - start < 5  # no probe, no harness started
+    assert local_devices.default_device() == "sim:h200"  # what `arena` alone runs on here

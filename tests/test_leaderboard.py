@@ -260,7 +260,9 @@ def test_the_command_prints_one_table_per_timing_kind(db, capsys):
     assert ["2", "codex", "gpt-5", "gemm", "NVIDIA", "H200", "1.20×", "100%", "50.0%", "100%", "1", "0", "0"] in lines
     assert ["3", "cheater", "–", "gemm", "NVIDIA", "H200", "1.00×", "0%", "–", "0%", "1", "1", "0"] in lines
     assert "a failed result counts 1.0" in measured
-    assert ["–", "claude", "opus", "gemm", "x86_64", "0.02×", "–", "–", "100%", "1", "0", "0"] in [line.split() for line in cpu.splitlines()]
+    # A cpu board: interpreted times are no performance figure, so no speedup or SOL is printed (--json keeps them).
+    assert ["–", "claude", "opus", "gemm", "x86_64", "interp.", "–", "interp.", "100%", "1", "0", "0"] in [line.split() for line in cpu.splitlines()]
+    assert "interpreted: not a performance figure" in cpu
 
 
 def test_the_command_filters_and_picks_one_timing_kind(db, capsys):

@@ -67,6 +67,10 @@ def test_a_missing_cli_a_dead_endpoint_and_a_device_typo_fail_preflight_with_thr
     assert "3 problems (nothing was stored)" in err and "--skip-preflight" in err
     with Store.open(db) as store:
         assert store.list_runs() == [], "exit 2 before anything is stored"
+    # With --json, stdout is one JSON error object that carries every problem.
+    assert main(["--db", str(db), "--tasks-dir", str(fixture_tasks), "run", str(run_file(tmp_path, "[cpu, 'cuda:O']")), "--json"]) == 2
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert "3 problems" in error and "agents[0] (claude)" in error and "devices[1] (cuda:O)" in error
 
 
 def test_with_skip_preflight_the_attempts_end_agent_error_and_the_leaderboard_shows_no_correct_result(tmp_path, fixture_tasks, no_clis, capsys):

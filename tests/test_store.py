@@ -351,12 +351,12 @@ def test_arena_runs_list_show_and_export(capsys, monkeypatch, db, tmp_path):
     assert code == 0 and run_id in out and "sweep" in out
     lines = out.splitlines()
     header = next(line for line in lines if "task" in line and "speedup" in line)
-    for col in ("device", "state", "status", "failed stage", "SOL", "points"):
+    for col in ("candidate", "device", "state", "status", "SOL", "points"):
         assert col in header
     rows = [line.split() for line in lines if line.startswith("elementwise/axpy")]
-    assert rows[0][:4] == ["elementwise/axpy", "cuda:0", "done", "passed"] and "2.00×" in rows[0] and "50.0%" in rows[0]
-    assert rows[1][:5] == ["elementwise/axpy", "cuda:1", "done", "failed", "!"] and "correctness" in rows[1]
-    assert rows[2][:3] == ["elementwise/axpy", "cuda:2", "queued"]
+    assert rows[0][:5] == ["elementwise/axpy", "–", "cuda:0", "done", "passed"] and "2.00×" in rows[0] and "50.0%" in rows[0]
+    assert rows[1][:7] == ["elementwise/axpy", "–", "cuda:1", "done", "failed", "(correctness)", "!"]  # the stage it failed at
+    assert rows[2][:4] == ["elementwise/axpy", "–", "cuda:2", "queued"]
     assert "integrity: elementwise/axpy on cuda:1: returned the reference's output" in out
 
     code, out, _ = cli(capsys, "--db", str(db), "runs", "export", run_id)

@@ -57,9 +57,24 @@ def test_every_vendor_has_a_short_cheatsheet():
 
 def test_the_prompt_says_what_to_do_how_it_is_scored_and_how_to_check(axpy):
     prompt = render_prompt(axpy, "cpu", Variant(), budget_s=900, max_cost_usd=2.5, max_tokens=100_000)
-    for needed in ("run(x, b)", "`x`: float32 [N, D]", "`y`: float32 [N, D]", "N=64,D=128", "N=16,D=256", "`cpu` (vendor: cpu)",
+    for needed in ("run(x, b)", "`x`: float32[N, D]", "`y`: float32[N, D]", "N=64,D=128", "N=16,D=256", "`cpu` (vendor: cpu)",
                    "hidden workloads", "speedup", "speed of light", "15 min", "$2.5", "100,000", "`arena check`", "atol 1e-05"):
         assert needed in prompt, needed
+
+
+def test_the_prompt_says_an_in_place_output_is_written_into_its_input_and_a_scalar_is_a_scalar():
+    from core.env import signature
+
+    from core.tasks import SpecKind
+
+    rope, norm = find_task("elementwise/rope"), find_task("norm/add_rmsnorm")
+    assert [o.kind for o in rope.outputs] == [SpecKind.INPLACE, SpecKind.INPLACE] and not rope.outputs[0].is_scalar
+    assert [i.kind for i in norm.inputs] == [SpecKind.TENSOR, SpecKind.TENSOR, SpecKind.TENSOR, SpecKind.SCALAR]
+    prompt = render_prompt(rope, "cuda:0", Variant(), budget_s=600)
+    assert "- `q_out`: bfloat16[T, Hq, d] (written in place into input `q`)" in prompt and "scalar" not in prompt
+    assert "- `eps`: scalar float32 = 1e-06" in render_prompt(norm, "cuda:0", Variant(), budget_s=600)
+    # The RL environment's signature uses the same words (TensorSpec.describe: one renderer).
+    assert "q_out: bfloat16[T, Hq, d] (written in place into input `q`)" in signature(rope)
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda:0", "sim:h200", "box1/xpu:0"])

@@ -67,7 +67,7 @@ class Row:
 
     @property
     def correct(self) -> bool | None:
-        """True when correctness (and hidden shapes, once run) passed; False at the first failure."""
+        """True when correctness (and generalization, once run) passed; False at the first failure."""
         stages = {s.name: s.status for s in self.result.stages} if self.result else self.stages
         ran = [stages.get(s) for s in ("correctness", "generalization") if stages.get(s) not in (None, "skipped")]
         if not ran:

@@ -11,11 +11,12 @@ from dataclasses import dataclass, field
 
 from rich.text import Text
 
+from ..figures import INTERPRETED_CELL, ratio
 from .model import Row
 
-# The outcome (correct, speedup, SOL) before the progress columns: at 80 columns the table
-# scrolls sideways, and what a person scans for must be on screen.
-COLUMNS = ("#", "task", "agent", "device", "state", "correct", "speedup", "SOL", "stage", "elapsed")
+# Where a row stands (state, stage) and its outcome (correct, speedup) first: at 80 columns the
+# table scrolls sideways, and what a person scans for must be on screen; who and where after.
+COLUMNS = ("#", "task", "state", "stage", "ok", "speedup", "SOL", "elapsed", "agent", "device")
 FILTER_FIELDS = ("state", "agent", "family", "device", "task")
 # Sort orders the `s` key cycles through: (name, key function).
 SORTS: tuple[tuple[str, object], ...] = (
@@ -79,17 +80,23 @@ def elapsed_text(seconds: float | None) -> str:
 
 
 def ratio_text(x: float | None) -> str:
-    if x is None:
-        return "–"
-    return f"{x:.2f}×" if x >= 0.01 or x == 0 else f"{x:.1e}×"
+    return "–" if x is None else ratio(x)
+
+
+def interpreted(row: Row) -> bool:
+    """A cpu-device row: Triton interpreted, so its speedup is no performance figure."""
+    kind = row.result.timing_kind if row.result is not None else ("cpu" if row.device.rsplit("/", 1)[-1] == "cpu" else "")
+    return kind == "cpu"
 
 
 def cells(row: Row, now: float) -> tuple[Text | str, ...]:
     """One table line; the order is COLUMNS."""
     state = Text(row.state, style=STATE_STYLE.get(row.state, ""))
+    stage = row.stage or ""
     if row.result is not None and row.result.status != "passed":
-        stage = row.result.failed_stage
-        state = Text(f"{row.result.status} ({stage})" if stage else row.result.status, style="yellow" if row.result.status == "infrastructure_error" else "red")
+        # A failed row's stage is where it failed: the state column stays narrow.
+        state = Text(row.result.status.replace("infrastructure_error", "infra error"), style="yellow" if row.result.status == "infrastructure_error" else "red")
+        stage = row.result.failed_stage or stage
     if row.marked_infrastructure:
         state = Text(f"{row.state} (infra)", style="yellow")
     if row.outcome in ("agent_error", "no_submission"):  # nothing of the agent's was scored
@@ -98,4 +105,7 @@ def cells(row: Row, now: float) -> tuple[Text | str, ...]:
         state.append(" (starter)", style="yellow")
     correct = {True: Text("✓", style="green"), False: Text("✗", style="red"), None: Text("–", style="dim")}[row.correct]
     sol = f"{row.sol * 100:.1f}%" if row.sol is not None else "–"
-    return (row.label, row.task, row.agent, row.device, state, correct, ratio_text(row.speedup), sol, row.stage or "", elapsed_text(row.elapsed(now)))
+    speedup = ratio_text(row.speedup)
+    if interpreted(row):
+        speedup = sol = INTERPRETED_CELL if row.speedup is not None else "–"
+    return (row.label, row.task, state, stage, correct, speedup, sol, elapsed_text(row.elapsed(now)), row.agent, row.device)

@@ -10,8 +10,8 @@ from core.tasks import find_task
 
 from .model import Row
 
-FAILURE_KINDS = ("compile", "correctness", "hidden shapes", "timeout", "integrity", "infrastructure", "other")
-_BY_STAGE = {"compile": "compile", "correctness": "correctness", "generalization": "hidden shapes"}
+FAILURE_KINDS = ("compile", "correctness", "generalization", "timeout", "integrity", "infrastructure", "other")
+_BY_STAGE = {"compile": "compile", "correctness": "correctness", "generalization": "generalization"}
 
 
 def failure_kind(row: Row) -> str | None:

@@ -3,48 +3,60 @@
 from __future__ import annotations
 
 from rich.console import Group, RenderableType
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Header, Static
 
 from core import leaderboard
 
-from ..queue_rows import ratio_text
+from ..widgets.footer import ArenaFooter
+from ...figures import INTERPRETED_NOTE, sol_cell, speedup_cell
+from ...tables import Col, fitted
 from .base import RunScreen
 
 
-def board_table(board: leaderboard.Board) -> Table:
-    table = Table(title=f"{board.label}", title_justify="left", header_style="bold", show_edge=False)
-    for col in ("#", "agent", "model", "family", "device", "speedup", f"fast_{board.p:g}", "SOL", "correct", "results", "flags"):
-        table.add_column(col, justify="right" if col in ("#", "speedup", "SOL", "correct", "results") else "left", no_wrap=True)
-    for e in board.entries:
-        table.add_row(
-            str(e.rank) if e.rank is not None else "·", e.agent, e.model or "", e.family, e.device, ratio_text(e.speedup),
-            f"{e.fast_p * 100:.0f}%" if e.fast_p is not None else "–", f"{e.sol_fraction * 100:.1f}%" if e.sol_fraction is not None else "–",
-            f"{e.correct * 100:.0f}%", str(e.results), _flags(e),
-        )
-    if board.infrastructure_errors:
-        table.caption = f"{board.infrastructure_errors} infrastructure errors left out"
+def board_table(board: leaderboard.Board, width: int = 200) -> Table:
+    """The board as the CLI draws it (leaderboard_cmd.render's columns), fitted to the pane."""
+    C = Col
+    flags = [_flags(e) for e in board.entries]
+    # flags (violations, failures, starters) go first on a narrow pane, unless an entry has one: then they are the news
+    cols = [C("#", number=True), C("agent"), C("model", drop=2), C("family", drop=1), C("device"), C("speedup", number=True),
+            C(f"fast_{board.p:g}", number=True), C("SOL", number=True), C("correct", number=True), C("results", number=True, drop=3),
+            C("flags", drop=0 if any(flags) else 4)]
+    rows = [[
+        str(e.rank) if e.rank is not None else "·", escape(e.agent), escape(e.model or ""), e.family, escape(e.device),
+        *(["–"] * 4 if e.results == 0 else [  # failures only: no figure to show (as leaderboard_cmd.render)
+            speedup_cell(board.timing_kind, e.speedup), f"{e.fast_p * 100:.0f}%" if e.fast_p is not None else "–",
+            sol_cell(board.timing_kind, e.sol_fraction), f"{e.correct * 100:.0f}%"]),
+        str(e.results), flag,
+    ] for e, flag in zip(board.entries, flags)]
+    table = fitted(width, cols, rows, title=f"{escape(board.label)}", title_justify="left")
+    notes = [f"{board.infrastructure_errors} infrastructure errors left out"] if board.infrastructure_errors else []
+    if board.timing_kind == "cpu":
+        notes.append(INTERPRETED_NOTE)
+    if notes:
+        table.caption = "; ".join(notes)
     return table
 
 
-def _flags(e: leaderboard.Entry) -> Text | str:
-    """Violations, failures (attempts with nothing to score) and unchanged starters, said in words."""
+def _flags(e: leaderboard.Entry) -> str:
+    """Violations, failures (attempts with nothing to score) and unchanged starters, said in words (markup)."""
     parts = [f"{e.violations} violations"] * bool(e.violations) + [f"{e.failures} failures"] * bool(e.failures)
-    text = Text(", ".join(parts), style="red") if parts else Text("")
+    text = f"[red]{', '.join(parts)}[/]" if parts else ""
     if e.starters:
-        text.append((", " if parts else "") + f"{e.starters} starter", style="yellow")
-    return text if parts or e.starters else ""
+        text += (", " if parts else "") + f"[yellow]{e.starters} starter[/]"
+    return text
 
 
-def boards_view(store, run: str | None) -> RenderableType:  # type: ignore[no-untyped-def]
+def boards_view(store, run: str | None, width: int = 200) -> RenderableType:  # type: ignore[no-untyped-def]
     boards = leaderboard.boards(store, run=run)
     if not boards:
         return Text("no results yet: the boards fill as evaluations finish", style="dim")
-    return Group(*(part for b in boards.values() for part in (board_table(b), Text(""))))
+    return Group(*(part for b in boards.values() for part in (board_table(b, width), Text(""))))
 
 
 class LeaderboardScreen(RunScreen):
@@ -61,7 +73,7 @@ class LeaderboardScreen(RunScreen):
         yield Static(id="board-scope")
         with VerticalScroll():
             yield Static(id="boards")
-        yield Footer()
+        yield ArenaFooter()
 
     def redraw(self, force: bool = False) -> None:
         # The boards are a store query: rebuild them only when the model moved.
@@ -70,7 +82,11 @@ class LeaderboardScreen(RunScreen):
         self._drawn_version = self.model.results_version
         scope = "every run in the store" if self.all_runs else f"run {self.model.run_id}"
         self.query_one("#board-scope", Static).update(f"scope: {scope} (a toggles) · timing kinds are never mixed")
-        self.query_one("#boards", Static).update(boards_view(self.model.store, None if self.all_runs else self.model.run_id))
+        width = max(40, self.size.width - 2)  # the vertical scrollbar's share
+        self.query_one("#boards", Static).update(boards_view(self.model.store, None if self.all_runs else self.model.run_id, width))
+
+    def on_resize(self) -> None:
+        self.redraw(force=True)  # the columns are chosen for the width
 
     def action_scope(self) -> None:
         self.all_runs = not self.all_runs

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import DataTable, Footer, Header, Input, Static
+from textual.widgets import DataTable, Header, Input, Static
 
-from ..queue_rows import COLUMNS, SORTS, Filter, cells, visible
+from ..widgets.footer import ArenaFooter
+from ...figures import INTERPRETED, INTERPRETED_CELL
+from ..queue_rows import COLUMNS, SORTS, Filter, cells, interpreted, visible
 from ..model import Row
 from .base import ROW_BINDINGS, ROW_COMMANDS, RowActions, RunScreen
 
@@ -45,7 +47,7 @@ class QueueScreen(RowActions, RunScreen):
         yield Input(placeholder="/ filter: state:failed agent:ref family:gemm device:cpu, or words", id="filter")
         yield DataTable(id="queue", cursor_type="row", zebra_stripes=True)
         yield Static(id="queue-status")
-        yield Footer()
+        yield ArenaFooter()
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
@@ -82,7 +84,8 @@ class QueueScreen(RowActions, RunScreen):
         sort_name = SORTS[self.sort_index][0] + (" (reversed)" if self.reverse else "")
         counts = "  ".join(f"{state} {n}" for state, n in sorted(self.model.counts().items()))
         shown = f"{len(rows)} of {len(self.model.rows)} shown" if self.filter else f"{len(rows)} rows"
-        self.query_one("#queue-status", Static).update(f"{shown} · sort: {sort_name} · {counts}")
+        note = f" · {INTERPRETED_CELL} = {INTERPRETED}" if any(interpreted(r) for r in rows) else ""
+        self.query_one("#queue-status", Static).update(f"{shown} · sort: {sort_name} · {counts}{note}")
 
     def _cursor_key(self) -> str | None:
         table = self.query_one(DataTable)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Header, Static
 
+from ..widgets.footer import ArenaFooter
 from ..widgets.score_card import score_card
 from .base import RunScreen
 
@@ -25,7 +26,7 @@ class ScoresScreen(RunScreen):
         yield Header()
         with VerticalScroll(id="scores-scroll"):
             yield Static(id="scores")
-        yield Footer()
+        yield ArenaFooter()
 
     def redraw(self) -> None:
         self.query_one("#scores", Static).update(score_card(self.selected_row()))

@@ -5,8 +5,9 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Header, Static
 
+from ..widgets.footer import ArenaFooter
 from ..model import Row
 from ..widgets.transcript_pane import TranscriptPane
 from .base import RunScreen
@@ -39,7 +40,7 @@ class TranscriptsScreen(RunScreen):
         yield Header()
         yield Static(id="transcripts-title")
         yield Horizontal(id="panes")
-        yield Footer()
+        yield ArenaFooter()
 
     def _attempts(self) -> list[Row]:
         return [r for r in self.model.rows.values() if r.kind == "attempt"]

@@ -14,9 +14,10 @@ from rich.text import Text
 from textual.app import ComposeResult, SuspendNotSupported
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
-from textual.widgets import Footer, Header, OptionList, Static
+from textual.widgets import Header, OptionList, Static
 from textual.widgets.option_list import Option
 
+from ..widgets.footer import ArenaFooter
 from ..model import Row
 from ..triage import candidate_diff, error_text, failure_kind, grouped
 from .base import ROW_BINDINGS, ROW_COMMANDS, RowActions, RunScreen
@@ -39,7 +40,7 @@ class TriageScreen(RowActions, RunScreen):
             yield OptionList(id="failures")
             with VerticalScroll(id="failure-detail"):
                 yield Static(id="failure")
-        yield Footer()
+        yield ArenaFooter()
 
     def redraw(self) -> None:
         groups = grouped(list(self.model.rows.values()))

@@ -10,12 +10,12 @@ from rich.text import Text
 
 from core.result import STAGES, Result
 
+from ...figures import INTERPRETED
 from ..model import Row
 from ..queue_rows import ratio_text
 from .speedup_chart import speedup_bars
 
 MARK = {"passed": ("✓", "green"), "failed": ("✗", "red"), "timeout": ("⏱", "red"), "crashed": ("✗", "red"), "error": ("!", "yellow"), "skipped": ("·", "dim")}
-STAGE_NAMES = {"compile": "compile", "correctness": "correctness", "generalization": "hidden shapes", "performance": "performance"}
 LOG_TAIL = 20
 
 
@@ -49,7 +49,7 @@ def stage_table(row: Row) -> Table:
         status = s.status if s else row.stages.get(name, "running" if row.stage == name else "skipped")
         seconds = f"{s.seconds:.2f}" if s and s.seconds is not None else ""
         message = (s.message or "").splitlines()[0] if s and s.message else ""
-        table.add_row(STAGE_NAMES[name], _mark(status), seconds, message)
+        table.add_row(name, _mark(status), seconds, message)  # the result's own stage names (figures.STAGE_LEGEND)
     return table
 
 
@@ -68,18 +68,46 @@ def correctness_table(result: Result) -> Table | None:
     return table
 
 
+def untimed_reason(result: Result, stage: str) -> str:
+    """Why a checked workload has no times: every checked one is listed, none silently absent."""
+    perf = next((x for x in result.stages if x.name == "performance"), None)
+    if perf is None or perf.status != "passed":
+        return f"not timed: performance {perf.status if perf else 'skipped'}"
+    if result.timing_kind == "predicted":
+        return "checked at a CPU size; times are predicted at the GPU sizes"
+    if stage == "generalization":
+        return "drawn hidden shape: checked, not timed"
+    return "not timed"
+
+
 def timing_table(result: Result) -> Table | None:
-    if not result.workloads:
+    checked = [(stage.name, w) for stage in result.stages if stage.name in ("correctness", "generalization") for w in stage.workloads]
+    timed = {(w.label, w.hidden) for w in result.workloads}
+    untimed = [(name, w) for name, w in checked if (str(w.get("label")), name == "generalization") not in timed]
+    if not result.workloads and not untimed:
         return None
-    table = Table(title=f"times ({result.timing_kind})", title_justify="left", show_edge=False, header_style="bold")
-    for col in ("workload", "candidate", "± IQR", "baseline", "± IQR", "speedup", "SOL"):
+    interpreted = result.timing_kind == "cpu"
+    title = f"times ({result.timing_kind}{': ' + INTERPRETED if interpreted else ''})"
+    table = Table(title=title, title_justify="left", show_edge=False, header_style="bold")
+    columns = ("workload", "candidate", "± IQR", "baseline", "± IQR") + (() if interpreted else ("speedup", "SOL"))
+    for col in columns:
         table.add_column(col, justify="left" if col == "workload" else "right", no_wrap=True)
+    if untimed:
+        table.add_column("note", ratio=1)  # why a checked workload has no times; wraps, the numbers never do
     for w in result.workloads:
-        table.add_row(
-            w.label + (" (hidden)" if w.hidden else ""), _us(w.candidate.get("median_us")), _us(w.candidate.get("iqr_us")),
-            _us(w.baseline.get("median_us")), _us(w.baseline.get("iqr_us")), ratio_text(w.speedup),
-            f"{w.sol_fraction * 100:.1f}%" if w.sol_fraction is not None else "–",
-        )
+        row = [w.label + (" (hidden)" if w.hidden else ""), _us(w.candidate.get("median_us")), _us(w.candidate.get("iqr_us")),
+               _us(w.baseline.get("median_us")), _us(w.baseline.get("iqr_us"))]
+        if not interpreted:
+            row += [ratio_text(w.speedup), f"{w.sol_fraction * 100:.1f}%" if w.sol_fraction is not None else "–"]
+        table.add_row(*row, *([""] if untimed else []))
+    seen: set[tuple[str, str]] = set()
+    for name, w in untimed:
+        label = str(w.get("label"))
+        if (name, label) in seen:
+            continue
+        seen.add((name, label))
+        reason = Text(untimed_reason(result, name), style="dim")
+        table.add_row(label + (" (hidden)" if name == "generalization" else ""), *(["–"] * (len(columns) - 1)), reason)
     return table
 
 
@@ -87,9 +115,12 @@ def summary_line(result: Result) -> Text:
     text = Text()
     text.append(result.status, style="green" if result.passed else "red")
     if result.failed_stage:
-        text.append(f" at {STAGE_NAMES.get(result.failed_stage, result.failed_stage)}")
-    text.append(f"   speedup {ratio_text(result.speedup)}   SOL ")
-    text.append(f"{result.sol_fraction * 100:.1f}%" if result.sol_fraction is not None else "–")
+        text.append(f" at {result.failed_stage}")
+    if result.timing_kind == "cpu":
+        text.append(f"   {INTERPRETED}")
+    else:
+        text.append(f"   speedup {ratio_text(result.speedup)}   SOL ")
+        text.append(f"{result.sol_fraction * 100:.1f}%" if result.sol_fraction is not None else "–")
     text.append(f"   points {result.points:.0f}   timing {result.timing_kind}")
     return text
 
@@ -126,7 +157,7 @@ def score_card(row: Row | None) -> RenderableType:
         for part in (correctness_table(row.result), timing_table(row.result)):
             if part is not None:
                 parts += [Text(""), part]
-        if row.result.workloads:
+        if row.result.workloads and row.result.timing_kind != "cpu":  # no chart of interpreted ratios
             parts += [Text(""), Text("speedup per workload", style="bold"), speedup_bars(row.result.workloads)]
         for part in (flags(row.result), compile_log(row.result)):
             if part is not None:

@@ -1,0 +1,48 @@
+"""The words and number formats every front end shares (the CLI's tables, the app, the docs).
+
+One place, so that a stage, a timing kind or a figure reads the same wherever a person sees it:
+the stage names are the result's own keys (`core.result.STAGES`, also the JSON and the RL API's
+words), and a time measured on the `cpu` device, where Triton runs in its interpreter, is never
+shown as a speedup (it says `INTERPRETED` instead; `--json` keeps the number).
+"""
+
+from __future__ import annotations
+
+from core.result import STAGES
+
+# The stage legend under every table that shows stage marks. `generalization` is the stored
+# key (results, JSON, the RL API): the CLI, the app and the docs use that word, defined once here.
+STAGE_LEGEND = "stages: " + ", ".join(STAGES) + " (generalization: correctness on hidden shapes)"
+
+# A cpu timing is Triton's interpreter against PyTorch on the CPU: no ratio of the two means
+# anything about a kernel, so tables print this word where a speedup or SOL would be.
+INTERPRETED_CELL = "interp."
+INTERPRETED = "interpreted: not a performance figure"
+INTERPRETED_NOTE = f"{INTERPRETED_CELL} = {INTERPRETED} (the cpu device runs Triton in its interpreter; times are shown, never ranked)"
+
+
+def ratio(x: float) -> str:
+    return f"{x:.2f}×" if x >= 0.01 or x == 0 else f"{x:.1e}×"
+
+
+def us(x: object) -> str:
+    """A time in microseconds, as µs or ms; `–` when there is none."""
+    if not isinstance(x, (int, float)) or isinstance(x, bool):
+        return "–"
+    return f"{x / 1000:.2f} ms" if x >= 1000 else f"{x:.1f} µs"
+
+
+def percent(x: float | None) -> str:
+    return "–" if x is None else f"{x * 100:.1f}%"
+
+
+def speedup_cell(timing_kind: str, speedup: float | None) -> str:
+    """What a table shows for a speedup: never a ratio of interpreted times; `–` where there is
+    none (a failed result: the failure rule, docs/leaderboard.md)."""
+    if speedup is None:
+        return "–"
+    return INTERPRETED_CELL if timing_kind == "cpu" else ratio(speedup)
+
+
+def sol_cell(timing_kind: str, sol_fraction: float | None) -> str:
+    return INTERPRETED_CELL if timing_kind == "cpu" else percent(sol_fraction)

@@ -1,0 +1,86 @@
+"""The README's commands run verbatim on a fresh clone: every `arena …` line of its "Use" block is
+either run here (the cheap ones that need no GPU) or listed below with the reason it is not, so a
+new README line fails this test until someone decides which. The README's counts match the
+program."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+import pytest
+
+from arena_tui.cli import main
+from core.tasks import discover
+from tests.conftest import ROOT
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+# What is not run here, and why (each is tested elsewhere or needs what CI does not have).
+NOT_RUN = {
+    "arena eval --task gemm/bf16_gemm --candidate solution.py": "a harness evaluation, 30 s on 2 cores: tests/test_cli.py runs `arena eval` on a fixture task",
+    "arena eval --task gemm/bf16_gemm --candidate solution.py --device sim:h200": "a harness evaluation: tests/test_sim_eval.py",
+    "arena eval --task gemm/bf16_gemm --candidate solution.py --device cuda:0 --json": "needs a GPU (without one: exit 2, tests/test_cli.py)",
+    "arena eval --task comm/all_reduce --candidate tasks/comm/all_reduce/starter.py --world-size 4": "4 CPU ranks, 25 s: tests/test_ranked.py evaluates a multi-rank fixture task",
+    "arena devices": "probes this machine: tests/test_cli_render.py",
+    "arena demo --all": "every task, about 10 minutes",
+    "arena run": "the default run, 20 s on sim:h200: tests/test_app.py and tests/test_agent_runs.py",
+    "arena run runs/agents.yaml": "needs agent CLIs and their API keys",
+    "arena run runs/example.yaml": "many evaluations, minutes",
+    "arena run --resume r-20261129-1c4b": "an example id: no such run on a fresh clone (exit 2)",
+    "arena runs show RUN": "RUN is a placeholder: tests/test_runs.py",
+    "arena runs export RUN -o run.jsonl": "RUN is a placeholder: tests/test_runs.py",
+    "arena runs transcript RUN/1": "RUN is a placeholder: tests/test_agent_runs.py",
+    "arena compare RUN_A RUN_B": "placeholders: tests/test_compare.py",
+    "arena hosts check": "needs a hosts file and SSH hosts: tests/test_remotes_sshd.py",
+    "arena tasks validate": "every task, minutes: tests/test_validate.py",
+    "arena tasks new moe/my_kernel": "writes into the bundled tasks folder: tests/test_scaffold.py",
+    "arena serve": "a server that runs until stopped: tests/test_serve.py",
+}
+
+
+def use_commands() -> list[str]:
+    block = README.split("## Use", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    found = []
+    for line in block.splitlines():
+        line = line.split("  #", 1)[0].strip()
+        found += [part.strip() for part in line.split(";") if part.strip() and not part.strip().startswith("#")]
+    return found
+
+
+def test_every_readme_command_is_run_or_has_a_reason_not_to_be():
+    commands = use_commands()
+    assert len(commands) > 20
+    unknown = [c for c in commands if c not in NOT_RUN and not c.startswith(("arena tasks", "arena runs list", "arena leaderboard", "arena --version", "cp "))]
+    assert not unknown, f"new README commands: run them in test_the_cheap_readme_commands_run_verbatim or say why not in NOT_RUN: {unknown}"
+    assert not set(NOT_RUN) - set(commands), "NOT_RUN names commands the README no longer has"
+
+
+def test_the_cheap_readme_commands_run_verbatim(tmp_path, monkeypatch, capsys):
+    """In a folder like a fresh clone's (its tasks/ and tests/fixtures/), from the README's text."""
+    (tmp_path / "tasks").symlink_to(ROOT / "tasks")
+    (tmp_path / "tests").symlink_to(ROOT / "tests")
+    monkeypatch.chdir(tmp_path)
+    ran = 0
+    for command in use_commands():
+        if command in NOT_RUN:
+            continue
+        argv = shlex.split(command)
+        if argv[0] == "cp":
+            (tmp_path / argv[2]).write_bytes((tmp_path / argv[1]).read_bytes())
+        elif argv[1:] == ["--version"]:
+            with pytest.raises(SystemExit) as done:
+                main(argv[1:])
+            assert done.value.code == 0
+        else:
+            assert main(argv[1:]) == 0, command
+        ran += 1
+    assert ran >= 6 and (tmp_path / "solution.py").is_file()
+    capsys.readouterr()
+
+
+def test_the_readme_counts_match_the_program():
+    tasks = discover()
+    (count,) = re.findall(r"the catalogue: (\d+) tasks", README)
+    assert int(count) == len(tasks)
+    assert "`sim:h200`" in README or "sim:h200" in README.split("## Use")[0]  # the first command's device without a GPU
