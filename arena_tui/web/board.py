@@ -65,7 +65,7 @@ def boards_json(store: Store, p: float = leaderboard.DEFAULT_P, by: str = "model
                 vendors.add(e.vendor)
             entries.append({
                 **asdict(e), "id": "|".join([kind, e.family, e.device, e.agent, e.model or ""]),
-                "results": sorted(({"job_id": r.job_id, "run_id": r.run_id, "task_id": r.task_id, "status": r.status, "speedup": r.speedup,
+                "result_list": sorted(({"job_id": r.job_id, "run_id": r.run_id, "task_id": r.task_id, "status": r.status, "speedup": r.speedup,
                                     "sol_fraction": r.sol_fraction, "violation": r.violation, "created_at": stamps.get(r.job_id)}
                                    for r in results), key=lambda x: x["created_at"] or "", reverse=True),
                 "per_task": [{"task_id": t, "speedup": _geomean(rs), "sol_fraction": _median_sol(rs), "results": len(rs)}

@@ -79,37 +79,44 @@ class Guard:
             await _send_json(send, 503, error_payload(503, f"{self.requests} requests are being handled, the most allowed (--max-requests): retry in a moment"),
                              {"Retry-After": "1"})
             return
-        seen = 0
-        started = False
-
-        async def counted_receive() -> Message:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > limit:  # a chunked body with no Content-Length, too large
-                    raise BodyTooLarge(limit)
-            return message
-
-        async def watched_send(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
         if stream:
             self.streams += 1
         else:
             self.requests += 1
         try:
-            await self.app(scope, counted_receive, watched_send)
-        except BodyTooLarge as exc:
-            if not started:
-                await _send_json(send, 413, exc.error().payload())
+            if length is None and scope["method"] in ("POST", "PUT", "PATCH"):
+                receive = await self._buffered(receive, send, limit)
+                if receive is None:
+                    return
+            await self.app(scope, receive, send)
         finally:
             if stream:
                 self.streams -= 1
             else:
                 self.requests -= 1
+
+    @staticmethod
+    async def _buffered(upstream: Receive, send: Send, limit: int) -> Receive | None:
+        """A chunked body, read here up to the limit so that an oversize one is refused (413)
+        whichever route it was sent to; the app then reads it from memory. None: refused."""
+        chunks: list[bytes] = []
+        seen, more = 0, True
+        while more:
+            message = await upstream()
+            if message["type"] == "http.disconnect":
+                return None
+            chunks.append(message.get("body", b""))
+            seen += len(chunks[-1])
+            more = message.get("more_body", False)
+            if seen > limit:
+                await _send_json(send, 413, BodyTooLarge(limit).error().payload(), {"Connection": "close"})
+                return None
+        buffered: list[Message] = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
+
+        async def replay() -> Message:
+            return buffered.pop() if buffered else await upstream()
+
+        return replay
 
     def _authorized(self, headers: dict[str, str], scope: Scope) -> bool:
         assert self.token

@@ -14,7 +14,7 @@ import itertools
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -24,7 +24,7 @@ from starlette.routing import Route
 
 from core import __version__
 
-from .errors import BodyTooLarge, HttpError, error_payload, json_object, no_unknown, seed_field, take
+from .errors import HttpError, error_payload, json_object, no_unknown, seed_field, take
 from .recorder import Recorder
 from .schema import SCHEMA
 
@@ -42,8 +42,6 @@ def endpoint(fn: Handler) -> Callable[[Request], Awaitable[JSONResponse]]:
             return JSONResponse(await fn(request))
         except HttpError as exc:
             return exc.response()
-        except BodyTooLarge as exc:
-            return exc.error().response()
         except Exception as exc:  # noqa: BLE001 - a bug must answer, not drop the connection
             log.exception("arena serve: %s %s failed", request.method, request.url.path)
             return JSONResponse(error_payload(500, f"internal error ({type(exc).__name__}: {exc}); see the server's log"), status_code=500)
@@ -88,12 +86,11 @@ class RLService:
 
     # --- evaluations: tracked, bounded, drained at shutdown ---
 
-    async def _tracked(self, work: Awaitable[T], count: int = 1) -> T:
-        if self.draining:
-            raise HttpError(503, "the server is shutting down: send the request to another server or retry once it is back", headers={"Retry-After": "5"})
-        if self.queued + count > self.max_queue:
-            raise HttpError(429, f"{self.queued} evaluations are waiting or running and this request adds {count}: the most allowed is "
-                                 f"{self.max_queue} (--max-queue); retry when some have answered", headers={"Retry-After": "1"})
+    async def _tracked(self, work: Coroutine[Any, Any, T], count: int = 1) -> T:
+        refusal = self._refusal(count)
+        if refusal is not None:
+            work.close()  # never started
+            raise refusal
         task = asyncio.ensure_future(work)
         self._inflight[task] = count
         try:
@@ -108,11 +105,20 @@ class RLService:
                                  "send it again", headers={"Retry-After": "5"})
         return task.result()
 
+    def _refusal(self, count: int) -> HttpError | None:
+        if self.draining:
+            return HttpError(503, "the server is shutting down: send the request to another server or retry once it is back", headers={"Retry-After": "5"})
+        if self.queued + count > self.max_queue:
+            return HttpError(429, f"{self.queued} evaluations are waiting or running and this request adds {count}: the most allowed is "
+                                  f"{self.max_queue} (--max-queue); retry when some have answered", headers={"Retry-After": "1"})
+        return None
+
     async def drain(self, grace_s: float) -> tuple[int, int]:
         """Refuse new evaluations, give those in flight `grace_s` seconds to finish, cancel the
         rest (the recorder marks them cancelled). Returns (finished, cancelled)."""
         self.draining = True
-        tasks = set(self._inflight)
+        counts = dict(self._inflight)
+        tasks = set(counts)
         if not tasks:
             return 0, 0
         done, pending = await asyncio.wait(tasks, timeout=max(grace_s, 0))
@@ -120,12 +126,12 @@ class RLService:
             task.cancel()
         if pending:
             await asyncio.wait(pending, timeout=30)  # each records its cancellation
-        return sum(self._inflight.get(t, 1) for t in done), len(pending)
+        return sum(counts[t] for t in done), sum(counts[t] for t in pending)
 
     async def _recorded(self, request: Any, work: Callable[[], Awaitable[Any]], agent: str | None, variant: str) -> Any:
         """Run `work` (giving a RewardedResult) with a job for it in the store, if recording."""
         job = None
-        if self.recorder is not None:
+        if self.recorder is not None and not request.visible_only:  # a visible-only draft is not kept
             device = request.device or (self.arena.devices[0] if len(self.arena.devices) == 1 else "any")
             job = await self.recorder.start(request.task_id, device, request.source, agent, variant)
         try:

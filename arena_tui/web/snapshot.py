@@ -1,0 +1,51 @@
+"""`arena leaderboard --html FILE`: the leaderboard page as one self-contained file — the same
+page, style and script the server sends, inlined, with the boards and every result's public
+view embedded — that can be published anywhere (no server, no network: filters and details
+work; live updates do not)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+from core.store import Store
+
+from .board import boards_json, results_json
+
+STATIC = Path(__file__).resolve().parent / "static"
+
+
+def _inline_json(data: object) -> str:
+    # `</` would end the script element early; `<!--` could start an HTML comment in it.
+    return json.dumps(data, separators=(",", ":")).replace("</", "<\\/").replace("<!--", "<\\!--")
+
+
+def snapshot_html(store: Store, p: float, by: str, tasks_dir: Path | None = None) -> tuple[str, int]:
+    """The page, and how many entries its boards hold."""
+    page = (STATIC / "leaderboard.html").read_text()
+    css = (STATIC / "leaderboard.css").read_text()
+    js = (STATIC / "leaderboard.js").read_text().replace("</script", "<\\/script")
+    boards = boards_json(store, p, by)
+    data = {"boards": boards, "results": results_json(store, tasks_dir),
+            "taken_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
+    replacements = {
+        '<link rel="stylesheet" href="static/leaderboard.css">': f"<style>\n{css}</style>",
+        '<script src="static/leaderboard.js"></script>': f"<script>\n{js}</script>",
+        "<!-- arena:data -->": f'<script id="arena-data" type="application/json">{_inline_json(data)}</script>',
+        '<span class="api"><a href="docs">API</a></span>': "",
+    }
+    for old, new in replacements.items():
+        if old not in page:
+            raise RuntimeError(f"arena_tui/web/static/leaderboard.html lost its `{old}` line, which the snapshot replaces")
+        page = page.replace(old, new)
+    return page, sum(len(b["entries"]) for b in boards["boards"].values())
+
+
+def write_snapshot(store: Store, path: Path, p: float, by: str, tasks_dir: Path | None = None) -> int:
+    """Write the snapshot (atomically); returns how many entries it holds."""
+    html, entries = snapshot_html(store, p, by, tasks_dir)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(html)
+    tmp.replace(path)
+    return entries
