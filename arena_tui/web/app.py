@@ -160,7 +160,16 @@ class WebServer:
 
     async def start(self) -> tuple[str, int]:
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        sock = socket.create_server((self.host, self.port), family=family, backlog=2048)
+        # IPPROTO_TCP named, not 0: asyncio sets TCP_NODELAY only on sockets that say they are
+        # TCP, and without it every response waits out the client's delayed ACK (~40 ms).
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.host, self.port))
+            sock.listen(2048)
+        except OSError:
+            sock.close()
+            raise
         sock.setblocking(False)
         config = uvicorn.Config(
             self.app, log_level="warning", access_log=False, lifespan="on", http="h11", ws="none",
