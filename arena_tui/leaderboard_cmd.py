@@ -30,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--p", type=float, default=DEFAULT_P, metavar="P", help=f"fast_p counts results faster than P × the baseline (default {DEFAULT_P:g})")
     p.add_argument("--by", choices=GROUP_BY, default="model", help="group devices by model (default) or by vendor")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
-    p.add_argument("--html", type=Path, metavar="FILE", help="write the leaderboard page as one self-contained HTML file (every board; filters in the page)")
+    p.add_argument("--html", type=Path, metavar="FILE", help="write the leaderboard page as one self-contained HTML file: every board, opened on --family/--device/--vendor")
     p.set_defaults(func=_leaderboard)
 
 
@@ -70,7 +70,8 @@ def _html(store: Store, args: argparse.Namespace, out: Console, err: Console) ->
     from .web.snapshot import write_snapshot
 
     try:
-        entries = write_snapshot(store, args.html, args.p, args.by, args.tasks_dir)
+        filters = {"family": args.family, "device": args.device, "vendor": args.vendor}
+        entries = write_snapshot(store, args.html, args.p, args.by, args.tasks_dir, filters)
     except LeaderboardError as exc:
         err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return EXIT_BAD_INPUT

@@ -23,17 +23,29 @@ import asyncio
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 
 from core.result import EXIT_BAD_INPUT, EXIT_PASSED
 
-from .web.app import DEFAULT_PORT, TOKEN_ENV, WebServer
-from .web.guard import MIB, Limits, is_loopback
+from .web import DEFAULT_PORT, MIB, TOKEN_ENV
 
-RLServer = WebServer  # the name tests and scripts have used
 __all__ = ["RLServer", "WebServer", "is_loopback", "register"]
+
+
+def __getattr__(name: str) -> Any:
+    """The server's classes, imported on first use: `arena` starts without loading the web stack."""
+    if name in ("RLServer", "WebServer"):  # RLServer: the name tests and scripts have used
+        from .web.app import WebServer
+
+        return WebServer
+    if name == "is_loopback":
+        from .web.guard import is_loopback
+
+        return is_loopback
+    raise AttributeError(name)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -68,6 +80,8 @@ def _serve(args: argparse.Namespace, out: Console, err: Console) -> int:
     from core.store import Store, StoreError
 
     from .run_cmd import executor_factory
+    from .web.app import WebServer
+    from .web.guard import Limits, is_loopback
 
     token = args.token or os.environ.get(TOKEN_ENV) or None
     devices = args.devices or ["cpu"]

@@ -232,7 +232,8 @@ def main() -> int:
             server.terminate()  # SIGTERM: the server drains and stops
             server.wait(60)
     out["config"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
-    out["machine"] = {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()}
+    out["machine"] = {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform(),
+                      "load_average_1min_at_end": round(os.getloadavg()[0], 2)}  # other work on the machine skews every figure
     ok = (out["health"]["lost"] == out["health"]["errors"] == 0 and out["episodes"]["errors"] == 0 and out["episodes"]["step"]["lost"] == 0
           and out["events"]["missed"] == 0 and out["events"]["refused"] == 0)
     out["verdict"] = "no request lost, no error" if ok else "LOST OR FAILED REQUESTS"

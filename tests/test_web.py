@@ -111,17 +111,21 @@ def test_the_static_snapshot_filters_and_opens_details_offline(browser: Chromium
         fill(store, tmp_path / "candidates", runs=2)
     monkeypatch.setenv("ARENA_DB", str(db))
     out = tmp_path / "board.html"
-    assert main(["leaderboard", "--html", str(out)]) == 0
+    assert main(["leaderboard", "--html", str(out), "--family", "norm"]) == 0  # opens on norm; every board is inside
     html = out.read_text()
     assert "static/leaderboard.js" not in html and HIDDEN_LABEL not in html  # one file; hidden workloads never named
     page = browser.page(390, 844, mobile=True)
-    page.goto(out.as_uri() + "?family=norm")
+    page.goto(out.as_uri())
     page.wait_for("Number(document.body.dataset.entries) > 0")
+    assert page.eval("document.getElementById('f-family').value") == "norm"
     assert page.eval("document.getElementById('live').textContent").startswith("snapshot of")
     assert set(page.eval(f"{ENTRY_ROWS}.map(r => r.dataset.entryId.split('|')[1])")) == {"norm"}
+    choose(page, "family", "")
+    assert {"gemm", "attention", "norm"} <= set(page.eval(f"{ENTRY_ROWS}.map(r => r.dataset.entryId.split('|')[1])"))
     entry = "measured|norm|NVIDIA H200|codex|gpt-5"
-    page.goto(out.as_uri() + "#entry=" + quote(entry, safe=""))
+    page.eval(f"location.hash = {json.dumps('entry=' + quote(entry, safe=''))}")  # a link to an entry
     page.wait_for("!document.getElementById('detail').hidden")
+    assert page.eval("document.getElementById('f-family').value") == ""  # the cleared filter stays cleared
     history = page.eval("document.querySelectorAll('#detail figure.chart')[2].querySelectorAll('circle').length")
     assert history == 2  # one point per run
     page.eval("document.querySelector('#detail tr.result a').click()")

@@ -27,7 +27,7 @@ from starlette.staticfiles import StaticFiles
 
 from core.store import Store
 
-from . import board
+from . import DEFAULT_PORT, TOKEN_ENV, board
 from .errors import HttpError, error_payload
 from .feed import StoreFeed
 from .guard import Guard, Limits, is_loopback
@@ -37,8 +37,6 @@ from .schema import openapi
 
 log = logging.getLogger("arena.serve")
 STATIC = Path(__file__).resolve().parent / "static"
-DEFAULT_PORT = 8765
-TOKEN_ENV = "ARENA_SERVE_TOKEN"
 
 
 def _board_routes(store: Store, feed: StoreFeed, tasks_dir: Path | None) -> list[BaseRoute]:

@@ -12,9 +12,8 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from . import MIB
 from .errors import BodyTooLarge, error_payload
-
-MIB = 1 << 20
 
 
 @dataclass(frozen=True)

@@ -80,9 +80,11 @@
   const matches = (e) => FILTERS.every((f) => !state.filters[f] || e[f] === state.filters[f]);
 
   // --- filters, in the address so a view can be linked -----------------------------------
-  function readAddress() {
+  function readAddress(first = false) {
+    // a snapshot opens on the filters it was written with, unless the address names some
     const q = new URLSearchParams(location.search);
-    for (const f of FILTERS) state.filters[f] = q.get(f) || "";
+    const given = first && !FILTERS.some((f) => q.has(f)) && SNAPSHOT ? SNAPSHOT.filters || {} : Object.fromEntries(q);
+    for (const f of FILTERS) state.filters[f] = given[f] || "";
     const h = new URLSearchParams(location.hash.slice(1));
     state.entry = h.get("entry");
     state.result = h.get("result");
@@ -142,7 +144,8 @@
         dataset: { entryId: e.id, agent: e.agent, kind },
         onclick: () => selectEntry(e.id), onkeydown: (ev) => { if (ev.key === "Enter") selectEntry(e.id); },
       },
-        el("td", { class: "num", text: e.rank === null ? "–" : String(e.rank) }), el("td", { text: e.agent }),
+        el("td", { class: "num", text: e.rank === null ? "–" : String(e.rank) }),
+        el("td", e.violations ? { class: "bad", title: `${e.violations} result(s) with a proven integrity violation: ranked last`, text: `${e.agent} ⚠` } : { text: e.agent }),
         el("td", { class: "col-model", text: e.model || "–" }), el("td", { class: "col-family", text: e.family }), el("td", { class: "col-device", text: e.device }),
         el("td", { class: "num" }, ratio(e.speedup), speedBar(e.speedup)),
         b.ranked ? el("td", { class: "num col-fast", text: pct(e.fast_p) }) : null,
@@ -314,7 +317,7 @@
     render();
   });
   window.addEventListener("hashchange", () => { readAddress(); render(); });
-  readAddress();
+  readAddress(true);
   listen();
   load();
 })();
