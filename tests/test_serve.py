@@ -328,6 +328,8 @@ def test_leaderboard_only_serves_the_board_and_no_evaluation(tmp_path: Path) -> 
         try:
             status, boards = call(s.port, "GET", "/api/boards")
             assert status == 200 and boards["boards"] == {}
+            status, bad = call(s.port, "GET", "/api/boards?by=country")
+            assert status == 400 and bad["error"]["field"] == "by" and "model, vendor" in bad["error"]["message"]
             for path in ("/reset", "/evaluate", "/step"):
                 status, payload = call(s.port, "POST", path, {"task_id": "elementwise/axpy", "code": AXPY})
                 assert status == 404 and "no endpoint" in payload["error"]["message"]

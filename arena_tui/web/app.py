@@ -43,16 +43,32 @@ def _board_routes(store: Store, feed: StoreFeed, tasks_dir: Path | None) -> list
     async def page(request: Request) -> Response:
         return FileResponse(STATIC / "leaderboard.html", headers={"Cache-Control": "no-cache"})
 
+    # Every open page fetches the boards when results land: build them once per landing (the
+    # feed's version) and answer the rest from that, rather than once per page.
+    cache: dict[tuple[int, float, str], dict[str, Any]] = {}
+    building: dict[tuple[int, float, str], asyncio.Future[dict[str, Any]]] = {}
+
     async def boards(request: Request) -> dict[str, Any]:
         from core.leaderboard import DEFAULT_P, LeaderboardError
 
         by = request.query_params.get("by", "model")
         try:
             p = float(request.query_params.get("p", DEFAULT_P))
-            data = await asyncio.to_thread(board.boards_json, store, p, by)
-        except (ValueError, LeaderboardError) as exc:
-            raise HttpError(400, f"{exc}: e.g. /api/boards?p=1.5&by=vendor", "p" if "p must" in str(exc) or "float" in str(exc) else "by") from None
-        return {**data, "version": feed.version}
+        except ValueError:
+            raise HttpError(400, f"p is {request.query_params['p']!r}: give a number, e.g. /api/boards?p=1.5", "p") from None
+        key = (feed.version, p, by)
+        if key not in cache:
+            if key not in building:
+                building[key] = asyncio.ensure_future(asyncio.to_thread(board.boards_json, store, p, by))
+            try:
+                data = await asyncio.shield(building[key])
+            except LeaderboardError as exc:
+                raise HttpError(400, f"{exc}: e.g. /api/boards?p=1.5&by=vendor", "p" if "p must" in str(exc) else "by") from None
+            finally:
+                building.pop(key, None)
+            cache.clear()
+            cache[key] = data
+        return {**cache[key], "version": key[0]}
 
     async def result(request: Request) -> dict[str, Any]:
         job_id = request.path_params["job_id"]

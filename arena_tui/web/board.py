@@ -88,25 +88,28 @@ def _by(rows: list[Scored], key: Any) -> dict[Any, list[Scored]]:
 def result_json(store: Store, job_id: int, tasks_dir: Path | None = None) -> dict[str, Any] | None:
     """One result's public view with its job, flags and (where the store kept the file it
     scored) the candidate's source; None if the job has no result."""
-    from core.rl import public_result
-    from core.tasks import find_task
-
     try:
         job = store.get_job(job_id)
     except StoreError:
         return None
     row = next((r for r in store.results(job.run_id) if r.job_id == job_id), None)
-    if row is None:
-        return None
-    try:
-        task = find_task(job.task_id, tasks_dir)
-    except Exception:  # noqa: BLE001 - a task removed since: its shapes cannot be scrubbed, labels still are
-        task = None
-    public = public_result(row.to_result(), task)
+    return None if row is None else _detail(store, job, row, tasks_dir, {})
+
+
+def _detail(store: Store, job: Any, row: Any, tasks_dir: Path | None, tasks: dict[str, Any]) -> dict[str, Any]:
+    from core.rl import public_result
+    from core.tasks import find_task
+
+    if job.task_id not in tasks:
+        try:
+            tasks[job.task_id] = find_task(job.task_id, tasks_dir)
+        except Exception:  # noqa: BLE001 - a task removed since: its shapes cannot be scrubbed, labels still are
+            tasks[job.task_id] = None
+    public = public_result(row.to_result(), tasks[job.task_id])
     for stage in public["stages"]:
         stage.pop("log", None)  # a harness log is long and may quote inputs; the verdict and message stay
     return {
-        "job_id": job_id, "run_id": job.run_id, "task_id": job.task_id, "family": job.family, "agent": job.agent, "variant": job.variant,
+        "job_id": job.id, "run_id": job.run_id, "task_id": job.task_id, "family": job.family, "agent": job.agent, "variant": job.variant,
         "created_at": row.created_at, "integrity_flags": list(row.integrity_flags), "review_notes": list(row.review_notes),
         "infrastructure_marks": list(row.infrastructure_marks), "result": public, "source": _source(store, job, row.candidate_sha256),
     }
@@ -127,10 +130,11 @@ def _source(store: Store, job: Any, sha256: str) -> str | None:
 
 
 def results_json(store: Store, tasks_dir: Path | None = None) -> dict[str, Any]:
-    """Every result's public view by job id (what a static snapshot embeds)."""
+    """Every result's public view by job id (what a static snapshot embeds): one read per run."""
     out: dict[str, Any] = {}
-    for r in store.recorded_since(None):
-        detail = result_json(store, r["job_id"], tasks_dir)
-        if detail is not None:
-            out[str(r["job_id"])] = detail
+    tasks: dict[str, Any] = {}
+    for run in store.list_runs():
+        jobs = {j.id: j for j in store.jobs(run.id)}
+        for row in store.results(run.id):
+            out[str(row.job_id)] = _detail(store, jobs[row.job_id], row, tasks_dir, tasks)
     return out
