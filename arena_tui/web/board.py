@@ -42,6 +42,7 @@ def _median_sol(rows: Iterable[Scored]) -> float | None:
 
 def boards_json(store: Store, p: float = leaderboard.DEFAULT_P, by: str = "model") -> dict[str, Any]:
     """Every board, unfiltered, with per-entry details and the filters' choices."""
+    leaderboard.build([], timing_kind=TIMING_KINDS[0], p=p, by=by)  # raises LeaderboardError on a bad p or by, even with no result
     rows = leaderboard.scored(store)
     stamps = {r["job_id"]: r["created_at"] for r in store.recorded_since(None)}
     runs = {r.id: r for r in store.list_runs()}
