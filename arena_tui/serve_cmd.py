@@ -129,11 +129,11 @@ def _serve(args: argparse.Namespace, out: Console, err: Console) -> int:
             host, port = await server.start()
             shown = f"[{host}]" if ":" in host else host
             if arena is None:
-                out.print(f"arena serve: the leaderboard at http://{shown}:{port}/ (read-only), store {store.path}", highlight=False)
+                out.print(f"arena serve: the leaderboard at http://{shown}:{port}/ (read-only), store {store.path}", highlight=False, soft_wrap=True)
             else:
                 auth = "token required" if token else "no token (loopback only)"
                 out.print(f"arena serve: http://{shown}:{port} — devices {', '.join(devices)} ({len(arena.slots)} slots), reward {args.reward}, "
-                          f"{auth}; the leaderboard at /, the API at /docs", highlight=False)
+                          f"{auth}; the leaderboard at /, the API at /docs", highlight=False, soft_wrap=True)
             waiter = asyncio.create_task(stop.wait())
             await asyncio.wait({waiter, server._task}, return_when=asyncio.FIRST_COMPLETED)  # type: ignore[arg-type]
             waiter.cancel()

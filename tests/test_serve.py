@@ -302,6 +302,15 @@ def test_full_evaluations_are_recorded_and_announced_on_the_event_stream(server:
     assert store.get_job(landed["job_id"]).state == "done" and store.get_run(landed["run_id"]).name == "serve"
 
 
+def test_an_episodes_final_evaluation_is_recorded_under_its_agent(server: ServerThread) -> None:
+    _, r = call(server.port, "POST", "/reset", {"task_id": "elementwise/axpy", "max_turns": 1, "agent": "ep-agent", "seed": 5})
+    _, done = call(server.port, "POST", "/step", {"episode_id": r["episode_id"], "action": {"code": AXPY}})
+    assert done["done"] and done["reward"] > 0
+    store = server.server.feed.store
+    [row] = [x for x in store.recorded_since(None) if x["agent"] == "ep-agent"]  # the final only: turns are drafts
+    assert row["status"] == "passed" and store.get_job(row["job_id"]).variant == "episode"
+
+
 def test_a_shutdown_lets_evaluations_finish_within_the_grace_and_cancels_the_rest(tmp_path: Path) -> None:
     with Store.open(tmp_path / "arena.db") as store:
         s = ServerThread(store=store)
