@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
@@ -28,11 +29,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--p", type=float, default=DEFAULT_P, metavar="P", help=f"fast_p counts results faster than P × the baseline (default {DEFAULT_P:g})")
     p.add_argument("--by", choices=GROUP_BY, default="model", help="group devices by model (default) or by vendor")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
+    p.add_argument("--html", type=Path, metavar="FILE", help="write the leaderboard page as one self-contained HTML file: every board, opened on --family/--device/--vendor")
     p.set_defaults(func=_leaderboard)
 
 
 @_guarded
 def _leaderboard(store: Store, args: argparse.Namespace, out: Console, err: Console) -> int:
+    if args.html is not None:
+        return _html(store, args, out, err)
     filters = {"device": args.device, "vendor": args.vendor, "family": args.family, "run": args.run}
     try:
         if args.timing:
@@ -57,6 +61,23 @@ def _leaderboard(store: Store, args: argparse.Namespace, out: Console, err: Cons
         if i:
             out.print()
         render(out, b)
+    return EXIT_PASSED
+
+
+def _html(store: Store, args: argparse.Namespace, out: Console, err: Console) -> int:
+    """A static snapshot of the web page (arena_tui/web/snapshot.py); the page filters itself."""
+    from .web.snapshot import write_snapshot
+
+    try:
+        filters = {"family": args.family, "device": args.device, "vendor": args.vendor}
+        entries = write_snapshot(store, args.html, args.p, args.by, args.tasks_dir, filters)
+    except LeaderboardError as exc:
+        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        return EXIT_BAD_INPUT
+    except OSError as exc:
+        err.print(f"[red]error:[/] cannot write {escape(str(args.html))}: {escape(exc.strerror or str(exc))}; give a writable --html FILE", highlight=False, soft_wrap=True)
+        return EXIT_BAD_INPUT
+    out.print(f"wrote {escape(str(args.html))}: {entries} entries; open it in a browser (filters work offline)", highlight=False)
     return EXIT_PASSED
 
 

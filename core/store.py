@@ -19,7 +19,7 @@ import os
 import secrets
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import datetime, timezone
@@ -335,6 +335,7 @@ class Store:
         self.path = path
         self._db = connection
         self._lock = threading.RLock()
+        self._listeners: list[Callable[[int], None]] = []
 
     # -- opening -------------------------------------------------------------------------
 
@@ -410,6 +411,52 @@ class Store:
                 return self._db.execute(sql, params).fetchall()
             except sqlite3.Error as exc:
                 raise StoreError(f"cannot read {self.path}: {exc}") from None
+
+    # -- change notification -------------------------------------------------------------
+    # Front ends that show results live (the leaderboard page's event stream) learn of a write
+    # two ways: a listener hears this handle's own writes at once; `data_version` changes when
+    # any other connection (another process) commits, and `recorded_since` says what landed.
+
+    def add_listener(self, listener: Callable[[int], None]) -> Callable[[], None]:
+        """Call `listener(job_id)` after each committed write through this handle that changes a
+        result (`record_result`, `mark_infrastructure`), in the writing thread. It must be quick
+        and must not raise (what it raises is ignored: the write is already kept). Returns a
+        function that removes it."""
+        with self._lock:
+            self._listeners.append(listener)
+
+        def remove() -> None:
+            with self._lock:
+                if listener in self._listeners:
+                    self._listeners.remove(listener)
+
+        return remove
+
+    def _notify(self, job_id: int) -> None:
+        with self._lock:
+            listeners = list(self._listeners)
+        for listener in listeners:
+            try:
+                listener(job_id)
+            except Exception:  # noqa: BLE001 - a front end's bug must not fail a committed write
+                pass
+
+    @property
+    def data_version(self) -> int:
+        """SQLite's `PRAGMA data_version`: it changes whenever another connection commits
+        (this handle's own writes leave it: listen for those). Cheap enough to poll."""
+        with self._lock:
+            return int(self._db.execute("PRAGMA data_version").fetchone()[0])
+
+    def recorded_since(self, stamp: str | None = None) -> list[dict[str, Any]]:
+        """Results recorded (or recorded again) at or after `stamp` (a `created_at` value; None:
+        every one), oldest first: run_id, job_id, task_id, created_at and the board columns.
+        A caller tailing the store keeps the last `created_at` it saw and passes it back."""
+        rows = self._read(
+            "SELECT j.run_id, r.job_id, j.task_id, j.family, j.agent, r.status, r.timing_kind, r.speedup, r.sol_fraction,"
+            " r.device_id, r.device_model, r.device_vendor, r.created_at FROM results r JOIN jobs j ON j.id = r.job_id"
+            " WHERE r.created_at >= ? ORDER BY r.created_at, r.job_id", (stamp or "",))
+        return [dict(r) for r in rows]
 
     # -- runs ----------------------------------------------------------------------------
 
@@ -607,6 +654,7 @@ class Store:
                 [(job_id, "integrity", str(t)) for t in result.integrity_flags] + [(job_id, "review", str(t)) for t in result.review_notes],
             )
             db.execute("UPDATE jobs SET state = ?, updated_at = ? WHERE id = ?", (state, now, job_id))
+        self._notify(job_id)
 
     def results(self, run_id: str) -> list[ResultRow]:
         """The run's results, in the order its jobs were added."""
@@ -625,6 +673,7 @@ class Store:
             db.execute("DELETE FROM flags WHERE job_id = ? AND kind = 'infrastructure'", (job_id,))
             if marked:
                 db.execute("INSERT INTO flags (job_id, kind, text) VALUES (?, 'infrastructure', ?)", (job_id, note or "marked by a person"))
+        self._notify(job_id)
 
     def _flags(self, run_id: str) -> dict[int, dict[str, list[str]]]:
         out: dict[int, dict[str, list[str]]] = {}

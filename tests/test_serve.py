@@ -1,6 +1,9 @@
 """`arena serve` end to end on loopback: health, tasks, schema, reset/step with two episodes
-interleaved, evaluate, state, close; bad requests answered with 4xx JSON naming the field;
-a token required off loopback; no response names a hidden workload."""
+interleaved, evaluate (one candidate or a batch), state, close; bad requests answered with 4xx
+JSON naming the field; a token required off loopback; no response names a hidden workload;
+bodies, requests and evaluations bounded; a shutdown that lets evaluations finish or cancels
+them, and records either; full evaluations recorded in the store and announced on the
+leaderboard's event stream; `--leaderboard-only` serves no evaluation endpoint."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ import asyncio
 import http.client
 import json
 import random
+import socket
 import threading
 import time
 from pathlib import Path
@@ -17,8 +21,10 @@ import pytest
 
 from arena_tui.cli import main
 from arena_tui.serve_cmd import RLServer, is_loopback
+from arena_tui.web.guard import Limits
 from core.evaluate import Timing
 from core.rl import Arena
+from core.store import Store
 from core.tasks import find_task
 
 FIXTURE_TASKS = Path(__file__).resolve().parent / "fixtures" / "tasks"
@@ -26,37 +32,46 @@ FAST = Timing(alternations=1, budget_ms=20.0, min_calls=1, max_calls=5)
 AXPY = "import torch\n\ndef run(x, b):\n    return torch.add(b, x, alpha=2)\n"
 WRONG = "import torch\n\ndef run(x, b):\n    return x + b\n"
 HIDDEN_FIXED = "N=33,D=100"
+SLOW = "import time, torch\n\ndef run(x, b):\n    time.sleep({s})\n    return torch.add(b, x, alpha=2)\n"
 
 
 class ServerThread:
-    """An RLServer over its own Arena, on its own event loop in a thread."""
+    """An RLServer over its own Arena (None: a board only), on its own event loop in a thread."""
 
-    def __init__(self, host: str = "127.0.0.1", token: str | None = None):
+    def __init__(self, host: str = "127.0.0.1", token: str | None = None, store: Store | None = None, limits: Limits = Limits(),
+                 arena: bool = True, grace_s: float = 30.0):
         self.loop = asyncio.new_event_loop()
-        self.arena = Arena(["cpu"], tasks_dir=FIXTURE_TASKS, timing=FAST)
-        self.server = RLServer(self.arena, host=host, port=0, token=token, max_turns=3)
+        self.arena = Arena(["cpu"], tasks_dir=FIXTURE_TASKS, timing=FAST) if arena else None
+        self.server = RLServer(self.arena, host=host, port=0, token=token, max_turns=3, store=store, limits=limits, grace_s=grace_s,
+                               tasks_dir=FIXTURE_TASKS)
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
         _, self.port = asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(30)
+        self.closed = False
 
-    def close(self) -> None:
+    def close(self, grace_s: float | None = None) -> None:
+        if self.closed:
+            return
+        self.closed = True
+
         async def stop() -> None:
-            await self.server.aclose()
-            await self.arena.aclose()
+            await self.server.aclose(grace_s)
+            if self.arena is not None:
+                await self.arena.aclose()
 
-        asyncio.run_coroutine_threadsafe(stop(), self.loop).result(60)
+        asyncio.run_coroutine_threadsafe(stop(), self.loop).result(90)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
         self.loop.close()
 
 
-def call(port: int, method: str, path: str, body: Any = None, token: str | None = None, raw: bytes | None = None) -> tuple[int, dict[str, Any]]:
+def call(port: int, method: str, path: str, body: Any = None, token: str | None = None, raw: Any = None, chunked: bool = False) -> tuple[int, dict[str, Any]]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
     headers = {"Content-Type": "application/json"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
     data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-    conn.request(method, path, body=data, headers=headers)
+    conn.request(method, path, body=data, headers=headers, encode_chunked=chunked)
     response = conn.getresponse()
     payload = json.loads(response.read() or b"{}")
     conn.close()
@@ -64,10 +79,11 @@ def call(port: int, method: str, path: str, body: Any = None, token: str | None 
 
 
 @pytest.fixture(scope="module")
-def server():
-    s = ServerThread()
-    yield s
-    s.close()
+def server(tmp_path_factory: pytest.TempPathFactory):
+    with Store.open(tmp_path_factory.mktemp("serve") / "arena.db") as store:
+        s = ServerThread(store=store)
+        yield s
+        s.close()
 
 
 def test_health_tasks_schema(server: ServerThread) -> None:
@@ -185,3 +201,151 @@ def test_token_required_off_loopback(monkeypatch: pytest.MonkeyPatch, capsys: py
         assert call(s.port, "GET", "/tasks", token="s3cret")[0] == 200
     finally:
         s.close()
+
+
+# --- the web stack: OpenAPI, limits, batches, recording, shutdown, the event stream ----------
+
+
+def test_openapi_documents_every_endpoint(server: ServerThread) -> None:
+    status, doc = call(server.port, "GET", "/openapi.json")
+    assert status == 200 and doc["openapi"].startswith("3.")
+    assert {"/health", "/reset", "/step", "/evaluate", "/state", "/close", "/tasks", "/schema"} <= set(doc["paths"])
+    assert doc["components"]["schemas"]["reset"]["required"] == ["task_id"]
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    conn.request("GET", "/docs")
+    page = conn.getresponse()
+    assert page.status == 200 and page.getheader("content-type").startswith("text/html") and b"openapi.json" in page.read()
+
+
+def test_a_batch_goes_through_the_core_batch_api_in_order(server: ServerThread, monkeypatch: pytest.MonkeyPatch) -> None:
+    batches: list[int] = []
+    real = server.arena.aevaluate_many
+
+    async def spy(requests, reward=None):  # noqa: ANN001
+        batches.append(len(requests))
+        return await real(requests, reward)
+
+    monkeypatch.setattr(server.arena, "aevaluate_many", spy)
+    status, out = call(server.port, "POST", "/evaluate", {"candidates": [
+        {"task_id": "elementwise/axpy", "code": AXPY, "seed": 3}, {"task_id": "elementwise/axpy", "code": WRONG, "seed": 3}]})
+    assert status == 200 and batches == [2]
+    assert [r["outcome"] for r in out["results"]] == ["correct", "incorrect"]
+    assert HIDDEN_FIXED not in json.dumps(out)
+    status, bad = call(server.port, "POST", "/evaluate", {"candidates": [{"task_id": "elementwise/axpy", "code": AXPY}, {"task_id": "elementwise/axpy"}]})
+    assert status == 400 and bad["error"]["field"] == "candidates[1].code" and batches == [2]
+
+
+def test_bodies_over_the_limit_are_refused_with_or_without_a_length(tmp_path: Path) -> None:
+    # The door (arena_tui/web/guard.py) measures every body before any route reads it.
+    with Store.open(tmp_path / "arena.db") as store:
+        s = ServerThread(store=store, arena=False, limits=Limits(max_body=4096))
+        try:
+            big = json.dumps({"task_id": "elementwise/axpy", "code": "#" * 8000}).encode()
+            status, payload = call(s.port, "POST", "/evaluate", raw=big)
+            assert status == 413 and "more than the 4096 allowed" in payload["error"]["message"]
+            status, payload = call(s.port, "POST", "/evaluate", raw=iter([big[:3000], big[3000:]]), chunked=True)
+            assert status == 413 and "4096 bytes allowed" in payload["error"]["message"]
+            status, _ = call(s.port, "POST", "/evaluate", raw=iter([b'{"task_id": ', b'"elementwise/axpy"}']), chunked=True)
+            assert status == 404  # a small chunked body passes the door (and this board-only server has no /evaluate)
+        finally:
+            s.close()
+
+
+def _post_in_thread(port: int, path: str, body: Any) -> tuple[threading.Thread, dict[str, Any]]:
+    got: dict[str, Any] = {}
+    t = threading.Thread(target=lambda: got.update(zip(("status", "body"), call(port, "POST", path, body))))
+    t.start()
+    return t, got
+
+
+def _wait_until(predicate: Any, what: str, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def test_evaluations_past_the_queue_limit_get_429(server: ServerThread, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(server.server.rl, "max_queue", 1)
+    t, first = _post_in_thread(server.port, "/evaluate", {"task_id": "elementwise/axpy", "code": SLOW.format(s=0.5), "visible_only": True})
+    _wait_until(lambda: call(server.port, "GET", "/health")[1]["evaluations"] == 1, "the first evaluation")
+    status, payload = call(server.port, "POST", "/evaluate", {"task_id": "elementwise/axpy", "code": AXPY})
+    t.join(120)
+    assert status == 429 and "--max-queue" in payload["error"]["message"]
+    assert first["status"] == 200 and first["body"]["outcome"] == "correct"
+
+
+def test_full_evaluations_are_recorded_and_announced_on_the_event_stream(server: ServerThread) -> None:
+    stream = socket.create_connection(("127.0.0.1", server.port), timeout=60)
+    stream.sendall(b"GET /api/events HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n")
+    seen = b""
+    while b"event: hello" not in seen:
+        seen += stream.recv(4096)
+    assert b"200 OK" in seen and b"text/event-stream" in seen
+    assert call(server.port, "POST", "/evaluate", {"task_id": "elementwise/axpy", "code": WRONG, "visible_only": True})[0] == 200  # a draft: not kept
+    status, _ = call(server.port, "POST", "/evaluate", {"task_id": "elementwise/axpy", "code": AXPY, "agent": "policy-7"})
+    assert status == 200
+    while b"event: results" not in seen:
+        seen += stream.recv(4096)
+    stream.close()
+    event = json.loads(seen.split(b"event: results\ndata: ")[1].split(b"\n")[0])
+    [landed] = event["results"]
+    assert landed["agent"] == "policy-7" and landed["status"] == "passed" and landed["timing_kind"] == "cpu"
+    status, boards = call(server.port, "GET", "/api/boards")
+    [entry] = [e for e in boards["boards"]["cpu"]["entries"] if e["agent"] == "policy-7"]
+    assert [r["job_id"] for r in entry["result_list"]] == [landed["job_id"]] and entry["family"] == "elementwise"
+    status, detail = call(server.port, "GET", f"/api/results/{landed['job_id']}")
+    assert status == 200 and detail["source"] == AXPY and detail["result"]["stages"][2]["status"] == "passed"
+    assert HIDDEN_FIXED not in json.dumps(detail) and HIDDEN_FIXED not in json.dumps(boards)
+    assert call(server.port, "GET", "/api/results/99999")[0] == 404
+    store = server.server.feed.store
+    assert store.get_job(landed["job_id"]).state == "done" and store.get_run(landed["run_id"]).name == "serve"
+
+
+def test_an_episodes_final_evaluation_is_recorded_under_its_agent(server: ServerThread) -> None:
+    _, r = call(server.port, "POST", "/reset", {"task_id": "elementwise/axpy", "max_turns": 1, "agent": "ep-agent", "seed": 5})
+    _, done = call(server.port, "POST", "/step", {"episode_id": r["episode_id"], "action": {"code": AXPY}})
+    assert done["done"] and done["reward"] > 0
+    store = server.server.feed.store
+    [row] = [x for x in store.recorded_since(None) if x["agent"] == "ep-agent"]  # the final only: turns are drafts
+    assert row["status"] == "passed" and store.get_job(row["job_id"]).variant == "episode"
+
+
+def test_a_shutdown_lets_evaluations_finish_within_the_grace_and_cancels_the_rest(tmp_path: Path) -> None:
+    with Store.open(tmp_path / "arena.db") as store:
+        s = ServerThread(store=store)
+        assert call(s.port, "POST", "/evaluate", {"task_id": "elementwise/axpy", "code": AXPY, "visible_only": True})[0] == 200  # a warm harness
+        quick, got_quick = _post_in_thread(s.port, "/evaluate", {"task_id": "elementwise/axpy", "code": SLOW.format(s=0.3), "seed": 1})
+        _wait_until(lambda: call(s.port, "GET", "/health")[1]["evaluations"] == 1, "the first evaluation to be queued")  # first in line
+        slow, got_slow = _post_in_thread(s.port, "/evaluate", {"task_id": "elementwise/axpy", "code": SLOW.format(s=60), "seed": 1})
+        _wait_until(lambda: call(s.port, "GET", "/health")[1]["evaluations"] == 2, "both evaluations to be queued")
+        threading.Timer(0.3, lambda: got_slow.setdefault("during", call(s.port, "POST", "/reset", {"task_id": "elementwise/axpy"}))).start()
+        s.close(grace_s=6.0)
+        quick.join(60)
+        slow.join(60)
+        assert got_quick["status"] == 200 and got_quick["body"]["outcome"] == "correct"  # finished within the grace
+        assert got_slow["status"] == 503 and "cancelled" in got_slow["body"]["error"]["message"]  # outlasted it
+        assert got_slow["during"][0] == 503 and "shutting down" in got_slow["during"][1]["error"]["message"]  # nothing new while draining
+        assert s.server.drained == (1, 1)
+        [run] = store.list_runs()
+        assert run.status == "interrupted" and run.job_states == {"done": 1, "cancelled": 1} and run.result_statuses == {"passed": 1}
+
+
+def test_leaderboard_only_serves_the_board_and_no_evaluation(tmp_path: Path) -> None:
+    with Store.open(tmp_path / "arena.db") as store:
+        s = ServerThread(host="0.0.0.0", store=store, arena=False)  # public and read-only: no token needed
+        try:
+            status, boards = call(s.port, "GET", "/api/boards")
+            assert status == 200 and boards["boards"] == {}
+            status, bad = call(s.port, "GET", "/api/boards?by=country")
+            assert status == 400 and bad["error"]["field"] == "by" and "model, vendor" in bad["error"]["message"]
+            for path in ("/reset", "/evaluate", "/step"):
+                status, payload = call(s.port, "POST", path, {"task_id": "elementwise/axpy", "code": AXPY})
+                assert status == 404 and "no endpoint" in payload["error"]["message"]
+            conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=30)
+            conn.request("GET", "/")
+            page = conn.getresponse()
+            assert page.status == 200 and b"static/leaderboard.js" in page.read()
+            assert "/evaluate" not in call(s.port, "GET", "/openapi.json")[1]["paths"]
+        finally:
+            s.close()
