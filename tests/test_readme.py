@@ -36,6 +36,7 @@ NOT_RUN = {
     "arena tasks validate": "every task, minutes: tests/test_validate.py",
     "arena tasks new moe/my_kernel": "writes into the bundled tasks folder: tests/test_scaffold.py",
     "arena serve": "a server that runs until stopped: tests/test_serve.py",
+    "arena serve --leaderboard-only": "a server that runs until stopped: tests/test_web.py drives its page in Chromium",
 }
 
 
