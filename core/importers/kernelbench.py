@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterable
 import yaml
 
 from .kernelbench_problem import Probe, Problem, ProblemError, TensorInfo, is_power_of_two, not_power_of_two
+from .isolate import isolated
 from .report import Converted, ImportReport, Skipped
 
 FAMILY = "kernelbench"
@@ -117,43 +118,6 @@ def _convert_one(path: Path, source: str, out: Path, options: Options, commit: s
         return convert(path, source, out, options, commit)
     except ProblemError as exc:
         return Skipped(source, exc.kind, exc.reason)
-
-
-def isolated(fn: Callable[..., Converted | Skipped], args: tuple[Any, ...], source: str, timeout_s: float) -> Converted | Skipped:
-    """`fn(*args)` in a forked child: a problem's module code runs with the importer's rights
-    but cannot hang the import, leak its globals into the next problem or take the process down."""
-    import multiprocessing as mp
-
-    ctx = mp.get_context("fork")  # torch is imported already and no GPU is touched: forking is cheap
-    receive, send = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_child, args=(send, fn, args), daemon=True)
-    child.start()
-    send.close()
-    outcome: Converted | Skipped | None = None
-    answered = receive.poll(timeout_s)
-    if answered:
-        try:
-            outcome = receive.recv()
-        except EOFError:  # the child died before it could answer
-            outcome = None
-    child.join(1.0)
-    if child.is_alive():
-        child.kill()
-        child.join()
-    if outcome is not None:
-        return outcome
-    if not answered:
-        return Skipped(source, "timeout", f"did not finish converting within {timeout_s:.0f} s (its module code or a meta-device run hangs)")
-    return Skipped(source, "crash", f"the conversion's process died (exit code {child.exitcode}) running the problem's code")
-
-
-def _child(send: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
-    try:
-        result = fn(*args)
-    except BaseException as exc:  # noqa: BLE001 - reported as this problem's outcome, never raised
-        result = Skipped(str(args[1]), "crash", f"the importer raised {type(exc).__name__}: {exc}")
-    send.send(result)
-    send.close()
 
 
 def convert(path: Path, source: str, out: Path, options: Options, commit: str | None) -> Converted:

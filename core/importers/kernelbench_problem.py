@@ -206,7 +206,8 @@ def _execute(tree: ast.Module, path: Path, overrides: dict[str, int]) -> dict[st
     try:
         exec(compile(_with_overrides(tree, set(overrides)), str(path), "exec"), ns)  # noqa: S102 - the user's own checkout
     except ModuleNotFoundError as exc:
-        raise ProblemError("dependency", f"imports `{exc.name}`, which is not installed (KernelBench level 4 needs transformers and model weights from a hub)") from None
+        hint = " (KernelBench level 4 also loads model weights from a hub)" if exc.name == "transformers" else ""
+        raise ProblemError("dependency", f"imports `{exc.name}`, which is not installed here: pip install {exc.name}{hint}") from None
     except Exception as exc:  # noqa: BLE001 - the problem's module code may raise anything
         raise ProblemError("module", f"its module code raised {type(exc).__name__}: {_one_line(exc)}") from None
     return ns
