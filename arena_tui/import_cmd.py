@@ -1,4 +1,4 @@
-"""`arena import kernelbench PATH --out DIR`: another benchmark's task set as arena tasks.
+"""`arena import kernelbench|agentkernelarena PATH --out DIR`: another benchmark's task set as arena tasks.
 
 Prints one line per problem as it goes (in a pipe too), then what converted per level, why the
 rest did not, and, with `--validate`, which converted tasks pass `arena tasks validate`'s
@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -28,6 +29,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--validate", action="store_true", help="then check each converted task (schema, reference, rule's teeth; no harness evaluation)")
     p.add_argument("--json", action="store_true", help="print one JSON report and nothing else")
     p.set_defaults(func=_kernelbench)
+    p = isub.add_parser("agentkernelarena", help="an AgentKernelArena checkout: its template Triton tasks, the rest reported")
+    p.add_argument("path", type=Path, metavar="PATH", help="the root of an AgentKernelArena checkout (the folder holding tasks/)")
+    p.add_argument("--out", "-o", type=Path, required=True, metavar="DIR", help="the folder to write task folders into (DIR/agentkernelarena/<task>/); use it with --tasks-dir")
+    p.add_argument("--validate", action="store_true", help="then check each converted task (schema, reference, rule's teeth; no harness evaluation)")
+    p.add_argument("--json", action="store_true", help="print one JSON report and nothing else")
+    p.set_defaults(func=_agentkernelarena)
 
 
 def _kernelbench(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -38,6 +45,17 @@ def _kernelbench(args: argparse.Namespace, out: Console, err: Console) -> int:
     except ValueError:
         err.print(f"[red]error:[/] --levels `{escape(args.levels)}`: give level numbers separated by commas, e.g. 1,2", highlight=False)
         return EXIT_BAD_INPUT
+    return _import(args, out, err, lambda progress: import_kernelbench(args.path, args.out, Options(precision=args.precision, levels=levels), on_problem=progress), level_of)
+
+
+def _agentkernelarena(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from core.importers.agentkernelarena import category_of, import_agentkernelarena
+
+    return _import(args, out, err, lambda progress: import_agentkernelarena(args.path, args.out, on_task=progress), category_of)
+
+
+def _import(args: argparse.Namespace, out: Console, err: Console, run: Any, group_of: Any) -> int:
+    """Run an importer with a line per problem, then the summary (or one JSON report)."""
 
     def progress(i: int, n: int, source: str, outcome: object) -> None:
         if args.json:
@@ -48,7 +66,7 @@ def _kernelbench(args: argparse.Namespace, out: Console, err: Console) -> int:
         out.print(f"{mark} [{i}/{n}] {escape(source)}{tail}", highlight=False, soft_wrap=True)
 
     try:
-        report = import_kernelbench(args.path, args.out, Options(precision=args.precision, levels=levels), on_problem=progress)
+        report = run(progress)
     except (FileNotFoundError, ValueError) as exc:
         err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return EXIT_BAD_INPUT
@@ -60,13 +78,13 @@ def _kernelbench(args: argparse.Namespace, out: Console, err: Console) -> int:
         print(json.dumps(data, indent=2))
         return EXIT_PASSED
     out.print()
-    for group, (done, total) in report.by_group(level_of).items():
+    for group, (done, total) in report.by_group(group_of).items():
         out.print(f"{group}: {done} of {total} converted", highlight=False)
     for kind, count in report.reasons().items():
         out.print(f"  not converted ({kind}): {count}", highlight=False)
     if args.validate:
         out.print(f"validated: {len(report.converted) - len(invalid)} of {len(report.converted)} converted tasks pass" + ("; failures above" if invalid else ""), highlight=False)
-    out.print(f"tasks written under {escape(str(Path(args.out) / 'kernelbench'))}; use them with --tasks-dir {escape(str(args.out))}", highlight=False, soft_wrap=True)
+    out.print(f"tasks written under {escape(str(Path(args.out) / report.benchmark))}; use them with --tasks-dir {escape(str(args.out))}", highlight=False, soft_wrap=True)
     return EXIT_PASSED
 
 
