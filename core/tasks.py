@@ -20,6 +20,9 @@ from typing import Any
 import yaml
 
 FAMILIES = ("gemm", "attention", "moe", "norm", "activation", "elementwise", "sampling", "comm")
+# Families of tasks that `arena import` writes from other benchmarks' sets (core/importers/):
+# never bundled, and `arena tasks new` does not scaffold them.
+IMPORTED_FAMILIES = ("kernelbench", "agentkernelarena")
 TASK_FILES = ("task.yaml", "reference.py", "baseline.py", "starter.py")
 BASELINE_KINDS = ("vendor_library", "vendor_kernel_library", "torch_composition")
 LANGUAGES = ("triton", "pytorch", "cuda", "hip")
@@ -254,6 +257,8 @@ class Task:
     model_workloads: ModelWorkloads | None = None
     world_size: WorldSize | None = None
     collective: Collective | None = None
+    # Where an imported task came from and what its importer derived (docs/interop.md).
+    provenance: dict[str, Any] | None = None
 
     @property
     def multi_rank(self) -> bool:
@@ -363,7 +368,7 @@ def load_task(task_dir: Path | str, tasks_root: Path | str | None = None) -> Tas
         if not (task_dir / name).is_file():
             raise TaskError(task_dir / name, name, "file is missing", f"add {name} (docs/task-format.md)")
     task_id = f"{task_dir.parent.name}/{task_dir.name}"
-    if task_dir.parent.name not in FAMILIES:
+    if task_dir.parent.name not in FAMILIES + IMPORTED_FAMILIES:
         raise TaskError(spec_path, "(folder)", f"family `{task_dir.parent.name}` is unknown", f"put the task under one of {', '.join(FAMILIES)}")
     try:
         raw = yaml.safe_load(spec_path.read_text())
@@ -375,7 +380,7 @@ def load_task(task_dir: Path | str, tasks_root: Path | str | None = None) -> Tas
     top.no_unknown((
         "schema_version", "description", "models", "languages", "baseline_kind", "baseline",
         "vendor_notes", "axes", "inputs", "outputs", "correctness", "flops", "bytes", "peak",
-        "workloads", "limits", "model_workloads", "world_size", "collective",
+        "workloads", "limits", "model_workloads", "world_size", "collective", "provenance",
     ))
     version = top.get("schema_version", int, "write `schema_version: 1`")
     if version != 1:
@@ -475,6 +480,7 @@ def load_task(task_dir: Path | str, tasks_root: Path | str | None = None) -> Tas
         model_workloads=_model_workloads(spec_path, top, axes),
         world_size=world_size,
         collective=collective,
+        provenance=top.get("provenance", dict, "a mapping: source, file, license, derived", None),
     )
 
 

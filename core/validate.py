@@ -466,6 +466,11 @@ class _Context:
             return CheckResult(name, True, f"{what} is rejected by check.py")
         # The elementwise rule judges each output on its own: each must reject it.
         lax = [n for n, ws in rejected.items() if not ws]
+        if kind == "constant":
+            # A one-element output (a loss, a norm) is its own mean: no constant differs from it.
+            single = {s["name"] for s, e in zip(self.out_specs, self.expected[0][2] if self.expected else []) if isinstance(e, torch.Tensor) and e.numel() == 1}
+            if lax and set(lax) <= single:
+                return CheckResult(name, True, f"not applicable to one-element output(s) {', '.join(f'`{n}`' for n in lax)}: a constant is the answer itself", warning=True)
         if lax:
             return CheckResult(
                 name, False,
