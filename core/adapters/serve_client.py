@@ -19,7 +19,6 @@ import json
 import time
 import urllib.error
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -97,11 +96,13 @@ class ArenaClient:
         body = _without_none({"task_id": task_id, "code": code, "seed": seed, "visible_only": visible_only or None, "device": device})
         return _evaluated(self._call("POST", "/evaluate", body))
 
-    def evaluate_many(self, requests: Sequence[tuple[str, str]], concurrency: int = 8) -> list[EvaluateResult]:
-        """(task_id, code) pairs, answered in order; the server's scheduler spreads them over
-        its devices, so `concurrency` only bounds the open requests."""
-        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-            return list(pool.map(lambda r: self.evaluate(r[0], r[1]), requests))
+    def evaluate_many(self, requests: Sequence[tuple[str, str] | dict[str, Any]], agent: str | None = None) -> list[EvaluateResult]:
+        """A batch in one request (`POST /evaluate {candidates: [...]}`): the server scores it
+        through its batch path and answers in order. Each request is (task_id, code) or a
+        mapping with the /evaluate fields (seed, visible_only, device)."""
+        candidates = [dict(r) if isinstance(r, dict) else {"task_id": r[0], "code": r[1]} for r in requests]
+        answer = self._call("POST", "/evaluate", _without_none({"candidates": candidates, "agent": agent}))
+        return [_evaluated(a) for a in answer["results"]]
 
     # --- transport -------------------------------------------------------------------------
 
