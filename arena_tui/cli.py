@@ -32,7 +32,7 @@ from . import local_devices, render
 # Command modules that add their own subcommands: each has `register(subparsers)`, which adds
 # parsers whose `func(args, out, err) -> int` runs the command. They import heavy or optional
 # libraries (asyncssh, textual) inside `func`, never at import.
-COMMAND_MODULES = ("arena_tui.tasks_cmd", "arena_tui.runs_cmd", "arena_tui.hosts_cmd", "arena_tui.devices_cmd", "arena_tui.run_cmd", "arena_tui.compare_cmd", "arena_tui.leaderboard_cmd", "arena_tui.check_cmd", "arena_tui.serve_cmd", "arena_tui.import_cmd")
+COMMAND_MODULES = ("arena_tui.tasks_cmd", "arena_tui.runs_cmd", "arena_tui.hosts_cmd", "arena_tui.devices_cmd", "arena_tui.run_cmd", "arena_tui.compare_cmd", "arena_tui.leaderboard_cmd", "arena_tui.check_cmd", "arena_tui.serve_cmd", "arena_tui.import_cmd", "arena_tui.dataset_cmd")
 
 
 def _error(err: Console, exc: BaseException) -> None:

@@ -95,7 +95,8 @@ def visible_workloads(task: Task, device: str) -> list[dict[str, Any]]:
 
 def task_prompt(task: Task, device: str, max_turns: int) -> str:
     """The task statement: semantics, signature, tolerance, baseline, visible workloads, the
-    rules of the episode. Hidden workloads exist and are said to exist; none is described."""
+    rules of the episode. Hidden workloads exist and are said to exist; none is described.
+    `max_turns=0`: one completion scored once (a trainer's dataset row), no episode."""
     c = task.correctness
     shapes = "\n".join(f"  - {w['label']}" + (f" ({w['model']})" if w.get("model") else "") for w in visible_workloads(task, device))
     return "\n".join([
@@ -107,11 +108,24 @@ def task_prompt(task: Task, device: str, max_turns: int) -> str:
         f"Baseline to beat ({task.baseline_kind}): {task.baseline}",
         f"Visible workloads on {device}:",
         shapes,
+        *(_episode_rules(max_turns) if max_turns else _completion_rules()),
+        "Cheating (reading the reference, caching outputs, tampering with timers) is detected and gets the lowest reward.",
+    ])
+
+
+def _episode_rules(max_turns: int) -> list[str]:
+    return [
         "Hidden workloads, which you never see, are checked at the end of the episode: do not special-case the visible shapes.",
         f"You have {max_turns} turn(s). Each turn, submit the complete module; you get back compile errors, the worst mismatch with",
         "its workload, and per-workload times and speedups. The best candidate is scored on every workload when the episode ends.",
-        "Cheating (reading the reference, caching outputs, tampering with timers) is detected and gets the lowest reward.",
-    ])
+    ]
+
+
+def _completion_rules() -> list[str]:
+    return [
+        "Hidden workloads, which you never see, are checked too: do not special-case the visible shapes.",
+        "Reply with the complete module in one ```python fenced block; it is scored once, on every workload.",
+    ]
 
 
 def extract_code(text: str) -> str:
