@@ -233,3 +233,21 @@ def test_rows_with_an_episode_are_steps_of_that_episode():
         score = s.score([Item("elementwise/axpy", CORRECT, episode_id="ep-3")])[0]
     assert server.steps == [("ep-3", "import torch\n\ndef run(x, b):\n    return torch.add(b, x, alpha=2)\n")]
     assert (score.reward, score.outcome, score.speedup) == (0.7, "correct", 1.4)
+
+
+def test_the_client_drives_a_real_arena_serve():
+    from tests.test_serve import AXPY, WRONG, ServerThread
+
+    server = ServerThread()
+    try:
+        client = ArenaClient(f"http://127.0.0.1:{server.port}", timeout_s=120)
+        assert client.health()["status"] == "healthy"
+        episode = client.reset("elementwise/axpy", seed=4)
+        step = client.step(episode.episode_id, AXPY)
+        assert step.reward is not None and not step.done
+        final = client.step(episode.episode_id, final=True)
+        assert final.done and final.reward is not None
+        good, bad = client.evaluate_many([("elementwise/axpy", AXPY), ("elementwise/axpy", WRONG)], agent="client-test")
+        assert (good.outcome, bad.outcome) == ("correct", "incorrect") and good.reward > bad.reward
+    finally:
+        server.close()
