@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import shlex
 from pathlib import Path
 
@@ -39,16 +40,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("runfile", nargs="?", type=Path, help="a run file (docs/runs.md); default: the embedded default run")
     p.add_argument("--resume", metavar="RUN", help="finish an interrupted run (its id or a unique prefix)")
     p.add_argument("--hosts", type=Path, help="the hosts file for <host>/<device> devices")
+    p.add_argument("--ray", metavar="ADDRESS", help="the Ray cluster for ray: devices (auto, ray://head:10001, local); without ray: devices, the default run goes there (docs/ray.md)")
     p.add_argument("--headless", action="store_true", help="progress bars and a summary, no app (always so when stdout is not a terminal)")
     p.add_argument("--skip-preflight", action="store_true", help="start without checking the agents' CLIs and endpoints and probing the devices")
     p.set_defaults(func=run)
 
 
-def executor_factory(hosts: Path | None):
+def executor_factory(hosts: Path | None, ray: str | None = None):
     """Local devices run through this machine's harness; `<host>/<device>` through remotes/,
-    imported only when such a device is named (asyncssh is not needed otherwise)."""
+    imported only when such a device is named (asyncssh is not needed otherwise); `ray:`
+    devices on the Ray cluster at `ray` (core/ray_executor.py)."""
 
     def make(device_id: str, root: Path) -> Executor:
+        if device_id.startswith("ray:"):
+            from core.ray_executor import RayExecutor
+
+            return RayExecutor(device_id, ray)
         if "/" in device_id:
             from remotes import remote_executor
 
@@ -58,12 +65,17 @@ def executor_factory(hosts: Path | None):
     return make
 
 
-def device_prober(hosts: Path | None):
+def device_prober(hosts: Path | None, ray: str | None = None):
     """Probes a device id for the preflight: local ones here, `<host>/<device>` over SSH
-    (the host found in the hosts file, the device probed by the harness there)."""
+    (the host found in the hosts file, the device probed by the harness there), `ray:` ones
+    by a Ray task with the resources an evaluation asks for."""
     from core.devices import probe
 
     def probe_one(device_id: str) -> object:
+        if device_id.startswith("ray:"):
+            from core.ray_executor import RayExecutor
+
+            return RayExecutor(device_id, ray).info
         if "/" not in device_id:
             return probe(device_id)
         from remotes import find_host, load_hosts, split_device_id
@@ -94,6 +106,8 @@ def resume_command(run_id: str, args: argparse.Namespace) -> str:
     parts += ["run", "--resume", run_id]
     if getattr(args, "hosts", None) is not None:
         parts += ["--hosts", str(args.hosts)]
+    if getattr(args, "ray", None) is not None:
+        parts += ["--ray", str(args.ray)]
     if getattr(args, "skip_preflight", False):
         parts.append("--skip-preflight")
     return shlex.join(parts)
@@ -107,7 +121,7 @@ def _preflight(spec: RunSpec, args: argparse.Namespace, out: Console, err: Conso
         agents = sum(a.kind not in preflight.OFFLINE_KINDS for a in spec.agents)
         what = ([f"{agents} agent{'s' * (agents != 1)}"] if agents else []) + [f"{len(spec.devices)} device{'s' * (len(spec.devices) != 1)}"]
         out.print(f"[dim]preflight: checking {' and '.join(what)}…[/]", highlight=False)
-        problems = preflight.check(spec, device_prober(args.hosts))
+        problems = preflight.check(spec, device_prober(args.hosts, spec.ray))
     if not problems:
         return True
     err.print(f"[red]error:[/] the run cannot start: {len(problems)} problem{'s' if len(problems) > 1 else ''} (nothing was stored)", highlight=False)
@@ -127,13 +141,14 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     with store:
         try:
             if args.resume:
-                spec = RunSpec.from_json(store.get_run(args.resume).spec)
+                spec = _with_ray(RunSpec.from_json(store.get_run(args.resume).spec), args, default=False)
                 if not _preflight(spec, args, out, err):
                     return EXIT_BAD_INPUT
                 record = store.resume_run(args.resume)
                 run_id = record.id
             else:
                 spec = load_run_file(args.runfile, args.tasks_dir) if args.runfile else RunSpec(**{**DEFAULT_RUN.__dict__, "tasks_dir": str(args.tasks_dir) if args.tasks_dir else None})
+                spec = _with_ray(spec, args, default=not args.runfile)
                 plan(spec)
                 plan_attempts(spec)
                 if not _preflight(spec, args, out, err):
@@ -147,8 +162,26 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         if interactive(getattr(args, "headless", False)):
             from .app.launch import run_app
 
-            return run_app(store, run_id, spec, executor_factory(args.hosts))
+            return run_app(store, run_id, spec, executor_factory(args.hosts, spec.ray))
         return _execute(store, run_id, spec, args, out)
+
+
+def _with_ray(spec: RunSpec, args: argparse.Namespace, default: bool) -> RunSpec:
+    """The run with `--ray` applied, connected to its cluster when it has `ray:` devices: the
+    embedded default run (`default`) moves onto the cluster's GPUs, else its CPUs. Without the
+    `ray` package, or with an unreachable cluster, a DeviceError (exit 2) says what to do."""
+    if getattr(args, "ray", None):
+        spec = dataclasses.replace(spec, ray=args.ray)
+    if not spec.ray and not any(d.startswith("ray:") for d in spec.devices):
+        return spec
+    from core import ray_executor
+
+    ray_executor.connect(spec.ray)  # here, on the main thread: the preflight probes from threads
+    if not any(d.startswith("ray:") for d in spec.devices):
+        if not default:
+            raise ValueError(f"--ray {spec.ray}: the run names no ray: device ({', '.join(spec.devices)}): list e.g. `devices: [ray:cuda]` in the run file (docs/ray.md)")
+        spec = dataclasses.replace(spec, devices=(ray_executor.default_device(spec.ray),))
+    return spec
 
 
 def _execute(store: Store, run_id: str, spec: RunSpec, args: argparse.Namespace, out: Console) -> int:
@@ -204,7 +237,7 @@ def _execute(store: Store, run_id: str, spec: RunSpec, args: argparse.Namespace,
     interrupted = False
     with progress:
         try:
-            outcome = asyncio.run(execute(store, run_id, spec, executor_factory(args.hosts), on_event, on_attempt))
+            outcome = asyncio.run(execute(store, run_id, spec, executor_factory(args.hosts, spec.ray), on_event, on_attempt))
         except KeyboardInterrupt:
             interrupted = True
     if interrupted:
