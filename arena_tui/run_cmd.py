@@ -73,8 +73,9 @@ def device_prober(hosts: Path | None, ray: str | None = None):
 
     def probe_one(device_id: str) -> object:
         if device_id.startswith("ray:"):
-            from core.ray_executor import RayExecutor
+            from core.ray_executor import RayExecutor, capacities
 
+            capacities([device_id], ray)  # one the cluster does not offer: said at once, not waited for
             return RayExecutor(device_id, ray).info
         if "/" not in device_id:
             return probe(device_id)

@@ -85,20 +85,20 @@ def test_the_cluster_offers_its_cpus_as_slots(cluster) -> None:
 
 def test_a_batch_spreads_over_the_workers_and_each_result_is_stored_once(cluster, fixture_tasks, candidates, tmp_path) -> None:
     made: list[RayExecutor] = []
-    run = spec(fixture_tasks, candidates, "starter", "axpy_torch.py", "axpy_wrong.py")
+    run = spec(fixture_tasks, candidates, "starter", "axpy_wrong.py")
     with Store.open(tmp_path / "arena.db") as store:
         run_id = store.create_run(run.name, run.to_json())
         outcome = asyncio.run(execute(store, run_id, run, recording_factory(made)))
         assert not outcome.failed_jobs
         by_candidate = {store.get_job(r.job_id).key.split("|")[1]: r.to_result() for r in store.results(run_id)}
-        assert sorted(by_candidate) == ["axpy_torch.py", "axpy_wrong.py", "starter"]
-        assert by_candidate["starter"].passed and by_candidate["axpy_torch.py"].passed
+        assert sorted(by_candidate) == ["axpy_wrong.py", "starter"]
+        assert by_candidate["starter"].passed
         assert by_candidate["axpy_wrong.py"].failed_stage == "correctness"  # the candidate's fault: never retried
         assert all(job.attempts == 1 for job in store.jobs(run_id))
         assert by_candidate["starter"].device["id"] == "ray:cpu"
     started = [s for e in made for s in e.started]
-    assert len(made) == 2 and len(started) == 3  # two slots (the cluster's two CPUs), one Ray task per job
-    assert len({s["worker_pid"] for s in started}) >= 2, "both workers took jobs"
+    assert len(made) == 2 and len(started) == 2  # two slots (the cluster's two CPUs), one Ray task per job
+    assert len({s["worker_pid"] for s in started}) == 2, "both workers took a job"
     assert all(gone(s["harness_pid"]) for s in started), "every harness ended with its job"
 
 
