@@ -36,6 +36,7 @@ import os
 import selectors
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -121,11 +122,25 @@ def connect(address: str | None) -> Any:
     ray = import_ray()
     if not ray.is_initialized():
         address = address or os.environ.get("RAY_ADDRESS") or "auto"
+        _check_reachable(address)
         try:
             ray.init(address=None if address == LOCAL else address, runtime_env=SHIP_CORE, log_to_driver=False, logging_level=logging.WARNING)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise DeviceError(f"cannot reach the Ray cluster at `{address}`: {exc} (start one with `ray start --head`, or pass --ray local)") from None
     return ray
+
+
+def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """A `host:port` or `ray://host:port` that takes no connection fails in seconds here;
+    ray.init would retry it for minutes."""
+    target = address.removeprefix("ray://")
+    host, sep, port = target.rpartition(":")
+    if address in ("auto", LOCAL) or not sep or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise DeviceError(f"cannot reach the Ray cluster at `{address}`: {exc} (is its head node up? `ray status` there says)") from None
 
 
 @dataclass(frozen=True)
@@ -140,16 +155,11 @@ class Offer:
 
 
 def vendor_of(accelerator_type: str) -> str:
-    """The vendor of one of Ray's accelerator type names."""
-    upper = accelerator_type.upper()
-    if upper.startswith("AMD"):
-        return "AMD"
-    if upper.startswith("INTEL"):
-        return "Intel"
-    if upper.startswith("TPU") or upper.startswith("V4") or upper.startswith("V5") or upper.startswith("V6"):
-        return "Google"
-    if "NEURON" in upper or "INF" in upper[:3] or "TRN" in upper[:3]:
-        return "AWS"
+    """The vendor of one of Ray's accelerator type names for GPUs (`AMD-Instinct-MI300X-OAM`,
+    `Intel-GPU-Max-1550`; NVIDIA's carry no prefix: `H100`, `A100`, `L4`)."""
+    for prefix, vendor in (("AMD", "AMD"), ("Intel", "Intel")):
+        if accelerator_type.lower().startswith(prefix.lower()):
+            return vendor
     return "NVIDIA"
 
 
@@ -353,12 +363,7 @@ def _remote(ray: Any, body: Callable[..., Any], generator: bool) -> Any:
     return ray.remote(**options)(body)
 
 
-_PROBED: dict[str, DeviceInfo] = {}
-
-
-def ray_errors(ray: Any) -> tuple[type[BaseException], ...]:
-    """Every error a task's result can raise: node and worker loss, the task's own exception."""
-    return (ray.exceptions.RayError,)
+_PROBED: dict[tuple[str | None, str], DeviceInfo] = {}  # by (address, device id)
 
 
 class RayExecutor:
@@ -374,19 +379,20 @@ class RayExecutor:
         self.info = self._probe()
 
     def _probe(self) -> DeviceInfo:
-        if self.device_id not in _PROBED:
+        key = (self.address, self.device_id)
+        if key not in _PROBED:
             task = _remote(self.ray, probe_on_node, False).options(**self.device.resources(self.cpus_per_eval))
             try:
                 data = self.ray.get(task.remote(self.device_id), timeout=300)
-            except ray_errors(self.ray) as exc:
+            except self.ray.exceptions.RayError as exc:  # node or worker lost, or the task raised
                 raise HarnessError(f"{self.device_id}: probing on the Ray cluster failed: {exc}") from None
             except Exception as exc:  # GetTimeoutError: no node with these resources came free
                 raise HarnessError(f"{self.device_id}: no node ran the probe within 300 s ({type(exc).__name__})") from None
             if "error" in data:
                 raise HarnessError(f"{self.device_id} on node {data.get('node')}: {data['error']}")
             info = info_from_probe(self.device_id, data)
-            _PROBED[self.device_id] = replace(info, extra={**info.extra, "ray": self.address or "auto"})
-        return _PROBED[self.device_id]
+            _PROBED[key] = replace(info, extra={**info.extra, "ray": self.address or "auto"})
+        return _PROBED[key]
 
     def torch_device(self) -> str:
         return self.device.local.torch_device()
@@ -406,7 +412,7 @@ class RayExecutor:
                 seen.append(event)
                 if on_event is not None:
                     on_event(event)
-        except ray_errors(self.ray) as exc:
+        except self.ray.exceptions.RayError as exc:  # node or worker lost, or the task raised
             raise HarnessError(f"{self.device_id} on the Ray cluster: {_reason(exc)}") from None
         except events.EventError as exc:
             raise HarnessError(f"{self.device_id}: the harness sent an unreadable event ({exc})") from None
