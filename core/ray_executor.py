@@ -8,8 +8,8 @@ A Ray device id names what an evaluation asks the cluster for, never a node:
                  `ray:AMD-Instinct-MI300X-OAM`: the `accelerator_type:<TYPE>` resource nodes report)
 
 Each evaluation is one Ray generator task with those resources. On the node it writes the
-job's files (the candidate with its native siblings; the task folder, when the job does not
-carry the task's sources) into a fresh folder, starts `python -m core.harness run` in a fresh
+job's files (the candidate with its native siblings; never the task folder, whose sources the
+job carries) into a fresh folder, starts `python -m core.harness run` in a fresh
 process under the same sandbox policy as a local harness (core/executors.harness_policy), and
 yields every event line as the harness writes it; the driver parses and forwards them. The
 arena's `core` package travels with the task (Ray's `py_modules`), so a node needs only Python
@@ -58,6 +58,7 @@ LOCAL = "local"  # the address that starts a Ray instance on this machine
 EXIT_GRACE_S = 10.0  # after evaluation_finished, how long the harness may take to exit
 DEADLINE_SLACK_S = 30.0  # past the job's deadline, the node kills the harness
 _SKIP = ("__pycache__", ".pyc")
+FOLDER_PREFIX = "arena-ray-"  # a job's folder on its node, in the temporary folder
 SHIP_CORE = {"py_modules": [str(PACKAGE_ROOT / "core")], "excludes": ["__pycache__", "*.pyc"]}
 
 
@@ -225,15 +226,17 @@ def with_ray(factory: Callable[[str, Path], Any] | None, address: str | None, cp
 
 def job_files(job: dict[str, Any]) -> dict[str, bytes]:
     """The files a job names, by their path in the node's job folder: the candidate with its
-    native siblings under `candidate/`, and the task folder under `task/` when the job does
-    not carry the task's sources (or its files are hashed: the harness checks them there)."""
+    native siblings under `candidate/`; the task folder under `task/` only for a job that does
+    not carry the task's sources. A job that does (every job core.evaluate builds) ships no
+    task folder, so its candidate cannot read task.yaml's hidden shapes on the node, as the
+    sandbox hides the folder locally."""
     candidate = Path(job["candidate"])
     files = {f"candidate/{candidate.name}": candidate.read_bytes()}
     for p in candidate.parent.iterdir():
         if p.is_file() and p.suffix in NATIVE_SOURCES and p != candidate:
             files[f"candidate/{p.name}"] = p.read_bytes()
     task_dir = Path(job["task_dir"])
-    for p in sorted(task_dir.rglob("*")):
+    for p in sorted(task_dir.rglob("*")) if "task_sources" not in job else ():
         if p.is_file() and not any(s in p.parts or p.suffix == s for s in _SKIP):
             files[f"task/{p.relative_to(task_dir).as_posix()}"] = p.read_bytes()
     return files
@@ -271,7 +274,9 @@ def run_on_node(job: dict[str, Any], files: Mapping[str, bytes], device_id: str,
     from .executors import harness_policy
 
     device = RayDevice.parse(device_id)
-    root = Path(tempfile.mkdtemp(prefix="arena-ray-"))
+    sweep_stale_folders()
+    root = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX))
+    (root / "owner").write_text(str(os.getpid()))
     proc: subprocess.Popen | None = None
     read_fd = -1
     try:
@@ -312,6 +317,19 @@ def run_on_node(job: dict[str, Any], files: Mapping[str, bytes], device_id: str,
         if read_fd >= 0:
             os.close(read_fd)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def sweep_stale_folders() -> None:
+    """Remove the job folders of workers that died without cleaning up (a killed worker runs
+    no `finally`): those whose `owner` pid is gone."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{FOLDER_PREFIX}*"):
+        try:
+            owner = int((folder / "owner").read_text())
+            os.kill(owner, 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except (OSError, ValueError):  # not ours to judge (another user's, or being made now)
+            continue
 
 
 def _lines(fd: int, deadline: float, log_path: Path) -> Iterator[str]:

@@ -32,7 +32,7 @@ except ImportError:
         raise  # .ci/run installs ray: here it must run, not skip
     pytest.skip("ray is not installed: pip install 'kernel-arena[ray]'", allow_module_level=True)
 
-from core.ray_executor import INSTALL_HINT, RayExecutor, capacities, offers
+from core.ray_executor import INSTALL_HINT, RayExecutor, capacities, job_files, offers
 
 FAST = Timing(alternations=1, budget_ms=20.0, min_calls=1, max_calls=5)
 
@@ -74,6 +74,30 @@ def gone(pid: int, within_s: float = 10.0) -> bool:
             return True
         time.sleep(0.1)
     return False
+
+
+def leftovers(within_s: float = 10.0) -> list[str]:
+    """Processes still running a harness in a node's job folder (`arena-ray-*`), after a grace."""
+    deadline = time.monotonic() + within_s
+    while True:
+        found = []
+        for p in psutil.process_iter(["cmdline", "status"]):
+            cmdline = " ".join(p.info["cmdline"] or [])
+            if "core.harness" in cmdline and "/arena-ray-" in cmdline and p.info["status"] != psutil.STATUS_ZOMBIE:
+                found.append(f"{p.pid} {cmdline[:120]}")
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)
+
+
+def test_a_job_ships_its_candidate_and_never_the_task_folder(tmp_path, fixture_tasks) -> None:
+    (tmp_path / "solution.py").write_text("def run(x, b): ...\n")
+    (tmp_path / "kernel.cu").write_text("// built by solution.py\n")
+    (tmp_path / "notes.txt").write_text("not a source\n")
+    job = {"candidate": str(tmp_path / "solution.py"), "task_dir": str(fixture_tasks / "elementwise" / "axpy"), "task_sources": {}}
+    assert sorted(job_files(job)) == ["candidate/kernel.cu", "candidate/solution.py"]  # task.yaml names hidden shapes
+    del job["task_sources"]  # a job whose harness reads the task folder gets it
+    assert "task/task.yaml" in job_files(job)
 
 
 def test_the_cluster_offers_its_cpus_as_slots(cluster) -> None:
@@ -132,6 +156,74 @@ def test_a_worker_killed_mid_job_is_retried_and_the_job_finishes_once(cluster, f
     assert len(started) == 2 and started[1]["worker_pid"] != killed[0]["worker_pid"]
     assert gone(killed[0]["harness_pid"]), "the killed worker's harness died with it: no orphan"
     assert gone(started[1]["harness_pid"])
+    assert leftovers() == [], "no harness or candidate worker outlived its job"
+
+
+def test_a_trainer_gets_rewards_from_the_cluster(cluster, fixture_tasks) -> None:
+    from core.rl import evaluate_many
+
+    axpy = "import torch\n\ndef run(x, b):\n    return torch.add(b, x, alpha=2)\n"
+    wrong = "import torch\n\ndef run(x, b):\n    return x + b\n"
+    right, bad = evaluate_many([("elementwise/axpy", axpy), ("elementwise/axpy", wrong)], ray="auto", tasks_dir=fixture_tasks)
+    assert right.result.device["id"] == bad.result.device["id"] == "ray:cpu"  # the default device: the cluster's (no GPU: CPUs)
+    assert right.outcome == "correct" and right.reward > 0
+    assert bad.outcome != "correct" and bad.result.failed_stage == "correctness" and not bad.retry
+
+
+def test_a_run_file_names_its_cluster(tmp_path, fixture_tasks) -> None:
+    from core.runs import RunFileError, load_run_file
+
+    path = tmp_path / "run.yaml"
+    path.write_text("tasks: [elementwise/axpy]\ndevices: [ray:cpu]\nray: ray://head:10001\n")
+    assert load_run_file(path, fixture_tasks).ray == "ray://head:10001"
+    path.write_text("tasks: [elementwise/axpy]\ndevices: [ray:cpu]\nray: 3\n")
+    with pytest.raises(RunFileError, match=r"`ray`: must be a Ray address.*ray: auto"):
+        load_run_file(path, fixture_tasks)
+
+
+def test_a_worker_killed_while_its_candidate_hangs_leaves_nothing_behind(cluster, fixture_tasks, candidates, tmp_path) -> None:
+    """A hanging candidate writes no event, so only the chain of parent-death signals (and, in
+    the sandbox, its PID namespace) ends its harness and worker when the Ray worker dies."""
+    made: list[RayExecutor] = []
+    killed: list[dict] = []
+
+    def hang_children() -> list[psutil.Process]:
+        found = []
+        for p in psutil.process_iter(["cmdline"]):
+            try:
+                if "arena-hang-child" in " ".join(p.info["cmdline"] or []) and "/arena-ray-" in p.cwd():
+                    found.append(p)
+            except psutil.Error:
+                continue
+        return found
+
+    def kill_once_hanging() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            started = [s for e in made for s in e.started]
+            if started and hang_children():
+                os.kill(started[0]["worker_pid"], signal.SIGKILL)
+                killed.append(started[0])
+                return
+            time.sleep(0.1)
+
+    threading.Thread(target=kill_once_hanging, daemon=True).start()
+    run = spec(fixture_tasks, candidates, "axpy_hang.py")
+    run = RunSpec(**{**run.__dict__, "max_retries": 0})
+    with Store.open(tmp_path / "arena.db") as store:
+        run_id = store.create_run(run.name, run.to_json())
+        outcome = asyncio.run(execute(store, run_id, run, recording_factory(made)))
+        assert killed and store.results(run_id) == []
+    [failed] = outcome.failed_jobs
+    assert "infrastructure" in failed and "WorkerCrashedError" in failed
+    assert gone(killed[0]["harness_pid"]) and leftovers() == []
+    children = hang_children()
+    for child in children:  # unsandboxed, the candidate's own child has nothing to end it
+        child.kill()
+    from core.sandbox import is_sandboxed
+
+    if is_sandboxed(killed[0]["sandbox"]):
+        assert children == [], "the sandbox's PID namespace ended the candidate's child"
 
 
 def test_arena_devices_lists_the_cluster(cluster, capsys) -> None:
