@@ -11,13 +11,15 @@ Each evaluation is one Ray generator task with those resources. On the node it w
 job's files (the candidate with its native siblings; never the task folder, whose sources the
 job carries) into a fresh folder, starts `python -m core.harness run` in a fresh
 process under the same sandbox policy as a local harness (core/executors.harness_policy), and
-yields every event line as the harness writes it; the driver parses and forwards them. The
-arena's `core` package travels with the task (Ray's `py_modules`), so a node needs only Python
-with ray, torch and triton.
+yields every event line as the harness writes it; the driver parses and forwards them. When
+the arena connects, its `core` package travels with the job (Ray's `py_modules`), so a node
+needs only Python with ray, torch, triton and PyYAML.
 
 The harness dies with the Ray worker (PR_SET_PDEATHSIG; in the sandbox also bwrap's
 --die-with-parent), and the harness's workers die with it: a lost node, a killed worker or a
-cancelled job leaves no process behind. Ray never retries a task (`max_retries=0`): every
+cancelled job leaves no harness behind (in the sandbox, nothing the candidate started either:
+its PID namespace ends with it). A killed worker's job folder is removed by the next job on
+that node. Ray never retries a task (`max_retries=0`): every
 Ray error (a node died, a worker crashed, the harness failed) is a HarnessError, which the
 scheduler treats as an infrastructure fault and retries on another slot; a candidate's failure
 is an event like any other and is never retried.
@@ -50,7 +52,6 @@ from . import events
 from .devices import PACKAGE_ROOT, DeviceError, DeviceInfo, LocalDevice, info_from_probe
 from .executors import NATIVE_SOURCES, HarnessError, OnEvent
 
-log = logging.getLogger(__name__)
 
 PREFIX = "ray:"
 INSTALL_HINT = "Ray devices need the `ray` package: pip install 'kernel-arena[ray]'"
