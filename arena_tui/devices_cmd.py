@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from core.devices import SIM_GPUS, DeviceInfo, ProbeError, local_device_ids, probe, sim_info
-from core.result import EXIT_INFRASTRUCTURE, EXIT_PASSED
+from core.result import EXIT_BAD_INPUT, EXIT_INFRASTRUCTURE, EXIT_PASSED
 
 from .tables import Col, fitted
 
@@ -21,6 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("devices", help="list this machine's devices and every remote host's, with their peaks")
     p.add_argument("--hosts", type=Path, help="the hosts file (default: ~/.config/kernel-arena/hosts.yaml)")
     p.add_argument("--json", action="store_true", help="print one JSON list")
+    p.add_argument("--ray", metavar="ADDRESS", help="list what the Ray cluster at ADDRESS offers instead (auto, ray://head:10001; docs/ray.md)")
     p.set_defaults(func=run)
 
 
@@ -49,7 +50,34 @@ def _remote_devices(hosts: Path | None, err: Console) -> tuple[list[DeviceInfo],
     return list_devices(host_list)
 
 
+def _ray_devices(args: argparse.Namespace, out: Console, err: Console) -> int:
+    """The Ray cluster's devices by vendor and type, with the slots a run gets there."""
+    from core.devices import DeviceError
+    from core.ray_executor import offers
+
+    try:
+        found = offers(args.ray)
+    except DeviceError as exc:  # no `ray` package, or the cluster cannot be reached
+        err.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
+        return EXIT_BAD_INPUT
+    if args.json:
+        print(json.dumps([{**o.__dict__, "slots": int(o.count)} for o in found]))
+        return EXIT_PASSED
+    table = Table(header_style="bold", title=f"Ray cluster {args.ray}")
+    for col in ("id", "vendor", "type"):
+        table.add_column(col, no_wrap=True)
+    for col in ("count", "nodes"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for o in found:
+        table.add_row(escape(o.id), o.vendor or "–", escape(o.kind), f"{o.count:g}", str(o.nodes))
+    out.print(table)
+    out.print("[dim]one evaluation per GPU, or per CPU on ray:cpu; `arena run --ray ADDRESS` with these ids in `devices` (docs/ray.md).[/]")
+    return EXIT_PASSED
+
+
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:
+    if getattr(args, "ray", None):
+        return _ray_devices(args, out, err)
     rows: list[DeviceInfo] = []
     problems: list[str] = []
     try:

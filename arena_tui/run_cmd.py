@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import shlex
 import sys
@@ -43,17 +44,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("runfile", nargs="?", type=Path, help="a run file (docs/runs.md); default: the embedded default run")
     p.add_argument("--resume", metavar="RUN", help="finish an interrupted run (its id or a unique prefix)")
     p.add_argument("--hosts", type=Path, help="the hosts file for <host>/<device> devices")
+    p.add_argument("--ray", metavar="ADDRESS", help="the Ray cluster for ray: devices (auto, ray://head:10001, local); without ray: devices, the default run goes there (docs/ray.md)")
     p.add_argument("--headless", action="store_true", help="progress bars and a summary, no app (always so when stdout is not a terminal)")
     p.add_argument("--skip-preflight", action="store_true", help="start without checking the agents' CLIs and endpoints and probing the devices")
     p.add_argument("--json", action="store_true", help="headless; progress on stderr, then one JSON object on stdout (what `arena runs show RUN --json` prints)")
     p.set_defaults(func=run)
 
 
-def executor_factory(hosts: Path | None):
+def executor_factory(hosts: Path | None, ray: str | None = None):
     """Local devices run through this machine's harness; `<host>/<device>` through remotes/,
-    imported only when such a device is named (asyncssh is not needed otherwise)."""
+    imported only when such a device is named (asyncssh is not needed otherwise); `ray:`
+    devices on the Ray cluster at `ray` (core/ray_executor.py)."""
 
     def make(device_id: str, root: Path) -> Executor:
+        if device_id.startswith("ray:"):
+            from core.ray_executor import RayExecutor
+
+            return RayExecutor(device_id, ray)
         if "/" in device_id:
             from remotes import remote_executor
 
@@ -63,12 +70,18 @@ def executor_factory(hosts: Path | None):
     return make
 
 
-def device_prober(hosts: Path | None):
+def device_prober(hosts: Path | None, ray: str | None = None):
     """Probes a device id for the preflight: local ones here, `<host>/<device>` over SSH
-    (the host found in the hosts file, the device probed by the harness there)."""
+    (the host found in the hosts file, the device probed by the harness there), `ray:` ones
+    by a Ray task with the resources an evaluation asks for."""
     from core.devices import probe
 
     def probe_one(device_id: str) -> object:
+        if device_id.startswith("ray:"):
+            from core.ray_executor import RayExecutor, capacities
+
+            capacities([device_id], ray)  # one the cluster does not offer: said at once, not waited for
+            return RayExecutor(device_id, ray).info
         if "/" not in device_id:
             return probe(device_id)
         from remotes import find_host, load_hosts, split_device_id
@@ -99,6 +112,8 @@ def resume_command(run_id: str, args: argparse.Namespace) -> str:
     parts += ["run", "--resume", run_id]
     if getattr(args, "hosts", None) is not None:
         parts += ["--hosts", str(args.hosts)]
+    if getattr(args, "ray", None) is not None:
+        parts += ["--ray", str(args.ray)]
     if getattr(args, "skip_preflight", False):
         parts.append("--skip-preflight")
     return shlex.join(parts)
@@ -113,7 +128,7 @@ def _preflight(spec: RunSpec, args: argparse.Namespace, out: Console, err: Conso
         what = ([f"{agents} agent{'s' * (agents != 1)}"] if agents else []) + [f"{len(spec.devices)} device{'s' * (len(spec.devices) != 1)}"]
         progress = err if getattr(args, "json", False) else out  # with --json, stdout is the JSON's alone
         progress.print(f"[dim]preflight: checking {' and '.join(what)}…[/]", highlight=False)
-        problems = preflight.check(spec, device_prober(args.hosts))
+        problems = preflight.check(spec, device_prober(args.hosts, spec.ray))
     if not problems:
         return True
     head = f"the run cannot start: {len(problems)} problem{'s' if len(problems) > 1 else ''} (nothing was stored)"
@@ -144,13 +159,14 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     with store:
         try:
             if args.resume:
-                spec = RunSpec.from_json(store.get_run(args.resume).spec)
+                spec = _with_ray(RunSpec.from_json(store.get_run(args.resume).spec), args, default=False)
                 if not _preflight(spec, args, out, err):
                     return EXIT_BAD_INPUT
                 record = store.resume_run(args.resume)
                 run_id = record.id
             else:
                 spec = load_run_file(args.runfile, args.tasks_dir) if args.runfile else default_spec(args)
+                spec = _with_ray(spec, args, default=not args.runfile)
                 plan(spec)
                 plan_attempts(spec)
                 if not _preflight(spec, args, out, err):
@@ -164,8 +180,26 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         if interactive(getattr(args, "headless", False) or getattr(args, "json", False)):
             from .app.launch import run_app
 
-            return run_app(store, run_id, spec, executor_factory(args.hosts))
+            return run_app(store, run_id, spec, executor_factory(args.hosts, spec.ray))
         return _execute(store, run_id, spec, args, out)
+
+
+def _with_ray(spec: RunSpec, args: argparse.Namespace, default: bool) -> RunSpec:
+    """The run with `--ray` applied, connected to its cluster when it has `ray:` devices: the
+    embedded default run (`default`) moves onto the cluster's GPUs, else its CPUs. Without the
+    `ray` package, or with an unreachable cluster, a DeviceError (exit 2) says what to do."""
+    if getattr(args, "ray", None):
+        spec = dataclasses.replace(spec, ray=args.ray)
+    if not spec.ray and not any(d.startswith("ray:") for d in spec.devices):
+        return spec
+    from core import ray_executor
+
+    ray_executor.connect(spec.ray)  # here, on the main thread: the preflight probes from threads
+    if not any(d.startswith("ray:") for d in spec.devices):
+        if not default:
+            raise ValueError(f"--ray {spec.ray}: the run names no ray: device ({', '.join(spec.devices)}): list e.g. `devices: [ray:cuda]` in the run file (docs/ray.md)")
+        spec = dataclasses.replace(spec, devices=(ray_executor.default_device(spec.ray),))
+    return spec
 
 
 def _execute(store: Store, run_id: str, spec: RunSpec, args: argparse.Namespace, out: Console) -> int:
@@ -229,7 +263,7 @@ def _execute_headless(store: Store, run_id: str, spec: RunSpec, args: argparse.N
     interrupted = False
     with progress:
         try:
-            outcome = asyncio.run(execute(store, run_id, spec, executor_factory(args.hosts), on_event, on_attempt))
+            outcome = asyncio.run(execute(store, run_id, spec, executor_factory(args.hosts, spec.ray), on_event, on_attempt))
         except KeyboardInterrupt:
             interrupted = True
     if interrupted:

@@ -66,6 +66,11 @@ def device_problems(spec: RunSpec) -> list[Problem]:
     for i, device in enumerate(spec.devices):
         local = device.split("/", 1)[1] if "/" in device else device
         try:
+            if device.startswith("ray:"):  # a Ray cluster's device: checked when its slots are counted
+                from .ray_executor import RayDevice
+
+                RayDevice.parse(device)
+                continue
             parse_device(local)
         except DeviceError as exc:
             found.append(Problem(f"devices[{i}] ({device})", str(exc), "correct the id in the run file (`arena devices` lists this machine's)"))

@@ -242,19 +242,32 @@ class Arena:
     `devices`: ids (`cpu`, `cuda:0`, `box1/cuda:0`); `reward`: a name or a callable (see
     core/rewards.py); `executor_factory(device_id, folder)`: how a slot's executor is made (the
     default makes local ones; pass one for remote hosts); `timing`: a shorter timing budget
-    (tests, benchmarks); `cpu_slots`: evaluations at once per CPU device."""
+    (tests, benchmarks); `cpu_slots`: evaluations at once per CPU device; `ray`: a Ray cluster's
+    address (`auto`, `ray://head:10001`, `local`) whose `ray:` devices (`ray:cpu`, `ray:cuda`,
+    `ray:H100`) take one slot per GPU, and which the default devices become (docs/ray.md)."""
 
     def __init__(
         self, devices: Sequence[str] = ("cpu",), reward: str | RewardFn | None = None, tasks_dir: Path | str | None = None,
         executor_factory: ExecutorFactory | None = None, cpu_slots: int | None = None, max_retries: int = 2,
-        timing: Timing | None = None,
+        timing: Timing | None = None, ray: str | None = None,
     ):
         if isinstance(devices, str):
             devices = [devices]
         devices = list(dict.fromkeys(devices))
+        capacities: dict[str, int] = {}
+        if ray is not None or any(d.startswith("ray:") for d in devices):  # a Ray cluster's devices (core/ray_executor.py)
+            from . import ray_executor
+
+            if ray is not None and devices == ["cpu"]:  # the default: the cluster's GPUs, else its CPUs
+                devices = [ray_executor.default_device(ray)]
+            capacities = ray_executor.capacities(devices, ray)
+            if executor_factory is None:  # a caller's factory makes its own (arena_tui.run_cmd.executor_factory(hosts, ray) does)
+                executor_factory = ray_executor.with_ray(None, ray)
         if not devices or not all(isinstance(d, str) and d for d in devices):
             raise ValueError(f"devices: give one or more device ids such as cpu or cuda:0, got {devices!r}")
         for d in devices:
+            if d in capacities:
+                continue
             if "/" in d:
                 if executor_factory is None:
                     raise DeviceError(
@@ -269,7 +282,7 @@ class Arena:
         self.tasks_dir = tasks_dir
         self.factory = executor_factory or (lambda device, folder: LocalExecutor(device, folder))
         self.timing = timing
-        self.slots = slots_for(devices, cpu_slots=cpu_slots)
+        self.slots = slots_for(devices, cpu_slots=cpu_slots, capacities=capacities)
         self.scheduler = Scheduler(self.slots, self._run, max_retries=max_retries)
         self._root: Path | None = None  # made on the first evaluation: a refused server leaves nothing behind
         self._evaluators: dict[Slot, Evaluator] = {}
@@ -408,21 +421,22 @@ def evaluate(
 async def aevaluate_many(
     requests: Iterable[EvalRequest | Mapping[str, Any] | Sequence[Any]], devices: Sequence[str] = ("cpu",),
     reward: str | RewardFn | None = None, tasks_dir: Path | str | None = None, executor_factory: ExecutorFactory | None = None,
-    cpu_slots: int | None = None, timing: Timing | None = None,
+    cpu_slots: int | None = None, timing: Timing | None = None, ray: str | None = None,
 ) -> list[RewardedResult]:
-    """A batch spread over every slot of `devices`; results in the requests' order."""
+    """A batch spread over every slot of `devices`; results in the requests' order. `ray`: a
+    Ray cluster's address, whose GPUs (else CPUs) the default devices become (docs/ray.md)."""
     batch = [EvalRequest.coerce(r) for r in requests]
-    async with Arena(devices, reward, tasks_dir, executor_factory, cpu_slots=cpu_slots, timing=timing) as arena:
+    async with Arena(devices, reward, tasks_dir, executor_factory, cpu_slots=cpu_slots, timing=timing, ray=ray) as arena:
         return await arena.aevaluate_many(batch)
 
 
 def evaluate_many(
     requests: Iterable[EvalRequest | Mapping[str, Any] | Sequence[Any]], devices: Sequence[str] = ("cpu",),
     reward: str | RewardFn | None = None, tasks_dir: Path | str | None = None, executor_factory: ExecutorFactory | None = None,
-    cpu_slots: int | None = None, timing: Timing | None = None,
+    cpu_slots: int | None = None, timing: Timing | None = None, ray: str | None = None,
 ) -> list[RewardedResult]:
     """`aevaluate_many` for synchronous callers."""
-    return asyncio.run(aevaluate_many(requests, devices, reward, tasks_dir, executor_factory, cpu_slots, timing))
+    return asyncio.run(aevaluate_many(requests, devices, reward, tasks_dir, executor_factory, cpu_slots, timing, ray))
 
 
 __all__ = [

@@ -11,6 +11,7 @@ Run file (YAML; docs/runs.md):
     iterations: 1
     cpu_slots: 2                                    # evaluations at once per CPU device
     max_retries: 2                                  # infrastructure faults, on another slot
+    ray: auto                                       # the Ray cluster of `ray:` devices (docs/ray.md)
 
 A candidate path may use `{family}`, `{name}` and `{task}` (the id with `/` as `__`), so that one
 line names a folder of solutions, e.g. `solutions/{family}/{name}.py`.
@@ -82,6 +83,7 @@ class RunSpec:
     agents: tuple[AgentConfig, ...] = ()
     variants: tuple[Variant, ...] = (Variant(),)
     parallelism: int | None = None  # agent attempts at once (default: one per agent)
+    ray: str | None = None  # the Ray cluster's address, for `ray:` devices (core/ray_executor.py)
 
     def to_json(self) -> dict[str, Any]:
         data = {k: list(v) if isinstance(v, tuple) else v for k, v in self.__dict__.items()}
@@ -118,7 +120,7 @@ def load_run_file(path: Path | str, tasks_dir: Path | None = None) -> RunSpec:
         raise RunFileError(path, "(syntax)", f"is not valid YAML ({exc})", "fix the YAML syntax") from None
     if not isinstance(raw, dict):
         raise RunFileError(path, "(top level)", "must be a mapping", "start with `name:` and `tasks:`")
-    allowed = ("name", "tasks", "candidates", "devices", "iterations", "cpu_slots", "max_retries", "agents", "variants", "parallelism")
+    allowed = ("name", "tasks", "candidates", "devices", "iterations", "cpu_slots", "max_retries", "agents", "variants", "parallelism", "ray")
     unknown = sorted(set(raw) - set(allowed))
     if unknown:
         raise RunFileError(path, unknown[0], "is not a run-file key", f"use only {', '.join(allowed)}")
@@ -153,6 +155,7 @@ def load_run_file(path: Path | str, tasks_dir: Path | None = None) -> RunSpec:
         agents=agents,
         variants=_variants(path, raw.get("variants")),
         parallelism=positive("parallelism", None),
+        ray=_ray_address(path, raw.get("ray")),
     )
     try:
         plan(spec)
@@ -163,6 +166,12 @@ def load_run_file(path: Path | str, tasks_dir: Path | None = None) -> RunSpec:
     except (LookupError, ValueError) as exc:
         raise RunFileError(path, "agents", str(exc), "fix the agent's options (docs/runs.md)") from None
     return spec
+
+
+def _ray_address(path: Path, raw: Any) -> str | None:
+    if raw is not None and (not isinstance(raw, str) or not raw.strip()):
+        raise RunFileError(path, "ray", f"must be a Ray address, got {raw!r}", "write e.g. `ray: auto`, `ray: ray://head:10001` or `ray: local` (docs/ray.md)")
+    return raw.strip() if raw else None
 
 
 def _agents(path: Path, raw: Any) -> tuple[AgentConfig, ...]:
@@ -541,7 +550,14 @@ async def execute(
     if not devices:
         store.finish_run(run_id, "finished")
         return outcome
-    slots = slots_for(devices, cpu_slots=spec.cpu_slots)
+    capacities: dict[str, int] = {}
+    if spec.ray or any(d.startswith("ray:") for d in devices):  # slots from the cluster's resources
+        from . import ray_executor
+
+        capacities = ray_executor.capacities(devices, spec.ray)
+        if executor_factory is local_executor:
+            executor_factory = ray_executor.with_ray(None, spec.ray)
+    slots = slots_for(devices, cpu_slots=spec.cpu_slots, capacities=capacities)
     attempt_tasks: list[asyncio.Task] = []
     extra: dict[str, asyncio.Future] = {}  # jobs a RunControl added while the run executes
     try:
