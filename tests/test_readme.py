@@ -37,6 +37,10 @@ NOT_RUN = {
     "arena tasks new moe/my_kernel": "writes into the bundled tasks folder: tests/test_scaffold.py",
     "arena serve": "a server that runs until stopped: tests/test_serve.py",
     "arena serve --leaderboard-only": "a server that runs until stopped: tests/test_web.py drives its page in Chromium",
+    "arena devices --ray auto": "needs a Ray cluster: tests/test_ray.py starts one",
+    "arena import kernelbench ~/KernelBench --out kb-tasks": "needs a KernelBench checkout: tests/test_import_kernelbench.py imports a fixture in its format",
+    "arena import agentkernelarena ~/AgentKernelArena --out aka-tasks": "needs an AgentKernelArena checkout: tests/test_import_agentkernelarena.py imports a fixture",
+    "arena dataset export --format trl --out kernels.jsonl": "writes into the working folder: tests/test_trainer_adapters.py exports both formats",
 }
 
 
