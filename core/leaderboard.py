@@ -20,6 +20,11 @@ Per entry, over its results (every result counts: iterations, runs and tasks are
 - infrastructure errors are not the candidate's outcome: they are left out and only counted;
   so is a result a person marked an infrastructure fault (`Store.mark_infrastructure`).
 
+Results measured against different baselines never share a group: a result's
+`baseline_impl` (which of task.yaml's `baselines:` ran, e.g. `liger` or `torch`) joins the
+device in the group's key, so the device column reads `NVIDIA H200 · vs liger` where a
+baseline is recorded (older results without one group as before).
+
 Rows are ranked within each (family, device) group by speedup, ties by correctness (equal
 numbers share a rank). Timing kinds never mix: `board()` takes one kind, `boards()` gives one
 board per kind present. `cpu` boards (Triton in its interpreter) are for information: no rank,
@@ -71,6 +76,7 @@ class Scored:
     speedup: float
     sol_fraction: float | None
     integrity_flags: tuple[str, ...] = ()
+    baseline_impl: str | None = None  # which baseline implementation the speedup is against
 
     @property
     def violation(self) -> bool:
@@ -150,6 +156,7 @@ def scored(store: Store, run: str | None = None) -> list[Scored]:
                 run_id=r.id, job_id=job.id, task_id=job.task_id, family=job.family, agent=agent, model=models.get(job.id),
                 device_id=res.device_id, device_model=res.device_model, device_vendor=res.device_vendor, timing_kind=res.timing_kind,
                 status="infrastructure_error" if res.infrastructure_marks else res.status, speedup=res.speedup, sol_fraction=res.sol_fraction, integrity_flags=res.integrity_flags,
+                baseline_impl=res.result.get("baseline_impl"),
             ))
     return rows
 
@@ -180,6 +187,8 @@ def build(rows: Iterable[Scored], *, timing_kind: str, device: str | None = None
     groups: dict[tuple[str, str], dict[tuple[str, str | None], list[Scored]]] = {}
     for r in kept:
         place = (r.device_vendor or "unknown") if by == "vendor" else (r.device_model or r.device_id)
+        if r.baseline_impl:  # speedups against different baselines are different numbers
+            place = f"{place} · vs {r.baseline_impl}"
         groups.setdefault((r.family, place), {}).setdefault((r.agent, r.model), []).append(r)
     ranked = timing_kind in RANKED_KINDS
     entries: list[Entry] = []
