@@ -158,6 +158,8 @@ def task_detail(console: Console, task: Task) -> None:
         console.print("baseline candidates, in order of preference (the first that imports on the device runs; results record it as baseline_impl):")
         for n, b in enumerate(task.baselines, 1):
             console.print(f"  {n}. {b.impl} ({b.kind}): {escape(b.calls)}")
+    if task.baseline_note:
+        console.print(f"baseline note: {escape(task.baseline_note)}")
     console.print(f"languages: {', '.join(task.languages)}")
     if task.vendor_notes:
         console.print(f"vendors: {escape(task.vendor_notes)}")

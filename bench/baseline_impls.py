@@ -66,13 +66,19 @@ def measure_task(task: Task, info: DeviceInfo, device: torch.device, floors: dic
         wl = {"axes": w.axes, "shapes": shapes}
         roof = roofline_for(task, w, info) if info.sol_peaks else None
         graph = device.type == "cuda" and roof is not None and roof < GRAPH_BELOW_US
+        selected = None  # what run() itself picks for this workload on this device (its IMPL)
+        try:
+            mod.run(*inputs.correctness_inputs(specs, wl, 7, device, custom))
+            selected = getattr(mod, "IMPL", None) if hasattr(mod, "IMPLS") else task.baselines[0].impl
+        except Exception:  # noqa: BLE001 - reported through the per-implementation records
+            pass
         for name, fn in impls.items():
             if fn is None or (only and name not in only):
                 continue
             rec: dict[str, Any] = {
                 "gpu": info.peaks_key or info.model, "device_model": info.model, "task": task.id, "workload": w.label, "axes": w.axes,
                 "model": w.model, "baseline_impl": name, "kind": (task.baseline_impl(name).kind if task.baseline_impl(name) else None),
-                "preferred_available": name == next(n for n, f in impls.items() if f is not None),
+                "selected": name == selected,  # the implementation the task's baseline runs here
             }
             t0 = time.monotonic()
             try:

@@ -76,6 +76,8 @@ def impls_main(args) -> int:  # noqa: ANN001
     print(f"peaks probe: {peaks}", flush=True)
     floors = {"graph": peaks.get("launch_graph_us"), "eager": peaks.get("launch_eager_us")}
     tasks = [t for t in discover() if not t.multi_rank and (not args.tasks or t.id in args.tasks)]
+    if args.tasks:  # in the order given: a run cut short by the device's limit keeps the first
+        tasks.sort(key=lambda t: args.tasks.index(t.id))
     data: dict = {"device": {**info.to_json(), "versions": info.versions}, "peaks_probe": peaks, "records": []}
     t0 = time.monotonic()
     bad = 0

@@ -239,6 +239,9 @@ class Task:
     world_size: WorldSize | None = None
     collective: Collective | None = None
     baselines: tuple[BaselineImpl, ...] = ()  # in order of preference; the last is the fallback
+    # Why the recorded baseline stays far from the speed of light, and why nothing faster is
+    # available to it (docs/tasks.md lists it beside every baseline under 10% of SOL).
+    baseline_note: str = ""
 
     def baseline_impl(self, impl: str | None) -> BaselineImpl | None:
         """The declared candidate named `impl`; None (a task with one candidate: that one)."""
@@ -367,6 +370,7 @@ def load_task(task_dir: Path | str, tasks_root: Path | str | None = None) -> Tas
         "schema_version", "description", "models", "languages", "baseline_kind", "baseline",
         "vendor_notes", "axes", "inputs", "outputs", "correctness", "flops", "bytes", "peak",
         "workloads", "limits", "model_workloads", "world_size", "collective", "baselines",
+        "baseline_note",
     ))
     version = top.get("schema_version", int, "write `schema_version: 1`")
     if version != 1:
@@ -467,6 +471,7 @@ def load_task(task_dir: Path | str, tasks_root: Path | str | None = None) -> Tas
         world_size=world_size,
         collective=collective,
         baselines=_baselines(top, kind),
+        baseline_note=" ".join(str(top.get("baseline_note", str, "say in a sentence why no faster baseline exists", "")).split()),
     )
 
 

@@ -55,10 +55,20 @@ def _torch(q, ckv_cache, block_table, seq_lens, scale):
 IMPLS = {"flashmla": _flashmla if flash_mla_with_kvcache is not None else None, "torch-bmm": _torch_bmm, "torch": _torch}
 
 
+_BMM_OK = True  # torch.bmm's float32 out_dtype: CUDA builds of torch >= 2.8
+
+
 def run(q, ckv_cache, block_table, seq_lens, scale):
-    global IMPL
+    global IMPL, _BMM_OK
     if q.is_cuda and flash_mla_with_kvcache is not None and ckv_cache.shape[1] == 64:
         IMPL = "flashmla"
-    else:
-        IMPL = "torch-bmm" if q.is_cuda else "torch"  # bmm's float32 out_dtype exists on CUDA only
-    return IMPLS[IMPL](q, ckv_cache, block_table, seq_lens, scale)
+        return IMPLS[IMPL](q, ckv_cache, block_table, seq_lens, scale)
+    if q.is_cuda and _BMM_OK:
+        try:
+            out = _torch_bmm(q, ckv_cache, block_table, seq_lens, scale)
+            IMPL = "torch-bmm"
+            return out
+        except (RuntimeError, TypeError, NotImplementedError):
+            _BMM_OK = False
+    IMPL = "torch"
+    return _torch(q, ckv_cache, block_table, seq_lens, scale)

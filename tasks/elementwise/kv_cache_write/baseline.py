@@ -39,11 +39,11 @@ def _torch(k, v, key_cache, value_cache, slot_mapping):
     # unwritten one takes the padding tokens' writes.
     taken = torch.zeros(T + 2, dtype=torch.int32, device=slot_mapping.device)
     taken.index_fill_(0, torch.where(valid & (slot_mapping <= T), slot_mapping, T + 1), 1)
-    free = taken[: T + 1].argmin()
+    free = taken[: T + 1].argmin().view(1)  # a tensor, never a Python int: no host sync
     slots = torch.where(valid, slot_mapping, free)
     keep = valid[:, None, None]
-    kc.index_copy_(0, slots, torch.where(keep, k, kc[free]))
-    vc.index_copy_(0, slots, torch.where(keep, v, vc[free]))
+    kc.index_copy_(0, slots, torch.where(keep, k, kc.index_select(0, free)))
+    vc.index_copy_(0, slots, torch.where(keep, v, vc.index_select(0, free)))
     return key_cache, value_cache
 
 

@@ -1,7 +1,7 @@
 """Best first (task.yaml `baselines:`): Liger's Triton RMSNorm (bfloat16 out), then the
 per-token-group quantization in torch; else torch.nn.functional.rms_norm, then the same
-quantization (one absmax kernel per group via vector_norm(ord=inf), the scale, divide,
-clamp, cast). The fused production kernels (vLLM's rms_norm_per_block_quant, aiter's
+quantization (one absmax kernel per group via vector_norm(ord=inf), the scale, one
+division written as fp8). The fused production kernels (vLLM's rms_norm_per_block_quant, aiter's
 rmsnorm + quant) need vLLM or aiter builds that are not on the measured image.
 `IMPL` names the one the last call used (the result's baseline_impl)."""
 
@@ -23,7 +23,11 @@ def _quant(y: torch.Tensor):
     T, H = y.shape
     g = y.view(T, H // GROUP, GROUP)
     scale = torch.linalg.vector_norm(g, float("inf"), dim=-1, dtype=torch.float32).clamp_min_(1e-10).div_(FP8_MAX)
-    q = torch.div(g, scale.unsqueeze(-1)).clamp_(-FP8_MAX, FP8_MAX).to(FP8)
+    # One pass: the quotient is computed in float32 and stored as fp8. No clamp is needed:
+    # |y| / (absmax / 448) is at most 448 up to rounding, and float8_e4m3fn rounds anything
+    # below 480 to at most 448.
+    q = torch.empty(g.shape, dtype=FP8, device=y.device)
+    torch.div(g, scale.unsqueeze(-1), out=q)
     return q.view(T, H), scale
 
 
