@@ -129,3 +129,23 @@ def test_a_result_keeps_the_roofline_with_and_without_the_launch_floor(fixture_t
     assert fig.sol_fraction == pytest.approx(0.5) and fig.roofline_fraction == pytest.approx(roof / 5.0)
     assert result.sol_fraction == pytest.approx(0.5) and result.roofline_fraction == pytest.approx(roof / 5.0)
     assert result.baseline_impl == "torch"
+
+
+def test_the_prompt_names_the_baseline_that_runs_and_its_recorded_figures():
+    from core.tasks import find_task
+    from core.workspace import Variant, recorded_baselines, render_prompt
+
+    rope = find_task("elementwise/rope")
+    recorded = recorded_baselines("h200")["elementwise/rope"]
+    label = rope.gpu.visible[0].label
+    prompt = render_prompt(rope, "sim:h200", Variant(), budget_s=600)
+    impl = recorded[label]["impl"]
+    assert f"`{impl}` ({rope.baseline_impl(impl).kind.replace('_', ' ')}" in prompt
+    assert f"- {label}: {recorded[label]['median_us']:.2f} µs" in prompt
+    # A GPU named by its probed model gets the same figures; the CPU device runs the torch fallback.
+    assert f"- {label}:" in render_prompt(rope, "cuda:0", Variant(), budget_s=600, device_model="NVIDIA H200")
+    cpu = render_prompt(rope, "cpu", Variant(), budget_s=600)
+    assert "on the CPU device: `torch`" in cpu and "µs (" not in cpu
+    # An unknown GPU: the candidates in order of preference, no figures.
+    other = render_prompt(rope, "cuda:0", Variant(), budget_s=600)
+    assert "1. `flashinfer`" in other and "2. `liger`" in other and "µs (" not in other
