@@ -149,3 +149,16 @@ def test_the_prompt_names_the_baseline_that_runs_and_its_recorded_figures():
     # An unknown GPU: the candidates in order of preference, no figures.
     other = render_prompt(rope, "cuda:0", Variant(), budget_s=600)
     assert "1. `flashinfer`" in other and "2. `liger`" in other and "µs (" not in other
+
+
+def test_the_leaderboard_never_ranks_results_against_different_baselines_together():
+    from core.leaderboard import Scored, build
+
+    def row(agent: str, impl: str | None, speedup: float) -> Scored:
+        return Scored(run_id="r", job_id=1, task_id="elementwise/rope", family="elementwise", agent=agent, model=None,
+                      device_id="cuda:0", device_model="NVIDIA H200", device_vendor="nvidia", timing_kind="measured",
+                      status="passed", speedup=speedup, sol_fraction=0.5, baseline_impl=impl)
+
+    board = build([row("a", "liger", 1.2), row("b", "torch", 8.0), row("c", "liger", 1.5)], timing_kind="measured")
+    groups = {device: [e.agent for e in entries] for _family, device, entries in board.groups()}
+    assert groups == {"NVIDIA H200 · vs liger": ["c", "a"], "NVIDIA H200 · vs torch": ["b"]}
