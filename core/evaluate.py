@@ -301,6 +301,7 @@ def assemble(
     peaks = info.sol_peaks
     integrity: list[str] = []
     notes: list[str] = list(scan_notes or [])
+    impls: list[str | None] = []  # what each timed workload's baseline reported (baseline.py's IMPL)
     for e in seen:
         if isinstance(e, events.StageStarted):
             stages[e.stage].status = "running"
@@ -317,6 +318,9 @@ def assemble(
             cand, base = e.candidate.get("median_us", 0.0), e.baseline.get("median_us", 0.0)
             ranked = info.timing_kind in ("measured", "predicted")  # cpu times get no speed-of-light fraction
             roof = roofline_for(task, workload, info) if peaks and ranked else None
+            launch_floor = scoring.launch_floor_us(peaks, _graph_timed(e.mode, roof)) if roof is not None else None
+            sol_us = scoring.reachable_us(roof, launch_floor)
+            impls.append(e.baseline.get("impl"))
             spec_roof = roofline_for(task, workload, info, info.spec) if info.spec else None
             floor = None if spec_roof is None else scoring.IMPOSSIBILITY_MARGIN * spec_roof
             if info.timing_kind == "measured" and floor is not None and 0 < cand < floor:
@@ -331,9 +335,10 @@ def assemble(
                 notes.append(f"high_speedup: {e.workload} ran {scoring.speedup(base, cand):.1f}× faster than the baseline: check it by hand")
             timed.append(WorkloadFigures(
                 label=e.workload, axes=e.axes, hidden=bool(w.get("hidden")), mode=e.mode, candidate=e.candidate, baseline=e.baseline,
-                speedup=scoring.speedup(base, cand), roofline_us=roof, sol_fraction=scoring.sol_fraction(roof, cand),
+                speedup=scoring.speedup(base, cand), roofline_us=roof, sol_fraction=scoring.sol_fraction(sol_us, cand),
                 model=w.get("model"), notes=e.notes, band=_speedup_band(e) if e.mode == "predicted" else None,
                 bandwidth=bandwidth_figures(task, workload, cand, base, peaks if ranked else None),
+                launch_floor_us=launch_floor, sol_us=sol_us, roofline_fraction=scoring.sol_fraction(roof, cand),
             ))
     for s in stages.values():
         if s.status == "running":  # the harness stopped mid-stage
@@ -361,6 +366,9 @@ def assemble(
     task_speedup = scoring.geomean(w.speedup for w in timed) if correct else 0.0
     sols = [w.sol_fraction for w in timed]
     sol = scoring.geomean(sols) if correct and sols and all(x is not None for x in sols) else None  # type: ignore[misc]
+    roofs = [w.roofline_fraction for w in timed]
+    roof_fraction = scoring.geomean(roofs) if correct and roofs and all(x is not None for x in roofs) else None  # type: ignore[misc]
+    impl, impl_kind = baseline_ran(task, impls)
     compiled = stages["compile"].status == "passed"
     return Result(
         task_id=task.id,
@@ -380,7 +388,32 @@ def assemble(
         versions={"arena": __version__, **(started.versions if started else info.versions)},
         seconds=finished.seconds if finished else None,
         world_size=job.get("world_size"),
+        baseline_impl=impl,
+        baseline_kind=impl_kind,
+        roofline_fraction=roof_fraction,
     )
+
+
+def _graph_timed(mode: str | None, roofline: float | None) -> bool:
+    """Whether a workload's time is a graph replay's (its launch floor is then the graph
+    floor): measured in `graph` mode, or predicted for a size a GPU would time in graphs."""
+    if mode == "predicted":
+        return roofline is not None and roofline < GRAPH_BELOW_US
+    return mode == "graph"
+
+
+def baseline_ran(task: Task, reported: list[str | None]) -> tuple[str | None, str | None]:
+    """(baseline_impl, its kind) of a result: what the baseline's process reported for its
+    timed workloads (a task with one declared implementation needs no report), several
+    joined by "+" in task.yaml's order of preference."""
+    names = {task.baseline_impl(r).impl if task.baseline_impl(r) else r for r in reported}
+    names.discard(None)
+    if not names:
+        return None, None
+    order = [b.impl for b in task.baselines]
+    ran = sorted(names, key=lambda n: (order.index(n) if n in order else len(order), n))  # type: ignore[arg-type]
+    kinds = {b.kind for b in task.baselines if b.impl in ran}
+    return "+".join(ran), (kinds.pop() if len(kinds) == 1 else None)  # type: ignore[arg-type]
 
 
 def _speedup_band(e: events.WorkloadTimed) -> float | None:

@@ -11,6 +11,7 @@ import ast
 import math
 import os
 import random
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -232,6 +233,20 @@ class ModelWorkloads:
 
 
 @dataclass(frozen=True)
+class BaselineImpl:
+    """One implementation a task's baseline.py can run, as task.yaml's `baselines:` lists
+    them (in order of preference): `impl` is the name baseline.py reports (its `IMPL`) and
+    every result records (`baseline_impl`), `kind` one of BASELINE_KINDS, `calls` one line."""
+
+    impl: str
+    kind: str
+    calls: str
+
+
+DEFAULT_IMPL = "torch"  # a task that lists no `baselines:` has one: its `baseline`, run through torch
+
+
+@dataclass(frozen=True)
 class Task:
     id: str
     path: Path
@@ -254,6 +269,16 @@ class Task:
     model_workloads: ModelWorkloads | None = None
     world_size: WorldSize | None = None
     collective: Collective | None = None
+    baselines: tuple[BaselineImpl, ...] = ()  # in order of preference; the last is the fallback
+    # Why the recorded baseline stays far from the speed of light, and why nothing faster is
+    # available to it (docs/tasks.md lists it beside every baseline under 10% of SOL).
+    baseline_note: str = ""
+
+    def baseline_impl(self, impl: str | None) -> BaselineImpl | None:
+        """The declared candidate named `impl`; None (a task with one candidate: that one)."""
+        if impl is None:
+            return self.baselines[0] if len(self.baselines) == 1 else None
+        return next((b for b in self.baselines if b.impl == impl), None)
 
     @property
     def multi_rank(self) -> bool:
@@ -375,7 +400,8 @@ def load_task(task_dir: Path | str, tasks_root: Path | str | None = None) -> Tas
     top.no_unknown((
         "schema_version", "description", "models", "languages", "baseline_kind", "baseline",
         "vendor_notes", "axes", "inputs", "outputs", "correctness", "flops", "bytes", "peak",
-        "workloads", "limits", "model_workloads", "world_size", "collective",
+        "workloads", "limits", "model_workloads", "world_size", "collective", "baselines",
+        "baseline_note",
     ))
     version = top.get("schema_version", int, "write `schema_version: 1`")
     if version != 1:
@@ -475,7 +501,38 @@ def load_task(task_dir: Path | str, tasks_root: Path | str | None = None) -> Tas
         model_workloads=_model_workloads(spec_path, top, axes),
         world_size=world_size,
         collective=collective,
+        baselines=_baselines(top, kind),
+        baseline_note=" ".join(str(top.get("baseline_note", str, "say in a sentence why no faster baseline exists", "")).split()),
     )
+
+
+def _baselines(top: _Fields, kind: str) -> tuple[BaselineImpl, ...]:
+    """`baselines:` — the implementations baseline.py tries, best first: `{impl, kind, calls}`
+    each; the last must need nothing but torch (it is what runs where no library imports).
+    Without the key, the one candidate is `baseline` itself, named `torch`."""
+    if "baselines" not in top.data:
+        return (BaselineImpl(DEFAULT_IMPL, kind, str(top.data.get("baseline", ""))),)
+    raw = top.get("baselines", list, "list the implementations baseline.py tries, best first: `- {impl: liger, kind: vendor_kernel_library, calls: ...}`")
+    if not raw:
+        top.fail("is empty", "list at least the torch fallback: `- {impl: torch, kind: torch_composition, calls: ...}`", "baselines")
+    out = []
+    for i, entry in enumerate(raw):
+        f = _Fields(top.path, entry, f"baselines[{i}]")
+        f.no_unknown(("impl", "kind", "calls"))
+        name = f.get("impl", str, "name the implementation as baseline.py's IMPL reports it, e.g. liger, flashinfer, torch")
+        if not re.fullmatch(r"[a-z0-9][a-z0-9_.+-]*", name):
+            f.fail(f"`{name}` is not a plain name", "use lower-case letters, digits and _ . + -", "impl")
+        entry_kind = f.get("kind", str, f"one of {', '.join(BASELINE_KINDS)}")
+        if entry_kind not in BASELINE_KINDS:
+            f.fail(f"`{entry_kind}` is unknown", f"use one of {', '.join(BASELINE_KINDS)}", "kind")
+        out.append(BaselineImpl(name, entry_kind, str(f.get("calls", str, "say in one line what this implementation calls")).strip()))
+    names = [b.impl for b in out]
+    if len(set(names)) != len(names):
+        top.fail(f"names repeat: {', '.join(names)}", "give every implementation its own `impl` name", "baselines")
+    if out[0].kind != kind:
+        top.fail(f"the preferred implementation `{out[0].impl}` is `{out[0].kind}` but baseline_kind is `{kind}`",
+                 "make baseline_kind the kind of the first (preferred) entry of `baselines:`", "baseline_kind")
+    return tuple(out)
 
 
 def _world_size(top: _Fields, axes: dict[str, str]) -> WorldSize | None:

@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--events-fd", type=int, required=True)
     probe = sub.add_parser("probe")
     probe.add_argument("device")
+    probe.add_argument("--peaks", action="store_true", help="also measure copy bandwidth, bf16 rate and the launch floor (a GPU's peaks)")
     sub.add_parser("devices")
     args = parser.parse_args(argv)
 
@@ -55,7 +56,12 @@ def main(argv: list[str] | None = None) -> int:
         from .probe import probe as probe_device
 
         try:
-            print(json.dumps(probe_device(args.device)))
+            info = probe_device(args.device)
+            if args.peaks:
+                from .probe import measure_peaks
+
+                info["peaks"] = measure_peaks(args.device)
+            print(json.dumps(info))
         except Exception as exc:  # noqa: BLE001 - reported to the engine as one line
             print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}))
             return 3

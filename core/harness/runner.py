@@ -419,6 +419,7 @@ class Evaluation:
             mode = None
             notes = []
             checked = 0
+            impl = None
             for r in range(rounds):
                 first = r * 100_000
                 request = {
@@ -450,11 +451,12 @@ class Evaluation:
                 wall = time.monotonic() - t0
                 walls["baseline"].append({"wall_s": wall, "reported_s": sum(base["times_us"]) / 1e6, "calls": len(base["times_us"])})
                 sides["baseline"] += base["times_us"]
+                impl = base.get("impl")  # which of task.yaml's `baselines:` ran (baseline.py's IMPL)
             checked_total += checked
             self.emit({
                 "type": "workload_timed", "workload": w["label"], "axes": w["axes"], "mode": mode, "rounds": rounds,
                 "candidate": {**summarize(sides["candidate"]), "wall_s": sum(x["wall_s"] for x in walls["candidate"]), "rounds": walls["candidate"], "checked_calls": checked},
-                "baseline": {**summarize(sides["baseline"]), "wall_s": sum(x["wall_s"] for x in walls["baseline"]), "rounds": walls["baseline"]},
+                "baseline": {**summarize(sides["baseline"]), "wall_s": sum(x["wall_s"] for x in walls["baseline"]), "rounds": walls["baseline"], "impl": impl},
                 "notes": notes,
             })
         return {"workloads": len(self.job["stages"]["performance"]), "checked_calls": checked_total}

@@ -128,6 +128,7 @@ def _report(ev: "Evaluation", w: dict[str, Any], reply: dict[str, Any], target: 
     seconds = reply.get("seconds")
     candidate["count_s"] = float(seconds) if isinstance(seconds, (int, float)) and math.isfinite(seconds) else None
     baseline["source"] = base.get("source")
+    baseline["impl"] = base.get("impl")
     notes = [str(n)[:300] for n in (reply.get("notes") or [])[:8] if isinstance(n, str)]
     if base.get("note"):
         notes.append(str(base["note"]))

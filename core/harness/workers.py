@@ -578,7 +578,8 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
             if sources[name] is None:
                 raise FileNotFoundError(f"the task's {name} is missing")
         reference_run = _entry(_module_from_source(sources["reference.py"], "arena_reference", str(task_dir / "reference.py")), "reference.py")  # type: ignore[arg-type]
-        baseline_run = _entry(_module_from_source(sources["baseline.py"], "arena_baseline", str(task_dir / "baseline.py")), "baseline.py")  # type: ignore[arg-type]
+        baseline_module = _module_from_source(sources["baseline.py"], "arena_baseline", str(task_dir / "baseline.py"))  # type: ignore[arg-type]
+        baseline_run = _entry(baseline_module, "baseline.py")
         custom = None
         if sources["inputs.py"] is not None:
             custom = getattr(_module_from_source(sources["inputs.py"], "arena_task_inputs", str(task_dir / "inputs.py")), "make_inputs")
@@ -641,15 +642,24 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
                     results.append({"call": index, "outputs": _compare_all(out_specs, got[j * n:(j + 1) * n], ref, args, rule, device, check)})
                 channel.send(conn, {"ok": True, "results": results})
             elif op == "time":
-                channel.send(conn, {"ok": True, **_time(baseline_run, msg, specs, device, custom)})
+                channel.send(conn, {"ok": True, **_time(baseline_run, msg, specs, device, custom), "impl": baseline_impl(baseline_module)})
             elif op == "predict_baseline":
                 from . import sim_predict
 
-                channel.send(conn, sim_predict.predict_baseline(baseline_run, specs, msg["workload"], msg["seed"], custom, msg["formula"]))
+                reply = sim_predict.predict_baseline(baseline_run, specs, msg["workload"], msg["seed"], custom, msg["formula"])
+                channel.send(conn, {**reply, "impl": baseline_impl(baseline_module)} if isinstance(reply, dict) else reply)
             else:
                 channel.send(conn, {"ok": False, "error": f"unknown op {op}"})
         except Exception as exc:  # noqa: BLE001
             channel.send(conn, _error(exc))
+
+
+def baseline_impl(module: Any) -> str | None:
+    """Which implementation the baseline ran: its module's `IMPL`, which run() sets to the
+    name task.yaml's `baselines:` gives the candidate it used (read after the calls, so a
+    fallback taken at call time is what is reported); None where the module sets none."""
+    impl = getattr(module, "IMPL", None)
+    return impl if isinstance(impl, str) else None
 
 
 def _compare_all(
