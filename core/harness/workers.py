@@ -37,7 +37,7 @@ from typing import Any, Callable
 
 import torch
 
-from . import channel, checking, inputs, timing
+from . import channel, checking, guard, inputs, timing
 
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 4, 24, 38
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
@@ -373,14 +373,10 @@ def _drop_capabilities() -> None:
         pass
 
 
+# Replacing one of these is a review note (the timer bound what it needs at import); torch's
+# namespaces and classes are guard.Watch's, whose findings are integrity flags.
 _WATCHED: dict[str, Callable[[], Any]] = {
     "time": lambda: time,
-    "torch": lambda: torch,
-    "torch.Tensor": lambda: torch.Tensor,
-    "torch._C": lambda: torch._C,
-    "torch.cuda": lambda: torch.cuda,
-    "torch.cuda.Event": lambda: torch.cuda.Event,
-    "torch.nn.functional": lambda: torch.nn.functional,
     "builtins": lambda: builtins,
 }
 
@@ -446,6 +442,7 @@ def candidate_main(conn: socket.socket, job: dict[str, Any]) -> None:
     _drop_capabilities()
     specs, outs = job["inputs"], job["outputs"]
     snap = watch()
+    hooks = watch_hooks(custom is not None)
     reported: set[str] = set()
     _hide_harness()
     run: Callable[..., Any] | None = None
@@ -479,7 +476,7 @@ def candidate_main(conn: socket.socket, job: dict[str, Any]) -> None:
                 reply, payload = run_for_check(run, specs, outs, msg["workload"], msg["seed"], int(msg.get("repeat", 1)), device, custom)
             elif op == "time":
                 assert run is not None, "compile first"
-                reply = _time_candidate(run, msg, specs, outs, device, custom, kept)
+                reply = _time_candidate(run, msg, specs, outs, device, custom, kept, hooks)
             elif op == "predict":
                 assert run is not None and sim is not None, "compile first, on a sim device"
                 reply = sim_predict.predict_candidate(run, specs, msg["workload"], msg["seed"], custom, sim)
@@ -489,12 +486,29 @@ def candidate_main(conn: socket.socket, job: dict[str, Any]) -> None:
                 reply = {"ok": False, "error": f"unknown op {op}"}
         except Exception as exc:  # noqa: BLE001 - the candidate's failure is reported, not raised
             reply, payload = _error(exc), None
+        report_hooks(reply, hooks)
         if op != "time":  # kept out of the timed round's wall clock; the next op reports it
             new = [name for name in replaced(snap) if name not in reported]
             if new:
                 reported.update(new)
                 reply["tampered"] = new
         channel.send(conn, reply, payload)
+
+
+def watch_hooks(custom_inputs: bool, between_calls: tuple[str, ...] = ()) -> guard.Hooks:
+    """The watch on torch's namespaces, taken before any candidate code runs. Between two timed
+    calls the mode stacks are always checked, and what harness code run there can reach: a
+    task's inputs.py (`custom_inputs`) and `between_calls`."""
+    return guard.Hooks(guard.Watch(between_calls=(guard.INPUTS_REACH if custom_inputs else ()) + between_calls))
+
+
+def report_hooks(reply: dict[str, Any], hooks: guard.Hooks) -> None:
+    """Everything watched, checked at the end of a request: its findings go into the reply
+    (`hooked`), where the parent makes each an integrity flag."""
+    hooks.finish()
+    found = hooks.take()
+    if found:
+        reply["hooked"] = found
 
 
 def run_for_check(
@@ -528,12 +542,13 @@ def hand_over_kept(kept: dict[int, Any]) -> tuple[dict[str, Any], bytes]:
 
 def _time_candidate(
     run: Callable[..., Any], msg: dict[str, Any], specs: list[dict[str, Any]], outs: list[dict[str, Any]],
-    device: torch.device, custom: Any, kept: dict[int, Any],
+    device: torch.device, custom: Any, kept: dict[int, Any], hooks: guard.Hooks = guard.NO_HOOKS,
 ) -> dict[str, Any]:
-    """Time a round; keep copies of the sampled calls' outputs for the trusted worker."""
+    """Time a round; keep copies of the sampled calls' outputs for the trusted worker. `hooks`
+    is asked before every refill, right after the previous call returned."""
     kept.clear()
     shapes = msg["workload"]["shapes"]
-    fresh = inputs.FreshInputs(specs, msg["workload"], msg["seed"], device, custom)
+    fresh = inputs.FreshInputs(specs, msg["workload"], msg["seed"], device, custom, hooks)
     invalid: list[str] = []
 
     def keep(index: int, result: Any) -> None:
