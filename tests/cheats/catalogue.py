@@ -29,6 +29,7 @@ TASKS = {
     "axpy_loose": HERE / "tasks" / "elementwise" / "axpy_loose",
     "bf16_gemm": HERE.parent.parent / "tasks" / "gemm" / "bf16_gemm",
     "axpy_gpu": HERE.parent / "gpu" / "tasks" / "elementwise" / "axpy_gpu",
+    "allsum": HERE.parent / "fixtures" / "ranked_tasks" / "comm" / "allsum",  # multi-rank: two ranks on the CPU (gloo)
 }
 
 
@@ -87,9 +88,29 @@ CHEATS = (
     Cheat("gemm_fp8", "bf16_gemm", "multiplies in float8 where the task is bfloat16", "per-dtype tolerance, every element",
           "stage:correctness:failed", ("scan:precision_float8",)),
     Cheat("patch_torch_add", "axpy", "replaces torch.add (the baseline's op) with a slow one",
-          "the baseline runs in a process that never imports the candidate", "neutral:sane", ("runtime_patch", "scan:monkeypatch")),
+          "the baseline runs in a process that never imports the candidate; replacing a torch function is proof of tampering",
+          "flag:torch_patched", ("scan:monkeypatch",)),
     Cheat("patch_matmul", "bf16_gemm", "replaces torch.matmul globally to slow the baseline",
-          "the baseline runs in a process that never imports the candidate", "neutral:sane", ("runtime_patch", "scan:monkeypatch")),
+          "the baseline runs in a process that never imports the candidate; replacing a torch function is proof of tampering",
+          "flag:torch_patched", ("scan:monkeypatch",)),
+    # Class 1 of docs/integrity.md: the harness's own tensor work runs in the candidate's process.
+    Cheat("mode_function_refill", "axpy", "a TorchFunctionMode left pushed computes the output while the harness refills the inputs",
+          "the harness's tensor work runs with Python dispatch off; a mode left on the stack is proof", "flag:harness_hooked",
+          ("scan:tensor_subclass",)),
+    Cheat("mode_dispatch_lazy", "axpy", "a TorchDispatchMode left pushed fills an empty output only when the harness reads it",
+          "outputs read with Python dispatch off; a mode left on the stack is proof", "flag:harness_hooked", ("scan:tensor_subclass",)),
+    Cheat("lazy_on_read", "axpy", "assigns torch.Tensor.is_contiguous/data_ptr (inherited C methods) to fill outputs when inspected",
+          "TensorBase methods bound at import; torch.Tensor resolved through its MRO by the watch", "flag:torch_patched",
+          ("scan:monkeypatch",)),
+    Cheat("patch_tensor_methods", "axpy", "assigns torch.Tensor.copy_, clone and __eq__ (inherited C methods)",
+          "torch.Tensor resolved through its MRO by the watch", "flag:torch_patched", ("scan:monkeypatch",)),
+    # Class 2: multi-rank tasks.
+    Cheat("patch_dist_barrier", "allsum", "replaces torch.distributed internals the timer's barrier calls, to all-gather there, untimed",
+          "ranks meet through the parent, never torch.distributed; a rank's torch.distributed is watched", "flag:torch_patched",
+          ("scan:monkeypatch",)),
+    Cheat("peer_seed", "allsum", "reads its seed from the harness's frames and regenerates its peers' inputs instead of communicating",
+          "each rank's seed is an HMAC under a key only the parent holds, and each rank gets only its own", "stage:correctness:failed",
+          ("scan:introspection",)),
     Cheat("patch_perf_counter", "axpy", "a slow kernel that slows time.perf_counter",
           "the timer bound its clock at import", "neutral:slow", ("runtime_patch", "scan:monkeypatch")),
     Cheat("patch_harness_import", "axpy", "a slow kernel that imports core.harness.timing and slows its clock",
