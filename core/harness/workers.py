@@ -597,11 +597,12 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
         custom = None
         if sources["inputs.py"] is not None:
             custom = getattr(_module_from_source(sources["inputs.py"], "arena_task_inputs", str(task_dir / "inputs.py")), "make_inputs")
-        check = None if sources["check.py"] is None else checking.check_from_source(sources["check.py"], str(task_dir / "check.py"))
+        check, pooled = (None, None) if sources["check.py"] is None else checking.checks_from_source(sources["check.py"], str(task_dir / "check.py"))
     except Exception as exc:  # noqa: BLE001 - the parent reports it as an infrastructure fault
         channel.send(conn, _error(exc))
         return
     channel.send(conn, {"ok": True, "ready": True})
+    pool = checking.Pool(pooled)  # evidence of stochastic outputs, per workload, over all its checked calls
     specs, out_specs = job["inputs"], job["outputs"]
     rule = job["correctness"]
     expected: dict[str, tuple[list[Any], list[torch.Tensor]]] = {}  # key -> (inputs, reference outputs)
@@ -634,7 +635,7 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
                     channel.send(conn, {"ok": True, "malformed": str(exc)})
                     continue
                 n = len(out_specs)
-                per_run = [_compare_all(out_specs, got[r * n:(r + 1) * n], want, args, rule, device, check) for r in range(runs)]
+                per_run = [pool.add(_pool_key(msg["workload"]), _compare_all(out_specs, got[r * n:(r + 1) * n], want, args, rule, device, check)) for r in range(runs)]
                 independent = _independence(seen.setdefault(msg["workload_key"], []), msg["seed"], out_specs, got[:n], want)
                 channel.send(conn, {"ok": True, "runs": per_run, "independent": independent})
             elif op == "check_timed":
@@ -653,7 +654,8 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
                     with torch.no_grad():
                         result = reference_run(*args)
                     ref = list(result) if isinstance(result, (tuple, list)) else [result]
-                    results.append({"call": index, "outputs": _compare_all(out_specs, got[j * n:(j + 1) * n], ref, args, rule, device, check)})
+                    verdicts = pool.add(_pool_key(msg["workload"]), _compare_all(out_specs, got[j * n:(j + 1) * n], ref, args, rule, device, check))
+                    results.append({"call": index, "outputs": verdicts})
                 channel.send(conn, {"ok": True, "results": results})
             elif op == "time":
                 channel.send(conn, {"ok": True, **_time(baseline_run, msg, specs, device, custom)})
@@ -665,6 +667,11 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
                 channel.send(conn, {"ok": False, "error": f"unknown op {op}"})
         except Exception as exc:  # noqa: BLE001
             channel.send(conn, _error(exc))
+
+
+def _pool_key(workload: dict[str, Any]) -> str:
+    """A workload's calls pool together whichever stage checks them (its axes name it)."""
+    return ",".join(f"{k}={v}" for k, v in sorted(workload["axes"].items()))
 
 
 def _compare_all(

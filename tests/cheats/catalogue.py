@@ -30,6 +30,7 @@ TASKS = {
     "bf16_gemm": HERE.parent.parent / "tasks" / "gemm" / "bf16_gemm",
     "axpy_gpu": HERE.parent / "gpu" / "tasks" / "elementwise" / "axpy_gpu",
     "allsum": HERE.parent / "fixtures" / "ranked_tasks" / "comm" / "allsum",  # multi-rank: two ranks on the CPU (gloo)
+    "sampling": HERE.parent.parent / "tasks" / "sampling" / "top_k_top_p_sampling",
 }
 
 
@@ -104,6 +105,12 @@ CHEATS = (
           ("scan:monkeypatch",)),
     Cheat("patch_tensor_methods", "axpy", "assigns torch.Tensor.copy_, clone and __eq__ (inherited C methods)",
           "torch.Tensor resolved through its MRO by the watch", "flag:torch_patched", ("scan:monkeypatch",)),
+    # Class 4: stochastic outputs.
+    Cheat("sampling_argmax_fallback", "sampling", "returns the argmax for 12% of rows: each call's test passes",
+          "evidence pooled over the checked calls: the argmax hit count against its expectation",
+          "stage:correctness:failed:pooled|stage:generalization:failed:pooled|flag:timed_output_mismatch"),
+    Cheat("sampling_greedy", "sampling", "greedy decoding (argmax) for a sampler; at B = 1 and 3, tests/test_cheats.py",
+          "the per-call distribution test; at small B, pooled evidence over at least 64 rows' seeds", "stage:correctness:failed"),
     # Class 2: multi-rank tasks.
     Cheat("patch_dist_barrier", "allsum", "replaces torch.distributed internals the timer's barrier calls, to all-gather there, untimed",
           "ranks meet through the parent, never torch.distributed; a rank's torch.distributed is watched", "flag:torch_patched",
