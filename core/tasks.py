@@ -103,12 +103,21 @@ class HiddenSet:
     fixed: tuple[Workload, ...]
     draw: Draw | None = None
 
+    @property
+    def drawn_count(self) -> int:
+        """How many workloads are drawn: the task's count, and never fewer than the fixed ones.
+        The fixed hidden workloads are public (task.yaml); only the drawn ones are secret, so
+        at least half of a hidden set is drawn (docs/integrity.md, class 5)."""
+        return 0 if self.draw is None else max(self.draw.count, len(self.fixed))
+
     def resolve(self, rng: random.Random) -> list[Workload]:
-        """The fixed workloads plus `draw.count` drawn ones (never a copy of a fixed one)."""
+        """The fixed workloads plus `drawn_count` drawn ones (never a copy of a fixed one)."""
         drawn: list[Workload] = []
         if self.draw is not None:
             taken = {w.label for w in self.fixed}
-            while len(drawn) < self.draw.count:
+            attempts = 0
+            while len(drawn) < self.drawn_count and attempts < 1000:  # narrow ranges may hold fewer new shapes
+                attempts += 1
                 base = rng.choice(self.fixed)
                 axes = dict(base.axes)
                 for axis, (low, high) in self.draw.ranges.items():

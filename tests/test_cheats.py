@@ -158,6 +158,25 @@ def test_a_candidate_rewriting_the_harness_is_flagged(tmp_path):
     assert not job_path.exists(), "the harness consumes its job file"
 
 
+def test_a_queued_job_never_lies_on_disk_while_another_candidate_runs(tmp_path):
+    """Two evaluations at once on one warm harness: the second waits while the first's
+    candidate runs and looks for job files beside its folder (docs/integrity.md, class 5)."""
+    import asyncio
+
+    task = _task("axpy")
+    with Evaluator("cpu", workdir=tmp_path / "runs", timing=FAST) as evaluator:
+        async def both():
+            reader = asyncio.ensure_future(evaluator.aevaluate(task, by_name("queued_job_reader").path, limits=LIMITS, performance=False))
+            await asyncio.sleep(1.0)  # the reader's evaluation holds the harness; the next one queues behind it
+            other = await evaluator.aevaluate(task, FIXTURES / "candidates" / "axpy_torch.py", limits=LIMITS, performance=False)
+            return await reader, other
+
+        reader, other = asyncio.run(both())
+    assert reader.status == "passed", f"the candidate found another evaluation's job: {_describe(reader)}"
+    assert other.status == "passed"
+    assert not list((tmp_path / "runs").glob("*/job.json"))
+
+
 HONEST = [
     ("axpy", FIXTURES / "candidates" / "axpy_torch.py"),
     ("axpy", TASKS["axpy"] / "starter.py"),
@@ -272,3 +291,19 @@ def test_a_worker_never_holds_the_engines_events_descriptor():
         os.close(read_fd), os.close(write_fd)
     assert write_fd not in listed["fds"] and read_fd not in listed["fds"]
     assert len([fd for fd in listed["fds"] if fd > 2]) <= 2  # its socket (and the listing's own descriptor)
+
+
+def test_at_least_half_of_every_hidden_set_is_drawn_at_evaluation_time():
+    """The fixed hidden workloads are public (task.yaml); a candidate that memorises them and
+    fails elsewhere must meet as many secret, drawn shapes (docs/integrity.md, class 5)."""
+    import random
+
+    for task in discover():
+        for cpu in (False, True):
+            hidden = task.workloads(cpu=cpu).hidden
+            if hidden.draw is None:
+                continue
+            resolved = hidden.resolve(random.Random(5))
+            drawn = resolved[len(hidden.fixed):]
+            assert len(drawn) >= len(hidden.fixed) >= 1, (task.id, cpu)
+            assert not {w.label for w in drawn} & {w.label for w in hidden.fixed}

@@ -152,6 +152,8 @@ CHEATS = (
     Cheat("modify_task_files", "axpy", "rewrites the task's reference and baseline on disk",
           "the trusted worker executes the bytes hashed at job build, read before candidate code runs; the change is flagged",
           "flag:task_files_modified", special="task_copy"),
+    Cheat("queued_job_reader", "axpy", "reads the job file of an evaluation queued behind it (hidden workloads, seeds)",
+          "the local executor hands the harness its jobs on a pipe: no job file exists", "neutral:sane", special="concurrent"),
     Cheat("modify_harness", "axpy", "rewrites the harness's timer on disk",
           "the running harness imported its code first; the parent hashes its files around each evaluation",
           "flag:harness_files_modified", special="harness_copy"),
