@@ -23,7 +23,7 @@ from core.devices import probe
 from core.evaluate import Evaluator, Timing, assemble, build_job, check_candidate, task_dtypes, wall_clock_findings
 from core.harness import channel, inputs
 from core.tasks import Limits, discover, load_task
-from tests.cheats.catalogue import CHEATS, HERE, TASKS, by_name, outcome_problems
+from tests.cheats.catalogue import CHEATS, HERE, PUBLISHED_CANDIDATES, TASKS, by_name, outcome_problems
 from tests.conftest import FIXTURES, ROOT
 
 FAST = Timing(alternations=3, budget_ms=60.0, min_calls=1, max_calls=50)
@@ -182,6 +182,7 @@ HONEST = [
     ("axpy", TASKS["axpy"] / "starter.py"),
     ("axpy", TASKS["axpy"] / "baseline.py"),
     ("axpy_loose", FIXTURES / "candidates" / "axpy_torch.py"),
+    *PUBLISHED_CANDIDATES,  # Liger-Kernel's SwiGLU and fused add + RMSNorm, as candidates for our tasks
 ]
 
 

@@ -31,7 +31,11 @@ TASKS = {
     "axpy_gpu": HERE.parent / "gpu" / "tasks" / "elementwise" / "axpy_gpu",
     "allsum": HERE.parent / "fixtures" / "ranked_tasks" / "comm" / "allsum",  # multi-rank: two ranks on the CPU (gloo)
     "sampling": HERE.parent.parent / "tasks" / "sampling" / "top_k_top_p_sampling",
+    "silu_mul": HERE.parent.parent / "tasks" / "activation" / "silu_mul",
+    "add_rmsnorm": HERE.parent.parent / "tasks" / "norm" / "add_rmsnorm",
 }
+PUBLISHED = HERE.parent / "published"  # published kernels (Liger-Kernel) written as candidates: never flagged
+PUBLISHED_CANDIDATES = (("silu_mul", PUBLISHED / "liger_swiglu.py"), ("add_rmsnorm", PUBLISHED / "liger_fused_add_rmsnorm.py"))
 
 
 @dataclass(frozen=True)

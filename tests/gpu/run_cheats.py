@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from core.evaluate import Evaluator  # noqa: E402
 from core.tasks import Limits, discover, load_task  # noqa: E402
-from tests.cheats.catalogue import TASKS, by_name, outcome_problems  # noqa: E402
+from tests.cheats.catalogue import PUBLISHED_CANDIDATES, TASKS, by_name, outcome_problems  # noqa: E402
 
 GPU_CHEATS = ROOT / "tests" / "gpu" / "cheats"
 FIXTURE_CANDIDATES = ROOT / "tests" / "fixtures" / "candidates"
@@ -109,6 +109,8 @@ def honest_rows() -> list[Row]:
     for task in discover():
         for role in ("starter", "baseline"):
             rows.append(Row(f"honest/{task.id}/{role}", task.file(f"{role}.py"), task.id, "honest"))
+    for key, path in PUBLISHED_CANDIDATES:  # published kernels (Liger-Kernel) as candidates
+        rows.append(Row(f"honest/published/{path.stem}", path, key, "honest"))
     for key in ("axpy", "axpy_gpu"):
         for path in (FIXTURE_CANDIDATES / "axpy_torch.py", TASKS[key] / "starter.py", TASKS[key] / "baseline.py"):
             rows.append(Row(f"honest/{key}/{path.stem}", path, key, "honest"))
