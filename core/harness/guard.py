@@ -166,14 +166,30 @@ class Watch:
         self.reported: set[str] = set()
 
     @staticmethod
-    def _fingerprint(spaces: list[Any], quick: bool) -> list[tuple[dict[str, Any], int, tuple[Any, ...]]]:
-        return [(d, len(d), tuple(d.values())) for space in spaces for d in _dicts(space, quick)]
+    def _fingerprint(spaces: list[Any], quick: bool) -> list[list[Any]]:
+        """What `_same` compares, per dict: [dict, its callables' keys (None for a class's
+        dict: any new key may shadow an inherited attribute), their objects, its length, all
+        its values]."""
+        found = []
+        for space in spaces:
+            for d in _dicts(space, quick):
+                keys = None
+                if not isinstance(space, type):
+                    keys = tuple(k for k, v in list(d.items()) if not k.startswith("__") and not isinstance(v, types.ModuleType) and callable(v))
+                found.append([d, keys, None if keys is None else tuple(map(d.get, keys)), len(d), tuple(d.values())])
+        return found
 
     @staticmethod
-    def _same(fingerprint: list[tuple[dict[str, Any], int, tuple[Any, ...]]]) -> bool:
-        for d, n, values in fingerprint:
-            if len(d) != n or any(map(_is_not, d.values(), values)):
+    def _same(fingerprint: list[list[Any]]) -> bool:
+        """Identity of every value (fast); a module whose other globals changed (its state:
+        torch.distributed's groups) is compared on its callables, then remembered as it is."""
+        for entry in fingerprint:
+            d, keys, callables, n, values = entry
+            if len(d) == n and not any(map(_is_not, d.values(), values)):
+                continue
+            if keys is None or any(map(_is_not, map(d.get, keys), callables)):
                 return False
+            entry[3], entry[4] = len(d), tuple(d.values())
         return True
 
     def changed(self) -> list[str]:
