@@ -93,6 +93,8 @@ ROWS = [
                "events created, recorded and read through C functions bound at import; replacing them is proof of tampering"),
     _gpu_cheat("graph_capture_noop", "flag:timed_output_mismatch", ("scan:cuda_graphs",),
                "graph outputs checked after sampled replays"),
+    _gpu_cheat("mode_flush_launch", "flag:harness_hooked", ("scan:tensor_subclass",),
+               "a mode left on the stack is found before every refill; harness tensor work runs with dispatch off"),
     _gpu_cheat("precompute_from_frames", "flag:faster_than_speed_of_light|flag:timed_output_mismatch", ("scan:introspection",),
                "the impossibility floor"),
 ]
