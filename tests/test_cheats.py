@@ -308,3 +308,48 @@ def test_at_least_half_of_every_hidden_set_is_drawn_at_evaluation_time():
             drawn = resolved[len(hidden.fixed):]
             assert len(drawn) >= len(hidden.fixed) >= 1, (task.id, cpu)
             assert not {w.label for w in drawn} & {w.label for w in hidden.fixed}
+
+
+def test_the_harness_tensor_work_is_invisible_to_a_mode_and_a_mode_left_pushed_is_proof():
+    """guard.trusted turns Python dispatch off (function and dispatch modes); guard.Watch finds
+    a mode on the stack, and an inherited C method shadowed on torch.Tensor, but not torch's
+    own default-device mode."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from core.harness import guard
+
+    seen: list[str] = []
+
+    class Functions(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            seen.append("function")
+            return func(*args, **(kwargs or {}))
+
+    class Dispatch(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append("dispatch")
+            return func(*args, **(kwargs or {}))
+
+    watch = guard.Watch(between_calls=guard.INPUTS_REACH)
+    t = torch.zeros(4)
+    with torch.device("cpu"):  # torch's own mode: not a finding
+        assert watch.findings(quick=True) == []
+    with Functions(), Dispatch():
+        with guard.trusted():
+            torch._C.TensorBase.normal_(t)
+        assert seen == []
+        torch._C.TensorBase.normal_(t)
+        assert seen == ["function", "dispatch"]
+        assert [f["check"] for f in watch.findings(quick=True)] == ["harness_hooked", "harness_hooked"]
+    original = torch.Tensor.__dict__.get("copy_")
+    torch.Tensor.copy_ = lambda self, *a, **k: self  # shadows TensorBase.copy_
+    try:
+        assert watch.findings(quick=True) == [{"check": "torch_patched", "message": "the candidate replaced `torch.Tensor.copy_`"}]
+    finally:
+        if original is None:
+            del torch.Tensor.copy_
+        else:
+            torch.Tensor.copy_ = original
+    assert watch.findings() == []  # each finding once

@@ -171,12 +171,14 @@ class Watch:
         dict: any new key may shadow an inherited attribute), their objects, its length, all
         its values]."""
         found = []
-        for space in spaces:
-            for d in _dicts(space, quick):
-                keys = None
-                if not isinstance(space, type):
-                    keys = tuple(k for k, v in list(d.items()) if not k.startswith("__") and not isinstance(v, types.ModuleType) and callable(v))
-                found.append([d, keys, None if keys is None else tuple(map(d.get, keys)), len(d), tuple(d.values())])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # deprecated names of torch.distributed warn when touched
+            for space in spaces:
+                for d in _dicts(space, quick):
+                    keys = None
+                    if not isinstance(space, type):
+                        keys = tuple(k for k, v in list(d.items()) if not k.startswith("__") and not isinstance(v, types.ModuleType) and callable(v))
+                    found.append([d, keys, None if keys is None else tuple(map(d.get, keys)), len(d), tuple(d.values())])
         return found
 
     @staticmethod

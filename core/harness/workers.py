@@ -394,17 +394,8 @@ def watch() -> list[tuple[str, Any, str, Any]]:
 
 
 def replaced(snap: list[tuple[str, Any, str, Any]]) -> list[str]:
-    """Names in `snap` whose object is no longer the one snapshotted, except torch's own doing."""
-    return [
-        qualname for qualname, namespace, key, value in snap
-        if namespace.get(key, value) is not value and not _torch_own_wrap(qualname, value, namespace.get(key))
-    ]
-
-
-def _torch_own_wrap(qualname: str, original: Any, now: Any) -> bool:
-    """Importing torch._dynamo (torch.compile, torch.nn.attention.varlen, …) wraps
-    torch.manual_seed in its disable decorator: an honest candidate's doing, not a patch."""
-    return qualname == "torch.manual_seed" and "torch._dynamo" in sys.modules and getattr(now, "__wrapped__", None) is original
+    """Names in `snap` whose object is no longer the one snapshotted."""
+    return [qualname for qualname, namespace, key, value in snap if namespace.get(key, value) is not value]
 
 
 def _hide_harness() -> None:
