@@ -82,6 +82,9 @@ ROWS = [
     # Multi-rank (class 2): the patch is flagged on any world size; on one GPU the task runs on
     # one rank. peer_seed needs peers: run it with a device group (--device cuda:0-1 --only peer_seed).
     _cpu_cheat("patch_dist_barrier"),
+    # Stochastic outputs (class 4), at the sampling task's GPU workloads (B = 1 runs 64 seeds).
+    _cpu_cheat("sampling_argmax_fallback"),
+    _cpu_cheat("sampling_greedy", expect="stage:correctness:failed:pooled|stage:correctness:failed"),
     # On a GPU the events time the device: a clock slowed through gc reaches only the host side.
     _cpu_cheat("patch_harness_gc", "axpy_gpu", "neutral:slow", ("scan:introspection",)),
     # GPU only.
