@@ -114,7 +114,8 @@ CHEATS = (
           "evidence pooled over the checked calls: the argmax hit count against its expectation",
           "stage:correctness:failed:pooled|stage:generalization:failed:pooled|flag:timed_output_mismatch"),
     Cheat("sampling_greedy", "sampling", "greedy decoding (argmax) for a sampler; at B = 1 and 3, tests/test_cheats.py",
-          "the per-call distribution test; at small B, pooled evidence over at least 64 rows' seeds", "stage:correctness:failed"),
+          "the per-call distribution test; at small B, pooled evidence over at least 64 rows' seeds", "stage:correctness:failed",
+          special="small_b"),  # end to end at B = 1 and 3: tests/test_sampling_pooled.py
     # Class 2: multi-rank tasks.
     Cheat("patch_dist_barrier", "allsum", "replaces torch.distributed internals the timer's barrier calls, to all-gather there, untimed",
           "ranks meet through the parent, never torch.distributed; a rank's torch.distributed is watched", "flag:torch_patched",
