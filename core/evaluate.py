@@ -199,7 +199,7 @@ def build_job(
         return {s.name: list(s.concrete_shape(w.axes)) for s in task.inputs + task.outputs if s.shape is not None}
 
     def checked(ws: list[Workload] | tuple[Workload, ...]) -> list[dict[str, Any]]:
-        return [{**w.to_json(), "shapes": shapes(w), "seeds": [rng.getrandbits(62) for _ in range(task.correctness.seeds)]} for w in ws]
+        return [{**w.to_json(), "shapes": shapes(w), "seeds": [rng.getrandbits(62) for _ in range(task.correctness.seeds_for(w.axes))]} for w in ws]
 
     timed_sets = task.gpu if simulated else sets
     timed_visible = [task.at_world(w, world) for w in timed_sets.visible] if world is not None else list(timed_sets.visible)

@@ -135,12 +135,21 @@ class HiddenSet:
     fixed: tuple[Workload, ...]
     draw: Draw | None = None
 
+    @property
+    def drawn_count(self) -> int:
+        """How many workloads are drawn: the task's count, and never fewer than the fixed ones.
+        The fixed hidden workloads are public (task.yaml); only the drawn ones are secret, so
+        at least half of a hidden set is drawn (docs/integrity.md, class 5)."""
+        return 0 if self.draw is None else max(self.draw.count, len(self.fixed))
+
     def resolve(self, rng: random.Random) -> list[Workload]:
-        """The fixed workloads plus `draw.count` drawn ones (never a copy of a fixed one)."""
+        """The fixed workloads plus `drawn_count` drawn ones (never a copy of a fixed one)."""
         drawn: list[Workload] = []
         if self.draw is not None:
             taken = {w.label for w in self.fixed}
-            while len(drawn) < self.draw.count:
+            attempts = 0
+            while len(drawn) < self.drawn_count and attempts < 1000:  # narrow ranges may hold fewer new shapes
+                attempts += 1
                 base = rng.choice(self.fixed)
                 axes = dict(base.axes)
                 for axis, (low, high) in self.draw.ranges.items():
@@ -164,6 +173,17 @@ class Correctness:
     rtol: float
     min_match: float = 1.0
     seeds: int = MIN_SEEDS
+    # `samples: {axis: B, at_least: 64}`: a stochastic output judged by pooled evidence (a
+    # sampler) needs enough draws per workload: at least `at_least` rows of `axis` in all, so a
+    # workload with B = 1 runs 64 seeds (docs/integrity.md, class 4).
+    samples_axis: str | None = None
+    samples_at_least: int = 0
+
+    def seeds_for(self, axes: dict[str, int]) -> int:
+        """Seeds a workload's correctness check runs."""
+        if self.samples_axis is None or self.samples_axis not in axes:
+            return self.seeds
+        return max(self.seeds, -(-self.samples_at_least // max(1, int(axes[self.samples_axis]))))
 
 
 @dataclass(frozen=True)
@@ -425,12 +445,23 @@ def load_task(task_dir: Path | str, tasks_root: Path | str | None = None) -> Tas
         top.fail("input names repeat", "give every input its own name", "inputs")
 
     corr = _Fields(spec_path, top.get("correctness", dict, "add `correctness: {atol, rtol, min_match, seeds}`"), "correctness")
-    corr.no_unknown(("atol", "rtol", "min_match", "seeds"))
+    corr.no_unknown(("atol", "rtol", "min_match", "seeds", "samples"))
+    samples_axis, samples_at_least = None, 0
+    if "samples" in corr.data:
+        smp = _Fields(spec_path, corr.get("samples", dict, "give `samples: {axis: B, at_least: 64}`"), corr.at("samples"))
+        smp.no_unknown(("axis", "at_least"))
+        samples_axis = smp.get("axis", str, "name the axis whose size is the draws per call, e.g. B")
+        samples_at_least = smp.get("at_least", int, "the draws a workload needs in all, e.g. 64")
+        if samples_axis not in axes:
+            smp.fail(f"`{samples_axis}` is not a declared axis", "name one of the task's axes", "axis")
+        if samples_at_least < 1:
+            smp.fail(f"is {samples_at_least}", "use at least 1", "at_least")
     correctness = Correctness(
         atol=corr.get("atol", float, "give an absolute tolerance, e.g. 1.0e-2"),
         rtol=corr.get("rtol", float, "give a relative tolerance, e.g. 1.0e-2"),
         min_match=corr.get("min_match", float, "a fraction in (0, 1]", 1.0),
         seeds=corr.get("seeds", int, f"at least {MIN_SEEDS}", MIN_SEEDS),
+        samples_axis=samples_axis, samples_at_least=samples_at_least,
     )
     if not 0 < correctness.min_match <= 1:
         corr.fail("must be in (0, 1]", "use e.g. 1.0 (every element) or 0.99", "min_match")

@@ -27,6 +27,7 @@ from .zygote import Zygote, ZygoteError
 Emit = Callable[[dict[str, Any]], None]
 LOG_LIMIT = 64 * 1024
 MAX_TAMPER_NOTES = 20
+HOOK_FLAGS = ("harness_hooked", "torch_patched")  # guard.HOOKED, guard.PATCHED
 TIMING_MODES = ("graph", "events", "queued", "wall")
 HARNESS_DIR = Path(__file__).resolve().parent
 ON_CPU = ("cpu", "sim")  # devices whose candidate runs on the CPU: a GPU runs one worker's work faster than two CPU cores
@@ -139,6 +140,7 @@ class Evaluation:
             raise StageFailed("timeout", "the candidate did not finish within the stage's time limit") from None
         except WorkerDied as died:
             raise StageFailed("crashed", f"the candidate's process {died.reason}") from None
+        self._raise_hooks(reply)
         tampered = reply.get("tampered")
         if isinstance(tampered, list):
             for name in tampered[:MAX_TAMPER_NOTES]:
@@ -146,6 +148,19 @@ class Evaluation:
                     self.tamper_seen.add(name)
                     self._finding("runtime_patch", f"the candidate replaced `{name}` in its process", False)
         return reply, payload
+
+    def _raise_hooks(self, reply: dict[str, Any], where: str = "") -> None:
+        """A candidate's worker found a dispatch mode left pushed or torch replaced
+        (guard.Watch): each is reported, the first fails the stage (docs/integrity.md, class 1)."""
+        hooked = reply.get("hooked")
+        if not isinstance(hooked, list) or not hooked:
+            return
+        found = [h for h in hooked[:MAX_TAMPER_NOTES] if isinstance(h, dict) and h.get("check") in HOOK_FLAGS and isinstance(h.get("message"), str)]
+        if not found:
+            raise StageFailed("failed", "the candidate's worker sent a malformed hook report")
+        for h in found[1:]:
+            self._finding(h["check"], f"{where}{h['message']}", True)
+        raise self._violation(found[0]["check"], f"{where}{found[0]['message']} (the harness's own tensor work runs with Python dispatch off; a hook left behind is proof of an attempt to reach it)")
 
     def _fan_out(self, requests: list[tuple[dict[str, Any], int]], deadline: float) -> Iterator[tuple[int, dict[str, Any], bytearray | None]]:
         """Send independent (request, max payload) pairs to the candidate's worker and, where
