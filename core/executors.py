@@ -129,8 +129,8 @@ class Harness:
         line, self._buffer = self._buffer.split(b"\n", 1)
         return events.parse(line)
 
-    def run(self, job_path: Path, deadline_s: float, on_event: OnEvent | None = None) -> list[events.Event]:
-        """Run one job; every event is passed to `on_event` as it arrives and returned."""
+    def run(self, job_path: Path, deadline_s: float, on_event: OnEvent | None = None, evaluations: int = 1) -> list[events.Event]:
+        """Run one job (a batch job: `evaluations` of them); every event is passed to `on_event` as it arrives and returned."""
         assert self.proc.stdin is not None
         with self._reading:
             try:
@@ -146,7 +146,9 @@ class Harness:
                 if on_event is not None:
                     on_event(event)
                 if isinstance(event, events.EvaluationFinished):
-                    return seen
+                    evaluations -= 1
+                    if evaluations <= 0:
+                        return seen
 
     def close(self) -> None:
         try:
@@ -198,6 +200,8 @@ def _stage_for_sandbox(job: dict[str, Any], job_dir: Path, policy: sandbox.Sandb
 class LocalExecutor:
     """A device of this machine, evaluated through one warm harness, restarted when it dies."""
 
+    batches = True  # runs batch jobs (core/batch.py): one job, one evaluation per candidate
+
     def __init__(self, device_id: str, log_dir: Path):
         self.device: LocalDevice = parse_device(device_id)
         self.device_id = device_id
@@ -234,7 +238,7 @@ class LocalExecutor:
                 job = _stage_for_sandbox(job, job_dir, self.harness.policy)
                 sandbox.grant(job_dir)
             job_path.write_text(json.dumps(job))
-            return self.harness.run(job_path, deadline_s, on_event)
+            return self.harness.run(job_path, deadline_s, on_event, len(job.get("batch") or ()) or 1)
         except HarnessError:
             self.close()  # the next job starts a fresh harness
             raise

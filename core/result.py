@@ -61,6 +61,7 @@ class Result:
     versions: dict[str, Any] = field(default_factory=dict)
     seconds: float | None = None
     world_size: int | None = None  # multi-rank tasks: the ranks it ran on
+    profile: str | None = None  # the evaluation profile: `full` or `train` (core/profiles.py); None: a result from before profiles
     schema_version: int = RESULT_SCHEMA_VERSION
 
     @property

@@ -590,6 +590,9 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
     specs, out_specs = job["inputs"], job["outputs"]
     rule = job["correctness"]
     expected: dict[str, tuple[list[Any], list[torch.Tensor]]] = {}  # key -> (inputs, reference outputs)
+    # A batch's candidates share the job's workloads and seeds: each (workload, seed)'s inputs
+    # and reference outputs are computed once and kept, within the job's byte budget.
+    references = ReferenceCache(int(job.get("reference_cache_bytes") or 0))
     seen: dict[str, list[tuple[int, list[str], list[torch.Tensor]]]] = {}
     while True:
         try:
@@ -602,15 +605,18 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
                 channel.send(conn, {"ok": True})
                 return
             if op == "expect":
-                args = inputs.correctness_inputs(specs, msg["workload"], msg["seed"], device, custom)
-                with torch.no_grad():
-                    result = reference_run(*args)
                 expected.clear()  # one pending check at a time; a failed run leaves none behind
-                expected[msg["key"]] = (args, list(result) if isinstance(result, (tuple, list)) else [result])
-                _sync(device)
+                if msg["key"] not in references:
+                    args = inputs.correctness_inputs(specs, msg["workload"], msg["seed"], device, custom)
+                    with torch.no_grad():
+                        result = reference_run(*args)
+                    entry = (args, list(result) if isinstance(result, (tuple, list)) else [result])
+                    _sync(device)
+                    if not references.add(msg["key"], entry):
+                        expected[msg["key"]] = entry
                 channel.send(conn, {"ok": True})
             elif op == "check":
-                args, want = expected.pop(msg["key"])
+                args, want = expected.pop(msg["key"]) if msg["key"] in expected else references.get(msg["key"])
                 runs = int(msg.get("runs", 1))
                 shapes = msg["workload"]["shapes"]
                 try:
@@ -642,6 +648,8 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
                 channel.send(conn, {"ok": True, "results": results})
             elif op == "time":
                 channel.send(conn, {"ok": True, **_time(baseline_run, msg, specs, device, custom)})
+            elif op == "sync":  # a batch's next candidate starts from a clean channel (batch.py)
+                channel.send(conn, {"ok": True, "sync": msg.get("nonce")})
             elif op == "predict_baseline":
                 from . import sim_predict
 
@@ -650,6 +658,29 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
                 channel.send(conn, {"ok": False, "error": f"unknown op {op}"})
         except Exception as exc:  # noqa: BLE001
             channel.send(conn, _error(exc))
+
+
+class ReferenceCache:
+    """(inputs, reference outputs) by `workload#seed`, up to `budget` bytes of tensors; what
+    does not fit is computed again for each candidate (the single pending `expected`)."""
+
+    def __init__(self, budget: int):
+        self.budget, self.used = budget, 0
+        self.entries: dict[str, tuple[list[Any], list[torch.Tensor]]] = {}
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.entries
+
+    def get(self, key: str) -> tuple[list[Any], list[torch.Tensor]]:
+        return self.entries[key]
+
+    def add(self, key: str, entry: tuple[list[Any], list[torch.Tensor]]) -> bool:
+        size = sum(t.numel() * t.element_size() for t in [*entry[0], *entry[1]] if isinstance(t, torch.Tensor))
+        if self.used + size > self.budget:
+            return False
+        self.entries[key] = entry
+        self.used += size
+        return True
 
 
 def _compare_all(

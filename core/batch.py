@@ -1,0 +1,97 @@
+"""Batches: many candidates of one task evaluated in one harness job (docs/evaluation.md,
+"Batches"). What does not depend on the candidate is shared (the trusted worker, the reference
+outputs per workload and seed, the warm baseline); each candidate keeps its own worker, stages,
+verdict and integrity checks (core/harness/batch.py).
+
+Every candidate of a batch runs on the same workloads and seeds (one secret seed for the batch),
+so a GRPO group is compared on equal terms. A harness that dies mid-batch costs only the
+candidate it was on: that one is evaluated alone (its fault, its retry), the rest as a new
+batch.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from . import events, scan
+from .executors import HarnessError, NATIVE_SOURCES
+from .profiles import Profile
+from .result import Result
+from .tasks import Limits, Task
+
+if TYPE_CHECKING:
+    from .evaluate import Evaluator, OnEvent
+
+GPU_CACHE_BYTES = 16 << 30  # reference inputs and outputs kept in the trusted worker, on a GPU
+CPU_CACHE_BYTES = 1 << 30  # ... on the CPU device (and sim:, whose correctness runs on the CPU)
+
+
+def candidate_files(path: Path) -> dict[str, str]:
+    """The candidate module and its sibling native sources (.cu, .hip, ...), by file name."""
+    files = [path, *(p for p in sorted(path.parent.iterdir()) if p.suffix in NATIVE_SOURCES and p.is_file())]
+    return {p.name: p.read_text(errors="replace") for p in files}
+
+
+def split_evaluations(seen: list[events.Event]) -> list[list[events.Event]]:
+    """A batch's event stream cut into one list per candidate (each ends at evaluation_finished)."""
+    parts: list[list[events.Event]] = [[]]
+    for event in seen:
+        parts[-1].append(event)
+        if isinstance(event, events.EvaluationFinished):
+            parts.append([])
+    return [p for p in parts if p]
+
+
+async def evaluate_batch(
+    evaluator: "Evaluator", task: Task, paths: list[Path], seed: int | None, on_event: "OnEvent | None", limits: Limits | None,
+    performance: bool, visible_only: bool, profile: Profile | str | None,
+) -> list[Result]:
+    from .evaluate import assemble, build_job, check_candidate, job_deadline_s, task_dtypes
+
+    limits = limits or task.limits
+    seed = seed if seed is not None else secrets.randbits(63)
+    single = dict(seed=seed, on_event=on_event, limits=limits, performance=performance, visible_only=visible_only, profile=profile)
+    if len(paths) == 1 or task.world_size is not None or not getattr(evaluator.executor, "batches", False):
+        return [await evaluator.aevaluate(task, p, **single) for p in paths]  # type: ignore[arg-type]
+    shas = [check_candidate(p) for p in paths]
+    notes = [scan.scan_candidate(p, task_dtypes(task)) for p in paths]  # before any runs: one may rewrite another's file
+    members = [{"entry": p.name, "sources": candidate_files(p)} for p in paths]
+    job_dir = evaluator._job_dir()
+    job = build_job(
+        task, job_dir / "batch", evaluator.info, evaluator.executor.torch_device(), seed, job_dir, limits, evaluator.graphs,
+        evaluator.sync_each_call, evaluator.timing, performance=performance, visible_only=visible_only, profile=profile,
+    )
+    job["batch"] = members
+    job["reference_cache_bytes"] = CPU_CACHE_BYTES if evaluator.info.type in ("cpu", "sim") else GPU_CACHE_BYTES
+    seen: list[events.Event] = []
+
+    def collect(event: events.Event) -> None:
+        seen.append(event)
+        if on_event is not None:
+            on_event(event)
+
+    try:
+        await evaluator.executor.run(job, job_dir, job_deadline_s(limits) * len(paths), collect)
+        broken: HarnessError | None = None
+    except HarnessError as exc:
+        broken = exc
+    parts = split_evaluations(seen)
+    done = [p for p in parts if isinstance(p[-1], events.EvaluationFinished)]
+    results = [assemble(task, job, evaluator.info, sha, part, note) for sha, part, note in zip(shas, done, notes)]
+    if broken is None and len(results) == len(paths):
+        return results
+    # The harness died on candidate k: k alone (a fault it causes again is its own), the rest as a batch.
+    k = len(results)
+    from .evaluate import infrastructure_result
+
+    try:
+        results.append(await evaluator.aevaluate(task, paths[k], **single))  # type: ignore[arg-type]
+    except HarnessError as exc:
+        results.append(infrastructure_result(task, evaluator.info, shas[k], str(exc), job.get("profile")))
+    if k + 1 < len(paths):
+        results += await evaluate_batch(evaluator, task, paths[k + 1:], seed, on_event, limits, performance, visible_only, profile)
+    return results
+
+

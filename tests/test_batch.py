@@ -1,0 +1,99 @@
+"""Batches (core/batch.py, core/harness/batch.py): many candidates of one task in one harness
+job, sharing the trusted worker, the reference outputs and the warm baseline, each with its own
+verdict; profiles (`full`, `train`) recorded in every result; timing that stops on the
+median's interval; limits that name themselves."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from core.evaluate import Evaluator, Timing, build_job
+from core.harness.timing import median_ci, summarize
+from core.profiles import ProfileError, parse_profile, per_regime, regime_of
+from core.rl import Arena, EvalRequest
+from core.tasks import Limits, Workload, load_task
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+CANDIDATES = FIXTURES / "candidates"
+FAST = Timing(alternations=2, budget_ms=20.0, min_calls=1, max_calls=5)
+
+
+@pytest.fixture(scope="module")
+def axpy():
+    return load_task(FIXTURES / "tasks" / "elementwise" / "axpy")
+
+
+def test_a_batch_gives_each_candidate_the_verdict_it_gets_alone(cpu_evaluator: Evaluator, axpy) -> None:
+    paths = [CANDIDATES / "axpy_torch.py", CANDIDATES / "axpy_wrong.py", CANDIDATES / "axpy_crash.py", CANDIDATES / "axpy_torch.py"]
+    seen = []
+    batch = asyncio.run(cpu_evaluator.aevaluate_batch(axpy, paths, seed=11, on_event=seen.append, profile="train"))
+    alone = [asyncio.run(cpu_evaluator.aevaluate(axpy, p, seed=11, profile="train")) for p in paths]
+    assert [(r.status, r.failed_stage) for r in batch] == [(r.status, r.failed_stage) for r in alone]
+    assert [r.status for r in batch] == ["passed", "failed", "failed", "passed"]
+    assert batch[2].failed_stage == "compile" and "SIGSEGV" in batch[2].stage("compile").message
+    assert all(r.profile == "train" for r in batch + alone)
+    # One harness job: one evaluation_started per candidate, numbered.
+    started = [e for e in seen if type(e).__name__ == "EvaluationStarted"]
+    assert len(started) == len(paths)
+    # The same workloads and seeds for every candidate of the batch.
+    assert [w.label for w in batch[0].workloads] == [w.label for w in batch[3].workloads]
+    assert [w["label"] for w in batch[0].stage("generalization").workloads] == [w["label"] for w in batch[3].stage("generalization").workloads]
+
+
+def test_arena_batches_a_group_and_keeps_request_order() -> None:
+    good = (CANDIDATES / "axpy_torch.py").read_text()
+    wrong = (CANDIDATES / "axpy_wrong.py").read_text()
+
+    async def go():
+        async with Arena(["cpu"], tasks_dir=FIXTURES / "tasks", timing=FAST) as arena:
+            return await arena.aevaluate_many([
+                EvalRequest("elementwise/axpy", good, seed=3, profile="train"), EvalRequest("elementwise/axpy", wrong, seed=3, profile="train"),
+                EvalRequest("elementwise/axpy", "def nothing(): pass\n", seed=3, profile="train"),
+            ])
+
+    results = asyncio.run(go())
+    assert [r.outcome for r in results] == ["correct", "incorrect", "compile_failed"]
+    assert [r.result.profile for r in results[:2]] == ["train", "train"]
+
+
+def test_train_times_one_workload_per_regime() -> None:
+    ws = [Workload({"M": 1}, note="qkv decode"), Workload({"M": 16}, note="down decode"), Workload({"M": 64}, note="x decode"),
+          Workload({"M": 4096}, note="gate prefill"), Workload({"M": 9})]
+    small = lambda w: w.axes["M"] < 32  # noqa: E731
+    assert [regime_of(w, small) for w in ws] == ["decode", "decode", "decode", "prefill", "decode"]
+    assert per_regime(ws, ws[:4], small) == [ws[1], ws[3]]  # the middle visible decode one, the prefill one
+    assert regime_of(Workload({"M": 9}), lambda w: None) == "all"
+    with pytest.raises(ProfileError, match="full, train"):
+        parse_profile("fast")
+
+
+def test_profiles_set_limits_and_timing_in_the_job(axpy, tmp_path: Path) -> None:
+    from core.devices import probe
+
+    info = probe("cpu")
+    full = build_job(axpy, CANDIDATES / "axpy_torch.py", info, "cpu", 1, tmp_path, Limits(), profile="full")
+    train = build_job(axpy, CANDIDATES / "axpy_torch.py", info, "cpu", 1, tmp_path, Limits(), profile="train")
+    assert (full["profile"], train["profile"]) == ("full", "train")
+    assert full["limits"]["compile_s"] == 180 and train["limits"]["compile_s"] == 60  # the task's 300 s, capped per profile
+    assert train["timing"]["alternations"] < full["timing"]["alternations"]
+    assert train["timing"]["round_factor"] == 10 and train["timing"]["ci_target"] == 0.01
+    # Hidden correctness is never skipped in train.
+    assert train["stages"]["generalization"] == [] or len(train["stages"]["generalization"]) == len(full["stages"]["generalization"])
+
+
+def test_median_interval_from_order_statistics() -> None:
+    xs = [float(x) for x in range(1, 101)]
+    low, high = median_ci(xs)
+    assert (low, high) == (40.0, 61.0)  # ranks 40 and 61 of 100: the binomial 95% interval
+    s = summarize([100.0] * 50 + [101.0] * 50)
+    assert s["ci_low_us"] == 100.0 and s["ci_high_us"] == 101.0 and s["ci_rel"] == pytest.approx(0.5 / 100.5)
+
+
+def test_a_hang_ends_at_the_limit_it_names(cpu_evaluator: Evaluator, axpy) -> None:
+    result = cpu_evaluator.evaluate(axpy, CANDIDATES / "axpy_hang.py", limits=Limits(compile_s=2, correctness_s=30, performance_s=30), profile="train")
+    stage = result.stage("compile")
+    assert (result.failed_stage, stage.status) == ("compile", "timeout")
+    assert "compile stage's limit of 2 s (profile train)" in stage.message
