@@ -2,10 +2,10 @@
 
 - `full` (leaderboards, `arena eval`'s default): every visible and hidden-fixed workload timed,
   up to 5 alternating rounds of the device's budget, stopping early once both medians are
-  known to ±1% (at least 3 rounds); compile limit at most 180 s.
+  known to ±1% (at least 2 rounds); compile limit at most 180 s.
 - `train` (what a trainer asks for): one timed workload per regime the task's workloads
-  declare (decode and prefill, from their notes, else from their size), up to 4 shorter rounds
-  (at least 2), compile limit at most 60 s. It never skips hidden correctness (unless the
+  declare (decode and prefill, from their notes, else from their size), up to 4 rounds of at
+  most 64 calls (at least 2 rounds), compile limit at most 60 s. It never skips hidden correctness (unless the
   request itself is visible-only, an episode's turn) nor the sampled checks of timed outputs.
 
 Both profiles cap each timed round of the candidate at K× the baseline's round (plus a floor)
