@@ -237,22 +237,39 @@ def overhead(device: str, task: Task, calls: int = 200) -> dict[str, Any]:
 
 
 def cheat_suite(device: str, deadline: float, only: list[str] | None = None) -> dict[str, Any]:
-    """tests/gpu/run_cheats.py's rows (cheats and the fixtures' honest candidates), batched per
-    task: every row's expectation checked on its batch result."""
+    """The cheat suite through the batch path, batched per task: on a GPU the rows of
+    tests/gpu/run_cheats.py (its cheats and the fixtures' honest candidates), on the CPU device
+    those of tests/cheats/catalogue.py that need no special set-up, with tests/test_cheats.py's
+    timing and limits. Every row's expectation is checked on its result in the batch."""
+    from core import sandbox
+    from core.tasks import Limits, load_task
+    from tests.cheats import catalogue
     from tests.gpu import run_cheats as rc
 
-    rows = [r for r in rc.ROWS + rc.honest_rows() if r.task in rc.TASKS and (not only or r.task in only)]
+    gpu = device.startswith("cuda")
+    if gpu:
+        rows = [r for r in rc.ROWS + rc.honest_rows() if r.task in rc.TASKS]
+        timing, limits, hang = None, None, rc.HANG_LIMITS
+    else:
+        sandboxed = sandbox.is_sandboxed(sandbox.sandbox_status())
+        rows = [rc.Row(c.file, c.path, c.task, c.expect, c.notes, c.marker, c.defense) for c in catalogue.CHEATS
+                if c.special is None and (c.expect != "sandbox" or sandboxed)]
+        rows += [r for r in rc.honest_rows() if r.task in ("axpy",)]
+        timing = Timing(alternations=3, budget_ms=60.0, min_calls=1, max_calls=50)
+        limits, hang = Limits(compile_s=30, correctness_s=30, performance_s=30), Limits(compile_s=10, correctness_s=3, performance_s=10)
+    rows = [r for r in rows if not only or r.task in only]
     groups: dict[tuple[str, bool], list[Any]] = {}
     for r in rows:
         groups.setdefault((r.task, r.name == "infinite_loop"), []).append(r)
     records, skipped = [], []
-    with Evaluator(device) as ev:
-        for (key, hang), members in groups.items():
+    with Evaluator(device, timing=timing) as ev:
+        for (key, is_hang), members in groups.items():
             if time.monotonic() > deadline:
                 skipped += [m.name for m in members]
                 continue
             t0 = time.monotonic()
-            results = asyncio.run(ev.aevaluate_batch(rc._load(key), [m.path for m in members], limits=rc.HANG_LIMITS if hang else None))
+            task = load_task(catalogue.TASKS[key]) if key in catalogue.TASKS else rc._load(key)
+            results = asyncio.run(ev.aevaluate_batch(task, [m.path for m in members], limits=hang if is_hang else limits))
             for m, res in zip(members, results):
                 problems = rc.check(m, res)
                 records.append({"name": m.name, "task": key, "expect": m.expect, "status": res.status, "failed_stage": res.failed_stage,

@@ -43,6 +43,7 @@ import yaml
 from . import events
 from .agents.base import AGENT_KINDS, AgentConfig
 from .evaluate import Evaluator, check_candidate
+from .profiles import ProfileError, parse_profile
 from .executors import Executor, HarnessError, LocalExecutor
 from .result import Result
 from .scheduler import InfrastructureFault, Job, JobFailed, Scheduler, Slot, slots_for
@@ -79,6 +80,7 @@ class RunSpec:
     agents: tuple[AgentConfig, ...] = ()
     variants: tuple[Variant, ...] = (Variant(),)
     parallelism: int | None = None  # agent attempts at once (default: one per agent)
+    profile: str = "full"  # the evaluation profile of the run's jobs: full or train (docs/evaluation.md)
 
     def to_json(self) -> dict[str, Any]:
         data = {k: list(v) if isinstance(v, tuple) else v for k, v in self.__dict__.items()}
@@ -115,7 +117,7 @@ def load_run_file(path: Path | str, tasks_dir: Path | None = None) -> RunSpec:
         raise RunFileError(path, "(syntax)", f"is not valid YAML ({exc})", "fix the YAML syntax") from None
     if not isinstance(raw, dict):
         raise RunFileError(path, "(top level)", "must be a mapping", "start with `name:` and `tasks:`")
-    allowed = ("name", "tasks", "candidates", "devices", "iterations", "cpu_slots", "max_retries", "agents", "variants", "parallelism")
+    allowed = ("name", "tasks", "candidates", "devices", "iterations", "cpu_slots", "max_retries", "agents", "variants", "parallelism", "profile")
     unknown = sorted(set(raw) - set(allowed))
     if unknown:
         raise RunFileError(path, unknown[0], "is not a run-file key", f"use only {', '.join(allowed)}")
@@ -150,6 +152,7 @@ def load_run_file(path: Path | str, tasks_dir: Path | None = None) -> RunSpec:
         agents=agents,
         variants=_variants(path, raw.get("variants")),
         parallelism=positive("parallelism", None),
+        profile=_profile(path, raw.get("profile", "full")),
     )
     try:
         plan(spec)
@@ -160,6 +163,13 @@ def load_run_file(path: Path | str, tasks_dir: Path | None = None) -> RunSpec:
     except (LookupError, ValueError) as exc:
         raise RunFileError(path, "agents", str(exc), "fix the agent's options (docs/runs.md)") from None
     return spec
+
+
+def _profile(path: Path, raw: Any) -> str:
+    try:
+        return parse_profile(raw).value
+    except ProfileError as exc:
+        raise RunFileError(path, "profile", str(exc), "write `profile: full` (leaderboards) or `profile: train`") from None
 
 
 def _agents(path: Path, raw: Any) -> tuple[AgentConfig, ...]:
@@ -521,7 +531,7 @@ async def execute(
         # An `arena check` (no store job) draws a fresh seed; a job keeps its own for replays.
         seed = store.set_job_seed(request.job_id, secrets.randbits(63)) if request.job_id is not None else None
         try:
-            result = await evaluator.aevaluate(request.task, request.candidate, seed, on_event=forward, visible_only=request.visible_only)
+            result = await evaluator.aevaluate(request.task, request.candidate, seed, on_event=forward, visible_only=request.visible_only, profile=spec.profile)
         except HarnessError as exc:
             evaluators.pop(slot).executor.close()
             raise InfrastructureFault(str(exc)) from exc

@@ -97,3 +97,39 @@ def test_a_hang_ends_at_the_limit_it_names(cpu_evaluator: Evaluator, axpy) -> No
     stage = result.stage("compile")
     assert (result.failed_stage, stage.status) == ("compile", "timeout")
     assert "compile stage's limit of 2 s (profile train)" in stage.message
+
+
+SABOTEUR = '''"""Tries to reach its neighbours in a batch: overwrites every other candidate file it can find
+under the batch's folder, and plants a candidate where the next one might be put."""
+import os
+import pathlib
+
+import torch
+
+here = pathlib.Path(__file__).resolve()
+batch_dir = here.parents[2]
+for path in batch_dir.rglob("*.py"):
+    if path != here:
+        try:
+            path.write_text("def run(*a):\\n    raise RuntimeError('sabotaged by a neighbour')\\n")
+        except OSError:
+            pass
+for k in range(8):
+    (batch_dir / f"member-{k}" / "candidate").mkdir(parents=True, exist_ok=True)
+    (batch_dir / f"member-{k}" / "candidate" / "candidate.py").write_text("def run(*a):\\n    raise RuntimeError('planted')\\n")
+
+
+def run(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return x * 2 + b
+'''
+
+
+def test_a_cheat_in_a_batch_cannot_touch_its_neighbours(cpu_evaluator: Evaluator, axpy, tmp_path: Path) -> None:
+    saboteur = tmp_path / "saboteur" / "candidate.py"
+    saboteur.parent.mkdir()
+    saboteur.write_text(SABOTEUR)
+    kill = Path(__file__).resolve().parent / "cheats" / "kill_harness.py"
+    good = CANDIDATES / "axpy_torch.py"
+    results = asyncio.run(cpu_evaluator.aevaluate_batch(axpy, [good, saboteur, good, kill, good], seed=5, profile="train"))
+    assert [r.status for r in results] == ["passed", "passed", "passed", "failed", "passed"], [(r.status, r.failed_stage) for r in results]
+    assert results[3].stage("compile").status == "crashed"  # it killed the zygote: its own fault, a fresh zygote for the next
