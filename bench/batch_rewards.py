@@ -288,6 +288,7 @@ def main() -> int:
     p.add_argument("--singles", type=int, default=6, help="candidates per task evaluated one at a time in `full` (fidelity)")
     p.add_argument("--phases", default="train,warm,full,singles,before,overhead,cheats")
     p.add_argument("--budget-s", type=float, default=300.0, help="wall-clock budget of the whole run")
+    p.add_argument("--before-all", action="store_true", help="evaluate every candidate of the first task's full batch alone with the timing of before, not only the starter")
     p.add_argument("--reserve-s", type=float, default=50.0, help="kept, while sizing a train batch, for the task's full batch and singles")
     p.add_argument("--cheat-tasks", nargs="*", help="only the cheat rows of these fixture tasks (axpy, axpy_gpu, bf16_gemm, ...)")
     p.add_argument("--cheats-s", type=float, default=60.0, help="of it, kept for the cheat suite")
@@ -373,10 +374,11 @@ def main() -> int:
                       f"{ {k: (v['median_abs_ratio_minus_1'], v['kendall_tau']) for k, v in entry.items() if k.startswith('fidelity')} }", flush=True)
                 save()
             if n == 0 and "before" in phases and fits(f"{task.id}: the starter with the timing of before", 15):
+                many = min(args.full_candidates, len(paths)) if args.before_all else 1  # the full batch's candidates, or the starter
                 t0 = time.monotonic()
-                r = before.evaluate(task, paths[0], seed=args.seed, profile="full")
-                entry["before"] = summary(names[:1], [r], time.monotonic() - t0)
-                print(f"{task.id}: starter alone, timing of before: {entry['before']['wall_s']:.1f} s, stages {entry['before']['median_stage_s']}", flush=True)
+                rs = [before.evaluate(task, p, seed=args.seed, profile="full") for p in paths[:many]]
+                entry["before"] = summary(names[:many], rs, time.monotonic() - t0)
+                print(f"{task.id}: {len(rs)} alone, timing of before: {entry['before']['wall_s']:.1f} s, stages {entry['before']['median_stage_s']}", flush=True)
                 save()
     if "overhead" in phases:
         try:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Callable
 
 from . import events, scan
 from .executors import HarnessError, NATIVE_SOURCES
@@ -44,17 +44,27 @@ def split_evaluations(seen: list[events.Event]) -> list[list[events.Event]]:
     return [p for p in parts if p]
 
 
+OnResult = Callable[[int, Result], None]
+
+
 async def evaluate_batch(
     evaluator: "Evaluator", task: Task, paths: list[Path], seed: int | None, on_event: "OnEvent | None", limits: Limits | None,
-    performance: bool, visible_only: bool, profile: Profile | str | None,
+    performance: bool, visible_only: bool, profile: Profile | str | None, on_result: OnResult | None = None, first: int = 0,
 ) -> list[Result]:
+    """`on_result(k, result)` is called as soon as candidate k's result is known (a run records
+    it then, so an interrupted batch keeps what it finished); `first` numbers them from there."""
     from .evaluate import assemble, build_job, check_candidate, job_deadline_s, task_dtypes
+
+    def done(k: int, result: Result) -> Result:
+        if on_result is not None:
+            on_result(first + k, result)
+        return result
 
     limits = limits or task.limits
     seed = seed if seed is not None else secrets.randbits(63)
     single = dict(seed=seed, on_event=on_event, limits=limits, performance=performance, visible_only=visible_only, profile=profile)
     if len(paths) == 1 or task.world_size is not None or not getattr(evaluator.executor, "batches", False):
-        return [await evaluator.aevaluate(task, p, **single) for p in paths]  # type: ignore[arg-type]
+        return [done(k, await evaluator.aevaluate(task, p, **single)) for k, p in enumerate(paths)]  # type: ignore[arg-type]
     shas = [check_candidate(p) for p in paths]
     notes = [scan.scan_candidate(p, task_dtypes(task)) for p in paths]  # before any runs: one may rewrite another's file
     members = [{"entry": p.name, "sources": candidate_files(p)} for p in paths]
@@ -66,20 +76,23 @@ async def evaluate_batch(
     job["batch"] = members
     job["reference_cache_bytes"] = CPU_CACHE_BYTES if evaluator.info.type in ("cpu", "sim") else GPU_CACHE_BYTES
     seen: list[events.Event] = []
+    results: list[Result] = []
 
     def collect(event: events.Event) -> None:
         seen.append(event)
         if on_event is not None:
             on_event(event)
+        if isinstance(event, events.EvaluationFinished) and len(results) < len(paths):
+            k = len(results)
+            part = split_evaluations(seen)[-1]
+            seen.clear()
+            results.append(done(k, assemble(task, job, evaluator.info, shas[k], part, notes[k])))
 
     try:
         await evaluator.executor.run(job, job_dir, job_deadline_s(limits) * len(paths), collect)
         broken: HarnessError | None = None
     except HarnessError as exc:
         broken = exc
-    parts = split_evaluations(seen)
-    done = [p for p in parts if isinstance(p[-1], events.EvaluationFinished)]
-    results = [assemble(task, job, evaluator.info, sha, part, note) for sha, part, note in zip(shas, done, notes)]
     if broken is None and len(results) == len(paths):
         return results
     # The harness died on candidate k: k alone (a fault it causes again is its own), the rest as a batch.
@@ -87,11 +100,12 @@ async def evaluate_batch(
     from .evaluate import infrastructure_result
 
     try:
-        results.append(await evaluator.aevaluate(task, paths[k], **single))  # type: ignore[arg-type]
+        alone = await evaluator.aevaluate(task, paths[k], **single)  # type: ignore[arg-type]
     except HarnessError as exc:
-        results.append(infrastructure_result(task, evaluator.info, shas[k], str(exc), job.get("profile")))
+        alone = infrastructure_result(task, evaluator.info, shas[k], str(exc), job.get("profile"))
+    results.append(done(k, alone))
     if k + 1 < len(paths):
-        results += await evaluate_batch(evaluator, task, paths[k + 1:], seed, on_event, limits, performance, visible_only, profile)
+        results += await evaluate_batch(evaluator, task, paths[k + 1:], seed, on_event, limits, performance, visible_only, profile, on_result, first + k + 1)
     return results
 
 

@@ -540,14 +540,16 @@ class Evaluator:
     async def aevaluate_batch(
         self, task: Task, candidates: Sequence[Path | str], seed: int | None = None, on_event: OnEvent | None = None,
         limits: Limits | None = None, performance: bool = True, visible_only: bool = False, profile: Profile | str | None = None,
+        on_result: Callable[[int, Result], None] | None = None,
     ) -> list[Result]:
         """Many candidates of one task as one batch (core/batch.py): the same workloads and
         seeds for all, the reference and baseline shared, each candidate's verdict its own.
-        Results in the candidates' order; raises BadCandidate for a file that is no candidate
-        (check each with `check_candidate` first to score it instead)."""
+        Results in the candidates' order (`on_result(k, result)` as each is known); raises
+        BadCandidate for a file that is no candidate (check each with `check_candidate` first
+        to score it instead)."""
         from .batch import evaluate_batch
 
-        return await evaluate_batch(self, task, [Path(c) for c in candidates], seed, on_event, limits, performance, visible_only, profile)
+        return await evaluate_batch(self, task, [Path(c) for c in candidates], seed, on_event, limits, performance, visible_only, profile, on_result)
 
 
 def evaluate(task: Task, candidate: Path | str, device: str = "cpu", seed: int | None = None, on_event: OnEvent | None = None) -> Result:

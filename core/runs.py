@@ -42,7 +42,7 @@ import yaml
 
 from . import events
 from .agents.base import AGENT_KINDS, AgentConfig
-from .evaluate import Evaluator, check_candidate
+from .evaluate import BadCandidate, Evaluator, check_candidate
 from .profiles import ProfileError, parse_profile
 from .executors import Executor, HarnessError, LocalExecutor
 from .result import Result
@@ -347,6 +347,17 @@ class EvalRequest:
 
 
 @dataclass(frozen=True)
+class BatchRequest:
+    """A scheduler job's payload: candidates of one task on one device as one batch
+    (core/batch.py), on the same secret seed; `job_ids` are their store jobs, in order."""
+
+    task: Task
+    candidates: tuple[Path, ...]
+    job_ids: tuple[int, ...]
+    seed: int
+
+
+@dataclass(frozen=True)
 class Queued:
     """What `RunControl.rerun` / `requeue` queued: the store job that will hold the result. When
     the run was not live, a follow-up run (`run_id`, `spec`) holds it: execute that with `execute`."""
@@ -512,8 +523,8 @@ async def execute(
             return
         emit(job_id, event)
 
-    async def runner(job: Job, slot: Slot) -> Result:
-        request: EvalRequest = job.payload
+    async def runner(job: Job, slot: Slot) -> Any:
+        request = job.payload
         evaluator = evaluators.get(slot)
         if evaluator is None:
             try:
@@ -521,6 +532,8 @@ async def execute(
             except Exception as exc:  # noqa: BLE001 - a device that cannot be reached is an infrastructure fault
                 raise InfrastructureFault(f"{slot.device}: {exc}") from exc
             evaluators[slot] = evaluator
+        if isinstance(request, BatchRequest):
+            return await batch_runner(request, slot, evaluator)
 
         def forward(event: events.Event) -> None:
             if request.job_id is not None:
@@ -542,6 +555,56 @@ async def execute(
             store.record_result(request.job_id, result)
         return result
 
+    async def batch_runner(request: BatchRequest, slot: Slot, evaluator: Evaluator) -> list[Result]:
+        member = [0]
+
+        def forward(event: events.Event) -> None:  # the batch's events, each under its own job
+            emit(request.job_ids[min(member[0], len(request.job_ids) - 1)], event)
+            if isinstance(event, events.EvaluationFinished):
+                member[0] += 1
+
+        for job_id in request.job_ids:
+            store.set_job_state(job_id, "running")
+        try:
+            # Each result is recorded the moment it is known: an interrupted batch keeps what it finished.
+            results = await evaluator.aevaluate_batch(request.task, list(request.candidates), request.seed, on_event=forward, profile=spec.profile,
+                                                      on_result=lambda k, result: store.record_result(request.job_ids[k], result))
+        except HarnessError as exc:
+            evaluators.pop(slot).executor.close()
+            raise InfrastructureFault(str(exc)) from exc
+        except asyncio.CancelledError:
+            evaluators.pop(slot).executor.close()
+            raise
+        return results
+
+    def batches(keys: list[str]) -> tuple[list[str], list[tuple[list[str], int]]]:
+        """Pending jobs that run alone, and groups of one task's candidates on one device that
+        run as a batch (the same seed: a resumed job keeps its own, so it joins only its equals)."""
+        groups: dict[tuple[str, str], list[str]] = {}
+        alone = []
+        for key in keys:
+            try:
+                check_candidate(planned[key].candidate)
+            except (BadCandidate, ValueError):
+                alone.append(key)  # reported by its own evaluation, as ever
+                continue
+            groups.setdefault((planned[key].task.id, pending[key].device_id), []).append(key)
+        together = []
+        for members in groups.values():
+            if len(members) == 1 or planned[members[0]].task.world_size is not None:
+                alone += members
+                continue
+            fresh = secrets.randbits(63)
+            by_seed: dict[int, list[str]] = {}
+            for key in members:
+                by_seed.setdefault(store.set_job_seed(pending[key].id, fresh), []).append(key)
+            for seed, group in by_seed.items():
+                (together.append((group, seed)) if len(group) > 1 else alone.extend(group))
+        return alone, together
+
+    async def member_of(batch: asyncio.Future, index: int) -> Result:
+        return (await batch)[index]
+
     devices = sorted({p.device for p in planned.values()} | {a.device for a in attempts})
     if not devices:
         store.finish_run(run_id, "finished")
@@ -552,9 +615,19 @@ async def execute(
     try:
         async with Scheduler(slots, runner, max_retries=spec.max_retries, on_event=on_scheduler_event) as scheduler:
             futures = {}
-            for key, job in pending.items():
+            alone, together = batches(list(pending))
+            for key in alone:
+                job = pending[key]
                 job_ids[key] = job.id
                 futures[key] = scheduler.submit(Job(id=key, devices=(job.device_id,), payload=EvalRequest(planned[key].task, planned[key].candidate, job.id)))
+            for group, seed in together:  # many candidates of one task: one batch (core/batch.py)
+                first = pending[group[0]]
+                payload = BatchRequest(planned[group[0]].task, tuple(planned[k].candidate for k in group), tuple(pending[k].id for k in group), seed)
+                batch = scheduler.submit(Job(id=f"batch|{group[0]}", devices=(first.device_id,), payload=payload))
+                for i, key in enumerate(group):
+                    job_ids[key] = pending[key].id
+                    futures[key] = asyncio.ensure_future(member_of(batch, i))
+            futures = {key: futures[key] for key in pending}  # the run's order
             limit = asyncio.Semaphore(spec.parallelism or max(1, len(spec.agents)))
             for a in open_attempts:
                 context = _AttemptContext(store, scheduler, job_ids, checks, folders, root, on_event, on_attempt, outcome)

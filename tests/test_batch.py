@@ -133,3 +133,22 @@ def test_a_cheat_in_a_batch_cannot_touch_its_neighbours(cpu_evaluator: Evaluator
     results = asyncio.run(cpu_evaluator.aevaluate_batch(axpy, [good, saboteur, good, kill, good], seed=5, profile="train"))
     assert [r.status for r in results] == ["passed", "passed", "passed", "failed", "passed"], [(r.status, r.failed_stage) for r in results]
     assert results[3].stage("compile").status == "crashed"  # it killed the zygote: its own fault, a fresh zygote for the next
+
+
+def test_a_run_evaluates_one_tasks_candidates_as_a_batch_on_one_seed(tmp_path: Path) -> None:
+    from core.runs import RunSpec, execute
+    from core.store import Store
+
+    spec = RunSpec(name="batch", tasks=("elementwise/axpy",), candidates=(str(CANDIDATES / "axpy_torch.py"), str(CANDIDATES / "axpy_wrong.py"), "starter"),
+                   devices=("cpu",), cpu_slots=1, tasks_dir=str(FIXTURES / "tasks"), profile="train")
+    with Store.open(tmp_path / "arena.db") as store:
+        run_id = store.create_run(spec.name, spec.to_json())
+        outcome = asyncio.run(execute(store, run_id, spec))
+        jobs = store.jobs(run_id)
+        results = {r.job_id: r for r in store.results(run_id)}
+    assert not outcome.failed_jobs and len(results) == 3
+    assert len({j.seed for j in jobs}) == 1, "one batch, one secret seed"
+    hidden = [[w["label"] for w in results[j.id].to_result().stage("generalization").workloads] for j in jobs]
+    assert hidden[0] == hidden[2] and hidden[0], "every candidate saw the same hidden draws"
+    assert [results[j.id].status for j in jobs] == ["passed", "failed", "passed"]
+    assert {results[j.id].to_result().profile for j in jobs} == {"train"}
