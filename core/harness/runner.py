@@ -460,7 +460,8 @@ class Evaluation:
                 round_limit, limit_note = self._round_limit(w["label"], walls["baseline"])
                 sample = [self.rng.random() for _ in range(sampled)]
                 t0 = time.monotonic()
-                reply, _ = self._candidate_call({**request, "sample": sample}, min(deadline, t0 + round_limit), limit_note=limit_note)
+                by_round = t0 + round_limit < deadline  # else the stage's own limit comes first, and its message
+                reply, _ = self._candidate_call({**request, "sample": sample}, t0 + round_limit if by_round else deadline, limit_note=limit_note if by_round else None)
                 wall = time.monotonic() - t0
                 if reply.get("timed_output_invalid"):
                     raise self._violation("timed_output_mismatch", f"{w['label']}: a timed call returned an invalid output where the correctness runs did not: {reply.get('error')}", w["label"])
