@@ -217,14 +217,14 @@ def _device_json(evaluator: Evaluator | None, device: str) -> dict[str, Any]:
     return {"id": info.id, "model": info.model, "vendor": info.vendor, "arch": info.arch}
 
 
-def _synthetic(task_id: str, device: dict[str, Any], timing_kind: str, sha: str, status: str, message: str) -> Result:
+def _synthetic(task_id: str, device: dict[str, Any], timing_kind: str, sha: str, status: str, message: str, profile: str | None = None) -> Result:
     """A Result for an evaluation that never reached the harness: a source that is no
     candidate (status `failed` at compile) or a fault every retry hit (`infrastructure_error`)."""
     compile_stage = StageResult("compile", status="failed" if status == "failed" else "error", message=message)
     return Result(
         task_id=task_id, candidate_sha256=sha, device=device, timing_kind=timing_kind, status=status, failed_stage="compile",
         stages=[compile_stage] + [StageResult(n) for n in STAGES[1:]], workloads=[], speedup=0.0, sol_fraction=None,
-        sol_source=None, points=0.0, versions={"arena": __version__},
+        sol_source=None, points=0.0, versions={"arena": __version__}, profile=profile,
     )
 
 
@@ -382,7 +382,7 @@ class Arena:
                 raise
             sha = hashlib.sha256(request.source.encode(errors="replace")).hexdigest()
             device = request.device or self.devices[0]
-            result = _synthetic(task.id, _device_json(None, device), _timing_kind(device), sha, "infrastructure_error", exc.reason)
+            result = _synthetic(task.id, _device_json(None, device), _timing_kind(device), sha, "infrastructure_error", exc.reason, request.profile)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         return RewardedResult(result, fn(result), label, request.visible_only, task)
@@ -414,7 +414,7 @@ class Arena:
             device = first.device or self.devices[0]
             results = [
                 _synthetic(task.id, _device_json(None, device), _timing_kind(device), hashlib.sha256(r.source.encode(errors="replace")).hexdigest(),
-                           "infrastructure_error", exc.reason)
+                           "infrastructure_error", exc.reason, r.profile)
                 for r in requests
             ]
         finally:
@@ -445,7 +445,7 @@ class Arena:
         except (BadCandidate, ValueError) as exc:  # ValueError: NUL bytes, which ast refuses
             sha = hashlib.sha256(work.path.read_bytes()).hexdigest()
             message = str(exc).replace(str(work.path), "candidate.py")
-            return _synthetic(work.task.id, _device_json(evaluator, slot.device), evaluator.info.timing_kind, sha, "failed", message)
+            return _synthetic(work.task.id, _device_json(evaluator, slot.device), evaluator.info.timing_kind, sha, "failed", message, work.request.profile)
         try:
             return await evaluator.aevaluate(
                 work.task, work.path, seed=work.request.seed, performance=work.request.performance, visible_only=work.request.visible_only,
@@ -469,7 +469,7 @@ class Arena:
             except (BadCandidate, ValueError) as exc:  # scored as a compile failure, outside the batch
                 sha = hashlib.sha256(path.read_bytes()).hexdigest()
                 results[i] = _synthetic(work.task.id, _device_json(evaluator, slot.device), evaluator.info.timing_kind, sha, "failed",
-                                        str(exc).replace(str(path), "candidate.py"))
+                                        str(exc).replace(str(path), "candidate.py"), work.request.profile)
         r = work.request
         try:
             if good:
