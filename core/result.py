@@ -71,6 +71,7 @@ class Result:
     baseline_impl: str | None = None
     baseline_kind: str | None = None
     roofline_fraction: float | None = None  # geometric mean of the workloads' roofline_fraction (no launch floor)
+    profile: str | None = None  # the evaluation profile: `full` or `train` (core/profiles.py); None: a result from before profiles
     schema_version: int = RESULT_SCHEMA_VERSION
 
     @property

@@ -594,10 +594,19 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
         channel.send(conn, _error(exc))
         return
     channel.send(conn, {"ok": True, "ready": True})
-    pool = checking.Pool(pooled)  # evidence of stochastic outputs, per workload, over all its checked calls
+    # Evidence of stochastic outputs, per workload, over all the checked calls of one candidate:
+    # a batch's candidates share this worker, so each `member` has a pool of its own.
+    pools: dict[str, checking.Pool] = {}
+
+    def pool_of(msg: dict[str, Any]) -> checking.Pool:
+        member = msg.get("member")
+        return pools.setdefault(member if isinstance(member, str) else "", checking.Pool(pooled))
     specs, out_specs = job["inputs"], job["outputs"]
     rule = job["correctness"]
     expected: dict[str, tuple[list[Any], list[torch.Tensor]]] = {}  # key -> (inputs, reference outputs)
+    # A batch's candidates share the job's workloads and seeds: each (workload, seed)'s inputs
+    # and reference outputs are computed once and kept, within the job's byte budget.
+    references = ReferenceCache(int(job.get("reference_cache_bytes") or 0))
     seen: dict[str, list[tuple[int, list[str], list[torch.Tensor]]]] = {}
     while True:
         try:
@@ -610,15 +619,18 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
                 channel.send(conn, {"ok": True})
                 return
             if op == "expect":
-                args = inputs.correctness_inputs(specs, msg["workload"], msg["seed"], device, custom)
-                with torch.no_grad():
-                    result = reference_run(*args)
                 expected.clear()  # one pending check at a time; a failed run leaves none behind
-                expected[msg["key"]] = (args, list(result) if isinstance(result, (tuple, list)) else [result])
-                _sync(device)
+                if msg["key"] not in references:
+                    args = inputs.correctness_inputs(specs, msg["workload"], msg["seed"], device, custom)
+                    with torch.no_grad():
+                        result = reference_run(*args)
+                    entry = (args, list(result) if isinstance(result, (tuple, list)) else [result])
+                    _sync(device)
+                    if not references.add(msg["key"], entry):
+                        expected[msg["key"]] = entry
                 channel.send(conn, {"ok": True})
             elif op == "check":
-                args, want = expected.pop(msg["key"])
+                args, want = expected.pop(msg["key"]) if msg["key"] in expected else references.get(msg["key"])
                 runs = int(msg.get("runs", 1))
                 shapes = msg["workload"]["shapes"]
                 try:
@@ -627,7 +639,7 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
                     channel.send(conn, {"ok": True, "malformed": str(exc)})
                     continue
                 n = len(out_specs)
-                per_run = [pool.add(_pool_key(msg["workload"]), _compare_all(out_specs, got[r * n:(r + 1) * n], want, args, rule, device, check)) for r in range(runs)]
+                per_run = [pool_of(msg).add(_pool_key(msg["workload"]), _compare_all(out_specs, got[r * n:(r + 1) * n], want, args, rule, device, check)) for r in range(runs)]
                 independent = _independence(seen.setdefault(msg["workload_key"], []), msg["seed"], out_specs, got[:n], want)
                 channel.send(conn, {"ok": True, "runs": per_run, "independent": independent})
             elif op == "check_timed":
@@ -646,11 +658,13 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
                     with torch.no_grad():
                         result = reference_run(*args)
                     ref = list(result) if isinstance(result, (tuple, list)) else [result]
-                    verdicts = pool.add(_pool_key(msg["workload"]), _compare_all(out_specs, got[j * n:(j + 1) * n], ref, args, rule, device, check))
+                    verdicts = pool_of(msg).add(_pool_key(msg["workload"]), _compare_all(out_specs, got[j * n:(j + 1) * n], ref, args, rule, device, check))
                     results.append({"call": index, "outputs": verdicts})
                 channel.send(conn, {"ok": True, "results": results})
             elif op == "time":
                 channel.send(conn, {"ok": True, **_time(baseline_run, msg, specs, device, custom), "impl": baseline_impl(baseline_module)})
+            elif op == "sync":  # a batch's next candidate starts from a clean channel (batch.py)
+                channel.send(conn, {"ok": True, "sync": msg.get("nonce")})
             elif op == "predict_baseline":
                 from . import sim_predict
 
@@ -673,6 +687,29 @@ def baseline_impl(module: Any) -> str | None:
 def _pool_key(workload: dict[str, Any]) -> str:
     """A workload's calls pool together whichever stage checks them (its axes name it)."""
     return ",".join(f"{k}={v}" for k, v in sorted(workload["axes"].items()))
+
+
+class ReferenceCache:
+    """(inputs, reference outputs) by `workload#seed`, up to `budget` bytes of tensors; what
+    does not fit is computed again for each candidate (the single pending `expected`)."""
+
+    def __init__(self, budget: int):
+        self.budget, self.used = budget, 0
+        self.entries: dict[str, tuple[list[Any], list[torch.Tensor]]] = {}
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.entries
+
+    def get(self, key: str) -> tuple[list[Any], list[torch.Tensor]]:
+        return self.entries[key]
+
+    def add(self, key: str, entry: tuple[list[Any], list[torch.Tensor]]) -> bool:
+        size = sum(t.numel() * t.element_size() for t in [*entry[0], *entry[1]] if isinstance(t, torch.Tensor))
+        if self.used + size > self.budget:
+            return False
+        self.entries[key] = entry
+        self.used += size
+        return True
 
 
 def _compare_all(
