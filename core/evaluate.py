@@ -23,7 +23,7 @@ from . import __version__, events, scan, scoring
 from .devices import DeviceInfo, Peaks
 from .executors import Executor, HarnessError, LocalExecutor
 from .result import STAGES, Result, StageResult, WorkloadFigures
-from .sim import predict_collective, sim_section
+from .sim import predict_collective, sim_baseline, sim_section
 from .tasks import Limits, Task, TensorSpec, Workload
 
 OnEvent = Callable[[events.Event], None]
@@ -217,6 +217,7 @@ def build_job(
             **w.to_json(), "shapes": shapes(w), "seed": rng.getrandbits(40), "hidden": w not in timed_visible,
             "graph": graphs and world is None and info.type == "cuda" and roof is not None and roof < GRAPH_BELOW_US,
             **({"formula": {"flops": task.flops_for(w), "bytes": task.bytes_for(w), "dtype": task.peak}} if simulated else {}),
+            **({"measured_baseline": known} if simulated and (known := sim_baseline(task, w, info, roof)) else {}),
         })
     timing = timing or Timing.for_device("cpu" if simulated else info.type)
     default_memory = {"cpu": CPU_CANDIDATE_MEMORY, "sim": SIM_CANDIDATE_MEMORY}.get(info.type)

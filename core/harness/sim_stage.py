@@ -88,6 +88,25 @@ def checked_ops(ops: Any, where: str) -> list[dict[str, Any]]:
     ]
 
 
+def known_baseline(known: dict[str, Any], target: Target) -> dict[str, Any]:
+    """The baseline side of a workload whose baseline time the engine looked up (measured on the
+    target, or the task's model fitted on its measurements): its band is the model's error, 0
+    for a measurement, so a speedup's band is the candidate's."""
+    t, band = float(known["median_us"]), max(0.0, float(known.get("band") or 0.0))
+    return {
+        "median_us": t, "low_us": t / (1 + band), "high_us": t * (1 + band), "band": band,
+        "timing": "measured" if known.get("source") == "measured" else "predicted", "source": known.get("source"),
+        "bound": None, "kernels": [], "launches": 0,
+    }
+
+
+def baseline_note(known: dict[str, Any], target: Target) -> str:
+    if known.get("source") == "measured":
+        return f"baseline: measured on {target.key.upper()} (core/data/sim_baselines.json, median of {known.get('runs', 1)} runs)"
+    return (f"baseline: the task's model fitted on {known.get('points')} {target.key.upper()} measurements "
+            f"(±{100 * float(known.get('band') or 0):.0f}%), this shape was not measured")
+
+
 def predict_performance(ev: "Evaluation", deadline: float) -> dict[str, Any]:
     """Count every performance workload (on two candidate workers where the evaluation has two
     cores: counting is the slow part), predict both sides, and report the workloads in order."""
@@ -122,9 +141,14 @@ def _report(ev: "Evaluation", w: dict[str, Any], reply: dict[str, Any], target: 
     refused = refused_launch(reply)
     if refused:
         raise StageFailed("failed", f"{w['label']}: {refused}, so it would fail on that GPU at its first launch; it ran here only in Triton's interpreter")
-    base = ev._trusted_call({"op": "predict_baseline", "workload": _workload(w), "seed": w["seed"], "formula": w["formula"]}, deadline)
     candidate = predict_side(launches, cand_ops, target, constants)
-    baseline = predict_side([], checked_ops(base["torch_ops"], "baseline"), target, constants)
+    known = w.get("measured_baseline")
+    if isinstance(known, dict) and isinstance(known.get("median_us"), (int, float)) and known["median_us"] > 0:
+        baseline, base = known_baseline(known, target), {"source": known.get("source")}
+        base["note"] = baseline_note(known, target)
+    else:
+        base = ev._trusted_call({"op": "predict_baseline", "workload": _workload(w), "seed": w["seed"], "formula": w["formula"]}, deadline)
+        baseline = predict_side([], checked_ops(base["torch_ops"], "baseline"), target, constants)
     seconds = reply.get("seconds")
     candidate["count_s"] = float(seconds) if isinstance(seconds, (int, float)) and math.isfinite(seconds) else None
     baseline["source"] = base.get("source")
