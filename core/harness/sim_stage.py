@@ -110,7 +110,7 @@ def baseline_note(known: dict[str, Any], target: Target) -> str:
 def predict_performance(ev: "Evaluation", deadline: float) -> dict[str, Any]:
     """Count every performance workload (on two candidate workers where the evaluation has two
     cores: counting is the slow part), predict both sides, and report the workloads in order."""
-    from .runner import StageFailed, _workload
+    from .runner import StageFailed, _workload, cannot_evaluate
 
     sim = ev.job["sim"]
     target, constants = Target.from_json(sim["target"]), Constants.from_json(sim["constants"])
@@ -121,6 +121,7 @@ def predict_performance(ev: "Evaluation", deadline: float) -> dict[str, Any]:
     for index, reply, _ in ev._fan_out(requests, deadline):
         w = workloads[index]
         if not reply.get("ok"):
+            cannot_evaluate(reply)
             raise StageFailed("failed", f"{w['label']}: the candidate failed while its work was counted: {reply.get('error')}\n{reply.get('traceback', '')}".strip())
         counted[index] = reply
         while reported in counted:  # events in the workloads' order, whichever worker finished first
