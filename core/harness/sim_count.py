@@ -166,20 +166,49 @@ class Counting:
 
     active: "Counting | None" = None
 
-    def __init__(self, full_grid: int = FULL_GRID, first_sample: int = FIRST_SAMPLE, max_sample: int = MAX_SAMPLE):
+    def __init__(self, full_grid: int = FULL_GRID, first_sample: int = FIRST_SAMPLE, max_sample: int = MAX_SAMPLE, model: dict[str, Any] | None = None):
+        """`model` ({target, constants}, as the job's sim section has them) predicts autotune
+        trials; without it a trial is judged by its interpreter time."""
         self.full_grid, self.first_sample, self.max_sample = full_grid, first_sample, max_sample
+        self.model = model
         self.launches: list[Launch] = []
         self.current: Launch | None = None
         self.program: ProgramCounts | None = None
+        self.trials = 0  # autotune trial launches counted, predicted and not billed
+        self.tuned: list[str] = []  # "kernel: N configs" per autotuned choice
 
     def __enter__(self) -> "Counting":
+        from . import triton_cpu
+
         install()
         Counting.active = self
+        triton_cpu.AutotuneTrials.judge = self.judge_trial
+        triton_cpu.LibdeviceCount.hook = lambda elements, special: self.alu(elements, special)
         return self
 
     def __exit__(self, *exc: object) -> None:
+        from . import triton_cpu
+
         Counting.active = None
+        triton_cpu.AutotuneTrials.judge = None
+        triton_cpu.LibdeviceCount.hook = None
         self.current = self.program = None
+
+    def judge_trial(self, kernel_call: Callable[[], None]) -> float:
+        """An autotuner's trial of one config, as the GPU's autotuner would see it: the config's
+        launches are counted, their GPU time predicted (ms), and they are not billed: only the
+        launch the autotuner then makes with the config it chose is. So a candidate is billed
+        the config that predicts fastest, where a GPU picks the one that measures fastest."""
+        start = len(self.launches)
+        kernel_call()
+        trial, self.launches[start:] = self.launches[start:], []
+        self.trials += len(trial)
+        if self.model is None:
+            return sum(t.interpreter_s for t in trial) * 1e3
+        from .sim_model import Constants, Target, launch_time
+
+        target, constants = Target.from_json(self.model["target"]), Constants.from_json(self.model["constants"])
+        return sum(launch_time(t.summary(), None, target, constants).time_us for t in trial) / 1e3
 
     # --- what the builder hooks call ------------------------------------------------------
 

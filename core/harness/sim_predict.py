@@ -254,7 +254,7 @@ def predict_candidate(
         pass
     args = gpu_inputs(specs, workload, seed, custom)
     made = time.perf_counter() - started
-    with sim_count.Counting() as counting, sim_torch.TorchWork() as work, torch.no_grad():
+    with sim_count.Counting(model=compiler.target.get("trial_model")) as counting, sim_torch.TorchCalls() as work, torch.no_grad():
         run(*args)
     del args
     launches = []
@@ -264,6 +264,8 @@ def predict_candidate(
         launches.append(summary)
     if len(counting.launches) > MAX_LAUNCHES:
         notes.append(f"{len(counting.launches)} launches; the first {MAX_LAUNCHES} were counted")
+    if counting.trials:
+        notes.append(f"autotune: {counting.trials} trial launch(es) predicted to choose each config and not billed (a GPU would measure them)")
     failed = {s["resources"].get("error") for s in launches if not s["resources"].get("ok")}
     notes += [f"AOT compile for {compiler.target.get('name', 'the target')} failed ({e}); occupancy and matrix path assumed" for e in sorted(failed) if e]
     return {

@@ -83,7 +83,7 @@ def checked_ops(ops: Any, where: str) -> list[dict[str, Any]]:
         raise MalformedCounts(f"{where}: torch ops is not a list")
     return [
         {"name": str(o.get("name"))[:80], "flops": _number(o.get("flops", 0.0), f"{where} flops"), "bytes": _number(o.get("bytes", 0.0), f"{where} bytes"),
-         "dtype": str(o.get("dtype") or "bf16")[:16]}
+         "dtype": str(o.get("dtype") or "bf16")[:16], "glue": o.get("glue") is True}
         for o in ops if isinstance(o, dict)
     ]
 

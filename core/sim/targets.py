@@ -56,7 +56,9 @@ def sim_section(info: DeviceInfo) -> dict[str, Any]:
     calibration = calibration_label(key)
     return {
         "label": f"{info.id}, {calibration}", "model": data["model"], "calibration": calibration, "target": target,
-        "constants": constants, "aot": {**arch["aot"], "name": info.arch, "shared_per_unit": arch["shared_per_unit"]}, "peaks_source": peaks.source,
+        "constants": constants, "peaks_source": peaks.source,
+        # the candidate's worker predicts autotune trials with these to choose a config (never its billed time: the parent computes that)
+        "aot": {**arch["aot"], "name": info.arch, "shared_per_unit": arch["shared_per_unit"], "trial_model": {"target": target, "constants": constants}},
     }
 
 
