@@ -320,8 +320,10 @@ def assemble(
             roof = roofline_for(task, workload, info) if peaks and ranked else None
             spec_roof = roofline_for(task, workload, info, info.spec) if info.spec else None
             floor = None if spec_roof is None else scoring.IMPOSSIBILITY_MARGIN * spec_roof
-            if info.timing_kind == "measured" and floor is not None and 0 < cand < floor:
-                integrity.append(f"faster_than_speed_of_light: {e.workload} took {cand:.2f} µs, below the floor of {floor:.2f} µs (90% of the spec roofline)")
+            if info.timing_kind in ("measured", "predicted") and floor is not None and (0 < cand or info.timing_kind == "predicted") and cand < floor:
+                # predicted too: a count that missed work (a kernel that did less when counted) predicts the impossible
+                verb = "was predicted at" if info.timing_kind == "predicted" else "took"
+                integrity.append(f"faster_than_speed_of_light: {e.workload} {verb} {cand:.2f} µs, below the floor of {floor:.2f} µs (90% of the spec roofline)")
             flags, wall_notes = wall_clock_findings(e.workload, e.mode, e.candidate, e.baseline)
             integrity += flags
             # The heuristics read timings; CPU timings are informational and too noisy for them

@@ -104,7 +104,7 @@ def test_only_the_back_end_s_own_failures_count_as_refusals(monkeypatch):
 
     monkeypatch.setattr(triton, "compile", this_path_s_limit)
     limited = sim_aot.compile_launch(_copy.fn, COPY, {}, H200)
-    assert not limited.ok and not limited.rejected, "a limit of the simulator is a note, never held against the kernel"
+    assert not limited.ok and not limited.rejected, "a limit of the simulator is never held against the kernel (the stage says it cannot evaluate it)"
 
 
 def test_a_kernel_needing_more_shared_memory_than_the_target_has_is_refused():

@@ -131,6 +131,10 @@ def compile_launch(fn: Any, bound: dict[str, Any], options: dict[str, Any], spec
                 ok=False, num_warps=warps, num_stages=stages, compile_s=time.perf_counter() - started, rejected=True,
                 error=f"out of shared memory: a program needs {found['shared_bytes']} bytes, the target has {limit} per unit; smaller tiles or fewer stages",
             )
+        # The launch parameters the compiled kernel has, not the ones asked for.
+        metadata = getattr(kernel, "metadata", None)
+        warps = int(getattr(metadata, "num_warps", warps) or warps)
+        stages = int(getattr(metadata, "num_stages", stages) or stages)
         return Resources(ok=True, num_warps=warps, num_stages=stages, compile_s=time.perf_counter() - started, **found)
     except BaseException as exc:  # noqa: BLE001 - degrade, never crash the prediction
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):

@@ -48,6 +48,7 @@ DEFAULT_REGISTERS = 128  # per thread, when the AOT compile did not run
 SFU_PER_ALU = 1 / 8  # special-function units: 16 per SM per clock against 128 FP32 lanes (Hopper)
 OVERLAP = 0.3  # share of each non-binding term the binding one does not hide (not fitted: held-out figures are flat from 0.2 to 0.45)
 DEP_CYCLES = 4  # clocks between dependent arithmetic instructions of one thread (Hopper FP32 pipeline latency, public microbenchmarks)
+MAX_STAGES = 8  # pipelining depth beyond which nothing more overlaps (tuned kernels use 2-7)
 SCHEDULERS = 4  # warp schedulers per unit (NVIDIA SM sub-partitions, AMD SIMDs): the clock is the lane rate / (4 × warp size)
 
 
@@ -154,15 +155,20 @@ def launch_time(summary: dict[str, Any], resources: dict[str, Any] | None, targe
     spill = (res.get("spill_bytes") or 0) * threads * 2 if res.get("ok") else 0  # per program, stored and reloaded
     l2_bytes = (p.get("load_sectors", 0.0) + p.get("store_sectors", 0.0)) * SECTOR + spill
     t_l2 = per_unit * l2_bytes / (target.l2_tbps * 1e12 / target.units) * 1e6
-    t_latency = waves * p.get("loads", 0.0) * c.latency_us / max(1, stages - 1)
+    # Pipelining overlaps the loads of a loop's next iterations: a kernel without a loop has
+    # nothing to overlap, whatever num_stages it asks for (a parameter the model must not take on trust).
+    # More stages than a loop has iterations, or than any tuned Triton kernel uses (MAX_STAGES), overlap nothing more.
+    depth = min(stages, MAX_STAGES, max(1, int(p.get("loop_iterations", 0.0)))) if p.get("loop_iterations", 0.0) > 1 else 1
+    t_latency = waves * p.get("loads", 0.0) * c.latency_us / max(1, depth - 1)
     clock = alu_rate / (SCHEDULERS * target.warp_size)
     per_thread = (p.get("alu_ops", 0.0) + p.get("sfu_ops", 0.0) / SFU_PER_ALU) / threads
     t_thread = waves * per_thread * DEP_CYCLES / clock * 1e6
     terms = {"tensor": t_tensor, "alu": t_alu, "sfu": t_sfu, "dram": t_dram, "l2": t_l2, "latency": t_latency, "thread": t_thread}
     bound = max(terms, key=lambda k: terms[k])
     busy = terms[bound] + OVERLAP * (sum(terms.values()) - terms[bound])
+    launches = int(summary.get("merged", 1) or 1)  # several launches billed as one entry (sim_count.merged_summary)
     return Breakdown(
-        time_us=c.launch_us + busy, bound=bound, terms_us=terms,
+        time_us=c.launch_us * launches + busy, bound=bound, terms_us=terms,
         detail={"kernel": summary.get("kernel"), "grid": summary.get("grid"), "programs": programs, "sampled": summary.get("sampled"),
                 "occupancy": occ, "occupancy_limited_by": limited_by, "waves": waves, "mma": mma, "num_warps": warps, "num_stages": stages},
     )

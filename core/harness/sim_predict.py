@@ -22,7 +22,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import inputs, sim_aot, sim_count, sim_torch
+from . import inputs, sim_aot, sim_count, sim_host, sim_torch
 
 TILE = 1 << 16  # random values drawn per input; a GPU-sized input repeats them
 UNTOUCHED_BYTES = 64 << 20  # a floating-point input larger than this keeps only its first TILE values
@@ -229,9 +229,15 @@ class CompileCache:
         compiler needs it (sim_aot.PristineLanguage)."""
         self.target, self.cache_dir = target, cache_dir
         self.done: dict[Any, dict[str, Any]] = {}
+        self.host: dict[int, list[str]] = {}
         sim_aot.PristineLanguage.keep()
 
     def resources(self, launch: sim_count.Launch) -> dict[str, Any]:
+        found = self._resources(launch)
+        host = self.host.setdefault(id(launch.fn), sim_host.host_calls(launch.fn))
+        return {**found, "host_calls": host} if host else found
+
+    def _resources(self, launch: sim_count.Launch) -> dict[str, Any]:
         try:
             signature, constexprs = sim_aot.signature_of(launch.fn, launch.bound)
             key = (id(launch.fn), tuple(sorted(signature.items())), tuple(sorted((k, repr(v)) for k, v in constexprs.items())), tuple(sorted(launch.options.items())))
@@ -255,19 +261,30 @@ def predict_candidate(
     args = gpu_inputs(specs, workload, seed, custom)
     made = time.perf_counter() - started
     with sim_count.Counting(model=compiler.target.get("trial_model")) as counting, sim_torch.TorchCalls() as work, torch.no_grad():
+        counting.salt = int(seed) & 0xFFFFFFFF
         run(*args)
     del args
     launches = []
-    for launch in counting.launches[:MAX_LAUNCHES]:
+    for launch in counting.launches[:MAX_LAUNCHES - 1]:
         summary = launch.summary()
         summary["resources"] = compiler.resources(launch)
         launches.append(summary)
-    if len(counting.launches) > MAX_LAUNCHES:
-        notes.append(f"{len(counting.launches)} launches; the first {MAX_LAUNCHES} were counted")
+    rest = counting.launches[MAX_LAUNCHES - 1:]
+    if rest:
+        # Every launch is billed: those past the cap of one reply go as one merged entry (their
+        # programs, bytes and FLOPs summed, a launch cost each), compiled as the first of them.
+        merged = sim_count.merged_summary([launch.summary() for launch in rest])
+        merged["resources"] = compiler.resources(rest[0])
+        for launch in rest[1:]:
+            other = compiler.resources(launch)
+            if other.get("rejected") or other.get("host_calls") or not other.get("ok"):
+                merged["resources"] = other
+                break
+        launches.append(merged)
+        if len(rest) > 1:
+            notes.append(f"{len(counting.launches)} launches: the last {len(rest)} are billed as one merged entry of {len(rest)} launches")
     if counting.trials:
         notes.append(f"autotune: {counting.trials} trial launch(es) predicted to choose each config and not billed (a GPU would measure them)")
-    failed = {s["resources"].get("error") for s in launches if not s["resources"].get("ok")}
-    notes += [f"AOT compile for {compiler.target.get('name', 'the target')} failed ({e}); occupancy and matrix path assumed" for e in sorted(failed) if e]
     return {
         "ok": True, "launches": launches, "torch_ops": work.ops, "notes": notes,
         "seconds": time.perf_counter() - started, "inputs_s": made,

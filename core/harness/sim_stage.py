@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 MAX_LAUNCHES = 256
 RESOURCE_KEYS = ("registers", "spill_bytes", "shared_bytes", "num_warps", "num_stages")
-PER_PROGRAM_KEYS = ("load_bytes", "store_bytes", "load_sectors", "store_sectors", "loads", "stores", "alu_ops", "sfu_ops", "atomics")
+PER_PROGRAM_KEYS = ("load_bytes", "store_bytes", "load_sectors", "store_sectors", "loads", "stores", "alu_ops", "sfu_ops", "atomics", "loop_iterations")
 
 
 class MalformedCounts(ValueError):
@@ -57,6 +57,7 @@ def checked_launches(reply: dict[str, Any]) -> list[tuple[dict[str, Any], dict[s
             "per_program": {**{k: _number(p.get(k, 0.0), f"launch {i} {k}") for k in PER_PROGRAM_KEYS},
                             "dot_flops": {str(k)[:16]: _number(v, f"launch {i} dot_flops") for k, v in dots.items()}},
             "dram_bytes": _number(s.get("dram_bytes", 0.0), f"launch {i} dram_bytes"),
+            "merged": max(1, int(_number(s.get("merged", 1), f"launch {i} merged"))),
         }
         r = s.get("resources")
         resources = None
@@ -75,6 +76,26 @@ def refused_launch(reply: dict[str, Any]) -> str | None:
         r = s.get("resources") if isinstance(s, dict) else None
         if isinstance(r, dict) and r.get("rejected") is True:
             return f"kernel `{str(s.get('kernel'))[:80]}` does not build for the target ({str(r.get('error'))[:500]})"
+    return None
+
+
+def uncounted_launch(reply: dict[str, Any]) -> tuple[str, str] | None:
+    """(message, fault) for the first launch the counts cannot stand for, or None: a kernel
+    whose body calls host Python (interpreted, that runs outside the count; the candidate's
+    fault), or one whose AOT compile failed in the simulator without the target refusing it
+    (nothing to predict its occupancy and matrix path from: this device cannot evaluate it).
+    Neither is forgiven with assumed figures any more: a kernel could hide there."""
+    for s in reply.get("launches") or []:
+        r = s.get("resources") if isinstance(s, dict) else None
+        if not isinstance(r, dict):
+            continue
+        kernel = str(s.get("kernel"))[:80]
+        calls = r.get("host_calls")
+        if isinstance(calls, list) and calls:
+            return (f"kernel `{kernel}` calls host Python from its body ({', '.join(str(c)[:80] for c in calls[:4])}): interpreted, that runs "
+                    "on every program outside the count (on a GPU, once at compile time); make it @triton.jit or @triton.constexpr_function"), "candidate"
+        if not r.get("ok") and not r.get("rejected"):
+            return f"cannot evaluate on this device: the simulator's AOT compile of kernel `{kernel}` failed ({str(r.get('error'))[:300]})", "infrastructure"
     return None
 
 
@@ -142,6 +163,10 @@ def _report(ev: "Evaluation", w: dict[str, Any], reply: dict[str, Any], target: 
     refused = refused_launch(reply)
     if refused:
         raise StageFailed("failed", f"{w['label']}: {refused}, so it would fail on that GPU at its first launch; it ran here only in Triton's interpreter")
+    uncounted = uncounted_launch(reply)
+    if uncounted:
+        message, fault = uncounted
+        raise StageFailed("failed" if fault == "candidate" else "error", f"{w['label']}: {message}", fault)
     candidate = predict_side(launches, cand_ops, target, constants)
     known = w.get("measured_baseline")
     if isinstance(known, dict) and isinstance(known.get("median_us"), (int, float)) and known["median_us"] > 0:
