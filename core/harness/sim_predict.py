@@ -25,7 +25,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from . import inputs, sim_aot, sim_count, sim_host, sim_torch
 
 TILE = 1 << 16  # random values drawn per input; a GPU-sized input repeats them
-UNTOUCHED_BYTES = 64 << 20  # a floating-point input larger than this keeps only its first TILE values
+UNTOUCHED_BYTES = 64 << 20  # a floating-point input larger than this keeps only its first TILE values, past FILL_BUDGET
+FILL_BUDGET = 2 << 30  # bytes of such large inputs per workload that are filled all the same (drawn values, repeated)
 MAX_LAUNCHES = 256  # launches reported per workload; more are summed into the note
 BYTES_CAP = 2.0  # a baseline call's bytes are at most this many times the task's minimum
 
@@ -44,6 +45,7 @@ def gpu_inputs(specs: list[dict[str, Any]], workload: dict[str, Any], seed: int,
         with CheapFills():
             return list(custom(dict(workload["axes"]), gen))
     made: list[Any] = []
+    budget = FILL_BUDGET
     for spec in specs:
         if spec.get("shape") is None:
             made.append(spec["value"])
@@ -52,8 +54,14 @@ def gpu_inputs(specs: list[dict[str, Any]], workload: dict[str, Any], seed: int,
         t = torch.empty(shape, dtype=inputs.dtype_of(spec["dtype"]))
         flat = t.view(-1)
         inputs._fill(flat[: min(TILE, flat.numel())], spec, gen)
-        if not (t.dtype.is_floating_point and t.numel() * t.element_size() > UNTOUCHED_BYTES):
+        nbytes = t.numel() * t.element_size()
+        # Drawn values everywhere, large tensors too, while the workload's budget lasts: a
+        # kernel must not tell the counted call from a real one by the zero pages of an
+        # unwritten weight. Past the budget (KV caches of gigabytes), the rest stays unwritten.
+        if not (t.dtype.is_floating_point and nbytes > UNTOUCHED_BYTES) or nbytes <= budget:
             _repeat_prefix(flat, min(TILE, flat.numel()))
+            if t.dtype.is_floating_point and nbytes > UNTOUCHED_BYTES:
+                budget -= nbytes
         made.append(t)
     return made
 
