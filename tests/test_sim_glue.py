@@ -43,7 +43,7 @@ def test_each_torch_call_is_billed_a_launch_at_the_launch_cost():
     x = lambda: torch.empty(8, dtype=torch.float32)  # noqa: E731
     ops = _count(lambda x: (x * 2 + 1).exp(), x)
     assert len(ops) == 3 and all(op["glue"] for op in ops)
-    c = Constants(launch_us=4.0)
+    c = Constants(glue_launch_us=4.0)
     side = predict_side([], ops, H200, c)
     assert abs(side["median_us"] - 3 * 4.0) < 0.01, "three tiny kernels: three launches"
     assert side["band"] == c.band, "the candidate's band, not the library formula's"
