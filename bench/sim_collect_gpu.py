@@ -284,7 +284,31 @@ HELDOUT: dict[str, Callable[[str], Variants]] = {
     "elementwise/rope": rope_heldout,
     **{t: _baseline_only(t) for t in ("gemm/bf16_gemm", "gemm/small_m_gemm", "attention/prefill_gqa", "moe/route_topk_softmax", "elementwise/kv_cache_write")},
 }
-SETS: dict[str, dict[str, Callable[[str], Variants]]] = {"calibration": FAMILIES, "validation": VALIDATION, "heldout": HELDOUT}
+
+
+def rope_qknorm_heldout(source: str) -> Variants:
+    for warps in (1, 2, 8):
+        yield f"w{warps}", rewrite(source, "        BLOCK_D=triton.next_power_of_2(half),\n    )", f"        BLOCK_D=triton.next_power_of_2(half), num_warps={warps},\n    )")
+
+
+def route_grouped_topk_heldout(source: str) -> Variants:
+    for rows, warps in ((1, 1), (4, 4), (16, 4)):
+        src = rewrite(source, 'rows = 16 if x.device.type == "cpu" else 1', f"rows = {rows}")
+        yield f"rows{rows}_w{warps}", rewrite(src, "            BLOCK_K=triton.next_power_of_2(top_k),\n        )", f"            BLOCK_K=triton.next_power_of_2(top_k), num_warps={warps},\n        )")
+
+
+def align_permute_heldout(source: str) -> Variants:
+    for block in (128, 1024, 4096):
+        yield f"block{block}", rewrite(source, "BLOCK, BLOCK_E = 256, triton.next_power_of_2(E)", f"BLOCK, BLOCK_E = {block}, triton.next_power_of_2(E)")
+
+
+# tile and warp variants of starters with no variant in either corpus (a second held-out call)
+HELDOUT_TILES: dict[str, Callable[[str], Variants]] = {
+    "elementwise/rope_qknorm": rope_qknorm_heldout,
+    "moe/route_grouped_topk": route_grouped_topk_heldout,
+    "moe/align_permute": align_permute_heldout,
+}
+SETS: dict[str, dict[str, Callable[[str], Variants]]] = {"calibration": FAMILIES, "validation": VALIDATION, "heldout": HELDOUT, "heldout_tiles": HELDOUT_TILES}
 
 
 @dataclass

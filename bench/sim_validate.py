@@ -10,8 +10,10 @@ Points (a candidate, a workload, its measured H200 time):
   speedup about 1; a pure-PyTorch candidate, billed by sim_torch.TorchCalls);
 - `variant`: the validation corpus, variants of eight starters the fit never saw
   (bench/results/sim_validate_h200/sim_collect.json);
-- `heldout`: glue-heavy and unfused rewrites and baselines timed for this in one H200 call
-  (bench/sim_collect_gpu.py --set heldout; bench/results/sim_heldout_h200/sim_collect.json).
+- `heldout`: glue-heavy and unfused rewrites and baselines timed for this on the H200
+  (bench/sim_collect_gpu.py --set heldout; bench/results/sim_heldout_h200/sim_collect.json), and
+  tile and warp variants of three starters with no variant anywhere else (--set heldout_tiles;
+  bench/results/sim_heldout_tiles_h200/sim_collect.json).
 
 Each is counted as a `sim:h200` evaluation's performance stage counts it (sim_predict, then the
 parent's checks and model, sim_stage and sim_model), and divided into the baseline time that
@@ -43,7 +45,8 @@ REPORT = RESULTS / "sim_validate_speedups_h200.json"
 FIGURE = ROOT / "docs" / "sim_speedups_h200.svg"
 FIT_TASKS = {"gemm/bf16_gemm", "attention/prefill_gqa", "activation/silu_mul", "gemm/fp8_blockscale_gemm", "attention/decode_paged_gqa",
              "moe/fused_moe", "gemm/small_m_gemm", "norm/add_rmsnorm", "elementwise/rope"}  # sim_collect_gpu.FAMILIES: the fit's kernels
-COLLECTED = {"variant": RESULTS / "sim_validate_h200" / "sim_collect.json", "heldout": RESULTS / "sim_heldout_h200" / "sim_collect.json"}
+COLLECTED = [("variant", RESULTS / "sim_validate_h200" / "sim_collect.json"), ("heldout", RESULTS / "sim_heldout_h200" / "sim_collect.json"),
+             ("heldout", RESULTS / "sim_heldout_tiles_h200" / "sim_collect.json")]
 
 
 def measured() -> list[dict[str, Any]]:
@@ -60,7 +63,7 @@ def measured() -> list[dict[str, Any]]:
                             "kind": side, "task": r["task"], "variant": side, "axes": w["axes"], "label": w["label"],
                             "measured_us": cand, "measured_baseline_us": base, "source": Path(path).name, "candidate": None,
                         }
-    for kind, path in COLLECTED.items():
+    for kind, path in COLLECTED:
         if not path.is_file():
             continue
         for r in json.loads(path.read_text())["records"]:
