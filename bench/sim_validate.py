@@ -175,7 +175,7 @@ def fit_glue() -> None:
     best = min((v / 10 for v in range(5, 81)), key=loss)
     data = json.loads(CONSTANTS_FILE.read_text())
     data["fitted"]["h200"]["constants"]["glue_launch_us"] = best
-    CONSTANTS_FILE.write_text(json.dumps(data, indent=2) + "\n")
+    CONSTANTS_FILE.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
     print(f"glue_launch_us = {best} µs on {len(rows)} baseline points (median |log error| {loss(best):.3f}); wrote {CONSTANTS_FILE}")
 
 

@@ -46,7 +46,7 @@ for name, path in json.loads(sys.argv[1]).items():
     reply = sim_predict.predict_candidate(module.run, specs, workload, 7, None, compiler)
     side = predict_side(sim_stage.checked_launches(reply), sim_stage.checked_ops(reply["torch_ops"], "c"), target, constants)
     out[name] = {"us": side["median_us"], "launches": len(reply["launches"]), "notes": reply["notes"], "uncounted": sim_stage.uncounted_launch(reply),
-                 "stages": [k.get("num_stages") for k in side["kernels"]]}
+                 "stages": [k.get("num_stages") for k in side["kernels"]], "grids": [l["grid"] for l in reply["launches"]]}
 out["launch_us"] = constants.launch_us
 print(json.dumps(out))
 '''
@@ -54,7 +54,7 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def counted() -> dict:
-    files = {name: str(CHEATS / f"{name}.py") for name in ("honest_loop", "masked_middle", "launch_flood", "host_python", "stages_inflated", "stages_default", "zero_pages")}
+    files = {name: str(CHEATS / f"{name}.py") for name in ("honest_loop", "masked_middle", "launch_flood", "host_python", "stages_inflated", "stages_default", "zero_pages", "autotuned")}
     files["starter"] = str(find_task("activation/silu_mul").file("starter.py"))
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(COUNT), json.dumps(files)], cwd=ROOT, capture_output=True, text=True, timeout=600,
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
@@ -88,6 +88,13 @@ def test_inflated_num_stages_on_a_loop_free_kernel_buys_nothing(counted):
 
 def test_large_inputs_are_drawn_so_zero_pages_do_not_reveal_the_count(counted):
     assert counted["zero_pages"]["us"] == pytest.approx(counted["starter"]["us"], rel=0.02), "it did all its rows: the input was not zero"
+
+
+def test_autotune_trials_are_predicted_to_choose_and_never_billed(counted):
+    tuned = counted["autotuned"]
+    assert tuned["launches"] == 1, "four trials and the chosen launch: only the chosen launch is billed"
+    assert any(n.startswith("autotune: 4 trial launch(es)") for n in tuned["notes"])
+    assert tuned["grids"] == [[2048, 14336 // 1024, 1]], "BLOCK=1024 is predicted fastest (the fewest waves of programs)"
 
 
 def test_a_failed_aot_compile_is_never_forgiven():
