@@ -24,7 +24,7 @@ from .devices import DeviceInfo, Peaks
 from .profiles import CI_TARGET, SPECS, Profile, parse_profile, per_regime
 from .executors import Executor, HarnessError, LocalExecutor
 from .result import STAGES, Result, StageResult, WorkloadFigures
-from .sim import predict_collective, sim_section
+from .sim import predict_collective, sim_baseline, sim_section
 from .tasks import Limits, Task, TensorSpec, Workload
 
 OnEvent = Callable[[events.Event], None]
@@ -244,6 +244,7 @@ def build_job(
             **w.to_json(), "shapes": shapes(w), "seed": rng.getrandbits(40), "hidden": w not in timed_visible,
             "graph": graphs and world is None and info.type == "cuda" and roof is not None and roof < GRAPH_BELOW_US,
             **({"formula": {"flops": task.flops_for(w), "bytes": task.bytes_for(w), "dtype": task.peak}} if simulated else {}),
+            **({"measured_baseline": known} if simulated and (known := sim_baseline(task, w, info, roof)) else {}),
         })
     timing = timing or Timing.for_device("cpu" if simulated else info.type, profile)
     default_memory = {"cpu": CPU_CANDIDATE_MEMORY, "sim": SIM_CANDIDATE_MEMORY}.get(info.type)
@@ -354,8 +355,10 @@ def assemble(
             impls.append(e.baseline.get("impl"))
             spec_roof = roofline_for(task, workload, info, info.spec) if info.spec else None
             floor = None if spec_roof is None else scoring.IMPOSSIBILITY_MARGIN * spec_roof
-            if info.timing_kind == "measured" and floor is not None and 0 < cand < floor:
-                integrity.append(f"faster_than_speed_of_light: {e.workload} took {cand:.2f} µs, below the floor of {floor:.2f} µs (90% of the spec roofline)")
+            if info.timing_kind in ("measured", "predicted") and floor is not None and (0 < cand or info.timing_kind == "predicted") and cand < floor:
+                # predicted too: a count that missed work (a kernel that did less when counted) predicts the impossible
+                verb = "was predicted at" if info.timing_kind == "predicted" else "took"
+                integrity.append(f"faster_than_speed_of_light: {e.workload} {verb} {cand:.2f} µs, below the floor of {floor:.2f} µs (90% of the spec roofline)")
             flags, wall_notes = wall_clock_findings(e.workload, e.mode, e.candidate, e.baseline)
             integrity += flags
             # The heuristics read timings; CPU timings are informational and too noisy for them

@@ -50,6 +50,14 @@ class StageFailed(Exception):
         super().__init__(message)
 
 
+def cannot_evaluate(reply: dict[str, Any]) -> None:
+    """A candidate's failure that its worker traced to a construct this device's interpreter
+    cannot run (triton_cpu.unsupported_reason): an infrastructure-style outcome, never a wrong
+    answer (the kernel may well be right on a GPU)."""
+    if isinstance(reply.get("unsupported"), str):
+        raise StageFailed("error", f"cannot evaluate on this device: {reply['unsupported'][:500]}", "infrastructure")
+
+
 def versions() -> dict[str, Any]:
     import numpy
     import torch
@@ -359,6 +367,7 @@ class Evaluation:
         first = self.job["stages"]["correctness"][0]
         reply, _ = self._candidate_call({"op": "compile", "workload": _workload(first), "seed": first["seeds"][0]}, deadline)
         if not reply.get("ok"):
+            cannot_evaluate(reply)
             raise StageFailed("failed", f"{reply.get('error')}\n{reply.get('traceback', '')}".strip())
         return {"log": self._log("candidate.log"), "note": reply.get("first_call_error")}
 
@@ -419,6 +428,7 @@ class Evaluation:
         """One seed's runs against the reference: the workload's worst output so far, and what
         was wrong (None if nothing)."""
         if not reply.get("ok"):
+            cannot_evaluate(reply)
             return {"error": reply.get("error"), "traceback": reply.get("traceback")}, f"seed {seed}: {reply.get('error')}"
         check = self._trusted_call(
             {"op": "check", "key": f"{w['label']}#{seed}", "workload": _workload(w), "workload_key": self.key_prefix + w["label"], "member": self.key_prefix, "seed": seed, "runs": repeat, "tensors": reply.get("tensors")},

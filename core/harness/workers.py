@@ -312,7 +312,13 @@ def _device(job: dict[str, Any]) -> torch.device:
 
 
 def _error(exc: BaseException) -> dict[str, Any]:
-    return {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(limit=20)[-8000:]}
+    reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(limit=20)[-8000:]}
+    from .triton_cpu import unsupported_reason  # a construct the CPU interpreter cannot run: not the kernel's fault
+
+    reason = unsupported_reason(exc)
+    if reason:
+        reply["unsupported"] = reason[:500]
+    return reply
 
 
 def _is_compile_error(exc: BaseException) -> bool:
