@@ -2,15 +2,19 @@
 workload, and the per-task model a `sim:` device uses for shapes the table lacks
 (core/sim/baselines.py, docs/simulation.md "Measured baselines").
 
-    PYTHONPATH=. python3 bench/sim_baselines.py                       # every bench/results/*_tasks*.json
+    PYTHONPATH=. python3 bench/sim_baselines.py      # every bench/results/*_tasks*.json and *_baselines.json
     PYTHONPATH=. python3 bench/sim_baselines.py bench/results/h200_tasks_run4.json ...
 
-Reads the JSON that bench/tasks_gpu.py writes ({device, records: [{task, baseline, starter}]}).
-Every timed workload of either side carries the baseline's own timing; a workload measured in
-several runs keeps the median of their medians. A record's `baseline_impl` (which implementation
-the baseline ran: the torch composition, or a production library) keys the entry; records made
-before that field existed ran the task's torch composition (`torch`). The GPU is the device's
-peaks key (`h200`), the one a `sim:` device id names.
+Reads two formats. bench/tasks_gpu.py's ({device, records: [{task, baseline, starter}]}): every
+timed workload of either side carries the baseline's own timing; a record's `baseline_impl`
+(which implementation the baseline ran) keys the entry, and records made before that field
+existed ran the task's torch composition (`torch`). The production-baseline runs
+(bench/results/h200_baselines.json: {records: [{gpu, task, axes, baseline_impl, selected,
+median_us}]}) time every importable implementation of a task's `baselines:` per workload, and
+`selected` marks the one the baseline itself runs there: the table keeps each implementation's
+times and, per implementation, the workloads where it is the selected one. A workload measured
+in several runs keeps the median of their medians. The GPU is the device's peaks key (`h200`),
+the one a `sim:` device id names.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import glob
 import json
 import statistics
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,31 +37,59 @@ from core.sim.baselines import DEFAULT_IMPL, TABLE_FILE, axes_key, fit_task_mode
 from core.tasks import TaskError, Workload, find_task  # noqa: E402
 
 
-def collect(paths: list[Path]) -> dict[tuple[str, str, str], dict[str, list[float]]]:
-    """(gpu, task, impl) -> axes key -> the baseline medians measured there."""
-    found: dict[tuple[str, str, str], dict[str, list[float]]] = {}
+@dataclass
+class Measured:
+    """One (gpu, task, implementation): its medians per workload, and the workloads where the
+    baseline selects it (from the production-baseline runs' `selected`)."""
+
+    medians: dict[str, list[float]] = field(default_factory=dict)
+    selected: set[str] = field(default_factory=set)
+
+
+Found = dict[tuple[str, str, str], Measured]
+
+
+def collect(paths: list[Path]) -> Found:
+    """(gpu, task, impl) -> what was measured of it."""
+    found: Found = {}
+
+    def add(gpu: str, task: str, impl: str, axes: dict[str, Any], median: Any) -> Measured | None:
+        if not (isinstance(median, (int, float)) and median > 0):
+            return None
+        m = found.setdefault((gpu, task, impl), Measured())
+        m.medians.setdefault(axes_key(axes), []).append(float(median))
+        return m
+
     for path in paths:
         data = json.loads(path.read_text())
-        gpu = (data.get("device") or {}).get("peaks")
-        if not gpu:
-            print(f"{path}: no device.peaks, skipped", file=sys.stderr)
-            continue
+        peaks = (data.get("device") or {}).get("peaks")
         for record in data.get("records") or []:
+            if "median_us" in record and "axes" in record:  # a production-baseline run: one implementation at one workload
+                gpu = record.get("gpu") or peaks
+                if not gpu or not record.get("correct", True) or record.get("mode") == "predicted":
+                    continue
+                m = add(gpu, record["task"], record.get("baseline_impl") or DEFAULT_IMPL, record["axes"], record["median_us"])
+                if m is not None and record.get("selected"):
+                    m.selected.add(axes_key(record["axes"]))
+                continue
+            if not peaks:
+                print(f"{path}: no device.peaks, skipped", file=sys.stderr)
+                break
             for side in ("baseline", "starter", "candidate"):
                 result = record.get(side)
                 if not isinstance(result, dict):
                     continue
                 impl = record.get("baseline_impl") or result.get("baseline_impl") or DEFAULT_IMPL
                 for w in result.get("workloads") or []:
-                    median = (w.get("baseline") or {}).get("median_us")
-                    if isinstance(median, (int, float)) and median > 0 and w.get("mode") != "predicted":
-                        found.setdefault((gpu, record["task"], impl), {}).setdefault(axes_key(w["axes"]), []).append(float(median))
+                    if w.get("mode") != "predicted":
+                        add(peaks, record["task"], impl, w["axes"], (w.get("baseline") or {}).get("median_us"))
     return found
 
 
-def build(found: dict[tuple[str, str, str], dict[str, list[float]]], sources: list[str]) -> dict[str, Any]:
+def build(found: Found, sources: list[str]) -> dict[str, Any]:
     gpus: dict[str, Any] = {}
-    for (gpu, task_id, impl), workloads in sorted(found.items()):
+    for (gpu, task_id, impl), measured in sorted(found.items()):
+        workloads = measured.medians
         try:
             task, info = find_task(task_id), sim_info(f"sim:{gpu}")
         except (TaskError, DeviceError) as exc:
@@ -71,12 +104,15 @@ def build(found: dict[tuple[str, str, str], dict[str, list[float]]], sources: li
             entry["workloads"][key] = {"median_us": round(median, 4), "runs": len(medians), **({"roofline_us": round(roof, 4)} if roof else {})}
             if roof:
                 points.append((roof, median))
+        if measured.selected:
+            entry["selected"] = sorted(measured.selected)  # where the baseline runs this implementation
         model = fit_task_model(points)
         if model is not None:
             entry["model"] = {k: round(v, 4) if isinstance(v, float) else v for k, v in model.to_json().items()}
         gpus.setdefault(gpu, {}).setdefault(task_id, {})[impl] = entry
     return {
-        "about": "measured baseline medians per GPU, task, baseline implementation and workload (axes sorted), and per task "
+        "about": "measured baseline medians per GPU, task, baseline implementation and workload (axes sorted), the workloads "
+                 "where the baseline selects each implementation, and per task and implementation "
                  "t = intercept_us + slope x roofline_us fitted on them; made by bench/sim_baselines.py",
         "sources": sources, "gpus": gpus,
     }
@@ -84,10 +120,10 @@ def build(found: dict[tuple[str, str, str], dict[str, list[float]]], sources: li
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("results", nargs="*", type=Path, help="bench/tasks_gpu.py JSON files (default: bench/results/*_tasks*.json)")
+    parser.add_argument("results", nargs="*", type=Path, help="bench/tasks_gpu.py or production-baseline JSON files (default: bench/results/*_tasks*.json and *_baselines.json)")
     parser.add_argument("--out", type=Path, default=TABLE_FILE)
     args = parser.parse_args()
-    paths = args.results or [Path(p) for p in sorted(glob.glob(str(ROOT / "bench/results/*_tasks*.json")))]
+    paths = args.results or [Path(p) for pattern in ("*_tasks*.json", "*_baselines.json") for p in sorted(glob.glob(str(ROOT / "bench/results" / pattern)))]
     if not paths:
         print("no results given and none in bench/results", file=sys.stderr)
         return 2

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 
 from core.devices import sim_info
 from core.evaluate import build_job
-from core.sim.baselines import TABLE_FILE, axes_key, baseline_for, fit_task_model, load_table
+from core.sim.baselines import TABLE_FILE, axes_key, baseline_for, baseline_on, fit_task_model, load_table
 from core.tasks import find_task
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,6 +46,7 @@ def test_the_shipped_table_is_what_the_bench_script_makes_from_the_committed_run
 
     spec = importlib.util.spec_from_file_location("sim_baselines", ROOT / "bench" / "sim_baselines.py")
     bench = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("sim_baselines", bench)  # its dataclasses look their module up
     spec.loader.exec_module(bench)  # type: ignore[union-attr]
     shipped = json.loads(TABLE_FILE.read_text())
     paths = [ROOT / p for p in shipped["sources"]]
@@ -62,3 +64,19 @@ def test_a_sim_job_carries_the_baseline_time_for_each_gpu_workload(tmp_path):
     # an uncalibrated GPU has no measurements: its baseline is predicted from counts, as before
     b200 = build_job(task, task.file("starter.py"), sim_info("sim:b200"), "cpu", 1, tmp_path)
     assert not any("measured_baseline" in w for w in b200["stages"]["performance"])
+
+
+def test_a_sim_gpu_divides_by_the_implementation_that_gpu_runs():
+    # task.yaml's order of preference: the first measured on the H200 (Liger's kernel, not torch)
+    known = baseline_on("h200", "norm/add_rmsnorm", ["liger", "torch"], {"T": 1, "H": 4096}, roofline_us=1.0)
+    assert known is not None and known["impl"] == "liger" and known["source"] == "measured"
+    assert known["median_us"] < baseline_for("h200", "norm/add_rmsnorm", "torch", {"T": 1, "H": 4096}, 1.0)["median_us"]
+    assert baseline_on("h200", "norm/add_rmsnorm", ["liger", "torch"], {"T": 3, "H": 3}, 1.0)["impl"] == "liger"  # its model
+    # a library never measured there is skipped; no `baselines:` means the torch composition
+    assert baseline_on("h200", "norm/add_rmsnorm", ["flashinfer", "torch"], {"T": 1, "H": 4096}, 1.0)["impl"] == "torch"
+    assert baseline_on("h200", "norm/add_rmsnorm", [], {"T": 1, "H": 4096}, 1.0)["impl"] == "torch"
+    # the baseline picks per shape (torch-bmm where B·HKV <= 32): a measured workload uses the one selected there
+    order = [b.impl for b in find_task("attention/decode_paged_gqa").baselines]
+    small = {"B": 1, "L": 32768, "P": 16, "HQ": 32, "HKV": 8, "D": 128}
+    assert baseline_on("h200", "attention/decode_paged_gqa", order, small, 1.0)["impl"] == "torch-bmm"
+    assert baseline_on("h200", "attention/decode_paged_gqa", order, {**small, "B": 32, "L": 8192}, 1.0)["impl"] == "torch"

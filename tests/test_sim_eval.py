@@ -48,3 +48,7 @@ def test_the_same_evaluation_twice_predicts_the_same_times_and_uses_the_measured
         assert w.baseline["source"] in ("measured", "model") and any(n.startswith("baseline: ") for n in w.notes)
         if w.baseline["source"] == "measured":
             assert w.baseline["band"] == 0 and w.band == w.candidate["band"], "the band is the candidate model's alone"
+    # the H200 runs Liger's fused add+RMSNorm (task.yaml's first baseline): its measured time is
+    # the one divided by, and the result says so
+    assert first.baseline_impl == "liger" and first.baseline_kind == task.baseline_impl("liger").kind
+    assert all(w.baseline["impl"] == "liger" and any("`liger`" in n for n in w.notes) for w in first.workloads)

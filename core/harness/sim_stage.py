@@ -117,14 +117,17 @@ def known_baseline(known: dict[str, Any], target: Target) -> dict[str, Any]:
     return {
         "median_us": t, "low_us": t / (1 + band), "high_us": t * (1 + band), "band": band,
         "timing": "measured" if known.get("source") == "measured" else "predicted", "source": known.get("source"),
-        "bound": None, "kernels": [], "launches": 0,
+        "bound": None, "kernels": [], "launches": 0, "impl": known.get("impl"),
     }
 
 
 def baseline_note(known: dict[str, Any], target: Target) -> str:
+    """Where the baseline's time comes from: the measured time on the target of the
+    implementation the target would run (`impl`, e.g. liger), or its model."""
+    gpu, impl = target.key.upper(), str(known.get("impl") or "torch")[:40]
     if known.get("source") == "measured":
-        return f"baseline: measured on {target.key.upper()} (core/data/sim_baselines.json, median of {known.get('runs', 1)} runs)"
-    return (f"baseline: the task's model fitted on {known.get('points')} {target.key.upper()} measurements "
+        return f"baseline: the measured {gpu} time of `{impl}` (core/data/sim_baselines.json, median of {known.get('runs', 1)} runs)"
+    return (f"baseline: `{impl}`, the task's model fitted on {known.get('points')} {gpu} measurements of it "
             f"(±{100 * float(known.get('band') or 0):.0f}%), this shape was not measured")
 
 
@@ -170,7 +173,7 @@ def _report(ev: "Evaluation", w: dict[str, Any], reply: dict[str, Any], target: 
     candidate = predict_side(launches, cand_ops, target, constants)
     known = w.get("measured_baseline")
     if isinstance(known, dict) and isinstance(known.get("median_us"), (int, float)) and known["median_us"] > 0:
-        baseline, base = known_baseline(known, target), {"source": known.get("source")}
+        baseline, base = known_baseline(known, target), {"source": known.get("source"), "impl": known.get("impl")}
         base["note"] = baseline_note(known, target)
     else:
         base = ev._trusted_call({"op": "predict_baseline", "workload": _workload(w), "seed": w["seed"], "formula": w["formula"]}, deadline)

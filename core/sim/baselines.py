@@ -10,7 +10,11 @@ the workload's speed of light on the target (its FLOP and byte formulas at the p
 figures). A task with no measurement on the target keeps the counted prediction (`predicted`).
 
 The table is keyed by GPU (peaks key), task, baseline implementation and workload (canonical
-axes), and regenerated from device runs by bench/sim_baselines.py.
+axes), and regenerated from device runs by bench/sim_baselines.py. Which implementation a
+`sim:<gpu>` evaluation divides by is the one that GPU would run (`baseline_on`): at a workload
+where a run recorded the baseline's own choice (`selected`), that one; elsewhere the first of
+the task's `baselines:` (its order of preference) measured on that GPU, e.g. `liger` for
+norm/add_rmsnorm on the H200, `torch` where no library was measured.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 TABLE_FILE = Path(__file__).resolve().parent.parent / "data" / "sim_baselines.json"
 DEFAULT_IMPL = "torch"  # the task's own PyTorch composition (records made before baseline_impl existed)
@@ -95,16 +99,31 @@ def load_table() -> dict[str, Any]:
 
 
 def baseline_for(gpu: str, task_id: str, impl: str | None, axes: dict[str, Any], roofline_us: float | None) -> dict[str, Any] | None:
-    """The baseline's time for one workload on `gpu`: {median_us, source, band, ...} with source
-    `measured` or `model`, or None where the table knows nothing of this task there."""
-    entry = load_table().get("gpus", {}).get(gpu, {}).get(task_id, {}).get(impl or DEFAULT_IMPL)
+    """The time of implementation `impl` (None: `torch`) for one workload on `gpu`:
+    {median_us, source, band, impl, ...} with source `measured` or `model`, or None where the
+    table knows nothing of it there."""
+    impl = impl or DEFAULT_IMPL
+    entry = load_table().get("gpus", {}).get(gpu, {}).get(task_id, {}).get(impl)
     if not entry:
         return None
     measured = entry.get("workloads", {}).get(axes_key(axes))
     if measured is not None:
-        return {"median_us": float(measured["median_us"]), "source": "measured", "band": 0.0, "runs": measured.get("runs", 1)}
+        return {"median_us": float(measured["median_us"]), "source": "measured", "band": 0.0, "runs": measured.get("runs", 1), "impl": impl}
     model = entry.get("model")
     if model and roofline_us is not None and roofline_us > 0:
         m = TaskModel(**model)
-        return {"median_us": m.time_us(roofline_us), "source": "model", "band": m.error, "points": m.points}
+        return {"median_us": m.time_us(roofline_us), "source": "model", "band": m.error, "points": m.points, "impl": impl}
     return None
+
+
+def baseline_on(gpu: str, task_id: str, order: Sequence[str], axes: dict[str, Any], roofline_us: float | None) -> dict[str, Any] | None:
+    """The baseline's time for one workload on `gpu`, of the implementation that GPU would run:
+    the one a measured run selected at this workload, else the first of `order` (task.yaml's
+    `baselines:`, in preference; empty: `torch`) with measurements on `gpu`. None where the
+    table has nothing of the task's implementations there (the baseline is then predicted)."""
+    entries = load_table().get("gpus", {}).get(gpu, {}).get(task_id, {})
+    order = list(order) or [DEFAULT_IMPL]
+    key = axes_key(axes)
+    chosen = next((i for i in order if key in (entries.get(i) or {}).get("selected", ())), None)
+    chosen = chosen or next((i for i in order if entries.get(i)), None)
+    return baseline_for(gpu, task_id, chosen, axes, roofline_us) if chosen else None

@@ -64,9 +64,11 @@ def sim_section(info: DeviceInfo) -> dict[str, Any]:
 
 def sim_baseline(task: Any, workload: Any, info: DeviceInfo, roofline_us: float | None) -> dict[str, Any] | None:
     """The baseline's time for one performance workload on a simulated device, from the measured
-    table (core/sim/baselines.py): measured there, or the task's fitted model; None where the
-    table has nothing for the task on that GPU (the baseline is then predicted from counts)."""
-    from .baselines import baseline_for
+    table (core/sim/baselines.py), of the implementation that GPU would run (`impl`): measured
+    there, or the task's fitted model; None where the table has nothing for the task on that
+    GPU (the baseline is then predicted from counts)."""
+    from .baselines import baseline_on
 
     key = info.peaks_key or info.id.removeprefix("sim:")
-    return baseline_for(key, task.id, getattr(task, "baseline_impl", None), dict(workload.axes), roofline_us)
+    order = [b.impl for b in getattr(task, "baselines", ())]  # task.yaml's `baselines:`, in preference
+    return baseline_on(key, task.id, order, dict(workload.axes), roofline_us)
