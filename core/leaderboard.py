@@ -245,6 +245,19 @@ def boards(store: Store, *, device: str | None = None, vendor: str | None = None
             for kind in TIMING_KINDS if kind in found}
 
 
+def device_place(item: Scored | Failure, by: str = "model") -> str:
+    """The device part of a group's key: the vendor (by="vendor") or the device model (its id where unknown)."""
+    return (item.device_vendor or "unknown") if by == "vendor" else (item.device_model or item.device_id)
+
+
+def group_place(item: Scored | Failure, by: str = "model", impl: str | None = None) -> str:
+    """A group's device column: the device, then the baseline the speedups are against
+    (`NVIDIA H200 · vs liger`) where one is recorded; `impl` defaults to the row's own."""
+    impl = impl if impl is not None else getattr(item, "baseline_impl", None)
+    place = device_place(item, by)
+    return f"{place} · vs {impl}" if impl else place  # speedups against different baselines are different numbers
+
+
 def build(rows: Iterable[Scored], *, timing_kind: str, device: str | None = None, vendor: str | None = None, family: str | None = None,
           run: str | None = None, p: float = DEFAULT_P, by: str = "model", failed: Iterable[Failure] = ()) -> Board:
     """The board from rows already read (`scored`, `failures`): filter, group, aggregate, rank. Pure."""
@@ -253,16 +266,11 @@ def build(rows: Iterable[Scored], *, timing_kind: str, device: str | None = None
     kept = [r for r in mine if r.status != "infrastructure_error"]
     lost = [f for f in failed if f.timing_kind == timing_kind and _matches(f, device, vendor, family)]
     groups: dict[tuple[str, str], dict[tuple[str, str | None], tuple[list[Scored], list[Failure]]]] = {}
-    def where(item: Scored | Failure) -> str:
-        return (item.device_vendor or "unknown") if by == "vendor" else (item.device_model or item.device_id)
-
     # a failure has no result, hence no baseline: it joins the group its task's results are in
-    impl_of = {(r.task_id, where(r)): r.baseline_impl for r in kept if r.baseline_impl}
+    impl_of = {(r.task_id, device_place(r, by)): r.baseline_impl for r in kept if r.baseline_impl}
     for item in (*kept, *lost):
-        place = where(item)
-        impl = item.baseline_impl if isinstance(item, Scored) else impl_of.get((item.task_id, place))
-        if impl:  # speedups against different baselines are different numbers
-            place = f"{place} · vs {impl}"
+        impl = item.baseline_impl if isinstance(item, Scored) else impl_of.get((item.task_id, device_place(item, by)))
+        place = group_place(item, by, impl)
         member = groups.setdefault((item.family, place), {}).setdefault((item.agent, item.model), ([], []))
         member[1 if isinstance(item, Failure) else 0].append(item)  # type: ignore[arg-type]
     ranked = timing_kind in RANKED_KINDS

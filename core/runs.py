@@ -36,7 +36,7 @@ import fnmatch
 import itertools
 import secrets
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -360,6 +360,7 @@ class BatchRequest:
     candidates: tuple[Path, ...]
     job_ids: tuple[int, ...]
     seed: int
+    keys: tuple[str, ...] = ()  # their plan keys (the scheduler ids a job of its own would have), in order
 
 
 @dataclass(frozen=True)
@@ -517,8 +518,18 @@ async def execute(
         if on_event is not None:
             on_event(job_id, event)
 
+    batch_members: dict[str, tuple[str, ...]] = {}  # a batch's scheduler job -> its members' keys
+    members_done: set[str] = set()
+
     def on_scheduler_event(event: events.Event) -> None:
         scheduler_id = getattr(event, "job_id", "")
+        if isinstance(event, events.JobStateChanged) and scheduler_id in batch_members:
+            # A batch is one scheduler job: each member that has no result yet moves with it
+            # (a member's `done` is announced when its result is recorded, in batch_runner).
+            for key in batch_members[scheduler_id]:
+                if key not in members_done and event.state != "done":
+                    on_scheduler_event(replace(event, job_id=key))
+            return
         job_id = job_ids.get(scheduler_id, None)
         if isinstance(event, events.JobStateChanged) and job_id is not None and event.state in ("queued", "running", "retrying", "cancelled"):
             store.set_job_state(job_id, "queued" if event.state in ("retrying", "cancelled") else event.state, attempts=event.attempt)
@@ -570,10 +581,17 @@ async def execute(
 
         for job_id in request.job_ids:
             store.set_job_state(job_id, "running")
+
+        def recorded(k: int, result: Result) -> None:
+            store.record_result(request.job_ids[k], result)
+            key = request.keys[k]
+            members_done.add(key)  # finished now, like a job of its own (progress lines, the app)
+            on_scheduler_event(events.JobStateChanged(job_id=key, state="done", device=slot.device, slot=slot.index, attempt=1))
+
         try:
             # Each result is recorded the moment it is known: an interrupted batch keeps what it finished.
             results = await evaluator.aevaluate_batch(request.task, list(request.candidates), request.seed, on_event=forward, profile=spec.profile,
-                                                      on_result=lambda k, result: store.record_result(request.job_ids[k], result))
+                                                      on_result=recorded)
         except HarnessError as exc:
             evaluators.pop(slot).executor.close()
             raise InfrastructureFault(str(exc)) from exc
@@ -627,7 +645,8 @@ async def execute(
                 futures[key] = scheduler.submit(Job(id=key, devices=(job.device_id,), payload=EvalRequest(planned[key].task, planned[key].candidate, job.id)))
             for group, seed in together:  # many candidates of one task: one batch (core/batch.py)
                 first = pending[group[0]]
-                payload = BatchRequest(planned[group[0]].task, tuple(planned[k].candidate for k in group), tuple(pending[k].id for k in group), seed)
+                payload = BatchRequest(planned[group[0]].task, tuple(planned[k].candidate for k in group), tuple(pending[k].id for k in group), seed, tuple(group))
+                batch_members[f"batch|{group[0]}"] = tuple(group)
                 batch = scheduler.submit(Job(id=f"batch|{group[0]}", devices=(first.device_id,), payload=payload))
                 for i, key in enumerate(group):
                     job_ids[key] = pending[key].id

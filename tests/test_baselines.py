@@ -162,3 +162,17 @@ def test_the_leaderboard_never_ranks_results_against_different_baselines_togethe
     board = build([row("a", "liger", 1.2), row("b", "torch", 8.0), row("c", "liger", 1.5)], timing_kind="measured")
     groups = {device: [e.agent for e in entries] for _family, device, entries in board.groups()}
     assert groups == {"NVIDIA H200 · vs liger": ["c", "a"], "NVIDIA H200 · vs torch": ["b"]}
+
+
+def test_an_attempt_with_nothing_to_score_sits_with_its_task_results_baseline():
+    # a failure has no result, so no baseline of its own: it joins the group its task's results are in
+    from core.leaderboard import Failure, Scored, build
+
+    scored = Scored(run_id="r", job_id=1, task_id="elementwise/rope", family="elementwise", agent="a", model=None,
+                    device_id="cuda:0", device_model="NVIDIA H200", device_vendor="nvidia", timing_kind="measured",
+                    status="passed", speedup=1.2, sol_fraction=0.5, baseline_impl="liger")
+    lost = Failure(run_id="r", attempt_id="t1", task_id="elementwise/rope", family="elementwise", agent="a", model=None,
+                   device_id="cuda:0", device_model="NVIDIA H200", device_vendor="nvidia", timing_kind="measured",
+                   outcome="agent_error", reason="crashed")
+    [(_family, device, [entry])] = list(build([scored], timing_kind="measured", failed=[lost]).groups())
+    assert device == "NVIDIA H200 · vs liger" and (entry.results, entry.failures) == (1, 1)
