@@ -152,3 +152,16 @@ def test_a_run_evaluates_one_tasks_candidates_as_a_batch_on_one_seed(tmp_path: P
     assert hidden[0] == hidden[2] and hidden[0], "every candidate saw the same hidden draws"
     assert [results[j.id].status for j in jobs] == ["passed", "failed", "passed"]
     assert {results[j.id].to_result().profile for j in jobs} == {"train"}
+
+
+def test_a_batch_member_is_judged_on_its_own_pooled_evidence(cpu_evaluator: Evaluator) -> None:
+    # The sampling check pools evidence over a candidate's checked calls (docs/integrity.md,
+    # class 4) in the trusted worker the batch shares: the biased sampler's excess argmax hits
+    # must neither fail the honest sampler after it nor be diluted by it.
+    from core.tasks import find_task
+
+    task = find_task("sampling/top_k_top_p_sampling")
+    cheat = FIXTURES.parent / "cheats" / "sampling_argmax_fallback.py"
+    cheat_first, honest = asyncio.run(cpu_evaluator.aevaluate_batch(task, [cheat, task.file("baseline.py")], seed=5, performance=False))
+    assert cheat_first.status == "failed" and "pooled" in (cheat_first.stage(cheat_first.failed_stage).message or "")
+    assert honest.status == "passed", [s.message for s in honest.stages]
