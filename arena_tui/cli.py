@@ -67,6 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, help="the secret seed (hidden draws, inputs); default: a fresh random one")
     ev.add_argument("--workdir", type=Path, help="keep the evaluation's files (job, logs) in this folder")
     ev.add_argument("--no-store", action="store_true", help="do not record the result in the results store")
+    ev.add_argument("--profile", choices=("full", "train"), default="full", help="full (default: every timed workload, leaderboards) or train (one timed workload per regime, shorter limits: docs/evaluation.md)")
 
     for name in COMMAND_MODULES:
         try:
@@ -164,7 +165,7 @@ def _eval(args: argparse.Namespace, out: Console, err: Console) -> int:
             return EXIT_BAD_INPUT
         if progress:
             progress.header(evaluator.info, args.candidate, world)
-        result = evaluator.evaluate(task, args.candidate, seed=args.seed, on_event=progress, world_size=world)
+        result = evaluator.evaluate(task, args.candidate, seed=args.seed, on_event=progress, world_size=world, profile=args.profile)
     stored = None if args.no_store else _record(args, task.family, result)  # written before it is shown
     if args.json:
         sys.stdout.write(json.dumps(result.to_json()) + "\n")

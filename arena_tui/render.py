@@ -184,6 +184,12 @@ def task_detail(console: Console, task: Task) -> None:
     console.print(f"[bold]{task.id}[/]\n{escape(task.description)}\n")
     console.print(f"models: {escape(', '.join(task.models))}")
     console.print(f"baseline ({task.baseline_kind}): {escape(task.baseline)}")
+    if len(task.baselines) > 1:  # the implementations baseline.py tries, best first; results record which ran
+        console.print("baseline candidates, in order of preference (the first that imports on the device runs; results record it as baseline_impl):")
+        for n, b in enumerate(task.baselines, 1):
+            console.print(f"  {n}. {b.impl} ({b.kind}): {escape(b.calls)}")
+    if task.baseline_note:
+        console.print(f"baseline note: {escape(task.baseline_note)}")
     console.print(f"languages: {', '.join(task.languages)}")
     if task.vendor_notes:
         console.print(f"vendors: {escape(task.vendor_notes)}")

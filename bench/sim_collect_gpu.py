@@ -214,7 +214,101 @@ VALIDATION: dict[str, Callable[[str], Variants]] = {
     "norm/rmsnorm_fp8_quant": rmsnorm_fp8_quant,
     "elementwise/kv_cache_write": kv_cache_write,
 }
-SETS: dict[str, dict[str, Callable[[str], Variants]]] = {"calibration": FAMILIES, "validation": VALIDATION}
+# --- the held-out set (issue 22): the shipped starters beside rewrites that put work in torch
+# glue around the kernel (unfused, copies, gathers) and the baselines submitted as candidates:
+# what the simulated speedup of a candidate is validated on (bench/sim_validate.py).
+
+
+def _starter_and_baseline(task_id: str) -> Variants:
+    task = find_task(task_id)
+    yield "starter", task.file("starter.py").read_text()
+    yield "baseline", task.file("baseline.py").read_text()
+
+
+def silu_mul_heldout(source: str) -> Variants:
+    yield from _starter_and_baseline("activation/silu_mul")
+    # copies around the kernel: gate and up made contiguous apart, then joined again
+    yield "glue_split", rewrite(source, "    x = x.contiguous()  # x is [T, 2I]: gate = x[:, :I], up = x[:, I:]\n",
+                                "    gate, up = x.chunk(2, dim=-1)\n    x = torch.cat([gate.contiguous(), up.contiguous()], dim=-1)\n")
+    # unfused: torch's silu, then a Triton multiply
+    yield "unfused_torch_silu", '''import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _mul_kernel(g_ptr, x_ptr, out_ptr, I, stride_xt, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    mask = cols < I
+    g = tl.load(g_ptr + row * I + cols, mask=mask, other=0.0).to(tl.float32)
+    up = tl.load(x_ptr + row * stride_xt + I + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(out_ptr + row * I + cols, (g * up).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def run(x):
+    x = x.contiguous()
+    T, inter = x.shape[0], x.shape[1] // 2
+    g = F.silu(x[:, :inter].float()).contiguous()
+    out = torch.empty((T, inter), device=x.device, dtype=x.dtype)
+    _mul_kernel[(T, triton.cdiv(inter, 1024))](g, x, out, inter, x.stride(0), BLOCK=1024)
+    return out
+'''
+
+
+def add_rmsnorm_heldout(source: str) -> Variants:
+    yield from _starter_and_baseline("norm/add_rmsnorm")
+    # unfused: the residual add in torch, the kernel normalises it (adding zeros)
+    yield "unfused_add", rewrite(source, "    x, residual, weight = x.contiguous(), residual.contiguous(), weight.contiguous()\n",
+                                 "    x, weight = (x + residual).contiguous(), weight.contiguous()\n    residual = torch.zeros_like(x)\n")
+
+
+def rope_heldout(source: str) -> Variants:
+    yield from _starter_and_baseline("elementwise/rope")
+    # a torch gather of the cos/sin rows, then the kernel reads row t for token t
+    yield "glue_gather", rewrite(source, "    cache = cos_sin_cache.contiguous()\n",
+                                 "    cache = cos_sin_cache[positions].contiguous()\n    positions = torch.arange(T, device=q.device)\n")
+
+
+def _baseline_only(task_id: str) -> Callable[[str], Variants]:
+    def make(_source: str) -> Variants:
+        yield "baseline", find_task(task_id).file("baseline.py").read_text()
+
+    return make
+
+
+HELDOUT: dict[str, Callable[[str], Variants]] = {
+    "activation/silu_mul": silu_mul_heldout,
+    "norm/add_rmsnorm": add_rmsnorm_heldout,
+    "elementwise/rope": rope_heldout,
+    **{t: _baseline_only(t) for t in ("gemm/bf16_gemm", "gemm/small_m_gemm", "attention/prefill_gqa", "moe/route_topk_softmax", "elementwise/kv_cache_write")},
+}
+
+
+def rope_qknorm_heldout(source: str) -> Variants:
+    for warps in (1, 2, 8):
+        yield f"w{warps}", rewrite(source, "        BLOCK_D=triton.next_power_of_2(half),\n    )", f"        BLOCK_D=triton.next_power_of_2(half), num_warps={warps},\n    )")
+
+
+def route_grouped_topk_heldout(source: str) -> Variants:
+    for rows, warps in ((1, 1), (4, 4), (16, 4)):
+        src = rewrite(source, 'rows = 16 if x.device.type == "cpu" else 1', f"rows = {rows}")
+        yield f"rows{rows}_w{warps}", rewrite(src, "            BLOCK_K=triton.next_power_of_2(top_k),\n        )", f"            BLOCK_K=triton.next_power_of_2(top_k), num_warps={warps},\n        )")
+
+
+def align_permute_heldout(source: str) -> Variants:
+    for block in (128, 1024, 4096):
+        yield f"block{block}", rewrite(source, "BLOCK, BLOCK_E = 256, triton.next_power_of_2(E)", f"BLOCK, BLOCK_E = {block}, triton.next_power_of_2(E)")
+
+
+# tile and warp variants of starters with no variant in either corpus (a second held-out call)
+HELDOUT_TILES: dict[str, Callable[[str], Variants]] = {
+    "elementwise/rope_qknorm": rope_qknorm_heldout,
+    "moe/route_grouped_topk": route_grouped_topk_heldout,
+    "moe/align_permute": align_permute_heldout,
+}
+SETS: dict[str, dict[str, Callable[[str], Variants]]] = {"calibration": FAMILIES, "validation": VALIDATION, "heldout": HELDOUT, "heldout_tiles": HELDOUT_TILES}
 
 
 @dataclass

@@ -338,9 +338,11 @@ def run_fit() -> None:
     report["band"], report["lib_band"] = band, lib_band
     report["per_point"] = [{"task": r["task"], "label": r["label"], "kind": r["kind"], "measured_us": r["measured_us"], "predicted_us": p} for r, p in zip(rows, preds)]
     FIGURES.write_text(json.dumps(report, indent=1))
+    glue = (data["fitted"].get("h200") or {}).get("constants", {}).get("glue_launch_us")  # bench/sim_validate.py fit-glue's, kept
     data["fitted"]["h200"] = {
         "label": f"calibrated (on {len(rows)} H200 timings)",
-        "constants": {**{k: round(getattr(fitted, k), 4) for k in FITTED}, "dram_eff": 1.0, "band": round(band, 3), "lib_band": round(lib_band, 3)},
+        "constants": {**{k: round(getattr(fitted, k), 4) for k in FITTED}, "dram_eff": 1.0, "band": round(band, 3), "lib_band": round(lib_band, 3),
+                      **({"glue_launch_us": glue} if glue is not None else {})},
         "data": f"bench/results/sim_features_h200.json (from {', '.join(sorted({r['source'] for r in rows}))})",
         "figures": "bench/results/sim_fit_h200.json", "command": "PYTHONPATH=. python3 bench/sim_fit.py fit",
     }

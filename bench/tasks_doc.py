@@ -1,7 +1,13 @@
 """Write docs/tasks.md: the catalogue of bundled tasks, and the H200 figures of each task's
 baseline per visible workload from a `bench/tasks_gpu.py` run.
 
-    python3 bench/tasks_doc.py --gpu bench/results/h200_tasks.json > docs/tasks.md
+    python3 bench/tasks_doc.py --gpu bench/results/h200_tasks.json \
+        --baselines bench/results/h200_baselines.json > docs/tasks.md
+
+`--baselines` (a `bench/tasks_gpu.py --impls` run) gives the baseline table: per task and
+visible workload, the implementation the baseline runs there, its time, the speed of light
+with and without the launch floor, and every other implementation's time; `--gpu` (a
+full-pipeline run) adds the starters' times.
 """
 
 from __future__ import annotations
@@ -103,14 +109,102 @@ def gpu_section(path: Path) -> str:
     return "\n".join(out)
 
 
+def _pct(x) -> str:  # noqa: ANN001
+    return f"{x * 100:.1f}%" if x is not None else "–"
+
+
+def baselines_section(path: Path, tasks, starters: dict[tuple[str, str], float]) -> str:  # noqa: ANN001
+    """The baseline table from a `--impls` run, and the tasks under 10% of SOL with the
+    sentence their task.yaml gives (or a warning where it gives none)."""
+    data = json.loads(path.read_text())
+    dev, peaks = data["device"], data.get("peaks_probe", {})
+    v = dev.get("versions", {})
+    by: dict[tuple[str, str], list[dict]] = {}
+    for r in data["records"]:
+        if "workload" in r:
+            by.setdefault((r["task"], r["workload"]), []).append(r)
+    rel = path.resolve().relative_to(ROOT) if path.resolve().is_relative_to(ROOT) else path
+    out = [
+        "## The baselines on the H200",
+        "",
+        f"Measured on one {dev['model']} ({dev['arch']}, driver {v.get('driver')}, CUDA {v.get('cuda')}, torch {v.get('torch')}, "
+        f"Triton {v.get('triton')}, Liger 0.8.5 carried as a wheel) by `sh bench/h200_baselines.sh $OUT` "
+        f"(`bench/tasks_gpu.py --impls`; raw, keyed by gpu, task, workload and baseline_impl: `{rel}`). Every implementation "
+        "of each task's `baselines:` that imports there is checked against the reference and timed with the harness's own "
+        "timer (fresh inputs every call, L2 flushed, CUDA graph replays for workloads whose roofline is under 50 µs; the median, "
+        "spread = interquartile range / median); **runs** is the one the baseline uses there. The peaks probe measured a launch "
+        f"floor of {peaks.get('launch_graph_us', 0):.2f} µs graph-replayed and {peaks.get('launch_eager_us', 0):.2f} µs eager "
+        f"(copy {peaks.get('hbm_tbps', 0):.2f} TB/s, bf16 {peaks.get('bf16_tflops', 0):.0f} TFLOP/s). *SOL* = max(roofline, launch "
+        "floor) / time, the figure results score against; *roofline* = the roofline alone / time (docs/evaluation.md). "
+        "*others* lists the other implementations measured (µs). The starter column is the untuned Triton starting point "
+        "from the full-pipeline run: *starter speedup* = this baseline's time / the starter's.",
+        "",
+        "| task | workload | model | runs | baseline (µs) | spread | SOL (µs) | baseline SOL | roofline | others (µs) | starter speedup |",
+        "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |",
+    ]
+    low: dict[str, float] = {}
+    for t in tasks:
+        for w in t.gpu.visible:
+            recs = by.get((t.id, w.label))
+            if not recs:
+                continue
+            sel = next((r for r in recs if r.get("selected")), None) or recs[0]
+            others = ", ".join(f"{r['baseline_impl']} {r['median_us']:.1f}" for r in recs if r is not sel and r.get("median_us"))
+            st = starters.get((t.id, w.label))
+            ratio = f"{sel['median_us'] / st:.2f}×" if st and sel.get("median_us") else "–"
+            ok = "" if sel.get("correct") else " (wrong)"
+            out.append(
+                f"| {t.id} | {w.label} | {w.model or ''} | {sel['baseline_impl']}{ok} | {sel.get('median_us', 0):.2f} | ±{sel.get('spread', 0) * 100:.1f}% | "
+                f"{sel.get('sol_us') or 0:.2f} | {_pct(sel.get('sol_fraction'))} | {_pct(sel.get('roofline_fraction'))} | {others} | {ratio} |"
+            )
+            if sel.get("sol_fraction") is not None and sel["sol_fraction"] < 0.10:
+                low[t.id] = min(low.get(t.id, 1.0), sel["sol_fraction"])
+    out += ["", "Baselines under 10% of the speed of light on some workload, and why nothing faster runs there:", ""]
+    for t in tasks:
+        if t.id in low:
+            why = t.baseline_note or "**no `baseline_note` in task.yaml says why**"
+            out.append(f"- `{t.id}` (lowest {_pct(low[t.id])}): {why}")
+    return "\n".join(out)
+
+
+def write_figures(path: Path, target: Path) -> None:
+    """The agent prompt's baseline figures (core/workspace.py): per GPU model, task and visible
+    workload, the implementation the baseline runs there, its median and SOL fraction."""
+    data = json.loads(path.read_text())
+    gpus: dict = json.loads(target.read_text()).get("gpus", {}) if target.is_file() else {}
+    gpu = data["device"].get("peaks") or data["device"]["model"]
+    tasks: dict = {}
+    for r in data["records"]:
+        if r.get("selected") and r.get("correct") and r.get("median_us"):
+            tasks.setdefault(r["task"], {})[r["workload"]] = {
+                "impl": r["baseline_impl"], "median_us": round(r["median_us"], 3),
+                "sol_fraction": round(r["sol_fraction"], 4) if r.get("sol_fraction") is not None else None,
+            }
+    gpus[gpu] = {"device": data["device"]["model"], "source": str(path.resolve().relative_to(ROOT)) if path.resolve().is_relative_to(ROOT) else str(path), "tasks": tasks}
+    target.write_text(json.dumps({"schema_version": 1, "gpus": gpus}, indent=1, sort_keys=True) + "\n")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--gpu", type=Path, nargs="*", default=[], help="tasks_gpu.json files (parts are merged)")
+    parser.add_argument("--baselines", type=Path, help="a `tasks_gpu.py --impls` run (baselines_gpu.json): the baseline table")
+    parser.add_argument("--figures", type=Path, help="with --baselines: also write the agent prompt's figures (core/data/baseline_figures.json)")
     args = parser.parse_args()
     tasks = discover()
     print(HEADER)
     print(f"## The catalogue ({len(tasks)} tasks)\n")
     print(catalogue(tasks))
+    if args.baselines:
+        starters: dict[tuple[str, str], float] = {}
+        for path in args.gpu:
+            for record in json.loads(path.read_text())["records"]:
+                for w in (record.get("starter") or {}).get("workloads", []):
+                    starters[(record["task"], w["label"])] = w["candidate"]["median_us"]
+        print()
+        print(baselines_section(args.baselines, [t for t in tasks if not t.multi_rank], starters))
+        if args.figures:
+            write_figures(args.baselines, args.figures)
+        return 0
     if args.gpu:
         merged: dict = {"device": None, "records": []}
         by_task: dict[str, dict] = {}

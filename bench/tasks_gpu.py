@@ -3,6 +3,12 @@ candidate, passes its own task with no flag (full pipeline; its times and fracti
 light per visible workload are the figures of docs/tasks.md), then each starter passes.
 
     PYTHONPATH=. python3 bench/tasks_gpu.py --device cuda:0 --out $OUT [--tasks ID ...] [--part K/N]
+    PYTHONPATH=. python3 bench/tasks_gpu.py --impls --device cuda:0 --out $OUT [--tasks ID ...]
+
+`--impls` instead times every baseline implementation each task's baseline.py can run here
+(bench/baseline_impls.py: the peaks probe first, then one correctness run and the harness's
+timer per workload and implementation) and writes baselines_gpu.json: one record per
+(gpu, task, workload, baseline_impl), with the launch floor and both speed-of-light fractions.
 
 Writes tasks_gpu.json (every result, after each task, so a run cut short keeps what it
 measured) and tasks_gpu.md (the per-workload table) under --out; exits 1 if a starter or a
@@ -55,6 +61,40 @@ def _summary(result) -> dict:  # noqa: ANN001
     }
 
 
+def impls_main(args) -> int:  # noqa: ANN001
+    """`--impls`: every baseline implementation, on this process's device."""
+    import torch
+
+    from bench.baseline_impls import measure_task
+    from core.devices import probe
+    from core.harness.probe import measure_peaks
+
+    info = probe(args.device)
+    device = torch.device("cuda:0" if args.device.startswith("cuda") else args.device)
+    cpu = device.type == "cpu"
+    peaks = {} if cpu else measure_peaks(str(device))
+    print(f"peaks probe: {peaks}", flush=True)
+    floors = {"graph": peaks.get("launch_graph_us"), "eager": peaks.get("launch_eager_us")}
+    tasks = [t for t in discover() if not t.multi_rank and (not args.tasks or t.id in args.tasks)]
+    if args.tasks:  # in the order given: a run cut short by the device's limit keeps the first
+        tasks.sort(key=lambda t: args.tasks.index(t.id))
+    data: dict = {"device": {**info.to_json(), "versions": info.versions}, "peaks_probe": peaks, "records": []}
+    t0 = time.monotonic()
+    bad = 0
+    for task in tasks:
+        print(f"[{time.monotonic() - t0:6.1f}s] {task.id}", flush=True)
+        try:
+            recs = measure_task(task, info, device, floors, cpu=cpu, only=args.only_impls)
+        except Exception:  # noqa: BLE001 - a task whose files do not load must not hide the others
+            recs = [{"task": task.id, "correct": False, "error": traceback.format_exc()[-1500:]}]
+            print(recs[0]["error"], flush=True)
+        bad += sum(not r.get("correct") for r in recs)
+        data["records"] += recs
+        (args.out / "baselines_gpu.json").write_text(json.dumps(data, indent=1, default=str))
+    print(f"done in {time.monotonic() - t0:.0f} s; {bad} record(s) not correct", flush=True)
+    return 1 if bad else 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--device", default="cuda:0")
@@ -62,8 +102,12 @@ def main() -> int:
     parser.add_argument("--tasks", nargs="*")
     parser.add_argument("--part", help="K/N: the K-th of N equal slices of the tasks")
     parser.add_argument("--roles", nargs="+", default=["baseline", "starter"], choices=["baseline", "starter"], help="which files to evaluate, in this order")
+    parser.add_argument("--impls", action="store_true", help="time every baseline implementation (bench/baseline_impls.py) instead of the pipeline")
+    parser.add_argument("--only-impls", nargs="*", help="with --impls: only these implementation names")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.impls:
+        return impls_main(args)
     # Multi-rank tasks need a world of ranks: bench/comm_gpu.py runs those.
     tasks = [t for t in discover() if not t.multi_rank and (not args.tasks or t.id in args.tasks)]
     stem = "tasks_gpu"

@@ -46,6 +46,10 @@ class Peaks:
     link_gbps: float | None = None
     launch_overhead_us: float | None = None
     link_latency_us: float | None = None
+    # The launch floor (core/harness/probe.py `measure_peaks`): the median time of a
+    # one-element kernel under the arena's own timer, replayed from a CUDA graph / launched eagerly.
+    launch_graph_us: float | None = None
+    launch_eager_us: float | None = None
 
     def compute_tflops(self, kind: str) -> float | None:
         return getattr(self, f"{kind}_tflops", None)

@@ -17,13 +17,14 @@ import statistics
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from . import __version__, events, scan, scoring
 from .devices import DeviceInfo, Peaks
+from .profiles import CI_TARGET, SPECS, Profile, parse_profile, per_regime
 from .executors import Executor, HarnessError, LocalExecutor
 from .result import STAGES, Result, StageResult, WorkloadFigures
-from .sim import predict_collective, sim_section
+from .sim import predict_collective, sim_baseline, sim_section
 from .tasks import Limits, Task, TensorSpec, Workload
 
 OnEvent = Callable[[events.Event], None]
@@ -84,19 +85,35 @@ def world_size_for(task: Task, info: DeviceInfo, asked: int | None = None) -> in
 
 @dataclass(frozen=True)
 class Timing:
-    """How long each side is timed per workload, in rounds that alternate candidate and baseline."""
+    """How long each side is timed per workload, in rounds that alternate candidate and
+    baseline: at most `alternations` rounds of `budget_ms / alternations` a side, and fewer
+    once both medians' 95% intervals are within ±`ci_target` after at least `min_rounds`
+    (None: every round; `ci_target` 0: no early stop)."""
 
     alternations: int
     budget_ms: float
     min_calls: int
     max_calls: int
+    min_rounds: int | None = None
+    ci_target: float = CI_TARGET
 
     @classmethod
-    def for_device(cls, device_type: str) -> "Timing":
+    def for_device(cls, device_type: str, profile: "Profile | str | None" = None) -> "Timing":
+        train = parse_profile(profile) is Profile.TRAIN
         if device_type == "cpu":
-            # The CPU device runs Triton in an interpreter: about a second per workload.
-            return cls(alternations=3, budget_ms=500.0, min_calls=1, max_calls=50)
-        return cls(alternations=5, budget_ms=100.0, min_calls=3, max_calls=1000)
+            # The CPU device runs Triton in an interpreter: about a second per workload (full).
+            if train:
+                return cls(alternations=2, budget_ms=200.0, min_calls=1, max_calls=50, min_rounds=1)
+            return cls(alternations=3, budget_ms=500.0, min_calls=1, max_calls=50, min_rounds=2)
+        if train:
+            # At most 64 calls a round: the median's interval is within ±1% after a few dozen
+            # calls, and each call costs the harness 0.1-0.5 ms (refill, flush) whatever the
+            # kernel's own time (docs/performance.md).
+            return cls(alternations=4, budget_ms=40.0, min_calls=3, max_calls=64, min_rounds=2)
+        return cls(alternations=5, budget_ms=100.0, min_calls=3, max_calls=1000, min_rounds=2)
+
+    def to_job(self) -> dict[str, Any]:
+        return {**self.__dict__, "min_rounds": self.alternations if self.min_rounds is None else self.min_rounds}
 
 
 def check_candidate(path: Path) -> str:
@@ -174,6 +191,7 @@ def build_job(
     task: Task, candidate: Path, info: DeviceInfo, torch_device: str, secret_seed: int, workdir: Path,
     limits: Limits | None = None, graphs: bool = True, sync_each_call: bool = False, timing: Timing | None = None,
     candidate_memory_bytes: int | None = None, performance: bool = True, visible_only: bool = False, world_size: int | None = None,
+    profile: Profile | str | None = None,
 ) -> dict[str, Any]:
     """The resolved job the harness runs: nothing in it needs the engine to interpret.
 
@@ -184,7 +202,10 @@ def build_job(
     `visible_only=True` leaves every hidden workload out of the job (`arena check`: what an
     agent sees may never name a hidden shape), so generalization is reported skipped.
     `world_size` runs a multi-rank task on that many ranks (default: `world_size_for`); its
-    workloads then carry the axis W."""
+    workloads then carry the axis W. `profile` (docs/evaluation.md): `full` (default) or
+    `train`: which workloads are timed, the timing budget, and the limits."""
+    profile = parse_profile(profile)
+    spec = SPECS[profile]
     limits = limits or task.limits
     rng = random.Random(secret_seed)
     simulated = info.type == "sim"  # correctness as the CPU device does; performance predicted at GPU sizes
@@ -199,12 +220,18 @@ def build_job(
         return {s.name: list(s.concrete_shape(w.axes)) for s in task.inputs + task.outputs if s.shape is not None}
 
     def checked(ws: list[Workload] | tuple[Workload, ...]) -> list[dict[str, Any]]:
-        return [{**w.to_json(), "shapes": shapes(w), "seeds": [rng.getrandbits(62) for _ in range(task.correctness.seeds)]} for w in ws]
+        return [{**w.to_json(), "shapes": shapes(w), "seeds": [rng.getrandbits(62) for _ in range(task.correctness.seeds_for(w.axes))]} for w in ws]
 
     timed_sets = task.gpu if simulated else sets
     timed_visible = [task.at_world(w, world) for w in timed_sets.visible] if world is not None else list(timed_sets.visible)
     timed_fixed = [task.at_world(w, world) for w in timed_sets.hidden.fixed] if world is not None else list(timed_sets.hidden.fixed)
     timed = timed_visible + ([] if visible_only else timed_fixed)
+    if spec.per_regime and world is None:  # `train`: one timed workload per regime
+        def small(w: Workload) -> bool | None:
+            roof = roofline_for(task, w, info)
+            return None if roof is None else roof < GRAPH_BELOW_US
+
+        timed = per_regime(timed, timed_visible, small)
     predicted = []
     if simulated and world is not None:  # a multi-rank task on a sim: device is predicted by the engine, not timed
         predicted = [{**w.to_json(), "hidden": w not in timed_visible} for w in timed] if performance and task.collective else []
@@ -217,8 +244,9 @@ def build_job(
             **w.to_json(), "shapes": shapes(w), "seed": rng.getrandbits(40), "hidden": w not in timed_visible,
             "graph": graphs and world is None and info.type == "cuda" and roof is not None and roof < GRAPH_BELOW_US,
             **({"formula": {"flops": task.flops_for(w), "bytes": task.bytes_for(w), "dtype": task.peak}} if simulated else {}),
+            **({"measured_baseline": known} if simulated and (known := sim_baseline(task, w, info, roof)) else {}),
         })
-    timing = timing or Timing.for_device("cpu" if simulated else info.type)
+    timing = timing or Timing.for_device("cpu" if simulated else info.type, profile)
     default_memory = {"cpu": CPU_CANDIDATE_MEMORY, "sim": SIM_CANDIDATE_MEMORY}.get(info.type)
     memory = candidate_memory_bytes if candidate_memory_bytes is not None else default_memory
     sim = sim_section(info) if simulated else None
@@ -234,10 +262,14 @@ def build_job(
         "outputs": [_spec_json(s) for s in task.outputs],
         "correctness": {"atol": task.correctness.atol, "rtol": task.correctness.rtol, "min_match": task.correctness.min_match},
         "stages": {"correctness": checked(visible), "generalization": checked(hidden), "performance": performance if timed_stage else []},
-        "timing": {"kind": info.timing_kind, "sync_each_call": sync_each_call, "checked_calls": CHECKED_CALLS_PER_ROUND, **timing.__dict__},
+        "profile": profile.value,
+        "timing": {
+            "kind": info.timing_kind, "sync_each_call": sync_each_call, "checked_calls": CHECKED_CALLS_PER_ROUND, **timing.to_job(),
+            "round_factor": spec.round_factor, "round_floor_s": spec.round_floor_s,
+        },
         "limits": {
-            "compile_s": limits.compile_s, "correctness_s": limits.correctness_s, "performance_s": limits.performance_s,
-            "candidate_memory_bytes": memory,
+            "compile_s": min(limits.compile_s, spec.compile_cap_s), "correctness_s": limits.correctness_s, "performance_s": limits.performance_s,
+            "call_s": min(spec.call_s, limits.correctness_s), "candidate_memory_bytes": memory,
         },
         "workdir": str(workdir),
         **({"world_size": world} if world is not None else {}),
@@ -301,6 +333,7 @@ def assemble(
     peaks = info.sol_peaks
     integrity: list[str] = []
     notes: list[str] = list(scan_notes or [])
+    impls: list[str | None] = []  # what each timed workload's baseline reported (baseline.py's IMPL)
     for e in seen:
         if isinstance(e, events.StageStarted):
             stages[e.stage].status = "running"
@@ -317,10 +350,15 @@ def assemble(
             cand, base = e.candidate.get("median_us", 0.0), e.baseline.get("median_us", 0.0)
             ranked = info.timing_kind in ("measured", "predicted")  # cpu times get no speed-of-light fraction
             roof = roofline_for(task, workload, info) if peaks and ranked else None
+            launch_floor = scoring.launch_floor_us(peaks, _graph_timed(e.mode, roof)) if roof is not None else None
+            sol_us = scoring.reachable_us(roof, launch_floor)
+            impls.append(e.baseline.get("impl"))
             spec_roof = roofline_for(task, workload, info, info.spec) if info.spec else None
             floor = None if spec_roof is None else scoring.IMPOSSIBILITY_MARGIN * spec_roof
-            if info.timing_kind == "measured" and floor is not None and 0 < cand < floor:
-                integrity.append(f"faster_than_speed_of_light: {e.workload} took {cand:.2f} µs, below the floor of {floor:.2f} µs (90% of the spec roofline)")
+            if info.timing_kind in ("measured", "predicted") and floor is not None and (0 < cand or info.timing_kind == "predicted") and cand < floor:
+                # predicted too: a count that missed work (a kernel that did less when counted) predicts the impossible
+                verb = "was predicted at" if info.timing_kind == "predicted" else "took"
+                integrity.append(f"faster_than_speed_of_light: {e.workload} {verb} {cand:.2f} µs, below the floor of {floor:.2f} µs (90% of the spec roofline)")
             flags, wall_notes = wall_clock_findings(e.workload, e.mode, e.candidate, e.baseline)
             integrity += flags
             # The heuristics read timings; CPU timings are informational and too noisy for them
@@ -331,9 +369,10 @@ def assemble(
                 notes.append(f"high_speedup: {e.workload} ran {scoring.speedup(base, cand):.1f}× faster than the baseline: check it by hand")
             timed.append(WorkloadFigures(
                 label=e.workload, axes=e.axes, hidden=bool(w.get("hidden")), mode=e.mode, candidate=e.candidate, baseline=e.baseline,
-                speedup=scoring.speedup(base, cand), roofline_us=roof, sol_fraction=scoring.sol_fraction(roof, cand),
+                speedup=scoring.speedup(base, cand), roofline_us=roof, sol_fraction=scoring.sol_fraction(sol_us, cand),
                 model=w.get("model"), notes=e.notes, band=_speedup_band(e) if e.mode == "predicted" else None,
                 bandwidth=bandwidth_figures(task, workload, cand, base, peaks if ranked else None),
+                launch_floor_us=launch_floor, sol_us=sol_us, roofline_fraction=scoring.sol_fraction(roof, cand),
             ))
     for s in stages.values():
         if s.status == "running":  # the harness stopped mid-stage
@@ -361,6 +400,9 @@ def assemble(
     task_speedup = scoring.geomean(w.speedup for w in timed) if correct else 0.0
     sols = [w.sol_fraction for w in timed]
     sol = scoring.geomean(sols) if correct and sols and all(x is not None for x in sols) else None  # type: ignore[misc]
+    roofs = [w.roofline_fraction for w in timed]
+    roof_fraction = scoring.geomean(roofs) if correct and roofs and all(x is not None for x in roofs) else None  # type: ignore[misc]
+    impl, impl_kind = baseline_ran(task, impls)
     compiled = stages["compile"].status == "passed"
     return Result(
         task_id=task.id,
@@ -380,7 +422,33 @@ def assemble(
         versions={"arena": __version__, **(started.versions if started else info.versions)},
         seconds=finished.seconds if finished else None,
         world_size=job.get("world_size"),
+        baseline_impl=impl,
+        baseline_kind=impl_kind,
+        roofline_fraction=roof_fraction,
+        profile=job.get("profile"),
     )
+
+
+def _graph_timed(mode: str | None, roofline: float | None) -> bool:
+    """Whether a workload's time is a graph replay's (its launch floor is then the graph
+    floor): measured in `graph` mode, or predicted for a size a GPU would time in graphs."""
+    if mode == "predicted":
+        return roofline is not None and roofline < GRAPH_BELOW_US
+    return mode == "graph"
+
+
+def baseline_ran(task: Task, reported: list[str | None]) -> tuple[str | None, str | None]:
+    """(baseline_impl, its kind) of a result: what the baseline's process reported for its
+    timed workloads (a task with one declared implementation needs no report), several
+    joined by "+" in task.yaml's order of preference."""
+    names = {task.baseline_impl(r).impl if task.baseline_impl(r) else r for r in reported}
+    names.discard(None)
+    if not names:
+        return None, None
+    order = [b.impl for b in task.baselines]
+    ran = sorted(names, key=lambda n: (order.index(n) if n in order else len(order), n))  # type: ignore[arg-type]
+    kinds = {b.kind for b in task.baselines if b.impl in ran}
+    return "+".join(ran), (kinds.pop() if len(kinds) == 1 else None)  # type: ignore[arg-type]
 
 
 def _speedup_band(e: events.WorkloadTimed) -> float | None:
@@ -414,9 +482,9 @@ def predicted_collectives(task: Task, job: dict[str, Any], info: DeviceInfo) -> 
     return figures
 
 
-def infrastructure_result(task: Task, info: DeviceInfo, sha: str, message: str) -> Result:
+def infrastructure_result(task: Task, info: DeviceInfo, sha: str, message: str, profile: str | None = None) -> Result:
     stage = StageResult("compile", status="error", message=message)
-    return Result(
+    return Result(profile=profile,
         task_id=task.id, candidate_sha256=sha, device={"id": info.id, "model": info.model, "vendor": info.vendor, "arch": info.arch},
         timing_kind=info.timing_kind, status="infrastructure_error", failed_stage="compile",
         stages=[stage] + [StageResult(n) for n in STAGES[1:]], workloads=[], speedup=0.0, sol_fraction=None, sol_source=None,
@@ -465,41 +533,59 @@ class Evaluator:
 
     def evaluate(
         self, task: Task, candidate: Path | str, seed: int | None = None, on_event: OnEvent | None = None, limits: Limits | None = None,
-        performance: bool = True, world_size: int | None = None,
+        performance: bool = True, world_size: int | None = None, profile: Profile | str | None = None,
     ) -> Result:
         """Evaluate one candidate; `limits` overrides the task's per-stage time limits;
         `performance=False` stops after the hidden workloads' correctness (the performance stage
-        is reported skipped). An infrastructure fault is retried once, then reported as one
-        (exit code 3)."""
+        is reported skipped); `profile`: `full` (default) or `train` (core/profiles.py). An
+        infrastructure fault is retried once, then reported as one (exit code 3)."""
         for attempt in range(2):
             try:
-                return asyncio.run(self.aevaluate(task, candidate, seed, on_event, limits, performance, world_size=world_size))
+                return asyncio.run(self.aevaluate(task, candidate, seed, on_event, limits, performance, world_size=world_size, profile=profile))
             except HarnessError as exc:
                 if attempt == 1:
-                    return infrastructure_result(task, self.info, check_candidate(Path(candidate)), str(exc))
+                    return infrastructure_result(task, self.info, check_candidate(Path(candidate)), str(exc), parse_profile(profile).value)
         raise AssertionError("unreachable")
+
+    def _job_dir(self) -> Path:
+        self.count += 1
+        job_dir = self.root / f"eval-{self.count:04d}-{secrets.token_hex(3)}"
+        job_dir.mkdir(parents=True, exist_ok=True)
+        return job_dir
 
     async def aevaluate(
         self, task: Task, candidate: Path | str, seed: int | None = None, on_event: OnEvent | None = None, limits: Limits | None = None,
-        performance: bool = True, visible_only: bool = False, world_size: int | None = None,
+        performance: bool = True, visible_only: bool = False, world_size: int | None = None, profile: Profile | str | None = None,
     ) -> Result:
         """One evaluation; raises HarnessError on an infrastructure fault (for the scheduler
         to retry elsewhere); WorldSizeError before anything runs for a world size the task or
-        the device cannot run. `visible_only`, `world_size`: see `build_job`."""
+        the device cannot run. `visible_only`, `world_size`, `profile`: see `build_job`."""
         candidate = Path(candidate)
         limits = limits or task.limits
         sha = check_candidate(candidate)
         scan_notes = scan.scan_candidate(candidate, task_dtypes(task))  # before it runs: it may rewrite itself
-        self.count += 1
-        job_dir = self.root / f"eval-{self.count:04d}-{secrets.token_hex(3)}"
-        job_dir.mkdir(parents=True, exist_ok=True)
+        job_dir = self._job_dir()
         job = build_job(
             task, candidate, self.info, self.executor.torch_device(), seed if seed is not None else secrets.randbits(63),
             job_dir, limits, self.graphs, self.sync_each_call, self.timing, performance=performance, visible_only=visible_only,
-            world_size=world_size,
+            world_size=world_size, profile=profile,
         )
         seen = await self.executor.run(job, job_dir, job_deadline_s(limits), on_event)
         return assemble(task, job, self.info, sha, seen, scan_notes)
+
+    async def aevaluate_batch(
+        self, task: Task, candidates: Sequence[Path | str], seed: int | None = None, on_event: OnEvent | None = None,
+        limits: Limits | None = None, performance: bool = True, visible_only: bool = False, profile: Profile | str | None = None,
+        on_result: Callable[[int, Result], None] | None = None,
+    ) -> list[Result]:
+        """Many candidates of one task as one batch (core/batch.py): the same workloads and
+        seeds for all, the reference and baseline shared, each candidate's verdict its own.
+        Results in the candidates' order (`on_result(k, result)` as each is known); raises
+        BadCandidate for a file that is no candidate (check each with `check_candidate` first
+        to score it instead)."""
+        from .batch import evaluate_batch
+
+        return await evaluate_batch(self, task, [Path(c) for c in candidates], seed, on_event, limits, performance, visible_only, profile, on_result)
 
 
 def evaluate(task: Task, candidate: Path | str, device: str = "cpu", seed: int | None = None, on_event: OnEvent | None = None) -> Result:

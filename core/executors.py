@@ -129,12 +129,16 @@ class Harness:
         line, self._buffer = self._buffer.split(b"\n", 1)
         return events.parse(line)
 
-    def run(self, job_path: Path, deadline_s: float, on_event: OnEvent | None = None) -> list[events.Event]:
-        """Run one job; every event is passed to `on_event` as it arrives and returned."""
+    def run(self, job: Path | dict[str, Any], deadline_s: float, on_event: OnEvent | None = None, evaluations: int = 1) -> list[events.Event]:
+        """Run one job (a job file's path, or the job itself: sent as one line of JSON on the
+        harness's standard input, so it never lies on a disk where a candidate of another
+        evaluation could read it while this one waits its turn; a batch job: `evaluations` of
+        them); every event is passed to `on_event` as it arrives and returned."""
         assert self.proc.stdin is not None
+        line = job if isinstance(job, Path) else json.dumps(job)
         with self._reading:
             try:
-                self.proc.stdin.write(f"{job_path}\n".encode())
+                self.proc.stdin.write(f"{line}\n".encode())
                 self.proc.stdin.flush()
             except (BrokenPipeError, ValueError):
                 raise HarnessError(f"the harness exited: {self._tail()}") from None
@@ -146,7 +150,9 @@ class Harness:
                 if on_event is not None:
                     on_event(event)
                 if isinstance(event, events.EvaluationFinished):
-                    return seen
+                    evaluations -= 1
+                    if evaluations <= 0:
+                        return seen
 
     def close(self) -> None:
         try:
@@ -198,6 +204,8 @@ def _stage_for_sandbox(job: dict[str, Any], job_dir: Path, policy: sandbox.Sandb
 class LocalExecutor:
     """A device of this machine, evaluated through one warm harness, restarted when it dies."""
 
+    batches = True  # runs batch jobs (core/batch.py): one job, one evaluation per candidate
+
     def __init__(self, device_id: str, log_dir: Path):
         self.device: LocalDevice = parse_device(device_id)
         self.device_id = device_id
@@ -219,7 +227,6 @@ class LocalExecutor:
         return self.harness.sandbox_status if self.harness is not None else sandbox.sandbox_status()
 
     def _run(self, job: dict[str, Any], job_dir: Path, deadline_s: float, on_event: OnEvent | None) -> list[events.Event]:
-        job_path = job_dir / "job.json"
         # A job that carries its task's sources needs no task folder: the sandbox hides it.
         task_root = Path(job["task_dir"]).resolve().parent.parent
         if "task_sources" in job:
@@ -233,8 +240,8 @@ class LocalExecutor:
             if self.harness.sandboxed:
                 job = _stage_for_sandbox(job, job_dir, self.harness.policy)
                 sandbox.grant(job_dir)
-            job_path.write_text(json.dumps(job))
-            return self.harness.run(job_path, deadline_s, on_event)
+            # the job travels on the pipe, never as a file; a batch ends after one evaluation per member
+            return self.harness.run(job, deadline_s, on_event, len(job.get("batch") or ()) or 1)
         except HarnessError:
             self.close()  # the next job starts a fresh harness
             raise

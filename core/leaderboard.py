@@ -31,6 +31,11 @@ The failure rule, the same in every view (docs/leaderboard.md): a failed result 
 or an integrity violation) counts 1.00× in every aggregate — the user keeps the baseline — and
 is never correct or fast; a single failed result shows its speedup as `–`, never 0.00×.
 
+Results measured against different baselines never share a group: a result's
+`baseline_impl` (which of task.yaml's `baselines:` ran, e.g. `liger` or `torch`) joins the
+device in the group's key, so the device column reads `NVIDIA H200 · vs liger` where a
+baseline is recorded (older results without one group as before).
+
 Rows are ranked within each (family, device) group by speedup, ties by correctness (equal
 numbers share a rank). Timing kinds never mix: `board()` takes one kind, `boards()` gives one
 board per kind present. `cpu` boards (Triton in its interpreter) are for information: no rank,
@@ -84,6 +89,7 @@ class Scored:
     sol_fraction: float | None
     integrity_flags: tuple[str, ...] = ()
     starter: bool = False  # an agent submitted the unchanged starter on purpose
+    baseline_impl: str | None = None  # which baseline implementation the speedup is against
 
     @property
     def violation(self) -> bool:
@@ -189,6 +195,7 @@ def scored(store: Store, run: str | None = None) -> list[Scored]:
                 device_id=res.device_id, device_model=res.device_model, device_vendor=res.device_vendor, timing_kind=res.timing_kind,
                 status="infrastructure_error" if res.infrastructure_marks else res.status, speedup=res.speedup, sol_fraction=res.sol_fraction, integrity_flags=res.integrity_flags,
                 starter=job.id in attempts and attempts[job.id].outcome == "starter",
+                baseline_impl=res.result.get("baseline_impl"),
             ))
     return rows
 
@@ -238,6 +245,19 @@ def boards(store: Store, *, device: str | None = None, vendor: str | None = None
             for kind in TIMING_KINDS if kind in found}
 
 
+def device_place(item: Scored | Failure, by: str = "model") -> str:
+    """The device part of a group's key: the vendor (by="vendor") or the device model (its id where unknown)."""
+    return (item.device_vendor or "unknown") if by == "vendor" else (item.device_model or item.device_id)
+
+
+def group_place(item: Scored | Failure, by: str = "model", impl: str | None = None) -> str:
+    """A group's device column: the device, then the baseline the speedups are against
+    (`NVIDIA H200 · vs liger`) where one is recorded; `impl` defaults to the row's own."""
+    impl = impl if impl is not None else getattr(item, "baseline_impl", None)
+    place = device_place(item, by)
+    return f"{place} · vs {impl}" if impl else place  # speedups against different baselines are different numbers
+
+
 def build(rows: Iterable[Scored], *, timing_kind: str, device: str | None = None, vendor: str | None = None, family: str | None = None,
           run: str | None = None, p: float = DEFAULT_P, by: str = "model", failed: Iterable[Failure] = ()) -> Board:
     """The board from rows already read (`scored`, `failures`): filter, group, aggregate, rank. Pure."""
@@ -246,8 +266,11 @@ def build(rows: Iterable[Scored], *, timing_kind: str, device: str | None = None
     kept = [r for r in mine if r.status != "infrastructure_error"]
     lost = [f for f in failed if f.timing_kind == timing_kind and _matches(f, device, vendor, family)]
     groups: dict[tuple[str, str], dict[tuple[str, str | None], tuple[list[Scored], list[Failure]]]] = {}
+    # a failure has no result, hence no baseline: it joins the group its task's results are in
+    impl_of = {(r.task_id, device_place(r, by)): r.baseline_impl for r in kept if r.baseline_impl}
     for item in (*kept, *lost):
-        place = (item.device_vendor or "unknown") if by == "vendor" else (item.device_model or item.device_id)
+        impl = item.baseline_impl if isinstance(item, Scored) else impl_of.get((item.task_id, device_place(item, by)))
+        place = group_place(item, by, impl)
         member = groups.setdefault((item.family, place), {}).setdefault((item.agent, item.model), ([], []))
         member[1 if isinstance(item, Failure) else 0].append(item)  # type: ignore[arg-type]
     ranked = timing_kind in RANKED_KINDS

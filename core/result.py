@@ -40,6 +40,11 @@ class WorkloadFigures:
     # of the candidate and the baseline, link_gbps (per direction) where the peaks table has it.
     bandwidth: dict[str, Any] | None = None
     band: float | None = None  # ± relative band of a predicted speedup (mode `predicted`, sim: devices)
+    # The speed of light with the device's launch floor (core/scoring.py): sol_us = max(roofline_us,
+    # launch_floor_us), which sol_fraction divides; roofline_fraction is roofline_us / candidate.
+    launch_floor_us: float | None = None
+    sol_us: float | None = None
+    roofline_fraction: float | None = None
 
 
 @dataclass
@@ -61,6 +66,12 @@ class Result:
     versions: dict[str, Any] = field(default_factory=dict)
     seconds: float | None = None
     world_size: int | None = None  # multi-rank tasks: the ranks it ran on
+    # Which of task.yaml's `baselines:` ran (several joined with "+" where workloads differed),
+    # and its kind; results measured against different baselines are never ranked together.
+    baseline_impl: str | None = None
+    baseline_kind: str | None = None
+    roofline_fraction: float | None = None  # geometric mean of the workloads' roofline_fraction (no launch floor)
+    profile: str | None = None  # the evaluation profile: `full` or `train` (core/profiles.py); None: a result from before profiles
     schema_version: int = RESULT_SCHEMA_VERSION
 
     @property

@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from . import __version__
 from .devices import DeviceError, parse_device
 from .evaluate import BadCandidate, Evaluator, Timing, check_candidate
+from .profiles import parse_profile
 from .executors import Executor, HarnessError, LocalExecutor
 from .result import STAGES, Result, StageResult
 from .rewards import RewardFn, get_reward, outcome, reward_name
@@ -55,6 +56,7 @@ class EvalRequest:
     device: str | None = None
     visible_only: bool = False
     performance: bool = True
+    profile: str = "full"  # `full` or `train` (core/profiles.py): what is timed, for how long, under which limits
 
     def __post_init__(self) -> None:
         if not isinstance(self.task_id, str) or not self.task_id:
@@ -62,6 +64,11 @@ class EvalRequest:
         check_source(self.source)
         if self.seed is not None and (not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0):
             raise ValueError(f"seed: give a non-negative integer or None, got {self.seed!r}")
+        object.__setattr__(self, "profile", parse_profile(self.profile).value)
+
+    def batch_key(self) -> tuple[Any, ...]:
+        """Requests with equal keys can share one batch (the same workloads, seeds and timing)."""
+        return (self.task_id, self.seed, self.device, self.visible_only, self.performance, self.profile)
 
     @classmethod
     def coerce(cls, item: "EvalRequest | Mapping[str, Any] | Sequence[Any]") -> "EvalRequest":
@@ -210,14 +217,14 @@ def _device_json(evaluator: Evaluator | None, device: str) -> dict[str, Any]:
     return {"id": info.id, "model": info.model, "vendor": info.vendor, "arch": info.arch}
 
 
-def _synthetic(task_id: str, device: dict[str, Any], timing_kind: str, sha: str, status: str, message: str) -> Result:
+def _synthetic(task_id: str, device: dict[str, Any], timing_kind: str, sha: str, status: str, message: str, profile: str | None = None) -> Result:
     """A Result for an evaluation that never reached the harness: a source that is no
     candidate (status `failed` at compile) or a fault every retry hit (`infrastructure_error`)."""
     compile_stage = StageResult("compile", status="failed" if status == "failed" else "error", message=message)
     return Result(
         task_id=task_id, candidate_sha256=sha, device=device, timing_kind=timing_kind, status=status, failed_stage="compile",
         stages=[compile_stage] + [StageResult(n) for n in STAGES[1:]], workloads=[], speedup=0.0, sol_fraction=None,
-        sol_source=None, points=0.0, versions={"arena": __version__},
+        sol_source=None, points=0.0, versions={"arena": __version__}, profile=profile,
     )
 
 
@@ -233,6 +240,13 @@ class _Work:
     task: Task
     path: Path
     request: EvalRequest
+
+
+@dataclass
+class _BatchWork:
+    task: Task
+    paths: list[Path]
+    request: EvalRequest  # the first; every request of the batch has its batch_key
 
 
 class Arena:
@@ -323,15 +337,44 @@ class Arena:
 
     async def aevaluate(
         self, task_id: str, source: str, seed: int | None = None, device: str | None = None, visible_only: bool = False,
-        performance: bool = True, reward: str | RewardFn | None = None,
+        performance: bool = True, reward: str | RewardFn | None = None, profile: str = "full",
     ) -> RewardedResult:
         """One evaluation on any free slot (of `device`, if given)."""
-        return await self.submit(EvalRequest(task_id, source, seed, device, visible_only, performance), reward)
+        return await self.submit(EvalRequest(task_id, source, seed, device, visible_only, performance, profile), reward)
 
-    async def aevaluate_many(self, requests: Iterable[EvalRequest | Mapping[str, Any] | Sequence[Any]], reward: str | RewardFn | None = None) -> list[RewardedResult]:
-        """Every request at once, spread over the slots; results in the requests' order."""
-        batch = [EvalRequest.coerce(r) for r in requests]
-        return list(await asyncio.gather(*(self.submit(r, reward) for r in batch)))
+    async def aevaluate_many(
+        self, requests: Iterable[EvalRequest | Mapping[str, Any] | Sequence[Any]], reward: str | RewardFn | None = None, batch: bool = True,
+    ) -> list[RewardedResult]:
+        """Every request at once, spread over the slots; results in the requests' order.
+
+        Requests for the same task with the same seed, device, profile and flags (a GRPO
+        group) are evaluated as batches (core/batch.py): one per slot they may use, each
+        sharing the reference outputs and the warm baseline, every candidate on the same
+        workloads and seeds. `batch=False` evaluates each alone."""
+        items = [EvalRequest.coerce(r) for r in requests]
+        groups: dict[tuple[Any, ...], list[int]] = {}
+        for i, r in enumerate(items):
+            groups.setdefault(r.batch_key() if batch else (i,), []).append(i)
+        results: list[RewardedResult | None] = [None] * len(items)
+
+        async def one(i: int) -> None:
+            results[i] = await self.submit(items[i], reward)
+
+        async def chunk(indices: list[int]) -> None:
+            for i, rr in zip(indices, await self.submit_batch([items[i] for i in indices], reward)):
+                results[i] = rr
+
+        work = []
+        for indices in groups.values():
+            if len(indices) == 1:
+                work.append(one(indices[0]))
+                continue
+            first = items[indices[0]]
+            slots = sum(1 for s in self.slots if first.device is None or s.device == first.device)
+            parts = max(1, min(len(indices), slots))
+            work += [chunk(indices[k::parts]) for k in range(parts)]
+        await asyncio.gather(*work)
+        return [r for r in results if r is not None]
 
     async def submit(self, request: EvalRequest, reward: str | RewardFn | None = None) -> RewardedResult:
         if self._closed:
@@ -352,10 +395,45 @@ class Arena:
                 raise
             sha = hashlib.sha256(request.source.encode(errors="replace")).hexdigest()
             device = request.device or self.devices[0]
-            result = _synthetic(task.id, _device_json(None, device), _timing_kind(device), sha, "infrastructure_error", exc.reason)
+            result = _synthetic(task.id, _device_json(None, device), _timing_kind(device), sha, "infrastructure_error", exc.reason, request.profile)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         return RewardedResult(result, fn(result), label, request.visible_only, task)
+
+    async def submit_batch(self, requests: Sequence[EvalRequest], reward: str | RewardFn | None = None) -> list[RewardedResult]:
+        """Requests of one `batch_key` as one batch on one slot; results in their order."""
+        if self._closed:
+            raise RuntimeError("this Arena is closed: make a new one")
+        first = requests[0]
+        if any(r.batch_key() != first.batch_key() for r in requests):
+            raise ValueError("a batch's requests must share task_id, seed, device, visible_only, performance and profile")
+        if first.device is not None and first.device not in self.devices:
+            raise DeviceError(f"device `{first.device}` is not one of this arena's devices ({', '.join(self.devices)}): leave it out or add it")
+        task = self.task(first.task_id)
+        folders = [Path(tempfile.mkdtemp(prefix="arena-cand-")) for _ in requests]
+        paths = []
+        for folder, request in zip(folders, requests):
+            path = folder / "candidate.py"
+            path.write_text(request.source)
+            path.chmod(0o600)
+            paths.append(path)
+        fn, label = (get_reward(reward), reward_name(reward)) if reward is not None else (self.reward_fn, self.reward_label)
+        job = Job(f"rl-{next(self._ids)}", tuple([first.device] if first.device else self.devices), payload=_BatchWork(task, paths, first))
+        try:
+            results = await self.scheduler.submit(job)
+        except JobFailed as exc:
+            if exc.kind != "infrastructure":
+                raise
+            device = first.device or self.devices[0]
+            results = [
+                _synthetic(task.id, _device_json(None, device), _timing_kind(device), hashlib.sha256(r.source.encode(errors="replace")).hexdigest(),
+                           "infrastructure_error", exc.reason, r.profile)
+                for r in requests
+            ]
+        finally:
+            for folder in folders:
+                shutil.rmtree(folder, ignore_errors=True)
+        return [RewardedResult(result, fn(result), label, r.visible_only, task) for r, result in zip(requests, results)]
 
     async def _evaluator(self, slot: Slot) -> Evaluator:
         evaluator = self._evaluators.get(slot)
@@ -370,7 +448,9 @@ class Arena:
             self._evaluators[slot] = evaluator
         return evaluator
 
-    async def _run(self, job: Job, slot: Slot) -> Result:
+    async def _run(self, job: Job, slot: Slot) -> Any:
+        if isinstance(job.payload, _BatchWork):
+            return await self._run_batch(job.payload, slot)
         work: _Work = job.payload
         evaluator = await self._evaluator(slot)
         try:
@@ -378,10 +458,11 @@ class Arena:
         except (BadCandidate, ValueError) as exc:  # ValueError: NUL bytes, which ast refuses
             sha = hashlib.sha256(work.path.read_bytes()).hexdigest()
             message = str(exc).replace(str(work.path), "candidate.py")
-            return _synthetic(work.task.id, _device_json(evaluator, slot.device), evaluator.info.timing_kind, sha, "failed", message)
+            return _synthetic(work.task.id, _device_json(evaluator, slot.device), evaluator.info.timing_kind, sha, "failed", message, work.request.profile)
         try:
             return await evaluator.aevaluate(
                 work.task, work.path, seed=work.request.seed, performance=work.request.performance, visible_only=work.request.visible_only,
+                profile=work.request.profile,
             )
         except HarnessError as exc:
             self._drop(slot)
@@ -389,6 +470,34 @@ class Arena:
         except asyncio.CancelledError:
             self._drop(slot)  # stops the harness and everything it started
             raise
+
+    async def _run_batch(self, work: "_BatchWork", slot: Slot) -> list[Result]:
+        evaluator = await self._evaluator(slot)
+        results: list[Result | None] = [None] * len(work.paths)
+        good: list[int] = []
+        for i, path in enumerate(work.paths):
+            try:
+                check_candidate(path)
+                good.append(i)
+            except (BadCandidate, ValueError) as exc:  # scored as a compile failure, outside the batch
+                sha = hashlib.sha256(path.read_bytes()).hexdigest()
+                results[i] = _synthetic(work.task.id, _device_json(evaluator, slot.device), evaluator.info.timing_kind, sha, "failed",
+                                        str(exc).replace(str(path), "candidate.py"), work.request.profile)
+        r = work.request
+        try:
+            if good:
+                done = await evaluator.aevaluate_batch(
+                    work.task, [work.paths[i] for i in good], seed=r.seed, performance=r.performance, visible_only=r.visible_only, profile=r.profile,
+                )
+                for i, result in zip(good, done):
+                    results[i] = result
+        except HarnessError as exc:
+            self._drop(slot)
+            raise InfrastructureFault(str(exc)) from exc
+        except asyncio.CancelledError:
+            self._drop(slot)
+            raise
+        return [x for x in results if x is not None]
 
     def _drop(self, slot: Slot) -> None:
         evaluator = self._evaluators.pop(slot, None)
@@ -402,20 +511,20 @@ class Arena:
 async def aevaluate(
     task_id: str, source: str, device: str = "cpu", seed: int | None = None, reward: str | RewardFn | None = None,
     visible_only: bool = False, performance: bool = True, tasks_dir: Path | str | None = None,
-    executor_factory: ExecutorFactory | None = None, timing: Timing | None = None,
+    executor_factory: ExecutorFactory | None = None, timing: Timing | None = None, profile: str = "full",
 ) -> RewardedResult:
     """Evaluate one candidate's source on one device (a fresh harness: for many, use Arena)."""
     async with Arena([device], reward, tasks_dir, executor_factory, timing=timing) as arena:
-        return await arena.aevaluate(task_id, source, seed=seed, visible_only=visible_only, performance=performance)
+        return await arena.aevaluate(task_id, source, seed=seed, visible_only=visible_only, performance=performance, profile=profile)
 
 
 def evaluate(
     task_id: str, source: str, device: str = "cpu", seed: int | None = None, reward: str | RewardFn | None = None,
     visible_only: bool = False, performance: bool = True, tasks_dir: Path | str | None = None,
-    executor_factory: ExecutorFactory | None = None, timing: Timing | None = None,
+    executor_factory: ExecutorFactory | None = None, timing: Timing | None = None, profile: str = "full",
 ) -> RewardedResult:
     """`aevaluate` for synchronous callers (not from inside a running event loop)."""
-    return asyncio.run(aevaluate(task_id, source, device, seed, reward, visible_only, performance, tasks_dir, executor_factory, timing))
+    return asyncio.run(aevaluate(task_id, source, device, seed, reward, visible_only, performance, tasks_dir, executor_factory, timing, profile))
 
 
 async def aevaluate_many(

@@ -37,7 +37,7 @@ import fnmatch
 import itertools
 import secrets
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -46,7 +46,8 @@ import yaml
 from . import events
 from .agents.base import AGENT_KINDS, AgentConfig
 from .agents.outcome import FAILURES
-from .evaluate import Evaluator, check_candidate
+from .evaluate import BadCandidate, Evaluator, check_candidate
+from .profiles import ProfileError, parse_profile
 from .executors import Executor, HarnessError, LocalExecutor
 from .result import Result
 from .scheduler import InfrastructureFault, Job, JobFailed, Scheduler, Slot, slots_for
@@ -84,6 +85,7 @@ class RunSpec:
     variants: tuple[Variant, ...] = (Variant(),)
     parallelism: int | None = None  # agent attempts at once (default: one per agent)
     ray: str | None = None  # the Ray cluster's address, for `ray:` devices (core/ray_executor.py)
+    profile: str = "full"  # the evaluation profile of the run's jobs: full or train (docs/evaluation.md)
 
     def to_json(self) -> dict[str, Any]:
         data = {k: list(v) if isinstance(v, tuple) else v for k, v in self.__dict__.items()}
@@ -120,7 +122,7 @@ def load_run_file(path: Path | str, tasks_dir: Path | None = None) -> RunSpec:
         raise RunFileError(path, "(syntax)", f"is not valid YAML ({exc})", "fix the YAML syntax") from None
     if not isinstance(raw, dict):
         raise RunFileError(path, "(top level)", "must be a mapping", "start with `name:` and `tasks:`")
-    allowed = ("name", "tasks", "candidates", "devices", "iterations", "cpu_slots", "max_retries", "agents", "variants", "parallelism", "ray")
+    allowed = ("name", "tasks", "candidates", "devices", "iterations", "cpu_slots", "max_retries", "agents", "variants", "parallelism", "ray", "profile")
     unknown = sorted(set(raw) - set(allowed))
     if unknown:
         raise RunFileError(path, unknown[0], "is not a run-file key", f"use only {', '.join(allowed)}")
@@ -156,6 +158,7 @@ def load_run_file(path: Path | str, tasks_dir: Path | None = None) -> RunSpec:
         variants=_variants(path, raw.get("variants")),
         parallelism=positive("parallelism", None),
         ray=_ray_address(path, raw.get("ray")),
+        profile=_profile(path, raw.get("profile", "full")),
     )
     try:
         plan(spec)
@@ -172,6 +175,13 @@ def _ray_address(path: Path, raw: Any) -> str | None:
     if raw is not None and (not isinstance(raw, str) or not raw.strip()):
         raise RunFileError(path, "ray", f"must be a Ray address, got {raw!r}", "write e.g. `ray: auto`, `ray: ray://head:10001` or `ray: local` (docs/ray.md)")
     return raw.strip() if raw else None
+
+
+def _profile(path: Path, raw: Any) -> str:
+    try:
+        return parse_profile(raw).value
+    except ProfileError as exc:
+        raise RunFileError(path, "profile", str(exc), "write `profile: full` (leaderboards) or `profile: train`") from None
 
 
 def _agents(path: Path, raw: Any) -> tuple[AgentConfig, ...]:
@@ -351,6 +361,18 @@ class EvalRequest:
 
 
 @dataclass(frozen=True)
+class BatchRequest:
+    """A scheduler job's payload: candidates of one task on one device as one batch
+    (core/batch.py), on the same secret seed; `job_ids` are their store jobs, in order."""
+
+    task: Task
+    candidates: tuple[Path, ...]
+    job_ids: tuple[int, ...]
+    seed: int
+    keys: tuple[str, ...] = ()  # their plan keys (the scheduler ids a job of its own would have), in order
+
+
+@dataclass(frozen=True)
 class Queued:
     """What `RunControl.rerun` / `requeue` queued: the store job that will hold the result. When
     the run was not live, a follow-up run (`run_id`, `spec`) holds it: execute that with `execute`."""
@@ -505,8 +527,18 @@ async def execute(
         if on_event is not None:
             on_event(job_id, event)
 
+    batch_members: dict[str, tuple[str, ...]] = {}  # a batch's scheduler job -> its members' keys
+    members_done: set[str] = set()
+
     def on_scheduler_event(event: events.Event) -> None:
         scheduler_id = getattr(event, "job_id", "")
+        if isinstance(event, events.JobStateChanged) and scheduler_id in batch_members:
+            # A batch is one scheduler job: each member that has no result yet moves with it
+            # (a member's `done` is announced when its result is recorded, in batch_runner).
+            for key in batch_members[scheduler_id]:
+                if key not in members_done and event.state != "done":
+                    on_scheduler_event(replace(event, job_id=key))
+            return
         job_id = job_ids.get(scheduler_id, None)
         if isinstance(event, events.JobStateChanged) and job_id is not None and event.state in ("queued", "running", "retrying", "cancelled"):
             store.set_job_state(job_id, "queued" if event.state in ("retrying", "cancelled") else event.state, attempts=event.attempt)
@@ -516,8 +548,8 @@ async def execute(
             return
         emit(job_id, event)
 
-    async def runner(job: Job, slot: Slot) -> Result:
-        request: EvalRequest = job.payload
+    async def runner(job: Job, slot: Slot) -> Any:
+        request = job.payload
         evaluator = evaluators.get(slot)
         if evaluator is None:
             try:
@@ -525,6 +557,8 @@ async def execute(
             except Exception as exc:  # noqa: BLE001 - a device that cannot be reached is an infrastructure fault
                 raise InfrastructureFault(f"{slot.device}: {exc}") from exc
             evaluators[slot] = evaluator
+        if isinstance(request, BatchRequest):
+            return await batch_runner(request, slot, evaluator)
 
         def forward(event: events.Event) -> None:
             if request.job_id is not None:
@@ -535,7 +569,7 @@ async def execute(
         # An `arena check` (no store job) draws a fresh seed; a job keeps its own for replays.
         seed = store.set_job_seed(request.job_id, secrets.randbits(63)) if request.job_id is not None else None
         try:
-            result = await evaluator.aevaluate(request.task, request.candidate, seed, on_event=forward, visible_only=request.visible_only)
+            result = await evaluator.aevaluate(request.task, request.candidate, seed, on_event=forward, visible_only=request.visible_only, profile=spec.profile)
         except HarnessError as exc:
             evaluators.pop(slot).executor.close()
             raise InfrastructureFault(str(exc)) from exc
@@ -545,6 +579,63 @@ async def execute(
         if request.job_id is not None:
             store.record_result(request.job_id, result)
         return result
+
+    async def batch_runner(request: BatchRequest, slot: Slot, evaluator: Evaluator) -> list[Result]:
+        member = [0]
+
+        def forward(event: events.Event) -> None:  # the batch's events, each under its own job
+            emit(request.job_ids[min(member[0], len(request.job_ids) - 1)], event)
+            if isinstance(event, events.EvaluationFinished):
+                member[0] += 1
+
+        for job_id in request.job_ids:
+            store.set_job_state(job_id, "running")
+
+        def recorded(k: int, result: Result) -> None:
+            store.record_result(request.job_ids[k], result)
+            key = request.keys[k]
+            members_done.add(key)  # finished now, like a job of its own (progress lines, the app)
+            on_scheduler_event(events.JobStateChanged(job_id=key, state="done", device=slot.device, slot=slot.index, attempt=1))
+
+        try:
+            # Each result is recorded the moment it is known: an interrupted batch keeps what it finished.
+            results = await evaluator.aevaluate_batch(request.task, list(request.candidates), request.seed, on_event=forward, profile=spec.profile,
+                                                      on_result=recorded)
+        except HarnessError as exc:
+            evaluators.pop(slot).executor.close()
+            raise InfrastructureFault(str(exc)) from exc
+        except asyncio.CancelledError:
+            evaluators.pop(slot).executor.close()
+            raise
+        return results
+
+    def batches(keys: list[str]) -> tuple[list[str], list[tuple[list[str], int]]]:
+        """Pending jobs that run alone, and groups of one task's candidates on one device that
+        run as a batch (the same seed: a resumed job keeps its own, so it joins only its equals)."""
+        groups: dict[tuple[str, str], list[str]] = {}
+        alone = []
+        for key in keys:
+            try:
+                check_candidate(planned[key].candidate)
+            except (BadCandidate, ValueError):
+                alone.append(key)  # reported by its own evaluation, as ever
+                continue
+            groups.setdefault((planned[key].task.id, pending[key].device_id), []).append(key)
+        together = []
+        for members in groups.values():
+            if len(members) == 1 or planned[members[0]].task.world_size is not None:
+                alone += members
+                continue
+            fresh = secrets.randbits(63)
+            by_seed: dict[int, list[str]] = {}
+            for key in members:
+                by_seed.setdefault(store.set_job_seed(pending[key].id, fresh), []).append(key)
+            for seed, group in by_seed.items():
+                (together.append((group, seed)) if len(group) > 1 else alone.extend(group))
+        return alone, together
+
+    async def member_of(batch: asyncio.Future, index: int) -> Result:
+        return (await batch)[index]
 
     devices = sorted({p.device for p in planned.values()} | {a.device for a in attempts})
     if not devices:
@@ -563,9 +654,20 @@ async def execute(
     try:
         async with Scheduler(slots, runner, max_retries=spec.max_retries, on_event=on_scheduler_event) as scheduler:
             futures = {}
-            for key, job in pending.items():
+            alone, together = batches(list(pending))
+            for key in alone:
+                job = pending[key]
                 job_ids[key] = job.id
                 futures[key] = scheduler.submit(Job(id=key, devices=(job.device_id,), payload=EvalRequest(planned[key].task, planned[key].candidate, job.id)))
+            for group, seed in together:  # many candidates of one task: one batch (core/batch.py)
+                first = pending[group[0]]
+                payload = BatchRequest(planned[group[0]].task, tuple(planned[k].candidate for k in group), tuple(pending[k].id for k in group), seed, tuple(group))
+                batch_members[f"batch|{group[0]}"] = tuple(group)
+                batch = scheduler.submit(Job(id=f"batch|{group[0]}", devices=(first.device_id,), payload=payload))
+                for i, key in enumerate(group):
+                    job_ids[key] = pending[key].id
+                    futures[key] = asyncio.ensure_future(member_of(batch, i))
+            futures = {key: futures[key] for key in pending}  # the run's order
             limit = asyncio.Semaphore(spec.parallelism or max(1, len(spec.agents)))
             for a in open_attempts:
                 context = _AttemptContext(store, scheduler, job_ids, checks, folders, root, on_event, on_attempt, outcome)

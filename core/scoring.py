@@ -2,8 +2,13 @@
 
 - speedup of a workload = baseline median / candidate median; of a task = the geometric mean
   over its timed workloads;
-- fraction of speed of light = roofline time / candidate time, the roofline from the task's
-  FLOP and byte formulas and the device's peaks (measured where recorded, else spec);
+- fraction of speed of light = speed of light / candidate time, where the speed of light is
+  the larger of the roofline time (the task's FLOP and byte formulas against the device's
+  peaks, measured where recorded, else spec) and the device's launch floor (the time of the
+  smallest kernel, timed as the workload is: graph-replayed or eager). A decode-sized
+  workload's roofline is a fraction of a microsecond that no kernel launch reaches; its
+  launch floor is what the fastest possible kernel takes. Results keep both: `roofline_us`
+  and `roofline_fraction` without the floor, `sol_us` and `sol_fraction` with it;
 - fast_p over a task set = the share of tasks that are correct with speedup > p;
 - the classic points, for comparison with AgentKernelArena: 20 for compiling, 100 for being
   correct, 100 × speedup.
@@ -46,6 +51,22 @@ def roofline_us(flops: float, nbytes: float, peaks: Peaks, compute: str) -> floa
     if peaks.hbm_tbps:
         terms.append(nbytes / (peaks.hbm_tbps * 1e12) * 1e6)
     return max(terms) if terms else None
+
+
+def launch_floor_us(peaks: Peaks | None, graph: bool) -> float | None:
+    """The device's launch floor for a workload timed as CUDA graph replays (`graph`) or
+    eagerly: the measured figure of that kind, else the peaks table's `launch_overhead_us`."""
+    if peaks is None:
+        return None
+    measured = peaks.launch_graph_us if graph else peaks.launch_eager_us
+    return measured if measured is not None else peaks.launch_overhead_us
+
+
+def reachable_us(roofline: float | None, floor: float | None) -> float | None:
+    """The speed of light a kernel can reach: the roofline, but never below the launch floor."""
+    if roofline is None:
+        return None
+    return max(roofline, floor) if floor is not None else roofline
 
 
 def bus_bandwidth_gbps(size_bytes: float, bus_factor: float, time_us: float) -> tuple[float, float] | None:

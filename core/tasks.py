@@ -11,6 +11,7 @@ import ast
 import math
 import os
 import random
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -137,12 +138,21 @@ class HiddenSet:
     fixed: tuple[Workload, ...]
     draw: Draw | None = None
 
+    @property
+    def drawn_count(self) -> int:
+        """How many workloads are drawn: the task's count, and never fewer than the fixed ones.
+        The fixed hidden workloads are public (task.yaml); only the drawn ones are secret, so
+        at least half of a hidden set is drawn (docs/integrity.md, class 5)."""
+        return 0 if self.draw is None else max(self.draw.count, len(self.fixed))
+
     def resolve(self, rng: random.Random) -> list[Workload]:
-        """The fixed workloads plus `draw.count` drawn ones (never a copy of a fixed one)."""
+        """The fixed workloads plus `drawn_count` drawn ones (never a copy of a fixed one)."""
         drawn: list[Workload] = []
         if self.draw is not None:
             taken = {w.label for w in self.fixed}
-            while len(drawn) < self.draw.count:
+            attempts = 0
+            while len(drawn) < self.drawn_count and attempts < 1000:  # narrow ranges may hold fewer new shapes
+                attempts += 1
                 base = rng.choice(self.fixed)
                 axes = dict(base.axes)
                 for axis, (low, high) in self.draw.ranges.items():
@@ -166,6 +176,17 @@ class Correctness:
     rtol: float
     min_match: float = 1.0
     seeds: int = MIN_SEEDS
+    # `samples: {axis: B, at_least: 64}`: a stochastic output judged by pooled evidence (a
+    # sampler) needs enough draws per workload: at least `at_least` rows of `axis` in all, so a
+    # workload with B = 1 runs 64 seeds (docs/integrity.md, class 4).
+    samples_axis: str | None = None
+    samples_at_least: int = 0
+
+    def seeds_for(self, axes: dict[str, int]) -> int:
+        """Seeds a workload's correctness check runs."""
+        if self.samples_axis is None or self.samples_axis not in axes:
+            return self.seeds
+        return max(self.seeds, -(-self.samples_at_least // max(1, int(axes[self.samples_axis]))))
 
 
 @dataclass(frozen=True)
@@ -235,6 +256,20 @@ class ModelWorkloads:
 
 
 @dataclass(frozen=True)
+class BaselineImpl:
+    """One implementation a task's baseline.py can run, as task.yaml's `baselines:` lists
+    them (in order of preference): `impl` is the name baseline.py reports (its `IMPL`) and
+    every result records (`baseline_impl`), `kind` one of BASELINE_KINDS, `calls` one line."""
+
+    impl: str
+    kind: str
+    calls: str
+
+
+DEFAULT_IMPL = "torch"  # a task that lists no `baselines:` has one: its `baseline`, run through torch
+
+
+@dataclass(frozen=True)
 class Task:
     id: str
     path: Path
@@ -259,6 +294,16 @@ class Task:
     collective: Collective | None = None
     # Where an imported task came from and what its importer derived (docs/interop.md).
     provenance: dict[str, Any] | None = None
+    baselines: tuple[BaselineImpl, ...] = ()  # in order of preference; the last is the fallback
+    # Why the recorded baseline stays far from the speed of light, and why nothing faster is
+    # available to it (docs/tasks.md lists it beside every baseline under 10% of SOL).
+    baseline_note: str = ""
+
+    def baseline_impl(self, impl: str | None) -> BaselineImpl | None:
+        """The declared candidate named `impl`; None (a task with one candidate: that one)."""
+        if impl is None:
+            return self.baselines[0] if len(self.baselines) == 1 else None
+        return next((b for b in self.baselines if b.impl == impl), None)
 
     @property
     def multi_rank(self) -> bool:
@@ -380,7 +425,8 @@ def load_task(task_dir: Path | str, tasks_root: Path | str | None = None) -> Tas
     top.no_unknown((
         "schema_version", "description", "models", "languages", "baseline_kind", "baseline",
         "vendor_notes", "axes", "inputs", "outputs", "correctness", "flops", "bytes", "peak",
-        "workloads", "limits", "model_workloads", "world_size", "collective", "provenance",
+        "workloads", "limits", "model_workloads", "world_size", "collective", "provenance", "baselines",
+        "baseline_note",
     ))
     version = top.get("schema_version", int, "write `schema_version: 1`")
     if version != 1:
@@ -404,12 +450,23 @@ def load_task(task_dir: Path | str, tasks_root: Path | str | None = None) -> Tas
         top.fail("input names repeat", "give every input its own name", "inputs")
 
     corr = _Fields(spec_path, top.get("correctness", dict, "add `correctness: {atol, rtol, min_match, seeds}`"), "correctness")
-    corr.no_unknown(("atol", "rtol", "min_match", "seeds"))
+    corr.no_unknown(("atol", "rtol", "min_match", "seeds", "samples"))
+    samples_axis, samples_at_least = None, 0
+    if "samples" in corr.data:
+        smp = _Fields(spec_path, corr.get("samples", dict, "give `samples: {axis: B, at_least: 64}`"), corr.at("samples"))
+        smp.no_unknown(("axis", "at_least"))
+        samples_axis = smp.get("axis", str, "name the axis whose size is the draws per call, e.g. B")
+        samples_at_least = smp.get("at_least", int, "the draws a workload needs in all, e.g. 64")
+        if samples_axis not in axes:
+            smp.fail(f"`{samples_axis}` is not a declared axis", "name one of the task's axes", "axis")
+        if samples_at_least < 1:
+            smp.fail(f"is {samples_at_least}", "use at least 1", "at_least")
     correctness = Correctness(
         atol=corr.get("atol", float, "give an absolute tolerance, e.g. 1.0e-2"),
         rtol=corr.get("rtol", float, "give a relative tolerance, e.g. 1.0e-2"),
         min_match=corr.get("min_match", float, "a fraction in (0, 1]", 1.0),
         seeds=corr.get("seeds", int, f"at least {MIN_SEEDS}", MIN_SEEDS),
+        samples_axis=samples_axis, samples_at_least=samples_at_least,
     )
     if not 0 < correctness.min_match <= 1:
         corr.fail("must be in (0, 1]", "use e.g. 1.0 (every element) or 0.99", "min_match")
@@ -481,7 +538,38 @@ def load_task(task_dir: Path | str, tasks_root: Path | str | None = None) -> Tas
         world_size=world_size,
         collective=collective,
         provenance=top.get("provenance", dict, "a mapping: source, file, license, derived", None),
+        baselines=_baselines(top, kind),
+        baseline_note=" ".join(str(top.get("baseline_note", str, "say in a sentence why no faster baseline exists", "")).split()),
     )
+
+
+def _baselines(top: _Fields, kind: str) -> tuple[BaselineImpl, ...]:
+    """`baselines:` — the implementations baseline.py tries, best first: `{impl, kind, calls}`
+    each; the last must need nothing but torch (it is what runs where no library imports).
+    Without the key, the one candidate is `baseline` itself, named `torch`."""
+    if "baselines" not in top.data:
+        return (BaselineImpl(DEFAULT_IMPL, kind, str(top.data.get("baseline", ""))),)
+    raw = top.get("baselines", list, "list the implementations baseline.py tries, best first: `- {impl: liger, kind: vendor_kernel_library, calls: ...}`")
+    if not raw:
+        top.fail("is empty", "list at least the torch fallback: `- {impl: torch, kind: torch_composition, calls: ...}`", "baselines")
+    out = []
+    for i, entry in enumerate(raw):
+        f = _Fields(top.path, entry, f"baselines[{i}]")
+        f.no_unknown(("impl", "kind", "calls"))
+        name = f.get("impl", str, "name the implementation as baseline.py's IMPL reports it, e.g. liger, flashinfer, torch")
+        if not re.fullmatch(r"[a-z0-9][a-z0-9_.+-]*", name):
+            f.fail(f"`{name}` is not a plain name", "use lower-case letters, digits and _ . + -", "impl")
+        entry_kind = f.get("kind", str, f"one of {', '.join(BASELINE_KINDS)}")
+        if entry_kind not in BASELINE_KINDS:
+            f.fail(f"`{entry_kind}` is unknown", f"use one of {', '.join(BASELINE_KINDS)}", "kind")
+        out.append(BaselineImpl(name, entry_kind, str(f.get("calls", str, "say in one line what this implementation calls")).strip()))
+    names = [b.impl for b in out]
+    if len(set(names)) != len(names):
+        top.fail(f"names repeat: {', '.join(names)}", "give every implementation its own `impl` name", "baselines")
+    if out[0].kind != kind:
+        top.fail(f"the preferred implementation `{out[0].impl}` is `{out[0].kind}` but baseline_kind is `{kind}`",
+                 "make baseline_kind the kind of the first (preferred) entry of `baselines:`", "baseline_kind")
+    return tuple(out)
 
 
 def _world_size(top: _Fields, axes: dict[str, str]) -> WorldSize | None:

@@ -109,14 +109,76 @@ def cheatsheet(vendor: str) -> str:
     return resources.files("core").joinpath("data", "cheatsheets", f"{vendor}.md").read_text(encoding="utf-8")
 
 
+BASELINE_FIGURES = "baseline_figures.json"  # core/data/: per GPU model, task and visible workload (bench/tasks_doc.py writes it)
+
+
+def recorded_baselines(gpu: str) -> dict[str, Any]:
+    """The baseline figures recorded on GPU model `gpu` (a peaks-table key such as `h200`):
+    {task id: {workload label: {impl, median_us, sol_fraction}}}; {} where none are recorded."""
+    import json
+
+    try:
+        data = json.loads(resources.files("core").joinpath("data", BASELINE_FIGURES).read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return {}
+    return data.get("gpus", {}).get(gpu, {}).get("tasks", {})
+
+
+def _gpu_key(device_id: str, device_model: str | None) -> str | None:
+    """The peaks-table key of the device's GPU model: `sim:h200` stands for the H200; a GPU
+    named by its probed model matches the table; the CPU and unknown GPUs have none."""
+    local = device_id.rsplit("/", 1)[-1]
+    if local.startswith("sim:"):
+        return local[4:]
+    if device_model and local != "cpu":
+        from .devices import load_peaks, match_peaks
+
+        return match_peaks(device_model, load_peaks())
+    return None
+
+
+def baseline_paragraph(task: Task, device_id: str, device_model: str | None = None) -> list[str]:
+    """What the agent is compared with: the implementation the baseline runs on this device
+    and, where recorded for its GPU model, its time and fraction of speed of light per
+    visible workload; else the candidates in order of preference."""
+    gpu = _gpu_key(device_id, device_model)
+    figures = recorded_baselines(gpu).get(task.id, {}) if gpu else {}
+    cpu = device_id.rsplit("/", 1)[-1] == "cpu"
+    if cpu:
+        ran = [task.baselines[-1]]  # no GPU library runs on the CPU device: the torch fallback
+    else:
+        impls = [f["impl"] for f in figures.values()]
+        ran = [b for b in task.baselines if b.impl in impls] or []
+    lines = []
+    if ran:
+        names = " and ".join(f"`{b.impl}` ({b.kind.replace('_', ' ')}: {b.calls})" for b in ran)
+        where = "on the CPU device" if cpu else f"on this device (recorded on {gpu.upper() if gpu else 'it'})"
+        lines.append(f"The baseline you are compared with, {where}: {names}. It is what production runs where that library is installed; "
+                     "aim at beating it, not at torch eager.")
+    else:
+        order = "; ".join(f"{n}. `{b.impl}` ({b.kind.replace('_', ' ')}): {b.calls}" for n, b in enumerate(task.baselines, 1))
+        lines.append(f"The baseline you are compared with ({task.baseline_kind.replace('_', ' ')}): `{task.baseline}`. "
+                     f"It runs the first of these that imports on the device: {order}.")
+    visible = {w.label for w in task.workloads(cpu=cpu).visible}
+    shown = [(label, f) for label, f in figures.items() if label in visible]
+    if shown:
+        lines += ["", f"Its recorded times on an NVIDIA {gpu.upper()} (fraction of the speed of light, launch floor included):"]  # type: ignore[union-attr]
+        lines += [f"- {label}: {f['median_us']:.2f} µs ({f['sol_fraction'] * 100:.1f}% of speed of light, `{f['impl']}`)"
+                  for label, f in shown if f.get("sol_fraction") is not None]
+    if task.baseline_note:
+        lines += ["", f"Why the baseline is where it is: {task.baseline_note}"]
+    return lines
+
+
 def _tensor_line(spec: TensorSpec, inputs: tuple[TensorSpec, ...]) -> str:
     return f"- `{spec.name}`: {spec.describe(inputs)}"
 
 
 def render_prompt(task: Task, device_id: str, variant: Variant, budget_s: float, max_cost_usd: float | None = None,
-                  max_tokens: int | None = None, with_cheatsheet: bool = False) -> str:
+                  max_tokens: int | None = None, with_cheatsheet: bool = False, device_model: str | None = None) -> str:
     """PROMPT.md. Names the visible workloads of the device only; says that hidden ones exist,
-    never what they are."""
+    never what they are. `device_model` (the probed name, e.g. "NVIDIA H200") lets the
+    baseline paragraph quote the figures recorded on that GPU model."""
     vendor = vendor_of(device_id)
     cpu = device_id.rsplit("/", 1)[-1] == "cpu"
     visible = task.workloads(cpu=cpu).visible
@@ -143,7 +205,7 @@ def render_prompt(task: Task, device_id: str, variant: Variant, budget_s: float,
         "Axes:",
         *(f"- `{name}`: {meaning}" for name, meaning in task.axes.items()),
         "",
-        f"The baseline you are compared with ({task.baseline_kind.replace('_', ' ')}): `{task.baseline}`.",
+        *baseline_paragraph(task, device_id, device_model),
         "",
         f"## The device: `{device_id}` (vendor: {vendor})",
         "",
@@ -206,8 +268,9 @@ def _duration(seconds: float) -> str:
 
 
 def make_workspace(root: Path, task: Task, device_id: str, variant: Variant, budget_s: float,
-                   max_cost_usd: float | None = None, max_tokens: int | None = None) -> Workspace:
-    """Create the attempt's folder at `root` from scratch (a rerun attempt starts clean)."""
+                   max_cost_usd: float | None = None, max_tokens: int | None = None, device_model: str | None = None) -> Workspace:
+    """Create the attempt's folder at `root` from scratch (a rerun attempt starts clean).
+    `device_model`: the probed GPU name, for the baseline figures recorded on that model."""
     if root.exists():
         shutil.rmtree(root)
     path = root / "workspace"
@@ -215,7 +278,7 @@ def make_workspace(root: Path, task: Task, device_id: str, variant: Variant, bud
     for sub in ("home", "bin", "submissions"):
         (root / sub).mkdir()
     with_sheet = bool(variant.cheatsheet)
-    prompt = render_prompt(task, device_id, variant, budget_s, max_cost_usd, max_tokens, with_sheet)
+    prompt = render_prompt(task, device_id, variant, budget_s, max_cost_usd, max_tokens, with_sheet, device_model)
     (path / PROMPT).write_text(prompt, encoding="utf-8")
     shutil.copyfile(task.file("starter.py"), path / SOLUTION)
     if with_sheet:

@@ -23,7 +23,7 @@ from core.devices import probe
 from core.evaluate import Evaluator, Timing, assemble, build_job, check_candidate, task_dtypes, wall_clock_findings
 from core.harness import channel, inputs
 from core.tasks import Limits, discover, load_task
-from tests.cheats.catalogue import CHEATS, HERE, TASKS, by_name, outcome_problems
+from tests.cheats.catalogue import CHEATS, HERE, PUBLISHED_CANDIDATES, TASKS, by_name, outcome_problems
 from tests.conftest import FIXTURES, ROOT
 
 FAST = Timing(alternations=3, budget_ms=60.0, min_calls=1, max_calls=50)
@@ -158,11 +158,31 @@ def test_a_candidate_rewriting_the_harness_is_flagged(tmp_path):
     assert not job_path.exists(), "the harness consumes its job file"
 
 
+def test_a_queued_job_never_lies_on_disk_while_another_candidate_runs(tmp_path):
+    """Two evaluations at once on one warm harness: the second waits while the first's
+    candidate runs and looks for job files beside its folder (docs/integrity.md, class 5)."""
+    import asyncio
+
+    task = _task("axpy")
+    with Evaluator("cpu", workdir=tmp_path / "runs", timing=FAST) as evaluator:
+        async def both():
+            reader = asyncio.ensure_future(evaluator.aevaluate(task, by_name("queued_job_reader").path, limits=LIMITS, performance=False))
+            await asyncio.sleep(1.0)  # the reader's evaluation holds the harness; the next one queues behind it
+            other = await evaluator.aevaluate(task, FIXTURES / "candidates" / "axpy_torch.py", limits=LIMITS, performance=False)
+            return await reader, other
+
+        reader, other = asyncio.run(both())
+    assert reader.status == "passed", f"the candidate found another evaluation's job: {_describe(reader)}"
+    assert other.status == "passed"
+    assert not list((tmp_path / "runs").glob("*/job.json"))
+
+
 HONEST = [
     ("axpy", FIXTURES / "candidates" / "axpy_torch.py"),
     ("axpy", TASKS["axpy"] / "starter.py"),
     ("axpy", TASKS["axpy"] / "baseline.py"),
     ("axpy_loose", FIXTURES / "candidates" / "axpy_torch.py"),
+    *PUBLISHED_CANDIDATES,  # Liger-Kernel's SwiGLU and fused add + RMSNorm, as candidates for our tasks
 ]
 
 
@@ -272,3 +292,64 @@ def test_a_worker_never_holds_the_engines_events_descriptor():
         os.close(read_fd), os.close(write_fd)
     assert write_fd not in listed["fds"] and read_fd not in listed["fds"]
     assert len([fd for fd in listed["fds"] if fd > 2]) <= 2  # its socket (and the listing's own descriptor)
+
+
+def test_at_least_half_of_every_hidden_set_is_drawn_at_evaluation_time():
+    """The fixed hidden workloads are public (task.yaml); a candidate that memorises them and
+    fails elsewhere must meet as many secret, drawn shapes (docs/integrity.md, class 5)."""
+    import random
+
+    for task in discover():
+        for cpu in (False, True):
+            hidden = task.workloads(cpu=cpu).hidden
+            if hidden.draw is None:
+                continue
+            resolved = hidden.resolve(random.Random(5))
+            drawn = resolved[len(hidden.fixed):]
+            assert len(drawn) >= len(hidden.fixed) >= 1, (task.id, cpu)
+            assert not {w.label for w in drawn} & {w.label for w in hidden.fixed}
+
+
+def test_the_harness_tensor_work_is_invisible_to_a_mode_and_a_mode_left_pushed_is_proof():
+    """guard.trusted turns Python dispatch off (function and dispatch modes); guard.Watch finds
+    a mode on the stack, and an inherited C method shadowed on torch.Tensor, but not torch's
+    own default-device mode."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from core.harness import guard
+
+    seen: list[str] = []
+
+    class Functions(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            seen.append("function")
+            return func(*args, **(kwargs or {}))
+
+    class Dispatch(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append("dispatch")
+            return func(*args, **(kwargs or {}))
+
+    watch = guard.Watch(between_calls=guard.INPUTS_REACH)
+    t = torch.zeros(4)
+    with torch.device("cpu"):  # torch's own mode: not a finding
+        assert watch.findings(quick=True) == []
+    with Functions(), Dispatch():
+        with guard.trusted():
+            torch._C.TensorBase.normal_(t)
+        assert seen == []
+        torch._C.TensorBase.normal_(t)
+        assert seen == ["function", "dispatch"]
+        assert [f["check"] for f in watch.findings(quick=True)] == ["harness_hooked", "harness_hooked"]
+    original = torch.Tensor.__dict__.get("copy_")
+    torch.Tensor.copy_ = lambda self, *a, **k: self  # shadows TensorBase.copy_
+    try:
+        assert watch.findings(quick=True) == [{"check": "torch_patched", "message": "the candidate replaced `torch.Tensor.copy_`"}]
+    finally:
+        if original is None:
+            del torch.Tensor.copy_
+        else:
+            torch.Tensor.copy_ = original
+    assert watch.findings() == []  # each finding once

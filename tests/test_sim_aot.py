@@ -50,6 +50,13 @@ def _copy(x_ptr, out_ptr, N, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < N), mask=offs < N)
 
 
+@triton.jit
+def _python_min_max(x_ptr, out_ptr, N, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    n = min(N, 200)  # Python's min on a runtime scalar: the code generator's builtin, not Python's
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * max(2, 3), mask=offs < n)
+
+
 ROOT = Path(__file__).resolve().parents[1]
 H200 = sim_section(sim_info("sim:h200"))["aot"]
 ROW_MAX = {"x_ptr": torch.empty(4), "out_ptr": torch.empty(4), "N": 4096, "ROWS": 1, "BLOCK": 512}
@@ -97,7 +104,7 @@ def test_only_the_back_end_s_own_failures_count_as_refusals(monkeypatch):
 
     monkeypatch.setattr(triton, "compile", this_path_s_limit)
     limited = sim_aot.compile_launch(_copy.fn, COPY, {}, H200)
-    assert not limited.ok and not limited.rejected, "a limit of the simulator is a note, never held against the kernel"
+    assert not limited.ok and not limited.rejected, "a limit of the simulator is never held against the kernel (the stage says it cannot evaluate it)"
 
 
 def test_a_kernel_needing_more_shared_memory_than_the_target_has_is_refused():
@@ -113,3 +120,22 @@ def test_the_performance_stage_names_the_kernel_the_target_refused():
     message = refused_launch(reply)
     assert message is not None and "`_sample_kernel` does not build for the target" in message and "in the pass P" in message
     assert refused_launch({"launches": [{"kernel": "_k", "resources": {"ok": False, "error": "TypeError: ..."}}]}) is None
+
+
+def test_a_kernel_using_python_min_and_max_compiles_whatever_the_import_order():
+    # Triton's code generator copies `min`/`max` out of triton.language.core when first
+    # imported; imported while the interpreter's patches were on, it kept the interpreter's, and
+    # every kernel using min or max failed its AOT compile (the prediction silently assumed
+    # occupancy). Here it is first imported under those patches, as a candidate's worker may.
+    code = (
+        "import json, torch; from core.harness import triton_cpu; triton_cpu.enable_interpreter(); "
+        "from triton.runtime import interpreter; from tests import test_sim_aot as t; from core.harness import sim_aot; "
+        "scope = interpreter._patch_lang(t._python_min_max.fn); import triton.compiler.code_generator; scope.restore(); "
+        "bound = {'x_ptr': torch.empty(4), 'out_ptr': torch.empty(4), 'N': 256, 'BLOCK': 64}; "
+        "print(json.dumps(sim_aot.compile_launch(t._python_min_max.fn, bound, {}, t.H200).to_json()))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["ok"], found["error"]

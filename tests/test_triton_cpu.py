@@ -128,6 +128,35 @@ with interpreter_on():
         tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + 1.0, mask=mask)
 
 
+    # Production constructs (Liger's RMSNorm and SwiGLU, FlagGems' matmul) that the GPU runs and the
+    # interpreter used to refuse: a float argument's `.to()`, libdevice math, autotune(warmup=, rep=).
+    from triton.language.extra import libdevice
+
+    @triton.jit
+    def scalar_to_kernel(x_ptr, out_ptr, n, eps, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs, mask=offs < n)
+        tl.store(out_ptr + offs, x + eps.to(tl.float32), mask=offs < n)
+
+    @triton.jit
+    def libdevice_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs, mask=offs < n, other=1.0).to(tl.float32)
+        y = libdevice.rsqrt(x) + libdevice.tanh(x) * libdevice.pow(x, 2.0) + libdevice.erf(x) + libdevice.fast_expf(-x)
+        tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=offs < n)
+
+    @triton.jit
+    def libdevice_unmapped_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + offs, libdevice.j0(tl.load(x_ptr + offs, mask=offs < n)), mask=offs < n)
+
+    @triton.autotune(configs=[triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 64})], key=["n"], warmup=5, rep=20)
+    @triton.jit
+    def autotuned_with_bench_settings_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2.0, mask=offs < n)
+
+
 def _matmul(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     (M, K), (N, _) = x.shape, w.shape
     y = torch.empty(M, N, dtype=torch.bfloat16)
@@ -281,3 +310,38 @@ def test_autotune_needs_no_gpu_driver():
     out = torch.empty_like(x)
     autotuned_add_one_kernel[lambda meta: (triton.cdiv(100, meta["BLOCK"]),)](x, out, 100)
     assert torch.equal(out, x + 1)
+
+
+def test_a_python_float_argument_is_an_fp32_scalar_with_to():
+    x = torch.randn(100)
+    out = torch.empty_like(x)
+    scalar_to_kernel[(2,)](x, out, 100, 0.25, BLOCK=64)
+    assert torch.equal(out, x + 0.25)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_libdevice_math_runs_on_numpy_like_torch(dtype):
+    x = (torch.rand(300) + 0.1).to(dtype)
+    out = torch.empty_like(x)
+    libdevice_kernel[(triton.cdiv(300, 128),)](x, out, 300, BLOCK=128)
+    xf = x.float()
+    expected = torch.rsqrt(xf) + torch.tanh(xf) * xf.pow(2) + torch.erf(xf) + torch.exp(-xf)
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(out.float(), expected.to(dtype).float(), atol=tol, rtol=tol)
+
+
+def test_a_libdevice_function_without_a_cpu_implementation_cannot_be_evaluated_here():
+    from core.harness.triton_cpu import unsupported_reason
+
+    x = torch.rand(64)
+    with pytest.raises(Exception) as caught:
+        libdevice_unmapped_kernel[(1,)](x, torch.empty_like(x), 64, BLOCK=64)
+    assert "libdevice.j0 has no CPU implementation" in (unsupported_reason(caught.value) or "")
+    assert unsupported_reason(ValueError("the kernel's own bug")) is None, "a kernel's own failure is never an unsupported construct"
+
+
+def test_autotune_with_custom_benchmark_settings_needs_no_gpu_driver():
+    x = torch.randn(100)
+    out = torch.empty_like(x)
+    autotuned_with_bench_settings_kernel[lambda meta: (triton.cdiv(100, meta["BLOCK"]),)](x, out, 100)
+    assert torch.equal(out, x * 2)

@@ -27,7 +27,7 @@ MAX_SOURCE = 512 << 10  # a candidate is at most 1 MiB; the page shows the first
 
 
 def _place(r: Scored, by: str) -> str:
-    return (r.device_vendor or "unknown") if by == "vendor" else (r.device_model or r.device_id)
+    return leaderboard.group_place(r, by)  # the board's own grouping, baseline included
 
 
 def _geomean(rows: Iterable[Scored]) -> float:

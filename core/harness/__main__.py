@@ -1,5 +1,6 @@
 """`python -m core.harness run JOB --events-fd N` evaluates one resolved job;
-`serve --events-fd N` stays warm and evaluates the job files named on stdin, one per line;
+`serve --events-fd N` stays warm and evaluates the jobs on stdin, one per line (a job file's
+path, or the job as one line of JSON);
 `probe DEVICE` prints what a device is."""
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ from .channel import EventWriter
 
 def _load(path: str) -> dict:
     """Read the job file and remove it: from here on the hidden workloads and the seeds exist
-    only in this process's memory, never on a disk the candidate can read."""
+    only in this process's memory, never on a disk the candidate can read. `serve` also takes
+    the job itself, one line of JSON on standard input (the local executor's way: no file)."""
+    if path.startswith("{"):
+        return json.loads(path)
     job = json.loads(Path(path).read_text())
     Path(path).unlink(missing_ok=True)
     return job
@@ -42,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--events-fd", type=int, required=True)
     probe = sub.add_parser("probe")
     probe.add_argument("device")
+    probe.add_argument("--peaks", action="store_true", help="also measure copy bandwidth, bf16 rate and the launch floor (a GPU's peaks)")
     sub.add_parser("devices")
     args = parser.parse_args(argv)
 
@@ -55,7 +60,12 @@ def main(argv: list[str] | None = None) -> int:
         from .probe import probe as probe_device
 
         try:
-            print(json.dumps(probe_device(args.device)))
+            info = probe_device(args.device)
+            if args.peaks:
+                from .probe import measure_peaks
+
+                info["peaks"] = measure_peaks(args.device)
+            print(json.dumps(info))
         except Exception as exc:  # noqa: BLE001 - reported to the engine as one line
             print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}))
             return 3

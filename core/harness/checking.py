@@ -7,6 +7,10 @@ else from `core` (a task's check.py may import core.harness.compare itself).
 
 check.py contract (docs/task-format.md): `check(outputs, expected, inputs) -> {name: {passed,
 message?, max_abs_err?, ...}}` for every declared output; it runs in the trusted process only.
+A stochastic output (a sampler) may also return `evidence` (a dict of numbers) in a verdict and
+define `check_pooled({name: [evidence of each checked call so far]}) -> {name: verdict}`: the
+trusted worker keeps one `Pool` per workload and asks it after every call, so a bias too small
+for one call's test still fails once the workload's calls add up (docs/integrity.md, class 4).
 """
 
 from __future__ import annotations
@@ -27,15 +31,61 @@ class CheckError(ValueError):
     or the reference returned the wrong number of outputs. A task bug, reported as such."""
 
 
-def check_from_source(source: bytes | str, filename: str) -> Check:
-    """The `check` function of check.py's text (the worker holds the hash-checked source)."""
+Pooled = Callable[[dict[str, list[dict[str, Any]]]], dict[str, dict[str, Any]]]
+
+
+def _module(source: bytes | str, filename: str) -> types.ModuleType:
     module = types.ModuleType("arena_task_check")
     module.__file__ = filename
     exec(compile(source, filename, "exec"), module.__dict__)  # noqa: S102 - the task's own file
+    return module
+
+
+def check_from_source(source: bytes | str, filename: str) -> Check:
+    """The `check` function of check.py's text (the worker holds the hash-checked source)."""
+    return checks_from_source(source, filename)[0]
+
+
+def checks_from_source(source: bytes | str, filename: str) -> tuple[Check, Pooled | None]:
+    """check.py's `check` and its optional `check_pooled`."""
+    module = _module(source, filename)
     check = getattr(module, "check", None)
     if not callable(check):
         raise CheckError(f"{filename} defines no `check`: add `def check(outputs, expected, inputs) -> dict[str, dict]`")
-    return check
+    pooled = getattr(module, "check_pooled", None)
+    return check, pooled if callable(pooled) else None
+
+
+ALL = "*"  # the pool of every checked call of the evaluation
+
+
+class Pool:
+    """The evidence of each workload's checked calls, and of all of them together (a bias
+    spread thin over several workloads adds up there; one confined to a shape, such as greedy
+    at B = 1, stands out in its workload's pool), for check.py's `check_pooled`."""
+
+    def __init__(self, pooled: Pooled | None):
+        self.pooled = pooled
+        self.evidence: dict[str, dict[str, list[dict[str, Any]]]] = {}
+
+    def add(self, workload: str, verdicts: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """One call's verdicts, with its evidence taken out and pooled; an output that passed
+        alone but fails pooled gets the pooled verdict."""
+        verdicts = {name: dict(v) for name, v in verdicts.items()}
+        found = {name: v.pop("evidence") for name, v in verdicts.items() if isinstance(v.get("evidence"), dict)}
+        if self.pooled is None or not found:
+            return verdicts
+        for key, what in ((workload, "the workload's checked calls"), (ALL, "every checked call of the evaluation")):
+            pool = self.evidence.setdefault(key, {})
+            for name, evidence in found.items():
+                pool.setdefault(name, []).append(evidence)
+            pooled = self.pooled({name: list(calls) for name, calls in pool.items()})
+            if not isinstance(pooled, dict):
+                raise CheckError(f"check_pooled returned a {type(pooled).__name__}; it must return {{output name: {{passed: bool, ...}}}}")
+            for name, v in pooled.items():
+                if name in verdicts and verdicts[name].get("passed") and isinstance(v, dict) and v.get("passed") is False:
+                    verdicts[name] = {**v, "message": f"pooled over {what}: {v.get('message') or 'rejected by check_pooled'}"}
+        return verdicts
 
 
 def load_check(task_dir: Path | str) -> Check | None:

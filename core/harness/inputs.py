@@ -6,7 +6,11 @@ are drawn on the device with a seeded generator.
 The tensor methods used here (and torch.empty, torch.Generator) are bound at import, from the
 C base class where there is one, before any candidate code runs: a candidate that replaces
 `torch.Tensor.normal_` or `torch.empty` to stop its inputs from changing does not reach the
-harness's copies.
+harness's copies. What runs in the candidate's process (drawing and refilling inputs, poisoning,
+checking, copying and packing outputs) runs with Python-level dispatch off (`guard.trusted`):
+a torch-function or dispatch mode the candidate left pushed never sees it, and the watch that
+`FreshInputs` asks before every refill reports such a mode, or a replaced torch function, as
+an integrity flag (docs/integrity.md).
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from typing import Any, Callable
 
 import torch
 
+from .guard import NO_HOOKS, Hooks, guarded, trusted
+
 MakeInputs = Callable[[dict[str, int], torch.Generator], Any]
 
 _TB = torch._C.TensorBase
@@ -23,6 +29,8 @@ _empty = torch.empty
 _normal, _uniform, _random = _TB.normal_, _TB.uniform_, _TB.random_
 _copy, _clamp, _fill_value = _TB.copy_, _TB.clamp_, _TB.fill_
 _clone, _contiguous, _detach, _to, _view, _reshape = _TB.clone, _TB.contiguous, _TB.detach, _TB.to, _TB.view, _TB.reshape
+_data_ptr, _is_contiguous, _is_neg, _is_conj, _untyped_storage = _TB.data_ptr, _TB.is_contiguous, _TB.is_neg, _TB.is_conj, _TB.untyped_storage
+_numpy = _TB.numpy
 _frombuffer = torch.frombuffer
 _Generator = torch.Generator
 
@@ -77,6 +85,7 @@ def make_inputs(
     return inputs
 
 
+@guarded
 def correctness_inputs(
     specs: list[dict[str, Any]], workload: dict[str, Any], seed: int, device: torch.device, custom: MakeInputs | None
 ) -> list[Any]:
@@ -94,12 +103,21 @@ class FreshInputs:
     Call `i` draws from seed + 7919·(i + 1) whether the buffers are new or refilled, so the
     trusted worker regenerates exactly the inputs of any timed call with a fresh instance."""
 
-    def __init__(self, specs: list[dict[str, Any]], workload: dict[str, Any], seed: int, device: torch.device, custom: MakeInputs | None):
-        self.specs, self.workload, self.seed, self.custom = specs, workload, seed, custom
+    def __init__(
+        self, specs: list[dict[str, Any]], workload: dict[str, Any], seed: int, device: torch.device, custom: MakeInputs | None,
+        hooks: Hooks = NO_HOOKS,
+    ):
+        """`hooks` is asked before every refill, i.e. right after the previous call returned."""
+        self.specs, self.workload, self.seed, self.custom, self.hooks = specs, workload, seed, custom, hooks
         self.gen = _Generator(device)
         self.args: list[Any] | None = None
 
     def __call__(self, i: int) -> list[Any]:
+        self.hooks.check()
+        with trusted():
+            return self._refill(i)
+
+    def _refill(self, i: int) -> list[Any]:
         self.gen.manual_seed(self.seed + 7919 * (i + 1))
         if self.args is None:
             self.args = make_inputs(self.specs, self.workload["axes"], self.workload["shapes"], self.gen, self.custom)
@@ -120,7 +138,7 @@ class OutputError(ValueError):
 
 
 def _span(t: torch.Tensor) -> tuple[int, int]:
-    storage = t.untyped_storage()
+    storage = _untyped_storage(t)
     return storage.data_ptr(), storage.data_ptr() + storage.nbytes()
 
 
@@ -134,6 +152,7 @@ def output_shape(spec: dict[str, Any], shapes: dict[str, list[int]]) -> tuple[in
     return tuple(shapes[spec["name"]] if spec.get("shape") else shapes[spec["inplace_of"]])
 
 
+@guarded
 def collect_outputs(
     result: Any, out_specs: list[dict[str, Any]], in_specs: list[dict[str, Any]], inputs: list[Any], shapes: dict[str, list[int]], device: torch.device
 ) -> list[torch.Tensor]:
@@ -151,7 +170,7 @@ def collect_outputs(
         if type(out) is not torch.Tensor:  # noqa: E721 - subclasses may compute on access
             raise OutputError(f"output `{name}` is a {type(out).__name__}, not a torch.Tensor")
         target = tensors_in.get(spec["inplace_of"]) if spec.get("inplace_of") else None
-        if target is not None and out.data_ptr() != target.data_ptr():
+        if target is not None and _data_ptr(out) != _data_ptr(target):
             raise OutputError(f"output `{name}` must be written in place into input `{spec['inplace_of']}`")
         want_dtype = dtype_of(spec["dtype"])
         if out.dtype != want_dtype:
@@ -161,10 +180,10 @@ def collect_outputs(
             raise OutputError(f"output `{name}` has shape {tuple(out.shape)}; the task declares {want_shape}")
         if out.device.type != device.type:
             raise OutputError(f"output `{name}` is on {out.device}; it must be on {device}")
-        if out.layout != torch.strided or out.is_neg() or out.is_conj() or not out.is_contiguous():
+        if out.layout != torch.strided or _is_neg(out) or _is_conj(out) or not _is_contiguous(out):
             raise OutputError(
                 f"output `{name}` is not a plain dense tensor (layout {out.layout}, strides {tuple(out.stride())}, "
-                f"lazy negation {out.is_neg()}, lazy conjugation {out.is_conj()}): return a contiguous tensor"
+                f"lazy negation {_is_neg(out)}, lazy conjugation {_is_conj(out)}): return a contiguous tensor"
             )
         for other, t in tensors_in.items():
             if t is not target and _overlap(out, t):
@@ -176,6 +195,7 @@ def collect_outputs(
     return checked
 
 
+@guarded
 def poison(out_specs: list[dict[str, Any]], shapes: dict[str, list[int]], device: torch.device) -> None:
     """Allocate and free output-sized buffers full of NaN (or the largest value), so that a
     candidate returning uninitialised memory (`torch.empty`) reads poison, not a result that
@@ -196,18 +216,20 @@ def poison(out_specs: list[dict[str, Any]], shapes: dict[str, list[int]], device
     del held
 
 
+@guarded
 def snapshot(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
     """Copies that later work on the device cannot change (stream-ordered on GPUs)."""
     return [_clone(_detach(t)) for t in tensors]
 
 
+@guarded
 def pack(tensors: list[torch.Tensor]) -> tuple[list[dict[str, Any]], bytes]:
     """Raw bytes plus (dtype, shape) per tensor: no pickle, no zip, nothing to parse but JSON."""
     meta, chunks = [], []
     for t in tensors:
         host = _contiguous(_to(_detach(t), "cpu"))
         meta.append({"dtype": str(host.dtype).removeprefix("torch."), "shape": list(host.shape)})
-        chunks.append(_view(_reshape(host, (-1,)), torch.uint8).numpy().tobytes())
+        chunks.append(_numpy(_view(_reshape(host, (-1,)), torch.uint8)).tobytes())
     return meta, b"".join(chunks)
 
 

@@ -1,7 +1,10 @@
-"""What a device is: vendor, model, architecture, memory, multiprocessors, L2.
+"""What a device is: vendor, model, architecture, memory, multiprocessors, L2; and, with
+`--peaks`, what it measures: copy bandwidth, the bf16 matrix rate and the launch floor.
 
-Run as `python -m core.harness probe DEVICE`; prints one JSON object. It runs no candidate
-code, so stdout is safe to read. Local and remote devices are probed the same way.
+Run as `python -m core.harness probe DEVICE [--peaks]`; prints one JSON object. It runs no
+candidate code, so stdout is safe to read. Local and remote devices are probed the same way.
+The `peaks` object it prints under `--peaks` has the keys of a peaks-table `measured:`
+section (core/data/peaks.yaml; docs/devices.md says how to add it to your own table).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import Any
 import torch
 
 from .runner import versions
+from .timing import time_calls
 
 
 def probe(device_id: str) -> dict[str, Any]:
@@ -53,6 +57,48 @@ def probe(device_id: str) -> dict[str, Any]:
     else:
         raise RuntimeError(f"unsupported device type {device.type}")
     return info
+
+
+def measure_peaks(device_id: str, budget_ms: float = 200.0) -> dict[str, Any]:
+    """The figures a speed of light is built from, measured with the arena's own timer
+    (core/harness/timing.py: L2 flushed before each call, device events, the median):
+
+    - launch_graph_us / launch_eager_us: the launch floor, a one-element kernel timed as
+      the harness times a decode-sized workload (a CUDA graph replay) and as it times the
+      rest (eager, queued). No kernel, however small its work, is timed below it, so the
+      speed of light of a workload is never below it (core/scoring.py);
+    - hbm_tbps: a 2 GiB device-to-device copy, bytes read plus written;
+    - bf16_tflops: an 8192^3 bf16 torch.matmul (the vendor BLAS) on random data."""
+    device = torch.device(device_id)
+    if device.type not in ("cuda", "xpu"):
+        raise RuntimeError(f"peaks are measured on a GPU; {device_id} is a {device.type} device")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    one = torch.zeros(1, device=device)
+    out: dict[str, Any] = {}
+
+    def median(fn, args, graph: bool) -> float:  # noqa: ANN001
+        times = time_calls(fn, lambda _i: args, device, budget_ms, 20, 5000, 0, graph)["times_us"]
+        return sorted(times)[len(times) // 2]
+
+    tiny = (lambda x: x.add_(1.0))  # noqa: E731 - one kernel of one element: launch and nothing else
+    if device.type == "cuda":
+        out["launch_graph_us"] = round(median(tiny, [one], True), 3)
+    out["launch_eager_us"] = round(median(tiny, [one], False), 3)
+    n = 2 * 1024**3 // 4
+    src, dst = torch.empty(n, device=device), torch.empty(n, device=device)
+    copy_us = median(lambda a, b: b.copy_(a), [src, dst], False)
+    out["hbm_tbps"] = round(2 * 2 * 1024**3 / (copy_us * 1e-6) / 1e12, 3)
+    del src, dst
+    a = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)
+    mm_us = median(torch.matmul, [a, b], False)
+    out["bf16_tflops"] = round(2 * 8192**3 / (mm_us * 1e-6) / 1e12, 1)
+    out["method"] = (
+        f"python -m core.harness probe {device_id} --peaks (torch {torch.__version__}): medians under the arena's timer, "
+        "L2 flushed; launch floor = a one-element add_ (graph replay and eager), copy = 2 GiB device to device, bf16 = 8192^3 matmul"
+    )
+    return out
 
 
 def local_device_ids() -> list[str]:

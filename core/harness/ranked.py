@@ -7,10 +7,17 @@ side before any reply is read, since each call is collective; one deadline cover
 and when a rank fails to answer in time every rank of that side is killed with its process
 group. Timing alternates the two sides round by round, as on a single device, and reports the
 slowest rank's median (a collective is as fast as its slowest rank).
+
+Two things only the parent holds (docs/integrity.md, class 2): the key of the ranks' seeds (a
+request's seed becomes one seed per rank, `ranked_worker.rank_seed`, and each rank is sent only
+its own; the checker gets all), and the barrier before every timed call, which it answers over
+the ranks' own sockets once every rank of the side has reached it.
 """
 
 from __future__ import annotations
 
+import secrets
+import select
 import time
 from typing import Any
 
@@ -27,6 +34,16 @@ class RankedEvaluation(Evaluation):
         self.world = int(self.job["world_size"])
         self.ranks: list[Worker] = []  # the candidate's
         self.baseline_ranks: list[Worker] = []
+        self.seed_key = secrets.token_bytes(32)  # never leaves this process
+
+    def _rank_seeds(self, seed: int) -> list[int]:
+        return [ranked_worker.rank_seed(int(seed), r, self.seed_key) for r in range(self.world)]
+
+    def _per_rank(self, header: dict[str, Any]) -> list[dict[str, Any]]:
+        """One header per rank; a request's seed becomes that rank's own seed."""
+        if "seed" not in header:
+            return [header] * self.world
+        return [{**header, "seed": seed} for seed in self._rank_seeds(header["seed"])]
 
     def _workers(self) -> list[Worker | None]:
         return [*self.ranks, *self.baseline_ranks, self.trusted]
@@ -45,18 +62,18 @@ class RankedEvaluation(Evaluation):
         }
 
     def _all(
-        self, ranks: list[Worker], header: dict[str, Any] | list[dict[str, Any]], deadline: float, max_payload: int = 0, candidate: bool = True,
+        self, ranks: list[Worker], header: dict[str, Any], deadline: float, max_payload: int = 0, candidate: bool = True,
     ) -> list[tuple[dict[str, Any], bytearray | None]]:
-        """Send to every rank (one header for all, or one each), then read every reply."""
-        headers = header if isinstance(header, list) else [header] * len(ranks)
-        replies = []
+        """Send to every rank (its own seed, if the request has one), then read every reply,
+        answering the ranks' barriers on the way (`_serve_barriers`)."""
+        replies: list[tuple[dict[str, Any], bytearray | None] | None] = [None] * len(ranks)
         try:
-            for worker, h in zip(ranks, headers):
+            for worker, h in zip(ranks, self._per_rank(header)):
                 worker.send(h)
-            for worker in ranks:
-                replies.append(worker.recv(self._remaining(deadline), max_payload))
+            self._serve_barriers(ranks, replies, deadline, max_payload)
         except WorkerTimeout:
-            late = [len(replies)] + [r for r in range(len(replies) + 1, len(ranks)) if not _answered(ranks[r])]
+            waiting = [r for r, reply in enumerate(replies) if reply is None]
+            late = waiting[:1] + [r for r in waiting[1:] if not _answered(ranks[r])]
             message = (
                 f"{'candidate' if candidate else 'baseline'} rank(s) {', '.join(map(str, late))} of {len(ranks)} did not finish within the "
                 "stage's time limit (a rank stuck on its own and a rank waiting for it in a collective look the same)"
@@ -66,10 +83,50 @@ class RankedEvaluation(Evaluation):
             if candidate:
                 raise StageFailed("crashed", f"the candidate's {died.name} {died.reason}") from None
             raise StageFailed("error", f"the baseline's {died.name} {died.reason}", "infrastructure") from None
+        done = [r for r in replies if r is not None]
         if candidate:
-            for reply, _ in replies:
+            for rank, (reply, _) in enumerate(done):
+                self._raise_hooks(reply, f"rank {rank}: ")
                 self._note_tampering(reply)
-        return replies
+        return done
+
+    def _serve_barriers(
+        self, ranks: list[Worker], replies: list[tuple[dict[str, Any], bytearray | None] | None], deadline: float, max_payload: int,
+    ) -> None:
+        """Read every rank's reply into `replies`. A rank's `{"barrier": k}` is held until every
+        rank has sent the same k, then all are told `go`; a rank that replies while others wait
+        at a barrier ends the round, and the waiting ranks are told to abort."""
+        at_barrier: dict[int, int] = {}
+        while any(reply is None for reply in replies):
+            poller = select.poll()
+            index = {}
+            for r, worker in enumerate(ranks):
+                if replies[r] is None and r not in at_barrier:
+                    poller.register(worker.conn.fileno(), select.POLLIN)
+                    index[worker.conn.fileno()] = r
+            if not index:  # everyone still running waits at a barrier that cannot complete
+                for r in list(at_barrier):
+                    ranks[r].send({"abort": "another rank finished the request without reaching this barrier"})
+                at_barrier.clear()
+                continue
+            ready = poller.poll(self._remaining(deadline) * 1000)
+            if not ready:
+                raise WorkerTimeout("no rank answered in time")
+            for fd, _ in ready:
+                r = index[fd]
+                msg, payload = ranks[r].recv(self._remaining(deadline), max_payload)
+                if "barrier" in msg and "ok" not in msg:
+                    at_barrier[r] = msg["barrier"]
+                    if len(at_barrier) == len(ranks) and len(set(at_barrier.values())) == 1:
+                        for worker in ranks:
+                            worker.send({"go": msg["barrier"]})
+                        at_barrier.clear()
+                    elif len(set(at_barrier.values())) > 1:
+                        for waiting in list(at_barrier):
+                            ranks[waiting].send({"abort": f"the ranks reached different barriers: {sorted(set(at_barrier.values()))}"})
+                        at_barrier.clear()
+                else:
+                    replies[r] = (msg, payload)
 
     def _note_tampering(self, reply: dict[str, Any]) -> None:
         tampered = reply.get("tampered")
@@ -145,7 +202,7 @@ class RankedEvaluation(Evaluation):
                     message, worst = f"seed {seed}: {error.splitlines()[0]}", {"error": error}
                     break
                 check = self._trusted_call(
-                    {"op": "check", "workload": _workload(w), "seed": seed, "runs": repeat, "tensors": [reply.get("tensors") for reply, _ in replies]},
+                    {"op": "check", "workload": _workload(w), "rank_seeds": self._rank_seeds(seed), "runs": repeat, "tensors": [reply.get("tensors") for reply, _ in replies]},
                     deadline, b"".join(bytes(p or b"") for _, p in replies),
                 )
                 if check.get("malformed"):
@@ -233,7 +290,7 @@ class RankedEvaluation(Evaluation):
         if not want:
             return 0
         check = self._trusted_call(
-            {"op": "check_timed", "workload": _workload(w), "seed": w["seed"], "calls": want, "tensors": [reply.get("tensors") for reply, _ in replies]},
+            {"op": "check_timed", "workload": _workload(w), "rank_seeds": self._rank_seeds(w["seed"]), "calls": want, "tensors": [reply.get("tensors") for reply, _ in replies]},
             deadline, b"".join(bytes(p or b"") for _, p in replies),
         )
         if check.get("malformed"):

@@ -8,22 +8,32 @@ Candidate ranks are forked by the zygote like the single-device candidate worker
 same treatment (limits, no capabilities, the harness hidden, patches reported); baseline ranks
 are forked from the harness parent and never see the candidate.
 
-Every rank draws its inputs from its own seed, derived from the evaluation's secret seed and
-the rank (`rank_seed`). The checker, a trusted process, regenerates every rank's inputs from
-the same seeds, runs the task's `reference.run_all(inputs_by_rank)` (every rank's outputs,
-computed in one process without communication, so the reference never depends on the
-collective under test) and judges each rank's outputs with the task's rule or check.py.
+Every rank draws its inputs from its own seed, which the parent derives from the request's
+seed with a keyed hash (`rank_seed`: HMAC-SHA256 under a key that exists only in the parent's
+memory) and sends to that rank alone: a rank cannot compute its peers' seeds, so it cannot
+regenerate their inputs and skip the communication. The checker, a trusted process, gets every
+rank's seed, regenerates every rank's inputs, runs the task's `reference.run_all(inputs_by_rank)`
+(every rank's outputs, computed in one process without communication, so the reference never
+depends on the collective under test) and judges each rank's outputs with the task's rule or
+check.py.
 
 Timing is the single-device protocol made collective: fresh inputs before every call, a
 barrier so that every rank enters the call together, then the L2 flush queued ahead of the
 start event (the launch hides behind it, as on a single device), then device events (wall
-clock on the CPU) around the call. The number of calls is fixed by the parent for all ranks,
-since every rank must make every collective call.
+clock on the CPU) around the call. The barrier goes through the parent (`parent_barrier`: a
+message on the rank's own socket, answered when every rank has sent it), never through
+torch.distributed, whose Python internals the candidate's process could patch to run the
+collective inside the barrier, outside the timed call. The number of calls is fixed by the
+parent for all ranks, since every rank must make every collective call. A candidate rank's
+torch.distributed, torch and channel modules are watched (guard.Watch): a replaced function is
+an integrity flag.
 """
 
 from __future__ import annotations
 
 import datetime
+import hashlib
+import hmac
 import os
 import socket
 from pathlib import Path
@@ -32,19 +42,33 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 
-from . import channel, checking, inputs, timing, workers
+from . import channel, checking, guard, inputs, timing, workers
 
 # Bound at import, before any candidate code runs (as timing.py binds its clocks).
 _init_process_group = dist.init_process_group
-_barrier = dist.barrier
 _destroy = dist.destroy_process_group
-SEED_STRIDE = 0x9E3779B97F4A7C15  # odd, so distinct ranks never share a seed
 SEED_MASK = (1 << 62) - 1
 
 
-def rank_seed(seed: int, rank: int) -> int:
-    """Rank `rank`'s inputs come from this seed; the checker derives the same one."""
-    return (seed + rank * SEED_STRIDE) & SEED_MASK
+def rank_seed(seed: int, rank: int, key: bytes = b"") -> int:
+    """Rank `rank`'s seed for a request's `seed`: HMAC-SHA256 keyed with `key`, which the
+    harness parent draws per evaluation and never sends to a rank (`arena tasks validate`,
+    where no candidate runs, uses the empty key)."""
+    digest = hmac.new(key, f"{seed}:{rank}".encode(), hashlib.sha256).digest()
+    return int.from_bytes(digest[:8], "big") & SEED_MASK
+
+
+class BarrierAborted(RuntimeError):
+    """The parent called the barrier off: another rank failed before reaching it."""
+
+
+def parent_barrier(conn: socket.socket, k: int) -> None:
+    """Wait until every rank of this side reached barrier `k`: the parent answers `go` once all
+    have asked (ranked.RankedEvaluation._all)."""
+    channel.send(conn, {"barrier": k})
+    reply, _ = channel.recv(conn)
+    if reply.get("go") != k:
+        raise BarrierAborted(f"barrier {k} called off by the harness: {reply.get('abort') or reply}")
 
 
 def rank_workload(workload: dict[str, Any], rank: int) -> dict[str, Any]:
@@ -122,10 +146,12 @@ def rank_main(conn: socket.socket, job: dict[str, Any]) -> None:
         return
     channel.send(conn, {"ok": True, "ready": True})
     candidate = role == "candidate"
+    hooks = guard.NO_HOOKS
     if candidate:
         workers._limit_resources(job.get("memory_bytes") if device.type == "cpu" else None)
         workers._drop_capabilities()
         snap = workers.watch()
+        hooks = workers.watch_hooks(custom is not None, guard.CHANNEL_REACH)  # torch.distributed is imported: watched too
         reported: set[str] = set()
         workers._hide_harness()
     specs, outs = job["inputs"], job["outputs"]
@@ -150,27 +176,29 @@ def rank_main(conn: socket.socket, job: dict[str, Any]) -> None:
                 assert fn is not None, "import first"
                 reply = {"ok": True}
                 try:
-                    args = inputs.correctness_inputs(specs, rank_workload(msg["workload"], rank), rank_seed(msg["seed"], rank), device, custom)
+                    args = inputs.correctness_inputs(specs, rank_workload(msg["workload"], rank), int(msg["seed"]), device, custom)
                     fn(*args)
                     workers._sync(device)
                 except Exception as exc:  # noqa: BLE001
                     reply = workers._error(exc) if workers._is_compile_error(exc) else {"ok": True, "first_call_error": f"{type(exc).__name__}: {exc}"}
             elif op == "run":
                 assert fn is not None, "import first"
-                w, seed = rank_workload(msg["workload"], rank), rank_seed(msg["seed"], rank)
+                w, seed = rank_workload(msg["workload"], rank), int(msg["seed"])
                 reply, payload = workers.run_for_check(fn, specs, outs, w, seed, int(msg.get("repeat", 1)), device, custom)
             elif op == "estimate":
                 assert fn is not None, "import first"
-                reply = {"ok": True, "ms": _estimate(fn, msg, specs, rank, device, custom)}
+                reply = {"ok": True, "ms": _estimate(fn, msg, specs, rank, device, custom, conn, hooks)}
             elif op == "time":
                 assert fn is not None, "import first"
-                reply = _time_rank(fn, msg, specs, outs, rank, device, custom, kept, keep=candidate)
+                reply = _time_rank(fn, msg, specs, outs, rank, device, custom, kept, candidate, conn, hooks)
             elif op == "kept":
                 reply, payload = workers.hand_over_kept(kept)
             else:
                 reply = {"ok": False, "error": f"unknown op {op}"}
         except Exception as exc:  # noqa: BLE001 - the candidate's failure is reported, not raised
             reply, payload = workers._error(exc), None
+        if candidate:
+            workers.report_hooks(reply, hooks)
         if candidate and op != "time":
             new = [name for name in workers.replaced(snap) if name not in reported]
             if new:
@@ -179,16 +207,23 @@ def rank_main(conn: socket.socket, job: dict[str, Any]) -> None:
         channel.send(conn, reply, payload)
 
 
-def _fresh(msg: dict[str, Any], specs: list[dict[str, Any]], rank: int, device: torch.device, custom: Any) -> inputs.FreshInputs:
-    return inputs.FreshInputs(specs, rank_workload(msg["workload"], rank), rank_seed(msg["seed"], rank), device, custom)
+def _fresh(
+    msg: dict[str, Any], specs: list[dict[str, Any]], rank: int, device: torch.device, custom: Any, hooks: guard.Hooks = guard.NO_HOOKS,
+) -> inputs.FreshInputs:
+    """This rank's inputs: `msg["seed"]` is its own seed, derived in the parent."""
+    return inputs.FreshInputs(specs, rank_workload(msg["workload"], rank), int(msg["seed"]), device, custom, hooks)
 
 
-def _estimate(fn: Callable[..., Any], msg: dict[str, Any], specs: list[dict[str, Any]], rank: int, device: torch.device, custom: Any) -> float:
+def _estimate(
+    fn: Callable[..., Any], msg: dict[str, Any], specs: list[dict[str, Any]], rank: int, device: torch.device, custom: Any,
+    conn: socket.socket, hooks: guard.Hooks,
+) -> float:
     """Milliseconds of one call after a warm-up call, both entered together by every rank."""
-    fresh = _fresh(msg, specs, rank, device, custom)
+    fresh = _fresh(msg, specs, rank, device, custom, hooks)
     args = fresh(msg["first_index"])
-    for timed in (False, True):
-        _barrier()
+    for k, timed in enumerate((False, True)):
+        hooks.check()
+        parent_barrier(conn, -1 - k)
         workers._sync(device)
         t0 = timing._perf_counter()
         fn(*args)
@@ -200,13 +235,14 @@ def _estimate(fn: Callable[..., Any], msg: dict[str, Any], specs: list[dict[str,
 
 def _time_rank(
     fn: Callable[..., Any], msg: dict[str, Any], specs: list[dict[str, Any]], outs: list[dict[str, Any]], rank: int,
-    device: torch.device, custom: Any, kept: dict[int, list[torch.Tensor]], keep: bool,
+    device: torch.device, custom: Any, kept: dict[int, list[torch.Tensor]], keep: bool, conn: socket.socket,
+    hooks: guard.Hooks = guard.NO_HOOKS,
 ) -> dict[str, Any]:
     """`calls` timed calls; call k gets inputs first_index + 1 + k, as on a single device. The
     sampled calls' outputs are checked for type and copied right after the call, untimed."""
     kept.clear()
     calls, first = int(msg["calls"]), int(msg["first_index"])
-    fresh = _fresh(msg, specs, rank, device, custom)
+    fresh = _fresh(msg, specs, rank, device, custom, hooks)
     chosen = timing.picks([float(u) for u in msg.get("sample", ())], calls) if keep else set()
     gpu = device.type != "cpu"
     events = timing._Events(device.type) if gpu else None
@@ -215,7 +251,8 @@ def _time_rank(
     for k in range(calls):
         args = fresh(first + 1 + k)
         workers._sync(device)
-        _barrier()  # every rank enters the call together: a collective's time starts when all can start
+        hooks.check()  # the barrier's channel code must be the harness's own
+        parent_barrier(conn, k)  # every rank enters the call together: a collective's time starts when all can start
         if events is not None:
             # The flush is queued after the barrier and before the start event, as on a single
             # device: the call's launch (tens of µs of host work in torch.distributed) happens
@@ -306,8 +343,9 @@ def checker_main(conn: socket.socket, job: dict[str, Any]) -> None:
                 except inputs.OutputError as exc:
                     channel.send(conn, {"ok": True, "malformed": str(exc)})
                     continue
+                seeds = _rank_seeds(msg, world)
                 args, want = expected(
-                    lambda r: inputs.correctness_inputs(specs, rank_workload(msg["workload"], r), rank_seed(msg["seed"], r), device, custom)
+                    lambda r: inputs.correctness_inputs(specs, rank_workload(msg["workload"], r), seeds[r], device, custom)
                 )
                 n = len(out_specs)
                 verdicts = [judge_ranks([g[i * n:(i + 1) * n] for g in got], args, want) for i in range(runs)]
@@ -319,7 +357,8 @@ def checker_main(conn: socket.socket, job: dict[str, Any]) -> None:
                 except inputs.OutputError as exc:
                     channel.send(conn, {"ok": True, "malformed": str(exc)})
                     continue
-                fresh = [inputs.FreshInputs(specs, rank_workload(msg["workload"], r), rank_seed(msg["seed"], r), device, custom) for r in range(world)]
+                seeds = _rank_seeds(msg, world)
+                fresh = [inputs.FreshInputs(specs, rank_workload(msg["workload"], r), seeds[r], device, custom) for r in range(world)]
                 n = len(out_specs)
                 results = []
                 for j, index in enumerate(calls):
@@ -330,6 +369,14 @@ def checker_main(conn: socket.socket, job: dict[str, Any]) -> None:
                 channel.send(conn, {"ok": False, "error": f"unknown op {op}"})
         except Exception as exc:  # noqa: BLE001
             channel.send(conn, workers._error(exc))
+
+
+def _rank_seeds(msg: dict[str, Any], world: int) -> list[int]:
+    """Every rank's seed, as the parent derived them (only the checker gets them all)."""
+    seeds = msg.get("rank_seeds")
+    if not isinstance(seeds, list) or len(seeds) != world:
+        raise ValueError(f"the parent sent {seeds!r} as the ranks' seeds; {world} were expected")
+    return [int(s) for s in seeds]
 
 
 def _unpack_ranks(msg: dict[str, Any], payload: bytes | bytearray | None, expected: list[dict[str, Any]], world: int) -> list[list[torch.Tensor]]:

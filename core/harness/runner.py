@@ -20,13 +20,14 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from . import inputs
-from .timing import picks, summarize
+from .timing import ci_rel, picks, summarize
 from .workers import TaskFileChanged, Worker, WorkerDied, WorkerTimeout, candidate_view, trusted_main
 from .zygote import Zygote, ZygoteError
 
 Emit = Callable[[dict[str, Any]], None]
 LOG_LIMIT = 64 * 1024
 MAX_TAMPER_NOTES = 20
+HOOK_FLAGS = ("harness_hooked", "torch_patched")  # guard.HOOKED, guard.PATCHED
 TIMING_MODES = ("graph", "events", "queued", "wall")
 HARNESS_DIR = Path(__file__).resolve().parent
 ON_CPU = ("cpu", "sim")  # devices whose candidate runs on the CPU: a GPU runs one worker's work faster than two CPU cores
@@ -47,6 +48,14 @@ class StageFailed(Exception):
     def __init__(self, status: str, message: str, fault: str = "candidate"):
         self.status, self.message, self.fault = status, message, fault
         super().__init__(message)
+
+
+def cannot_evaluate(reply: dict[str, Any]) -> None:
+    """A candidate's failure that its worker traced to a construct this device's interpreter
+    cannot run (triton_cpu.unsupported_reason): an infrastructure-style outcome, never a wrong
+    answer (the kernel may well be right on a GPU)."""
+    if isinstance(reply.get("unsupported"), str):
+        raise StageFailed("error", f"cannot evaluate on this device: {reply['unsupported'][:500]}", "infrastructure")
 
 
 def versions() -> dict[str, Any]:
@@ -97,6 +106,8 @@ class Evaluation:
         self.rng = random.SystemRandom()  # which timed calls are checked: never the candidate's to know
         self.tamper_seen: set[str] = set()
         self.stage = "compile"
+        self.stage_limit = 0.0
+        self.key_prefix = ""  # of the trusted worker's per-candidate state (a batch shares one trusted worker)
 
     # --- helpers -------------------------------------------------------------------------
 
@@ -122,12 +133,21 @@ class Evaluation:
         self._finding(check, message, True, workload)
         return StageFailed("failed", f"{check}: {message}")
 
-    def _candidate_call(self, header: dict[str, Any], deadline: float, max_payload: int = 0) -> tuple[dict[str, Any], bytearray | None]:
+    def _candidate_call(
+        self, header: dict[str, Any], deadline: float, max_payload: int = 0, limit_note: str | None = None,
+    ) -> tuple[dict[str, Any], bytearray | None]:
         assert self.candidate is not None
-        return self._candidate_recv(self.candidate, deadline, max_payload, header)
+        return self._candidate_recv(self.candidate, deadline, max_payload, header, limit_note)
+
+    def _limit_message(self, limit_note: str | None = None) -> str:
+        """What a timeout says: the limit that ended it, in seconds, and where it comes from."""
+        if limit_note:
+            return f"the candidate timed out: {limit_note}"
+        profile = self.job.get("profile")
+        return f"the candidate did not finish within the {self.stage} stage's limit of {self.stage_limit:g} s" + (f" (profile {profile})" if profile else "")
 
     def _candidate_recv(
-        self, worker: Worker, deadline: float, max_payload: int = 0, header: dict[str, Any] | None = None,
+        self, worker: Worker, deadline: float, max_payload: int = 0, header: dict[str, Any] | None = None, limit_note: str | None = None,
     ) -> tuple[dict[str, Any], bytearray | None]:
         """The reply of a candidate's worker (sending `header` first, if given), with its
         failures as the stage's and its runtime patches as findings."""
@@ -136,9 +156,10 @@ class Evaluation:
                 worker.send(header)
             reply, payload = worker.recv(self._remaining(deadline), max_payload)
         except WorkerTimeout:
-            raise StageFailed("timeout", "the candidate did not finish within the stage's time limit") from None
+            raise StageFailed("timeout", self._limit_message(limit_note)) from None
         except WorkerDied as died:
             raise StageFailed("crashed", f"the candidate's process {died.reason}") from None
+        self._raise_hooks(reply)
         tampered = reply.get("tampered")
         if isinstance(tampered, list):
             for name in tampered[:MAX_TAMPER_NOTES]:
@@ -146,6 +167,19 @@ class Evaluation:
                     self.tamper_seen.add(name)
                     self._finding("runtime_patch", f"the candidate replaced `{name}` in its process", False)
         return reply, payload
+
+    def _raise_hooks(self, reply: dict[str, Any], where: str = "") -> None:
+        """A candidate's worker found a dispatch mode left pushed or torch replaced
+        (guard.Watch): each is reported, the first fails the stage (docs/integrity.md, class 1)."""
+        hooked = reply.get("hooked")
+        if not isinstance(hooked, list) or not hooked:
+            return
+        found = [h for h in hooked[:MAX_TAMPER_NOTES] if isinstance(h, dict) and h.get("check") in HOOK_FLAGS and isinstance(h.get("message"), str)]
+        if not found:
+            raise StageFailed("failed", "the candidate's worker sent a malformed hook report")
+        for h in found[1:]:
+            self._finding(h["check"], f"{where}{h['message']}", True)
+        raise self._violation(found[0]["check"], f"{where}{found[0]['message']} (the harness's own tensor work runs with Python dispatch off; a hook left behind is proof of an attempt to reach it)")
 
     def _fan_out(self, requests: list[tuple[dict[str, Any], int]], deadline: float) -> Iterator[tuple[int, dict[str, Any], bytearray | None]]:
         """Send independent (request, max payload) pairs to the candidate's worker and, where
@@ -161,7 +195,11 @@ class Evaluation:
             if self.second is not None:
                 workers.append(self.second)
         waiting = list(enumerate(requests))[::-1]
-        busy: dict[Worker, tuple[int, int]] = {}
+        busy: dict[Worker, tuple[int, int, float]] = {}
+        # One run may take at most the job's per-call limit (a new shape may JIT-compile: the
+        # profile's compile limit), so a call that hangs ends the stage long before its limit.
+        call_s = float((self.job.get("limits") or {}).get("call_s") or 0.0)
+        call_note = f"one run took more than the per-call limit of {call_s:g} s" + (f" (profile {self.job['profile']})" if self.job.get("profile") else "")
 
         def dispatch(worker: Worker) -> None:
             if waiting:
@@ -170,7 +208,7 @@ class Evaluation:
                     worker.send(header)
                 except WorkerDied as died:
                     raise StageFailed("crashed", f"the candidate's process {died.reason}") from None
-                busy[worker] = (index, max_payload)
+                busy[worker] = (index, max_payload, time.monotonic() + call_s if call_s else math.inf)
 
         try:
             for worker in workers:
@@ -180,11 +218,14 @@ class Evaluation:
                 for worker in busy:
                     poller.register(worker.conn.fileno(), select.POLLIN)
                 try:
-                    ready = {fd for fd, _ in poller.poll(self._remaining(deadline) * 1000)}
+                    wait_s = min(self._remaining(deadline), min(b[2] for b in busy.values()) - time.monotonic())
                 except WorkerTimeout:
-                    raise StageFailed("timeout", "the candidate did not finish within the stage's time limit") from None
+                    raise StageFailed("timeout", self._limit_message()) from None
+                ready = {fd for fd, _ in poller.poll(max(wait_s, 0.0) * 1000)}
+                if not ready and any(time.monotonic() >= b[2] for b in busy.values()):
+                    raise StageFailed("timeout", self._limit_message(call_note))
                 for worker in [w for w in busy if w.conn.fileno() in ready]:
-                    index, max_payload = busy.pop(worker)
+                    index, max_payload, _ = busy.pop(worker)
                     reply, payload = self._candidate_recv(worker, deadline, max_payload)
                     dispatch(worker)
                     yield index, reply, payload
@@ -285,6 +326,7 @@ class Evaluation:
     def _stage(self, stage: str) -> tuple[bool, str | None]:
         self.stage = stage
         limit = self.job["limits"][f"{'correctness' if stage == 'generalization' else stage}_s"]
+        self.stage_limit = float(limit)
         deadline = time.monotonic() + limit
         self.emit({"type": "stage_started", "stage": stage})
         t0 = time.monotonic()
@@ -325,6 +367,7 @@ class Evaluation:
         first = self.job["stages"]["correctness"][0]
         reply, _ = self._candidate_call({"op": "compile", "workload": _workload(first), "seed": first["seeds"][0]}, deadline)
         if not reply.get("ok"):
+            cannot_evaluate(reply)
             raise StageFailed("failed", f"{reply.get('error')}\n{reply.get('traceback', '')}".strip())
         return {"log": self._log("candidate.log"), "note": reply.get("first_call_error")}
 
@@ -385,9 +428,10 @@ class Evaluation:
         """One seed's runs against the reference: the workload's worst output so far, and what
         was wrong (None if nothing)."""
         if not reply.get("ok"):
+            cannot_evaluate(reply)
             return {"error": reply.get("error"), "traceback": reply.get("traceback")}, f"seed {seed}: {reply.get('error')}"
         check = self._trusted_call(
-            {"op": "check", "key": f"{w['label']}#{seed}", "workload": _workload(w), "workload_key": w["label"], "seed": seed, "runs": repeat, "tensors": reply.get("tensors")},
+            {"op": "check", "key": f"{w['label']}#{seed}", "workload": _workload(w), "workload_key": self.key_prefix + w["label"], "member": self.key_prefix, "seed": seed, "runs": repeat, "tensors": reply.get("tensors")},
             deadline, payload,
         )
         if check.get("malformed"):
@@ -410,6 +454,8 @@ class Evaluation:
             self.second.kill()
             self.second = None
         rounds = int(timing["alternations"])
+        min_rounds = max(1, min(rounds, int(timing.get("min_rounds", rounds))))
+        target = float(timing.get("ci_target", 0.0))  # 0: every round runs (the protocol before adaptive stopping)
         sampled = int(timing.get("checked_calls", 2))
         checked_total = 0
         for w in self.job["stages"]["performance"]:
@@ -419,6 +465,8 @@ class Evaluation:
             mode = None
             notes = []
             checked = 0
+            impl = None
+            done = 0
             for r in range(rounds):
                 first = r * 100_000
                 request = {
@@ -426,9 +474,21 @@ class Evaluation:
                     "budget_ms": timing["budget_ms"] / rounds, "min_calls": timing["min_calls"], "max_calls": timing["max_calls"],
                     "sync_each_call": timing.get("sync_each_call", False),
                 }
+                # The baseline's round first: the candidate's round may then take at most
+                # K× as long (plus a floor for graph capture and warm-up), so a call that hangs
+                # ends the stage in seconds, not at the stage's limit (docs/evaluation.md).
+                if mode is not None:
+                    request["graph"] = graph
+                    t0 = time.monotonic()
+                    base = self._trusted_call(request, deadline)
+                    walls["baseline"].append({"wall_s": time.monotonic() - t0, "reported_s": sum(base["times_us"]) / 1e6, "calls": len(base["times_us"])})
+                    sides["baseline"] += base["times_us"]
+                    impl = base.get("impl")  # which of task.yaml's `baselines:` ran (baseline.py's IMPL)
+                round_limit, limit_note = self._round_limit(w["label"], walls["baseline"])
                 sample = [self.rng.random() for _ in range(sampled)]
                 t0 = time.monotonic()
-                reply, _ = self._candidate_call({**request, "sample": sample}, deadline)
+                by_round = t0 + round_limit < deadline  # else the stage's own limit comes first, and its message
+                reply, _ = self._candidate_call({**request, "sample": sample}, t0 + round_limit if by_round else deadline, limit_note=limit_note if by_round else None)
                 wall = time.monotonic() - t0
                 if reply.get("timed_output_invalid"):
                     raise self._violation("timed_output_mismatch", f"{w['label']}: a timed call returned an invalid output where the correctness runs did not: {reply.get('error')}", w["label"])
@@ -439,25 +499,44 @@ class Evaluation:
                     raise StageFailed("failed", f"{w['label']}: the candidate's worker sent a malformed timing mode")
                 walls["candidate"].append({"wall_s": wall, "reported_s": sum(times) / 1e6, "calls": len(times)})
                 sides["candidate"] += times
+                first_round = mode is None
                 mode = reply.get("mode")
                 checked += self._check_timed(w, first, sample, times, deadline)
                 if graph and mode != "graph":  # both sides are timed the same way
                     graph = False
                     notes.append(f"timed without CUDA graphs: {reply.get('graph_error', 'capture failed')}")
-                request["graph"] = graph
-                t0 = time.monotonic()
-                base = self._trusted_call(request, deadline)
-                wall = time.monotonic() - t0
-                walls["baseline"].append({"wall_s": wall, "reported_s": sum(base["times_us"]) / 1e6, "calls": len(base["times_us"])})
-                sides["baseline"] += base["times_us"]
+                if first_round:  # the first round's baseline comes after the candidate's: it needs the candidate's mode
+                    request["graph"] = graph
+                    t0 = time.monotonic()
+                    base = self._trusted_call(request, deadline)
+                    walls["baseline"].append({"wall_s": time.monotonic() - t0, "reported_s": sum(base["times_us"]) / 1e6, "calls": len(base["times_us"])})
+                    sides["baseline"] += base["times_us"]
+                    impl = base.get("impl")  # which of task.yaml's `baselines:` ran (baseline.py's IMPL)
+                done = r + 1
+                if target > 0 and done >= min_rounds and all(ci_rel(sorted(sides[k])) <= target for k in sides):
+                    break  # both medians known to ±target: more rounds would not move the speedup
             checked_total += checked
             self.emit({
-                "type": "workload_timed", "workload": w["label"], "axes": w["axes"], "mode": mode, "rounds": rounds,
+                "type": "workload_timed", "workload": w["label"], "axes": w["axes"], "mode": mode, "rounds": done,
                 "candidate": {**summarize(sides["candidate"]), "wall_s": sum(x["wall_s"] for x in walls["candidate"]), "rounds": walls["candidate"], "checked_calls": checked},
-                "baseline": {**summarize(sides["baseline"]), "wall_s": sum(x["wall_s"] for x in walls["baseline"]), "rounds": walls["baseline"]},
+                "baseline": {**summarize(sides["baseline"]), "wall_s": sum(x["wall_s"] for x in walls["baseline"]), "rounds": walls["baseline"], "impl": impl},
                 "notes": notes,
             })
         return {"workloads": len(self.job["stages"]["performance"]), "checked_calls": checked_total}
+
+    def _round_limit(self, label: str, baseline_rounds: list[dict[str, float]]) -> tuple[float, str | None]:
+        """Seconds a candidate's timed round may take, and what a timeout then says: K× the
+        baseline's slowest round of the workload so far plus a floor (graph capture, warm-up);
+        before the first baseline round, the job's per-call limit; else the stage's limit."""
+        timing, limits = self.job["timing"], self.job.get("limits") or {}
+        factor, floor = timing.get("round_factor"), float(timing.get("round_floor_s") or 5.0)
+        if factor and baseline_rounds:
+            base = max(x["wall_s"] for x in baseline_rounds)
+            limit = float(factor) * base + floor
+            return limit, f"a timed round of {label} took more than {limit:.1f} s ({factor:g}× the baseline's round of {base:.2f} s, plus {floor:g} s)"
+        if limits.get("call_s"):
+            return float(limits["call_s"]), f"the first timed round of {label} took more than the per-call limit of {float(limits['call_s']):g} s"
+        return math.inf, None
 
     def _check_timed(self, w: dict[str, Any], first: int, sample: list[float], times: list[float], deadline: float) -> int:
         """Check the outputs the candidate's worker kept of the round's sampled calls against
@@ -471,7 +550,7 @@ class Evaluation:
         if not want:
             return 0
         check = self._trusted_call(
-            {"op": "check_timed", "workload": _workload(w), "seed": w["seed"], "calls": want, "tensors": reply.get("tensors")}, deadline, payload
+            {"op": "check_timed", "workload": _workload(w), "member": self.key_prefix, "seed": w["seed"], "calls": want, "tensors": reply.get("tensors")}, deadline, payload
         )
         if check.get("malformed"):
             raise self._violation("timed_output_mismatch", f"{w['label']}: malformed outputs of timed calls: {check['malformed']}", w["label"])
@@ -538,5 +617,9 @@ def run_job(job: dict[str, Any], emit: Emit, close_fds: tuple[int, ...] = (), zy
         from .ranked import RankedEvaluation
 
         RankedEvaluation(job, emit, close_fds, zygote).run()
+    elif job.get("batch"):
+        from .batch import BatchEvaluation
+
+        BatchEvaluation(job, emit, close_fds, zygote).run()
     else:
         Evaluation(job, emit, close_fds, zygote).run()

@@ -110,6 +110,8 @@ def compile_launch(fn: Any, bound: dict[str, Any], options: dict[str, Any], spec
         with PristineLanguage.restored(), _compiled_helpers(fn), _Diagnostics() as diagnostics:
             from triton.runtime.jit import JITFunction
 
+            _pristine_codegen_builtins()
+
             src = ASTSource(fn=JITFunction(fn), signature=signature, constexprs=constexprs)
             try:
                 kernel = triton.compile(src, target=target_of(spec), options={"num_warps": warps, "num_stages": stages})
@@ -129,6 +131,10 @@ def compile_launch(fn: Any, bound: dict[str, Any], options: dict[str, Any], spec
                 ok=False, num_warps=warps, num_stages=stages, compile_s=time.perf_counter() - started, rejected=True,
                 error=f"out of shared memory: a program needs {found['shared_bytes']} bytes, the target has {limit} per unit; smaller tiles or fewer stages",
             )
+        # The launch parameters the compiled kernel has, not the ones asked for.
+        metadata = getattr(kernel, "metadata", None)
+        warps = int(getattr(metadata, "num_warps", warps) or warps)
+        stages = int(getattr(metadata, "num_stages", stages) or stages)
         return Resources(ok=True, num_warps=warps, num_stages=stages, compile_s=time.perf_counter() - started, **found)
     except BaseException as exc:  # noqa: BLE001 - degrade, never crash the prediction
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
@@ -246,10 +252,29 @@ class PristineLanguage:
     def keep(cls) -> None:
         if cls.saved is None:
             cls.saved = [(o, dict(vars(o))) for o in cls._owners()]
+        # The code generator copies `min`, `max` and `print` out of triton.language.core into a
+        # class-level namespace when it is first imported: imported under the interpreter's
+        # patches, it would keep the interpreter's builtins for good. Import it now, unpatched.
+        import triton.compiler.code_generator  # noqa: F401
 
     @classmethod
     def restored(cls) -> "_Swap":
         return _Swap(cls.saved or [])
+
+
+def _pristine_codegen_builtins() -> None:
+    """Point the code generator's `min`/`max`/`print` at the language's own builtins, whatever
+    was patched when it was imported (a kernel using Python's min or max must compile
+    regardless of import order)."""
+    import triton.language as tl
+    from triton.compiler import code_generator
+
+    names = code_generator.CodeGenerator.builtin_namespace
+    saved = dict(next((want for owner, want in (PristineLanguage.saved or []) if owner is tl.core), {}))
+    for name, attr in (("min", "builtin_min"), ("max", "builtin_max"), ("print", "device_print")):
+        value = saved.get(attr) or getattr(tl.core, attr, None)
+        if value is not None and not getattr(value, "__module__", "").startswith("triton.runtime"):
+            names[name] = value
 
 
 class _Swap:
@@ -297,9 +322,10 @@ def _read_nvidia(kernel: Any) -> dict[str, Any]:
     cuobjdump = _tool("cuobjdump")
     cubin = kernel.asm.get("cubin")
     if cuobjdump and cubin:
-        name = hashlib.sha256(cubin).hexdigest()[:16]
-        path = os.path.join(tempfile.gettempdir(), f"sim-{name}.cubin")
-        with open(path, "wb") as f:
+        # A name of its own: two workers compiling the same kernel shared `sim-<hash>.cubin`, and
+        # one's unlink made the other's cuobjdump read nothing (predictions varied by 15%).
+        fd, path = tempfile.mkstemp(prefix=f"sim-{hashlib.sha256(cubin).hexdigest()[:16]}-", suffix=".cubin")
+        with os.fdopen(fd, "wb") as f:
             f.write(cubin)
         try:
             out = subprocess.run([cuobjdump, "-res-usage", path], capture_output=True, text=True, timeout=60).stdout

@@ -42,7 +42,7 @@ IDLE_SHARE = 0.01  # a program with less work than this share of the busiest one
 EMPTY_WORK = 8 * 32  # work (ProgramCounts.work) of a program that only read a few indices and returned
 EMPTY_BUDGET_S = 0.25  # interpreter seconds a launch may spend looking for its first busy program
 SPARSE_BUDGET_S = 0.5  # ... and growing a sample of mostly idle programs (about 350 of them)
-KEEP_ITERATIONS = 2  # a counted loop of more iterations runs its first two and its last
+INTERIOR_SAMPLE = 2  # a counted loop of more iterations runs its first, its last, and this many drawn between
 PROGRAM_BUDGET_S = 1.0  # interpreter seconds one launch may spend on its sample before it stops growing
 SFU_UNARY = {"exp", "exp2", "log", "log2", "sqrt", "sin", "cos"}
 _MARK = "_sim_count_patched"
@@ -62,7 +62,8 @@ class ProgramCounts:
     alu_ops: float = 0.0
     sfu_ops: float = 0.0
     atomics: float = 0.0
-    tensor_bytes: dict[str, float] = field(default_factory=dict)  # sector bytes requested, by tensor argument
+    loop_iterations: float = 0.0  # `range`/`tl.range` iterations (pipelining needs a loop to overlap)
+    tensor_bytes: dict[str, float] = field(default_factory=dict)  # sector bytes requested, by tensor argument (+ STORED for writes)
 
     def work(self) -> float:
         """One number for 'how much this program does', to see whether programs differ."""
@@ -91,7 +92,8 @@ class ProgramCounts:
         return out
 
 
-NUMERIC = ("load_bytes", "store_bytes", "load_sectors", "store_sectors", "loads", "stores", "alu_ops", "sfu_ops", "atomics")
+NUMERIC = ("load_bytes", "store_bytes", "load_sectors", "store_sectors", "loads", "stores", "alu_ops", "sfu_ops", "atomics", "loop_iterations")
+STORED = "\x00stored"  # suffix of a tensor's written sectors in ProgramCounts.tensor_bytes
 
 
 @dataclass
@@ -135,13 +137,14 @@ class Launch:
         sampled = len(self.programs) < self.num_programs
         # DRAM: each tensor's requested sectors over all programs, but never more than the
         # tensor itself (a tile that several programs, or one program twice, read again is
-        # taken to hit in L2: the perfect-reuse assumption; docs/simulation.md).
+        # taken to hit in L2: the perfect-reuse assumption; docs/simulation.md), once for what
+        # is read and once for what is written: a tensor updated in place crosses HBM twice.
         sizes = {t.name: float(t.end - t.start) for t in self.tensors}
         requested: dict[str, float] = {}
         for p in self.programs:
             for name, b in p.tensor_bytes.items():
                 requested[name] = requested.get(name, 0.0) + b * scale
-        footprint = sum(min(b, sizes.get(name, math.inf)) for name, b in requested.items())
+        footprint = sum(min(b, sizes.get(name.removesuffix(STORED), math.inf)) for name, b in requested.items())
         return {
             "kernel": self.kernel,
             "grid": list(self.grid),
@@ -154,10 +157,36 @@ class Launch:
                 "load_sectors": mean("load_sectors"), "store_sectors": mean("store_sectors"),
                 "loads": mean("loads"), "stores": mean("stores"), "dot_flops": dots,
                 "alu_ops": mean("alu_ops"), "sfu_ops": mean("sfu_ops"), "atomics": mean("atomics"),
+                "loop_iterations": mean("loop_iterations"),
             },
             "dram_bytes": footprint,
             "interpreter_s": self.interpreter_s,
         }
+
+
+def merged_summary(summaries: list[dict[str, Any]]) -> dict[str, Any]:
+    """One summary standing for several launches run one after another: their programs added
+    up (as one grid), per-program counts the program-weighted mean (so totals are the sum),
+    DRAM bytes summed, and `merged` the number of launches (each pays a launch)."""
+    programs = sum(s["programs"] for s in summaries)
+    weight = [s["programs"] / max(programs, 1) for s in summaries]
+    per: dict[str, Any] = {}
+    for key in summaries[0]["per_program"]:
+        if key == "dot_flops":
+            dots: dict[str, float] = {}
+            for w, s in zip(weight, summaries):
+                for dtype, v in s["per_program"].get("dot_flops", {}).items():
+                    dots[dtype] = dots.get(dtype, 0.0) + w * v
+            per[key] = dots
+        else:
+            per[key] = sum(w * s["per_program"].get(key, 0.0) for w, s in zip(weight, summaries))
+    first = summaries[0]
+    return {
+        **first, "kernel": f"{first['kernel']} (+{len(summaries) - 1} more launches)" if len(summaries) > 1 else first["kernel"],
+        "grid": [programs, 1, 1], "programs": programs, "sampled": sum(s["sampled"] for s in summaries), "per_program": per,
+        "dram_bytes": sum(s["dram_bytes"] for s in summaries), "merged": len(summaries),
+        "interpreter_s": sum(s.get("interpreter_s", 0.0) for s in summaries),
+    }
 
 
 class Counting:
@@ -166,20 +195,50 @@ class Counting:
 
     active: "Counting | None" = None
 
-    def __init__(self, full_grid: int = FULL_GRID, first_sample: int = FIRST_SAMPLE, max_sample: int = MAX_SAMPLE):
+    def __init__(self, full_grid: int = FULL_GRID, first_sample: int = FIRST_SAMPLE, max_sample: int = MAX_SAMPLE, model: dict[str, Any] | None = None):
+        """`model` ({target, constants}, as the job's sim section has them) predicts autotune
+        trials; without it a trial is judged by its interpreter time."""
         self.full_grid, self.first_sample, self.max_sample = full_grid, first_sample, max_sample
+        self.model = model
+        self.salt = 0  # seeds where loop iterations are drawn (the workload's seed: the same evaluation counts the same)
         self.launches: list[Launch] = []
         self.current: Launch | None = None
         self.program: ProgramCounts | None = None
+        self.trials = 0  # autotune trial launches counted, predicted and not billed
+        self.tuned: list[str] = []  # "kernel: N configs" per autotuned choice
 
     def __enter__(self) -> "Counting":
+        from . import triton_cpu
+
         install()
         Counting.active = self
+        triton_cpu.AutotuneTrials.judge = self.judge_trial
+        triton_cpu.LibdeviceCount.hook = lambda elements, special: self.alu(elements, special)
         return self
 
     def __exit__(self, *exc: object) -> None:
+        from . import triton_cpu
+
         Counting.active = None
+        triton_cpu.AutotuneTrials.judge = None
+        triton_cpu.LibdeviceCount.hook = None
         self.current = self.program = None
+
+    def judge_trial(self, kernel_call: Callable[[], None]) -> float:
+        """An autotuner's trial of one config, as the GPU's autotuner would see it: the config's
+        launches are counted, their GPU time predicted (ms), and they are not billed: only the
+        launch the autotuner then makes with the config it chose is. So a candidate is billed
+        the config that predicts fastest, where a GPU picks the one that measures fastest."""
+        start = len(self.launches)
+        kernel_call()
+        trial, self.launches[start:] = self.launches[start:], []
+        self.trials += len(trial)
+        if self.model is None:
+            return sum(t.interpreter_s for t in trial) * 1e3
+        from .sim_model import Constants, Target, launch_time
+
+        target, constants = Target.from_json(self.model["target"]), Constants.from_json(self.model["constants"])
+        return sum(launch_time(t.summary(), None, target, constants).time_us for t in trial) / 1e3
 
     # --- what the builder hooks call ------------------------------------------------------
 
@@ -202,9 +261,9 @@ class Counting:
             p.load_sectors += sectors.size
             p.loads += 1
         if sectors.size:
-            self._attribute(launch, p, sectors)
+            self._attribute(launch, p, sectors, STORED if store else "")
 
-    def _attribute(self, launch: Launch, p: ProgramCounts, sectors: np.ndarray) -> None:
+    def _attribute(self, launch: Launch, p: ProgramCounts, sectors: np.ndarray, suffix: str = "") -> None:
         """Each sector to the tensor argument it lies in (`sectors` sorted: two binary searches
         per tensor, not a pass over the sectors)."""
         addrs = sectors * SECTOR
@@ -212,12 +271,12 @@ class Counting:
         for t in launch.tensors:
             inside = int(np.searchsorted(addrs, t.end, "left") - np.searchsorted(addrs, t.start - SECTOR, "left"))
             if inside:
-                p.tensor_bytes[t.name] = p.tensor_bytes.get(t.name, 0.0) + inside * SECTOR
+                p.tensor_bytes[t.name + suffix] = p.tensor_bytes.get(t.name + suffix, 0.0) + inside * SECTOR
                 left -= inside
                 if left <= 0:
                     return
         if left > 0:
-            p.tensor_bytes["(other)"] = p.tensor_bytes.get("(other)", 0.0) + left * SECTOR
+            p.tensor_bytes["(other)" + suffix] = p.tensor_bytes.get("(other)" + suffix, 0.0) + left * SECTOR
 
     def dot(self, a_shape: tuple[int, ...], b_shape: tuple[int, ...], dtype: str) -> None:
         if self.program is None:
@@ -297,12 +356,13 @@ class Counting:
 
 class SampledRange:
     """`range` (and `tl.range`) inside a counted kernel. A loop of many iterations runs its first
-    `KEEP_ITERATIONS` and its last (where masked tails land); the iterations in between are
-    counted as the mean of the kept ones without being run. An interpreted GEMM program spends
-    milliseconds per K step, so this is what makes LLM-sized loops countable in a second.
-    Loop-carried values (accumulators, advanced pointers) are wrong in the last iteration; only
-    the counts matter here. Loops whose iterations differ (a `for e in range(E)` over experts of
-    different sizes) are estimated from their first iterations: a stated limit."""
+    and its last (where masked tails land) and `INTERIOR_SAMPLE` iterations drawn across the
+    whole range between them, one in each equal stratum at a seeded place; the iterations not
+    run are counted as the mean of the interior ones that were. Drawn across the range, not
+    the first few: a loop that does its work only in its middle iterations (a masked prologue
+    and epilogue) is counted as it runs. An interpreted GEMM step costs milliseconds, so this is
+    what makes LLM-sized loops countable in a second. Loop-carried values (accumulators,
+    advanced pointers) are wrong after a skipped iteration; only the counts matter here."""
 
     def __init__(self, *args: Any, **_options: Any):
         self.range = range(*(_as_int(a) for a in args))
@@ -311,13 +371,20 @@ class SampledRange:
         r = self.range
         c = Counting.active
         p = c.program if c is not None else None
-        if p is None or len(r) <= KEEP_ITERATIONS + 1:
+        if p is not None:
+            p.loop_iterations += len(r)
+        if p is None or len(r) <= INTERIOR_SAMPLE + 2:
             yield from r
             return
-        before = p.copy()
-        for v in r[:KEEP_ITERATIONS]:
-            yield v
-        p.add(p.minus(before), (len(r) - KEEP_ITERATIONS - 1) / KEEP_ITERATIONS)
+        interior = len(r) - 2
+        picks = stratified(interior, INTERIOR_SAMPLE, salt=c.salt if c is not None else 0, last=False)
+        yield r[0]
+        ran = ProgramCounts()
+        for i in picks:
+            before = p.copy()
+            yield r[1 + i]
+            ran.add(p.minus(before), 1.0)
+        p.add(ran, (interior - len(picks)) / len(picks))
         yield r[-1]
 
     def __len__(self) -> int:
@@ -344,7 +411,7 @@ def unique_sectors(addrs: np.ndarray) -> np.ndarray:
     return np.unique(sectors)
 
 
-def stratified(total: int, count: int, salt: int = 0) -> list[int]:
+def stratified(total: int, count: int, salt: int = 0, last: bool = True) -> list[int]:
     """`count` program indices of [0, total): one in each of `count` equal strata, at a seeded
     pseudo-random place in it (the same every run for the same launch size and `salt`), and the
     last program (where partial tiles and tails land). A fixed place in each stratum aliases
@@ -354,7 +421,8 @@ def stratified(total: int, count: int, salt: int = 0) -> list[int]:
     rng = random.Random(total * 1_000_003 + count * 101 + salt)
     stride = total / count
     picks = {min(total - 1, int((k + rng.random()) * stride)) for k in range(count)}
-    picks.add(total - 1)
+    if last:
+        picks.add(total - 1)
     return sorted(picks)
 
 

@@ -22,10 +22,11 @@ import torch
 import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import inputs, sim_aot, sim_count, sim_torch
+from . import inputs, sim_aot, sim_count, sim_host, sim_torch
 
 TILE = 1 << 16  # random values drawn per input; a GPU-sized input repeats them
-UNTOUCHED_BYTES = 64 << 20  # a floating-point input larger than this keeps only its first TILE values
+UNTOUCHED_BYTES = 64 << 20  # a floating-point input larger than this keeps only its first TILE values, past FILL_BUDGET
+FILL_BUDGET = 2 << 30  # bytes of such large inputs per workload that are filled all the same (drawn values, repeated)
 MAX_LAUNCHES = 256  # launches reported per workload; more are summed into the note
 BYTES_CAP = 2.0  # a baseline call's bytes are at most this many times the task's minimum
 
@@ -44,6 +45,7 @@ def gpu_inputs(specs: list[dict[str, Any]], workload: dict[str, Any], seed: int,
         with CheapFills():
             return list(custom(dict(workload["axes"]), gen))
     made: list[Any] = []
+    budget = FILL_BUDGET
     for spec in specs:
         if spec.get("shape") is None:
             made.append(spec["value"])
@@ -52,8 +54,14 @@ def gpu_inputs(specs: list[dict[str, Any]], workload: dict[str, Any], seed: int,
         t = torch.empty(shape, dtype=inputs.dtype_of(spec["dtype"]))
         flat = t.view(-1)
         inputs._fill(flat[: min(TILE, flat.numel())], spec, gen)
-        if not (t.dtype.is_floating_point and t.numel() * t.element_size() > UNTOUCHED_BYTES):
+        nbytes = t.numel() * t.element_size()
+        # Drawn values everywhere, large tensors too, while the workload's budget lasts: a
+        # kernel must not tell the counted call from a real one by the zero pages of an
+        # unwritten weight. Past the budget (KV caches of gigabytes), the rest stays unwritten.
+        if not (t.dtype.is_floating_point and nbytes > UNTOUCHED_BYTES) or nbytes <= budget:
             _repeat_prefix(flat, min(TILE, flat.numel()))
+            if t.dtype.is_floating_point and nbytes > UNTOUCHED_BYTES:
+                budget -= nbytes
         made.append(t)
     return made
 
@@ -229,9 +237,15 @@ class CompileCache:
         compiler needs it (sim_aot.PristineLanguage)."""
         self.target, self.cache_dir = target, cache_dir
         self.done: dict[Any, dict[str, Any]] = {}
+        self.host: dict[int, list[str]] = {}
         sim_aot.PristineLanguage.keep()
 
     def resources(self, launch: sim_count.Launch) -> dict[str, Any]:
+        found = self._resources(launch)
+        host = self.host.setdefault(id(launch.fn), sim_host.host_calls(launch.fn))
+        return {**found, "host_calls": host} if host else found
+
+    def _resources(self, launch: sim_count.Launch) -> dict[str, Any]:
         try:
             signature, constexprs = sim_aot.signature_of(launch.fn, launch.bound)
             key = (id(launch.fn), tuple(sorted(signature.items())), tuple(sorted((k, repr(v)) for k, v in constexprs.items())), tuple(sorted(launch.options.items())))
@@ -254,18 +268,31 @@ def predict_candidate(
         pass
     args = gpu_inputs(specs, workload, seed, custom)
     made = time.perf_counter() - started
-    with sim_count.Counting() as counting, sim_torch.TorchWork() as work, torch.no_grad():
+    with sim_count.Counting(model=compiler.target.get("trial_model")) as counting, sim_torch.TorchCalls() as work, torch.no_grad():
+        counting.salt = int(seed) & 0xFFFFFFFF
         run(*args)
     del args
     launches = []
-    for launch in counting.launches[:MAX_LAUNCHES]:
+    for launch in counting.launches[:MAX_LAUNCHES - 1]:
         summary = launch.summary()
         summary["resources"] = compiler.resources(launch)
         launches.append(summary)
-    if len(counting.launches) > MAX_LAUNCHES:
-        notes.append(f"{len(counting.launches)} launches; the first {MAX_LAUNCHES} were counted")
-    failed = {s["resources"].get("error") for s in launches if not s["resources"].get("ok")}
-    notes += [f"AOT compile for {compiler.target.get('name', 'the target')} failed ({e}); occupancy and matrix path assumed" for e in sorted(failed) if e]
+    rest = counting.launches[MAX_LAUNCHES - 1:]
+    if rest:
+        # Every launch is billed: those past the cap of one reply go as one merged entry (their
+        # programs, bytes and FLOPs summed, a launch cost each), compiled as the first of them.
+        merged = sim_count.merged_summary([launch.summary() for launch in rest])
+        merged["resources"] = compiler.resources(rest[0])
+        for launch in rest[1:]:
+            other = compiler.resources(launch)
+            if other.get("rejected") or other.get("host_calls") or not other.get("ok"):
+                merged["resources"] = other
+                break
+        launches.append(merged)
+        if len(rest) > 1:
+            notes.append(f"{len(counting.launches)} launches: the last {len(rest)} are billed as one merged entry of {len(rest)} launches")
+    if counting.trials:
+        notes.append(f"autotune: {counting.trials} trial launch(es) predicted to choose each config and not billed (a GPU would measure them)")
     return {
         "ok": True, "launches": launches, "torch_ops": work.ops, "notes": notes,
         "seconds": time.perf_counter() - started, "inputs_s": made,

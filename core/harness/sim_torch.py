@@ -25,6 +25,8 @@ _FREE = {
 }
 _SDPA = {"_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
          "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_attention_math"}
+_GATHERS = {"index", "index_select", "gather", "embedding", "take", "take_along_dim", "_embedding_bag"}
+_SCATTERS = {"index_put_", "_index_put_impl_", "scatter_", "scatter_add_", "scatter_reduce_", "index_copy_", "index_add_", "index_fill_", "masked_scatter_"}
 _DTYPE = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32", torch.float64: "fp64"}
 
 
@@ -69,13 +71,19 @@ class TorchWork(TorchDispatchMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         name = func.overloadpacket.__name__
-        if name in _FREE or getattr(func, "is_view", False) or name.startswith("_foreach_"):
+        if name in _FREE or getattr(func, "is_view", False) or name.startswith("_foreach_") or getattr(func, "namespace", "") == "prim":  # prim: metadata (device, layout)
             return out
         ins, outs = _tensors(args) + _tensors(kwargs), _tensors(out)
-        in_place = name.endswith("_") or any(o is i for o in outs for i in ins)
-        nbytes = sum(_nbytes(t) for t in ins) + (0 if in_place else sum(_nbytes(t) for t in outs))
-        if in_place:
-            nbytes += sum(_nbytes(t) for t in outs)  # read and written back
+        if name in _GATHERS:
+            # A gather reads what it returns, not the whole table (an index into a 64 MB cos/sin
+            # table at T=1 touches a few rows), plus its indices.
+            nbytes = 2 * sum(_nbytes(t) for t in outs) + sum(_nbytes(t) for t in ins if not t.dtype.is_floating_point)
+        elif name in _SCATTERS:
+            # An in-place scatter reads its values and indices and writes (reads, for add) that much of the target.
+            values = [t.dtype.is_floating_point or t.dtype == ins[0].dtype for t in ins[1:]]
+            nbytes = sum((2 if v else 1) * _nbytes(t) for t, v in zip(ins[1:], values))
+        else:
+            nbytes = sum(_nbytes(t) for t in ins) + sum(_nbytes(t) for t in outs)  # in place: read, then written back
         flops = _flops(func, name, args, kwargs, out)
         self.ops.append({"name": name, "flops": flops, "bytes": float(nbytes), "dtype": _dtype_name(ins)})
         return out
@@ -95,10 +103,67 @@ def _flops(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], 
         return 0.0
 
 
+class TorchCalls:
+    """While active, the torch work a candidate does outside Triton, billed the way a GPU runs it:
+    one kernel per torch call it makes (`F.rms_norm` is one launch on the GPU, however many ops
+    the CPU decomposes it into), each moving the smaller of its own inputs and outputs and what
+    its ops touch (gathers by the rows they read); calls that do no work (views, reshapes,
+    metadata) are free. Each entry is {name, flops, bytes, dtype, glue: True}: the model bills
+    a launch per entry at the measured launch cost (sim_model.glue_time)."""
+
+    def __init__(self) -> None:
+        from torch.overrides import TorchFunctionMode
+
+        calls = self
+
+        class _Calls(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+                kwargs = kwargs or {}
+                start = len(calls.work.ops)
+                out = func(*args, **kwargs)
+                group = calls.work.ops[start:]
+                del calls.work.ops[start:]
+                if group:
+                    calls.ops.append(_call_entry(getattr(func, "__name__", str(func)), group, _tensors(list(args)) + _tensors(kwargs), _tensors(out)))
+                return out
+
+        self.ops: list[dict[str, Any]] = []
+        self.work = TorchWork()
+        self.calls = _Calls()
+
+    def __enter__(self) -> "TorchCalls":
+        self.work.__enter__()
+        self.calls.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.calls.__exit__(*exc)
+        self.work.__exit__(*exc)
+        # aten ops reached without a torch call (C++ paths): a launch each
+        self.ops += [{**op, "glue": True} for op in self.work.ops]
+        self.work.ops = []
+
+
+def _call_entry(name: str, group: list[dict[str, Any]], ins: list[torch.Tensor], outs: list[torch.Tensor]) -> dict[str, Any]:
+    seen: set[int] = set()
+    unique_ins = [t for t in ins if not (id(t) in seen or seen.add(id(t)))]  # type: ignore[func-returns-value]
+    io = sum(_nbytes(t) for t in unique_ins) + sum(_nbytes(t) for t in outs)
+    return {
+        "name": name[:80], "flops": sum(o["flops"] for o in group), "bytes": float(min(io, sum(o["bytes"] for o in group))),
+        "dtype": group[0]["dtype"], "glue": True, "ops": len(group),
+    }
+
+
 def count_fake(fn: Any, make_args: Any) -> list[dict[str, Any]]:
-    """The ops of `fn(*make_args())`, both run on fake tensors (no memory, no time). Raises what
-    the fake run raises (data-dependent code)."""
-    return _run_fake(fn, make_args)[0]
+    """A candidate's torch calls of `fn(*make_args())` (TorchCalls), both run on fake tensors (no
+    memory, no time). Raises what the fake run raises (data-dependent code)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        args = make_args()
+        with TorchCalls() as calls, torch.no_grad():
+            fn(*args)
+    return calls.ops
 
 
 def count_call_fake(fn: Any, make_args: Any) -> dict[str, Any]:

@@ -24,6 +24,7 @@ base class's own functions, called as plain functions.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from typing import Any, Callable, Sequence
@@ -101,10 +102,36 @@ def flush_buffer(device: torch.device) -> torch.Tensor:
     return _empty(nbytes // 4, dtype=torch.int32, device=device)
 
 
+CI_Z = 1.96  # a 95% interval
+
+
+def median_ci(ordered: Sequence[float], z: float = CI_Z) -> tuple[float, float]:
+    """A distribution-free interval for the median of sorted samples: the order statistics
+    whose ranks the binomial(n, 1/2) count puts z standard deviations either side of n/2
+    (no assumption about the shape of the timing distribution)."""
+    n = len(ordered)
+    if n == 0:
+        return (0.0, 0.0)
+    half = z * math.sqrt(n) / 2
+    low = max(0, int(math.floor(n / 2 - half)) - 1)
+    high = min(n - 1, int(math.ceil(n / 2 + half)))
+    return float(ordered[low]), float(ordered[high])
+
+
+def ci_rel(ordered: Sequence[float]) -> float:
+    """The median interval's larger half-width as a fraction of the median (inf: no samples)."""
+    if not ordered:
+        return math.inf
+    median = statistics.median(ordered)
+    low, high = median_ci(ordered)
+    return max(median - low, high - median) / median if median > 0 else 0.0
+
+
 def summarize(times_us: list[float]) -> dict[str, Any]:
     if not times_us:
         return {"n": 0}
     ordered = sorted(times_us)
+    ci_low, ci_high = median_ci(ordered)
     q = statistics.quantiles(ordered, n=4, method="inclusive") if len(ordered) > 1 else [ordered[0]] * 3
     median = statistics.median(ordered)
     return {
@@ -116,6 +143,11 @@ def summarize(times_us: list[float]) -> dict[str, Any]:
         "spread": (q[2] - q[0]) / median if median > 0 else 0.0,
         "min_us": ordered[0],
         "mean_us": statistics.fmean(ordered),
+        # The median's 95% interval (order statistics): timing stops once it is within the
+        # profile's target (±1%) on both sides of a workload (runner.py, docs/evaluation.md).
+        "ci_low_us": ci_low,
+        "ci_high_us": ci_high,
+        "ci_rel": max(median - ci_low, ci_high - median) / median if median > 0 else 0.0,
     }
 
 

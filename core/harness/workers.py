@@ -37,7 +37,7 @@ from typing import Any, Callable
 
 import torch
 
-from . import channel, checking, inputs, timing
+from . import channel, checking, guard, inputs, timing
 
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 4, 24, 38
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
@@ -312,7 +312,13 @@ def _device(job: dict[str, Any]) -> torch.device:
 
 
 def _error(exc: BaseException) -> dict[str, Any]:
-    return {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(limit=20)[-8000:]}
+    reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(limit=20)[-8000:]}
+    from .triton_cpu import unsupported_reason  # a construct the CPU interpreter cannot run: not the kernel's fault
+
+    reason = unsupported_reason(exc)
+    if reason:
+        reply["unsupported"] = reason[:500]
+    return reply
 
 
 def _is_compile_error(exc: BaseException) -> bool:
@@ -373,14 +379,10 @@ def _drop_capabilities() -> None:
         pass
 
 
+# Replacing one of these is a review note (the timer bound what it needs at import); torch's
+# namespaces and classes are guard.Watch's, whose findings are integrity flags.
 _WATCHED: dict[str, Callable[[], Any]] = {
     "time": lambda: time,
-    "torch": lambda: torch,
-    "torch.Tensor": lambda: torch.Tensor,
-    "torch._C": lambda: torch._C,
-    "torch.cuda": lambda: torch.cuda,
-    "torch.cuda.Event": lambda: torch.cuda.Event,
-    "torch.nn.functional": lambda: torch.nn.functional,
     "builtins": lambda: builtins,
 }
 
@@ -398,17 +400,8 @@ def watch() -> list[tuple[str, Any, str, Any]]:
 
 
 def replaced(snap: list[tuple[str, Any, str, Any]]) -> list[str]:
-    """Names in `snap` whose object is no longer the one snapshotted, except torch's own doing."""
-    return [
-        qualname for qualname, namespace, key, value in snap
-        if namespace.get(key, value) is not value and not _torch_own_wrap(qualname, value, namespace.get(key))
-    ]
-
-
-def _torch_own_wrap(qualname: str, original: Any, now: Any) -> bool:
-    """Importing torch._dynamo (torch.compile, torch.nn.attention.varlen, …) wraps
-    torch.manual_seed in its disable decorator: an honest candidate's doing, not a patch."""
-    return qualname == "torch.manual_seed" and "torch._dynamo" in sys.modules and getattr(now, "__wrapped__", None) is original
+    """Names in `snap` whose object is no longer the one snapshotted."""
+    return [qualname for qualname, namespace, key, value in snap if namespace.get(key, value) is not value]
 
 
 def _hide_harness() -> None:
@@ -446,6 +439,7 @@ def candidate_main(conn: socket.socket, job: dict[str, Any]) -> None:
     _drop_capabilities()
     specs, outs = job["inputs"], job["outputs"]
     snap = watch()
+    hooks = watch_hooks(custom is not None)
     reported: set[str] = set()
     _hide_harness()
     run: Callable[..., Any] | None = None
@@ -479,7 +473,7 @@ def candidate_main(conn: socket.socket, job: dict[str, Any]) -> None:
                 reply, payload = run_for_check(run, specs, outs, msg["workload"], msg["seed"], int(msg.get("repeat", 1)), device, custom)
             elif op == "time":
                 assert run is not None, "compile first"
-                reply = _time_candidate(run, msg, specs, outs, device, custom, kept)
+                reply = _time_candidate(run, msg, specs, outs, device, custom, kept, hooks)
             elif op == "predict":
                 assert run is not None and sim is not None, "compile first, on a sim device"
                 reply = sim_predict.predict_candidate(run, specs, msg["workload"], msg["seed"], custom, sim)
@@ -489,12 +483,29 @@ def candidate_main(conn: socket.socket, job: dict[str, Any]) -> None:
                 reply = {"ok": False, "error": f"unknown op {op}"}
         except Exception as exc:  # noqa: BLE001 - the candidate's failure is reported, not raised
             reply, payload = _error(exc), None
+        report_hooks(reply, hooks)
         if op != "time":  # kept out of the timed round's wall clock; the next op reports it
             new = [name for name in replaced(snap) if name not in reported]
             if new:
                 reported.update(new)
                 reply["tampered"] = new
         channel.send(conn, reply, payload)
+
+
+def watch_hooks(custom_inputs: bool, between_calls: tuple[str, ...] = ()) -> guard.Hooks:
+    """The watch on torch's namespaces, taken before any candidate code runs. Between two timed
+    calls the mode stacks are always checked, and what harness code run there can reach: a
+    task's inputs.py (`custom_inputs`) and `between_calls`."""
+    return guard.Hooks(guard.Watch(between_calls=(guard.INPUTS_REACH if custom_inputs else ()) + between_calls))
+
+
+def report_hooks(reply: dict[str, Any], hooks: guard.Hooks) -> None:
+    """Everything watched, checked at the end of a request: its findings go into the reply
+    (`hooked`), where the parent makes each an integrity flag."""
+    hooks.finish()
+    found = hooks.take()
+    if found:
+        reply["hooked"] = found
 
 
 def run_for_check(
@@ -528,12 +539,13 @@ def hand_over_kept(kept: dict[int, Any]) -> tuple[dict[str, Any], bytes]:
 
 def _time_candidate(
     run: Callable[..., Any], msg: dict[str, Any], specs: list[dict[str, Any]], outs: list[dict[str, Any]],
-    device: torch.device, custom: Any, kept: dict[int, Any],
+    device: torch.device, custom: Any, kept: dict[int, Any], hooks: guard.Hooks = guard.NO_HOOKS,
 ) -> dict[str, Any]:
-    """Time a round; keep copies of the sampled calls' outputs for the trusted worker."""
+    """Time a round; keep copies of the sampled calls' outputs for the trusted worker. `hooks`
+    is asked before every refill, right after the previous call returned."""
     kept.clear()
     shapes = msg["workload"]["shapes"]
-    fresh = inputs.FreshInputs(specs, msg["workload"], msg["seed"], device, custom)
+    fresh = inputs.FreshInputs(specs, msg["workload"], msg["seed"], device, custom, hooks)
     invalid: list[str] = []
 
     def keep(index: int, result: Any) -> None:
@@ -578,18 +590,29 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
             if sources[name] is None:
                 raise FileNotFoundError(f"the task's {name} is missing")
         reference_run = _entry(_module_from_source(sources["reference.py"], "arena_reference", str(task_dir / "reference.py")), "reference.py")  # type: ignore[arg-type]
-        baseline_run = _entry(_module_from_source(sources["baseline.py"], "arena_baseline", str(task_dir / "baseline.py")), "baseline.py")  # type: ignore[arg-type]
+        baseline_module = _module_from_source(sources["baseline.py"], "arena_baseline", str(task_dir / "baseline.py"))  # type: ignore[arg-type]
+        baseline_run = _entry(baseline_module, "baseline.py")
         custom = None
         if sources["inputs.py"] is not None:
             custom = getattr(_module_from_source(sources["inputs.py"], "arena_task_inputs", str(task_dir / "inputs.py")), "make_inputs")
-        check = None if sources["check.py"] is None else checking.check_from_source(sources["check.py"], str(task_dir / "check.py"))
+        check, pooled = (None, None) if sources["check.py"] is None else checking.checks_from_source(sources["check.py"], str(task_dir / "check.py"))
     except Exception as exc:  # noqa: BLE001 - the parent reports it as an infrastructure fault
         channel.send(conn, _error(exc))
         return
     channel.send(conn, {"ok": True, "ready": True})
+    # Evidence of stochastic outputs, per workload, over all the checked calls of one candidate:
+    # a batch's candidates share this worker, so each `member` has a pool of its own.
+    pools: dict[str, checking.Pool] = {}
+
+    def pool_of(msg: dict[str, Any]) -> checking.Pool:
+        member = msg.get("member")
+        return pools.setdefault(member if isinstance(member, str) else "", checking.Pool(pooled))
     specs, out_specs = job["inputs"], job["outputs"]
     rule = job["correctness"]
     expected: dict[str, tuple[list[Any], list[torch.Tensor]]] = {}  # key -> (inputs, reference outputs)
+    # A batch's candidates share the job's workloads and seeds: each (workload, seed)'s inputs
+    # and reference outputs are computed once and kept, within the job's byte budget.
+    references = ReferenceCache(int(job.get("reference_cache_bytes") or 0))
     seen: dict[str, list[tuple[int, list[str], list[torch.Tensor]]]] = {}
     while True:
         try:
@@ -602,15 +625,18 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
                 channel.send(conn, {"ok": True})
                 return
             if op == "expect":
-                args = inputs.correctness_inputs(specs, msg["workload"], msg["seed"], device, custom)
-                with torch.no_grad():
-                    result = reference_run(*args)
                 expected.clear()  # one pending check at a time; a failed run leaves none behind
-                expected[msg["key"]] = (args, list(result) if isinstance(result, (tuple, list)) else [result])
-                _sync(device)
+                if msg["key"] not in references:
+                    args = inputs.correctness_inputs(specs, msg["workload"], msg["seed"], device, custom)
+                    with torch.no_grad():
+                        result = reference_run(*args)
+                    entry = (args, list(result) if isinstance(result, (tuple, list)) else [result])
+                    _sync(device)
+                    if not references.add(msg["key"], entry):
+                        expected[msg["key"]] = entry
                 channel.send(conn, {"ok": True})
             elif op == "check":
-                args, want = expected.pop(msg["key"])
+                args, want = expected.pop(msg["key"]) if msg["key"] in expected else references.get(msg["key"])
                 runs = int(msg.get("runs", 1))
                 shapes = msg["workload"]["shapes"]
                 try:
@@ -619,7 +645,7 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
                     channel.send(conn, {"ok": True, "malformed": str(exc)})
                     continue
                 n = len(out_specs)
-                per_run = [_compare_all(out_specs, got[r * n:(r + 1) * n], want, args, rule, device, check) for r in range(runs)]
+                per_run = [pool_of(msg).add(_pool_key(msg["workload"]), _compare_all(out_specs, got[r * n:(r + 1) * n], want, args, rule, device, check)) for r in range(runs)]
                 independent = _independence(seen.setdefault(msg["workload_key"], []), msg["seed"], out_specs, got[:n], want)
                 channel.send(conn, {"ok": True, "runs": per_run, "independent": independent})
             elif op == "check_timed":
@@ -638,18 +664,58 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
                     with torch.no_grad():
                         result = reference_run(*args)
                     ref = list(result) if isinstance(result, (tuple, list)) else [result]
-                    results.append({"call": index, "outputs": _compare_all(out_specs, got[j * n:(j + 1) * n], ref, args, rule, device, check)})
+                    verdicts = pool_of(msg).add(_pool_key(msg["workload"]), _compare_all(out_specs, got[j * n:(j + 1) * n], ref, args, rule, device, check))
+                    results.append({"call": index, "outputs": verdicts})
                 channel.send(conn, {"ok": True, "results": results})
             elif op == "time":
-                channel.send(conn, {"ok": True, **_time(baseline_run, msg, specs, device, custom)})
+                channel.send(conn, {"ok": True, **_time(baseline_run, msg, specs, device, custom), "impl": baseline_impl(baseline_module)})
+            elif op == "sync":  # a batch's next candidate starts from a clean channel (batch.py)
+                channel.send(conn, {"ok": True, "sync": msg.get("nonce")})
             elif op == "predict_baseline":
                 from . import sim_predict
 
-                channel.send(conn, sim_predict.predict_baseline(baseline_run, specs, msg["workload"], msg["seed"], custom, msg["formula"]))
+                reply = sim_predict.predict_baseline(baseline_run, specs, msg["workload"], msg["seed"], custom, msg["formula"])
+                channel.send(conn, {**reply, "impl": baseline_impl(baseline_module)} if isinstance(reply, dict) else reply)
             else:
                 channel.send(conn, {"ok": False, "error": f"unknown op {op}"})
         except Exception as exc:  # noqa: BLE001
             channel.send(conn, _error(exc))
+
+
+def baseline_impl(module: Any) -> str | None:
+    """Which implementation the baseline ran: its module's `IMPL`, which run() sets to the
+    name task.yaml's `baselines:` gives the candidate it used (read after the calls, so a
+    fallback taken at call time is what is reported); None where the module sets none."""
+    impl = getattr(module, "IMPL", None)
+    return impl if isinstance(impl, str) else None
+
+
+def _pool_key(workload: dict[str, Any]) -> str:
+    """A workload's calls pool together whichever stage checks them (its axes name it)."""
+    return ",".join(f"{k}={v}" for k, v in sorted(workload["axes"].items()))
+
+
+class ReferenceCache:
+    """(inputs, reference outputs) by `workload#seed`, up to `budget` bytes of tensors; what
+    does not fit is computed again for each candidate (the single pending `expected`)."""
+
+    def __init__(self, budget: int):
+        self.budget, self.used = budget, 0
+        self.entries: dict[str, tuple[list[Any], list[torch.Tensor]]] = {}
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.entries
+
+    def get(self, key: str) -> tuple[list[Any], list[torch.Tensor]]:
+        return self.entries[key]
+
+    def add(self, key: str, entry: tuple[list[Any], list[torch.Tensor]]) -> bool:
+        size = sum(t.numel() * t.element_size() for t in [*entry[0], *entry[1]] if isinstance(t, torch.Tensor))
+        if self.used + size > self.budget:
+            return False
+        self.entries[key] = entry
+        self.used += size
+        return True
 
 
 def _compare_all(

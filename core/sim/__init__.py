@@ -3,6 +3,6 @@ for a target (targets.py) and the alpha-beta model of collectives (collectives.p
 and the time model run in the harness (core/harness/sim_*.py). docs/simulation.md."""
 
 from .collectives import Prediction, predict_collective
-from .targets import calibration_label, load_constants, sim_section
+from .targets import calibration_label, load_constants, sim_baseline, sim_section
 
-__all__ = ["Prediction", "calibration_label", "load_constants", "predict_collective", "sim_section"]
+__all__ = ["Prediction", "calibration_label", "load_constants", "predict_collective", "sim_baseline", "sim_section"]

@@ -56,5 +56,19 @@ def sim_section(info: DeviceInfo) -> dict[str, Any]:
     calibration = calibration_label(key)
     return {
         "label": f"{info.id}, {calibration}", "model": data["model"], "calibration": calibration, "target": target,
-        "constants": constants, "aot": {**arch["aot"], "name": info.arch, "shared_per_unit": arch["shared_per_unit"]}, "peaks_source": peaks.source,
+        "constants": constants, "peaks_source": peaks.source,
+        # the candidate's worker predicts autotune trials with these to choose a config (never its billed time: the parent computes that)
+        "aot": {**arch["aot"], "name": info.arch, "shared_per_unit": arch["shared_per_unit"], "trial_model": {"target": target, "constants": constants}},
     }
+
+
+def sim_baseline(task: Any, workload: Any, info: DeviceInfo, roofline_us: float | None) -> dict[str, Any] | None:
+    """The baseline's time for one performance workload on a simulated device, from the measured
+    table (core/sim/baselines.py), of the implementation that GPU would run (`impl`): measured
+    there, or the task's fitted model; None where the table has nothing for the task on that
+    GPU (the baseline is then predicted from counts)."""
+    from .baselines import baseline_on
+
+    key = info.peaks_key or info.id.removeprefix("sim:")
+    order = [b.impl for b in getattr(task, "baselines", ())]  # task.yaml's `baselines:`, in preference
+    return baseline_on(key, task.id, order, dict(workload.axes), roofline_us)

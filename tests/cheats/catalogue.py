@@ -29,7 +29,13 @@ TASKS = {
     "axpy_loose": HERE / "tasks" / "elementwise" / "axpy_loose",
     "bf16_gemm": HERE.parent.parent / "tasks" / "gemm" / "bf16_gemm",
     "axpy_gpu": HERE.parent / "gpu" / "tasks" / "elementwise" / "axpy_gpu",
+    "allsum": HERE.parent / "fixtures" / "ranked_tasks" / "comm" / "allsum",  # multi-rank: two ranks on the CPU (gloo)
+    "sampling": HERE.parent.parent / "tasks" / "sampling" / "top_k_top_p_sampling",
+    "silu_mul": HERE.parent.parent / "tasks" / "activation" / "silu_mul",
+    "add_rmsnorm": HERE.parent.parent / "tasks" / "norm" / "add_rmsnorm",
 }
+PUBLISHED = HERE.parent / "published"  # published kernels (Liger-Kernel) written as candidates: never flagged
+PUBLISHED_CANDIDATES = (("silu_mul", PUBLISHED / "liger_swiglu.py"), ("add_rmsnorm", PUBLISHED / "liger_fused_add_rmsnorm.py"))
 
 
 @dataclass(frozen=True)
@@ -87,9 +93,36 @@ CHEATS = (
     Cheat("gemm_fp8", "bf16_gemm", "multiplies in float8 where the task is bfloat16", "per-dtype tolerance, every element",
           "stage:correctness:failed", ("scan:precision_float8",)),
     Cheat("patch_torch_add", "axpy", "replaces torch.add (the baseline's op) with a slow one",
-          "the baseline runs in a process that never imports the candidate", "neutral:sane", ("runtime_patch", "scan:monkeypatch")),
+          "the baseline runs in a process that never imports the candidate; replacing a torch function is proof of tampering",
+          "flag:torch_patched", ("scan:monkeypatch",)),
     Cheat("patch_matmul", "bf16_gemm", "replaces torch.matmul globally to slow the baseline",
-          "the baseline runs in a process that never imports the candidate", "neutral:sane", ("runtime_patch", "scan:monkeypatch")),
+          "the baseline runs in a process that never imports the candidate; replacing a torch function is proof of tampering",
+          "flag:torch_patched", ("scan:monkeypatch",)),
+    # Class 1 of docs/integrity.md: the harness's own tensor work runs in the candidate's process.
+    Cheat("mode_function_refill", "axpy", "a TorchFunctionMode left pushed computes the output while the harness refills the inputs",
+          "the harness's tensor work runs with Python dispatch off; a mode left on the stack is proof", "flag:harness_hooked",
+          ("scan:tensor_subclass",)),
+    Cheat("mode_dispatch_lazy", "axpy", "a TorchDispatchMode left pushed fills an empty output only when the harness reads it",
+          "outputs read with Python dispatch off; a mode left on the stack is proof", "flag:harness_hooked", ("scan:tensor_subclass",)),
+    Cheat("lazy_on_read", "axpy", "assigns torch.Tensor.is_contiguous/data_ptr (inherited C methods) to fill outputs when inspected",
+          "TensorBase methods bound at import; torch.Tensor resolved through its MRO by the watch", "flag:torch_patched",
+          ("scan:monkeypatch",)),
+    Cheat("patch_tensor_methods", "axpy", "assigns torch.Tensor.copy_, clone and __eq__ (inherited C methods)",
+          "torch.Tensor resolved through its MRO by the watch", "flag:torch_patched", ("scan:monkeypatch",)),
+    # Class 4: stochastic outputs.
+    Cheat("sampling_argmax_fallback", "sampling", "returns the argmax for 12% of rows: each call's test passes",
+          "evidence pooled over the checked calls: the argmax hit count against its expectation",
+          "stage:correctness:failed:pooled|stage:generalization:failed:pooled|flag:timed_output_mismatch"),
+    Cheat("sampling_greedy", "sampling", "greedy decoding (argmax) for a sampler; at B = 1 and 3, tests/test_cheats.py",
+          "the per-call distribution test; at small B, pooled evidence over at least 64 rows' seeds", "stage:correctness:failed",
+          special="small_b"),  # end to end at B = 1 and 3: tests/test_sampling_pooled.py
+    # Class 2: multi-rank tasks.
+    Cheat("patch_dist_barrier", "allsum", "replaces torch.distributed internals the timer's barrier calls, to all-gather there, untimed",
+          "ranks meet through the parent, never torch.distributed; a rank's torch.distributed is watched", "flag:torch_patched",
+          ("scan:monkeypatch",)),
+    Cheat("peer_seed", "allsum", "reads its seed from the harness's frames and regenerates its peers' inputs instead of communicating",
+          "each rank's seed is an HMAC under a key only the parent holds, and each rank gets only its own", "stage:correctness:failed",
+          ("scan:introspection",)),
     Cheat("patch_perf_counter", "axpy", "a slow kernel that slows time.perf_counter",
           "the timer bound its clock at import", "neutral:slow", ("runtime_patch", "scan:monkeypatch")),
     Cheat("patch_harness_import", "axpy", "a slow kernel that imports core.harness.timing and slows its clock",
@@ -124,6 +157,8 @@ CHEATS = (
     Cheat("modify_task_files", "axpy", "rewrites the task's reference and baseline on disk",
           "the trusted worker executes the bytes hashed at job build, read before candidate code runs; the change is flagged",
           "flag:task_files_modified", special="task_copy"),
+    Cheat("queued_job_reader", "axpy", "reads the job file of an evaluation queued behind it (hidden workloads, seeds)",
+          "the local executor hands the harness its jobs on a pipe: no job file exists", "neutral:sane", special="concurrent"),
     Cheat("modify_harness", "axpy", "rewrites the harness's timer on disk",
           "the running harness imported its code first; the parent hashes its files around each evaluation",
           "flag:harness_files_modified", special="harness_copy"),

@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from core.evaluate import Evaluator  # noqa: E402
 from core.tasks import Limits, discover, load_task  # noqa: E402
-from tests.cheats.catalogue import TASKS, by_name, outcome_problems  # noqa: E402
+from tests.cheats.catalogue import PUBLISHED_CANDIDATES, TASKS, by_name, outcome_problems  # noqa: E402
 
 GPU_CHEATS = ROOT / "tests" / "gpu" / "cheats"
 FIXTURE_CANDIDATES = ROOT / "tests" / "fixtures" / "candidates"
@@ -74,6 +74,17 @@ ROWS = [
     _cpu_cheat("patch_torch_add", "axpy_gpu"),
     _cpu_cheat("patch_perf_counter", "axpy_gpu"),
     _cpu_cheat("patch_harness_import", "axpy_gpu"),
+    # The harness's tensor work under the candidate's hooks (docs/integrity.md, class 1).
+    _cpu_cheat("mode_function_refill", "axpy_gpu"),
+    _cpu_cheat("mode_dispatch_lazy", "axpy_gpu"),
+    _cpu_cheat("lazy_on_read", "axpy_gpu"),
+    _cpu_cheat("patch_tensor_methods", "axpy_gpu"),
+    # Multi-rank (class 2): the patch is flagged on any world size; on one GPU the task runs on
+    # one rank. peer_seed needs peers: run it with a device group (--device cuda:0-1 --only peer_seed).
+    _cpu_cheat("patch_dist_barrier"),
+    # Stochastic outputs (class 4), at the sampling task's GPU workloads (B = 1 runs 64 seeds).
+    _cpu_cheat("sampling_argmax_fallback"),
+    _cpu_cheat("sampling_greedy", expect="stage:correctness:failed:pooled|stage:correctness:failed"),
     # On a GPU the events time the device: a clock slowed through gc reaches only the host side.
     _cpu_cheat("patch_harness_gc", "axpy_gpu", "neutral:slow", ("scan:introspection",)),
     # GPU only.
@@ -81,10 +92,12 @@ ROWS = [
                "timed outputs copied on the timed stream; the impossibility floor"),
     _gpu_cheat("thread_after_return", "flag:timed_output_mismatch|flag:faster_than_speed_of_light", ("scan:threads",),
                "timed outputs copied the moment the call returns; the impossibility floor"),
-    _gpu_cheat("patch_cuda_events", "neutral:slow", ("runtime_patch", "scan:monkeypatch"),
-               "events created, recorded and read through C functions bound at import"),
+    _gpu_cheat("patch_cuda_events", "flag:torch_patched", ("scan:monkeypatch",),
+               "events created, recorded and read through C functions bound at import; replacing them is proof of tampering"),
     _gpu_cheat("graph_capture_noop", "flag:timed_output_mismatch", ("scan:cuda_graphs",),
                "graph outputs checked after sampled replays"),
+    _gpu_cheat("mode_flush_launch", "flag:harness_hooked", ("scan:tensor_subclass",),
+               "a mode left on the stack is found before every refill; harness tensor work runs with dispatch off"),
     _gpu_cheat("precompute_from_frames", "flag:faster_than_speed_of_light|flag:timed_output_mismatch", ("scan:introspection",),
                "the impossibility floor"),
 ]
@@ -92,6 +105,8 @@ ROWS = [
 # would take the host's RAM), cache_content (numpy on the host), the sandbox-only cheats, the
 # CPU variants of precompute_from_frames and thread_after_return (GPU variants above), and the
 # two that rewrite files (tests/test_cheats.py covers them; nothing there is GPU-specific).
+# peer_seed runs only when --only names it (it needs a device group of two GPUs or more).
+ROWS_WITH_PEERS = [_cpu_cheat("peer_seed")]
 
 
 def honest_rows() -> list[Row]:
@@ -99,6 +114,8 @@ def honest_rows() -> list[Row]:
     for task in discover():
         for role in ("starter", "baseline"):
             rows.append(Row(f"honest/{task.id}/{role}", task.file(f"{role}.py"), task.id, "honest"))
+    for key, path in PUBLISHED_CANDIDATES:  # published kernels (Liger-Kernel) as candidates
+        rows.append(Row(f"honest/published/{path.stem}", path, key, "honest"))
     for key in ("axpy", "axpy_gpu"):
         for path in (FIXTURE_CANDIDATES / "axpy_torch.py", TASKS[key] / "starter.py", TASKS[key] / "baseline.py"):
             rows.append(Row(f"honest/{key}/{path.stem}", path, key, "honest"))
@@ -141,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     rows = ROWS + honest_rows()
     if args.only:
-        rows = [r for r in rows if any(o in r.name for o in args.only)]
+        rows = [r for r in rows + ROWS_WITH_PEERS if any(o in r.name for o in args.only)]
     stem = "cheats"
     if args.part:
         k, n = (int(x) for x in args.part.split("/"))

@@ -27,15 +27,21 @@ except Exception:  # noqa: BLE001
     varlen_attn = None
 
 
-def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor):
-    D = q.shape[-1]
-    scale = 1.0 / math.sqrt(D)
-    if q.device.type == "cuda" and flash_attn_varlen_func is not None:
-        S = int((cu_seqlens[1:] - cu_seqlens[:-1]).max())
-        return flash_attn_varlen_func(q, k, v, cu_seqlens, cu_seqlens, S, S, softmax_scale=scale, causal=True)
-    if q.device.type == "cuda" and varlen_attn is not None:
-        S = int((cu_seqlens[1:] - cu_seqlens[:-1]).max())
-        return varlen_attn(q, k, v, cu_seqlens, cu_seqlens, S, S, scale=scale, window_size=(-1, 0), enable_gqa=True)
+IMPL = "torch"  # which implementation the last call used (the result's baseline_impl)
+
+
+def _flash_attn(q, k, v, cu_seqlens):
+    S = int((cu_seqlens[1:] - cu_seqlens[:-1]).max())
+    return flash_attn_varlen_func(q, k, v, cu_seqlens, cu_seqlens, S, S, softmax_scale=1.0 / math.sqrt(q.shape[-1]), causal=True)
+
+
+def _varlen(q, k, v, cu_seqlens):
+    S = int((cu_seqlens[1:] - cu_seqlens[:-1]).max())
+    return varlen_attn(q, k, v, cu_seqlens, cu_seqlens, S, S, scale=1.0 / math.sqrt(q.shape[-1]), window_size=(-1, 0), enable_gqa=True)
+
+
+def _sdpa(q, k, v, cu_seqlens):
+    scale = 1.0 / math.sqrt(q.shape[-1])
     out = torch.empty_like(q)
     bounds = cu_seqlens.tolist()
     for b in range(len(bounds) - 1):
@@ -46,3 +52,14 @@ def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Ten
         )
         out[s:e] = o[0].transpose(0, 1)
     return out
+
+
+IMPLS = {"flash-attn": _flash_attn if flash_attn_varlen_func is not None else None, "torch-varlen": _varlen if varlen_attn is not None else None, "torch": _sdpa}
+
+
+def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor):
+    global IMPL
+    for name, fn in IMPLS.items():
+        if fn is not None and (name == "torch" or q.is_cuda):
+            IMPL = name
+            return fn(q, k, v, cu_seqlens)

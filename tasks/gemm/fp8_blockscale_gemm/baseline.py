@@ -42,18 +42,43 @@ def _deep_gemm(a, a_scale, b, b_scale):
     return y
 
 
+IMPL = "torch"  # which implementation the last call used (the result's baseline_impl)
+
+
+def _torch(a, a_scale, b, b_scale):
+    A, B = _dequant(a, a_scale, b, b_scale)
+    return torch.matmul(A, B.t())
+
+
+def _has_deep_gemm() -> bool:
+    """Whether deep_gemm imports here: a plain import (the arena's scan notes importlib in any
+    bundled file as in a candidate's)."""
+    try:
+        import deep_gemm  # noqa: F401, PLC0415
+    except Exception:  # noqa: BLE001 - a broken install is an absent one
+        return False
+    return True
+
+
+IMPLS = {"cublaslt": _scaled_mm, "deepgemm": _deep_gemm if _has_deep_gemm() else None, "torch": _torch}
+
+
 def run(a: torch.Tensor, a_scale: torch.Tensor, b: torch.Tensor, b_scale: torch.Tensor) -> torch.Tensor:
-    global _SCALED_MM_OK, _DEEP_GEMM_OK
+    global _SCALED_MM_OK, _DEEP_GEMM_OK, IMPL
     if a.device.type == "cuda" and torch.version.hip is None:
         if _SCALED_MM_OK:
             try:
-                return _scaled_mm(a, a_scale, b, b_scale)
+                out = _scaled_mm(a, a_scale, b, b_scale)
+                IMPL = "cublaslt"
+                return out
             except (RuntimeError, TypeError):
                 _SCALED_MM_OK = False
         if _DEEP_GEMM_OK:
             try:
-                return _deep_gemm(a, a_scale, b, b_scale)
+                out = _deep_gemm(a, a_scale, b, b_scale)
+                IMPL = "deepgemm"
+                return out
             except Exception:  # noqa: BLE001 - not installed, or this shape unsupported
                 _DEEP_GEMM_OK = False
-    A, B = _dequant(a, a_scale, b, b_scale)
-    return torch.matmul(A, B.t())
+    IMPL = "torch"
+    return _torch(a, a_scale, b, b_scale)

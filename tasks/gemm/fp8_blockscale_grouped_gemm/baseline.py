@@ -31,30 +31,64 @@ def _dequant_b(b, b_scale, e):
     return (b[e].float() * b_scale[e].repeat_interleave(128, 0).repeat_interleave(128, 1)[:N, :K]).to(torch.bfloat16)
 
 
-def run(a, a_scale, b, b_scale, m_indices):
-    global _DEEP_GEMM_OK, _SCALED_MM_OK
-    M, K = a.shape
-    N = b.shape[1]
-    out = torch.empty((M, N), dtype=torch.bfloat16, device=a.device)
-    cuda = a.device.type == "cuda" and torch.version.hip is None
-    if cuda and _DEEP_GEMM_OK:
-        try:
-            import deep_gemm  # noqa: PLC0415
+IMPL = "torch"  # which implementation the last call used (the result's baseline_impl)
 
-            deep_gemm.m_grouped_fp8_gemm_nt_contiguous((a, a_scale), (b, b_scale), out, m_indices)
+
+def _deepgemm(a, a_scale, b, b_scale, m_indices):
+    import deep_gemm  # noqa: PLC0415
+
+    out = torch.empty((a.shape[0], b.shape[1]), dtype=torch.bfloat16, device=a.device)
+    deep_gemm.m_grouped_fp8_gemm_nt_contiguous((a, a_scale), (b, b_scale), out, m_indices)
+    return out
+
+
+def _cublaslt(a, a_scale, b, b_scale, m_indices):
+    out = torch.empty((a.shape[0], b.shape[1]), dtype=torch.bfloat16, device=a.device)
+    for e, s, t in _segments(m_indices):
+        scale_a = a_scale[s:t].t().contiguous().t()  # column-major, as cuBLAS wants
+        out[s:t] = torch._scaled_mm(a[s:t], b[e].t(), scale_a=scale_a, scale_b=b_scale[e].t(), out_dtype=torch.bfloat16)
+    return out
+
+
+def _torch(a, a_scale, b, b_scale, m_indices):
+    K = a.shape[1]
+    out = torch.empty((a.shape[0], b.shape[1]), dtype=torch.bfloat16, device=a.device)
+    A = (a.float() * a_scale.repeat_interleave(128, 1)[:, :K]).to(torch.bfloat16)
+    for e, s, t in _segments(m_indices):
+        torch.matmul(A[s:t], _dequant_b(b, b_scale, e).t(), out=out[s:t])
+    return out
+
+
+def _has_deep_gemm() -> bool:
+    """Whether deep_gemm imports here: a plain import (the arena's scan notes importlib in any
+    bundled file as in a candidate's)."""
+    try:
+        import deep_gemm  # noqa: F401, PLC0415
+    except Exception:  # noqa: BLE001 - a broken install is an absent one
+        return False
+    return True
+
+
+IMPLS = {"deepgemm": _deepgemm if _has_deep_gemm() else None, "cublaslt": _cublaslt, "torch": _torch}
+
+
+def run(a, a_scale, b, b_scale, m_indices):
+    global _DEEP_GEMM_OK, _SCALED_MM_OK, IMPL
+    args = (a, a_scale, b, b_scale, m_indices)
+    cuda = a.device.type == "cuda" and torch.version.hip is None
+    if cuda and _DEEP_GEMM_OK and IMPLS["deepgemm"] is not None:
+        try:
+            out = _deepgemm(*args)
+            IMPL = "deepgemm"
             return out
-        except Exception:  # noqa: BLE001 - not installed, or an API it does not take
+        except Exception:  # noqa: BLE001 - an API it does not take
             _DEEP_GEMM_OK = False
-    segs = _segments(m_indices)
     if cuda and _SCALED_MM_OK:
         try:
-            for e, s, t in segs:
-                scale_a = a_scale[s:t].t().contiguous().t()  # column-major, as cuBLAS wants
-                out[s:t] = torch._scaled_mm(a[s:t], b[e].t(), scale_a=scale_a, scale_b=b_scale[e].t(), out_dtype=torch.bfloat16)
+            out = _cublaslt(*args)
+            IMPL = "cublaslt"
             return out
         except (RuntimeError, TypeError):
             _SCALED_MM_OK = False
-    A = (a.float() * a_scale.repeat_interleave(128, 1)[:, :K]).to(torch.bfloat16)
-    for e, s, t in segs:
-        torch.matmul(A[s:t], _dequant_b(b, b_scale, e).t(), out=out[s:t])
-    return out
+    IMPL = "torch"
+    return _torch(*args)

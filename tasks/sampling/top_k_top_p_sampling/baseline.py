@@ -1,9 +1,12 @@
 """FlashInfer's top_k_top_p_sampling_from_logits (filter_apply_order="top_k_first": top-k,
 renormalise, top-p; sorting-free rejection sampling) on CUDA where importable; otherwise the
 torch composition vLLM falls back to: softmax, sort, top-k mask, cumsum, top-p mask,
-renormalise, torch.multinomial."""
+renormalise, torch.multinomial (task.yaml `baselines:`). `IMPL` names the one the last
+call used (the result's baseline_impl)."""
 
 import torch
+
+IMPL = "torch"
 
 try:
     from flashinfer.sampling import top_k_top_p_sampling_from_logits as _fi_sample
@@ -24,7 +27,14 @@ def _torch_sample(logits, top_k, top_p):
     return idx.gather(1, choice).squeeze(1)
 
 
+def _flashinfer(logits, top_k, top_p):
+    return _fi_sample(logits, top_k, top_p, filter_apply_order="top_k_first").to(torch.int64)
+
+
+IMPLS = {"flashinfer": _flashinfer if _fi_sample is not None else None, "torch": _torch_sample}
+
+
 def run(logits: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor):
-    if logits.device.type == "cuda" and _fi_sample is not None:
-        return _fi_sample(logits, top_k, top_p, filter_apply_order="top_k_first").to(torch.int64)
-    return _torch_sample(logits, top_k, top_p)
+    global IMPL
+    IMPL = "flashinfer" if logits.is_cuda and _fi_sample is not None else "torch"
+    return IMPLS[IMPL](logits, top_k, top_p)

@@ -18,6 +18,19 @@
    at most ALPHA = 1e-6 per call, whatever the logits; the rule is exact, so no slack is needed
    for a "lucky" seed. Rows where q puts all mass on one token (top_k = 1, very peaked rows)
    contribute zero variance and no evidence.
+
+3. Pooled over a workload's checked calls (`check_pooled`; the harness keeps each call's
+   `evidence`): a bias too small to show in one call (a sampler that falls back to the argmax
+   now and then; pure greedy at B = 1 or 3, one or three draws a call) shows in the sum.
+   The argmax hit count H = Σ 1[row i drew its most probable token] has, for an honest
+   sampler, mean Σ p_i and variance Σ p_i(1 − p_i) (p_i: q's largest mass in row i, ties
+   included), a Poisson-binomial; H above its mean by more than the one-sided Bernstein bound
+   fails. The location and spread sums S1, S2 of test 2 are pooled the same way. The harness
+   asks after every call, so the n-th look tests at ALPHA_POOLED / (n(n + 1)) (the looks'
+   false alarms sum to at most ALPHA_POOLED = 1e-6 per pool, however many calls there are; the
+   harness keeps a pool per workload and one of all calls: at most 1e-6 per workload + 1e-6).
+   Few rows per call need more calls: task.yaml's `correctness.samples` makes the harness run
+   at least 64 rows' worth of seeds per workload (64 seeds at B = 1).
 """
 
 from __future__ import annotations
@@ -27,6 +40,14 @@ import math
 import torch
 
 ALPHA = 1.0e-6
+ALPHA_POOLED = 1.0e-6  # per workload, over all its looks
+
+
+def _one_sided_threshold(var_sum: float, alpha: float, bound: float = 1.0) -> float:
+    """t with exp(−(t²/2) / (var_sum + bound·t/3)) = alpha (P(S ≥ t) ≤ alpha)."""
+    L = math.log(1.0 / alpha)
+    a = bound * L / 3.0
+    return a + math.sqrt(a * a + 2.0 * var_sum * L)
 
 
 def _bernstein_threshold(var_sum: float, alpha: float, bound: float = 1.0) -> float:
@@ -78,9 +99,18 @@ def check(outputs: list[torch.Tensor], expected: list[torch.Tensor], inputs: lis
     s1, v1 = float(x.sum()), float(var.sum())
     s2, v2 = float((x * x - var).sum()), float((m4 - var * var).clamp_min(0).sum())
     t1, t2 = _bernstein_threshold(v1, ALPHA / 2), _bernstein_threshold(v2, ALPHA / 2)
+    # the argmax's mass per row (all tokens tied at the maximum count as the argmax)
+    q_max = qs[:, :1]
+    top = qd >= q_max
+    p_top = (qd * top).sum(dim=1)
+    hit = top.gather(1, safe).squeeze(1)
+    evidence = {
+        "rows": B, "argmax_hits": float(hit.sum()), "argmax_expected": float(p_top.sum()),
+        "argmax_variance": float((p_top * (1 - p_top)).sum()), "s1": s1, "v1": v1, "s2": s2, "v2": v2,
+    }
     stats = {"location_stat": s1, "location_threshold": t1, "spread_stat": s2, "spread_threshold": t2,
              "mean_mid_rank": float(m.mean()), "expected_mean_mid_rank": float(mu.mean())}
-    result = {"passed": abs(s1) < t1 and abs(s2) < t2, "max_abs_err": 0.0, **stats}
+    result = {"passed": abs(s1) < t1 and abs(s2) < t2, "max_abs_err": 0.0, **stats, "evidence": evidence}
     if abs(s1) >= t1:
         result["message"] = (
             f"the samples are biased: their mean mid-rank in the probability order is {stats['mean_mid_rank']:.4f} over "
@@ -95,3 +125,31 @@ def check(outputs: list[torch.Tensor], expected: list[torch.Tensor], inputs: lis
             f"{s2:.2f} (an honest sampler stays within ±{t2:.2f} with probability 1 − 5e-7)"
         )
     return {"token_ids": result}
+
+
+def check_pooled(evidence: dict[str, list[dict]]) -> dict[str, dict]:
+    """The workload's checked calls so far, pooled (3. above): {output: verdict}."""
+    calls = evidence.get("token_ids") or []
+    n = len(calls)
+    if n == 0:
+        return {"token_ids": {"passed": True}}
+    total = {key: sum(float(c[key]) for c in calls) for key in calls[0]}
+    alpha = ALPHA_POOLED / (n * (n + 1)) / 3  # this look's share, split over three tests
+    excess = total["argmax_hits"] - total["argmax_expected"]
+    t_hits = _one_sided_threshold(total["argmax_variance"], alpha)
+    t1, t2 = _bernstein_threshold(total["v1"], alpha), _bernstein_threshold(total["v2"], alpha)
+    stats = {"pooled_calls": n, "pooled_rows": int(total["rows"]), "argmax_hits": int(total["argmax_hits"]),
+             "argmax_expected": total["argmax_expected"], "argmax_threshold": total["argmax_expected"] + t_hits}
+    where = f"over the workload's {n} checked call(s), {int(total['rows'])} rows in all"
+    if excess >= t_hits:
+        return {"token_ids": {"passed": False, **stats, "message": (
+            f"the sampler draws the most probable token too often {where}: {int(total['argmax_hits'])} times where an honest "
+            f"sampler's expected count is {total['argmax_expected']:.1f} and exceeds {total['argmax_expected'] + t_hits:.1f} with "
+            f"probability below {alpha:.1e} (greedy, or an argmax fallback)")}}
+    if abs(total["s1"]) >= t1 or abs(total["s2"]) >= t2:
+        which = "location" if abs(total["s1"]) >= t1 else "spread"
+        return {"token_ids": {"passed": False, **stats, "message": (
+            f"the samples are biased {where}: the pooled {which} sum of mid-rank deviations is "
+            f"{total['s1'] if which == 'location' else total['s2']:.2f}, beyond ±{t1 if which == 'location' else t2:.2f} "
+            f"(false alarm below {alpha:.1e})")}}
+    return {"token_ids": {"passed": True, **stats}}
