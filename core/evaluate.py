@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from . import __version__, events, scan, scoring
+from . import __version__, events, manifest, scan, scoring
 from .devices import DeviceInfo, Peaks
 from .executors import Executor, HarnessError, LocalExecutor
 from .result import STAGES, Result, StageResult, WorkloadFigures
@@ -158,22 +158,25 @@ def bandwidth_figures(task: Task, w: Workload, candidate_us: float, baseline_us:
     return figures
 
 
-def task_file_hashes(task: Task) -> dict[str, str]:
-    """sha256 of the task's files as they are now: the harness executes only these bytes and
-    reports any change made during the evaluation."""
-    return {name: hashlib.sha256(task.file(name).read_bytes()).hexdigest() for name in TASK_FILES if task.file(name).is_file()}
+def task_file_hashes(task: Task, files: dict[str, bytes] | None = None) -> dict[str, str]:
+    """sha256 of the task's files (as staged in `files`, else as they are now): the harness
+    executes only these bytes and reports any change made during the evaluation."""
+    files = files if files is not None else {n: task.file(n).read_bytes() for n in TASK_FILES if task.file(n).is_file()}
+    return {name: hashlib.sha256(files[name]).hexdigest() for name in TASK_FILES if name in files}
 
 
-def task_sources(task: Task) -> dict[str, str]:
+def task_sources(task: Task, files: dict[str, bytes] | None = None) -> dict[str, str]:
     """The code the trusted worker runs (reference, baseline, optional inputs.py), carried in
     the job: the harness needs no task folder, so the sandbox may hide it from the candidate."""
-    return {name: task.file(name).read_bytes().decode() for name in TASK_SOURCES if task.file(name).is_file()}
+    files = files if files is not None else {n: task.file(n).read_bytes() for n in TASK_SOURCES if task.file(n).is_file()}
+    return {name: files[name].decode() for name in TASK_SOURCES if name in files}
 
 
 def build_job(
     task: Task, candidate: Path, info: DeviceInfo, torch_device: str, secret_seed: int, workdir: Path,
     limits: Limits | None = None, graphs: bool = True, sync_each_call: bool = False, timing: Timing | None = None,
     candidate_memory_bytes: int | None = None, performance: bool = True, visible_only: bool = False, world_size: int | None = None,
+    files: dict[str, bytes] | None = None,
 ) -> dict[str, Any]:
     """The resolved job the harness runs: nothing in it needs the engine to interpret.
 
@@ -184,7 +187,8 @@ def build_job(
     `visible_only=True` leaves every hidden workload out of the job (`arena check`: what an
     agent sees may never name a hidden shape), so generalization is reported skipped.
     `world_size` runs a multi-rank task on that many ranks (default: `world_size_for`); its
-    workloads then carry the axis W."""
+    workloads then carry the axis W. `files` are the task's files as staged before any candidate
+    ran (`Evaluator` passes them; default: read now)."""
     limits = limits or task.limits
     rng = random.Random(secret_seed)
     simulated = info.type == "sim"  # correctness as the CPU device does; performance predicted at GPU sizes
@@ -226,8 +230,8 @@ def build_job(
         "version": 1,
         "task_id": task.id,
         "task_dir": str(task.path),
-        "task_files": task_file_hashes(task),
-        "task_sources": task_sources(task),
+        "task_files": task_file_hashes(task, files),
+        "task_sources": task_sources(task, files),
         "candidate": str(candidate.resolve()),
         "device": {"id": info.id, "type": info.type, "torch_device": torch_device, **({"aot": sim["aot"]} if sim else {})},
         "inputs": [_spec_json(s) for s in task.inputs],
@@ -441,6 +445,10 @@ class Evaluator:
         default queues a round's calls back to back, see docs/fidelity.md); `timing` replaces
         the device's timing budget (the cheat suite's short one, say)."""
         self.graphs, self.sync_each_call, self.timing = graphs, sync_each_call, timing
+        # What judges candidates is read once, checked against the manifest, before any of them
+        # runs (a mismatch raises ManifestMismatch: exit 2); later evaluations use these bytes.
+        self.engine_data = manifest.stage_engine_data()
+        self.staged_tasks: dict[Path, manifest.Staged] = {}
         self.keep = keep_workdir or workdir is not None
         self.root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="arena-"))
         self.root.mkdir(parents=True, exist_ok=True)
@@ -476,7 +484,9 @@ class Evaluator:
                 return asyncio.run(self.aevaluate(task, candidate, seed, on_event, limits, performance, world_size=world_size))
             except HarnessError as exc:
                 if attempt == 1:
-                    return infrastructure_result(task, self.info, check_candidate(Path(candidate)), str(exc))
+                    result = infrastructure_result(task, self.info, check_candidate(Path(candidate)), str(exc))
+                    result.sandbox = self.sandbox_record()
+                    return result
         raise AssertionError("unreachable")
 
     async def aevaluate(
@@ -493,13 +503,47 @@ class Evaluator:
         self.count += 1
         job_dir = self.root / f"eval-{self.count:04d}-{secrets.token_hex(3)}"
         job_dir.mkdir(parents=True, exist_ok=True)
+        staged = self.stage_task(task)
         job = build_job(
             task, candidate, self.info, self.executor.torch_device(), seed if seed is not None else secrets.randbits(63),
             job_dir, limits, self.graphs, self.sync_each_call, self.timing, performance=performance, visible_only=visible_only,
-            world_size=world_size,
+            world_size=world_size, files=staged.named(task.path.resolve()),
         )
         seen = await self.executor.run(job, job_dir, job_deadline_s(limits), on_event)
-        return assemble(task, job, self.info, sha, seen, scan_notes)
+        result = assemble(task, job, self.info, sha, seen, scan_notes)
+        result.sandbox = self.sandbox_record()
+        self._check_staged(result, staged)
+        return result
+
+    def stage_task(self, task: Task) -> manifest.Staged:
+        """The task's files as first read by this evaluator (a bundled task checked against the
+        manifest): every evaluation is judged with these bytes, whatever happens on disk later."""
+        key = task.path.resolve()
+        if key not in self.staged_tasks:
+            self.staged_tasks[key] = manifest.stage_task(key)
+        return self.staged_tasks[key]
+
+    def _check_staged(self, result: Result, staged: manifest.Staged) -> None:
+        """A task or engine data file that changed on disk during the evaluation: the candidate
+        did it (nothing else runs meanwhile), an integrity violation. The next evaluations
+        still use the staged bytes; the next process refuses a changed bundled file."""
+        for what, files in (("task_files_modified", staged), ("engine_data_modified", self.engine_data)):
+            changed = files.changed()
+            if not changed:
+                continue
+            names = ", ".join(manifest.rel(p) if manifest.is_bundled(p) else str(p) for p in changed)
+            hint = f"; {manifest.restore_hint(changed[0])}" if manifest.is_bundled(changed[0]) else "; restore them before the next run"
+            if not any(f.startswith(what) for f in result.integrity_flags):
+                result.integrity_flags.append(f"{what}: {names} changed on disk during the evaluation (judged with the copy staged before it){hint}")
+            if result.status == "passed":
+                compiled = result.stage("compile").status == "passed"  # scored as assemble scores a violation
+                result.status, result.failed_stage, result.speedup, result.sol_fraction = "failed", "performance", 0.0, None
+                result.points = scoring.points(compiled, False, 0.0)
+
+    def sandbox_record(self) -> dict[str, Any] | None:
+        """The executor's sandbox, as `Result.sandbox` records it (None: an executor that does not say)."""
+        info = getattr(self.executor, "sandbox_info", None)
+        return info.to_json() if hasattr(info, "to_json") else (dict(info) if isinstance(info, dict) else None)
 
 
 def evaluate(task: Task, candidate: Path | str, device: str = "cpu", seed: int | None = None, on_event: OnEvent | None = None) -> Result:

