@@ -509,10 +509,13 @@ class Evaluator:
             job_dir, limits, self.graphs, self.sync_each_call, self.timing, performance=performance, visible_only=visible_only,
             world_size=world_size, files=staged.named(task.path.resolve()),
         )
+        watched = (("task_files_modified", staged), ("engine_data_modified", self.engine_data))
+        before = [(what, files.on_disk()) for what, files in watched]
         seen = await self.executor.run(job, job_dir, job_deadline_s(limits), on_event)
         result = assemble(task, job, self.info, sha, seen, scan_notes)
         result.sandbox = self.sandbox_record()
-        self._check_staged(result, staged)
+        for what, files_before in before:
+            self._flag_changes(result, what, [p for p, data in files_before.items() if manifest.read(p) != data])
         return result
 
     def stage_task(self, task: Task) -> manifest.Staged:
@@ -523,27 +526,26 @@ class Evaluator:
             self.staged_tasks[key] = manifest.stage_task(key)
         return self.staged_tasks[key]
 
-    def _check_staged(self, result: Result, staged: manifest.Staged) -> None:
-        """A task or engine data file that changed on disk during the evaluation: the candidate
-        did it (nothing else runs meanwhile), an integrity violation. The next evaluations
-        still use the staged bytes; the next process refuses a changed bundled file."""
-        for what, files in (("task_files_modified", staged), ("engine_data_modified", self.engine_data)):
-            changed = files.changed()
-            if not changed:
-                continue
-            names = ", ".join(manifest.rel(p) if manifest.is_bundled(p) else str(p) for p in changed)
-            hint = f"; {manifest.restore_hint(changed[0])}" if manifest.is_bundled(changed[0]) else "; restore them before the next run"
-            if not any(f.startswith(what) for f in result.integrity_flags):
-                result.integrity_flags.append(f"{what}: {names} changed on disk during the evaluation (judged with the copy staged before it){hint}")
-            if result.status == "passed":
-                compiled = result.stage("compile").status == "passed"  # scored as assemble scores a violation
-                result.status, result.failed_stage, result.speedup, result.sol_fraction = "failed", "performance", 0.0, None
-                result.points = scoring.points(compiled, False, 0.0)
-
     def sandbox_record(self) -> dict[str, Any] | None:
         """The executor's sandbox, as `Result.sandbox` records it (None: an executor that does not say)."""
         info = getattr(self.executor, "sandbox_info", None)
         return info.to_json() if hasattr(info, "to_json") else (dict(info) if isinstance(info, dict) else None)
+
+    @staticmethod
+    def _flag_changes(result: Result, what: str, changed: list[Path]) -> None:
+        """A task or engine data file that changed on disk during the evaluation: the candidate
+        did it (nothing else runs meanwhile), an integrity violation. The next evaluations
+        still use the staged bytes; the next process refuses a changed bundled file."""
+        if not changed:
+            return
+        names = ", ".join(manifest.rel(p) if manifest.is_bundled(p) else str(p) for p in changed)
+        hint = f"; {manifest.restore_hint(changed[0])}" if manifest.is_bundled(changed[0]) else "; restore them before the next run"
+        if not any(f.startswith(what) for f in result.integrity_flags):
+            result.integrity_flags.append(f"{what}: {names} changed on disk during the evaluation (judged with the copy staged before it){hint}")
+        if result.status == "passed":
+            compiled = result.stage("compile").status == "passed"  # scored as assemble scores a violation
+            result.status, result.failed_stage, result.speedup, result.sol_fraction = "failed", "performance", 0.0, None
+            result.points = scoring.points(compiled, False, 0.0)
 
 
 def evaluate(task: Task, candidate: Path | str, device: str = "cpu", seed: int | None = None, on_event: OnEvent | None = None) -> Result:

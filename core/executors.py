@@ -238,7 +238,7 @@ class LocalExecutor:
                 self.harness = Harness(self.device, self.log_dir, policy)
             if self.harness.sandboxed:
                 job = _stage_for_sandbox(job, job_dir, self.harness.policy)
-                sandbox.grant(job_dir)
+            sandbox.grant(job_dir)  # as root, the candidate is uid 65534, sandboxed or not
             job_path.write_text(json.dumps(job))
             return self.harness.run(job_path, deadline_s, on_event)
         except HarnessError:

