@@ -34,6 +34,7 @@ from . import render
 # parsers whose `func(args, out, err) -> int` runs the command. They import heavy or optional
 # libraries (asyncssh, textual) inside `func`, never at import.
 UNSANDBOXED_FLAG = "--unsandboxed"
+EVALUATING = (None, "demo", "eval", "run", "serve")  # commands that run candidates or agents on this machine
 COMMAND_MODULES = ("arena_tui.tasks_cmd", "arena_tui.runs_cmd", "arena_tui.hosts_cmd", "arena_tui.devices_cmd", "arena_tui.run_cmd", "arena_tui.compare_cmd", "arena_tui.leaderboard_cmd", "arena_tui.check_cmd", "arena_tui.serve_cmd")
 
 
@@ -87,6 +88,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     out, err = Console(), Console(stderr=True)
     try:
+        if args.command in EVALUATING:
+            from core.sandbox import require
+
+            require()  # no sandbox and no --unsandboxed: one line, exit 2, before anything starts
         if args.command is None and _interactive(args):
             return _app(args, out, err)
         if args.command in (None, "demo"):

@@ -229,10 +229,10 @@ def wrap(argv: list[str], policy: SandboxPolicy) -> tuple[list[str], dict[str, s
     info = require()
     mode, _ = _mode(warn=False)
     if mode is None:
+        env = _environment(policy, sandboxed=False)  # makes its HOME: granted with the rest below
         for path in policy.writable:  # root, unsandboxed: the candidate's worker drops to uid 65534
             if Path(path).is_dir():
                 grant(path)
-        env = _environment(policy, sandboxed=False)
         if os.geteuid() == 0:
             env[CANDIDATE_UID_ENV] = str(SANDBOX_UID)  # the zygote drops every candidate worker to it
         return list(argv), env, info.status

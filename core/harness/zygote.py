@@ -9,8 +9,12 @@ walk away.
 The zygote is also the candidate's subreaper (`PR_SET_CHILD_SUBREAPER`): a process that the
 candidate double-forks and moves to a new session leaves the worker's process group, but it
 is re-parented to the zygote, not to init, so `cleanup()` finds and kills it at the end of the
-evaluation (and reports how many escaped the group). A PID namespace (the sandbox) does the
-same by construction; this is the path without one.
+evaluation and reports what had escaped the group: an integrity flag (`leftover_processes`),
+since what honest code starts (a compiler, a worker pool) stays in the worker's group. A PID
+namespace (the sandbox) does the same by construction; this is the path without one.
+
+Unsandboxed as root, the zygote also makes every candidate worker uid 65534 before it runs any
+of the candidate's code (`drop_privileges`).
 """
 
 from __future__ import annotations
