@@ -189,7 +189,10 @@ class _Mode:
 def sandbox_info() -> SandboxInfo:
     """This machine's standard isolation, as results record it (never raises: without a
     sandbox it says why, e.g. `bwrap cannot make namespaces here (...)`)."""
-    mode, reason = _mode(warn=False)
+    try:
+        mode, reason = _mode(warn=False)
+    except SandboxUnavailable as exc:  # a bad ARENA_SANDBOX value
+        mode, reason = None, str(exc)
     return mode.info() if mode else SandboxInfo(UNSANDBOXED, reason, *_found_bwrap_fields())
 
 
@@ -668,10 +671,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("argv", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     if args.command == "status":
-        try:
-            print(json.dumps(sandbox_info().to_json()))
-        except SandboxUnavailable as exc:  # a bad ARENA_SANDBOX value
-            print(json.dumps(SandboxInfo(UNSANDBOXED, str(exc)).to_json()))
+        print(json.dumps(sandbox_info().to_json()))
         return 0
     command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     if not command:
