@@ -306,6 +306,13 @@ def python_paths() -> tuple[Path, ...]:
     return tuple(sorted(p for p in {_abs(p) for p in paths} if not _holds_private_tmp(p)))
 
 
+def library_paths() -> tuple[Path, ...]:
+    """The folders on LD_LIBRARY_PATH (a CUDA or ROCm installed outside the system folders,
+    say), which the loader inside must see as outside."""
+    found = (_abs(p) for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p.startswith("/") and os.path.isdir(p))
+    return tuple(dict.fromkeys(p for p in found if not _holds_private_tmp(p) and not _under(p, (Path("/tmp"),))))
+
+
 def private_masks() -> tuple[Path, ...]:
     """Folders that hold people's secrets: home folders, per-user runtime folders (agent
     sockets), root's home."""
@@ -326,8 +333,9 @@ def for_harness(writable: tuple[Path, ...], read_only: tuple[Path, ...], env: Ma
     )
     prefixes = {_abs(p) for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix)}
     python = tuple(p for p in python_paths() if not _under(p, masked) or _under(p, prefixes))
+    libraries = tuple(p for p in library_paths() if not _under(p, masked))
     return SandboxPolicy(
-        writable=tuple(writable), read_only=(*read_only, *python), masked=(*private_masks(), *masked),
+        writable=tuple(writable), read_only=(*read_only, *python, *libraries), masked=(*private_masks(), *masked),
         devices=gpu_device_nodes() if gpu else (), env=dict(env), limits=limits, cwd=writable[0] if writable else None,
     )
 
