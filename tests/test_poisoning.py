@@ -87,14 +87,23 @@ def _unchanged(targets: list[tuple[Path, str]], before: dict[Path, bytes]) -> No
         assert (path.read_bytes() if path.exists() else None) == before[path], f"{path} was changed"
 
 
-def test_sandboxed_a_poisoner_changes_nothing_and_honest_candidates_still_pass(monkeypatch, tmp_path, targets):
+@pytest.fixture(scope="module")
+def unsandboxed(tmp_path_factory):
+    """One warm harness without the sandbox (as `--unsandboxed` runs it) for the module."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(sandbox.SWITCH, "off")
+        with Evaluator("cpu", workdir=tmp_path_factory.mktemp("runs"), timing=FAST) as evaluator:
+            yield evaluator
+
+
+def test_sandboxed_a_poisoner_changes_nothing_and_honest_candidates_still_pass(cpu_evaluator, monkeypatch, tmp_path, targets):
     monkeypatch.delenv(sandbox.SWITCH, raising=False)
     require_sandbox()
     before = {p: p.read_bytes() if p.exists() else None for p, _ in targets}
-    with Evaluator("cpu", timing=FAST) as evaluator:
-        task = load_task(AXPY)
-        bad = evaluator.evaluate(task, poisoner(tmp_path, targets), limits=LIMITS)
-        honest = evaluator.evaluate(task, HONEST, limits=LIMITS)
+    evaluator = cpu_evaluator  # the session's warm sandboxed harness, as `arena` uses one
+    task = load_task(AXPY)
+    bad = evaluator.evaluate(task, poisoner(tmp_path, targets), limits=LIMITS)
+    honest = evaluator.evaluate(task, HONEST, limits=LIMITS)
     seen = report(bad)
     # Hidden (the task folders, $HOME: not in the sandbox) or read-only (core/): never written.
     assert all(v != "written" for v in seen["outcome"].values()), seen
@@ -104,15 +113,13 @@ def test_sandboxed_a_poisoner_changes_nothing_and_honest_candidates_still_pass(m
     assert honest.status == "passed" and honest.sandbox["mode"] == "bubblewrap", honest.stages
 
 
-def test_unsandboxed_as_root_candidates_run_as_nobody_and_cannot_write_the_installation(monkeypatch, tmp_path, targets):
+def test_unsandboxed_as_root_candidates_run_as_nobody_and_cannot_write_the_installation(unsandboxed, tmp_path, targets):
     if os.geteuid() != 0:
         pytest.skip("only root's unsandboxed candidates are dropped to uid 65534 (an ordinary user's run as that user)")
-    monkeypatch.setenv(sandbox.SWITCH, "off")
     before = {p: p.read_bytes() if p.exists() else None for p, _ in targets}
-    with Evaluator("cpu", workdir=tmp_path / "runs", timing=FAST) as evaluator:
-        task = load_task(AXPY)
-        bad = evaluator.evaluate(task, poisoner(tmp_path, targets), limits=LIMITS)
-        honest = evaluator.evaluate(task, HONEST, limits=LIMITS)
+    task = load_task(AXPY)
+    bad = unsandboxed.evaluate(task, poisoner(tmp_path, targets), limits=LIMITS)
+    honest = unsandboxed.evaluate(task, HONEST, limits=LIMITS)
     seen = report(bad)
     assert seen["uid"] == sandbox.SANDBOX_UID, seen
     assert all(v == "PermissionError" for v in seen["outcome"].values()), seen
@@ -121,20 +128,18 @@ def test_unsandboxed_as_root_candidates_run_as_nobody_and_cannot_write_the_insta
     assert honest.status == "passed", honest.stages
 
 
-def test_a_task_folder_a_candidate_can_write_is_flagged_and_later_candidates_use_the_staged_copy(monkeypatch, tmp_path):
+def test_a_task_folder_a_candidate_can_write_is_flagged_and_later_candidates_use_the_staged_copy(unsandboxed, tmp_path):
     """A user's task folder, open to all, unsandboxed: the poisoner rewrites the reference and
     the baseline to return zeros. Its own evaluation is flagged; the next candidate is judged
     with the files as staged before the poisoner ran, and passes."""
-    monkeypatch.setenv(sandbox.SWITCH, "off")
     task_dir = tmp_path / "tasks" / "elementwise" / "axpy"
     shutil.copytree(AXPY, task_dir)
     for p in [task_dir, *task_dir.iterdir()]:
         p.chmod(0o777 if p.is_dir() else 0o666)
     targets = [(task_dir / "reference.py", "w"), (task_dir / "baseline.py", "w")]
-    with Evaluator("cpu", workdir=tmp_path / "runs", timing=FAST) as evaluator:
-        task = load_task(task_dir)
-        bad = evaluator.evaluate(task, poisoner(tmp_path, targets), limits=LIMITS)
-        honest = evaluator.evaluate(task, HONEST, limits=LIMITS)
+    task = load_task(task_dir)
+    bad = unsandboxed.evaluate(task, poisoner(tmp_path, targets), limits=LIMITS)
+    honest = unsandboxed.evaluate(task, HONEST, limits=LIMITS)
     assert all(v == "written" for v in report(bad)["outcome"].values())
     assert "x * 0" in (task_dir / "reference.py").read_text()  # the poison is on disk ...
     assert bad.status == "failed" and any(f.startswith("task_files_modified") for f in bad.integrity_flags), bad.integrity_flags

