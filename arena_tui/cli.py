@@ -4,8 +4,9 @@
 `sim:h200` (predicted H200 times) where there is none, and prints the scores (in a terminal: the
 app on the same run); `arena eval` scores one candidate; `arena tasks list|show|validate|new|add-model`
 browses, checks, creates and extends the tasks (arena_tui/tasks_cmd.py).
-Exit codes: 0 passed, 1 a stage failed or an integrity violation, 2 bad input, 3 an
-infrastructure fault. Textual and asyncssh (later issues) are imported lazily here, so that
+Exit codes: 0 passed, 1 a stage failed or an integrity violation, 2 bad input or a set-up to
+fix (no working sandbox without `--unsandboxed`, a bundled file that no longer matches the
+manifest), 3 an infrastructure fault. Textual and asyncssh (later issues) are imported lazily here, so that
 `arena eval` runs on a GPU box that has only torch and triton.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -32,6 +34,8 @@ from . import local_devices, render
 # Command modules that add their own subcommands: each has `register(subparsers)`, which adds
 # parsers whose `func(args, out, err) -> int` runs the command. They import heavy or optional
 # libraries (asyncssh, textual) inside `func`, never at import.
+UNSANDBOXED_FLAG = "--unsandboxed"
+EVALUATING = (None, "demo", "eval", "run", "serve")  # commands that run candidates or agents on this machine
 COMMAND_MODULES = ("arena_tui.tasks_cmd", "arena_tui.runs_cmd", "arena_tui.hosts_cmd", "arena_tui.devices_cmd", "arena_tui.run_cmd", "arena_tui.compare_cmd", "arena_tui.leaderboard_cmd", "arena_tui.check_cmd", "arena_tui.serve_cmd", "arena_tui.import_cmd", "arena_tui.dataset_cmd")
 
 
@@ -51,6 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--tasks-dir", type=Path, help="a folder of task folders to use instead of the bundled tasks")
     p.add_argument("--headless", action="store_true", help="`arena` alone: print the demo's scores instead of opening the app")
     p.add_argument("--db", type=Path, metavar="PATH", help="the results store (default: $ARENA_DB, else ${XDG_DATA_HOME:-~/.local/share}/kernel-arena/arena.db)")
+    p.add_argument("--unsandboxed", action="store_true", help="run candidates without the sandbox (as ARENA_SANDBOX=off), anywhere on the command line; recorded in every result (docs/sandbox.md)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     demo = sub.add_parser("demo", help="evaluate the bundled tasks' starters (what `arena` alone does)")
@@ -81,11 +86,22 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from core.manifest import ManifestMismatch
+    from core.sandbox import SWITCH, SandboxUnavailable
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if UNSANDBOXED_FLAG in argv[: argv.index("--") if "--" in argv else len(argv)]:  # any subcommand's, not only the top level's
+        argv.remove(UNSANDBOXED_FLAG)
+        os.environ[SWITCH] = "off"
     args = _parser().parse_args(argv)
     out, err = Console(), Console(stderr=True)
     if getattr(args, "json", False):
         err = _JsonErrors(args)  # scripts asked for JSON: an error is one JSON object on stdout
     try:
+        if args.command in EVALUATING:
+            from core.sandbox import require
+
+            require()  # no sandbox and no --unsandboxed: one line, exit 2, before anything starts
         if args.command is None and _interactive(args):
             return _app(args, out, err)
         if args.command in (None, "demo"):
@@ -95,6 +111,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if hasattr(args, "func"):
             return args.func(args, out, err)
     except (TaskError, UnknownTaskError, DeviceError) as exc:
+        _error(err, exc)
+        return EXIT_BAD_INPUT
+    except (SandboxUnavailable, ManifestMismatch) as exc:  # a set-up to fix: no sandbox, a changed bundled file
         _error(err, exc)
         return EXIT_BAD_INPUT
     except ProbeError as exc:

@@ -1,5 +1,5 @@
 """`arena hosts check`: connect to every host of the hosts file in parallel and show, per host,
-its Python, torch and Triton versions and its devices, or one error saying what is wrong and
+its Python, torch and Triton versions, its devices and its sandbox mode, or one error saying what is wrong and
 how to fix it. Exit 0 when every host is usable, 3 otherwise, 2 for a bad hosts file."""
 
 from __future__ import annotations
@@ -58,6 +58,10 @@ def check_command(args: argparse.Namespace, out: Console, err: Console) -> int:
             out.print(f"  Python {f.python} · torch {f.torch} · Triton {f.triton or 'not installed'}"
                       f"{' · ROCm ' + f.hip if f.hip else ' · CUDA ' + f.cuda if f.cuda else ''}", highlight=False, soft_wrap=True)
             out.print(f"  devices: {escape(devices)}", highlight=False, soft_wrap=True)
+            if r.sandbox is not None:
+                where = f" ({escape(r.sandbox.bwrap)}, {escape(r.sandbox.source or '')})" if r.sandbox.bwrap and r.sandbox.sandboxed else ""
+                colour = "green" if r.sandbox.sandboxed else "yellow"
+                out.print(f"  sandbox: [{colour}]{escape(r.sandbox.status)}[/]{where}", highlight=False, soft_wrap=True)
     return EXIT_PASSED if all(r.ok for r in reports) else EXIT_INFRASTRUCTURE
 
 
@@ -66,4 +70,5 @@ def _report_json(r: Any) -> dict[str, Any]:
     if r.error is not None:
         return {**base, "error": {"kind": r.error.kind, "message": str(r.error)}}
     f = r.facts
-    return {**base, "python": f.python, "torch": f.torch, "triton": f.triton, "hip": f.hip, "cuda": f.cuda, "devices": f.devices}
+    box = r.sandbox.to_json() if r.sandbox is not None else None
+    return {**base, "python": f.python, "torch": f.torch, "triton": f.triton, "hip": f.hip, "cuda": f.cuda, "devices": f.devices, "sandbox": box}

@@ -69,14 +69,29 @@ async def evaluate_batch(
     notes = [scan.scan_candidate(p, task_dtypes(task)) for p in paths]  # before any runs: one may rewrite another's file
     members = [{"entry": p.name, "sources": candidate_files(p)} for p in paths]
     job_dir = evaluator._job_dir()
+    staged = evaluator.stage_task(task)  # judged with the task's files as staged before any candidate ran
     job = build_job(
         task, job_dir / "batch", evaluator.info, evaluator.executor.torch_device(), seed, job_dir, limits, evaluator.graphs,
         evaluator.sync_each_call, evaluator.timing, performance=performance, visible_only=visible_only, profile=profile,
+        files=staged.named(task.path.resolve()),
     )
     job["batch"] = members
     job["reference_cache_bytes"] = CPU_CACHE_BYTES if evaluator.info.type in ("cpu", "sim") else GPU_CACHE_BYTES
     seen: list[events.Event] = []
     results: list[Result] = []
+
+    # Task and engine files are compared with their staged bytes after each member finishes, so a
+    # change is the member's that just ran (members run one after another): its flag, no neighbour's.
+    watched = (("task_files_modified", staged), ("engine_data_modified", evaluator.engine_data))
+    on_disk = {what: files.on_disk() for what, files in watched}
+
+    def judged(result: Result) -> Result:
+        result.sandbox = evaluator.sandbox_record()
+        for what, files in watched:
+            now = files.on_disk()
+            evaluator._flag_changes(result, what, [p for p, data in now.items() if data != on_disk[what][p]])
+            on_disk[what] = now
+        return result
 
     def collect(event: events.Event) -> None:
         seen.append(event)
@@ -86,7 +101,7 @@ async def evaluate_batch(
             k = len(results)
             part = split_evaluations(seen)[-1]
             seen.clear()
-            results.append(done(k, assemble(task, job, evaluator.info, shas[k], part, notes[k])))
+            results.append(done(k, judged(assemble(task, job, evaluator.info, shas[k], part, notes[k]))))
 
     try:
         await evaluator.executor.run(job, job_dir, job_deadline_s(limits) * len(paths), collect)

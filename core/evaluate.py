@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from . import __version__, events, scan, scoring
+from . import __version__, events, manifest, scan, scoring
 from .devices import DeviceInfo, Peaks
 from .profiles import CI_TARGET, SPECS, Profile, parse_profile, per_regime
 from .executors import Executor, HarnessError, LocalExecutor
@@ -175,23 +175,25 @@ def bandwidth_figures(task: Task, w: Workload, candidate_us: float, baseline_us:
     return figures
 
 
-def task_file_hashes(task: Task) -> dict[str, str]:
-    """sha256 of the task's files as they are now: the harness executes only these bytes and
-    reports any change made during the evaluation."""
-    return {name: hashlib.sha256(task.file(name).read_bytes()).hexdigest() for name in TASK_FILES if task.file(name).is_file()}
+def task_file_hashes(task: Task, files: dict[str, bytes] | None = None) -> dict[str, str]:
+    """sha256 of the task's files (as staged in `files`, else as they are now): the harness
+    executes only these bytes and reports any change made during the evaluation."""
+    files = files if files is not None else {n: task.file(n).read_bytes() for n in TASK_FILES if task.file(n).is_file()}
+    return {name: hashlib.sha256(files[name]).hexdigest() for name in TASK_FILES if name in files}
 
 
-def task_sources(task: Task) -> dict[str, str]:
+def task_sources(task: Task, files: dict[str, bytes] | None = None) -> dict[str, str]:
     """The code the trusted worker runs (reference, baseline, optional inputs.py), carried in
     the job: the harness needs no task folder, so the sandbox may hide it from the candidate."""
-    return {name: task.file(name).read_bytes().decode() for name in TASK_SOURCES if task.file(name).is_file()}
+    files = files if files is not None else {n: task.file(n).read_bytes() for n in TASK_SOURCES if task.file(n).is_file()}
+    return {name: files[name].decode() for name in TASK_SOURCES if name in files}
 
 
 def build_job(
     task: Task, candidate: Path, info: DeviceInfo, torch_device: str, secret_seed: int, workdir: Path,
     limits: Limits | None = None, graphs: bool = True, sync_each_call: bool = False, timing: Timing | None = None,
     candidate_memory_bytes: int | None = None, performance: bool = True, visible_only: bool = False, world_size: int | None = None,
-    profile: Profile | str | None = None,
+    profile: Profile | str | None = None, files: dict[str, bytes] | None = None,
 ) -> dict[str, Any]:
     """The resolved job the harness runs: nothing in it needs the engine to interpret.
 
@@ -203,7 +205,8 @@ def build_job(
     agent sees may never name a hidden shape), so generalization is reported skipped.
     `world_size` runs a multi-rank task on that many ranks (default: `world_size_for`); its
     workloads then carry the axis W. `profile` (docs/evaluation.md): `full` (default) or
-    `train`: which workloads are timed, the timing budget, and the limits."""
+    `train`: which workloads are timed, the timing budget, and the limits. `files` are the task's
+    files as staged before any candidate ran (`Evaluator` passes them; default: read now)."""
     profile = parse_profile(profile)
     spec = SPECS[profile]
     limits = limits or task.limits
@@ -254,8 +257,8 @@ def build_job(
         "version": 1,
         "task_id": task.id,
         "task_dir": str(task.path),
-        "task_files": task_file_hashes(task),
-        "task_sources": task_sources(task),
+        "task_files": task_file_hashes(task, files),
+        "task_sources": task_sources(task, files),
         "candidate": str(candidate.resolve()),
         "device": {"id": info.id, "type": info.type, "torch_device": torch_device, **({"aot": sim["aot"]} if sim else {})},
         "inputs": [_spec_json(s) for s in task.inputs],
@@ -509,6 +512,10 @@ class Evaluator:
         default queues a round's calls back to back, see docs/fidelity.md); `timing` replaces
         the device's timing budget (the cheat suite's short one, say)."""
         self.graphs, self.sync_each_call, self.timing = graphs, sync_each_call, timing
+        # What judges candidates is read once, checked against the manifest, before any of them
+        # runs (a mismatch raises ManifestMismatch: exit 2); later evaluations use these bytes.
+        self.engine_data = manifest.stage_engine_data()
+        self.staged_tasks: dict[Path, manifest.Staged] = {}
         self.keep = keep_workdir or workdir is not None
         self.root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="arena-"))
         self.root.mkdir(parents=True, exist_ok=True)
@@ -544,7 +551,9 @@ class Evaluator:
                 return asyncio.run(self.aevaluate(task, candidate, seed, on_event, limits, performance, world_size=world_size, profile=profile))
             except HarnessError as exc:
                 if attempt == 1:
-                    return infrastructure_result(task, self.info, check_candidate(Path(candidate)), str(exc), parse_profile(profile).value)
+                    result = infrastructure_result(task, self.info, check_candidate(Path(candidate)), str(exc), parse_profile(profile).value)
+                    result.sandbox = self.sandbox_record()
+                    return result
         raise AssertionError("unreachable")
 
     def _job_dir(self) -> Path:
@@ -565,13 +574,49 @@ class Evaluator:
         sha = check_candidate(candidate)
         scan_notes = scan.scan_candidate(candidate, task_dtypes(task))  # before it runs: it may rewrite itself
         job_dir = self._job_dir()
+        staged = self.stage_task(task)
         job = build_job(
             task, candidate, self.info, self.executor.torch_device(), seed if seed is not None else secrets.randbits(63),
             job_dir, limits, self.graphs, self.sync_each_call, self.timing, performance=performance, visible_only=visible_only,
-            world_size=world_size, profile=profile,
+            world_size=world_size, profile=profile, files=staged.named(task.path.resolve()),
         )
+        watched = (("task_files_modified", staged), ("engine_data_modified", self.engine_data))
+        before = [(what, files.on_disk()) for what, files in watched]
         seen = await self.executor.run(job, job_dir, job_deadline_s(limits), on_event)
-        return assemble(task, job, self.info, sha, seen, scan_notes)
+        result = assemble(task, job, self.info, sha, seen, scan_notes)
+        result.sandbox = self.sandbox_record()
+        for what, files_before in before:
+            self._flag_changes(result, what, [p for p, data in files_before.items() if manifest.read(p) != data])
+        return result
+
+    def stage_task(self, task: Task) -> manifest.Staged:
+        """The task's files as first read by this evaluator (a bundled task checked against the
+        manifest): every evaluation is judged with these bytes, whatever happens on disk later."""
+        key = task.path.resolve()
+        if key not in self.staged_tasks:
+            self.staged_tasks[key] = manifest.stage_task(key)
+        return self.staged_tasks[key]
+
+    def sandbox_record(self) -> dict[str, Any] | None:
+        """The executor's sandbox, as `Result.sandbox` records it (None: an executor that does not say)."""
+        info = getattr(self.executor, "sandbox_info", None)
+        return info.to_json() if hasattr(info, "to_json") else (dict(info) if isinstance(info, dict) else None)
+
+    @staticmethod
+    def _flag_changes(result: Result, what: str, changed: list[Path]) -> None:
+        """A task or engine data file that changed on disk during the evaluation: the candidate
+        did it (nothing else runs meanwhile), an integrity violation. The next evaluations
+        still use the staged bytes; the next process refuses a changed bundled file."""
+        if not changed:
+            return
+        names = ", ".join(manifest.rel(p) if manifest.is_bundled(p) else str(p) for p in changed)
+        hint = f"; {manifest.restore_hint(changed[0])}" if manifest.is_bundled(changed[0]) else "; restore them before the next run"
+        if not any(f.startswith(what) for f in result.integrity_flags):
+            result.integrity_flags.append(f"{what}: {names} changed on disk during the evaluation (judged with the copy staged before it){hint}")
+        if result.status == "passed":
+            compiled = result.stage("compile").status == "passed"  # scored as assemble scores a violation
+            result.status, result.failed_stage, result.speedup, result.sol_fraction = "failed", "performance", 0.0, None
+            result.points = scoring.points(compiled, False, 0.0)
 
     async def aevaluate_batch(
         self, task: Task, candidates: Sequence[Path | str], seed: int | None = None, on_event: OnEvent | None = None,

