@@ -245,7 +245,7 @@ class LocalExecutor:
                 self.harness = Harness(self.device, self.log_dir, policy)
             if self.harness.sandboxed:
                 job = _stage_for_sandbox(job, job_dir, self.harness.policy)
-                sandbox.grant(job_dir)  # as root, the candidate is uid 65534, sandboxed or not
+            sandbox.grant(job_dir)  # as root, the candidate is uid 65534, sandboxed or not
             # the job travels on the pipe, never as a file; a batch ends after one evaluation per member
             return self.harness.run(job, deadline_s, on_event, len(job.get("batch") or ()) or 1)
         except HarnessError:

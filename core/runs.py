@@ -623,7 +623,9 @@ async def execute(
             groups.setdefault((planned[key].task.id, pending[key].device_id), []).append(key)
         together = []
         for members in groups.values():
-            if len(members) == 1 or planned[members[0]].task.world_size is not None:
+            # Ray devices run each evaluation as its own Ray task, spread over the cluster's slots
+            # (core/ray_executor.py): a batch would pin a task's candidates to one node.
+            if len(members) == 1 or planned[members[0]].task.world_size is not None or pending[members[0]].device_id.startswith("ray:"):
                 alone += members
                 continue
             fresh = secrets.randbits(63)

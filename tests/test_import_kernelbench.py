@@ -52,7 +52,7 @@ def test_a_converted_task_says_where_it_came_from_and_what_was_derived(imported)
     # run(*inputs): the forward's argument, then the model's parameters; their sizes are the model's own.
     # (named_parameters() order: a module's own parameters before its children's)
     assert [(s.name, s.shape) for s in task.inputs] == [("x", ("batch_size", 512)), ("p_bias", (384,)), ("p_linear_weight", (384, 512)), ("p_linear_bias", (384,))]
-    assert (task.correctness.atol, task.correctness.rtol) == (1e-4, 1e-4)  # KernelBench's own for fp32
+    assert (task.correctness.atol, task.correctness.rtol) == (1e-2, 1e-2)  # KernelBench v0.1's for fp32 (docs/interop.md says why)
 
 
 def test_hidden_workloads_scale_only_the_sizes_that_do_not_build_the_model(imported):

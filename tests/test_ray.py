@@ -47,7 +47,7 @@ def cluster():
 
 @pytest.fixture(autouse=True)
 def _fast_jobs(monkeypatch):
-    monkeypatch.setattr(Timing, "for_device", classmethod(lambda cls, device_type: FAST))
+    monkeypatch.setattr(Timing, "for_device", classmethod(lambda cls, device_type, profile=None: FAST))
 
 
 def recording_factory(made: list[RayExecutor]):

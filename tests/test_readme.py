@@ -37,6 +37,7 @@ NOT_RUN = {
     "arena tasks new moe/my_kernel": "writes into the bundled tasks folder: tests/test_scaffold.py",
     "arena serve": "a server that runs until stopped: tests/test_serve.py",
     "arena serve --leaderboard-only": "a server that runs until stopped: tests/test_web.py drives its page in Chromium",
+    "arena eval --task gemm/bf16_gemm --candidate solution.py --device cuda:0 --profile train": "needs a GPU (profiles: tests/test_batch.py)",
     "arena devices --ray auto": "needs a Ray cluster: tests/test_ray.py starts one",
     "arena import kernelbench ~/KernelBench --out kb-tasks": "needs a KernelBench checkout: tests/test_import_kernelbench.py imports a fixture in its format",
     "arena import agentkernelarena ~/AgentKernelArena --out aka-tasks": "needs an AgentKernelArena checkout: tests/test_import_agentkernelarena.py imports a fixture",

@@ -407,7 +407,7 @@ def test_arena_eval_still_prints_its_result_when_the_store_cannot_be_opened(caps
         def __exit__(self, *exc: object) -> None:
             pass
 
-        def evaluate(self, task, candidate, seed=None, on_event=None, world_size=None):
+        def evaluate(self, task, candidate, seed=None, on_event=None, world_size=None, profile=None):
             return make_result(status="failed", device="cpu")
 
     monkeypatch.setattr(core.evaluate, "Evaluator", CannedEvaluator)

@@ -38,8 +38,11 @@ from .report import Converted, ImportReport, Skipped
 FAMILY = "kernelbench"
 LICENSE = "MIT"
 PRECISIONS = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
-# KernelBench's own tolerance per precision (src/kernelbench/eval.py, get_tolerance_for_precision).
-TOLERANCE = {"fp32": 1.0e-4, "fp16": 1.0e-2, "bf16": 1.0e-2}
+# KernelBench's tolerances (src/kernelbench/eval.py): 1e-2 for fp16 and bf16, and for fp32 the
+# 1e-2 of its v0 and v0.1. Its current 1e-4 for fp32 compares against the model run the same way
+# in the same process; here the reference is float64, and PyTorch's default TF32 convolutions
+# are ~1e-3 off it (measured on the H200: the eager model itself failed 1e-4).
+TOLERANCE = {"fp32": 1.0e-2, "fp16": 1.0e-2, "bf16": 1.0e-2}
 CPU_BYTES = 2 << 20  # a CPU workload moves at most this much (inputs, parameters, outputs) ...
 CPU_FLOPS = 5e7  # ... and computes at most this much, where the scalable constants allow
 HIDDEN_FACTORS = (0.75, 1.3)  # the fixed hidden GPU workloads, relative to the problem's sizes
@@ -320,7 +323,7 @@ def _task_yaml(
             "precision": options.precision,
             "derived": {
                 "hidden_workloads": f"scaled {', '.join(layout_scaled(base, gpu_hidden))}; no drawn workloads (the sizes are code, not ranges)",
-                "tolerance": f"KernelBench's own for {options.precision}: atol = rtol = {tol:g}",
+                "tolerance": f"KernelBench's for {options.precision} (v0.1's for fp32): atol = rtol = {tol:g}",
                 "flops": "torch.utils.flop_counter.FlopCounterMode on the meta device, per workload",
                 "bytes": "sizes of every input, parameter and output, per workload",
                 "parameters": "drawn uniform in ±1/sqrt(fan_in), as PyTorch's default initialisation",
@@ -452,17 +455,44 @@ _PARAMETERS = {params!r}  # (name, shape, fan_in)
 _DTYPE = torch.{dtype}
 
 
-def _problem(axes):
+_RANDOM = {{"rand", "randn", "randint", "randperm", "normal", "bernoulli", "multinomial", "poisson"}}
+_FACTORIES = {{"zeros", "ones", "empty", "full", "arange", "linspace", "eye", "tensor"}}
+_compiled = {{}}
+
+
+class _OnDevice(ast.NodeTransformer):
+    """`torch.rand(...)` and friends draw with the evaluation's generator on its device (given
+    explicitly, never through a device context or torch's global generator: every process that
+    draws a workload's inputs gets the same tensors), and factories allocate on that device."""
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        f = node.func
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "torch":
+            given = {{k.arg for k in node.keywords}}
+            extra = []
+            if f.attr in _RANDOM and "generator" not in given:
+                extra.append(ast.keyword("generator", ast.Name("_arena_generator", ast.Load())))
+            if (f.attr in _RANDOM or f.attr in _FACTORIES) and "device" not in given and f.attr not in ("normal", "bernoulli", "multinomial", "poisson"):
+                extra.append(ast.keyword("device", ast.Name("_arena_device", ast.Load())))
+            node.keywords += extra
+        return node
+
+
+def _problem(axes, generator):
     """The problem's namespace with the scaled constants set where each is assigned."""
-    body = []
-    for node in ast.parse(_SOURCE).body:
-        body.append(node)
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
-        names = {{n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}}
-        for name in sorted(names & set(_SCALED)):
-            body.append(ast.parse(f"{{name}} = _axes[{{name!r}}]").body[0])
-    ns = {{"_axes": {{k: axes[k] for k in _SCALED}}, "__name__": "kernelbench_inputs"}}
-    exec(compile(ast.fix_missing_locations(ast.Module(body=body, type_ignores=[])), "{source}", "exec"), ns)
+    if "code" not in _compiled:
+        body = []
+        for node in ast.parse(_SOURCE).body:
+            body.append(node)
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+            names = {{n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}}
+            for name in sorted(names & set(_SCALED)):
+                body.append(ast.parse(f"{{name}} = _axes[{{name!r}}]").body[0])
+        tree = _OnDevice().visit(ast.Module(body=body, type_ignores=[]))
+        _compiled["code"] = compile(ast.fix_missing_locations(tree), "{source}", "exec")
+    ns = {{"_axes": {{k: axes[k] for k in _SCALED}}, "__name__": "kernelbench_inputs", "_arena_generator": generator, "_arena_device": generator.device}}
+    exec(_compiled["code"], ns)
     return ns
 
 
@@ -475,9 +505,7 @@ def _cast(x, device):
 
 def make_inputs(axes, generator):
     device = generator.device
-    torch.manual_seed(generator.initial_seed())  # get_inputs() draws from torch's global generator
-    with torch.device(device):
-        args = [_cast(x, device) for x in _problem(axes)["get_inputs"]()]
+    args = [_cast(x, device) for x in _problem(axes, generator)["get_inputs"]()]
     for name, shape, fan_in in _PARAMETERS:
         bound = 1.0 / math.sqrt(fan_in)
         p = torch.empty(shape, dtype=torch.float32, device=device).uniform_(-bound, bound, generator=generator)
