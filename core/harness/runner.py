@@ -469,6 +469,15 @@ class Evaluation:
             checked = 0
             impl = None
             done = 0
+
+            def baseline_round(request: dict[str, Any]) -> str | None:
+                """One baseline round, its walls and times kept; which of task.yaml's `baselines:` ran."""
+                t0 = time.monotonic()
+                base = self._trusted_call(request, deadline)
+                walls["baseline"].append({"wall_s": time.monotonic() - t0, "reported_s": sum(base["times_us"]) / 1e6, "calls": len(base["times_us"])})
+                sides["baseline"] += base["times_us"]
+                return base.get("impl")  # baseline.py's IMPL
+
             for r in range(rounds):
                 first = r * 100_000
                 request = {
@@ -481,11 +490,7 @@ class Evaluation:
                 # ends the stage in seconds, not at the stage's limit (docs/evaluation.md).
                 if mode is not None:
                     request["graph"] = graph
-                    t0 = time.monotonic()
-                    base = self._trusted_call(request, deadline)
-                    walls["baseline"].append({"wall_s": time.monotonic() - t0, "reported_s": sum(base["times_us"]) / 1e6, "calls": len(base["times_us"])})
-                    sides["baseline"] += base["times_us"]
-                    impl = base.get("impl")  # which of task.yaml's `baselines:` ran (baseline.py's IMPL)
+                    impl = baseline_round(request) or impl
                 round_limit, limit_note = self._round_limit(w["label"], walls["baseline"])
                 sample = [self.rng.random() for _ in range(sampled)]
                 t0 = time.monotonic()
@@ -509,11 +514,7 @@ class Evaluation:
                     notes.append(f"timed without CUDA graphs: {reply.get('graph_error', 'capture failed')}")
                 if first_round:  # the first round's baseline comes after the candidate's: it needs the candidate's mode
                     request["graph"] = graph
-                    t0 = time.monotonic()
-                    base = self._trusted_call(request, deadline)
-                    walls["baseline"].append({"wall_s": time.monotonic() - t0, "reported_s": sum(base["times_us"]) / 1e6, "calls": len(base["times_us"])})
-                    sides["baseline"] += base["times_us"]
-                    impl = base.get("impl")  # which of task.yaml's `baselines:` ran (baseline.py's IMPL)
+                    impl = baseline_round(request) or impl
                 done = r + 1
                 if target > 0 and done >= min_rounds and all(ci_rel(sorted(sides[k])) <= target for k in sides):
                     break  # both medians known to ±target: more rounds would not move the speedup
