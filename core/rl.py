@@ -210,6 +210,15 @@ def public_result(result: Result, task: Task | None = None) -> dict[str, Any]:
 # --- results the harness never produced ------------------------------------------------------
 
 
+def _write_candidate(source: str) -> tuple[Path, Path]:
+    """The source in a private folder (mode 700) outside every harness's folders: (folder, file)."""
+    folder = Path(tempfile.mkdtemp(prefix="arena-cand-"))
+    path = folder / "candidate.py"
+    path.write_text(source)
+    path.chmod(0o600)
+    return folder, path
+
+
 def _device_json(evaluator: Evaluator | None, device: str) -> dict[str, Any]:
     if evaluator is None:
         return {"id": device, "model": None, "vendor": None, "arch": None}
@@ -382,10 +391,7 @@ class Arena:
         if request.device is not None and request.device not in self.devices:
             raise DeviceError(f"device `{request.device}` is not one of this arena's devices ({', '.join(self.devices)}): leave it out or add it")
         task = self.task(request.task_id)
-        folder = Path(tempfile.mkdtemp(prefix="arena-cand-"))  # private (mode 700), outside every harness's folders
-        path = folder / "candidate.py"
-        path.write_text(request.source)
-        path.chmod(0o600)
+        folder, path = _write_candidate(request.source)
         fn, label = (get_reward(reward), reward_name(reward)) if reward is not None else (self.reward_fn, self.reward_label)
         job = Job(f"rl-{next(self._ids)}", tuple([request.device] if request.device else self.devices), payload=_Work(task, path, request))
         try:
@@ -410,13 +416,7 @@ class Arena:
         if first.device is not None and first.device not in self.devices:
             raise DeviceError(f"device `{first.device}` is not one of this arena's devices ({', '.join(self.devices)}): leave it out or add it")
         task = self.task(first.task_id)
-        folders = [Path(tempfile.mkdtemp(prefix="arena-cand-")) for _ in requests]
-        paths = []
-        for folder, request in zip(folders, requests):
-            path = folder / "candidate.py"
-            path.write_text(request.source)
-            path.chmod(0o600)
-            paths.append(path)
+        folders, paths = (list(x) for x in zip(*(_write_candidate(r.source) for r in requests)))
         fn, label = (get_reward(reward), reward_name(reward)) if reward is not None else (self.reward_fn, self.reward_label)
         job = Job(f"rl-{next(self._ids)}", tuple([first.device] if first.device else self.devices), payload=_BatchWork(task, paths, first))
         try:
