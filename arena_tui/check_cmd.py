@@ -1,5 +1,5 @@
 """`arena check`: from inside an agent's workspace, send solution.py to the running arena and
-print the visible stages' results (core/check_server.py serves it).
+print the visible stages' results (core/agents/check_server.py serves it).
 
 The socket's path comes from `ARENA_CHECK_SOCKET`, which the arena sets for the agent; the
 files sent are `solution.py` and its sibling CUDA/HIP sources from the socket's folder (the
@@ -18,7 +18,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from core.result import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INFRASTRUCTURE, EXIT_PASSED
+from core.model.result import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INFRASTRUCTURE, EXIT_PASSED
 
 SOCKET_ENV = "ARENA_CHECK_SOCKET"
 
@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from core.check_server import NATIVE_SUFFIXES, connect_unix
+    from core.agents.check_server import NATIVE_SUFFIXES, connect_unix
 
     raw = os.environ.get(SOCKET_ENV)
     if not raw:

@@ -24,10 +24,10 @@ from rich.console import Console
 from rich.markup import escape
 
 from core import __version__
-from core.devices import DeviceError, ProbeError, parse_device
-from core.result import EXIT_BAD_INPUT, EXIT_INFRASTRUCTURE, EXIT_PASSED, Result
-from core.runs import DEMO_TASKS
-from core.tasks import TaskError, UnknownTaskError, discover, find_task
+from core.devices.device import DeviceError, ProbeError, parse_device
+from core.model.result import EXIT_BAD_INPUT, EXIT_INFRASTRUCTURE, EXIT_PASSED, Result
+from core.orchestration.runs import DEMO_TASKS
+from core.tasks.spec import TaskError, UnknownTaskError, discover, find_task
 
 from . import local_devices, render
 
@@ -86,8 +86,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from core.manifest import ManifestMismatch
-    from core.sandbox import SWITCH, SandboxUnavailable
+    from core.tasks.manifest import ManifestMismatch
+    from core.evaluation.sandbox import SWITCH, SandboxUnavailable
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if UNSANDBOXED_FLAG in argv[: argv.index("--") if "--" in argv else len(argv)]:  # any subcommand's, not only the top level's
@@ -99,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         err = _JsonErrors(args)  # scripts asked for JSON: an error is one JSON object on stdout
     try:
         if args.command in EVALUATING:
-            from core.sandbox import require
+            from core.evaluation.sandbox import require
 
             require()  # no sandbox and no --unsandboxed: one line, exit 2, before anything starts
         if args.command is None and _interactive(args):
@@ -153,7 +153,7 @@ def _interactive(args: argparse.Namespace) -> bool:
 def _app(args: argparse.Namespace, out: Console, err: Console) -> int:
     """`arena` alone in a terminal: the app on the embedded default run (DEFAULT_RUN), on this
     machine's GPU or sim:h200 (never the cpu device's interpreted times)."""
-    from core.store import StoreError
+    from core.store.db import StoreError
 
     from .app import launch
     from .run_cmd import executor_factory
@@ -166,7 +166,13 @@ def _app(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def _eval(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from core.evaluate import BadCandidate, Evaluator, WorldSizeError, check_candidate, world_size_for
+    from core.evaluation.evaluator import (
+        BadCandidate,
+        Evaluator,
+        WorldSizeError,
+        check_candidate,
+        world_size_for,
+    )
 
     task = find_task(args.task, args.tasks_dir)
     local_devices.require_here(args.device)
@@ -197,7 +203,7 @@ def _eval(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 def _record(args: argparse.Namespace, family: str, result: Result) -> str:
     """Keep an `arena eval` result in the store as a run named `eval` with one job; say where."""
-    from core.store import Store, StoreError
+    from core.store.db import Store, StoreError
 
     try:
         with Store.open(args.db) as store:
@@ -213,7 +219,7 @@ def _record(args: argparse.Namespace, family: str, result: Result) -> str:
 
 
 def _demo(args: argparse.Namespace, out: Console) -> int:
-    from core.evaluate import Evaluator
+    from core.evaluation.evaluator import Evaluator
 
     device = getattr(args, "device", None) or local_devices.default_device()  # `arena` alone has no --device
     local_devices.require_here(device)

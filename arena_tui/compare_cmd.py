@@ -1,5 +1,5 @@
 """`arena compare RUN_A RUN_B`: paired per-task differences between two runs (A/B), with a
-bootstrap confidence interval on the geometric-mean speedup ratio (core/compare.py)."""
+bootstrap confidence interval on the geometric-mean speedup ratio (core/store/compare.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import json
 from rich.console import Console
 from rich.markup import escape
 
-from core.compare import DEFAULT_RESAMPLES, Comparison, Outcome, compare
-from core.result import EXIT_BAD_INPUT, EXIT_PASSED
-from core.store import Store
+from core.store.compare import DEFAULT_RESAMPLES, Comparison, Outcome, compare
+from core.model.result import EXIT_BAD_INPUT, EXIT_PASSED
+from core.store.db import Store
 
 from .figures import INTERPRETED
 from .render import ratio
@@ -81,7 +81,7 @@ def render(out: Console, c: Comparison, name_a: str, name_b: str, interpreted: b
             rows.append(cells)
         table = fitted(out.width, cols, rows)
         out.print(table)
-    if c.tasks and interpreted:  # no verdict on interpreted times (core.compare says not enough evidence)
+    if c.tasks and interpreted:  # no verdict on interpreted times (core.store.compare says not enough evidence)
         out.print(f"speedups of cpu runs: {INTERPRETED} (`--json` keeps them): [bold]{c.verdict}[/]", highlight=False)
     elif c.tasks:
         interval = f"{c.confidence:.0%} bootstrap interval {ratio(c.interval[0])} – {ratio(c.interval[1])}, {c.resamples} resamples; " if c.interval else ""

@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from core.result import EXIT_BAD_INPUT, EXIT_PASSED
+from core.model.result import EXIT_BAD_INPUT, EXIT_PASSED
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,8 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _export(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from core.adapters.dataset import rows, write
-    from core.tasks import TaskError, UnknownTaskError, discover, find_task
+    from core.rl.adapters.dataset import rows, write
+    from core.tasks.spec import TaskError, UnknownTaskError, discover, find_task
 
     if args.repeat < 1:
         err.print("[red]error:[/] --repeat: give a positive number of rows per task", highlight=False)

@@ -11,8 +11,8 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from core.devices import SIM_GPUS, DeviceInfo, ProbeError, local_device_ids, probe, sim_info
-from core.result import EXIT_BAD_INPUT, EXIT_INFRASTRUCTURE, EXIT_PASSED
+from core.devices.device import SIM_GPUS, DeviceInfo, ProbeError, local_device_ids, probe, sim_info
+from core.model.result import EXIT_BAD_INPUT, EXIT_INFRASTRUCTURE, EXIT_PASSED
 
 from .tables import Col, fitted
 
@@ -52,8 +52,8 @@ def _remote_devices(hosts: Path | None, err: Console) -> tuple[list[DeviceInfo],
 
 def _ray_devices(args: argparse.Namespace, out: Console, err: Console) -> int:
     """The Ray cluster's devices by vendor and type, with the slots a run gets there."""
-    from core.devices import DeviceError
-    from core.ray_executor import offers
+    from core.devices.device import DeviceError
+    from core.orchestration.ray_executor import offers
 
     try:
         found = offers(args.ray)

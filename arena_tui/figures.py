@@ -1,14 +1,14 @@
 """The words and number formats every front end shares (the CLI's tables, the app, the docs).
 
 One place, so that a stage, a timing kind or a figure reads the same wherever a person sees it:
-the stage names are the result's own keys (`core.result.STAGES`, also the JSON and the RL API's
+the stage names are the result's own keys (`core.model.result.STAGES`, also the JSON and the RL API's
 words), and a time measured on the `cpu` device, where Triton runs in its interpreter, is never
 shown as a speedup (it says `INTERPRETED` instead; `--json` keeps the number).
 """
 
 from __future__ import annotations
 
-from core.result import STAGES
+from core.model.result import STAGES
 
 # The stage legend under every table that shows stage marks. `generalization` is the stored
 # key (results, JSON, the RL API): the CLI, the app and the docs use that word, defined once here.

@@ -15,7 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from core.result import EXIT_BAD_INPUT, EXIT_PASSED
+from core.model.result import EXIT_BAD_INPUT, EXIT_PASSED
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -90,7 +90,7 @@ def _import(args: argparse.Namespace, out: Console, err: Console, run: Any, grou
 
 def _validate(folders: list[Path], out: Console | None) -> dict[str, str]:
     """Each converted task through `arena tasks validate --no-eval`'s checks; task id -> why not."""
-    from core.validate import ValidateOptions, validate_tasks
+    from core.evaluation.validate import ValidateOptions, validate_tasks
 
     invalid: dict[str, str] = {}
 

@@ -1,5 +1,5 @@
 """`arena leaderboard`: agents and their models ranked per task family and device, one table per
-timing kind (core/leaderboard.py; docs/leaderboard.md)."""
+timing kind (core/store/leaderboard.py; docs/leaderboard.md)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from core.leaderboard import DEFAULT_P, GROUP_BY, TIMING_KINDS, Board, LeaderboardError, board, boards
-from core.result import EXIT_BAD_INPUT, EXIT_PASSED
-from core.store import Store
+from core.store.leaderboard import DEFAULT_P, GROUP_BY, TIMING_KINDS, Board, LeaderboardError, board, boards
+from core.model.result import EXIT_BAD_INPUT, EXIT_PASSED
+from core.store.db import Store
 
 from .figures import INTERPRETED_NOTE, sol_cell, speedup_cell
 from .tables import Col, fitted

@@ -11,7 +11,7 @@ from __future__ import annotations
 import glob
 from functools import lru_cache
 
-from core.devices import DeviceError, ProbeError, local_device_ids, parse_device
+from core.devices.device import DeviceError, ProbeError, local_device_ids, parse_device
 
 NO_GPU_DEFAULT = "sim:h200"  # predicted H200 times: a meaningful first figure on any laptop
 

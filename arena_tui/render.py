@@ -8,10 +8,10 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from core import events
-from core.devices import DeviceInfo
-from core.result import Result
-from core.tasks import Task
+from core.model import events
+from core.devices.device import DeviceInfo
+from core.model.result import Result
+from core.tasks.spec import Task
 
 from . import figures
 from .tables import Col, fitted, number_column, plain_table

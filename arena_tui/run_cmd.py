@@ -7,7 +7,7 @@ machine's first GPU, or on `sim:h200` (predicted H200 times) where there is none
 run cleanly (agents and everything they started are killed, attempts are recorded cancelled) and
 prints the `arena run --resume RUN` command that finishes it.
 
-Before anything is stored, a preflight (core/preflight.py) checks every agent's CLI and endpoint
+Before anything is stored, a preflight (core/orchestration/preflight.py) checks every agent's CLI and endpoint
 and probes every device; its problems are listed together, one line each, and the run exits 2.
 `--skip-preflight` skips it (a device id that does not parse is still refused). Headless, one
 line is printed per finished evaluation and attempt, also into a pipe (on stderr with `--json`).
@@ -27,12 +27,22 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from core import events, preflight
-from core.executors import Executor, LocalExecutor
-from core.agents.outcome import FAILURES
-from core.result import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INFRASTRUCTURE, EXIT_PASSED, Result
-from core.runs import DEFAULT_RUN, AttemptReport, RunFileError, RunSpec, execute, load_run_file, plan, plan_attempts
-from core.store import Store, StoreError
+from core.model import events
+from core.orchestration import preflight
+from core.evaluation.executors import Executor, LocalExecutor
+from core.model.outcome import FAILURES
+from core.model.result import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INFRASTRUCTURE, EXIT_PASSED, Result
+from core.orchestration.runs import (
+    DEFAULT_RUN,
+    AttemptReport,
+    RunFileError,
+    RunSpec,
+    execute,
+    load_run_file,
+    plan,
+    plan_attempts,
+)
+from core.store.db import Store, StoreError
 
 from . import figures, render
 from .tables import Col, fitted
@@ -54,11 +64,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def executor_factory(hosts: Path | None, ray: str | None = None):
     """Local devices run through this machine's harness; `<host>/<device>` through remotes/,
     imported only when such a device is named (asyncssh is not needed otherwise); `ray:`
-    devices on the Ray cluster at `ray` (core/ray_executor.py)."""
+    devices on the Ray cluster at `ray` (core/orchestration/ray_executor.py)."""
 
     def make(device_id: str, root: Path) -> Executor:
         if device_id.startswith("ray:"):
-            from core.ray_executor import RayExecutor
+            from core.orchestration.ray_executor import RayExecutor
 
             return RayExecutor(device_id, ray)
         if "/" in device_id:
@@ -74,11 +84,11 @@ def device_prober(hosts: Path | None, ray: str | None = None):
     """Probes a device id for the preflight: local ones here, `<host>/<device>` over SSH
     (the host found in the hosts file, the device probed by the harness there), `ray:` ones
     by a Ray task with the resources an evaluation asks for."""
-    from core.devices import probe
+    from core.devices.device import probe
 
     def probe_one(device_id: str) -> object:
         if device_id.startswith("ray:"):
-            from core.ray_executor import RayExecutor, capacities
+            from core.orchestration.ray_executor import RayExecutor, capacities
 
             capacities([device_id], ray)  # one the cluster does not offer: said at once, not waited for
             return RayExecutor(device_id, ray).info
@@ -192,7 +202,7 @@ def _with_ray(spec: RunSpec, args: argparse.Namespace, default: bool) -> RunSpec
         spec = dataclasses.replace(spec, ray=args.ray)
     if not spec.ray and not any(d.startswith("ray:") for d in spec.devices):
         return spec
-    from core import ray_executor
+    from core.orchestration import ray_executor
 
     ray_executor.connect(spec.ray)  # here, on the main thread: the preflight probes from threads
     if not any(d.startswith("ray:") for d in spec.devices):

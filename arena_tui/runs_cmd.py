@@ -13,9 +13,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from core.agents.outcome import FAILURES
-from core.result import EXIT_BAD_INPUT, EXIT_PASSED
-from core.store import JOB_STATES, Run, Store, StoreError, UnknownRunError
+from core.model.outcome import FAILURES
+from core.model.result import EXIT_BAD_INPUT, EXIT_PASSED
+from core.store.db import JOB_STATES, Run, Store, StoreError, UnknownRunError
 
 from .figures import sol_cell, speedup_cell
 from .render import timing_notes
@@ -188,7 +188,7 @@ def _attempts_table(store: Store, run_id: str, results: dict, out: Console) -> N
 
 @_guarded
 def _transcript(store: Store, args: argparse.Namespace, out: Console, err: Console) -> int:
-    from core.events import to_json
+    from core.model.events import to_json
 
     attempt = store.get_attempt(args.attempt)
     steps = store.transcript(attempt.id)

@@ -28,7 +28,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from core.result import EXIT_BAD_INPUT, EXIT_PASSED
+from core.model.result import EXIT_BAD_INPUT, EXIT_PASSED
 
 from .web import DEFAULT_PORT, MIB, TOKEN_ENV
 
@@ -75,9 +75,9 @@ def _fail(err: Console, message: str) -> int:
 
 
 def _serve(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from core.rewards import UnknownReward, get_reward
-    from core.rl import Arena
-    from core.store import Store, StoreError
+    from core.rl.rewards import UnknownReward, get_reward
+    from core.rl.arena import Arena
+    from core.store.db import Store, StoreError
 
     from .run_cmd import executor_factory
     from .web.app import WebServer

@@ -9,8 +9,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from core.result import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_PASSED
-from core.tasks import discover, find_task, tasks_root
+from core.model.result import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_PASSED
+from core.tasks.spec import discover, find_task, tasks_root
 
 from . import render
 from .tables import plain_table
@@ -79,7 +79,7 @@ MARK = {True: "[green]✓[/]", False: "[red]✗[/]", "warning": "[yellow]![/]"}
 
 
 def _validate(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from core.validate import ValidateOptions, resolve_targets, validate_tasks
+    from core.evaluation.validate import ValidateOptions, resolve_targets, validate_tasks
 
     folders = resolve_targets(args.ids, args.tasks_dir)  # an unknown id: UnknownTaskError, exit 2
     if not folders:
@@ -124,7 +124,7 @@ def _report(out: Console, report, verbose: bool) -> None:  # type: ignore[no-unt
 
 
 def _new(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from core.scaffold import ScaffoldError, scaffold
+    from core.tasks.scaffold import ScaffoldError, scaffold
 
     root = getattr(args, "tasks_dir", None) or tasks_root(None)
     try:
@@ -141,7 +141,7 @@ def _new(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def _add_model(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from core.model_config import ModelConfigError, add_model, read_config
+    from core.tasks.model_config import ModelConfigError, add_model, read_config
 
     try:
         config = read_config(args.config, args.name)

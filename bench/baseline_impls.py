@@ -25,11 +25,11 @@ from typing import Any, Callable
 
 import torch
 
-from core import scoring
-from core.devices import DeviceInfo
-from core.evaluate import GRAPH_BELOW_US, _spec_json, roofline_for
+from core.evaluation import scoring
+from core.devices.device import DeviceInfo
+from core.evaluation.evaluator import GRAPH_BELOW_US, _spec_json, roofline_for
 from core.harness import checking, inputs, timing
-from core.tasks import Task, Workload
+from core.tasks.spec import Task, Workload
 
 
 def _module(path: Path, name: str) -> Any:

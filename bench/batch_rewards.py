@@ -41,9 +41,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core.evaluate import Evaluator, Timing, build_job  # noqa: E402
-from core.result import Result  # noqa: E402
-from core.tasks import Task, discover  # noqa: E402
+from core.evaluation.evaluator import Evaluator, Timing, build_job  # noqa: E402
+from core.model.result import Result  # noqa: E402
+from core.tasks.spec import Task, discover  # noqa: E402
 
 TASKS = ("gemm/bf16_gemm", "norm/add_rmsnorm", "activation/silu_mul", "elementwise/rope", "moe/route_topk_softmax", "attention/decode_paged_gqa")
 # Timing of before: every round runs (no early stop), as the protocol did before issue 20.
@@ -190,7 +190,7 @@ def overhead(device: str, task: Task, calls: int = 200) -> dict[str, Any]:
 
     import torch
 
-    from core.devices import probe
+    from core.devices.device import probe
     from core.harness import channel, inputs, timing
 
     if not device.startswith("cuda"):
@@ -241,8 +241,8 @@ def cheat_suite(device: str, deadline: float, only: list[str] | None = None) -> 
     tests/gpu/run_cheats.py (its cheats and the fixtures' honest candidates), on the CPU device
     those of tests/cheats/catalogue.py that need no special set-up, with tests/test_cheats.py's
     timing and limits. Every row's expectation is checked on its result in the batch."""
-    from core import sandbox
-    from core.tasks import Limits, load_task
+    from core.evaluation import sandbox
+    from core.tasks.spec import Limits, load_task
     from tests.cheats import catalogue
     from tests.gpu import run_cheats as rc
 

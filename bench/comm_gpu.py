@@ -27,8 +27,8 @@ sys.path.insert(0, str(ROOT))
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 os.environ.update(MULTICAST_OFF)  # before any harness starts: it inherits them
 
-from core.evaluate import Evaluator  # noqa: E402
-from core.tasks import discover  # noqa: E402
+from core.evaluation.evaluator import Evaluator  # noqa: E402
+from core.tasks.spec import discover  # noqa: E402
 
 
 def worlds(sizes: tuple[int, ...], device: str, gpus: int, asked: list[int] | None) -> list[tuple[str, int]]:

@@ -26,8 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core.evaluate import Evaluator  # noqa: E402
-from core.tasks import discover  # noqa: E402
+from core.evaluation.evaluator import Evaluator  # noqa: E402
+from core.tasks.spec import discover  # noqa: E402
 
 
 def _load(path: Path, name: str):

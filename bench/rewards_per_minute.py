@@ -1,7 +1,7 @@
 """Rewards per minute: how many scored candidates a trainer gets from the arena per minute.
 
 The batch is every bundled task's starter (or the tasks named with --tasks), repeated N
-times, sent at once through core.rl.evaluate_many, which spreads it over every slot of the
+times, sent at once through core.rl.arena.evaluate_many, which spreads it over every slot of the
 devices given (the scheduler, a warm harness per slot). The clock runs from the call to the
 last result, harness start-up included (a trainer pays it once per run: --warmup excludes it
 by scoring one candidate per slot first).
@@ -28,8 +28,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from arena_tui.run_cmd import executor_factory  # noqa: E402 - local and <host>/<device> executors
-from core.rl import Arena, EvalRequest, RewardedResult  # noqa: E402
-from core.tasks import discover  # noqa: E402
+from core.rl.arena import Arena, EvalRequest, RewardedResult  # noqa: E402
+from core.tasks.spec import discover  # noqa: E402
 
 
 def parse() -> argparse.Namespace:

@@ -6,9 +6,9 @@
 (docs/sandbox.md, "Cost")."""
 import os, statistics, sys, tempfile, time, subprocess
 from pathlib import Path
-from core import sandbox
-from core.devices import parse_device
-from core.executors import Harness, harness_policy
+from core.evaluation import sandbox
+from core.devices.device import parse_device
+from core.evaluation.executors import Harness, harness_policy
 t = time.monotonic(); sandbox._probe(); probe_s = time.monotonic() - t
 pol = sandbox.SandboxPolicy(read_only=sandbox.python_paths(), masked=sandbox.private_masks())
 argv, env, _ = sandbox.wrap([sys.executable, "-I", "-S", "-c", "pass"], pol)

@@ -26,7 +26,7 @@ from typing import Any, Callable, Protocol
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core.scheduler import Job, Scheduler, Slot  # noqa: E402
+from core.orchestration.scheduler import Job, Scheduler, Slot  # noqa: E402
 
 
 class Backend(Protocol):

@@ -5,7 +5,7 @@
 
 One `ray.cluster_utils.Cluster` on this machine: a head node with no CPUs (it schedules
 nothing) and worker nodes of one CPU each, added one at a time. For each N, `--jobs` evaluations
-of one task's starter go through `core.rl.evaluate_many(..., devices=["ray:cpu"])`: one slot
+of one task's starter go through `core.rl.arena.evaluate_many(..., devices=["ray:cpu"])`: one slot
 per worker node, each evaluation a Ray task that starts a fresh harness on its node. A warm-up
 evaluation first (the probe, the workers' start-up) is not timed. `--local` also times the same
 batch on this machine's `cpu` device with N slots (one warm harness per slot), the reference
@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core import rl  # noqa: E402
-from core.evaluate import Timing  # noqa: E402
+from core.rl import arena as rl  # noqa: E402
+from core.evaluation.evaluator import Timing  # noqa: E402
 
 SHORT = Timing(alternations=1, budget_ms=50.0, min_calls=1, max_calls=5)  # evaluation cost, not timing, is measured
 
@@ -37,7 +37,7 @@ def batch(args: argparse.Namespace, devices: list[str], cpu_slots: int | None = 
 
 
 def _starter(task_id: str) -> str:
-    from core.tasks import find_task
+    from core.tasks.spec import find_task
 
     return find_task(task_id).file("starter.py").read_text()
 

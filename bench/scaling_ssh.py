@@ -5,7 +5,7 @@ server's MaxSessions) that RemoteExecutor uses.
     PYTHONPATH=. python3 bench/scaling_ssh.py                   # starts a loopback sshd (root)
     PYTHONPATH=. python3 bench/scaling_ssh.py --json --job-ms 200 --jobs-per-worker 5
     PYTHONPATH=. python3 bench/scaling_ssh.py --hosts hosts.yaml --host box1   # a real host
-    PYTHONPATH=. python3 bench/scaling_ssh.py --via-scheduler   # the same, through core.scheduler
+    PYTHONPATH=. python3 bench/scaling_ssh.py --via-scheduler   # the same, through core.orchestration.scheduler
 
 Per N: N workers each run `--jobs-per-worker` jobs one after another (`sleep job_ms`, each on
 its own channel); wall time, throughput (jobs/s), the mean cost of one job above its sleep,
@@ -110,7 +110,7 @@ class SshBackend:
         await self._pool.get(self.host).run("true")
 
     def slots(self, n: int) -> list[Any]:
-        from core.scheduler import Slot
+        from core.orchestration.scheduler import Slot
 
         return [Slot(f"{self.host.name}/cpu", i) for i in range(n)]
 
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--job-ms", type=float, default=200.0, help="how long each remote job sleeps")
     parser.add_argument("--repeats", type=int, default=2, help="runs per N; the fastest is kept")
     parser.add_argument("--min-ratio", type=float, default=0.9)
-    parser.add_argument("--via-scheduler", action="store_true", help="run the jobs through core.scheduler (bench/scaling.py)")
+    parser.add_argument("--via-scheduler", action="store_true", help="run the jobs through core.orchestration.scheduler (bench/scaling.py)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     args = parser.parse_args(argv)
 

@@ -31,7 +31,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core.store import Store  # noqa: E402
+from core.store.db import Store  # noqa: E402
 from tests.web_sample import CPU, add  # noqa: E402
 
 AXPY = "import torch\n\ndef run(x, b):\n    return torch.add(b, x, alpha=2)\n"

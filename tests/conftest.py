@@ -35,7 +35,7 @@ def candidates() -> Path:
 @pytest.fixture(scope="session")
 def cpu_evaluator():
     """One warm harness on the CPU device for the whole session, as `arena` itself uses."""
-    from core.evaluate import Evaluator
+    from core.evaluation.evaluator import Evaluator
 
     with Evaluator("cpu") as evaluator:
         yield evaluator

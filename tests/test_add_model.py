@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from arena_tui.cli import main
-from core import model_config
-from core.model_config import ModelConfigError, add_model, normalize, read_config
-from core.tasks import TaskError, discover, load_task
+from core.tasks import model_config
+from core.tasks.model_config import ModelConfigError, add_model, normalize, read_config
+from core.tasks.spec import TaskError, discover, load_task
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = Path(__file__).resolve().parent / "fixtures" / "models"

@@ -16,9 +16,17 @@ import pytest
 import core.agents
 from arena_tui.cli import main
 from core.agents.base import AgentConfig
-from core.runs import DEFAULT_RUN, DEMO_TASKS, RunFileError, RunSpec, execute, load_run_file, plan_attempts
-from core.tasks import task_ids
-from core.store import Store
+from core.orchestration.runs import (
+    DEFAULT_RUN,
+    DEMO_TASKS,
+    RunFileError,
+    RunSpec,
+    execute,
+    load_run_file,
+    plan_attempts,
+)
+from core.tasks.spec import task_ids
+from core.store.db import Store
 from tests.conftest import ROOT
 from tests.test_agent_runner import FakeCli, processes_with, write_fake
 
@@ -212,8 +220,8 @@ def test_the_replay_agent_replays_a_recorded_transcript_and_candidate(store, tas
 def test_a_store_from_before_attempts_migrates_and_keeps_its_data(tmp_path, monkeypatch):
     """A version-1 store (no attempts yet) opens with this code: its runs and results read as
     before, and attempts can be added to its runs."""
-    import core.store as store_module
-    from core.store import MIGRATIONS
+    import core.store.db as store_module
+    from core.store.db import MIGRATIONS
     from tests.test_store import make_result
 
     db = tmp_path / "old.db"

@@ -17,7 +17,7 @@ from rich.console import Console
 from textual.events import Key
 from textual.widgets import DataTable, OptionList, RichLog, Static
 
-import core.store
+import core.store.db
 import arena_tui.app.app as arena_app
 from arena_tui.app.app import ArenaApp
 from arena_tui.app.messages import RunUpdated
@@ -29,9 +29,9 @@ from arena_tui.app.scripted import ScriptedRun
 from arena_tui.app.source import RunSource
 from arena_tui.app.triage import failure_kind
 from arena_tui.app.widgets.transcript_pane import TranscriptPane
-from core import events
-from core.runs import Queued, RunSpec
-from core.store import Store
+from core.model import events
+from core.orchestration.runs import Queued, RunSpec
+from core.store.db import Store
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "tasks"
 AXPY = "elementwise/axpy"
@@ -48,8 +48,8 @@ def store(tmp_path) -> Store:
 @pytest.fixture
 def fixed_ids(monkeypatch):
     """Run ids and timestamps that do not change between runs: snapshots show them."""
-    monkeypatch.setattr(core.store, "_now", lambda: "2026-12-01T00:00:00+00:00")
-    monkeypatch.setattr(core.store.secrets, "token_hex", lambda n: "abcd"[: 2 * n])
+    monkeypatch.setattr(core.store.db, "_now", lambda: "2026-12-01T00:00:00+00:00")
+    monkeypatch.setattr(core.store.db.secrets, "token_hex", lambda n: "abcd"[: 2 * n])
 
 
 def scripted(store: Store, tmp_path: Path, agents=("ref", "cli", "bad"), **kw) -> ScriptedRun:
@@ -528,7 +528,7 @@ def test_arena_opens_the_app_on_the_default_run_only_when_interactive(monkeypatc
     from arena_tui import local_devices
     from arena_tui.app import launch
     from arena_tui.cli import main
-    from core.runs import DEFAULT_RUN
+    from core.orchestration.runs import DEFAULT_RUN
 
     opened = []
     monkeypatch.setattr(launch, "run_app", lambda store, run_id, spec, factory=None: opened.append((run_id, spec)) or 0)
@@ -566,7 +566,7 @@ def test_arena_run_runfile_opens_the_app_when_interactive(monkeypatch, tmp_path)
 @pytest.mark.slow
 def test_the_real_default_run_on_the_axpy_fixture(store):
     from arena_tui.app.source import live_source
-    from core.runs import DEFAULT_RUN, RunSpec
+    from core.orchestration.runs import DEFAULT_RUN, RunSpec
 
     spec = RunSpec(**{**DEFAULT_RUN.__dict__, "tasks": (AXPY,), "tasks_dir": str(FIXTURES)})
     run_id = store.create_run(spec.name, spec.to_json())

@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from core import events, scoring
-from core.devices import DeviceInfo, Peaks
-from core.evaluate import assemble, baseline_ran
-from core.tasks import TaskError, discover, load_task
+from core.model import events
+from core.evaluation import scoring
+from core.devices.device import DeviceInfo, Peaks
+from core.evaluation.evaluator import assemble, baseline_ran
+from core.tasks.spec import TaskError, discover, load_task
 
 
 def _module(path: Path):
@@ -132,8 +133,8 @@ def test_a_result_keeps_the_roofline_with_and_without_the_launch_floor(fixture_t
 
 
 def test_the_prompt_names_the_baseline_that_runs_and_its_recorded_figures():
-    from core.tasks import find_task
-    from core.workspace import Variant, recorded_baselines, render_prompt
+    from core.tasks.spec import find_task
+    from core.agents.workspace import Variant, recorded_baselines, render_prompt
 
     rope = find_task("elementwise/rope")
     recorded = recorded_baselines("h200")["elementwise/rope"]
@@ -152,7 +153,7 @@ def test_the_prompt_names_the_baseline_that_runs_and_its_recorded_figures():
 
 
 def test_the_leaderboard_never_ranks_results_against_different_baselines_together():
-    from core.leaderboard import Scored, build
+    from core.store.leaderboard import Scored, build
 
     def row(agent: str, impl: str | None, speedup: float) -> Scored:
         return Scored(run_id="r", job_id=1, task_id="elementwise/rope", family="elementwise", agent=agent, model=None,
@@ -166,7 +167,7 @@ def test_the_leaderboard_never_ranks_results_against_different_baselines_togethe
 
 def test_an_attempt_with_nothing_to_score_sits_with_its_task_results_baseline():
     # a failure has no result, so no baseline of its own: it joins the group its task's results are in
-    from core.leaderboard import Failure, Scored, build
+    from core.store.leaderboard import Failure, Scored, build
 
     scored = Scored(run_id="r", job_id=1, task_id="elementwise/rope", family="elementwise", agent="a", model=None,
                     device_id="cuda:0", device_model="NVIDIA H200", device_vendor="nvidia", timing_kind="measured",

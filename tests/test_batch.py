@@ -1,4 +1,4 @@
-"""Batches (core/batch.py, core/harness/batch.py): many candidates of one task in one harness
+"""Batches (core/evaluation/batch.py, core/harness/batch.py): many candidates of one task in one harness
 job, sharing the trusted worker, the reference outputs and the warm baseline, each with its own
 verdict; profiles (`full`, `train`) recorded in every result; timing that stops on the
 median's interval; limits that name themselves."""
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from core.evaluate import Evaluator, Timing, build_job
+from core.evaluation.evaluator import Evaluator, Timing, build_job
 from core.harness.timing import median_ci, summarize
-from core.profiles import ProfileError, parse_profile, per_regime, regime_of
-from core.rl import Arena, EvalRequest
-from core.tasks import Limits, Workload, load_task
+from core.evaluation.profiles import ProfileError, parse_profile, per_regime, regime_of
+from core.rl.arena import Arena, EvalRequest
+from core.tasks.spec import Limits, Workload, load_task
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 CANDIDATES = FIXTURES / "candidates"
@@ -71,7 +71,7 @@ def test_train_times_one_workload_per_regime() -> None:
 
 
 def test_profiles_set_limits_and_timing_in_the_job(axpy, tmp_path: Path) -> None:
-    from core.devices import probe
+    from core.devices.device import probe
 
     info = probe("cpu")
     full = build_job(axpy, CANDIDATES / "axpy_torch.py", info, "cpu", 1, tmp_path, Limits(), profile="full")
@@ -136,8 +136,8 @@ def test_a_cheat_in_a_batch_cannot_touch_its_neighbours(cpu_evaluator: Evaluator
 
 
 def test_a_run_evaluates_one_tasks_candidates_as_a_batch_on_one_seed(tmp_path: Path) -> None:
-    from core.runs import RunSpec, execute
-    from core.store import Store
+    from core.orchestration.runs import RunSpec, execute
+    from core.store.db import Store
 
     spec = RunSpec(name="batch", tasks=("elementwise/axpy",), candidates=(str(CANDIDATES / "axpy_torch.py"), str(CANDIDATES / "axpy_wrong.py"), "starter"),
                    devices=("cpu",), cpu_slots=1, tasks_dir=str(FIXTURES / "tasks"), profile="train")
@@ -158,7 +158,7 @@ def test_a_batch_member_is_judged_on_its_own_pooled_evidence(cpu_evaluator: Eval
     # The sampling check pools evidence over a candidate's checked calls (docs/integrity.md,
     # class 4) in the trusted worker the batch shares: the biased sampler's excess argmax hits
     # must neither fail the honest sampler after it nor be diluted by it.
-    from core.tasks import find_task
+    from core.tasks.spec import find_task
 
     task = find_task("sampling/top_k_top_p_sampling")
     cheat = FIXTURES.parent / "cheats" / "sampling_argmax_fallback.py"

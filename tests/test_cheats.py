@@ -18,11 +18,20 @@ from pathlib import Path
 
 import pytest
 
-from core import events, sandbox, scan
-from core.devices import probe
-from core.evaluate import Evaluator, Timing, assemble, build_job, check_candidate, task_dtypes, wall_clock_findings
+from core.model import events
+from core.evaluation import sandbox, scan
+from core.devices.device import probe
+from core.evaluation.evaluator import (
+    Evaluator,
+    Timing,
+    assemble,
+    build_job,
+    check_candidate,
+    task_dtypes,
+    wall_clock_findings,
+)
 from core.harness import channel, inputs
-from core.tasks import Limits, discover, load_task
+from core.tasks.spec import Limits, discover, load_task
 from tests.cheats.catalogue import CHEATS, HERE, PUBLISHED_CANDIDATES, TASKS, by_name, outcome_problems
 from tests.conftest import FIXTURES, ROOT
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from core.harness import checking
-from core.tasks import load_task
+from core.tasks.spec import load_task
 
 ROW_ORDER_FREE = '''
 import torch

@@ -14,9 +14,9 @@ from rich.console import Console
 from arena_tui import figures, render
 from arena_tui.cli import main
 from arena_tui.run_cmd import _summary
-from core.result import Result, WorkloadFigures
-from core.store import Store
-from core.tasks import discover
+from core.model.result import Result, WorkloadFigures
+from core.store.db import Store
+from core.tasks.spec import discover
 from tests.test_leaderboard import CPU, H200, failed_attempt, record, result
 
 WIDTH = 80

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from arena_tui.cli import main
-from core.compare import Outcome, arm, compare
-from core.store import Store
+from core.store.compare import Outcome, arm, compare
+from core.store.db import Store
 from tests.test_store import make_result
 
 

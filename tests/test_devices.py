@@ -7,7 +7,7 @@ import json
 import pytest
 
 from arena_tui.cli import main
-from core.devices import DeviceError, LocalDevice, load_peaks, match_peaks, parse_device
+from core.devices.device import DeviceError, LocalDevice, load_peaks, match_peaks, parse_device
 
 
 def test_device_ids_and_clear_errors_for_the_rest():
@@ -19,7 +19,7 @@ def test_device_ids_and_clear_errors_for_the_rest():
 
 
 def test_a_gpu_is_pinned_by_its_vendors_variable_and_seen_as_device_zero(monkeypatch):
-    import core.devices as devices
+    import core.devices.device as devices
 
     monkeypatch.setattr(devices, "_is_rocm_build", lambda: False)
     env = LocalDevice("cuda:3").harness_env()

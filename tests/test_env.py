@@ -1,4 +1,4 @@
-"""The multi-turn environment (core/env.py) on the CPU device, with the axpy fixture task: a
+"""The multi-turn environment (core/rl/env.py) on the CPU device, with the axpy fixture task: a
 scripted policy improves its candidate step by step and the reward rises; the hidden
 workloads are scored only at the end and are never named in anything the policy sees."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from core.env import EpisodeError, KernelEnv, extract_code
-from core.evaluate import Timing
+from core.rl.env import EpisodeError, KernelEnv, extract_code
+from core.evaluation.evaluator import Timing
 
 FIXTURE_TASKS = Path(__file__).resolve().parent / "fixtures" / "tasks"
 FAST = Timing(alternations=2, budget_ms=40.0, min_calls=2, max_calls=10)  # short, and still 10× apart where it matters

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from core.evaluate import BadCandidate, check_candidate
-from core.tasks import Limits, load_task
+from core.evaluation.evaluator import BadCandidate, check_candidate
+from core.tasks.spec import Limits, load_task
 
 SHORT = Limits(compile_s=20, correctness_s=20, performance_s=20)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core import events
+from core.model import events
 
 
 def test_harness_events_parse_into_typed_events():

@@ -40,9 +40,9 @@ def evaluate(tmp_path, device: str, wrong: bool = False) -> tuple[list[dict], se
     script = textwrap.dedent(f"""
         import json
         from pathlib import Path
-        from core.devices import probe
-        from core.evaluate import build_job
-        from core.tasks import load_task
+        from core.devices.device import probe
+        from core.evaluation.evaluator import build_job
+        from core.tasks.spec import load_task
         from core.harness.runner import run_job
 
         task = load_task({str(FIXTURES / "tasks" / "elementwise" / "axpy")!r})

@@ -26,9 +26,9 @@ def test_parent_runs_a_whole_evaluation_without_touching_cuda(tmp_path):
         torch.cuda.is_available = forbidden
         torch.cuda.device_count = forbidden
 
-        from core.devices import probe, parse_device
-        from core.evaluate import build_job
-        from core.tasks import load_task
+        from core.devices.device import probe, parse_device
+        from core.evaluation.evaluator import build_job
+        from core.tasks.spec import load_task
         from core.harness.runner import run_job
 
         task = load_task({str(FIXTURES / "tasks" / "elementwise" / "axpy")!r})

@@ -14,8 +14,8 @@ import torch
 
 from arena_tui.cli import main
 from core.importers.kernelbench import Options, import_kernelbench, level_of
-from core.tasks import load_task
-from core.validate import ValidateOptions, validate_task
+from core.tasks.spec import load_task
+from core.evaluation.validate import ValidateOptions, validate_task
 
 FIXTURE = Path(__file__).parent / "fixtures" / "kernelbench"
 

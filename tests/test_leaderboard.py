@@ -1,4 +1,4 @@
-"""The leaderboard (`core/leaderboard.py`, `arena leaderboard`): agents and their models ranked per
+"""The leaderboard (`core/store/leaderboard.py`, `arena leaderboard`): agents and their models ranked per
 task family and device by the geometric mean of the speedup a user would get. A failed result
 counts 1.0 (the baseline stays in use); a proven integrity violation fails, is never fast, and
 sinks its entry below every honest one; timing kinds never share a board."""
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from arena_tui.cli import main
-from core.leaderboard import LeaderboardError, board, boards
-from core.result import Result
-from core.store import Store, UnknownRunError
+from core.store.leaderboard import LeaderboardError, board, boards
+from core.model.result import Result
+from core.store.db import Store, UnknownRunError
 from tests.test_store import make_result
 
 H200 = {"id": "cuda:0", "model": "NVIDIA H200", "vendor": "nvidia", "arch": "sm_90"}

@@ -23,7 +23,7 @@ def run(x, b):
 
 
 def test_processes_an_honest_candidate_starts_are_not_leftovers(cpu_evaluator, tmp_path):
-    from core.tasks import load_task
+    from core.tasks.spec import load_task
 
     candidate = tmp_path / "pooled.py"
     candidate.write_text(HONEST_WITH_PROCESSES)

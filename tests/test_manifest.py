@@ -1,4 +1,4 @@
-"""The manifest of bundled files (core/manifest.py, docs/sandbox.md): the arena refuses, in one
+"""The manifest of bundled files (core/tasks/manifest.py, docs/sandbox.md): the arena refuses, in one
 line with exit 2, to evaluate against a bundled task or data file that no longer matches it,
 naming the file and the command that restores it; `arena tasks add-model`, the user's own edit,
 re-records what it changes. The tests work on a copy of the package root (tasks and core/data)
@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from core import manifest
-from core.evaluate import Evaluator
-from core.manifest import ManifestMismatch
-from core.model_config import add_model, read_config
-from core.tasks import load_task
+from core.tasks import manifest
+from core.evaluation.evaluator import Evaluator
+from core.tasks.manifest import ManifestMismatch
+from core.tasks.model_config import add_model, read_config
+from core.tasks.spec import load_task
 from tests.conftest import FIXTURES, ROOT
 
 SECTION = "model_workloads:\n  requires: [hidden_size]\n  axes:\n    T: [1, 2048]\n    H: hidden_size\n"
@@ -86,11 +86,11 @@ def test_add_model_re_records_the_task_yaml_it_edits(shipped, capsys):
     assert b"Qwen3-30B-A3B" in staged.named(task_dir)["task.yaml"]
     spec = task_dir / "task.yaml"
     spec.write_text(spec.read_text() + "# an edit by hand\n")  # not through add-model: refused
-    with pytest.raises(ManifestMismatch, match="task.yaml no longer matches.*python -m core.manifest update"):
+    with pytest.raises(ManifestMismatch, match="task.yaml no longer matches.*python -m core.tasks.manifest update"):
         manifest.stage_task(task_dir)
 
 
 def test_the_committed_manifest_matches_the_bundled_files():
-    """Editing a bundled task or core/data by hand? Run `python -m core.manifest update`."""
+    """Editing a bundled task or core/data by hand? Run `python -m core.tasks.manifest update`."""
     assert manifest.PACKAGE_ROOT == ROOT
     assert manifest.differences() == []

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from core import sandbox
-from core.evaluate import Evaluator, Timing
-from core.tasks import Limits, load_task
+from core.evaluation import sandbox
+from core.evaluation.evaluator import Evaluator, Timing
+from core.tasks.spec import Limits, load_task
 from tests.conftest import FIXTURES, ROOT
 from tests.test_sandbox import require_sandbox
 

@@ -15,10 +15,10 @@ import pytest
 
 from arena_tui.cli import main
 from arena_tui.run_cmd import resume_command
-from core import preflight
+from core.orchestration import preflight
 from core.agents.base import AgentConfig
-from core.runs import RunSpec
-from core.store import Store
+from core.orchestration.runs import RunSpec
+from core.store.db import Store
 from tests.fakes.openai_server import FakeOpenAI
 
 FAKE_BIN = Path(__file__).resolve().parent / "fakes" / "bin"

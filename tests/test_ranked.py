@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from core import scoring
-from core.devices import DeviceInfo, Peaks, parse_device
-from core.evaluate import WorldSizeError, bandwidth_figures, world_size_for
-from core.tasks import Collective, Limits, TaskError, Workload, load_task
-from core.validate import ValidateOptions, validate_task
+from core.evaluation import scoring
+from core.devices.device import DeviceInfo, Peaks, parse_device
+from core.evaluation.evaluator import WorldSizeError, bandwidth_figures, world_size_for
+from core.tasks.spec import Collective, Limits, TaskError, Workload, load_task
+from core.evaluation.validate import ValidateOptions, validate_task
 
 ALLSUM = Path(__file__).resolve().parent / "fixtures" / "ranked_tasks" / "comm" / "allsum"
 SHORT = Limits(compile_s=60, correctness_s=6, performance_s=30)
@@ -200,7 +200,7 @@ def test_arena_shows_the_world_sizes_and_refuses_one_the_task_cannot_run(capsys)
 
 
 def test_a_bundled_collective_passes_on_four_ranks(cpu_evaluator):
-    from core.tasks import find_task
+    from core.tasks.spec import find_task
 
     task = find_task("comm/all_gather")
     result = cpu_evaluator.evaluate(task, task.file("baseline.py"), world_size=4, limits=SHORT)
@@ -209,7 +209,7 @@ def test_a_bundled_collective_passes_on_four_ranks(cpu_evaluator):
 
 
 def test_a_bundled_collective_wrong_on_one_rank_fails(cpu_evaluator, tmp_path):
-    from core.tasks import find_task
+    from core.tasks.spec import find_task
 
     candidate = tmp_path / "gather_rank_order.py"
     candidate.write_text(textwrap.dedent("""
@@ -228,7 +228,7 @@ def test_a_bundled_collective_wrong_on_one_rank_fails(cpu_evaluator, tmp_path):
 
 
 def test_a_collective_on_a_sim_device_is_checked_on_gloo_and_predicted_by_the_alpha_beta_model(allsum):
-    from core.evaluate import Evaluator
+    from core.evaluation.evaluator import Evaluator
 
     with Evaluator("sim:h200") as evaluator:
         result = evaluator.evaluate(allsum, ALLSUM / "starter.py", limits=SHORT)

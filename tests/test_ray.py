@@ -1,4 +1,4 @@
-"""The Ray backend (core/ray_executor.py) on a local Ray instance this module starts: two CPUs,
+"""The Ray backend (core/orchestration/ray_executor.py) on a local Ray instance this module starts: two CPUs,
 so two evaluations at once, each a Ray task in its own worker process running the harness.
 
 A batch spreads over the workers and lands in the store once per job; a worker killed in the
@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from core import events
-from core.evaluate import Timing
-from core.runs import RunSpec, execute
-from core.store import Store
+from core.model import events
+from core.evaluation.evaluator import Timing
+from core.orchestration.runs import RunSpec, execute
+from core.store.db import Store
 
 try:
     import psutil
@@ -32,7 +32,7 @@ except ImportError:
         raise  # .ci/run installs ray: here it must run, not skip
     pytest.skip("ray is not installed: pip install 'kernel-arena[ray]'", allow_module_level=True)
 
-from core.ray_executor import INSTALL_HINT, RayExecutor, capacities, job_files, offers
+from core.orchestration.ray_executor import INSTALL_HINT, RayExecutor, capacities, job_files, offers
 
 FAST = Timing(alternations=1, budget_ms=20.0, min_calls=1, max_calls=5)
 
@@ -160,7 +160,7 @@ def test_a_worker_killed_mid_job_is_retried_and_the_job_finishes_once(cluster, f
 
 
 def test_a_trainer_gets_rewards_from_the_cluster(cluster, fixture_tasks) -> None:
-    from core.rl import evaluate_many
+    from core.rl.arena import evaluate_many
 
     axpy = "import torch\n\ndef run(x, b):\n    return torch.add(b, x, alpha=2)\n"
     wrong = "import torch\n\ndef run(x, b):\n    return x + b\n"
@@ -171,7 +171,7 @@ def test_a_trainer_gets_rewards_from_the_cluster(cluster, fixture_tasks) -> None
 
 
 def test_a_run_file_names_its_cluster(tmp_path, fixture_tasks) -> None:
-    from core.runs import RunFileError, load_run_file
+    from core.orchestration.runs import RunFileError, load_run_file
 
     path = tmp_path / "run.yaml"
     path.write_text("tasks: [elementwise/axpy]\ndevices: [ray:cpu]\nray: ray://head:10001\n")
@@ -220,7 +220,7 @@ def test_a_worker_killed_while_its_candidate_hangs_leaves_nothing_behind(cluster
     children = hang_children()
     for child in children:  # unsandboxed, the candidate's own child has nothing to end it
         child.kill()
-    from core.sandbox import is_sandboxed
+    from core.evaluation.sandbox import is_sandboxed
 
     if is_sandboxed(killed[0]["sandbox"]):
         assert children == [], "the sandbox's PID namespace ended the candidate's child"
@@ -236,7 +236,7 @@ def test_arena_devices_lists_the_cluster(cluster, capsys) -> None:
 
 def test_without_ray_the_arena_says_how_to_install_it(monkeypatch, capsys, tmp_path) -> None:
     from arena_tui.cli import main
-    from core import rl
+    from core.rl import arena as rl
 
     monkeypatch.setitem(sys.modules, "ray", None)  # as if it were not installed
     assert main(["devices", "--ray", "auto"]) == 2

@@ -21,8 +21,8 @@ import pytest
 
 asyncssh = pytest.importorskip("asyncssh")
 
-from core import sandbox  # noqa: E402
-from core.devices import DeviceError  # noqa: E402
+from core.evaluation import sandbox  # noqa: E402
+from core.devices.device import DeviceError  # noqa: E402
 from remotes.bundle import make_bundle, remote_job  # noqa: E402
 from remotes.connection import HostConnection, HostFacts, RemoteError  # noqa: E402
 from remotes.executor import cleanup_script, job_script, parse_probe, split_device_id  # noqa: E402
@@ -120,8 +120,8 @@ def test_the_bundle_holds_the_harness_the_task_and_the_candidate_only(tmp_path, 
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         names = set(tar.getnames())
         shipped = json.loads(tar.extractfile("job.json").read())  # type: ignore[union-attr]
-    assert {"core/__init__.py", "core/sandbox.py", "core/harness/__main__.py", "core/harness/runner.py"} <= names
-    assert not any(n.startswith("core/") and not (n in ("core/__init__.py", "core/sandbox.py") or n.startswith("core/harness/")) for n in names)
+    assert {"core/__init__.py", "core/evaluation/sandbox.py", "core/harness/__main__.py", "core/harness/runner.py"} <= names
+    assert not any(n.startswith("core/") and not (n in ("core/__init__.py", "core/evaluation/sandbox.py") or n.startswith("core/harness/")) for n in names)
     assert not any("__pycache__" in n for n in names)
     assert {"task/task.yaml", "task/reference.py", "task/baseline.py", "candidate/solution.py", "candidate/kernel.cu"} <= names
     assert "candidate/notes.txt" not in names
@@ -400,7 +400,7 @@ def test_no_python_and_no_torch_are_named(tmp_path):
 def test_the_documented_example_hosts_file_is_valid():
     import yaml
 
-    from core.devices import PACKAGE_ROOT
+    from core.devices.device import PACKAGE_ROOT
 
     raw = yaml.safe_load((PACKAGE_ROOT / "docs" / "hosts.example.yaml").read_text())
     for entry in raw["hosts"]:  # these name files on the author's machine

@@ -21,10 +21,10 @@ from tests.sshd import missing_prerequisite, require, start_sshd
 
 asyncssh = pytest.importorskip("asyncssh")
 
-from core import events  # noqa: E402
-from core.evaluate import Evaluator  # noqa: E402
-from core.executors import HarnessError  # noqa: E402
-from core.tasks import Limits, load_task  # noqa: E402
+from core.model import events  # noqa: E402
+from core.evaluation.evaluator import Evaluator  # noqa: E402
+from core.evaluation.executors import HarnessError  # noqa: E402
+from core.tasks.spec import Limits, load_task  # noqa: E402
 from remotes import RemoteExecutor, parse_hosts  # noqa: E402
 from remotes import executor as executor_module  # noqa: E402
 from remotes.connection import ConnectionPool  # noqa: E402
@@ -122,7 +122,7 @@ def test_a_remote_evaluation_runs_end_to_end(sshd, remote_cpu, axpy, candidates)
     assert passed.status == "passed", passed.stages
     assert [s.status for s in passed.stages] == ["passed"] * 4
     assert passed.device["id"] == "localhost-test/cpu" and passed.timing_kind == "cpu"
-    # It ran in the host's sandbox (the job script starts the harness through core/sandbox.py there).
+    # It ran in the host's sandbox (the job script starts the harness through core/evaluation/sandbox.py there).
     assert passed.sandbox["mode"] == "bubblewrap" and passed.sandbox["host"] == "localhost-test", passed.sandbox
     assert passed.sandbox["version"].startswith("bubblewrap") and passed.sandbox["bwrap"]
     assert isinstance(seen[0], events.EvaluationStarted) and isinstance(seen[-1], events.EvaluationFinished)

@@ -1,4 +1,4 @@
-"""Rewards (core/rewards.py): the default's values by outcome, the registry, and the two rules
+"""Rewards (core/rl/rewards.py): the default's values by outcome, the registry, and the two rules
 every built-in keeps: an integrity violation is the lowest reward of all, and review notes
 change nothing."""
 
@@ -10,8 +10,8 @@ import math
 
 import pytest
 
-from core import rewards
-from core.result import STAGES, Result, StageResult
+from core.rl import rewards
+from core.model.result import STAGES, Result, StageResult
 
 
 def make(status: str = "passed", failed_stage: str | None = None, speedup: float = 1.0, sol: float | None = None,

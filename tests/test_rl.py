@@ -1,4 +1,4 @@
-"""The reward API (core/rl.py) on the CPU device: one evaluation from source text, a batch spread
+"""The reward API (core/rl/arena.py) on the CPU device: one evaluation from source text, a batch spread
 over every device through the scheduler, infrastructure faults as "retry" (reward None),
 policy mistakes as compile failures, and the public view that never names a hidden workload."""
 
@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from core.devices import DeviceError
-from core.evaluate import Timing
-from core.executors import LocalExecutor
-from core.result import STAGES, Result, StageResult, WorkloadFigures
-from core.rl import Arena, EvalRequest, evaluate, evaluate_many, public_result
-from core.tasks import UnknownTaskError, find_task
+from core.devices.device import DeviceError
+from core.evaluation.evaluator import Timing
+from core.evaluation.executors import LocalExecutor
+from core.model.result import STAGES, Result, StageResult, WorkloadFigures
+from core.rl.arena import Arena, EvalRequest, evaluate, evaluate_many, public_result
+from core.tasks.spec import UnknownTaskError, find_task
 
 FIXTURE_TASKS = Path(__file__).resolve().parent / "fixtures" / "tasks"
 FAST = Timing(alternations=1, budget_ms=20.0, min_calls=1, max_calls=5)

@@ -1,4 +1,4 @@
-"""The optional adapters (core/adapters/): a clear error when their library is missing, the core
+"""The optional adapters (core/rl/adapters/): a clear error when their library is missing, the core
 unaffected, and their code paths exercised against minimal stand-ins of gymnasium, verifiers
 and datasets injected into sys.modules (the real libraries are not installable offline; the
 tests marked `real` run only where they are installed)."""
@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from core.evaluate import Timing
-from core.rl import Arena
+from core.evaluation.evaluator import Timing
+from core.rl.arena import Arena
 
 FIXTURE_TASKS = Path(__file__).resolve().parent / "fixtures" / "tasks"
 FAST = Timing(alternations=1, budget_ms=20.0, min_calls=1, max_calls=5)
@@ -65,20 +65,20 @@ def _fresh(module: str) -> types.ModuleType:
 def test_missing_libraries_give_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "gymnasium", None)  # None: import raises ImportError
     monkeypatch.setitem(sys.modules, "verifiers", None)
-    gym_env = _fresh("core.adapters.gym_env")  # importing the adapter never imports the library
+    gym_env = _fresh("core.rl.adapters.gym_env")  # importing the adapter never imports the library
     with pytest.raises(ImportError, match=r"pip install 'kernel-arena\[gym\]'"):
         gym_env.make_env("elementwise/axpy")
-    verifiers_env = _fresh("core.adapters.verifiers_env")
+    verifiers_env = _fresh("core.rl.adapters.verifiers_env")
     with pytest.raises(ImportError, match=r"pip install 'kernel-arena\[verifiers\]'"):
         verifiers_env.load_environment()
-    import core.env  # noqa: F401 - the core stands without them
-    import core.rl  # noqa: F401
+    import core.rl.env  # noqa: F401 - the core stands without them
+    import core.rl.arena  # noqa: F401
 
 
 def test_gym_adapter_against_a_stand_in(monkeypatch: pytest.MonkeyPatch) -> None:
     gym = _fake_gymnasium()
     monkeypatch.setitem(sys.modules, "gymnasium", gym)
-    gym_env = _fresh("core.adapters.gym_env")
+    gym_env = _fresh("core.rl.adapters.gym_env")
     env = gym_env.make_env("elementwise/axpy", device="cpu", max_turns=2, tasks_dir=FIXTURE_TASKS, timing=FAST)
     try:
         assert isinstance(env, gym.Env) and env.action_space.max_length == 1 << 20
@@ -91,14 +91,14 @@ def test_gym_adapter_against_a_stand_in(monkeypatch: pytest.MonkeyPatch) -> None
     finally:
         env.close()
     gym_env.register()
-    assert gym.registered["KernelArena-v0"] == "core.adapters.gym_env:make_env"
+    assert gym.registered["KernelArena-v0"] == "core.rl.adapters.gym_env:make_env"
 
 
 def test_verifiers_adapter_against_a_stand_in(monkeypatch: pytest.MonkeyPatch) -> None:
     vf, ds = _fake_verifiers()
     monkeypatch.setitem(sys.modules, "verifiers", vf)
     monkeypatch.setitem(sys.modules, "datasets", ds)
-    verifiers_env = _fresh("core.adapters.verifiers_env")
+    verifiers_env = _fresh("core.rl.adapters.verifiers_env")
 
     async def rollout() -> tuple[Any, dict[str, Any], float, list[dict[str, str]]]:
         async with Arena(["cpu"], tasks_dir=FIXTURE_TASKS, timing=FAST) as arena:
@@ -126,7 +126,7 @@ def test_verifiers_adapter_against_a_stand_in(monkeypatch: pytest.MonkeyPatch) -
 
 def test_gym_adapter_with_the_real_library() -> None:
     gymnasium = pytest.importorskip("gymnasium")
-    gym_env = _fresh("core.adapters.gym_env")
+    gym_env = _fresh("core.rl.adapters.gym_env")
     env = gym_env.make_env("elementwise/axpy", device="cpu", max_turns=1, tasks_dir=FIXTURE_TASKS, timing=FAST)
     try:
         assert isinstance(env, gymnasium.Env)

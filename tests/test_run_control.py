@@ -1,4 +1,4 @@
-"""Acting on a run (core/runs.py `RunControl`), on the real CPU harness and the axpy fixture:
+"""Acting on a run (core/orchestration/runs.py `RunControl`), on the real CPU harness and the axpy fixture:
 re-run a job with its stored secret seed (the same hidden workloads), requeue it on another
 device, cancel one attempt while the others finish; the secret seed never reaches an agent;
 a person's infrastructure mark persists and takes the result off the leaderboard."""
@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 
 from arena_tui.cli import main
-from core import events, leaderboard
+from core.model import events
+from core.store import leaderboard
 from core.agents.base import AgentConfig
-from core.executors import LocalExecutor
-from core.runs import RunControl, RunSpec, execute
-from core.store import Store
+from core.evaluation.executors import LocalExecutor
+from core.orchestration.runs import RunControl, RunSpec, execute
+from core.store.db import Store
 from tests.conftest import ROOT
 from tests.test_store import make_result
 
@@ -137,8 +138,8 @@ def test_an_infrastructure_mark_persists_keeps_the_result_and_leaves_the_leaderb
 
 
 def test_a_store_from_before_seeds_migrates_its_jobs_have_none_and_rerun_says_why(tmp_path, monkeypatch):
-    import core.store as store_module
-    from core.store import MIGRATIONS
+    import core.store.db as store_module
+    from core.store.db import MIGRATIONS
 
     db = tmp_path / "old.db"
     monkeypatch.setattr(store_module, "MIGRATIONS", MIGRATIONS[:2])

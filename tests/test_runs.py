@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from arena_tui.cli import main
-from core.executors import HarnessError, LocalExecutor
-from core.runs import RunFileError, RunSpec, execute, load_run_file, plan
-from core.store import Store
+from core.evaluation.executors import HarnessError, LocalExecutor
+from core.orchestration.runs import RunFileError, RunSpec, execute, load_run_file, plan
+from core.store.db import Store
 
 
 def write_run(tmp_path: Path, text: str) -> Path:

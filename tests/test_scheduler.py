@@ -10,9 +10,18 @@ import time
 
 import pytest
 
-from core import events
-from core.events import DeviceHealthChanged, JobStateChanged
-from core.scheduler import InfrastructureFault, Job, JobFailed, Scheduler, SchedulerClosed, Slot, capacity, slots_for
+from core.model import events
+from core.model.events import DeviceHealthChanged, JobStateChanged
+from core.orchestration.scheduler import (
+    InfrastructureFault,
+    Job,
+    JobFailed,
+    Scheduler,
+    SchedulerClosed,
+    Slot,
+    capacity,
+    slots_for,
+)
 
 
 def run(coro):

@@ -22,10 +22,10 @@ import pytest
 from arena_tui.cli import main
 from arena_tui.serve_cmd import RLServer, is_loopback
 from arena_tui.web.guard import Limits
-from core.evaluate import Timing
-from core.rl import Arena
-from core.store import Store
-from core.tasks import find_task
+from core.evaluation.evaluator import Timing
+from core.rl.arena import Arena
+from core.store.db import Store
+from core.tasks.spec import find_task
 
 FIXTURE_TASKS = Path(__file__).resolve().parent / "fixtures" / "tasks"
 FAST = Timing(alternations=1, budget_ms=20.0, min_calls=1, max_calls=5)
@@ -127,7 +127,7 @@ def test_two_episodes_interleaved_end_to_end(server: ServerThread) -> None:
     status, ev = call(server.port, "POST", "/evaluate", {"task_id": "elementwise/axpy", "code": AXPY, "seed": 11})
     assert status == 200 and ev["outcome"] == "correct" and ev["reward"] > 0 and ev["result"]["stages"][2]["status"] == "passed"
     responses.append(ev)
-    # Hidden workloads: the fixed one, and the one drawn from the /evaluate seed (core/evaluate.py: build_job).
+    # Hidden workloads: the fixed one, and the one drawn from the /evaluate seed (core/evaluation/evaluator.py: build_job).
     task = find_task("elementwise/axpy", FIXTURE_TASKS)
     drawn = [w.label for w in task.workloads(cpu=True).hidden.resolve(random.Random(11))]
     for text in {HIDDEN_FIXED, *drawn}:

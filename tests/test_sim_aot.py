@@ -1,4 +1,4 @@
-"""A `sim:` device compiles each Triton kernel for the target ahead of time (core/harness/sim_aot.py).
+"""A `sim:` device compiles each Triton kernel for the target ahead of time (core/harness/sim/aot.py).
 A kernel that the target's own compiler refuses, or that asks for more shared memory than the
 target has, would fail on that GPU at its first launch: the simulated evaluation says so and
 fails, instead of predicting a time for a kernel that cannot run."""
@@ -16,10 +16,10 @@ import torch
 import triton
 import triton.language as tl
 
-from core.devices import sim_info
-from core.harness import sim_aot
-from core.harness.sim_stage import refused_launch
-from core.sim import sim_section
+from core.devices.device import sim_info
+from core.harness.sim import aot as sim_aot
+from core.harness.sim.stage import refused_launch
+from core.devices.sim import sim_section
 
 
 @triton.jit

@@ -9,10 +9,17 @@ import math
 import sys
 from pathlib import Path
 
-from core.devices import sim_info
-from core.evaluate import build_job
-from core.sim.baselines import TABLE_FILE, axes_key, baseline_for, baseline_on, fit_task_model, load_table
-from core.tasks import find_task
+from core.devices.device import sim_info
+from core.evaluation.evaluator import build_job
+from core.devices.sim.baselines import (
+    TABLE_FILE,
+    axes_key,
+    baseline_for,
+    baseline_on,
+    fit_task_model,
+    load_table,
+)
+from core.tasks.spec import find_task
 
 ROOT = Path(__file__).resolve().parent.parent
 

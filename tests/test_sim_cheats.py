@@ -13,21 +13,21 @@ import textwrap
 
 import pytest
 
-from core.evaluate import Evaluator
-from core.harness.sim_stage import uncounted_launch
-from core.tasks import find_task
+from core.evaluation.evaluator import Evaluator
+from core.harness.sim.stage import uncounted_launch
+from core.tasks.spec import find_task
 from tests.conftest import ROOT
 
 CHEATS = ROOT / "tests" / "sim_cheats"
 
 COUNT = '''
 import importlib.util, json, sys
-from core.devices import sim_info
-from core.evaluate import _spec_json
+from core.devices.device import sim_info
+from core.evaluation.evaluator import _spec_json
 from core.harness import sim_predict, sim_stage
-from core.harness.sim_model import Constants, Target, predict_side
-from core.sim import sim_section
-from core.tasks import find_task
+from core.harness.sim.model import Constants, Target, predict_side
+from core.devices.sim import sim_section
+from core.tasks.spec import find_task
 
 section = sim_section(sim_info("sim:h200"))
 compiler = sim_predict.CompileCache(section["aot"], None)  # before the interpreter

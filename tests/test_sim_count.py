@@ -1,4 +1,4 @@
-"""Counting Triton kernels in the interpreter (core/harness/sim_count.py): the pieces that need
+"""Counting Triton kernels in the interpreter (core/harness/sim/count.py): the pieces that need
 no interpreter. The kernels themselves are counted in tests/test_sim_model.py."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.harness.sim_count import MAX_SAMPLE, SECTOR, Counting, Launch, stratified, unique_sectors
+from core.harness.sim.count import MAX_SAMPLE, SECTOR, Counting, Launch, stratified, unique_sectors
 
 
 @pytest.mark.parametrize("addrs", [

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from core.evaluate import Evaluator
-from core.result import EXIT_INFRASTRUCTURE
-from core.tasks import find_task
+from core.evaluation.evaluator import Evaluator
+from core.model.result import EXIT_INFRASTRUCTURE
+from core.tasks.spec import find_task
 
 KERNEL = '''
 import torch

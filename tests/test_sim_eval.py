@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from core.evaluate import Evaluator
-from core.tasks import find_task
+from core.evaluation.evaluator import Evaluator
+from core.tasks.spec import find_task
 
 
 @pytest.fixture(scope="module")

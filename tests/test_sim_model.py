@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from core.devices import DeviceError, SIM_GPUS, parse_device, probe
-from core.harness.sim_model import Constants, Target, launch_time, predict_side
-from core.sim import predict_collective, sim_section
+from core.devices.device import DeviceError, SIM_GPUS, parse_device, probe
+from core.harness.sim.model import Constants, Target, launch_time, predict_side
+from core.devices.sim import predict_collective, sim_section
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,7 +25,7 @@ from core.harness import sim_predict
 from core.harness.triton_cpu import enable_interpreter
 compiler = sim_predict.CompileCache({"backend": "cuda", "arch": 90, "warp_size": 32, "name": "sm_90"}, None)
 enable_interpreter()
-from core.harness.sim_count import Counting
+from core.harness.sim.count import Counting
 
 @triton.jit
 def copy1(x, y, n, BLOCK: tl.constexpr):

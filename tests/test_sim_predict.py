@@ -1,12 +1,12 @@
-"""The candidate's side of a `sim:` device's performance stage (core/harness/sim_predict.py):
+"""The candidate's side of a `sim:` device's performance stage (core/harness/sim/predict.py):
 GPU-sized inputs made at memory speed, and one AOT compile per kernel configuration."""
 
 from __future__ import annotations
 
 import torch
 
-from core.harness import sim_predict
-from core.harness.sim_predict import TILE, UNTOUCHED_BYTES
+from core.harness.sim import predict as sim_predict
+from core.harness.sim.predict import TILE, UNTOUCHED_BYTES
 
 BIG = UNTOUCHED_BYTES // 4 + 4 * TILE  # float32 elements: just above the unwritten threshold
 

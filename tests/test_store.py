@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from arena_tui.cli import main
-from core import events
-from core import store as store_module
-from core.result import Result, StageResult, WorkloadFigures
-from core.store import MIGRATIONS, Store, StoreError, UnknownRunError
+from core.model import events
+from core.store import db as store_module
+from core.model.result import Result, StageResult, WorkloadFigures
+from core.store.db import MIGRATIONS, Store, StoreError, UnknownRunError
 
 AXPY = ["eval", "--task", "elementwise/axpy", "--candidate"]
 
@@ -395,7 +395,7 @@ def test_arena_eval_no_store_records_nothing(capsys, fixture_tasks, candidates, 
 
 
 def test_arena_eval_still_prints_its_result_when_the_store_cannot_be_opened(capsys, monkeypatch, fixture_tasks, candidates, tmp_path):
-    import core.evaluate
+    import core.evaluation.evaluator
 
     class CannedEvaluator:  # the evaluation itself is covered elsewhere; here only the store matters
         def __init__(self, device: str, workdir=None):
@@ -410,7 +410,7 @@ def test_arena_eval_still_prints_its_result_when_the_store_cannot_be_opened(caps
         def evaluate(self, task, candidate, seed=None, on_event=None, world_size=None, profile=None):
             return make_result(status="failed", device="cpu")
 
-    monkeypatch.setattr(core.evaluate, "Evaluator", CannedEvaluator)
+    monkeypatch.setattr(core.evaluation.evaluator, "Evaluator", CannedEvaluator)
     (tmp_path / "a-file").write_text("")
     code, out, err = cli(capsys, "--tasks-dir", str(fixture_tasks), "--db", str(tmp_path / "a-file" / "arena.db"),
                          *AXPY, str(candidates / "axpy_torch.py"), "--json")

@@ -10,14 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from core.tasks import (
-    TaskError,
-    UnknownTaskError,
-    discover,
-    evaluate_formula,
-    find_task,
-    load_task,
-)
+from core.tasks.spec import TaskError, UnknownTaskError, discover, evaluate_formula, find_task, load_task
 
 BUNDLED = ["activation/silu_mul", "gemm/bf16_gemm", "norm/add_rmsnorm"]
 

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from arena_tui.cli import main
-from core.adapters import verl
-from core.adapters.completions import NO_CODE, BatchScorer, Item, extract_candidate
-from core.adapters.serve_client import ArenaClient, ArenaClientError
-from core.adapters.trl import kernel_reward
-from core.evaluate import Timing
+from core.rl.adapters import verl
+from core.rl.adapters.completions import NO_CODE, BatchScorer, Item, extract_candidate
+from core.rl.adapters.serve_client import ArenaClient, ArenaClientError
+from core.rl.adapters.trl import kernel_reward
+from core.evaluation.evaluator import Timing
 
 FIXTURE_TASKS = Path(__file__).resolve().parent / "fixtures" / "tasks"
 CHEATS = Path(__file__).resolve().parent / "cheats"
@@ -37,7 +37,7 @@ def test_the_candidate_is_the_last_python_block_of_the_reply():
 
 @pytest.fixture(scope="module")
 def scorer():
-    from core.rl import Arena
+    from core.rl.arena import Arena
 
     with BatchScorer(arena_factory=lambda: Arena(["cpu"], tasks_dir=FIXTURE_TASKS, timing=FAST)) as s:
         yield s
@@ -106,8 +106,8 @@ def test_trl_reward_function_needs_the_task_column():
 def test_an_infrastructure_fault_that_persists_is_no_reward():
     class Down(BatchScorer):
         async def _arena_call(self, requests):
-            from core.result import Result, StageResult
-            from core.rl import RewardedResult
+            from core.model.result import Result, StageResult
+            from core.rl.arena import RewardedResult
 
             broken = Result("elementwise/axpy", "0", {"id": "cpu"}, "cpu", "infrastructure_error", "compile",
                             [StageResult("compile", "error", message="harness died")], [], 0.0, None, None, 0.0)
@@ -199,7 +199,7 @@ class _Stub:
 
 
 def test_the_client_retries_a_busy_server_and_names_a_refused_field():
-    from core.adapters.serve_client import ArenaRequestError
+    from core.rl.adapters.serve_client import ArenaRequestError
 
     step = {"episode_id": "e1", "observation": {"turn": 1}, "reward": 0.6, "done": False, "info": {"outcome": "correct"}}
     stub = _Stub([(503, {"error": {"status": 503, "message": "shutting down"}}), (200, step),
@@ -218,7 +218,7 @@ def test_the_client_retries_a_busy_server_and_names_a_refused_field():
 
 
 def test_rows_with_an_episode_are_steps_of_that_episode():
-    from core.adapters.serve_client import StepResult
+    from core.rl.adapters.serve_client import StepResult
 
     class Server:
         def __init__(self):

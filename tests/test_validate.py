@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from arena_tui.cli import main
-from core.tasks import task_ids, tasks_root
-from core.validate import CHECK_NAMES, ValidateOptions, validate_task
+from core.tasks.spec import task_ids, tasks_root
+from core.evaluation.validate import CHECK_NAMES, ValidateOptions, validate_task
 
 BROKEN = Path(__file__).resolve().parent / "fixtures" / "validate" / "elementwise"
 FAST = ValidateOptions(evaluate=False)  # the checks that need no harness: a fraction of a second

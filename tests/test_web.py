@@ -21,7 +21,7 @@ import pytest
 
 from arena_tui.cli import main
 from arena_tui.web.app import WebServer
-from core.store import Store
+from core.store.db import Store
 from tests.chromium import Chromium, find_chromium
 from tests.web_sample import H200, HIDDEN_LABEL, MI300, add, fill
 

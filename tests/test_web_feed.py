@@ -1,4 +1,4 @@
-"""How the leaderboard learns of results (core/store.py's change hook, arena_tui/web/feed.py):
+"""How the leaderboard learns of results (core/store/db.py's change hook, arena_tui/web/feed.py):
 a listener hears this handle's writes once committed, `data_version` changes on another
 connection's commit, `recorded_since` says what landed, and the feed turns either into one
 `results` event per landing for every stream, with nothing announced twice."""
@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from arena_tui.web.feed import StoreFeed
-from core.store import Store
+from core.store.db import Store
 from tests.test_store import make_result
 
 

@@ -8,8 +8,8 @@ import hashlib
 import random
 from pathlib import Path
 
-from core.result import Result, StageResult, WorkloadFigures
-from core.store import Store
+from core.model.result import Result, StageResult, WorkloadFigures
+from core.store.db import Store
 
 H200 = {"id": "cuda:0", "model": "NVIDIA H200", "vendor": "nvidia", "arch": "sm_90"}
 MI300 = {"id": "box1/cuda:0", "model": "AMD Instinct MI300X", "vendor": "amd", "arch": "gfx942"}

@@ -13,10 +13,10 @@ import tempfile
 from pathlib import Path
 from unittest import mock
 
-import core.store
+import core.store.db
 from arena_tui.app.app import ArenaApp
 from arena_tui.app.scripted import ScriptedRun
-from core.store import Store
+from core.store.db import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = ROOT / "tests" / "fixtures" / "tasks"
@@ -40,8 +40,8 @@ async def shoot(run: ScriptedRun, name: str, keys: tuple[str, ...], size: tuple[
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp, \
-            mock.patch.object(core.store, "_now", lambda: "2026-12-01T00:00:00+00:00"), \
-            mock.patch.object(core.store.secrets, "token_hex", lambda n: "abcd"[: 2 * n]):
+            mock.patch.object(core.store.db, "_now", lambda: "2026-12-01T00:00:00+00:00"), \
+            mock.patch.object(core.store.db.secrets, "token_hex", lambda n: "abcd"[: 2 * n]):
         with Store.open(Path(tmp) / "arena.db") as store:
             run = ScriptedRun(store, ("elementwise/axpy",), ("ref", "cli", "bad"), starter=TASKS / "elementwise/axpy/starter.py", folder=Path(tmp) / "attempts")
             run.play_into_store()

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 
 from arena_tui.web.app import WebServer
-from core.store import Store
+from core.store.db import Store
 from tests.chromium import Chromium
 from tests.web_sample import fill
 

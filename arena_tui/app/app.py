@@ -6,7 +6,7 @@ a timer drains it every `flush_interval` seconds into the `RunModel` and tells t
 screen once (`RunUpdated`), so a burst of hundreds of events per second costs one redraw per
 tick, not one per event.
 
-Triage acts on one row through the source's `core.runs.RunControl`: cancel one attempt, re-run
+Triage acts on one row through the source's `core.orchestration.runs.RunControl`: cancel one attempt, re-run
 an evaluation with its stored seed, requeue it on another device (live: a job of this run;
 after the run: a follow-up run, which the app then executes and shows), and mark a result an
 infrastructure fault (kept in the store).
@@ -23,7 +23,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
-from core.runs import AttemptReport, Queued, RunControl
+from core.orchestration.runs import AttemptReport, Queued, RunControl
 
 from .messages import RunUpdated
 from .model import Row, RunItem, RunModel

@@ -5,10 +5,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from core.result import EXIT_FAILED, EXIT_INFRASTRUCTURE, EXIT_PASSED
-from core.runs import DEFAULT_RUN, RunSpec
-from core.store import Store
-from core.tasks import discover
+from core.model.result import EXIT_FAILED, EXIT_INFRASTRUCTURE, EXIT_PASSED
+from core.orchestration.runs import DEFAULT_RUN, RunSpec
+from core.store.db import Store
+from core.tasks.spec import discover
 
 
 def interactive(headless: bool = False) -> bool:

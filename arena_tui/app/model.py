@@ -1,6 +1,6 @@
 """Turn a run's events into row models: one `Row` per evaluation job or agent attempt.
 
-The engine reports through two callbacks (`core.runs.execute`): `(store job id, event)` for
+The engine reports through two callbacks (`core.orchestration.runs.execute`): `(store job id, event)` for
 scheduler and harness events (transcripts with job id None) and `AttemptReport`s. Scheduler
 events name jobs by their scheduler key, harness events by their store job id; this module
 maps both onto rows, keeps live progress (stage, elapsed time, running speedup) and loads the
@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Union
 
-from core import events
-from core.result import Result
-from core.runs import AttemptReport
-from core.store import Store
+from core.model import events
+from core.model.result import Result
+from core.orchestration.runs import AttemptReport
+from core.store.db import Store
 
 # What one callback delivered: an engine event with its store job id, or an attempt report.
 RunItem = Union[tuple[int | None, events.Event], AttemptReport]
@@ -57,7 +57,7 @@ class Row:
     error: str | None = None
     fault: str | None = None  # infrastructure | error, from the scheduler
     stop_reason: str | None = None
-    outcome: str | None = None  # an attempt's: scored | starter | agent_error | no_submission (core/agents/outcome.py)
+    outcome: str | None = None  # an attempt's: scored | starter | agent_error | no_submission (core/model/outcome.py)
     marked_infrastructure: bool = False  # a person said so in triage (kept in the store: `Store.mark_infrastructure`)
 
     def elapsed(self, now: float) -> float | None:

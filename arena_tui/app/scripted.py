@@ -1,7 +1,7 @@
 """A scripted run: the engine's callbacks and store writes replayed from a script, no harness.
 
 Tests drive the app with it and `tools/app_screenshots.py` draws the screens from it. It writes
-to the store exactly what `core.runs.execute` would (attempts, final jobs, results,
+to the store exactly what `core.orchestration.runs.execute` would (attempts, final jobs, results,
 transcripts) before it reports each step, so the app sees what it would see in a real run.
 """
 
@@ -13,11 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core import events
+from core.model import events
 from core.agents.runner import attempt_key
-from core.result import Result, StageResult, WorkloadFigures
-from core.runs import AttemptReport, OnAttempt, OnRunEvent
-from core.store import Store
+from core.model.result import Result, StageResult, WorkloadFigures
+from core.orchestration.runs import AttemptReport, OnAttempt, OnRunEvent
+from core.store.db import Store
 
 from .source import RunSource
 

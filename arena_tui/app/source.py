@@ -1,7 +1,7 @@
 """What the app watches: a run in the store, and (for a live run) the coroutine that executes it.
 
 The app never calls the engine itself: it is handed a `RunSource` whose `start` runs the run
-and reports through the two callbacks of `core.runs.execute`. `live_source` wires the real
+and reports through the two callbacks of `core.orchestration.runs.execute`. `live_source` wires the real
 `execute`; tests hand a scripted fake with the same shape. A source without `start` shows a
 run that has already ended, from the store alone. `control` acts on the run (triage: cancel
 one attempt, re-run, requeue); a follow-up run it starts executes through `executor_factory`.
@@ -13,8 +13,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.runs import ExecutorFactory, OnAttempt, OnRunEvent, RunControl, RunSpec, execute, local_executor
-from core.store import Store
+from core.orchestration.runs import (
+    ExecutorFactory,
+    OnAttempt,
+    OnRunEvent,
+    RunControl,
+    RunSpec,
+    execute,
+    local_executor,
+)
+from core.store.db import Store
 
 Starter = Callable[[OnRunEvent, OnAttempt], Awaitable[object]]
 
@@ -31,7 +39,7 @@ class RunSource:
 
 
 def live_source(store: Store, run_id: str, spec: RunSpec, executor_factory=None, control: RunControl | None = None) -> RunSource:  # type: ignore[no-untyped-def]
-    """A run executed by `core.runs.execute` inside the app's event loop, with a `RunControl`."""
+    """A run executed by `core.orchestration.runs.execute` inside the app's event loop, with a `RunControl`."""
     factory = executor_factory or local_executor
     control = control or RunControl(store)
 

@@ -25,7 +25,7 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from core.store import Store
+from core.store.db import Store
 
 from . import DEFAULT_PORT, TOKEN_ENV, board
 from .errors import HttpError, error_payload
@@ -49,7 +49,7 @@ def _board_routes(store: Store, feed: StoreFeed, tasks_dir: Path | None) -> list
     building: dict[tuple[int, float, str], asyncio.Future[dict[str, Any]]] = {}
 
     async def boards(request: Request) -> dict[str, Any]:
-        from core.leaderboard import DEFAULT_P, LeaderboardError
+        from core.store.leaderboard import DEFAULT_P, LeaderboardError
 
         by = request.query_params.get("by", "model")
         try:

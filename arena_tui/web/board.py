@@ -1,13 +1,13 @@
-"""What the leaderboard page shows, as JSON: every board (core/leaderboard.py), each entry with
+"""What the leaderboard page shows, as JSON: every board (core/store/leaderboard.py), each entry with
 the results behind it, its per-task figures and its history over runs; and one result's public
 view (stage verdicts, per-workload times, fractions of speed of light, the candidate's source).
 
 The page filters on the client: an entry is one (agent, model) on one family and one device
 (or vendor), and ranks are taken within (family, device), so choosing a family, a device or a
-vendor keeps exactly the entries core.leaderboard would build with that filter. That is what
+vendor keeps exactly the entries core.store.leaderboard would build with that filter. That is what
 lets a static snapshot (`arena leaderboard --html`) filter with no server behind it.
 
-Hidden workloads are never named (core.rl.public_result): the board is meant to be public."""
+Hidden workloads are never named (core.rl.arena.public_result): the board is meant to be public."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from core import leaderboard
-from core.leaderboard import TIMING_KINDS, Scored
-from core.store import Store, StoreError
+from core.store import leaderboard
+from core.store.leaderboard import TIMING_KINDS, Scored
+from core.store.db import Store, StoreError
 
 MAX_SOURCE = 512 << 10  # a candidate is at most 1 MiB; the page shows the first half MiB
 
@@ -98,8 +98,8 @@ def result_json(store: Store, job_id: int, tasks_dir: Path | None = None) -> dic
 
 
 def _detail(store: Store, job: Any, row: Any, tasks_dir: Path | None, tasks: dict[str, Any]) -> dict[str, Any]:
-    from core.rl import public_result
-    from core.tasks import find_task
+    from core.rl.arena import public_result
+    from core.tasks.spec import find_task
 
     if job.task_id not in tasks:
         try:

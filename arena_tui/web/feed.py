@@ -15,7 +15,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from core.store import Store
+from core.store.db import Store
 
 HEARTBEAT_S = 15.0  # a comment line this often keeps proxies from closing an idle stream
 QUEUE = 16  # events kept for a slow reader; older ones are dropped (the next one says "fetch again" too)

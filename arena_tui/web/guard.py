@@ -20,7 +20,7 @@ from .errors import BodyTooLarge, error_payload
 class Limits:
     """What one server accepts (docs/web.md, "Limits")."""
 
-    max_body: int = 16 * MIB  # a candidate is at most 1 MiB (core/rl.py); a batch holds many
+    max_body: int = 16 * MIB  # a candidate is at most 1 MiB (core/rl/arena.py); a batch holds many
     max_requests: int = 256  # requests being handled at once, event streams aside
     max_streams: int = 256  # open event streams (the leaderboard page holds one per tab)
     max_queue: int = 256  # evaluations waiting or running (the scheduler's queue)

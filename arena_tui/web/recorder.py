@@ -17,8 +17,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from core.result import Result
-from core.store import Store
+from core.model.result import Result
+from core.store.db import Store
 
 
 class Recorder:

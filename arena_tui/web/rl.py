@@ -4,7 +4,7 @@
 Episodes are independent KernelEnv instances sharing one Arena, so every evaluation goes
 through one scheduler and concurrency is bounded by the devices' slots; evaluations waiting
 or running are bounded too (`max_queue`: 429 beyond). Nothing a response carries names a
-hidden workload (core/rl.py, `public_result`). Every evaluation is a task the service tracks,
+hidden workload (core/rl/arena.py, `public_result`). Every evaluation is a task the service tracks,
 so that a shutdown can let it finish or cancel it (`drain`) and the recorder keeps either."""
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def endpoint(fn: Handler) -> Callable[[Request], Awaitable[JSONResponse]]:
 
 @dataclass
 class _Episode:
-    env: Any  # core.env.KernelEnv
+    env: Any  # core.rl.env.KernelEnv
     agent: str | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     last_used: float = field(default_factory=time.monotonic)
@@ -152,8 +152,8 @@ class RLService:
                 "uptime_s": round(time.time() - self.started, 1)}
 
     async def tasks(self, request: Request) -> dict[str, Any]:
-        from core.env import signature
-        from core.tasks import discover
+        from core.rl.env import signature
+        from core.tasks.spec import discover
 
         return {"tasks": [{
             "id": t.id, "description": t.description, "signature": signature(t), "languages": list(t.languages), "baseline": t.baseline,
@@ -187,8 +187,8 @@ class RLService:
         return device
 
     async def reset(self, request: Request) -> dict[str, Any]:
-        from core.env import EpisodeError, KernelEnv
-        from core.tasks import UnknownTaskError
+        from core.rl.env import EpisodeError, KernelEnv
+        from core.tasks.spec import UnknownTaskError
 
         body = json_object(await request.body())
         no_unknown(body, ("task_id", "seed", "max_turns", "device", "episode_id", "agent"))
@@ -216,7 +216,7 @@ class RLService:
         return {"episode_id": episode_id, "observation": observation.to_json(), "reward": None, "done": False, "info": {"task_id": task_id, "device": env.device}}
 
     async def step(self, request: Request) -> dict[str, Any]:
-        from core.env import EpisodeError
+        from core.rl.env import EpisodeError
 
         body = json_object(await request.body())
         no_unknown(body, ("episode_id", "action", "timeout_s", "request_id"))
@@ -260,8 +260,8 @@ class RLService:
     async def evaluate(self, request: Request) -> dict[str, Any]:
         """One candidate (`{task_id, code, ...}`) or several (`{candidates: [...]}`: one batch
         through the core's batch API, answers in the candidates' order)."""
-        from core.rl import EvalRequest
-        from core.tasks import UnknownTaskError
+        from core.rl.arena import EvalRequest
+        from core.tasks.spec import UnknownTaskError
 
         body = json_object(await request.body())
         fields = ("task_id", "code", "seed", "visible_only", "device", "agent")

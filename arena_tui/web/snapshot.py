@@ -9,7 +9,7 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
-from core.store import Store
+from core.store.db import Store
 
 from .board import boards_json, results_json
 

@@ -5,6 +5,10 @@ built in. The offline kinds (`reference`, `replay`) live in core/agents/offline.
 first use when it exists; it registers them with `register(kind, factory)`, or exposes
 `ADAPTERS = {kind: factory}`. A fresh instance per attempt matters: the stream parsers keep a
 little per-attempt state (usage already counted, the last answer, thinking deltas).
+
+The package is the agents layer: the adapters, `runner` (one attempt: workspace, agent, final
+evaluation), `workspace` (one isolated workspace per attempt) and `check_server` (the
+`arena check` socket server). Above the evaluation, beside the store.
 """
 
 from __future__ import annotations

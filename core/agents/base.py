@@ -1,5 +1,5 @@
 """What an agent adapter is: how to start a coding agent on a workspace, and how to turn what
-it prints into normalized transcript steps (core/events.py's TranscriptEvent).
+it prints into normalized transcript steps (core/model/events.py's TranscriptEvent).
 
 Two shapes of agent:
 - a CLI agent (Claude Code, Codex, Cursor, Gemini CLI) runs as a sandboxed subprocess; the

@@ -23,9 +23,9 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from .. import events
-from ..tasks import Task
-from .base import AgentConfig, Emit, RunCheck, Step
+from core.model import events
+from core.tasks.spec import Task
+from core.agents.base import AgentConfig, Emit, RunCheck, Step
 
 BUILTIN_SOLUTIONS = ("starter", "baseline")
 REPLAY_FORMATS = ("events", "claude", "codex", "cursor", "gemini")
@@ -139,7 +139,7 @@ def _parser(fmt: str):  # type: ignore[no-untyped-def]
                 return []
             return [Step(**{k: v for k, v in event.__dict__.items() if k in _STEP_FIELDS})]
         return parse
-    from . import adapter
+    from core.agents import adapter
 
     cli = adapter(fmt)
     return cli.parse  # type: ignore[union-attr]

@@ -11,7 +11,7 @@ hung agent never holds the run. A Ctrl-C (the coroutine cancelled) stops it the 
 records nothing but the stop.
 
 Stop reasons: finished (it exited 0 by itself), budget, cost_cap, token_cap, crashed (it exited
-otherwise, or raised), cancelled. The stop is then classified (core/agents/outcome.py): an
+otherwise, or raised), cancelled. The stop is then classified (core/model/outcome.py): an
 agent that changed `solution.py` is scored as it left it, whatever the reason; one that never
 got to work (a CLI not on PATH, a crash before acting, endpoint errors) ends `agent_error`, one
 that ended without changing it `no_submission`, and neither is scored: the starter left in the
@@ -30,14 +30,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
-from .. import events, sandbox
-from ..check_server import NATIVE_SUFFIXES, CheckError, CheckServer
-from ..evaluate import BadCandidate, check_candidate
-from ..result import STAGES, Result, StageResult
-from ..tasks import Task
-from ..workspace import Variant, Workspace, make_workspace
-from .base import AgentConfig, CliAgent, InProcessAgent, Step
-from .outcome import Activity, Baseline, Outcome, Verdict, classify
+from core.model import events
+from core.evaluation import sandbox
+from core.agents.check_server import NATIVE_SUFFIXES, CheckError, CheckServer
+from core.evaluation.evaluator import BadCandidate, check_candidate
+from core.model.result import STAGES, Result, StageResult
+from core.tasks.spec import Task
+from core.agents.workspace import Variant, Workspace, make_workspace
+from core.agents.base import AgentConfig, CliAgent, InProcessAgent, Step
+from core.model.outcome import Activity, Baseline, Outcome, Verdict, classify
 
 STOP_REASONS = ("finished", "budget", "cost_cap", "token_cap", "crashed", "cancelled")
 KILL_GRACE_S = 5.0  # between SIGTERM and SIGKILL

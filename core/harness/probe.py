@@ -66,7 +66,7 @@ def measure_peaks(device_id: str, budget_ms: float = 200.0) -> dict[str, Any]:
     - launch_graph_us / launch_eager_us: the launch floor, a one-element kernel timed as
       the harness times a decode-sized workload (a CUDA graph replay) and as it times the
       rest (eager, queued). No kernel, however small its work, is timed below it, so the
-      speed of light of a workload is never below it (core/scoring.py);
+      speed of light of a workload is never below it (core/evaluation/scoring.py);
     - hbm_tbps: a 2 GiB device-to-device copy, bytes read plus written;
     - bf16_tflops: an 8192^3 bf16 torch.matmul (the vendor BLAS) on random data."""
     device = torch.device(device_id)

@@ -449,7 +449,7 @@ class Evaluation:
     def _performance(self, deadline: float) -> dict[str, Any]:
         timing = self.job["timing"]
         if timing.get("kind") == "predicted":  # a sim: device predicts instead of timing
-            from .sim_stage import predict_performance
+            from core.harness.sim.stage import predict_performance
 
             return predict_performance(self, deadline)
         if self.second is not None:  # nothing of the candidate runs beside the timed calls

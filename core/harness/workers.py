@@ -425,7 +425,7 @@ def candidate_main(conn: socket.socket, job: dict[str, Any]) -> None:
     device = _device(job)
     sim = None
     if job["device"].get("type") == "sim":  # a simulated GPU: the performance stage counts (docs/simulation.md)
-        from . import sim_predict
+        from core.harness.sim import predict as sim_predict
 
         sim = sim_predict.CompileCache(job["device"]["aot"], str(workdir / "triton_cache"))  # before the interpreter
     if device.type == "cpu":
@@ -672,7 +672,7 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
             elif op == "sync":  # a batch's next candidate starts from a clean channel (batch.py)
                 channel.send(conn, {"ok": True, "sync": msg.get("nonce")})
             elif op == "predict_baseline":
-                from . import sim_predict
+                from core.harness.sim import predict as sim_predict
 
                 reply = sim_predict.predict_baseline(baseline_run, specs, msg["workload"], msg["seed"], custom, msg["formula"])
                 channel.send(conn, {**reply, "impl": baseline_impl(baseline_module)} if isinstance(reply, dict) else reply)

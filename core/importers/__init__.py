@@ -9,6 +9,6 @@ rather than read (hidden workloads, tolerances, FLOP and byte counts) is named i
 `provenance` section. docs/interop.md says how each set runs here and what differs from home.
 """
 
-from .report import Converted, ImportReport, Skipped
+from core.importers.report import Converted, ImportReport, Skipped
 
 __all__ = ["Converted", "ImportReport", "Skipped"]

@@ -34,9 +34,9 @@ from typing import Any, Callable, Iterable
 
 import yaml
 
-from .isolate import isolated
-from .kernelbench_problem import ProblemError, not_power_of_two
-from .report import Converted, ImportReport, Skipped
+from core.importers.isolate import isolated
+from core.importers.kernelbench_problem import ProblemError, not_power_of_two
+from core.importers.report import Converted, ImportReport, Skipped
 
 FAMILY = "agentkernelarena"
 LICENSE = "Apache-2.0"
@@ -522,7 +522,7 @@ def _task_yaml(
     config: dict[str, Any], source: str, runner: Runner, usable: list[tuple[Any, ...]], hidden: list[tuple[Any, ...]],
     sizes: list[int], layout: _Layout, outputs: list[tuple[tuple[int, ...], str, int | None]], notes: list[str],
 ) -> str:
-    from .kernelbench import _Dumper, _Flow
+    from core.importers.kernelbench import _Dumper, _Flow
 
     axes = {runner.names[i]: f"AgentKernelArena shape entry `{runner.names[i]}`" for i in sizes}
     axes.update({a: "a size the runner computes from the shape (derived: recorded per workload)" for a in layout.derived})

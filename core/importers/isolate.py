@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .report import Converted, Skipped
+from core.importers.report import Converted, Skipped
 
 
 def isolated(fn: Callable[..., Converted | Skipped], args: tuple[Any, ...], source: str, timeout_s: float) -> Converted | Skipped:

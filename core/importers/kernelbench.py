@@ -31,9 +31,16 @@ from typing import Any, Callable, Iterable
 
 import yaml
 
-from .kernelbench_problem import Probe, Problem, ProblemError, TensorInfo, is_power_of_two, not_power_of_two
-from .isolate import isolated
-from .report import Converted, ImportReport, Skipped
+from core.importers.kernelbench_problem import (
+    Probe,
+    Problem,
+    ProblemError,
+    TensorInfo,
+    is_power_of_two,
+    not_power_of_two,
+)
+from core.importers.isolate import isolated
+from core.importers.report import Converted, ImportReport, Skipped
 
 FAMILY = "kernelbench"
 LICENSE = "MIT"

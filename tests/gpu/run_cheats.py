@@ -30,8 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from core.evaluate import Evaluator  # noqa: E402
-from core.tasks import Limits, discover, load_task  # noqa: E402
+from core.evaluation.evaluator import Evaluator  # noqa: E402
+from core.tasks.spec import Limits, discover, load_task  # noqa: E402
 from tests.cheats.catalogue import PUBLISHED_CANDIDATES, TASKS, by_name, outcome_problems  # noqa: E402
 
 GPU_CHEATS = ROOT / "tests" / "gpu" / "cheats"

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from core.harness.triton_cpu import enable_interpreter
-from core.tasks import load_task
+from core.tasks.spec import load_task
 
 GEMM = Path(__file__).resolve().parents[2] / "tasks" / "gemm"
 TASKS = ["bf16_gemm", "fp8_blockscale_gemm", "bf16_grouped_gemm", "fp8_blockscale_grouped_gemm", "small_m_gemm"]

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from core.harness.triton_cpu import enable_interpreter
-from core.tasks import load_task
+from core.tasks.spec import load_task
 
 MOE = Path(__file__).resolve().parents[2] / "tasks" / "moe"
 TASKS = ["route_topk_softmax", "route_grouped_topk", "align_permute", "fused_moe"]

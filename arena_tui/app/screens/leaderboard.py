@@ -1,4 +1,4 @@
-"""Leaderboard: core/leaderboard.py's boards, one per timing kind, redrawn as results land."""
+"""Leaderboard: core/store/leaderboard.py's boards, one per timing kind, redrawn as results land."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Header, Static
 
-from core import leaderboard
+from core.store import leaderboard
 
 from ..widgets.footer import ArenaFooter
 from ...figures import INTERPRETED_NOTE, sol_cell, speedup_cell

@@ -8,7 +8,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from core.result import STAGES, Result
+from core.model.result import STAGES, Result
 
 from ...figures import INTERPRETED
 from ..model import Row

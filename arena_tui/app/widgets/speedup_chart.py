@@ -6,7 +6,7 @@ import math
 
 from rich.text import Text
 
-from core.result import WorkloadFigures
+from core.model.result import WorkloadFigures
 
 
 def speedup_bars(workloads: list[WorkloadFigures], width: int = 30) -> Text:

@@ -6,7 +6,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import RichLog, Static
 
-from core.events import TranscriptEvent
+from core.model.events import TranscriptEvent
 
 from .transcript_text import step_text
 

@@ -7,7 +7,7 @@ import json
 
 from rich.text import Text
 
-from core.events import TranscriptEvent
+from core.model.events import TranscriptEvent
 
 FOLD_LINES = 6  # a tool result longer than this shows its first lines and a count
 

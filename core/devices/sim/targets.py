@@ -1,0 +1,74 @@
+"""What a `sim:` job carries: the target GPU's figures and the model's constants.
+
+The figures come from the peaks table (measured where recorded, else spec) and the
+per-architecture limits in core/data/sim_constants.json; the constants are the ones fitted on
+that GPU's timings, or, for a GPU nobody has measured, the H200 fit carried over with a wider
+band and the label `uncalibrated`.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from core.devices.device import DeviceError, DeviceInfo
+
+CONSTANTS_FILE = Path(__file__).resolve().parents[2] / "data" / "sim_constants.json"
+
+
+@lru_cache(maxsize=1)
+def load_constants() -> dict[str, Any]:
+    return json.loads(CONSTANTS_FILE.read_text())
+
+
+def calibration_label(key: str) -> str:
+    """`calibrated (on N H200 timings)` or `uncalibrated`, as results and device lists say it."""
+    fitted = load_constants()["fitted"].get(key)
+    return fitted["label"] if fitted else "uncalibrated"
+
+
+def sim_section(info: DeviceInfo) -> dict[str, Any]:
+    """The job's `sim` section for a simulated device."""
+    data = load_constants()
+    key = info.peaks_key or info.id.removeprefix("sim:")
+    arch = data["arch"].get(info.arch)
+    peaks = info.sol_peaks
+    if arch is None or peaks is None or not peaks.bf16_tflops or not peaks.hbm_tbps or not info.units:
+        raise DeviceError(f"`{info.id}`: no simulation figures for architecture `{info.arch}` (core/data/sim_constants.json)")
+    fitted = data["fitted"].get(key)
+    if fitted:
+        constants = dict(fitted["constants"])
+    else:
+        # An uncalibrated device is never given a tighter band than a calibrated one earned.
+        fitted_bands = [f["constants"] for f in data["fitted"].values()]
+        band = max([data["uncalibrated_band"]] + [c["band"] for c in fitted_bands])
+        lib_band = max([data["uncalibrated_band"], data["default"]["lib_band"]] + [c["lib_band"] for c in fitted_bands])
+        constants = {**data["default"], "band": band, "lib_band": lib_band}
+        if info.spec and info.spec.launch_overhead_us:
+            constants["launch_us"] = info.spec.launch_overhead_us
+    target = {
+        "key": key, "units": info.units, "bf16_tflops": peaks.bf16_tflops, "fp8_tflops": peaks.fp8_tflops, "fp32_tflops": peaks.fp32_tflops,
+        "hbm_tbps": peaks.hbm_tbps, "l2_tbps": arch["l2_tbps_per_unit"] * info.units,
+        **{k: arch[k] for k in ("warp_size", "max_warps_per_unit", "registers_per_unit", "shared_per_unit", "fast_mma")},
+    }
+    calibration = calibration_label(key)
+    return {
+        "label": f"{info.id}, {calibration}", "model": data["model"], "calibration": calibration, "target": target,
+        "constants": constants, "peaks_source": peaks.source,
+        # the candidate's worker predicts autotune trials with these to choose a config (never its billed time: the parent computes that)
+        "aot": {**arch["aot"], "name": info.arch, "shared_per_unit": arch["shared_per_unit"], "trial_model": {"target": target, "constants": constants}},
+    }
+
+
+def sim_baseline(task: Any, workload: Any, info: DeviceInfo, roofline_us: float | None) -> dict[str, Any] | None:
+    """The baseline's time for one performance workload on a simulated device, from the measured
+    table (core/devices/sim/baselines.py), of the implementation that GPU would run (`impl`): measured
+    there, or the task's fitted model; None where the table has nothing for the task on that
+    GPU (the baseline is then predicted from counts)."""
+    from core.devices.sim.baselines import baseline_on
+
+    key = info.peaks_key or info.id.removeprefix("sim:")
+    order = [b.impl for b in getattr(task, "baselines", ())]  # task.yaml's `baselines:`, in preference
+    return baseline_on(key, task.id, order, dict(workload.axes), roofline_us)

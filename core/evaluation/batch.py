@@ -1,0 +1,127 @@
+"""Batches: many candidates of one task evaluated in one harness job (docs/evaluation.md,
+"Batches"). What does not depend on the candidate is shared (the trusted worker, the reference
+outputs per workload and seed, the warm baseline); each candidate keeps its own worker, stages,
+verdict and integrity checks (core/harness/batch.py).
+
+Every candidate of a batch runs on the same workloads and seeds (one secret seed for the batch),
+so a GRPO group is compared on equal terms. A harness that dies mid-batch costs only the
+candidate it was on: that one is evaluated alone (its fault, its retry), the rest as a new
+batch.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from core.model import events
+from core.evaluation import scan
+from core.evaluation.executors import HarnessError, NATIVE_SOURCES
+from core.evaluation.profiles import Profile
+from core.model.result import Result
+from core.tasks.spec import Limits, Task
+
+if TYPE_CHECKING:
+    from core.evaluation.evaluator import Evaluator, OnEvent
+
+GPU_CACHE_BYTES = 16 << 30  # reference inputs and outputs kept in the trusted worker, on a GPU
+CPU_CACHE_BYTES = 1 << 30  # ... on the CPU device (and sim:, whose correctness runs on the CPU)
+
+
+def candidate_files(path: Path) -> dict[str, str]:
+    """The candidate module and its sibling native sources (.cu, .hip, ...), by file name."""
+    files = [path, *(p for p in sorted(path.parent.iterdir()) if p.suffix in NATIVE_SOURCES and p.is_file())]
+    return {p.name: p.read_text(errors="replace") for p in files}
+
+
+def split_evaluations(seen: list[events.Event]) -> list[list[events.Event]]:
+    """A batch's event stream cut into one list per candidate (each ends at evaluation_finished)."""
+    parts: list[list[events.Event]] = [[]]
+    for event in seen:
+        parts[-1].append(event)
+        if isinstance(event, events.EvaluationFinished):
+            parts.append([])
+    return [p for p in parts if p]
+
+
+OnResult = Callable[[int, Result], None]
+
+
+async def evaluate_batch(
+    evaluator: "Evaluator", task: Task, paths: list[Path], seed: int | None, on_event: "OnEvent | None", limits: Limits | None,
+    performance: bool, visible_only: bool, profile: Profile | str | None, on_result: OnResult | None = None, first: int = 0,
+) -> list[Result]:
+    """`on_result(k, result)` is called as soon as candidate k's result is known (a run records
+    it then, so an interrupted batch keeps what it finished); `first` numbers them from there."""
+    from core.evaluation.evaluator import assemble, build_job, check_candidate, job_deadline_s, task_dtypes
+
+    def done(k: int, result: Result) -> Result:
+        if on_result is not None:
+            on_result(first + k, result)
+        return result
+
+    limits = limits or task.limits
+    seed = seed if seed is not None else secrets.randbits(63)
+    single = dict(seed=seed, on_event=on_event, limits=limits, performance=performance, visible_only=visible_only, profile=profile)
+    if len(paths) == 1 or task.world_size is not None or not getattr(evaluator.executor, "batches", False):
+        return [done(k, await evaluator.aevaluate(task, p, **single)) for k, p in enumerate(paths)]  # type: ignore[arg-type]
+    shas = [check_candidate(p) for p in paths]
+    notes = [scan.scan_candidate(p, task_dtypes(task)) for p in paths]  # before any runs: one may rewrite another's file
+    members = [{"entry": p.name, "sources": candidate_files(p)} for p in paths]
+    job_dir = evaluator._job_dir()
+    staged = evaluator.stage_task(task)  # judged with the task's files as staged before any candidate ran
+    job = build_job(
+        task, job_dir / "batch", evaluator.info, evaluator.executor.torch_device(), seed, job_dir, limits, evaluator.graphs,
+        evaluator.sync_each_call, evaluator.timing, performance=performance, visible_only=visible_only, profile=profile,
+        files=staged.named(task.path.resolve()),
+    )
+    job["batch"] = members
+    job["reference_cache_bytes"] = CPU_CACHE_BYTES if evaluator.info.type in ("cpu", "sim") else GPU_CACHE_BYTES
+    seen: list[events.Event] = []
+    results: list[Result] = []
+
+    # Task and engine files are compared with their staged bytes after each member finishes, so a
+    # change is the member's that just ran (members run one after another): its flag, no neighbour's.
+    watched = (("task_files_modified", staged), ("engine_data_modified", evaluator.engine_data))
+    on_disk = {what: files.on_disk() for what, files in watched}
+
+    def judged(result: Result) -> Result:
+        result.sandbox = evaluator.sandbox_record()
+        for what, files in watched:
+            now = files.on_disk()
+            evaluator._flag_changes(result, what, [p for p, data in now.items() if data != on_disk[what][p]])
+            on_disk[what] = now
+        return result
+
+    def collect(event: events.Event) -> None:
+        seen.append(event)
+        if on_event is not None:
+            on_event(event)
+        if isinstance(event, events.EvaluationFinished) and len(results) < len(paths):
+            k = len(results)
+            part = split_evaluations(seen)[-1]
+            seen.clear()
+            results.append(done(k, judged(assemble(task, job, evaluator.info, shas[k], part, notes[k]))))
+
+    try:
+        await evaluator.executor.run(job, job_dir, job_deadline_s(limits) * len(paths), collect)
+        broken: HarnessError | None = None
+    except HarnessError as exc:
+        broken = exc
+    if broken is None and len(results) == len(paths):
+        return results
+    # The harness died on candidate k: k alone (a fault it causes again is its own), the rest as a batch.
+    k = len(results)
+    from core.evaluation.evaluator import infrastructure_result
+
+    try:
+        alone = await evaluator.aevaluate(task, paths[k], **single)  # type: ignore[arg-type]
+    except HarnessError as exc:
+        alone = infrastructure_result(task, evaluator.info, shas[k], str(exc), job.get("profile"))
+    results.append(done(k, alone))
+    if k + 1 < len(paths):
+        results += await evaluate_batch(evaluator, task, paths[k + 1:], seed, on_event, limits, performance, visible_only, profile, on_result, first + k + 1)
+    return results
+
+

@@ -1,0 +1,117 @@
+"""Turning stage results into numbers.
+
+- speedup of a workload = baseline median / candidate median; of a task = the geometric mean
+  over its timed workloads;
+- fraction of speed of light = speed of light / candidate time, where the speed of light is
+  the larger of the roofline time (the task's FLOP and byte formulas against the device's
+  peaks, measured where recorded, else spec) and the device's launch floor (the time of the
+  smallest kernel, timed as the workload is: graph-replayed or eager). A decode-sized
+  workload's roofline is a fraction of a microsecond that no kernel launch reaches; its
+  launch floor is what the fastest possible kernel takes. Results keep both: `roofline_us`
+  and `roofline_fraction` without the floor, `sol_us` and `sol_fraction` with it;
+- fast_p over a task set = the share of tasks that are correct with speedup > p;
+- the classic points, for comparison with AgentKernelArena: 20 for compiling, 100 for being
+  correct, 100 × speedup.
+A failed or missing result counts as zero points and is never correct or fast; it is never
+dropped. In an aggregate speedup over results (leaderboard, compare) it counts 1.0, the user
+keeping the baseline (`effective_speedup`: the failure rule, docs/leaderboard.md).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+from core.devices.device import Peaks
+
+IMPOSSIBILITY_MARGIN = 0.9  # a time below 90% of the spec roofline cannot be real
+FAILED_SPEEDUP = 1.0  # what a failed result counts in an aggregate speedup over results (effective_speedup)
+
+
+def speedup(baseline_us: float, candidate_us: float) -> float:
+    if candidate_us <= 0 or baseline_us <= 0:
+        return 0.0
+    return baseline_us / candidate_us
+
+
+def geomean(values: Iterable[float]) -> float:
+    """Geometric mean; any zero (a failure) makes it zero; an empty list is zero."""
+    vals = list(values)
+    if not vals or any(v <= 0 for v in vals):
+        return 0.0
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
+
+
+def roofline_us(flops: float, nbytes: float, peaks: Peaks, compute: str) -> float | None:
+    """max(FLOPs / compute peak, bytes / memory bandwidth), in microseconds."""
+    tflops = peaks.compute_tflops(compute)
+    terms = []
+    if tflops:
+        terms.append(flops / (tflops * 1e12) * 1e6)
+    if peaks.hbm_tbps:
+        terms.append(nbytes / (peaks.hbm_tbps * 1e12) * 1e6)
+    return max(terms) if terms else None
+
+
+def launch_floor_us(peaks: Peaks | None, graph: bool) -> float | None:
+    """The device's launch floor for a workload timed as CUDA graph replays (`graph`) or
+    eagerly: the measured figure of that kind, else the peaks table's `launch_overhead_us`."""
+    if peaks is None:
+        return None
+    measured = peaks.launch_graph_us if graph else peaks.launch_eager_us
+    return measured if measured is not None else peaks.launch_overhead_us
+
+
+def reachable_us(roofline: float | None, floor: float | None) -> float | None:
+    """The speed of light a kernel can reach: the roofline, but never below the launch floor."""
+    if roofline is None:
+        return None
+    return max(roofline, floor) if floor is not None else roofline
+
+
+def bus_bandwidth_gbps(size_bytes: float, bus_factor: float, time_us: float) -> tuple[float, float] | None:
+    """(algbw, busbw) in GB/s as nccl-tests defines them: algbw = S / t, busbw = algbw × factor."""
+    if time_us <= 0:
+        return None
+    algbw = size_bytes / (time_us * 1e-6) / 1e9
+    return algbw, algbw * bus_factor
+
+
+def link_roofline_us(size_bytes: float, bus_factor: float, peaks: Peaks) -> float | None:
+    """The time a collective takes at the scale-up link's full speed: S × factor bytes cross
+    each rank's link in each direction (the peaks table gives the bidirectional figure)."""
+    if not peaks.link_gbps or bus_factor <= 0:
+        return None
+    return size_bytes * bus_factor / (peaks.link_gbps / 2 * 1e9) * 1e6
+
+
+def sol_fraction(roofline: float | None, candidate_us: float) -> float | None:
+    if roofline is None or candidate_us <= 0:
+        return None
+    return roofline / candidate_us
+
+
+def impossibility_floor_us(flops: float, nbytes: float, spec: Peaks | None, compute: str) -> float | None:
+    if spec is None:
+        return None
+    roof = roofline_us(flops, nbytes, spec, compute)
+    return None if roof is None else IMPOSSIBILITY_MARGIN * roof
+
+
+def effective_speedup(correct: bool, speedup: float) -> float:
+    """The failure rule (docs/leaderboard.md), written once: in every aggregate a result counts
+    its speedup where it is correct, else 1.0 — the user keeps the baseline. A failure is not
+    infinitely slow (0 would zero a geometric mean), and it never counts as correct or fast."""
+    return speedup if correct and speedup > 0 else FAILED_SPEEDUP
+
+
+def points(compiled: bool, correct: bool, task_speedup: float) -> float:
+    return 20.0 * compiled + (100.0 + 100.0 * task_speedup if correct else 0.0)
+
+
+def fast_p(results: Iterable[tuple[bool, float]], p: float) -> float:
+    """Share of (correct, speedup) pairs that are correct and faster than p × baseline."""
+    pairs = list(results)
+    if not pairs:
+        return 0.0
+    return sum(1 for correct, s in pairs if correct and s > p) / len(pairs)

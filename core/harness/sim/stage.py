@@ -1,0 +1,191 @@
+"""The performance stage of a `sim:` device, run by the harness parent: predict, don't time.
+
+For each GPU-sized performance workload the candidate's worker counts what the candidate does
+(sim_predict.predict_candidate) and the trusted worker counts the baseline
+(sim_predict.predict_baseline); this process turns both into predicted microseconds with the
+model and the constants the engine put in the job (sim_model), and reports them as
+`workload_timed` events whose mode is `predicted` and whose figures carry a ± band. What the
+candidate's worker sends is checked before it is believed, as everywhere in the runner.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from core.harness.sim.model import Constants, Target, predict_side
+
+if TYPE_CHECKING:
+    from core.harness.runner import Evaluation
+
+MAX_LAUNCHES = 256
+RESOURCE_KEYS = ("registers", "spill_bytes", "shared_bytes", "num_warps", "num_stages")
+PER_PROGRAM_KEYS = ("load_bytes", "store_bytes", "load_sectors", "store_sectors", "loads", "stores", "alu_ops", "sfu_ops", "atomics", "loop_iterations")
+
+
+class MalformedCounts(ValueError):
+    """The candidate's worker sent counts that are not numbers of the expected shape."""
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise MalformedCounts(f"{where} is {value!r}, not a finite non-negative number")
+    return float(value)
+
+
+def checked_launches(reply: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+    """The (summary, resources) pairs of a candidate's `predict` reply, validated and rebuilt
+    from known keys only."""
+    launches = reply.get("launches")
+    if not isinstance(launches, list) or len(launches) > MAX_LAUNCHES:
+        raise MalformedCounts("launches is not a list of at most 256 entries")
+    out = []
+    for i, s in enumerate(launches):
+        if not isinstance(s, dict) or not isinstance(s.get("per_program"), dict):
+            raise MalformedCounts(f"launch {i} is not a launch summary")
+        p = s["per_program"]
+        dots = p.get("dot_flops") or {}
+        if not isinstance(dots, dict):
+            raise MalformedCounts(f"launch {i}: dot_flops is not a mapping")
+        grid = s.get("grid")
+        if not isinstance(grid, list) or len(grid) != 3:
+            raise MalformedCounts(f"launch {i}: grid is not three numbers")
+        summary = {
+            "kernel": str(s.get("kernel"))[:120], "grid": [int(_number(g, f"launch {i} grid")) for g in grid],
+            "programs": int(_number(s.get("programs"), f"launch {i} programs")), "sampled": int(_number(s.get("sampled", 0), f"launch {i} sampled")),
+            "options": {k: int(_number(v, f"launch {i} {k}")) for k, v in (s.get("options") or {}).items() if k in ("num_warps", "num_stages")},
+            "per_program": {**{k: _number(p.get(k, 0.0), f"launch {i} {k}") for k in PER_PROGRAM_KEYS},
+                            "dot_flops": {str(k)[:16]: _number(v, f"launch {i} dot_flops") for k, v in dots.items()}},
+            "dram_bytes": _number(s.get("dram_bytes", 0.0), f"launch {i} dram_bytes"),
+            "merged": max(1, int(_number(s.get("merged", 1), f"launch {i} merged"))),
+        }
+        r = s.get("resources")
+        resources = None
+        if isinstance(r, dict) and r.get("ok"):
+            resources = {
+                "ok": True, "mma": r.get("mma") if r.get("mma") in ("wgmma", "tcgen05", "mma", "mfma", None) else None,
+                **{k: int(_number(r[k], f"launch {i} {k}")) for k in RESOURCE_KEYS if r.get(k) is not None},
+            }
+        out.append((summary, resources))
+    return out
+
+
+def refused_launch(reply: dict[str, Any]) -> str | None:
+    """What the target's compiler said about the first kernel it refused to build, or None."""
+    for s in reply.get("launches") or []:
+        r = s.get("resources") if isinstance(s, dict) else None
+        if isinstance(r, dict) and r.get("rejected") is True:
+            return f"kernel `{str(s.get('kernel'))[:80]}` does not build for the target ({str(r.get('error'))[:500]})"
+    return None
+
+
+def uncounted_launch(reply: dict[str, Any]) -> tuple[str, str] | None:
+    """(message, fault) for the first launch the counts cannot stand for, or None: a kernel
+    whose body calls host Python (interpreted, that runs outside the count; the candidate's
+    fault), or one whose AOT compile failed in the simulator without the target refusing it
+    (nothing to predict its occupancy and matrix path from: this device cannot evaluate it).
+    Neither is forgiven with assumed figures any more: a kernel could hide there."""
+    for s in reply.get("launches") or []:
+        r = s.get("resources") if isinstance(s, dict) else None
+        if not isinstance(r, dict):
+            continue
+        kernel = str(s.get("kernel"))[:80]
+        calls = r.get("host_calls")
+        if isinstance(calls, list) and calls:
+            return (f"kernel `{kernel}` calls host Python from its body ({', '.join(str(c)[:80] for c in calls[:4])}): interpreted, that runs "
+                    "on every program outside the count (on a GPU, once at compile time); make it @triton.jit or @triton.constexpr_function"), "candidate"
+        if not r.get("ok") and not r.get("rejected"):
+            return f"cannot evaluate on this device: the simulator's AOT compile of kernel `{kernel}` failed ({str(r.get('error'))[:300]})", "infrastructure"
+    return None
+
+
+def checked_ops(ops: Any, where: str) -> list[dict[str, Any]]:
+    if not isinstance(ops, list):
+        raise MalformedCounts(f"{where}: torch ops is not a list")
+    return [
+        {"name": str(o.get("name"))[:80], "flops": _number(o.get("flops", 0.0), f"{where} flops"), "bytes": _number(o.get("bytes", 0.0), f"{where} bytes"),
+         "dtype": str(o.get("dtype") or "bf16")[:16], "glue": o.get("glue") is True}
+        for o in ops if isinstance(o, dict)
+    ]
+
+
+def known_baseline(known: dict[str, Any], target: Target) -> dict[str, Any]:
+    """The baseline side of a workload whose baseline time the engine looked up (measured on the
+    target, or the task's model fitted on its measurements): its band is the model's error, 0
+    for a measurement, so a speedup's band is the candidate's."""
+    t, band = float(known["median_us"]), max(0.0, float(known.get("band") or 0.0))
+    return {
+        "median_us": t, "low_us": t / (1 + band), "high_us": t * (1 + band), "band": band,
+        "timing": "measured" if known.get("source") == "measured" else "predicted", "source": known.get("source"),
+        "bound": None, "kernels": [], "launches": 0, "impl": known.get("impl"),
+    }
+
+
+def baseline_note(known: dict[str, Any], target: Target) -> str:
+    """Where the baseline's time comes from: the measured time on the target of the
+    implementation the target would run (`impl`, e.g. liger), or its model."""
+    gpu, impl = target.key.upper(), str(known.get("impl") or "torch")[:40]
+    if known.get("source") == "measured":
+        return f"baseline: the measured {gpu} time of `{impl}` (core/data/sim_baselines.json, median of {known.get('runs', 1)} runs)"
+    return (f"baseline: `{impl}`, the task's model fitted on {known.get('points')} {gpu} measurements of it "
+            f"(±{100 * float(known.get('band') or 0):.0f}%), this shape was not measured")
+
+
+def predict_performance(ev: "Evaluation", deadline: float) -> dict[str, Any]:
+    """Count every performance workload (on two candidate workers where the evaluation has two
+    cores: counting is the slow part), predict both sides, and report the workloads in order."""
+    from core.harness.runner import StageFailed, _workload, cannot_evaluate
+
+    sim = ev.job["sim"]
+    target, constants = Target.from_json(sim["target"]), Constants.from_json(sim["constants"])
+    workloads = ev.job["stages"]["performance"]
+    requests = [({"op": "predict", "workload": _workload(w), "seed": w["seed"]}, 0) for w in workloads]
+    counted: dict[int, dict[str, Any]] = {}
+    reported = 0
+    for index, reply, _ in ev._fan_out(requests, deadline):
+        w = workloads[index]
+        if not reply.get("ok"):
+            cannot_evaluate(reply)
+            raise StageFailed("failed", f"{w['label']}: the candidate failed while its work was counted: {reply.get('error')}\n{reply.get('traceback', '')}".strip())
+        counted[index] = reply
+        while reported in counted:  # events in the workloads' order, whichever worker finished first
+            _report(ev, workloads[reported], counted.pop(reported), target, constants, deadline)
+            reported += 1
+    return {"workloads": len(workloads), "note": f"predicted for {sim['label']}, not measured"}
+
+
+def _report(ev: "Evaluation", w: dict[str, Any], reply: dict[str, Any], target: Target, constants: Constants, deadline: float) -> None:
+    """One workload's predictions, from the candidate's counts and the baseline's."""
+    from core.harness.runner import StageFailed, _workload
+
+    try:
+        launches = checked_launches(reply)
+        cand_ops = checked_ops(reply.get("torch_ops", []), "candidate")
+    except MalformedCounts as exc:
+        raise StageFailed("failed", f"{w['label']}: the candidate's worker sent malformed counts: {exc}") from None
+    refused = refused_launch(reply)
+    if refused:
+        raise StageFailed("failed", f"{w['label']}: {refused}, so it would fail on that GPU at its first launch; it ran here only in Triton's interpreter")
+    uncounted = uncounted_launch(reply)
+    if uncounted:
+        message, fault = uncounted
+        raise StageFailed("failed" if fault == "candidate" else "error", f"{w['label']}: {message}", fault)
+    candidate = predict_side(launches, cand_ops, target, constants)
+    known = w.get("measured_baseline")
+    if isinstance(known, dict) and isinstance(known.get("median_us"), (int, float)) and known["median_us"] > 0:
+        baseline, base = known_baseline(known, target), {"source": known.get("source"), "impl": known.get("impl")}
+        base["note"] = baseline_note(known, target)
+    else:
+        base = ev._trusted_call({"op": "predict_baseline", "workload": _workload(w), "seed": w["seed"], "formula": w["formula"]}, deadline)
+        baseline = predict_side([], checked_ops(base["torch_ops"], "baseline"), target, constants)
+    seconds = reply.get("seconds")
+    candidate["count_s"] = float(seconds) if isinstance(seconds, (int, float)) and math.isfinite(seconds) else None
+    baseline["source"] = base.get("source")
+    baseline["impl"] = base.get("impl")
+    notes = [str(n)[:300] for n in (reply.get("notes") or [])[:8] if isinstance(n, str)]
+    if base.get("note"):
+        notes.append(str(base["note"]))
+    ev.emit({
+        "type": "workload_timed", "workload": w["label"], "axes": w["axes"], "mode": "predicted", "rounds": 0,
+        "candidate": candidate, "baseline": baseline, "notes": notes,
+    })

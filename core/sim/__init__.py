@@ -1,8 +1,0 @@
-"""The engine's side of the simulated GPUs (`sim:<gpu>` devices): what a job needs to predict
-for a target (targets.py) and the alpha-beta model of collectives (collectives.py). The counting
-and the time model run in the harness (core/harness/sim_*.py). docs/simulation.md."""
-
-from .collectives import Prediction, predict_collective
-from .targets import calibration_label, load_constants, sim_baseline, sim_section
-
-__all__ = ["Prediction", "calibration_label", "load_constants", "predict_collective", "sim_baseline", "sim_section"]
