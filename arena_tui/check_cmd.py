@@ -31,7 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from core.agents.check_server import NATIVE_SUFFIXES, connect_unix
+    from core.agents.check_server import connect_unix
+    from core.model.candidate import NATIVE_SOURCES
 
     raw = os.environ.get(SOCKET_ENV)
     if not raw:
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         err.print(f"[red]error:[/] {escape(str(solution))} does not exist: write your solution there", soft_wrap=True)
         return EXIT_BAD_INPUT
     files = {solution.name: solution.read_text(encoding="utf-8", errors="replace")}
-    files.update({p.name: p.read_text(encoding="utf-8", errors="replace") for p in sorted(workspace.iterdir()) if p.suffix in NATIVE_SUFFIXES and p.is_file()})
+    files.update({p.name: p.read_text(encoding="utf-8", errors="replace") for p in sorted(workspace.iterdir()) if p.suffix in NATIVE_SOURCES and p.is_file()})
     try:
         sock = connect_unix(socket_path, timeout=args.timeout)
     except OSError as exc:

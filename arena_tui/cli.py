@@ -156,7 +156,7 @@ def _app(args: argparse.Namespace, out: Console, err: Console) -> int:
     from core.store.db import StoreError
 
     from .app import launch
-    from .run_cmd import executor_factory
+    from .wiring import executor_factory
 
     try:
         return launch.run_default(args.tasks_dir, args.db, executor_factory(None), device=local_devices.default_device())

@@ -28,8 +28,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from core.model import events
+from core.model.keys import parts as key_parts
 from core.orchestration import preflight
-from core.evaluation.executors import Executor, LocalExecutor
 from core.model.outcome import FAILURES
 from core.model.result import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INFRASTRUCTURE, EXIT_PASSED, Result
 from core.orchestration.runs import (
@@ -47,6 +47,7 @@ from core.store.db import Store, StoreError
 from . import figures, render
 from .tables import Col, fitted
 from .runs_cmd import candidate_name, run_json
+from .wiring import device_prober, executor_factory
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -59,58 +60,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--skip-preflight", action="store_true", help="start without checking the agents' CLIs and endpoints and probing the devices")
     p.add_argument("--json", action="store_true", help="headless; progress on stderr, then one JSON object on stdout (what `arena runs show RUN --json` prints)")
     p.set_defaults(func=run)
-
-
-def executor_factory(hosts: Path | None, ray: str | None = None):
-    """Local devices run through this machine's harness; `<host>/<device>` through remotes/,
-    imported only when such a device is named (asyncssh is not needed otherwise); `ray:`
-    devices on the Ray cluster at `ray` (core/orchestration/ray_executor.py)."""
-
-    def make(device_id: str, root: Path) -> Executor:
-        if device_id.startswith("ray:"):
-            from core.orchestration.ray_executor import RayExecutor
-
-            return RayExecutor(device_id, ray)
-        if "/" in device_id:
-            from remotes import remote_executor
-
-            return remote_executor(device_id, root, hosts)
-        return LocalExecutor(device_id, root)
-
-    return make
-
-
-def device_prober(hosts: Path | None, ray: str | None = None):
-    """Probes a device id for the preflight: local ones here, `<host>/<device>` over SSH
-    (the host found in the hosts file, the device probed by the harness there), `ray:` ones
-    by a Ray task with the resources an evaluation asks for."""
-    from core.devices.device import probe
-
-    def probe_one(device_id: str) -> object:
-        if device_id.startswith("ray:"):
-            from core.orchestration.ray_executor import RayExecutor, capacities
-
-            capacities([device_id], ray)  # one the cluster does not offer: said at once, not waited for
-            return RayExecutor(device_id, ray).info
-        if "/" not in device_id:
-            return probe(device_id)
-        from remotes import find_host, load_hosts, split_device_id
-
-        name, device = split_device_id(device_id)
-        host = find_host(load_hosts(hosts), name)
-        return asyncio.run(_probe_remote(host, device))
-
-    return probe_one
-
-
-async def _probe_remote(host, device: str):  # type: ignore[no-untyped-def]
-    from remotes import ConnectionPool, probe_device
-
-    pool = ConnectionPool()
-    try:
-        return await probe_device(pool.get(host), device)
-    finally:
-        await pool.aclose()
 
 
 def resume_command(run_id: str, args: argparse.Namespace) -> str:
@@ -243,7 +192,7 @@ def _execute_headless(store: Store, run_id: str, spec: RunSpec, args: argparse.N
     def on_event(job_id: int | None, event: events.Event) -> None:
         if isinstance(event, events.JobStateChanged) and event.state in ("done", "failed") and event.job_id in candidate_keys:
             progress.advance(bar)
-            task, candidate, device = event.job_id.split("|")[:3]
+            task, candidate, device = key_parts(event.job_id)[:3]
             label = f"{task} {escape(candidate)} ({escape(device)})"
             if event.state == "failed":
                 line("[yellow]![/]", f"{label}: {escape(event.reason or 'failed')}")

@@ -13,6 +13,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from core.model.keys import parts as key_parts
 from core.model.outcome import FAILURES
 from core.model.result import EXIT_BAD_INPUT, EXIT_PASSED
 from core.store.db import JOB_STATES, Run, Store, StoreError, UnknownRunError
@@ -145,7 +146,7 @@ def candidate_name(job) -> str:  # type: ignore[no-untyped-def]
     (`task|label|device|n`: `starter`, `baseline`, a file's stem), else the file's name."""
     if job.agent:
         return job.agent
-    parts = job.key.split("|")
+    parts = key_parts(job.key)
     if len(parts) >= 4 and parts[0] == job.task_id:
         return parts[1]
     return Path(job.candidate).name if job.candidate else "–"

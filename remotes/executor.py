@@ -39,6 +39,7 @@ import asyncssh
 from core.model import events
 from core.evaluation import sandbox
 from core.devices.device import DeviceError, DeviceInfo, info_from_probe, parse_device
+from core.devices.ids import DeviceId
 from core.evaluation.executors import HarnessError, OnEvent
 
 from .bundle import harness_bundle, make_bundle
@@ -63,8 +64,9 @@ PROBE_TIMEOUT_S = 180.0
 
 def split_device_id(device_id: str) -> tuple[str, str]:
     """`box1/cuda:0` -> (`box1`, `cuda:0`)."""
-    host, sep, device = device_id.strip().partition("/")
-    if not sep or not host or not device:
+    parsed = DeviceId.parse(device_id)
+    host, device = parsed.host, parsed.local
+    if not host or not device:
         raise DeviceError(f"`{device_id}` is not a remote device id: write `<host>/<device>`, e.g. box1/cuda:0 or box1/cpu")
     parse_device(device)  # the same ids as locally
     return host, device

@@ -1,7 +1,7 @@
 """The coding-agent adapters (core/agents/), read as documentation of each tool's format.
 
 For every CLI agent (Claude Code, Codex, Cursor, Gemini CLI): the command line `launch()`
-builds (ecosystem.md §4), what `parse()` makes of the stream recorded in that tool's documented
+builds (docs/agents.md), what `parse()` makes of the stream recorded in that tool's documented
 format (tests/fixtures/transcripts/), that a malformed line never raises and is kept verbatim,
 and that the fake executable in tests/fakes/bin/ accepts the adapter's command line, streams
 something the adapter understands and writes solution.py, while a command line missing a

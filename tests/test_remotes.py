@@ -23,6 +23,7 @@ asyncssh = pytest.importorskip("asyncssh")
 
 from core.evaluation import sandbox  # noqa: E402
 from core.devices.device import DeviceError  # noqa: E402
+from core.model.candidate import NATIVE_SOURCES, candidate_files  # noqa: E402
 from remotes.bundle import make_bundle, remote_job  # noqa: E402
 from remotes.connection import HostConnection, HostFacts, RemoteError  # noqa: E402
 from remotes.executor import cleanup_script, job_script, parse_probe, split_device_id  # noqa: E402
@@ -120,8 +121,9 @@ def test_the_bundle_holds_the_harness_the_task_and_the_candidate_only(tmp_path, 
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         names = set(tar.getnames())
         shipped = json.loads(tar.extractfile("job.json").read())  # type: ignore[union-attr]
-    assert {"core/__init__.py", "core/evaluation/sandbox.py", "core/harness/__main__.py", "core/harness/runner.py"} <= names
-    assert not any(n.startswith("core/") and not (n in ("core/__init__.py", "core/evaluation/sandbox.py") or n.startswith("core/harness/")) for n in names)
+    shipped_core = ("core/__init__.py", "core/evaluation/__init__.py", "core/evaluation/sandbox.py")
+    assert {*shipped_core, "core/harness/__main__.py", "core/harness/runner.py", "core/harness/sim/count.py"} <= names
+    assert not any(n.startswith("core/") and not (n in shipped_core or n.startswith("core/harness/")) for n in names)
     assert not any("__pycache__" in n for n in names)
     assert {"task/task.yaml", "task/reference.py", "task/baseline.py", "candidate/solution.py", "candidate/kernel.cu"} <= names
     assert "candidate/notes.txt" not in names
@@ -135,6 +137,22 @@ def test_the_bundle_holds_the_harness_the_task_and_the_candidate_only(tmp_path, 
     # A job that carries its task's code ships no task folder: nothing there for the candidate to read.
     with tarfile.open(fileobj=io.BytesIO(make_bundle({**job, "task_sources": {"reference.py": "..."}}, "/remote/jobs/j2"))) as tar:
         assert not any(n.startswith("task/") for n in tar.getnames())
+
+
+def test_the_bundle_ships_every_native_source_a_local_run_accepts(tmp_path, fixture_tasks):
+    # One list (core.model.candidate.NATIVE_SOURCES) for local runs, Ray and SSH: a candidate whose
+    # wrapper builds a .cpp sibling works on a remote host as it does locally.
+    cand_dir = tmp_path / "cand"
+    cand_dir.mkdir()
+    (cand_dir / "solution.py").write_text("def run(x, b):\n    return x\n")
+    for suffix in NATIVE_SOURCES:
+        (cand_dir / f"ext{suffix}").write_text("// native\n")
+    job = {"task_dir": str(fixture_tasks / "elementwise" / "axpy"), "candidate": str(cand_dir / "solution.py"), "workdir": "/w"}
+    with tarfile.open(fileobj=io.BytesIO(make_bundle(job, "/remote/jobs/j1"))) as tar:
+        names = set(tar.getnames())
+    assert "candidate/ext.cpp" in names
+    assert {f"candidate/ext{s}" for s in NATIVE_SOURCES} <= names
+    assert [p.name for p in candidate_files(cand_dir / "solution.py")][0] == "solution.py"
 
 
 @pytest.mark.parametrize("device,rocm,pin", [

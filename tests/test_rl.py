@@ -83,7 +83,7 @@ def test_bad_requests_name_the_field(loop, arena: Arena) -> None:
         loop.run(arena.aevaluate("elementwise/axpi", AXPY))
     with pytest.raises(DeviceError, match="not one of this arena's devices"):
         loop.run(arena.aevaluate("elementwise/axpy", AXPY, device="cuda:0"))
-    with pytest.raises(DeviceError, match="pass executor_factory="):
+    with pytest.raises(DeviceError, match="pass an executor_factory that reaches it"):
         Arena(["box1/cuda:0"])
     with pytest.raises(DeviceError, match="unknown device"):
         Arena(["gpu0"])

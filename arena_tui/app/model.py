@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Union
 
 from core.model import events
+from core.model.keys import CHECK_MARK, FINAL_SUFFIX, parts  # the one key grammar
 from core.model.result import Result
 from core.orchestration.runs import AttemptReport
 from core.store.db import Store
@@ -26,8 +27,6 @@ from core.store.db import Store
 RunItem = Union[tuple[int | None, events.Event], AttemptReport]
 
 TRANSCRIPT_CAP = 2000  # events kept per attempt in memory; the store keeps them all
-FINAL_SUFFIX = "|final"
-CHECK_MARK = "|check-"
 ENDED_STATES = ("done", "failed", "cancelled")
 
 
@@ -134,7 +133,7 @@ class RunModel:
                     self.rows[attempt].candidate = job.candidate
                 continue
             if job.key not in self.rows:
-                candidate = job.agent or (job.key.split("|")[1] if job.key.count("|") >= 2 else (job.candidate or ""))  # a re-run of an attempt: its agent
+                candidate = job.agent or (parts(job.key)[1] if len(parts(job.key)) >= 3 else (job.candidate or ""))  # a re-run of an attempt: its agent
                 row = self.rows[job.key] = Row(job.key, "evaluation", f"j{job.id}", job.task_id, job.family, candidate, job.device_id)
                 row.state = job.state
             self.rows[job.key].job_id = job.id

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.model import events
+from core.model.keys import final_key
 from core.agents.runner import attempt_key
 from core.model.result import Result, StageResult, WorkloadFigures
 from core.orchestration.runs import AttemptReport, OnAttempt, OnRunEvent
@@ -105,7 +106,7 @@ class ScriptedRun:
                     self.store.start_attempt(aid, self.folder / aid.replace("/", "_"))
                 if result is not None:
                     job = self.store.add_job(self.run_id, task_id=task, device_id="cpu", candidate=candidate, agent=agent, variant="default",
-                                             key=attempt_key(agent, task, "cpu", "default", 0) + "|final")
+                                             key=final_key(attempt_key(agent, task, "cpu", "default", 0)))
                     self.store.record_result(job, result)
                     self.store.set_attempt_state(aid, "done", job_id=job, stop_reason="final")
                 on_attempt(AttemptReport(aid, agent, task, "cpu", "default", state, "final" if result else None, result))

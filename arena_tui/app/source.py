@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.orchestration.pool import ExecutorFactory
 from core.orchestration.runs import (
-    ExecutorFactory,
     OnAttempt,
     OnRunEvent,
     RunControl,

@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from core.model import events
+from core.model.candidate import NATIVE_SOURCES
 from core.model.result import Result
 
 EvaluateVisible = Callable[[Path, Callable[[events.Event], None]], Awaitable[Result]]
-NATIVE_SUFFIXES = (".cu", ".cuh", ".hip", ".cpp", ".cc", ".c", ".h", ".hpp")
 MAX_REQUEST = 8 << 20  # a solution and its sources: a few hundred KB at most
 MAX_LOG = 3000  # characters of compiler output shown
 
@@ -124,7 +124,7 @@ class CheckServer:
             folder = self.submissions / f"check-{self.stats.checks:03d}"
             folder.mkdir(parents=True, exist_ok=True)
             for name, text in files.items():
-                if "/" in name or name.startswith(".") or not (name == self.solution_name or name.endswith(NATIVE_SUFFIXES)):
+                if "/" in name or name.startswith(".") or not (name == self.solution_name or name.endswith(NATIVE_SOURCES)):
                     raise CheckError(f"`{name}` is not a file a check takes: {self.solution_name} and sibling CUDA/HIP sources only")
                 (folder / name).write_text(text, encoding="utf-8")
 

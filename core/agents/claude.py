@@ -1,6 +1,6 @@
 """Claude Code: `claude -p PROMPT --output-format stream-json --verbose`.
 
-The stream (ecosystem.md §4; code.claude.com headless docs) is NDJSON:
+The stream (docs/agents.md; code.claude.com headless docs) is NDJSON:
 - `system` (subtype `init`: session_id, model, tools, cwd): carries nothing for the transcript;
 - `assistant`: `message.content` blocks `text`, `thinking`, `tool_use {id, name, input}`, and
   `message.usage` for that API call. One API message may arrive as several lines (one per

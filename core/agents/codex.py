@@ -1,7 +1,7 @@
 """OpenAI Codex: `codex exec --json --sandbox workspace-write --skip-git-repo-check … -- PROMPT`
 with stdin from /dev/null (otherwise it waits on "Reading additional input from stdin").
 
-Two generations of `--json` output are understood (ecosystem.md §4; openai/codex PR #4525 and
+Two generations of `--json` output are understood (docs/agents.md; openai/codex PR #4525 and
 the exec docs):
 - current (JSONL, one event per line): `thread.started`, `turn.started`,
   `item.started | item.updated | item.completed {item: {id, type, …}}` with item types

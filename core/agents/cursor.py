@@ -1,6 +1,6 @@
 """Cursor: `cursor-agent -p PROMPT --output-format stream-json --force [--model M]`.
 
-The stream (cursor.com/docs/cli/reference/output-format; ecosystem.md §4) is NDJSON:
+The stream (cursor.com/docs/cli/reference/output-format; docs/agents.md) is NDJSON:
 - `system` (subtype `init`: session_id, model, cwd, permissionMode) and `user` (the prompt
   echoed): nothing for the transcript;
 - `thinking` (subtype `delta` with `text`, then `completed`): gathered into one thinking step;

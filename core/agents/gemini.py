@@ -1,6 +1,6 @@
 """Gemini CLI: `gemini -p PROMPT --output-format stream-json --yolo [-m MODEL]`.
 
-The stream (geminicli.com/docs/cli/headless; ecosystem.md §4) is JSONL:
+The stream (geminicli.com/docs/cli/headless; docs/agents.md) is JSONL:
 - `init` (session_id, model): nothing for the transcript;
 - `message` (role user | assistant, content, `delta: true` for streamed chunks): assistant
   chunks become text steps as they come (nothing is held back, so a killed run loses nothing);

@@ -1,7 +1,7 @@
 """What every streaming-JSON adapter shares: decoding one stdout line without ever raising,
 the step for a line we do not understand, and the pieces of a command line every CLI gets.
 
-The CLIs change their event shapes between releases (ecosystem.md §4, §7.5), so an adapter
+The CLIs change their event shapes between releases (docs/agents.md), so an adapter
 treats every field as optional: a shape it does not know becomes a `text` step that keeps the
 line verbatim in `raw`, never an exception that would end the transcript.
 """

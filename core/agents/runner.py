@@ -32,9 +32,12 @@ from typing import Any, Awaitable, Callable
 
 from core.model import events
 from core.evaluation import sandbox
-from core.agents.check_server import NATIVE_SUFFIXES, CheckError, CheckServer
+from core.agents.check_server import CheckError, CheckServer
+from core.devices.ids import timing_kind_of
+from core.model.candidate import NATIVE_SOURCES
+from core.model import keys
 from core.evaluation.evaluator import BadCandidate, check_candidate
-from core.model.result import STAGES, Result, StageResult
+from core.model.result import Result, unevaluated
 from core.tasks.spec import Task
 from core.agents.workspace import Variant, Workspace, make_workspace
 from core.agents.base import AgentConfig, CliAgent, InProcessAgent, Step
@@ -73,7 +76,7 @@ class Attempt:
 
 
 def attempt_key(agent: str, task_id: str, device: str, variant: str, iteration: int) -> str:
-    return f"{agent}|{task_id}|{device}|{variant}|{iteration}"
+    return keys.attempt_key(agent, task_id, device, variant, iteration)
 
 
 @dataclass
@@ -210,7 +213,7 @@ async def run_agent(
         return await evaluate(candidate, True, on_event)
 
     server = CheckServer(workspace.socket, workspace.submissions, check_visible)
-    before = Baseline.of(workspace.path, NATIVE_SUFFIXES)
+    before = Baseline.of(workspace.path, NATIVE_SOURCES)
     started = time.monotonic()
     exit_status: int | None = None
     status: str | None = None
@@ -240,7 +243,7 @@ async def run_agent(
         crash = f"the agent exited with status {exit_status}" + (f"; its stderr ends:\n{tail}" if tail else "")
         activity = Activity(activity.actions, (*activity.errors, crash))
         transcript.emit(Step("error", text=crash, is_error=True))
-    verdict = classify(before=before, workspace=workspace.path, suffixes=NATIVE_SUFFIXES, stop_reason=why, exit_status=exit_status,
+    verdict = classify(before=before, workspace=workspace.path, suffixes=NATIVE_SOURCES, stop_reason=why, exit_status=exit_status,
                        checks=server.stats.checks, activity=activity, error=error)
     if verdict.failed:
         transcript.emit(Step("error", text=f"{verdict.outcome.value}: {verdict.reason}; not scored", is_error=True))
@@ -265,7 +268,7 @@ async def _run_in_process(
 ) -> int | None:
     async def check() -> str:
         files = {p.name: p.read_text(encoding="utf-8", errors="replace") for p in sorted(workspace.path.iterdir())
-                 if p.is_file() and (p.name == "solution.py" or p.suffix in NATIVE_SUFFIXES)}
+                 if p.is_file() and (p.name == "solution.py" or p.suffix in NATIVE_SOURCES)}
         try:
             _, text = await server.check_files(files)
         except CheckError as exc:
@@ -437,7 +440,7 @@ def snapshot(workspace: Workspace, name: str) -> Path:
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
     for p in workspace.path.iterdir():
-        if p.is_file() and not p.is_symlink() and (p.name == "solution.py" or p.suffix in NATIVE_SUFFIXES):
+        if p.is_file() and not p.is_symlink() and (p.name == "solution.py" or p.suffix in NATIVE_SOURCES):
             shutil.copyfile(p, folder / p.name)
     target = folder / "solution.py"
     if not target.exists():
@@ -459,7 +462,4 @@ def unscorable(task_id: str, device: str, submission: Path, message: str) -> Res
     import hashlib
 
     sha = hashlib.sha256(submission.read_bytes()).hexdigest() if submission.is_file() else ""
-    stages = [StageResult("compile", status="failed", message=message)] + [StageResult(n) for n in STAGES[1:]]
-    kind = "cpu" if device.rsplit("/", 1)[-1] == "cpu" else "predicted" if device.startswith("sim:") else "measured"
-    return Result(task_id=task_id, candidate_sha256=sha, device={"id": device}, timing_kind=kind, status="failed", failed_stage="compile",
-                  stages=stages, workloads=[], speedup=0.0, sol_fraction=None, sol_source=None, points=0.0)
+    return unevaluated(task_id, {"id": device}, timing_kind_of(device).value, sha, message)

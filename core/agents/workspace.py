@@ -27,6 +27,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from core.devices.ids import DeviceId, local_part
 from core.tasks.spec import Task, TensorSpec
 
 PROMPT = "PROMPT.md"
@@ -84,9 +85,9 @@ class Workspace:
 def vendor_of(device_id: str) -> str:
     """The vendor behind a device id, from the id alone (no probe: the device may be on another
     host): `cpu`, `cuda:N` (AMD under a ROCm build of torch), `xpu:N`, `sim:<gpu>`, `host/dev`."""
-    kind = device_id.rsplit("/", 1)[-1]
-    if kind.startswith("sim:"):
-        gpu = kind[4:].lower()
+    kind = local_part(device_id)
+    if (gpu := DeviceId.parse(device_id).sim_gpu) is not None:
+        gpu = gpu.lower()
         return "amd" if gpu.startswith("mi") else "intel" if gpu.startswith(("pvc", "max", "arc")) else "nvidia"
     if kind.startswith("xpu"):
         return "intel"
@@ -127,9 +128,9 @@ def recorded_baselines(gpu: str) -> dict[str, Any]:
 def _gpu_key(device_id: str, device_model: str | None) -> str | None:
     """The peaks-table key of the device's GPU model: `sim:h200` stands for the H200; a GPU
     named by its probed model matches the table; the CPU and unknown GPUs have none."""
-    local = device_id.rsplit("/", 1)[-1]
-    if local.startswith("sim:"):
-        return local[4:]
+    local = local_part(device_id)
+    if (gpu := DeviceId.parse(device_id).sim_gpu) is not None:
+        return gpu
     if device_model and local != "cpu":
         from core.devices.device import load_peaks, match_peaks
 
@@ -290,12 +291,13 @@ def make_workspace(root: Path, task: Task, device_id: str, variant: Variant, bud
 def _write_arena_wrapper(path: Path) -> None:
     """`arena` for the sandbox: this interpreter, with this arena's packages first on the path
     (the editable install may point at another checkout, and the checkout is masked but for
-    core/ and arena_tui/)."""
+    core/ and the command's package)."""
     from core.devices.device import PACKAGE_ROOT
+    from core.model.paths import cli_module
 
     python = os.path.realpath(sys.executable)
     path.write_text(
         "#!/bin/sh\n"
-        f"PYTHONPATH={shlex.quote(str(PACKAGE_ROOT))}${{PYTHONPATH:+:$PYTHONPATH}} exec {shlex.quote(python)} -m arena_tui.cli \"$@\"\n"
+        f"PYTHONPATH={shlex.quote(str(PACKAGE_ROOT))}${{PYTHONPATH:+:$PYTHONPATH}} exec {shlex.quote(python)} -m {cli_module()} \"$@\"\n"
     )
     path.chmod(0o755)

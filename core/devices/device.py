@@ -1,6 +1,6 @@
 """Devices: what can run the harness, how it is pinned, and what its peaks are.
 
-Ids (DESIGN.md): `cpu`, `cuda:N` (NVIDIA, and AMD under torch's HIP build), `xpu:N` (Intel),
+Ids (parsed in core/devices/ids.py): `cpu`, `cuda:N` (NVIDIA, and AMD under torch's HIP build), `xpu:N` (Intel),
 `sim:<gpu>` (a simulated GPU on this machine's CPU, whose times are predicted: core/devices/sim/ and
 docs/simulation.md). `<host>/<device>` belongs to remotes/ and is refused here.
 A device is probed by the harness itself (`python -m core.harness probe`), in a separate
@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import yaml
+
+from core.devices.ids import timing_kind_for_type
 
 BUNDLED_PEAKS = Path(__file__).resolve().parents[1] / "data" / "peaks.yaml"
 USER_PEAKS = Path(os.environ.get("XDG_CONFIG_HOME", Path.home() / ".config")) / "kernel-arena" / "peaks.yaml"
@@ -74,7 +76,7 @@ class DeviceInfo:
 
     @property
     def timing_kind(self) -> str:
-        return {"cpu": "cpu", "sim": "predicted"}.get(self.type, "measured")
+        return timing_kind_for_type(self.type).value
 
     @property
     def sol_peaks(self) -> Peaks | None:

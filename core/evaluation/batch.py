@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Callable
 
 from core.model import events
 from core.evaluation import scan
-from core.evaluation.executors import HarnessError, NATIVE_SOURCES
+from core.evaluation.executors import HarnessError
+from core.model import candidate as candidate_model
 from core.evaluation.profiles import Profile
 from core.model.result import Result
 from core.tasks.spec import Limits, Task
@@ -31,7 +32,7 @@ CPU_CACHE_BYTES = 1 << 30  # ... on the CPU device (and sim:, whose correctness 
 
 def candidate_files(path: Path) -> dict[str, str]:
     """The candidate module and its sibling native sources (.cu, .hip, ...), by file name."""
-    files = [path, *(p for p in sorted(path.parent.iterdir()) if p.suffix in NATIVE_SOURCES and p.is_file())]
+    files = candidate_model.candidate_files(path)
     return {p.name: p.read_text(errors="replace") for p in files}
 
 

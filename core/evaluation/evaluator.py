@@ -24,9 +24,10 @@ from core.model import events
 from core.tasks import manifest
 from core.evaluation import scan, scoring
 from core.devices.device import DeviceInfo, Peaks
+from core.devices.ids import gpus_in
 from core.evaluation.profiles import CI_TARGET, SPECS, Profile, parse_profile, per_regime
 from core.evaluation.executors import Executor, HarnessError, LocalExecutor
-from core.model.result import STAGES, Result, StageResult, WorkloadFigures
+from core.model.result import STAGES, Result, StageResult, WorkloadFigures, unevaluated
 from core.devices.sim import predict_collective, sim_baseline, sim_section
 from core.tasks.spec import Limits, Task, TensorSpec, Workload
 
@@ -51,15 +52,6 @@ class BadCandidate(ValueError):
 
 class WorldSizeError(ValueError):
     """A world size the task or the device cannot run (exit code 2)."""
-
-
-def gpus_in(device_id: str) -> int:
-    """How many GPUs a device id names: `cuda:0-3` (a device group) is four, `cuda:2` one."""
-    tail = device_id.rsplit("/", 1)[-1].split(":", 1)[-1]
-    if "-" in tail:
-        low, high = tail.split("-", 1)
-        return int(high) - int(low) + 1
-    return 1
 
 
 def world_size_for(task: Task, info: DeviceInfo, asked: int | None = None) -> int | None:
@@ -489,13 +481,8 @@ def predicted_collectives(task: Task, job: dict[str, Any], info: DeviceInfo) -> 
 
 
 def infrastructure_result(task: Task, info: DeviceInfo, sha: str, message: str, profile: str | None = None) -> Result:
-    stage = StageResult("compile", status="error", message=message)
-    return Result(profile=profile,
-        task_id=task.id, candidate_sha256=sha, device={"id": info.id, "model": info.model, "vendor": info.vendor, "arch": info.arch},
-        timing_kind=info.timing_kind, status="infrastructure_error", failed_stage="compile",
-        stages=[stage] + [StageResult(n) for n in STAGES[1:]], workloads=[], speedup=0.0, sol_fraction=None, sol_source=None,
-        points=0.0, versions={"arena": __version__, **info.versions},
-    )
+    device = {"id": info.id, "model": info.model, "vendor": info.vendor, "arch": info.arch}
+    return unevaluated(task.id, device, info.timing_kind, sha, message, status="infrastructure_error", profile=profile, versions=info.versions)
 
 
 def job_deadline_s(limits: Limits) -> float:

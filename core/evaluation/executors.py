@@ -22,6 +22,7 @@ from typing import Any, Callable, Protocol
 from core.model import events
 from core.evaluation import sandbox
 from core.devices.device import PACKAGE_ROOT, DeviceInfo, LocalDevice, parse_device, probe
+from core.model.candidate import candidate_files
 
 OnEvent = Callable[[events.Event], None]
 HARNESS_START_S = 120.0
@@ -182,9 +183,6 @@ class Harness:
             self._reading.release()
 
 
-NATIVE_SOURCES = (".cu", ".cuh", ".hip", ".cpp", ".cc", ".c", ".h", ".hpp")
-
-
 def _stage_for_sandbox(job: dict[str, Any], job_dir: Path, policy: sandbox.SandboxPolicy) -> dict[str, Any]:
     """Copy into the job's folder what the job names but the sandbox cannot see (a candidate
     in the host's /tmp, a home folder or a masked task folder, with its sibling CUDA/HIP
@@ -195,7 +193,7 @@ def _stage_for_sandbox(job: dict[str, Any], job_dir: Path, policy: sandbox.Sandb
     if policy.view(candidate) == "hidden":
         staged = job_dir / "candidate"
         staged.mkdir(exist_ok=True)
-        for source in [candidate, *(p for p in candidate.parent.iterdir() if p.suffix in NATIVE_SOURCES and p.is_file())]:
+        for source in candidate_files(candidate):
             shutil.copy2(source, staged / source.name)
         job["candidate"] = str(staged / candidate.name)
     task_dir = Path(job["task_dir"])

@@ -380,19 +380,19 @@ def for_agent(
     (default: `home` beside the workspace, made here) read-write and set as HOME, so the CLI's
     config and caches stay with the attempt; `read_only` (the agent's tools, the `arena`
     wrapper) and Python read-only; masked: every home folder, the task folders (bundled,
-    `$ARENA_TASKS`, and `masked`), the checkout but the `core/` and `arena_tui/` packages that
+    `$ARENA_TASKS`, and `masked`), the checkout but the `core/` package and the `arena` command's package that
     `arena check` imports, and the results store's folder, which also holds the other
     attempts' workspaces. The network is on by default: CLI agents call their model's API.
     Limits are the harness's, looser: agents run node, compilers and test scripts."""
     from core.devices.device import PACKAGE_ROOT  # lazy: the sandbox module stays free of the engine
-    from core.model.paths import default_path
+    from core.model.paths import cli_package, default_path
     from core.tasks.spec import bundled_tasks_root, tasks_root
 
     workspace = _abs(workspace)
     home = _abs(home) if home is not None else workspace.parent / "home"
     home.mkdir(parents=True, exist_ok=True)
     package = PACKAGE_ROOT.resolve()
-    needed = (package / "core", package / "arena_tui")
+    needed = (package / "core", package / cli_package())
     hidden = [*private_masks(), default_path().parent, bundled_tasks_root(), tasks_root(), *masked]
     if (package / "pyproject.toml").is_file():  # a checkout (tests, .git, build/ hold task files), not site-packages
         hidden.append(package)

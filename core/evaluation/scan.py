@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-NATIVE_SUFFIXES = (".cu", ".hip", ".cuh", ".cpp", ".h")
+from core.model.candidate import native_siblings
+
 MAX_LINES_SHOWN = 3
 # Modules whose attributes a candidate has no business assigning.
 GUARDED_MODULES = ("torch", "time", "triton", "numpy", "builtins", "sys", "os", "core", "gc", "inspect", "random", "math", "ctypes")
@@ -137,8 +138,8 @@ def scan_candidate(path: Path, task_dtypes: Iterable[str] = ()) -> list[str]:
     """Notes for a candidate file and the native sources beside it."""
     dtypes = list(task_dtypes)
     notes = [n for n in scan_source(path.read_text(errors="replace"), dtypes)]
-    for sibling in sorted(path.parent.iterdir()):
-        if sibling.is_file() and sibling.suffix in NATIVE_SUFFIXES and sibling.stem == path.stem:
+    for sibling in native_siblings(path):
+        if sibling.stem == path.stem:
             notes += [f"{n} [{sibling.name}]" for n in scan_source(sibling.read_text(errors="replace"), dtypes, native=True)]
     return notes
 

@@ -9,7 +9,7 @@ must change some output. Then the workload sets, the FLOP and byte formulas, the
 H200, and the CPU evaluation's time against a budget.
 
 Each check gives a `CheckResult`; a task's are gathered in a `TaskReport`. Nothing here prints:
-the command line renders the reports (arena_tui/tasks_cmd.py).
+the command line renders the reports.
 """
 
 from __future__ import annotations

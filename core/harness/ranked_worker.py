@@ -42,7 +42,8 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 
-from . import channel, checking, guard, inputs, timing, workers
+from . import channel, checking, guard, inputs, oploop, timing, workers
+from .protocol import Op, Reply, Request
 
 # Bound at import, before any candidate code runs (as timing.py binds its clocks).
 _init_process_group = dist.init_process_group
@@ -116,10 +117,10 @@ def rank_main(conn: socket.socket, job: dict[str, Any]) -> None:
     """A rank of the candidate (forked by the zygote) or of the baseline (forked by the parent)."""
     role, rank = job["role"], job["rank"]
     workdir = Path(job["workdir"])
-    workers._redirect_output(workdir / f"{role}-rank{rank}.log")
+    workers.redirect_output(workdir / f"{role}-rank{rank}.log")
     if role == "baseline":
         try:
-            workers._libc().prctl(workers.PR_SET_DUMPABLE, 0, 0, 0, 0)
+            workers.libc().prctl(workers.PR_SET_DUMPABLE, 0, 0, 0, 0)
         except (OSError, AttributeError):
             pass
     os.environ["TORCH_EXTENSIONS_DIR"] = str(workdir / "torch_extensions")
@@ -133,78 +134,70 @@ def rank_main(conn: socket.socket, job: dict[str, Any]) -> None:
         inputs_source = job["task_inputs"].encode() if job.get("task_inputs") else (workers.read_task_file(job, "inputs.py") if role == "baseline" else None)
         custom = None
         if inputs_source:
-            custom = getattr(workers._module_from_source(inputs_source, "arena_task_inputs", "<task inputs.py>"), "make_inputs")
+            custom = getattr(workers.module_from_source(inputs_source, "arena_task_inputs", "<task inputs.py>"), "make_inputs")
         fn: Callable[..., Any] | None = None
         if role == "baseline":
             source = workers.read_task_file(job, "baseline.py")
             if source is None:
                 raise FileNotFoundError("the task's baseline.py is missing")
-            fn = workers._entry(workers._module_from_source(source, "arena_baseline", str(Path(job["task_dir"]) / "baseline.py")), "baseline.py")
+            fn = workers.entry(workers.module_from_source(source, "arena_baseline", str(Path(job["task_dir"]) / "baseline.py")), "baseline.py")
         _join_group(job, device)
     except Exception as exc:  # noqa: BLE001 - the parent reports it as an infrastructure fault
-        channel.send(conn, workers._error(exc))
+        channel.send(conn, workers.error_reply(exc))
         return
     channel.send(conn, {"ok": True, "ready": True})
     candidate = role == "candidate"
     hooks = guard.NO_HOOKS
     if candidate:
-        workers._limit_resources(job.get("memory_bytes") if device.type == "cpu" else None)
-        workers._drop_capabilities()
+        workers.limit_resources(job.get("memory_bytes") if device.type == "cpu" else None)
+        workers.drop_capabilities()
         snap = workers.watch()
         hooks = workers.watch_hooks(custom is not None, guard.CHANNEL_REACH)  # torch.distributed is imported: watched too
         reported: set[str] = set()
-        workers._hide_harness()
+        workers.hide_harness()
     specs, outs = job["inputs"], job["outputs"]
     kept: dict[int, list[torch.Tensor]] = {}
-    while True:
-        try:
-            msg, _ = channel.recv(conn)
-        except channel.ChannelClosed:
+
+    def handle(op: str, msg: Request, _payload: oploop.Payload) -> tuple[Reply, oploop.Payload]:
+        nonlocal fn
+        if op == Op.IMPORT:  # no collective here: a rank whose import fails must not leave the others waiting
+            path = Path(job["candidate"])
+            fn = workers.entry(workers.import_file(path, f"candidate_{os.getpid()}"), str(path))
+            return {"ok": True}, None
+        if op == Op.FIRST_CALL:  # builds JIT kernels; every rank calls, as every call is collective
+            assert fn is not None, "import first"
+            try:
+                args = inputs.correctness_inputs(specs, rank_workload(msg["workload"], rank), int(msg["seed"]), device, custom)
+                fn(*args)
+                workers.sync(device)
+            except Exception as exc:  # noqa: BLE001
+                return (workers.error_reply(exc) if workers.is_compile_error(exc) else {"ok": True, "first_call_error": f"{type(exc).__name__}: {exc}"}), None
+            return {"ok": True}, None
+        if op == Op.RUN:
+            assert fn is not None, "import first"
+            w, seed = rank_workload(msg["workload"], rank), int(msg["seed"])
+            return workers.run_for_check(fn, specs, outs, w, seed, int(msg.get("repeat", 1)), device, custom)
+        if op == Op.ESTIMATE:
+            assert fn is not None, "import first"
+            return {"ok": True, "ms": _estimate(fn, msg, specs, rank, device, custom, conn, hooks)}, None
+        if op == Op.TIME:
+            assert fn is not None, "import first"
+            return _time_rank(fn, msg, specs, outs, rank, device, custom, kept, candidate, conn, hooks), None
+        if op == Op.KEPT:
+            return workers.hand_over_kept(kept)
+        return oploop.unknown(op), None
+
+    def after(op: str, reply: Reply) -> None:
+        if not candidate:
             return
-        op = msg.get("op")
-        payload: bytes | None = None
-        try:
-            if op == "exit":
-                channel.send(conn, {"ok": True})
-                _destroy()
-                return
-            if op == "import":  # no collective here: a rank whose import fails must not leave the others waiting
-                path = Path(job["candidate"])
-                fn = workers._entry(workers._import_file(path, f"candidate_{os.getpid()}"), str(path))
-                reply: dict[str, Any] = {"ok": True}
-            elif op == "first_call":  # builds JIT kernels; every rank calls, as every call is collective
-                assert fn is not None, "import first"
-                reply = {"ok": True}
-                try:
-                    args = inputs.correctness_inputs(specs, rank_workload(msg["workload"], rank), int(msg["seed"]), device, custom)
-                    fn(*args)
-                    workers._sync(device)
-                except Exception as exc:  # noqa: BLE001
-                    reply = workers._error(exc) if workers._is_compile_error(exc) else {"ok": True, "first_call_error": f"{type(exc).__name__}: {exc}"}
-            elif op == "run":
-                assert fn is not None, "import first"
-                w, seed = rank_workload(msg["workload"], rank), int(msg["seed"])
-                reply, payload = workers.run_for_check(fn, specs, outs, w, seed, int(msg.get("repeat", 1)), device, custom)
-            elif op == "estimate":
-                assert fn is not None, "import first"
-                reply = {"ok": True, "ms": _estimate(fn, msg, specs, rank, device, custom, conn, hooks)}
-            elif op == "time":
-                assert fn is not None, "import first"
-                reply = _time_rank(fn, msg, specs, outs, rank, device, custom, kept, candidate, conn, hooks)
-            elif op == "kept":
-                reply, payload = workers.hand_over_kept(kept)
-            else:
-                reply = {"ok": False, "error": f"unknown op {op}"}
-        except Exception as exc:  # noqa: BLE001 - the candidate's failure is reported, not raised
-            reply, payload = workers._error(exc), None
-        if candidate:
-            workers.report_hooks(reply, hooks)
-        if candidate and op != "time":
+        workers.report_hooks(reply, hooks)
+        if op != Op.TIME:  # kept out of the timed round's wall clock; the next op reports it
             new = [name for name in workers.replaced(snap) if name not in reported]
             if new:
                 reported.update(new)
                 reply["tampered"] = new
-        channel.send(conn, reply, payload)
+
+    oploop.serve(conn, handle, error=workers.error_reply, after=after, on_exit=_destroy)
 
 
 def _fresh(
@@ -224,10 +217,10 @@ def _estimate(
     for k, timed in enumerate((False, True)):
         hooks.check()
         parent_barrier(conn, -1 - k)
-        workers._sync(device)
+        workers.sync(device)
         t0 = timing._perf_counter()
         fn(*args)
-        workers._sync(device)
+        workers.sync(device)
         if timed:
             return (timing._perf_counter() - t0) * 1e3
     raise AssertionError("unreachable")
@@ -250,7 +243,7 @@ def _time_rank(
     times: list[float] = []
     for k in range(calls):
         args = fresh(first + 1 + k)
-        workers._sync(device)
+        workers.sync(device)
         hooks.check()  # the barrier's channel code must be the harness's own
         parent_barrier(conn, k)  # every rank enters the call together: a collective's time starts when all can start
         if events is not None:
@@ -263,7 +256,7 @@ def _time_rank(
             events.record(start)
             result = fn(*args)
             events.record(end)
-            workers._sync(device)
+            workers.sync(device)
             times.append(events.elapsed_ms(start, end) * 1e3)
         else:
             t0 = timing._perf_counter()
@@ -286,9 +279,9 @@ def checker_main(conn: socket.socket, job: dict[str, Any]) -> None:
     """The trusted process: every rank's inputs, the reference's outputs for all of them, and
     the verdict on each rank's outputs."""
     workdir = Path(job["workdir"])
-    workers._redirect_output(workdir / "trusted.log")
+    workers.redirect_output(workdir / "trusted.log")
     try:
-        workers._libc().prctl(workers.PR_SET_DUMPABLE, 0, 0, 0, 0)
+        workers.libc().prctl(workers.PR_SET_DUMPABLE, 0, 0, 0, 0)
     except (OSError, AttributeError):
         pass
     try:
@@ -299,16 +292,16 @@ def checker_main(conn: socket.socket, job: dict[str, Any]) -> None:
         sources = {name: workers.read_task_file(job, name) for name in ("reference.py", "inputs.py", "check.py")}
         if sources["reference.py"] is None:
             raise FileNotFoundError("the task's reference.py is missing")
-        module = workers._module_from_source(sources["reference.py"], "arena_reference", str(task_dir / "reference.py"))
+        module = workers.module_from_source(sources["reference.py"], "arena_reference", str(task_dir / "reference.py"))
         run_all = getattr(module, "run_all", None)
         if not callable(run_all):
             raise AttributeError("reference.py of a multi-rank task defines no `run_all(inputs_by_rank)`")
         custom = None
         if sources["inputs.py"] is not None:
-            custom = getattr(workers._module_from_source(sources["inputs.py"], "arena_task_inputs", str(task_dir / "inputs.py")), "make_inputs")
+            custom = getattr(workers.module_from_source(sources["inputs.py"], "arena_task_inputs", str(task_dir / "inputs.py")), "make_inputs")
         check = None if sources["check.py"] is None else checking.check_from_source(sources["check.py"], str(task_dir / "check.py"))
     except Exception as exc:  # noqa: BLE001 - the parent reports it as an infrastructure fault
-        channel.send(conn, workers._error(exc))
+        channel.send(conn, workers.error_reply(exc))
         return
     channel.send(conn, {"ok": True, "ready": True})
     world, specs, out_specs, rule = job["world_size"], job["inputs"], job["outputs"], job["correctness"]
@@ -322,53 +315,41 @@ def checker_main(conn: socket.socket, job: dict[str, Any]) -> None:
         return by_rank, [list(r) if isinstance(r, (tuple, list)) else [r] for r in result]
 
     def judge_ranks(got: list[list[torch.Tensor]], args: list[list[Any]], want: list[list[torch.Tensor]]) -> list[dict[str, Any]]:
-        return [workers._compare_all(out_specs, got[r], want[r], args[r], rule, device, check) for r in range(world)]
+        return [workers.compare_all(out_specs, got[r], want[r], args[r], rule, device, check) for r in range(world)]
 
-    while True:
-        try:
-            msg, payload = channel.recv(conn)
-        except channel.ChannelClosed:
-            return
-        op = msg.get("op")
-        try:
-            if op == "exit":
-                channel.send(conn, {"ok": True})
-                return
-            shapes = msg["workload"]["shapes"]
-            per_rank = inputs.expected_meta(out_specs, shapes)
-            if op == "check":
-                runs = int(msg.get("runs", 1))
-                try:
-                    got = _unpack_ranks(msg, payload, per_rank * runs, world)
-                except inputs.OutputError as exc:
-                    channel.send(conn, {"ok": True, "malformed": str(exc)})
-                    continue
-                seeds = _rank_seeds(msg, world)
-                args, want = expected(
-                    lambda r: inputs.correctness_inputs(specs, rank_workload(msg["workload"], r), seeds[r], device, custom)
-                )
-                n = len(out_specs)
-                verdicts = [judge_ranks([g[i * n:(i + 1) * n] for g in got], args, want) for i in range(runs)]
-                channel.send(conn, {"ok": True, "runs": verdicts})
-            elif op == "check_timed":
-                calls = [int(i) for i in msg["calls"]]
-                try:
-                    got = _unpack_ranks(msg, payload, per_rank * len(calls), world)
-                except inputs.OutputError as exc:
-                    channel.send(conn, {"ok": True, "malformed": str(exc)})
-                    continue
-                seeds = _rank_seeds(msg, world)
-                fresh = [inputs.FreshInputs(specs, rank_workload(msg["workload"], r), seeds[r], device, custom) for r in range(world)]
-                n = len(out_specs)
-                results = []
-                for j, index in enumerate(calls):
-                    args, want = expected(lambda r: fresh[r](index))
-                    results.append({"call": index, "ranks": judge_ranks([g[j * n:(j + 1) * n] for g in got], args, want)})
-                channel.send(conn, {"ok": True, "results": results})
-            else:
-                channel.send(conn, {"ok": False, "error": f"unknown op {op}"})
-        except Exception as exc:  # noqa: BLE001
-            channel.send(conn, workers._error(exc))
+    def handle(op: str, msg: Request, payload: oploop.Payload) -> tuple[Reply, oploop.Payload]:
+        shapes = msg["workload"]["shapes"]
+        per_rank = inputs.expected_meta(out_specs, shapes)
+        if op == Op.CHECK:
+            runs = int(msg.get("runs", 1))
+            try:
+                got = _unpack_ranks(msg, payload, per_rank * runs, world)
+            except inputs.OutputError as exc:
+                return {"ok": True, "malformed": str(exc)}, None
+            seeds = _rank_seeds(msg, world)
+            args, want = expected(
+                lambda r: inputs.correctness_inputs(specs, rank_workload(msg["workload"], r), seeds[r], device, custom)
+            )
+            n = len(out_specs)
+            verdicts = [judge_ranks([g[i * n:(i + 1) * n] for g in got], args, want) for i in range(runs)]
+            return {"ok": True, "runs": verdicts}, None
+        if op == Op.CHECK_TIMED:
+            calls = [int(i) for i in msg["calls"]]
+            try:
+                got = _unpack_ranks(msg, payload, per_rank * len(calls), world)
+            except inputs.OutputError as exc:
+                return {"ok": True, "malformed": str(exc)}, None
+            seeds = _rank_seeds(msg, world)
+            fresh = [inputs.FreshInputs(specs, rank_workload(msg["workload"], r), seeds[r], device, custom) for r in range(world)]
+            n = len(out_specs)
+            results = []
+            for j, index in enumerate(calls):
+                args, want = expected(lambda r: fresh[r](index))
+                results.append({"call": index, "ranks": judge_ranks([g[j * n:(j + 1) * n] for g in got], args, want)})
+            return {"ok": True, "results": results}, None
+        return oploop.unknown(op), None
+
+    oploop.serve(conn, handle, error=workers.error_reply)
 
 
 def _rank_seeds(msg: dict[str, Any], world: int) -> list[int]:

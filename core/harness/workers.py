@@ -776,3 +776,19 @@ def _time(fn: Callable[..., Any], msg: dict[str, Any], specs: list[dict[str, Any
 
 def _sync(device: torch.device) -> None:
     timing._sync(device.type)  # bound at import: a candidate's no-op synchronize is not ours
+
+
+# --- the worker toolkit: what every worker process (this module's, ranked_worker's) uses ----
+# Public names, in one place, so no other module reaches into this one's private helpers.
+compare_all = _compare_all
+drop_capabilities = _drop_capabilities
+entry = _entry
+error_reply = _error
+hide_harness = _hide_harness
+import_file = _import_file
+is_compile_error = _is_compile_error
+libc = _libc
+limit_resources = _limit_resources
+module_from_source = _module_from_source
+redirect_output = _redirect_output
+sync = _sync

@@ -93,3 +93,20 @@ class Result:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def unevaluated(
+    task_id: str, device: dict[str, Any], timing_kind: str, sha: str, message: str, *, status: str = "failed",
+    profile: str | None = None, versions: dict[str, Any] | None = None,
+) -> Result:
+    """The one factory of a Result for an evaluation that never reached the harness's stages:
+    a source that is no candidate (`failed` at compile) or a fault that kept it from running
+    (`infrastructure_error`: the compile stage reads `error`). Every stage after compile is skipped."""
+    from core import __version__
+
+    compile_stage = StageResult("compile", status="failed" if status == "failed" else "error", message=message)
+    return Result(
+        task_id=task_id, candidate_sha256=sha, device=device, timing_kind=timing_kind, status=status, failed_stage="compile",
+        stages=[compile_stage] + [StageResult(n) for n in STAGES[1:]], workloads=[], speedup=0.0, sol_fraction=None,
+        sol_source=None, points=0.0, versions={"arena": __version__, **(versions or {})}, profile=profile,
+    )

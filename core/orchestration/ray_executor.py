@@ -50,7 +50,8 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from core.model import events
 from core.devices.device import PACKAGE_ROOT, DeviceError, DeviceInfo, LocalDevice, info_from_probe
-from core.evaluation.executors import NATIVE_SOURCES, HarnessError, OnEvent
+from core.evaluation.executors import HarnessError, OnEvent
+from core.model.candidate import native_siblings
 
 
 PREFIX = "ray:"
@@ -233,9 +234,8 @@ def job_files(job: dict[str, Any]) -> dict[str, bytes]:
     sandbox hides the folder locally."""
     candidate = Path(job["candidate"])
     files = {f"candidate/{candidate.name}": candidate.read_bytes()}
-    for p in candidate.parent.iterdir():
-        if p.is_file() and p.suffix in NATIVE_SOURCES and p != candidate:
-            files[f"candidate/{p.name}"] = p.read_bytes()
+    for p in native_siblings(candidate):
+        files[f"candidate/{p.name}"] = p.read_bytes()
     task_dir = Path(job["task_dir"])
     for p in sorted(task_dir.rglob("*")) if "task_sources" not in job else ():
         if p.is_file() and not any(s in p.parts or p.suffix == s for s in _SKIP):

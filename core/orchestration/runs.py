@@ -44,19 +44,20 @@ from typing import Any, Callable
 import yaml
 
 from core.model import events
+from core.model import keys
 from core.agents.base import AGENT_KINDS, AgentConfig
 from core.model.outcome import FAILURES
 from core.evaluation.evaluator import BadCandidate, Evaluator, check_candidate
 from core.evaluation.profiles import ProfileError, parse_profile
 from core.evaluation.executors import Executor, HarnessError, LocalExecutor
 from core.model.result import Result
+from core.orchestration.pool import EvaluatorPool, ExecutorFactory
 from core.orchestration.scheduler import InfrastructureFault, Job, JobFailed, Scheduler, Slot, slots_for
 from core.store.db import Store
 from core.tasks.spec import Task, discover, find_task
 from core.agents.workspace import Variant
 
 BUILTIN_CANDIDATES = ("starter", "baseline")
-ExecutorFactory = Callable[[str, Path], Executor]
 OnRunEvent = Callable[[int | None, events.Event], None]  # (store job id, event); transcripts too, with job id None
 OnAttempt = Callable[["AttemptReport"], None]
 AGENT_FIELDS = ("name", "kind", "model", "options", "budget_s", "max_cost_usd", "max_tokens")
@@ -263,7 +264,7 @@ class PlannedJob:
 
     @property
     def key(self) -> str:
-        return f"{self.task.id}|{self.candidate_label}|{self.device}|{self.iteration}"
+        return keys.job_key(self.task.id, self.candidate_label, self.device, self.iteration)
 
 
 def select_tasks(patterns: tuple[str, ...], tasks_dir: str | None) -> list[Task]:
@@ -437,8 +438,8 @@ class RunControl:
         if live is not None and original.run_id == live.run_id:
             if device not in live.devices:
                 raise ValueError(f"device {device} is not one of this run's ({', '.join(sorted(live.devices))}): requeue it once the run has ended")
-            n = sum(1 for j in self.store.jobs(live.run_id) if j.key.startswith(f"{original.key}|{how}-"))
-            key = f"{original.key}|{how}-{device}-{n + 1}"
+            n = sum(1 for j in self.store.jobs(live.run_id) if j.key.startswith(keys.rerun_prefix(original.key, how)))
+            key = keys.rerun_key(original.key, how, device, n + 1)
             job_id = self.store.add_job(live.run_id, task_id=original.task_id, device_id=device, candidate=original.candidate,
                                         family=original.family, agent=original.agent, variant=original.variant, key=key)
             if seed is not None:
@@ -518,7 +519,7 @@ async def execute(
     outcome = RunOutcome(run_id)
     root = Path(tempfile.mkdtemp(prefix="arena-run-"))
     folders = attempts_root or store.path.parent / "attempts" / run_id
-    evaluators: dict[Slot, Evaluator] = {}
+    pool = EvaluatorPool(executor_factory, lambda: root, keep_folders=False)
     job_ids: dict[str, int] = {}
     checks = itertools.count(1)
 
@@ -542,7 +543,7 @@ async def execute(
         job_id = job_ids.get(scheduler_id, None)
         if isinstance(event, events.JobStateChanged) and job_id is not None and event.state in ("queued", "running", "retrying", "cancelled"):
             store.set_job_state(job_id, "queued" if event.state in ("retrying", "cancelled") else event.state, attempts=event.attempt)
-        if "|check-" in scheduler_id:  # an agent's `arena check`: shown, not kept in the run's log
+        if keys.is_check(scheduler_id):  # an agent's `arena check`: shown, not kept in the run's log
             if on_event is not None:
                 on_event(None, event)
             return
@@ -550,13 +551,7 @@ async def execute(
 
     async def runner(job: Job, slot: Slot) -> Any:
         request = job.payload
-        evaluator = evaluators.get(slot)
-        if evaluator is None:
-            try:
-                evaluator = Evaluator(executor=executor_factory(slot.device, root / f"{slot.device.replace('/', '_')}-{slot.index}"))
-            except Exception as exc:  # noqa: BLE001 - a device that cannot be reached is an infrastructure fault
-                raise InfrastructureFault(f"{slot.device}: {exc}") from exc
-            evaluators[slot] = evaluator
+        evaluator = await pool.get(slot)  # the device is probed off the loop (the app's, during `arena run`)
         if isinstance(request, BatchRequest):
             return await batch_runner(request, slot, evaluator)
 
@@ -571,10 +566,10 @@ async def execute(
         try:
             result = await evaluator.aevaluate(request.task, request.candidate, seed, on_event=forward, visible_only=request.visible_only, profile=spec.profile)
         except HarnessError as exc:
-            evaluators.pop(slot).executor.close()
+            pool.drop(slot)
             raise InfrastructureFault(str(exc)) from exc
         except asyncio.CancelledError:
-            evaluators.pop(slot).executor.close()  # stops the harness and everything it started
+            pool.drop(slot)  # stops the harness and everything it started
             raise
         if request.job_id is not None:
             store.record_result(request.job_id, result)
@@ -602,10 +597,10 @@ async def execute(
             results = await evaluator.aevaluate_batch(request.task, list(request.candidates), request.seed, on_event=forward, profile=spec.profile,
                                                       on_result=recorded)
         except HarnessError as exc:
-            evaluators.pop(slot).executor.close()
+            pool.drop(slot)
             raise InfrastructureFault(str(exc)) from exc
         except asyncio.CancelledError:
-            evaluators.pop(slot).executor.close()
+            pool.drop(slot)
             raise
         return results
 
@@ -711,8 +706,7 @@ async def execute(
     finally:
         if control is not None:
             control._live = None
-        for evaluator in evaluators.values():
-            evaluator.close()
+        pool.close()
     store.finish_run(run_id, "finished")
     return outcome
 
@@ -742,7 +736,7 @@ async def _attempt(planned: PlannedAttempt, attempt_id: str, row: Any, run_id: s
 
     store = ctx.store
     attempt = Attempt(attempt_id, run_id, planned.agent, planned.task, planned.device, planned.variant, planned.iteration)
-    final_key = f"{planned.key}|final"
+    final_key = keys.final_key(planned.key)
 
     def report(state: str, stop_reason: str | None = None, result: Result | None = None, error: str | None = None,
                outcome: str | None = None, outcome_reason: str | None = None) -> AttemptReport:
@@ -754,7 +748,7 @@ async def _attempt(planned: PlannedAttempt, attempt_id: str, row: Any, run_id: s
 
     async def evaluate(candidate: Path, visible_only: bool, on_event: Callable[[events.Event], None] | None) -> Result:
         if visible_only:
-            job_id, scheduler_id = None, f"{attempt_id}|check-{next(ctx.checks)}"
+            job_id, scheduler_id = None, keys.check_key(attempt_id, next(ctx.checks))
         else:
             job_id = store.add_job(run_id, task_id=planned.task.id, device_id=planned.device, candidate=candidate, family=planned.task.family,
                                    agent=planned.agent.name, variant=planned.variant.name, key=final_key)

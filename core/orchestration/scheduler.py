@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Awaitable, Callable, Iterable, Mapping
 
+from core.devices.ids import DeviceId
 from core.model.events import DeviceHealthChanged, Event, JobStateChanged
 
 log = logging.getLogger(__name__)
@@ -100,8 +101,7 @@ def default_cpu_slots() -> int:
 def capacity(device_id: str, cpu_slots: int | None = None) -> int:
     """How many evaluations a device runs at once: one per GPU, `cpu_slots` for a CPU or a
     simulated device (which runs on the CPU); a host's devices (`box1/cpu`) alike."""
-    kind = device_id.rsplit("/", 1)[-1]
-    if kind == "cpu" or kind.startswith("sim:"):
+    if DeviceId.parse(device_id).runs_on_cpu:
         return cpu_slots if cpu_slots is not None else default_cpu_slots()
     return 1
 

@@ -7,8 +7,8 @@
 For many calls keep an `Arena` open: one scheduler (core/orchestration/scheduler.py) over every device it is
 given, one warm evaluator per slot, so concurrency is bounded by the devices' slots and an
 infrastructure fault is retried on another slot. `<host>/<device>` ids run through the
-executor factory the caller passes (core never imports remotes/; the command line's
-`arena_tui.run_cmd.executor_factory(hosts_file)` makes local and remote executors).
+executor factory the caller passes (core never imports remotes/; the composition root of
+the command line makes local, remote and Ray executors: docs/rl.md shows it).
 
 The source is written to a private temporary folder (mode 700) for the evaluation and removed
 after it. A source that cannot be a candidate (no `run`, NUL bytes) is the policy's mistake and
@@ -31,17 +31,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from core import __version__
 from core.devices.device import DeviceError, parse_device
 from core.evaluation.evaluator import BadCandidate, Evaluator, Timing, check_candidate
 from core.evaluation.profiles import parse_profile
 from core.evaluation.executors import Executor, HarnessError, LocalExecutor
-from core.model.result import STAGES, Result, StageResult
+from core.devices.ids import timing_kind_of
+from core.model.result import Result, unevaluated
 from core.rl.rewards import RewardFn, get_reward, outcome, reward_name
+from core.orchestration.pool import EvaluatorPool, ExecutorFactory
 from core.orchestration.scheduler import InfrastructureFault, Job, JobFailed, Scheduler, Slot, slots_for
 from core.tasks.spec import Task, find_task
 
-ExecutorFactory = Callable[[str, Path], Executor]
 MAX_SOURCE_BYTES = 1 << 20  # a candidate module larger than 1 MiB is not a kernel
 
 
@@ -227,18 +227,8 @@ def _device_json(evaluator: Evaluator | None, device: str) -> dict[str, Any]:
 
 
 def _synthetic(task_id: str, device: dict[str, Any], timing_kind: str, sha: str, status: str, message: str, profile: str | None = None) -> Result:
-    """A Result for an evaluation that never reached the harness: a source that is no
-    candidate (status `failed` at compile) or a fault every retry hit (`infrastructure_error`)."""
-    compile_stage = StageResult("compile", status="failed" if status == "failed" else "error", message=message)
-    return Result(
-        task_id=task_id, candidate_sha256=sha, device=device, timing_kind=timing_kind, status=status, failed_stage="compile",
-        stages=[compile_stage] + [StageResult(n) for n in STAGES[1:]], workloads=[], speedup=0.0, sol_fraction=None,
-        sol_source=None, points=0.0, versions={"arena": __version__}, profile=profile,
-    )
-
-
-def _timing_kind(device: str) -> str:
-    return "cpu" if device.rsplit("/", 1)[-1] == "cpu" else "measured"
+    """A Result for an evaluation that never reached the harness (core.model.result.unevaluated)."""
+    return unevaluated(task_id, device, timing_kind, sha, message, status=status, profile=profile)
 
 
 # --- the arena ---------------------------------------------------------------------------------
@@ -284,7 +274,7 @@ class Arena:
             if ray is not None and devices == ["cpu"]:  # the default: the cluster's GPUs, else its CPUs
                 devices = [ray_executor.default_device(ray)]
             capacities = ray_executor.capacities(devices, ray)
-            if executor_factory is None:  # a caller's factory makes its own (arena_tui.run_cmd.executor_factory(hosts, ray) does)
+            if executor_factory is None:  # a caller's factory makes its own (the command line's executor_factory(hosts, ray) does)
                 executor_factory = ray_executor.with_ray(None, ray)
         if not devices or not all(isinstance(d, str) and d for d in devices):
             raise ValueError(f"devices: give one or more device ids such as cpu or cuda:0, got {devices!r}")
@@ -294,8 +284,8 @@ class Arena:
             if "/" in d:
                 if executor_factory is None:
                     raise DeviceError(
-                        f"device `{d}` is on a remote host: pass executor_factory=arena_tui.run_cmd.executor_factory(hosts_file) "
-                        "(core does not import remotes/)"
+                        f"device `{d}` is on a remote host: pass an executor_factory that reaches it, e.g. the command line's "
+                        "executor_factory(hosts_file) (docs/rl.md; core does not import remotes/)"
                     )
             else:
                 parse_device(d)
@@ -308,7 +298,7 @@ class Arena:
         self.slots = slots_for(devices, cpu_slots=cpu_slots, capacities=capacities)
         self.scheduler = Scheduler(self.slots, self._run, max_retries=max_retries)
         self._root: Path | None = None  # made on the first evaluation: a refused server leaves nothing behind
-        self._evaluators: dict[Slot, Evaluator] = {}
+        self.pool = EvaluatorPool(self.factory, lambda: self.root, timing=timing)
         self._tasks: dict[str, Task] = {}
         self._ids = itertools.count(1)
         self._closed = False
@@ -325,9 +315,7 @@ class Arena:
             return
         self._closed = True
         await self.scheduler.close()
-        evaluators, self._evaluators = list(self._evaluators.values()), {}
-        for evaluator in evaluators:
-            await asyncio.to_thread(evaluator.close)  # a harness takes a moment to die
+        await self.pool.aclose()
         if self._root is not None:
             shutil.rmtree(self._root, ignore_errors=True)
 
@@ -401,7 +389,7 @@ class Arena:
                 raise
             sha = hashlib.sha256(request.source.encode(errors="replace")).hexdigest()
             device = request.device or self.devices[0]
-            result = _synthetic(task.id, _device_json(None, device), _timing_kind(device), sha, "infrastructure_error", exc.reason, request.profile)
+            result = _synthetic(task.id, _device_json(None, device), timing_kind_of(device).value, sha, "infrastructure_error", exc.reason, request.profile)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         return RewardedResult(result, fn(result), label, request.visible_only, task)
@@ -426,7 +414,7 @@ class Arena:
                 raise
             device = first.device or self.devices[0]
             results = [
-                _synthetic(task.id, _device_json(None, device), _timing_kind(device), hashlib.sha256(r.source.encode(errors="replace")).hexdigest(),
+                _synthetic(task.id, _device_json(None, device), timing_kind_of(device).value, hashlib.sha256(r.source.encode(errors="replace")).hexdigest(),
                            "infrastructure_error", exc.reason, r.profile)
                 for r in requests
             ]
@@ -436,17 +424,7 @@ class Arena:
         return [RewardedResult(result, fn(result), label, r.visible_only, task) for r, result in zip(requests, results)]
 
     async def _evaluator(self, slot: Slot) -> Evaluator:
-        evaluator = self._evaluators.get(slot)
-        if evaluator is None:
-            folder = self.root / f"{slot.device.replace('/', '_').replace(':', '_')}-{slot.index}"
-            try:
-                # Probing a device blocks for seconds: off the loop, so other episodes go on.
-                executor = await asyncio.to_thread(self.factory, slot.device, folder)
-            except Exception as exc:  # noqa: BLE001 - a device that cannot be reached is an infrastructure fault
-                raise InfrastructureFault(f"{slot.device}: {exc}") from exc
-            evaluator = Evaluator(executor=executor, workdir=folder, timing=self.timing)
-            self._evaluators[slot] = evaluator
-        return evaluator
+        return await self.pool.get(slot)  # probing a device blocks for seconds: off the loop, so other episodes go on
 
     async def _run(self, job: Job, slot: Slot) -> Any:
         if isinstance(job.payload, _BatchWork):
@@ -500,9 +478,7 @@ class Arena:
         return [x for x in results if x is not None]
 
     def _drop(self, slot: Slot) -> None:
-        evaluator = self._evaluators.pop(slot, None)
-        if evaluator is not None:
-            evaluator.executor.close()
+        self.pool.drop(slot)
 
 
 # --- one-call helpers ----------------------------------------------------------------------------

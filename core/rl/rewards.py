@@ -20,7 +20,7 @@ improving kernel (the usual start, and every Triton kernel on the CPU interprete
 its reward.
 
 Every built-in gives an integrity violation its lowest value, and none reads `review_notes`:
-heuristic hits change no score (DESIGN.md, Contracts: Result). On the `cpu` timing kind the
+heuristic hits change no score (docs/architecture.md). On the `cpu` timing kind the
 speed terms read CPU times, which the arena shows but never ranks: fine for plumbing and
 tests, not for training.
 """

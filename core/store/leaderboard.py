@@ -53,9 +53,11 @@ from typing import Any
 
 from core.evaluation import scoring
 from core.model.outcome import FAILURES
+from core.devices.ids import timing_kind_of
+from core.model.statuses import TimingKind
 from core.store.db import Store
 
-TIMING_KINDS = ("measured", "predicted", "cpu")
+TIMING_KINDS = tuple(k.value for k in TimingKind)  # measured, predicted, cpu: the order of the boards
 RANKED_KINDS = ("measured", "predicted")
 GROUP_BY = ("model", "vendor")
 DEFAULT_P = 1.0
@@ -216,15 +218,8 @@ def failures(store: Store, run: str | None = None) -> list[Failure]:
                 continue
             model, vendor = mine.get(a.device_id) or known.get(a.device_id) or (None, None)
             found.append(Failure(r.id, a.id, a.task_id, a.family, a.agent, a.model, a.device_id, model, vendor,
-                                 timing_kind_of(a.device_id), a.outcome, a.outcome_reason))
+                                 timing_kind_of(a.device_id).value, a.outcome, a.outcome_reason))
     return found
-
-
-def timing_kind_of(device_id: str) -> str:
-    """The timing kind a device's results have: `cpu` for a CPU (local or a host's), `predicted`
-    for a simulated GPU, else `measured`."""
-    local = device_id.rsplit("/", 1)[-1]
-    return "cpu" if local == "cpu" else "predicted" if local.startswith("sim:") else "measured"
 
 
 def board(store: Store, *, timing_kind: str, device: str | None = None, vendor: str | None = None, family: str | None = None,

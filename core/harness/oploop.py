@@ -1,0 +1,47 @@
+"""The one op loop every harness worker runs: receive a request, answer it, until `exit` or
+until the parent closes the channel.
+
+A worker supplies `handle(op, msg, payload) -> (reply, payload)`; an exception there is the
+candidate's (or the task's) failure and is answered with `error(exc)`, never raised, so the
+parent always gets one reply per request. `after(op, reply)` adds what every reply of that
+worker carries (the candidate's tamper report)."""
+
+from __future__ import annotations
+
+import socket
+from typing import Callable, Optional, Tuple, Union
+
+from core.harness import channel
+from core.harness.protocol import Op, Reply, Request
+
+Payload = Optional[Union[bytes, bytearray, memoryview]]
+Handler = Callable[[str, Request, Payload], Tuple[Reply, Payload]]
+
+
+def unknown(op: str) -> Reply:
+    return {"ok": False, "error": f"unknown op {op}"}
+
+
+def serve(
+    conn: socket.socket, handle: Handler, *, error: Callable[[BaseException], Reply],
+    after: Callable[[str, Reply], None] | None = None, on_exit: Callable[[], None] | None = None,
+) -> None:
+    while True:
+        try:
+            msg, payload = channel.recv(conn)
+        except channel.ChannelClosed:
+            return
+        op = str(msg.get("op"))
+        if op == Op.EXIT:
+            channel.send(conn, {"ok": True})
+            if on_exit is not None:
+                on_exit()
+            return
+        out: Payload = None
+        try:
+            reply, out = handle(op, msg, payload)  # type: ignore[arg-type]
+        except Exception as exc:  # noqa: BLE001 - reported to the parent, not raised
+            reply, out = error(exc), None
+        if after is not None:
+            after(op, reply)
+        channel.send(conn, dict(reply), out)

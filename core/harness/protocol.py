@@ -1,0 +1,195 @@
+"""The protocol between the engine and the harness, and inside the harness between its parent
+and its worker processes: the op names and the shape of every message.
+
+Messages stay plain JSON dicts on the wire and at run time: these TypedDicts describe them for
+the type checker and the reader, and change nothing at run time (a TypedDict is a dict), so
+code that builds `{"op": "time", ...}` by hand keeps working. `Op` is a str-valued Enum: a
+message's `msg["op"] == Op.TIME` and `op == "time"` are the same test.
+
+Directions:
+- engine -> harness: one `Job` per evaluation (a line on a warm harness's stdin, or a file);
+- harness -> engine: `HarnessEvent`s on a private file descriptor (channel.EventWriter);
+- harness parent -> workers: `Request`s with an `op`; workers answer one `Reply` each (plus raw
+  tensor bytes where a reply names `tensors`), over channel.send/recv;
+- harness parent -> zygote: `spawn`, `wait`, `cleanup`, `exit` (zygote.py).
+
+Imports nothing outside the standard library, like the rest of the harness.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, Literal, TypedDict, Union
+
+
+class Op(str, Enum):
+    """Every op a harness worker, the trusted worker, a rank or the zygote answers."""
+
+    # any worker
+    INIT = "init"  # the job, to a forked worker
+    EXIT = "exit"
+    # the candidate worker (single device)
+    COMPILE = "compile"  # import the candidate and make its first call (builds JIT kernels)
+    RUN = "run"  # calls for the correctness check: outputs handed back as tensors
+    TIME = "time"  # a timed round (the trusted worker times the baseline with the same op)
+    PREDICT = "predict"  # sim: devices: count the candidate's work instead of timing it
+    KEPT = "kept"  # the outputs kept from timed calls, for check_timed
+    # a multi-rank candidate
+    IMPORT = "import"
+    FIRST_CALL = "first_call"
+    ESTIMATE = "estimate"
+    # the trusted worker (reference and baseline)
+    EXPECT = "expect"  # compute the reference outputs for one (workload, seed)
+    CHECK = "check"  # compare the candidate's outputs with them
+    CHECK_TIMED = "check_timed"  # compare outputs kept from timed calls
+    SYNC = "sync"  # a batch's next candidate starts from a clean channel
+    PREDICT_BASELINE = "predict_baseline"
+    # the zygote
+    SPAWN = "spawn"
+    WAIT = "wait"
+    CLEANUP = "cleanup"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# --- engine -> harness: the job -------------------------------------------------------------
+
+
+class WorkloadSpec(TypedDict, total=False):
+    """One concrete workload of a job: its label, axes and the shapes of every input."""
+
+    label: str
+    axes: dict[str, Any]
+    shapes: dict[str, list[int]]
+    seeds: list[int]
+    seed: int
+    hidden: bool
+    flops: float | None
+    bytes: float | None
+
+
+class TensorSpecJson(TypedDict, total=False):
+    """An input's or an output's spec (core.tasks.spec.TensorSpec in JSON)."""
+
+    name: str
+    dtype: str
+    shape: list[str | int]
+    inplace_of: str | None
+    kind: str
+
+
+class Job(TypedDict, total=False):
+    """What the engine hands the harness for one evaluation (core.evaluation.evaluator.build_job)."""
+
+    version: int
+    task_id: str
+    task_dir: str
+    task_sources: dict[str, str]  # reference.py, baseline.py, inputs.py: the candidate never sees the folder
+    task_files: dict[str, str]
+    task_inputs: str | None
+    candidate: str  # the candidate module's path
+    workdir: str
+    device: dict[str, Any]  # the device's JSON: kind, torch_device, the sim target for sim: devices
+    torch_device: str
+    inputs: list[TensorSpecJson]
+    outputs: list[TensorSpecJson]
+    correctness: dict[str, Any]  # the task's rule: rtol, atol, min_match, ...
+    stages: dict[str, list[WorkloadSpec]]  # correctness, generalization, performance
+    limits: dict[str, Any]
+    timing: dict[str, Any]
+    profile: str
+    world_size: int
+    candidate_memory_bytes: int | None
+    memory_bytes: int | None
+    reference_cache_bytes: int
+    batch: list[dict[str, Any]]  # a batch job's members (core/harness/batch.py)
+    # set by the parent for a forked worker of a multi-rank job
+    role: str
+    rank: int
+    group_timeout_s: float
+
+
+# --- harness -> engine: events ----------------------------------------------------------------
+
+EventType = Literal[
+    "harness_ready", "evaluation_started", "stage_started", "stage_finished", "workload_checked",
+    "workload_timed", "finding", "evaluation_finished",
+]
+
+
+class HarnessEvent(TypedDict, total=False):
+    """One JSON event the harness reports (the engine folds them into core.model.events)."""
+
+    type: EventType
+    stage: str
+    status: str
+    fault: str | None
+    seconds: float
+    workload: str | None
+    axes: dict[str, Any]
+    passed: bool
+    message: str | None
+    worst: Any
+    check: str
+    proven: bool
+    task_id: str
+    device: dict[str, Any]
+    versions: dict[str, str]
+    error: str
+    pid: int
+
+
+# --- harness parent -> workers: requests and replies ------------------------------------------
+
+
+class Request(TypedDict, total=False):
+    """A request to a worker. Which keys an op carries:
+
+    compile: workload, seed | run: workload, seed, repeat | time: workload, seed, graph,
+    first_index, calls, ... | predict: workload, seed | kept | expect: key, workload, seed |
+    check: key, workload, workload_key, member, seed, runs, tensors | check_timed: workload,
+    member, seed, calls, tensors | sync: nonce | predict_baseline: workload, seed, formula |
+    import, first_call, estimate: a rank's | spawn, wait (pid, timeout), cleanup: the zygote's."""
+
+    op: str  # an Op's value
+    job: Job
+    workload: WorkloadSpec
+    seed: int
+    repeat: int
+    runs: int
+    key: str
+    workload_key: str
+    member: str
+    tensors: list[dict[str, Any]] | None
+    calls: list[int]
+    graph: bool
+    first_index: int
+    sample: list[int]
+    rank_seeds: list[int]
+    nonce: str
+    formula: dict[str, Any]
+    pid: int
+    timeout: float
+
+
+class Reply(TypedDict, total=False):
+    """A worker's answer. `ok` is always there; the rest depends on the op."""
+
+    ok: bool
+    error: str  # the failure, when not ok
+    traceback: str
+    compile_error: bool
+    first_call_error: str  # the first call failed, but not as a build failure
+    tampered: list[str]  # torch names the candidate replaced (reported on the next reply)
+    tensors: list[dict[str, Any]]  # the meta of the raw tensor bytes that follow the header
+    malformed: str  # outputs that could not be unpacked
+    runs: list[Any]  # check: verdicts per run
+    independent: str | None
+    results: list[dict[str, Any]]  # check_timed: per call
+    impl: str | None  # the baseline's implementation
+    sync: str
+    ms: float
+
+
+Message = Union[Request, Reply]

@@ -1,0 +1,70 @@
+"""One evaluator per scheduler slot, shared by `arena run` (core.orchestration.runs) and the RL
+arena (core.rl.arena).
+
+An evaluator owns a warm harness on its slot's device; making one probes the device and reads
+the engine's data, which blocks for seconds. That happens in a worker thread
+(`asyncio.to_thread`), never on the event loop: during `arena run` the loop is the app's, and
+under the RL arena it serves every other episode. A slot whose evaluator failed (its harness
+died, its job was cancelled) is dropped and gets a fresh one on its next job."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Callable
+
+from core.evaluation.evaluator import Evaluator, Timing
+from core.evaluation.executors import Executor
+from core.orchestration.scheduler import InfrastructureFault, Slot
+
+ExecutorFactory = Callable[[str, Path], Executor]  # (device id, working folder) -> an executor
+
+
+class EvaluatorPool:
+    """`await pool.get(slot)` gives the slot's evaluator, made on first use; `drop(slot)` stops
+    it; `close()` stops them all. `keep_folders`: each evaluator works in its slot's folder
+    under `root` (kept); otherwise in a temporary one it removes on close."""
+
+    def __init__(self, factory: ExecutorFactory, root: Callable[[], Path], *, timing: Timing | None = None, keep_folders: bool = True):
+        self.factory = factory
+        self._root = root
+        self.timing = timing
+        self.keep_folders = keep_folders
+        self._evaluators: dict[Slot, Evaluator] = {}
+
+    def folder(self, slot: Slot) -> Path:
+        return self._root() / f"{slot.device.replace('/', '_').replace(':', '_')}-{slot.index}"
+
+    async def get(self, slot: Slot) -> Evaluator:
+        evaluator = self._evaluators.get(slot)
+        if evaluator is None:
+            evaluator = await asyncio.to_thread(self._make, slot)  # probing a device blocks for seconds
+            self._evaluators[slot] = evaluator
+        return evaluator
+
+    def _make(self, slot: Slot) -> Evaluator:
+        folder = self.folder(slot)
+        try:
+            executor = self.factory(slot.device, folder)
+        except Exception as exc:  # noqa: BLE001 - a device that cannot be reached is an infrastructure fault
+            raise InfrastructureFault(f"{slot.device}: {exc}") from exc
+        return Evaluator(executor=executor, workdir=folder if self.keep_folders else None, timing=self.timing)
+
+    def drop(self, slot: Slot) -> None:
+        """Stop the slot's harness and everything it started (after a harness error or a cancel)."""
+        evaluator = self._evaluators.pop(slot, None)
+        if evaluator is not None:
+            evaluator.executor.close()
+
+    def evaluators(self) -> list[Evaluator]:
+        return list(self._evaluators.values())
+
+    def close(self) -> None:
+        evaluators, self._evaluators = list(self._evaluators.values()), {}
+        for evaluator in evaluators:
+            evaluator.close()
+
+    async def aclose(self) -> None:
+        evaluators, self._evaluators = list(self._evaluators.values()), {}
+        for evaluator in evaluators:
+            await asyncio.to_thread(evaluator.close)  # a harness takes a moment to die
