@@ -184,7 +184,8 @@ def parse(line: str | bytes | dict[str, Any]) -> Event:
         raise EventError(f"unknown event type {data.get('type')!r}")
     known = {f.name for f in fields(cls)}
     try:
-        return cls(**{k: v for k, v in data.items() if k in known})
+        event: Event = cls(**{k: v for k, v in data.items() if k in known})
+        return event
     except TypeError as exc:
         raise EventError(f"{data.get('type')}: {exc}") from None
 
