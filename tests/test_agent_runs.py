@@ -220,17 +220,17 @@ def test_the_replay_agent_replays_a_recorded_transcript_and_candidate(store, tas
 def test_a_store_from_before_attempts_migrates_and_keeps_its_data(tmp_path, monkeypatch):
     """A version-1 store (no attempts yet) opens with this code: its runs and results read as
     before, and attempts can be added to its runs."""
-    import core.store.db as store_module
-    from core.store.db import MIGRATIONS
+    from core.store import migrations
+    from core.store.migrations import MIGRATIONS
     from tests.test_store import make_result
 
     db = tmp_path / "old.db"
-    monkeypatch.setattr(store_module, "MIGRATIONS", MIGRATIONS[:1])
+    monkeypatch.setattr(migrations, "MIGRATIONS", MIGRATIONS[:1])
     with Store.open(db) as s:
         run_id = s.create_run("old")
         s.record_result(s.add_job(run_id, task_id="elementwise/axpy", device_id="cpu"), make_result())
         assert s.schema_version == 1
-    monkeypatch.setattr(store_module, "MIGRATIONS", MIGRATIONS)
+    monkeypatch.setattr(migrations, "MIGRATIONS", MIGRATIONS)
     with Store.open(db) as s:
         assert s.schema_version == len(MIGRATIONS) >= 2
         assert [r.status for r in s.results(run_id)] == ["passed"] and s.attempts(run_id) == []

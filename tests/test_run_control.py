@@ -138,16 +138,16 @@ def test_an_infrastructure_mark_persists_keeps_the_result_and_leaves_the_leaderb
 
 
 def test_a_store_from_before_seeds_migrates_its_jobs_have_none_and_rerun_says_why(tmp_path, monkeypatch):
-    import core.store.db as store_module
-    from core.store.db import MIGRATIONS
+    from core.store import migrations
+    from core.store.migrations import MIGRATIONS
 
     db = tmp_path / "old.db"
-    monkeypatch.setattr(store_module, "MIGRATIONS", MIGRATIONS[:2])
+    monkeypatch.setattr(migrations, "MIGRATIONS", MIGRATIONS[:2])
     with Store.open(db) as s:
         run_id = s.create_run("old")
         job = s.add_job(run_id, task_id=AXPY, device_id="cpu", candidate=ROOT / "tests" / "fixtures" / "candidates" / "axpy_torch.py")
         s.record_result(job, make_result())
-    monkeypatch.setattr(store_module, "MIGRATIONS", MIGRATIONS)
+    monkeypatch.setattr(migrations, "MIGRATIONS", MIGRATIONS)
     with Store.open(db) as s:
         assert s.schema_version == len(MIGRATIONS) >= 3 and s.get_job(job).seed is None
         assert [r.status for r in s.results(run_id)] == ["passed"]

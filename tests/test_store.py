@@ -11,9 +11,11 @@ import pytest
 
 from arena_tui.cli import main
 from core.model import events
-from core.store import db as store_module
+from core.model import paths as store_module  # the store's default path
 from core.model.result import Result, StageResult, WorkloadFigures
-from core.store.db import MIGRATIONS, Store, StoreError, UnknownRunError
+from core.store import migrations
+from core.store.db import Store, StoreError, UnknownRunError
+from core.store.migrations import MIGRATIONS
 
 AXPY = ["eval", "--task", "elementwise/axpy", "--candidate"]
 
@@ -266,7 +268,7 @@ def test_a_migration_takes_a_version_1_store_forward(db, monkeypatch):
         run_id = s.create_run("old")
         s.record_result(s.add_job(run_id, task_id="elementwise/axpy", device_id="cpu"), make_result())
         assert s.schema_version == len(MIGRATIONS)
-    monkeypatch.setattr(store_module, "MIGRATIONS", MIGRATIONS + (
+    monkeypatch.setattr(migrations, "MIGRATIONS", MIGRATIONS + (
         "ALTER TABLE runs ADD COLUMN owner TEXT; UPDATE runs SET owner = 'legacy'; CREATE INDEX runs_owner ON runs (owner);",
     ))
     with Store.open(db) as s:
@@ -277,7 +279,7 @@ def test_a_migration_takes_a_version_1_store_forward(db, monkeypatch):
 
 def test_a_failing_migration_changes_nothing(db, monkeypatch):
     Store.open(db).close()
-    monkeypatch.setattr(store_module, "MIGRATIONS", MIGRATIONS + ("ALTER TABLE runs ADD COLUMN owner TEXT; SELECT no_such_function();",))
+    monkeypatch.setattr(migrations, "MIGRATIONS", MIGRATIONS + ("ALTER TABLE runs ADD COLUMN owner TEXT; SELECT no_such_function();",))
     with pytest.raises(StoreError, match=f"cannot migrate .* to schema {len(MIGRATIONS) + 1}: no such function"):
         Store.open(db)
     conn = raw(db)
