@@ -26,8 +26,9 @@ from rich.markup import escape
 from core import __version__
 from core.devices.device import DeviceError, ProbeError, parse_device
 from core.model.result import EXIT_BAD_INPUT, EXIT_INFRASTRUCTURE, EXIT_PASSED, Result
-from core.orchestration.runs import DEMO_TASKS
-from core.tasks.spec import TaskError, UnknownTaskError, discover, find_task
+from core.orchestration.runfile import DEMO_TASKS
+from core.tasks.spec import TaskError, UnknownTaskError
+from core.tasks.discovery import discover, find_task
 
 from . import local_devices, render
 

@@ -32,16 +32,9 @@ from core.model.keys import parts as key_parts
 from core.orchestration import preflight
 from core.model.outcome import FAILURES
 from core.model.result import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INFRASTRUCTURE, EXIT_PASSED, Result
-from core.orchestration.runs import (
-    DEFAULT_RUN,
-    AttemptReport,
-    RunFileError,
-    RunSpec,
-    execute,
-    load_run_file,
-    plan,
-    plan_attempts,
-)
+from core.orchestration.runfile import DEFAULT_RUN, RunFileError, RunSpec, load_run_file
+from core.orchestration.runs import AttemptReport, execute
+from core.orchestration.planning import plan, plan_attempts
 from core.store.db import Store, StoreError
 
 from . import figures, render

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from core.model.result import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_PASSED
-from core.tasks.spec import discover, find_task, tasks_root
+from core.tasks.discovery import discover, find_task, tasks_root
 
 from . import render
 from .tables import plain_table

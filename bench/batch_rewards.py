@@ -43,7 +43,8 @@ sys.path.insert(0, str(ROOT))
 
 from core.evaluation.evaluator import Evaluator, Timing, build_job  # noqa: E402
 from core.model.result import Result  # noqa: E402
-from core.tasks.spec import Task, discover  # noqa: E402
+from core.tasks.spec import Task
+from core.tasks.discovery import discover  # noqa: E402
 
 TASKS = ("gemm/bf16_gemm", "norm/add_rmsnorm", "activation/silu_mul", "elementwise/rope", "moe/route_topk_softmax", "attention/decode_paged_gqa")
 # Timing of before: every round runs (no early stop), as the protocol did before issue 20.

@@ -28,7 +28,7 @@ MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1
 os.environ.update(MULTICAST_OFF)  # before any harness starts: it inherits them
 
 from core.evaluation.evaluator import Evaluator  # noqa: E402
-from core.tasks.spec import discover  # noqa: E402
+from core.tasks.discovery import discover  # noqa: E402
 
 
 def worlds(sizes: tuple[int, ...], device: str, gpus: int, asked: list[int] | None) -> list[tuple[str, int]]:

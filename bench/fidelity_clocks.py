@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.gpu_validate import _load  # noqa: E402
 from core.evaluation.evaluator import Evaluator, Timing  # noqa: E402
-from core.tasks.spec import discover  # noqa: E402
+from core.tasks.discovery import discover  # noqa: E402
 
 SAMPLE_MS = 20
 

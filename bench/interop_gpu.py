@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from core.evaluation.evaluator import Evaluator  # noqa: E402
-from core.tasks.spec import find_task  # noqa: E402
+from core.tasks.discovery import find_task  # noqa: E402
 
 
 def row(task_id: str, role: str, r: dict) -> str:

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from arena_tui.wiring import executor_factory  # noqa: E402 - local and <host>/<device> executors
 from core.rl.arena import Arena, EvalRequest, RewardedResult  # noqa: E402
-from core.tasks.spec import discover  # noqa: E402
+from core.tasks.discovery import discover  # noqa: E402
 
 
 def parse() -> argparse.Namespace:

@@ -37,7 +37,7 @@ def batch(args: argparse.Namespace, devices: list[str], cpu_slots: int | None = 
 
 
 def _starter(task_id: str) -> str:
-    from core.tasks.spec import find_task
+    from core.tasks.discovery import find_task
 
     return find_task(task_id).file("starter.py").read_text()
 

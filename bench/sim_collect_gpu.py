@@ -52,7 +52,8 @@ import torch  # noqa: E402
 
 from core.evaluation.evaluator import GRAPH_BELOW_US, _spec_json  # noqa: E402
 from core.harness import inputs, timing  # noqa: E402
-from core.tasks.spec import Task, Workload, find_task  # noqa: E402
+from core.tasks.spec import Task, Workload
+from core.tasks.discovery import find_task  # noqa: E402
 
 WORKLOADS_PER_VARIANT = 3
 Variants = Iterator[tuple[str, str]]

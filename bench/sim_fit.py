@@ -99,7 +99,7 @@ def features(extra: list[Path], only: set[str] | None = None, out: Path = FEATUR
     from core.harness.triton_cpu import enable_interpreter
     from core.devices.sim import sim_section
     from core.devices.device import sim_info
-    from core.tasks.spec import find_task
+    from core.tasks.discovery import find_task
 
     section = sim_section(sim_info("sim:h200"))
     compiler = sim_predict.CompileCache(section["aot"], None)  # before the interpreter (sim_aot.PristineLanguage)

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from core.evaluation.evaluator import Evaluator  # noqa: E402
-from core.tasks.spec import discover  # noqa: E402
+from core.tasks.discovery import discover  # noqa: E402
 
 
 def machine() -> dict:

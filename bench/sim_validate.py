@@ -94,7 +94,7 @@ def _count(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
     from core.harness.sim.model import Constants, Target, predict_side
     from core.harness.triton_cpu import enable_interpreter
     from core.devices.sim import sim_section
-    from core.tasks.spec import find_task
+    from core.tasks.discovery import find_task
 
     section = sim_section(sim_info("sim:h200"))
     compiler = sim_predict.CompileCache(section["aot"], None)
@@ -183,7 +183,8 @@ def report() -> dict[str, Any]:
     from core.devices.device import sim_info
     from core.evaluation.evaluator import roofline_for
     from core.devices.sim.baselines import baseline_for
-    from core.tasks.spec import Workload, find_task
+    from core.tasks.spec import Workload
+    from core.tasks.discovery import find_task
 
     from core.harness.sim.model import Constants, Target, predict_side
     from core.devices.sim import sim_section

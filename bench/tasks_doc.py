@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.tasks_gpu import table  # noqa: E402
-from core.tasks.spec import discover  # noqa: E402
+from core.tasks.discovery import discover  # noqa: E402
 
 HEADER = """# Tasks
 

@@ -30,7 +30,8 @@ from arena_tui.app.source import RunSource
 from arena_tui.app.triage import failure_kind
 from arena_tui.app.widgets.transcript_pane import TranscriptPane
 from core.model import events
-from core.orchestration.runs import Queued, RunSpec
+from core.orchestration.runs import Queued
+from core.orchestration.runfile import RunSpec
 from core.store.db import Store
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "tasks"
@@ -528,7 +529,7 @@ def test_arena_opens_the_app_on_the_default_run_only_when_interactive(monkeypatc
     from arena_tui import local_devices
     from arena_tui.app import launch
     from arena_tui.cli import main
-    from core.orchestration.runs import DEFAULT_RUN
+    from core.orchestration.runfile import DEFAULT_RUN
 
     opened = []
     monkeypatch.setattr(launch, "run_app", lambda store, run_id, spec, factory=None: opened.append((run_id, spec)) or 0)
@@ -566,7 +567,7 @@ def test_arena_run_runfile_opens_the_app_when_interactive(monkeypatch, tmp_path)
 @pytest.mark.slow
 def test_the_real_default_run_on_the_axpy_fixture(store):
     from arena_tui.app.source import live_source
-    from core.orchestration.runs import DEFAULT_RUN, RunSpec
+    from core.orchestration.runfile import DEFAULT_RUN, RunSpec
 
     spec = RunSpec(**{**DEFAULT_RUN.__dict__, "tasks": (AXPY,), "tasks_dir": str(FIXTURES)})
     run_id = store.create_run(spec.name, spec.to_json())

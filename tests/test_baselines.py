@@ -15,7 +15,8 @@ from core.model import events
 from core.evaluation import scoring
 from core.devices.device import DeviceInfo, Peaks
 from core.evaluation.evaluator import assemble, baseline_ran
-from core.tasks.spec import TaskError, discover, load_task
+from core.tasks.spec import TaskError, load_task
+from core.tasks.discovery import discover
 
 
 def _module(path: Path):
@@ -133,7 +134,7 @@ def test_a_result_keeps_the_roofline_with_and_without_the_launch_floor(fixture_t
 
 
 def test_the_prompt_names_the_baseline_that_runs_and_its_recorded_figures():
-    from core.tasks.spec import find_task
+    from core.tasks.discovery import find_task
     from core.agents.workspace import Variant, recorded_baselines, render_prompt
 
     rope = find_task("elementwise/rope")

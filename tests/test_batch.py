@@ -136,7 +136,8 @@ def test_a_cheat_in_a_batch_cannot_touch_its_neighbours(cpu_evaluator: Evaluator
 
 
 def test_a_run_evaluates_one_tasks_candidates_as_a_batch_on_one_seed(tmp_path: Path) -> None:
-    from core.orchestration.runs import RunSpec, execute
+    from core.orchestration.runfile import RunSpec
+    from core.orchestration.runs import execute
     from core.store.db import Store
 
     spec = RunSpec(name="batch", tasks=("elementwise/axpy",), candidates=(str(CANDIDATES / "axpy_torch.py"), str(CANDIDATES / "axpy_wrong.py"), "starter"),
@@ -158,7 +159,7 @@ def test_a_batch_member_is_judged_on_its_own_pooled_evidence(cpu_evaluator: Eval
     # The sampling check pools evidence over a candidate's checked calls (docs/integrity.md,
     # class 4) in the trusted worker the batch shares: the biased sampler's excess argmax hits
     # must neither fail the honest sampler after it nor be diluted by it.
-    from core.tasks.spec import find_task
+    from core.tasks.discovery import find_task
 
     task = find_task("sampling/top_k_top_p_sampling")
     cheat = FIXTURES.parent / "cheats" / "sampling_argmax_fallback.py"

@@ -6,7 +6,7 @@ note is `arena tasks validate`'s check, run on each task by tests/test_validate.
 
 from __future__ import annotations
 
-from core.tasks.spec import discover
+from core.tasks.discovery import discover
 
 TASKS = discover()
 

@@ -31,7 +31,8 @@ from core.evaluation.evaluator import (
     wall_clock_findings,
 )
 from core.harness import channel, inputs
-from core.tasks.spec import Limits, discover, load_task
+from core.tasks.spec import Limits, load_task
+from core.tasks.discovery import discover
 from tests.cheats.catalogue import CHEATS, HERE, PUBLISHED_CANDIDATES, TASKS, by_name, outcome_problems
 from tests.conftest import FIXTURES, ROOT
 

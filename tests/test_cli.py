@@ -28,7 +28,7 @@ def test_version(capsys):
 def test_tasks_list_and_show_never_reveal_hidden_workloads(capsys):
     code, out, _ = run_cli(capsys, "tasks", "list")
     assert code == 0 and "gemm/bf16_gemm" in out and "norm/add_rmsnorm" in out
-    from core.tasks.spec import find_task
+    from core.tasks.discovery import find_task
 
     task = find_task("gemm/bf16_gemm")
     code, out, _ = run_cli(capsys, "tasks", "show", "gemm/bf16_gemm")

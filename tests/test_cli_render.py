@@ -16,7 +16,7 @@ from arena_tui.cli import main
 from arena_tui.run_cmd import _summary
 from core.model.result import Result, WorkloadFigures
 from core.store.db import Store
-from core.tasks.spec import discover
+from core.tasks.discovery import discover
 from tests.test_leaderboard import CPU, H200, failed_attempt, record, result
 
 WIDTH = 80

@@ -200,7 +200,7 @@ def test_arena_shows_the_world_sizes_and_refuses_one_the_task_cannot_run(capsys)
 
 
 def test_a_bundled_collective_passes_on_four_ranks(cpu_evaluator):
-    from core.tasks.spec import find_task
+    from core.tasks.discovery import find_task
 
     task = find_task("comm/all_gather")
     result = cpu_evaluator.evaluate(task, task.file("baseline.py"), world_size=4, limits=SHORT)
@@ -209,7 +209,7 @@ def test_a_bundled_collective_passes_on_four_ranks(cpu_evaluator):
 
 
 def test_a_bundled_collective_wrong_on_one_rank_fails(cpu_evaluator, tmp_path):
-    from core.tasks.spec import find_task
+    from core.tasks.discovery import find_task
 
     candidate = tmp_path / "gather_rank_order.py"
     candidate.write_text(textwrap.dedent("""

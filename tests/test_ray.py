@@ -21,7 +21,8 @@ import pytest
 
 from core.model import events
 from core.evaluation.evaluator import Timing
-from core.orchestration.runs import RunSpec, execute
+from core.orchestration.runfile import RunSpec
+from core.orchestration.runs import execute
 from core.store.db import Store
 
 try:
@@ -171,7 +172,7 @@ def test_a_trainer_gets_rewards_from_the_cluster(cluster, fixture_tasks) -> None
 
 
 def test_a_run_file_names_its_cluster(tmp_path, fixture_tasks) -> None:
-    from core.orchestration.runs import RunFileError, load_run_file
+    from core.orchestration.runfile import RunFileError, load_run_file
 
     path = tmp_path / "run.yaml"
     path.write_text("tasks: [elementwise/axpy]\ndevices: [ray:cpu]\nray: ray://head:10001\n")

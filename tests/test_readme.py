@@ -11,7 +11,7 @@ import shlex
 import pytest
 
 from arena_tui.cli import main
-from core.tasks.spec import discover
+from core.tasks.discovery import discover
 from tests.conftest import ROOT
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -17,7 +17,8 @@ from core.model import events
 from core.store import leaderboard
 from core.agents.base import AgentConfig
 from core.evaluation.executors import LocalExecutor
-from core.orchestration.runs import RunControl, RunSpec, execute
+from core.orchestration.runs import RunControl, execute
+from core.orchestration.runfile import RunSpec
 from core.store.db import Store
 from tests.conftest import ROOT
 from tests.test_store import make_result

@@ -19,7 +19,7 @@ from core.devices.sim.baselines import (
     fit_task_model,
     load_table,
 )
-from core.tasks.spec import find_task
+from core.tasks.discovery import find_task
 
 ROOT = Path(__file__).resolve().parent.parent
 

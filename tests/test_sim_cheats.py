@@ -15,7 +15,7 @@ import pytest
 
 from core.evaluation.evaluator import Evaluator
 from core.harness.sim.stage import uncounted_launch
-from core.tasks.spec import find_task
+from core.tasks.discovery import find_task
 from tests.conftest import ROOT
 
 CHEATS = ROOT / "tests" / "sim_cheats"

@@ -9,7 +9,7 @@ import pytest
 
 from core.evaluation.evaluator import Evaluator
 from core.model.result import EXIT_INFRASTRUCTURE
-from core.tasks.spec import find_task
+from core.tasks.discovery import find_task
 
 KERNEL = '''
 import torch

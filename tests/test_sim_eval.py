@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from core.evaluation.evaluator import Evaluator
-from core.tasks.spec import find_task
+from core.tasks.discovery import find_task
 
 
 @pytest.fixture(scope="module")

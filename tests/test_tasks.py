@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from core.tasks.spec import TaskError, UnknownTaskError, discover, evaluate_formula, find_task, load_task
+from core.tasks.spec import TaskError, UnknownTaskError, load_task
+from core.tasks.discovery import discover, find_task
+from core.tasks.formulas import evaluate_formula
 
 BUNDLED = ["activation/silu_mul", "gemm/bf16_gemm", "norm/add_rmsnorm"]
 

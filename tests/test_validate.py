@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from arena_tui.cli import main
-from core.tasks.spec import task_ids, tasks_root
+from core.tasks.discovery import task_ids, tasks_root
 from core.evaluation.validate import CHECK_NAMES, ValidateOptions, validate_task
 
 BROKEN = Path(__file__).resolve().parent / "fixtures" / "validate" / "elementwise"

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from core.tasks.spec import Task, find_task
+from core.tasks.spec import Task
+from core.tasks.discovery import find_task
 from core.agents.workspace import VENDORS, Variant, cheatsheet, make_workspace, render_prompt, vendor_of
 from tests.conftest import ROOT
 

@@ -6,9 +6,9 @@ import sys
 from pathlib import Path
 
 from core.model.result import EXIT_FAILED, EXIT_INFRASTRUCTURE, EXIT_PASSED
-from core.orchestration.runs import DEFAULT_RUN, RunSpec
+from core.orchestration.runfile import DEFAULT_RUN, RunSpec
 from core.store.db import Store
-from core.tasks.spec import discover
+from core.tasks.discovery import discover
 
 
 def interactive(headless: bool = False) -> bool:

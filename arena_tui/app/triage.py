@@ -6,7 +6,7 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from core.tasks.spec import find_task
+from core.tasks.discovery import find_task
 
 from .model import Row
 

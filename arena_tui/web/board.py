@@ -99,7 +99,7 @@ def result_json(store: Store, job_id: int, tasks_dir: Path | None = None) -> dic
 
 def _detail(store: Store, job: Any, row: Any, tasks_dir: Path | None, tasks: dict[str, Any]) -> dict[str, Any]:
     from core.rl.arena import public_result
-    from core.tasks.spec import find_task
+    from core.tasks.discovery import find_task
 
     if job.task_id not in tasks:
         try:

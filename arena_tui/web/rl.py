@@ -153,7 +153,7 @@ class RLService:
 
     async def tasks(self, request: Request) -> dict[str, Any]:
         from core.rl.env import signature
-        from core.tasks.spec import discover
+        from core.tasks.discovery import discover
 
         return {"tasks": [{
             "id": t.id, "description": t.description, "signature": signature(t), "languages": list(t.languages), "baseline": t.baseline,

@@ -61,7 +61,7 @@ def harness_policy(device: LocalDevice, writable: tuple[Path, ...], task_roots: 
     (tests, .git, build output: copies of task files) masked; the device's nodes bound; no
     network. A mask never falls on a folder the harness needs: there it masks what is inside."""
     from core.model.paths import default_path
-    from core.tasks.spec import bundled_tasks_root
+    from core.tasks.discovery import bundled_tasks_root
 
     package = PACKAGE_ROOT.resolve()
     needed = {package / "core", *(Path(w).resolve() for w in writable)}

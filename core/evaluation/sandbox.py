@@ -386,7 +386,7 @@ def for_agent(
     Limits are the harness's, looser: agents run node, compilers and test scripts."""
     from core.devices.device import PACKAGE_ROOT  # lazy: the sandbox module stays free of the engine
     from core.model.paths import cli_package, default_path
-    from core.tasks.spec import bundled_tasks_root, tasks_root
+    from core.tasks.discovery import bundled_tasks_root, tasks_root
 
     workspace = _abs(workspace)
     home = _abs(home) if home is not None else workspace.parent / "home"

@@ -595,7 +595,8 @@ def check_cpu_budget(task: Task, starter: "Result", options: ValidateOptions) ->
 def resolve_targets(ids: list[str], root: Path | str | None = None) -> list[Path]:
     """Task folders for ids (`norm/add_rmsnorm`) or folder paths; every task when none is given.
     An unknown id raises UnknownTaskError (the CLI's exit code 2)."""
-    from core.tasks.spec import UnknownTaskError, task_ids, tasks_root
+    from core.tasks.spec import UnknownTaskError
+    from core.tasks.discovery import task_ids, tasks_root
 
     base = tasks_root(root)
     if not ids:

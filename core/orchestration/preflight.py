@@ -32,7 +32,7 @@ from pathlib import Path
 from core.agents import UnknownAgentKind, adapter
 from core.agents.base import AgentConfig, CliAgent
 from core.devices.device import DeviceError, parse_device, probe
-from core.orchestration.runs import RunSpec
+from core.orchestration.runfile import RunSpec
 
 TIMEOUT_S = 10.0  # `--version`, an endpoint's answer, a device probe: each
 OFFLINE_KINDS = ("reference", "replay")

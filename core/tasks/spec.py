@@ -1,4 +1,5 @@
-"""Task specs: load `task.yaml`, validate every field, discover the bundled tasks.
+"""Task specs: load `task.yaml` and validate every field (the formulas are core.tasks.formulas,
+finding tasks core.tasks.discovery).
 
 A task folder is `tasks/<family>/<name>/` with `task.yaml`, `reference.py`, `baseline.py` and
 `starter.py` (docs/task-format.md). A bad task is rejected with one `TaskError` that names the
@@ -8,8 +9,6 @@ file, the field and the fix.
 from __future__ import annotations
 
 import ast
-import math
-import os
 import random
 import re
 from collections.abc import Sequence
@@ -19,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from core.tasks.formulas import evaluate_formula, formula_names
 
 FAMILIES = ("gemm", "attention", "moe", "norm", "activation", "elementwise", "sampling", "comm")
 # Families of tasks that `arena import` writes from other benchmarks' sets (core/importers/):
@@ -337,35 +338,6 @@ class Task:
 
     def file(self, name: str) -> Path:
         return self.path / name
-
-
-# --- formulas ------------------------------------------------------------------------------
-
-_FORMULA_FUNCS = {"min": min, "max": max, "ceil": math.ceil, "floor": math.floor, "log2": math.log2}
-_FORMULA_NODES = (
-    ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Load, ast.Call,
-    ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.USub, ast.UAdd,
-)
-
-
-def formula_names(expr: str) -> set[str]:
-    tree = ast.parse(expr, mode="eval")
-    for node in ast.walk(tree):
-        if not isinstance(node, _FORMULA_NODES):
-            raise ValueError(f"`{ast.unparse(node)}` is not plain arithmetic")
-        if isinstance(node, ast.Call) and not (
-            isinstance(node.func, ast.Name) and node.func.id in _FORMULA_FUNCS
-        ):
-            raise ValueError(f"only {', '.join(_FORMULA_FUNCS)} may be called")
-    calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call)}  # type: ignore[attr-defined]
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - calls
-
-
-def evaluate_formula(expr: str, axes: dict[str, int]) -> float:
-    """Evaluate a FLOP or byte formula: arithmetic over the axes, nothing else."""
-    formula_names(expr)  # rejects anything but arithmetic
-    code = compile(ast.parse(expr, mode="eval"), "<formula>", "eval")
-    return float(eval(code, {"__builtins__": {}, **_FORMULA_FUNCS}, dict(axes)))  # noqa: S307
 
 
 # --- loading -------------------------------------------------------------------------------
@@ -760,44 +732,3 @@ def _model_workloads(path: Path, top: _Fields, axes: dict[str, str]) -> ModelWor
 
 def _power_of_two(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
-
-
-# --- discovery -----------------------------------------------------------------------------
-
-
-def bundled_tasks_root() -> Path:
-    """The bundled `tasks/` folder: beside `core/` in a checkout and in site-packages alike."""
-    return Path(__file__).resolve().parents[2] / "tasks"
-
-
-def tasks_root(override: Path | str | None = None) -> Path:
-    if override is not None:
-        return Path(override)
-    env = os.environ.get("ARENA_TASKS")
-    return Path(env) if env else bundled_tasks_root()
-
-
-def discover(root: Path | str | None = None) -> list[Task]:
-    """Every task under `root`, sorted by id; a bad task raises its TaskError."""
-    base = tasks_root(root)
-    return [load_task(p.parent) for p in sorted(base.glob("*/*/task.yaml"))]
-
-
-def task_ids(root: Path | str | None = None) -> list[str]:
-    base = tasks_root(root)
-    return [f"{p.parent.parent.name}/{p.parent.name}" for p in sorted(base.glob("*/*/task.yaml"))]
-
-
-def find_task(task_id: str, root: Path | str | None = None) -> Task:
-    """Load a task by id (`gemm/bf16_gemm`) or by folder path."""
-    as_path = Path(task_id)
-    if (as_path / "task.yaml").is_file():
-        return load_task(as_path)
-    base = tasks_root(root)
-    folder = base / task_id
-    if task_id.count("/") != 1 or not (folder / "task.yaml").is_file():
-        known = task_ids(root)
-        close = [t for t in known if task_id.split("/")[-1] in t]
-        hint = f"did you mean {', '.join(close)}?" if close else "run `arena tasks list` to see the ids"
-        raise UnknownTaskError(f"unknown task `{task_id}`: {hint}")
-    return load_task(folder)

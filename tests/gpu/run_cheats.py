@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from core.evaluation.evaluator import Evaluator  # noqa: E402
-from core.tasks.spec import Limits, discover, load_task  # noqa: E402
+from core.tasks.spec import Limits, load_task
+from core.tasks.discovery import discover  # noqa: E402
 from tests.cheats.catalogue import PUBLISHED_CANDIDATES, TASKS, by_name, outcome_problems  # noqa: E402
 
 GPU_CHEATS = ROOT / "tests" / "gpu" / "cheats"

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from core.harness.compare import compare
-from core.tasks.spec import evaluate_formula, find_task
+from core.tasks.formulas import evaluate_formula
+from core.tasks.discovery import find_task
 
 ROOT = Path(__file__).resolve().parents[2] / "tasks" / "attention"
 TASKS = ["prefill_gqa", "decode_paged_gqa", "mla_decode", "prefill_sliding_window_sinks"]

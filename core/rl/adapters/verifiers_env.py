@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 from core.rl.env import KernelEnv, extract_code, signature, task_prompt
 from core.rl.arena import Arena
-from core.tasks.spec import discover, find_task
+from core.tasks.discovery import discover, find_task
 
 FINAL = re.compile(r"^\s*FINAL\s*$", re.MULTILINE)
 
