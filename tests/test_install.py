@@ -19,7 +19,7 @@ def test_non_editable_install_finds_bundled_tasks(tmp_path):
     )
     assert (target / "tasks" / "gemm" / "bf16_gemm" / "task.yaml").is_file()
     env = {**os.environ, "PYTHONPATH": str(target)}
-    code = "import core.tasks.spec as t; print(t.bundled_tasks_root()); print(len(t.discover()))"
+    code = "import core.tasks.discovery as t; print(t.bundled_tasks_root()); print(len(t.discover()))"
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     where, count = proc.stdout.split()
