@@ -17,19 +17,18 @@ import importlib
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from rich.console import Console
 from rich.markup import escape
 
+from arena_tui import local_devices, render
 from core import __version__
-from core.devices import DeviceError, ProbeError, parse_device
+from core.devices import DeviceError, ProbeError
 from core.result import EXIT_BAD_INPUT, EXIT_INFRASTRUCTURE, EXIT_PASSED, Result
 from core.runs import DEMO_TASKS
 from core.tasks import TaskError, UnknownTaskError, discover, find_task
-
-from . import local_devices, render
 
 # Command modules that add their own subcommands: each has `register(subparsers)`, which adds
 # parsers whose `func(args, out, err) -> int` runs the command. They import heavy or optional
@@ -145,7 +144,7 @@ class _JsonErrors(Console):
 
 
 def _interactive(args: argparse.Namespace) -> bool:
-    from .app.launch import interactive  # Textual is imported only when a person watches
+    from arena_tui.app.launch import interactive  # Textual is imported only when a person watches
 
     return interactive(args.headless)
 
@@ -153,10 +152,9 @@ def _interactive(args: argparse.Namespace) -> bool:
 def _app(args: argparse.Namespace, out: Console, err: Console) -> int:
     """`arena` alone in a terminal: the app on the embedded default run (DEFAULT_RUN), on this
     machine's GPU or sim:h200 (never the cpu device's interpreted times)."""
+    from arena_tui.app import launch
+    from arena_tui.run_cmd import executor_factory
     from core.store import StoreError
-
-    from .app import launch
-    from .run_cmd import executor_factory
 
     try:
         return launch.run_default(args.tasks_dir, args.db, executor_factory(None), device=local_devices.default_device())
@@ -166,7 +164,13 @@ def _app(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def _eval(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from core.evaluate import BadCandidate, Evaluator, WorldSizeError, check_candidate, world_size_for
+    from core.evaluate import (
+        BadCandidate,
+        Evaluator,
+        WorldSizeError,
+        check_candidate,
+        world_size_for,
+    )
 
     task = find_task(args.task, args.tasks_dir)
     local_devices.require_here(args.device)

@@ -9,14 +9,13 @@ import json
 from rich.console import Console
 from rich.markup import escape
 
+from arena_tui.figures import INTERPRETED
+from arena_tui.render import ratio
+from arena_tui.runs_cmd import _guarded
+from arena_tui.tables import Col, fitted
 from core.compare import DEFAULT_RESAMPLES, Comparison, Outcome, compare
 from core.result import EXIT_BAD_INPUT, EXIT_PASSED
 from core.store import Store
-
-from .figures import INTERPRETED
-from .render import ratio
-from .tables import Col, fitted
-from .runs_cmd import _guarded
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -8,13 +8,12 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from arena_tui import figures
+from arena_tui.tables import Col, fitted, number_column, plain_table
 from core import events
 from core.devices import DeviceInfo
 from core.result import Result
 from core.tasks import Task
-
-from . import figures
-from .tables import Col, fitted, number_column, plain_table
 
 MARK = {"passed": "[green]✓[/]", "failed": "[red]✗[/]", "timeout": "[red]⏱[/]", "crashed": "[red]✗[/]", "error": "[yellow]![/]", "skipped": "[dim]·[/]"}
 BASELINE_KIND_SHORT = {"vendor_library": "library", "vendor_kernel_library": "kernels", "torch_composition": "torch"}
@@ -193,7 +192,7 @@ def task_detail(console: Console, task: Task) -> None:
     console.print(f"languages: {', '.join(task.languages)}")
     if task.vendor_notes:
         console.print(f"vendors: {escape(task.vendor_notes)}")
-    spec = lambda s: f"{s.name}: {s.describe(task.inputs)}"  # noqa: E731 - the words of the agents' prompts
+    spec = lambda s: f"{s.name}: {s.describe(task.inputs)}"
     console.print("\n[bold]signature[/]: " + escape("run(" + ", ".join(spec(i) for i in task.inputs) + ") -> " + ", ".join(spec(o) for o in task.outputs)))
     c = task.correctness
     console.print(f"correctness: |out − ref| ≤ {c.atol:g} + {c.rtol:g}·|ref| for {c.min_match * 100:g}% of elements, {c.seeds} seeds; NaN/Inf never pass")

@@ -13,13 +13,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from arena_tui.figures import sol_cell, speedup_cell
+from arena_tui.render import timing_notes
+from arena_tui.tables import Col, fitted
 from core.agents.outcome import FAILURES
 from core.result import EXIT_BAD_INPUT, EXIT_PASSED
 from core.store import JOB_STATES, Run, Store, StoreError, UnknownRunError
-
-from .figures import sol_cell, speedup_cell
-from .render import timing_notes
-from .tables import Col, fitted
 
 RUN_STYLE = {"running": "cyan", "finished": "green", "interrupted": "yellow", "cancelled": "dim"}
 STATUS_STYLE = {"passed": "green", "failed": "red", "infrastructure_error": "yellow"}

@@ -9,11 +9,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from arena_tui import render
+from arena_tui.tables import plain_table
 from core.result import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_PASSED
 from core.tasks import discover, find_task, tasks_root
-
-from . import render
-from .tables import plain_table
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -27,8 +27,8 @@ sys.path.insert(0, str(ROOT))
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 os.environ.update(MULTICAST_OFF)  # before any harness starts: it inherits them
 
-from core.evaluate import Evaluator  # noqa: E402
-from core.tasks import discover  # noqa: E402
+from core.evaluate import Evaluator
+from core.tasks import discover
 
 
 def worlds(sizes: tuple[int, ...], device: str, gpus: int, asked: list[int] | None) -> list[tuple[str, int]]:
@@ -38,7 +38,7 @@ def worlds(sizes: tuple[int, ...], device: str, gpus: int, asked: list[int] | No
     return [(f"cuda:0-{n - 1}" if n > 1 else "cuda:0", n) for n in sizes if n <= gpus and (not asked or n in asked)]
 
 
-def row(task_id: str, role: str, device: str, world: int, result) -> list[dict]:  # noqa: ANN001
+def row(task_id: str, role: str, device: str, world: int, result) -> list[dict]:
     rows = []
     for w in result.workloads:
         bw = w.bandwidth or {}

@@ -33,9 +33,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.gpu_validate import _load  # noqa: E402
-from core.evaluate import Evaluator, Timing  # noqa: E402
-from core.tasks import discover  # noqa: E402
+from bench.gpu_validate import _load
+from core.evaluate import Evaluator, Timing
+from core.tasks import discover
 
 SAMPLE_MS = 20
 
@@ -60,7 +60,7 @@ def read_clocks(path: Path) -> list[tuple[float, float, float, float]]:
     with path.open() as f:
         for line in csv.reader(f):
             try:
-                stamp = datetime.strptime(line[0].strip(), "%Y/%m/%d %H:%M:%S.%f").timestamp()
+                stamp = datetime.strptime(line[0].strip(), "%Y/%m/%d %H:%M:%S.%f").astimezone().timestamp()  # nvidia-smi prints local time
                 rows.append((stamp, float(line[1].split()[0]), float(line[2].split()[0]), float(line[3].split()[0])))
             except (ValueError, IndexError):
                 continue

@@ -20,8 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core.evaluate import Evaluator  # noqa: E402
-from core.tasks import find_task  # noqa: E402
+from core.evaluate import Evaluator
+from core.tasks import find_task
 
 
 def row(task_id: str, role: str, r: dict) -> str:

@@ -27,9 +27,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from arena_tui.run_cmd import executor_factory  # noqa: E402 - local and <host>/<device> executors
-from core.rl import Arena, EvalRequest, RewardedResult  # noqa: E402
-from core.tasks import discover  # noqa: E402
+from arena_tui.run_cmd import executor_factory
+from core.rl import Arena, EvalRequest, RewardedResult
+from core.tasks import discover
 
 
 def parse() -> argparse.Namespace:

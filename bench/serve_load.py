@@ -31,8 +31,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core.store import Store  # noqa: E402
-from tests.web_sample import CPU, add  # noqa: E402
+from core.store import Store
+from tests.web_sample import CPU, add
 
 AXPY = "import torch\n\ndef run(x, b):\n    return torch.add(b, x, alpha=2)\n"
 

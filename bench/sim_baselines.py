@@ -31,10 +31,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core.devices import DeviceError, sim_info  # noqa: E402
-from core.evaluate import roofline_for  # noqa: E402
-from core.sim.baselines import DEFAULT_IMPL, TABLE_FILE, axes_key, fit_task_model  # noqa: E402
-from core.tasks import TaskError, Workload, find_task  # noqa: E402
+from core.devices import DeviceError, sim_info
+from core.evaluate import roofline_for
+from core.sim.baselines import DEFAULT_IMPL, TABLE_FILE, axes_key, fit_task_model
+from core.tasks import TaskError, Workload, find_task
 
 
 @dataclass

@@ -26,12 +26,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core.evaluate import Evaluator  # noqa: E402
-from core.tasks import discover  # noqa: E402
+from core.evaluate import Evaluator
+from core.tasks import discover
 
 
 def machine() -> dict:
-    model = next((line.split(":", 1)[1].strip() for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines() if line.startswith("Model name")), platform.processor())
+    model = next((line.split(":", 1)[1].strip() for line in subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout.splitlines() if line.startswith("Model name")), platform.processor())
     return {"cpus": os.cpu_count(), "model": model, "python": platform.python_version(), "load_1min": os.getloadavg()[0]}
 
 

@@ -109,7 +109,7 @@ def _count(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
         specs = [_spec_json(s) for s in task.inputs]
         shapes = {s.name: list(s.concrete_shape(p["axes"])) for s in task.inputs + task.outputs if s.shape is not None}
         workload = {"axes": p["axes"], "shapes": shapes}
-        custom = getattr(_load(task.file("inputs.py"), f"inputs_{n}"), "make_inputs") if task.file("inputs.py").is_file() else None
+        custom = _load(task.file("inputs.py"), f"inputs_{n}").make_inputs if task.file("inputs.py").is_file() else None
         path = variant_file(ROOT / p["candidate"]) if p["candidate"] else task.file("starter.py" if p["kind"] == "starter" else "baseline.py")
         t0 = time.perf_counter()
         row = dict(p)
@@ -182,11 +182,10 @@ def fit_glue() -> None:
 def report() -> dict[str, Any]:
     from core.devices import sim_info
     from core.evaluate import roofline_for
-    from core.sim.baselines import baseline_for
-    from core.tasks import Workload, find_task
-
     from core.harness.sim_model import Constants, Target, predict_side
     from core.sim import sim_section
+    from core.sim.baselines import baseline_for
+    from core.tasks import Workload, find_task
 
     info = sim_info("sim:h200")
     section = sim_section(info)

@@ -14,7 +14,7 @@ import yaml
 
 from arena_tui.cli import main
 from core import model_config
-from core.model_config import ModelConfigError, add_model, normalize, read_config
+from core.model_config import add_model, normalize, read_config
 from core.tasks import TaskError, discover, load_task
 
 ROOT = Path(__file__).resolve().parent.parent

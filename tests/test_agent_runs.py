@@ -16,9 +16,17 @@ import pytest
 import core.agents
 from arena_tui.cli import main
 from core.agents.base import AgentConfig
-from core.runs import DEFAULT_RUN, DEMO_TASKS, RunFileError, RunSpec, execute, load_run_file, plan_attempts
-from core.tasks import task_ids
+from core.runs import (
+    DEFAULT_RUN,
+    DEMO_TASKS,
+    RunFileError,
+    RunSpec,
+    execute,
+    load_run_file,
+    plan_attempts,
+)
 from core.store import Store
+from core.tasks import task_ids
 from tests.conftest import ROOT
 from tests.test_agent_runner import FakeCli, processes_with, write_fake
 

@@ -6,8 +6,8 @@ second, the command line's choice between app and printer, and one real default 
 from __future__ import annotations
 
 import asyncio
-import os
 import io
+import os
 import sys
 import time
 from pathlib import Path
@@ -17,8 +17,8 @@ from rich.console import Console
 from textual.events import Key
 from textual.widgets import DataTable, OptionList, RichLog, Static
 
-import core.store
 import arena_tui.app.app as arena_app
+import core.store
 from arena_tui.app.app import ArenaApp
 from arena_tui.app.messages import RunUpdated
 from arena_tui.app.model import RunModel
@@ -506,8 +506,9 @@ def test_at_80x24_every_screen_shows_help_and_quit_and_the_queue_keeps_state_and
 
 
 def test_the_times_table_lists_every_checked_workload_and_says_why_one_is_untimed(store, tmp_path):
-    from arena_tui.app.widgets.score_card import timing_table
     from rich.console import Console
+
+    from arena_tui.app.widgets.score_card import timing_table
 
     run = scripted(store, tmp_path)
     run.play_into_store()

@@ -37,10 +37,10 @@ def test_baseline_py_offers_exactly_the_declared_implementations_in_order(task):
         return
     assert list(impls) == declared
     assert impls[declared[-1]] is not None, "the last implementation is the torch fallback: it always imports"
-    assert getattr(module, "IMPL") in declared
+    assert module.IMPL in declared
 
 
-def _task_copy(tmp_path: Path, fixture_tasks: Path, edit) -> Path:  # noqa: ANN001
+def _task_copy(tmp_path: Path, fixture_tasks: Path, edit) -> Path:
     folder = tmp_path / "elementwise" / "axpy"
     shutil.copytree(fixture_tasks / "elementwise" / "axpy", folder)
     spec = yaml.safe_load((folder / "task.yaml").read_text())

@@ -17,7 +17,7 @@ from arena_tui.run_cmd import _summary
 from core.result import Result, WorkloadFigures
 from core.store import Store
 from core.tasks import discover
-from tests.test_leaderboard import CPU, H200, failed_attempt, record, result
+from tests.test_leaderboard import CPU, failed_attempt, record, result
 
 WIDTH = 80
 LONG_AGENT = "claude-code-with-a-rather-long-agent-name"

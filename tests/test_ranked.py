@@ -146,7 +146,7 @@ def test_a_candidate_that_skips_the_communication_fails(cpu_evaluator, allsum, c
 
 
 def _leftover(marker: str) -> list[str]:
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=False).stdout
     return [line for line in out.splitlines() if marker in line and "ps -eo" not in line]
 
 

@@ -77,7 +77,7 @@ def test_bad_requests_name_the_field(loop, arena: Arena) -> None:
         EvalRequest.coerce({"task_id": "elementwise/axpy", "code": AXPY})
     with pytest.raises(ValueError, match="seed: give a non-negative integer"):
         EvalRequest("elementwise/axpy", AXPY, seed=-1)
-    with pytest.raises(ValueError, match="source: .* bytes, more than"):
+    with pytest.raises(ValueError, match=r"source: .* bytes, more than"):
         EvalRequest("elementwise/axpy", "#" * (2 << 20))
     with pytest.raises(UnknownTaskError, match="unknown task `elementwise/axpi`"):
         loop.run(arena.aevaluate("elementwise/axpi", AXPY))
@@ -101,7 +101,7 @@ class _Renamed:
     def torch_device(self) -> str:
         return self.inner.torch_device()
 
-    async def run(self, *args):  # noqa: ANN002, ANN201
+    async def run(self, *args):
         return await self.inner.run(*args)
 
     def close(self) -> None:
@@ -111,7 +111,7 @@ class _Renamed:
 def test_evaluate_many_spreads_over_every_device_in_order() -> None:
     made: list[str] = []
 
-    def factory(device_id: str, folder: Path):  # noqa: ANN202
+    def factory(device_id: str, folder: Path):
         made.append(device_id)
         return _Renamed(device_id, folder)
 
@@ -127,7 +127,7 @@ def test_evaluate_many_spreads_over_every_device_in_order() -> None:
 def test_infrastructure_faults_mean_retry_not_a_score() -> None:
     attempts: list[str] = []
 
-    def broken(device_id: str, folder: Path):  # noqa: ANN202
+    def broken(device_id: str, folder: Path):
         attempts.append(device_id)
         raise RuntimeError("host unreachable")
 

@@ -71,7 +71,7 @@ def test_missing_libraries_give_a_clear_error(monkeypatch: pytest.MonkeyPatch) -
     verifiers_env = _fresh("core.adapters.verifiers_env")
     with pytest.raises(ImportError, match=r"pip install 'kernel-arena\[verifiers\]'"):
         verifiers_env.load_environment()
-    import core.env  # noqa: F401 - the core stands without them
+    import core.env
     import core.rl  # noqa: F401
 
 

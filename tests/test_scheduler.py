@@ -12,7 +12,16 @@ import pytest
 
 from core import events
 from core.events import DeviceHealthChanged, JobStateChanged
-from core.scheduler import InfrastructureFault, Job, JobFailed, Scheduler, SchedulerClosed, Slot, capacity, slots_for
+from core.scheduler import (
+    InfrastructureFault,
+    Job,
+    JobFailed,
+    Scheduler,
+    SchedulerClosed,
+    Slot,
+    capacity,
+    slots_for,
+)
 
 
 def run(coro):

@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from core.devices import Peaks
-from core.scoring import fast_p, geomean, impossibility_floor_us, points, roofline_us, sol_fraction, speedup
+from core.scoring import (
+    fast_p,
+    geomean,
+    impossibility_floor_us,
+    points,
+    roofline_us,
+    sol_fraction,
+    speedup,
+)
 
 H200_SPEC = Peaks(source="spec", bf16_tflops=989, fp32_tflops=67, hbm_tbps=4.8)
 

@@ -186,7 +186,7 @@ def test_bad_bodies(server: ServerThread) -> None:
 
 def test_token_required_off_loopback(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost") and not is_loopback("0.0.0.0")
-    with pytest.raises(ValueError, match="refusing to serve on 0.0.0.0 without a token"):
+    with pytest.raises(ValueError, match=r"refusing to serve on 0\.0\.0\.0 without a token"):
         RLServer(Arena(["cpu"]), host="0.0.0.0")
     monkeypatch.delenv("ARENA_SERVE_TOKEN", raising=False)
     assert main(["serve", "--host", "0.0.0.0", "--port", "0"]) == 2
@@ -221,7 +221,7 @@ def test_a_batch_goes_through_the_core_batch_api_in_order(server: ServerThread, 
     batches: list[int] = []
     real = server.arena.aevaluate_many
 
-    async def spy(requests, reward=None):  # noqa: ANN001
+    async def spy(requests, reward=None):
         batches.append(len(requests))
         return await real(requests, reward)
 

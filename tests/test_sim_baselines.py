@@ -11,7 +11,14 @@ from pathlib import Path
 
 from core.devices import sim_info
 from core.evaluate import build_job
-from core.sim.baselines import TABLE_FILE, axes_key, baseline_for, baseline_on, fit_task_model, load_table
+from core.sim.baselines import (
+    TABLE_FILE,
+    axes_key,
+    baseline_for,
+    baseline_on,
+    fit_task_model,
+    load_table,
+)
 from core.tasks import find_task
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -176,7 +176,7 @@ class _Stub:
         stub = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - http.server's name
+            def do_POST(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 stub.seen.append((self.path, json.loads(self.rfile.read(length) or b"{}"), self.headers.get("Authorization")))
                 status, body = stub.script.pop(0)

@@ -64,7 +64,6 @@ def test_the_prompt_says_what_to_do_how_it_is_scored_and_how_to_check(axpy):
 
 def test_the_prompt_says_an_in_place_output_is_written_into_its_input_and_a_scalar_is_a_scalar():
     from core.env import signature
-
     from core.tasks import SpecKind
 
     rope, norm = find_task("elementwise/rope"), find_task("norm/add_rmsnorm")

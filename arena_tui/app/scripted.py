@@ -13,13 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from arena_tui.app.source import RunSource
 from core import events
 from core.agents.runner import attempt_key
 from core.result import Result, StageResult, WorkloadFigures
 from core.runs import AttemptReport, OnAttempt, OnRunEvent
 from core.store import Store
-
-from .source import RunSource
 
 STAGES = ("compile", "correctness", "generalization", "performance")
 Step = Callable[[OnRunEvent, OnAttempt], None]

@@ -13,7 +13,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.runs import ExecutorFactory, OnAttempt, OnRunEvent, RunControl, RunSpec, execute, local_executor
+from core.runs import (
+    ExecutorFactory,
+    OnAttempt,
+    OnRunEvent,
+    RunControl,
+    RunSpec,
+    execute,
+    local_executor,
+)
 from core.store import Store
 
 Starter = Callable[[OnRunEvent, OnAttempt], Awaitable[object]]

@@ -6,9 +6,8 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
+from arena_tui.app.model import Row
 from core.tasks import find_task
-
-from .model import Row
 
 FAILURE_KINDS = ("compile", "correctness", "generalization", "timeout", "integrity", "infrastructure", "other")
 _BY_STAGE = {"compile": "compile", "correctness": "correctness", "generalization": "generalization"}

@@ -25,15 +25,14 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from arena_tui.web import DEFAULT_PORT, TOKEN_ENV, board
+from arena_tui.web.errors import HttpError, error_payload
+from arena_tui.web.feed import StoreFeed
+from arena_tui.web.guard import Guard, Limits, is_loopback
+from arena_tui.web.recorder import Recorder
+from arena_tui.web.rl import RLService, endpoint
+from arena_tui.web.schema import openapi
 from core.store import Store
-
-from . import DEFAULT_PORT, TOKEN_ENV, board
-from .errors import HttpError, error_payload
-from .feed import StoreFeed
-from .guard import Guard, Limits, is_loopback
-from .recorder import Recorder
-from .rl import RLService, endpoint
-from .schema import openapi
 
 log = logging.getLogger("arena.serve")
 STATIC = Path(__file__).resolve().parent / "static"

@@ -169,7 +169,7 @@ def by_name(name: str) -> Cheat:
     return next(c for c in CHEATS if c.file == name)
 
 
-def outcome_problems(cheat_expect: str, notes_wanted: tuple[str, ...], result) -> list[str]:  # noqa: ANN001
+def outcome_problems(cheat_expect: str, notes_wanted: tuple[str, ...], result) -> list[str]:
     """What is wrong with `result` for this expectation ([] when it is as expected)."""
     problems = []
     options = cheat_expect.split("|")
@@ -190,7 +190,7 @@ def outcome_problems(cheat_expect: str, notes_wanted: tuple[str, ...], result) -
     return problems
 
 
-def _one(option: str, result) -> str | None:  # noqa: ANN001
+def _one(option: str, result) -> str | None:
     kind, _, rest = option.partition(":")
     if kind == "flag":
         if result.status == "passed" or not any(f.startswith(rest + ":") for f in result.integrity_flags):

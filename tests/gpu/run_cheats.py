@@ -30,9 +30,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from core.evaluate import Evaluator  # noqa: E402
-from core.tasks import Limits, discover, load_task  # noqa: E402
-from tests.cheats.catalogue import PUBLISHED_CANDIDATES, TASKS, by_name, outcome_problems  # noqa: E402
+from core.evaluate import Evaluator
+from core.tasks import Limits, discover, load_task
+from tests.cheats.catalogue import PUBLISHED_CANDIDATES, TASKS, by_name, outcome_problems
 
 GPU_CHEATS = ROOT / "tests" / "gpu" / "cheats"
 FIXTURE_CANDIDATES = ROOT / "tests" / "fixtures" / "candidates"
@@ -123,7 +123,7 @@ def honest_rows() -> list[Row]:
 
 
 def _running(marker: str) -> list[str]:
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=False).stdout
     return [line for line in out.splitlines() if marker in line and "ps -eo" not in line]
 
 
@@ -131,7 +131,7 @@ def _load(key: str):
     return load_task(TASKS[key]) if key in TASKS else next(t for t in discover() if t.id == key)
 
 
-def check(row: Row, result) -> list[str]:  # noqa: ANN001
+def check(row: Row, result) -> list[str]:
     if row.expect == "honest":
         problems = []
         if result.status != "passed":

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, cast
 from textual.binding import Binding
 from textual.screen import Screen
 
-from ..messages import RunUpdated
-from ..model import Row, RunModel
-from .note import NoteScreen
+from arena_tui.app.messages import RunUpdated
+from arena_tui.app.model import Row, RunModel
+from arena_tui.app.screens.note import NoteScreen
 
 if TYPE_CHECKING:
-    from ..app import ArenaApp
+    from arena_tui.app.app import ArenaApp
 
 
 # Triage on the selected row, the same keys on the queue and triage screens.

@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.console import Group, RenderableType
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Header, Static
 
+from arena_tui.app.screens.base import RunScreen
+from arena_tui.app.widgets.footer import ArenaFooter
+from arena_tui.figures import INTERPRETED_NOTE, sol_cell, speedup_cell
+from arena_tui.tables import Col, fitted
 from core import leaderboard
-
-from ..widgets.footer import ArenaFooter
-from ...figures import INTERPRETED_NOTE, sol_cell, speedup_cell
-from ...tables import Col, fitted
-from .base import RunScreen
 
 
 def board_table(board: leaderboard.Board, width: int = 200) -> Table:
@@ -60,7 +61,7 @@ def boards_view(store, run: str | None, width: int = 200) -> RenderableType:  # 
 
 
 class LeaderboardScreen(RunScreen):
-    BINDINGS = [Binding("a", "scope", "This run/all runs")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("a", "scope", "This run/all runs")]
     COMMANDS_HERE = (("Leaderboard scope", "this run's results, or every run in the store (a)", "scope"),)
 
     def __init__(self) -> None:

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Header, Input, Static
 
-from ..widgets.footer import ArenaFooter
-from ...figures import INTERPRETED, INTERPRETED_CELL
-from ..queue_rows import COLUMNS, SORTS, Filter, cells, interpreted, visible
-from ..model import Row
-from .base import ROW_BINDINGS, ROW_COMMANDS, RowActions, RunScreen
+from arena_tui.app.model import Row
+from arena_tui.app.queue_rows import COLUMNS, SORTS, Filter, cells, interpreted, visible
+from arena_tui.app.screens.base import ROW_BINDINGS, ROW_COMMANDS, RowActions, RunScreen
+from arena_tui.app.widgets.footer import ArenaFooter
+from arena_tui.figures import INTERPRETED, INTERPRETED_CELL
 
 
 class QueueScreen(RowActions, RunScreen):
     AUTO_FOCUS = "#queue"  # the table, not the filter box: keys are commands until `/`
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("s", "sort", "Sort"),
         Binding("r", "reverse", "Reverse"),
         Binding("slash", "filter", "Filter"),

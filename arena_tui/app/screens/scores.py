@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Header, Static
 
-from ..widgets.footer import ArenaFooter
-from ..widgets.score_card import score_card
-from .base import RunScreen
+from arena_tui.app.screens.base import RunScreen
+from arena_tui.app.widgets.footer import ArenaFooter
+from arena_tui.app.widgets.score_card import score_card
 
 
 class ScoresScreen(RunScreen):
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("n", "next_row", "Next"),
         Binding("p", "previous_row", "Prev"),
     ]

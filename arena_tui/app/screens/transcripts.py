@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.widgets import Header, Static
 
-from ..widgets.footer import ArenaFooter
-from ..model import Row
-from ..widgets.transcript_pane import TranscriptPane
-from .base import RunScreen
+from arena_tui.app.model import Row
+from arena_tui.app.screens.base import RunScreen
+from arena_tui.app.widgets.footer import ArenaFooter
+from arena_tui.app.widgets.transcript_pane import TranscriptPane
 
 MAX_PANES = 4
 
 
 class TranscriptsScreen(RunScreen):
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("n", "next_task", "Next task"),
         Binding("p", "previous_task", "Prev task"),
         Binding("a", "running", "Running"),

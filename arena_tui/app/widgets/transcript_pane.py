@@ -6,9 +6,8 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import RichLog, Static
 
+from arena_tui.app.widgets.transcript_text import step_text
 from core.events import TranscriptEvent
-
-from .transcript_text import step_text
 
 LOG_LINES = 2000  # the pane forgets older lines; the store keeps every step
 
