@@ -4,7 +4,6 @@ tries (best first), the baseline's process reports which one ran, every result r
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 from pathlib import Path
 
@@ -15,13 +14,9 @@ from core import events, scoring
 from core.devices import DeviceInfo, Peaks
 from core.evaluate import assemble, baseline_ran
 from core.tasks import TaskError, discover, load_task
+from tests.task_files import load_module
 
-
-def _module(path: Path):
-    spec = importlib.util.spec_from_file_location(f"t_{abs(hash(path))}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+_module = load_module
 
 
 @pytest.mark.parametrize("task", [t for t in discover() if not t.multi_rank], ids=lambda t: t.id)

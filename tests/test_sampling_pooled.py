@@ -7,7 +7,6 @@ are."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 from pathlib import Path
 
@@ -16,17 +15,14 @@ import torch
 
 from core.harness.checking import Pool
 from core.tasks import load_task
+from tests.task_files import load_module
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLING = ROOT / "tasks" / "sampling" / "top_k_top_p_sampling"
 CHEATS = ROOT / "tests" / "cheats"
 
 
-def _load(path: Path):
-    spec = importlib.util.spec_from_file_location(f"_pooled_{path.parent.name}_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+_load = load_module
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ padding rows are free; decode GEMMs that stay at M <= 64."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -13,21 +12,18 @@ import torch
 
 from core.harness.triton_cpu import enable_interpreter
 from core.tasks import load_task
+from tests.task_files import task_file, task_inputs
 
 GEMM = Path(__file__).resolve().parents[2] / "tasks" / "gemm"
 TASKS = ["bf16_gemm", "fp8_blockscale_gemm", "bf16_grouped_gemm", "fp8_blockscale_grouped_gemm", "small_m_gemm"]
 
 
 def _module(task: str, name: str):
-    path = GEMM / task / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"gemm_{task}_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return task_file(GEMM / task, name)
 
 
 def _inputs(task: str, seed: int = 0, **axes):
-    return _module(task, "inputs").make_inputs(axes, torch.Generator().manual_seed(seed))
+    return task_inputs(GEMM / task, axes, seed)
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -7,7 +7,6 @@ and with hot experts (S = 2)."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -15,20 +14,18 @@ import torch
 
 from core.harness.triton_cpu import enable_interpreter
 from core.tasks import load_task
+from tests.task_files import task_file, task_inputs
 
 MOE = Path(__file__).resolve().parents[2] / "tasks" / "moe"
 TASKS = ["route_topk_softmax", "route_grouped_topk", "align_permute", "fused_moe"]
 
 
 def _module(task: str, name: str):
-    spec = importlib.util.spec_from_file_location(f"moe_{task}_{name}", MOE / task / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return task_file(MOE / task, name)
 
 
 def _inputs(task: str, seed: int = 0, **axes):
-    return _module(task, "inputs").make_inputs(axes, torch.Generator().manual_seed(seed))
+    return task_inputs(MOE / task, axes, seed)
 
 
 def _judge(task: str, outputs, inputs):

@@ -6,7 +6,6 @@ top_p fail)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
 
@@ -15,15 +14,13 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 import pytest
 import torch
 
+from tests.task_files import task_file
+
 TASKS = Path(__file__).resolve().parents[2] / "tasks"
 
 
 def _load(task: str, name: str):
-    path = TASKS / task / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"_t_{task.replace('/', '_')}_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return task_file(TASKS / task, name)
 
 
 def _gen(seed: int = 0) -> torch.Generator:

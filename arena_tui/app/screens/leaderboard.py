@@ -9,10 +9,11 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Header, Static
 
+from arena_tui.app.keys import Key, bindings, commands
 from arena_tui.app.screens.base import RunScreen
 from arena_tui.app.widgets.footer import ArenaFooter
 from arena_tui.figures import INTERPRETED_NOTE, sol_cell, speedup_cell
@@ -61,8 +62,9 @@ def boards_view(store, run: str | None, width: int = 200) -> RenderableType:  # 
 
 
 class LeaderboardScreen(RunScreen):
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("a", "scope", "This run/all runs")]
-    COMMANDS_HERE = (("Leaderboard scope", "this run's results, or every run in the store (a)", "scope"),)
+    KEYS = (Key("a", "scope", "This run/all runs", "Leaderboard scope", "this run's results, or every run in the store"),)
+    BINDINGS: ClassVar[list[BindingType]] = bindings(KEYS)
+    COMMANDS_HERE = commands(KEYS)
 
     def __init__(self) -> None:
         super().__init__()
