@@ -32,7 +32,7 @@ from arena_tui.web import DEFAULT_PORT, MIB, TOKEN_ENV
 from core.result import EXIT_BAD_INPUT, EXIT_PASSED
 
 # RLServer, WebServer and is_loopback come from __getattr__ below (the web stack loads lazily).
-__all__ = ["RLServer", "WebServer", "is_loopback", "register"]  # noqa: F822
+__all__ = ["RLServer", "WebServer", "is_loopback", "register"]  # noqa: F822 - lazy, from __getattr__
 
 
 def __getattr__(name: str) -> Any:

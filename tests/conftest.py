@@ -32,6 +32,15 @@ def candidates() -> Path:
     return FIXTURES / "candidates"
 
 
+@pytest.fixture(scope="module")
+def triton_interpreter() -> None:
+    """Triton's CPU interpreter on, as the harness runs the starters here (it is process-wide:
+    a module that asks for it keeps it on)."""
+    from core.harness.triton_cpu import enable_interpreter
+
+    enable_interpreter()
+
+
 @pytest.fixture(scope="session")
 def cpu_evaluator():
     """One warm harness on the CPU device for the whole session, as `arena` itself uses."""

@@ -17,16 +17,15 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
+import asyncssh  # a dependency of the project (remote hosts)
 import pytest
 
-asyncssh = pytest.importorskip("asyncssh")
-
-from core import sandbox  # noqa: E402
-from core.devices import DeviceError  # noqa: E402
-from remotes.bundle import make_bundle, remote_job  # noqa: E402
-from remotes.connection import HostConnection, HostFacts, RemoteError  # noqa: E402
-from remotes.executor import cleanup_script, job_script, parse_probe, split_device_id  # noqa: E402
-from remotes.hosts import (  # noqa: E402
+from core import sandbox
+from core.devices import DeviceError
+from remotes.bundle import make_bundle, remote_job
+from remotes.connection import HostConnection, HostFacts, RemoteError
+from remotes.executor import cleanup_script, job_script, parse_probe, split_device_id
+from remotes.hosts import (
     Host,
     HostsError,
     NoHostsFile,

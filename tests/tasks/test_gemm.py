@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.harness.triton_cpu import enable_interpreter
 from core.tasks import load_task
 from tests.task_files import task_file, task_inputs
 
@@ -26,9 +25,7 @@ def _inputs(task: str, seed: int = 0, **axes):
     return task_inputs(GEMM / task, axes, seed)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _interpreter():
-    enable_interpreter()  # the starters run in Triton's CPU interpreter, as the harness runs them
+pytestmark = pytest.mark.usefixtures("triton_interpreter")
 
 
 @pytest.mark.parametrize("task", TASKS)

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.harness.triton_cpu import enable_interpreter
 from core.tasks import load_task
 from tests.task_files import task_file, task_inputs
 
@@ -43,9 +42,7 @@ def _messages(verdict) -> str:
     return " ".join(v.get("message", "") for v in verdict.values() if not v["passed"])
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _interpreter():
-    enable_interpreter()  # the starters run in Triton's CPU interpreter, as the harness runs them
+pytestmark = pytest.mark.usefixtures("triton_interpreter")
 
 
 @pytest.mark.parametrize("task", TASKS)
