@@ -4,7 +4,7 @@ contracts hold ([tool.importlinter]: core imports neither arena_tui nor remotes,
 imports nothing outside itself, core's layers depend only downward). Each runs the tool as
 CI does and shows its output on failure; without the tool the test skips here and fails
 under CI=true. The last tests run each check on a tiny project, clean and then broken, so
-that none of them can pass without looking."""
+that none of them can pass without looking, and show the missing-tool rule."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.code_checks import CHECKS, run_check
+from tests.code_checks import CHECKS, Check, require, run_check
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -89,3 +89,13 @@ def test_each_check_passes_a_clean_project_and_reports_a_broken_one(tmp_path, mo
     broken = run_check(check, _tiny_project(tmp_path / "broken", BROKEN[name]))
     assert not broken.ok, f"{check.name} passed a project broken for it:\n{broken.report}"
     assert "low.py" in broken.report or "tinyproj.low" in broken.report, broken.report  # it names the place
+
+
+def test_a_missing_tool_skips_here_and_fails_under_ci(monkeypatch):
+    absent = Check("no-such-linter", "no_such_linter_module", ())
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match=r"no-such-linter is not installed"):
+        require(absent)
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match=r"pip install -e '\.\[dev\]'"):
+        require(absent)

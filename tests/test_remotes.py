@@ -391,7 +391,8 @@ def test_no_python_and_no_torch_are_named(tmp_path):
                 await HostConnection(served.host(python=str(no_torch))).facts()
             assert error.value.kind == "no_torch" and "install torch" in str(error.value)
             facts = await HostConnection(served.host()).facts()  # versions without importing torch
-            assert facts.torch and facts.triton and facts.home == os.path.expanduser("~") and facts.hip is None  # noqa: ASYNC240 - reads $HOME, no disk
+            home = os.path.expanduser("~")  # noqa: ASYNC240 - reads $HOME, no disk
+            assert facts.torch and facts.triton and facts.home == home and facts.hip is None
 
     run(scenario())
 
