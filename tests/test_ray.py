@@ -33,6 +33,7 @@ except ImportError:
     pytest.skip("ray is not installed: pip install 'kernel-arena[ray]'", allow_module_level=True)
 
 from core.ray_executor import INSTALL_HINT, RayExecutor, capacities, job_files, offers
+from tests.candidates import AXPY, WRONG
 
 FAST = Timing(alternations=1, budget_ms=20.0, min_calls=1, max_calls=5)
 
@@ -162,9 +163,7 @@ def test_a_worker_killed_mid_job_is_retried_and_the_job_finishes_once(cluster, f
 def test_a_trainer_gets_rewards_from_the_cluster(cluster, fixture_tasks) -> None:
     from core.rl import evaluate_many
 
-    axpy = "import torch\n\ndef run(x, b):\n    return torch.add(b, x, alpha=2)\n"
-    wrong = "import torch\n\ndef run(x, b):\n    return x + b\n"
-    right, bad = evaluate_many([("elementwise/axpy", axpy), ("elementwise/axpy", wrong)], ray="auto", tasks_dir=fixture_tasks)
+    right, bad = evaluate_many([("elementwise/axpy", AXPY), ("elementwise/axpy", WRONG)], ray="auto", tasks_dir=fixture_tasks)
     assert right.result.device["id"] == bad.result.device["id"] == "ray:cpu"  # the default device: the cluster's (no GPU: CPUs)
     assert right.outcome == "correct" and right.reward > 0
     assert bad.outcome != "correct" and bad.result.failed_stage == "correctness" and not bad.retry

@@ -17,11 +17,10 @@ from core.executors import LocalExecutor
 from core.result import STAGES, Result, StageResult, WorkloadFigures
 from core.rl import Arena, EvalRequest, evaluate, evaluate_many, public_result
 from core.tasks import UnknownTaskError, find_task
+from tests.candidates import AXPY, WRONG
 
 FIXTURE_TASKS = Path(__file__).resolve().parent / "fixtures" / "tasks"
 FAST = Timing(alternations=1, budget_ms=20.0, min_calls=1, max_calls=5)
-AXPY = "import torch\n\ndef run(x, b):\n    return torch.add(b, x, alpha=2)\n"
-WRONG = "import torch\n\ndef run(x, b):\n    return x + b\n"
 HIDDEN_FIXED = "N=33,D=100"  # the fixture's fixed hidden workload
 
 

@@ -16,10 +16,10 @@ import pytest
 
 from core.evaluate import Timing
 from core.rl import Arena
+from tests.candidates import AXPY
 
 FIXTURE_TASKS = Path(__file__).resolve().parent / "fixtures" / "tasks"
 FAST = Timing(alternations=1, budget_ms=20.0, min_calls=1, max_calls=5)
-AXPY = "import torch\n\ndef run(x, b):\n    return torch.add(b, x, alpha=2)\n"
 
 
 def _fake_gymnasium() -> types.ModuleType:

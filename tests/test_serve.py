@@ -26,13 +26,11 @@ from core.evaluate import Timing
 from core.rl import Arena
 from core.store import Store
 from core.tasks import find_task
+from tests.candidates import AXPY, WRONG, sleeping
 
 FIXTURE_TASKS = Path(__file__).resolve().parent / "fixtures" / "tasks"
 FAST = Timing(alternations=1, budget_ms=20.0, min_calls=1, max_calls=5)
-AXPY = "import torch\n\ndef run(x, b):\n    return torch.add(b, x, alpha=2)\n"
-WRONG = "import torch\n\ndef run(x, b):\n    return x + b\n"
 HIDDEN_FIXED = "N=33,D=100"
-SLOW = "import time, torch\n\ndef run(x, b):\n    time.sleep({s})\n    return torch.add(b, x, alpha=2)\n"
 
 
 class ServerThread:
@@ -141,7 +139,7 @@ def test_two_episodes_interleaved_end_to_end(server: ServerThread) -> None:
 def test_a_busy_episode_refuses_a_second_step(server: ServerThread) -> None:
     _, r = call(server.port, "POST", "/reset", {"task_id": "elementwise/axpy"})
     eid = r["episode_id"]
-    slow = "import time, torch\n\ndef run(x, b):\n    time.sleep(0.3)\n    return torch.add(b, x, alpha=2)\n"
+    slow = sleeping(0.3)
     first: dict[str, Any] = {}
     t = threading.Thread(target=lambda: first.update(zip(("status", "body"), call(server.port, "POST", "/step", {"episode_id": eid, "action": {"code": slow}}))))
     t.start()
@@ -267,7 +265,7 @@ def _wait_until(predicate: Any, what: str, timeout_s: float = 60) -> None:
 
 def test_evaluations_past_the_queue_limit_get_429(server: ServerThread, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(server.server.rl, "max_queue", 1)
-    t, first = _post_in_thread(server.port, "/evaluate", {"task_id": "elementwise/axpy", "code": SLOW.format(s=0.5), "visible_only": True})
+    t, first = _post_in_thread(server.port, "/evaluate", {"task_id": "elementwise/axpy", "code": sleeping(0.5), "visible_only": True})
     _wait_until(lambda: call(server.port, "GET", "/health")[1]["evaluations"] == 1, "the first evaluation")
     status, payload = call(server.port, "POST", "/evaluate", {"task_id": "elementwise/axpy", "code": AXPY})
     t.join(120)
@@ -315,9 +313,9 @@ def test_a_shutdown_lets_evaluations_finish_within_the_grace_and_cancels_the_res
     with Store.open(tmp_path / "arena.db") as store:
         s = ServerThread(store=store)
         assert call(s.port, "POST", "/evaluate", {"task_id": "elementwise/axpy", "code": AXPY, "visible_only": True})[0] == 200  # a warm harness
-        quick, got_quick = _post_in_thread(s.port, "/evaluate", {"task_id": "elementwise/axpy", "code": SLOW.format(s=0.05), "seed": 1})
+        quick, got_quick = _post_in_thread(s.port, "/evaluate", {"task_id": "elementwise/axpy", "code": sleeping(0.05), "seed": 1})
         _wait_until(lambda: call(s.port, "GET", "/health")[1]["evaluations"] == 1, "the first evaluation to be queued")  # first in line
-        slow, got_slow = _post_in_thread(s.port, "/evaluate", {"task_id": "elementwise/axpy", "code": SLOW.format(s=60), "seed": 1})
+        slow, got_slow = _post_in_thread(s.port, "/evaluate", {"task_id": "elementwise/axpy", "code": sleeping(60), "seed": 1})
         _wait_until(lambda: call(s.port, "GET", "/health")[1]["evaluations"] == 2, "both evaluations to be queued")
         threading.Timer(0.3, lambda: got_slow.setdefault("during", call(s.port, "POST", "/reset", {"task_id": "elementwise/axpy"}))).start()
         s.close(grace_s=15.0)  # the quick one makes ~30 calls (hidden sets are half drawn now)
