@@ -17,20 +17,19 @@ import importlib
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from rich.console import Console
 from rich.markup import escape
 
+from arena_tui import local_devices, render
 from core import __version__
-from core.devices.device import DeviceError, ProbeError, parse_device
+from core.devices.device import DeviceError, ProbeError
 from core.model.result import EXIT_BAD_INPUT, EXIT_INFRASTRUCTURE, EXIT_PASSED, Result
 from core.orchestration.runfile import DEMO_TASKS
-from core.tasks.spec import TaskError, UnknownTaskError
 from core.tasks.discovery import discover, find_task
-
-from . import local_devices, render
+from core.tasks.spec import TaskError, UnknownTaskError
 
 # Command modules that add their own subcommands: each has `register(subparsers)`, which adds
 # parsers whose `func(args, out, err) -> int` runs the command. They import heavy or optional
@@ -87,8 +86,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from core.tasks.manifest import ManifestMismatch
     from core.evaluation.sandbox import SWITCH, SandboxUnavailable
+    from core.tasks.manifest import ManifestMismatch
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if UNSANDBOXED_FLAG in argv[: argv.index("--") if "--" in argv else len(argv)]:  # any subcommand's, not only the top level's
@@ -146,7 +145,7 @@ class _JsonErrors(Console):
 
 
 def _interactive(args: argparse.Namespace) -> bool:
-    from .app.launch import interactive  # Textual is imported only when a person watches
+    from arena_tui.app.launch import interactive  # Textual is imported only when a person watches
 
     return interactive(args.headless)
 
@@ -154,10 +153,9 @@ def _interactive(args: argparse.Namespace) -> bool:
 def _app(args: argparse.Namespace, out: Console, err: Console) -> int:
     """`arena` alone in a terminal: the app on the embedded default run (DEFAULT_RUN), on this
     machine's GPU or sim:h200 (never the cpu device's interpreted times)."""
+    from arena_tui.app import launch
+    from arena_tui.wiring import executor_factory
     from core.store.db import StoreError
-
-    from .app import launch
-    from .wiring import executor_factory
 
     try:
         return launch.run_default(args.tasks_dir, args.db, executor_factory(None), device=local_devices.default_device())

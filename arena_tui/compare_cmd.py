@@ -9,14 +9,9 @@ import json
 from rich.console import Console
 from rich.markup import escape
 
-from core.store.compare import DEFAULT_RESAMPLES, Comparison, Outcome, compare
 from core.model.result import EXIT_BAD_INPUT, EXIT_PASSED
+from core.store.compare import DEFAULT_RESAMPLES, Comparison, Outcome, compare
 from core.store.db import Store
-
-from .figures import INTERPRETED
-from .render import ratio
-from .tables import Col, fitted
-from .runs_cmd import _guarded
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -26,8 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _export(args: argparse.Namespace, out: Console, err: Console) -> int:
     from core.rl.adapters.dataset import rows, write
-    from core.tasks.spec import TaskError, UnknownTaskError
     from core.tasks.discovery import discover, find_task
+    from core.tasks.spec import TaskError, UnknownTaskError
 
     if args.repeat < 1:
         err.print("[red]error:[/] --repeat: give a positive number of rows per task", highlight=False)

@@ -10,11 +10,10 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
 from core.devices.device import SIM_GPUS, DeviceInfo, ProbeError, local_device_ids, probe, sim_info
 from core.model.result import EXIT_BAD_INPUT, EXIT_INFRASTRUCTURE, EXIT_PASSED
-
-from .tables import Col, fitted
 
 
 def register(sub: argparse._SubParsersAction) -> None:

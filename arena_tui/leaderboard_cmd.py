@@ -10,13 +10,17 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from core.store.leaderboard import DEFAULT_P, GROUP_BY, TIMING_KINDS, Board, LeaderboardError, board, boards
 from core.model.result import EXIT_BAD_INPUT, EXIT_PASSED
 from core.store.db import Store
-
-from .figures import INTERPRETED_NOTE, sol_cell, speedup_cell
-from .tables import Col, fitted
-from .runs_cmd import _guarded
+from core.store.leaderboard import (
+    DEFAULT_P,
+    GROUP_BY,
+    TIMING_KINDS,
+    Board,
+    LeaderboardError,
+    board,
+    boards,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -66,7 +70,7 @@ def _leaderboard(store: Store, args: argparse.Namespace, out: Console, err: Cons
 
 def _html(store: Store, args: argparse.Namespace, out: Console, err: Console) -> int:
     """A static snapshot of the web page (arena_tui/web/snapshot.py); the page filters itself."""
-    from .web.snapshot import write_snapshot
+    from arena_tui.web.snapshot import write_snapshot
 
     try:
         filters = {"family": args.family, "device": args.device, "vendor": args.vendor}

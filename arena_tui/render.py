@@ -8,13 +8,10 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from core.model import events
 from core.devices.device import DeviceInfo
+from core.model import events
 from core.model.result import Result
 from core.tasks.spec import Task
-
-from . import figures
-from .tables import Col, fitted, number_column, plain_table
 
 MARK = {"passed": "[green]✓[/]", "failed": "[red]✗[/]", "timeout": "[red]⏱[/]", "crashed": "[red]✗[/]", "error": "[yellow]![/]", "skipped": "[dim]·[/]"}
 BASELINE_KIND_SHORT = {"vendor_library": "library", "vendor_kernel_library": "kernels", "torch_composition": "torch"}
@@ -193,7 +190,7 @@ def task_detail(console: Console, task: Task) -> None:
     console.print(f"languages: {', '.join(task.languages)}")
     if task.vendor_notes:
         console.print(f"vendors: {escape(task.vendor_notes)}")
-    spec = lambda s: f"{s.name}: {s.describe(task.inputs)}"  # noqa: E731 - the words of the agents' prompts
+    spec = lambda s: f"{s.name}: {s.describe(task.inputs)}"
     console.print("\n[bold]signature[/]: " + escape("run(" + ", ".join(spec(i) for i in task.inputs) + ") -> " + ", ".join(spec(o) for o in task.outputs)))
     c = task.correctness
     console.print(f"correctness: |out − ref| ≤ {c.atol:g} + {c.rtol:g}·|ref| for {c.min_match * 100:g}% of elements, {c.seeds} seeds; NaN/Inf never pass")

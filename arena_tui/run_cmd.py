@@ -27,20 +27,19 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from arena_tui import figures, render
+from arena_tui.runs_cmd import candidate_name, run_json
+from arena_tui.tables import Col, fitted
+from arena_tui.wiring import device_prober, executor_factory
 from core.model import events
 from core.model.keys import parts as key_parts
-from core.orchestration import preflight
 from core.model.outcome import FAILURES
 from core.model.result import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INFRASTRUCTURE, EXIT_PASSED, Result
+from core.orchestration import preflight
+from core.orchestration.planning import plan, plan_attempts
 from core.orchestration.runfile import DEFAULT_RUN, RunFileError, RunSpec, load_run_file
 from core.orchestration.runs import AttemptReport, execute
-from core.orchestration.planning import plan, plan_attempts
 from core.store.db import Store, StoreError
-
-from . import figures, render
-from .tables import Col, fitted
-from .runs_cmd import candidate_name, run_json
-from .wiring import device_prober, executor_factory
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -97,7 +96,7 @@ def _preflight(spec: RunSpec, args: argparse.Namespace, out: Console, err: Conso
 
 def default_spec(args: argparse.Namespace) -> RunSpec:
     """The embedded default run, on this machine's GPU or sim:h200 (`arena` alone does the same)."""
-    from .local_devices import default_device
+    from arena_tui.local_devices import default_device
 
     return RunSpec(**{**DEFAULT_RUN.__dict__, "devices": (default_device(),), "tasks_dir": str(args.tasks_dir) if args.tasks_dir else None})
 
@@ -127,10 +126,10 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         except (RunFileError, StoreError, LookupError, ValueError) as exc:
             err.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
             return EXIT_BAD_INPUT
-        from .app.launch import interactive  # textual only when a person watches
+        from arena_tui.app.launch import interactive  # textual only when a person watches
 
         if interactive(getattr(args, "headless", False) or getattr(args, "json", False)):
-            from .app.launch import run_app
+            from arena_tui.app.launch import run_app
 
             return run_app(store, run_id, spec, executor_factory(args.hosts, spec.ray))
         return _execute(store, run_id, spec, args, out)

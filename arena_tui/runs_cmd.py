@@ -18,10 +18,6 @@ from core.model.outcome import FAILURES
 from core.model.result import EXIT_BAD_INPUT, EXIT_PASSED
 from core.store.db import JOB_STATES, Run, Store, StoreError, UnknownRunError
 
-from .figures import sol_cell, speedup_cell
-from .render import timing_notes
-from .tables import Col, fitted
-
 RUN_STYLE = {"running": "cyan", "finished": "green", "interrupted": "yellow", "cancelled": "dim"}
 STATUS_STYLE = {"passed": "green", "failed": "red", "infrastructure_error": "yellow"}
 

@@ -30,19 +30,18 @@ from rich.markup import escape
 
 from core.model.result import EXIT_BAD_INPUT, EXIT_PASSED
 
-from .web import DEFAULT_PORT, MIB, TOKEN_ENV
-
-__all__ = ["RLServer", "WebServer", "is_loopback", "register"]
+# RLServer, WebServer and is_loopback come from __getattr__ below (the web stack loads lazily).
+__all__ = ["RLServer", "WebServer", "is_loopback", "register"]  # noqa: F822 - lazy, from __getattr__
 
 
 def __getattr__(name: str) -> Any:
     """The server's classes, imported on first use: `arena` starts without loading the web stack."""
     if name in ("RLServer", "WebServer"):  # RLServer: the name tests and scripts have used
-        from .web.app import WebServer
+        from arena_tui.web.app import WebServer
 
         return WebServer
     if name == "is_loopback":
-        from .web.guard import is_loopback
+        from arena_tui.web.guard import is_loopback
 
         return is_loopback
     raise AttributeError(name)
@@ -75,13 +74,12 @@ def _fail(err: Console, message: str) -> int:
 
 
 def _serve(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from core.rl.rewards import UnknownReward, get_reward
+    from arena_tui.web.app import WebServer
+    from arena_tui.web.guard import Limits, is_loopback
+    from arena_tui.wiring import executor_factory
     from core.rl.arena import Arena
+    from core.rl.rewards import UnknownReward, get_reward
     from core.store.db import Store, StoreError
-
-    from .wiring import executor_factory
-    from .web.app import WebServer
-    from .web.guard import Limits, is_loopback
 
     token = args.token or os.environ.get(TOKEN_ENV) or None
     devices = args.devices or ["cpu"]

@@ -12,9 +12,6 @@ from rich.markup import escape
 from core.model.result import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_PASSED
 from core.tasks.discovery import discover, find_task, tasks_root
 
-from . import render
-from .tables import plain_table
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     tasks = sub.add_parser("tasks", help="list, show, validate, create and extend tasks")

@@ -20,16 +20,17 @@ import importlib.util
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
-from core.evaluation import scoring
 from core.devices.device import DeviceInfo
+from core.evaluation import scoring
 from core.evaluation.evaluator import GRAPH_BELOW_US, _spec_json, roofline_for
 from core.harness import checking, inputs, timing
-from core.tasks.spec import Task, Workload
+from core.tasks.spec import Task
 
 
 def _module(path: Path, name: str) -> Any:
@@ -54,7 +55,7 @@ def measure_task(task: Task, info: DeviceInfo, device: torch.device, floors: dic
     """One record per (workload, implementation)."""
     mod, impls = impls_of(task)
     ref = _module(task.file("reference.py"), f"bench_reference_{task.id.replace('/', '_')}").run
-    custom = getattr(_module(task.file("inputs.py"), "bench_inputs"), "make_inputs") if task.file("inputs.py").is_file() else None
+    custom = _module(task.file("inputs.py"), "bench_inputs").make_inputs if task.file("inputs.py").is_file() else None
     check = checking.load_check(task.path)
     specs = [_spec_json(s) for s in task.inputs]
     out_specs = [_spec_json(s) for s in task.outputs]

@@ -43,8 +43,8 @@ sys.path.insert(0, str(ROOT))
 
 from core.evaluation.evaluator import Evaluator, Timing, build_job  # noqa: E402
 from core.model.result import Result  # noqa: E402
-from core.tasks.spec import Task
 from core.tasks.discovery import discover  # noqa: E402
+from core.tasks.spec import Task
 
 TASKS = ("gemm/bf16_gemm", "norm/add_rmsnorm", "activation/silu_mul", "elementwise/rope", "moe/route_topk_softmax", "attention/decode_paged_gqa")
 # Timing of before: every round runs (no early stop), as the protocol did before issue 20.
@@ -413,7 +413,7 @@ def markdown(report: dict[str, Any]) -> str:
         return f"{e['median_abs_ratio_minus_1'] * 100:.1f}%, {tau:.2f}" if tau is not None else f"{e['median_abs_ratio_minus_1'] * 100:.1f}%, -"
 
     for tid, e in report["tasks"].items():
-        rpm = lambda k: f"{e[k]['rewards_per_minute']:.1f} ({e[k]['candidates']})" if k in e else "-"  # noqa: E731
+        rpm = lambda k, e=e: f"{e[k]['rewards_per_minute']:.1f} ({e[k]['candidates']})" if k in e else "-"
         agree = e.get("fidelity_full") or e.get("fidelity_train")
         lines.append(f"| {tid} | {rpm('train')} | {rpm('full')} | {rpm('before')} | {e.get('warm', {}).get('visible_only_warm_s', '-')} | "
                      f"{st(e.get('train'))} | {st(e.get('full'))} | {fid(e.get('fidelity_full'))} | {fid(e.get('fidelity_train'))} | "

@@ -38,7 +38,7 @@ def worlds(sizes: tuple[int, ...], device: str, gpus: int, asked: list[int] | No
     return [(f"cuda:0-{n - 1}" if n > 1 else "cuda:0", n) for n in sizes if n <= gpus and (not asked or n in asked)]
 
 
-def row(task_id: str, role: str, device: str, world: int, result) -> list[dict]:  # noqa: ANN001
+def row(task_id: str, role: str, device: str, world: int, result) -> list[dict]:
     rows = []
     for w in result.workloads:
         bw = w.bandwidth or {}

@@ -60,7 +60,7 @@ def read_clocks(path: Path) -> list[tuple[float, float, float, float]]:
     with path.open() as f:
         for line in csv.reader(f):
             try:
-                stamp = datetime.strptime(line[0].strip(), "%Y/%m/%d %H:%M:%S.%f").timestamp()
+                stamp = datetime.strptime(line[0].strip(), "%Y/%m/%d %H:%M:%S.%f").astimezone().timestamp()  # nvidia-smi prints local time
                 rows.append((stamp, float(line[1].split()[0]), float(line[2].split()[0]), float(line[3].split()[0])))
             except (ValueError, IndexError):
                 continue

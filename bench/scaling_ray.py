@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core.rl import arena as rl  # noqa: E402
 from core.evaluation.evaluator import Timing  # noqa: E402
+from core.rl import arena as rl  # noqa: E402
 
 SHORT = Timing(alternations=1, budget_ms=50.0, min_calls=1, max_calls=5)  # evaluation cost, not timing, is measured
 

@@ -30,8 +30,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from remotes.connection import ConnectionPool, HostConnection  # noqa: E402
-from remotes.hosts import Host, find_host, load_hosts, parse_hosts  # noqa: E402
+from remotes.connection import ConnectionPool, HostConnection
+from remotes.hosts import Host, find_host, load_hosts, parse_hosts
 
 
 @dataclass(frozen=True)

@@ -32,10 +32,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from core.devices.device import DeviceError, sim_info  # noqa: E402
-from core.evaluation.evaluator import roofline_for  # noqa: E402
 from core.devices.sim.baselines import DEFAULT_IMPL, TABLE_FILE, axes_key, fit_task_model  # noqa: E402
-from core.tasks.spec import TaskError, Workload
+from core.evaluation.evaluator import roofline_for  # noqa: E402
 from core.tasks.discovery import find_task  # noqa: E402
+from core.tasks.spec import TaskError, Workload
 
 
 @dataclass

@@ -41,19 +41,20 @@ import statistics
 import sys
 import tarfile
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import torch  # noqa: E402
+import torch
 
 from core.evaluation.evaluator import GRAPH_BELOW_US, _spec_json  # noqa: E402
 from core.harness import inputs, timing  # noqa: E402
-from core.tasks.spec import Task, Workload
 from core.tasks.discovery import find_task  # noqa: E402
+from core.tasks.spec import Task, Workload
 
 WORKLOADS_PER_VARIANT = 3
 Variants = Iterator[tuple[str, str]]

@@ -94,11 +94,11 @@ def features(extra: list[Path], only: set[str] | None = None, out: Path = FEATUR
     """Count every measured kernel at its GPU size with the sim's own code (as the harness does)
     into `out`. With `only`, count just those tasks' points and keep the other rows of the
     existing file; without `committed`, only the points of `extra` (the validation set)."""
+    from core.devices.device import sim_info
+    from core.devices.sim import sim_section
     from core.evaluation.evaluator import _spec_json
     from core.harness.sim import predict as sim_predict
     from core.harness.triton_cpu import enable_interpreter
-    from core.devices.sim import sim_section
-    from core.devices.device import sim_info
     from core.tasks.discovery import find_task
 
     section = sim_section(sim_info("sim:h200"))
@@ -118,7 +118,7 @@ def features(extra: list[Path], only: set[str] | None = None, out: Path = FEATUR
         specs = [_spec_json(s) for s in task.inputs]
         shapes = {s.name: list(s.concrete_shape(p["axes"])) for s in task.inputs + task.outputs if s.shape is not None}
         workload = {"axes": p["axes"], "shapes": shapes}
-        custom = getattr(_load(task.file("inputs.py"), f"inputs_{n}"), "make_inputs") if task.file("inputs.py").is_file() else None
+        custom = _load(task.file("inputs.py"), f"inputs_{n}").make_inputs if task.file("inputs.py").is_file() else None
         t0 = time.perf_counter()
         if p["kind"] == "triton":
             path = variant_file(ROOT / p["candidate"]) if p.get("candidate") else task.file("starter.py")
@@ -292,15 +292,15 @@ def validation(rows: list[dict[str, Any]], target: Any, constants: Any) -> dict[
 
 def run_fit() -> None:
     from core.devices.device import sim_info
-    from core.harness.sim.model import Constants, Target
     from core.devices.sim import sim_section
+    from core.harness.sim.model import Constants, Target
 
     rows = json.loads(FEATURES.read_text())["points"]
     section = sim_section(sim_info("sim:h200"))
     target = Target.from_json(section["target"])
     data = json.loads((ROOT / "core" / "data" / "sim_constants.json").read_text())
     start = Constants.from_json(data["default"])
-    family = lambda r: r["task"].split("/")[0]  # noqa: E731
+    family = lambda r: r["task"].split("/")[0]
     families = sorted({family(r) for r in rows})
     fitted = fit(rows, target, start)
     preds = [predict(r, target, fitted) for r in rows]

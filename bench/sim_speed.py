@@ -31,7 +31,7 @@ from core.tasks.discovery import discover  # noqa: E402
 
 
 def machine() -> dict:
-    model = next((line.split(":", 1)[1].strip() for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines() if line.startswith("Model name")), platform.processor())
+    model = next((line.split(":", 1)[1].strip() for line in subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout.splitlines() if line.startswith("Model name")), platform.processor())
     return {"cpus": os.cpu_count(), "model": model, "python": platform.python_version(), "load_1min": os.getloadavg()[0]}
 
 

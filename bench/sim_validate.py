@@ -89,11 +89,12 @@ def _count(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
     from sim_fit import variant_file
 
     from core.devices.device import sim_info
+    from core.devices.sim import sim_section
     from core.evaluation.evaluator import _spec_json
-    from core.harness.sim import predict as sim_predict, stage as sim_stage
+    from core.harness.sim import predict as sim_predict
+    from core.harness.sim import stage as sim_stage
     from core.harness.sim.model import Constants, Target, predict_side
     from core.harness.triton_cpu import enable_interpreter
-    from core.devices.sim import sim_section
     from core.tasks.discovery import find_task
 
     section = sim_section(sim_info("sim:h200"))
@@ -109,7 +110,7 @@ def _count(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
         specs = [_spec_json(s) for s in task.inputs]
         shapes = {s.name: list(s.concrete_shape(p["axes"])) for s in task.inputs + task.outputs if s.shape is not None}
         workload = {"axes": p["axes"], "shapes": shapes}
-        custom = getattr(_load(task.file("inputs.py"), f"inputs_{n}"), "make_inputs") if task.file("inputs.py").is_file() else None
+        custom = _load(task.file("inputs.py"), f"inputs_{n}").make_inputs if task.file("inputs.py").is_file() else None
         path = variant_file(ROOT / p["candidate"]) if p["candidate"] else task.file("starter.py" if p["kind"] == "starter" else "baseline.py")
         t0 = time.perf_counter()
         row = dict(p)
@@ -160,9 +161,9 @@ def fit_glue() -> None:
     import math
 
     from core.devices.device import sim_info
-    from core.harness.sim.model import Constants, Target, predict_side
     from core.devices.sim import sim_section
     from core.devices.sim.targets import CONSTANTS_FILE
+    from core.harness.sim.model import Constants, Target, predict_side
 
     section = sim_section(sim_info("sim:h200"))
     target, constants = Target.from_json(section["target"]), Constants.from_json(section["constants"])
@@ -181,13 +182,12 @@ def fit_glue() -> None:
 
 def report() -> dict[str, Any]:
     from core.devices.device import sim_info
-    from core.evaluation.evaluator import roofline_for
-    from core.devices.sim.baselines import baseline_for
-    from core.tasks.spec import Workload
-    from core.tasks.discovery import find_task
-
-    from core.harness.sim.model import Constants, Target, predict_side
     from core.devices.sim import sim_section
+    from core.devices.sim.baselines import baseline_for
+    from core.evaluation.evaluator import roofline_for
+    from core.harness.sim.model import Constants, Target, predict_side
+    from core.tasks.discovery import find_task
+    from core.tasks.spec import Workload
 
     info = sim_info("sim:h200")
     section = sim_section(info)

@@ -66,13 +66,13 @@ back to the torch composition it names, and that is what was timed here: the dec
 attention, routing and sampling baselines are therefore weaker than production."""
 
 
-def _dtypes(task) -> str:  # noqa: ANN001
+def _dtypes(task) -> str:
     names = {s.dtype for s in task.inputs + task.outputs if s.shape is not None}
     short = {"bfloat16": "bf16", "float32": "fp32", "float16": "fp16", "float8_e4m3fn": "fp8 e4m3fn", "int32": "i32", "int64": "i64"}
     return ", ".join(sorted(short.get(n, n) for n in names))
 
 
-def catalogue(tasks) -> str:  # noqa: ANN001
+def catalogue(tasks) -> str:
     lines = ["| task | family | models | dtypes | baseline kind | baseline |", "| --- | --- | --- | --- | --- | --- |"]
     for t in tasks:
         lines.append(f"| `{t.id}` | {t.family} | {', '.join(t.models)} | {_dtypes(t)} | {t.baseline_kind} | {t.baseline.replace('|', '/')} |")
@@ -109,11 +109,11 @@ def gpu_section(path: Path) -> str:
     return "\n".join(out)
 
 
-def _pct(x) -> str:  # noqa: ANN001
+def _pct(x) -> str:
     return f"{x * 100:.1f}%" if x is not None else "–"
 
 
-def baselines_section(path: Path, tasks, starters: dict[tuple[str, str], float]) -> str:  # noqa: ANN001
+def baselines_section(path: Path, tasks, starters: dict[tuple[str, str], float]) -> str:
     """The baseline table from a `--impls` run, and the tasks under 10% of SOL with the
     sentence their task.yaml gives (or a warning where it gives none)."""
     data = json.loads(path.read_text())

@@ -31,7 +31,6 @@ from core.evaluation.evaluator import Evaluator  # noqa: E402
 from core.tasks.discovery import discover  # noqa: E402
 
 
-
 def table(records: list[dict]) -> str:
     lines = [
         "| task | workload | model | baseline (µs) | spread | roofline (µs) | baseline SOL | starter (µs) | starter / baseline |",
@@ -53,7 +52,7 @@ def table(records: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _summary(result) -> dict:  # noqa: ANN001
+def _summary(result) -> dict:
     return {
         "status": result.status, "failed_stage": result.failed_stage,
         "message": result.stage(result.failed_stage).message if result.failed_stage else None,
@@ -61,7 +60,7 @@ def _summary(result) -> dict:  # noqa: ANN001
     }
 
 
-def impls_main(args) -> int:  # noqa: ANN001
+def impls_main(args) -> int:
     """`--impls`: every baseline implementation, on this process's device."""
     import torch
 

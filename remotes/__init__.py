@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .hosts import (
+from remotes.hosts import (
     Host,
     HostsError,
     NoHostsFile,
@@ -26,7 +26,8 @@ _LAZY = {
     "check_hosts": "check", "HostReport": "check", "list_devices": "check", "alist_devices": "check",
 }
 
-__all__ = ["Host", "HostsError", "NoHostsFile", "default_hosts_path", "find_host", "load_hosts", "parse_hosts", *_LAZY]
+__all__ = ["Host", "HostsError", "NoHostsFile", "default_hosts_path", "find_host", "load_hosts", "parse_hosts"]
+__all__ += list(_LAZY)  # the names __getattr__ imports
 
 
 def __getattr__(name: str) -> Any:

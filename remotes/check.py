@@ -10,16 +10,22 @@ import asyncio
 import dataclasses
 import json
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from core.devices.device import DeviceInfo
 from core.evaluation.sandbox import UNSANDBOXED, SandboxInfo
-
-from .bundle import harness_bundle
-from .connection import ConnectionPool, HostConnection, HostFacts, RemoteError, sh, shell_word_python
-from .executor import PROBE_TIMEOUT_S, probe_device
-from .hosts import Host
+from remotes.bundle import harness_bundle
+from remotes.connection import (
+    ConnectionPool,
+    HostConnection,
+    HostFacts,
+    RemoteError,
+    sh,
+    shell_word_python,
+)
+from remotes.executor import PROBE_TIMEOUT_S, probe_device
+from remotes.hosts import Host
 
 
 @dataclass(frozen=True)

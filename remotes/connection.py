@@ -19,14 +19,14 @@ import json
 import logging
 import shlex
 import socket
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator
+from typing import Any
 
 import asyncssh
 
 from core.evaluation.executors import HarnessError
-
-from .hosts import Host
+from remotes.hosts import Host
 
 log = logging.getLogger("remotes")
 
@@ -141,7 +141,7 @@ class ChannelLimiter:
     arrive before the acceptances of channels opened with it, and OpenSSH frees a closed
     channel's slot a moment after confirming the close."""
 
-    def __init__(self, limit: int, state: "HostState | None" = None):
+    def __init__(self, limit: int, state: HostState | None = None):
         self.configured = limit
         self.state = state
         self.capped = False  # the server refused a channel: its MaxSessions is below `configured`
@@ -191,7 +191,7 @@ class ChannelLimiter:
 
 
 class _Client(asyncssh.SSHClient):
-    def __init__(self, owner: "HostConnection"):
+    def __init__(self, owner: HostConnection):
         self.owner = owner
         self.conn: asyncssh.SSHClientConnection | None = None
 
@@ -389,7 +389,7 @@ class HostConnection:
         detail = f" ({type(exc).__name__}: {exc})" if exc is not None and str(exc) else ""
         return RemoteError(self.host, "lost", f"the SSH connection was lost{detail or (' (' + self.last_loss + ')' if self.last_loss else '')}")
 
-    async def run(self, command: str, input: bytes | None = None, timeout: float | None = None) -> "Completed":
+    async def run(self, command: str, input: bytes | None = None, timeout: float | None = None) -> Completed:
         """Run a command to completion on its own channel; `input` (bytes) goes to its stdin."""
         async with self.process(command, encoding=None) as proc:
             try:

@@ -31,19 +31,19 @@ import logging
 import math
 import secrets
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import asyncssh
 
-from core.model import events
-from core.evaluation import sandbox
 from core.devices.device import DeviceError, DeviceInfo, info_from_probe, parse_device
 from core.devices.ids import DeviceId
+from core.evaluation import sandbox
 from core.evaluation.executors import HarnessError, OnEvent
-
-from .bundle import harness_bundle, make_bundle
-from .connection import (
+from core.model import events
+from remotes.bundle import harness_bundle, make_bundle
+from remotes.connection import (
     DEFAULT_POOL,
     ConnectionPool,
     HostConnection,
@@ -52,7 +52,7 @@ from .connection import (
     sh,
     shell_word_python,
 )
-from .hosts import Host, NoHostsFile, default_hosts_path, find_host, load_hosts
+from remotes.hosts import Host, NoHostsFile, default_hosts_path, find_host, load_hosts
 
 log = logging.getLogger("remotes")
 
@@ -168,7 +168,7 @@ class RemoteExecutor:
             )
 
     @classmethod
-    async def create(cls, device_id: str, hosts: Sequence[Host] | Host, pool: ConnectionPool | None = None) -> "RemoteExecutor":
+    async def create(cls, device_id: str, hosts: Sequence[Host] | Host, pool: ConnectionPool | None = None) -> RemoteExecutor:
         """Probe without blocking the running loop."""
         name, device = split_device_id(device_id)
         host = hosts if isinstance(hosts, Host) else find_host(list(hosts), name)

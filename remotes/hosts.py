@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +63,7 @@ class Host:
     port: int = DEFAULT_PORT
     user: str | None = None  # None: the local user name (asyncssh's default, or ~/.ssh/config's)
     key: Path | None = None  # None: ssh-agent and the default ~/.ssh/id_* keys
-    known_hosts: Path = Path(DEFAULT_KNOWN_HOSTS).expanduser()
+    known_hosts: Path = field(default_factory=lambda: Path(DEFAULT_KNOWN_HOSTS).expanduser())
     python: str = DEFAULT_PYTHON
     max_jobs: int | None = None  # None: one per GPU the host has (at least one)
     insecure_no_host_check: bool = False

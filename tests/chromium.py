@@ -54,8 +54,14 @@ class Chromium:
             os.dup2(to_browser_r, 3)
             os.dup2(from_browser_w, 4)
 
-        self.proc = subprocess.Popen([binary, *FLAGS, f"--user-data-dir={self.profile}", "about:blank"], preexec_fn=fds, pass_fds=(3, 4),
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(
+            [binary, *FLAGS, f"--user-data-dir={self.profile}", "about:blank"],
+            preexec_fn=fds,  # noqa: PLW1509 - Chromium reads its pipe at fds 3 and 4: only a dup2 in the child puts it there
+            pass_fds=(3, 4),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         os.close(to_browser_r)
         os.close(from_browser_w)
         self._next = 0

@@ -23,7 +23,17 @@ from pathlib import Path
 
 import pytest
 
-from core.agents import AGENT_KINDS, AgentConfig, CliAgent, InProcessAgent, Launch, Step, UnknownAgentKind, adapter, register
+from core.agents import (
+    AGENT_KINDS,
+    AgentConfig,
+    CliAgent,
+    InProcessAgent,
+    Launch,
+    Step,
+    UnknownAgentKind,
+    adapter,
+    register,
+)
 from core.agents.offline import ReferenceAgent, ReplayAgent
 from core.agents.openai_compat import OpenAICompatAgent
 from tests.fakes.fake_cli import GARBAGE
@@ -398,9 +408,9 @@ def test_api_keys_are_passed_through_by_name_never_by_value(kind, workspace, mon
     launch = adapter(kind).launch(config(kind, env=["ARENA_TEST_EXTRA_KEY", "ARENA_TEST_UNSET_KEY"]), workspace, PROMPT)
     assert launch.env[usual] == "key-from-the-arena" and launch.env["ARENA_TEST_EXTRA_KEY"] == "extra"
     assert "ARENA_TEST_UNRELATED_SECRET" not in launch.env and "ARENA_TEST_UNSET_KEY" not in launch.env
-    with pytest.raises(ValueError, match="options.env"):
+    with pytest.raises(ValueError, match=r"options\.env"):
         adapter(kind).launch(config(kind, env={"KEY": "value"}), workspace, PROMPT)
-    with pytest.raises(ValueError, match="options.args"):
+    with pytest.raises(ValueError, match=r"options\.args"):
         adapter(kind).launch(config(kind, args={"--model": "x"}), workspace, PROMPT)
 
 

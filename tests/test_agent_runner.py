@@ -21,13 +21,13 @@ from pathlib import Path
 
 import pytest
 
-from core.evaluation import sandbox
 from core.agents.base import AgentConfig, Launch, Step
-from core.agents.runner import Attempt, Usage, run_agent, run_attempt
 from core.agents.check_server import CheckServer, report_text
+from core.agents.runner import Attempt, Usage, run_agent, run_attempt
+from core.agents.workspace import Variant, make_workspace
+from core.evaluation import sandbox
 from core.model.result import STAGES, Result, StageResult, WorkloadFigures
 from core.tasks.discovery import find_task
-from core.agents.workspace import Variant, make_workspace
 
 FAKE_HEADER = f"#!{os.path.realpath(sys.executable)}\n"
 

@@ -16,11 +16,11 @@ import pytest
 import core.agents
 from arena_tui.cli import main
 from core.agents.base import AgentConfig
+from core.orchestration.planning import plan_attempts
 from core.orchestration.runfile import DEFAULT_RUN, DEMO_TASKS, RunFileError, RunSpec, load_run_file
 from core.orchestration.runs import execute
-from core.orchestration.planning import plan_attempts
-from core.tasks.discovery import task_ids
 from core.store.db import Store
+from core.tasks.discovery import task_ids
 from tests.conftest import ROOT
 from tests.test_agent_runner import FakeCli, processes_with, write_fake
 

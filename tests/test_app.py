@@ -6,7 +6,6 @@ second, the command line's choice between app and printer, and one real default 
 from __future__ import annotations
 
 import asyncio
-import os
 import io
 import sys
 import time
@@ -17,8 +16,9 @@ from rich.console import Console
 from textual.events import Key
 from textual.widgets import DataTable, OptionList, RichLog, Static
 
-import core.store.db
 import arena_tui.app.app as arena_app
+import core.store
+import core.store.db
 from arena_tui.app.app import ArenaApp
 from arena_tui.app.messages import RunUpdated
 from arena_tui.app.model import RunModel
@@ -30,8 +30,8 @@ from arena_tui.app.source import RunSource
 from arena_tui.app.triage import failure_kind
 from arena_tui.app.widgets.transcript_pane import TranscriptPane
 from core.model import events
-from core.orchestration.runs import Queued
 from core.orchestration.runfile import RunSpec
+from core.orchestration.runs import Queued
 from core.store.db import Store
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "tasks"
@@ -507,13 +507,14 @@ def test_at_80x24_every_screen_shows_help_and_quit_and_the_queue_keeps_state_and
 
 
 def test_the_times_table_lists_every_checked_workload_and_says_why_one_is_untimed(store, tmp_path):
-    from arena_tui.app.widgets.score_card import timing_table
     from rich.console import Console
+
+    from arena_tui.app.widgets.score_card import timing_table
 
     run = scripted(store, tmp_path)
     run.play_into_store()
     result = next(r.to_result() for r in store.results(run.run_id) if r.status == "passed")
-    console = Console(width=120, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+    console = Console(width=120, record=True, file=io.StringIO())  # recorded; nothing printed
     console.print(timing_table(result))
     text = console.export_text()
     checked = {(w["label"], s.name) for s in result.stages if s.name in ("correctness", "generalization") for w in s.workloads}

@@ -4,26 +4,20 @@ tries (best first), the baseline's process reports which one ran, every result r
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
-from core.model import events
-from core.evaluation import scoring
 from core.devices.device import DeviceInfo, Peaks
+from core.evaluation import scoring
 from core.evaluation.evaluator import assemble, baseline_ran
-from core.tasks.spec import TaskError, load_task
+from core.model import events
 from core.tasks.discovery import discover
+from core.tasks.spec import TaskError, load_task
 
-
-def _module(path: Path):
-    spec = importlib.util.spec_from_file_location(f"t_{abs(hash(path))}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+_module = load_module
 
 
 @pytest.mark.parametrize("task", [t for t in discover() if not t.multi_rank], ids=lambda t: t.id)
@@ -39,10 +33,10 @@ def test_baseline_py_offers_exactly_the_declared_implementations_in_order(task):
         return
     assert list(impls) == declared
     assert impls[declared[-1]] is not None, "the last implementation is the torch fallback: it always imports"
-    assert getattr(module, "IMPL") in declared
+    assert module.IMPL in declared
 
 
-def _task_copy(tmp_path: Path, fixture_tasks: Path, edit) -> Path:  # noqa: ANN001
+def _task_copy(tmp_path: Path, fixture_tasks: Path, edit) -> Path:
     folder = tmp_path / "elementwise" / "axpy"
     shutil.copytree(fixture_tasks / "elementwise" / "axpy", folder)
     spec = yaml.safe_load((folder / "task.yaml").read_text())
@@ -134,8 +128,8 @@ def test_a_result_keeps_the_roofline_with_and_without_the_launch_floor(fixture_t
 
 
 def test_the_prompt_names_the_baseline_that_runs_and_its_recorded_figures():
-    from core.tasks.discovery import find_task
     from core.agents.workspace import Variant, recorded_baselines, render_prompt
+    from core.tasks.discovery import find_task
 
     rope = find_task("elementwise/rope")
     recorded = recorded_baselines("h200")["elementwise/rope"]

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from core.evaluation.evaluator import Evaluator, Timing, build_job
-from core.harness.timing import median_ci, summarize
 from core.evaluation.profiles import ProfileError, parse_profile, per_regime, regime_of
+from core.harness.timing import median_ci, summarize
 from core.rl.arena import Arena, EvalRequest
 from core.tasks.spec import Limits, Workload, load_task
 
@@ -62,7 +62,7 @@ def test_arena_batches_a_group_and_keeps_request_order() -> None:
 def test_train_times_one_workload_per_regime() -> None:
     ws = [Workload({"M": 1}, note="qkv decode"), Workload({"M": 16}, note="down decode"), Workload({"M": 64}, note="x decode"),
           Workload({"M": 4096}, note="gate prefill"), Workload({"M": 9})]
-    small = lambda w: w.axes["M"] < 32  # noqa: E731
+    small = lambda w: w.axes["M"] < 32
     assert [regime_of(w, small) for w in ws] == ["decode", "decode", "decode", "prefill", "decode"]
     assert per_regime(ws, ws[:4], small) == [ws[1], ws[3]]  # the middle visible decode one, the prefill one
     assert regime_of(Workload({"M": 9}), lambda w: None) == "all"

@@ -18,9 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from core.model import events
-from core.evaluation import sandbox, scan
 from core.devices.device import probe
+from core.evaluation import sandbox, scan
 from core.evaluation.evaluator import (
     Evaluator,
     Timing,
@@ -31,9 +30,17 @@ from core.evaluation.evaluator import (
     wall_clock_findings,
 )
 from core.harness import channel, inputs
-from core.tasks.spec import Limits, load_task
+from core.model import events
 from core.tasks.discovery import discover
-from tests.cheats.catalogue import CHEATS, HERE, PUBLISHED_CANDIDATES, TASKS, by_name, outcome_problems
+from core.tasks.spec import Limits, load_task
+from tests.cheats.catalogue import (
+    CHEATS,
+    HERE,
+    PUBLISHED_CANDIDATES,
+    TASKS,
+    by_name,
+    outcome_problems,
+)
 from tests.conftest import FIXTURES, ROOT
 
 FAST = Timing(alternations=3, budget_ms=60.0, min_calls=1, max_calls=50)
@@ -52,7 +59,7 @@ def _task(name: str):
 
 
 def _running(marker: str) -> list[str]:
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=False).stdout
     return [line for line in out.splitlines() if marker in line and "ps -eo" not in line]
 
 
@@ -61,7 +68,7 @@ def _task_dir_hidden(evaluator: Evaluator, task_dir: Path) -> bool:
     return bool(harness is not None and getattr(harness, "sandboxed", False) and harness.policy.view(task_dir) == "hidden")
 
 
-def _describe(result) -> str:  # noqa: ANN001
+def _describe(result) -> str:
     return json.dumps({
         "status": result.status, "failed_stage": result.failed_stage, "points": result.points, "speedup": result.speedup,
         "stages": [(s.name, s.status, (s.message or "")[:300]) for s in result.stages],
@@ -116,7 +123,7 @@ def test_cheats_that_need_the_sandbox_are_noted_by_the_scan(cheat):
     assert not outcome_problems("gap", cheat.notes, _NotesOnly(notes)), notes
 
 
-def _unsandboxed_evaluator(monkeypatch, tmp_path: Path) -> Evaluator:  # noqa: ANN001
+def _unsandboxed_evaluator(monkeypatch, tmp_path: Path) -> Evaluator:
     """These two defenses are those of the path without the sandbox (inside it, the task folder
     and the harness are read-only mounts, and the cheats cannot even write them)."""
     monkeypatch.setenv("ARENA_SANDBOX", "off")
@@ -293,7 +300,7 @@ def test_a_worker_never_holds_the_engines_events_descriptor():
     try:
         listed: dict[str, list[int]] = {}
 
-        def report(conn, job):  # noqa: ANN001
+        def report(conn, job):
             channel.send(conn, {"fds": sorted(int(n) for n in os.listdir("/proc/self/fd"))})
 
         worker = Worker.fork("probe", report, {})

@@ -63,7 +63,7 @@ def test_eval_json_prints_exactly_one_result_object(fixture_tasks, candidates):
     proc = subprocess.run(
         [sys.executable, "-m", "arena_tui.cli", "--tasks-dir", str(fixture_tasks), "eval", "--task", "elementwise/axpy",
          "--candidate", str(candidates / "axpy_wrong.py"), "--json"],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=300, check=False,
     )
     assert proc.returncode == 1, proc.stderr
     result = json.loads(proc.stdout)

@@ -4,6 +4,7 @@ interpreted times never appear as a speedup (`--json` keeps every number)."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from dataclasses import replace
@@ -17,7 +18,7 @@ from arena_tui.run_cmd import _summary
 from core.model.result import Result, WorkloadFigures
 from core.store.db import Store
 from core.tasks.discovery import discover
-from tests.test_leaderboard import CPU, H200, failed_attempt, record, result
+from tests.test_leaderboard import CPU, failed_attempt, record, result
 
 WIDTH = 80
 LONG_AGENT = "claude-code-with-a-rather-long-agent-name"
@@ -114,7 +115,7 @@ def test_runs_list_show_and_the_run_summary_keep_numbers_whole(capsys, filled):
     shown = run_json(capsys, "runs", "show", a)
     assert shown["run"]["id"] == a and len(shown["jobs"]) == 4 and len(shown["attempts"]) == 2
     assert [r["id"] for r in run_json(capsys, "runs", "list")] == [r.id for r in store.list_runs()]
-    console = Console(width=WIDTH, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    console = Console(width=WIDTH, record=True, file=io.StringIO())  # recorded; nothing printed
     _summary(store, a, console, {j.key for j in store.jobs(a)})
     text = console.export_text()
     assert_fits(text)
@@ -162,7 +163,7 @@ def _sim_result() -> Result:
 
 
 def test_eval_and_demo_summaries_fit_80_columns():
-    console = Console(width=WIDTH, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    console = Console(width=WIDTH, record=True, file=io.StringIO())  # recorded; nothing printed
     sim = _sim_result()
     cpu = replace(result("norm/add_rmsnorm", 0.000361, device=CPU, timing="cpu", sol=None), sol_fraction=None)
     render.result_summary(console, sim)

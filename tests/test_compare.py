@@ -91,7 +91,7 @@ def test_a_difference_inside_the_simulators_band_is_not_enough_evidence():
 
 def test_cpu_runs_get_no_verdict_their_times_are_interpreted():
     tasks = [f"norm/t{i}" for i in range(8)]
-    cpu = lambda o: Outcome(o.task_id, "x86_64", o.passed, o.speedup, None, "cpu")  # noqa: E731
+    cpu = lambda o: Outcome(o.task_id, "x86_64", o.passed, o.speedup, None, "cpu")
     c = compare("A", [cpu(outcome(t, 1.0)) for t in tasks], "B", [cpu(outcome(t, 3.0 + 0.1 * i)) for i, t in enumerate(tasks)])
     assert c.geomean_ratio > 3, "the numbers are kept (--json)"
     assert (c.verdict, c.interval) == ("not enough evidence", None) and "interpreted" in c.why

@@ -9,18 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from core.rl.env import EpisodeError, KernelEnv, extract_code
 from core.evaluation.evaluator import Timing
+from core.rl.env import EpisodeError, KernelEnv, extract_code
 
 FIXTURE_TASKS = Path(__file__).resolve().parent / "fixtures" / "tasks"
 FAST = Timing(alternations=2, budget_ms=40.0, min_calls=2, max_calls=10)  # short, and still 10× apart where it matters
 
-COMPILE_ERROR = "import torch\n\ndef run(x, b) return 2 * x + b\n"
 WRONG = "import torch\n\ndef run(x, b):\n    return 2 * x - b\n"
 # Correct and slow: one small op per row, then a stack.
 SLOW = "import torch\n\ndef run(x, b):\n    return torch.stack([2 * x[i] + b[i] for i in range(x.shape[0])])\n"
-FAST_SOURCE = "import torch\n\ndef run(x, b):\n    return torch.add(b, x, alpha=2)\n"
-SCRIPT = [COMPILE_ERROR, WRONG, SLOW, FAST_SOURCE]
+SCRIPT = [COMPILE_ERROR, WRONG, SLOW, AXPY]
 
 
 @pytest.fixture(scope="module")
@@ -89,12 +87,12 @@ def test_scripted_policy_reward_rises_and_hidden_stays_hidden(env: KernelEnv) ->
         for blob in seen:
             assert text not in blob, f"hidden workload {text} leaked into what the policy saw"
     with pytest.raises(EpisodeError, match="the episode is over"):
-        env.step(FAST_SOURCE)
+        env.step(AXPY)
 
 
 def test_final_action_ends_early_on_the_best_candidate(env: KernelEnv) -> None:
     env.reset(seed=1)
-    _, r1, done1, _ = env.step(FAST_SOURCE)
+    _, r1, done1, _ = env.step(AXPY)
     _, r2, done2, _ = env.step(WRONG)
     assert not done1 and not done2 and r2 == -0.25
     obs, reward, done, info = env.step(None, final=True)

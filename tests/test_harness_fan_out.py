@@ -51,7 +51,7 @@ def evaluate(tmp_path, device: str, wrong: bool = False) -> tuple[list[dict], se
         run_job(job, seen.append)
         print(json.dumps(seen))
     """)
-    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     events = json.loads(proc.stdout.strip().splitlines()[-1])
     log = (workdir / "candidate.log").read_text()

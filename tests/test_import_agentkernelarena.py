@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from arena_tui.cli import main
+from core.evaluation.validate import ValidateOptions, validate_task
 from core.importers.agentkernelarena import category_of, import_agentkernelarena
 from core.tasks.spec import load_task
-from core.evaluation.validate import ValidateOptions, validate_task
 
 FIXTURE = Path(__file__).parent / "fixtures" / "agentkernelarena"
 

@@ -4,7 +4,6 @@ written for these tests (tests/fixtures/kernelbench/); nothing of KernelBench is
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 from pathlib import Path
@@ -13,9 +12,9 @@ import pytest
 import torch
 
 from arena_tui.cli import main
+from core.evaluation.validate import ValidateOptions, validate_task
 from core.importers.kernelbench import Options, import_kernelbench, level_of
 from core.tasks.spec import load_task
-from core.evaluation.validate import ValidateOptions, validate_task
 
 FIXTURE = Path(__file__).parent / "fixtures" / "kernelbench"
 
@@ -26,11 +25,7 @@ def imported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
     return out, import_kernelbench(FIXTURE, out)
 
 
-def _module(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
+_module = load_module
 
 
 def test_every_problem_is_converted_or_reported_with_its_reason(imported):

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from arena_tui.cli import main
-from core.store.leaderboard import LeaderboardError, board, boards
 from core.model.result import Result
 from core.store.db import Store, UnknownRunError
+from core.store.leaderboard import LeaderboardError, board, boards
 from tests.test_store import make_result
 
 H200 = {"id": "cuda:0", "model": "NVIDIA H200", "vendor": "nvidia", "arch": "sm_90"}

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from core.tasks import manifest
 from core.evaluation.evaluator import Evaluator
+from core.tasks import manifest
 from core.tasks.manifest import ManifestMismatch
 from core.tasks.model_config import add_model, read_config
 from core.tasks.spec import load_task
@@ -59,7 +59,7 @@ def test_a_changed_or_added_bundled_task_file_is_refused_before_anything_runs(sh
     reference = task_dir / "reference.py"
     reference.write_text(reference.read_text().replace("2", "3"))
     with Evaluator("cpu") as evaluator:
-        with pytest.raises(ManifestMismatch, match="tasks/elementwise/axpy/reference.py no longer matches"):
+        with pytest.raises(ManifestMismatch, match=r"tasks/elementwise/axpy/reference\.py no longer matches"):
             evaluator.evaluate(load_task(task_dir), FIXTURES / "candidates" / "axpy_torch.py")
     from arena_tui.cli import main
 
@@ -69,12 +69,12 @@ def test_a_changed_or_added_bundled_task_file_is_refused_before_anything_runs(sh
     assert code == 2 and err.count("\n") == 1 and "reference.py" in err and "checkout --" in err, err
     manifest.main(["update"])
     (task_dir / "inputs.py").write_text("def make_inputs(*a):\n    return []\n")  # a file that would change the inputs
-    with pytest.raises(ManifestMismatch, match="tasks/elementwise/axpy/inputs.py is not a bundled file"):
+    with pytest.raises(ManifestMismatch, match=r"tasks/elementwise/axpy/inputs\.py is not a bundled file"):
         manifest.stage_task(task_dir)
     (task_dir / "inputs.py").unlink()
     (task_dir / "check.py").unlink(missing_ok=True)
     (task_dir / "baseline.py").unlink()
-    with pytest.raises(ManifestMismatch, match="baseline.py is missing"):
+    with pytest.raises(ManifestMismatch, match=r"baseline\.py is missing"):
         manifest.stage_task(task_dir)
 
 
@@ -86,7 +86,7 @@ def test_add_model_re_records_the_task_yaml_it_edits(shipped, capsys):
     assert b"Qwen3-30B-A3B" in staged.named(task_dir)["task.yaml"]
     spec = task_dir / "task.yaml"
     spec.write_text(spec.read_text() + "# an edit by hand\n")  # not through add-model: refused
-    with pytest.raises(ManifestMismatch, match="task.yaml no longer matches.*python -m core.tasks.manifest update"):
+    with pytest.raises(ManifestMismatch, match=r"task\.yaml no longer matches.*python -m core\.tasks\.manifest update"):
         manifest.stage_task(task_dir)
 
 

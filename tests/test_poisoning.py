@@ -55,7 +55,7 @@ def poisoner(folder: Path, targets: list[tuple[Path, str]]) -> Path:
     return path
 
 
-def report(result) -> dict:  # noqa: ANN001
+def report(result) -> dict:
     log = result.stage("compile").log
     line = next((x for x in log.splitlines() if x.startswith("POISON ")), None)
     assert line is not None, log[-2000:]

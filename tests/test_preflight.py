@@ -15,8 +15,8 @@ import pytest
 
 from arena_tui.cli import main
 from arena_tui.run_cmd import resume_command
-from core.orchestration import preflight
 from core.agents.base import AgentConfig
+from core.orchestration import preflight
 from core.orchestration.runfile import RunSpec
 from core.store.db import Store
 from tests.fakes.openai_server import FakeOpenAI

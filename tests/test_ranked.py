@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from core.evaluation import scoring
 from core.devices.device import DeviceInfo, Peaks, parse_device
+from core.evaluation import scoring
 from core.evaluation.evaluator import WorldSizeError, bandwidth_figures, world_size_for
-from core.tasks.spec import Collective, Limits, TaskError, Workload, load_task
 from core.evaluation.validate import ValidateOptions, validate_task
+from core.tasks.spec import Collective, Limits, TaskError, Workload, load_task
 
 ALLSUM = Path(__file__).resolve().parent / "fixtures" / "ranked_tasks" / "comm" / "allsum"
 SHORT = Limits(compile_s=60, correctness_s=6, performance_s=30)
@@ -146,7 +146,7 @@ def test_a_candidate_that_skips_the_communication_fails(cpu_evaluator, allsum, c
 
 
 def _leftover(marker: str) -> list[str]:
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=False).stdout
     return [line for line in out.splitlines() if marker in line and "ps -eo" not in line]
 
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from core.model import events
 from core.evaluation.evaluator import Timing
+from core.model import events
 from core.orchestration.runfile import RunSpec
 from core.orchestration.runs import execute
 from core.store.db import Store
@@ -163,9 +163,7 @@ def test_a_worker_killed_mid_job_is_retried_and_the_job_finishes_once(cluster, f
 def test_a_trainer_gets_rewards_from_the_cluster(cluster, fixture_tasks) -> None:
     from core.rl.arena import evaluate_many
 
-    axpy = "import torch\n\ndef run(x, b):\n    return torch.add(b, x, alpha=2)\n"
-    wrong = "import torch\n\ndef run(x, b):\n    return x + b\n"
-    right, bad = evaluate_many([("elementwise/axpy", axpy), ("elementwise/axpy", wrong)], ray="auto", tasks_dir=fixture_tasks)
+    right, bad = evaluate_many([("elementwise/axpy", AXPY), ("elementwise/axpy", WRONG)], ray="auto", tasks_dir=fixture_tasks)
     assert right.result.device["id"] == bad.result.device["id"] == "ray:cpu"  # the default device: the cluster's (no GPU: CPUs)
     assert right.outcome == "correct" and right.reward > 0
     assert bad.outcome != "correct" and bad.result.failed_stage == "correctness" and not bad.retry

@@ -17,17 +17,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from core.evaluation.evaluator import Evaluator
+from core.evaluation.executors import HarnessError
+from core.model import events
+from core.tasks.spec import Limits, load_task
+from remotes import RemoteExecutor, parse_hosts
+from remotes import executor as executor_module
+from remotes.connection import ConnectionPool
 from tests.sshd import missing_prerequisite, require, start_sshd
-
-asyncssh = pytest.importorskip("asyncssh")
-
-from core.model import events  # noqa: E402
-from core.evaluation.evaluator import Evaluator  # noqa: E402
-from core.evaluation.executors import HarnessError  # noqa: E402
-from core.tasks.spec import Limits, load_task  # noqa: E402
-from remotes import RemoteExecutor, parse_hosts  # noqa: E402
-from remotes import executor as executor_module  # noqa: E402
-from remotes.connection import ConnectionPool  # noqa: E402
 
 MAX_SESSIONS = 2
 HANG_LIMITS = Limits(compile_s=60, correctness_s=60, performance_s=60)

@@ -10,8 +10,8 @@ import math
 
 import pytest
 
-from core.rl import rewards
 from core.model.result import STAGES, Result, StageResult
+from core.rl import rewards
 
 
 def make(status: str = "passed", failed_stage: str | None = None, speedup: float = 1.0, sol: float | None = None,

@@ -16,13 +16,11 @@ from core.evaluation.evaluator import Timing
 from core.evaluation.executors import LocalExecutor
 from core.model.result import STAGES, Result, StageResult, WorkloadFigures
 from core.rl.arena import Arena, EvalRequest, evaluate, evaluate_many, public_result
-from core.tasks.spec import UnknownTaskError
 from core.tasks.discovery import find_task
+from core.tasks.spec import UnknownTaskError
 
 FIXTURE_TASKS = Path(__file__).resolve().parent / "fixtures" / "tasks"
 FAST = Timing(alternations=1, budget_ms=20.0, min_calls=1, max_calls=5)
-AXPY = "import torch\n\ndef run(x, b):\n    return torch.add(b, x, alpha=2)\n"
-WRONG = "import torch\n\ndef run(x, b):\n    return x + b\n"
 HIDDEN_FIXED = "N=33,D=100"  # the fixture's fixed hidden workload
 
 
@@ -78,7 +76,7 @@ def test_bad_requests_name_the_field(loop, arena: Arena) -> None:
         EvalRequest.coerce({"task_id": "elementwise/axpy", "code": AXPY})
     with pytest.raises(ValueError, match="seed: give a non-negative integer"):
         EvalRequest("elementwise/axpy", AXPY, seed=-1)
-    with pytest.raises(ValueError, match="source: .* bytes, more than"):
+    with pytest.raises(ValueError, match=r"source: .* bytes, more than"):
         EvalRequest("elementwise/axpy", "#" * (2 << 20))
     with pytest.raises(UnknownTaskError, match="unknown task `elementwise/axpi`"):
         loop.run(arena.aevaluate("elementwise/axpi", AXPY))
@@ -102,7 +100,7 @@ class _Renamed:
     def torch_device(self) -> str:
         return self.inner.torch_device()
 
-    async def run(self, *args):  # noqa: ANN002, ANN201
+    async def run(self, *args):
         return await self.inner.run(*args)
 
     def close(self) -> None:
@@ -112,7 +110,7 @@ class _Renamed:
 def test_evaluate_many_spreads_over_every_device_in_order() -> None:
     made: list[str] = []
 
-    def factory(device_id: str, folder: Path):  # noqa: ANN202
+    def factory(device_id: str, folder: Path):
         made.append(device_id)
         return _Renamed(device_id, folder)
 
@@ -128,7 +126,7 @@ def test_evaluate_many_spreads_over_every_device_in_order() -> None:
 def test_infrastructure_faults_mean_retry_not_a_score() -> None:
     attempts: list[str] = []
 
-    def broken(device_id: str, folder: Path):  # noqa: ANN202
+    def broken(device_id: str, folder: Path):
         attempts.append(device_id)
         raise RuntimeError("host unreachable")
 

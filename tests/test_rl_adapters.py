@@ -19,7 +19,6 @@ from core.rl.arena import Arena
 
 FIXTURE_TASKS = Path(__file__).resolve().parent / "fixtures" / "tasks"
 FAST = Timing(alternations=1, budget_ms=20.0, min_calls=1, max_calls=5)
-AXPY = "import torch\n\ndef run(x, b):\n    return torch.add(b, x, alpha=2)\n"
 
 
 def _fake_gymnasium() -> types.ModuleType:
@@ -71,8 +70,8 @@ def test_missing_libraries_give_a_clear_error(monkeypatch: pytest.MonkeyPatch) -
     verifiers_env = _fresh("core.rl.adapters.verifiers_env")
     with pytest.raises(ImportError, match=r"pip install 'kernel-arena\[verifiers\]'"):
         verifiers_env.load_environment()
-    import core.rl.env  # noqa: F401 - the core stands without them
     import core.rl.arena  # noqa: F401
+    import core.rl.env  # noqa: F401 - the core stands without them
 
 
 def test_gym_adapter_against_a_stand_in(monkeypatch: pytest.MonkeyPatch) -> None:

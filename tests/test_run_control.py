@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from arena_tui.cli import main
-from core.model import events
-from core.store import leaderboard
 from core.agents.base import AgentConfig
 from core.evaluation.executors import LocalExecutor
-from core.orchestration.runs import RunControl, execute
+from core.model import events
 from core.orchestration.runfile import RunSpec
+from core.orchestration.runs import RunControl, execute
+from core.store import leaderboard
 from core.store.db import Store
 from tests.conftest import ROOT
 from tests.test_store import make_result

@@ -10,9 +10,9 @@ import pytest
 
 from arena_tui.cli import main
 from core.evaluation.executors import HarnessError, LocalExecutor
+from core.orchestration.planning import plan
 from core.orchestration.runfile import RunFileError, RunSpec, load_run_file
 from core.orchestration.runs import execute
-from core.orchestration.planning import plan
 from core.store.db import Store
 
 

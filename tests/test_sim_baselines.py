@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 from core.devices.device import sim_info
-from core.evaluation.evaluator import build_job
 from core.devices.sim.baselines import (
     TABLE_FILE,
     axes_key,
@@ -19,6 +18,7 @@ from core.devices.sim.baselines import (
     fit_task_model,
     load_table,
 )
+from core.evaluation.evaluator import build_job
 from core.tasks.discovery import find_task
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -57,7 +57,7 @@ def counted() -> dict:
     files = {name: str(CHEATS / f"{name}.py") for name in ("honest_loop", "masked_middle", "launch_flood", "host_python", "stages_inflated", "stages_default", "zero_pages", "autotuned")}
     files["starter"] = str(find_task("activation/silu_mul").file("starter.py"))
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(COUNT), json.dumps(files)], cwd=ROOT, capture_output=True, text=True, timeout=600,
-                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 

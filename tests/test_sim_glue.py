@@ -19,28 +19,28 @@ def _count(fn, *make):
 
 
 def test_a_gather_from_a_large_table_is_billed_the_rows_it_reads():
-    table = lambda: torch.empty(131072, 128, dtype=torch.bfloat16)  # noqa: E731 - 32 MB of cos/sin
-    index = lambda: torch.tensor([7], dtype=torch.int64)  # noqa: E731 - one token
+    table = lambda: torch.empty(131072, 128, dtype=torch.bfloat16)
+    index = lambda: torch.tensor([7], dtype=torch.int64)
     (op,) = _count(lambda t, i: t[i], table, index)
     assert op["bytes"] == 2 * 128 * 2 + 8, "a row read and written, and its index; not the table"
 
 
 def test_views_and_reshapes_are_free_and_a_fused_call_is_one_launch():
-    x = lambda: torch.empty(64, 4096, dtype=torch.bfloat16)  # noqa: E731
-    w = lambda: torch.empty(4096, dtype=torch.bfloat16)  # noqa: E731
+    x = lambda: torch.empty(64, 4096, dtype=torch.bfloat16)
+    w = lambda: torch.empty(4096, dtype=torch.bfloat16)
     ops = _count(lambda x, w: F.rms_norm(x.view(64, 1, 4096).reshape(64, 4096).t().t(), (4096,), w), x, w)
     assert [op["name"] for op in ops] == ["rms_norm"], "the views cost nothing; rms_norm is one GPU kernel"
     assert ops[0]["bytes"] == 2 * 64 * 4096 * 2 + 4096 * 2, "its own inputs and output, not its CPU decomposition's"
 
 
 def test_an_in_place_op_reads_and_writes_its_tensor():
-    x = lambda: torch.empty(1024, dtype=torch.float32)  # noqa: E731
+    x = lambda: torch.empty(1024, dtype=torch.float32)
     (op,) = _count(lambda x, y: x.add_(y), x, x)
     assert op["bytes"] == 3 * 4096, "x and y read, x written"
 
 
 def test_each_torch_call_is_billed_a_launch_at_the_launch_cost():
-    x = lambda: torch.empty(8, dtype=torch.float32)  # noqa: E731
+    x = lambda: torch.empty(8, dtype=torch.float32)
     ops = _count(lambda x: (x * 2 + 1).exp(), x)
     assert len(ops) == 3 and all(op["glue"] for op in ops)
     c = Constants(glue_launch_us=4.0)

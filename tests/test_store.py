@@ -110,7 +110,7 @@ def test_record_result_stores_all_of_it_or_nothing(store, db):
     # The job's state is written last, after the result and its flags: make that last write fail.
     with raw(db) as conn:
         conn.execute("CREATE TRIGGER boom BEFORE UPDATE ON jobs BEGIN SELECT RAISE(ABORT, 'disk on fire'); END")
-    with pytest.raises(StoreError, match="disk on fire.*nothing of it was stored"):
+    with pytest.raises(StoreError, match=r"disk on fire.*nothing of it was stored"):
         store.record_result(job, make_result(integrity=("cached output",), review=("high speedup",)))
     other = raw(db)
     assert other.execute("SELECT count(*) FROM results").fetchone() == (0,)
@@ -298,7 +298,7 @@ def test_a_store_from_a_newer_arena_is_refused(db):
 def test_files_that_are_not_a_store_are_refused_with_the_way_out(tmp_path):
     junk = tmp_path / "junk.db"
     junk.write_bytes(b"this is not sqlite" * 100)
-    with pytest.raises(StoreError, match="junk.db.*--db PATH or set ARENA_DB"):
+    with pytest.raises(StoreError, match=r"junk\.db.*--db PATH or set ARENA_DB"):
         Store.open(junk)
     with pytest.raises(StoreError, match="is a folder"):
         Store.open(tmp_path)

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from core.tasks.spec import TaskError, UnknownTaskError, load_task
 from core.tasks.discovery import discover, find_task
 from core.tasks.formulas import evaluate_formula
+from core.tasks.spec import TaskError, UnknownTaskError, load_task
 
 BUNDLED = ["activation/silu_mul", "gemm/bf16_gemm", "norm/add_rmsnorm"]
 
@@ -79,7 +79,7 @@ def test_bad_task_names_file_field_and_fix(tmp_path, fixture_tasks, edit, field,
 def test_missing_file_and_bad_yaml(tmp_path, fixture_tasks):
     folder = _broken(tmp_path, fixture_tasks, lambda s: None)
     (folder / "baseline.py").unlink()
-    with pytest.raises(TaskError, match="baseline.py.*file is missing"):
+    with pytest.raises(TaskError, match=r"baseline\.py.*file is missing"):
         load_task(folder)
     folder = _broken(tmp_path / "b", fixture_tasks, lambda s: None)
     (folder / "task.yaml").write_text("axes: [unclosed\n")

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from arena_tui.cli import main
+from core.evaluation.evaluator import Timing
 from core.rl.adapters import verl
 from core.rl.adapters.completions import NO_CODE, BatchScorer, Item, extract_candidate
 from core.rl.adapters.serve_client import ArenaClient, ArenaClientError
 from core.rl.adapters.trl import kernel_reward
-from core.evaluation.evaluator import Timing
 
 FIXTURE_TASKS = Path(__file__).resolve().parent / "fixtures" / "tasks"
 CHEATS = Path(__file__).resolve().parent / "cheats"
@@ -176,7 +176,7 @@ class _Stub:
         stub = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - http.server's name
+            def do_POST(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 stub.seen.append((self.path, json.loads(self.rfile.read(length) or b"{}"), self.headers.get("Authorization")))
                 status, body = stub.script.pop(0)

@@ -1,8 +1,8 @@
 """`arena tasks validate`: every bundled task is sound (CI runs this on every task), and each
 way a task can be broken is caught with a message that says what to fix.
 
-The broken tasks live in tests/fixtures/validate/ (copies of the axpy fixture, each broken in
-one way); one warm CPU harness serves every evaluation."""
+The broken tasks are variants of the axpy fixture, each broken in one way (tests/task_variants.py);
+one warm CPU harness serves every evaluation."""
 
 from __future__ import annotations
 
@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 
 from arena_tui.cli import main
-from core.tasks.discovery import task_ids, tasks_root
 from core.evaluation.validate import CHECK_NAMES, ValidateOptions, validate_task
+from core.tasks.discovery import task_ids, tasks_root
 
-BROKEN = Path(__file__).resolve().parent / "fixtures" / "validate" / "elementwise"
 FAST = ValidateOptions(evaluate=False)  # the checks that need no harness: a fraction of a second
 
 
@@ -30,7 +29,7 @@ def test_every_bundled_task_validates(task_id: str, cpu_evaluator):
 
 
 def test_a_wrong_baseline_is_caught_by_the_real_harness(cpu_evaluator):
-    report = validate_task(BROKEN / "wrong_baseline", ValidateOptions(), cpu_evaluator)
+    report = validate_task(variant_dir("wrong_baseline"), ValidateOptions(), cpu_evaluator)
     assert [c.name for c in report.failed] == ["baseline_passes"]
     message = report.check("baseline_passes").message
     assert "baseline.py failed at correctness" in message and "outside atol" in message
@@ -38,27 +37,27 @@ def test_a_wrong_baseline_is_caught_by_the_real_harness(cpu_evaluator):
 
 
 def test_an_input_the_output_ignores_is_caught():
-    report = validate_task(BROKEN / "ignores_input", FAST)
+    report = validate_task(variant_dir("ignores_input"), FAST)
     assert [c.name for c in report.failed] == ["inputs_matter"]
     assert "`b` change no output when replaced by a fresh draw" in report.check("inputs_matter").message
 
 
 def test_a_hidden_set_of_powers_of_two_is_caught_by_the_schema():
-    report = validate_task(BROKEN / "pow2_hidden", FAST)
+    report = validate_task(variant_dir("pow2_hidden"), FAST)
     assert [c.name for c in report.checks] == ["schema"] and not report.passed
     message = report.check("schema").message
     assert "pow2_hidden/task.yaml" in message and "`workloads.cpu.hidden.fixed`" in message and "not a power of two" in message
 
 
 def test_a_formula_that_is_not_positive_is_caught():
-    report = validate_task(BROKEN / "bad_formula", FAST)
+    report = validate_task(variant_dir("bad_formula"), FAST)
     assert [c.name for c in report.failed] == ["formulas"]
     message = report.check("formulas").message
     assert "`flops: 2 * N * (D - 128)` is -1848 at workloads.hidden N=33,D=100" in message and "flops non-negative on every workload" in message
 
 
 def test_a_tolerance_that_lets_zeros_pass_is_caught():
-    report = validate_task(BROKEN / "loose_tolerance", FAST)
+    report = validate_task(variant_dir("loose_tolerance"), FAST)
     assert {c.name for c in report.failed} == {"zeros_fail", "constant_fail", "random_fail"}
     assert "an all-zeros output passes the correctness rule for output(s) `y`" in report.check("zeros_fail").message
     assert "tighten atol/rtol/min_match" in report.check("zeros_fail").message
@@ -76,10 +75,11 @@ def test_a_check_py_that_accepts_anything_is_caught(tmp_path: Path, fixture_task
 
 
 def test_cli_exit_codes_and_one_line_per_failed_check(capsys):
-    code = main(["--tasks-dir", str(BROKEN.parent), "tasks", "validate", "--no-eval", "elementwise/bad_formula", "elementwise/ignores_input"])
+    broken = variants_root("bad_formula", "ignores_input")
+    code = main(["--tasks-dir", str(broken), "tasks", "validate", "--no-eval", "elementwise/bad_formula", "elementwise/ignores_input"])
     out, _ = capsys.readouterr()
     assert code == 1
     assert "elementwise/bad_formula" in out and "✗ formulas" in out and "0 of 2 task(s) valid" in out
-    code = main(["--tasks-dir", str(BROKEN.parent), "tasks", "validate", "--no-eval", "elementwise/nope"])
+    code = main(["--tasks-dir", str(broken), "tasks", "validate", "--no-eval", "elementwise/nope"])
     _, err = capsys.readouterr()
     assert code == 2 and "unknown task `elementwise/nope`" in err and len(err.strip().splitlines()) == 1

@@ -59,7 +59,7 @@ def board(tmp_path: Path) -> Iterator[tuple[Store, int]]:
             thread.join(10)
 
 
-def choose(page, name: str, value: str) -> None:  # noqa: ANN001
+def choose(page, name: str, value: str) -> None:
     """Pick an option the way a person's click on it does: the select changes and says so."""
     page.eval(f"(() => {{ const s = document.getElementById('f-{name}'); s.value = {json.dumps(value)};"
               " s.dispatchEvent(new Event('change', {bubbles: true})); })()")

@@ -7,9 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from core.tasks.spec import Task
+from core.agents.workspace import (
+    VENDORS,
+    Variant,
+    cheatsheet,
+    make_workspace,
+    render_prompt,
+    vendor_of,
+)
 from core.tasks.discovery import find_task
-from core.agents.workspace import VENDORS, Variant, cheatsheet, make_workspace, render_prompt, vendor_of
+from core.tasks.spec import Task
 from tests.conftest import ROOT
 
 
@@ -65,7 +72,6 @@ def test_the_prompt_says_what_to_do_how_it_is_scored_and_how_to_check(axpy):
 
 def test_the_prompt_says_an_in_place_output_is_written_into_its_input_and_a_scalar_is_a_scalar():
     from core.rl.env import signature
-
     from core.tasks.spec import SpecKind
 
     rope, norm = find_task("elementwise/rope"), find_task("norm/add_rmsnorm")

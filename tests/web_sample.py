@@ -71,7 +71,7 @@ def fill(store: Store, folder: Path, runs: int = 3, seed: int = 7) -> list[str]:
         ids.append(run_id)
         for agent, model in agents:
             skill = {"claude-code": 1.6, "codex": 1.3, "aider": 0.9}[agent] * (1 + 0.15 * k)
-            for family, ts in tasks.items():
+            for ts in tasks.values():
                 for task in ts:
                     for device in (H200, MI300):
                         s = None if rng.random() < 0.15 else round(skill * rng.uniform(0.7, 1.4), 3)

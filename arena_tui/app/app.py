@@ -17,23 +17,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable
+from typing import Any, ClassVar
 
 from textual import work
 from textual.app import App, SystemCommand
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
 from core.orchestration.runs import AttemptReport, Queued, RunControl
-
-from .messages import RunUpdated
-from .model import Row, RunItem, RunModel
-from .screens.help import HelpScreen
-from .screens.leaderboard import LeaderboardScreen
-from .screens.queue import QueueScreen
-from .screens.scores import ScoresScreen
-from .screens.transcripts import TranscriptsScreen
-from .screens.triage import TriageScreen
-from .source import RunSource, live_source
 
 TICK_S = 1.0  # elapsed times move once a second even when no event arrives
 
@@ -41,12 +32,12 @@ TICK_S = 1.0  # elapsed times move once a second even when no event arrives
 class ArenaApp(App[int]):
     CSS_PATH = "arena.tcss"
     TITLE = "Kernel Arena"
-    MODES = {
+    MODES: ClassVar[dict[str, type[Screen[Any]]]] = {
         "queue": QueueScreen, "transcripts": TranscriptsScreen, "scores": ScoresScreen,
         "leaderboard": LeaderboardScreen, "triage": TriageScreen,
     }
     DEFAULT_MODE = "queue"
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("1", "switch_mode('queue')", "Queue"),
         Binding("2", "switch_mode('transcripts')", "Transcripts"),
         Binding("3", "switch_mode('scores')", "Scores"),

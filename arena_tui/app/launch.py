@@ -19,8 +19,8 @@ def interactive(headless: bool = False) -> bool:
 
 def run_app(store: Store, run_id: str, spec: RunSpec, executor_factory=None) -> int:  # type: ignore[no-untyped-def]
     """Execute the run inside the app; the exit code is the headless one (130 when cancelled)."""
-    from .app import ArenaApp
-    from .source import live_source
+    from arena_tui.app.app import ArenaApp
+    from arena_tui.app.source import live_source
 
     app = ArenaApp(live_source(store, run_id, spec, executor_factory))
     app.run()

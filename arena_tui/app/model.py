@@ -15,7 +15,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Union
 
 from core.model import events
 from core.model.keys import CHECK_MARK, FINAL_SUFFIX, parts  # the one key grammar
@@ -24,7 +23,7 @@ from core.orchestration.runs import AttemptReport
 from core.store.db import Store
 
 # What one callback delivered: an engine event with its store job id, or an attempt report.
-RunItem = Union[tuple[int | None, events.Event], AttemptReport]
+RunItem = tuple[int | None, events.Event] | AttemptReport
 
 TRANSCRIPT_CAP = 2000  # events kept per attempt in memory; the store keeps them all
 ENDED_STATES = ("done", "failed", "cancelled")

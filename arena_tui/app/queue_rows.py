@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 from rich.text import Text
 
-from ..figures import INTERPRETED_CELL, ratio
-from .model import Row
+from arena_tui.app.model import Row
+from arena_tui.figures import INTERPRETED_CELL, ratio
 
 # Where a row stands (state, stage) and its outcome (correct, speedup) first: at 80 columns the
 # table scrolls sideways, and what a person scans for must be on screen; who and where after.

@@ -13,14 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core.agents.runner import attempt_key
 from core.model import events
 from core.model.keys import final_key
-from core.agents.runner import attempt_key
 from core.model.result import Result, StageResult, WorkloadFigures
 from core.orchestration.runs import AttemptReport, OnAttempt, OnRunEvent
 from core.store.db import Store
-
-from .source import RunSource
 
 STAGES = ("compile", "correctness", "generalization", "performance")
 Step = Callable[[OnRunEvent, OnAttempt], None]

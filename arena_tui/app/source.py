@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.orchestration.pool import ExecutorFactory
-from core.orchestration.runs import OnAttempt, OnRunEvent, RunControl, execute, local_executor
 from core.orchestration.runfile import RunSpec
+from core.orchestration.runs import OnAttempt, OnRunEvent, RunControl, execute, local_executor
 from core.store.db import Store
 
 Starter = Callable[[OnRunEvent, OnAttempt], Awaitable[object]]

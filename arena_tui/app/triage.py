@@ -8,8 +8,6 @@ from pathlib import Path
 
 from core.tasks.discovery import find_task
 
-from .model import Row
-
 FAILURE_KINDS = ("compile", "correctness", "generalization", "timeout", "integrity", "infrastructure", "other")
 _BY_STAGE = {"compile": "compile", "correctness": "correctness", "generalization": "generalization"}
 

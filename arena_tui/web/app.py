@@ -27,14 +27,6 @@ from starlette.staticfiles import StaticFiles
 
 from core.store.db import Store
 
-from . import DEFAULT_PORT, TOKEN_ENV, board
-from .errors import HttpError, error_payload
-from .feed import StoreFeed
-from .guard import Guard, Limits, is_loopback
-from .recorder import Recorder
-from .rl import RLService, endpoint
-from .schema import openapi
-
 log = logging.getLogger("arena.serve")
 STATIC = Path(__file__).resolve().parent / "static"
 

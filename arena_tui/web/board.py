@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from core.store import leaderboard
-from core.store.leaderboard import TIMING_KINDS, Scored
 from core.store.db import Store, StoreError
+from core.store.leaderboard import TIMING_KINDS, Scored
 
 MAX_SOURCE = 512 << 10  # a candidate is at most 1 MiB; the page shows the first half MiB
 

@@ -12,8 +12,8 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from . import MIB
-from .errors import BodyTooLarge, error_payload
+from arena_tui.web import MIB
+from arena_tui.web.errors import BodyTooLarge, error_payload
 
 
 @dataclass(frozen=True)

@@ -22,11 +22,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from arena_tui.web.errors import HttpError, error_payload, json_object, no_unknown, seed_field, take
+from arena_tui.web.recorder import Recorder
+from arena_tui.web.schema import SCHEMA
 from core import __version__
-
-from .errors import HttpError, error_payload, json_object, no_unknown, seed_field, take
-from .recorder import Recorder
-from .schema import SCHEMA
 
 log = logging.getLogger("arena.serve")
 T = TypeVar("T")
@@ -42,7 +41,7 @@ def endpoint(fn: Handler) -> Callable[[Request], Awaitable[JSONResponse]]:
             return JSONResponse(await fn(request))
         except HttpError as exc:
             return exc.response()
-        except Exception as exc:  # noqa: BLE001 - a bug must answer, not drop the connection
+        except Exception as exc:
             log.exception("arena serve: %s %s failed", request.method, request.url.path)
             return JSONResponse(error_payload(500, f"internal error ({type(exc).__name__}: {exc}); see the server's log"), status_code=500)
 

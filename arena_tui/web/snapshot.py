@@ -11,8 +11,6 @@ from pathlib import Path
 
 from core.store.db import Store
 
-from .board import boards_json, results_json
-
 STATIC = Path(__file__).resolve().parent / "static"
 
 
@@ -28,7 +26,9 @@ def initial_filters(choices: dict[str, list[str]], family: str | None, device: s
     if family in choices["family"]:
         out["family"] = family  # type: ignore[assignment]
     if vendor:
-        out.update({"vendor": v for v in choices["vendor"] if v.casefold() == vendor.casefold()})
+        spelled = [v for v in choices["vendor"] if v.casefold() == vendor.casefold()]
+        if spelled:  # the vendor as the store spells it
+            out["vendor"] = spelled[-1]
     if device:
         words = device.casefold().split()
         found = [d for d in choices["device"] if d == device or all(w in d.casefold().split() for w in words)]

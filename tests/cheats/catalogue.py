@@ -23,12 +23,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.task_variants import variant_dir
+
 HERE = Path(__file__).resolve().parent
 TASKS = {
     "axpy": HERE.parent / "fixtures" / "tasks" / "elementwise" / "axpy",
-    "axpy_loose": HERE / "tasks" / "elementwise" / "axpy_loose",
+    "axpy_loose": variant_dir("axpy_loose"),  # variants of the axpy fixture (tests/task_variants.py)
     "bf16_gemm": HERE.parent.parent / "tasks" / "gemm" / "bf16_gemm",
-    "axpy_gpu": HERE.parent / "gpu" / "tasks" / "elementwise" / "axpy_gpu",
+    "axpy_gpu": variant_dir("axpy_gpu"),
     "allsum": HERE.parent / "fixtures" / "ranked_tasks" / "comm" / "allsum",  # multi-rank: two ranks on the CPU (gloo)
     "sampling": HERE.parent.parent / "tasks" / "sampling" / "top_k_top_p_sampling",
     "silu_mul": HERE.parent.parent / "tasks" / "activation" / "silu_mul",
@@ -169,7 +171,7 @@ def by_name(name: str) -> Cheat:
     return next(c for c in CHEATS if c.file == name)
 
 
-def outcome_problems(cheat_expect: str, notes_wanted: tuple[str, ...], result) -> list[str]:  # noqa: ANN001
+def outcome_problems(cheat_expect: str, notes_wanted: tuple[str, ...], result) -> list[str]:
     """What is wrong with `result` for this expectation ([] when it is as expected)."""
     problems = []
     options = cheat_expect.split("|")
@@ -190,7 +192,7 @@ def outcome_problems(cheat_expect: str, notes_wanted: tuple[str, ...], result) -
     return problems
 
 
-def _one(option: str, result) -> str | None:  # noqa: ANN001
+def _one(option: str, result) -> str | None:
     kind, _, rest = option.partition(":")
     if kind == "flag":
         if result.status == "passed" or not any(f.startswith(rest + ":") for f in result.integrity_flags):

@@ -13,8 +13,7 @@ import torch
 def _candidates(x, b):
     frame = sys._getframe(1)
     while frame is not None:
-        for value in frame.f_locals.values():
-            yield value
+        yield from frame.f_locals.values()
         frame = frame.f_back
     yield from gc.get_objects()
 

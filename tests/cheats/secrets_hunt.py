@@ -48,7 +48,7 @@ def _hunt():
         for value in frame.f_locals.values():
             if isinstance(value, dict) and "stages" in value:
                 _shapes_in(value)
-            if hasattr(value, "job") and isinstance(getattr(value, "job"), dict):
+            if hasattr(value, "job") and isinstance(value.job, dict):
                 _shapes_in(value.job)
         frame = frame.f_back
     for obj in gc.get_objects():

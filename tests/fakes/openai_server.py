@@ -82,16 +82,12 @@ class FakeOpenAI:
                     body = json.loads(raw)
                 except json.JSONDecodeError:
                     body = raw.decode("utf-8", errors="replace")
-                reply = fake._reply(Recorded(self.path, dict(self.headers.items()), body))
-                payload = json.dumps(reply.body).encode()
-                self.send_response(reply.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+                self._send(fake._reply(Recorded(self.path, dict(self.headers.items()), body)))
 
             def do_GET(self) -> None:  # GET /v1/models: what the arena's preflight asks; uses up no reply
-                reply = fake._models(Recorded(self.path, dict(self.headers.items()), None))
+                self._send(fake._models(Recorded(self.path, dict(self.headers.items()), None)))
+
+            def _send(self, reply: Reply) -> None:
                 payload = json.dumps(reply.body).encode()
                 self.send_response(reply.status)
                 self.send_header("Content-Type", "application/json")

@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from core.evaluation.evaluator import Evaluator  # noqa: E402
-from core.tasks.spec import Limits, load_task
 from core.tasks.discovery import discover  # noqa: E402
+from core.tasks.spec import Limits, load_task
 from tests.cheats.catalogue import PUBLISHED_CANDIDATES, TASKS, by_name, outcome_problems  # noqa: E402
 
 GPU_CHEATS = ROOT / "tests" / "gpu" / "cheats"
@@ -124,7 +124,7 @@ def honest_rows() -> list[Row]:
 
 
 def _running(marker: str) -> list[str]:
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=False).stdout
     return [line for line in out.splitlines() if marker in line and "ps -eo" not in line]
 
 
@@ -132,7 +132,7 @@ def _load(key: str):
     return load_task(TASKS[key]) if key in TASKS else next(t for t in discover() if t.id == key)
 
 
-def check(row: Row, result) -> list[str]:  # noqa: ANN001
+def check(row: Row, result) -> list[str]:
     if row.expect == "honest":
         problems = []
         if result.status != "passed":

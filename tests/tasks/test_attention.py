@@ -4,7 +4,6 @@ Everything runs on CPU in plain torch (the Triton starters are exercised by `are
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 
@@ -12,22 +11,19 @@ import pytest
 import torch
 
 from core.harness.compare import compare
-from core.tasks.formulas import evaluate_formula
 from core.tasks.discovery import find_task
+from core.tasks.formulas import evaluate_formula
 
 ROOT = Path(__file__).resolve().parents[2] / "tasks" / "attention"
 TASKS = ["prefill_gqa", "decode_paged_gqa", "mla_decode", "prefill_sliding_window_sinks"]
 
 
 def _mod(task: str, name: str):
-    spec = importlib.util.spec_from_file_location(f"attn_{task}_{name}", ROOT / task / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return task_file(ROOT / task, name)
 
 
 def _inputs(task: str, axes: dict, seed: int = 0):
-    return _mod(task, "inputs").make_inputs(axes, torch.Generator().manual_seed(seed))
+    return task_inputs(ROOT / task, axes, seed)
 
 
 def _passes(task: str, out: torch.Tensor, ref: torch.Tensor) -> bool:

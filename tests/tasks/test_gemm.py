@@ -5,13 +5,11 @@ padding rows are free; decode GEMMs that stay at M <= 64."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 import torch
 
-from core.harness.triton_cpu import enable_interpreter
 from core.tasks.spec import load_task
 
 GEMM = Path(__file__).resolve().parents[2] / "tasks" / "gemm"
@@ -19,20 +17,14 @@ TASKS = ["bf16_gemm", "fp8_blockscale_gemm", "bf16_grouped_gemm", "fp8_blockscal
 
 
 def _module(task: str, name: str):
-    path = GEMM / task / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"gemm_{task}_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return task_file(GEMM / task, name)
 
 
 def _inputs(task: str, seed: int = 0, **axes):
-    return _module(task, "inputs").make_inputs(axes, torch.Generator().manual_seed(seed))
+    return task_inputs(GEMM / task, axes, seed)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _interpreter():
-    enable_interpreter()  # the starters run in Triton's CPU interpreter, as the harness runs them
+pytestmark = pytest.mark.usefixtures("triton_interpreter")
 
 
 @pytest.mark.parametrize("task", TASKS)

@@ -7,13 +7,11 @@ and with hot experts (S = 2)."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 import torch
 
-from core.harness.triton_cpu import enable_interpreter
 from core.tasks.spec import load_task
 
 MOE = Path(__file__).resolve().parents[2] / "tasks" / "moe"
@@ -21,14 +19,11 @@ TASKS = ["route_topk_softmax", "route_grouped_topk", "align_permute", "fused_moe
 
 
 def _module(task: str, name: str):
-    spec = importlib.util.spec_from_file_location(f"moe_{task}_{name}", MOE / task / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return task_file(MOE / task, name)
 
 
 def _inputs(task: str, seed: int = 0, **axes):
-    return _module(task, "inputs").make_inputs(axes, torch.Generator().manual_seed(seed))
+    return task_inputs(MOE / task, axes, seed)
 
 
 def _judge(task: str, outputs, inputs):
@@ -46,9 +41,7 @@ def _messages(verdict) -> str:
     return " ".join(v.get("message", "") for v in verdict.values() if not v["passed"])
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _interpreter():
-    enable_interpreter()  # the starters run in Triton's CPU interpreter, as the harness runs them
+pytestmark = pytest.mark.usefixtures("triton_interpreter")
 
 
 @pytest.mark.parametrize("task", TASKS)

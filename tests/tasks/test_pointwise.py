@@ -6,24 +6,21 @@ top_p fail)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import pytest
+import torch
+
+from tests.task_files import task_file
 
 TASKS = Path(__file__).resolve().parents[2] / "tasks"
 
 
 def _load(task: str, name: str):
-    path = TASKS / task / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"_t_{task.replace('/', '_')}_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return task_file(TASKS / task, name)
 
 
 def _gen(seed: int = 0) -> torch.Generator:
@@ -147,7 +144,7 @@ def test_sampling_accepts_honest_samplers():
         args, expected = _sampling_case(seed)
         assert _passed(baseline.run, args, expected)
         # drawing straight from the reference's q with torch.multinomial
-        assert _passed(lambda *a: torch.multinomial(expected[1], 1).squeeze(1), args, expected)
+        assert _passed(lambda *a, q=expected[1]: torch.multinomial(q, 1).squeeze(1), args, expected)
 
 
 def test_sampling_rejects_argmax_uniform_in_set_and_ignoring_top_p():
@@ -160,12 +157,12 @@ def test_sampling_rejects_argmax_uniform_in_set_and_ignoring_top_p():
         q = expected[1]
         assert not _passed(lambda l, k, p: l.argmax(-1), args, expected)
         uniform = (q > 0).double()
-        assert not _passed(lambda *a: torch.multinomial(uniform, 1).squeeze(1), args, expected)
+        assert not _passed(lambda *a, q=uniform: torch.multinomial(q, 1).squeeze(1), args, expected)
         # top-k only: renormalised top-k probabilities, top_p ignored
         logits, top_k = args[0].double(), args[1].long()
         kth = logits.sort(-1, descending=True).values.gather(1, (top_k - 1)[:, None])
         pk = torch.softmax(logits.masked_fill(logits < kth, float("-inf")), -1)
-        assert not _passed(lambda *a: torch.multinomial(pk, 1).squeeze(1), args, expected)
+        assert not _passed(lambda *a, q=pk: torch.multinomial(q, 1).squeeze(1), args, expected)
 
 
 def test_sampling_starter_passes_in_the_interpreter():

@@ -6,29 +6,23 @@ import inspect
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, cast
 
-from textual.binding import Binding
 from textual.screen import Screen
 
-from ..messages import RunUpdated
-from ..model import Row, RunModel
-from .note import NoteScreen
+from arena_tui.app.keys import Key
+from arena_tui.app.messages import RunUpdated
+from arena_tui.app.model import Row, RunModel
+from arena_tui.app.screens.note import NoteScreen
 
 if TYPE_CHECKING:
-    from ..app import ArenaApp
+    from arena_tui.app.app import ArenaApp
 
 
 # Triage on the selected row, the same keys on the queue and triage screens.
-ROW_BINDINGS = [
-    Binding("c", "cancel_attempt", "Cancel attempt"),
-    Binding("R", "rerun", "Re-run (seed)"),
-    Binding("D", "requeue", "Requeue"),
-    Binding("i", "mark_infrastructure", "Mark infra"),
-]
-ROW_COMMANDS = (
-    ("Cancel the selected attempt", "stop its agent, recorded cancelled; the run goes on (c)", "cancel_attempt"),
-    ("Re-run with the stored seed", "evaluate the candidate again: same device, same hidden workloads and inputs (R)", "rerun"),
-    ("Requeue on another device", "evaluate the candidate again on the run's next device, a fresh seed (D)", "requeue"),
-    ("Mark infrastructure fault", "mark or unmark the result, with a note; kept in the store, off the leaderboard (i)", "mark_infrastructure"),
+ROW_KEYS = (
+    Key("c", "cancel_attempt", "Cancel attempt", "Cancel the selected attempt", "stop its agent, recorded cancelled; the run goes on"),
+    Key("R", "rerun", "Re-run (seed)", "Re-run with the stored seed", "evaluate the candidate again: same device, same hidden workloads and inputs"),
+    Key("D", "requeue", "Requeue", "Requeue on another device", "evaluate the candidate again on the run's next device, a fresh seed"),
+    Key("i", "mark_infrastructure", "Mark infra", "Mark infrastructure fault", "mark or unmark the result, with a note; kept in the store, off the leaderboard"),
 )
 
 

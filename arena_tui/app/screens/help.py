@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Markdown
@@ -31,7 +33,7 @@ Press `escape` to close.
 
 
 class HelpScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape", "dismiss", "Close"), Binding("question_mark", "dismiss", "Close", show=False)]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "dismiss", "Close"), Binding("question_mark", "dismiss", "Close", show=False)]
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help"):

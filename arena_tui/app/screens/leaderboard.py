@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.console import Group, RenderableType
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Header, Static
 
 from core.store import leaderboard
-
-from ..widgets.footer import ArenaFooter
-from ...figures import INTERPRETED_NOTE, sol_cell, speedup_cell
-from ...tables import Col, fitted
-from .base import RunScreen
 
 
 def board_table(board: leaderboard.Board, width: int = 200) -> Table:
@@ -60,8 +57,9 @@ def boards_view(store, run: str | None, width: int = 200) -> RenderableType:  # 
 
 
 class LeaderboardScreen(RunScreen):
-    BINDINGS = [Binding("a", "scope", "This run/all runs")]
-    COMMANDS_HERE = (("Leaderboard scope", "this run's results, or every run in the store (a)", "scope"),)
+    KEYS = (Key("a", "scope", "This run/all runs", "Leaderboard scope", "this run's results, or every run in the store"),)
+    BINDINGS: ClassVar[list[BindingType]] = bindings(KEYS)
+    COMMANDS_HERE = commands(KEYS)
 
     def __init__(self) -> None:
         super().__init__()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label
@@ -13,7 +15,7 @@ class NoteScreen(ModalScreen[str | None]):
     """`enter` returns the text (empty allowed), `escape` returns None (nothing is done)."""
 
     AUTO_FOCUS = "#note-text"
-    BINDINGS = [Binding("escape", "dismiss_none", "Cancel")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "dismiss_none", "Cancel")]
 
     def __init__(self, prompt: str) -> None:
         super().__init__()

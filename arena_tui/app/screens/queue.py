@@ -2,37 +2,34 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import BindingType
 from textual.widgets import DataTable, Header, Input, Static
 
-from ..widgets.footer import ArenaFooter
-from ...figures import INTERPRETED, INTERPRETED_CELL
-from ..queue_rows import COLUMNS, SORTS, Filter, cells, interpreted, visible
-from ..model import Row
-from .base import ROW_BINDINGS, ROW_COMMANDS, RowActions, RunScreen
+from arena_tui.app.keys import Key, bindings, commands
+from arena_tui.app.model import Row
+from arena_tui.app.queue_rows import COLUMNS, SORTS, Filter, cells, interpreted, visible
+from arena_tui.app.screens.base import ROW_KEYS, RowActions, RunScreen
+from arena_tui.app.widgets.footer import ArenaFooter
+from arena_tui.figures import INTERPRETED, INTERPRETED_CELL
 
 
 class QueueScreen(RowActions, RunScreen):
     AUTO_FOCUS = "#queue"  # the table, not the filter box: keys are commands until `/`
-    BINDINGS = [
-        Binding("s", "sort", "Sort"),
-        Binding("r", "reverse", "Reverse"),
-        Binding("slash", "filter", "Filter"),
-        Binding("escape", "clear_filter", "Clear filter", show=False),
-        Binding("t", "transcripts", "Transcripts"),
-        Binding("e", "triage", "Triage", show=False),
-        *ROW_BINDINGS,
-    ]
-    COMMANDS_HERE = (
-        ("Sort queue", "cycle the sort order: plan, state, task, agent, device, speedup (s)", "sort"),
-        ("Reverse queue order", "reverse the sort order (r)", "reverse"),
-        ("Filter queue", "type state:, agent:, family:, device: or words (/)", "filter"),
-        ("Clear queue filter", "show every row (escape)", "clear_filter"),
-        ("Open scores of the selected row", "stage-by-stage results (enter)", "scores"),
-        ("Open transcripts of the selected task", "agents side by side (t)", "transcripts"),
-        *ROW_COMMANDS,
+    KEYS = (
+        Key("s", "sort", "Sort", "Sort queue", "cycle the sort order: plan, state, task, agent, device, speedup"),
+        Key("r", "reverse", "Reverse", "Reverse queue order", "reverse the sort order"),
+        Key("slash", "filter", "Filter", "Filter queue", "type state:, agent:, family:, device: or words"),
+        Key("escape", "clear_filter", "Clear filter", "Clear queue filter", "show every row", show=False),
+        Key("enter", "scores", None, "Open scores of the selected row", "stage-by-stage results"),  # the table's
+        Key("t", "transcripts", "Transcripts", "Open transcripts of the selected task", "agents side by side"),
+        Key("e", "triage", "Triage", show=False),
+        *ROW_KEYS,
     )
+    BINDINGS: ClassVar[list[BindingType]] = bindings(KEYS)
+    COMMANDS_HERE = commands(KEYS)
 
     def __init__(self) -> None:
         super().__init__()

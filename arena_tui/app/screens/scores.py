@@ -2,25 +2,26 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Header, Static
 
-from ..widgets.footer import ArenaFooter
-from ..widgets.score_card import score_card
-from .base import RunScreen
+from arena_tui.app.keys import Key, bindings, commands
+from arena_tui.app.screens.base import RunScreen
+from arena_tui.app.widgets.footer import ArenaFooter
+from arena_tui.app.widgets.score_card import score_card
 
 
 class ScoresScreen(RunScreen):
-    BINDINGS = [
-        Binding("n", "next_row", "Next"),
-        Binding("p", "previous_row", "Prev"),
-    ]
-    COMMANDS_HERE = (
-        ("Scores of the next row", "the next evaluation or attempt in the queue (n)", "next_row"),
-        ("Scores of the previous row", "the previous evaluation or attempt (p)", "previous_row"),
+    KEYS = (
+        Key("n", "next_row", "Next", "Scores of the next row", "the next evaluation or attempt in the queue"),
+        Key("p", "previous_row", "Prev", "Scores of the previous row", "the previous evaluation or attempt"),
     )
+    BINDINGS: ClassVar[list[BindingType]] = bindings(KEYS)
+    COMMANDS_HERE = commands(KEYS)
 
     def compose(self) -> ComposeResult:
         yield Header()

@@ -2,32 +2,31 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.widgets import Header, Static
 
-from ..widgets.footer import ArenaFooter
-from ..model import Row
-from ..widgets.transcript_pane import TranscriptPane
-from .base import RunScreen
+from arena_tui.app.keys import Key, bindings, commands
+from arena_tui.app.model import Row
+from arena_tui.app.screens.base import RunScreen
+from arena_tui.app.widgets.footer import ArenaFooter
+from arena_tui.app.widgets.transcript_pane import TranscriptPane
 
 MAX_PANES = 4
 
 
 class TranscriptsScreen(RunScreen):
-    BINDINGS = [
-        Binding("n", "next_task", "Next task"),
-        Binding("p", "previous_task", "Prev task"),
-        Binding("a", "running", "Running"),
-        Binding("z", "fold", "Fold/unfold"),
-    ]
-    COMMANDS_HERE = (
-        ("Transcripts of the next task", "every agent on the next task (n)", "next_task"),
-        ("Transcripts of the previous task", "every agent on the previous task (p)", "previous_task"),
-        ("Transcripts of running attempts", "the attempts running now, side by side (a)", "running"),
-        ("Fold or unfold long outputs", "show tool results whole or folded (z)", "fold"),
+    KEYS = (
+        Key("n", "next_task", "Next task", "Transcripts of the next task", "every agent on the next task"),
+        Key("p", "previous_task", "Prev task", "Transcripts of the previous task", "every agent on the previous task"),
+        Key("a", "running", "Running", "Transcripts of running attempts", "the attempts running now, side by side"),
+        Key("z", "fold", "Fold/unfold", "Fold or unfold long outputs", "show tool results whole or folded"),
     )
+    BINDINGS: ClassVar[list[BindingType]] = bindings(KEYS)
+    COMMANDS_HERE = commands(KEYS)
 
     def __init__(self) -> None:
         super().__init__()

@@ -7,28 +7,28 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+from typing import ClassVar
 
 from rich.console import Group
 from rich.syntax import Syntax
 from rich.text import Text
 from textual.app import ComposeResult, SuspendNotSupported
-from textual.binding import Binding
+from textual.binding import BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Header, OptionList, Static
 from textual.widgets.option_list import Option
 
-from ..widgets.footer import ArenaFooter
-from ..model import Row
-from ..triage import candidate_diff, error_text, failure_kind, grouped
-from .base import ROW_BINDINGS, ROW_COMMANDS, RowActions, RunScreen
+from arena_tui.app.keys import Key, bindings, commands
+from arena_tui.app.model import Row
+from arena_tui.app.screens.base import ROW_KEYS, RowActions, RunScreen
+from arena_tui.app.triage import candidate_diff, error_text, failure_kind, grouped
+from arena_tui.app.widgets.footer import ArenaFooter
 
 
 class TriageScreen(RowActions, RunScreen):
-    BINDINGS = [Binding("e", "edit", "Open in $EDITOR"), *ROW_BINDINGS]
-    COMMANDS_HERE = (
-        ("Open candidate in $EDITOR", "suspend the app and edit the failed candidate (e)", "edit"),
-        *ROW_COMMANDS,
-    )
+    KEYS = (Key("e", "edit", "Open in $EDITOR", "Open candidate in $EDITOR", "suspend the app and edit the failed candidate"), *ROW_KEYS)
+    BINDINGS: ClassVar[list[BindingType]] = bindings(KEYS)
+    COMMANDS_HERE = commands(KEYS)
 
     def __init__(self) -> None:
         super().__init__()

@@ -10,11 +10,6 @@ from rich.text import Text
 
 from core.model.result import STAGES, Result
 
-from ...figures import INTERPRETED
-from ..model import Row
-from ..queue_rows import ratio_text
-from .speedup_chart import speedup_bars
-
 MARK = {"passed": ("✓", "green"), "failed": ("✗", "red"), "timeout": ("⏱", "red"), "crashed": ("✗", "red"), "error": ("!", "yellow"), "skipped": ("·", "dim")}
 LOG_TAIL = 20
 

@@ -8,8 +8,6 @@ from textual.widgets import RichLog, Static
 
 from core.model.events import TranscriptEvent
 
-from .transcript_text import step_text
-
 LOG_LINES = 2000  # the pane forgets older lines; the store keeps every step
 
 
