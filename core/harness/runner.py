@@ -622,7 +622,9 @@ def run_job(job: dict[str, Any], emit: Emit, close_fds: tuple[int, ...] = (), zy
         RankedEvaluation(job, emit, close_fds, zygote).run()
     elif job.get("batch"):
         from .batch import BatchEvaluation
+        from .concurrent import ConcurrentBatch, slot_count
 
-        BatchEvaluation(job, emit, close_fds, zygote).run()
+        concurrent = job.get("concurrency", 1) != 1 and slot_count(job) > 1  # untimed stages K at a time
+        (ConcurrentBatch if concurrent else BatchEvaluation)(job, emit, close_fds, zygote).run()
     else:
         Evaluation(job, emit, close_fds, zygote).run()
