@@ -130,8 +130,8 @@ class _Concurrent(_Member):
         """The candidate's files written again, into a fresh folder of a name nobody could
         guess, now that no other candidate's process exists: what its untimed neighbours could
         have done to its first folder does not reach the code that is timed."""
-        folder = Path(self.job["workdir"]) / f"timed-{secrets.token_hex(8)}"
-        folder.mkdir(mode=0o700)
+        folder = Path(self.job["workdir"]).parent / f"member-{secrets.token_hex(8)}" / "candidate"  # as any member's: no sign that it is timed
+        folder.mkdir(parents=True, mode=0o700)
         for name, text in self.spec["sources"].items():
             (folder / name).write_text(text)
         self.job["candidate"] = str(folder / self.spec["entry"])
