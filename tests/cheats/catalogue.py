@@ -137,7 +137,8 @@ CHEATS = (
     Cheat("silu_transposed_output", "silu_mul", "right values in a transposed (strided) view", "plain dense contiguous outputs only",
           "stage:correctness:failed:not a plain dense tensor"),
     Cheat("norm_weight_cache", "add_rmsnorm", "caches the weight's conversion by data_ptr and results by a cheap hash of x",
-          "fresh values at the same addresses every call; sampled timed calls checked", "stage:correctness:failed|flag:timed_output_mismatch",
+          "fresh values at the same addresses every call; sampled timed calls checked",
+          "stage:correctness:failed|stage:generalization:failed|flag:timed_output_mismatch",
           ("scan:output_cache",)),
     Cheat("import_thread_snoop", "silu_mul", "a thread started at import polls the input buffer and computes during the refill, before the timer",
           "sampled timed outputs copied the moment the call returns", "flag:timed_output_mismatch|neutral:sane", ("scan:threads",)),
@@ -205,7 +206,7 @@ def outcome_problems(cheat_expect: str, notes_wanted: tuple[str, ...], result) -
     for wanted in notes_wanted:
         if not any(t.startswith(w) for w in wanted.split("|") for t in texts):
             problems.append(f"no review note or flag starts with {wanted!r}")
-    if cheat_expect not in ("gap", "sandbox") and not cheat_expect.startswith("neutral") and result.status == "passed":
+    if cheat_expect not in ("gap", "sandbox") and not any(o.startswith("neutral") for o in options) and result.status == "passed":
         problems.append(f"a cheat passed with {result.points:.0f} points")
     return problems
 
