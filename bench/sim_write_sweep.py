@@ -17,11 +17,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core.devices import sim_info  # noqa: E402
-from core.evaluate import _spec_json  # noqa: E402
-from core.harness import sim_narrow, sim_predict, sim_stage, sim_written  # noqa: E402
-from core.sim import sim_section  # noqa: E402
-from core.tasks import discover  # noqa: E402
+from core.devices import sim_info
+from core.evaluate import _spec_json
+from core.harness import sim_narrow, sim_predict, sim_stage, sim_written
+from core.sim import sim_section
+from core.tasks import discover
 
 
 def main() -> None:

@@ -47,7 +47,7 @@ print(json.dumps(out))
 
 
 def test_a_gemm_that_multiplies_in_fp8_only_when_counted_fails_and_its_honest_twin_does_not():
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(COUNT), str(ROOT / "tests/sim_cheats/fp8_when_counted.py")], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(COUNT), str(ROOT / "tests/sim_cheats/fp8_when_counted.py")], check=False, cwd=ROOT,
                           capture_output=True, text=True, timeout=600, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr[-3000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])

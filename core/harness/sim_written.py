@@ -18,7 +18,8 @@ do alike), hence the margin below 1.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import torch
 
