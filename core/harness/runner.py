@@ -504,6 +504,12 @@ class Evaluation:
                 reply, _ = self._candidate_call(header, t0 + round_limit if by_round else deadline, limit_note=limit_note if by_round else None)
                 wall = time.monotonic() - t0
                 served = None if not_shared else shared_round.verdict(self, deadline)
+                if served is not None and reply.get("attach_failed"):  # this candidate worker cannot map it: the old path from here on
+                    self._shared_reason = not_shared = f"the candidate's worker could not map the shared memory: {reply['attach_failed']}"
+                    notes.append(f"{shared_round.OLD_PATH_NOTE} ({not_shared})")
+                    t0 = time.monotonic()
+                    reply, _ = self._candidate_call({**request, "sample": sample}, t0 + round_limit if by_round else deadline, limit_note=limit_note if by_round else None)
+                    wall, served = time.monotonic() - t0, None
                 if served is not None:  # the trusted worker's input refills are not the candidate's untimed time
                     wall = max(0.0, wall - float(served.get("serve_s") or 0.0))
                 if reply.get("timed_output_invalid"):
@@ -513,7 +519,7 @@ class Evaluation:
                 times = _times(reply, int(timing["max_calls"]))
                 if reply.get("mode") not in TIMING_MODES:
                     raise StageFailed("failed", f"{w['label']}: the candidate's worker sent a malformed timing mode")
-                walls["candidate"].append({"wall_s": wall, "reported_s": sum(times) / 1e6, "calls": len(times)})
+                walls["candidate"].append({"wall_s": wall, "reported_s": sum(times) / 1e6, "calls": len(times), **({"serve_s": served.get("serve_s")} if served else {})})
                 sides["candidate"] += times
                 first_round = mode is None
                 mode = reply.get("mode")

@@ -30,7 +30,6 @@ from __future__ import annotations
 import fcntl
 import json
 import math
-import mmap
 import os
 import socket
 import time
@@ -46,13 +45,17 @@ ALIGN = 256  # bytes: every slot starts on a boundary any vector load accepts
 PEER_TIMEOUT_S = 600.0  # the parent's round limit ends a stalled round long before this
 _TB = torch._C.TensorBase
 _copy, _clone, _view, _reshape = _TB.copy_, _TB.clone, _TB.view, _TB.reshape
-_frombuffer, _empty = torch.frombuffer, torch.empty
+_empty = torch.empty
 _perf_counter = time.perf_counter
 _SEALS = getattr(fcntl, "F_SEAL_SHRINK", 0) | getattr(fcntl, "F_SEAL_GROW", 0) | getattr(fcntl, "F_SEAL_SEAL", 0)
 
 
 class Unshareable(ValueError):
     """These inputs cannot travel through shared memory (the old path times the round)."""
+
+
+class AttachFailed(RuntimeError):
+    """The candidate's worker could not map the region (this round and the next take the old path)."""
 
 
 class ProtocolError(ValueError):
@@ -106,13 +109,15 @@ class Region:
             return _reshape(_view(raw, inputs.dtype_of(slot.dtype)), slot.shape)
 
     def close(self) -> None:
-        self.base = None  # type: ignore[assignment]
-        if isinstance(self._keep, mmap.mmap):
-            try:
-                self._keep.close()
-            except BufferError:  # a view is still alive somewhere: the mapping goes with the process
-                pass
-        self._keep = None
+        """Forget the region here; the mapping goes when its last tensor does."""
+        self.base, self._keep = None, None  # type: ignore[assignment]
+
+
+def _map(fd: int, nbytes: int) -> torch.Tensor:
+    """A MAP_SHARED mapping owned by a torch storage: it lives while any tensor over it lives
+    (a candidate that keeps an input, or a thread still reading one after the round, must not
+    find it unmapped)."""
+    return torch.from_file(f"/proc/self/fd/{fd}", shared=True, size=nbytes, dtype=torch.uint8)
 
 
 def create_region(nbytes: int, device: torch.device) -> tuple[Region, dict[str, Any], list[int]]:
@@ -124,14 +129,17 @@ def create_region(nbytes: int, device: torch.device) -> tuple[Region, dict[str, 
             os.ftruncate(fd, nbytes)
             if _SEALS:  # the candidate gets this descriptor: it must not shrink it under our mapping
                 fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)
-            mm = mmap.mmap(fd, nbytes)
+            base = _map(fd, nbytes)
         except BaseException:
             os.close(fd)
             raise
-        return Region(_frombuffer(mm, dtype=torch.uint8), mm), {"kind": "memfd", "nbytes": nbytes}, [fd]
+        return Region(base), {"kind": "memfd", "nbytes": nbytes}, [fd]
     if device.type == "cuda":
         base = _empty(nbytes, dtype=torch.uint8, device=device)
-        (dev, handle, size, offset, ref_handle, ref_offset, event, event_sync) = base.untyped_storage()._share_cuda_()
+        try:
+            (dev, handle, size, offset, ref_handle, ref_offset, event, event_sync) = base.untyped_storage()._share_cuda_()
+        except Exception as exc:  # noqa: BLE001 - a driver or build without CUDA IPC: the old path
+            raise Unshareable(f"CUDA IPC is not available: {type(exc).__name__}: {exc}"[:300]) from None
         desc = {
             "kind": "cuda_ipc", "nbytes": nbytes, "device": int(dev), "handle": bytes(handle).hex(), "size": int(size),
             "offset": int(offset), "ref_handle": bytes(ref_handle).hex(), "ref_offset": int(ref_offset),
@@ -148,10 +156,9 @@ def attach_region(desc: dict[str, Any], fds: list[int], device: torch.device) ->
         if len(fds) != 1:
             raise ValueError("the shared region's descriptor did not arrive")
         try:
-            mm = mmap.mmap(fds[0], nbytes)
+            return Region(_map(fds[0], nbytes))
         finally:
             os.close(fds[0])
-        return Region(_frombuffer(mm, dtype=torch.uint8), mm)
     if desc.get("kind") == "cuda_ipc":
         storage = torch.UntypedStorage._new_shared_cuda(
             int(desc["device"]), bytes.fromhex(desc["handle"]), int(desc["size"]), int(desc["offset"]),
@@ -282,6 +289,8 @@ def _serve_calls(
                 timing._sync(device.type)
                 with trusted():
                     kept[done] = [_clone(v) for v in out_views]
+        if m.get("end") and m.get("attach_failed") and last is None:
+            raise AttachFailed(str(m["attach_failed"])[:300])
         if m.get("end"):
             break
         index = m.get("next")
@@ -328,7 +337,12 @@ class SharedInputs:
             raise RuntimeError(f"the trusted worker sent no layout: {str(header)[:200]}")
         desc = layout["region"]
         fds = [recv_fd(peer)] if desc.get("kind") == "memfd" else []
-        self.region = attach_region(desc, fds, device)
+        try:
+            self.region = attach_region(desc, fds, device)
+        except Exception as exc:  # noqa: BLE001 - said to both sides; the parent times the round the old way
+            reason = f"{type(exc).__name__}: {exc}"[:300]
+            channel.send(peer, {"end": True, "attach_failed": reason})
+            raise AttachFailed(reason) from None
         size = int(desc["nbytes"])
         self.args: list[Any] = [self.region.view(Slot.from_json(x["slot"], size)) if "slot" in x else x["value"] for x in layout["inputs"]]
         self.outs = [self.region.view(Slot.from_json(s, size)) for s in layout["outputs"]]

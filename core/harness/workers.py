@@ -582,7 +582,10 @@ def _time_shared(
 ) -> dict[str, Any]:
     """Time a round whose inputs the trusted worker writes (shared_io.py): this process gets
     no seed and no sampled calls; every call's outputs go back through shared memory."""
-    fresh = shared_io.SharedInputs(peer, specs, outs, msg["workload"]["shapes"], device, hooks)
+    try:
+        fresh = shared_io.SharedInputs(peer, specs, outs, msg["workload"]["shapes"], device, hooks)
+    except shared_io.AttachFailed as exc:
+        return {"ok": True, "attach_failed": str(exc)}
     try:
         timed = timing.time_calls(
             run, fresh, device, msg["budget_ms"], msg["min_calls"], msg["max_calls"], msg["first_index"], msg["graph"],
@@ -711,6 +714,9 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
                     calls, got, count, serve_s = shared_io.serve_round(peer, msg, specs, out_specs, device, custom, ready)
                 except shared_io.ProtocolError as exc:
                     channel.send(conn, {"ok": True, "violation": str(exc)})
+                    continue
+                except shared_io.AttachFailed as exc:
+                    channel.send(conn, {"ok": True, "attach_failed": str(exc)})
                     continue
                 if count:
                     channel.send(conn, {"ok": True, "calls": count, "serve_s": serve_s, "results": judge_timed(msg, calls, got)})
