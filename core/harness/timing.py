@@ -14,7 +14,10 @@ with its own RNG); right after each of those calls returns, outside the timed re
 outputs are checked for type and copied (stream-ordered on GPUs: a copy on the timed stream
 sees only work that stream waited for). The trusted worker later regenerates that call's
 inputs and checks the copy against the reference (docs/integrity.md). Unsampled calls run
-exactly as before: no copy, no host wait.
+exactly as before: no copy, no host wait. That is the old path; where the device can share
+memory the candidate's rounds go through shared_io.py instead: `fresh` waits on the trusted
+worker for each call's inputs (a host wait between calls), `picker` names every call and
+`keep` copies every call's outputs back, so nothing here knows the seed or the sampled calls.
 
 The clocks are bound here, at import, before any candidate code runs, so that a candidate
 that patches `time`, `torch.cuda.synchronize` or the Event class (its methods included)
