@@ -218,6 +218,7 @@ def recv_fd(sock: socket.socket) -> int:
         for fd in fds:
             os.close(fd)
         raise ValueError("expected one descriptor")
+    os.set_inheritable(fds[0], False)  # a process the candidate starts must not keep the round alive
     return fds[0]
 
 
