@@ -75,7 +75,7 @@ def test_every_call_sees_fresh_inputs_at_the_same_addresses():
     fresh = shared_io.SharedInputs(peer, SPECS, OUTS, WORKLOAD["shapes"], CPU)
     seen = []
 
-    def record(x, b, alpha):  # noqa: ANN001
+    def record(x, b, alpha):
         seen.append((x.data_ptr(), x.clone()))
         return alpha * x + b
 
@@ -87,7 +87,7 @@ def test_every_call_sees_fresh_inputs_at_the_same_addresses():
 
 
 def _raw_round(peer: socket.socket, frames: list[dict]) -> None:
-    header, _ = channel.recv(peer, 10)
+    channel.recv(peer, 10)  # the layout
     os.close(shared_io.recv_fd(peer))
     for frame in frames:
         channel.send(peer, frame)
@@ -116,7 +116,7 @@ def test_a_candidate_worker_that_breaks_the_protocol_is_caught(frames, says):
 
 
 def test_the_shared_memory_cannot_be_shrunk_under_the_trusted_worker():
-    region, desc, fds = shared_io.create_region(4096, CPU)
+    region, _, fds = shared_io.create_region(4096, CPU)
     try:
         seals = fcntl.fcntl(fds[0], fcntl.F_GET_SEALS)
         assert seals & fcntl.F_SEAL_SHRINK and seals & fcntl.F_SEAL_SEAL
