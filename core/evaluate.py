@@ -96,6 +96,7 @@ class Timing:
     max_calls: int
     min_rounds: int | None = None
     ci_target: float = CI_TARGET
+    shared_io: bool = True  # False: the old path, inputs drawn in the candidate's process (measurements: docs/integrity.md)
 
     @classmethod
     def for_device(cls, device_type: str, profile: "Profile | str | None" = None) -> "Timing":
