@@ -20,8 +20,10 @@ for each shape, seeds torch, builds the inputs, calls the source's entry functio
 - arguments that do not change across the shapes used (a flag, an activation's name) are fixed
   in `run`; shapes whose non-size entries differ from the first shape's are left out.
 
-Everything else (HIP, CUDA and FlyDSL tasks, repository tasks, runners off the template) is
-reported as not converted, with the reason. HIP tasks run only on AMD devices.
+Everything else (HIP, CUDA and FlyDSL tasks, runners off the template, template tasks whose
+conversion fails) becomes an external task (core/importers/aka_external.py): its own commands
+in this arena's sandbox, scored by its own rules; HIP ones run only on AMD devices. Repository
+and image tasks are reported, with the reason.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ OnTask = Callable[[int, int, str, "Converted | Skipped"], None]
 @dataclass(frozen=True)
 class Options:
     timeout_s: float = 120.0
+    external: bool = True  # tasks that do not convert become external tasks (core/importers/aka_external.py)
 
 
 def find_tasks(root: Path) -> list[Path]:
@@ -66,7 +69,9 @@ def import_agentkernelarena(root: Path | str, out: Path | str, options: Options 
     report = ImportReport("agentkernelarena", str(root), str(out))
     for i, folder in enumerate(folders, 1):
         source = str(folder.relative_to(root))
-        outcome = isolated(_convert_one, (folder, source, out), source, options.timeout_s)
+        outcome = isolated(_convert_one, (folder, source, out, options.external), source, options.timeout_s)
+        if options.external and isinstance(outcome, Skipped) and outcome.kind in ("timeout", "crash"):
+            outcome = _as_external(folder, source, out, f"{outcome.kind}: {outcome.reason}")  # copying files runs none of its code
         (report.converted if isinstance(outcome, Converted) else report.skipped).append(outcome)  # type: ignore[arg-type]
         if on_task:
             on_task(i, len(folders), source, outcome)
@@ -88,9 +93,20 @@ def task_name(folder: Path) -> str:
 # --- one task ------------------------------------------------------------------------------------
 
 
-def _convert_one(folder: Path, source: str, out: Path) -> Converted | Skipped:
+def _convert_one(folder: Path, source: str, out: Path, external: bool = True) -> Converted | Skipped:
     try:
         return convert(folder, source, out)
+    except ProblemError as exc:
+        return _as_external(folder, source, out, f"{exc.kind}: {exc.reason}") if external else Skipped(source, exc.kind, exc.reason)
+
+
+def _as_external(folder: Path, source: str, out: Path, why: str) -> Converted | Skipped:
+    """A task that did not convert, as an external task; where even that is impossible (a
+    repository or image task), Skipped with that reason."""
+    from .aka_external import write_external
+
+    try:
+        return write_external(folder, source, out, task_name(folder), FAMILY, LICENSE, why)
     except ProblemError as exc:
         return Skipped(source, exc.kind, exc.reason)
 
@@ -111,12 +127,12 @@ class Runner:
     def read(cls, folder: Path, config: dict[str, Any]) -> "Runner":
         path = folder / "scripts" / "task_runner.py"
         if not path.is_file():
-            raise ProblemError("external", "has no scripts/task_runner.py: it runs its own commands (external tasks are not converted yet)")
+            raise ProblemError("external", "has no scripts/task_runner.py: it runs its own commands")
         tree = ast.parse(path.read_text(), filename=str(path))
         defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
         shapes = _test_shapes(tree)
         if shapes is None or not {"run_correctness", "load_module", "run_compile"} <= set(defs):
-            raise ProblemError("off_template", "its runner does not follow the generated template (TEST_SHAPES, load_module, run_correctness): external tasks are not converted yet")
+            raise ProblemError("off_template", "its runner does not follow the generated template (TEST_SHAPES, load_module, run_correctness)")
         names = _loop_names(defs["run_correctness"])
         if not names:
             raise ProblemError("off_template", "run_correctness does not unpack `enumerate(TEST_SHAPES)` into names")
@@ -133,7 +149,7 @@ def convert(folder: Path, source: str, out: Path) -> Converted:
     kind = str(config.get("task_type", ""))
     if kind != "triton2triton":
         amd = " (HIP: AMD devices only)" if "hip" in kind else ""
-        raise ProblemError(kind or "unknown", f"a `{kind}` task{amd}: only Triton-to-Triton tasks convert; the rest would run as external tasks, not converted yet")
+        raise ProblemError(kind or "unknown", f"a `{kind}` task{amd}: only Triton-to-Triton tasks convert to ordinary tasks")
     sources = config.get("source_file_path") or []
     if len(sources) != 1:
         raise ProblemError("off_template", f"source_file_path lists {len(sources)} files: one source module converts")
@@ -530,7 +546,7 @@ def _task_yaml(
     out_specs: list[dict[str, Any]] = []
     for k, (_, dtype, inplace) in enumerate(outputs):
         if inplace is not None:
-            out_specs.append({"name": f"{layout.arg_names[inplace]}_out", "inplace_of": layout.arg_names[inplace]})
+            out_specs.append({"name": f"{layout.arg_names[inplace]}_out", "dtype": dtype, "inplace_of": layout.arg_names[inplace]})
         else:
             out_specs.append({"name": f"out{k}" if len(outputs) > 1 else "out", "shape": _Flow.list(layout.outputs[k]), "dtype": dtype})
     out_dims = [layout.outputs[k] for k, o in enumerate(outputs) if o[2] is None]
