@@ -138,13 +138,12 @@ def load_external_task(task_dir: Path, task_id: str, raw: dict[str, Any]) -> Any
     if not (task_dir / "starter.py").is_file():
         raise ExternalError(task_dir / "starter.py", "starter.py", "file is missing", "copy the editable source there (arena import does)")
     empty = WorkloadSets(visible=(), hidden=HiddenSet(fixed=()))
-    limit = lambda s: spec.timeout(s)  # noqa: E731
     languages = raw.get("languages") or ["triton"]
     return Task(
         id=task_id, path=task_dir, description=str(raw.get("description", "")), models=(), languages=tuple(str(x) for x in languages),
         baseline_kind=KIND, baseline="the task's own source, timed by its own performance command", axes={}, inputs=(), outputs=(),
         correctness=Correctness(atol=0.0, rtol=0.0), flops="0", bytes="0", peak="", gpu=empty, cpu=empty,
-        limits=Limits(compile_s=limit("compile"), correctness_s=limit("correctness"), performance_s=limit("performance")),
+        limits=Limits(compile_s=spec.timeout("compile"), correctness_s=spec.timeout("correctness"), performance_s=spec.timeout("performance")),
         vendor_notes=str(raw.get("vendor_notes", "")), provenance=raw.get("provenance"), external=spec,
     )
 

@@ -104,9 +104,11 @@ def evaluate_external(task: Any, candidate: Path, info: DeviceInfo, env: dict[st
     spec: ExternalSpec = task.external
     sha = hashlib.sha256(candidate.read_bytes()).hexdigest()
     device = {"id": info.id, "model": info.model, "vendor": info.vendor, "arch": info.arch}
-    base = dict(task_id=task.id, candidate_sha256=sha, device=device, timing_kind=TIMING_KIND, sol_fraction=None, sol_source=None,
-                versions={"arena": __version__, **info.versions}, baseline_kind="external", baseline_impl=spec.rules, profile=profile,
-                review_notes=[NOTE.format(rules=spec.rules)], sandbox=sandbox.sandbox_info().to_json())
+    base: dict[str, Any] = {
+        "task_id": task.id, "candidate_sha256": sha, "device": device, "timing_kind": TIMING_KIND, "sol_fraction": None, "sol_source": None,
+        "versions": {"arena": __version__, **info.versions}, "baseline_kind": "external", "baseline_impl": spec.rules, "profile": profile,
+        "review_notes": [NOTE.format(rules=spec.rules)], "sandbox": sandbox.sandbox_info().to_json(),
+    }
     refusal = spec.requires.refuses(info.type, info.vendor)
     if refusal:
         stage = StageResult("compile", "error", message=f"cannot evaluate on this device ({info.id}): {task.id} {refusal}")

@@ -83,10 +83,10 @@ def cases_from_report(report: Any) -> list[Case]:
 
 
 def cases_from_output(output: str) -> list[Case]:
-    cases = [Case(f"test_case_id=test_case_{n}", float(t)) for n, t in re.findall(r"(?:Test\s+case|TestCase)\s+(\d+)[:\s]+([0-9.]+)\s*ms", output, re.I)]
-    cases += [Case(f"shape=[{s.replace(' ', '')}]", float(t)) for s, t in re.findall(r"(?:Shape|shape)[:\s]+\[([0-9,\s]+)\][:\s]+([0-9.]+)\s*ms", output, re.I)]
+    cases = [Case(f"test_case_id=test_case_{n}", float(t)) for n, t in re.findall(r"(?:Test\s+case|TestCase)\s+(\d+)[:\s]+([0-9.]+)\s*ms", output, re.IGNORECASE)]
+    cases += [Case(f"shape=[{s.replace(' ', '')}]", float(t)) for s, t in re.findall(r"(?:Shape|shape)[:\s]+\[([0-9,\s]+)\][:\s]+([0-9.]+)\s*ms", output, re.IGNORECASE)]
     if not cases:
-        cases = [Case(f"case={i}", float(t)) for i, t in enumerate(re.findall(r"Performance:\s*([0-9.]+)\s*ms", output, re.I))]
+        cases = [Case(f"case={i}", float(t)) for i, t in enumerate(re.findall(r"Performance:\s*([0-9.]+)\s*ms", output, re.IGNORECASE))]
     return [c for c in cases if c.ms > 0]
 
 

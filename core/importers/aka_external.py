@@ -28,8 +28,11 @@ NOT_COPYABLE = {
 }
 
 
-def requirement(task_type: str) -> Requirement:
-    return Requirement.AMD if any(k in task_type for k in AMD_TYPES) else Requirement.GPU
+def requirement(task_type: str, config: dict[str, Any] | None = None) -> Requirement:
+    """AMD for HIP and FlyDSL tasks and for any task pinned to an AMD architecture
+    (`platform_support.required_arch: gfx942`); else a GPU."""
+    arch = str(((config or {}).get("platform_support") or {}).get("required_arch") or "")
+    return Requirement.AMD if any(k in task_type for k in AMD_TYPES) or arch.startswith("gfx") else Requirement.GPU
 
 
 def language(task_type: str) -> str:
@@ -79,6 +82,19 @@ def materialize_helpers(files: Path, root: Path | None) -> list[str]:
     return notes
 
 
+def editable_files(folder: Path, config: dict[str, Any]) -> list[str]:
+    """What a candidate replaces: `source_file_path`, else `target_file_path`, else (instruction
+    tasks list none: the agent writes the kernel into the task's test file) the one Python file
+    at the task's top level that is not a timing helper."""
+    listed = [str(p) for p in (config.get("source_file_path") or [])]
+    if not listed and isinstance(config.get("target_file_path"), str):
+        listed = [config["target_file_path"]]
+    if not listed:
+        top = [p.name for p in folder.glob("*.py") if p.name != "performance_utils_pytest.py"]
+        listed = top if len(top) == 1 else []
+    return listed
+
+
 def write_external(folder: Path, source: str, out: Path, name: str, family: str, licence: str, why: str) -> Converted:
     """The task at `folder` as an external task under out/<family>/<name>; `why` says why it
     did not convert to an ordinary task (kept in its notes and provenance)."""
@@ -89,9 +105,9 @@ def write_external(folder: Path, source: str, out: Path, name: str, family: str,
     status = (config.get("platform_support") or {}).get("status")
     if status == "skip":
         raise ProblemError("skipped_upstream", f"AgentKernelArena skips it: {(config.get('platform_support') or {}).get('skip_reason', 'no reason given')}")
-    editable = [str(p) for p in (config.get("source_file_path") or [])]
+    editable = editable_files(folder, config)
     if not editable or not all((folder / p).is_file() for p in editable):
-        raise ProblemError("external", f"source_file_path {editable} names no file in the task folder: nothing for a candidate to replace")
+        raise ProblemError("external", f"source_file_path {config.get('source_file_path')} names no file in the task folder (nor does target_file_path, nor is there one top-level .py file): nothing for a candidate to replace")
     commands = {s: [str(c) for c in (config.get(f"{s}_command") or [])] for s in STAGES}
     if not commands["correctness"]:
         raise ProblemError("external", "config.yaml has no correctness_command: nothing could pass")
@@ -111,14 +127,14 @@ def write_external(folder: Path, source: str, out: Path, name: str, family: str,
         "languages": [language(task_type)],
         "vendor_notes": str(prompt.get("instructions") or "").strip()[:4000],
         "external": {
-            "rules": "agentkernelarena", "task_type": task_type, "requires": requirement(task_type).value, "editable": editable,
+            "rules": "agentkernelarena", "task_type": task_type, "requires": requirement(task_type, config).value, "editable": editable,
             **commands, **({"timeouts": timeouts} if timeouts else {}),
         },
         "provenance": {
             "benchmark": "agentkernelarena", "source": source, "license": licence,
-            "derived": {"mode": f"external: {why}", "requires": f"{requirement(task_type).value} (from task_type `{task_type}`)", "helpers": helpers},
+            "derived": {"mode": f"external: {why}", "requires": f"{requirement(task_type, config).value} (from task_type `{task_type}`)", "helpers": helpers},
         },
     }
     (target / "task.yaml").write_text(yaml.safe_dump(spec, sort_keys=False, width=120))
-    notes = (f"external ({requirement(task_type).value}): {why}", *helpers)
+    notes = (f"external ({requirement(task_type, config).value}): {why}", *helpers)
     return Converted(source, f"{family}/{name}", str(target), notes, mode=KIND)
