@@ -20,10 +20,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core.importers.agentkernelarena import FAMILY, LICENSE, category_of, find_tasks, task_name  # noqa: E402
-from core.importers.aka_external import write_external  # noqa: E402
-from core.importers.kernelbench_problem import ProblemError  # noqa: E402
-from core.validate import ValidateOptions, validate_task  # noqa: E402
+from core.importers.agentkernelarena import (
+    FAMILY,
+    LICENSE,
+    category_of,
+    find_tasks,
+    task_name,
+)
+from core.importers.aka_external import write_external
+from core.importers.kernelbench_problem import ProblemError
+from core.validate import ValidateOptions, validate_task
 
 
 def main() -> int:
