@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -418,6 +418,9 @@ class _Layout:
     outputs: list[list[str | int]]  # each returned output's dims (in-place ones: [])
     shapes: list[tuple[Any, ...]]  # every shape the task uses, visible then hidden
     derived: dict[str, list[int]]  # axes no shape entry gives simply: their value at each shape
+    # integer arguments that change with the shape but are, at every shape, one dimension of a
+    # tensor argument (`head_size` = q.shape[-1]): run reads them off that tensor, name -> (tensor, dim)
+    from_shape: dict[str, tuple[str, int]] = field(default_factory=dict)
 
     def axes(self, runner: "Runner", shape: tuple[Any, ...], sizes: list[int]) -> dict[str, int]:
         i = self.shapes.index(shape)
@@ -455,19 +458,35 @@ def _layout(
                 dims.append(axis)
         return dims
 
+    varying: list[tuple[str, list[Any]]] = []
+    tensor_shapes: dict[str, list[tuple[int, ...]]] = {}
     for j, name in enumerate(names):
         column = [v[j] for v in values]
         if all(isinstance(v, torch.Tensor) for v in column):
-            tensor[name] = (dims_of(name, [tuple(v.shape) for v in column]), str(column[0].dtype).removeprefix("torch."))
+            tensor_shapes[name] = [tuple(v.shape) for v in column]
+            tensor[name] = (dims_of(name, tensor_shapes[name]), str(column[0].dtype).removeprefix("torch."))
         elif column[0] is None or all(v == column[0] and type(v) is type(column[0]) for v in column):
             fixed[name] = column[0]
         else:
-            raise ProblemError("scalar_arg", f"argument `{name}` is a {type(column[0]).__name__} that changes with the shape: only tensors may vary")
+            varying.append((name, column))
+    from_shape = {name: _shape_source(name, column, tensor_shapes) for name, column in varying}
     outputs = []
     for k, (_, _, inplace) in enumerate(runs[0]):
         label = f"out{k}" if len(runs[0]) > 1 else "out"
         outputs.append([] if inplace is not None else dims_of(label, [r[k][0] for r in runs]))
-    return _Layout(names, tensor, fixed, kw_names, n_pos, outputs, shapes, derived)
+    return _Layout(names, tensor, fixed, kw_names, n_pos, outputs, shapes, derived, from_shape)
+
+
+def _shape_source(name: str, column: list[Any], tensor_shapes: dict[str, list[tuple[int, ...]]]) -> tuple[str, int]:
+    """The (tensor argument, dimension) that equals integer argument `name` at every shape; a
+    `scalar_arg` ProblemError where there is none (a block size the runner picks, say)."""
+    if all(type(v) is int for v in column):
+        for tname, per_shape in tensor_shapes.items():
+            for d in range(len(per_shape[0])):
+                if all(p[d] == v for p, v in zip(per_shape, column)):
+                    return tname, d
+    raise ProblemError("scalar_arg", f"argument `{name}` is a {type(column[0]).__name__} that changes with the shape and is no tensor argument's dimension: "
+                                     "only tensors, and integers read off their shapes, may vary")
 
 
 def _parameters(source_file: Path, entry: str) -> list[str]:
@@ -571,6 +590,7 @@ def _task_yaml(
                 "flops": "unknown (the task states none): 1, so the speed of light is the bytes' alone",
                 "bytes": "the sizes of the tensor arguments and of the outputs",
                 "fixed_arguments": {k: repr(v) for k, v in layout.fixed.items()},
+                "arguments_from_shapes": {k: f"{t}.shape[{d}]" for k, (t, d) in layout.from_shape.items()},
             },
             "notes": notes,
         },
@@ -615,11 +635,21 @@ _ARENA_TENSORS = {list(layout.tensor)!r}
 _ARENA_FIXED = {layout.fixed!r}
 _ARENA_POSITIONAL = {layout.n_positional}
 _ARENA_INPLACE = {inplace!r}  # arguments the entry writes in place (its outputs when it returns None)
+_ARENA_FROM_SHAPE = {layout.from_shape!r}  # integer arguments read off a tensor's shape: name -> (tensor, dim)
+
+
+def _arena_argument(name, given):
+    if name in given:
+        return given[name]
+    if name in _ARENA_FROM_SHAPE:
+        tensor, dim = _ARENA_FROM_SHAPE[name]
+        return int(given[tensor].shape[dim])
+    return _ARENA_FIXED[name]
 
 
 def run(*inputs):
     given = dict(zip(_ARENA_TENSORS, inputs))
-    values = [given[n] if n in given else _ARENA_FIXED[n] for n in _ARENA_ARGUMENTS]
+    values = [_arena_argument(n, given) for n in _ARENA_ARGUMENTS]
     args, kwargs = values[:_ARENA_POSITIONAL], dict(zip(_ARENA_ARGUMENTS[_ARENA_POSITIONAL:], values[_ARENA_POSITIONAL:]))
     out = {runner.entry}(*args, **kwargs)
     if _ARENA_INPLACE:
@@ -645,6 +675,16 @@ _ARENA_TENSORS = {list(layout.tensor)!r}
 _ARENA_FIXED = {layout.fixed!r}
 _ARENA_CALL = {call.args!r}
 _ARENA_KWARGS = {call.kwargs!r}
+_ARENA_FROM_SHAPE = {layout.from_shape!r}  # integer arguments read off a tensor's shape: name -> (tensor, dim)
+
+
+def _arena_argument(name, given):
+    if name in given:
+        return given[name]
+    if name in _ARENA_FROM_SHAPE:
+        tensor, dim = _ARENA_FROM_SHAPE[name]
+        return int(given[tensor].shape[dim])
+    return _ARENA_FIXED[name]
 
 
 def _arena_value(spec, values):
@@ -656,7 +696,7 @@ def _arena_value(spec, values):
 
 def run(*inputs):
     given = dict(zip(_ARENA_TENSORS, inputs))
-    values = [given[n] if n in given else _ARENA_FIXED[n] for n in _ARENA_ARGUMENTS]
+    values = [_arena_argument(n, given) for n in _ARENA_ARGUMENTS]
     args = [_arena_value(s, values) for s in _ARENA_CALL]
     kwargs = {{k: _arena_value(s, values) for k, s in _ARENA_KWARGS}}
     return {call.name}(*args, **kwargs)
