@@ -128,3 +128,29 @@ def test_the_rules_read_outputs_as_agentkernelarena_does():
 def test_external_results_have_their_own_board():
     assert "external" in TIMING_KINDS and "external" not in RANKED_KINDS  # never ranked with the arena's protocol
     assert "own rules" in LABELS["external"]
+
+
+def test_a_run_file_evaluates_external_tasks_and_the_board_keeps_them_apart(tmp_path):
+    import asyncio
+
+    from core.leaderboard import boards
+    from core.runs import RunSpec, execute
+    from core.store import Store
+
+    spec = RunSpec(name="external", tasks=("agentkernelarena/fake_kernel",), candidates=("starter", str(CANDIDATES / "faster.py")),
+                   devices=("cpu",), cpu_slots=1, tasks_dir=str(TASKS))
+    with Store.open(tmp_path / "arena.db") as store:
+        run_id = store.create_run(spec.name, spec.to_json())
+        outcome = asyncio.run(execute(store, run_id, spec))
+        assert not outcome.failed_jobs and sorted(r.speedup for r in outcome.results) == [1.0, 2.0]
+        found = boards(store)
+    assert list(found) == ["external"] and "own rules" in found["external"].label and not found["external"].ranked
+
+
+def test_an_agents_workspace_holds_the_tasks_files_and_its_commands(tmp_path):
+    from core.workspace import Variant, make_workspace
+
+    ws = make_workspace(tmp_path / "attempt", load_task(TASK), "cpu", Variant(), 600)
+    assert (ws.path / "solution.py").read_text() == (TASK / "starter.py").read_text()
+    assert (ws.path / "task" / "scripts" / "check.py").is_file()  # nothing of an external task is hidden
+    assert "python3 scripts/check.py" in ws.prompt and "replaces `kernel.py`" in ws.prompt and "run(" not in ws.prompt
