@@ -44,7 +44,7 @@ def external_prompt(task: Any, device_id: str, budget_s_text: str, extra: str = 
         "",
         "## Checking your work",
         "",
-        f"Run `arena check` in this folder: it runs the task's commands on `solution.py` as the final evaluation does. Or run them",
+        "Run `arena check` in this folder: it runs the task's commands on `solution.py` as the final evaluation does. Or run them",
         f"yourself: copy `solution.py` over `{WORKSPACE_COPY}/{editable}` and run the commands above inside `{WORKSPACE_COPY}/`.",
     ]
     if extra.strip():
