@@ -154,3 +154,10 @@ def test_an_agents_workspace_holds_the_tasks_files_and_its_commands(tmp_path):
     assert (ws.path / "solution.py").read_text() == (TASK / "starter.py").read_text()
     assert (ws.path / "task" / "scripts" / "check.py").is_file()  # nothing of an external task is hidden
     assert "python3 scripts/check.py" in ws.prompt and "replaces `kernel.py`" in ws.prompt and "run(" not in ws.prompt
+
+
+def test_arena_check_shows_the_tasks_own_output_when_it_fails(evaluator):
+    from core.check_server import report_text
+
+    text = report_text(evaluator.evaluate(load_task(TASK), CANDIDATES / "wrong.py"))
+    assert "FAIL: answer() is wrong" in text and "FAILED at correctness" in text
