@@ -18,7 +18,7 @@ import yaml
 from arena_tui.cli import main
 from core import external_rules as rules
 from core.evaluate import Evaluator
-from core.importers.agentkernelarena import import_agentkernelarena
+from core.importers.aka_external import write_external
 from core.leaderboard import LABELS, RANKED_KINDS, TIMING_KINDS
 from core.tasks import TaskError, load_task
 from core.validate import ValidateOptions, validate_task
@@ -104,7 +104,9 @@ def test_a_bad_external_section_names_the_field(tmp_path):
 
 
 def test_imported_external_tasks_carry_the_task_folder_and_its_timing_helpers(tmp_path):
-    import_agentkernelarena(FIXTURES / "agentkernelarena", tmp_path)
+    aka = FIXTURES / "agentkernelarena" / "tasks"
+    for folder, name in ((aka / "hip2hip" / "others" / "gelu", "hip2hip_others_gelu"), (aka / "triton2triton" / "vllm" / "triton_offtemplate", "vllm_offtemplate")):
+        write_external(folder, str(folder.relative_to(aka.parent)), tmp_path, name, "agentkernelarena", "Apache-2.0", "a test")
     hip = load_task(tmp_path / "agentkernelarena" / "hip2hip_others_gelu")
     assert hip.external.requires.value == "amd" and (hip.path / "files" / "hip" / "gelu.hip").is_file()
     assert (hip.path / "starter.py").read_text() == (hip.path / "files" / "hip" / "gelu.hip").read_text()
