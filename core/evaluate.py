@@ -599,7 +599,8 @@ class Evaluator:
 
         device = getattr(self.executor, "device", None)
         if device is None or not hasattr(device, "harness_env"):
-            return infrastructure_result(task, self.info, "", "cannot evaluate on this device: external tasks run on this machine's devices only", parse_profile(profile).value)
+            sha = hashlib.sha256(candidate.read_bytes()).hexdigest()
+            return infrastructure_result(task, self.info, sha, "cannot evaluate on this device: external tasks run on this machine's devices only", parse_profile(profile).value)
         return evaluate_external(task, candidate, self.info, device.harness_env(), self._job_dir(), parse_profile(profile).value)
 
     def stage_task(self, task: Task) -> manifest.Staged:

@@ -110,6 +110,9 @@ def parse_spec(path: Path, raw: Any) -> ExternalSpec:
     editable = raw.get("editable")
     if not isinstance(editable, list) or not editable or not all(isinstance(e, str) and e for e in editable):
         raise ExternalError(path, "external.editable", "is missing or empty", "list the files (inside files/) a candidate replaces, the first one first")
+    outside = [e for e in editable if Path(e).is_absolute() or ".." in Path(e).parts]
+    if outside:
+        raise ExternalError(path, "external.editable", f"names {outside[0]}, outside files/", "give paths relative to files/, without `..`")
     commands: dict[str, tuple[str, ...]] = {}
     for stage in STAGES:
         value = raw.get(stage, [])

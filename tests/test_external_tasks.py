@@ -93,13 +93,14 @@ def test_validate_checks_the_commands_and_the_files_they_name(tmp_path):
     assert not report.passed and "scripts/perf.py" in report.check("external_files").message
 
 
-def test_a_bad_external_section_names_the_field(tmp_path):
+@pytest.mark.parametrize(("key", "value"), [("rules", "kernelbench"), ("editable", ["../../outside.py"]), ("requires", "tpu"), ("correctness", [])])
+def test_a_bad_external_section_names_the_field(tmp_path, key, value):
     bad = tmp_path / "agentkernelarena" / "bad"
     shutil.copytree(TASK, bad)
     spec = yaml.safe_load((bad / "task.yaml").read_text())
-    spec["external"]["rules"] = "kernelbench"
+    spec["external"][key] = value
     (bad / "task.yaml").write_text(yaml.safe_dump(spec))
-    with pytest.raises(TaskError, match="external.rules"):
+    with pytest.raises(TaskError, match=f"external.{key}"):
         load_task(bad)
 
 
