@@ -58,6 +58,8 @@ def _compare(store: Store, args: argparse.Namespace, out: Console, err: Console)
         return EXIT_PASSED
     interpreted = bool(found_a + found_b) and all(o.timing_kind == "cpu" for o in found_a + found_b)
     render(out, result, a.name, b.name, interpreted=interpreted)
+    if any(o.timing_kind == "external" for o in found_a + found_b):  # core/external.py
+        out.print("[dim]external tasks: timed and scored by each task's own commands and rules, not this arena's protocol[/]")
     return EXIT_PASSED
 
 
@@ -95,7 +97,7 @@ def render(out: Console, c: Comparison, name_a: str, name_b: str, interpreted: b
         if keys:
             out.print(f"[dim]{label}: {', '.join(f'{t} on {d}' for t, d in keys)}[/]", highlight=False)
     if c.mixed_timing:
-        out.print("[yellow]the runs mix timing kinds (measured, predicted, cpu): their speedups are not comparable[/]")
+        out.print("[yellow]the runs mix timing kinds (measured, predicted, cpu, external): their speedups are not comparable[/]")
 
 
 def _share(x: float, n: int) -> str:

@@ -110,6 +110,8 @@ def render(out: Console, b: Board) -> None:
         notes.append(f"fast_{b.p:g}: correct and faster than {b.p:g}× the baseline; an entry with integrity violations ranks last")
     if b.timing_kind == "cpu":
         notes.append(INTERPRETED_NOTE)
+    if b.timing_kind == "external":  # core/external.py
+        notes.append("external tasks: each timed and checked by its own commands and scored by its own rules; never ranked with this arena's protocol")
     if b.infrastructure_errors:
         notes.append(f"{b.infrastructure_errors} infrastructure errors left out")
     out.print("[dim]" + escape("; ".join(notes)) + "[/]", highlight=False)

@@ -55,7 +55,7 @@ from . import scoring
 from .agents.outcome import FAILURES
 from .store import Store
 
-TIMING_KINDS = ("measured", "predicted", "cpu")
+TIMING_KINDS = ("measured", "predicted", "cpu", "external")
 RANKED_KINDS = ("measured", "predicted")
 GROUP_BY = ("model", "vendor")
 DEFAULT_P = 1.0
@@ -63,6 +63,8 @@ LABELS = {
     "measured": "measured",
     "predicted": "predicted: simulated devices, never mixed with measured",
     "cpu": "cpu: for information, never ranked",
+    # External tasks (core/external.py): their own commands and timer, scored by their own rules.
+    "external": "external: each task's own correctness and timing, scored by its own rules (not this arena's protocol)",
 }
 
 

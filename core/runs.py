@@ -290,7 +290,7 @@ def plan(spec: RunSpec) -> list[PlannedJob]:
     for task in select_tasks(spec.tasks, spec.tasks_dir):
         for entry in spec.candidates:
             candidate = _candidate(task, entry, spec.base_dir)
-            check_candidate(candidate)
+            check_candidate(candidate, task)
             for device in spec.devices:
                 for i in range(spec.iterations):
                     jobs.append(PlannedJob(task, candidate, entry, device, i))
@@ -616,6 +616,8 @@ async def execute(
         alone = []
         for key in keys:
             try:
+                if planned[key].task.external is not None:
+                    raise BadCandidate("external tasks run their own commands, never in a batch")
                 check_candidate(planned[key].candidate)
             except (BadCandidate, ValueError):
                 alone.append(key)  # reported by its own evaluation, as ever

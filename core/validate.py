@@ -139,6 +139,10 @@ def validate_task(task_dir: Path, options: ValidateOptions = ValidateOptions(), 
         report.checks.append(CheckResult("schema", False, str(exc)))
         report.seconds = time.monotonic() - started
         return report
+    if task.external is not None:  # its own commands hold the shapes and the reference (core/external.py)
+        run("external_files", lambda: check_external(task))
+        report.seconds = time.monotonic() - started
+        return report
     files = run("files", lambda: check_files(task))
     if files.passed:
         ctx = _Context(task, options.seed)
@@ -164,6 +168,15 @@ def validate_task(task_dir: Path, options: ValidateOptions = ValidateOptions(), 
 
 
 # --- static checks ---------------------------------------------------------------------------
+
+
+def check_external(task: Task) -> CheckResult:
+    from .external import check_folder
+
+    problems = check_folder(task.path, task.external)
+    if problems:
+        return CheckResult("external_files", False, "; ".join(problems))
+    return CheckResult("external_files", True, f"commands present and every file they name exists (scored by {task.external.rules}'s rules, on {task.external.requires.value} devices)")
 
 
 def _defines(path: Path, name: str) -> bool:

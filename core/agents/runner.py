@@ -448,7 +448,7 @@ async def evaluate_submission(attempt: Attempt, submission: Path, evaluate: Eval
     """The final evaluation, all workloads. A file that cannot be a candidate at all (no `run`)
     is a compile failure scored zero, not an error of the run."""
     try:
-        check_candidate(submission)
+        check_candidate(submission, attempt.task)
     except BadCandidate as exc:
         return unscorable(attempt.task.id, attempt.device, submission, str(exc))
     return await evaluate(submission, False, None)

@@ -24,6 +24,7 @@ import builtins
 import ctypes
 import hashlib
 import importlib.util
+import linecache
 import os
 import resource
 import signal
@@ -278,6 +279,10 @@ def _module_from_source(source: bytes, name: str, filename: str) -> types.Module
     module = types.ModuleType(name)
     module.__file__ = filename
     sys.modules[name] = module
+    # Triton's @jit reads a kernel's source through inspect (linecache): the file itself is hidden
+    # in the sandbox, so the hash-checked bytes are what it reads (an imported task's baseline is
+    # the task's own Triton source; found on the H200: "@jit functions should be defined in a Python file").
+    linecache.cache[filename] = (len(source), None, source.decode(errors="replace").splitlines(True), filename)
     exec(compile(source, filename, "exec"), module.__dict__)  # noqa: S102 - the task's own, hash-checked file
     return module
 
