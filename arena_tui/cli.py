@@ -176,7 +176,7 @@ def _eval(args: argparse.Namespace, out: Console, err: Console) -> int:
     task = find_task(args.task, args.tasks_dir)
     local_devices.require_here(args.device)
     try:
-        check_candidate(args.candidate)
+        check_candidate(args.candidate, task)
     except BadCandidate as exc:
         _error(err, exc)
         return EXIT_BAD_INPUT

@@ -9,6 +9,10 @@ import json
 from rich.console import Console
 from rich.markup import escape
 
+from arena_tui.figures import INTERPRETED
+from arena_tui.render import ratio
+from arena_tui.runs_cmd import _guarded
+from arena_tui.tables import Col, fitted
 from core.model.result import EXIT_BAD_INPUT, EXIT_PASSED
 from core.store.compare import DEFAULT_RESAMPLES, Comparison, Outcome, compare
 from core.store.db import Store
@@ -53,6 +57,8 @@ def _compare(store: Store, args: argparse.Namespace, out: Console, err: Console)
         return EXIT_PASSED
     interpreted = bool(found_a + found_b) and all(o.timing_kind == "cpu" for o in found_a + found_b)
     render(out, result, a.name, b.name, interpreted=interpreted)
+    if any(o.timing_kind == "external" for o in found_a + found_b):  # core/tasks/external.py
+        out.print("[dim]external tasks: timed and scored by each task's own commands and rules, not this arena's protocol[/]")
     return EXIT_PASSED
 
 
@@ -90,7 +96,7 @@ def render(out: Console, c: Comparison, name_a: str, name_b: str, interpreted: b
         if keys:
             out.print(f"[dim]{label}: {', '.join(f'{t} on {d}' for t, d in keys)}[/]", highlight=False)
     if c.mixed_timing:
-        out.print("[yellow]the runs mix timing kinds (measured, predicted, cpu): their speedups are not comparable[/]")
+        out.print("[yellow]the runs mix timing kinds (measured, predicted, cpu, external): their speedups are not comparable[/]")
 
 
 def _share(x: float, n: int) -> str:

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from arena_tui.tables import Col, fitted
 from core.devices.device import SIM_GPUS, DeviceInfo, ProbeError, local_device_ids, probe, sim_info
 from core.model.result import EXIT_BAD_INPUT, EXIT_INFRASTRUCTURE, EXIT_PASSED
 

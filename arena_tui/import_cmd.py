@@ -33,6 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("path", type=Path, metavar="PATH", help="the root of an AgentKernelArena checkout (the folder holding tasks/)")
     p.add_argument("--out", "-o", type=Path, required=True, metavar="DIR", help="the folder to write task folders into (DIR/agentkernelarena/<task>/); use it with --tasks-dir")
     p.add_argument("--validate", action="store_true", help="then check each converted task (schema, reference, rule's teeth; no harness evaluation)")
+    p.add_argument("--no-external", action="store_true", help="report the tasks that do not convert instead of writing them as external tasks (their own commands, scored by their own rules)")
     p.add_argument("--json", action="store_true", help="print one JSON report and nothing else")
     p.set_defaults(func=_agentkernelarena)
 
@@ -49,9 +50,10 @@ def _kernelbench(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def _agentkernelarena(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from core.importers.agentkernelarena import category_of, import_agentkernelarena
+    from core.importers.agentkernelarena import Options, category_of, import_agentkernelarena
 
-    return _import(args, out, err, lambda progress: import_agentkernelarena(args.path, args.out, on_task=progress), category_of)
+    options = Options(external=not args.no_external)
+    return _import(args, out, err, lambda progress: import_agentkernelarena(args.path, args.out, options, on_task=progress), category_of)
 
 
 def _import(args: argparse.Namespace, out: Console, err: Console, run: Any, group_of: Any) -> int:
@@ -62,7 +64,8 @@ def _import(args: argparse.Namespace, out: Console, err: Console, run: Any, grou
             return
         reason = getattr(outcome, "reason", None)
         mark = "[red]✗[/]" if reason else "[green]✓[/]"
-        tail = f"  {escape(reason)}" if reason else f"  → {escape(getattr(outcome, 'task_id', ''))}"
+        external = " (external: its own commands and rules)" if getattr(outcome, "mode", "native") == "external" else ""
+        tail = f"  {escape(reason)}" if reason else f"  → {escape(getattr(outcome, 'task_id', ''))}{external}"
         out.print(f"{mark} [{i}/{n}] {escape(source)}{tail}", highlight=False, soft_wrap=True)
 
     try:
@@ -79,7 +82,8 @@ def _import(args: argparse.Namespace, out: Console, err: Console, run: Any, grou
         return EXIT_PASSED
     out.print()
     for group, (done, total) in report.by_group(group_of).items():
-        out.print(f"{group}: {done} of {total} converted", highlight=False)
+        external = sum(1 for c in report.converted if c.mode == "external" and group_of(c.source) == group)
+        out.print(f"{group}: {done} of {total} converted" + (f" ({external} as external tasks)" if external else ""), highlight=False)
     for kind, count in report.reasons().items():
         out.print(f"  not converted ({kind}): {count}", highlight=False)
     if args.validate:

@@ -10,6 +10,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from arena_tui.figures import INTERPRETED_NOTE, sol_cell, speedup_cell
+from arena_tui.runs_cmd import _guarded
+from arena_tui.tables import Col, fitted
 from core.model.result import EXIT_BAD_INPUT, EXIT_PASSED
 from core.store.db import Store
 from core.store.leaderboard import (
@@ -114,6 +117,8 @@ def render(out: Console, b: Board) -> None:
         notes.append(f"fast_{b.p:g}: correct and faster than {b.p:g}× the baseline; an entry with integrity violations ranks last")
     if b.timing_kind == "cpu":
         notes.append(INTERPRETED_NOTE)
+    if b.timing_kind == "external":  # core/tasks/external.py
+        notes.append("external tasks: each timed and checked by its own commands and scored by its own rules; never ranked with this arena's protocol")
     if b.infrastructure_errors:
         notes.append(f"{b.infrastructure_errors} infrastructure errors left out")
     out.print("[dim]" + escape("; ".join(notes)) + "[/]", highlight=False)

@@ -8,6 +8,8 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from arena_tui import figures
+from arena_tui.tables import Col, fitted, number_column, plain_table
 from core.devices.device import DeviceInfo
 from core.model import events
 from core.model.result import Result
@@ -91,8 +93,12 @@ def result_summary(console: Console, result: Result) -> None:
         line += f" at {result.failed_stage}"
     console.print(line)
     predicted, interpreted = result.timing_kind == "predicted", result.timing_kind == "cpu"
+    if result.timing_kind == "external" and result.failed_stage:  # no stage events: its own commands ran
+        console.print(f"  {result.failed_stage}: {result.stage(result.failed_stage).message}", highlight=False, soft_wrap=True, markup=False)
     if result.workloads:
         title = "predicted times (sim): ± is the model's band, not a spread" if predicted else (f"cpu times ({figures.INTERPRETED})" if interpreted else None)
+        if result.timing_kind == "external":
+            title = "external task: its own commands' times and rules (arithmetic mean of per-case ratios), not this arena's protocol"
         table = plain_table(title=title)
         table.add_column("workload", overflow="fold")
         collective = any(w.bandwidth for w in result.workloads)
@@ -123,7 +129,8 @@ def result_summary(console: Console, result: Result) -> None:
     else:
         sol = f"{result.sol_fraction * 100:.1f}% of speed of light ({result.sol_source})" if result.sol_fraction is not None else "no speed-of-light figure"
         # the failure rule (docs/leaderboard.md): a failed result has no speedup of its own; aggregates count it 1.00×
-        speed = f"speedup {ratio(result.speedup)} (geometric mean)" if result.passed else "speedup – (failed: counted 1.00×, the baseline, in every aggregate)"
+        mean = "arithmetic mean, the task's own rule" if result.timing_kind == "external" else "geometric mean"
+        speed = f"speedup {ratio(result.speedup)} ({mean})" if result.passed else "speedup – (failed: counted 1.00×, the baseline, in every aggregate)"
         console.print(f"{speed}, {sol}, points {result.points:.0f}, timing kind {result.timing_kind}")
     for flag in result.integrity_flags:
         console.print(f"[red]integrity:[/] {escape(flag)}", highlight=False)

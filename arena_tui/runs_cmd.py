@@ -13,6 +13,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from arena_tui.figures import sol_cell, speedup_cell
+from arena_tui.render import timing_notes
+from arena_tui.tables import Col, fitted
 from core.model.keys import parts as key_parts
 from core.model.outcome import FAILURES
 from core.model.result import EXIT_BAD_INPUT, EXIT_PASSED

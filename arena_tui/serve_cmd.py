@@ -28,6 +28,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from arena_tui.web import DEFAULT_PORT, MIB, TOKEN_ENV
 from core.model.result import EXIT_BAD_INPUT, EXIT_PASSED
 
 # RLServer, WebServer and is_loopback come from __getattr__ below (the web stack loads lazily).

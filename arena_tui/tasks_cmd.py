@@ -9,6 +9,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from arena_tui import render
+from arena_tui.tables import plain_table
 from core.model.result import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_PASSED
 from core.tasks.discovery import discover, find_task, tasks_root
 

@@ -29,6 +29,7 @@ import argparse
 import asyncio
 import json
 import math
+import os
 import platform
 import re
 import statistics
@@ -294,9 +295,11 @@ def main() -> int:
     p.add_argument("--cheat-tasks", nargs="*", help="only the cheat rows of these fixture tasks (axpy, axpy_gpu, bf16_gemm, ...)")
     p.add_argument("--cheats-s", type=float, default=60.0, help="of it, kept for the cheat suite")
     p.add_argument("--seed", type=int, default=20261201)
+    p.add_argument("--concurrency", default="auto", help="slots of a batch's untimed stages (ARENA_BATCH_CONCURRENCY): a number, or auto")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    os.environ["ARENA_BATCH_CONCURRENCY"] = str(args.concurrency)
     phases = args.phases.split(",")
     start = time.monotonic()
     end = start + args.budget_s
@@ -324,12 +327,18 @@ def main() -> int:
             return False
         return True
 
-    def batch_phase(ev: Evaluator, task: Task, phase: str, count: int) -> None:
+    def batch_phase(ev: Evaluator, task: Task, phase: str, count: int, key: str | None = None, slots: str | None = None) -> None:
         names, paths = made[task.id]
         entry = report["tasks"][task.id]
         t0 = time.monotonic()
-        results = asyncio.run(ev.aevaluate_batch(task, paths[:count], seed=args.seed, profile=phase))
+        os.environ["ARENA_BATCH_CONCURRENCY"] = slots or str(args.concurrency)
+        try:
+            results = asyncio.run(ev.aevaluate_batch(task, paths[:count], seed=args.seed, profile=phase))
+        finally:
+            os.environ["ARENA_BATCH_CONCURRENCY"] = str(args.concurrency)
+        phase = key or phase
         entry[phase] = summary(names[:count], results, time.monotonic() - t0)
+        entry[phase]["concurrency"] = slots or str(args.concurrency)
         print(f"{task.id}: {phase} batch of {count}: {entry[phase]['wall_s']:.1f} s, {entry[phase]['rewards_per_minute']:.1f} rewards/min, "
               f"stages {entry[phase]['median_stage_s']}, {''.join(r.status[0] for r in results)}", flush=True)
         save()
@@ -351,6 +360,8 @@ def main() -> int:
                 per_candidate.append(entry["train"]["wall_s"] / count)
             elif "train" in phases:
                 fits(f"{task.id}: train batch", 1e9)
+            if n == 0 and "train_seq" in phases and fits(f"{task.id}: train batch one candidate at a time (before the concurrent phase)", 30):
+                batch_phase(ev, task, "train", min(count, args.candidates), key="train_seq", slots="1")
             if "warm" in phases and fits(f"{task.id}: warm visible-only evaluation"):
                 t0 = time.monotonic()
                 one = asyncio.run(ev.aevaluate(task, paths[0], seed=args.seed, visible_only=True, profile="train"))
@@ -418,6 +429,10 @@ def markdown(report: dict[str, Any]) -> str:
         lines.append(f"| {tid} | {rpm('train')} | {rpm('full')} | {rpm('before')} | {e.get('warm', {}).get('visible_only_warm_s', '-')} | "
                      f"{st(e.get('train'))} | {st(e.get('full'))} | {fid(e.get('fidelity_full'))} | {fid(e.get('fidelity_train'))} | "
                      f"{(str(agree['verdicts_agree']) + '/' + str(agree['verdicts_compared'])) if agree else '-'} |")
+    for tid, e in report["tasks"].items():
+        if "train_seq" in e:
+            lines.append(f"\n{tid}: the train batch one candidate at a time (concurrency 1): {e['train_seq']['rewards_per_minute']:.1f}/min "
+                         f"({e['train_seq']['candidates']} in {e['train_seq']['wall_s']:.1f} s)")
     if report.get("cheats"):
         c = report["cheats"]
         lines += ["", f"Cheat suite through the batch path: {c['as_expected']} of {c['total']} rows as expected; skipped: {c['skipped'] or 'none'}."]

@@ -48,7 +48,14 @@ def main() -> int:
         info = {**evaluator.info.to_json(), "versions": evaluator.info.versions}
         for item in args.items:
             task_id, _, candidate = item.partition("=")
-            task = find_task(task_id, args.tasks_dir)
+            try:
+                task = find_task(task_id, args.tasks_dir)
+            except Exception as exc:  # noqa: BLE001 - a task that does not load is a finding, not the end of the call
+                r = {"task": task_id, "role": "load", "status": "error", "error": f"{type(exc).__name__}: {exc}"}
+                records.append(r)
+                lines.append(row(task_id, "load", r))
+                print(f"{task_id}: does not load: {r['error'][:300]}", flush=True)
+                continue
             for role, path in [("starter", task.file("starter.py"))] + ([("candidate", Path(candidate))] if candidate else []):
                 start = time.monotonic()
                 try:

@@ -16,6 +16,7 @@ from core.evaluation.evaluator import assemble, baseline_ran
 from core.model import events
 from core.tasks.discovery import discover
 from core.tasks.spec import TaskError, load_task
+from tests.task_files import load_module
 
 _module = load_module
 

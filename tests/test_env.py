@@ -11,6 +11,7 @@ import pytest
 
 from core.evaluation.evaluator import Timing
 from core.rl.env import EpisodeError, KernelEnv, extract_code
+from tests.candidates import AXPY, COMPILE_ERROR
 
 FIXTURE_TASKS = Path(__file__).resolve().parent / "fixtures" / "tasks"
 FAST = Timing(alternations=2, budget_ms=40.0, min_calls=2, max_calls=10)  # short, and still 10× apart where it matters

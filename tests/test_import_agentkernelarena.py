@@ -12,7 +12,7 @@ import pytest
 
 from arena_tui.cli import main
 from core.evaluation.validate import ValidateOptions, validate_task
-from core.importers.agentkernelarena import category_of, import_agentkernelarena
+from core.importers.agentkernelarena import Options, category_of, import_agentkernelarena
 from core.tasks.spec import load_task
 
 FIXTURE = Path(__file__).parent / "fixtures" / "agentkernelarena"
@@ -24,13 +24,22 @@ def imported(tmp_path_factory: pytest.TempPathFactory):
     return out, import_agentkernelarena(FIXTURE, out)
 
 
-def test_template_tasks_convert_and_the_rest_say_why(imported):
+def test_template_tasks_convert_and_the_rest_become_external_tasks(imported):
     _, report = imported
-    assert [c.task_id for c in report.converted] == ["agentkernelarena/vllm_scale_rows"]
+    modes = {c.task_id: c.mode for c in report.converted}
+    assert modes == {"agentkernelarena/vllm_scale_rows": "native", "agentkernelarena/vllm_scale_cols": "native",
+                     "agentkernelarena/hip2hip_others_gelu": "external", "agentkernelarena/vllm_offtemplate": "external"}
+    # a repository task clones an upstream repository at evaluation: reported, not copied
+    assert [(s.source, s.kind) for s in report.skipped] == [("tasks/repository/upstream/config.yaml".rsplit("/", 1)[0], "repository")]
+    assert report.by_group(category_of) == {"hip2hip/others": (1, 1), "repository/upstream": (0, 1), "triton2triton/vllm": (3, 3)}
+
+
+def test_without_external_tasks_the_rest_say_why(tmp_path):
+    report = import_agentkernelarena(FIXTURE, tmp_path, Options(external=False))
+    assert [c.task_id for c in report.converted] == ["agentkernelarena/vllm_scale_cols", "agentkernelarena/vllm_scale_rows"]
     why = {s.source.rsplit("/", 1)[-1]: s.kind for s in report.skipped}
-    assert why == {"gelu": "hip2hip", "triton_offtemplate": "off_template"}
+    assert why == {"gelu": "hip2hip", "triton_offtemplate": "off_template", "upstream": "repository"}
     assert "AMD devices only" in next(s.reason for s in report.skipped if s.kind == "hip2hip")
-    assert report.by_group(category_of) == {"hip2hip/others": (0, 1), "triton2triton/vllm": (1, 2)}
 
 
 def test_the_task_follows_the_runner(imported):
@@ -65,9 +74,17 @@ def test_inputs_are_the_runners_own_and_the_reference_is_its_reference_function(
     assert torch.equal(module("reference").run(x, scale), x * scale[:, None])
 
 
+def test_an_integer_argument_that_follows_a_tensors_shape_is_read_off_it(imported):
+    # scale_cols(x, scale, width): width changes with the shape and is x.shape[1] at every one
+    task = load_task(imported[0] / "agentkernelarena" / "vllm_scale_cols")
+    assert [i.name for i in task.inputs] == ["x", "scale"]
+    assert task.provenance["derived"]["arguments_from_shapes"] == {"width": "x.shape[1]"}
+    assert "_ARENA_FROM_SHAPE = {'width': ('x', 1)}" in task.file("baseline.py").read_text()
+
+
 def test_converted_tasks_validate(imported):
     out, report = imported
-    for c in report.converted:
+    for c in report.converted:  # external ones: their commands and the files they name (tests/test_external_tasks.py)
         result = validate_task(Path(c.path), ValidateOptions())  # the harness too: baseline and starter pass on CPU
         assert result.passed, [f"{x.name}: {x.message}" for x in result.failed]
 
@@ -75,7 +92,8 @@ def test_converted_tasks_validate(imported):
 def test_the_command_reports_json(tmp_path, capsys):
     assert main(["import", "agentkernelarena", str(FIXTURE), "--out", str(tmp_path), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["benchmark"] == "agentkernelarena" and len(data["converted"]) == 1 and len(data["skipped"]) == 2
+    assert data["benchmark"] == "agentkernelarena" and len(data["converted"]) == 4 and len(data["skipped"]) == 1
+    assert sorted(c["mode"] for c in data["converted"]) == ["external", "external", "native", "native"]
 
 
 @pytest.mark.skipif(not os.environ.get("AGENTKERNELARENA_PATH"), reason="set AGENTKERNELARENA_PATH to an AgentKernelArena checkout to import the real set")

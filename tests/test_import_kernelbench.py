@@ -15,6 +15,7 @@ from arena_tui.cli import main
 from core.evaluation.validate import ValidateOptions, validate_task
 from core.importers.kernelbench import Options, import_kernelbench, level_of
 from core.tasks.spec import load_task
+from tests.task_files import load_module
 
 FIXTURE = Path(__file__).parent / "fixtures" / "kernelbench"
 

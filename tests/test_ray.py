@@ -34,6 +34,7 @@ except ImportError:
     pytest.skip("ray is not installed: pip install 'kernel-arena[ray]'", allow_module_level=True)
 
 from core.orchestration.ray_executor import INSTALL_HINT, RayExecutor, capacities, job_files, offers
+from tests.candidates import AXPY, WRONG
 
 FAST = Timing(alternations=1, budget_ms=20.0, min_calls=1, max_calls=5)
 

@@ -18,6 +18,7 @@ from core.model.result import STAGES, Result, StageResult, WorkloadFigures
 from core.rl.arena import Arena, EvalRequest, evaluate, evaluate_many, public_result
 from core.tasks.discovery import find_task
 from core.tasks.spec import UnknownTaskError
+from tests.candidates import AXPY, WRONG
 
 FIXTURE_TASKS = Path(__file__).resolve().parent / "fixtures" / "tasks"
 FAST = Timing(alternations=1, budget_ms=20.0, min_calls=1, max_calls=5)

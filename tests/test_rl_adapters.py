@@ -16,6 +16,7 @@ import pytest
 
 from core.evaluation.evaluator import Timing
 from core.rl.arena import Arena
+from tests.candidates import AXPY
 
 FIXTURE_TASKS = Path(__file__).resolve().parent / "fixtures" / "tasks"
 FAST = Timing(alternations=1, budget_ms=20.0, min_calls=1, max_calls=5)

@@ -15,6 +15,7 @@ import torch
 
 from core.harness.checking import Pool
 from core.tasks.spec import load_task
+from tests.task_files import load_module
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLING = ROOT / "tasks" / "sampling" / "top_k_top_p_sampling"

@@ -26,6 +26,7 @@ from core.evaluation.evaluator import Timing
 from core.rl.arena import Arena
 from core.store.db import Store
 from core.tasks.discovery import find_task
+from tests.candidates import AXPY, WRONG, sleeping
 
 FIXTURE_TASKS = Path(__file__).resolve().parent / "fixtures" / "tasks"
 FAST = Timing(alternations=1, budget_ms=20.0, min_calls=1, max_calls=5)

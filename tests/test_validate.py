@@ -13,6 +13,7 @@ import pytest
 from arena_tui.cli import main
 from core.evaluation.validate import CHECK_NAMES, ValidateOptions, validate_task
 from core.tasks.discovery import task_ids, tasks_root
+from tests.task_variants import variant_dir, variants_root
 
 FAST = ValidateOptions(evaluate=False)  # the checks that need no harness: a fraction of a second
 

@@ -24,6 +24,15 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
+from arena_tui.app.messages import RunUpdated
+from arena_tui.app.model import Row, RunItem, RunModel
+from arena_tui.app.screens.help import HelpScreen
+from arena_tui.app.screens.leaderboard import LeaderboardScreen
+from arena_tui.app.screens.queue import QueueScreen
+from arena_tui.app.screens.scores import ScoresScreen
+from arena_tui.app.screens.transcripts import TranscriptsScreen
+from arena_tui.app.screens.triage import TriageScreen
+from arena_tui.app.source import RunSource, live_source
 from core.orchestration.runs import AttemptReport, Queued, RunControl
 
 TICK_S = 1.0  # elapsed times move once a second even when no event arrives

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from arena_tui.app.source import RunSource
 from core.agents.runner import attempt_key
 from core.model import events
 from core.model.keys import final_key

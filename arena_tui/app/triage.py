@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
+from arena_tui.app.model import Row
 from core.tasks.discovery import find_task
 
 FAILURE_KINDS = ("compile", "correctness", "generalization", "timeout", "integrity", "infrastructure", "other")

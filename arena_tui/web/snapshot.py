@@ -9,6 +9,7 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
+from arena_tui.web.board import boards_json, results_json
 from core.store.db import Store
 
 STATIC = Path(__file__).resolve().parent / "static"

@@ -203,6 +203,8 @@ def report_text(result: Result) -> str:
         lines.append(f"{stage.name:<12} {stage.status}{seconds}")
         if stage.status not in ("passed", "skipped") and stage.message:
             lines.append("  " + stage.message.strip().replace("\n", "\n  "))
+        if result.timing_kind == "external" and stage.name != "compile" and stage.log.strip() and stage.status not in ("passed", "skipped"):
+            lines.append("  the task's own output (last lines):\n  " + stage.log.strip()[-MAX_LOG:].replace("\n", "\n  "))
         if stage.name == "compile" and stage.log.strip() and stage.status != "passed":
             lines.append("  compiler output (last lines):\n  " + stage.log.strip()[-MAX_LOG:].replace("\n", "\n  "))
         if stage.name == "correctness" and stage.workloads:
@@ -223,7 +225,10 @@ def report_text(result: Result) -> str:
             lines.append(f"  {w.label:<28} {_us(w.candidate.get('median_us')):>15} {_us(w.baseline.get('median_us')):>12} {w.speedup:>7.2f}× {sol:>7}")
     if result.status == "passed":
         sol = f"{result.sol_fraction * 100:.1f}%" if result.sol_fraction is not None else "–"
-        lines.append(f"visible workloads: speedup {result.speedup:.2f}× (geometric mean), fraction of speed of light {sol}")
+        if result.timing_kind == "external":  # core/tasks/external.py: its own commands' cases and rule
+            lines.append(f"external task: speedup {result.speedup:.2f}× (mean of its per-case ratios, by its own rules)")
+        else:
+            lines.append(f"visible workloads: speedup {result.speedup:.2f}× (geometric mean), fraction of speed of light {sol}")
         if result.timing_kind == "cpu":
             lines.append("(cpu timings: Triton runs in its interpreter here; shown for information, never ranked)")
     else:

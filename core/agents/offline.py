@@ -23,9 +23,9 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from core.agents.base import AgentConfig, Emit, RunCheck, Step
 from core.model import events
 from core.tasks.spec import Task
-from core.agents.base import AgentConfig, Emit, RunCheck, Step
 
 BUILTIN_SOLUTIONS = ("starter", "baseline")
 REPLAY_FORMATS = ("events", "claude", "codex", "cursor", "gemini")

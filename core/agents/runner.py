@@ -30,18 +30,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
-from core.model import events
-from core.evaluation import sandbox
+from core.agents.base import AgentConfig, CliAgent, InProcessAgent, Step
 from core.agents.check_server import CheckError, CheckServer
+from core.agents.workspace import Variant, Workspace, make_workspace
 from core.devices.ids import timing_kind_of
-from core.model.candidate import NATIVE_SOURCES
-from core.model import keys
+from core.evaluation import sandbox
 from core.evaluation.evaluator import BadCandidate, check_candidate
+from core.model import events, keys
+from core.model.candidate import NATIVE_SOURCES
+from core.model.outcome import Activity, Baseline, Outcome, Verdict, classify
 from core.model.result import Result, unevaluated
 from core.tasks.spec import Task
-from core.agents.workspace import Variant, Workspace, make_workspace
-from core.agents.base import AgentConfig, CliAgent, InProcessAgent, Step
-from core.model.outcome import Activity, Baseline, Outcome, Verdict, classify
 
 STOP_REASONS = ("finished", "budget", "cost_cap", "token_cap", "crashed", "cancelled")
 KILL_GRACE_S = 5.0  # between SIGTERM and SIGKILL
@@ -452,7 +451,7 @@ async def evaluate_submission(attempt: Attempt, submission: Path, evaluate: Eval
     """The final evaluation, all workloads. A file that cannot be a candidate at all (no `run`)
     is a compile failure scored zero, not an error of the run."""
     try:
-        check_candidate(submission)
+        check_candidate(submission, attempt.task)
     except BadCandidate as exc:
         return unscorable(attempt.task.id, attempt.device, submission, str(exc))
     return await evaluate(submission, False, None)

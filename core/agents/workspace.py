@@ -180,6 +180,10 @@ def render_prompt(task: Task, device_id: str, variant: Variant, budget_s: float,
     """PROMPT.md. Names the visible workloads of the device only; says that hidden ones exist,
     never what they are. `device_model` (the probed name, e.g. "NVIDIA H200") lets the
     baseline paragraph quote the figures recorded on that GPU model."""
+    if task.external is not None:  # its own commands and rules (core/tasks/external.py)
+        from core.agents.external_prompt import external_prompt
+
+        return external_prompt(task, device_id, _duration(budget_s), variant.prompt)
     vendor = vendor_of(device_id)
     cpu = device_id.rsplit("/", 1)[-1] == "cpu"
     visible = task.workloads(cpu=cpu).visible
@@ -282,6 +286,10 @@ def make_workspace(root: Path, task: Task, device_id: str, variant: Variant, bud
     prompt = render_prompt(task, device_id, variant, budget_s, max_cost_usd, max_tokens, with_sheet, device_model)
     (path / PROMPT).write_text(prompt, encoding="utf-8")
     shutil.copyfile(task.file("starter.py"), path / SOLUTION)
+    if task.external is not None:  # nothing of it is hidden: the agent reads and runs the task's own files
+        from core.agents.external_prompt import WORKSPACE_COPY
+
+        shutil.copytree(task.file("files"), path / WORKSPACE_COPY, ignore=shutil.ignore_patterns("__pycache__"))
     if with_sheet:
         (path / CHEATSHEET).write_text(cheatsheet(vendor_of(device_id)), encoding="utf-8")
     _write_arena_wrapper(root / "bin" / "arena")

@@ -293,6 +293,8 @@ def sim_info(device_id: str) -> DeviceInfo:
 
 
 def _calibration(key: str) -> str:
-    from core.devices.sim.targets import calibration_label  # core.devices.sim reads this module: import late
+    from core.devices.sim.targets import (
+        calibration_label,  # core.devices.sim reads this module: import late
+    )
 
     return calibration_label(key)

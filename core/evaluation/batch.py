@@ -11,15 +11,16 @@ batch.
 
 from __future__ import annotations
 
+import os
 import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from core.model import events
 from core.evaluation import scan
 from core.evaluation.executors import HarnessError
-from core.model import candidate as candidate_model
 from core.evaluation.profiles import Profile
+from core.model import candidate as candidate_model
+from core.model import events
 from core.model.result import Result
 from core.tasks.spec import Limits, Task
 
@@ -28,6 +29,31 @@ if TYPE_CHECKING:
 
 GPU_CACHE_BYTES = 16 << 30  # reference inputs and outputs kept in the trusted worker, on a GPU
 CPU_CACHE_BYTES = 1 << 30  # ... on the CPU device (and sim:, whose correctness runs on the CPU)
+
+
+CONCURRENCY_ENV = "ARENA_BATCH_CONCURRENCY"  # slots of a batch's untimed stages: a number, or `auto`
+
+
+def concurrency(evaluator: "Evaluator") -> int:
+    """How many of a batch's candidates run their untimed stages (compile, correctness,
+    generalization) at once; timing stays one at a time (core/harness/concurrent.py).
+    0 means `auto`: the harness takes half its host's cores, at most 8. Only on a GPU (a CPU
+    device's correctness runs need the cores) and only where candidates cannot write the task
+    or engine files (sandboxed, or unsandboxed as root: uid 65534), since concurrent
+    candidates make such a change no single candidate's. `ARENA_BATCH_CONCURRENCY` (a number,
+    or `auto`) overrides the choice."""
+    asked = os.environ.get(CONCURRENCY_ENV, "").strip().lower()
+    if asked:
+        if asked == "auto":
+            return 0
+        if not asked.isdigit() or int(asked) < 1:
+            raise ValueError(f"{CONCURRENCY_ENV}={asked!r}: use a positive number of slots, or `auto`")
+        return int(asked)
+    if evaluator.info.type in ("cpu", "sim"):
+        return 1
+    sandbox = evaluator.sandbox_record() or {}
+    protected = sandbox.get("mode") not in (None, "unsandboxed") or (hasattr(os, "geteuid") and os.geteuid() == 0)
+    return 0 if protected else 1
 
 
 def candidate_files(path: Path) -> dict[str, str]:
@@ -55,7 +81,13 @@ async def evaluate_batch(
 ) -> list[Result]:
     """`on_result(k, result)` is called as soon as candidate k's result is known (a run records
     it then, so an interrupted batch keeps what it finished); `first` numbers them from there."""
-    from core.evaluation.evaluator import assemble, build_job, check_candidate, job_deadline_s, task_dtypes
+    from core.evaluation.evaluator import (
+        assemble,
+        build_job,
+        check_candidate,
+        job_deadline_s,
+        task_dtypes,
+    )
 
     def done(k: int, result: Result) -> Result:
         if on_result is not None:
@@ -78,6 +110,7 @@ async def evaluate_batch(
         files=staged.named(task.path.resolve()),
     )
     job["batch"] = members
+    job["concurrency"] = concurrency(evaluator)
     job["reference_cache_bytes"] = CPU_CACHE_BYTES if evaluator.info.type in ("cpu", "sim") else GPU_CACHE_BYTES
     seen: list[events.Event] = []
     results: list[Result] = []

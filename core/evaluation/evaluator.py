@@ -20,15 +20,15 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from core import __version__
-from core.model import events
-from core.tasks import manifest
-from core.evaluation import scan, scoring
 from core.devices.device import DeviceInfo, Peaks
 from core.devices.ids import gpus_in
-from core.evaluation.profiles import CI_TARGET, SPECS, Profile, parse_profile, per_regime
-from core.evaluation.executors import Executor, HarnessError, LocalExecutor
-from core.model.result import STAGES, Result, StageResult, WorkloadFigures, unevaluated
 from core.devices.sim import predict_collective, sim_baseline, sim_section
+from core.evaluation import scan, scoring
+from core.evaluation.executors import Executor, HarnessError, LocalExecutor
+from core.evaluation.profiles import CI_TARGET, SPECS, Profile, parse_profile, per_regime
+from core.model import events
+from core.model.result import STAGES, Result, StageResult, WorkloadFigures, unevaluated
+from core.tasks import manifest
 from core.tasks.spec import Limits, Task, TensorSpec, Workload
 
 OnEvent = Callable[[events.Event], None]
@@ -91,6 +91,7 @@ class Timing:
     max_calls: int
     min_rounds: int | None = None
     ci_target: float = CI_TARGET
+    shared_io: bool = True  # False: the old path, inputs drawn in the candidate's process (measurements: docs/integrity.md)
 
     @classmethod
     def for_device(cls, device_type: str, profile: "Profile | str | None" = None) -> "Timing":
@@ -111,10 +112,13 @@ class Timing:
         return {**self.__dict__, "min_rounds": self.alternations if self.min_rounds is None else self.min_rounds}
 
 
-def check_candidate(path: Path) -> str:
-    """Reject what cannot be a candidate before any process starts; return its sha256."""
+def check_candidate(path: Path, task: Task | None = None) -> str:
+    """Reject what cannot be a candidate before any process starts; return its sha256. An
+    external task's candidate is its editable source (any language, no `run`): it must exist."""
     if not path.is_file():
         raise BadCandidate(f"candidate file {path} does not exist: pass the path of a Python file that defines run(*inputs)")
+    if task is not None and task.external is not None:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
     if path.suffix != ".py":
         raise BadCandidate(f"candidate {path} is not a .py file: native CUDA/HIP goes in a sibling .cu/.hip loaded by a .py wrapper")
     source = path.read_bytes()
@@ -560,6 +564,8 @@ class Evaluator:
         to retry elsewhere); WorldSizeError before anything runs for a world size the task or
         the device cannot run. `visible_only`, `world_size`, `profile`: see `build_job`."""
         candidate = Path(candidate)
+        if task.external is not None:  # its own commands and rules, not the harness (core/evaluation/external.py)
+            return await asyncio.to_thread(self._evaluate_external, task, candidate, profile)
         limits = limits or task.limits
         sha = check_candidate(candidate)
         scan_notes = scan.scan_candidate(candidate, task_dtypes(task))  # before it runs: it may rewrite itself
@@ -578,6 +584,15 @@ class Evaluator:
         for what, files_before in before:
             self._flag_changes(result, what, [p for p, data in files_before.items() if manifest.read(p) != data])
         return result
+
+    def _evaluate_external(self, task: Task, candidate: Path, profile: Profile | str | None) -> Result:
+        from core.evaluation.external import evaluate_external
+
+        device = getattr(self.executor, "device", None)
+        if device is None or not hasattr(device, "harness_env"):
+            sha = hashlib.sha256(candidate.read_bytes()).hexdigest()
+            return infrastructure_result(task, self.info, sha, "cannot evaluate on this device: external tasks run on this machine's devices only", parse_profile(profile).value)
+        return evaluate_external(task, candidate, self.info, device.harness_env(), self._job_dir(), parse_profile(profile).value)
 
     def stage_task(self, task: Task) -> manifest.Staged:
         """The task's files as first read by this evaluator (a bundled task checked against the

@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from core.model import events
-from core.evaluation import sandbox
 from core.devices.device import PACKAGE_ROOT, DeviceInfo, LocalDevice, parse_device, probe
+from core.evaluation import sandbox
+from core.model import events
 from core.model.candidate import candidate_files
 
 OnEvent = Callable[[events.Event], None]

@@ -384,7 +384,9 @@ def for_agent(
     `arena check` imports, and the results store's folder, which also holds the other
     attempts' workspaces. The network is on by default: CLI agents call their model's API.
     Limits are the harness's, looser: agents run node, compilers and test scripts."""
-    from core.devices.device import PACKAGE_ROOT  # lazy: the sandbox module stays free of the engine
+    from core.devices.device import (
+        PACKAGE_ROOT,  # lazy: the sandbox module stays free of the engine
+    )
     from core.model.paths import cli_package, default_path
     from core.tasks.discovery import bundled_tasks_root, tasks_root
 

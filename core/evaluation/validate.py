@@ -139,6 +139,10 @@ def validate_task(task_dir: Path, options: ValidateOptions = ValidateOptions(), 
         report.checks.append(CheckResult("schema", False, str(exc)))
         report.seconds = time.monotonic() - started
         return report
+    if task.external is not None:  # its own commands hold the shapes and the reference (core/tasks/external.py)
+        run("external_files", lambda: check_external(task))
+        report.seconds = time.monotonic() - started
+        return report
     files = run("files", lambda: check_files(task))
     if files.passed:
         ctx = _Context(task, options.seed)
@@ -164,6 +168,15 @@ def validate_task(task_dir: Path, options: ValidateOptions = ValidateOptions(), 
 
 
 # --- static checks ---------------------------------------------------------------------------
+
+
+def check_external(task: Task) -> CheckResult:
+    from core.tasks.external import check_folder
+
+    problems = check_folder(task.path, task.external)
+    if problems:
+        return CheckResult("external_files", False, "; ".join(problems))
+    return CheckResult("external_files", True, f"commands present and every file they name exists (scored by {task.external.rules}'s rules, on {task.external.requires.value} devices)")
 
 
 def _defines(path: Path, name: str) -> bool:
@@ -595,8 +608,8 @@ def check_cpu_budget(task: Task, starter: "Result", options: ValidateOptions) ->
 def resolve_targets(ids: list[str], root: Path | str | None = None) -> list[Path]:
     """Task folders for ids (`norm/add_rmsnorm`) or folder paths; every task when none is given.
     An unknown id raises UnknownTaskError (the CLI's exit code 2)."""
-    from core.tasks.spec import UnknownTaskError
     from core.tasks.discovery import task_ids, tasks_root
+    from core.tasks.spec import UnknownTaskError
 
     base = tasks_root(root)
     if not ids:

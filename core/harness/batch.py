@@ -21,13 +21,29 @@ evaluation_finished) with `member: k` on the first; the engine splits the stream
 
 from __future__ import annotations
 
+import os
 import secrets
 from pathlib import Path
 from typing import Any
 
 from .runner import Emit, Evaluation, StageFailed
-from .workers import TaskFileChanged, Worker, WorkerDied, WorkerTimeout, candidate_view, trusted_main
-from .zygote import Zygote, ZygoteError
+from .workers import (
+    TaskFileChanged,
+    Worker,
+    WorkerDied,
+    WorkerTimeout,
+    candidate_view,
+    trusted_main,
+)
+from .zygote import CANDIDATE_UID_ENV, Zygote, ZygoteError
+
+
+def grant(folder: Path) -> None:
+    """Unsandboxed as root, candidates run as `ARENA_CANDIDATE_UID` (zygote.drop_privileges):
+    a folder the harness made for one must be that uid's to write its log into."""
+    uid = os.environ.get(CANDIDATE_UID_ENV)
+    if uid and uid.isdigit() and hasattr(os, "geteuid") and os.geteuid() == 0:
+        os.chown(folder, int(uid), int(uid))
 
 
 class _Member(Evaluation):
@@ -100,6 +116,7 @@ class BatchEvaluation:
         workdir = Path(self.job["workdir"]) / f"member-{secrets.token_hex(8)}"
         folder = workdir / "candidate"
         folder.mkdir(parents=True, mode=0o700)
+        grant(workdir)  # its log and scratch files: the candidate's own (its files stay the harness's)
         for name, text in member["sources"].items():
             if Path(name).name != name or name.startswith("."):
                 raise ValueError(f"a batch member's file name {name!r} is not a plain file name")

@@ -138,8 +138,13 @@ class OutputError(ValueError):
 
 
 def _span(t: torch.Tensor) -> tuple[int, int]:
-    storage = _untyped_storage(t)
-    return storage.data_ptr(), storage.data_ptr() + storage.nbytes()
+    """The bytes the tensor's own elements cover. Not its storage's: the timed inputs of a
+    shared-memory round are views of one region (shared_io.py), whose storage holds them all."""
+    if t.numel() == 0:
+        return 0, 0
+    start = _data_ptr(t)
+    last = sum((n - 1) * abs(step) for n, step in zip(t.shape, t.stride()))
+    return start, start + (last + 1) * t.element_size()
 
 
 def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -242,10 +242,14 @@ def _time_rank(
     flush = timing.flush_buffer(device) if gpu else None
     times: list[float] = []
     for k in range(calls):
-        args = fresh(first + 1 + k)
-        workers.sync(device)
         hooks.check()  # the barrier's channel code must be the harness's own
         parent_barrier(conn, k)  # every rank enters the call together: a collective's time starts when all can start
+        # Refilled after the barrier, right before the timer: the barrier's wait (a round trip
+        # through the parent) must not be a window in which a candidate's thread, seeing the new
+        # values, ships them to its peers untimed (tests/cheats/rank_prefetch_thread.py). Every
+        # rank refills the same shapes, so they still start together.
+        args = fresh(first + 1 + k)
+        workers.sync(device)
         if events is not None:
             # The flush is queued after the barrier and before the start event, as on a single
             # device: the call's launch (tens of µs of host work in torch.distributed) happens

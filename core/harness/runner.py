@@ -19,9 +19,16 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from . import inputs
+from . import inputs, shared_round
 from .timing import ci_rel, picks, summarize
-from .workers import TaskFileChanged, Worker, WorkerDied, WorkerTimeout, candidate_view, trusted_main
+from .workers import (
+    TaskFileChanged,
+    Worker,
+    WorkerDied,
+    WorkerTimeout,
+    candidate_view,
+    trusted_main,
+)
 from .zygote import Zygote, ZygoteError
 
 Emit = Callable[[dict[str, Any]], None]
@@ -493,10 +500,25 @@ class Evaluation:
                     impl = baseline_round(request) or impl
                 round_limit, limit_note = self._round_limit(w["label"], walls["baseline"])
                 sample = [self.rng.random() for _ in range(sampled)]
+                # Inputs drawn by the trusted worker into shared memory where the device allows
+                # (shared_round.py): the seed and the sampled calls never reach the candidate.
+                not_shared = shared_round.reason_not_shared(self, deadline) or shared_round.serve(self, request, sample, deadline)
+                if not_shared and f"{shared_round.OLD_PATH_NOTE} ({not_shared})" not in notes:
+                    notes.append(f"{shared_round.OLD_PATH_NOTE} ({not_shared})")
                 t0 = time.monotonic()
                 by_round = t0 + round_limit < deadline  # else the stage's own limit comes first, and its message
-                reply, _ = self._candidate_call({**request, "sample": sample}, t0 + round_limit if by_round else deadline, limit_note=limit_note if by_round else None)
+                header = {**request, "sample": sample} if not_shared else {**{k: v for k, v in request.items() if k != "seed"}, "shared": True}
+                reply, _ = self._candidate_call(header, t0 + round_limit if by_round else deadline, limit_note=limit_note if by_round else None)
                 wall = time.monotonic() - t0
+                served = None if not_shared else shared_round.verdict(self, deadline)
+                if served is not None and reply.get("attach_failed"):  # this candidate worker cannot map it: the old path from here on
+                    self._shared_reason = not_shared = f"the candidate's worker could not map the shared memory: {reply['attach_failed']}"
+                    notes.append(f"{shared_round.OLD_PATH_NOTE} ({not_shared})")
+                    t0 = time.monotonic()
+                    reply, _ = self._candidate_call({**request, "sample": sample}, t0 + round_limit if by_round else deadline, limit_note=limit_note if by_round else None)
+                    wall, served = time.monotonic() - t0, None
+                if served is not None:  # the trusted worker's input refills are not the candidate's untimed time
+                    wall = max(0.0, wall - float(served.get("serve_s") or 0.0))
                 if reply.get("timed_output_invalid"):
                     raise self._violation("timed_output_mismatch", f"{w['label']}: a timed call returned an invalid output where the correctness runs did not: {reply.get('error')}", w["label"])
                 if not reply.get("ok"):
@@ -504,11 +526,11 @@ class Evaluation:
                 times = _times(reply, int(timing["max_calls"]))
                 if reply.get("mode") not in TIMING_MODES:
                     raise StageFailed("failed", f"{w['label']}: the candidate's worker sent a malformed timing mode")
-                walls["candidate"].append({"wall_s": wall, "reported_s": sum(times) / 1e6, "calls": len(times)})
+                walls["candidate"].append({"wall_s": wall, "reported_s": sum(times) / 1e6, "calls": len(times), **({"serve_s": served.get("serve_s")} if served else {})})
                 sides["candidate"] += times
                 first_round = mode is None
                 mode = reply.get("mode")
-                checked += self._check_timed(w, first, sample, times, deadline)
+                checked += self._check_timed(w, first, sample, times, deadline) if served is None else self._judge_served(w, served, times)
                 if graph and mode != "graph":  # both sides are timed the same way
                     graph = False
                     notes.append(f"timed without CUDA graphs: {reply.get('graph_error', 'capture failed')}")
@@ -557,7 +579,18 @@ class Evaluation:
         )
         if check.get("malformed"):
             raise self._violation("timed_output_mismatch", f"{w['label']}: malformed outputs of timed calls: {check['malformed']}", w["label"])
-        for result in check["results"]:
+        return self._timed_results(w, check["results"])
+
+    def _judge_served(self, w: dict[str, Any], served: dict[str, Any], times: list[float]) -> int:
+        """The trusted worker's verdict on a round it served (shared_io.py)."""
+        if served.get("violation"):
+            raise self._violation("timed_output_mismatch", f"{w['label']}: {served['violation']}", w["label"])
+        if served.get("calls") != len(times):
+            raise self._violation("timed_output_mismatch", f"{w['label']}: the candidate's worker reported {len(times)} timed calls; the trusted worker served {served.get('calls')}", w["label"])
+        return self._timed_results(w, served["results"])
+
+    def _timed_results(self, w: dict[str, Any], results: list[dict[str, Any]]) -> int:
+        for result in results:
             for name, outcome in result["outputs"].items():
                 if not outcome["passed"]:
                     raise self._violation(
@@ -567,7 +600,7 @@ class Evaluation:
                         "(a cache keyed by address, shape or call count; work finished after the call returned; another stream)",
                         w["label"],
                     )
-        return len(want)
+        return len(results)
 
 
 def verdict(
@@ -622,7 +655,9 @@ def run_job(job: dict[str, Any], emit: Emit, close_fds: tuple[int, ...] = (), zy
         RankedEvaluation(job, emit, close_fds, zygote).run()
     elif job.get("batch"):
         from .batch import BatchEvaluation
+        from .concurrent import ConcurrentBatch, slot_count
 
-        BatchEvaluation(job, emit, close_fds, zygote).run()
+        concurrent = job.get("concurrency", 1) != 1 and slot_count(job) > 1  # untimed stages K at a time
+        (ConcurrentBatch if concurrent else BatchEvaluation)(job, emit, close_fds, zygote).run()
     else:
         Evaluation(job, emit, close_fds, zygote).run()

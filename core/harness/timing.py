@@ -14,7 +14,10 @@ with its own RNG); right after each of those calls returns, outside the timed re
 outputs are checked for type and copied (stream-ordered on GPUs: a copy on the timed stream
 sees only work that stream waited for). The trusted worker later regenerates that call's
 inputs and checks the copy against the reference (docs/integrity.md). Unsampled calls run
-exactly as before: no copy, no host wait.
+exactly as before: no copy, no host wait. That is the old path; where the device can share
+memory the candidate's rounds go through shared_io.py instead: `fresh` waits on the trusted
+worker for each call's inputs (a host wait between calls), `picker` names every call and
+`keep` copies every call's outputs back, so nothing here knows the seed or the sampled calls.
 
 The clocks are bound here, at import, before any candidate code runs, so that a candidate
 that patches `time`, `torch.cuda.synchronize` or the Event class (its methods included)
@@ -168,21 +171,24 @@ def time_calls(
     sync_each_call: bool = False,
     sample: Sequence[float] = (),
     keep: Keep | None = None,
+    picker: Callable[[int], set[int]] | None = None,
 ) -> dict[str, Any]:
     """Per-call times in microseconds for about `budget_ms` of calls; `first_index` keeps inputs
     fresh across alternation rounds: the warm-up call gets inputs `first_index`, timed call k
-    gets `first_index + 1 + k`. `keep(index, result)` is called right after each sampled call.
+    gets `first_index + 1 + k`. `keep(index, result)` is called right after each sampled call;
+    `picker(calls)`, where given, names the round's sampled calls instead of `sample` (the
+    shared-memory path keeps every call: shared_io.py).
     Returns {"times_us": [...], "mode": "graph"|"events"|"queued"|"wall"}."""
     if device.type == "cpu":
-        return {"times_us": _time_cpu(fn, fresh, budget_ms, min_calls, max_calls, first_index, sample, keep), "mode": "wall"}
+        return {"times_us": _time_cpu(fn, fresh, budget_ms, min_calls, max_calls, first_index, sample, keep, picker), "mode": "wall"}
     if graph and device.type == "cuda":
         try:
-            return {"times_us": _time_graph(fn, fresh, device, budget_ms, min_calls, max_calls, first_index, sample, keep), "mode": "graph"}
+            return {"times_us": _time_graph(fn, fresh, device, budget_ms, min_calls, max_calls, first_index, sample, keep, picker), "mode": "graph"}
         except Exception as exc:  # noqa: BLE001 - a kernel that cannot be captured is timed eagerly
             _sync("cuda")
-            times = _time_events(fn, fresh, device, budget_ms, min_calls, max_calls, first_index, True, sample, keep)
+            times = _time_events(fn, fresh, device, budget_ms, min_calls, max_calls, first_index, True, sample, keep, picker)
             return {"times_us": times, "mode": "events", "graph_error": str(exc)[:500]}
-    times = _time_events(fn, fresh, device, budget_ms, min_calls, max_calls, first_index, sync_each_call, sample, keep)
+    times = _time_events(fn, fresh, device, budget_ms, min_calls, max_calls, first_index, sync_each_call, sample, keep, picker)
     return {"times_us": times, "mode": "events" if sync_each_call else "queued"}
 
 
@@ -190,7 +196,7 @@ def _calls_for(budget_ms: float, estimate_ms: float, min_calls: int, max_calls: 
     return max(min_calls, min(max_calls, int(budget_ms / max(estimate_ms, 1e-4))))
 
 
-def _time_cpu(fn, fresh, budget_ms, min_calls, max_calls, first, sample, keep) -> list[float]:
+def _time_cpu(fn, fresh, budget_ms, min_calls, max_calls, first, sample, keep, picker=None) -> list[float]:
     """No warm-up (the compile and correctness stages ran the candidate already): the first
     timed call's time fixes the round's number of calls."""
     times: list[float] = []
@@ -204,7 +210,7 @@ def _time_cpu(fn, fresh, budget_ms, min_calls, max_calls, first, sample, keep) -
         times.append((t1 - t0) * 1e6)
         if calls is None:
             calls = _calls_for(budget_ms, (t1 - t0) * 1e3, min_calls, max_calls)
-            chosen = picks(sample, calls)
+            chosen = picker(calls) if picker is not None else picks(sample, calls)
         if k in chosen and keep is not None:
             keep(first + 1 + k, result)
         result = None
@@ -212,7 +218,7 @@ def _time_cpu(fn, fresh, budget_ms, min_calls, max_calls, first, sample, keep) -
     return times
 
 
-def _time_events(fn, fresh, device, budget_ms, min_calls, max_calls, first, sync_each_call, sample, keep) -> list[float]:
+def _time_events(fn, fresh, device, budget_ms, min_calls, max_calls, first, sync_each_call, sample, keep, picker=None) -> list[float]:
     kind = device.type
     events = _Events(kind)
     flush = flush_buffer(device)
@@ -223,7 +229,7 @@ def _time_events(fn, fresh, device, budget_ms, min_calls, max_calls, first, sync
     fn(*args)
     _sync(kind)
     calls = _calls_for(budget_ms, (_perf_counter() - t0) * 1e3, min_calls, max_calls)
-    chosen = picks(sample, calls)
+    chosen = picker(calls) if picker is not None else picks(sample, calls)
     starts = [events.new() for _ in range(calls)]
     ends = [events.new() for _ in range(calls)]
     for k in range(calls):
@@ -245,7 +251,7 @@ def _time_events(fn, fresh, device, budget_ms, min_calls, max_calls, first, sync
     return [events.elapsed_ms(s, e) * 1e3 for s, e in zip(starts, ends)]
 
 
-def _time_graph(fn, fresh, device, budget_ms, min_calls, max_calls, first, sample, keep) -> list[float]:
+def _time_graph(fn, fresh, device, budget_ms, min_calls, max_calls, first, sample, keep, picker=None) -> list[float]:
     static = fresh(first)
     side = _Stream(device)
     side.wait_stream(_current_stream(device))
@@ -264,7 +270,7 @@ def _time_graph(fn, fresh, device, budget_ms, min_calls, max_calls, first, sampl
     graph.replay()
     _sync("cuda")
     calls = _calls_for(budget_ms, (_perf_counter() - t0) * 1e3, min_calls, max_calls)
-    chosen = picks(sample, calls)
+    chosen = picker(calls) if picker is not None else picks(sample, calls)
     starts = [events.new() for _ in range(calls)]
     ends = [events.new() for _ in range(calls)]
     times = []

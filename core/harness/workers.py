@@ -24,6 +24,7 @@ import builtins
 import ctypes
 import hashlib
 import importlib.util
+import linecache
 import os
 import resource
 import signal
@@ -37,7 +38,7 @@ from typing import Any, Callable
 
 import torch
 
-from . import channel, checking, guard, inputs, timing
+from . import channel, checking, guard, inputs, shared_io, timing
 
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 4, 24, 38
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
@@ -278,6 +279,10 @@ def _module_from_source(source: bytes, name: str, filename: str) -> types.Module
     module = types.ModuleType(name)
     module.__file__ = filename
     sys.modules[name] = module
+    # Triton's @jit reads a kernel's source through inspect (linecache): the file itself is hidden
+    # in the sandbox, so the hash-checked bytes are what it reads (an imported task's baseline is
+    # the task's own Triton source; found on the H200: "@jit functions should be defined in a Python file").
+    linecache.cache[filename] = (len(source), None, source.decode(errors="replace").splitlines(True), filename)
     exec(compile(source, filename, "exec"), module.__dict__)  # noqa: S102 - the task's own, hash-checked file
     return module
 
@@ -313,7 +318,9 @@ def _device(job: dict[str, Any]) -> torch.device:
 
 def _error(exc: BaseException) -> dict[str, Any]:
     reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(limit=20)[-8000:]}
-    from .triton_cpu import unsupported_reason  # a construct the CPU interpreter cannot run: not the kernel's fault
+    from .triton_cpu import (
+        unsupported_reason,  # a construct the CPU interpreter cannot run: not the kernel's fault
+    )
 
     reason = unsupported_reason(exc)
     if reason:
@@ -443,6 +450,7 @@ def candidate_main(conn: socket.socket, job: dict[str, Any]) -> None:
     reported: set[str] = set()
     _hide_harness()
     run: Callable[..., Any] | None = None
+    peer: socket.socket | None = None
     kept: dict[int, Any] = {}
     while True:
         try:
@@ -471,6 +479,12 @@ def candidate_main(conn: socket.socket, job: dict[str, Any]) -> None:
             elif op == "run":
                 assert run is not None, "compile first"
                 reply, payload = run_for_check(run, specs, outs, msg["workload"], msg["seed"], int(msg.get("repeat", 1)), device, custom)
+            elif op == "peer":  # the socket to the trusted worker, for timed rounds over shared memory
+                peer = socket.socket(fileno=shared_io.recv_fd(conn))
+                reply = {"ok": True}
+            elif op == "time" and msg.get("shared"):
+                assert run is not None and peer is not None, "compile first, then get the peer socket"
+                reply = _time_shared(run, msg, specs, outs, device, peer, hooks)
             elif op == "time":
                 assert run is not None, "compile first"
                 reply = _time_candidate(run, msg, specs, outs, device, custom, kept, hooks)
@@ -569,6 +583,28 @@ def _time_candidate(
     return {"ok": True, **timed, "kept": sorted(kept)}
 
 
+def _time_shared(
+    run: Callable[..., Any], msg: dict[str, Any], specs: list[dict[str, Any]], outs: list[dict[str, Any]],
+    device: torch.device, peer: socket.socket, hooks: guard.Hooks = guard.NO_HOOKS,
+) -> dict[str, Any]:
+    """Time a round whose inputs the trusted worker writes (shared_io.py): this process gets
+    no seed and no sampled calls; every call's outputs go back through shared memory."""
+    try:
+        fresh = shared_io.SharedInputs(peer, specs, outs, msg["workload"]["shapes"], device, hooks)
+    except shared_io.AttachFailed as exc:
+        return {"ok": True, "attach_failed": str(exc)}
+    try:
+        timed = timing.time_calls(
+            run, fresh, device, msg["budget_ms"], msg["min_calls"], msg["max_calls"], msg["first_index"], msg["graph"],
+            msg.get("sync_each_call", False), (), fresh.keep, fresh.picker,
+        )
+    finally:
+        fresh.finish()
+    if fresh.invalid:
+        return {"ok": False, "error": fresh.invalid[0], "timed_output_invalid": True}
+    return {"ok": True, **timed}
+
+
 # --- the trusted worker --------------------------------------------------------------------
 
 
@@ -614,6 +650,22 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
     # and reference outputs are computed once and kept, within the job's byte budget.
     references = ReferenceCache(int(job.get("reference_cache_bytes") or 0))
     seen: dict[str, list[tuple[int, list[str], list[torch.Tensor]]]] = {}
+    peer: socket.socket | None = None  # to the candidate's worker (shared_io.py)
+
+    def judge_timed(msg: dict[str, Any], calls: list[int], got: list[torch.Tensor]) -> list[dict[str, Any]]:
+        """The sampled timed calls' outputs against the reference on privately regenerated inputs."""
+        fresh = inputs.FreshInputs(specs, msg["workload"], msg["seed"], device, custom)
+        n = len(out_specs)
+        results = []
+        for j, index in enumerate(calls):
+            args = fresh(index)
+            with torch.no_grad():
+                result = reference_run(*args)
+            ref = list(result) if isinstance(result, (tuple, list)) else [result]
+            verdicts = pool_of(msg).add(_pool_key(msg["workload"]), _compare_all(out_specs, got[j * n:(j + 1) * n], ref, args, rule, device, check))
+            results.append({"call": index, "outputs": verdicts})
+        return results
+
     while True:
         try:
             msg, payload = channel.recv(conn)
@@ -656,17 +708,25 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
                 except inputs.OutputError as exc:
                     channel.send(conn, {"ok": True, "malformed": str(exc)})
                     continue
-                fresh = inputs.FreshInputs(specs, msg["workload"], msg["seed"], device, custom)
-                n = len(out_specs)
-                results = []
-                for j, index in enumerate(calls):
-                    args = fresh(index)
-                    with torch.no_grad():
-                        result = reference_run(*args)
-                    ref = list(result) if isinstance(result, (tuple, list)) else [result]
-                    verdicts = pool_of(msg).add(_pool_key(msg["workload"]), _compare_all(out_specs, got[j * n:(j + 1) * n], ref, args, rule, device, check))
-                    results.append({"call": index, "outputs": verdicts})
-                channel.send(conn, {"ok": True, "results": results})
+                channel.send(conn, {"ok": True, "results": judge_timed(msg, calls, got)})
+            elif op == "peer":  # the candidate worker's end is sent to it by the parent
+                peer = socket.socket(fileno=shared_io.recv_fd(conn))
+                channel.send(conn, {"ok": True, "shared": shared_io.cannot_share(device) is None, "reason": shared_io.cannot_share(device)})
+            elif op == "serve_round":
+                assert peer is not None, "no peer socket"
+
+                def ready(serving: bool, reason: str | None) -> None:
+                    channel.send(conn, {"ok": True, "serving": serving, "reason": reason})
+                try:
+                    calls, got, count, serve_s = shared_io.serve_round(peer, msg, specs, out_specs, device, custom, ready)
+                except shared_io.ProtocolError as exc:
+                    channel.send(conn, {"ok": True, "violation": str(exc)})
+                    continue
+                except shared_io.AttachFailed as exc:
+                    channel.send(conn, {"ok": True, "attach_failed": str(exc)})
+                    continue
+                if count:
+                    channel.send(conn, {"ok": True, "calls": count, "serve_s": serve_s, "results": judge_timed(msg, calls, got)})
             elif op == "time":
                 channel.send(conn, {"ok": True, **_time(baseline_run, msg, specs, device, custom), "impl": baseline_impl(baseline_module)})
             elif op == "sync":  # a batch's next candidate starts from a clean channel (batch.py)

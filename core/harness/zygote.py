@@ -55,6 +55,18 @@ class Zygote:
                 os._exit(code)
         child_end.close()
         self.pid, self.sock = pid, parent_end
+        self.own_child = True
+
+    def fork_zygote(self) -> "Zygote":
+        """Another zygote, forked by this one (so it, too, never saw a job): a concurrent batch
+        gives each slot its own, so what a candidate leaves behind is found by its own slot's
+        `cleanup()` while the other slots' candidates run on (concurrent.py)."""
+        reply, fds = self._ask({"op": "zygote"})
+        if len(fds) != 1:
+            raise ZygoteError(f"the zygote could not fork a zygote: {reply.get('error')}")
+        sub = Zygote.__new__(Zygote)
+        sub.pid, sub.sock, sub.own_child = int(reply["pid"]), socket.socket(fileno=fds[0]), False
+        return sub
 
     def _ask(self, request: dict[str, Any], timeout: float = REQUEST_SLACK_S) -> tuple[dict[str, Any], list[int]]:
         try:
@@ -88,6 +100,9 @@ class Zygote:
         return list(reply.get("escaped", []))
 
     def alive(self) -> bool:
+        if not self.own_child:  # a zygote's zygote is not this process's child: its state in /proc
+            stat = _stat(str(self.pid))
+            return stat is not None and stat[2] not in ("Z", "X")
         try:
             done, _ = os.waitpid(self.pid, os.WNOHANG)
         except ChildProcessError:
@@ -135,6 +150,12 @@ def _serve(sock: socket.socket, parent_pid: int) -> None:
                 sock.sendall(json.dumps({"error": str(exc)}).encode())
                 continue
             groups.add(pid)
+        elif op == "zygote":
+            _reap(codes)  # earlier zygotes of this one that exited
+            try:
+                _fork_zygote(sock, me)
+            except OSError as exc:
+                sock.sendall(json.dumps({"error": str(exc)}).encode())
         elif op == "wait":
             pid = int(request["pid"])
             code = codes.pop(pid, None)
@@ -151,6 +172,28 @@ def _serve(sock: socket.socket, parent_pid: int) -> None:
             return
         else:
             sock.sendall(json.dumps({"error": f"unknown op {op}"}).encode())
+
+
+def _fork_zygote(zsock: socket.socket, zygote_pid: int) -> int:
+    parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            parent_end.detach()
+            zsock.detach()
+            _serve(child_end, zygote_pid)  # dies with this zygote, which dies with the harness
+            code = 0
+        except BaseException:  # noqa: BLE001
+            workers._print_exc()
+        finally:
+            os._exit(code)
+    child_end.close()
+    try:
+        socket.send_fds(zsock, [json.dumps({"pid": pid}).encode()], [parent_end.fileno()])
+    finally:
+        parent_end.close()
+    return pid
 
 
 def _fork_worker(zsock: socket.socket, zygote_pid: int) -> int:

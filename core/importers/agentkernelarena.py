@@ -20,15 +20,17 @@ for each shape, seeds torch, builds the inputs, calls the source's entry functio
 - arguments that do not change across the shapes used (a flag, an activation's name) are fixed
   in `run`; shapes whose non-size entries differ from the first shape's are left out.
 
-Everything else (HIP, CUDA and FlyDSL tasks, repository tasks, runners off the template) is
-reported as not converted, with the reason. HIP tasks run only on AMD devices.
+Everything else (HIP, CUDA and FlyDSL tasks, runners off the template, template tasks whose
+conversion fails) becomes an external task (core/importers/aka_external.py): its own commands
+in this arena's sandbox, scored by its own rules; HIP ones run only on AMD devices. Repository
+and image tasks are reported, with the reason.
 """
 
 from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -48,6 +50,7 @@ OnTask = Callable[[int, int, str, "Converted | Skipped"], None]
 @dataclass(frozen=True)
 class Options:
     timeout_s: float = 120.0
+    external: bool = True  # tasks that do not convert become external tasks (core/importers/aka_external.py)
 
 
 def find_tasks(root: Path) -> list[Path]:
@@ -66,7 +69,9 @@ def import_agentkernelarena(root: Path | str, out: Path | str, options: Options 
     report = ImportReport("agentkernelarena", str(root), str(out))
     for i, folder in enumerate(folders, 1):
         source = str(folder.relative_to(root))
-        outcome = isolated(_convert_one, (folder, source, out), source, options.timeout_s)
+        outcome = isolated(_convert_one, (folder, source, out, options.external), source, options.timeout_s)
+        if options.external and isinstance(outcome, Skipped) and outcome.kind in ("timeout", "crash"):
+            outcome = _as_external(folder, source, out, f"{outcome.kind}: {outcome.reason}")  # copying files runs none of its code
         (report.converted if isinstance(outcome, Converted) else report.skipped).append(outcome)  # type: ignore[arg-type]
         if on_task:
             on_task(i, len(folders), source, outcome)
@@ -88,9 +93,20 @@ def task_name(folder: Path) -> str:
 # --- one task ------------------------------------------------------------------------------------
 
 
-def _convert_one(folder: Path, source: str, out: Path) -> Converted | Skipped:
+def _convert_one(folder: Path, source: str, out: Path, external: bool = True) -> Converted | Skipped:
     try:
         return convert(folder, source, out)
+    except ProblemError as exc:
+        return _as_external(folder, source, out, f"{exc.kind}: {exc.reason}") if external else Skipped(source, exc.kind, exc.reason)
+
+
+def _as_external(folder: Path, source: str, out: Path, why: str) -> Converted | Skipped:
+    """A task that did not convert, as an external task; where even that is impossible (a
+    repository or image task), Skipped with that reason."""
+    from core.importers.aka_external import write_external
+
+    try:
+        return write_external(folder, source, out, task_name(folder), FAMILY, LICENSE, why)
     except ProblemError as exc:
         return Skipped(source, exc.kind, exc.reason)
 
@@ -111,12 +127,12 @@ class Runner:
     def read(cls, folder: Path, config: dict[str, Any]) -> "Runner":
         path = folder / "scripts" / "task_runner.py"
         if not path.is_file():
-            raise ProblemError("external", "has no scripts/task_runner.py: it runs its own commands (external tasks are not converted yet)")
+            raise ProblemError("external", "has no scripts/task_runner.py: it runs its own commands")
         tree = ast.parse(path.read_text(), filename=str(path))
         defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
         shapes = _test_shapes(tree)
         if shapes is None or not {"run_correctness", "load_module", "run_compile"} <= set(defs):
-            raise ProblemError("off_template", "its runner does not follow the generated template (TEST_SHAPES, load_module, run_correctness): external tasks are not converted yet")
+            raise ProblemError("off_template", "its runner does not follow the generated template (TEST_SHAPES, load_module, run_correctness)")
         names = _loop_names(defs["run_correctness"])
         if not names:
             raise ProblemError("off_template", "run_correctness does not unpack `enumerate(TEST_SHAPES)` into names")
@@ -133,7 +149,7 @@ def convert(folder: Path, source: str, out: Path) -> Converted:
     kind = str(config.get("task_type", ""))
     if kind != "triton2triton":
         amd = " (HIP: AMD devices only)" if "hip" in kind else ""
-        raise ProblemError(kind or "unknown", f"a `{kind}` task{amd}: only Triton-to-Triton tasks convert; the rest would run as external tasks, not converted yet")
+        raise ProblemError(kind or "unknown", f"a `{kind}` task{amd}: only Triton-to-Triton tasks convert to ordinary tasks")
     sources = config.get("source_file_path") or []
     if len(sources) != 1:
         raise ProblemError("off_template", f"source_file_path lists {len(sources)} files: one source module converts")
@@ -402,6 +418,9 @@ class _Layout:
     outputs: list[list[str | int]]  # each returned output's dims (in-place ones: [])
     shapes: list[tuple[Any, ...]]  # every shape the task uses, visible then hidden
     derived: dict[str, list[int]]  # axes no shape entry gives simply: their value at each shape
+    # integer arguments that change with the shape but are, at every shape, one dimension of a
+    # tensor argument (`head_size` = q.shape[-1]): run reads them off that tensor, name -> (tensor, dim)
+    from_shape: dict[str, tuple[str, int]] = field(default_factory=dict)
 
     def axes(self, runner: "Runner", shape: tuple[Any, ...], sizes: list[int]) -> dict[str, int]:
         i = self.shapes.index(shape)
@@ -439,19 +458,35 @@ def _layout(
                 dims.append(axis)
         return dims
 
+    varying: list[tuple[str, list[Any]]] = []
+    tensor_shapes: dict[str, list[tuple[int, ...]]] = {}
     for j, name in enumerate(names):
         column = [v[j] for v in values]
         if all(isinstance(v, torch.Tensor) for v in column):
-            tensor[name] = (dims_of(name, [tuple(v.shape) for v in column]), str(column[0].dtype).removeprefix("torch."))
+            tensor_shapes[name] = [tuple(v.shape) for v in column]
+            tensor[name] = (dims_of(name, tensor_shapes[name]), str(column[0].dtype).removeprefix("torch."))
         elif column[0] is None or all(v == column[0] and type(v) is type(column[0]) for v in column):
             fixed[name] = column[0]
         else:
-            raise ProblemError("scalar_arg", f"argument `{name}` is a {type(column[0]).__name__} that changes with the shape: only tensors may vary")
+            varying.append((name, column))
+    from_shape = {name: _shape_source(name, column, tensor_shapes) for name, column in varying}
     outputs = []
     for k, (_, _, inplace) in enumerate(runs[0]):
         label = f"out{k}" if len(runs[0]) > 1 else "out"
         outputs.append([] if inplace is not None else dims_of(label, [r[k][0] for r in runs]))
-    return _Layout(names, tensor, fixed, kw_names, n_pos, outputs, shapes, derived)
+    return _Layout(names, tensor, fixed, kw_names, n_pos, outputs, shapes, derived, from_shape)
+
+
+def _shape_source(name: str, column: list[Any], tensor_shapes: dict[str, list[tuple[int, ...]]]) -> tuple[str, int]:
+    """The (tensor argument, dimension) that equals integer argument `name` at every shape; a
+    `scalar_arg` ProblemError where there is none (a block size the runner picks, say)."""
+    if all(type(v) is int for v in column):
+        for tname, per_shape in tensor_shapes.items():
+            for d in range(len(per_shape[0])):
+                if all(p[d] == v for p, v in zip(per_shape, column)):
+                    return tname, d
+    raise ProblemError("scalar_arg", f"argument `{name}` is a {type(column[0]).__name__} that changes with the shape and is no tensor argument's dimension: "
+                                     "only tensors, and integers read off their shapes, may vary")
 
 
 def _parameters(source_file: Path, entry: str) -> list[str]:
@@ -530,7 +565,7 @@ def _task_yaml(
     out_specs: list[dict[str, Any]] = []
     for k, (_, dtype, inplace) in enumerate(outputs):
         if inplace is not None:
-            out_specs.append({"name": f"{layout.arg_names[inplace]}_out", "inplace_of": layout.arg_names[inplace]})
+            out_specs.append({"name": f"{layout.arg_names[inplace]}_out", "dtype": dtype, "inplace_of": layout.arg_names[inplace]})
         else:
             out_specs.append({"name": f"out{k}" if len(outputs) > 1 else "out", "shape": _Flow.list(layout.outputs[k]), "dtype": dtype})
     out_dims = [layout.outputs[k] for k, o in enumerate(outputs) if o[2] is None]
@@ -555,6 +590,7 @@ def _task_yaml(
                 "flops": "unknown (the task states none): 1, so the speed of light is the bytes' alone",
                 "bytes": "the sizes of the tensor arguments and of the outputs",
                 "fixed_arguments": {k: repr(v) for k, v in layout.fixed.items()},
+                "arguments_from_shapes": {k: f"{t}.shape[{d}]" for k, (t, d) in layout.from_shape.items()},
             },
             "notes": notes,
         },
@@ -599,11 +635,21 @@ _ARENA_TENSORS = {list(layout.tensor)!r}
 _ARENA_FIXED = {layout.fixed!r}
 _ARENA_POSITIONAL = {layout.n_positional}
 _ARENA_INPLACE = {inplace!r}  # arguments the entry writes in place (its outputs when it returns None)
+_ARENA_FROM_SHAPE = {layout.from_shape!r}  # integer arguments read off a tensor's shape: name -> (tensor, dim)
+
+
+def _arena_argument(name, given):
+    if name in given:
+        return given[name]
+    if name in _ARENA_FROM_SHAPE:
+        tensor, dim = _ARENA_FROM_SHAPE[name]
+        return int(given[tensor].shape[dim])
+    return _ARENA_FIXED[name]
 
 
 def run(*inputs):
     given = dict(zip(_ARENA_TENSORS, inputs))
-    values = [given[n] if n in given else _ARENA_FIXED[n] for n in _ARENA_ARGUMENTS]
+    values = [_arena_argument(n, given) for n in _ARENA_ARGUMENTS]
     args, kwargs = values[:_ARENA_POSITIONAL], dict(zip(_ARENA_ARGUMENTS[_ARENA_POSITIONAL:], values[_ARENA_POSITIONAL:]))
     out = {runner.entry}(*args, **kwargs)
     if _ARENA_INPLACE:
@@ -629,6 +675,16 @@ _ARENA_TENSORS = {list(layout.tensor)!r}
 _ARENA_FIXED = {layout.fixed!r}
 _ARENA_CALL = {call.args!r}
 _ARENA_KWARGS = {call.kwargs!r}
+_ARENA_FROM_SHAPE = {layout.from_shape!r}  # integer arguments read off a tensor's shape: name -> (tensor, dim)
+
+
+def _arena_argument(name, given):
+    if name in given:
+        return given[name]
+    if name in _ARENA_FROM_SHAPE:
+        tensor, dim = _ARENA_FROM_SHAPE[name]
+        return int(given[tensor].shape[dim])
+    return _ARENA_FIXED[name]
 
 
 def _arena_value(spec, values):
@@ -640,7 +696,7 @@ def _arena_value(spec, values):
 
 def run(*inputs):
     given = dict(zip(_ARENA_TENSORS, inputs))
-    values = [given[n] if n in given else _ARENA_FIXED[n] for n in _ARENA_ARGUMENTS]
+    values = [_arena_argument(n, given) for n in _ARENA_ARGUMENTS]
     args = [_arena_value(s, values) for s in _ARENA_CALL]
     kwargs = {{k: _arena_value(s, values) for k, s in _ARENA_KWARGS}}
     return {call.name}(*args, **kwargs)

@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterable
 
 import yaml
 
+from core.importers.isolate import isolated
 from core.importers.kernelbench_problem import (
     Probe,
     Problem,
@@ -39,7 +40,6 @@ from core.importers.kernelbench_problem import (
     is_power_of_two,
     not_power_of_two,
 )
-from core.importers.isolate import isolated
 from core.importers.report import Converted, ImportReport, Skipped
 
 FAMILY = "kernelbench"

@@ -15,6 +15,7 @@ class Converted:
     task_id: str
     path: str
     notes: tuple[str, ...] = ()
+    mode: str = "native"  # `external`: it runs its own commands, scored by its own rules (core/tasks/external.py)
 
 
 @dataclass(frozen=True)

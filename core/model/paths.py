@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+
 def default_path() -> Path:
     """`$ARENA_DB`, else `${XDG_DATA_HOME:-~/.local/share}/kernel-arena/arena.db`."""
     if os.environ.get("ARENA_DB"):

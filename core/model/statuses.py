@@ -13,6 +13,7 @@ class TimingKind(str, Enum):
     MEASURED = "measured"  # device events on a real GPU
     PREDICTED = "predicted"  # a simulated GPU (`sim:<gpu>`): counted work through the time model
     CPU = "cpu"  # the CPU device: wall-clock on the host, never given a speed-of-light fraction
+    EXTERNAL = "external"  # an external task (docs/interop.md): its own commands' timing and rules
 
     def __str__(self) -> str:
         return self.value

@@ -8,15 +8,13 @@ import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
-
-from core.model import keys
 from core.agents.base import AgentConfig
-from core.evaluation.evaluator import check_candidate
-from core.tasks.spec import Task
-from core.tasks.discovery import discover, find_task
 from core.agents.workspace import Variant
-
+from core.evaluation.evaluator import check_candidate
+from core.model import keys
 from core.orchestration.runfile import BUILTIN_CANDIDATES, RunSpec
+from core.tasks.discovery import discover, find_task
+from core.tasks.spec import Task
 
 
 @dataclass(frozen=True)
@@ -56,7 +54,7 @@ def plan(spec: RunSpec) -> list[PlannedJob]:
     for task in select_tasks(spec.tasks, spec.tasks_dir):
         for entry in spec.candidates:
             candidate = _candidate(task, entry, spec.base_dir)
-            check_candidate(candidate)
+            check_candidate(candidate, task)
             for device in spec.devices:
                 for i in range(spec.iterations):
                     jobs.append(PlannedJob(task, candidate, entry, device, i))

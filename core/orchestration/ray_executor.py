@@ -48,11 +48,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from core.model import events
 from core.devices.device import PACKAGE_ROOT, DeviceError, DeviceInfo, LocalDevice, info_from_probe
 from core.evaluation.executors import HarnessError, OnEvent
+from core.model import events
 from core.model.candidate import native_siblings
-
 
 PREFIX = "ray:"
 INSTALL_HINT = "Ray devices need the `ray` package: pip install 'kernel-arena[ray]'"

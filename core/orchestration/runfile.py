@@ -33,8 +33,8 @@ from typing import Any
 import yaml
 
 from core.agents.base import AGENT_KINDS, AgentConfig
-from core.evaluation.profiles import ProfileError, parse_profile
 from core.agents.workspace import Variant
+from core.evaluation.profiles import ProfileError, parse_profile
 
 BUILTIN_CANDIDATES = ("starter", "baseline")
 AGENT_FIELDS = ("name", "kind", "model", "options", "budget_s", "max_cost_usd", "max_tokens")

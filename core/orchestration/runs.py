@@ -22,20 +22,25 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-
-from core.model import events
-from core.model import keys
-from core.model.outcome import FAILURES
 from core.evaluation.evaluator import BadCandidate, Evaluator, check_candidate
 from core.evaluation.executors import Executor, HarnessError, LocalExecutor
+from core.model import events, keys
+from core.model.outcome import FAILURES
 from core.model.result import Result
-from core.orchestration.pool import EvaluatorPool, ExecutorFactory
-from core.orchestration.scheduler import InfrastructureFault, Job, JobFailed, Scheduler, Slot, slots_for
-from core.store.db import Store
 from core.orchestration.planning import PlannedAttempt, plan, plan_attempts, select_tasks
+from core.orchestration.pool import EvaluatorPool, ExecutorFactory
 from core.orchestration.runfile import RunSpec
-from core.tasks.spec import Task
+from core.orchestration.scheduler import (
+    InfrastructureFault,
+    Job,
+    JobFailed,
+    Scheduler,
+    Slot,
+    slots_for,
+)
+from core.store.db import Store
 from core.tasks.discovery import find_task
+from core.tasks.spec import Task
 
 OnRunEvent = Callable[[int | None, events.Event], None]  # (store job id, event); transcripts too, with job id None
 OnAttempt = Callable[["AttemptReport"], None]
@@ -320,6 +325,8 @@ async def execute(
         alone = []
         for key in keys:
             try:
+                if planned[key].task.external is not None:
+                    raise BadCandidate("external tasks run their own commands, never in a batch")
                 check_candidate(planned[key].candidate)
             except (BadCandidate, ValueError):
                 alone.append(key)  # reported by its own evaluation, as ever
@@ -350,7 +357,6 @@ async def execute(
     capacities: dict[str, int] = {}
     if spec.ray or any(d.startswith("ray:") for d in devices):  # slots from the cluster's resources
         from core.orchestration import ray_executor
-
         capacities = ray_executor.capacities(devices, spec.ray)
         if executor_factory is local_executor:
             executor_factory = ray_executor.with_ray(None, spec.ray)
@@ -442,7 +448,6 @@ async def _attempt(planned: PlannedAttempt, attempt_id: str, row: Any, run_id: s
     from core.agents import adapter as make_adapter
     from core.agents.runner import Attempt, evaluate_submission, run_agent, snapshot
     from core.agents.workspace import make_workspace
-
     store = ctx.store
     attempt = Attempt(attempt_id, run_id, planned.agent, planned.task, planned.device, planned.variant, planned.iteration)
     final_key = keys.final_key(planned.key)

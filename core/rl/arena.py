@@ -32,16 +32,23 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from core.devices.device import DeviceError, parse_device
-from core.evaluation.evaluator import BadCandidate, Evaluator, Timing, check_candidate
-from core.evaluation.profiles import parse_profile
-from core.evaluation.executors import HarnessError, LocalExecutor
 from core.devices.ids import timing_kind_of
+from core.evaluation.evaluator import BadCandidate, Evaluator, Timing, check_candidate
+from core.evaluation.executors import HarnessError, LocalExecutor
+from core.evaluation.profiles import parse_profile
 from core.model.result import Result, unevaluated
-from core.rl.rewards import RewardFn, get_reward, outcome, reward_name
 from core.orchestration.pool import EvaluatorPool, ExecutorFactory
-from core.orchestration.scheduler import InfrastructureFault, Job, JobFailed, Scheduler, Slot, slots_for
-from core.tasks.spec import Task
+from core.orchestration.scheduler import (
+    InfrastructureFault,
+    Job,
+    JobFailed,
+    Scheduler,
+    Slot,
+    slots_for,
+)
+from core.rl.rewards import RewardFn, get_reward, outcome, reward_name
 from core.tasks.discovery import find_task
+from core.tasks.spec import Task
 
 MAX_SOURCE_BYTES = 1 << 20  # a candidate module larger than 1 MiB is not a kernel
 

@@ -27,9 +27,9 @@ from typing import Any
 
 from core.model import events
 from core.model.paths import default_path  # the store opens it when given no path
+from core.model.result import Result, StageResult, WorkloadFigures
 from core.store.errors import StoreError
 from core.store.migrations import migrate as _migrate
-from core.model.result import Result, StageResult, WorkloadFigures
 
 RUN_STATUSES = ("running", "finished", "interrupted", "cancelled")
 JOB_STATES = ("queued", "running", "done", "failed", "cancelled")

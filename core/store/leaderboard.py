@@ -51,9 +51,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.devices.ids import timing_kind_of
 from core.evaluation import scoring
 from core.model.outcome import FAILURES
-from core.devices.ids import timing_kind_of
 from core.model.statuses import TimingKind
 from core.store.db import Store
 
@@ -65,6 +65,8 @@ LABELS = {
     "measured": "measured",
     "predicted": "predicted: simulated devices, never mixed with measured",
     "cpu": "cpu: for information, never ranked",
+    # External tasks (core/tasks/external.py): their own commands and timer, scored by their own rules.
+    "external": "external: each task's own correctness and timing, scored by its own rules (not this arena's protocol)",
 }
 
 

@@ -8,9 +8,7 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
-
 from core.store.errors import StoreError
-
 
 # One script per schema version, in order: MIGRATIONS[0] takes an empty file to version 1.
 # Append, never edit a released one. States and kinds are checked in Python, not with SQL CHECK

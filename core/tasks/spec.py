@@ -299,6 +299,8 @@ class Task:
     # Why the recorded baseline stays far from the speed of light, and why nothing faster is
     # available to it (docs/tasks.md lists it beside every baseline under 10% of SOL).
     baseline_note: str = ""
+    # An external task's spec (core/tasks/external.py): it runs its own commands, scored by its own rules.
+    external: Any = None
 
     def baseline_impl(self, impl: str | None) -> BaselineImpl | None:
         """The declared candidate named `impl`; None (a task with one candidate: that one)."""
@@ -381,6 +383,17 @@ def load_task(task_dir: Path | str, tasks_root: Path | str | None = None) -> Tas
     """Load and validate one task folder."""
     task_dir = Path(task_dir).resolve()
     spec_path = task_dir / "task.yaml"
+    if spec_path.is_file() and task_dir.parent.name in IMPORTED_FAMILIES:
+        from core.tasks import (
+            external,  # an imported task of kind `external` has no reference or workloads
+        )
+
+        raw_external = external.read_raw(spec_path)
+        if external.is_external(raw_external):
+            try:
+                return external.load_external_task(task_dir, f"{task_dir.parent.name}/{task_dir.name}", raw_external)
+            except external.ExternalError as exc:
+                raise TaskError(exc.path, exc.field_name, exc.problem, exc.fix) from None
     for name in TASK_FILES:
         if not (task_dir / name).is_file():
             raise TaskError(task_dir / name, name, "file is missing", f"add {name} (docs/task-format.md)")

@@ -35,6 +35,8 @@ TASKS = {
     "sampling": HERE.parent.parent / "tasks" / "sampling" / "top_k_top_p_sampling",
     "silu_mul": HERE.parent.parent / "tasks" / "activation" / "silu_mul",
     "add_rmsnorm": HERE.parent.parent / "tasks" / "norm" / "add_rmsnorm",
+    "route_topk_softmax": HERE.parent.parent / "tasks" / "moe" / "route_topk_softmax",
+    "silu_mul_fp8_quant": HERE.parent.parent / "tasks" / "activation" / "silu_mul_fp8_quant",
 }
 PUBLISHED = HERE.parent / "published"  # published kernels (Liger-Kernel) written as candidates: never flagged
 PUBLISHED_CANDIDATES = (("silu_mul", PUBLISHED / "liger_swiglu.py"), ("add_rmsnorm", PUBLISHED / "liger_fused_add_rmsnorm.py"))
@@ -125,6 +127,28 @@ CHEATS = (
     Cheat("peer_seed", "allsum", "reads its seed from the harness's frames and regenerates its peers' inputs instead of communicating",
           "each rank's seed is an HMAC under a key only the parent holds, and each rank gets only its own", "stage:correctness:failed",
           ("scan:introspection",)),
+    # Red team of issue 23 (docs/integrity.md, "Red team"): other families, each caught by a defense already in place.
+    Cheat("route_memo_fixed", "route_topk_softmax", "right only at the row counts task.yaml lists (visible and fixed hidden), cheap elsewhere",
+          "at least half of every hidden set drawn with the secret seed, never a listed shape", "stage:generalization:failed"),
+    Cheat("route_ids_int64", "route_topk_softmax", "returns topk_ids as int64 (torch's own) where int32 is declared",
+          "every output's dtype must be the declared one", "stage:correctness:failed:has dtype torch.int64"),
+    Cheat("norm_residual_inplace", "add_rmsnorm", "adds x into the harness's residual input and returns it as residual_out",
+          "outputs may not share storage with an input unless declared in place", "stage:correctness:failed:aliases input"),
+    Cheat("norm_outputs_alias", "add_rmsnorm", "returns one tensor as both outputs", "outputs may not share storage with each other",
+          "stage:correctness:failed:shares memory with output"),
+    Cheat("silu_transposed_output", "silu_mul", "right values in a transposed (strided) view", "plain dense contiguous outputs only",
+          "stage:correctness:failed:not a plain dense tensor"),
+    Cheat("norm_weight_cache", "add_rmsnorm", "caches the weight's conversion by data_ptr and results by a cheap hash of x",
+          "fresh values at the same addresses every call; sampled timed calls checked",
+          "stage:correctness:failed|stage:generalization:failed|flag:timed_output_mismatch",
+          ("scan:output_cache",)),
+    Cheat("import_thread_snoop", "silu_mul", "a thread started at import polls the input buffer and computes during the refill, before the timer",
+          "sampled timed outputs copied the moment the call returns", "flag:timed_output_mismatch|neutral:sane", ("scan:threads",)),
+    Cheat("fp8_pow2_scale", "silu_mul_fp8_quant", "power-of-two (UE8M0) scales where absmax / 448 is asked",
+          "fp8 outputs judged after dequantization, scales within 1% (core/harness/fp8_check.py)", "stage:correctness:failed"),
+    Cheat("rank_prefetch_thread", "allsum", "a thread sees each refilled input during the barrier's wait and does the all-reduce there, untimed",
+          "ranks refill after the barrier, right before the timer (the order: tests/test_ranked_refill.py); at its true speed now",
+          "neutral:sane", ("scan:threads", "scan:file_access")),
     Cheat("patch_perf_counter", "axpy", "a slow kernel that slows time.perf_counter",
           "the timer bound its clock at import", "neutral:slow", ("runtime_patch", "scan:monkeypatch")),
     Cheat("patch_harness_import", "axpy", "a slow kernel that imports core.harness.timing and slows its clock",
@@ -134,7 +158,11 @@ CHEATS = (
     Cheat("patch_harness_gc", "axpy", "finds the live timing module through gc and slows its clock",
           "OPEN: in-process timer; notes only", "gap", ("scan:introspection",)),
     Cheat("precompute_from_frames", "axpy", "reads the round's seed from the harness's frames and precomputes every timed output",
-          "OPEN on CPU (the GPU's impossibility floor catches a replay); notes only", "gap", ("scan:introspection",)),
+          "the trusted worker draws the timed inputs into shared memory: no seed in the candidate's process, so it computes at its true speed",
+          "neutral:sane", ("scan:introspection",)),
+    Cheat("seed_hunt", "axpy", "searches frames and gc for the round's seed or the sampled calls at every timed call (wrong outputs once found)",
+          "the seed and the sampled calls stay in the trusted worker (shared_io.py): it finds nothing and passes", "neutral:sane",
+          ("scan:introspection",)),
     Cheat("forged_verdicts", "axpy", "writes forged stage/evaluation verdicts to fds 0-20 and /proc/self/fd/*",
           "workers keep no descriptor but their own socket; the channel rejects what is not a frame", "stage:compile:crashed|stage:correctness:failed",
           ("scan:file_access",)),
@@ -187,7 +215,7 @@ def outcome_problems(cheat_expect: str, notes_wanted: tuple[str, ...], result) -
     for wanted in notes_wanted:
         if not any(t.startswith(w) for w in wanted.split("|") for t in texts):
             problems.append(f"no review note or flag starts with {wanted!r}")
-    if cheat_expect not in ("gap", "sandbox") and not cheat_expect.startswith("neutral") and result.status == "passed":
+    if cheat_expect not in ("gap", "sandbox") and not any(o.startswith("neutral") for o in options) and result.status == "passed":
         problems.append(f"a cheat passed with {result.points:.0f} points")
     return problems
 

@@ -1,12 +1,13 @@
-"""Exploit (an OPEN GAP on the CPU device, documented): read the round's input seed and the
-call index from the harness's frames, regenerate the round's inputs the way the harness does
-(seed + 7919·(i + 1)), compute every output of the round inside its first timed call, and
-return them from a table afterwards: one slow call, the median near zero, every output right
-(so the sampled checks pass).
+"""Exploit: read the round's input seed and the call index from the harness's frames,
+regenerate the round's inputs the way the harness does (seed + 7919·(i + 1)), compute every
+output of the round inside its first timed call, and return them from a table afterwards: one
+slow call, the median near zero, every output right (so the sampled checks pass).
 
-What catches it: on a GPU, the impossibility floor (a table lookup is faster than the
-roofline; tests/gpu/cheats/precompute_from_frames.py). On the CPU device only the scan's note
-(scan:introspection)."""
+Before issue 23 this passed on the CPU device (only scan:introspection noted it). Defense now:
+the trusted worker draws the timed inputs into shared memory (core/harness/shared_io.py); the
+timing request in the candidate's process carries no seed, so there is nothing to regenerate
+from and the cheat computes each call as it comes (its true speed). Where the old path is kept
+(`Timing(shared_io=False)`) it still works, which tests/test_shared_io.py shows."""
 import sys
 
 import torch
@@ -30,7 +31,7 @@ def run(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     if caller is not _loop:  # a new round (or not a timed call at all)
         names = caller.f_locals
         msg = _request(caller)
-        if "chosen" not in names or msg is None:
+        if "chosen" not in names or msg is None or "seed" not in msg:
             return x * 2 + b
         _loop = caller
         _table.clear()

@@ -99,8 +99,9 @@ ROWS = [
                "graph outputs checked after sampled replays"),
     _gpu_cheat("mode_flush_launch", "flag:harness_hooked", ("scan:tensor_subclass",),
                "a mode left on the stack is found before every refill; harness tensor work runs with dispatch off"),
-    _gpu_cheat("precompute_from_frames", "flag:faster_than_speed_of_light|flag:timed_output_mismatch", ("scan:introspection",),
-               "the impossibility floor"),
+    _gpu_cheat("precompute_from_frames", "neutral:sane", ("scan:introspection",),
+               "the trusted worker draws the timed inputs (CUDA IPC): no seed in the candidate's process"),
+    _cpu_cheat("seed_hunt", "axpy_gpu"),
 ]
 # Not run here: memory_hog (no memory limit on GPU devices without the sandbox's cgroup: it
 # would take the host's RAM), cache_content (numpy on the host), the sandbox-only cheats, the

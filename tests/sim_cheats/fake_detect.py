@@ -1,6 +1,7 @@
 """Cheat: tell the counting pass from a real run. Handed fake tensors (the pass that counts a
-pure-PyTorch candidate for free), it returns an empty output and is counted as doing nothing;
-on real tensors it runs the real kernel, so every correctness check passes.
+pure-PyTorch candidate for free), it returns zeros (written, so the unwritten-output check is
+satisfied) and is counted for that one fill; on real tensors it runs the real kernel, so every
+correctness check passes.
 Defense: the impossibility floor applies to predicted times: a count that missed the work
 predicts a time below 90% of the spec roofline, and the result is flagged."""
 
@@ -22,7 +23,7 @@ def _silu_mul(x_ptr, out_ptr, I, BLOCK: tl.constexpr):
 def run(x):
     T, inter = x.shape[0], x.shape[1] // 2
     if type(x).__name__ == "FakeTensor":
-        return x.new_empty((T, inter))
+        return torch.zeros((T, inter), dtype=x.dtype)
     x = x.contiguous()
     out = torch.empty((T, inter), device=x.device, dtype=x.dtype)
     _silu_mul[(T, triton.cdiv(inter, 1024))](x, out, inter, BLOCK=1024)

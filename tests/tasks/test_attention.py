@@ -13,6 +13,7 @@ import torch
 from core.harness.compare import compare
 from core.tasks.discovery import find_task
 from core.tasks.formulas import evaluate_formula
+from tests.task_files import task_file, task_inputs
 
 ROOT = Path(__file__).resolve().parents[2] / "tasks" / "attention"
 TASKS = ["prefill_gqa", "decode_paged_gqa", "mla_decode", "prefill_sliding_window_sinks"]

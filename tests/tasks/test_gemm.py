@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from core.tasks.spec import load_task
+from tests.task_files import task_file, task_inputs
 
 GEMM = Path(__file__).resolve().parents[2] / "tasks" / "gemm"
 TASKS = ["bf16_gemm", "fp8_blockscale_gemm", "bf16_grouped_gemm", "fp8_blockscale_grouped_gemm", "small_m_gemm"]

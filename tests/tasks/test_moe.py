@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from core.tasks.spec import load_task
+from tests.task_files import task_file, task_inputs
 
 MOE = Path(__file__).resolve().parents[2] / "tasks" / "moe"
 TASKS = ["route_topk_softmax", "route_grouped_topk", "align_permute", "fused_moe"]

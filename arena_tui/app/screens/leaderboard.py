@@ -13,6 +13,11 @@ from textual.binding import BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Header, Static
 
+from arena_tui.app.keys import Key, bindings, commands
+from arena_tui.app.screens.base import RunScreen
+from arena_tui.app.widgets.footer import ArenaFooter
+from arena_tui.figures import INTERPRETED_NOTE, sol_cell, speedup_cell
+from arena_tui.tables import Col, fitted
 from core.store import leaderboard
 
 

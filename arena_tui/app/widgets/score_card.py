@@ -8,6 +8,10 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from arena_tui.app.model import Row
+from arena_tui.app.queue_rows import ratio_text
+from arena_tui.app.widgets.speedup_chart import speedup_bars
+from arena_tui.figures import INTERPRETED
 from core.model.result import STAGES, Result
 
 MARK = {"passed": ("✓", "green"), "failed": ("✗", "red"), "timeout": ("⏱", "red"), "crashed": ("✗", "red"), "error": ("!", "yellow"), "skipped": ("·", "dim")}

@@ -6,6 +6,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import RichLog, Static
 
+from arena_tui.app.widgets.transcript_text import step_text
 from core.model.events import TranscriptEvent
 
 LOG_LINES = 2000  # the pane forgets older lines; the store keeps every step

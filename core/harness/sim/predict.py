@@ -23,7 +23,11 @@ import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from core.harness import inputs
-from core.harness.sim import aot as sim_aot, count as sim_count, host as sim_host, torch_ops as sim_torch
+from core.harness.sim import aot as sim_aot
+from core.harness.sim import count as sim_count
+from core.harness.sim import host as sim_host
+from core.harness.sim import torch_ops as sim_torch
+from core.harness.sim import written as sim_written
 
 TILE = 1 << 16  # random values drawn per input; a GPU-sized input repeats them
 UNTOUCHED_BYTES = 64 << 20  # a floating-point input larger than this keeps only its first TILE values, past FILL_BUDGET
@@ -263,16 +267,20 @@ def predict_candidate(
     started = time.perf_counter()
     notes: list[str] = []
     try:
-        ops = sim_torch.count_fake(run, fake_inputs(specs, workload, seed, custom))
-        return {"ok": True, "launches": [], "torch_ops": ops, "notes": ["no Triton launch: counted on fake tensors"], "seconds": time.perf_counter() - started}
+        written: list[Any] = []
+        ops = sim_torch.count_fake(run, fake_inputs(specs, workload, seed, custom), written)
+        return {"ok": True, "launches": [], "torch_ops": ops, "notes": ["no Triton launch: counted on fake tensors"], "seconds": time.perf_counter() - started,
+                "written": written}
     except Exception:  # noqa: BLE001 - needs real memory (Triton, data-dependent torch): go on below
         pass
     args = gpu_inputs(specs, workload, seed, custom)
     made = time.perf_counter() - started
     with sim_count.Counting(model=compiler.target.get("trial_model")) as counting, sim_torch.TorchCalls() as work, torch.no_grad():
         counting.salt = int(seed) & 0xFFFFFFFF
-        run(*args)
-    del args
+        result = run(*args)
+        # What it wrote of what it returned (sim_written): a call that does less when counted shows it.
+        written = sim_written.shares(result, args, work.work.written, counting.launches)
+    del args, result
     launches = []
     for launch in counting.launches[:MAX_LAUNCHES - 1]:
         summary = launch.summary()
@@ -296,7 +304,7 @@ def predict_candidate(
         notes.append(f"autotune: {counting.trials} trial launch(es) predicted to choose each config and not billed (a GPU would measure them)")
     return {
         "ok": True, "launches": launches, "torch_ops": work.ops, "notes": notes,
-        "seconds": time.perf_counter() - started, "inputs_s": made,
+        "seconds": time.perf_counter() - started, "inputs_s": made, "written": written,
     }
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from core.harness.sim import narrow as sim_narrow
+from core.harness.sim import written as sim_written
 from core.harness.sim.model import Constants, Target, predict_side
 
 if TYPE_CHECKING:
@@ -170,6 +172,12 @@ def _report(ev: "Evaluation", w: dict[str, Any], reply: dict[str, Any], target: 
     if uncounted:
         message, fault = uncounted
         raise StageFailed("failed" if fault == "candidate" else "error", f"{w['label']}: {message}", fault)
+    unwritten = sim_written.problem(reply.get("written"), [o["name"] for o in ev.job["outputs"]])
+    if unwritten:
+        raise StageFailed("failed", f"{w['label']}: {unwritten}")
+    narrow = sim_narrow.problem([s for s, _ in launches], cand_ops, [str(x.get("dtype")) for x in ev.job["inputs"] + ev.job["outputs"] if x.get("dtype")])
+    if narrow:
+        raise StageFailed("failed", f"{w['label']}: {narrow}")
     candidate = predict_side(launches, cand_ops, target, constants)
     known = w.get("measured_baseline")
     if isinstance(known, dict) and isinstance(known.get("median_us"), (int, float)) and known["median_us"] > 0:

@@ -18,6 +18,8 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from core.harness.sim import written as sim_written
+
 _FREE = {
     "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "detach", "alias", "lift_fresh", "lift_fresh_copy",
     "_to_copy_noop", "resolve_conj", "resolve_neg", "set_", "is_same_size", "_local_scalar_dense", "sym_size", "sym_stride",
@@ -66,6 +68,7 @@ class TorchWork(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
         self.ops: list[dict[str, Any]] = []
+        self.written: list[sim_written.Span] = []  # what each op wrote: the counted call's outputs must be (sim_written)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
@@ -74,6 +77,7 @@ class TorchWork(TorchDispatchMode):
         if name in _FREE or getattr(func, "is_view", False) or name.startswith("_foreach_") or getattr(func, "namespace", "") == "prim":  # prim: metadata (device, layout)
             return out
         ins, outs = _tensors(args) + _tensors(kwargs), _tensors(out)
+        sim_written.note(self.written, outs)
         if name in _GATHERS:
             # A gather reads what it returns, not the whole table (an index into a 64 MB cos/sin
             # table at T=1 touches a few rows), plus its indices.
@@ -154,15 +158,19 @@ def _call_entry(name: str, group: list[dict[str, Any]], ins: list[torch.Tensor],
     }
 
 
-def count_fake(fn: Any, make_args: Any) -> list[dict[str, Any]]:
+def count_fake(fn: Any, make_args: Any, written: list[Any] | None = None) -> list[dict[str, Any]]:
     """A candidate's torch calls of `fn(*make_args())` (TorchCalls), both run on fake tensors (no
-    memory, no time). Raises what the fake run raises (data-dependent code)."""
+    memory, no time). Raises what the fake run raises (data-dependent code). `written`, where
+    given, receives the share of each returned tensor that the ops wrote (sim_written.shares)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     with FakeTensorMode(allow_non_fake_inputs=True):
         args = make_args()
         with TorchCalls() as calls, torch.no_grad():
-            fn(*args)
+            result = fn(*args)
+            spans = list(calls.work.written)
+        if written is not None:
+            written[:] = sim_written.shares(result, list(args), spans)
     return calls.ops
 
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from core.rl.rewards import RewardFn
 from core.rl.arena import Arena, EvalRequest, ExecutorFactory
+from core.rl.rewards import RewardFn
 
 FENCE = re.compile(r"```[ \t]*(?:python|py)[ \t]*\n(.*?)```", re.DOTALL)
 NO_CODE = "no_code"

@@ -22,9 +22,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from core.rl.rewards import RewardFn
-from core.rl.arena import ExecutorFactory
 from core.rl.adapters.completions import BatchScorer, Item
+from core.rl.arena import ExecutorFactory
+from core.rl.rewards import RewardFn
 
 
 class KernelReward:

@@ -20,8 +20,8 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
-from core.rl.env import KernelEnv, extract_code, signature, task_prompt
 from core.rl.arena import Arena
+from core.rl.env import KernelEnv, extract_code, signature, task_prompt
 from core.tasks.discovery import discover, find_task
 
 FINAL = re.compile(r"^\s*FINAL\s*$", re.MULTILINE)

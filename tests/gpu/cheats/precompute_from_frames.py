@@ -3,8 +3,11 @@ regenerate the round's inputs on the device the way the harness does (seed + 791
 compute up to 256 outputs inside the first timed call, and return them from a table after:
 every output is right, and the timed calls do no work at all.
 
-Defense: a call that does no work takes less than 90% of the roofline time
-(faster_than_speed_of_light). On the CPU device this is an open gap (tests/cheats)."""
+Defense: the trusted worker draws the timed inputs into the candidate's buffers (CUDA IPC,
+core/harness/shared_io.py): the timing request carries no seed, so the cheat finds nothing to
+regenerate from and computes each call (its true speed). On the old path (a device that cannot
+share memory) a call that does no work takes less than 90% of the roofline time
+(faster_than_speed_of_light)."""
 import sys
 
 import torch
@@ -26,7 +29,7 @@ def run(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     global _round
     loop = _frame_with("starts")  # inside the timer's loop: `k`, `first`, `calls` are its locals
     request = _frame_with("msg")
-    if loop is None or "k" not in loop or request is None or request["msg"].get("op") != "time":
+    if loop is None or "k" not in loop or request is None or request["msg"].get("op") != "time" or "seed" not in request["msg"]:
         return x * 2 + b
     msg, k, first = request["msg"], loop["k"], loop["first"]
     key = (msg["seed"], first)

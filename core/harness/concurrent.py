@@ -1,0 +1,306 @@
+"""A concurrent batch: the untimed stages of several candidates at once, their timing alone.
+
+Only the performance stage needs the device to itself. So a batch with `concurrency: K`
+(K > 1; the engine picks it from the host's cores, core/evaluation/batch.py) runs in two phases:
+
+1. **Untimed, K at a time.** K slots, each with its own zygote (forked by the harness's zygote,
+   so it too never saw the job) and its own trusted worker, take the batch's candidates in
+   order and run compile → correctness → generalization, one candidate per slot at a time,
+   exactly as a one-at-a-time batch does (batch.py's `_Member`). When a candidate's untimed
+   stages end, every process of it is killed and its slot's zygote buries what it left
+   behind (`leftover_processes` is the candidate's own: its slot ran nothing else).
+2. **Timed, one at a time, nothing else alive.** Once every slot is idle, each candidate that
+   passed gets a fresh worker (the same sandbox and limits; its kernels load from the JIT
+   cache its untimed run filled), compiles again and is timed, interleaved with its slot's warm
+   baseline, as before. No other candidate process exists then: killed, not stopped, because
+   a stopped process's queued GPU work still runs (a kernel that spins for seconds would slow
+   its neighbour's timing), and a killed one's CUDA context, and with it every kernel it
+   queued, is torn down by the driver. The trusted workers of the other slots are ours and
+   idle (they run only on request).
+
+Every candidate keeps its own verdict and integrity checks: its stages, its trusted worker's
+per-member state (the slot's worker served its checks and serves its timed-output checks),
+its own findings. Each candidate's events are held back and emitted in the batch's order, one
+evaluation after another, as a one-at-a-time batch emits them; `seconds` counts its own work
+(both phases), not the time it waited for its turn.
+
+Concurrency is for candidates that cannot write the task's or the engine's files (sandboxed,
+or unsandboxed as root, where each worker is uid 65534): the harness's check of the task and
+harness files after a candidate cannot tell which of K concurrent candidates changed one.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from .batch import BatchEvaluation, _Member
+from .runner import Emit, StageFailed, harness_hashes, task_hashes
+from .workers import (
+    TaskFileChanged,
+    Worker,
+    WorkerDied,
+    WorkerTimeout,
+    candidate_view,
+    trusted_main,
+)
+from .zygote import Zygote, ZygoteError
+
+UNTIMED = ("compile", "correctness", "generalization")
+MAX_SLOTS = 8
+
+
+class _Slot(BatchEvaluation):
+    """One slot of the untimed phase: its own zygote and trusted worker, one candidate at a time."""
+
+    def __init__(self, job: dict[str, Any], zygote: Zygote, number: int):
+        super().__init__(job, lambda event: None, (), zygote)
+        self.own_zygote = False
+        self.number = number
+        self.pending: Worker | None = None
+
+    def prefork(self) -> None:
+        """Fork the trusted worker now, from the batch's main thread (forking from a thread of
+        a threaded process is what `fork` handles worst); it loads while the others fork."""
+        self.pending = Worker.fork("trusted", trusted_main, self.job)
+
+    def trusted_worker(self, timeout: float) -> Worker:
+        if self.pending is not None:
+            self.trusted, self.pending = self.pending, None
+            try:
+                ready, _ = self.trusted.recv(timeout)
+            except (WorkerTimeout, WorkerDied) as exc:
+                raise StageFailed("error", f"the reference/baseline worker did not start: {exc}", "infrastructure") from None
+            if not ready.get("ok"):
+                raise StageFailed("error", f"the reference/baseline could not be loaded: {ready.get('error')}\n{ready.get('traceback', '')}", "infrastructure")
+            return self.trusted
+        return super().trusted_worker(timeout)
+
+
+class _Concurrent(_Member):
+    """A batch member whose evaluation is split: `untimed()` in its slot's thread, `timed()` later."""
+
+    def __init__(self, job: dict[str, Any], slot: _Slot, index: int, spec: dict[str, Any]):
+        self.events: list[dict[str, Any]] = []
+        super().__init__(job, self.events.append, (), slot.zygote, slot, index)  # type: ignore[arg-type]
+        self.slot, self.spec = slot, spec
+        self.status, self.fault = "passed", None
+        self.spent = 0.0  # seconds of its own work, both phases
+
+    def _refresh(self) -> None:
+        self.zygote = self.slot.zygote  # the slot's zygote may have been replaced since
+
+    def untimed(self) -> None:
+        t0 = time.monotonic()
+        self._refresh()
+        self.events.append({"type": "evaluation_started", "task_id": self.job["task_id"], "device": self.job["device"], "versions": _versions(), "member": self.index})
+        harness_before = harness_hashes()
+        task_before = task_hashes(Path(self.job["task_dir"]), sorted(self.job.get("task_files") or {}))
+        try:
+            for stage in UNTIMED:
+                ok, fault = self._stage(stage)
+                if not ok:
+                    self.status, self.fault = "failed", fault
+                    break
+        except Exception as exc:  # noqa: BLE001 - the harness's own fault, reported as this candidate's infrastructure error
+            self.status, self.fault = "failed", "infrastructure"
+            self.events.append({"type": "stage_finished", "stage": self.stage, "status": "error", "message": f"the harness failed: {exc}", "fault": "infrastructure", "seconds": 0.0})
+        finally:
+            self._kill_candidate()
+            self._after(harness_before, task_before)  # its slot's zygote: what it left is its own
+            self.spent += time.monotonic() - t0
+
+    def timed(self) -> None:
+        t0 = time.monotonic()
+        self._refresh()
+        harness_before = harness_hashes()
+        task_before = task_hashes(Path(self.job["task_dir"]), sorted(self.job.get("task_files") or {}))
+        try:
+            if self.status == "passed":
+                ok, fault = self._stage("performance")
+                if not ok:
+                    self.status, self.fault = "failed", fault
+        except Exception as exc:  # noqa: BLE001 - as in untimed()
+            self.status, self.fault = "failed", "infrastructure"
+            self.events.append({"type": "stage_finished", "stage": self.stage, "status": "error", "message": f"the harness failed: {exc}", "fault": "infrastructure", "seconds": 0.0})
+        finally:
+            self._kill_candidate()
+            self._after(harness_before, task_before)
+            self.spent += time.monotonic() - t0
+            self.events.append({"type": "evaluation_finished", "status": self.status, "fault": self.fault, "seconds": self.spent})
+
+    def _restage(self) -> None:
+        """The candidate's files written again, into a fresh folder of a name nobody could
+        guess, now that no other candidate's process exists: what its untimed neighbours could
+        have done to its first folder does not reach the code that is timed."""
+        folder = Path(self.job["workdir"]).parent / f"member-{secrets.token_hex(8)}" / "candidate"  # as any member's: no sign that it is timed
+        folder.mkdir(parents=True, mode=0o700)
+        for name, text in self.spec["sources"].items():
+            (folder / name).write_text(text)
+        self.job["candidate"] = str(folder / self.spec["entry"])
+
+    def _performance(self, deadline: float) -> dict[str, Any]:
+        """A fresh worker for the timed rounds (the untimed phase's was killed), compiled as
+        the compile stage did, then timed as a one-at-a-time member is."""
+        if self.job["stages"]["performance"]:
+            t0 = time.monotonic()
+            self._restage()
+            self.trusted = self.slot.trusted_worker(self._remaining(deadline))
+            try:
+                self.candidate = Worker.spawn("candidate", self.zygote, candidate_view(self.job))
+            except (TaskFileChanged, ZygoteError, WorkerDied) as exc:
+                raise StageFailed("error", f"could not start the candidate's worker: {exc}", "infrastructure") from None
+            first = self.job["stages"]["correctness"][0]
+            reply, _ = self._candidate_call({"op": "compile", "workload": {"axes": first["axes"], "shapes": first["shapes"]}, "seed": first["seeds"][0]}, deadline)
+            if not reply.get("ok"):
+                raise StageFailed("failed", f"the candidate did not compile again for timing (it compiled for the correctness runs): {reply.get('error')}")
+            recompile_s = time.monotonic() - t0
+            return {**super()._performance(deadline), "recompile_s": recompile_s}
+        return super()._performance(deadline)
+
+
+def slot_count(job: dict[str, Any]) -> int:
+    """How many candidates run their untimed stages at once: the job's `concurrency`, or with
+    0 (`auto`) half this host's cores, at most MAX_SLOTS (each candidate's worker and its
+    slot's trusted worker keep a core busy); never more than the batch has candidates."""
+    asked = int(job.get("concurrency") or 0)
+    if asked <= 0:
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except AttributeError:  # not Linux
+            cores = os.cpu_count() or 1
+        asked = min(MAX_SLOTS, cores // 2)
+    return max(1, min(asked, len(job["batch"])))
+
+
+def _versions() -> dict[str, Any]:
+    from .runner import versions
+
+    return versions()
+
+
+class ConcurrentBatch:
+    def __init__(self, job: dict[str, Any], emit: Emit, close_fds: tuple[int, ...], zygote: Zygote | None = None):
+        self.job, self.emit = job, emit
+        self.own_zygote = zygote is None
+        self.zygote = zygote
+        self.slots: list[_Slot] = []
+        self.lock = threading.Lock()  # the harness's zygote answers one request at a time
+        self.finished = threading.Event()
+        self.broken: list[str] = []  # what broke a slot's thread
+        self.idle = threading.Semaphore(0)  # one release per slot whose untimed work is done
+
+    def _slot_zygote(self) -> Zygote:
+        assert self.zygote is not None
+        with self.lock:
+            if not self.zygote.alive():
+                self.zygote.close()
+                self.zygote = Zygote()
+            return self.zygote.fork_zygote()
+
+    def _alone(self, member: "_Concurrent") -> None:
+        """A candidate that failed beside others is evaluated again, alone, and that verdict
+        is its result: a neighbour running at the same time shares its uid, so it could have
+        signalled its worker or swapped its files, and a failure must be the candidate's own.
+        A pass needs no second look (a neighbour gains nothing by making another pass, and
+        the timed code was staged afresh with nothing else alive)."""
+        slot = member.slot
+        if not slot.zygote.alive():
+            slot.zygote.close()
+            slot.zygote = self._slot_zygote()
+        job = {**self.job, **slot._stage(member.spec)}
+        job.pop("batch")
+
+        def emit(event: dict[str, Any]) -> None:
+            if event.get("type") == "evaluation_started":
+                event = {**event, "member": member.index, "alone": True}
+            self.emit(event)
+
+        alone = _Member(job, emit, (), slot.zygote, slot, member.index)  # type: ignore[arg-type]
+        alone.key_prefix = f"alone{member.index}:"  # fresh per-candidate state in the slot's trusted worker
+        alone.run()
+        slot._drain()
+
+    def _unrun(self, index: int) -> None:
+        """A candidate whose slot broke before it ran: an evaluation of its own that says so."""
+        message = f"the batch's slot broke before this candidate ran: {'; '.join(self.broken) or 'unknown'}"
+        self.emit({"type": "evaluation_started", "task_id": self.job["task_id"], "device": self.job["device"], "versions": _versions(), "member": index})
+        self.emit({"type": "stage_started", "stage": "compile"})
+        self.emit({"type": "stage_finished", "stage": "compile", "status": "error", "message": message, "fault": "infrastructure", "seconds": 0.0})
+        self.emit({"type": "evaluation_finished", "status": "failed", "fault": "infrastructure", "seconds": 0.0})
+
+    def _slot_main(self, slot: _Slot, members: list["_Concurrent | None"], queue: list[int]) -> None:
+        try:
+            self._serve_slot(slot, members, queue)
+        except BaseException as exc:  # noqa: BLE001 - its candidates left unrun are reported as infrastructure faults
+            self.broken.append(f"slot {slot.number}: {exc}")
+        finally:
+            self.idle.release()
+            # The thread lives on until the batch ends: a worker's death signal
+            # (PR_SET_PDEATHSIG) fires when the *thread* that forked it exits, and this one
+            # forked the slot's trusted worker, which the timed phase still needs.
+            self.finished.wait()
+
+    def _serve_slot(self, slot: _Slot, members: list["_Concurrent | None"], queue: list[int]) -> None:
+        while True:
+            with self.lock:
+                if not queue:
+                    return
+                k = queue.pop(0)
+            if not slot.zygote.alive():  # the last candidate killed it: a clean one for the next
+                slot.zygote.close()
+                slot.zygote = self._slot_zygote()
+            spec = self.job["batch"][k]
+            job = {**self.job, **slot._stage(spec)}
+            job.pop("batch")
+            member = members[k] = _Concurrent(job, slot, k, spec)
+            member.untimed()
+            slot._drain()
+
+    def run(self) -> None:
+        if self.zygote is None:
+            self.zygote = Zygote()
+        batch = self.job["batch"]
+        try:
+            count = slot_count(self.job)
+            # Each slot's trusted worker keeps its share of the job's reference cache.
+            slot_job = {**self.job, "reference_cache_bytes": int(self.job.get("reference_cache_bytes") or 0) // count}
+            self.slots = [_Slot(slot_job, self._slot_zygote(), s) for s in range(count)]
+            for slot in self.slots:
+                slot.prefork()
+            members: list[_Concurrent | None] = [None] * len(batch)
+            queue = list(range(len(batch)))
+            threads = [threading.Thread(target=self._slot_main, args=(slot, members, queue), daemon=True) for slot in self.slots]
+            for thread in threads:
+                thread.start()
+            for _ in threads:
+                self.idle.acquire()
+            # Every slot is idle and every candidate process gone: time them one at a time.
+            for index, member in enumerate(members):
+                if member is None:  # its slot broke before it ran
+                    self._unrun(index)
+                    continue
+                if not member.slot.zygote.alive():
+                    member.slot.zygote.close()
+                    member.slot.zygote = self._slot_zygote()
+                member.timed()
+                member.slot._drain()
+                if member.status == "passed":
+                    for event in member.events:
+                        self.emit(event)
+                else:
+                    self._alone(member)
+        finally:
+            self.finished.set()
+            for slot in self.slots:
+                for worker in (slot.trusted, slot.pending):
+                    if worker is not None:
+                        worker.kill()
+                if slot.zygote is not None:
+                    slot.zygote.close()
+            if self.own_zygote and self.zygote is not None:
+                self.zygote.close()

@@ -1,0 +1,386 @@
+"""Timed rounds whose inputs the trusted worker draws and writes into the candidate's buffers.
+
+Before this path the candidate's own process drew every timed call's inputs from the round's
+seed, and held the list of calls whose outputs would be checked: a candidate that read either
+from the harness's frames or `gc` could precompute the round or do the work only on the checked
+calls (docs/integrity.md, issue 23). Here neither enters the candidate's process:
+
+- The trusted worker draws each call's inputs (the same generator and seeds as before, so its
+  check regenerates them privately) and copies them into a region of memory that both workers
+  map: a sealed memfd on the CPU (sent over their peer socket with SCM_RIGHTS), a CUDA IPC
+  handle of its own allocation on a GPU. The candidate's worker only ever sees the current
+  call's inputs, at fixed addresses (graph replays read them).
+- After every timed call the candidate's worker copies the outputs into the region's output
+  slots (it cannot know which calls are checked, so it copies all) and tells the trusted worker,
+  which snapshots (clones) the slots of the calls the parent sampled before it writes the next
+  inputs. No output byte crosses a socket.
+- The two workers talk directly over a socketpair the parent made (`Peer`): per call one short
+  frame each way, outside the timed region. The candidate's worker synchronizes its device
+  before each frame (the trusted worker must see the output copy finished, and must not
+  overwrite inputs a queued call still reads), so GPU calls no longer queue back to back.
+
+The trusted worker believes nothing the candidate's worker says: a call index that repeats or
+goes back, outputs reported for inputs it did not write, or a sampled call never reported is a
+`timed_output_mismatch`. Devices that cannot share memory (`cannot_share`) keep the old path, and
+the result's workload notes say so.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import math
+import os
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from . import channel, inputs, timing
+from .guard import NO_HOOKS, Hooks, trusted
+
+ALIGN = 256  # bytes: every slot starts on a boundary any vector load accepts
+PEER_TIMEOUT_S = 600.0  # the parent's round limit ends a stalled round long before this
+_TB = torch._C.TensorBase
+_copy, _clone, _view, _reshape = _TB.copy_, _TB.clone, _TB.view, _TB.reshape
+_empty = torch.empty
+_perf_counter = time.perf_counter
+_SEALS = getattr(fcntl, "F_SEAL_SHRINK", 0) | getattr(fcntl, "F_SEAL_GROW", 0) | getattr(fcntl, "F_SEAL_SEAL", 0)
+
+
+class Unshareable(ValueError):
+    """These inputs cannot travel through shared memory (the old path times the round)."""
+
+
+class AttachFailed(RuntimeError):
+    """The candidate's worker could not map the region (this round and the next take the old path)."""
+
+
+class ProtocolError(ValueError):
+    """The candidate's worker broke the round's protocol: proof of tampering with the harness."""
+
+
+def cannot_share(device: torch.device) -> str | None:
+    """Why this device keeps the old path (inputs drawn in the candidate's process), or None."""
+    if device.type == "cpu":
+        return None if hasattr(os, "memfd_create") and hasattr(socket, "send_fds") else "this platform has no memfd_create or SCM_RIGHTS"
+    if device.type == "cuda":
+        if getattr(torch.version, "hip", None):
+            return "ROCm builds are not checked with CUDA IPC here"
+        return None
+    return f"{device.type} devices cannot share memory between processes here"
+
+
+# --- the shared region -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Slot:
+    offset: int
+    dtype: str
+    shape: tuple[int, ...]
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * inputs.dtype_of(self.dtype).itemsize
+
+    def to_json(self) -> dict[str, Any]:
+        return {"offset": self.offset, "dtype": self.dtype, "shape": list(self.shape)}
+
+    @classmethod
+    def from_json(cls, data: Any, size: int) -> "Slot":
+        slot = cls(int(data["offset"]), str(data["dtype"]), tuple(int(n) for n in data["shape"]))
+        if slot.offset < 0 or min(slot.shape, default=1) < 0 or slot.offset + slot.nbytes > size:
+            raise ValueError(f"a slot {data!r} outside the shared region of {size} bytes")
+        return slot
+
+
+class Region:
+    """A flat uint8 tensor both workers map; `view(slot)` is a typed tensor over part of it."""
+
+    def __init__(self, base: torch.Tensor, keep: Any = None):
+        self.base, self._keep = base, keep
+
+    def view(self, slot: Slot) -> torch.Tensor:
+        with trusted():
+            raw = self.base[slot.offset:slot.offset + slot.nbytes]
+            return _reshape(_view(raw, inputs.dtype_of(slot.dtype)), slot.shape)
+
+    def close(self) -> None:
+        """Forget the region here; the mapping goes when its last tensor does."""
+        self.base, self._keep = None, None  # type: ignore[assignment]
+
+
+def _map(fd: int, nbytes: int) -> torch.Tensor:
+    """A MAP_SHARED mapping owned by a torch storage: it lives while any tensor over it lives
+    (a candidate that keeps an input, or a thread still reading one after the round, must not
+    find it unmapped)."""
+    return torch.from_file(f"/proc/self/fd/{fd}", shared=True, size=nbytes, dtype=torch.uint8)
+
+
+def create_region(nbytes: int, device: torch.device) -> tuple[Region, dict[str, Any], list[int]]:
+    """The trusted worker's side: a new region, its description and the descriptors to send."""
+    nbytes = max(nbytes, ALIGN)
+    if device.type == "cpu":
+        fd = os.memfd_create("arena-shared-io", os.MFD_CLOEXEC | getattr(os, "MFD_ALLOW_SEALING", 0))
+        try:
+            os.ftruncate(fd, nbytes)
+            if _SEALS:  # the candidate gets this descriptor: it must not shrink it under our mapping
+                fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)
+            base = _map(fd, nbytes)
+        except BaseException:
+            os.close(fd)
+            raise
+        return Region(base), {"kind": "memfd", "nbytes": nbytes}, [fd]
+    if device.type == "cuda":
+        base = _empty(nbytes, dtype=torch.uint8, device=device)
+        try:
+            (dev, handle, size, offset, ref_handle, ref_offset, event, event_sync) = base.untyped_storage()._share_cuda_()
+        except Exception as exc:  # noqa: BLE001 - a driver or build without CUDA IPC: the old path
+            raise Unshareable(f"CUDA IPC is not available: {type(exc).__name__}: {exc}"[:300]) from None
+        desc = {
+            "kind": "cuda_ipc", "nbytes": nbytes, "device": int(dev), "handle": bytes(handle).hex(), "size": int(size),
+            "offset": int(offset), "ref_handle": bytes(ref_handle).hex(), "ref_offset": int(ref_offset),
+            "event": None if event is None else bytes(event).hex(), "event_sync": bool(event_sync),
+        }
+        return Region(base, base), desc, []
+    raise Unshareable(cannot_share(device) or device.type)
+
+
+def attach_region(desc: dict[str, Any], fds: list[int], device: torch.device) -> Region:
+    """The candidate's side: map the region the trusted worker described."""
+    nbytes = int(desc["nbytes"])
+    if desc.get("kind") == "memfd":
+        if len(fds) != 1:
+            raise ValueError("the shared region's descriptor did not arrive")
+        try:
+            return Region(_map(fds[0], nbytes))
+        finally:
+            os.close(fds[0])
+    if desc.get("kind") == "cuda_ipc":
+        storage = torch.UntypedStorage._new_shared_cuda(
+            int(desc["device"]), bytes.fromhex(desc["handle"]), int(desc["size"]), int(desc["offset"]),
+            bytes.fromhex(desc["ref_handle"]), int(desc["ref_offset"]),
+            None if desc["event"] is None else bytes.fromhex(desc["event"]), bool(desc["event_sync"]),
+        )
+        with trusted():
+            base = _empty((0,), dtype=torch.uint8, device=device).set_(storage, 0, (nbytes,), (1,))
+        return Region(base, storage)
+    raise ValueError(f"unknown shared region {desc.get('kind')!r}")
+
+
+def _json_value(value: Any) -> Any:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        raise Unshareable(f"a non-tensor input of type {type(value).__name__} cannot be sent") from None
+    return value
+
+
+def plan(args: list[Any], out_specs: list[dict[str, Any]], shapes: dict[str, list[int]]) -> tuple[list[dict[str, Any]], list[Slot], int]:
+    """Slots for the tensor inputs (as drawn) and the declared outputs; other inputs as values."""
+    offset = 0
+    layout: list[dict[str, Any]] = []
+    outs: list[Slot] = []
+
+    def slot(dtype: str, shape: tuple[int, ...]) -> Slot:
+        nonlocal offset
+        s = Slot(offset, dtype, shape)
+        offset += -(-s.nbytes // ALIGN) * ALIGN
+        return s
+
+    for arg in args:
+        if isinstance(arg, torch.Tensor):
+            if type(arg) is not torch.Tensor or arg.layout != torch.strided or not arg.is_contiguous():  # noqa: E721
+                raise Unshareable("an input is not a plain contiguous tensor")
+            layout.append({"slot": slot(str(arg.dtype).removeprefix("torch."), tuple(arg.shape)).to_json()})
+        else:
+            layout.append({"value": _json_value(arg)})
+    for spec in out_specs:
+        outs.append(slot(spec["dtype"], inputs.output_shape(spec, shapes)))
+    return layout, outs, offset
+
+
+# --- the peer socket -------------------------------------------------------------------------
+
+
+def send_fd(sock: socket.socket, header: dict[str, Any], fd: int) -> None:
+    """A frame, then one descriptor (SCM_RIGHTS) with a byte of its own."""
+    channel.send(sock, header)
+    socket.send_fds(sock, [b"f"], [fd])
+
+
+def recv_fd(sock: socket.socket) -> int:
+    _, fds, _, _ = socket.recv_fds(sock, 1, 1)
+    if len(fds) != 1:
+        for fd in fds:
+            os.close(fd)
+        raise ValueError("expected one descriptor")
+    os.set_inheritable(fds[0], False)  # a process the candidate starts must not keep the round alive
+    return fds[0]
+
+
+# --- the trusted worker's side ---------------------------------------------------------------
+
+
+def serve_round(
+    peer: socket.socket, msg: dict[str, Any], specs: list[dict[str, Any]], out_specs: list[dict[str, Any]], device: torch.device,
+    custom: Any, ready: Callable[[bool, str | None], None],
+) -> tuple[list[int], list[torch.Tensor], int, float]:
+    """Serve one timed round of the candidate's worker: `ready(serving, reason)` is called once
+    the layout is sent (or the round cannot be served). Returns the sampled calls, their
+    outputs (private clones, in call order, outputs of one call together) and the round's
+    number of calls, and the seconds spent drawing and writing inputs. Raises ProtocolError where the candidate's worker broke the protocol."""
+    workload, first = msg["workload"], int(msg["first_index"])
+    max_calls = int(msg["max_calls"])
+    fresh = inputs.FreshInputs(specs, workload, int(msg["seed"]), device, custom)
+    try:
+        args = fresh(first)
+        layout, out_slots, nbytes = plan(args, out_specs, workload["shapes"])
+        region, desc, fds = create_region(nbytes, device)
+    except Unshareable as exc:
+        ready(False, str(exc))
+        return [], [], 0, 0.0
+    try:
+        in_views = [region.view(Slot.from_json(x["slot"], nbytes)) if "slot" in x else None for x in layout]
+        out_views = [region.view(s) for s in out_slots]
+        header = {"layout": {"inputs": layout, "outputs": [s.to_json() for s in out_slots], "region": desc}}
+        if fds:
+            send_fd(peer, header, fds[0])
+            os.close(fds[0])
+        else:
+            channel.send(peer, header)
+        ready(True, None)
+        return _serve_calls(peer, msg, fresh, first, max_calls, in_views, out_views, device)
+    finally:
+        region.close()
+
+
+def _serve_calls(
+    peer: socket.socket, msg: dict[str, Any], fresh: inputs.FreshInputs, first: int, max_calls: int,
+    in_views: list[torch.Tensor | None], out_views: list[torch.Tensor], device: torch.device,
+) -> tuple[list[int], list[torch.Tensor], int, float]:
+    sample = [float(u) for u in msg.get("sample", ())]
+    timeout = float(msg.get("timeout_s") or PEER_TIMEOUT_S)
+    last = None  # the index whose inputs the region holds now
+    timed_served = False
+    calls: int | None = None
+    chosen: set[int] = set()
+    kept: dict[int, list[torch.Tensor]] = {}
+    serve_s = 0.0  # spent here drawing and writing inputs: the baseline's refills, not the candidate's time
+    while True:
+        try:
+            m, _ = channel.recv(peer, timeout, 0)
+        except (channel.ChannelClosed, channel.ChannelTimeout) as exc:
+            raise ProtocolError(f"the candidate's worker left the round ({type(exc).__name__}: {exc})") from None
+        if calls is None and m.get("calls") is not None:
+            calls = int(m["calls"])
+            if not 1 <= calls <= max_calls:
+                raise ProtocolError(f"the candidate's worker announced {calls} calls; the round allows 1 to {max_calls}")
+            chosen = {first + 1 + k for k in timing.picks(sample, calls)}
+        done = m.get("done")
+        if done is not None:
+            if done != last or last is None or last <= first:
+                raise ProtocolError(f"the candidate's worker reported the outputs of call {done}; the inputs it holds are those of call {last}")
+            if calls is None:
+                raise ProtocolError("the candidate's worker reported outputs before it said how many calls the round has")
+            if done in chosen:
+                timing._sync(device.type)
+                with trusted():
+                    kept[done] = [_clone(v) for v in out_views]
+        if m.get("end") and m.get("attach_failed") and last is None:
+            raise AttachFailed(str(m["attach_failed"])[:300])
+        if m.get("end"):
+            break
+        index = m.get("next")
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise ProtocolError(f"the candidate's worker sent {str(m)[:200]} where a call's request was expected")
+        if index == first and not timed_served:
+            calls, chosen = None, set()  # the warm-up's inputs (again where a graph attempt fell back to eager timing)
+        elif first < index <= first + max_calls and (last is None or index > last):
+            timed_served = True
+        else:
+            raise ProtocolError(f"the candidate's worker asked for the inputs of call {index} after those of call {last}")
+        t0 = _perf_counter()
+        args = fresh(index)
+        with trusted():
+            for dst, src in zip(in_views, args):
+                if dst is not None:
+                    _copy(dst, src)
+        timing._sync(device.type)  # written before the candidate's worker is told
+        serve_s += _perf_counter() - t0
+        last = index
+        channel.send(peer, {"ready": index})
+    missing = sorted(chosen - set(kept))
+    if calls is None or missing:
+        raise ProtocolError(f"the candidate's worker never reported the outputs of sampled call(s) {missing or 'of the round'}")
+    order = sorted(kept)
+    return order, [t for i in order for t in kept[i]], calls, serve_s
+
+
+# --- the candidate's side --------------------------------------------------------------------
+
+
+class SharedInputs:
+    """What the timer calls for each call's inputs (`fresh`), its `picker` and `keep`: the
+    inputs come from the trusted worker, every call's outputs go back into the region."""
+
+    def __init__(
+        self, peer: socket.socket, specs: list[dict[str, Any]], out_specs: list[dict[str, Any]], shapes: dict[str, list[int]],
+        device: torch.device, hooks: Hooks = NO_HOOKS,
+    ):
+        self.peer, self.specs, self.out_specs, self.shapes, self.device, self.hooks = peer, specs, out_specs, shapes, device, hooks
+        header, _ = channel.recv(peer, PEER_TIMEOUT_S)
+        layout = header.get("layout")
+        if not isinstance(layout, dict):
+            raise RuntimeError(f"the trusted worker sent no layout: {str(header)[:200]}")
+        desc = layout["region"]
+        fds = [recv_fd(peer)] if desc.get("kind") == "memfd" else []
+        try:
+            self.region = attach_region(desc, fds, device)
+        except Exception as exc:  # noqa: BLE001 - said to both sides; the parent times the round the old way
+            reason = f"{type(exc).__name__}: {exc}"[:300]
+            channel.send(peer, {"end": True, "attach_failed": reason})
+            raise AttachFailed(reason) from None
+        size = int(desc["nbytes"])
+        self.args: list[Any] = [self.region.view(Slot.from_json(x["slot"], size)) if "slot" in x else x["value"] for x in layout["inputs"]]
+        self.outs = [self.region.view(Slot.from_json(s, size)) for s in layout["outputs"]]
+        self.calls: int | None = None
+        self.done: int | None = None
+        self.invalid: list[str] = []
+
+    def _say(self, header: dict[str, Any]) -> None:
+        timing._sync(self.device.type)  # the last call and its output copy are finished
+        channel.send(self.peer, {**header, "done": self.done, "calls": self.calls})
+        self.done = None
+
+    def __call__(self, index: int) -> list[Any]:
+        self.hooks.check()
+        self._say({"next": index})
+        reply, _ = channel.recv(self.peer, PEER_TIMEOUT_S)
+        if reply.get("ready") != index:
+            raise RuntimeError(f"the trusted worker answered {str(reply)[:200]} for call {index}")
+        return self.args
+
+    def picker(self, calls: int) -> set[int]:
+        self.calls = calls
+        return set(range(calls))  # every call's outputs are handed over: which are checked is not known here
+
+    def keep(self, index: int, result: Any) -> None:
+        try:
+            outs = inputs.collect_outputs(result, self.out_specs, self.specs, self.args, self.shapes, self.device)
+        except inputs.OutputError as exc:
+            self.invalid.append(f"call {index}: {exc}")
+            return
+        with trusted():
+            for dst, src in zip(self.outs, outs):
+                _copy(dst, src)
+        self.done = index
+
+    def finish(self) -> None:
+        self.hooks.check()
+        self._say({"end": True})
+        self.args, self.outs = [], []
+        self.region.close()

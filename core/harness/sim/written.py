@@ -1,0 +1,129 @@
+"""How much of each output the counted call of a `sim:` device wrote (docs/integrity.md,
+"Simulated devices").
+
+A candidate can tell the counting pass from a checked call: by its sizes (only GPU workloads
+are counted; correctness runs at CPU sizes), by fake tensors, by the harness's frames. It then
+does part of its work there and is predicted for that part, while every checked call is right.
+Whatever it does less, the counted call's outputs show it: an honest kernel writes every element
+of an output it returns. So the counted call records what it writes (each torch op's outputs;
+each Triton launch's stored sectors per tensor argument, extrapolated from the sampled programs
+as its bytes are) and reports, per returned tensor, the share of its bytes that was written. The
+harness parent fails the stage where a share is below `MIN_WRITTEN` (sim_stage).
+
+An output that shares storage with an input (declared `inplace_of`: a KV-cache write updates a
+few slots of a large cache) is not judged: writing part of it is the task. A Triton launch's
+share is an estimate from its sampled programs (exact when all of them ran, or when its programs
+do alike), hence the margin below 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+
+MIN_WRITTEN = 0.8  # share of an output's bytes the counted call must write
+Span = tuple[int, int, int]  # (storage key, first byte, end byte), relative to the storage
+
+
+def _storage_key(t: torch.Tensor) -> int:
+    return int(t.untyped_storage()._cdata)
+
+
+def span(t: torch.Tensor) -> Span:
+    """The bytes of its storage that `t` covers (fake tensors too: no data pointer needed)."""
+    size = t.element_size()
+    first = t.storage_offset() * size
+    extent = (sum((n - 1) * s for n, s in zip(t.shape, t.stride())) + 1) * size if t.numel() else 0
+    return _storage_key(t), first, first + extent
+
+
+def note(written: list[Span], outs: Iterable[Any]) -> None:
+    """Record the tensors an op wrote (its outputs; an in-place op returns its target)."""
+    for t in outs:
+        if isinstance(t, torch.Tensor) and t.numel():
+            try:
+                written.append(span(t))
+            except (RuntimeError, NotImplementedError):  # a tensor without storage (sparse, nested): not an output
+                pass
+
+
+def _union(spans: list[tuple[int, int]], lo: int, hi: int) -> int:
+    done, reach = 0, lo
+    for a, b in sorted((max(a, lo), min(b, hi)) for a, b in spans if a < hi and b > lo):
+        if b > reach:
+            done += b - max(a, reach)
+            reach = b
+    return done
+
+
+def _tensors(value: Any) -> list[Any]:
+    if isinstance(value, (tuple, list)):
+        return list(value)
+    return [value]
+
+
+def shares(result: Any, args: list[Any], torch_written: list[Span], launches: list[Any] = ()) -> list[float | None]:
+    """Per returned tensor (in order), the share of its bytes the counted call wrote; None for
+    what is not judged (not a tensor, empty, sharing storage with an input). `launches` are
+    sim_count.Launch objects of a real-memory count (their addresses are absolute)."""
+    from .sim_count import STORED
+
+    inputs = set()
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            try:
+                inputs.add(_storage_key(a))
+            except (RuntimeError, NotImplementedError):
+                pass
+    stored: list[tuple[int, int, float]] = []  # (start, end, bytes stored) per launch argument
+    for launch in launches:
+        scale = launch.num_programs / max(len(launch.programs), 1)
+        for arg in launch.tensors:
+            got = sum(p.tensor_bytes.get(arg.name + STORED, 0.0) for p in launch.programs) * scale
+            if got:
+                stored.append((arg.start, arg.end, min(got, float(arg.end - arg.start))))
+    found: list[float | None] = []
+    for t in _tensors(result):
+        if not isinstance(t, torch.Tensor) or not t.numel():
+            found.append(None)
+            continue
+        try:
+            key, lo, hi = span(t)
+        except (RuntimeError, NotImplementedError):
+            found.append(None)
+            continue
+        if key in inputs or hi <= lo:
+            found.append(None)
+            continue
+        done = _union([(a, b) for k, a, b in torch_written if k == key], lo, hi)
+        if stored and not _is_fake(t):
+            base = t.untyped_storage().data_ptr()
+            start, end = base + lo, base + hi
+            for a, b, got in stored:
+                overlap = min(b, end) - max(a, start)
+                if overlap > 0:
+                    done += min(got * overlap / (b - a), overlap)  # a launch argument wider than the output: its share
+        found.append(min(1.0, done / (hi - lo)))
+    return found
+
+
+def _is_fake(t: torch.Tensor) -> bool:
+    return type(t).__name__ == "FakeTensor"
+
+
+def problem(written: Any, names: list[str]) -> str | None:
+    """The stage's failure message for a reply's `written` shares, or None when every judged
+    output was written (at least MIN_WRITTEN of it)."""
+    if not isinstance(written, list):
+        return None
+    for i, share in enumerate(written):
+        if isinstance(share, (int, float)) and not isinstance(share, bool) and share < MIN_WRITTEN:
+            name = names[i] if i < len(names) else f"#{i}"
+            return (
+                f"sim_unwritten_output: the counted call wrote {100 * max(share, 0.0):.0f}% of output `{name}` (at least "
+                f"{100 * MIN_WRITTEN:.0f}% must be written: a kernel that does less when it is counted than when it is checked "
+                "is predicted for work it does not do)"
+            )
+    return None

@@ -1,0 +1,129 @@
+"""Concurrent batches (core/harness/concurrent.py): the untimed stages of several candidates
+at once, each in its own slot (zygote, trusted worker), the timing one candidate at a time with
+no other candidate process alive; every verdict the one the candidate gets alone."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from core.evaluation.evaluator import Evaluator, Timing
+from core.tasks.spec import load_task
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+CANDIDATES = FIXTURES / "candidates"
+FAST = Timing(alternations=2, budget_ms=20.0, min_calls=1, max_calls=5)
+
+
+@pytest.fixture(scope="module")
+def axpy():
+    return load_task(FIXTURES / "tasks" / "elementwise" / "axpy")
+
+
+@pytest.fixture(scope="module")
+def concurrent_evaluator():
+    """A CPU harness whose batches run two candidates' untimed stages at once (a CPU device
+    runs them one at a time unless told)."""
+    saved = {k: os.environ.get(k) for k in ("ARENA_BATCH_CONCURRENCY",)}
+    os.environ.update(ARENA_BATCH_CONCURRENCY="2")
+    try:
+        with Evaluator("cpu", timing=FAST) as evaluator:
+            yield evaluator
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def test_concurrent_verdicts_are_those_of_one_at_a_time(concurrent_evaluator: Evaluator, axpy) -> None:
+    paths = [CANDIDATES / "axpy_torch.py", CANDIDATES / "axpy_wrong.py", CANDIDATES / "axpy_crash.py", CANDIDATES / "axpy_torch.py"]
+    seen = []
+    batch = asyncio.run(concurrent_evaluator.aevaluate_batch(axpy, paths, seed=11, on_event=seen.append, profile="train"))
+    alone = [asyncio.run(concurrent_evaluator.aevaluate(axpy, p, seed=11, profile="train")) for p in paths]
+    assert [(r.status, r.failed_stage) for r in batch] == [(r.status, r.failed_stage) for r in alone] == [
+        ("passed", None), ("failed", "correctness"), ("failed", "compile"), ("passed", None)]
+    assert all(r.stage("performance").status == "passed" and r.workloads for r in (batch[0], batch[3]))
+    # Each candidate's events arrive as one evaluation, in the batch's order.
+    kinds = [type(e).__name__ for e in seen]
+    assert kinds.count("EvaluationStarted") == kinds.count("EvaluationFinished") == len(paths)
+
+
+HEARTBEAT = '''
+import os, pathlib, threading, time
+SHARED = pathlib.Path(__file__).resolve().parents[2] / "meet"  # the batch's folder: visible in the sandbox too
+SHARED.mkdir(exist_ok=True)
+
+def _beat(name):
+    while True:
+        (SHARED / name).write_text(str(time.time()))
+        time.sleep(0.01)
+
+# A thread of its own worker and a process that leaves the worker's process group (double fork,
+# new session): both keep beating after its untimed stages are over, unless they are killed.
+threading.Thread(target=_beat, args=("hb-thread",), daemon=True).start()
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        try:
+            _beat("hb-process")
+        finally:
+            os._exit(0)
+    os._exit(0)
+os.wait()
+'''
+
+HOSTILE = HEARTBEAT + '''
+import torch
+
+def run(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    time.sleep(0.05)  # slow enough to be running while its neighbour is checked
+    return x * 2 + b
+'''
+
+OBSERVER = '''
+import os, pathlib, time
+import torch
+SHARED = pathlib.Path(__file__).resolve().parents[2] / "meet"  # the batch's folder: visible in the sandbox too
+SHARED.mkdir(exist_ok=True)
+with open(SHARED / "observer-processes", "a") as fh:
+    fh.write(f"{{os.getpid()}}\\n")
+FIRST = len((SHARED / "observer-processes").read_text().split()) == 1
+if FIRST:  # the untimed worker: wait until the neighbour beats, so the two surely overlap
+    for _ in range(500):
+        if (SHARED / "hb-process").exists():
+            break
+        time.sleep(0.01)
+
+def _alive():
+    now = time.time()
+    return any((SHARED / n).exists() and now - (SHARED / n).stat().st_mtime < 0.2 for n in ("hb-thread", "hb-process"))
+
+def run(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    with open(SHARED / f"observer-{{os.getpid()}}", "a") as fh:
+        fh.write("1" if _alive() else "0")
+    return x * 2 + b
+'''
+
+
+def test_no_neighbour_is_alive_while_a_candidate_is_timed(concurrent_evaluator: Evaluator, axpy, tmp_path: Path) -> None:
+    paths = []
+    for name, source in (("observer", OBSERVER), ("hostile", HOSTILE)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "candidate.py").write_text(source.replace("{{", "{").replace("}}", "}"))
+        paths.append(tmp_path / name / "candidate.py")
+    observer, hostile = asyncio.run(concurrent_evaluator.aevaluate_batch(axpy, paths, seed=3, profile="train"))
+    assert observer.status == "passed" and observer.workloads, [s.message for s in observer.stages]
+    shared = max(concurrent_evaluator.root.glob("eval-*"), key=lambda p: p.stat().st_mtime) / "meet"
+    pids = (shared / "observer-processes").read_text().split()
+    # Its last process is the timing worker (started once every untimed stage had ended).
+    untimed, timed = "".join((shared / f"observer-{p}").read_text() for p in pids[:-1]), (shared / f"observer-{pids[-1]}").read_text()
+    assert "1" in untimed, "the neighbour was running beside the observer's correctness runs"
+    assert timed and "1" not in timed, "a neighbour's thread or escaped process was alive while the observer was timed"
+    # The escaped process is the hostile candidate's finding, found by its own slot; not its neighbour's.
+    assert any(f.startswith("leftover_processes") for f in hostile.integrity_flags), hostile.integrity_flags
+    assert not observer.integrity_flags
