@@ -59,6 +59,7 @@ class _Slot(BatchEvaluation):
 
     def __init__(self, job: dict[str, Any], zygote: Zygote, number: int):
         super().__init__(job, lambda event: None, (), zygote)
+        self.zygote: Zygote = zygote  # a slot always has its own (never None, unlike a lone evaluation's)
         self.own_zygote = False
         self.number = number
         self.pending: Worker | None = None
@@ -88,7 +89,8 @@ class _Concurrent(_Member):
         self.events: list[dict[str, Any]] = []
         super().__init__(job, self.events.append, (), slot.zygote, slot, index)  # type: ignore[arg-type]
         self.slot, self.spec = slot, spec
-        self.status, self.fault = "passed", None
+        self.status: str = "passed"
+        self.fault: str | None = None
         self.spent = 0.0  # seconds of its own work, both phases
 
     def _refresh(self) -> None:

@@ -526,7 +526,7 @@ class Evaluation:
                 times = _times(reply, int(timing["max_calls"]))
                 if reply.get("mode") not in TIMING_MODES:
                     raise StageFailed("failed", f"{w['label']}: the candidate's worker sent a malformed timing mode")
-                walls["candidate"].append({"wall_s": wall, "reported_s": sum(times) / 1e6, "calls": len(times), **({"serve_s": served.get("serve_s")} if served else {})})
+                walls["candidate"].append({"wall_s": wall, "reported_s": sum(times) / 1e6, "calls": len(times), **({"serve_s": float(served.get("serve_s") or 0.0)} if served else {})})
                 sides["candidate"] += times
                 first_round = mode is None
                 mode = reply.get("mode")

@@ -64,7 +64,7 @@ def _tensors(value: Any) -> list[Any]:
     return [value]
 
 
-def shares(result: Any, args: list[Any], torch_written: list[Span], launches: list[Any] = ()) -> list[float | None]:
+def shares(result: Any, args: list[Any], torch_written: list[Span], launches: Iterable[Any] = ()) -> list[float | None]:
     """Per returned tensor (in order), the share of its bytes the counted call wrote; None for
     what is not judged (not a tensor, empty, sharing storage with an input). `launches` are
     sim_count.Launch objects of a real-memory count (their addresses are absolute)."""
