@@ -24,9 +24,20 @@ SOCKET_ENV = "ARENA_CHECK_SOCKET"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("check", help="inside an agent's workspace: score solution.py on the visible workloads")
-    p.add_argument("--workspace", type=Path, help="the folder holding solution.py (default: the socket's folder)")
-    p.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for the report (default 3600)")
+    p = sub.add_parser(
+        "check", help="inside an agent's workspace: score solution.py on the visible workloads"
+    )
+    p.add_argument(
+        "--workspace",
+        type=Path,
+        help="the folder holding solution.py (default: the socket's folder)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=3600.0,
+        help="seconds to wait for the report (default 3600)",
+    )
     p.set_defaults(func=run)
 
 
@@ -36,22 +47,39 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
 
     raw = os.environ.get(SOCKET_ENV)
     if not raw:
-        err.print(f"[red]error:[/] {SOCKET_ENV} is not set: `arena check` works inside an agent's workspace while its attempt runs", soft_wrap=True)
+        err.print(
+            f"[red]error:[/] {SOCKET_ENV} is not set: `arena check` works inside an agent's workspace while its attempt runs",
+            soft_wrap=True,
+        )
         return EXIT_BAD_INPUT
     socket_path = Path(raw)
     workspace = args.workspace or socket_path.parent
     solution = workspace / "solution.py"
     if not solution.is_file():
-        err.print(f"[red]error:[/] {escape(str(solution))} does not exist: write your solution there", soft_wrap=True)
+        err.print(
+            f"[red]error:[/] {escape(str(solution))} does not exist: write your solution there",
+            soft_wrap=True,
+        )
         return EXIT_BAD_INPUT
     files = {solution.name: solution.read_text(encoding="utf-8", errors="replace")}
-    files.update({p.name: p.read_text(encoding="utf-8", errors="replace") for p in sorted(workspace.iterdir()) if p.suffix in NATIVE_SOURCES and p.is_file()})
+    files.update(
+        {
+            p.name: p.read_text(encoding="utf-8", errors="replace")
+            for p in sorted(workspace.iterdir())
+            if p.suffix in NATIVE_SOURCES and p.is_file()
+        }
+    )
     try:
         sock = connect_unix(socket_path, timeout=args.timeout)
     except OSError as exc:
-        err.print(f"[red]error:[/] cannot reach the arena at {escape(raw)} ({exc.strerror or exc}): has the attempt ended?", soft_wrap=True)
+        err.print(
+            f"[red]error:[/] cannot reach the arena at {escape(raw)} ({exc.strerror or exc}): has the attempt ended?",
+            soft_wrap=True,
+        )
         return EXIT_INFRASTRUCTURE
-    err.print(f"checking {escape(str(solution))} (waits for a free device slot)...", highlight=False)
+    err.print(
+        f"checking {escape(str(solution))} (waits for a free device slot)...", highlight=False
+    )
     with sock, sock.makefile("rwb") as stream:
         stream.write((json.dumps({"op": "check", "files": files}) + "\n").encode())
         stream.flush()

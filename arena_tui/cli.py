@@ -35,8 +35,26 @@ from core.tasks.spec import TaskError, UnknownTaskError
 # parsers whose `func(args, out, err) -> int` runs the command. They import heavy or optional
 # libraries (asyncssh, textual) inside `func`, never at import.
 UNSANDBOXED_FLAG = "--unsandboxed"
-EVALUATING = (None, "demo", "eval", "run", "serve")  # commands that run candidates or agents on this machine
-COMMAND_MODULES = ("arena_tui.tasks_cmd", "arena_tui.runs_cmd", "arena_tui.hosts_cmd", "arena_tui.devices_cmd", "arena_tui.run_cmd", "arena_tui.compare_cmd", "arena_tui.leaderboard_cmd", "arena_tui.check_cmd", "arena_tui.serve_cmd", "arena_tui.import_cmd", "arena_tui.dataset_cmd")
+EVALUATING = (
+    None,
+    "demo",
+    "eval",
+    "run",
+    "serve",
+)  # commands that run candidates or agents on this machine
+COMMAND_MODULES = (
+    "arena_tui.tasks_cmd",
+    "arena_tui.runs_cmd",
+    "arena_tui.hosts_cmd",
+    "arena_tui.devices_cmd",
+    "arena_tui.run_cmd",
+    "arena_tui.compare_cmd",
+    "arena_tui.leaderboard_cmd",
+    "arena_tui.check_cmd",
+    "arena_tui.serve_cmd",
+    "arena_tui.import_cmd",
+    "arena_tui.dataset_cmd",
+)
 
 
 def _error(err: Console, exc: BaseException) -> None:
@@ -46,33 +64,88 @@ def _error(err: Console, exc: BaseException) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="arena", description="Kernel Arena: score GPU kernels honestly, on any vendor's device. `arena` alone: the default run "
+        prog="arena",
+        description="Kernel Arena: score GPU kernels honestly, on any vendor's device. `arena` alone: the default run "
         "(three bundled tasks' starters on this machine's GPU, else sim:h200), in the app in a terminal, printed in a pipe.",
         epilog="Exit codes: 0 passed, 1 a stage failed or an integrity violation, 2 bad input (an unknown task or device, a GPU this "
         "machine does not have), 3 an infrastructure fault. Commands that print tables take --json; an error is then one JSON object.",
     )
     p.add_argument("--version", action="version", version=f"arena {__version__}")
-    p.add_argument("--tasks-dir", type=Path, help="a folder of task folders to use instead of the bundled tasks")
-    p.add_argument("--headless", action="store_true", help="`arena` alone: print the demo's scores instead of opening the app")
-    p.add_argument("--db", type=Path, metavar="PATH", help="the results store (default: $ARENA_DB, else ${XDG_DATA_HOME:-~/.local/share}/kernel-arena/arena.db)")
-    p.add_argument("--unsandboxed", action="store_true", help="run candidates without the sandbox (as ARENA_SANDBOX=off), anywhere on the command line; recorded in every result (docs/sandbox.md)")
+    p.add_argument(
+        "--tasks-dir",
+        type=Path,
+        help="a folder of task folders to use instead of the bundled tasks",
+    )
+    p.add_argument(
+        "--headless",
+        action="store_true",
+        help="`arena` alone: print the demo's scores instead of opening the app",
+    )
+    p.add_argument(
+        "--db",
+        type=Path,
+        metavar="PATH",
+        help="the results store (default: $ARENA_DB, else ${XDG_DATA_HOME:-~/.local/share}/kernel-arena/arena.db)",
+    )
+    p.add_argument(
+        "--unsandboxed",
+        action="store_true",
+        help="run candidates without the sandbox (as ARENA_SANDBOX=off), anywhere on the command line; recorded in every result (docs/sandbox.md)",
+    )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
-    demo = sub.add_parser("demo", help="evaluate the bundled tasks' starters (what `arena` alone does)")
-    demo.add_argument("--device", help="default: this machine's first GPU, else sim:h200 (predicted H200 times); or cpu, cuda:N, xpu:N, sim:<gpu>")
-    demo.add_argument("--all", action="store_true", help="every bundled task, not only the three quick ones")
-    demo.add_argument("--json", action="store_true", help="print one JSON list of result objects and nothing else")
+    demo = sub.add_parser(
+        "demo", help="evaluate the bundled tasks' starters (what `arena` alone does)"
+    )
+    demo.add_argument(
+        "--device",
+        help="default: this machine's first GPU, else sim:h200 (predicted H200 times); or cpu, cuda:N, xpu:N, sim:<gpu>",
+    )
+    demo.add_argument(
+        "--all", action="store_true", help="every bundled task, not only the three quick ones"
+    )
+    demo.add_argument(
+        "--json", action="store_true", help="print one JSON list of result objects and nothing else"
+    )
 
     ev = sub.add_parser("eval", help="evaluate one candidate on one task")
-    ev.add_argument("--task", required=True, help="a task id such as gemm/bf16_gemm (see `arena tasks list`)")
-    ev.add_argument("--candidate", required=True, type=Path, help="a Python file defining run(*inputs)")
-    ev.add_argument("--device", default="cpu", help="cpu (default), cuda:N, a device group cuda:A-B (multi-rank tasks), or xpu:N")
-    ev.add_argument("--world-size", type=int, metavar="N", help="ranks for a multi-rank task (comm/, moe/dispatch, …); default: the task's CPU size on cpu, every GPU of the group on GPUs")
-    ev.add_argument("--json", action="store_true", help="print exactly one JSON result object and nothing else")
-    ev.add_argument("--seed", type=int, help="the secret seed (hidden draws, inputs); default: a fresh random one")
-    ev.add_argument("--workdir", type=Path, help="keep the evaluation's files (job, logs) in this folder")
-    ev.add_argument("--no-store", action="store_true", help="do not record the result in the results store")
-    ev.add_argument("--profile", choices=("full", "train"), default="full", help="full (default: every timed workload, leaderboards) or train (one timed workload per regime, shorter limits: docs/evaluation.md)")
+    ev.add_argument(
+        "--task", required=True, help="a task id such as gemm/bf16_gemm (see `arena tasks list`)"
+    )
+    ev.add_argument(
+        "--candidate", required=True, type=Path, help="a Python file defining run(*inputs)"
+    )
+    ev.add_argument(
+        "--device",
+        default="cpu",
+        help="cpu (default), cuda:N, a device group cuda:A-B (multi-rank tasks), or xpu:N",
+    )
+    ev.add_argument(
+        "--world-size",
+        type=int,
+        metavar="N",
+        help="ranks for a multi-rank task (comm/, moe/dispatch, …); default: the task's CPU size on cpu, every GPU of the group on GPUs",
+    )
+    ev.add_argument(
+        "--json", action="store_true", help="print exactly one JSON result object and nothing else"
+    )
+    ev.add_argument(
+        "--seed",
+        type=int,
+        help="the secret seed (hidden draws, inputs); default: a fresh random one",
+    )
+    ev.add_argument(
+        "--workdir", type=Path, help="keep the evaluation's files (job, logs) in this folder"
+    )
+    ev.add_argument(
+        "--no-store", action="store_true", help="do not record the result in the results store"
+    )
+    ev.add_argument(
+        "--profile",
+        choices=("full", "train"),
+        default="full",
+        help="full (default: every timed workload, leaderboards) or train (one timed workload per regime, shorter limits: docs/evaluation.md)",
+    )
 
     for name in COMMAND_MODULES:
         try:
@@ -90,7 +163,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from core.tasks.manifest import ManifestMismatch
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    if UNSANDBOXED_FLAG in argv[: argv.index("--") if "--" in argv else len(argv)]:  # any subcommand's, not only the top level's
+    if (
+        UNSANDBOXED_FLAG in argv[: argv.index("--") if "--" in argv else len(argv)]
+    ):  # any subcommand's, not only the top level's
         argv.remove(UNSANDBOXED_FLAG)
         os.environ[SWITCH] = "off"
     args = _parser().parse_args(argv)
@@ -113,7 +188,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (TaskError, UnknownTaskError, DeviceError) as exc:
         _error(err, exc)
         return EXIT_BAD_INPUT
-    except (SandboxUnavailable, ManifestMismatch) as exc:  # a set-up to fix: no sandbox, a changed bundled file
+    except (
+        SandboxUnavailable,
+        ManifestMismatch,
+    ) as exc:  # a set-up to fix: no sandbox, a changed bundled file
         _error(err, exc)
         return EXIT_BAD_INPUT
     except ProbeError as exc:
@@ -158,7 +236,9 @@ def _app(args: argparse.Namespace, out: Console, err: Console) -> int:
     from core.store.db import StoreError
 
     try:
-        return launch.run_default(args.tasks_dir, args.db, executor_factory(None), device=local_devices.default_device())
+        return launch.run_default(
+            args.tasks_dir, args.db, executor_factory(None), device=local_devices.default_device()
+        )
     except StoreError as exc:
         _error(err, exc)
         return EXIT_INFRASTRUCTURE
@@ -189,14 +269,25 @@ def _eval(args: argparse.Namespace, out: Console, err: Console) -> int:
             return EXIT_BAD_INPUT
         if progress:
             progress.header(evaluator.info, args.candidate, world)
-        result = evaluator.evaluate(task, args.candidate, seed=args.seed, on_event=progress, world_size=world, profile=args.profile)
-    stored = None if args.no_store else _record(args, task.family, result)  # written before it is shown
+        result = evaluator.evaluate(
+            task,
+            args.candidate,
+            seed=args.seed,
+            on_event=progress,
+            world_size=world,
+            profile=args.profile,
+        )
+    stored = (
+        None if args.no_store else _record(args, task.family, result)
+    )  # written before it is shown
     if args.json:
         sys.stdout.write(json.dumps(result.to_json()) + "\n")
     else:
         render.result_summary(out, result)
     if stored is not None:
-        (err if args.json or stored.startswith("not recorded") else out).print(stored, highlight=False, soft_wrap=True)
+        (err if args.json or stored.startswith("not recorded") else out).print(
+            stored, highlight=False, soft_wrap=True
+        )
     return result.exit_code
 
 
@@ -206,10 +297,21 @@ def _record(args: argparse.Namespace, family: str, result: Result) -> str:
 
     try:
         with Store.open(args.db) as store:
-            spec = {"command": "eval", "task": result.task_id, "candidate": str(args.candidate.resolve()), "device": args.device}
+            spec = {
+                "command": "eval",
+                "task": result.task_id,
+                "candidate": str(args.candidate.resolve()),
+                "device": args.device,
+            }
             run_id = store.create_run("eval", spec)
-            job = store.add_job(run_id, task_id=result.task_id, family=family, device_id=result.device.get("id", args.device),
-                                candidate=args.candidate, candidate_sha256=result.candidate_sha256)
+            job = store.add_job(
+                run_id,
+                task_id=result.task_id,
+                family=family,
+                device_id=result.device.get("id", args.device),
+                candidate=args.candidate,
+                candidate_sha256=result.candidate_sha256,
+            )
             store.record_result(job, result)
             store.finish_run(run_id)
     except StoreError as exc:
@@ -220,7 +322,9 @@ def _record(args: argparse.Namespace, family: str, result: Result) -> str:
 def _demo(args: argparse.Namespace, out: Console) -> int:
     from core.evaluation.evaluator import Evaluator
 
-    device = getattr(args, "device", None) or local_devices.default_device()  # `arena` alone has no --device
+    device = (
+        getattr(args, "device", None) or local_devices.default_device()
+    )  # `arena` alone has no --device
     local_devices.require_here(device)
     as_json = getattr(args, "json", False)
     tasks = discover(args.tasks_dir)
@@ -231,7 +335,9 @@ def _demo(args: argparse.Namespace, out: Console) -> int:
     if as_json:
         out = Console(stderr=True)  # progress on stderr; stdout is the one JSON list
     more = f" of {every} ([bold]arena demo --all[/] for every one)" if len(tasks) < every else ""
-    out.print(f"[bold]Kernel Arena {__version__}[/]: evaluating the starters of {len(tasks)}{more} bundled tasks on [bold]{device}[/]")
+    out.print(
+        f"[bold]Kernel Arena {__version__}[/]: evaluating the starters of {len(tasks)}{more} bundled tasks on [bold]{device}[/]"
+    )
     with Evaluator(device) as evaluator:
         out.print(f"device: {render.device_line(evaluator.info)}\n")
         for task in tasks:

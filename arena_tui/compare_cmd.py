@@ -19,11 +19,21 @@ from core.store.db import Store
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("compare", help="A/B: paired per-task differences between two runs, with a confidence interval")
-    p.add_argument("run_a", metavar="RUN_A", help="a run id, or a unique prefix of one (the baseline arm)")
+    p = subparsers.add_parser(
+        "compare",
+        help="A/B: paired per-task differences between two runs, with a confidence interval",
+    )
+    p.add_argument(
+        "run_a", metavar="RUN_A", help="a run id, or a unique prefix of one (the baseline arm)"
+    )
     p.add_argument("run_b", metavar="RUN_B", help="the run compared against it")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
-    p.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, help=f"bootstrap resamples (default {DEFAULT_RESAMPLES})")
+    p.add_argument(
+        "--resamples",
+        type=int,
+        default=DEFAULT_RESAMPLES,
+        help=f"bootstrap resamples (default {DEFAULT_RESAMPLES})",
+    )
     p.set_defaults(func=_compare)
 
 
@@ -32,22 +42,40 @@ def outcomes(store: Store, run_id: str) -> list[Outcome]:
     found = []
     for r in store.results(run_id):
         job = jobs.get(r.job_id)
-        if job is None or r.status == "infrastructure_error":  # not the candidate's outcome: nothing to compare
+        if (
+            job is None or r.status == "infrastructure_error"
+        ):  # not the candidate's outcome: nothing to compare
             continue
-        found.append(Outcome(job.task_id, r.device_model or r.device_id, r.status == "passed", r.speedup, r.sol_fraction, r.timing_kind, _band(r.result)))
+        found.append(
+            Outcome(
+                job.task_id,
+                r.device_model or r.device_id,
+                r.status == "passed",
+                r.speedup,
+                r.sol_fraction,
+                r.timing_kind,
+                _band(r.result),
+            )
+        )
     return found
 
 
 def _band(result: dict) -> float | None:
     """A predicted result's band on its speedup: the widest of its workloads' (None if measured)."""
-    bands = [w["band"] for w in result.get("workloads") or [] if isinstance(w, dict) and isinstance(w.get("band"), (int, float))]
+    bands = [
+        w["band"]
+        for w in result.get("workloads") or []
+        if isinstance(w, dict) and isinstance(w.get("band"), (int, float))
+    ]
     return max(bands) if bands else None
 
 
 @_guarded
 def _compare(store: Store, args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.resamples < 100:
-        err.print("error: --resamples must be at least 100 (fix: drop the option, or pass 1000 or more)")
+        err.print(
+            "error: --resamples must be at least 100 (fix: drop the option, or pass 1000 or more)"
+        )
         return EXIT_BAD_INPUT
     a, b = store.get_run(args.run_a), store.get_run(args.run_b)
     found_a, found_b = outcomes(store, a.id), outcomes(store, b.id)
@@ -58,45 +86,81 @@ def _compare(store: Store, args: argparse.Namespace, out: Console, err: Console)
     interpreted = bool(found_a + found_b) and all(o.timing_kind == "cpu" for o in found_a + found_b)
     render(out, result, a.name, b.name, interpreted=interpreted)
     if any(o.timing_kind == "external" for o in found_a + found_b):  # core/tasks/external.py
-        out.print("[dim]external tasks: timed and scored by each task's own commands and rules, not this arena's protocol[/]")
+        out.print(
+            "[dim]external tasks: timed and scored by each task's own commands and rules, not this arena's protocol[/]"
+        )
     return EXIT_PASSED
 
 
-def render(out: Console, c: Comparison, name_a: str, name_b: str, interpreted: bool = False) -> None:
+def render(
+    out: Console, c: Comparison, name_a: str, name_b: str, interpreted: bool = False
+) -> None:
     """The paired table (the SOL columns where the width allows); a comparison of cpu (interpreted)
     runs shows the correctness shares only, since their speedups are no performance figure."""
-    out.print(f"[bold]A[/] {c.run_a} {escape(name_a)}   [bold]B[/] {c.run_b} {escape(name_b)}", highlight=False)
+    out.print(
+        f"[bold]A[/] {c.run_a} {escape(name_a)}   [bold]B[/] {c.run_b} {escape(name_b)}",
+        highlight=False,
+    )
     if not c.tasks:
         out.print("[yellow]no task was scored on the same device in both runs: nothing to pair[/]")
     else:
-        cols = [Col("task", whole=True), Col("device")] + [Col(n, number=True) for n in ("correct A", "correct B")]
+        cols = [Col("task", whole=True), Col("device")] + [
+            Col(n, number=True) for n in ("correct A", "correct B")
+        ]
         if not interpreted:
-            cols += [Col(n, number=True) for n in ("speedup A", "speedup B", "B / A")] + [Col(n, number=True, drop=1) for n in ("SOL A", "SOL B")]
+            cols += [Col(n, number=True) for n in ("speedup A", "speedup B", "B / A")] + [
+                Col(n, number=True, drop=1) for n in ("SOL A", "SOL B")
+            ]
         rows = []
         for t in c.tasks:
             style = "green" if t.ratio > 1.02 else "red" if t.ratio < 0.98 else ""
-            cells = [t.task_id, escape(t.device), _share(t.a.correct, t.a.results), _share(t.b.correct, t.b.results)]
+            cells = [
+                t.task_id,
+                escape(t.device),
+                _share(t.a.correct, t.a.results),
+                _share(t.b.correct, t.b.results),
+            ]
             if not interpreted:
-                cells += [ratio(t.a.speedup), ratio(t.b.speedup), f"[{style}]{ratio(t.ratio)}[/]" if style else ratio(t.ratio),
-                          _sol(t.a.sol_fraction), _sol(t.b.sol_fraction)]
+                cells += [
+                    ratio(t.a.speedup),
+                    ratio(t.b.speedup),
+                    f"[{style}]{ratio(t.ratio)}[/]" if style else ratio(t.ratio),
+                    _sol(t.a.sol_fraction),
+                    _sol(t.b.sol_fraction),
+                ]
             rows.append(cells)
         table = fitted(out.width, cols, rows)
         out.print(table)
-    if c.tasks and interpreted:  # no verdict on interpreted times (core.store.compare says not enough evidence)
-        out.print(f"speedups of cpu runs: {INTERPRETED} (`--json` keeps them): [bold]{c.verdict}[/]", highlight=False)
+    if (
+        c.tasks and interpreted
+    ):  # no verdict on interpreted times (core.store.compare says not enough evidence)
+        out.print(
+            f"speedups of cpu runs: {INTERPRETED} (`--json` keeps them): [bold]{c.verdict}[/]",
+            highlight=False,
+        )
     elif c.tasks:
-        interval = f"{c.confidence:.0%} bootstrap interval {ratio(c.interval[0])} – {ratio(c.interval[1])}, {c.resamples} resamples; " if c.interval else ""
+        interval = (
+            f"{c.confidence:.0%} bootstrap interval {ratio(c.interval[0])} – {ratio(c.interval[1])}, {c.resamples} resamples; "
+            if c.interval
+            else ""
+        )
         out.print(
             f"geometric-mean speedup B / A over {len(c.tasks)} paired tasks: [bold]{ratio(c.geomean_ratio or 0)}[/] "
             f"({interval}{escape(c.why or '')}): [bold]{c.verdict}[/]",
             highlight=False,
         )
-        out.print("[dim]effective speedup: the candidate's where it passed, 1.0 (the baseline stays) where it failed[/]")
+        out.print(
+            "[dim]effective speedup: the candidate's where it passed, 1.0 (the baseline stays) where it failed[/]"
+        )
     for label, keys in (("only in A", c.only_a), ("only in B", c.only_b)):
         if keys:
-            out.print(f"[dim]{label}: {', '.join(f'{t} on {d}' for t, d in keys)}[/]", highlight=False)
+            out.print(
+                f"[dim]{label}: {', '.join(f'{t} on {d}' for t, d in keys)}[/]", highlight=False
+            )
     if c.mixed_timing:
-        out.print("[yellow]the runs mix timing kinds (measured, predicted, cpu, external): their speedups are not comparable[/]")
+        out.print(
+            "[yellow]the runs mix timing kinds (measured, predicted, cpu, external): their speedups are not comparable[/]"
+        )
 
 
 def _share(x: float, n: int) -> str:

@@ -18,10 +18,18 @@ from core.model.result import EXIT_BAD_INPUT, EXIT_INFRASTRUCTURE, EXIT_PASSED
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("devices", help="list this machine's devices and every remote host's, with their peaks")
-    p.add_argument("--hosts", type=Path, help="the hosts file (default: ~/.config/kernel-arena/hosts.yaml)")
+    p = sub.add_parser(
+        "devices", help="list this machine's devices and every remote host's, with their peaks"
+    )
+    p.add_argument(
+        "--hosts", type=Path, help="the hosts file (default: ~/.config/kernel-arena/hosts.yaml)"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON list")
-    p.add_argument("--ray", metavar="ADDRESS", help="list what the Ray cluster at ADDRESS offers instead (auto, ray://head:10001; docs/ray.md)")
+    p.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="list what the Ray cluster at ADDRESS offers instead (auto, ray://head:10001; docs/ray.md)",
+    )
     p.set_defaults(func=run)
 
 
@@ -71,7 +79,9 @@ def _ray_devices(args: argparse.Namespace, out: Console, err: Console) -> int:
     for o in found:
         table.add_row(escape(o.id), o.vendor or "–", escape(o.kind), f"{o.count:g}", str(o.nodes))
     out.print(table)
-    out.print("[dim]one evaluation per GPU, or per CPU on ray:cpu; `arena run --ray ADDRESS` with these ids in `devices` (docs/ray.md).[/]")
+    out.print(
+        "[dim]one evaluation per GPU, or per CPU on ray:cpu; `arena run --ray ADDRESS` with these ids in `devices` (docs/ray.md).[/]"
+    )
     return EXIT_PASSED
 
 
@@ -97,22 +107,45 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.json:
         print(json.dumps([_row(r) for r in rows]))
     else:
-        cols = [Col("id", whole=True), Col("device"), Col("units", number=True, drop=2), Col("memory", number=True),
-                Col("TFLOP/s", number=True), Col("TB/s", number=True), Col("peaks", drop=1), Col("timing", whole=True)]
+        cols = [
+            Col("id", whole=True),
+            Col("device"),
+            Col("units", number=True, drop=2),
+            Col("memory", number=True),
+            Col("TFLOP/s", number=True),
+            Col("TB/s", number=True),
+            Col("peaks", drop=1),
+            Col("timing", whole=True),
+        ]
         cells = []
         for info in rows:
             r = _row(info)
-            source = f"{info.peaks_key} ({r['peaks_source']})" if info.peaks_key else ("–" if info.type == "cpu" else "no entry")
-            cells.append([
-                escape(info.id), escape(f"{info.vendor} {info.model} [{info.arch}]"), str(info.units or "?"),
-                f"{info.memory_gb:.0f} GB" if info.memory_gb else "–",
-                f"{r['bf16_tflops']:g}" if r["bf16_tflops"] else "–", f"{r['hbm_tbps']:g}" if r["hbm_tbps"] else "–", escape(source), info.timing_kind,
-            ])
+            source = (
+                f"{info.peaks_key} ({r['peaks_source']})"
+                if info.peaks_key
+                else ("–" if info.type == "cpu" else "no entry")
+            )
+            cells.append(
+                [
+                    escape(info.id),
+                    escape(f"{info.vendor} {info.model} [{info.arch}]"),
+                    str(info.units or "?"),
+                    f"{info.memory_gb:.0f} GB" if info.memory_gb else "–",
+                    f"{r['bf16_tflops']:g}" if r["bf16_tflops"] else "–",
+                    f"{r['hbm_tbps']:g}" if r["hbm_tbps"] else "–",
+                    escape(source),
+                    info.timing_kind,
+                ]
+            )
         table = fitted(out.width, cols, cells)
         out.print(table)
-        out.print("[dim]TFLOP/s: dense bf16; TB/s: memory bandwidth; peaks: the entry of the peaks table and its source (docs/devices.md).[/]")
+        out.print(
+            "[dim]TFLOP/s: dense bf16; TB/s: memory bandwidth; peaks: the entry of the peaks table and its source (docs/devices.md).[/]"
+        )
         out.print("[dim]cpu: Triton runs in its interpreter; its times are shown, never ranked.[/]")
-        out.print("[dim]sim:<gpu>: correctness on this CPU, times predicted for the GPU (docs/simulation.md); never mixed with measured ones.[/]")
+        out.print(
+            "[dim]sim:<gpu>: correctness on this CPU, times predicted for the GPU (docs/simulation.md); never mixed with measured ones.[/]"
+        )
     for problem in problems:
         err.print(f"[red]error:[/] {escape(problem)}", soft_wrap=True)
     return EXIT_INFRASTRUCTURE if problems else EXIT_PASSED

@@ -27,16 +27,47 @@ from core.store.leaderboard import (
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("leaderboard", help="agents and models ranked per task family and device, one board per timing kind")
-    p.add_argument("--device", metavar="MODEL_OR_ID", help="one device: its model (`H200`, `NVIDIA H200`) or its id (`cuda:0`, `box1/cuda:0`)")
+    p = subparsers.add_parser(
+        "leaderboard",
+        help="agents and models ranked per task family and device, one board per timing kind",
+    )
+    p.add_argument(
+        "--device",
+        metavar="MODEL_OR_ID",
+        help="one device: its model (`H200`, `NVIDIA H200`) or its id (`cuda:0`, `box1/cuda:0`)",
+    )
     p.add_argument("--vendor", help="one vendor's devices: nvidia, amd, intel, cpu")
     p.add_argument("--family", help="one task family: gemm, attention, moe, norm, ...")
-    p.add_argument("--run", metavar="RUN", help="one run's results only (an id, or a unique prefix of one)")
-    p.add_argument("--timing", choices=TIMING_KINDS, help="one timing kind's board only (default: one board per kind present)")
-    p.add_argument("--p", type=float, default=DEFAULT_P, metavar="P", help=f"fast_p counts results faster than P × the baseline (default {DEFAULT_P:g})")
-    p.add_argument("--by", choices=GROUP_BY, default="model", help="group devices by model (default) or by vendor")
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
-    p.add_argument("--html", type=Path, metavar="FILE", help="write the leaderboard page as one self-contained HTML file: every board, opened on --family/--device/--vendor")
+    p.add_argument(
+        "--run", metavar="RUN", help="one run's results only (an id, or a unique prefix of one)"
+    )
+    p.add_argument(
+        "--timing",
+        choices=TIMING_KINDS,
+        help="one timing kind's board only (default: one board per kind present)",
+    )
+    p.add_argument(
+        "--p",
+        type=float,
+        default=DEFAULT_P,
+        metavar="P",
+        help=f"fast_p counts results faster than P × the baseline (default {DEFAULT_P:g})",
+    )
+    p.add_argument(
+        "--by",
+        choices=GROUP_BY,
+        default="model",
+        help="group devices by model (default) or by vendor",
+    )
+    p.add_argument(
+        "--json", action="store_true", help="print one JSON object instead of the tables"
+    )
+    p.add_argument(
+        "--html",
+        type=Path,
+        metavar="FILE",
+        help="write the leaderboard page as one self-contained HTML file: every board, opened on --family/--device/--vendor",
+    )
     p.set_defaults(func=_leaderboard)
 
 
@@ -47,7 +78,9 @@ def _leaderboard(store: Store, args: argparse.Namespace, out: Console, err: Cons
     filters = {"device": args.device, "vendor": args.vendor, "family": args.family, "run": args.run}
     try:
         if args.timing:
-            found = {args.timing: board(store, timing_kind=args.timing, p=args.p, by=args.by, **filters)}
+            found = {
+                args.timing: board(store, timing_kind=args.timing, p=args.p, by=args.by, **filters)
+            }
             found = {k: b for k, b in found.items() if b.entries or b.infrastructure_errors}
         else:
             found = boards(store, p=args.p, by=args.by, **filters)
@@ -55,14 +88,31 @@ def _leaderboard(store: Store, args: argparse.Namespace, out: Console, err: Cons
         err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return EXIT_BAD_INPUT
     if args.json:
-        out.print_json(json.dumps({"p": args.p, "by": args.by, "filters": filters, "boards": {k: b.to_json() for k, b in found.items()}}))
+        out.print_json(
+            json.dumps(
+                {
+                    "p": args.p,
+                    "by": args.by,
+                    "filters": filters,
+                    "boards": {k: b.to_json() for k, b in found.items()},
+                }
+            )
+        )
         return EXIT_PASSED
     if not found:
-        given = ", ".join(f"--{k} {v}" for k, v in {**filters, "timing": args.timing}.items() if v is not None)
+        given = ", ".join(
+            f"--{k} {v}" for k, v in {**filters, "timing": args.timing}.items() if v is not None
+        )
         if given:
-            out.print(f"no results match {escape(given)}: `arena leaderboard` alone shows every board", highlight=False)
+            out.print(
+                f"no results match {escape(given)}: `arena leaderboard` alone shows every board",
+                highlight=False,
+            )
         else:
-            out.print(f"no results yet in {escape(str(store.path))}: `arena run` or `arena eval` adds some", highlight=False)
+            out.print(
+                f"no results yet in {escape(str(store.path))}: `arena run` or `arena eval` adds some",
+                highlight=False,
+            )
         return EXIT_PASSED
     for i, b in enumerate(found.values()):
         if i:
@@ -82,43 +132,81 @@ def _html(store: Store, args: argparse.Namespace, out: Console, err: Console) ->
         err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return EXIT_BAD_INPUT
     except OSError as exc:
-        err.print(f"[red]error:[/] cannot write {escape(str(args.html))}: {escape(exc.strerror or str(exc))}; give a writable --html FILE", highlight=False, soft_wrap=True)
+        err.print(
+            f"[red]error:[/] cannot write {escape(str(args.html))}: {escape(exc.strerror or str(exc))}; give a writable --html FILE",
+            highlight=False,
+            soft_wrap=True,
+        )
         return EXIT_BAD_INPUT
-    out.print(f"wrote {escape(str(args.html))}: {entries} entries; open it in a browser (filters work offline)", highlight=False)
+    out.print(
+        f"wrote {escape(str(args.html))}: {entries} entries; open it in a browser (filters work offline)",
+        highlight=False,
+    )
     return EXIT_PASSED
 
 
 def render(out: Console, b: Board) -> None:
     """One board as a table, a section per (family, device), then what the numbers mean."""
-    cols = [Col("rank", number=True), Col("agent"), Col("model", drop=2), Col("family", drop=1), Col("vendor" if b.by == "vendor" else "device"),
-            Col("speedup", number=True), Col(f"fast_{b.p:g}", number=True), Col("SOL", number=True), Col("correct", number=True),
-            Col("results", number=True, drop=3), Col("violations", number=True),
-            Col("failures", number=True, drop=0 if b.failures else 4)]  # all zero: the first to go on a narrow terminal
+    cols = [
+        Col("rank", number=True),
+        Col("agent"),
+        Col("model", drop=2),
+        Col("family", drop=1),
+        Col("vendor" if b.by == "vendor" else "device"),
+        Col("speedup", number=True),
+        Col(f"fast_{b.p:g}", number=True),
+        Col("SOL", number=True),
+        Col("correct", number=True),
+        Col("results", number=True, drop=3),
+        Col("violations", number=True),
+        Col("failures", number=True, drop=0 if b.failures else 4),
+    ]  # all zero: the first to go on a narrow terminal
     rows = []
     for n, (_family, _device, entries) in enumerate(b.groups()):
         rows += [None] if n else []
         for e in entries:
             none = e.results == 0  # failures only: no figure to show
-            rows.append([
-                "–" if e.rank is None else str(e.rank), escape(e.agent), escape(e.model or "–"), e.family, escape(e.device),
-                "–" if none else speedup_cell(b.timing_kind, e.speedup), "–" if e.fast_p is None or none else f"{e.fast_p * 100:.0f}%",
-                "–" if none else sol_cell(b.timing_kind, e.sol_fraction), "–" if none else f"{e.correct * 100:.0f}%", str(e.results),
-                f"[red]{e.violations}[/]" if e.violations else "0", f"[red]{e.failures}[/]" if e.failures else "0",
-            ])
+            rows.append(
+                [
+                    "–" if e.rank is None else str(e.rank),
+                    escape(e.agent),
+                    escape(e.model or "–"),
+                    e.family,
+                    escape(e.device),
+                    "–" if none else speedup_cell(b.timing_kind, e.speedup),
+                    "–" if e.fast_p is None or none else f"{e.fast_p * 100:.0f}%",
+                    "–" if none else sol_cell(b.timing_kind, e.sol_fraction),
+                    "–" if none else f"{e.correct * 100:.0f}%",
+                    str(e.results),
+                    f"[red]{e.violations}[/]" if e.violations else "0",
+                    f"[red]{e.failures}[/]" if e.failures else "0",
+                ]
+            )
     table = fitted(out.width, cols, rows, title=f"[bold]{escape(b.label)}[/]", title_justify="left")
     out.print(table)
-    notes = ["speedup: geometric mean over results, a failed result counts 1.0 (the baseline stays)"]
+    notes = [
+        "speedup: geometric mean over results, a failed result counts 1.0 (the baseline stays)"
+    ]
     if b.failures:
-        notes.append("failures: attempts whose agent produced nothing to score (agent_error, no_submission), never counted as results")
+        notes.append(
+            "failures: attempts whose agent produced nothing to score (agent_error, no_submission), never counted as results"
+        )
     starters = [e for e in b.entries if e.starters]
     if starters:
-        notes.append("unchanged starter submitted: " + ", ".join(f"{e.agent} on {e.family} ({e.starters} of {e.results})" for e in starters))
+        notes.append(
+            "unchanged starter submitted: "
+            + ", ".join(f"{e.agent} on {e.family} ({e.starters} of {e.results})" for e in starters)
+        )
     if b.ranked:
-        notes.append(f"fast_{b.p:g}: correct and faster than {b.p:g}× the baseline; an entry with integrity violations ranks last")
+        notes.append(
+            f"fast_{b.p:g}: correct and faster than {b.p:g}× the baseline; an entry with integrity violations ranks last"
+        )
     if b.timing_kind == "cpu":
         notes.append(INTERPRETED_NOTE)
     if b.timing_kind == "external":  # core/tasks/external.py
-        notes.append("external tasks: each timed and checked by its own commands and scored by its own rules; never ranked with this arena's protocol")
+        notes.append(
+            "external tasks: each timed and checked by its own commands and scored by its own rules; never ranked with this arena's protocol"
+        )
     if b.infrastructure_errors:
         notes.append(f"{b.infrastructure_errors} infrastructure errors left out")
     out.print("[dim]" + escape("; ".join(notes)) + "[/]", highlight=False)

@@ -51,5 +51,8 @@ def require_here(device_id: str) -> None:
     missing = [i for i in device.indices if i not in have]
     if missing:
         found = ", ".join(gpus) if gpus else "no GPU"
-        raise DeviceError(f"`{device_id}`: this machine has {found}; use one of: cpu, "
-                          + ", ".join(gpus + ("sim:h200 (predicted H200 times)",)) + " (`arena devices` lists them)")
+        raise DeviceError(
+            f"`{device_id}`: this machine has {found}; use one of: cpu, "
+            + ", ".join(gpus + ("sim:h200 (predicted H200 times)",))
+            + " (`arena devices` lists them)"
+        )

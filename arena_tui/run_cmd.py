@@ -43,21 +43,50 @@ from core.store.db import Store, StoreError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="run a run file's evaluations and agents (default: the reference agent on three bundled tasks, on this machine's GPU or sim:h200)")
-    p.add_argument("runfile", nargs="?", type=Path, help="a run file (docs/runs.md); default: the embedded default run")
-    p.add_argument("--resume", metavar="RUN", help="finish an interrupted run (its id or a unique prefix)")
+    p = sub.add_parser(
+        "run",
+        help="run a run file's evaluations and agents (default: the reference agent on three bundled tasks, on this machine's GPU or sim:h200)",
+    )
+    p.add_argument(
+        "runfile",
+        nargs="?",
+        type=Path,
+        help="a run file (docs/runs.md); default: the embedded default run",
+    )
+    p.add_argument(
+        "--resume", metavar="RUN", help="finish an interrupted run (its id or a unique prefix)"
+    )
     p.add_argument("--hosts", type=Path, help="the hosts file for <host>/<device> devices")
-    p.add_argument("--ray", metavar="ADDRESS", help="the Ray cluster for ray: devices (auto, ray://head:10001, local); without ray: devices, the default run goes there (docs/ray.md)")
-    p.add_argument("--headless", action="store_true", help="progress bars and a summary, no app (always so when stdout is not a terminal)")
-    p.add_argument("--skip-preflight", action="store_true", help="start without checking the agents' CLIs and endpoints and probing the devices")
-    p.add_argument("--json", action="store_true", help="headless; progress on stderr, then one JSON object on stdout (what `arena runs show RUN --json` prints)")
+    p.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="the Ray cluster for ray: devices (auto, ray://head:10001, local); without ray: devices, the default run goes there (docs/ray.md)",
+    )
+    p.add_argument(
+        "--headless",
+        action="store_true",
+        help="progress bars and a summary, no app (always so when stdout is not a terminal)",
+    )
+    p.add_argument(
+        "--skip-preflight",
+        action="store_true",
+        help="start without checking the agents' CLIs and endpoints and probing the devices",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="headless; progress on stderr, then one JSON object on stdout (what `arena runs show RUN --json` prints)",
+    )
     p.set_defaults(func=run)
 
 
 def resume_command(run_id: str, args: argparse.Namespace) -> str:
     """The exact command that finishes this run: the same store, tasks and hosts."""
     parts = ["arena"]
-    for flag, value in (("--db", getattr(args, "db", None)), ("--tasks-dir", getattr(args, "tasks_dir", None))):
+    for flag, value in (
+        ("--db", getattr(args, "db", None)),
+        ("--tasks-dir", getattr(args, "tasks_dir", None)),
+    ):
         if value is not None:
             parts += [flag, str(value)]
     parts += ["run", "--resume", run_id]
@@ -76,8 +105,12 @@ def _preflight(spec: RunSpec, args: argparse.Namespace, out: Console, err: Conso
         problems = preflight.device_problems(spec)
     else:
         agents = sum(a.kind not in preflight.OFFLINE_KINDS for a in spec.agents)
-        what = ([f"{agents} agent{'s' * (agents != 1)}"] if agents else []) + [f"{len(spec.devices)} device{'s' * (len(spec.devices) != 1)}"]
-        progress = err if getattr(args, "json", False) else out  # with --json, stdout is the JSON's alone
+        what = ([f"{agents} agent{'s' * (agents != 1)}"] if agents else []) + [
+            f"{len(spec.devices)} device{'s' * (len(spec.devices) != 1)}"
+        ]
+        progress = (
+            err if getattr(args, "json", False) else out
+        )  # with --json, stdout is the JSON's alone
         progress.print(f"[dim]preflight: checking {' and '.join(what)}…[/]", highlight=False)
         problems = preflight.check(spec, device_prober(args.hosts, spec.ray))
     if not problems:
@@ -90,7 +123,10 @@ def _preflight(spec: RunSpec, args: argparse.Namespace, out: Console, err: Conso
     for problem in problems:
         err.print(f"  {escape(str(problem))}", highlight=False, soft_wrap=True)
     if not getattr(args, "skip_preflight", False):
-        err.print("[dim]`--skip-preflight` starts it anyway; attempts whose agent cannot work end `agent_error`[/]", highlight=False)
+        err.print(
+            "[dim]`--skip-preflight` starts it anyway; attempts whose agent cannot work end `agent_error`[/]",
+            highlight=False,
+        )
     return False
 
 
@@ -98,7 +134,13 @@ def default_spec(args: argparse.Namespace) -> RunSpec:
     """The embedded default run, on this machine's GPU or sim:h200 (`arena` alone does the same)."""
     from arena_tui.local_devices import default_device
 
-    return RunSpec(**{**DEFAULT_RUN.__dict__, "devices": (default_device(),), "tasks_dir": str(args.tasks_dir) if args.tasks_dir else None})
+    return RunSpec(
+        **{
+            **DEFAULT_RUN.__dict__,
+            "devices": (default_device(),),
+            "tasks_dir": str(args.tasks_dir) if args.tasks_dir else None,
+        }
+    )
 
 
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -110,13 +152,19 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     with store:
         try:
             if args.resume:
-                spec = _with_ray(RunSpec.from_json(store.get_run(args.resume).spec), args, default=False)
+                spec = _with_ray(
+                    RunSpec.from_json(store.get_run(args.resume).spec), args, default=False
+                )
                 if not _preflight(spec, args, out, err):
                     return EXIT_BAD_INPUT
                 record = store.resume_run(args.resume)
                 run_id = record.id
             else:
-                spec = load_run_file(args.runfile, args.tasks_dir) if args.runfile else default_spec(args)
+                spec = (
+                    load_run_file(args.runfile, args.tasks_dir)
+                    if args.runfile
+                    else default_spec(args)
+                )
                 spec = _with_ray(spec, args, default=not args.runfile)
                 plan(spec)
                 plan_attempts(spec)
@@ -148,30 +196,51 @@ def _with_ray(spec: RunSpec, args: argparse.Namespace, default: bool) -> RunSpec
     ray_executor.connect(spec.ray)  # here, on the main thread: the preflight probes from threads
     if not any(d.startswith("ray:") for d in spec.devices):
         if not default:
-            raise ValueError(f"--ray {spec.ray}: the run names no ray: device ({', '.join(spec.devices)}): list e.g. `devices: [ray:cuda]` in the run file (docs/ray.md)")
+            raise ValueError(
+                f"--ray {spec.ray}: the run names no ray: device ({', '.join(spec.devices)}): list e.g. `devices: [ray:cuda]` in the run file (docs/ray.md)"
+            )
         spec = dataclasses.replace(spec, devices=(ray_executor.default_device(spec.ray),))
     return spec
 
 
-def _execute(store: Store, run_id: str, spec: RunSpec, args: argparse.Namespace, out: Console) -> int:
+def _execute(
+    store: Store, run_id: str, spec: RunSpec, args: argparse.Namespace, out: Console
+) -> int:
     if getattr(args, "json", False):
-        code = _execute_headless(store, run_id, spec, args, Console(stderr=True))  # stdout is the JSON's alone
+        code = _execute_headless(
+            store, run_id, spec, args, Console(stderr=True)
+        )  # stdout is the JSON's alone
         sys.stdout.write(json.dumps(run_json(store, run_id)) + "\n")
         return code
     return _execute_headless(store, run_id, spec, args, out)
 
 
-def _execute_headless(store: Store, run_id: str, spec: RunSpec, args: argparse.Namespace, out: Console) -> int:
+def _execute_headless(
+    store: Store, run_id: str, spec: RunSpec, args: argparse.Namespace, out: Console
+) -> int:
     candidate_keys = {p.key for p in plan(spec)}
     attempts = plan_attempts(spec)
     total = len(candidate_keys) + len(attempts)
     attempt_rows = store.attempts(run_id)
-    done_before = sum(1 for r in store.results(run_id) if store.get_job(r.job_id).key in candidate_keys)
+    done_before = sum(
+        1 for r in store.results(run_id) if store.get_job(r.job_id).key in candidate_keys
+    )
     done_before += sum(1 for a in attempt_rows if a.state == "done")
     verb = "resuming" if args.resume else "starting"
-    what = f"{len(candidate_keys)} evaluations" + (f", {len(attempts)} agent attempts" if attempts else "")
-    out.print(f"[bold]{verb} run {run_id}[/] ({escape(spec.name)}): {what}, {done_before} already done; devices {', '.join(spec.devices)}")
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=out, transient=False)
+    what = f"{len(candidate_keys)} evaluations" + (
+        f", {len(attempts)} agent attempts" if attempts else ""
+    )
+    out.print(
+        f"[bold]{verb} run {run_id}[/] ({escape(spec.name)}): {what}, {done_before} already done; devices {', '.join(spec.devices)}"
+    )
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=out,
+        transient=False,
+    )
     bar = progress.add_task(f"run {run_id}", total=total, completed=done_before)
 
     finished = [done_before]
@@ -179,10 +248,16 @@ def _execute_headless(store: Store, run_id: str, spec: RunSpec, args: argparse.N
     def line(mark: str, text: str) -> None:
         """One line per finished job or attempt: printed at once, also into a pipe."""
         finished[0] += 1
-        progress.console.print(f"  {mark} [{finished[0]}/{total}] {text}", highlight=False, soft_wrap=True)
+        progress.console.print(
+            f"  {mark} [{finished[0]}/{total}] {text}", highlight=False, soft_wrap=True
+        )
 
     def on_event(job_id: int | None, event: events.Event) -> None:
-        if isinstance(event, events.JobStateChanged) and event.state in ("done", "failed") and event.job_id in candidate_keys:
+        if (
+            isinstance(event, events.JobStateChanged)
+            and event.state in ("done", "failed")
+            and event.job_id in candidate_keys
+        ):
             progress.advance(bar)
             task, candidate, device = key_parts(event.job_id)[:3]
             label = f"{task} {escape(candidate)} ({escape(device)})"
@@ -198,28 +273,52 @@ def _execute_headless(store: Store, run_id: str, spec: RunSpec, args: argparse.N
     def on_attempt(report: AttemptReport) -> None:
         label = f"{escape(report.agent)} on {report.task_id} ({escape(report.device)}, {escape(report.variant)})"
         if report.state == "running":
-            progress.console.print(f"  [cyan]>[/] {report.attempt_id} {label}: agent running", highlight=False)
+            progress.console.print(
+                f"  [cyan]>[/] {report.attempt_id} {label}: agent running", highlight=False
+            )
             return
         if report.state in ("done", "failed"):
             progress.advance(bar)
         if report.result is not None:
             starter = " [yellow](the unchanged starter)[/]" if report.outcome == "starter" else ""
-            line("[green]✓[/]" if report.result.passed else "[red]✗[/]",
-                 f"{report.attempt_id} {label}: stopped ({report.stop_reason}), {_verdict(report.result)}{starter}")
-        elif report.state == "done" and report.outcome:  # agent_error | no_submission: nothing of the agent's to score
-            line("[red]✗[/]", f"{report.attempt_id} {label}: [red]{report.outcome}[/] ({escape(report.outcome_reason or '')}); not scored")
+            line(
+                "[green]✓[/]" if report.result.passed else "[red]✗[/]",
+                f"{report.attempt_id} {label}: stopped ({report.stop_reason}), {_verdict(report.result)}{starter}",
+            )
+        elif (
+            report.state == "done" and report.outcome
+        ):  # agent_error | no_submission: nothing of the agent's to score
+            line(
+                "[red]✗[/]",
+                f"{report.attempt_id} {label}: [red]{report.outcome}[/] ({escape(report.outcome_reason or '')}); not scored",
+            )
         elif report.state != "cancelled":
-            line("[yellow]![/]", f"{report.attempt_id} {label}: {escape(report.error or report.state)}")
+            line(
+                "[yellow]![/]",
+                f"{report.attempt_id} {label}: {escape(report.error or report.state)}",
+            )
 
     interrupted = False
     with progress:
         try:
-            outcome = asyncio.run(execute(store, run_id, spec, executor_factory(args.hosts, spec.ray), on_event, on_attempt))
+            outcome = asyncio.run(
+                execute(
+                    store,
+                    run_id,
+                    spec,
+                    executor_factory(args.hosts, spec.ray),
+                    on_event,
+                    on_attempt,
+                )
+            )
         except KeyboardInterrupt:
             interrupted = True
     if interrupted:
         store.finish_run(run_id, "interrupted")
-        out.print(f"[yellow]interrupted[/]: {len(store.results(run_id))} of {total} results kept. Resume with:", highlight=False)
+        out.print(
+            f"[yellow]interrupted[/]: {len(store.results(run_id))} of {total} results kept. Resume with:",
+            highlight=False,
+        )
         out.print(escape(resume_command(run_id, args)), highlight=False, soft_wrap=True)
         return 130
     _summary(store, run_id, out, candidate_keys)
@@ -234,15 +333,27 @@ def _execute_headless(store: Store, run_id: str, spec: RunSpec, args: argparse.N
 
 def _verdict(r: Result) -> str:
     """passed with its speedup; a failure with its stage and no speedup (the failure rule: docs/leaderboard.md)."""
-    return f"[green]passed[/] {figures.speedup_cell(r.timing_kind, r.speedup)}" if r.passed else f"[red]{r.status}[/] at {r.failed_stage}"
+    return (
+        f"[green]passed[/] {figures.speedup_cell(r.timing_kind, r.speedup)}"
+        if r.passed
+        else f"[red]{r.status}[/] at {r.failed_stage}"
+    )
 
 
 def _summary(store: Store, run_id: str, out: Console, candidate_keys: set[str]) -> None:
     jobs = {job.id: job for job in store.jobs(run_id) if job.key in candidate_keys}
     if not jobs:
         return
-    cols = [Col("task", whole=True), Col("candidate"), Col("device"), Col("status"), Col("stages", whole=True, drop=1),
-            Col("speedup", number=True), Col("SOL", number=True), Col("points", number=True)]
+    cols = [
+        Col("task", whole=True),
+        Col("candidate"),
+        Col("device"),
+        Col("status"),
+        Col("stages", whole=True, drop=1),
+        Col("speedup", number=True),
+        Col("SOL", number=True),
+        Col("points", number=True),
+    ]
     kinds, rows = set(), []
     for row in store.results(run_id):
         job = jobs.get(row.job_id)
@@ -250,11 +361,18 @@ def _summary(store: Store, run_id: str, out: Console, candidate_keys: set[str]) 
             continue  # an agent attempt's final evaluation: in the attempts table
         result = row.to_result()
         kinds.add(result.timing_kind)
-        rows.append([
-            job.task_id, escape(candidate_name(job)), job.device_id, result.status, render.stage_marks(result),
-            figures.speedup_cell(result.timing_kind, result.speedup if result.passed else None),
-            figures.sol_cell(result.timing_kind, result.sol_fraction) if result.passed else "–", f"{result.points:.0f}",
-        ])
+        rows.append(
+            [
+                job.task_id,
+                escape(candidate_name(job)),
+                job.device_id,
+                result.status,
+                render.stage_marks(result),
+                figures.speedup_cell(result.timing_kind, result.speedup if result.passed else None),
+                figures.sol_cell(result.timing_kind, result.sol_fraction) if result.passed else "–",
+                f"{result.points:.0f}",
+            ]
+        )
     table = fitted(out.width, cols, rows, title=f"run {run_id}")
     out.print(table)
     out.print(f"[dim]{figures.STAGE_LEGEND}. `arena runs show {run_id}` for details.[/]")
@@ -264,23 +382,58 @@ def _summary(store: Store, run_id: str, out: Console, candidate_keys: set[str]) 
 def _attempts_summary(store: Store, run_id: str, out: Console) -> None:
     results = {r.job_id: r.to_result() for r in store.results(run_id)}
     C = Col
-    cols = [C("#", number=True), C("agent"), C("variant", drop=2), C("task", whole=True), C("device"), C("stopped", drop=1), C("status"),
-            C("speedup", number=True), C("points", number=True), C("checks", number=True, drop=3), C("cost", number=True)]
+    cols = [
+        C("#", number=True),
+        C("agent"),
+        C("variant", drop=2),
+        C("task", whole=True),
+        C("device"),
+        C("stopped", drop=1),
+        C("status"),
+        C("speedup", number=True),
+        C("points", number=True),
+        C("checks", number=True, drop=3),
+        C("cost", number=True),
+    ]
     rows = []
     for a in store.attempts(run_id):
         result = results.get(a.job_id) if a.job_id is not None else None
-        status = a.outcome if a.outcome in FAILURES else (result.status + (" (starter)" if a.outcome == "starter" else "")) if result else a.state
-        rows.append([
-            a.id.rsplit("/", 1)[-1], escape(a.agent), escape(a.variant), a.task_id, a.device_id, a.stop_reason or a.state,
-            status, figures.speedup_cell(result.timing_kind, result.speedup if result.passed else None) if result else "–",
-            f"{result.points:.0f}" if result else "–", str(a.checks), f"${a.cost_usd:.2f}" if a.cost_usd is not None else "–",
-        ])
+        status = (
+            a.outcome
+            if a.outcome in FAILURES
+            else (result.status + (" (starter)" if a.outcome == "starter" else ""))
+            if result
+            else a.state
+        )
+        rows.append(
+            [
+                a.id.rsplit("/", 1)[-1],
+                escape(a.agent),
+                escape(a.variant),
+                a.task_id,
+                a.device_id,
+                a.stop_reason or a.state,
+                status,
+                figures.speedup_cell(result.timing_kind, result.speedup if result.passed else None)
+                if result
+                else "–",
+                f"{result.points:.0f}" if result else "–",
+                str(a.checks),
+                f"${a.cost_usd:.2f}" if a.cost_usd is not None else "–",
+            ]
+        )
     table = fitted(out.width, cols, rows, title=f"agent attempts of run {run_id}")
     out.print(table)
     render.timing_notes(out, {r.timing_kind for r in results.values()})
     unscored = [a for a in store.attempts(run_id) if a.outcome in FAILURES]
     for a in unscored:
-        out.print(f"[red]{a.outcome}[/] {a.id}: {escape(a.outcome_reason or '')}", highlight=False, soft_wrap=True)
+        out.print(
+            f"[red]{a.outcome}[/] {a.id}: {escape(a.outcome_reason or '')}",
+            highlight=False,
+            soft_wrap=True,
+        )
     if unscored:
-        out.print("[dim]agent_error / no_submission: the agent produced nothing to score; never a result, never correct (docs/leaderboard.md)[/]")
+        out.print(
+            "[dim]agent_error / no_submission: the agent produced nothing to score; never a result, never correct (docs/leaderboard.md)[/]"
+        )
     out.print(f"[dim]`arena runs transcript {run_id}/N` prints an attempt's transcript.[/]")

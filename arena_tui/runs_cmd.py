@@ -26,22 +26,42 @@ STATUS_STYLE = {"passed": "green", "failed": "red", "infrastructure_error": "yel
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    runs = subparsers.add_parser("runs", help="list, show or export the runs kept in the results store")
+    runs = subparsers.add_parser(
+        "runs", help="list, show or export the runs kept in the results store"
+    )
     rsub = runs.add_subparsers(dest="runs_command", metavar="SUBCOMMAND", required=True)
-    lister = rsub.add_parser("list", help="every run, newest first, with its jobs and results counted")
+    lister = rsub.add_parser(
+        "list", help="every run, newest first, with its jobs and results counted"
+    )
     lister.add_argument("--json", action="store_true", help="print one JSON list of runs")
     lister.set_defaults(func=_list)
     show = rsub.add_parser("show", help="one run: its header, then a row per job with its result")
     show.add_argument("run", metavar="RUN", help="a run id, or a unique prefix of one")
-    show.add_argument("--json", action="store_true", help="print one JSON object: the run, its jobs with their results, its attempts")
+    show.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object: the run, its jobs with their results, its attempts",
+    )
     show.set_defaults(func=_show)
-    export = rsub.add_parser("export", help="one run as JSON lines: the run header, then each job with its result")
+    export = rsub.add_parser(
+        "export", help="one run as JSON lines: the run header, then each job with its result"
+    )
     export.add_argument("run", metavar="RUN", help="a run id, or a unique prefix of one")
-    export.add_argument("-o", "--output", type=Path, metavar="FILE", help="write to FILE instead of standard output")
+    export.add_argument(
+        "-o", "--output", type=Path, metavar="FILE", help="write to FILE instead of standard output"
+    )
     export.set_defaults(func=_export)
     transcript = rsub.add_parser("transcript", help="one agent attempt's transcript, step by step")
-    transcript.add_argument("attempt", metavar="ATTEMPT", help="RUN/N, as `arena runs show RUN` lists them (the run part may be a prefix)")
-    transcript.add_argument("--jsonl", action="store_true", help="print the TranscriptEvents as JSON lines (what the replay agent reads)")
+    transcript.add_argument(
+        "attempt",
+        metavar="ATTEMPT",
+        help="RUN/N, as `arena runs show RUN` lists them (the run part may be a prefix)",
+    )
+    transcript.add_argument(
+        "--jsonl",
+        action="store_true",
+        help="print the TranscriptEvents as JSON lines (what the replay agent reads)",
+    )
     transcript.add_argument("--full", action="store_true", help="do not shorten long tool results")
     transcript.set_defaults(func=_transcript)
 
@@ -55,7 +75,11 @@ def _guarded(command):  # type: ignore[no-untyped-def]
                 return command(store, args, out, err)
         except UnknownRunError as exc:
             # `--json`: an `error:` line, which the CLI turns into the JSON error object
-            err.print(("error: " if getattr(args, "json", False) else "") + escape(str(exc)), highlight=False, soft_wrap=True)
+            err.print(
+                ("error: " if getattr(args, "json", False) else "") + escape(str(exc)),
+                highlight=False,
+                soft_wrap=True,
+            )
         except (StoreError, OSError) as exc:
             err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return EXIT_BAD_INPUT
@@ -72,8 +96,25 @@ def _list(store: Store, args: argparse.Namespace, out: Console, err: Console) ->
     if not runs:
         out.print(f"no runs yet in {escape(str(store.path))}", highlight=False)
         return EXIT_PASSED
-    cols = [Col("run", whole=True), Col("name"), Col("created (UTC)", whole=True, drop=2), Col("status"), Col("jobs", drop=1), Col("results")]
-    rows = [[run.id, escape(run.name), _when(run.created_at), _run_status(run), _job_counts(run), _result_counts(run)] for run in runs]
+    cols = [
+        Col("run", whole=True),
+        Col("name"),
+        Col("created (UTC)", whole=True, drop=2),
+        Col("status"),
+        Col("jobs", drop=1),
+        Col("results"),
+    ]
+    rows = [
+        [
+            run.id,
+            escape(run.name),
+            _when(run.created_at),
+            _run_status(run),
+            _job_counts(run),
+            _result_counts(run),
+        ]
+        for run in runs
+    ]
     table = fitted(out.width, cols, rows)
     out.print(table)
     out.print(f"[dim]{len(runs)} runs in {escape(str(store.path))}[/]", highlight=False)
@@ -94,26 +135,46 @@ def _show(store: Store, args: argparse.Namespace, out: Console, err: Console) ->
         out.print(f"[dim]spec: {escape(json.dumps(run.spec))}[/]", highlight=False, soft_wrap=True)
     jobs = store.jobs(run.id)
     if not jobs:
-        _attempts_table(store, run.id, {}, out)  # attempts that produced nothing to score have no job
+        _attempts_table(
+            store, run.id, {}, out
+        )  # attempts that produced nothing to score have no job
         return EXIT_PASSED
     results = {r.job_id: r for r in store.results(run.id)}
     kinds = sorted({r.timing_kind for r in results.values()})
     mixed = len(kinds) > 1
-    cols = [Col("task", whole=True), Col("candidate"), Col("device"), Col("state", drop=1), Col("status"),
-            Col("speedup", number=True), Col("SOL", number=True), Col("points", number=True)] + ([Col("timing")] if mixed else [])
+    cols = [
+        Col("task", whole=True),
+        Col("candidate"),
+        Col("device"),
+        Col("state", drop=1),
+        Col("status"),
+        Col("speedup", number=True),
+        Col("SOL", number=True),
+        Col("points", number=True),
+    ] + ([Col("timing")] if mixed else [])
     rows = []
     for job in jobs:
         r = results.get(job.id)
-        cells = [job.task_id, escape(candidate_name(job)), escape(job.device_id), _job_state(job.state)]
+        cells = [
+            job.task_id,
+            escape(candidate_name(job)),
+            escape(job.device_id),
+            _job_state(job.state),
+        ]
         if r is None:
             cells += ["–", "", "", ""] + ([""] if mixed else [])
         else:
             status = f"[{STATUS_STYLE.get(r.status, 'white')}]{r.status.replace('infrastructure_error', 'infra error')}[/]"
             status += f" ({r.failed_stage})" if r.failed_stage else ""
             cells += [
-                status + (" [red]![/]" if r.integrity_flags else "") + (" [magenta]infra?[/]" if r.infrastructure_marks else ""),
-                speedup_cell(r.timing_kind, r.speedup if r.status == "passed" else None),  # failed: – (docs/leaderboard.md)
-                sol_cell(r.timing_kind, r.sol_fraction) if r.status == "passed" else "–", f"{r.points:.0f}",
+                status
+                + (" [red]![/]" if r.integrity_flags else "")
+                + (" [magenta]infra?[/]" if r.infrastructure_marks else ""),
+                speedup_cell(
+                    r.timing_kind, r.speedup if r.status == "passed" else None
+                ),  # failed: – (docs/leaderboard.md)
+                sol_cell(r.timing_kind, r.sol_fraction) if r.status == "passed" else "–",
+                f"{r.points:.0f}",
             ] + ([r.timing_kind] if mixed else [])
         rows.append(cells)
     table = fitted(out.width, cols, rows)
@@ -121,12 +182,21 @@ def _show(store: Store, args: argparse.Namespace, out: Console, err: Console) ->
     for job in jobs:
         r = results.get(job.id)
         for flag in r.integrity_flags if r else ():
-            out.print(f"[red]integrity:[/] {job.task_id} on {escape(job.device_id)}: {escape(flag)}", highlight=False)
+            out.print(
+                f"[red]integrity:[/] {job.task_id} on {escape(job.device_id)}: {escape(flag)}",
+                highlight=False,
+            )
         for note in r.review_notes if r else ():
-            out.print(f"[yellow]review:[/] {job.task_id} on {escape(job.device_id)}: {escape(note)}", highlight=False)
+            out.print(
+                f"[yellow]review:[/] {job.task_id} on {escape(job.device_id)}: {escape(note)}",
+                highlight=False,
+            )
         for note in r.infrastructure_marks if r else ():
-            out.print(f"[magenta]marked infrastructure fault:[/] {job.task_id} on {escape(job.device_id)}: {escape(note)}"
-                      " (left out of the leaderboard)", highlight=False)
+            out.print(
+                f"[magenta]marked infrastructure fault:[/] {job.task_id} on {escape(job.device_id)}: {escape(note)}"
+                " (left out of the leaderboard)",
+                highlight=False,
+            )
     _attempts_table(store, run.id, results, out)
     if len(kinds) == 1:
         out.print(f"[dim]timing kind: {kinds[0]}[/]")
@@ -137,7 +207,11 @@ def _show(store: Store, args: argparse.Namespace, out: Console, err: Console) ->
 def run_json(store: Store, run_id: str) -> dict:
     """`arena runs show RUN --json` (and `arena run --json`): the export's records as one object."""
     records = list(store.export_run(run_id))
-    return {"run": records[0], "jobs": [r for r in records if r["type"] == "job"], "attempts": [r for r in records if r["type"] == "attempt"]}
+    return {
+        "run": records[0],
+        "jobs": [r for r in records if r["type"] == "job"],
+        "attempts": [r for r in records if r["type"] == "attempt"],
+    }
 
 
 def candidate_name(job) -> str:  # type: ignore[no-untyped-def]
@@ -157,22 +231,50 @@ def _attempts_table(store: Store, run_id: str, results: dict, out: Console) -> N
         return
     variants = len({a.variant for a in attempts}) > 1  # columns that say something only sometimes
     costs = any(a.cost_usd is not None for a in attempts)
-    cols = [Col("#", number=True), Col("agent")] + ([Col("variant", drop=1)] if variants else []) + [
-        Col("task", whole=True), Col("device"), Col("stopped", drop=2), Col("status"),
-        Col("speedup", number=True), Col("points", number=True), Col("checks", number=True)] + ([Col("cost", number=True)] if costs else [])
+    cols = (
+        [Col("#", number=True), Col("agent")]
+        + ([Col("variant", drop=1)] if variants else [])
+        + [
+            Col("task", whole=True),
+            Col("device"),
+            Col("stopped", drop=2),
+            Col("status"),
+            Col("speedup", number=True),
+            Col("points", number=True),
+            Col("checks", number=True),
+        ]
+        + ([Col("cost", number=True)] if costs else [])
+    )
     rows = []
     for a in attempts:
         r = results.get(a.job_id) if a.job_id is not None else None
         stopped = a.stop_reason or _job_state(a.state)
         if a.exit_status not in (None, 0):
             stopped += f" ({a.exit_status})"
-        status = f"[{STATUS_STYLE.get(r.status, 'white')}]{r.status.replace('infrastructure_error', 'infra error')}[/]" if r else _job_state(a.state)
+        status = (
+            f"[{STATUS_STYLE.get(r.status, 'white')}]{r.status.replace('infrastructure_error', 'infra error')}[/]"
+            if r
+            else _job_state(a.state)
+        )
         if a.outcome in FAILURES:
             status = f"[red]{a.outcome}[/]"
         elif a.outcome == "starter" and r is not None:
             status += " [yellow](starter)[/]"
-        cells = [a.id.rsplit("/", 1)[-1], escape(a.agent)] + ([escape(a.variant)] if variants else []) + [
-            a.task_id, escape(a.device_id), stopped, status, speedup_cell(r.timing_kind, r.speedup if r.status == "passed" else None) if r else "–", f"{r.points:.0f}" if r else "–", str(a.checks)]
+        cells = (
+            [a.id.rsplit("/", 1)[-1], escape(a.agent)]
+            + ([escape(a.variant)] if variants else [])
+            + [
+                a.task_id,
+                escape(a.device_id),
+                stopped,
+                status,
+                speedup_cell(r.timing_kind, r.speedup if r.status == "passed" else None)
+                if r
+                else "–",
+                f"{r.points:.0f}" if r else "–",
+                str(a.checks),
+            ]
+        )
         if costs:
             cells.append(f"${a.cost_usd:.2f}" if a.cost_usd is not None else "–")
         rows.append(cells)
@@ -180,10 +282,17 @@ def _attempts_table(store: Store, run_id: str, results: dict, out: Console) -> N
     out.print(table)
     for a in attempts:
         if a.outcome in FAILURES:
-            out.print(f"[red]{a.outcome}[/] #{a.id.rsplit('/', 1)[-1]}: {escape(a.outcome_reason or '')} (not scored)", highlight=False, soft_wrap=True)
+            out.print(
+                f"[red]{a.outcome}[/] #{a.id.rsplit('/', 1)[-1]}: {escape(a.outcome_reason or '')} (not scored)",
+                highlight=False,
+                soft_wrap=True,
+            )
     if any(a.outcome == "starter" for a in attempts):
         out.print("[dim](starter): the agent submitted the unchanged starter[/]", highlight=False)
-    out.print(f"[dim]`arena runs transcript {escape(run_id)}/#` prints an attempt's transcript.[/]", highlight=False)
+    out.print(
+        f"[dim]`arena runs transcript {escape(run_id)}/#` prints an attempt's transcript.[/]",
+        highlight=False,
+    )
 
 
 @_guarded
@@ -197,26 +306,44 @@ def _transcript(store: Store, args: argparse.Namespace, out: Console, err: Conso
             sys.stdout.write(json.dumps(to_json(event)) + "\n")
         sys.stdout.flush()
         return EXIT_PASSED
-    out.print(f"[bold]{attempt.id}[/] {escape(attempt.agent)} ({attempt.agent_kind}{', ' + escape(attempt.model) if attempt.model else ''}) "
-              f"on {attempt.task_id}, {escape(attempt.device_id)}, variant {escape(attempt.variant)} — {attempt.state}"
-              + (f", stopped: {attempt.stop_reason}" if attempt.stop_reason else "")
-              + (f", {attempt.outcome}" if attempt.outcome and attempt.outcome != "scored" else ""), highlight=False)
+    out.print(
+        f"[bold]{attempt.id}[/] {escape(attempt.agent)} ({attempt.agent_kind}{', ' + escape(attempt.model) if attempt.model else ''}) "
+        f"on {attempt.task_id}, {escape(attempt.device_id)}, variant {escape(attempt.variant)} — {attempt.state}"
+        + (f", stopped: {attempt.stop_reason}" if attempt.stop_reason else "")
+        + (f", {attempt.outcome}" if attempt.outcome and attempt.outcome != "scored" else ""),
+        highlight=False,
+    )
     if not steps:
         out.print("no transcript steps recorded", highlight=False)
     limit = None if args.full else 1200
     for e in steps:
-        style = {"error": "red", "thinking": "dim", "tool_call": "cyan", "tool_result": "green", "usage": "dim", "final": "bold"}.get(e.kind, "")
+        style = {
+            "error": "red",
+            "thinking": "dim",
+            "tool_call": "cyan",
+            "tool_result": "green",
+            "usage": "dim",
+            "final": "bold",
+        }.get(e.kind, "")
         if e.kind == "tool_call":
             body = f"{e.tool or '?'} {json.dumps(e.arguments or {})}"
         elif e.kind == "usage":
-            body = ", ".join(f"{k} {v}" for k, v in (("in", e.input_tokens), ("out", e.output_tokens), ("$", e.cost_usd)) if v is not None)
+            body = ", ".join(
+                f"{k} {v}"
+                for k, v in (("in", e.input_tokens), ("out", e.output_tokens), ("$", e.cost_usd))
+                if v is not None
+            )
             body += " (cumulative)" if e.cumulative else ""
         else:
             body = e.text or ""
         if limit is not None and len(body) > limit:
             body = body[:limit] + f" … [{len(body) - limit} more characters: --full]"
         tag = f"[{style}]{e.kind}[/]" if style else e.kind
-        out.print(f"{e.seq:>4} {tag}{' [red](error)[/]' if e.is_error and e.kind != 'error' else ''}: {escape(body)}", highlight=False, soft_wrap=True)
+        out.print(
+            f"{e.seq:>4} {tag}{' [red](error)[/]' if e.is_error and e.kind != 'error' else ''}: {escape(body)}",
+            highlight=False,
+            soft_wrap=True,
+        )
     return EXIT_PASSED
 
 
@@ -235,7 +362,10 @@ def _export(store: Store, args: argparse.Namespace, out: Console, err: Console) 
     args.output.parent.mkdir(parents=True, exist_ok=True)
     with args.output.open("w", encoding="utf-8") as f:
         count = sum(1 for line in lines if f.write(line))
-    err.print(f"wrote {count} lines (the run and {count - 1} jobs) to {escape(str(args.output))}", highlight=False)
+    err.print(
+        f"wrote {count} lines (the run and {count - 1} jobs) to {escape(str(args.output))}",
+        highlight=False,
+    )
     return EXIT_PASSED
 
 
@@ -248,7 +378,11 @@ def _run_status(run: Run) -> str:
 
 
 def _job_state(state: str) -> str:
-    return {"running": "[cyan]running[/]", "failed": "[yellow]failed[/]", "cancelled": "[dim]cancelled[/]"}.get(state, state)
+    return {
+        "running": "[cyan]running[/]",
+        "failed": "[yellow]failed[/]",
+        "cancelled": "[dim]cancelled[/]",
+    }.get(state, state)
 
 
 def _job_counts(run: Run) -> str:
@@ -259,4 +393,11 @@ def _job_counts(run: Run) -> str:
 
 def _result_counts(run: Run) -> str:
     names = {"passed": "passed", "failed": "failed", "infrastructure_error": "infra error"}
-    return ", ".join(f"{run.result_statuses[s]} {name}" for s, name in names.items() if run.result_statuses.get(s)) or "none"
+    return (
+        ", ".join(
+            f"{run.result_statuses[s]} {name}"
+            for s, name in names.items()
+            if run.result_statuses.get(s)
+        )
+        or "none"
+    )

@@ -18,7 +18,14 @@ from rich.text import Text
 def plain_table(**kw: Any) -> Table:
     """The CLI's table: a rule under the header and no outer frame, so that 80 columns (a pipe's
     width) go to the cells. Number columns are added with `number_column`, never cut."""
-    return Table(header_style="bold", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0), **kw)
+    return Table(
+        header_style="bold",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, 1, 0, 0),
+        **kw,
+    )
 
 
 def number_column(table: Table, name: str) -> None:
@@ -38,7 +45,9 @@ class Col:
 
 
 MIN_TEXT = 8  # a folded text column narrower than this is unreadable: fold a whole one instead
-COMFORT_TEXT = 16  # optional columns are dropped until each folding one gets this much (or all it needs)
+COMFORT_TEXT = (
+    16  # optional columns are dropped until each folding one gets this much (or all it needs)
+)
 
 
 def _cell_len(cell: str) -> int:
@@ -78,15 +87,22 @@ def fitted(width: int, cols: list[Col], rows: list[list[str] | None], **kw: Any)
             break
     widths: dict[int, int] = {i: fixed(i) for i in rigid}
     left = room
-    for n, i in enumerate(sorted(soft, key=lambda i: wanted[i])):  # narrow ones first take what they need
+    for n, i in enumerate(
+        sorted(soft, key=lambda i: wanted[i])
+    ):  # narrow ones first take what they need
         share = max(min(MIN_TEXT, wanted[i]), left // (len(soft) - n))
         widths[i] = min(wanted[i], share)
         left -= widths[i]
     table = plain_table(**kw)
     for i in keep:
         c = cols[i]
-        table.add_column(c.name, justify="right" if c.number else "left", no_wrap=i in rigid,
-                         overflow="fold", width=widths[i])
+        table.add_column(
+            c.name,
+            justify="right" if c.number else "left",
+            no_wrap=i in rigid,
+            overflow="fold",
+            width=widths[i],
+        )
     for r in sections:
         if r is None:
             table.add_section()

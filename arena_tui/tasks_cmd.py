@@ -18,34 +18,89 @@ from core.tasks.discovery import discover, find_task, tasks_root
 def register(sub: argparse._SubParsersAction) -> None:
     tasks = sub.add_parser("tasks", help="list, show, validate, create and extend tasks")
     tsub = tasks.add_subparsers(dest="tasks_command", metavar="SUBCOMMAND", required=True)
-    p = tsub.add_parser("list", help="every task, one line each: its id (family/name), baseline kind and models")
-    p.add_argument("--json", action="store_true", help="print one JSON list (every field of `tasks show --json` per task)")
+    p = tsub.add_parser(
+        "list", help="every task, one line each: its id (family/name), baseline kind and models"
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON list (every field of `tasks show --json` per task)",
+    )
     p.set_defaults(func=_list)
-    p = tsub.add_parser("show", help="one task's spec and visible workloads (never the hidden ones)")
+    p = tsub.add_parser(
+        "show", help="one task's spec and visible workloads (never the hidden ones)"
+    )
     p.add_argument("id")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_show)
 
-    p = tsub.add_parser("validate", help="check that tasks are sound: schema, reference, baseline and starter pass, the rule has teeth")
+    p = tsub.add_parser(
+        "validate",
+        help="check that tasks are sound: schema, reference, baseline and starter pass, the rule has teeth",
+    )
     p.add_argument("ids", nargs="*", metavar="ID", help="task ids or folders (default: every task)")
-    p.add_argument("--no-eval", action="store_true", help="skip the harness evaluations of the baseline and the starter (seconds instead of minutes)")
-    p.add_argument("--full", action="store_true", help="run the performance stage too, so the CPU budget is measured rather than estimated")
-    p.add_argument("--budget", type=float, default=60.0, metavar="S", help="seconds the starter's CPU evaluation may take (default 60)")
-    p.add_argument("--seed", type=int, default=0, help="seed of every draw (inputs, hidden workloads); default 0")
-    p.add_argument("--json", action="store_true", help="print one JSON list of reports and nothing else")
-    p.add_argument("-v", "--verbose", action="store_true", help="show every check, not only failures and warnings")
+    p.add_argument(
+        "--no-eval",
+        action="store_true",
+        help="skip the harness evaluations of the baseline and the starter (seconds instead of minutes)",
+    )
+    p.add_argument(
+        "--full",
+        action="store_true",
+        help="run the performance stage too, so the CPU budget is measured rather than estimated",
+    )
+    p.add_argument(
+        "--budget",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="seconds the starter's CPU evaluation may take (default 60)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of every draw (inputs, hidden workloads); default 0",
+    )
+    p.add_argument(
+        "--json", action="store_true", help="print one JSON list of reports and nothing else"
+    )
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="show every check, not only failures and warnings",
+    )
     p.set_defaults(func=_validate)
 
     p = tsub.add_parser("new", help="scaffold tasks/FAMILY/NAME from a commented, working template")
     p.add_argument("id", metavar="FAMILY/NAME")
-    p.add_argument("--tasks-dir", type=Path, default=argparse.SUPPRESS, help="create it under this folder instead of the tasks folder")
+    p.add_argument(
+        "--tasks-dir",
+        type=Path,
+        default=argparse.SUPPRESS,
+        help="create it under this folder instead of the tasks folder",
+    )
     p.set_defaults(func=_new)
 
-    p = tsub.add_parser("add-model", help="add a model's workloads (from its config.json) to every task that uses it")
-    p.add_argument("config", type=Path, metavar="CONFIG.json", help="a Hugging Face style config.json")
-    p.add_argument("--name", help="the model's name in task.yaml (default: the config's _name_or_path, else its folder's name for a config.json, else the file's stem)")
+    p = tsub.add_parser(
+        "add-model",
+        help="add a model's workloads (from its config.json) to every task that uses it",
+    )
+    p.add_argument(
+        "config", type=Path, metavar="CONFIG.json", help="a Hugging Face style config.json"
+    )
+    p.add_argument(
+        "--name",
+        help="the model's name in task.yaml (default: the config's _name_or_path, else its folder's name for a config.json, else the file's stem)",
+    )
     p.add_argument("--dry-run", action="store_true", help="say what would be added; write nothing")
-    p.add_argument("--tasks-dir", type=Path, default=argparse.SUPPRESS, help="the folder of task folders to edit")
+    p.add_argument(
+        "--tasks-dir",
+        type=Path,
+        default=argparse.SUPPRESS,
+        help="the folder of task folders to edit",
+    )
     p.set_defaults(func=_add_model)
 
 
@@ -82,14 +137,21 @@ def _validate(args: argparse.Namespace, out: Console, err: Console) -> int:
 
     folders = resolve_targets(args.ids, args.tasks_dir)  # an unknown id: UnknownTaskError, exit 2
     if not folders:
-        return _error(err, f"no tasks under {tasks_root(args.tasks_dir)}: pass task ids or --tasks-dir DIR")
-    options = ValidateOptions(seed=args.seed, evaluate=not args.no_eval, performance=args.full, cpu_budget_s=args.budget)
+        return _error(
+            err, f"no tasks under {tasks_root(args.tasks_dir)}: pass task ids or --tasks-dir DIR"
+        )
+    options = ValidateOptions(
+        seed=args.seed, evaluate=not args.no_eval, performance=args.full, cpu_budget_s=args.budget
+    )
     if args.json:
         reports = validate_tasks(folders, options)
         print(json.dumps([r.to_json() for r in reports]))
         return EXIT_PASSED if all(r.passed for r in reports) else EXIT_FAILED
-    out.print(f"validating {len(folders)} task(s){'' if options.evaluate else ' (no harness evaluations)'}")
+    out.print(
+        f"validating {len(folders)} task(s){'' if options.evaluate else ' (no harness evaluations)'}"
+    )
     with out.status("starting") as status:
+
         def on_check(task_id: str, check: str) -> None:
             status.update(f"{escape(task_id)}: {check}")
 
@@ -101,9 +163,16 @@ def _validate(args: argparse.Namespace, out: Console, err: Console) -> int:
     if len(reports) > 1:
         table = plain_table()
         for col in ("task", "result", "failed checks", "seconds"):
-            table.add_column(col, justify="right" if col == "seconds" else "left", no_wrap=col != "failed checks")
+            table.add_column(
+                col, justify="right" if col == "seconds" else "left", no_wrap=col != "failed checks"
+            )
         for r in reports:
-            table.add_row(r.task_id, "[green]valid[/]" if r.passed else "[red]invalid[/]", ", ".join(c.name for c in r.failed), f"{r.seconds:.1f}")
+            table.add_row(
+                r.task_id,
+                "[green]valid[/]" if r.passed else "[red]invalid[/]",
+                ", ".join(c.name for c in r.failed),
+                f"{r.seconds:.1f}",
+            )
         out.print(table)
     out.print(f"{len(reports) - len(failed)} of {len(reports)} task(s) valid")
     return EXIT_FAILED if failed else EXIT_PASSED
@@ -112,11 +181,16 @@ def _validate(args: argparse.Namespace, out: Console, err: Console) -> int:
 def _report(out: Console, report, verbose: bool) -> None:  # type: ignore[no-untyped-def]
     n = len(report.checks)
     head = f"{len(report.failed)} of {n} checks failed" if report.failed else f"{n} checks passed"
-    out.print(f"{MARK[report.passed]} [bold]{escape(report.task_id)}[/] {head} ({report.seconds:.1f} s)", highlight=False)
+    out.print(
+        f"{MARK[report.passed]} [bold]{escape(report.task_id)}[/] {head} ({report.seconds:.1f} s)",
+        highlight=False,
+    )
     for c in report.checks:
         if verbose or not c.passed or c.warning:
             mark = MARK["warning"] if c.passed and c.warning else MARK[c.passed]
-            out.print(f"    {mark} {c.name:<16} {escape(c.message)}", highlight=False, soft_wrap=True)
+            out.print(
+                f"    {mark} {c.name:<16} {escape(c.message)}", highlight=False, soft_wrap=True
+            )
 
 
 # --- new -------------------------------------------------------------------------------------
@@ -131,8 +205,11 @@ def _new(args: argparse.Namespace, out: Console, err: Console) -> int:
     except ScaffoldError as exc:
         return _error(err, str(exc))
     out.print(f"created {escape(str(made.path))}: {', '.join(made.files)}")
-    out.print(f"it is a working example (y = x · scale): edit each file (the comments in task.yaml say how), then run "
-              f"`arena{' --tasks-dir ' + str(root) if getattr(args, 'tasks_dir', None) else ''} tasks validate {made.task_id}`", highlight=False)
+    out.print(
+        f"it is a working example (y = x · scale): edit each file (the comments in task.yaml say how), then run "
+        f"`arena{' --tasks-dir ' + str(root) if getattr(args, 'tasks_dir', None) else ''} tasks validate {made.task_id}`",
+        highlight=False,
+    )
     return EXIT_PASSED
 
 
@@ -148,14 +225,20 @@ def _add_model(args: argparse.Namespace, out: Console, err: Console) -> int:
         return _error(err, str(exc))
     root = getattr(args, "tasks_dir", None)
     tasks = discover(root)
-    out.print(f"{escape(config.name)}: " + ", ".join(f"{k}={v}" for k, v in config.keys.items()), highlight=False)
+    out.print(
+        f"{escape(config.name)}: " + ", ".join(f"{k}={v}" for k, v in config.keys.items()),
+        highlight=False,
+    )
     changes = add_model(config, tasks, dry_run=args.dry_run)
     table = plain_table(title="would add" if args.dry_run else "added", title_justify="left")
     table.add_column("task", no_wrap=True)
     table.add_column("workloads added", overflow="fold")
     for c in changes:
         if c.added:
-            table.add_row(c.task_id, "\n".join(",".join(f"{k}={v}" for k, v in row.items()) for row in c.added))
+            table.add_row(
+                c.task_id,
+                "\n".join(",".join(f"{k}={v}" for k, v in row.items()) for row in c.added),
+            )
     if table.row_count:
         out.print(table)
     else:
@@ -164,5 +247,9 @@ def _add_model(args: argparse.Namespace, out: Console, err: Console) -> int:
         for why in ([c.reason] if c.reason else []) + c.skipped:
             out.print(f"[dim]skipped {escape(c.task_id)}: {escape(why)}[/]", highlight=False)
         if c.error:
-            err.print(f"[red]error:[/] {escape(c.task_id)}: {escape(c.error)}", highlight=False, soft_wrap=True)
+            err.print(
+                f"[red]error:[/] {escape(c.task_id)}: {escape(c.error)}",
+                highlight=False,
+                soft_wrap=True,
+            )
     return EXIT_FAILED if any(c.error for c in changes) else EXIT_PASSED

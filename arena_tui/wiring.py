@@ -43,7 +43,9 @@ def device_prober(hosts: Path | None, ray: str | None = None):
         if DeviceId.parse(device_id).kind == "ray":
             from core.orchestration.ray_executor import RayExecutor, capacities
 
-            capacities([device_id], ray)  # one the cluster does not offer: said at once, not waited for
+            capacities(
+                [device_id], ray
+            )  # one the cluster does not offer: said at once, not waited for
             return RayExecutor(device_id, ray).info
         if DeviceId.parse(device_id).host is None:
             return probe(device_id)

@@ -52,23 +52,33 @@ def main() -> int:
     for folder in find_tasks(args.checkout):
         source = str(folder.relative_to(args.checkout))
         group = category_of(source)
-        if Path(source).parts[-2:] == Path(group).parts[-2:]:  # a category whose folders are the tasks
+        if (
+            Path(source).parts[-2:] == Path(group).parts[-2:]
+        ):  # a category whose folders are the tasks
             group = Path(group).parts[0]
         total[group] += 1
         natives[group] += native.get(source, False)
         try:
-            done = write_external(folder, source, args.out, task_name(folder), FAMILY, LICENSE, "census")
+            done = write_external(
+                folder, source, args.out, task_name(folder), FAMILY, LICENSE, "census"
+            )
         except ProblemError as exc:
             reasons[group][exc.kind] += 1
             continue
         external[group] += 1
         valid[group] += validate_task(Path(done.path), ValidateOptions(evaluate=False)).passed
-    print("| category | tasks | ordinary (earlier run) | external | external valid | reported, why |")
+    print(
+        "| category | tasks | ordinary (earlier run) | external | external valid | reported, why |"
+    )
     print("| --- | ---: | ---: | ---: | ---: | --- |")
     for group in sorted(total):
         why = ", ".join(f"{n} `{k}`" for k, n in reasons[group].most_common()) or "–"
-        print(f"| {group} | {total[group]} | {natives[group] if native else '–'} | {external[group]} | {valid[group]} | {why} |")
-    print(f"| all | {sum(total.values())} | {sum(natives.values()) if native else '–'} | {sum(external.values())} | {sum(valid.values())} | |")
+        print(
+            f"| {group} | {total[group]} | {natives[group] if native else '–'} | {external[group]} | {valid[group]} | {why} |"
+        )
+    print(
+        f"| all | {sum(total.values())} | {sum(natives.values()) if native else '–'} | {sum(external.values())} | {sum(valid.values())} | |"
+    )
     return 0
 
 

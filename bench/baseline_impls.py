@@ -50,47 +50,79 @@ def impls_of(task: Task) -> tuple[Any, dict[str, Callable | None]]:
     return mod, dict(impls)
 
 
-def measure_task(task: Task, info: DeviceInfo, device: torch.device, floors: dict[str, float | None], cpu: bool = False,
-                 budget_ms: float = 100.0, only: list[str] | None = None, log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+def measure_task(
+    task: Task,
+    info: DeviceInfo,
+    device: torch.device,
+    floors: dict[str, float | None],
+    cpu: bool = False,
+    budget_ms: float = 100.0,
+    only: list[str] | None = None,
+    log: Callable[[str], None] = print,
+) -> list[dict[str, Any]]:
     """One record per (workload, implementation)."""
     mod, impls = impls_of(task)
     ref = _module(task.file("reference.py"), f"bench_reference_{task.id.replace('/', '_')}").run
-    custom = _module(task.file("inputs.py"), "bench_inputs").make_inputs if task.file("inputs.py").is_file() else None
+    custom = (
+        _module(task.file("inputs.py"), "bench_inputs").make_inputs
+        if task.file("inputs.py").is_file()
+        else None
+    )
     check = checking.load_check(task.path)
     specs = [_spec_json(s) for s in task.inputs]
     out_specs = [_spec_json(s) for s in task.outputs]
-    rule = {"atol": task.correctness.atol, "rtol": task.correctness.rtol, "min_match": task.correctness.min_match}
+    rule = {
+        "atol": task.correctness.atol,
+        "rtol": task.correctness.rtol,
+        "min_match": task.correctness.min_match,
+    }
     records = []
     sets = task.workloads(cpu=cpu)
     for w in sets.visible:
-        shapes = {s.name: list(s.concrete_shape(w.axes)) for s in task.inputs + task.outputs if s.shape is not None}
+        shapes = {
+            s.name: list(s.concrete_shape(w.axes))
+            for s in task.inputs + task.outputs
+            if s.shape is not None
+        }
         wl = {"axes": w.axes, "shapes": shapes}
         roof = roofline_for(task, w, info) if info.sol_peaks else None
         graph = device.type == "cuda" and roof is not None and roof < GRAPH_BELOW_US
         selected = None  # what run() itself picks for this workload on this device (its IMPL)
         try:
             mod.run(*inputs.correctness_inputs(specs, wl, 7, device, custom))
-            selected = getattr(mod, "IMPL", None) if hasattr(mod, "IMPLS") else task.baselines[0].impl
+            selected = (
+                getattr(mod, "IMPL", None) if hasattr(mod, "IMPLS") else task.baselines[0].impl
+            )
         except Exception:  # noqa: BLE001 - reported through the per-implementation records
             pass
         for name, fn in impls.items():
             if fn is None or (only and name not in only):
                 continue
             rec: dict[str, Any] = {
-                "gpu": info.peaks_key or info.model, "device_model": info.model, "task": task.id, "workload": w.label, "axes": w.axes,
-                "model": w.model, "baseline_impl": name, "kind": (task.baseline_impl(name).kind if task.baseline_impl(name) else None),
+                "gpu": info.peaks_key or info.model,
+                "device_model": info.model,
+                "task": task.id,
+                "workload": w.label,
+                "axes": w.axes,
+                "model": w.model,
+                "baseline_impl": name,
+                "kind": (task.baseline_impl(name).kind if task.baseline_impl(name) else None),
                 "selected": name == selected,  # the implementation the task's baseline runs here
             }
             t0 = time.monotonic()
             try:
                 args = inputs.correctness_inputs(specs, wl, 1234, device, custom)
-                ref_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]  # in-place tasks write args
+                ref_args = [
+                    a.clone() if isinstance(a, torch.Tensor) else a for a in args
+                ]  # in-place tasks write args
                 with torch.no_grad():
                     want = ref(*ref_args)
                     got = fn(*args)
                 want = list(want) if isinstance(want, (tuple, list)) else [want]
                 got = list(got) if isinstance(got, (tuple, list)) else [got]
-                verdict = checking.judge(out_specs, [g.to(device) for g in got], want, ref_args, rule, check)
+                verdict = checking.judge(
+                    out_specs, [g.to(device) for g in got], want, ref_args, rule, check
+                )
                 bad = {k: v.get("message") for k, v in verdict.items() if not v.get("passed")}
                 rec["correct"] = not bad
                 rec["message"] = "; ".join(f"{k}: {v}" for k, v in bad.items())[:300] or None
@@ -100,12 +132,23 @@ def measure_task(task: Task, info: DeviceInfo, device: torch.device, floors: dic
                 floor = floors.get("graph" if timed["mode"] == "graph" else "eager")
                 sol_us = scoring.reachable_us(roof, floor)
                 rec.update(
-                    median_us=s["median_us"], spread=s["spread"], calls=s["n"], mode=timed["mode"], roofline_us=roof, launch_floor_us=floor,
-                    sol_us=sol_us, sol_fraction=scoring.sol_fraction(sol_us, s["median_us"]),
-                    roofline_fraction=scoring.sol_fraction(roof, s["median_us"]), graph_error=timed.get("graph_error"),
+                    median_us=s["median_us"],
+                    spread=s["spread"],
+                    calls=s["n"],
+                    mode=timed["mode"],
+                    roofline_us=roof,
+                    launch_floor_us=floor,
+                    sol_us=sol_us,
+                    sol_fraction=scoring.sol_fraction(sol_us, s["median_us"]),
+                    roofline_fraction=scoring.sol_fraction(roof, s["median_us"]),
+                    graph_error=timed.get("graph_error"),
                 )
             except Exception as exc:  # noqa: BLE001 - one implementation failing must not hide the others
-                rec.update(correct=False, message=f"{type(exc).__name__}: {exc}"[:300], error=traceback.format_exc()[-1500:])
+                rec.update(
+                    correct=False,
+                    message=f"{type(exc).__name__}: {exc}"[:300],
+                    error=traceback.format_exc()[-1500:],
+                )
             rec["seconds"] = round(time.monotonic() - t0, 2)
             records.append(rec)
             log(

@@ -42,27 +42,76 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core.evaluation.evaluator import Evaluator, Timing, build_job  # noqa: E402
-from core.model.result import Result  # noqa: E402
-from core.tasks.discovery import discover  # noqa: E402
+from core.evaluation.evaluator import Evaluator, Timing, build_job
+from core.model.result import Result
+from core.tasks.discovery import discover
 from core.tasks.spec import Task
 
-TASKS = ("gemm/bf16_gemm", "norm/add_rmsnorm", "activation/silu_mul", "elementwise/rope", "moe/route_topk_softmax", "attention/decode_paged_gqa")
+TASKS = (
+    "gemm/bf16_gemm",
+    "norm/add_rmsnorm",
+    "activation/silu_mul",
+    "elementwise/rope",
+    "moe/route_topk_softmax",
+    "attention/decode_paged_gqa",
+)
 # Timing of before: every round runs (no early stop), as the protocol did before issue 20.
-BEFORE = {"cuda": Timing(alternations=5, budget_ms=100.0, min_calls=3, max_calls=1000), "cpu": Timing(alternations=3, budget_ms=500.0, min_calls=1, max_calls=50)}
+BEFORE = {
+    "cuda": Timing(alternations=5, budget_ms=100.0, min_calls=3, max_calls=1000),
+    "cpu": Timing(alternations=3, budget_ms=500.0, min_calls=1, max_calls=50),
+}
 # (pattern, replacements) per task: tile sizes and warps of the starter.
 KNOBS: dict[str, list[tuple[str, list[str]]]] = {
-    "gemm/bf16_gemm": [("BLOCK_M, BLOCK_N, BLOCK_K = 32, 32, 32", [f"BLOCK_M, BLOCK_N, BLOCK_K = {m}, {n}, {k}" for m, n, k in (
-        (64, 64, 32), (64, 128, 32), (128, 128, 32), (128, 64, 64), (32, 64, 64), (16, 64, 64), (64, 32, 64), (128, 128, 64), (16, 128, 128))])],
-    "norm/add_rmsnorm": [("num_warps=8 if BLOCK >= 4096 else 4", [f"num_warps={w}" for w in (1, 2, 4, 8, 16, 32)])],
-    "activation/silu_mul": [("BLOCK = 1024", [f"BLOCK = {b}" for b in (128, 256, 512, 2048, 4096, 8192)])],
-    "elementwise/rope": [("BLOCK_D=triton.next_power_of_2(half),", [f"BLOCK_D=triton.next_power_of_2(half), num_warps={w}," for w in (1, 2, 4, 8, 16)])],
-    "moe/route_topk_softmax": [("else 1\n", [f"else {r}\n" for r in (2, 4, 8)]),
-                               ("BLOCK_K=triton.next_power_of_2(top_k),", [f"BLOCK_K=triton.next_power_of_2(top_k), num_warps={w}," for w in (1, 2, 8)])],
-    "attention/decode_paged_gqa": [('BLOCK_N = 64 if q.device.type != "cpu" else 32', [f'BLOCK_N = {b} if q.device.type != "cpu" else 32' for b in (16, 32, 128)]),
-                                   ("BLOCK_D=max(16, triton.next_power_of_2(D)),", [f"BLOCK_D=max(16, triton.next_power_of_2(D)), num_warps={w}," for w in (1, 2, 8)])],
+    "gemm/bf16_gemm": [
+        (
+            "BLOCK_M, BLOCK_N, BLOCK_K = 32, 32, 32",
+            [
+                f"BLOCK_M, BLOCK_N, BLOCK_K = {m}, {n}, {k}"
+                for m, n, k in (
+                    (64, 64, 32),
+                    (64, 128, 32),
+                    (128, 128, 32),
+                    (128, 64, 64),
+                    (32, 64, 64),
+                    (16, 64, 64),
+                    (64, 32, 64),
+                    (128, 128, 64),
+                    (16, 128, 128),
+                )
+            ],
+        )
+    ],
+    "norm/add_rmsnorm": [
+        ("num_warps=8 if BLOCK >= 4096 else 4", [f"num_warps={w}" for w in (1, 2, 4, 8, 16, 32)])
+    ],
+    "activation/silu_mul": [
+        ("BLOCK = 1024", [f"BLOCK = {b}" for b in (128, 256, 512, 2048, 4096, 8192)])
+    ],
+    "elementwise/rope": [
+        (
+            "BLOCK_D=triton.next_power_of_2(half),",
+            [f"BLOCK_D=triton.next_power_of_2(half), num_warps={w}," for w in (1, 2, 4, 8, 16)],
+        )
+    ],
+    "moe/route_topk_softmax": [
+        ("else 1\n", [f"else {r}\n" for r in (2, 4, 8)]),
+        (
+            "BLOCK_K=triton.next_power_of_2(top_k),",
+            [f"BLOCK_K=triton.next_power_of_2(top_k), num_warps={w}," for w in (1, 2, 8)],
+        ),
+    ],
+    "attention/decode_paged_gqa": [
+        (
+            'BLOCK_N = 64 if q.device.type != "cpu" else 32',
+            [f'BLOCK_N = {b} if q.device.type != "cpu" else 32' for b in (16, 32, 128)],
+        ),
+        (
+            "BLOCK_D=max(16, triton.next_power_of_2(D)),",
+            [f"BLOCK_D=max(16, triton.next_power_of_2(D)), num_warps={w}," for w in (1, 2, 8)],
+        ),
+    ],
 }
-SLOW = '''
+SLOW = """
 
 import torch as _torch_slow
 _run_fast = run
@@ -72,8 +121,8 @@ def run(*args):
     for _ in range({k}):  # extra calls on copies of the inputs: k+1 times the work, outputs unchanged
         _run_fast(*[a.clone() if isinstance(a, _torch_slow.Tensor) else a for a in args])
     return _run_fast(*args)
-'''
-BROKEN = '''
+"""
+BROKEN = """
 
 _run_right = run
 
@@ -82,7 +131,7 @@ def run(*args):
     out = _run_right(*args)
     (out[0] if isinstance(out, (tuple, list)) else out).add_(1)  # wrong on purpose
     return out
-'''
+"""
 
 
 def variants(task: Task, count: int) -> list[tuple[str, str]]:
@@ -92,7 +141,13 @@ def variants(task: Task, count: int) -> list[tuple[str, str]]:
     tiles = []
     for pattern, replacements in KNOBS.get(task.id, []):
         if pattern in starter:
-            tiles += [(f"v{len(tiles) + 1}:" + re.sub(r"[^A-Za-z0-9=,]+", "", r)[-28:], starter.replace(pattern, r, 1)) for r in replacements]
+            tiles += [
+                (
+                    f"v{len(tiles) + 1}:" + re.sub(r"[^A-Za-z0-9=,]+", "", r)[-28:],
+                    starter.replace(pattern, r, 1),
+                )
+                for r in replacements
+            ]
     slow = [(f"slow-x{k + 1}", starter + SLOW.format(k=k)) for k in range(1, count + 1)]
     rest = [slow[1], ("starter-copy", starter + "\n# the same kernel, another file\n")] + slow[2:]
     made = [("starter", starter), ("broken", starter + BROKEN), slow[0]]
@@ -120,22 +175,51 @@ def stages_of(r: Result) -> dict[str, float]:
 def summary(names: list[str], results: list[Result], wall: float) -> dict[str, Any]:
     rows = []
     for name, r in zip(names, results):
-        rows.append({
-            "candidate": name, "status": r.status, "failed_stage": r.failed_stage, "speedup": r.speedup, "profile": r.profile,
-            "seconds": r.seconds, "stages": stages_of(r), "flags": r.integrity_flags,
-            "workloads": {w.label: {"speedup": w.speedup, "cand_ci_rel": w.candidate.get("ci_rel"), "base_ci_rel": w.baseline.get("ci_rel"),
-                                    "rounds": len(w.candidate.get("rounds") or []), "cand_n": w.candidate.get("n"), "mode": w.mode,
-                                    "untimed_us_per_call": _untimed(w.candidate), "base_untimed_us_per_call": _untimed(w.baseline)}
-                          for w in r.workloads},
-        })
-    per_stage = {s: round(statistics.median([x["stages"].get(s, 0.0) for x in rows]), 3) for s in ("compile", "correctness", "generalization", "performance")}
-    return {"wall_s": round(wall, 2), "candidates": len(results), "rewards_per_minute": round(len(results) / wall * 60, 2) if wall else None,
-            "median_stage_s": per_stage, "rows": rows}
+        rows.append(
+            {
+                "candidate": name,
+                "status": r.status,
+                "failed_stage": r.failed_stage,
+                "speedup": r.speedup,
+                "profile": r.profile,
+                "seconds": r.seconds,
+                "stages": stages_of(r),
+                "flags": r.integrity_flags,
+                "workloads": {
+                    w.label: {
+                        "speedup": w.speedup,
+                        "cand_ci_rel": w.candidate.get("ci_rel"),
+                        "base_ci_rel": w.baseline.get("ci_rel"),
+                        "rounds": len(w.candidate.get("rounds") or []),
+                        "cand_n": w.candidate.get("n"),
+                        "mode": w.mode,
+                        "untimed_us_per_call": _untimed(w.candidate),
+                        "base_untimed_us_per_call": _untimed(w.baseline),
+                    }
+                    for w in r.workloads
+                },
+            }
+        )
+    per_stage = {
+        s: round(statistics.median([x["stages"].get(s, 0.0) for x in rows]), 3)
+        for s in ("compile", "correctness", "generalization", "performance")
+    }
+    return {
+        "wall_s": round(wall, 2),
+        "candidates": len(results),
+        "rewards_per_minute": round(len(results) / wall * 60, 2) if wall else None,
+        "median_stage_s": per_stage,
+        "rows": rows,
+    }
 
 
 def _untimed(side: dict[str, Any]) -> float | None:
     """Harness time per timed call that the timer did not see: (round wall − reported) / calls."""
-    per = [(x["wall_s"] - x["reported_s"]) / x["calls"] * 1e6 for x in side.get("rounds") or [] if x.get("calls")]
+    per = [
+        (x["wall_s"] - x["reported_s"]) / x["calls"] * 1e6
+        for x in side.get("rounds") or []
+        if x.get("calls")
+    ]
     return round(statistics.median(per), 1) if per else None
 
 
@@ -176,11 +260,28 @@ def fidelity(batch: dict[str, Any], singles: dict[str, Any]) -> dict[str, Any]:
             continue
         gb = math.exp(statistics.fmean(math.log(r["workloads"][w]["speedup"]) for w in common))
         gs = math.exp(statistics.fmean(math.log(s["workloads"][w]["speedup"]) for w in common))
-        pairs.append({"candidate": r["candidate"], "batch": gb, "single": gs, "ratio": gb / gs, "workloads": len(common)})
-    agree = [s["status"] == r["status"] for r in batch["rows"] for s in singles["rows"] if s["candidate"] == r["candidate"]]
+        pairs.append(
+            {
+                "candidate": r["candidate"],
+                "batch": gb,
+                "single": gs,
+                "ratio": gb / gs,
+                "workloads": len(common),
+            }
+        )
+    agree = [
+        s["status"] == r["status"]
+        for r in batch["rows"]
+        for s in singles["rows"]
+        if s["candidate"] == r["candidate"]
+    ]
     return {
-        "pairs": pairs, "verdicts_agree": sum(agree), "verdicts_compared": len(agree),
-        "median_abs_ratio_minus_1": statistics.median([abs(p["ratio"] - 1) for p in pairs]) if pairs else None,
+        "pairs": pairs,
+        "verdicts_agree": sum(agree),
+        "verdicts_compared": len(agree),
+        "median_abs_ratio_minus_1": statistics.median([abs(p["ratio"] - 1) for p in pairs])
+        if pairs
+        else None,
         "kendall_tau": kendall_tau([p["batch"] for p in pairs], [p["single"] for p in pairs]),
     }
 
@@ -202,7 +303,9 @@ def overhead(device: str, task: Task, calls: int = 200) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         job = build_job(task, task.file("starter.py"), probe(device), device, 1, Path(tmp))
     w = job["stages"]["performance"][0]
-    fresh = inputs.FreshInputs(job["inputs"], {"axes": w["axes"], "shapes": w["shapes"]}, w["seed"], dev, None)
+    fresh = inputs.FreshInputs(
+        job["inputs"], {"axes": w["axes"], "shapes": w["shapes"]}, w["seed"], dev, None
+    )
     fresh(0)
     flush = timing.flush_buffer(dev)
     ev = timing._Events("cuda")
@@ -254,11 +357,17 @@ def cheat_suite(device: str, deadline: float, only: list[str] | None = None) -> 
         timing, limits, hang = None, None, rc.HANG_LIMITS
     else:
         sandboxed = sandbox.is_sandboxed(sandbox.sandbox_status())
-        rows = [rc.Row(c.file, c.path, c.task, c.expect, c.notes, c.marker, c.defense) for c in catalogue.CHEATS
-                if c.special is None and (c.expect != "sandbox" or sandboxed)]
+        rows = [
+            rc.Row(c.file, c.path, c.task, c.expect, c.notes, c.marker, c.defense)
+            for c in catalogue.CHEATS
+            if c.special is None and (c.expect != "sandbox" or sandboxed)
+        ]
         rows += [r for r in rc.honest_rows() if r.task in ("axpy",)]
         timing = Timing(alternations=3, budget_ms=60.0, min_calls=1, max_calls=50)
-        limits, hang = Limits(compile_s=30, correctness_s=30, performance_s=30), Limits(compile_s=10, correctness_s=3, performance_s=10)
+        limits, hang = (
+            Limits(compile_s=30, correctness_s=30, performance_s=30),
+            Limits(compile_s=10, correctness_s=3, performance_s=10),
+        )
     rows = [r for r in rows if not only or r.task in only]
     groups: dict[tuple[str, bool], list[Any]] = {}
     for r in rows:
@@ -271,31 +380,89 @@ def cheat_suite(device: str, deadline: float, only: list[str] | None = None) -> 
                 continue
             t0 = time.monotonic()
             task = load_task(catalogue.TASKS[key]) if key in catalogue.TASKS else rc._load(key)
-            results = asyncio.run(ev.aevaluate_batch(task, [m.path for m in members], limits=hang if is_hang else limits))
+            results = asyncio.run(
+                ev.aevaluate_batch(
+                    task, [m.path for m in members], limits=hang if is_hang else limits
+                )
+            )
             for m, res in zip(members, results):
                 problems = rc.check(m, res)
-                records.append({"name": m.name, "task": key, "expect": m.expect, "status": res.status, "failed_stage": res.failed_stage,
-                                "flags": [f.split(":")[0] for f in res.integrity_flags], "ok": not problems, "problems": problems})
-            print(f"cheats {key}: {len(members)} in {time.monotonic() - t0:.1f} s, {sum(r['ok'] for r in records[-len(members):])} as expected", flush=True)
-    return {"rows": records, "as_expected": sum(r["ok"] for r in records), "total": len(records), "skipped": skipped}
+                records.append(
+                    {
+                        "name": m.name,
+                        "task": key,
+                        "expect": m.expect,
+                        "status": res.status,
+                        "failed_stage": res.failed_stage,
+                        "flags": [f.split(":")[0] for f in res.integrity_flags],
+                        "ok": not problems,
+                        "problems": problems,
+                    }
+                )
+            print(
+                f"cheats {key}: {len(members)} in {time.monotonic() - t0:.1f} s, {sum(r['ok'] for r in records[-len(members) :])} as expected",
+                flush=True,
+            )
+    return {
+        "rows": records,
+        "as_expected": sum(r["ok"] for r in records),
+        "total": len(records),
+        "skipped": skipped,
+    }
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--device", default="cuda:0")
     p.add_argument("--tasks", nargs="*", default=list(TASKS))
     p.add_argument("--candidates", type=int, default=16)
-    p.add_argument("--full-candidates", type=int, default=16, help="candidates in a task's `full` batch (the first ones)")
-    p.add_argument("--full-tasks", type=int, default=6, help="tasks (the first ones) that also get the full batch, singles and the before figure")
-    p.add_argument("--singles", type=int, default=6, help="candidates per task evaluated one at a time in `full` (fidelity)")
+    p.add_argument(
+        "--full-candidates",
+        type=int,
+        default=16,
+        help="candidates in a task's `full` batch (the first ones)",
+    )
+    p.add_argument(
+        "--full-tasks",
+        type=int,
+        default=6,
+        help="tasks (the first ones) that also get the full batch, singles and the before figure",
+    )
+    p.add_argument(
+        "--singles",
+        type=int,
+        default=6,
+        help="candidates per task evaluated one at a time in `full` (fidelity)",
+    )
     p.add_argument("--phases", default="train,warm,full,singles,before,overhead,cheats")
-    p.add_argument("--budget-s", type=float, default=300.0, help="wall-clock budget of the whole run")
-    p.add_argument("--before-all", action="store_true", help="evaluate every candidate of the first task's full batch alone with the timing of before, not only the starter")
-    p.add_argument("--reserve-s", type=float, default=50.0, help="kept, while sizing a train batch, for the task's full batch and singles")
-    p.add_argument("--cheat-tasks", nargs="*", help="only the cheat rows of these fixture tasks (axpy, axpy_gpu, bf16_gemm, ...)")
+    p.add_argument(
+        "--budget-s", type=float, default=300.0, help="wall-clock budget of the whole run"
+    )
+    p.add_argument(
+        "--before-all",
+        action="store_true",
+        help="evaluate every candidate of the first task's full batch alone with the timing of before, not only the starter",
+    )
+    p.add_argument(
+        "--reserve-s",
+        type=float,
+        default=50.0,
+        help="kept, while sizing a train batch, for the task's full batch and singles",
+    )
+    p.add_argument(
+        "--cheat-tasks",
+        nargs="*",
+        help="only the cheat rows of these fixture tasks (axpy, axpy_gpu, bf16_gemm, ...)",
+    )
     p.add_argument("--cheats-s", type=float, default=60.0, help="of it, kept for the cheat suite")
     p.add_argument("--seed", type=int, default=20261201)
-    p.add_argument("--concurrency", default="auto", help="slots of a batch's untimed stages (ARENA_BATCH_CONCURRENCY): a number, or auto")
+    p.add_argument(
+        "--concurrency",
+        default="auto",
+        help="slots of a batch's untimed stages (ARENA_BATCH_CONCURRENCY): a number, or auto",
+    )
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -306,8 +473,14 @@ def main() -> int:
     tasks = {t.id: t for t in discover()}
     chosen = [tasks[t] for t in args.tasks]
     kind = "cuda" if args.device.startswith("cuda") else "cpu"
-    report: dict[str, Any] = {"device": args.device, "machine": f"{platform.node()} {platform.processor() or platform.machine()}",
-                              "python": platform.python_version(), "command": " ".join(sys.argv), "tasks": {}, "skipped": []}
+    report: dict[str, Any] = {
+        "device": args.device,
+        "machine": f"{platform.node()} {platform.processor() or platform.machine()}",
+        "python": platform.python_version(),
+        "command": " ".join(sys.argv),
+        "tasks": {},
+        "skipped": [],
+    }
     tmp = Path(tempfile.mkdtemp(prefix="batch-bench-"))
 
     def save() -> None:
@@ -327,20 +500,32 @@ def main() -> int:
             return False
         return True
 
-    def batch_phase(ev: Evaluator, task: Task, phase: str, count: int, key: str | None = None, slots: str | None = None) -> None:
+    def batch_phase(
+        ev: Evaluator,
+        task: Task,
+        phase: str,
+        count: int,
+        key: str | None = None,
+        slots: str | None = None,
+    ) -> None:
         names, paths = made[task.id]
         entry = report["tasks"][task.id]
         t0 = time.monotonic()
         os.environ["ARENA_BATCH_CONCURRENCY"] = slots or str(args.concurrency)
         try:
-            results = asyncio.run(ev.aevaluate_batch(task, paths[:count], seed=args.seed, profile=phase))
+            results = asyncio.run(
+                ev.aevaluate_batch(task, paths[:count], seed=args.seed, profile=phase)
+            )
         finally:
             os.environ["ARENA_BATCH_CONCURRENCY"] = str(args.concurrency)
         phase = key or phase
         entry[phase] = summary(names[:count], results, time.monotonic() - t0)
         entry[phase]["concurrency"] = slots or str(args.concurrency)
-        print(f"{task.id}: {phase} batch of {count}: {entry[phase]['wall_s']:.1f} s, {entry[phase]['rewards_per_minute']:.1f} rewards/min, "
-              f"stages {entry[phase]['median_stage_s']}, {''.join(r.status[0] for r in results)}", flush=True)
+        print(
+            f"{task.id}: {phase} batch of {count}: {entry[phase]['wall_s']:.1f} s, {entry[phase]['rewards_per_minute']:.1f} rewards/min, "
+            f"stages {entry[phase]['median_stage_s']}, {''.join(r.status[0] for r in results)}",
+            flush=True,
+        )
         save()
 
     with Evaluator(args.device) as ev, Evaluator(args.device, timing=BEFORE[kind]) as before:
@@ -352,21 +537,47 @@ def main() -> int:
             entry = report["tasks"][task.id]
             names, paths = made[task.id]
             # `train`: as many candidates as the budget still allows (all of them, if it can).
-            count = min(args.candidates, int((cut - time.monotonic() - args.reserve_s * (n < args.full_tasks)) / per_candidate[-1]))
+            count = min(
+                args.candidates,
+                int(
+                    (cut - time.monotonic() - args.reserve_s * (n < args.full_tasks))
+                    / per_candidate[-1]
+                ),
+            )
             if "train" in phases and count >= 4:
                 if count < args.candidates:
-                    report["skipped"].append(f"{task.id}: train batch cut to {count} of {args.candidates} candidates (budget)")
+                    report["skipped"].append(
+                        f"{task.id}: train batch cut to {count} of {args.candidates} candidates (budget)"
+                    )
                 batch_phase(ev, task, "train", count)
                 per_candidate.append(entry["train"]["wall_s"] / count)
             elif "train" in phases:
                 fits(f"{task.id}: train batch", 1e9)
-            if n == 0 and "train_seq" in phases and fits(f"{task.id}: train batch one candidate at a time (before the concurrent phase)", 30):
-                batch_phase(ev, task, "train", min(count, args.candidates), key="train_seq", slots="1")
+            if (
+                n == 0
+                and "train_seq" in phases
+                and fits(
+                    f"{task.id}: train batch one candidate at a time (before the concurrent phase)",
+                    30,
+                )
+            ):
+                batch_phase(
+                    ev, task, "train", min(count, args.candidates), key="train_seq", slots="1"
+                )
             if "warm" in phases and fits(f"{task.id}: warm visible-only evaluation"):
                 t0 = time.monotonic()
-                one = asyncio.run(ev.aevaluate(task, paths[0], seed=args.seed, visible_only=True, profile="train"))
-                entry["warm"] = {"visible_only_warm_s": round(time.monotonic() - t0, 2), "status": one.status, "stages": stages_of(one)}
-                print(f"{task.id}: visible-only train evaluation, warm: {time.monotonic() - t0:.1f} s ({one.status})", flush=True)
+                one = asyncio.run(
+                    ev.aevaluate(task, paths[0], seed=args.seed, visible_only=True, profile="train")
+                )
+                entry["warm"] = {
+                    "visible_only_warm_s": round(time.monotonic() - t0, 2),
+                    "status": one.status,
+                    "stages": stages_of(one),
+                }
+                print(
+                    f"{task.id}: visible-only train evaluation, warm: {time.monotonic() - t0:.1f} s ({one.status})",
+                    flush=True,
+                )
             if n >= args.full_tasks:
                 continue
             # The first --full-tasks tasks: the `full` batch, one at a time in `full` (fidelity),
@@ -375,22 +586,42 @@ def main() -> int:
                 batch_phase(ev, task, "full", min(args.full_candidates, len(paths)))
             if "singles" in phases and fits(f"{task.id}: one at a time", 20):
                 m, k = min(args.full_candidates, len(paths)), min(args.singles, len(paths))
-                pick = sorted({round(i * (m - 1) / max(k - 1, 1)) for i in range(k)})  # spread over the list: tiles and slow ones
+                pick = sorted(
+                    {round(i * (m - 1) / max(k - 1, 1)) for i in range(k)}
+                )  # spread over the list: tiles and slow ones
                 t0 = time.monotonic()
-                results = [ev.evaluate(task, paths[i], seed=args.seed, profile="full") for i in pick]
-                entry["singles_full"] = summary([names[i] for i in pick], results, time.monotonic() - t0)
+                results = [
+                    ev.evaluate(task, paths[i], seed=args.seed, profile="full") for i in pick
+                ]
+                entry["singles_full"] = summary(
+                    [names[i] for i in pick], results, time.monotonic() - t0
+                )
                 for phase in ("train", "full"):
                     if phase in entry:
                         entry[f"fidelity_{phase}"] = fidelity(entry[phase], entry["singles_full"])
-                print(f"{task.id}: {len(pick)} one at a time (full): {entry['singles_full']['wall_s']:.1f} s; fidelity "
-                      f"{ {k: (v['median_abs_ratio_minus_1'], v['kendall_tau']) for k, v in entry.items() if k.startswith('fidelity')} }", flush=True)
+                print(
+                    f"{task.id}: {len(pick)} one at a time (full): {entry['singles_full']['wall_s']:.1f} s; fidelity "
+                    f"{ {k: (v['median_abs_ratio_minus_1'], v['kendall_tau']) for k, v in entry.items() if k.startswith('fidelity')} }",
+                    flush=True,
+                )
                 save()
-            if n == 0 and "before" in phases and fits(f"{task.id}: the starter with the timing of before", 15):
-                many = min(args.full_candidates, len(paths)) if args.before_all else 1  # the full batch's candidates, or the starter
+            if (
+                n == 0
+                and "before" in phases
+                and fits(f"{task.id}: the starter with the timing of before", 15)
+            ):
+                many = (
+                    min(args.full_candidates, len(paths)) if args.before_all else 1
+                )  # the full batch's candidates, or the starter
                 t0 = time.monotonic()
-                rs = [before.evaluate(task, p, seed=args.seed, profile="full") for p in paths[:many]]
+                rs = [
+                    before.evaluate(task, p, seed=args.seed, profile="full") for p in paths[:many]
+                ]
                 entry["before"] = summary(names[:many], rs, time.monotonic() - t0)
-                print(f"{task.id}: {len(rs)} alone, timing of before: {entry['before']['wall_s']:.1f} s, stages {entry['before']['median_stage_s']}", flush=True)
+                print(
+                    f"{task.id}: {len(rs)} alone, timing of before: {entry['before']['wall_s']:.1f} s, stages {entry['before']['median_stage_s']}",
+                    flush=True,
+                )
                 save()
     if "overhead" in phases:
         try:
@@ -399,9 +630,14 @@ def main() -> int:
             report["overhead"] = {"error": f"{type(exc).__name__}: {exc}"}
         print(f"overhead per call: {report['overhead']}", flush=True)
     if "cheats" in phases:
-        report["cheats"] = cheat_suite(args.device, max(end, time.monotonic() + 20), args.cheat_tasks)
-        print(f"cheats through the batch path: {report['cheats']['as_expected']} of {report['cheats']['total']} as expected; "
-              f"skipped {report['cheats']['skipped']}", flush=True)
+        report["cheats"] = cheat_suite(
+            args.device, max(end, time.monotonic() + 20), args.cheat_tasks
+        )
+        print(
+            f"cheats through the batch path: {report['cheats']['as_expected']} of {report['cheats']['total']} as expected; "
+            f"skipped {report['cheats']['skipped']}",
+            flush=True,
+        )
     report["wall_s"] = round(time.monotonic() - start, 1)
     save()
     (args.out / "batch_rewards.md").write_text(markdown(report))
@@ -410,9 +646,12 @@ def main() -> int:
 
 
 def markdown(report: dict[str, Any]) -> str:
-    lines = [f"# Batch rewards on {report['device']} ({report['machine']})", "",
-             "| task | train batch /min (n) | full batch /min (n) | starter alone, before /min | visible-only warm s | train stages s (c/cor/gen/perf) | full stages s | fidelity full (med abs, tau) | fidelity train (med abs, tau) | verdicts agree |",
-             "| --- | ---: | ---: | ---: | ---: | --- | --- | --- | --- | --- |"]
+    lines = [
+        f"# Batch rewards on {report['device']} ({report['machine']})",
+        "",
+        "| task | train batch /min (n) | full batch /min (n) | starter alone, before /min | visible-only warm s | train stages s (c/cor/gen/perf) | full stages s | fidelity full (med abs, tau) | fidelity train (med abs, tau) | verdicts agree |",
+        "| --- | ---: | ---: | ---: | ---: | --- | --- | --- | --- | --- |",
+    ]
 
     def st(e: dict[str, Any] | None) -> str:
         return "/".join(f"{v:.2f}" for v in e["median_stage_s"].values()) if e else "-"
@@ -421,24 +660,48 @@ def markdown(report: dict[str, Any]) -> str:
         if not e or e["median_abs_ratio_minus_1"] is None:
             return "-"
         tau = e["kendall_tau"]
-        return f"{e['median_abs_ratio_minus_1'] * 100:.1f}%, {tau:.2f}" if tau is not None else f"{e['median_abs_ratio_minus_1'] * 100:.1f}%, -"
+        return (
+            f"{e['median_abs_ratio_minus_1'] * 100:.1f}%, {tau:.2f}"
+            if tau is not None
+            else f"{e['median_abs_ratio_minus_1'] * 100:.1f}%, -"
+        )
 
     for tid, e in report["tasks"].items():
-        rpm = lambda k, e=e: f"{e[k]['rewards_per_minute']:.1f} ({e[k]['candidates']})" if k in e else "-"
+        rpm = lambda k, e=e: (
+            f"{e[k]['rewards_per_minute']:.1f} ({e[k]['candidates']})" if k in e else "-"
+        )
         agree = e.get("fidelity_full") or e.get("fidelity_train")
-        lines.append(f"| {tid} | {rpm('train')} | {rpm('full')} | {rpm('before')} | {e.get('warm', {}).get('visible_only_warm_s', '-')} | "
-                     f"{st(e.get('train'))} | {st(e.get('full'))} | {fid(e.get('fidelity_full'))} | {fid(e.get('fidelity_train'))} | "
-                     f"{(str(agree['verdicts_agree']) + '/' + str(agree['verdicts_compared'])) if agree else '-'} |")
+        lines.append(
+            f"| {tid} | {rpm('train')} | {rpm('full')} | {rpm('before')} | {e.get('warm', {}).get('visible_only_warm_s', '-')} | "
+            f"{st(e.get('train'))} | {st(e.get('full'))} | {fid(e.get('fidelity_full'))} | {fid(e.get('fidelity_train'))} | "
+            f"{(str(agree['verdicts_agree']) + '/' + str(agree['verdicts_compared'])) if agree else '-'} |"
+        )
     for tid, e in report["tasks"].items():
         if "train_seq" in e:
-            lines.append(f"\n{tid}: the train batch one candidate at a time (concurrency 1): {e['train_seq']['rewards_per_minute']:.1f}/min "
-                         f"({e['train_seq']['candidates']} in {e['train_seq']['wall_s']:.1f} s)")
+            lines.append(
+                f"\n{tid}: the train batch one candidate at a time (concurrency 1): {e['train_seq']['rewards_per_minute']:.1f}/min "
+                f"({e['train_seq']['candidates']} in {e['train_seq']['wall_s']:.1f} s)"
+            )
     if report.get("cheats"):
         c = report["cheats"]
-        lines += ["", f"Cheat suite through the batch path: {c['as_expected']} of {c['total']} rows as expected; skipped: {c['skipped'] or 'none'}."]
-        lines += [f"- {r['name']} ({r['task']}): {r['status']} {r['failed_stage'] or ''} {r['flags']} {'; '.join(r['problems'])}" for r in c["rows"] if not r["ok"]]
+        lines += [
+            "",
+            f"Cheat suite through the batch path: {c['as_expected']} of {c['total']} rows as expected; skipped: {c['skipped'] or 'none'}.",
+        ]
+        lines += [
+            f"- {r['name']} ({r['task']}): {r['status']} {r['failed_stage'] or ''} {r['flags']} {'; '.join(r['problems'])}"
+            for r in c["rows"]
+            if not r["ok"]
+        ]
     if report.get("overhead"):
-        lines += ["", "Harness cost per timed call (µs), by component:", "", "```", json.dumps(report["overhead"], indent=1), "```"]
+        lines += [
+            "",
+            "Harness cost per timed call (µs), by component:",
+            "",
+            "```",
+            json.dumps(report["overhead"], indent=1),
+            "```",
+        ]
     if report.get("skipped"):
         lines += ["", "Skipped (out of budget): " + "; ".join(report["skipped"])]
     return "\n".join(lines) + "\n"

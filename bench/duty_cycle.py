@@ -91,7 +91,10 @@ def main() -> int:
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for key, e in raw.items():
-        med = {kind: statistics.median(e[kind]) for kind in ("back to back", "refill", "idle gap", "refill, same values")}
+        med = {
+            kind: statistics.median(e[kind])
+            for kind in ("back to back", "refill", "idle gap", "refill, same values")
+        }
         bb = e["back to back"]
         lines.append(
             f"| {key} | {med['back to back']:.1f} | {med['refill']:.1f} | {med['idle gap']:.1f} | {med['refill, same values']:.1f} | "

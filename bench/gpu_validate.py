@@ -26,8 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core.evaluation.evaluator import Evaluator  # noqa: E402
-from core.tasks.discovery import discover  # noqa: E402
+from core.evaluation.evaluator import Evaluator
+from core.tasks.discovery import discover
 
 
 def _load(path: Path, name: str):
@@ -44,12 +44,23 @@ def do_bench_median(task, axes: dict[str, int], seed: int) -> float:
 
     from core.harness.inputs import make_inputs
 
-    specs = [{"name": s.name, "dtype": s.dtype, "shape": list(s.shape) if s.shape else None, "init": s.init, "value": s.value} for s in task.inputs]
+    specs = [
+        {
+            "name": s.name,
+            "dtype": s.dtype,
+            "shape": list(s.shape) if s.shape else None,
+            "init": s.init,
+            "value": s.value,
+        }
+        for s in task.inputs
+    ]
     gen = torch.Generator("cuda").manual_seed(seed)
     shapes = {s.name: list(s.concrete_shape(axes)) for s in task.inputs if s.shape is not None}
     args = make_inputs(specs, axes, shapes, gen)
     fn = _load(task.file("baseline.py"), f"baseline_{task.name}").run
-    return triton.testing.do_bench(lambda: fn(*args), warmup=25, rep=100, return_mode="median") * 1e3
+    return (
+        triton.testing.do_bench(lambda: fn(*args), warmup=25, rep=100, return_mode="median") * 1e3
+    )
 
 
 def spread(values: list[float]) -> float:
@@ -69,16 +80,26 @@ def measure_peaks() -> dict[str, float]:
 
     src = torch.empty(2 * 1024**3, dtype=torch.uint8, device="cuda").random_(0, 255)
     dst = torch.empty_like(src)
-    copy_ms = triton.testing.do_bench(lambda: dst.copy_(src), warmup=25, rep=200, return_mode="median")
+    copy_ms = triton.testing.do_bench(
+        lambda: dst.copy_(src), warmup=25, rep=200, return_mode="median"
+    )
     best = 0.0
     for m, n, k in ((8192, 8192, 8192), (4096, 5120, 2048), (8192, 8192, 4096)):
         a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
         b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
-        ms = triton.testing.do_bench(lambda a=a, b=b: torch.matmul(a, b.t()), warmup=25, rep=200, return_mode="median")
+        ms = triton.testing.do_bench(
+            lambda a=a, b=b: torch.matmul(a, b.t()), warmup=25, rep=200, return_mode="median"
+        )
         best = max(best, 2 * m * n * k / (ms * 1e-3) / 1e12)
     x = torch.empty(1, device="cuda")
-    launch_ms = triton.testing.do_bench(lambda: _empty[(1,)](x), warmup=25, rep=200, return_mode="median")
-    return {"hbm_tbps": 2 * 2 * 1024**3 / (copy_ms * 1e-3) / 1e12, "bf16_tflops": best, "launch_overhead_us": launch_ms * 1e3}
+    launch_ms = triton.testing.do_bench(
+        lambda: _empty[(1,)](x), warmup=25, rep=200, return_mode="median"
+    )
+    return {
+        "hbm_tbps": 2 * 2 * 1024**3 / (copy_ms * 1e-3) / 1e12,
+        "bf16_tflops": best,
+        "launch_overhead_us": launch_ms * 1e3,
+    }
 
 
 def fidelity_table(raw: dict) -> str:
@@ -90,10 +111,18 @@ def fidelity_table(raw: dict) -> str:
     ]
     ratios, queued_ratios = [], []
     for e in raw["fidelity"].values():
-        arena, queued, bench = (statistics.median(e[k]) for k in ("arena_us", "arena_queued_us", "do_bench_us"))
+        arena, queued, bench = (
+            statistics.median(e[k]) for k in ("arena_us", "arena_queued_us", "do_bench_us")
+        )
         ratios.append(arena / bench)
         queued_ratios.append(queued / bench)
-        e.update(arena_median_us=arena, queued_median_us=queued, do_bench_median_us=bench, ratio=arena / bench, queued_ratio=queued / bench)
+        e.update(
+            arena_median_us=arena,
+            queued_median_us=queued,
+            do_bench_median_us=bench,
+            ratio=arena / bench,
+            queued_ratio=queued / bench,
+        )
         lines.append(
             f"| {e['task']} | {e['workload']} | {arena:.2f} | {queued:.2f} | {bench:.2f} | {arena / bench:.3f} | {queued / bench:.3f} | "
             f"{spread(e['arena_us']) * 100:.1f}% | {spread(e['arena_queued_us']) * 100:.1f}% | {spread(e['do_bench_us']) * 100:.1f}% |"
@@ -101,7 +130,9 @@ def fidelity_table(raw: dict) -> str:
     for name, rs in (("arena", ratios), ("arena, queued", queued_ratios)):
         if rs:
             lines.append("")
-            lines.append(f"{name}: within 3% of do_bench on {sum(abs(r - 1) <= 0.03 for r in rs)} of {len(rs)} workloads; ratio median {statistics.median(rs):.3f}, min {min(rs):.3f}, max {max(rs):.3f}.")
+            lines.append(
+                f"{name}: within 3% of do_bench on {sum(abs(r - 1) <= 0.03 for r in rs)} of {len(rs)} workloads; ratio median {statistics.median(rs):.3f}, min {min(rs):.3f}, max {max(rs):.3f}."
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -111,7 +142,11 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("."))
     parser.add_argument("--alternations", type=int, default=5)
     parser.add_argument("--tasks", nargs="*", help="task ids (default: every bundled task)")
-    parser.add_argument("--skip-full", action="store_true", help="only the fidelity study (no peaks, no full evaluations)")
+    parser.add_argument(
+        "--skip-full",
+        action="store_true",
+        help="only the fidelity study (no peaks, no full evaluations)",
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     tasks = [t for t in discover() if not args.tasks or t.id in args.tasks]
@@ -125,29 +160,56 @@ def main() -> int:
     if not args.skip_full:
         raw["peaks"] = measure_peaks()
         print(f"[{time.monotonic() - t0:6.1f}s] peaks: {raw['peaks']}", flush=True)
-    with Evaluator(args.device) as full, Evaluator(args.device, graphs=False) as eager, Evaluator(args.device, graphs=False, sync_each_call=False) as queued:
+    with (
+        Evaluator(args.device) as full,
+        Evaluator(args.device, graphs=False) as eager,
+        Evaluator(args.device, graphs=False, sync_each_call=False) as queued,
+    ):
         raw["device"] = {**full.info.to_json(), "versions": full.info.versions}
-        print(f"device: {full.info.model} ({full.info.arch}), peaks {full.info.peaks_key}", flush=True)
+        print(
+            f"device: {full.info.model} ({full.info.arch}), peaks {full.info.peaks_key}", flush=True
+        )
         for task in tasks if not args.skip_full else []:
             for role in ("starter", "baseline"):
                 start = time.monotonic()
                 r = full.evaluate(task, task.file(f"{role}.py"), seed=1234)
-                raw["evaluations"].append({"role": role, "wall_s": time.monotonic() - start, **r.to_json()})
+                raw["evaluations"].append(
+                    {"role": role, "wall_s": time.monotonic() - start, **r.to_json()}
+                )
                 save()
-                print(f"[{time.monotonic() - t0:6.1f}s] {task.id} {role}: {r.status} failed_stage={r.failed_stage} speedup={r.speedup:.3f} sol={r.sol_fraction} ({time.monotonic() - start:.1f} s)", flush=True)
+                print(
+                    f"[{time.monotonic() - t0:6.1f}s] {task.id} {role}: {r.status} failed_stage={r.failed_stage} speedup={r.speedup:.3f} sol={r.sol_fraction} ({time.monotonic() - start:.1f} s)",
+                    flush=True,
+                )
                 for w in r.workloads:
-                    print(f"    {w.label:<28} {w.mode:<6} cand {w.candidate['median_us']:9.2f} us ±{w.candidate['spread'] * 100:4.1f}%  base {w.baseline['median_us']:9.2f} us ±{w.baseline['spread'] * 100:4.1f}%  x{w.speedup:.3f}  sol {w.sol_fraction}", flush=True)
+                    print(
+                        f"    {w.label:<28} {w.mode:<6} cand {w.candidate['median_us']:9.2f} us ±{w.candidate['spread'] * 100:4.1f}%  base {w.baseline['median_us']:9.2f} us ±{w.baseline['spread'] * 100:4.1f}%  x{w.speedup:.3f}  sol {w.sol_fraction}",
+                        flush=True,
+                    )
         for a in range(args.alternations):
             for task in tasks:
                 synced = eager.evaluate(task, task.file("baseline.py"), seed=1234)
                 back_to_back = queued.evaluate(task, task.file("baseline.py"), seed=1234)
                 for w, q in zip(synced.workloads, back_to_back.workloads):
-                    entry = raw["fidelity"].setdefault(f"{task.id} {w.label}", {"task": task.id, "workload": w.label, "axes": w.axes, "arena_us": [], "arena_queued_us": [], "do_bench_us": []})
+                    entry = raw["fidelity"].setdefault(
+                        f"{task.id} {w.label}",
+                        {
+                            "task": task.id,
+                            "workload": w.label,
+                            "axes": w.axes,
+                            "arena_us": [],
+                            "arena_queued_us": [],
+                            "do_bench_us": [],
+                        },
+                    )
                     entry["arena_us"].append(w.baseline["median_us"])
                     entry["arena_queued_us"].append(q.baseline["median_us"])
                     entry["do_bench_us"].append(do_bench_median(task, w.axes, seed=1000 + a))
                 save()
-            print(f"[{time.monotonic() - t0:6.1f}s] alternation {a + 1}/{args.alternations} done", flush=True)
+            print(
+                f"[{time.monotonic() - t0:6.1f}s] alternation {a + 1}/{args.alternations} done",
+                flush=True,
+            )
 
     save()
     print(fidelity_table(raw))

@@ -20,8 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core.evaluation.evaluator import Evaluator  # noqa: E402
-from core.tasks.discovery import find_task  # noqa: E402
+from core.evaluation.evaluator import Evaluator
+from core.tasks.discovery import find_task
 
 
 def row(task_id: str, role: str, r: dict) -> str:
@@ -42,7 +42,10 @@ def main() -> int:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     records: list[dict] = []
-    lines = ["| task | candidate | status | baseline (µs, visible) | candidate (µs) | speedup (all workloads) | notes |", "| --- | --- | --- | ---: | ---: | ---: | --- |"]
+    lines = [
+        "| task | candidate | status | baseline (µs, visible) | candidate (µs) | speedup (all workloads) | notes |",
+        "| --- | --- | --- | ---: | ---: | ---: | --- |",
+    ]
     t0 = time.monotonic()
     with Evaluator(args.device) as evaluator:
         info = {**evaluator.info.to_json(), "versions": evaluator.info.versions}
@@ -51,28 +54,54 @@ def main() -> int:
             try:
                 task = find_task(task_id, args.tasks_dir)
             except Exception as exc:  # noqa: BLE001 - a task that does not load is a finding, not the end of the call
-                r = {"task": task_id, "role": "load", "status": "error", "error": f"{type(exc).__name__}: {exc}"}
+                r = {
+                    "task": task_id,
+                    "role": "load",
+                    "status": "error",
+                    "error": f"{type(exc).__name__}: {exc}",
+                }
                 records.append(r)
                 lines.append(row(task_id, "load", r))
                 print(f"{task_id}: does not load: {r['error'][:300]}", flush=True)
                 continue
-            for role, path in [("starter", task.file("starter.py"))] + ([("candidate", Path(candidate))] if candidate else []):
+            for role, path in [("starter", task.file("starter.py"))] + (
+                [("candidate", Path(candidate))] if candidate else []
+            ):
                 start = time.monotonic()
                 try:
                     result = evaluator.evaluate(task, path, seed=1234)
                     r = {
-                        "task": task_id, "role": role, "candidate": str(path), "status": result.status, "failed_stage": result.failed_stage,
-                        "message": result.stage(result.failed_stage).message if result.failed_stage else None,
-                        "flags": result.integrity_flags, "speedup": result.speedup, "sol_fraction": result.sol_fraction,
-                        "seconds": round(time.monotonic() - start, 1), "workloads": [w.__dict__ for w in result.workloads],
+                        "task": task_id,
+                        "role": role,
+                        "candidate": str(path),
+                        "status": result.status,
+                        "failed_stage": result.failed_stage,
+                        "message": result.stage(result.failed_stage).message
+                        if result.failed_stage
+                        else None,
+                        "flags": result.integrity_flags,
+                        "speedup": result.speedup,
+                        "sol_fraction": result.sol_fraction,
+                        "seconds": round(time.monotonic() - start, 1),
+                        "workloads": [w.__dict__ for w in result.workloads],
                     }
                 except Exception:  # noqa: BLE001 - one broken task must not hide the others
-                    r = {"task": task_id, "role": role, "status": "error", "error": traceback.format_exc()}
+                    r = {
+                        "task": task_id,
+                        "role": role,
+                        "status": "error",
+                        "error": traceback.format_exc(),
+                    }
                 records.append(r)
                 lines.append(row(task_id, role, r))
-                (args.out / "interop_gpu.json").write_text(json.dumps({"device": info, "records": records}, indent=1, default=str))
+                (args.out / "interop_gpu.json").write_text(
+                    json.dumps({"device": info, "records": records}, indent=1, default=str)
+                )
                 (args.out / "interop_gpu.md").write_text("\n".join(lines) + "\n")
-                print(f"[{time.monotonic() - t0:6.1f}s] {task_id} {role}: {r['status']} {r.get('failed_stage') or ''} speedup {r.get('speedup', 0):.2f} ({r.get('seconds')} s) {(r.get('message') or r.get('error') or '')[:300]}", flush=True)
+                print(
+                    f"[{time.monotonic() - t0:6.1f}s] {task_id} {role}: {r['status']} {r.get('failed_stage') or ''} speedup {r.get('speedup', 0):.2f} ({r.get('seconds')} s) {(r.get('message') or r.get('error') or '')[:300]}",
+                    flush=True,
+                )
     print("\n".join(lines))
     return 0
 

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core.orchestration.scheduler import Job, Scheduler, Slot  # noqa: E402
+from core.orchestration.scheduler import Job, Scheduler, Slot
 
 
 class Backend(Protocol):
@@ -90,7 +90,9 @@ async def timed_run(backend: Backend, n: int, jobs: int) -> float:
     return time.perf_counter() - start
 
 
-async def measure(backend: Backend, max_slots: int, jobs_per_slot: int, repeats: int, job_ms: float) -> list[Row]:
+async def measure(
+    backend: Backend, max_slots: int, jobs_per_slot: int, repeats: int, job_ms: float
+) -> list[Row]:
     await backend.open()
     try:
         best: dict[int, float] = {}
@@ -102,7 +104,16 @@ async def measure(backend: Backend, max_slots: int, jobs_per_slot: int, repeats:
     rows = []
     for n, seconds in best.items():
         rate = jobs_per_slot * n / seconds
-        rows.append(Row(n, jobs_per_slot * n, seconds, rate, n * 1000 / job_ms if job_ms > 0 else float("inf"), rate / (n * one)))
+        rows.append(
+            Row(
+                n,
+                jobs_per_slot * n,
+                seconds,
+                rate,
+                n * 1000 / job_ms if job_ms > 0 else float("inf"),
+                rate / (n * one),
+            )
+        )
     return rows
 
 
@@ -112,7 +123,9 @@ def table(rows: list[Row], backend: str, job_ms: float) -> str:
         f"{'slots':>5} {'jobs':>5} {'seconds':>8} {'jobs/s':>8} {'ideal':>8} {'vs N×1':>7}",
     ]
     for r in rows:
-        lines.append(f"{r.slots:>5} {r.jobs:>5} {r.seconds:>8.3f} {r.jobs_per_s:>8.1f} {r.ideal_jobs_per_s:>8.1f} {r.ratio:>7.3f}")
+        lines.append(
+            f"{r.slots:>5} {r.jobs:>5} {r.seconds:>8.3f} {r.jobs_per_s:>8.1f} {r.ideal_jobs_per_s:>8.1f} {r.ratio:>7.3f}"
+        )
     return "\n".join(lines)
 
 
@@ -121,22 +134,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", choices=sorted(BACKENDS), default="local")
     parser.add_argument("--max-slots", type=int, default=8)
     parser.add_argument("--jobs-per-slot", type=int, default=8)
-    parser.add_argument("--job-ms", type=float, default=50.0, help="how long the local runner sleeps per job")
+    parser.add_argument(
+        "--job-ms", type=float, default=50.0, help="how long the local runner sleeps per job"
+    )
     parser.add_argument("--repeats", type=int, default=3, help="runs per N; the fastest is kept")
     parser.add_argument("--min-ratio", type=float, default=0.9)
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON object instead of the table"
+    )
     args = parser.parse_args(argv)
     backend = BACKENDS[args.backend](args)
-    rows = asyncio.run(measure(backend, args.max_slots, args.jobs_per_slot, args.repeats, args.job_ms))
+    rows = asyncio.run(
+        measure(backend, args.max_slots, args.jobs_per_slot, args.repeats, args.job_ms)
+    )
     ok = all(r.ratio >= args.min_ratio for r in rows)
     if args.json:
-        print(json.dumps({
-            "backend": args.backend, "job_ms": args.job_ms, "jobs_per_slot": args.jobs_per_slot, "repeats": args.repeats,
-            "min_ratio": args.min_ratio, "ok": ok, "rows": [asdict(r) for r in rows],
-        }, indent=2))
+        print(
+            json.dumps(
+                {
+                    "backend": args.backend,
+                    "job_ms": args.job_ms,
+                    "jobs_per_slot": args.jobs_per_slot,
+                    "repeats": args.repeats,
+                    "min_ratio": args.min_ratio,
+                    "ok": ok,
+                    "rows": [asdict(r) for r in rows],
+                },
+                indent=2,
+            )
+        )
     else:
         print(table(rows, args.backend, args.job_ms))
-        print(f"{'ok' if ok else 'BELOW'}: every ratio {'≥' if ok else 'should be ≥'} {args.min_ratio}")
+        print(
+            f"{'ok' if ok else 'BELOW'}: every ratio {'≥' if ok else 'should be ≥'} {args.min_ratio}"
+        )
     return 0 if ok else 1
 
 

@@ -49,7 +49,9 @@ def sleep_command(job_ms: float) -> str:
     return f"sleep {job_ms / 1000:.3f}"
 
 
-async def timed_run(conn: HostConnection, workers: int, jobs_per_worker: int, job_ms: float) -> tuple[float, float]:
+async def timed_run(
+    conn: HostConnection, workers: int, jobs_per_worker: int, job_ms: float
+) -> tuple[float, float]:
     """Wall seconds for `workers` workers × `jobs_per_worker` jobs, and the mean job time."""
     per_job: list[float] = []
 
@@ -66,14 +68,18 @@ async def timed_run(conn: HostConnection, workers: int, jobs_per_worker: int, jo
     return time.perf_counter() - start, sum(per_job) / len(per_job)
 
 
-async def measure(host: Host, max_workers: int, jobs_per_worker: int, repeats: int, job_ms: float) -> tuple[list[Row], dict[str, Any]]:
+async def measure(
+    host: Host, max_workers: int, jobs_per_worker: int, repeats: int, job_ms: float
+) -> tuple[list[Row], dict[str, Any]]:
     pool = ConnectionPool()
     conn = pool.get(host)
     try:
         await conn.run("true")  # connect (and authenticate) before timing
         best: dict[int, tuple[float, float]] = {}
         for n in range(1, max_workers + 1):
-            best[n] = min([await timed_run(conn, n, jobs_per_worker, job_ms) for _ in range(repeats)])
+            best[n] = min(
+                [await timed_run(conn, n, jobs_per_worker, job_ms) for _ in range(repeats)]
+            )
         info = {"connects": conn.connects, "channel_limit": conn.limiter.limit}
     finally:
         await pool.aclose()
@@ -81,7 +87,17 @@ async def measure(host: Host, max_workers: int, jobs_per_worker: int, repeats: i
     rows = []
     for n, (seconds, mean_job) in best.items():
         rate = jobs_per_worker * n / seconds
-        rows.append(Row(n, jobs_per_worker * n, seconds, rate, n * 1000 / job_ms, (mean_job * 1000) - job_ms, rate / (n * one)))
+        rows.append(
+            Row(
+                n,
+                jobs_per_worker * n,
+                seconds,
+                rate,
+                n * 1000 / job_ms,
+                (mean_job * 1000) - job_ms,
+                rate / (n * one),
+            )
+        )
     return rows, info
 
 
@@ -92,7 +108,9 @@ def table(rows: list[Row], where: str, job_ms: float, info: dict[str, Any]) -> s
         f"{'N':>3} {'jobs':>5} {'seconds':>8} {'jobs/s':>8} {'ideal':>8} {'+ms/job':>8} {'vs N×1':>7}",
     ]
     for r in rows:
-        lines.append(f"{r.workers:>3} {r.jobs:>5} {r.seconds:>8.3f} {r.jobs_per_s:>8.2f} {r.ideal_jobs_per_s:>8.2f} {r.overhead_ms:>8.1f} {r.ratio:>7.3f}")
+        lines.append(
+            f"{r.workers:>3} {r.jobs:>5} {r.seconds:>8.3f} {r.jobs_per_s:>8.2f} {r.ideal_jobs_per_s:>8.2f} {r.overhead_ms:>8.1f} {r.ratio:>7.3f}"
+        )
     return "\n".join(lines)
 
 
@@ -137,11 +155,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", help="the host of --hosts to use (default: its first)")
     parser.add_argument("--max-workers", type=int, default=8)
     parser.add_argument("--jobs-per-worker", type=int, default=5)
-    parser.add_argument("--job-ms", type=float, default=200.0, help="how long each remote job sleeps")
+    parser.add_argument(
+        "--job-ms", type=float, default=200.0, help="how long each remote job sleeps"
+    )
     parser.add_argument("--repeats", type=int, default=2, help="runs per N; the fastest is kept")
     parser.add_argument("--min-ratio", type=float, default=0.9)
-    parser.add_argument("--via-scheduler", action="store_true", help="run the jobs through core.orchestration.scheduler (bench/scaling.py)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    parser.add_argument(
+        "--via-scheduler",
+        action="store_true",
+        help="run the jobs through core.orchestration.scheduler (bench/scaling.py)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON object instead of the table"
+    )
     args = parser.parse_args(argv)
 
     server = None
@@ -156,25 +182,49 @@ def main(argv: list[str] | None = None) -> int:
                 sys.path.insert(0, str(ROOT / "bench"))
                 import scaling
 
-                rows: list[Any] = asyncio.run(scaling.measure(SshBackend(host, args.job_ms), args.max_workers, args.jobs_per_worker, args.repeats, args.job_ms))
+                rows: list[Any] = asyncio.run(
+                    scaling.measure(
+                        SshBackend(host, args.job_ms),
+                        args.max_workers,
+                        args.jobs_per_worker,
+                        args.repeats,
+                        args.job_ms,
+                    )
+                )
                 info = {"connects": "?", "channel_limit": host.max_channels}
                 text = scaling.table(rows, f"ssh ({host.name})", args.job_ms)
             else:
-                rows, info = asyncio.run(measure(host, args.max_workers, args.jobs_per_worker, args.repeats, args.job_ms))
+                rows, info = asyncio.run(
+                    measure(host, args.max_workers, args.jobs_per_worker, args.repeats, args.job_ms)
+                )
                 text = table(rows, f"{host.name} ({host.address})", args.job_ms, info)
         finally:
             if server is not None:
                 server.stop()
     ok = all(r.ratio >= args.min_ratio for r in rows)
     if args.json:
-        print(json.dumps({
-            "host": host.name, "address": host.address, "job_ms": args.job_ms, "jobs_per_worker": args.jobs_per_worker,
-            "repeats": args.repeats, "via_scheduler": args.via_scheduler, "min_ratio": args.min_ratio, "ok": ok, **info,
-            "rows": [asdict(r) for r in rows],
-        }, indent=2))
+        print(
+            json.dumps(
+                {
+                    "host": host.name,
+                    "address": host.address,
+                    "job_ms": args.job_ms,
+                    "jobs_per_worker": args.jobs_per_worker,
+                    "repeats": args.repeats,
+                    "via_scheduler": args.via_scheduler,
+                    "min_ratio": args.min_ratio,
+                    "ok": ok,
+                    **info,
+                    "rows": [asdict(r) for r in rows],
+                },
+                indent=2,
+            )
+        )
     else:
         print(text)
-        print(f"{'ok' if ok else 'BELOW'}: every ratio {'≥' if ok else 'should be ≥'} {args.min_ratio}")
+        print(
+            f"{'ok' if ok else 'BELOW'}: every ratio {'≥' if ok else 'should be ≥'} {args.min_ratio}"
+        )
     return 0 if ok else 1
 
 

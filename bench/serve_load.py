@@ -31,21 +31,47 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core.store.db import Store  # noqa: E402
-from tests.web_sample import CPU, add  # noqa: E402
+from core.store.db import Store
+from tests.web_sample import CPU, add
 
 AXPY = "import torch\n\ndef run(x, b):\n    return torch.add(b, x, alpha=2)\n"
 
 
 def parse() -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--health-clients", type=int, default=64, help="concurrent /health clients (default 64)")
-    p.add_argument("--health-requests", type=int, default=50, help="requests per /health client, on one keep-alive connection (default 50)")
-    p.add_argument("--episodes", type=int, default=16, help="concurrent episodes: a /reset, then --steps /step each (default 16)")
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--health-clients", type=int, default=64, help="concurrent /health clients (default 64)"
+    )
+    p.add_argument(
+        "--health-requests",
+        type=int,
+        default=50,
+        help="requests per /health client, on one keep-alive connection (default 50)",
+    )
+    p.add_argument(
+        "--episodes",
+        type=int,
+        default=16,
+        help="concurrent episodes: a /reset, then --steps /step each (default 16)",
+    )
     p.add_argument("--steps", type=int, default=2, help="steps per episode (default 2)")
-    p.add_argument("--streams", type=int, default=200, help="concurrent event-stream clients (default 200)")
-    p.add_argument("--results", type=int, default=20, help="results written to the store while the streams listen (default 20)")
-    p.add_argument("--phase-timeout", type=float, default=240.0, help="seconds any phase may take (default 240)")
+    p.add_argument(
+        "--streams", type=int, default=200, help="concurrent event-stream clients (default 200)"
+    )
+    p.add_argument(
+        "--results",
+        type=int,
+        default=20,
+        help="results written to the store while the streams listen (default 20)",
+    )
+    p.add_argument(
+        "--phase-timeout",
+        type=float,
+        default=240.0,
+        help="seconds any phase may take (default 240)",
+    )
     p.add_argument("--json", type=Path, help="also write the figures here")
     return p.parse_args()
 
@@ -62,7 +88,10 @@ class Client:
 
     async def call(self, method: str, path: str, body: Any = None) -> tuple[int, dict[str, Any]]:
         data = json.dumps(body).encode() if body is not None else b""
-        self.writer.write(f"{method} {path} HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n".encode() + data)
+        self.writer.write(
+            f"{method} {path} HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n".encode()
+            + data
+        )
         await self.writer.drain()
         status = int((await self.reader.readline()).split()[1])
         length = 0
@@ -78,9 +107,17 @@ class Client:
 
 def figures(latencies: list[float], seconds: float, sent: int, errors: int) -> dict[str, Any]:
     qs = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else latencies * 99
-    return {"requests": sent, "answered": len(latencies), "lost": sent - len(latencies) - errors, "errors": errors,
-            "seconds": round(seconds, 2), "per_second": round(len(latencies) / seconds, 1),
-            "p50_ms": round(qs[49] * 1000, 2), "p99_ms": round(qs[98] * 1000, 2), "max_ms": round(max(latencies) * 1000, 2)}
+    return {
+        "requests": sent,
+        "answered": len(latencies),
+        "lost": sent - len(latencies) - errors,
+        "errors": errors,
+        "seconds": round(seconds, 2),
+        "per_second": round(len(latencies) / seconds, 1),
+        "p50_ms": round(qs[49] * 1000, 2),
+        "p99_ms": round(qs[98] * 1000, 2),
+        "max_ms": round(max(latencies) * 1000, 2),
+    }
 
 
 async def health(port: int, clients: int, each: int) -> dict[str, Any]:
@@ -116,14 +153,18 @@ async def episodes(port: int, count: int, steps: int) -> dict[str, Any]:
         c = await Client.connect(port)
         try:
             t = time.perf_counter()
-            status, r = await c.call("POST", "/reset", {"task_id": "elementwise/axpy", "seed": i, "max_turns": steps + 1})
+            status, r = await c.call(
+                "POST", "/reset", {"task_id": "elementwise/axpy", "seed": i, "max_turns": steps + 1}
+            )
             if status != 200:
                 errors += 1 + steps
                 return
             resets.append(time.perf_counter() - t)
             for _ in range(steps):
                 t = time.perf_counter()
-                status, s = await c.call("POST", "/step", {"episode_id": r["episode_id"], "action": {"code": AXPY}})
+                status, s = await c.call(
+                    "POST", "/step", {"episode_id": r["episode_id"], "action": {"code": AXPY}}
+                )
                 if status == 200 and s["reward"] is not None and s["reward"] > 0:
                     stepped.append(time.perf_counter() - t)
                 else:
@@ -133,7 +174,9 @@ async def episodes(port: int, count: int, steps: int) -> dict[str, Any]:
 
     warm = time.perf_counter()
     c = await Client.connect(port)  # the harness starts once per slot: pay it before the clock runs
-    status, _ = await c.call("POST", "/evaluate", {"task_id": "elementwise/axpy", "code": AXPY, "visible_only": True})
+    status, _ = await c.call(
+        "POST", "/evaluate", {"task_id": "elementwise/axpy", "code": AXPY, "visible_only": True}
+    )
     c.close()
     warmup_s = round(time.perf_counter() - warm, 1)
     if status != 200:
@@ -141,8 +184,13 @@ async def episodes(port: int, count: int, steps: int) -> dict[str, Any]:
     t0 = time.perf_counter()
     await asyncio.gather(*(one(i) for i in range(count)))
     seconds = time.perf_counter() - t0
-    return {"warmup_s": warmup_s, "reset": figures(resets, seconds, count, 0), "step": figures(stepped, seconds, count * steps, 0), "errors": errors,
-            "steps_per_minute": round(len(stepped) / seconds * 60, 1)}
+    return {
+        "warmup_s": warmup_s,
+        "reset": figures(resets, seconds, count, 0),
+        "step": figures(stepped, seconds, count * steps, 0),
+        "errors": errors,
+        "steps_per_minute": round(len(stepped) / seconds * 60, 1),
+    }
 
 
 async def streams(port: int, db: Path, count: int, results: int) -> dict[str, Any]:
@@ -155,7 +203,9 @@ async def streams(port: int, db: Path, count: int, results: int) -> dict[str, An
     async def listen(i: int, done: asyncio.Event) -> None:
         nonlocal ready, refused
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(b"GET /api/events HTTP/1.1\r\nHost: bench\r\nAccept: text/event-stream\r\n\r\n")
+        writer.write(
+            b"GET /api/events HTTP/1.1\r\nHost: bench\r\nAccept: text/event-stream\r\n\r\n"
+        )
         status = int((await reader.readline()).split()[1])
         if status != 200:
             refused += 1
@@ -182,7 +232,17 @@ async def streams(port: int, db: Path, count: int, results: int) -> dict[str, An
         folder = db.parent / "load-candidates"
         folder.mkdir(exist_ok=True)
         for k in range(results):
-            job = add(store, run, folder, f"load-{k % 4}", "elementwise/axpy", 1.0 + k / 10, CPU, timing="cpu", sol=None)
+            job = add(
+                store,
+                run,
+                folder,
+                f"load-{k % 4}",
+                "elementwise/axpy",
+                1.0 + k / 10,
+                CPU,
+                timing="cpu",
+                sol=None,
+            )
             written[job] = time.perf_counter()
             await asyncio.sleep(0.1)
     deadline = time.monotonic() + 30
@@ -193,8 +253,16 @@ async def streams(port: int, db: Path, count: int, results: int) -> dict[str, An
     delays = [at - written[job] for h in heard for job, at in h.items() if job in written]
     missed = sum(results - len(h) for h in heard[:ready])
     qs = statistics.quantiles(delays, n=100) if len(delays) > 1 else delays * 99
-    return {"streams": count, "refused": refused, "results": results, "deliveries": len(delays), "missed": missed,
-            "p50_ms": round(qs[49] * 1000, 1), "p99_ms": round(qs[98] * 1000, 1), "max_ms": round(max(delays) * 1000, 1) if delays else None}
+    return {
+        "streams": count,
+        "refused": refused,
+        "results": results,
+        "deliveries": len(delays),
+        "missed": missed,
+        "p50_ms": round(qs[49] * 1000, 1),
+        "p99_ms": round(qs[98] * 1000, 1),
+        "max_ms": round(max(delays) * 1000, 1) if delays else None,
+    }
 
 
 async def bounded(what: str, coro: Any, timeout: float) -> Any:
@@ -208,23 +276,53 @@ def main() -> int:
     args = parse()
     with tempfile.TemporaryDirectory(prefix="arena-load-") as tmp:
         db = Path(tmp) / "arena.db"
-        cmd = [sys.executable, "-m", "arena_tui.cli", "--db", str(db), "--tasks-dir", str(ROOT / "tests" / "fixtures" / "tasks"), "serve", "--port", "0"]
-        server = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                  env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "300"})
+        cmd = [
+            sys.executable,
+            "-m",
+            "arena_tui.cli",
+            "--db",
+            str(db),
+            "--tasks-dir",
+            str(ROOT / "tests" / "fixtures" / "tasks"),
+            "serve",
+            "--port",
+            "0",
+        ]
+        server = subprocess.Popen(
+            cmd,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "300"},
+        )
         try:
             line = server.stdout.readline()  # type: ignore[union-attr]
             found = re.search(r"http://127\.0\.0\.1:(\d+)", line)
             if not found:
-                print(f"the server did not start: {line}{server.stdout.read() if server.poll() is not None else ''}", file=sys.stderr)  # type: ignore[union-attr]
+                print(
+                    f"the server did not start: {line}{server.stdout.read() if server.poll() is not None else ''}",
+                    file=sys.stderr,
+                )  # type: ignore[union-attr]
                 return 1
             port = int(found.group(1))
             print(f"arena serve on 127.0.0.1:{port} (pid {server.pid})", flush=True)
 
             async def phases() -> dict[str, Any]:
                 return {
-                    "health": await bounded("health", health(port, args.health_clients, args.health_requests), args.phase_timeout),
-                    "episodes": await bounded("reset/step", episodes(port, args.episodes, args.steps), args.phase_timeout),
-                    "events": await bounded("event stream", streams(port, db, args.streams, args.results), args.phase_timeout),
+                    "health": await bounded(
+                        "health",
+                        health(port, args.health_clients, args.health_requests),
+                        args.phase_timeout,
+                    ),
+                    "episodes": await bounded(
+                        "reset/step", episodes(port, args.episodes, args.steps), args.phase_timeout
+                    ),
+                    "events": await bounded(
+                        "event stream",
+                        streams(port, db, args.streams, args.results),
+                        args.phase_timeout,
+                    ),
                 }
 
             out = asyncio.run(phases())
@@ -232,10 +330,19 @@ def main() -> int:
             server.terminate()  # SIGTERM: the server drains and stops
             server.wait(60)
     out["config"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
-    out["machine"] = {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform(),
-                      "load_average_1min_at_end": round(os.getloadavg()[0], 2)}  # other work on the machine skews every figure
-    ok = (out["health"]["lost"] == out["health"]["errors"] == 0 and out["episodes"]["errors"] == 0 and out["episodes"]["step"]["lost"] == 0
-          and out["events"]["missed"] == 0 and out["events"]["refused"] == 0)
+    out["machine"] = {
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "load_average_1min_at_end": round(os.getloadavg()[0], 2),
+    }  # other work on the machine skews every figure
+    ok = (
+        out["health"]["lost"] == out["health"]["errors"] == 0
+        and out["episodes"]["errors"] == 0
+        and out["episodes"]["step"]["lost"] == 0
+        and out["events"]["missed"] == 0
+        and out["events"]["refused"] == 0
+    )
     out["verdict"] = "no request lost, no error" if ok else "LOST OR FAILED REQUESTS"
     print(out["verdict"])
     if args.json:

@@ -26,27 +26,39 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from core.evaluation.evaluator import Evaluator, Timing  # noqa: E402
-from core.tasks.spec import load_task  # noqa: E402
+from core.evaluation.evaluator import Evaluator, Timing
+from core.tasks.spec import load_task
 
 
-def _one(evaluator: Evaluator, task, shared: bool) -> dict:  # noqa: ANN001
+def _one(evaluator: Evaluator, task, shared: bool) -> dict:
     timed: list[dict] = []
     base = evaluator.timing or Timing.for_device("cuda")
     evaluator.timing = Timing(**{**base.__dict__, "shared_io": shared})
     t0 = time.monotonic()
-    result = asyncio.run(evaluator.aevaluate(
-        task, task.path / "starter.py", None, lambda e: timed.append(e.__dict__) if type(e).__name__ == "WorkloadTimed" else None, visible_only=True,
-    ))
+    result = asyncio.run(
+        evaluator.aevaluate(
+            task,
+            task.path / "starter.py",
+            None,
+            lambda e: timed.append(e.__dict__) if type(e).__name__ == "WorkloadTimed" else None,
+            visible_only=True,
+        )
+    )
     wall = time.monotonic() - t0
     rounds = [r for w in timed for r in (w.get("candidate") or {}).get("rounds", [])]
     calls = sum(r["calls"] for r in rounds) or 1
     outside = sum(r["wall_s"] + (r.get("serve_s") or 0.0) - r["reported_s"] for r in rounds)
     serve = sum(r.get("serve_s") or 0.0 for r in rounds)
     return {
-        "path": "shared" if shared else "old", "status": result.status, "flags": result.integrity_flags, "notes": result.review_notes,
-        "wall_s": wall, "performance_s": result.stage("performance").seconds, "timed_calls": calls,
-        "outside_us_per_call": outside / calls * 1e6, "serve_us_per_call": serve / calls * 1e6,
+        "path": "shared" if shared else "old",
+        "status": result.status,
+        "flags": result.integrity_flags,
+        "notes": result.review_notes,
+        "wall_s": wall,
+        "performance_s": result.stage("performance").seconds,
+        "timed_calls": calls,
+        "outside_us_per_call": outside / calls * 1e6,
+        "serve_us_per_call": serve / calls * 1e6,
         "medians_us": {w["workload"]: (w.get("candidate") or {}).get("median_us") for w in timed},
         "workload_notes": sorted({n for w in timed for n in (w.get("notes") or [])}),
     }
@@ -70,17 +82,40 @@ def main(argv: list[str] | None = None) -> int:
                 for shared in (False, True):
                     row = {"task": name, **_one(evaluator, task, shared)}
                     rows.append(row)
-                    print(json.dumps({k: row[k] for k in ("task", "path", "status", "wall_s", "performance_s", "outside_us_per_call", "serve_us_per_call")}), flush=True)
+                    print(
+                        json.dumps(
+                            {
+                                k: row[k]
+                                for k in (
+                                    "task",
+                                    "path",
+                                    "status",
+                                    "wall_s",
+                                    "performance_s",
+                                    "outside_us_per_call",
+                                    "serve_us_per_call",
+                                )
+                            }
+                        ),
+                        flush=True,
+                    )
     (args.out / "shared_io.json").write_text(json.dumps(rows, indent=1))
-    lines = ["| task | path | status | flags / notes | eval wall s | performance s | timed calls | outside timer µs/call | of it, trusted refill µs/call |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| task | path | status | flags / notes | eval wall s | performance s | timed calls | outside timer µs/call | of it, trusted refill µs/call |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         found = "; ".join([f[:60] for f in r["flags"]] + [n[:60] for n in r["notes"]]) or "none"
-        lines.append(f"| {r['task']} | {r['path']} | {r['status']} | {found} | {r['wall_s']:.1f} | {r['performance_s']:.1f} | {r['timed_calls']} | {r['outside_us_per_call']:.0f} | {r['serve_us_per_call']:.0f} |")
+        lines.append(
+            f"| {r['task']} | {r['path']} | {r['status']} | {found} | {r['wall_s']:.1f} | {r['performance_s']:.1f} | {r['timed_calls']} | {r['outside_us_per_call']:.0f} | {r['serve_us_per_call']:.0f} |"
+        )
     for name in args.tasks:
         old = [r["wall_s"] for r in rows if r["task"] == name and r["path"] == "old"]
         new = [r["wall_s"] for r in rows if r["task"] == name and r["path"] == "shared"]
         if old and new:
-            lines.append(f"\n{name}: visible-only evaluation {statistics.median(old):.1f} s (old) → {statistics.median(new):.1f} s (shared)")
+            lines.append(
+                f"\n{name}: visible-only evaluation {statistics.median(old):.1f} s (old) → {statistics.median(new):.1f} s (shared)"
+            )
     (args.out / "shared_io.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

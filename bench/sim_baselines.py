@@ -31,10 +31,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core.devices.device import DeviceError, sim_info  # noqa: E402
-from core.devices.sim.baselines import DEFAULT_IMPL, TABLE_FILE, axes_key, fit_task_model  # noqa: E402
-from core.evaluation.evaluator import roofline_for  # noqa: E402
-from core.tasks.discovery import find_task  # noqa: E402
+from core.devices.device import DeviceError, sim_info
+from core.devices.sim.baselines import DEFAULT_IMPL, TABLE_FILE, axes_key, fit_task_model
+from core.evaluation.evaluator import roofline_for
+from core.tasks.discovery import find_task
 from core.tasks.spec import TaskError, Workload
 
 
@@ -65,11 +65,19 @@ def collect(paths: list[Path]) -> Found:
         data = json.loads(path.read_text())
         peaks = (data.get("device") or {}).get("peaks")
         for record in data.get("records") or []:
-            if "median_us" in record and "axes" in record:  # a production-baseline run: one implementation at one workload
+            if (
+                "median_us" in record and "axes" in record
+            ):  # a production-baseline run: one implementation at one workload
                 gpu = record.get("gpu") or peaks
                 if not gpu or not record.get("correct", True) or record.get("mode") == "predicted":
                     continue
-                m = add(gpu, record["task"], record.get("baseline_impl") or DEFAULT_IMPL, record["axes"], record["median_us"])
+                m = add(
+                    gpu,
+                    record["task"],
+                    record.get("baseline_impl") or DEFAULT_IMPL,
+                    record["axes"],
+                    record["median_us"],
+                )
                 if m is not None and record.get("selected"):
                     m.selected.add(axes_key(record["axes"]))
                 continue
@@ -83,7 +91,13 @@ def collect(paths: list[Path]) -> Found:
                 impl = record.get("baseline_impl") or result.get("baseline_impl") or DEFAULT_IMPL
                 for w in result.get("workloads") or []:
                     if w.get("mode") != "predicted":
-                        add(peaks, record["task"], impl, w["axes"], (w.get("baseline") or {}).get("median_us"))
+                        add(
+                            peaks,
+                            record["task"],
+                            impl,
+                            w["axes"],
+                            (w.get("baseline") or {}).get("median_us"),
+                        )
     return found
 
 
@@ -102,29 +116,47 @@ def build(found: Found, sources: list[str]) -> dict[str, Any]:
             axes = {k: int(v) for k, v in (kv.split("=") for kv in key.split(","))}
             median = statistics.median(medians)
             roof = roofline_for(task, Workload(axes), info)
-            entry["workloads"][key] = {"median_us": round(median, 4), "runs": len(medians), **({"roofline_us": round(roof, 4)} if roof else {})}
+            entry["workloads"][key] = {
+                "median_us": round(median, 4),
+                "runs": len(medians),
+                **({"roofline_us": round(roof, 4)} if roof else {}),
+            }
             if roof:
                 points.append((roof, median))
         if measured.selected:
-            entry["selected"] = sorted(measured.selected)  # where the baseline runs this implementation
+            entry["selected"] = sorted(
+                measured.selected
+            )  # where the baseline runs this implementation
         model = fit_task_model(points)
         if model is not None:
-            entry["model"] = {k: round(v, 4) if isinstance(v, float) else v for k, v in model.to_json().items()}
+            entry["model"] = {
+                k: round(v, 4) if isinstance(v, float) else v for k, v in model.to_json().items()
+            }
         gpus.setdefault(gpu, {}).setdefault(task_id, {})[impl] = entry
     return {
         "about": "measured baseline medians per GPU, task, baseline implementation and workload (axes sorted), the workloads "
-                 "where the baseline selects each implementation, and per task and implementation "
-                 "t = intercept_us + slope x roofline_us fitted on them; made by bench/sim_baselines.py",
-        "sources": sources, "gpus": gpus,
+        "where the baseline selects each implementation, and per task and implementation "
+        "t = intercept_us + slope x roofline_us fitted on them; made by bench/sim_baselines.py",
+        "sources": sources,
+        "gpus": gpus,
     }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("results", nargs="*", type=Path, help="bench/tasks_gpu.py or production-baseline JSON files (default: bench/results/*_tasks*.json and *_baselines.json)")
+    parser.add_argument(
+        "results",
+        nargs="*",
+        type=Path,
+        help="bench/tasks_gpu.py or production-baseline JSON files (default: bench/results/*_tasks*.json and *_baselines.json)",
+    )
     parser.add_argument("--out", type=Path, default=TABLE_FILE)
     args = parser.parse_args()
-    paths = args.results or [Path(p) for pattern in ("*_tasks*.json", "*_baselines.json") for p in sorted(glob.glob(str(ROOT / "bench/results" / pattern)))]
+    paths = args.results or [
+        Path(p)
+        for pattern in ("*_tasks*.json", "*_baselines.json")
+        for p in sorted(glob.glob(str(ROOT / "bench/results" / pattern)))
+    ]
     if not paths:
         print("no results given and none in bench/results", file=sys.stderr)
         return 2
@@ -132,14 +164,24 @@ def main() -> int:
         if not p.is_file():
             print(f"{p}: no such file", file=sys.stderr)
             return 2
-    table = build(collect(paths), [str(p.resolve().relative_to(ROOT)) if p.resolve().is_relative_to(ROOT) else str(p) for p in paths])
+    table = build(
+        collect(paths),
+        [
+            str(p.resolve().relative_to(ROOT)) if p.resolve().is_relative_to(ROOT) else str(p)
+            for p in paths
+        ],
+    )
     args.out.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
-    n = sum(len(e["workloads"]) for t in table["gpus"].values() for i in t.values() for e in i.values())
+    n = sum(
+        len(e["workloads"]) for t in table["gpus"].values() for i in t.values() for e in i.values()
+    )
     for gpu, tasks in table["gpus"].items():
         for task_id, impls in tasks.items():
             for impl, e in impls.items():
                 m = e.get("model") or {}
-                print(f"{gpu} {task_id} [{impl}]: {len(e['workloads'])} workloads; model {m.get('intercept_us')} + {m.get('slope')} x roofline, ±{m.get('error')}")
+                print(
+                    f"{gpu} {task_id} [{impl}]: {len(e['workloads'])} workloads; model {m.get('intercept_us')} + {m.get('slope')} x roofline, ±{m.get('error')}"
+                )
     print(f"wrote {args.out}: {n} measured workloads")
     return 0
 

@@ -51,9 +51,9 @@ sys.path.insert(0, str(ROOT))
 
 import torch
 
-from core.evaluation.evaluator import GRAPH_BELOW_US, _spec_json  # noqa: E402
-from core.harness import inputs, timing  # noqa: E402
-from core.tasks.discovery import find_task  # noqa: E402
+from core.evaluation.evaluator import GRAPH_BELOW_US, _spec_json
+from core.harness import inputs, timing
+from core.tasks.discovery import find_task
 from core.tasks.spec import Task, Workload
 
 WORKLOADS_PER_VARIANT = 3
@@ -66,53 +66,112 @@ class RewriteError(ValueError):
 
 def rewrite(source: str, old: str, new: str) -> str:
     if source.count(old) != 1:
-        raise RewriteError(f"expected exactly one {old!r} in the starter, found {source.count(old)}")
+        raise RewriteError(
+            f"expected exactly one {old!r} in the starter, found {source.count(old)}"
+        )
     return source.replace(old, new)
 
 
 def bf16_gemm(source: str) -> Variants:
-    tiles = [(32, 32, 32), (64, 64, 32), (64, 64, 64), (128, 64, 32), (64, 128, 32), (128, 128, 32), (128, 128, 64), (128, 256, 64)]
+    tiles = [
+        (32, 32, 32),
+        (64, 64, 32),
+        (64, 64, 64),
+        (128, 64, 32),
+        (64, 128, 32),
+        (128, 128, 32),
+        (128, 128, 64),
+        (128, 256, 64),
+    ]
     for (bm, bn, bk), warps, stages in itertools.product(tiles, (4, 8), (2, 3, 4)):
         if bm * bn >= 128 * 128 and warps == 4 and stages == 2:
             continue
-        src = rewrite(source, "BLOCK_M, BLOCK_N, BLOCK_K = 32, 32, 32", f"BLOCK_M, BLOCK_N, BLOCK_K = {bm}, {bn}, {bk}")
-        src = rewrite(src, "BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,", f"BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, num_warps={warps}, num_stages={stages},")
+        src = rewrite(
+            source,
+            "BLOCK_M, BLOCK_N, BLOCK_K = 32, 32, 32",
+            f"BLOCK_M, BLOCK_N, BLOCK_K = {bm}, {bn}, {bk}",
+        )
+        src = rewrite(
+            src,
+            "BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,",
+            f"BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, num_warps={warps}, num_stages={stages},",
+        )
         yield f"bm{bm}_bn{bn}_bk{bk}_w{warps}_s{stages}", src
 
 
 def small_m_gemm(source: str) -> Variants:
-    for (bn, bk), warps in itertools.product([(32, 64), (64, 64), (64, 128), (128, 64), (128, 128), (32, 256)], (4, 8)):
+    for (bn, bk), warps in itertools.product(
+        [(32, 64), (64, 64), (64, 128), (128, 64), (128, 128), (32, 256)], (4, 8)
+    ):
         src = rewrite(source, "BLOCK_N, BLOCK_K = 64, 64", f"BLOCK_N, BLOCK_K = {bn}, {bk}")
-        src = rewrite(src, "BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,", f"BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, num_warps={warps},")
+        src = rewrite(
+            src,
+            "BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,",
+            f"BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, num_warps={warps},",
+        )
         yield f"bn{bn}_bk{bk}_w{warps}", src
 
 
 def fp8_blockscale_gemm(source: str) -> Variants:
     # BLOCK_K stays 128: it is the scale block, one scale per K step
-    for (bm, bn), warps, stages in itertools.product([(32, 64), (64, 64), (64, 128), (128, 64), (128, 128)], (4, 8), (2, 3)):
-        src = rewrite(source, "BLOCK_M, BLOCK_N, BLOCK_K = 32, 64, 128", f"BLOCK_M, BLOCK_N, BLOCK_K = {bm}, {bn}, 128")
-        src = rewrite(src, "BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,", f"BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, num_warps={warps}, num_stages={stages},")
+    for (bm, bn), warps, stages in itertools.product(
+        [(32, 64), (64, 64), (64, 128), (128, 64), (128, 128)], (4, 8), (2, 3)
+    ):
+        src = rewrite(
+            source,
+            "BLOCK_M, BLOCK_N, BLOCK_K = 32, 64, 128",
+            f"BLOCK_M, BLOCK_N, BLOCK_K = {bm}, {bn}, 128",
+        )
+        src = rewrite(
+            src,
+            "BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,",
+            f"BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, num_warps={warps}, num_stages={stages},",
+        )
         yield f"bm{bm}_bn{bn}_w{warps}_s{stages}", src
 
 
 def prefill_gqa(source: str) -> Variants:
-    for (bm, bn), warps, stages in itertools.product([(32, 64), (64, 32), (64, 64), (128, 64), (128, 32)], (4, 8), (1, 2)):
-        src = rewrite(source, "BLOCK_M, BLOCK_N = (64, 64) if gpu else (32, 32)", f"BLOCK_M, BLOCK_N = ({bm}, {bn}) if gpu else ({bm}, {bn})")
+    for (bm, bn), warps, stages in itertools.product(
+        [(32, 64), (64, 32), (64, 64), (128, 64), (128, 32)], (4, 8), (1, 2)
+    ):
+        src = rewrite(
+            source,
+            "BLOCK_M, BLOCK_N = (64, 64) if gpu else (32, 32)",
+            f"BLOCK_M, BLOCK_N = ({bm}, {bn}) if gpu else ({bm}, {bn})",
+        )
         src = rewrite(src, "num_warps=4, num_stages=2,", f"num_warps={warps}, num_stages={stages},")
         yield f"bm{bm}_bn{bn}_w{warps}_s{stages}", src
 
 
 def decode_paged_gqa(source: str) -> Variants:
     for block_n, warps in itertools.product((16, 32, 64, 128), (1, 2, 4, 8)):
-        src = rewrite(source, 'BLOCK_N = 64 if q.device.type != "cpu" else 32', f'BLOCK_N = {block_n} if q.device.type != "cpu" else {block_n}')
-        src = rewrite(src, "BLOCK_D=max(16, triton.next_power_of_2(D)),\n    )", f"BLOCK_D=max(16, triton.next_power_of_2(D)), num_warps={warps},\n    )")
+        src = rewrite(
+            source,
+            'BLOCK_N = 64 if q.device.type != "cpu" else 32',
+            f'BLOCK_N = {block_n} if q.device.type != "cpu" else {block_n}',
+        )
+        src = rewrite(
+            src,
+            "BLOCK_D=max(16, triton.next_power_of_2(D)),\n    )",
+            f"BLOCK_D=max(16, triton.next_power_of_2(D)), num_warps={warps},\n    )",
+        )
         yield f"bn{block_n}_w{warps}", src
 
 
 def fused_moe(source: str) -> Variants:
-    for (bn, bk), warps in itertools.product([(32, 64), (64, 32), (64, 64), (128, 64), (128, 128)], (4, 8)):
-        src = rewrite(source, "BN, BK = (128, 128) if a.device.type == \"cpu\" else (64, 32)", f"BN, BK = ({bn}, {bk}) if a.device.type == \"cpu\" else ({bn}, {bk})")
-        src = rewrite(src, "MUL_WEIGHT=mul_weight, BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK,", f"MUL_WEIGHT=mul_weight, BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, num_warps={warps},")
+    for (bn, bk), warps in itertools.product(
+        [(32, 64), (64, 32), (64, 64), (128, 64), (128, 128)], (4, 8)
+    ):
+        src = rewrite(
+            source,
+            'BN, BK = (128, 128) if a.device.type == "cpu" else (64, 32)',
+            f'BN, BK = ({bn}, {bk}) if a.device.type == "cpu" else ({bn}, {bk})',
+        )
+        src = rewrite(
+            src,
+            "MUL_WEIGHT=mul_weight, BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK,",
+            f"MUL_WEIGHT=mul_weight, BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, num_warps={warps},",
+        )
         yield f"bn{bn}_bk{bk}_w{warps}", src
 
 
@@ -125,12 +184,22 @@ def silu_mul(source: str) -> Variants:
 
 def add_rmsnorm(source: str) -> Variants:
     for warps in (1, 2, 4, 8, 16, 32):
-        yield f"w{warps}", rewrite(source, "num_warps=8 if BLOCK >= 4096 else 4", f"num_warps={warps}")
+        yield (
+            f"w{warps}",
+            rewrite(source, "num_warps=8 if BLOCK >= 4096 else 4", f"num_warps={warps}"),
+        )
 
 
 def rope(source: str) -> Variants:
     for warps in (1, 2, 4, 8):
-        yield f"w{warps}", rewrite(source, "BLOCK_D=triton.next_power_of_2(half),\n    )", f"BLOCK_D=triton.next_power_of_2(half), num_warps={warps},\n    )")
+        yield (
+            f"w{warps}",
+            rewrite(
+                source,
+                "BLOCK_D=triton.next_power_of_2(half),\n    )",
+                f"BLOCK_D=triton.next_power_of_2(half), num_warps={warps},\n    )",
+            ),
+        )
 
 
 # --- the validation set: starters the fit never sees, for an honest out-of-sample figure ---
@@ -139,58 +208,114 @@ def rope(source: str) -> Variants:
 def mla_decode(source: str) -> Variants:
     # BLOCK_H ≥ 16 (tl.dot's smallest M); 64 × 64 is left out: with Triton's default pipelining its
     # 72 KB K tiles and the 64-head q would not fit an H200's 228 KB of shared memory
-    for (bh, bn), warps in itertools.product([(16, 16), (16, 32), (16, 64), (32, 32), (32, 64), (64, 32)], (4, 8)):
-        src = rewrite(source, "BLOCK_H = 16\n    BLOCK_N = 32", f"BLOCK_H = {bh}\n    BLOCK_N = {bn}")
-        src = rewrite(src, "BLOCK_H=BLOCK_H, BLOCK_N=BLOCK_N, num_warps=8,", f"BLOCK_H=BLOCK_H, BLOCK_N=BLOCK_N, num_warps={warps},")
+    for (bh, bn), warps in itertools.product(
+        [(16, 16), (16, 32), (16, 64), (32, 32), (32, 64), (64, 32)], (4, 8)
+    ):
+        src = rewrite(
+            source, "BLOCK_H = 16\n    BLOCK_N = 32", f"BLOCK_H = {bh}\n    BLOCK_N = {bn}"
+        )
+        src = rewrite(
+            src,
+            "BLOCK_H=BLOCK_H, BLOCK_N=BLOCK_N, num_warps=8,",
+            f"BLOCK_H=BLOCK_H, BLOCK_N=BLOCK_N, num_warps={warps},",
+        )
         yield f"bh{bh}_bn{bn}_w{warps}", src
 
 
 def prefill_sliding_window_sinks(source: str) -> Variants:
-    for (bm, bn), warps, stages in itertools.product([(32, 64), (64, 64), (128, 64)], (4, 8), (1, 2)):
-        src = rewrite(source, "BLOCK_M, BLOCK_N = (64, 64) if gpu else (32, 32)", f"BLOCK_M, BLOCK_N = ({bm}, {bn}) if gpu else ({bm}, {bn})")
+    for (bm, bn), warps, stages in itertools.product(
+        [(32, 64), (64, 64), (128, 64)], (4, 8), (1, 2)
+    ):
+        src = rewrite(
+            source,
+            "BLOCK_M, BLOCK_N = (64, 64) if gpu else (32, 32)",
+            f"BLOCK_M, BLOCK_N = ({bm}, {bn}) if gpu else ({bm}, {bn})",
+        )
         src = rewrite(src, "num_warps=4, num_stages=2,", f"num_warps={warps}, num_stages={stages},")
         yield f"bm{bm}_bn{bn}_w{warps}_s{stages}", src
 
 
 def bf16_grouped_gemm(source: str) -> Variants:
     # BLOCK_M 16 is for decode, where most groups hold one or two rows
-    for (bm, bn, bk), warps, stages in itertools.product([(16, 64, 128), (32, 64, 64), (64, 128, 64), (128, 128, 64)], (4, 8), (2, 3)):
-        src = rewrite(source, "BLOCK_M, BLOCK_N, BLOCK_K = 32, 64, 64", f"BLOCK_M, BLOCK_N, BLOCK_K = {bm}, {bn}, {bk}")
-        src = rewrite(src, "BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,", f"BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, num_warps={warps}, num_stages={stages},")
+    for (bm, bn, bk), warps, stages in itertools.product(
+        [(16, 64, 128), (32, 64, 64), (64, 128, 64), (128, 128, 64)], (4, 8), (2, 3)
+    ):
+        src = rewrite(
+            source,
+            "BLOCK_M, BLOCK_N, BLOCK_K = 32, 64, 64",
+            f"BLOCK_M, BLOCK_N, BLOCK_K = {bm}, {bn}, {bk}",
+        )
+        src = rewrite(
+            src,
+            "BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,",
+            f"BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, num_warps={warps}, num_stages={stages},",
+        )
         yield f"bm{bm}_bn{bn}_bk{bk}_w{warps}_s{stages}", src
 
 
 def fp8_blockscale_grouped_gemm(source: str) -> Variants:
     # BLOCK_M divides 128 (a tile reads one expert per 128-row block); BLOCK_K stays the 128 scale block
-    for (bm, bn), warps, stages in itertools.product([(32, 64), (64, 128), (128, 128)], (4, 8), (2, 3)):
-        src = rewrite(source, "BLOCK_M, BLOCK_N, BLOCK_K = 64, 64, 128", f"BLOCK_M, BLOCK_N, BLOCK_K = {bm}, {bn}, 128")
-        src = rewrite(src, "BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,", f"BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, num_warps={warps}, num_stages={stages},")
+    for (bm, bn), warps, stages in itertools.product(
+        [(32, 64), (64, 128), (128, 128)], (4, 8), (2, 3)
+    ):
+        src = rewrite(
+            source,
+            "BLOCK_M, BLOCK_N, BLOCK_K = 64, 64, 128",
+            f"BLOCK_M, BLOCK_N, BLOCK_K = {bm}, {bn}, 128",
+        )
+        src = rewrite(
+            src,
+            "BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,",
+            f"BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, num_warps={warps}, num_stages={stages},",
+        )
         yield f"bm{bm}_bn{bn}_w{warps}_s{stages}", src
 
 
 def rmsnorm_fp8_quant(source: str) -> Variants:
     for warps in (1, 2, 4, 8, 16, 32):
-        yield f"w{warps}", rewrite(source, "num_warps=8 if BLOCK >= 4096 else 4", f"num_warps={warps}")
+        yield (
+            f"w{warps}",
+            rewrite(source, "num_warps=8 if BLOCK >= 4096 else 4", f"num_warps={warps}"),
+        )
 
 
 def silu_mul_fp8_quant(source: str) -> Variants:
     # BLOCK a power of two and a multiple of the 128-wide group
     for block, warps in itertools.product([256, 1024, 4096], [1, 4, 8]):
         src = rewrite(source, "BLOCK = 1024", f"BLOCK = {block}")
-        src = rewrite(src, "BLOCK=BLOCK, GROUP_SIZE=GROUP, FP8_MAX=448.0,", f"BLOCK=BLOCK, GROUP_SIZE=GROUP, FP8_MAX=448.0, num_warps={warps},")
+        src = rewrite(
+            src,
+            "BLOCK=BLOCK, GROUP_SIZE=GROUP, FP8_MAX=448.0,",
+            f"BLOCK=BLOCK, GROUP_SIZE=GROUP, FP8_MAX=448.0, num_warps={warps},",
+        )
         yield f"block{block}_w{warps}", src
 
 
 def route_topk_softmax(source: str) -> Variants:
     for rows, warps in itertools.product((1, 4, 16), (1, 4)):
-        src = rewrite(source, 'rows = 16 if x.device.type == "cpu" else 1', f'rows = {rows} if x.device.type == "cpu" else {rows}')
-        src = rewrite(src, "BLOCK_K=triton.next_power_of_2(top_k),", f"BLOCK_K=triton.next_power_of_2(top_k), num_warps={warps},")
+        src = rewrite(
+            source,
+            'rows = 16 if x.device.type == "cpu" else 1',
+            f'rows = {rows} if x.device.type == "cpu" else {rows}',
+        )
+        src = rewrite(
+            src,
+            "BLOCK_K=triton.next_power_of_2(top_k),",
+            f"BLOCK_K=triton.next_power_of_2(top_k), num_warps={warps},",
+        )
         yield f"rows{rows}_w{warps}", src
 
 
 def kv_cache_write(source: str) -> Variants:
     for warps in (1, 2, 4, 8):
-        yield f"w{warps}", rewrite(source, "BLOCK=triton.next_power_of_2(HD),\n    )", f"BLOCK=triton.next_power_of_2(HD), num_warps={warps},\n    )")
+        yield (
+            f"w{warps}",
+            rewrite(
+                source,
+                "BLOCK=triton.next_power_of_2(HD),\n    )",
+                f"BLOCK=triton.next_power_of_2(HD), num_warps={warps},\n    )",
+            ),
+        )
 
 
 FAMILIES: dict[str, Callable[[str], Variants]] = {
@@ -230,10 +355,18 @@ def _starter_and_baseline(task_id: str) -> Variants:
 def silu_mul_heldout(source: str) -> Variants:
     yield from _starter_and_baseline("activation/silu_mul")
     # copies around the kernel: gate and up made contiguous apart, then joined again
-    yield "glue_split", rewrite(source, "    x = x.contiguous()  # x is [T, 2I]: gate = x[:, :I], up = x[:, I:]\n",
-                                "    gate, up = x.chunk(2, dim=-1)\n    x = torch.cat([gate.contiguous(), up.contiguous()], dim=-1)\n")
+    yield (
+        "glue_split",
+        rewrite(
+            source,
+            "    x = x.contiguous()  # x is [T, 2I]: gate = x[:, :I], up = x[:, I:]\n",
+            "    gate, up = x.chunk(2, dim=-1)\n    x = torch.cat([gate.contiguous(), up.contiguous()], dim=-1)\n",
+        ),
+    )
     # unfused: torch's silu, then a Triton multiply
-    yield "unfused_torch_silu", '''import torch
+    yield (
+        "unfused_torch_silu",
+        """import torch
 import torch.nn.functional as F
 import triton
 import triton.language as tl
@@ -256,21 +389,34 @@ def run(x):
     out = torch.empty((T, inter), device=x.device, dtype=x.dtype)
     _mul_kernel[(T, triton.cdiv(inter, 1024))](g, x, out, inter, x.stride(0), BLOCK=1024)
     return out
-'''
+""",
+    )
 
 
 def add_rmsnorm_heldout(source: str) -> Variants:
     yield from _starter_and_baseline("norm/add_rmsnorm")
     # unfused: the residual add in torch, the kernel normalises it (adding zeros)
-    yield "unfused_add", rewrite(source, "    x, residual, weight = x.contiguous(), residual.contiguous(), weight.contiguous()\n",
-                                 "    x, weight = (x + residual).contiguous(), weight.contiguous()\n    residual = torch.zeros_like(x)\n")
+    yield (
+        "unfused_add",
+        rewrite(
+            source,
+            "    x, residual, weight = x.contiguous(), residual.contiguous(), weight.contiguous()\n",
+            "    x, weight = (x + residual).contiguous(), weight.contiguous()\n    residual = torch.zeros_like(x)\n",
+        ),
+    )
 
 
 def rope_heldout(source: str) -> Variants:
     yield from _starter_and_baseline("elementwise/rope")
     # a torch gather of the cos/sin rows, then the kernel reads row t for token t
-    yield "glue_gather", rewrite(source, "    cache = cos_sin_cache.contiguous()\n",
-                                 "    cache = cos_sin_cache[positions].contiguous()\n    positions = torch.arange(T, device=q.device)\n")
+    yield (
+        "glue_gather",
+        rewrite(
+            source,
+            "    cache = cos_sin_cache.contiguous()\n",
+            "    cache = cos_sin_cache[positions].contiguous()\n    positions = torch.arange(T, device=q.device)\n",
+        ),
+    )
 
 
 def _baseline_only(task_id: str) -> Callable[[str], Variants]:
@@ -284,24 +430,54 @@ HELDOUT: dict[str, Callable[[str], Variants]] = {
     "activation/silu_mul": silu_mul_heldout,
     "norm/add_rmsnorm": add_rmsnorm_heldout,
     "elementwise/rope": rope_heldout,
-    **{t: _baseline_only(t) for t in ("gemm/bf16_gemm", "gemm/small_m_gemm", "attention/prefill_gqa", "moe/route_topk_softmax", "elementwise/kv_cache_write")},
+    **{
+        t: _baseline_only(t)
+        for t in (
+            "gemm/bf16_gemm",
+            "gemm/small_m_gemm",
+            "attention/prefill_gqa",
+            "moe/route_topk_softmax",
+            "elementwise/kv_cache_write",
+        )
+    },
 }
 
 
 def rope_qknorm_heldout(source: str) -> Variants:
     for warps in (1, 2, 8):
-        yield f"w{warps}", rewrite(source, "        BLOCK_D=triton.next_power_of_2(half),\n    )", f"        BLOCK_D=triton.next_power_of_2(half), num_warps={warps},\n    )")
+        yield (
+            f"w{warps}",
+            rewrite(
+                source,
+                "        BLOCK_D=triton.next_power_of_2(half),\n    )",
+                f"        BLOCK_D=triton.next_power_of_2(half), num_warps={warps},\n    )",
+            ),
+        )
 
 
 def route_grouped_topk_heldout(source: str) -> Variants:
     for rows, warps in ((1, 1), (4, 4), (16, 4)):
         src = rewrite(source, 'rows = 16 if x.device.type == "cpu" else 1', f"rows = {rows}")
-        yield f"rows{rows}_w{warps}", rewrite(src, "            BLOCK_K=triton.next_power_of_2(top_k),\n        )", f"            BLOCK_K=triton.next_power_of_2(top_k), num_warps={warps},\n        )")
+        yield (
+            f"rows{rows}_w{warps}",
+            rewrite(
+                src,
+                "            BLOCK_K=triton.next_power_of_2(top_k),\n        )",
+                f"            BLOCK_K=triton.next_power_of_2(top_k), num_warps={warps},\n        )",
+            ),
+        )
 
 
 def align_permute_heldout(source: str) -> Variants:
     for block in (128, 1024, 4096):
-        yield f"block{block}", rewrite(source, "BLOCK, BLOCK_E = 256, triton.next_power_of_2(E)", f"BLOCK, BLOCK_E = {block}, triton.next_power_of_2(E)")
+        yield (
+            f"block{block}",
+            rewrite(
+                source,
+                "BLOCK, BLOCK_E = 256, triton.next_power_of_2(E)",
+                f"BLOCK, BLOCK_E = {block}, triton.next_power_of_2(E)",
+            ),
+        )
 
 
 # tile and warp variants of starters with no variant in either corpus (a second held-out call)
@@ -310,7 +486,12 @@ HELDOUT_TILES: dict[str, Callable[[str], Variants]] = {
     "moe/route_grouped_topk": route_grouped_topk_heldout,
     "moe/align_permute": align_permute_heldout,
 }
-SETS: dict[str, dict[str, Callable[[str], Variants]]] = {"calibration": FAMILIES, "validation": VALIDATION, "heldout": HELDOUT, "heldout_tiles": HELDOUT_TILES}
+SETS: dict[str, dict[str, Callable[[str], Variants]]] = {
+    "calibration": FAMILIES,
+    "validation": VALIDATION,
+    "heldout": HELDOUT,
+    "heldout_tiles": HELDOUT_TILES,
+}
 
 
 @dataclass
@@ -320,7 +501,9 @@ class Variant:
     source: str
 
 
-def round_robin(per_family: int | None, families: dict[str, Callable[[str], Variants]] = FAMILIES) -> Iterator[Variant]:
+def round_robin(
+    per_family: int | None, families: dict[str, Callable[[str], Variants]] = FAMILIES
+) -> Iterator[Variant]:
     """Every task's variants, interleaved: the first of each task, then the second, ..."""
     queues = []
     for task_id, make in families.items():
@@ -340,8 +523,16 @@ def load(path: Path, name: str) -> Any:
 
 def fresh_inputs(task: Task, w: Workload, device: torch.device) -> inputs.FreshInputs:
     specs = [_spec_json(s) for s in task.inputs]
-    shapes = {s.name: list(s.concrete_shape(w.axes)) for s in task.inputs + task.outputs if s.shape is not None}
-    custom = load(task.file("inputs.py"), f"inputs_{task.id.replace('/', '_')}").make_inputs if task.file("inputs.py").is_file() else None
+    shapes = {
+        s.name: list(s.concrete_shape(w.axes))
+        for s in task.inputs + task.outputs
+        if s.shape is not None
+    }
+    custom = (
+        load(task.file("inputs.py"), f"inputs_{task.id.replace('/', '_')}").make_inputs
+        if task.file("inputs.py").is_file()
+        else None
+    )
     return inputs.FreshInputs(specs, {"axes": w.axes, "shapes": shapes}, 1234, device, custom)
 
 
@@ -349,7 +540,10 @@ def outputs_of(run: Any, fresh: inputs.FreshInputs) -> list[torch.Tensor]:
     # the same inputs for both sides (index 0); copies, since some tasks write in place
     args = [a.clone() if isinstance(a, torch.Tensor) else a for a in fresh(0)]
     out = run(*args)
-    return [t.float() if t.is_floating_point() else t for t in (out if isinstance(out, (tuple, list)) else (out,))]
+    return [
+        t.float() if t.is_floating_point() else t
+        for t in (out if isinstance(out, (tuple, list)) else (out,))
+    ]
 
 
 def disagreement(variant: list[torch.Tensor], starter: list[torch.Tensor]) -> str | None:
@@ -379,7 +573,9 @@ def time_variant(run: Any, fresh: inputs.FreshInputs, device: torch.device) -> d
     return {**timing.summarize(times), "mode": mode}
 
 
-def collect(v: Variant, path: Path, device: torch.device, starters: dict[str, Any]) -> list[dict[str, Any]]:
+def collect(
+    v: Variant, path: Path, device: torch.device, starters: dict[str, Any]
+) -> list[dict[str, Any]]:
     sets = v.task.workloads(cpu=device.type == "cpu")
     visible = list(sets.visible)
     workloads = visible[:: max(1, len(visible) // WORKLOADS_PER_VARIANT)][:WORKLOADS_PER_VARIANT]
@@ -388,26 +584,53 @@ def collect(v: Variant, path: Path, device: torch.device, starters: dict[str, An
         run = load(path, f"variant_{v.task.id.replace('/', '_')}_{v.name}").run
         fresh = fresh_inputs(v.task, workloads[0], device)
         if v.task.id not in starters:
-            starters[v.task.id] = load(v.task.file("starter.py"), f"starter_{v.task.id.replace('/', '_')}").run
+            starters[v.task.id] = load(
+                v.task.file("starter.py"), f"starter_{v.task.id.replace('/', '_')}"
+            ).run
         wrong = disagreement(outputs_of(run, fresh), outputs_of(starters[v.task.id], fresh))
         if wrong:
-            return [{**base, "error": f"disagrees with the starter on {workloads[0].label}: {wrong}"}]
+            return [
+                {**base, "error": f"disagrees with the starter on {workloads[0].label}: {wrong}"}
+            ]
         records = []
         for w in workloads:
             fig = time_variant(run, fresh_inputs(v.task, w, device), device)
-            records.append({**base, "label": w.label, "axes": w.axes, "median_us": fig["median_us"], "spread": fig["spread"], "mode": fig["mode"]})
+            records.append(
+                {
+                    **base,
+                    "label": w.label,
+                    "axes": w.axes,
+                    "median_us": fig["median_us"],
+                    "spread": fig["spread"],
+                    "mode": fig["mode"],
+                }
+            )
         return records
     except Exception as exc:  # noqa: BLE001 - a variant that does not compile or run is recorded and skipped
         return [{**base, "error": f"{type(exc).__name__}: {exc}"[:300]}]
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--device", default="cuda:0")
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--budget-s", type=float, default=480.0, help="start no variant after this many seconds")
-    parser.add_argument("--per-family", type=int, default=None, help="at most this many variants per task (a dry run)")
-    parser.add_argument("--set", choices=sorted(SETS), default="calibration", help="which variants: the fit's own, or the out-of-sample check")
+    parser.add_argument(
+        "--budget-s", type=float, default=480.0, help="start no variant after this many seconds"
+    )
+    parser.add_argument(
+        "--per-family",
+        type=int,
+        default=None,
+        help="at most this many variants per task (a dry run)",
+    )
+    parser.add_argument(
+        "--set",
+        choices=sorted(SETS),
+        default="calibration",
+        help="which variants: the fit's own, or the out-of-sample check",
+    )
     args = parser.parse_args()
     device = torch.device(args.device)
     if device.type == "cuda":
@@ -426,20 +649,41 @@ def main() -> int:
     variants = list(round_robin(args.per_family, SETS[args.set]))
     for n, v in enumerate(variants, 1):
         if time.monotonic() - started > args.budget_s:
-            print(f"budget of {args.budget_s:.0f} s spent: {n - 1} of {len(variants)} variants timed", flush=True)
+            print(
+                f"budget of {args.budget_s:.0f} s spent: {n - 1} of {len(variants)} variants timed",
+                flush=True,
+            )
             break
         rel = Path("variants") / f"{v.task.id.replace('/', '__')}__{v.name}.py"
         (args.out / rel).write_text(v.source)
         t0 = time.monotonic()
         got = collect(v, args.out / rel, device, starters)
         records += [{**r, "candidate": str(rel)} for r in got]
-        out_json.write_text(json.dumps({"device": name, "torch": torch.__version__, "set": args.set, "budget_s": args.budget_s, "records": records}, indent=1))
+        out_json.write_text(
+            json.dumps(
+                {
+                    "device": name,
+                    "torch": torch.__version__,
+                    "set": args.set,
+                    "budget_s": args.budget_s,
+                    "records": records,
+                },
+                indent=1,
+            )
+        )
         status = got[0].get("error") or " ".join(f"{r['median_us']:.1f}" for r in got) + " µs"
-        print(f"[{n}/{len(variants)}] {time.monotonic() - started:6.1f} s (+{time.monotonic() - t0:4.1f}) {v.task.id} {v.name}: {status}", flush=True)
-    with tarfile.open(args.out / "variants.tar.gz", "w:gz") as tar:  # the form bench/sim_fit.py reads, one file to carry
+        print(
+            f"[{n}/{len(variants)}] {time.monotonic() - started:6.1f} s (+{time.monotonic() - t0:4.1f}) {v.task.id} {v.name}: {status}",
+            flush=True,
+        )
+    with tarfile.open(
+        args.out / "variants.tar.gz", "w:gz"
+    ) as tar:  # the form bench/sim_fit.py reads, one file to carry
         tar.add(args.out / "variants", arcname="variants")
     errors = sum(1 for r in records if "error" in r)
-    print(f"{len(records) - errors} timings, {errors} variants failed; wrote {out_json}", flush=True)
+    print(
+        f"{len(records) - errors} timings, {errors} variants failed; wrote {out_json}", flush=True
+    )
     return 0
 
 

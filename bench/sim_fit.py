@@ -43,8 +43,23 @@ RESULTS = ROOT / "bench" / "results"
 FEATURES = RESULTS / "sim_features_h200.json"
 FIGURES = RESULTS / "sim_fit_h200.json"
 VALIDATION_FEATURES = RESULTS / "sim_features_h200_validation.json"
-FITTED = ("launch_us", "mma_eff", "latency_us", "lib_launch_us", "lib_mm_eff", "lib_mem_eff")  # six constants
-BOUNDS = {"launch_us": (1.0, 12.0), "lib_launch_us": (1.0, 15.0), "dram_eff": (0.3, 1.0), "mma_eff": (0.1, 1.0), "latency_us": (0.05, 3.0), "lib_mm_eff": (0.3, 1.0), "lib_mem_eff": (0.2, 1.0)}
+FITTED = (
+    "launch_us",
+    "mma_eff",
+    "latency_us",
+    "lib_launch_us",
+    "lib_mm_eff",
+    "lib_mem_eff",
+)  # six constants
+BOUNDS = {
+    "launch_us": (1.0, 12.0),
+    "lib_launch_us": (1.0, 15.0),
+    "dram_eff": (0.3, 1.0),
+    "mma_eff": (0.1, 1.0),
+    "latency_us": (0.05, 3.0),
+    "lib_mm_eff": (0.3, 1.0),
+    "lib_mem_eff": (0.2, 1.0),
+}
 DECISIVE = 0.10  # pairs whose measured times differ by more than 10%
 
 
@@ -58,13 +73,30 @@ def measured_points(extra: list[Path], committed: bool = True) -> list[dict[str,
     points: dict[tuple[str, str, str], dict[str, Any]] = {}
 
     def add(task: str, w: dict[str, Any], kind: str, us: float, source: str) -> None:
-        points[(task, w["label"], kind)] = {"task": task, "label": w["label"], "axes": w["axes"], "kind": kind, "measured_us": us, "source": source}
+        points[(task, w["label"], kind)] = {
+            "task": task,
+            "label": w["label"],
+            "axes": w["axes"],
+            "kind": kind,
+            "measured_us": us,
+            "source": source,
+        }
 
-    validate = json.loads((RESULTS / "h200_gpu_validate_run1.json").read_text()) if committed else {"evaluations": []}
+    validate = (
+        json.loads((RESULTS / "h200_gpu_validate_run1.json").read_text())
+        if committed
+        else {"evaluations": []}
+    )
     for e in validate["evaluations"]:
         for w in e["workloads"]:
             if e["role"] == "starter":
-                add(e["task_id"], w, "triton", w["candidate"]["median_us"], "h200_gpu_validate_run1.json")
+                add(
+                    e["task_id"],
+                    w,
+                    "triton",
+                    w["candidate"]["median_us"],
+                    "h200_gpu_validate_run1.json",
+                )
             add(e["task_id"], w, "torch", w["baseline"]["median_us"], "h200_gpu_validate_run1.json")
     for name in ("h200_tasks.json", "h200_tasks_run2.json") if committed else ():
         for r in json.loads((RESULTS / name).read_text())["records"]:
@@ -76,9 +108,16 @@ def measured_points(extra: list[Path], committed: bool = True) -> list[dict[str,
                 continue  # a variant that failed to compile, run or agree with its starter
             candidate = (path.parent / r["candidate"]).resolve()
             points[(r["task"], r["variant"] + ":" + r["label"], "triton")] = {
-                "task": r["task"], "label": r["label"], "axes": r["axes"], "kind": "triton", "measured_us": r["median_us"],
-                "source": path.name, "variant": r["variant"],
-                "candidate": str(candidate.relative_to(ROOT)) if candidate.is_relative_to(ROOT) else str(candidate),
+                "task": r["task"],
+                "label": r["label"],
+                "axes": r["axes"],
+                "kind": "triton",
+                "measured_us": r["median_us"],
+                "source": path.name,
+                "variant": r["variant"],
+                "candidate": str(candidate.relative_to(ROOT))
+                if candidate.is_relative_to(ROOT)
+                else str(candidate),
             }
     return list(points.values())
 
@@ -90,7 +129,9 @@ def _load(path: Path, name: str) -> Any:
     return module
 
 
-def features(extra: list[Path], only: set[str] | None = None, out: Path = FEATURES, committed: bool = True) -> None:
+def features(
+    extra: list[Path], only: set[str] | None = None, out: Path = FEATURES, committed: bool = True
+) -> None:
     """Count every measured kernel at its GPU size with the sim's own code (as the harness does)
     into `out`. With `only`, count just those tasks' points and keep the other rows of the
     existing file; without `committed`, only the points of `extra` (the validation set)."""
@@ -102,7 +143,9 @@ def features(extra: list[Path], only: set[str] | None = None, out: Path = FEATUR
     from core.tasks.discovery import find_task
 
     section = sim_section(sim_info("sim:h200"))
-    compiler = sim_predict.CompileCache(section["aot"], None)  # before the interpreter (sim_aot.PristineLanguage)
+    compiler = sim_predict.CompileCache(
+        section["aot"], None
+    )  # before the interpreter (sim_aot.PristineLanguage)
     enable_interpreter()
     modules: dict[str, Any] = {}
     kept = {_key(r): r for r in json.loads(out.read_text())["points"]} if only else {}
@@ -116,25 +159,50 @@ def features(extra: list[Path], only: set[str] | None = None, out: Path = FEATUR
         if any(a not in p["axes"] for a in task.axes):
             continue  # the task's axes changed since it was timed
         specs = [_spec_json(s) for s in task.inputs]
-        shapes = {s.name: list(s.concrete_shape(p["axes"])) for s in task.inputs + task.outputs if s.shape is not None}
+        shapes = {
+            s.name: list(s.concrete_shape(p["axes"]))
+            for s in task.inputs + task.outputs
+            if s.shape is not None
+        }
         workload = {"axes": p["axes"], "shapes": shapes}
-        custom = _load(task.file("inputs.py"), f"inputs_{n}").make_inputs if task.file("inputs.py").is_file() else None
+        custom = (
+            _load(task.file("inputs.py"), f"inputs_{n}").make_inputs
+            if task.file("inputs.py").is_file()
+            else None
+        )
         t0 = time.perf_counter()
         if p["kind"] == "triton":
-            path = variant_file(ROOT / p["candidate"]) if p.get("candidate") else task.file("starter.py")
+            path = (
+                variant_file(ROOT / p["candidate"])
+                if p.get("candidate")
+                else task.file("starter.py")
+            )
             key = str(path)
             if key not in modules:
                 modules[key] = _load(path, f"candidate_{len(modules)}")
-            reply = sim_predict.predict_candidate(modules[key].run, specs, workload, 1, custom, compiler)
+            reply = sim_predict.predict_candidate(
+                modules[key].run, specs, workload, 1, custom, compiler
+            )
             row = {**p, "launches": reply["launches"], "torch_ops": reply["torch_ops"]}
         else:
             baseline = _load(task.file("baseline.py"), f"baseline_{n}")
-            formula = {"flops": task.flops_for(task_workload(task, p["axes"])), "bytes": task.bytes_for(task_workload(task, p["axes"])), "dtype": task.peak}
+            formula = {
+                "flops": task.flops_for(task_workload(task, p["axes"])),
+                "bytes": task.bytes_for(task_workload(task, p["axes"])),
+                "dtype": task.peak,
+            }
             reply = sim_predict.predict_baseline(baseline.run, specs, workload, 1, custom, formula)
-            row = {**p, "launches": [], "torch_ops": reply["torch_ops"], "baseline_source": reply["source"]}
+            row = {
+                **p,
+                "launches": [],
+                "torch_ops": reply["torch_ops"],
+                "baseline_source": reply["source"],
+            }
         row["count_s"] = time.perf_counter() - t0
         rows.append(row)
-        print(f"{p['kind']:6s} {p['task']:34s} {p['label']:28s} {row['count_s']:5.2f} s", flush=True)
+        print(
+            f"{p['kind']:6s} {p['task']:34s} {p['label']:28s} {row['count_s']:5.2f} s", flush=True
+        )
     out.write_text(json.dumps({"device": "sim:h200", "points": rows}, indent=1, default=str))
 
 
@@ -175,11 +243,15 @@ def task_workload(task: Any, axes: dict[str, int]) -> Any:
 def predict(row: dict[str, Any], target: Any, constants: Any) -> float:
     from core.harness.sim.model import predict_side
 
-    return predict_side([(s, s.get("resources")) for s in row["launches"]], row["torch_ops"], target, constants)["median_us"]
+    return predict_side(
+        [(s, s.get("resources")) for s in row["launches"]], row["torch_ops"], target, constants
+    )["median_us"]
 
 
 def loss(rows: list[dict[str, Any]], target: Any, constants: Any) -> float:
-    return sum(math.log(predict(r, target, constants) / r["measured_us"]) ** 2 for r in rows) / max(len(rows), 1)
+    return sum(math.log(predict(r, target, constants) / r["measured_us"]) ** 2 for r in rows) / max(
+        len(rows), 1
+    )
 
 
 def fit(rows: list[dict[str, Any]], target: Any, start: Any, rounds: int = 6) -> Any:
@@ -234,8 +306,12 @@ def figures(rows: list[dict[str, Any]], preds: list[float]) -> dict[str, Any]:
     errors = [abs(p / m - 1) for p, m in zip(preds, meas)]
     share, pairs = decisive_share(preds, meas)
     return {
-        "points": len(rows), "kendall_tau": kendall_tau(preds, meas), "decisive_pair_share": share, "decisive_pairs": pairs,
-        "median_abs_error": statistics.median(errors) if errors else None, "p80_abs_error": sorted(errors)[int(0.8 * (len(errors) - 1))] if errors else None,
+        "points": len(rows),
+        "kendall_tau": kendall_tau(preds, meas),
+        "decisive_pair_share": share,
+        "decisive_pairs": pairs,
+        "median_abs_error": statistics.median(errors) if errors else None,
+        "p80_abs_error": sorted(errors)[int(0.8 * (len(errors) - 1))] if errors else None,
     }
 
 
@@ -254,7 +330,11 @@ def head_to_head(rows: list[dict[str, Any]], preds: list[float]) -> dict[str, An
             if max(mt, mb) > (1 + DECISIVE) * min(mt, mb):
                 total += 1
                 right += (pt - pb) * (mt - mb) > 0
-    return {"decisive_workloads": total, "ordered_right": right, "share": right / total if total else None}
+    return {
+        "decisive_workloads": total,
+        "ordered_right": right,
+        "share": right / total if total else None,
+    }
 
 
 def within_workload(rows: list[dict[str, Any]], preds: list[float]) -> dict[str, Any]:
@@ -274,8 +354,12 @@ def within_workload(rows: list[dict[str, Any]], preds: list[float]) -> dict[str,
         total += n
         if len(pairs) > 2:
             taus.append(kendall_tau(pred, meas))
-    return {"workloads": len(by), "decisive_pairs": total, "decisive_pair_share": right / total if total else None,
-            "median_kendall_tau": statistics.median(taus) if taus else None}
+    return {
+        "workloads": len(by),
+        "decisive_pairs": total,
+        "decisive_pair_share": right / total if total else None,
+        "median_kendall_tau": statistics.median(taus) if taus else None,
+    }
 
 
 def validation(rows: list[dict[str, Any]], target: Any, constants: Any) -> dict[str, Any]:
@@ -284,9 +368,25 @@ def validation(rows: list[dict[str, Any]], target: Any, constants: Any) -> dict[
     preds = [predict(r, target, constants) for r in rows]
     tasks = sorted({r["task"] for r in rows})
     return {
-        "all": figures(rows, preds), "within_workload": within_workload(rows, preds),
-        "by_task": {t: figures([r for r in rows if r["task"] == t], [p for r, p in zip(rows, preds) if r["task"] == t]) for t in tasks},
-        "per_point": [{"task": r["task"], "variant": r.get("variant"), "label": r["label"], "measured_us": r["measured_us"], "predicted_us": p} for r, p in zip(rows, preds)],
+        "all": figures(rows, preds),
+        "within_workload": within_workload(rows, preds),
+        "by_task": {
+            t: figures(
+                [r for r in rows if r["task"] == t],
+                [p for r, p in zip(rows, preds) if r["task"] == t],
+            )
+            for t in tasks
+        },
+        "per_point": [
+            {
+                "task": r["task"],
+                "variant": r.get("variant"),
+                "label": r["label"],
+                "measured_us": r["measured_us"],
+                "predicted_us": p,
+            }
+            for r, p in zip(rows, preds)
+        ],
     }
 
 
@@ -305,10 +405,18 @@ def run_fit() -> None:
     fitted = fit(rows, target, start)
     preds = [predict(r, target, fitted) for r in rows]
     report: dict[str, Any] = {
-        "constants": {k: getattr(fitted, k) for k in FITTED}, "in_sample": figures(rows, preds),
-        "in_sample_triton": figures([r for r in rows if r["kind"] == "triton"], [p for r, p in zip(rows, preds) if r["kind"] == "triton"]),
-        "in_sample_torch": figures([r for r in rows if r["kind"] == "torch"], [p for r, p in zip(rows, preds) if r["kind"] == "torch"]),
-        "head_to_head_in_sample": head_to_head(rows, preds), "held_out": {},
+        "constants": {k: getattr(fitted, k) for k in FITTED},
+        "in_sample": figures(rows, preds),
+        "in_sample_triton": figures(
+            [r for r in rows if r["kind"] == "triton"],
+            [p for r, p in zip(rows, preds) if r["kind"] == "triton"],
+        ),
+        "in_sample_torch": figures(
+            [r for r in rows if r["kind"] == "torch"],
+            [p for r, p in zip(rows, preds) if r["kind"] == "torch"],
+        ),
+        "head_to_head_in_sample": head_to_head(rows, preds),
+        "held_out": {},
     }
     held_errors: list[float] = []
     held_rows: list[dict[str, Any]] = []
@@ -322,31 +430,62 @@ def run_fit() -> None:
         held_preds += p
         held_errors += [abs(x / r["measured_us"] - 1) for x, r in zip(p, test)]
         tri = [(r, x) for r, x in zip(test, p) if r["kind"] == "triton"]
-        report["held_out"][fam] = {**figures(test, p), "kinds": sorted({r["kind"] for r in test}), "head_to_head": head_to_head(test, p),
-                                   "triton_only": figures([r for r, _ in tri], [x for _, x in tri]) if tri else None,
-                                   "constants": {k: round(getattr(c, k), 4) for k in FITTED}}
+        report["held_out"][fam] = {
+            **figures(test, p),
+            "kinds": sorted({r["kind"] for r in test}),
+            "head_to_head": head_to_head(test, p),
+            "triton_only": figures([r for r, _ in tri], [x for _, x in tri]) if tri else None,
+            "constants": {k: round(getattr(c, k), 4) for k in FITTED},
+        }
     report["held_out_all"] = figures(held_rows, held_preds)
-    report["held_out_triton"] = figures([r for r in held_rows if r["kind"] == "triton"], [x for r, x in zip(held_rows, held_preds) if r["kind"] == "triton"])
-    report["held_out_torch"] = figures([r for r in held_rows if r["kind"] == "torch"], [x for r, x in zip(held_rows, held_preds) if r["kind"] == "torch"])
+    report["held_out_triton"] = figures(
+        [r for r in held_rows if r["kind"] == "triton"],
+        [x for r, x in zip(held_rows, held_preds) if r["kind"] == "triton"],
+    )
+    report["held_out_torch"] = figures(
+        [r for r in held_rows if r["kind"] == "torch"],
+        [x for r, x in zip(held_rows, held_preds) if r["kind"] == "torch"],
+    )
     report["held_out_head_to_head"] = head_to_head(held_rows, held_preds)
     report["within_workload_in_sample"] = within_workload(rows, preds)
     report["within_workload_held_out"] = within_workload(held_rows, held_preds)
     if VALIDATION_FEATURES.is_file():  # kernels never fitted on: the fitted constants as they ship
-        report["validation"] = validation(json.loads(VALIDATION_FEATURES.read_text())["points"], target, fitted)
+        report["validation"] = validation(
+            json.loads(VALIDATION_FEATURES.read_text())["points"], target, fitted
+        )
     band = report["held_out_triton"]["p80_abs_error"]
     lib_band = report["held_out_torch"]["p80_abs_error"]
     report["band"], report["lib_band"] = band, lib_band
-    report["per_point"] = [{"task": r["task"], "label": r["label"], "kind": r["kind"], "measured_us": r["measured_us"], "predicted_us": p} for r, p in zip(rows, preds)]
+    report["per_point"] = [
+        {
+            "task": r["task"],
+            "label": r["label"],
+            "kind": r["kind"],
+            "measured_us": r["measured_us"],
+            "predicted_us": p,
+        }
+        for r, p in zip(rows, preds)
+    ]
     FIGURES.write_text(json.dumps(report, indent=1))
-    glue = (data["fitted"].get("h200") or {}).get("constants", {}).get("glue_launch_us")  # bench/sim_validate.py fit-glue's, kept
+    glue = (
+        (data["fitted"].get("h200") or {}).get("constants", {}).get("glue_launch_us")
+    )  # bench/sim_validate.py fit-glue's, kept
     data["fitted"]["h200"] = {
         "label": f"calibrated (on {len(rows)} H200 timings)",
-        "constants": {**{k: round(getattr(fitted, k), 4) for k in FITTED}, "dram_eff": 1.0, "band": round(band, 3), "lib_band": round(lib_band, 3),
-                      **({"glue_launch_us": glue} if glue is not None else {})},
+        "constants": {
+            **{k: round(getattr(fitted, k), 4) for k in FITTED},
+            "dram_eff": 1.0,
+            "band": round(band, 3),
+            "lib_band": round(lib_band, 3),
+            **({"glue_launch_us": glue} if glue is not None else {}),
+        },
         "data": f"bench/results/sim_features_h200.json (from {', '.join(sorted({r['source'] for r in rows}))})",
-        "figures": "bench/results/sim_fit_h200.json", "command": "PYTHONPATH=. python3 bench/sim_fit.py fit",
+        "figures": "bench/results/sim_fit_h200.json",
+        "command": "PYTHONPATH=. python3 bench/sim_fit.py fit",
     }
-    (ROOT / "core" / "data" / "sim_constants.json").write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    (ROOT / "core" / "data" / "sim_constants.json").write_text(
+        json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    )
     shown = {k: v for k, v in report.items() if k != "per_point"}
     if "validation" in shown:
         shown["validation"] = {k: v for k, v in shown["validation"].items() if k != "per_point"}
@@ -356,12 +495,25 @@ def run_fit() -> None:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("step", choices=("features", "fit"))
-    parser.add_argument("--extra", nargs="*", type=Path, default=[], help="raw JSON of bench/sim_collect_gpu.py")
-    parser.add_argument("--only", help="features: recount only these comma-separated tasks, keep the other rows")
-    parser.add_argument("--validation", type=Path, help="features: count this validation set (raw JSON of sim_collect_gpu.py --set validation) into its own file")
+    parser.add_argument(
+        "--extra", nargs="*", type=Path, default=[], help="raw JSON of bench/sim_collect_gpu.py"
+    )
+    parser.add_argument(
+        "--only", help="features: recount only these comma-separated tasks, keep the other rows"
+    )
+    parser.add_argument(
+        "--validation",
+        type=Path,
+        help="features: count this validation set (raw JSON of sim_collect_gpu.py --set validation) into its own file",
+    )
     args = parser.parse_args()
     if args.step == "features" and args.validation:
-        features([args.validation], set(args.only.split(",")) if args.only else None, VALIDATION_FEATURES, committed=False)
+        features(
+            [args.validation],
+            set(args.only.split(",")) if args.only else None,
+            VALIDATION_FEATURES,
+            committed=False,
+        )
     elif args.step == "features":
         features(args.extra, set(args.only.split(",")) if args.only else None)
     else:

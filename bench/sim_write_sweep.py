@@ -47,30 +47,66 @@ def main() -> None:
             continue
         custom = None
         if (task.path / "inputs.py").is_file():
-            spec = importlib.util.spec_from_file_location(f"inputs_{task.id.replace('/', '_')}", task.path / "inputs.py")
+            spec = importlib.util.spec_from_file_location(
+                f"inputs_{task.id.replace('/', '_')}", task.path / "inputs.py"
+            )
             mod = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(mod)
             custom = mod.make_inputs
         visible = task.workloads(False).visible
         workloads = visible[:1] + visible[-1:] if len(visible) > 1 else visible
         for side in ("starter", "baseline"):
-            spec = importlib.util.spec_from_file_location(f"{side}_{task.id.replace('/', '_')}", task.path / f"{side}.py")
+            spec = importlib.util.spec_from_file_location(
+                f"{side}_{task.id.replace('/', '_')}", task.path / f"{side}.py"
+            )
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
             for w in workloads:
                 axes = dict(w.axes)
-                workload = {"axes": axes, "shapes": {s.name: list(s.concrete_shape(axes)) for s in task.inputs + task.outputs if s.shape is not None}}
+                workload = {
+                    "axes": axes,
+                    "shapes": {
+                        s.name: list(s.concrete_shape(axes))
+                        for s in task.inputs + task.outputs
+                        if s.shape is not None
+                    },
+                }
                 started = time.time()
                 try:
-                    reply = sim_predict.predict_candidate(module.run, [_spec_json(s) for s in task.inputs], workload, 7, custom, compiler)
+                    reply = sim_predict.predict_candidate(
+                        module.run,
+                        [_spec_json(s) for s in task.inputs],
+                        workload,
+                        7,
+                        custom,
+                        compiler,
+                    )
                     launches = sim_stage.checked_launches(reply)
-                    declared = [s.dtype for s in task.inputs + task.outputs if getattr(s, "dtype", None)]
-                    row = {"written": reply.get("written"),
-                           "unwritten": sim_written.problem(reply.get("written"), [o.name for o in task.outputs]),
-                           "narrow": sim_narrow.problem([s for s, _ in launches], sim_stage.checked_ops(reply["torch_ops"], "c"), declared)}
+                    declared = [
+                        s.dtype for s in task.inputs + task.outputs if getattr(s, "dtype", None)
+                    ]
+                    row = {
+                        "written": reply.get("written"),
+                        "unwritten": sim_written.problem(
+                            reply.get("written"), [o.name for o in task.outputs]
+                        ),
+                        "narrow": sim_narrow.problem(
+                            [s for s, _ in launches],
+                            sim_stage.checked_ops(reply["torch_ops"], "c"),
+                            declared,
+                        ),
+                    }
                 except Exception as exc:  # noqa: BLE001 - reported
                     row = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
-                rows.append({"task": task.id, "side": side, "axes": axes, **row, "s": round(time.time() - started, 1)})
+                rows.append(
+                    {
+                        "task": task.id,
+                        "side": side,
+                        "axes": axes,
+                        **row,
+                        "s": round(time.time() - started, 1),
+                    }
+                )
                 print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     print(json.dumps(rows, indent=1))
 

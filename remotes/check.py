@@ -66,21 +66,29 @@ async def host_sandbox(conn: HostConnection) -> SandboxInfo:
     facts = await conn.facts()
     host = conn.host
     base = shlex.quote(f"{facts.resolve(host.remote_dir)}/probe")
-    script = "\n".join([
-        f"mkdir -p {base} && D=$(mktemp -d {base}/XXXXXXXX) || exit 90",
-        "trap 'cd / ; rm -rf \"$D\"' EXIT",
-        'cd "$D" && tar xzmf - || exit 90',
-        f'env PYTHONPATH="$D" {shell_word_python(host.python)} -m core.evaluation.sandbox status',
-    ])
+    script = "\n".join(
+        [
+            f"mkdir -p {base} && D=$(mktemp -d {base}/XXXXXXXX) || exit 90",
+            "trap 'cd / ; rm -rf \"$D\"' EXIT",
+            'cd "$D" && tar xzmf - || exit 90',
+            f'env PYTHONPATH="$D" {shell_word_python(host.python)} -m core.evaluation.sandbox status',
+        ]
+    )
     result = await conn.run(sh(script), input=harness_bundle(), timeout=PROBE_TIMEOUT_S)
     try:
         data = json.loads(str(result.stdout).strip().splitlines()[-1])
     except (json.JSONDecodeError, IndexError):
-        return SandboxInfo(UNSANDBOXED, f"the host's sandbox check failed: {str(result.stderr).strip()[-300:] or 'no output'}", host=host.name)
+        return SandboxInfo(
+            UNSANDBOXED,
+            f"the host's sandbox check failed: {str(result.stderr).strip()[-300:] or 'no output'}",
+            host=host.name,
+        )
     return dataclasses.replace(SandboxInfo.from_json(data), host=host.name)
 
 
-async def check_hosts(hosts: Sequence[Host], pool: ConnectionPool | None = None) -> list[HostReport]:
+async def check_hosts(
+    hosts: Sequence[Host], pool: ConnectionPool | None = None
+) -> list[HostReport]:
     """Connect to every host in parallel and ask its Python, torch, Triton, devices and sandbox."""
     own = pool is None
     pool = pool or ConnectionPool()
@@ -91,7 +99,9 @@ async def check_hosts(hosts: Sequence[Host], pool: ConnectionPool | None = None)
             await pool.aclose()
 
 
-async def alist_devices(hosts: Sequence[Host], pool: ConnectionPool | None = None) -> tuple[list[DeviceInfo], list[str]]:
+async def alist_devices(
+    hosts: Sequence[Host], pool: ConnectionPool | None = None
+) -> tuple[list[DeviceInfo], list[str]]:
     """Every device of every host (`box1/cpu`, `box1/cuda:0`, ...), probed by the harness
     there, and one message per host or device that failed (left out of the list)."""
     own = pool is None
@@ -103,8 +113,15 @@ async def alist_devices(hosts: Sequence[Host], pool: ConnectionPool | None = Non
             facts = await conn.ask_facts(devices=True)
         except RemoteError as exc:
             return [exc]
-        found = await asyncio.gather(*(probe_device(conn, d["id"]) for d in facts.devices), return_exceptions=True)
-        return [r if isinstance(r, (DeviceInfo, RemoteError)) else RemoteError(host, "remote_error", f"{type(r).__name__}: {r}") for r in found]
+        found = await asyncio.gather(
+            *(probe_device(conn, d["id"]) for d in facts.devices), return_exceptions=True
+        )
+        return [
+            r
+            if isinstance(r, (DeviceInfo, RemoteError))
+            else RemoteError(host, "remote_error", f"{type(r).__name__}: {r}")
+            for r in found
+        ]
 
     try:
         results = await asyncio.gather(*(one(h) for h in hosts))

@@ -178,7 +178,9 @@ class ChannelLimiter:
         for a channel to open or close (or a moment), and take one again under the new limit."""
         async with self._changed:
             if not self.capped:
-                log.info("the server refused a channel: using at most as many as it has accepted at once")
+                log.info(
+                    "the server refused a channel: using at most as many as it has accepted at once"
+                )
             self.capped = True
             if self.state is not None:
                 self.state.channel_limit = self.limit
@@ -251,11 +253,15 @@ class HostConnection:
         if self._loop is loop:
             return
         if self._loop is not None:
-            raise RuntimeError(f"{self.host.name}: a HostConnection belongs to one event loop; get one from the pool in each loop")
+            raise RuntimeError(
+                f"{self.host.name}: a HostConnection belongs to one event loop; get one from the pool in each loop"
+            )
         self._loop = loop
         self._lock = asyncio.Lock()
         self._facts_lock = asyncio.Lock()
-        self._limiter = ChannelLimiter(self.state.channel_limit or self.host.max_channels, self.state)
+        self._limiter = ChannelLimiter(
+            self.state.channel_limit or self.host.max_channels, self.state
+        )
 
     def abandon(self) -> None:
         """Drop the connection from outside its loop: abort it on that loop if the loop still
@@ -281,7 +287,11 @@ class HostConnection:
             self._conn = None
             if exc is not None:
                 self.last_loss = f"{type(exc).__name__}: {exc}"
-                log.warning("%s: connection lost (%s); the next job reconnects", self.host.name, self.last_loss)
+                log.warning(
+                    "%s: connection lost (%s); the next job reconnects",
+                    self.host.name,
+                    self.last_loss,
+                )
 
     async def connect(self) -> asyncssh.SSHClientConnection:
         """The open connection, opening (or reopening) it when needed."""
@@ -311,25 +321,44 @@ class HostConnection:
             options["known_hosts"] = None
         else:
             # A missing known_hosts file trusts nothing (rather than failing to read it).
-            options["known_hosts"] = str(host.known_hosts) if host.known_hosts.is_file() else ([], [], [])
+            options["known_hosts"] = (
+                str(host.known_hosts) if host.known_hosts.is_file() else ([], [], [])
+            )
         try:
             conn = await asyncio.wait_for(
-                asyncssh.connect(host.host, host.port, client_factory=lambda: _Client(self), **options), host.connect_timeout + 5
+                asyncssh.connect(
+                    host.host, host.port, client_factory=lambda: _Client(self), **options
+                ),
+                host.connect_timeout + 5,
             )
         except asyncssh.HostKeyNotVerifiable as exc:
             raise self._host_key_error(exc) from None
         except asyncssh.PermissionDenied:
             key = str(host.key) if host.key else "ssh-agent and ~/.ssh/id_*"
-            raise RemoteError(host, "auth_failed", (
-                f"authentication failed as {host.user or 'the local user'} with {key}: add the public key to "
-                f"~/.ssh/authorized_keys on {host.host}, or set `user:`/`key:` in the hosts file"
-            )) from None
+            raise RemoteError(
+                host,
+                "auth_failed",
+                (
+                    f"authentication failed as {host.user or 'the local user'} with {key}: add the public key to "
+                    f"~/.ssh/authorized_keys on {host.host}, or set `user:`/`key:` in the hosts file"
+                ),
+            ) from None
         except (asyncio.TimeoutError, TimeoutError):
-            raise RemoteError(host, "unreachable", f"no answer within {host.connect_timeout:g} s: check `host:`/`port:` and that sshd runs there") from None
+            raise RemoteError(
+                host,
+                "unreachable",
+                f"no answer within {host.connect_timeout:g} s: check `host:`/`port:` and that sshd runs there",
+            ) from None
         except OSError as exc:
-            raise RemoteError(host, "unreachable", f"cannot connect ({exc.strerror or exc}): check `host:`/`port:` and that sshd runs there") from None
+            raise RemoteError(
+                host,
+                "unreachable",
+                f"cannot connect ({exc.strerror or exc}): check `host:`/`port:` and that sshd runs there",
+            ) from None
         except asyncssh.Error as exc:
-            raise RemoteError(host, "ssh_error", f"SSH failed: {exc.reason if hasattr(exc, 'reason') else exc}") from None
+            raise RemoteError(
+                host, "ssh_error", f"SSH failed: {exc.reason if hasattr(exc, 'reason') else exc}"
+            ) from None
         self.connects += 1
         return conn
 
@@ -339,19 +368,31 @@ class HostConnection:
         scan = f"ssh-keyscan -p {host.port} {host.host} >> {known}"
         risk = "or, on a network you trust completely, set `insecure_no_host_check: true` (anyone in the path could then impersonate the host and forge results)"
         try:
-            recorded = known.is_file() and bool(asyncssh.match_known_hosts(str(known), host.host, host.host, host.port)[0])
+            recorded = known.is_file() and bool(
+                asyncssh.match_known_hosts(str(known), host.host, host.host, host.port)[0]
+            )
         except (OSError, ValueError, asyncssh.Error):
             recorded = False
         if recorded:
-            return RemoteError(host, "host_key_changed", (
-                f"the host key CHANGED since it was recorded in {known}: the host was reinstalled, or someone is intercepting "
-                f"the connection. If you know why it changed, remove the old key (`ssh-keygen -R '[{host.host}]:{host.port}' -f {known}` "
-                f"or `ssh-keygen -R {host.host} -f {known}`) and record the new one (`{scan}`)"
-            ))
-        return RemoteError(host, "host_key_unknown", f"the host key is not in {known}: record it with `{scan}` and check its fingerprint, {risk}")
+            return RemoteError(
+                host,
+                "host_key_changed",
+                (
+                    f"the host key CHANGED since it was recorded in {known}: the host was reinstalled, or someone is intercepting "
+                    f"the connection. If you know why it changed, remove the old key (`ssh-keygen -R '[{host.host}]:{host.port}' -f {known}` "
+                    f"or `ssh-keygen -R {host.host} -f {known}`) and record the new one (`{scan}`)"
+                ),
+            )
+        return RemoteError(
+            host,
+            "host_key_unknown",
+            f"the host key is not in {known}: record it with `{scan}` and check its fingerprint, {risk}",
+        )
 
     @contextlib.asynccontextmanager
-    async def process(self, command: str, **kwargs: Any) -> AsyncIterator[asyncssh.SSHClientProcess]:
+    async def process(
+        self, command: str, **kwargs: Any
+    ) -> AsyncIterator[asyncssh.SSHClientProcess]:
         """A remote process on its own channel, holding one of the limiter's permits until the
         channel is closed. A server that refuses the channel while others are open is at its
         MaxSessions: the limiter shrinks to that, and this waits for a free channel."""
@@ -368,8 +409,14 @@ class HostConnection:
                     break
                 except asyncssh.ChannelOpenError as exc:
                     refusals += 1
-                    if asyncio.get_running_loop().time() > deadline or (limiter.open == 0 and refusals > 5):
-                        raise RemoteError(self.host, "ssh_error", f"the server refuses to open a session ({exc.reason}): check its MaxSessions and its log") from None
+                    if asyncio.get_running_loop().time() > deadline or (
+                        limiter.open == 0 and refusals > 5
+                    ):
+                        raise RemoteError(
+                            self.host,
+                            "ssh_error",
+                            f"the server refuses to open a session ({exc.reason}): check its MaxSessions and its log",
+                        ) from None
                     await limiter.refused()
                     conn = await self.connect()
                 except (asyncssh.DisconnectError, asyncssh.ConnectionLost, OSError) as exc:
@@ -387,9 +434,15 @@ class HostConnection:
 
     def lost(self, exc: BaseException | None = None) -> RemoteError:
         detail = f" ({type(exc).__name__}: {exc})" if exc is not None and str(exc) else ""
-        return RemoteError(self.host, "lost", f"the SSH connection was lost{detail or (' (' + self.last_loss + ')' if self.last_loss else '')}")
+        return RemoteError(
+            self.host,
+            "lost",
+            f"the SSH connection was lost{detail or (' (' + self.last_loss + ')' if self.last_loss else '')}",
+        )
 
-    async def run(self, command: str, input: bytes | None = None, timeout: float | None = None) -> Completed:
+    async def run(
+        self, command: str, input: bytes | None = None, timeout: float | None = None
+    ) -> Completed:
         """Run a command to completion on its own channel; `input` (bytes) goes to its stdin."""
         async with self.process(command, encoding=None) as proc:
             try:
@@ -398,8 +451,15 @@ class HostConnection:
                 proc.stdin.write_eof()
                 result = await asyncio.wait_for(proc.wait(check=False), timeout)
             except asyncio.TimeoutError:
-                raise RemoteError(self.host, "remote_error", f"a command took more than {timeout:g} s") from None
-            except (asyncssh.DisconnectError, asyncssh.ConnectionLost, BrokenPipeError, ConnectionError) as exc:
+                raise RemoteError(
+                    self.host, "remote_error", f"a command took more than {timeout:g} s"
+                ) from None
+            except (
+                asyncssh.DisconnectError,
+                asyncssh.ConnectionLost,
+                BrokenPipeError,
+                ConnectionError,
+            ) as exc:
                 raise self.lost(exc) from None
         if result.exit_status is None and result.exit_signal is None:
             raise self.lost()  # the channel closed without the command's end: the connection went away
@@ -421,16 +481,30 @@ class HostConnection:
         py = shell_word_python(self.host.python)
         args = "".join([" devices" if devices or names else "", " names" if names else ""])
         result = await self.run(sh(f"{py} -c {shlex.quote(FACTS_SCRIPT)}{args}"), timeout=120)
-        line = next((ln for ln in result.stdout.splitlines() if ln.startswith("ARENA-FACTS ")), None)
+        line = next(
+            (ln for ln in result.stdout.splitlines() if ln.startswith("ARENA-FACTS ")), None
+        )
         if line is None:
             stderr = result.stderr.strip()
             if result.exit_status == 127 or "not found" in stderr:
-                raise RemoteError(self.host, "no_python", f"no Python at `{self.host.python}`: install python3 there or set `python:` to its path (e.g. ~/venv/bin/python)")
-            raise RemoteError(self.host, "remote_error", f"`{self.host.python}` failed (exit {result.exit_status}): {stderr[-500:] or 'no output'}")
+                raise RemoteError(
+                    self.host,
+                    "no_python",
+                    f"no Python at `{self.host.python}`: install python3 there or set `python:` to its path (e.g. ~/venv/bin/python)",
+                )
+            raise RemoteError(
+                self.host,
+                "remote_error",
+                f"`{self.host.python}` failed (exit {result.exit_status}): {stderr[-500:] or 'no output'}",
+            )
         data = json.loads(line.split(" ", 1)[1])
         facts = HostFacts(**{k: data.get(k) for k in HostFacts.__dataclass_fields__ if k in data})
         if facts.error:
-            raise RemoteError(self.host, "no_torch", f"`{self.host.python}` (Python {facts.python}) cannot import torch ({facts.error}): install torch there, or point `python:` at a Python that has it")
+            raise RemoteError(
+                self.host,
+                "no_torch",
+                f"`{self.host.python}` (Python {facts.python}) cannot import torch ({facts.error}): install torch there, or point `python:` at a Python that has it",
+            )
         return facts
 
     def disconnect(self) -> None:
@@ -491,7 +565,9 @@ class ConnectionPool:
             conn = None
         if conn is None:
             # Keyed by the whole entry: a changed entry learns its host again.
-            conn = self._conns[key] = HostConnection(host, self._states.setdefault(host, HostState()))
+            conn = self._conns[key] = HostConnection(
+                host, self._states.setdefault(host, HostState())
+            )
         return conn
 
     def _sweep(self) -> None:

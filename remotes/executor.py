@@ -67,7 +67,9 @@ def split_device_id(device_id: str) -> tuple[str, str]:
     parsed = DeviceId.parse(device_id)
     host, device = parsed.host, parsed.local
     if not host or not device:
-        raise DeviceError(f"`{device_id}` is not a remote device id: write `<host>/<device>`, e.g. box1/cuda:0 or box1/cpu")
+        raise DeviceError(
+            f"`{device_id}` is not a remote device id: write `<host>/<device>`, e.g. box1/cuda:0 or box1/cpu"
+        )
     parse_device(device)  # the same ids as locally
     return host, device
 
@@ -90,9 +92,16 @@ REAP = """reap() {
 }"""
 
 
-def job_script(host: Host, facts: HostFacts, job_dir: str, device: str, deadline_s: float, bundle_size: int) -> str:
+def job_script(
+    host: Host, facts: HostFacts, job_dir: str, device: str, deadline_s: float, bundle_size: int
+) -> str:
     """The sh script that unpacks, runs and cleans up one job (see the module docstring)."""
-    env = {"PYTHONPATH": job_dir, "PYTHONUNBUFFERED": "1", **_sandbox_switch(), **parse_device(device).visibility_env(facts.rocm)}
+    env = {
+        "PYTHONPATH": job_dir,
+        "PYTHONUNBUFFERED": "1",
+        **_sandbox_switch(),
+        **parse_device(device).visibility_env(facts.rocm),
+    }
     env_words = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
     python = shell_word_python(host.python)
     # The harness runs in the host's sandbox (core/evaluation/sandbox.py, sent in the bundle): the job's
@@ -106,30 +115,32 @@ def job_script(host: Host, facts: HostFacts, job_dir: str, device: str, deadline
         'echo "$$" > pgid; echo "pgid $$"; '
         f"exec env {env_words} timeout -k {KILL_AFTER_S} {max(1, math.ceil(deadline_s))} {sandboxed} 3>&1 1>>harness.log 2>&1 </dev/null"
     )
-    return "\n".join([
-        f"D={shlex.quote(job_dir)}",
-        REAP,
-        "umask 077",
-        "trap '' PIPE",  # a vanished client must not stop the clean-up below
-        'mkdir -p "$D" && cd "$D" || { echo "cannot create $D" >&2; exit 90; }',
-        # Exactly the bundle's bytes: the rest of stdin stays open as the dead man's switch.
-        f'head -c {bundle_size} | tar xzmf - || {{ cd / ; rm -rf "$D"; echo "could not unpack the job into $D" >&2; exit 90; }}',
-        "exec 4<&0 0</dev/null",
-        f"setsid sh -c {shlex.quote(harness)} 4<&- &",
-        "H=$!",
-        # The client never writes again: end of stdin means it cancelled or went away.
-        '{ while read -r _; do :; done <&4; reap "$H"; } >/dev/null 2>&1 &',
-        "W=$!",
-        "exec 4<&-",
-        'wait "$H"; rc=$?',
-        'kill "$W" 2>/dev/null',
-        'reap "$H"',
-        'log=""; [ "$rc" -eq 0 ] || log=$(tail -c 4000 harness.log 2>/dev/null)',
-        'cd / && rm -rf "$D"',
-        # Last, and it may fail: the client may be gone (stderr closed).
-        '[ -z "$log" ] || printf "%s\\n" "$log" >&2',
-        'exit "$rc"',
-    ])
+    return "\n".join(
+        [
+            f"D={shlex.quote(job_dir)}",
+            REAP,
+            "umask 077",
+            "trap '' PIPE",  # a vanished client must not stop the clean-up below
+            'mkdir -p "$D" && cd "$D" || { echo "cannot create $D" >&2; exit 90; }',
+            # Exactly the bundle's bytes: the rest of stdin stays open as the dead man's switch.
+            f'head -c {bundle_size} | tar xzmf - || {{ cd / ; rm -rf "$D"; echo "could not unpack the job into $D" >&2; exit 90; }}',
+            "exec 4<&0 0</dev/null",
+            f"setsid sh -c {shlex.quote(harness)} 4<&- &",
+            "H=$!",
+            # The client never writes again: end of stdin means it cancelled or went away.
+            '{ while read -r _; do :; done <&4; reap "$H"; } >/dev/null 2>&1 &',
+            "W=$!",
+            "exec 4<&-",
+            'wait "$H"; rc=$?',
+            'kill "$W" 2>/dev/null',
+            'reap "$H"',
+            'log=""; [ "$rc" -eq 0 ] || log=$(tail -c 4000 harness.log 2>/dev/null)',
+            'cd / && rm -rf "$D"',
+            # Last, and it may fail: the client may be gone (stderr closed).
+            '[ -z "$log" ] || printf "%s\\n" "$log" >&2',
+            'exit "$rc"',
+        ]
+    )
 
 
 def _sandbox_switch() -> dict[str, str]:
@@ -149,7 +160,11 @@ class RemoteExecutor:
     """Runs jobs on one device of one remote host, through the host's shared connection."""
 
     def __init__(
-        self, device_id: str, hosts: Sequence[Host] | Host, info: DeviceInfo | None = None, pool: ConnectionPool | None = None,
+        self,
+        device_id: str,
+        hosts: Sequence[Host] | Host,
+        info: DeviceInfo | None = None,
+        pool: ConnectionPool | None = None,
     ):
         """`info` is the device's probe result; without it the device is probed now (cached
         per host entry and device, as local probes are)."""
@@ -168,7 +183,9 @@ class RemoteExecutor:
             )
 
     @classmethod
-    async def create(cls, device_id: str, hosts: Sequence[Host] | Host, pool: ConnectionPool | None = None) -> RemoteExecutor:
+    async def create(
+        cls, device_id: str, hosts: Sequence[Host] | Host, pool: ConnectionPool | None = None
+    ) -> RemoteExecutor:
         """Probe without blocking the running loop."""
         name, device = split_device_id(device_id)
         host = hosts if isinstance(hosts, Host) else find_host(list(hosts), name)
@@ -185,17 +202,28 @@ class RemoteExecutor:
     def torch_device(self) -> str:
         return parse_device(self.device).torch_device()
 
-    async def run(self, job: dict[str, Any], job_dir: Path, deadline_s: float, on_event: OnEvent | None) -> list[events.Event]:
+    async def run(
+        self, job: dict[str, Any], job_dir: Path, deadline_s: float, on_event: OnEvent | None
+    ) -> list[events.Event]:
         conn = self.connection
         (job_dir / "job.json").write_text(json.dumps(job))
         facts = await conn.facts()
-        remote_dir = f"{facts.resolve(self.host.remote_dir)}/jobs/{job_dir.name}-{secrets.token_hex(4)}"
+        remote_dir = (
+            f"{facts.resolve(self.host.remote_dir)}/jobs/{job_dir.name}-{secrets.token_hex(4)}"
+        )
         bundle = await asyncio.to_thread(make_bundle, job, remote_dir)
         script = job_script(self.host, facts, remote_dir, self.device, deadline_s, len(bundle))
         state: dict[str, Any] = {"pgid": None, "done": False}
         try:
-            return await self._stream(conn, sh(script), bundle, deadline_s, on_event, state, job_dir)
-        except (asyncssh.DisconnectError, asyncssh.ConnectionLost, BrokenPipeError, ConnectionError) as exc:
+            return await self._stream(
+                conn, sh(script), bundle, deadline_s, on_event, state, job_dir
+            )
+        except (
+            asyncssh.DisconnectError,
+            asyncssh.ConnectionLost,
+            BrokenPipeError,
+            ConnectionError,
+        ) as exc:
             raise conn.lost(exc) from None
         finally:
             if not state["done"]:
@@ -203,8 +231,14 @@ class RemoteExecutor:
                 await asyncio.shield(asyncio.ensure_future(self._cleanup(conn, remote_dir)))
 
     async def _stream(
-        self, conn: HostConnection, command: str, bundle: bytes, deadline_s: float, on_event: OnEvent | None,
-        state: dict[str, Any], job_dir: Path,
+        self,
+        conn: HostConnection,
+        command: str,
+        bundle: bytes,
+        deadline_s: float,
+        on_event: OnEvent | None,
+        state: dict[str, Any],
+        job_dir: Path,
     ) -> list[events.Event]:
         seen: list[events.Event] = []
         loop = asyncio.get_running_loop()
@@ -215,7 +249,9 @@ class RemoteExecutor:
             while not finished:
                 left = deadline - loop.time()
                 if left <= 0:
-                    raise HarnessError(f"{self.device_id}: the harness sent no evaluation_finished within {deadline_s:.0f} s")
+                    raise HarnessError(
+                        f"{self.device_id}: the harness sent no evaluation_finished within {deadline_s:.0f} s"
+                    )
                 try:
                     raw = await asyncio.wait_for(proc.stdout.readline(), left)
                 except asyncio.TimeoutError:
@@ -231,28 +267,46 @@ class RemoteExecutor:
                     if line.startswith("pgid ") and line.split()[1].isdigit():
                         state["pgid"] = int(line.split()[1])
                     else:
-                        log.info("%s: ignoring output before the job started: %s", self.device_id, line[:200])
+                        log.info(
+                            "%s: ignoring output before the job started: %s",
+                            self.device_id,
+                            line[:200],
+                        )
                     continue
                 try:
                     event = events.parse(line)
                 except events.EventError as exc:
-                    raise HarnessError(f"{self.device_id}: the harness sent an unreadable event ({exc}): {line[:200]}") from None
+                    raise HarnessError(
+                        f"{self.device_id}: the harness sent an unreadable event ({exc}): {line[:200]}"
+                    ) from None
                 seen.append(event)
                 if on_event is not None:
                     on_event(event)
                 finished = isinstance(event, events.EvaluationFinished)
             if not finished:
                 status, stderr = await _exit_status(proc, 5)
-                if status is None or not conn.connected:  # no exit status: the channel went with the connection
+                if (
+                    status is None or not conn.connected
+                ):  # no exit status: the channel went with the connection
                     raise conn.lost()
                 (job_dir / "harness.log").write_text(stderr)
-                reason = {90: "unpack failed", 124: f"timed out after {deadline_s:.0f} s", 137: f"killed after {deadline_s:.0f} s"}.get(status, f"exit {status}")
-                raise HarnessError(f"{self.device_id}: the harness exited without finishing the evaluation ({reason}): {stderr.strip()[-1500:] or 'no output'}")
+                reason = {
+                    90: "unpack failed",
+                    124: f"timed out after {deadline_s:.0f} s",
+                    137: f"killed after {deadline_s:.0f} s",
+                }.get(status, f"exit {status}")
+                raise HarnessError(
+                    f"{self.device_id}: the harness exited without finishing the evaluation ({reason}): {stderr.strip()[-1500:] or 'no output'}"
+                )
             # The script removes the job folder itself once the harness exits.
             status, _ = await _exit_status(proc, EXIT_GRACE_S)
             state["done"] = status == 0
             if status != 0:
-                log.warning("%s: the harness exited with %s after finishing; cleaning up", self.device_id, status)
+                log.warning(
+                    "%s: the harness exited with %s after finishing; cleaning up",
+                    self.device_id,
+                    status,
+                )
         return seen
 
     async def _cleanup(self, conn: HostConnection, remote_dir: str) -> None:
@@ -260,9 +314,19 @@ class RemoteExecutor:
         try:
             result = await conn.run(sh(cleanup_script(remote_dir)), timeout=CLEANUP_TIMEOUT_S)
             if result.exit_status != 0:
-                log.warning("%s: cleaning up %s failed: %s", self.device_id, remote_dir, result.stderr.strip()[-300:])
+                log.warning(
+                    "%s: cleaning up %s failed: %s",
+                    self.device_id,
+                    remote_dir,
+                    result.stderr.strip()[-300:],
+                )
         except (HarnessError, asyncssh.Error, OSError) as exc:
-            log.warning("%s: could not clean up %s (%s); the host's timeout ends the job, remove the folder by hand", self.device_id, remote_dir, exc)
+            log.warning(
+                "%s: could not clean up %s (%s); the host's timeout ends the job, remove the folder by hand",
+                self.device_id,
+                remote_dir,
+                exc,
+            )
 
     def close(self) -> None:
         """Connections are shared by every executor of the host: the pool closes them."""
@@ -275,7 +339,9 @@ async def _exit_status(proc: asyncssh.SSHClientProcess, timeout: float) -> tuple
     except (asyncio.TimeoutError, asyncssh.Error, OSError):
         return None, ""
     stderr = result.stderr or b""
-    return result.exit_status, stderr.decode(errors="replace") if isinstance(stderr, bytes) else str(stderr)
+    return result.exit_status, stderr.decode(errors="replace") if isinstance(
+        stderr, bytes
+    ) else str(stderr)
 
 
 # --- probing ---------------------------------------------------------------------------------
@@ -285,7 +351,9 @@ def host_sandbox_info(host: Host, info: DeviceInfo) -> sandbox.SandboxInfo:
     """The host's sandbox as its probe reported it (`arena hosts check` shows the same)."""
     data = info.extra.get("sandbox")
     if not isinstance(data, dict) or "mode" not in data:
-        return sandbox.SandboxInfo(sandbox.UNSANDBOXED, "the host did not report its sandbox", host=host.name)
+        return sandbox.SandboxInfo(
+            sandbox.UNSANDBOXED, "the host did not report its sandbox", host=host.name
+        )
     return dataclasses.replace(sandbox.SandboxInfo.from_json(data), host=host.name)
 
 
@@ -298,14 +366,16 @@ def probe_script(host: Host, facts: HostFacts, device: str) -> str:
     env = {"PYTHONUNBUFFERED": "1", **parse_device(device).visibility_env(facts.rocm)}
     env_words = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
     base = shlex.quote(f"{facts.resolve(host.remote_dir)}/probe")
-    return "\n".join([
-        f'mkdir -p {base} && D=$(mktemp -d {base}/XXXXXXXX) || exit 90',
-        "trap 'cd / ; rm -rf \"$D\"' EXIT",
-        'cd "$D" && tar xzmf - || exit 90',
-        f'S=$(env PYTHONPATH="$D" {" ".join(f"{k}={v}" for k, v in _sandbox_switch().items())} {shell_word_python(host.python)} -m core.evaluation.sandbox status 2>&1 | tail -n 1)',
-        f'printf "%s\\n" "{SANDBOX_MARK}$S"',
-        f'env PYTHONPATH="$D" {env_words} {shell_word_python(host.python)} -m core.harness probe {shlex.quote(parse_device(device).torch_device())}',
-    ])
+    return "\n".join(
+        [
+            f"mkdir -p {base} && D=$(mktemp -d {base}/XXXXXXXX) || exit 90",
+            "trap 'cd / ; rm -rf \"$D\"' EXIT",
+            'cd "$D" && tar xzmf - || exit 90',
+            f'S=$(env PYTHONPATH="$D" {" ".join(f"{k}={v}" for k, v in _sandbox_switch().items())} {shell_word_python(host.python)} -m core.evaluation.sandbox status 2>&1 | tail -n 1)',
+            f'printf "%s\\n" "{SANDBOX_MARK}$S"',
+            f'env PYTHONPATH="$D" {env_words} {shell_word_python(host.python)} -m core.harness probe {shlex.quote(parse_device(device).torch_device())}',
+        ]
+    )
 
 
 _PROBED: dict[tuple[Host, str], DeviceInfo] = {}
@@ -337,7 +407,9 @@ def probe_blocking(host: Host, device: str, pool: ConnectionPool | None = None) 
     return info
 
 
-def remote_executor(device_id: str, root: Path | None = None, hosts_file: Path | None = None) -> RemoteExecutor:
+def remote_executor(
+    device_id: str, root: Path | None = None, hosts_file: Path | None = None
+) -> RemoteExecutor:
     """The executor for `<host>/<device>` from the hosts file (`hosts_file`, else the default
     location): what the scheduler's executor factory calls. `root` is unused (remote jobs
     keep their files on the host)."""
@@ -345,7 +417,9 @@ def remote_executor(device_id: str, root: Path | None = None, hosts_file: Path |
     try:
         hosts = load_hosts(hosts_file)
     except NoHostsFile:
-        raise DeviceError(f"`{device_id}` names host `{name}`, but there is no hosts file at {default_hosts_path()}: create one (docs/hosts.md) or pass --hosts") from None
+        raise DeviceError(
+            f"`{device_id}` names host `{name}`, but there is no hosts file at {default_hosts_path()}: create one (docs/hosts.md) or pass --hosts"
+        ) from None
     return RemoteExecutor(device_id, hosts)
 
 
@@ -353,7 +427,9 @@ async def probe_device(conn: HostConnection, device: str) -> DeviceInfo:
     """What one device of the host is, asked of the harness there (pinned as jobs are)."""
     facts = await conn.facts()
     host = conn.host
-    result = await conn.run(sh(probe_script(host, facts, device)), input=harness_bundle(), timeout=PROBE_TIMEOUT_S)
+    result = await conn.run(
+        sh(probe_script(host, facts, device)), input=harness_bundle(), timeout=PROBE_TIMEOUT_S
+    )
     return parse_probe(host, device, result.stdout, result.stderr)
 
 
@@ -363,17 +439,27 @@ def parse_probe(host: Host, device: str, stdout: str, stderr: str) -> DeviceInfo
     for line in stdout.splitlines():
         if line.startswith(SANDBOX_MARK):
             try:
-                box = json.loads(line[len(SANDBOX_MARK):])
+                box = json.loads(line[len(SANDBOX_MARK) :])
             except json.JSONDecodeError:
-                box = {"mode": sandbox.UNSANDBOXED, "detail": f"unreadable sandbox status: {line[:200]}"}
+                box = {
+                    "mode": sandbox.UNSANDBOXED,
+                    "detail": f"unreadable sandbox status: {line[:200]}",
+                }
     try:
         data = json.loads(stdout.strip().splitlines()[-1])
     except (json.JSONDecodeError, IndexError):
-        raise RemoteError(host, "remote_error", f"probing {device} failed: {stderr.strip()[-500:] or 'no output'}") from None
+        raise RemoteError(
+            host, "remote_error", f"probing {device} failed: {stderr.strip()[-500:] or 'no output'}"
+        ) from None
     if "error" in data:
         raise RemoteError(host, "remote_error", f"{device}: {data['error']}")
     info = info_from_probe(device_id, data)
-    extra = {**info.extra, "host": host.name, "sandbox": box or {"mode": sandbox.UNSANDBOXED, "detail": "the host did not report its sandbox"}}
+    extra = {
+        **info.extra,
+        "host": host.name,
+        "sandbox": box
+        or {"mode": sandbox.UNSANDBOXED, "detail": "the host did not report its sandbox"},
+    }
     if host.insecure_no_host_check:
         extra["insecure_no_host_check"] = True
     return dataclasses.replace(info, extra=extra)

@@ -24,9 +24,21 @@ from typing import Any
 
 # As root (CI) Chromium needs --no-sandbox; the rest keep it from reaching the network or
 # writing outside its fresh profile.
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--no-first-run", "--no-default-browser-check", "--disable-dev-shm-usage", "--disable-extensions", "--mute-audio",
-         "--hide-scrollbars", "--remote-debugging-pipe"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--disable-dev-shm-usage",
+    "--disable-extensions",
+    "--mute-audio",
+    "--hide-scrollbars",
+    "--remote-debugging-pipe",
+]
 
 
 def find_chromium() -> str | None:
@@ -91,7 +103,9 @@ class Chromium:
         with self._arrived:
             self._arrived.notify_all()
 
-    def send(self, method: str, params: dict[str, Any] | None = None, session: str | None = None) -> dict[str, Any]:
+    def send(
+        self, method: str, params: dict[str, Any] | None = None, session: str | None = None
+    ) -> dict[str, Any]:
         with self._lock:
             self._next += 1
             ident = self._next
@@ -104,14 +118,18 @@ class Chromium:
             while ident not in self._answers:
                 left = deadline - time.monotonic()
                 if left <= 0 or self.proc.poll() is not None:
-                    raise BrowserError(f"{method}: no answer from chromium in {self.timeout_s:g} s (exit {self.proc.poll()})")
+                    raise BrowserError(
+                        f"{method}: no answer from chromium in {self.timeout_s:g} s (exit {self.proc.poll()})"
+                    )
                 self._arrived.wait(min(left, 0.5))
             answer = self._answers.pop(ident)
         if "error" in answer:
             raise BrowserError(f"{method}: {answer['error']}")
         return answer.get("result", {})
 
-    def wait_event(self, method: str, session: str | None, timeout_s: float | None = None) -> dict[str, Any]:
+    def wait_event(
+        self, method: str, session: str | None, timeout_s: float | None = None
+    ) -> dict[str, Any]:
         deadline = time.monotonic() + (timeout_s or self.timeout_s)
         with self._arrived:
             while True:
@@ -125,7 +143,9 @@ class Chromium:
 
     def page(self, width: int = 1280, height: int = 900, mobile: bool = False) -> Page:
         target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-        session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})[
+            "sessionId"
+        ]
         page = Page(self, session)
         page.resize(width, height, mobile)
         for domain in ("Page", "Runtime"):
@@ -166,16 +186,24 @@ class Page:
 
     def resize(self, width: int, height: int, mobile: bool = False) -> None:
         self.width, self.height, self.mobile = width, height, mobile
-        self.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile})
+        self.send(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile},
+        )
 
     def goto(self, url: str) -> None:
         self.send("Page.navigate", {"url": url})
         self.browser.wait_event("Page.loadEventFired", self.session)
 
     def eval(self, expression: str) -> Any:
-        answer = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True})
+        answer = self.send(
+            "Runtime.evaluate",
+            {"expression": expression, "returnByValue": True, "awaitPromise": True},
+        )
         if "exceptionDetails" in answer:
-            raise BrowserError(f"{expression[:80]}: {answer['exceptionDetails'].get('exception', {}).get('description') or answer['exceptionDetails']}")
+            raise BrowserError(
+                f"{expression[:80]}: {answer['exceptionDetails'].get('exception', {}).get('description') or answer['exceptionDetails']}"
+            )
         return answer["result"].get("value")
 
     def wait_for(self, expression: str, timeout_s: float = 20.0) -> Any:
@@ -191,7 +219,15 @@ class Page:
     def screenshot(self, path: Path, full_page: bool = True) -> None:
         if full_page:
             height = int(self.eval("Math.ceil(document.documentElement.scrollHeight)"))
-            self.send("Emulation.setDeviceMetricsOverride", {"width": self.width, "height": max(height, self.height), "deviceScaleFactor": 1, "mobile": self.mobile})
+            self.send(
+                "Emulation.setDeviceMetricsOverride",
+                {
+                    "width": self.width,
+                    "height": max(height, self.height),
+                    "deviceScaleFactor": 1,
+                    "mobile": self.mobile,
+                },
+            )
         data = self.send("Page.captureScreenshot", {"format": "png"})["data"]
         if full_page:
             self.resize(self.width, self.height, self.mobile)

@@ -29,13 +29,24 @@ class Check:
 
 CHECKS = {
     # one line a finding (RUFF_OUTPUT_FORMAT below does the same for the format check)
-    "ruff lint": Check("ruff check", "ruff", ("-m", "ruff", "check", "--no-cache", "--output-format", "concise", ".")),
-    "ruff format": Check("ruff format --check", "ruff", ("-m", "ruff", "format", "--check", "--no-cache", ".")),
+    "ruff lint": Check(
+        "ruff check",
+        "ruff",
+        ("-m", "ruff", "check", "--no-cache", "--output-format", "concise", "."),
+    ),
+    "ruff format": Check(
+        "ruff format --check", "ruff", ("-m", "ruff", "format", "--check", "--no-cache", ".")
+    ),
     # files, strictness and the rest come from [tool.mypy]
     "mypy": Check("mypy", "mypy", ("-m", "mypy")),
     # import-linter has no `python -m` entry: call the function behind its `lint-imports` script
     "import contracts": Check(
-        "lint-imports", "importlinter", ("-c", "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())")
+        "lint-imports",
+        "importlinter",
+        (
+            "-c",
+            "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())",
+        ),
     ),
 }
 
@@ -61,13 +72,25 @@ def run_check(check: Check, project: Path, timeout: float = 600) -> Outcome:
     """Run one check in `project` (its pyproject.toml configures the tool); the project's own
     packages are importable, as import-linter needs to build its graph."""
     require(check)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(project), os.environ.get("PYTHONPATH")]))}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(project), os.environ.get("PYTHONPATH")])),
+    }
     env.pop("MYPYPATH", None)
     env["RUFF_OUTPUT_FORMAT"] = "concise"
-    proc = subprocess.run([sys.executable, *check.argv], cwd=project, env=env, capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    proc = subprocess.run(
+        [sys.executable, *check.argv],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     lines = (proc.stdout + proc.stderr).strip().splitlines()
     output = "\n".join(lines[:MAX_LINES])
     if len(lines) > MAX_LINES:
         output += f"\n... and {len(lines) - MAX_LINES} more lines (run `{check.name}` to see them)"
-    return Outcome(proc.returncode == 0, f"`{check.name}` in {project} exited {proc.returncode}:\n{output}")
+    return Outcome(
+        proc.returncode == 0, f"`{check.name}` in {project} exited {proc.returncode}:\n{output}"
+    )

@@ -66,7 +66,10 @@ def free_port() -> int:
 
 
 def _keygen(path: Path) -> None:
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "arena-test", "-f", str(path)], check=True)
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "arena-test", "-f", str(path)],
+        check=True,
+    )
 
 
 @dataclass
@@ -88,8 +91,14 @@ class LoopbackSshd:
         import sys
 
         entry: dict[str, Any] = {
-            "name": name, "host": "127.0.0.1", "port": self.port, "user": self.user, "key": str(self.client_key),
-            "known_hosts": str(self.known_hosts), "python": sys.executable, "remote_dir": str(self.remote_dir),
+            "name": name,
+            "host": "127.0.0.1",
+            "port": self.port,
+            "user": self.user,
+            "key": str(self.client_key),
+            "known_hosts": str(self.known_hosts),
+            "python": sys.executable,
+            "remote_dir": str(self.remote_dir),
         }
         entry.update(overrides)
         return entry
@@ -132,29 +141,38 @@ def start_sshd(root: Path, max_sessions: int = 10) -> LoopbackSshd:
     known_hosts = root / "known_hosts"
     known_hosts.write_text(f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}\n")
     config = root / "sshd_config"
-    config.write_text("\n".join([
-        f"Port {port}",
-        "ListenAddress 127.0.0.1",
-        f"HostKey {host_key}",
-        f"PidFile {root / 'sshd.pid'}",
-        f"AuthorizedKeysFile {root / 'authorized_keys'}",
-        "PubkeyAuthentication yes",
-        "PasswordAuthentication no",
-        "KbdInteractiveAuthentication no",
-        "UsePAM no",
-        "StrictModes no",
-        "PermitRootLogin prohibit-password",
-        f"MaxSessions {max_sessions}",
-        "MaxStartups 100",
-        # bash sources ~/.bashrc for commands sent over SSH unless it is a nested shell: the
-        # test user's rc (pyenv init here: ~0.2 s of CPU) would dominate every short command.
-        "SetEnv SHLVL=1",
-        "LogLevel VERBOSE",
-        "",
-    ]))
+    config.write_text(
+        "\n".join(
+            [
+                f"Port {port}",
+                "ListenAddress 127.0.0.1",
+                f"HostKey {host_key}",
+                f"PidFile {root / 'sshd.pid'}",
+                f"AuthorizedKeysFile {root / 'authorized_keys'}",
+                "PubkeyAuthentication yes",
+                "PasswordAuthentication no",
+                "KbdInteractiveAuthentication no",
+                "UsePAM no",
+                "StrictModes no",
+                "PermitRootLogin prohibit-password",
+                f"MaxSessions {max_sessions}",
+                "MaxStartups 100",
+                # bash sources ~/.bashrc for commands sent over SSH unless it is a nested shell: the
+                # test user's rc (pyenv init here: ~0.2 s of CPU) would dominate every short command.
+                "SetEnv SHLVL=1",
+                "LogLevel VERBOSE",
+                "",
+            ]
+        )
+    )
     log = root / "sshd.log"
     with open(log, "ab") as log_file:
-        proc = subprocess.Popen([sshd, "-D", "-e", "-f", str(config)], stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [sshd, "-D", "-e", "-f", str(config)],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     deadline = time.monotonic() + 10
     while True:
         if proc.poll() is not None:
@@ -169,4 +187,12 @@ def start_sshd(root: Path, max_sessions: int = 10) -> LoopbackSshd:
             proc.kill()
             raise RuntimeError(f"sshd did not answer on port {port}: {log.read_text()[-2000:]}")
         time.sleep(0.05)
-    return LoopbackSshd(root=root, port=port, proc=proc, client_key=client_key, known_hosts=known_hosts, user=getpass.getuser(), log=log)
+    return LoopbackSshd(
+        root=root,
+        port=port,
+        proc=proc,
+        client_key=client_key,
+        known_hosts=known_hosts,
+        user=getpass.getuser(),
+        log=log,
+    )

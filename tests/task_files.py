@@ -15,7 +15,9 @@ TASKS = Path(__file__).resolve().parent.parent / "tasks"
 
 def load_module(path: Path, name: str | None = None) -> ModuleType:
     """Run the Python file at `path` as a fresh module (named after its folder and file)."""
-    spec = importlib.util.spec_from_file_location(name or f"_task_file_{path.parent.name}_{path.stem}", path)
+    spec = importlib.util.spec_from_file_location(
+        name or f"_task_file_{path.parent.name}_{path.stem}", path
+    )
     if spec is None or spec.loader is None:
         raise ImportError(f"{path}: not a Python file")
     module = importlib.util.module_from_spec(spec)

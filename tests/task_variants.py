@@ -39,8 +39,13 @@ VARIANTS: dict[str, Variant] = {
     ),
     "pow2_hidden": Variant(
         "Broken on purpose (tests/test_validate.py): the CPU hidden set holds only powers of two.",
-        (("task.yaml", "        - {N: 33, D: 100}\n      draw: {count: 1, ranges: {N: [1, 200]}}\nlimits",
-          "        - {N: 32, D: 64}\nlimits"),),
+        (
+            (
+                "task.yaml",
+                "        - {N: 33, D: 100}\n      draw: {count: 1, ranges: {N: [1, 200]}}\nlimits",
+                "        - {N: 32, D: 64}\nlimits",
+            ),
+        ),
     ),
     "wrong_baseline": Variant(
         "Broken on purpose (tests/test_validate.py): the baseline computes 3x + b.",
@@ -48,10 +53,17 @@ VARIANTS: dict[str, Variant] = {
     ),
     "ignores_input": Variant(
         "Broken on purpose (tests/test_validate.py): the reference ignores input b.",
-        (("baseline.py", "return torch.add(b, x, alpha=2)", "return 2 * x"),
-         ("reference.py", "return 2 * x.double() + b.double()",
-          "return 2 * x.double()  # b is ignored: the validator must notice")),
-        {"starter.py": "import torch\n\n\ndef run(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:\n    return 2 * x\n"},
+        (
+            ("baseline.py", "return torch.add(b, x, alpha=2)", "return 2 * x"),
+            (
+                "reference.py",
+                "return 2 * x.double() + b.double()",
+                "return 2 * x.double()  # b is ignored: the validator must notice",
+            ),
+        ),
+        {
+            "starter.py": "import torch\n\n\ndef run(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:\n    return 2 * x\n"
+        },
     ),
     # tests/cheats/catalogue.py
     "axpy_loose": Variant(
@@ -64,12 +76,23 @@ VARIANTS: dict[str, Variant] = {
         "# enough to be timed with events (its roofline, 400 MB at 4.8 TB/s, is about 84 µs, above the\n"
         "# 50 µs below which workloads are timed as CUDA graph replays), the second is timed as graph\n"
         "# replays, so both timing paths meet the cheats.",
-        (("task.yaml", "description: y = 2 * x + b, elementwise, float32.",
-          "description: y = 2 * x + b, elementwise, float32 (GPU sizes)."),
-         ("task.yaml", "  visible:\n    - {N: 64, D: 128}\n    - {N: 16, D: 256}\n  hidden:\n    fixed:\n      - {N: 33, D: 100}",
-          "  visible:\n    - {N: 4096, D: 8192}\n    - {N: 64, D: 128}\n  hidden:\n    fixed:\n      - {N: 3001, D: 8192}"),
-         ("task.yaml", "limits: {compile_s: 60, correctness_s: 60, performance_s: 60}",
-          "limits: {compile_s: 120, correctness_s: 120, performance_s: 300}")),
+        (
+            (
+                "task.yaml",
+                "description: y = 2 * x + b, elementwise, float32.",
+                "description: y = 2 * x + b, elementwise, float32 (GPU sizes).",
+            ),
+            (
+                "task.yaml",
+                "  visible:\n    - {N: 64, D: 128}\n    - {N: 16, D: 256}\n  hidden:\n    fixed:\n      - {N: 33, D: 100}",
+                "  visible:\n    - {N: 4096, D: 8192}\n    - {N: 64, D: 128}\n  hidden:\n    fixed:\n      - {N: 3001, D: 8192}",
+            ),
+            (
+                "task.yaml",
+                "limits: {compile_s: 60, correctness_s: 60, performance_s: 60}",
+                "limits: {compile_s: 120, correctness_s: 120, performance_s: 300}",
+            ),
+        ),
     ),
 }
 
@@ -98,7 +121,9 @@ def write_variant(name: str, root: Path) -> Path:
         path = folder / file
         text = path.read_text()
         if old not in text:
-            raise AssertionError(f"variant {name}: {AXPY / file} no longer contains {old!r}; update tests/task_variants.py")
+            raise AssertionError(
+                f"variant {name}: {AXPY / file} no longer contains {old!r}; update tests/task_variants.py"
+            )
         path.write_text(text.replace(old, new, 1))
     for file, text in variant.files.items():
         (folder / file).write_text(text)

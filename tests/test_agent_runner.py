@@ -40,7 +40,11 @@ class FakeCli:
     kind: str = "claude"
 
     def launch(self, config: AgentConfig, workspace: Path, prompt: str) -> Launch:
-        return Launch(argv=[str(self.script)], env={"FAKE_MARKER": config.options.get("marker", "")}, stdin=prompt.encode())
+        return Launch(
+            argv=[str(self.script)],
+            env={"FAKE_MARKER": config.options.get("marker", "")},
+            stdin=prompt.encode(),
+        )
 
     def parse(self, line: str) -> list[Step]:
         try:
@@ -58,18 +62,53 @@ def write_fake(folder: Path, body: str) -> Path:
     return path
 
 
-def fake_result(task_id: str, visible: list[str], hidden: list[str] = (), status: str = "passed") -> Result:
+def fake_result(
+    task_id: str, visible: list[str], hidden: list[str] = (), status: str = "passed"
+) -> Result:
     """A result as the harness would give it; `hidden` workloads carry hidden=True."""
+
     def figures(label: str, is_hidden: bool) -> WorkloadFigures:
-        return WorkloadFigures(label=label, axes={}, hidden=is_hidden, mode="wall", candidate={"median_us": 10.0}, baseline={"median_us": 12.0},
-                               speedup=1.2, roofline_us=None, sol_fraction=None)
+        return WorkloadFigures(
+            label=label,
+            axes={},
+            hidden=is_hidden,
+            mode="wall",
+            candidate={"median_us": 10.0},
+            baseline={"median_us": 12.0},
+            speedup=1.2,
+            roofline_us=None,
+            sol_fraction=None,
+        )
 
     stages = [StageResult(n, status="passed", seconds=0.1) for n in STAGES]
-    stages[1].workloads = [{"label": label, "axes": {}, "passed": True, "message": None, "worst": {"output": "y", "max_abs_err": 1e-7}} for label in visible]
-    stages[2].workloads = [{"label": label, "axes": {}, "passed": True, "message": None, "worst": None} for label in hidden]
-    return Result(task_id=task_id, candidate_sha256="0" * 64, device={"id": "cpu", "model": "test", "vendor": "cpu"}, timing_kind="cpu",
-                  status=status, failed_stage=None, stages=stages, workloads=[figures(v, False) for v in visible] + [figures(h, True) for h in hidden],
-                  speedup=1.2, sol_fraction=None, sol_source=None, points=240.0)
+    stages[1].workloads = [
+        {
+            "label": label,
+            "axes": {},
+            "passed": True,
+            "message": None,
+            "worst": {"output": "y", "max_abs_err": 1e-7},
+        }
+        for label in visible
+    ]
+    stages[2].workloads = [
+        {"label": label, "axes": {}, "passed": True, "message": None, "worst": None}
+        for label in hidden
+    ]
+    return Result(
+        task_id=task_id,
+        candidate_sha256="0" * 64,
+        device={"id": "cpu", "model": "test", "vendor": "cpu"},
+        timing_kind="cpu",
+        status=status,
+        failed_stage=None,
+        stages=stages,
+        workloads=[figures(v, False) for v in visible] + [figures(h, True) for h in hidden],
+        speedup=1.2,
+        sol_fraction=None,
+        sol_source=None,
+        points=240.0,
+    )
 
 
 @pytest.fixture
@@ -79,7 +118,14 @@ def axpy(fixture_tasks):
 
 def attempt_for(task, **config) -> Attempt:
     base = dict(name="fake", kind="claude", budget_s=30.0)
-    return Attempt(id="r-test-0000/1", run_id="r-test-0000", agent=AgentConfig(**{**base, **config}), task=task, device="cpu", variant=Variant())
+    return Attempt(
+        id="r-test-0000/1",
+        run_id="r-test-0000",
+        agent=AgentConfig(**{**base, **config}),
+        task=task,
+        device="cpu",
+        variant=Variant(),
+    )
 
 
 def processes_with(marker: str) -> list[int]:
@@ -87,7 +133,10 @@ def processes_with(marker: str) -> list[int]:
     for entry in os.listdir("/proc"):
         if entry.isdigit() and int(entry) != os.getpid():
             try:
-                data = Path(f"/proc/{entry}/cmdline").read_bytes() + Path(f"/proc/{entry}/environ").read_bytes()
+                data = (
+                    Path(f"/proc/{entry}/cmdline").read_bytes()
+                    + Path(f"/proc/{entry}/environ").read_bytes()
+                )
             except OSError:
                 continue
             if marker.encode() in data:
@@ -110,7 +159,9 @@ def stub_evaluate(visible_labels: list[str]):
 
 def test_a_hung_agent_is_stopped_at_its_budget_with_everything_it_started(tmp_path, axpy):
     marker = f"arena-fake-{secrets.token_hex(4)}"
-    script = write_fake(tmp_path / "bin", """
+    script = write_fake(
+        tmp_path / "bin",
+        """
         import json, os, subprocess, sys, time
         print(json.dumps({"kind": "text", "text": "working"}), flush=True)
         open("solution.py", "a").write("\\n# a first edit\\n")
@@ -118,32 +169,42 @@ def test_a_hung_agent_is_stopped_at_its_budget_with_everything_it_started(tmp_pa
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
         subprocess.Popen([sys.executable, "-c", "import os, time; os.setsid(); time.sleep(600)"], start_new_session=True)
         time.sleep(600)
-    """)
+    """,
+    )
     attempt = attempt_for(axpy, budget_s=3.0, options={"marker": marker})
     evaluate, calls = stub_evaluate(["N=64,D=128"])
     seen = []
     started = time.monotonic()
-    outcome = asyncio.run(run_attempt(attempt, FakeCli(script), tmp_path / "attempt", evaluate, seen.append))
+    outcome = asyncio.run(
+        run_attempt(attempt, FakeCli(script), tmp_path / "attempt", evaluate, seen.append)
+    )
     elapsed = time.monotonic() - started
     assert outcome.agent.stop_reason == "budget", (outcome.agent.error, seen)
     assert elapsed < 3.0 + 15, "stopped at the budget, not when the agent pleased"
     time.sleep(0.5)
     assert processes_with(marker) == [], "no process the agent started outlives it"
-    assert [e.seq for e in seen] == list(range(1, len(seen) + 1)) and all(e.attempt == attempt.id and e.agent == "fake" for e in seen)
+    assert [e.seq for e in seen] == list(range(1, len(seen) + 1)) and all(
+        e.attempt == attempt.id and e.agent == "fake" for e in seen
+    )
     assert seen[0].kind == "text" and seen[0].text == "working"
     assert seen[-1].kind == "error" and "time budget" in seen[-1].text
-    assert calls == [(outcome.submission, False)], "the final solution is evaluated on all workloads"
+    assert calls == [(outcome.submission, False)], (
+        "the final solution is evaluated on all workloads"
+    )
     assert outcome.result.status == "passed"
 
 
 def test_the_cost_cap_stops_the_agent(tmp_path, axpy):
-    script = write_fake(tmp_path / "bin", """
+    script = write_fake(
+        tmp_path / "bin",
+        """
         import json, time
         for i in range(1, 100):
             print(json.dumps({"kind": "usage", "input_tokens": 1000 * i, "output_tokens": 100 * i, "cost_usd": 0.1 * i, "cumulative": True}), flush=True)
             time.sleep(0.05)
         time.sleep(600)
-    """)
+    """,
+    )
     attempt = attempt_for(axpy, max_cost_usd=0.35)
     evaluate, _ = stub_evaluate(["N=64,D=128"])
     seen = []
@@ -156,8 +217,11 @@ def test_the_cost_cap_stops_the_agent(tmp_path, axpy):
 
 def test_usage_counts_cumulative_reports_once_and_sums_increments():
     usage = Usage()
-    for step in (Step("usage", input_tokens=10, output_tokens=5), Step("usage", input_tokens=20, output_tokens=5),
-                 Step("usage", input_tokens=30, output_tokens=10, cost_usd=0.5, cumulative=True)):
+    for step in (
+        Step("usage", input_tokens=10, output_tokens=5),
+        Step("usage", input_tokens=20, output_tokens=5),
+        Step("usage", input_tokens=30, output_tokens=10, cost_usd=0.5, cumulative=True),
+    ):
         usage.add(step)
     assert usage.tokens == 40 and usage.cost_usd == 0.5
 
@@ -179,47 +243,75 @@ def test_the_token_cap_stops_an_in_process_agent(tmp_path, axpy):
 
 
 def test_an_agent_that_crashes_before_acting_ends_agent_error_and_is_not_scored(tmp_path, axpy):
-    script = write_fake(tmp_path / "bin", """
+    script = write_fake(
+        tmp_path / "bin",
+        """
         import sys
         print("not json at all", flush=True)
         print("Error: connect ECONNREFUSED 127.0.0.1:443", file=sys.stderr)
         sys.exit(3)
-    """)
+    """,
+    )
     evaluate, calls = stub_evaluate(["N=64,D=128"])
     seen = []
-    outcome = asyncio.run(run_attempt(attempt_for(axpy), FakeCli(script), tmp_path / "attempt", evaluate, seen.append))
+    outcome = asyncio.run(
+        run_attempt(attempt_for(axpy), FakeCli(script), tmp_path / "attempt", evaluate, seen.append)
+    )
     assert outcome.agent.stop_reason == "crashed" and outcome.agent.exit_status == 3
     assert seen[0].raw == "not json at all", "an unparseable line is kept verbatim"
-    assert outcome.agent.outcome == "agent_error" and "status 3" in outcome.agent.verdict.reason and "ECONNREFUSED" in outcome.agent.verdict.reason
-    assert calls == [] and outcome.result is None, "the starter left in the workspace is not scored as the agent's work"
+    assert (
+        outcome.agent.outcome == "agent_error"
+        and "status 3" in outcome.agent.verdict.reason
+        and "ECONNREFUSED" in outcome.agent.verdict.reason
+    )
+    assert calls == [] and outcome.result is None, (
+        "the starter left in the workspace is not scored as the agent's work"
+    )
 
 
 def test_an_agent_that_crashes_after_editing_is_still_scored(tmp_path, axpy):
-    script = write_fake(tmp_path / "bin", """
+    script = write_fake(
+        tmp_path / "bin",
+        """
         import sys
         open("solution.py", "a").write("\\n# edited\\n")
         sys.exit(3)
-    """)
+    """,
+    )
     evaluate, calls = stub_evaluate(["N=64,D=128"])
-    outcome = asyncio.run(run_attempt(attempt_for(axpy), FakeCli(script), tmp_path / "attempt", evaluate))
+    outcome = asyncio.run(
+        run_attempt(attempt_for(axpy), FakeCli(script), tmp_path / "attempt", evaluate)
+    )
     assert outcome.agent.stop_reason == "crashed" and outcome.agent.outcome == "scored"
     assert len(calls) == 1 and outcome.result.status == "passed"
 
 
 def test_a_missing_cli_ends_agent_error_naming_it(tmp_path, axpy):
-    outcome = asyncio.run(run_attempt(attempt_for(axpy), FakeCli(tmp_path / "no-such-agent"), tmp_path / "attempt", stub_evaluate([])[0]))
+    outcome = asyncio.run(
+        run_attempt(
+            attempt_for(axpy),
+            FakeCli(tmp_path / "no-such-agent"),
+            tmp_path / "attempt",
+            stub_evaluate([])[0],
+        )
+    )
     assert outcome.agent.outcome == "agent_error" and outcome.result is None
     assert "no-such-agent` CLI of agent 'fake' is not on PATH" in outcome.agent.verdict.reason
 
 
 def test_an_agent_that_ends_without_changing_solution_py_is_no_submission(tmp_path, axpy):
-    script = write_fake(tmp_path / "bin", """
+    script = write_fake(
+        tmp_path / "bin",
+        """
         import json
         print(json.dumps({"kind": "tool_call", "tool": "Bash", "arguments": {"command": "ls"}}), flush=True)
         print(json.dumps({"kind": "final", "text": "I looked around"}), flush=True)
-    """)
+    """,
+    )
     evaluate, calls = stub_evaluate(["N=64,D=128"])
-    outcome = asyncio.run(run_attempt(attempt_for(axpy), FakeCli(script), tmp_path / "attempt", evaluate))
+    outcome = asyncio.run(
+        run_attempt(attempt_for(axpy), FakeCli(script), tmp_path / "attempt", evaluate)
+    )
     assert outcome.agent.stop_reason == "finished" and outcome.agent.outcome == "no_submission"
     assert calls == [] and outcome.result is None
 
@@ -229,11 +321,24 @@ def test_an_endpoint_error_of_an_in_process_agent_is_agent_error(tmp_path, axpy)
         kind = "openai"
 
         async def run(self, config, workspace, prompt, emit, check) -> None:
-            emit(Step("error", text="http://127.0.0.1:9/v1/chat/completions: [Errno 111] Connection refused", is_error=True))
+            emit(
+                Step(
+                    "error",
+                    text="http://127.0.0.1:9/v1/chat/completions: [Errno 111] Connection refused",
+                    is_error=True,
+                )
+            )
 
-    outcome = asyncio.run(run_attempt(attempt_for(axpy, kind="openai"), Refused(), tmp_path / "attempt", stub_evaluate([])[0]))
+    outcome = asyncio.run(
+        run_attempt(
+            attempt_for(axpy, kind="openai"), Refused(), tmp_path / "attempt", stub_evaluate([])[0]
+        )
+    )
     assert outcome.agent.stop_reason == "finished", "the loop returned by itself"
-    assert outcome.agent.outcome == "agent_error" and "Connection refused" in outcome.agent.verdict.reason
+    assert (
+        outcome.agent.outcome == "agent_error"
+        and "Connection refused" in outcome.agent.verdict.reason
+    )
 
 
 def test_the_unchanged_starter_submitted_on_purpose_is_scored_and_labelled(tmp_path, axpy):
@@ -246,32 +351,47 @@ def test_the_unchanged_starter_submitted_on_purpose_is_scored_and_labelled(tmp_p
             emit(Step("tool_result", text=await check()))
 
     evaluate, calls = stub_evaluate(["N=64,D=128"])
-    outcome = asyncio.run(run_attempt(attempt_for(axpy, kind="reference"), SubmitsStarter(), tmp_path / "attempt", evaluate))
+    outcome = asyncio.run(
+        run_attempt(
+            attempt_for(axpy, kind="reference"), SubmitsStarter(), tmp_path / "attempt", evaluate
+        )
+    )
     assert outcome.agent.outcome == "starter" and outcome.result is not None
 
 
 def test_an_agent_that_finishes_is_recorded_finished(tmp_path, axpy):
-    script = write_fake(tmp_path / "bin", """
+    script = write_fake(
+        tmp_path / "bin",
+        """
         import json
         open("solution.py", "a").write("\\n# edited by the agent\\n")
         print(json.dumps({"kind": "final", "text": "done"}), flush=True)
-    """)
+    """,
+    )
     evaluate, _ = stub_evaluate(["N=64,D=128"])
-    outcome = asyncio.run(run_attempt(attempt_for(axpy), FakeCli(script), tmp_path / "attempt", evaluate))
+    outcome = asyncio.run(
+        run_attempt(attempt_for(axpy), FakeCli(script), tmp_path / "attempt", evaluate)
+    )
     assert outcome.agent.stop_reason == "finished" and outcome.agent.exit_status == 0
-    assert outcome.submission.read_text().endswith("# edited by the agent\n"), "what is scored is what the agent left"
+    assert outcome.submission.read_text().endswith("# edited by the agent\n"), (
+        "what is scored is what the agent left"
+    )
 
 
 # --- arena check --------------------------------------------------------------------------------
 
 
 def test_the_check_report_never_names_a_hidden_workload():
-    text = report_text(fake_result("elementwise/axpy", ["N=64,D=128"], hidden=["N=33,D=100", "N=118,D=100"]))
+    text = report_text(
+        fake_result("elementwise/axpy", ["N=64,D=128"], hidden=["N=33,D=100", "N=118,D=100"])
+    )
     assert "N=64,D=128" in text
     assert "N=33" not in text and "N=118" not in text and "generalization" not in text
 
 
-def test_arena_check_through_the_socket_evaluates_visible_workloads_only(tmp_path, axpy, cpu_evaluator, monkeypatch, capsys):
+def test_arena_check_through_the_socket_evaluates_visible_workloads_only(
+    tmp_path, axpy, cpu_evaluator, monkeypatch, capsys
+):
     """The real pipeline on the fixture task: the check job holds no hidden workload, the
     report shows the visible ones, and the CLI client reaches the socket even at a path longer
     than a socket address holds."""
@@ -286,6 +406,7 @@ def test_arena_check_through_the_socket_evaluates_visible_workloads_only(tmp_pat
         def both(e):
             seen_events.append(e)
             on_event(e)
+
         return await cpu_evaluator.aevaluate(axpy, candidate, on_event=both, visible_only=True)
 
     async def scenario() -> int:
@@ -299,7 +420,10 @@ def test_arena_check_through_the_socket_evaluates_visible_workloads_only(tmp_pat
     hidden = [w.label for w in axpy.workloads(cpu=True).hidden.fixed]
     checked = [e.workload for e in seen_events if hasattr(e, "workload")]
     assert checked and not set(checked) & set(hidden), "no hidden workload was in the check's job"
-    assert not any(getattr(e, "stage", None) == "generalization" and getattr(e, "workload", None) for e in seen_events)
+    assert not any(
+        getattr(e, "stage", None) == "generalization" and getattr(e, "workload", None)
+        for e in seen_events
+    )
     for label in ("N=64,D=128", "N=16,D=256"):
         assert label in captured.out
     for label in hidden:
@@ -330,7 +454,9 @@ def require_sandbox() -> None:
     pytest.skip(status)
 
 
-def test_an_agent_cannot_read_hidden_workloads_or_the_reference_from_its_sandbox(tmp_path, axpy, monkeypatch):
+def test_an_agent_cannot_read_hidden_workloads_or_the_reference_from_its_sandbox(
+    tmp_path, axpy, monkeypatch
+):
     require_sandbox()
     monkeypatch.delenv(sandbox.SWITCH, raising=False)
     monkeypatch.setenv("SECRET_TOKEN_OF_THE_HOST", "do-not-leak")
@@ -340,11 +466,19 @@ def test_an_agent_cannot_read_hidden_workloads_or_the_reference_from_its_sandbox
     targets = {
         "task_yaml": str(axpy.file("task.yaml")),
         "reference": str(axpy.file("reference.py")),
-        "bundled_reference": str(Path(__file__).resolve().parent.parent / "tasks" / "activation" / "silu_mul" / "reference.py"),
+        "bundled_reference": str(
+            Path(__file__).resolve().parent.parent
+            / "tasks"
+            / "activation"
+            / "silu_mul"
+            / "reference.py"
+        ),
         "store": str(store),
         "checkout_tests": str(Path(__file__).resolve()),
     }
-    script = write_fake(tmp_path / "bin", f"""
+    script = write_fake(
+        tmp_path / "bin",
+        f"""
         import json, os, subprocess
         targets = {json.dumps(targets)}
         seen = {{}}
@@ -360,19 +494,32 @@ def test_an_agent_cannot_read_hidden_workloads_or_the_reference_from_its_sandbox
         check = subprocess.run(["arena", "check"], capture_output=True, text=True)
         seen["check"] = [check.returncode, check.stdout, check.stderr[-2000:]]
         print(json.dumps({{"kind": "text", "text": json.dumps(seen)}}), flush=True)
-    """)
+    """,
+    )
     evaluate, calls = stub_evaluate(["N=64,D=128", "N=16,D=256"])
     seen = []
-    outcome = asyncio.run(run_attempt(attempt_for(axpy, budget_s=60.0), FakeCli(script), tmp_path / "attempt", evaluate, seen.append))
+    outcome = asyncio.run(
+        run_attempt(
+            attempt_for(axpy, budget_s=60.0),
+            FakeCli(script),
+            tmp_path / "attempt",
+            evaluate,
+            seen.append,
+        )
+    )
     assert sandbox.is_sandboxed(outcome.agent.sandbox_status or ""), outcome.agent.sandbox_status
     report = json.loads(next(e.text for e in seen if e.kind == "text" and e.text.startswith("{")))
     for name in targets:
-        assert report[name] in ("", ) or report[name].startswith("unreadable"), f"{name} was readable: {report[name]!r}"
+        assert report[name] in ("",) or report[name].startswith("unreadable"), (
+            f"{name} was readable: {report[name]!r}"
+        )
     assert "N=33" not in json.dumps(report)
     assert report["workspace"] == [".arena-check.sock", "PROMPT.md", "solution.py"]
     assert report["home"] == str((tmp_path / "attempt" / "home").resolve())
     assert report["secret"] is None, "the arena's environment does not leak into the agent's"
     code, out, err = report["check"]
     assert code == 0 and "N=64,D=128" in out, err
-    assert [visible for _, visible in calls] == [True, False], "one check (visible only), then the final evaluation"
+    assert [visible for _, visible in calls] == [True, False], (
+        "one check (visible only), then the final evaluation"
+    )
     assert outcome.submission.read_text().endswith("# the agent can write here\n")

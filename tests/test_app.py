@@ -98,9 +98,19 @@ def test_queue_follows_the_run_live_then_shows_every_verdict(store, tmp_path):
             gate.set()
             await until(pilot, lambda: app.run_state == "finished")
             assert table_column(app, "state") == ["done", "failed", "failed", "done"]
-            assert table_column(app, "stage") == ["", "correctness", "compile", ""]  # where each failed
+            assert table_column(app, "stage") == [
+                "",
+                "correctness",
+                "compile",
+                "",
+            ]  # where each failed
             assert table_column(app, "ok") == ["✓", "✗", "–", "✓"]
-            assert table_column(app, "speedup") == ["interp.", "–", "–", "interp."]  # the cpu device: interpreted
+            assert table_column(app, "speedup") == [
+                "interp.",
+                "–",
+                "–",
+                "interp.",
+            ]  # the cpu device: interpreted
             assert "run r-" in app.sub_title and "finished" in app.sub_title
 
     asyncio.run(go())
@@ -129,7 +139,9 @@ def test_queue_sorts_and_filters_by_state_agent_family_and_device(store, tmp_pat
             await pilot.press("r")
             await pilot.pause()
             assert table_column(app, "agent") == ["starter", "ref", "cli", "bad"]
-            assert "sort: agent (reversed)" in text_of(app.screen.query_one("#queue-status", Static))
+            assert "sort: agent (reversed)" in text_of(
+                app.screen.query_one("#queue-status", Static)
+            )
 
     asyncio.run(go())
 
@@ -154,11 +166,19 @@ def test_transcripts_show_the_agents_side_by_side_and_fold_long_outputs(store, t
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, lambda: app.run_state == "finished")
             await pilot.press("2")
-            await until(pilot, lambda: len(app.screen.query(TranscriptPane)) == 3 and "Submitted" in pane_text(app.screen.query(TranscriptPane)[0]))
+            await until(
+                pilot,
+                lambda: (
+                    len(app.screen.query(TranscriptPane)) == 3
+                    and "Submitted" in pane_text(app.screen.query(TranscriptPane)[0])
+                ),
+            )
             panes = list(app.screen.query(TranscriptPane))
             assert [p.attempt_id.rsplit("/", 1)[1] for p in panes] == ["1", "2", "3"]
             text = pane_text(panes[1])
-            assert "▶ bash" in text and "◀ result" in text and "◀ error" in text  # calls and results apart
+            assert (
+                "▶ bash" in text and "◀ result" in text and "◀ error" in text
+            )  # calls and results apart
             assert "more lines (z unfolds)" in text and "line 14 of solution.py" not in text
             await pilot.press("z")
             await pilot.pause(0.1)
@@ -176,7 +196,10 @@ def test_transcripts_of_a_finished_run_come_from_the_store(store, tmp_path):
         async with app.run_test(size=SIZE) as pilot:
             await pilot.press("2")
             await until(pilot, lambda: len(app.screen.query(TranscriptPane)) == 2)
-            await until(pilot, lambda: "Submitted solution.py." in pane_text(app.screen.query(TranscriptPane)[1]))
+            await until(
+                pilot,
+                lambda: "Submitted solution.py." in pane_text(app.screen.query(TranscriptPane)[1]),
+            )
             assert app.run_state == "viewing"
 
     asyncio.run(go())
@@ -196,9 +219,19 @@ def test_scores_show_stages_workloads_and_times_but_no_interpreted_speedup(store
             await pilot.press("enter")  # the first row: ref, passed
             await until(pilot, lambda: type(app.screen).__name__ == "ScoresScreen")
             text = text_of(app.screen.query_one("#scores", Static))
-            for expected in ("passed", "generalization", "max abs err 3e-07", "n=4097 (hidden)", "41.7 µs", "± IQR", "interpreted: not a performance figure"):
+            for expected in (
+                "passed",
+                "generalization",
+                "max abs err 3e-07",
+                "n=4097 (hidden)",
+                "41.7 µs",
+                "± IQR",
+                "interpreted: not a performance figure",
+            ):
                 assert expected in text, expected
-            assert "speedup per workload" not in text and "2.40×" not in text  # the cpu device: no chart of interpreted ratios
+            assert (
+                "speedup per workload" not in text and "2.40×" not in text
+            )  # the cpu device: no chart of interpreted ratios
             await pilot.press("n", "n")  # the compile failure: its compiler output
             await pilot.pause()
             text = text_of(app.screen.query_one("#scores", Static))
@@ -218,7 +251,9 @@ def test_leaderboard_ranks_this_runs_results_by_timing_kind(store, tmp_path):
             await pilot.pause(0.2)
             text = text_of(app.screen.query_one("#boards", Static))
             assert "cpu: for information, never ranked" in text
-            assert "ref" in text and "interp." in text and "1.51×" not in text and "starter.py" in text
+            assert (
+                "ref" in text and "interp." in text and "1.51×" not in text and "starter.py" in text
+            )
             await pilot.press("a")
             await pilot.pause()
             assert "every run in the store" in text_of(app.screen.query_one("#board-scope", Static))
@@ -226,12 +261,14 @@ def test_leaderboard_ranks_this_runs_results_by_timing_kind(store, tmp_path):
     asyncio.run(go())
 
 
-def test_triage_groups_failures_shows_diff_opens_editor_and_marks_infrastructure(store, tmp_path, monkeypatch):
+def test_triage_groups_failures_shows_diff_opens_editor_and_marks_infrastructure(
+    store, tmp_path, monkeypatch
+):
     run = scripted(store, tmp_path)
     run.play_into_store()
     opened = tmp_path / "opened"
     editor = tmp_path / "editor.sh"
-    editor.write_text(f"#!/bin/sh\necho \"$1\" > {opened}\n")
+    editor.write_text(f'#!/bin/sh\necho "$1" > {opened}\n')
     editor.chmod(0o755)
     monkeypatch.setenv("VISUAL", str(editor))
 
@@ -243,7 +280,9 @@ def test_triage_groups_failures_shows_diff_opens_editor_and_marks_infrastructure
             labels = [str(o.prompt) for o in app.screen.query_one(OptionList).options]
             assert labels[0] == "compile (1)" and labels[2] == "correctness (1)"
             detail = text_of(app.screen.query_one("#failure", Static))
-            assert "SyntaxError" in detail and "+BLOCK = 128" in detail and "--- starter.py" in detail
+            assert (
+                "SyntaxError" in detail and "+BLOCK = 128" in detail and "--- starter.py" in detail
+            )
             await pilot.press("e")
             await pilot.pause()
             assert opened.read_text().strip().endswith("_solution.py") and app.last_edited
@@ -266,10 +305,14 @@ def test_triage_groups_failures_shows_diff_opens_editor_and_marks_infrastructure
             app.selected = next(r.key for r in app.model.rows.values() if r.marked_infrastructure)
             await pilot.press("5")
             await pilot.pause()
-            assert "infrastructure (1)" in [str(o.prompt) for o in app.screen.query_one(OptionList).options]
+            assert "infrastructure (1)" in [
+                str(o.prompt) for o in app.screen.query_one(OptionList).options
+            ]
             await pilot.press("i")
             await pilot.pause()
-            assert "compile (1)" in [str(o.prompt) for o in app.screen.query_one(OptionList).options]
+            assert "compile (1)" in [
+                str(o.prompt) for o in app.screen.query_one(OptionList).options
+            ]
 
     asyncio.run(again())
     assert not any(r.infrastructure_marks for r in store.results(run.run_id))
@@ -314,7 +357,11 @@ def test_queue_and_triage_keys_cancel_one_attempt_rerun_and_requeue_a_live_run(s
             app.screen.query_one(DataTable).move_cursor(row=keys.index(run.eval_key))
             await pilot.press("R", "D")
             await pilot.pause()
-            assert control.calls == [("cancel", attempt), ("rerun", run.eval_job), ("requeue", run.eval_job, "box2/cpu")]
+            assert control.calls == [
+                ("cancel", attempt),
+                ("rerun", run.eval_job),
+                ("requeue", run.eval_job, "box2/cpu"),
+            ]
             app.switch_mode("triage")
             await pilot.pause()
             await pilot.press("c")  # triage's selection: the evaluation job is no attempt
@@ -326,15 +373,20 @@ def test_queue_and_triage_keys_cancel_one_attempt_rerun_and_requeue_a_live_run(s
     asyncio.run(go())
 
 
-def test_rerun_of_a_finished_run_opens_a_follow_up_run_with_the_stored_seed(store, tmp_path, monkeypatch):
+def test_rerun_of_a_finished_run_opens_a_follow_up_run_with_the_stored_seed(
+    store, tmp_path, monkeypatch
+):
     run = scripted(store, tmp_path)
     run.play_into_store()
     started = []
 
-    def fake_live_source(store_, run_id, spec, factory=None, control=None):  # the follow-up, without the harness
+    def fake_live_source(
+        store_, run_id, spec, factory=None, control=None
+    ):  # the follow-up, without the harness
         async def start(on_event, on_attempt):
             started.append(run_id)
             store_.finish_run(run_id, "finished")
+
         return RunSource(store_, run_id, spec, start, None, control)
 
     monkeypatch.setattr(arena_app, "live_source", fake_live_source)
@@ -363,7 +415,10 @@ def test_failure_kinds(store, tmp_path):
     run.play_into_store()
     model = RunModel(store, run.run_id)
     model.reload()
-    assert sorted(filter(None, (failure_kind(r) for r in model.rows.values()))) == ["compile", "correctness"]
+    assert sorted(filter(None, (failure_kind(r) for r in model.rows.values()))) == [
+        "compile",
+        "correctness",
+    ]
 
 
 # -- cancelling, help, palette ----------------------------------------------------------------------
@@ -397,14 +452,27 @@ def test_help_screen_and_a_palette_entry_for_every_action(store, tmp_path):
             await pilot.press("escape")
             await pilot.pause()
             titles = {c.title for c in app.get_system_commands(app.screen)}
-            for title in ("Show Queue", "Show Transcripts", "Show Scores", "Show Leaderboard", "Show Triage", "Cancel run", "Help",
-                          "Sort queue", "Filter queue", "Open scores of the selected row"):
+            for title in (
+                "Show Queue",
+                "Show Transcripts",
+                "Show Scores",
+                "Show Leaderboard",
+                "Show Triage",
+                "Cancel run",
+                "Help",
+                "Sort queue",
+                "Filter queue",
+                "Open scores of the selected row",
+            ):
                 assert title in titles, title
             for mode in ("transcripts", "scores", "leaderboard", "triage"):
                 app.switch_mode(mode)
                 await pilot.pause()
                 screen_titles = {c.title for c in app.get_system_commands(app.screen)}
-                assert all(t in screen_titles for t, _, _ in type(app.screen).COMMANDS_HERE) and type(app.screen).COMMANDS_HERE
+                assert (
+                    all(t in screen_titles for t, _, _ in type(app.screen).COMMANDS_HERE)
+                    and type(app.screen).COMMANDS_HERE
+                )
             footer_keys = {b.key for b in app.BINDINGS}
             assert {"1", "2", "3", "4", "5", "question_mark", "x", "q"} <= footer_keys
 
@@ -429,7 +497,10 @@ def test_app_stays_responsive_under_hundreds_of_events_per_second(store, tmp_pat
     async def flood(on_event, on_attempt) -> None:
         nonlocal produced
         for i in range(n):
-            on_event(None, events.TranscriptEvent(attempt, 100 + i, "text", "ref", text=f"token burst {i}"))
+            on_event(
+                None,
+                events.TranscriptEvent(attempt, 100 + i, "text", "ref", text=f"token burst {i}"),
+            )
             produced += 1
             if i % 20 == 19:
                 await asyncio.sleep(0.02)  # ~1 000 events a second
@@ -454,7 +525,9 @@ def test_app_stays_responsive_under_hundreds_of_events_per_second(store, tmp_pat
             await until(pilot, lambda: app.current_mode == "queue", timeout=20)
             await until(pilot, lambda: app.run_state == "finished", timeout=30)
         redraws = sum(isinstance(m, RunUpdated) for m in seen)
-        assert produced_when_key_handled and produced_when_key_handled[0] < n, "a key press waited behind the stream"
+        assert produced_when_key_handled and produced_when_key_handled[0] < n, (
+            "a key press waited behind the stream"
+        )
         assert app.events_seen == n
         assert redraws < n / 10, f"{redraws} redraws for {n} events: not coalesced"
         assert len(app.model.transcripts[attempt]) <= 2000  # capped
@@ -465,10 +538,19 @@ def test_app_stays_responsive_under_hundreds_of_events_per_second(store, tmp_pat
 # -- SVG snapshots ----------------------------------------------------------------------------------
 
 
-SCREEN_KEYS = {"queue": (), "transcripts": ("2",), "scores": ("enter",), "leaderboard": ("4",), "triage": ("5",), "help": ("question_mark",)}
+SCREEN_KEYS = {
+    "queue": (),
+    "transcripts": ("2",),
+    "scores": ("enter",),
+    "leaderboard": ("4",),
+    "triage": ("5",),
+    "help": ("question_mark",),
+}
 
 
-@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="snapshot baselines are made on Python 3.11")
+@pytest.mark.skipif(
+    sys.version_info[:2] != (3, 11), reason="snapshot baselines are made on Python 3.11"
+)
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)], ids=["80x24", "200x50"])
 @pytest.mark.parametrize("screen", list(SCREEN_KEYS))
 def test_snapshots(snap_compare, store, tmp_path, fixed_ids, screen, size):
@@ -478,7 +560,9 @@ def test_snapshots(snap_compare, store, tmp_path, fixed_ids, screen, size):
     assert snap_compare(app, press=list(SCREEN_KEYS[screen]), terminal_size=size)
 
 
-def test_at_80x24_every_screen_shows_help_and_quit_and_the_queue_keeps_state_and_stage(store, tmp_path):
+def test_at_80x24_every_screen_shows_help_and_quit_and_the_queue_keeps_state_and_stage(
+    store, tmp_path
+):
     from textual.widgets._footer import FooterKey
 
     run = scripted(store, tmp_path)
@@ -494,14 +578,20 @@ def test_at_80x24_every_screen_shows_help_and_quit_and_the_queue_keeps_state_and
                 if str(column.label) == "stage":
                     break
             assert right <= 80, "the stage column is scrolled off at 80 columns"
-            assert table_column(app, "stage")[1] == "correctness"  # a failed row says where it failed
-            assert "interp." in table_column(app, "speedup")  # the cpu device: no interpreted speedup
+            assert (
+                table_column(app, "stage")[1] == "correctness"
+            )  # a failed row says where it failed
+            assert "interp." in table_column(
+                app, "speedup"
+            )  # the cpu device: no interpreted speedup
             for key in ("1", "2", "3", "4", "5"):
                 await pilot.press(key)
                 await pilot.pause()
                 shown = {k.key: k.region for k in app.screen.query(FooterKey)}
                 for needed in ("question_mark", "q"):
-                    assert needed in shown and shown[needed].right <= 80, f"{needed} is not on screen {key}'s footer"
+                    assert needed in shown and shown[needed].right <= 80, (
+                        f"{needed} is not on screen {key}'s footer"
+                    )
 
     asyncio.run(go())
 
@@ -517,10 +607,22 @@ def test_the_times_table_lists_every_checked_workload_and_says_why_one_is_untime
     console = Console(width=120, record=True, file=io.StringIO())  # recorded; nothing printed
     console.print(timing_table(result))
     text = console.export_text()
-    checked = {(w["label"], s.name) for s in result.stages if s.name in ("correctness", "generalization") for w in s.workloads}
+    checked = {
+        (w["label"], s.name)
+        for s in result.stages
+        if s.name in ("correctness", "generalization")
+        for w in s.workloads
+    }
     for label, stage in checked:
-        assert any(line.strip().startswith(label + (" (hidden)" if stage == "generalization" else "")) for line in text.splitlines()), label
-    assert "drawn hidden shape: checked, not timed" in text and "interpreted: not a performance figure" in text and "speedup" not in text
+        assert any(
+            line.strip().startswith(label + (" (hidden)" if stage == "generalization" else ""))
+            for line in text.splitlines()
+        ), label
+    assert (
+        "drawn hidden shape: checked, not timed" in text
+        and "interpreted: not a performance figure" in text
+        and "speedup" not in text
+    )
 
 
 # -- the command line ----------------------------------------------------------------------------------
@@ -533,16 +635,26 @@ def test_arena_opens_the_app_on_the_default_run_only_when_interactive(monkeypatc
     from core.orchestration.runfile import DEFAULT_RUN
 
     opened = []
-    monkeypatch.setattr(launch, "run_app", lambda store, run_id, spec, factory=None: opened.append((run_id, spec)) or 0)
+    monkeypatch.setattr(
+        launch,
+        "run_app",
+        lambda store, run_id, spec, factory=None: opened.append((run_id, spec)) or 0,
+    )
     assert launch.interactive() is False  # capsys: not a terminal, so the printer as before
     monkeypatch.setattr(launch, "interactive", lambda headless=False: not headless)
     assert main([]) == 0
     assert main(["--tasks-dir", str(FIXTURES)]) == 0
     (_, bundled), (_, fixture) = opened
     # No GPU here: the default run predicts H200 times (sim:h200), never the cpu device's interpreted ones.
-    assert bundled.agents == DEFAULT_RUN.agents and bundled.tasks == DEFAULT_RUN.tasks and bundled.devices == (local_devices.default_device(),)
+    assert (
+        bundled.agents == DEFAULT_RUN.agents
+        and bundled.tasks == DEFAULT_RUN.tasks
+        and bundled.devices == (local_devices.default_device(),)
+    )
     assert local_devices.default_device() in ("sim:h200", "cuda:0", "xpu:0")
-    assert fixture.tasks == (AXPY,) and fixture.tasks_dir == str(FIXTURES)  # --tasks-dir: every task there, as the printer does
+    assert fixture.tasks == (AXPY,) and fixture.tasks_dir == str(
+        FIXTURES
+    )  # --tasks-dir: every task there, as the printer does
     import arena_tui.cli
 
     monkeypatch.setattr(arena_tui.cli, "_demo", lambda args, out: 0)
@@ -554,9 +666,13 @@ def test_arena_run_runfile_opens_the_app_when_interactive(monkeypatch, tmp_path)
     from arena_tui.cli import main
 
     runfile = tmp_path / "run.yaml"
-    runfile.write_text("name: mine\ntasks: [elementwise/axpy]\nagents: [{name: ref, kind: reference}]\n")
+    runfile.write_text(
+        "name: mine\ntasks: [elementwise/axpy]\nagents: [{name: ref, kind: reference}]\n"
+    )
     opened = []
-    monkeypatch.setattr(launch, "run_app", lambda store, run_id, spec, factory=None: opened.append(spec) or 0)
+    monkeypatch.setattr(
+        launch, "run_app", lambda store, run_id, spec, factory=None: opened.append(spec) or 0
+    )
     monkeypatch.setattr(launch, "interactive", lambda headless=False: not headless)
     assert main(["--tasks-dir", str(FIXTURES), "run", str(runfile)]) == 0
     assert [s.name for s in opened] == ["mine"]
@@ -579,8 +695,15 @@ def test_the_real_default_run_on_the_axpy_fixture(store):
             await until(pilot, lambda: app.run_state != "running", timeout=90)
             assert app.run_state == "finished"
             (row,) = app.model.rows.values()
-            assert row.kind == "attempt" and row.agent == "reference" and row.result is not None and row.result.passed
-            assert table_column(app, "state") == ["done (starter)"], "the default run submits the starter on purpose: labelled so"
+            assert (
+                row.kind == "attempt"
+                and row.agent == "reference"
+                and row.result is not None
+                and row.result.passed
+            )
+            assert table_column(app, "state") == ["done (starter)"], (
+                "the default run submits the starter on purpose: labelled so"
+            )
             assert app.model.transcript(row.key), "the reference agent's transcript"
 
     asyncio.run(go())

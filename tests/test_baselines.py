@@ -33,7 +33,9 @@ def test_baseline_py_offers_exactly_the_declared_implementations_in_order(task):
         assert len(declared) == 1
         return
     assert list(impls) == declared
-    assert impls[declared[-1]] is not None, "the last implementation is the torch fallback: it always imports"
+    assert impls[declared[-1]] is not None, (
+        "the last implementation is the torch fallback: it always imports"
+    )
     assert module.IMPL in declared
 
 
@@ -49,7 +51,11 @@ def _task_copy(tmp_path: Path, fixture_tasks: Path, edit) -> Path:
 def _two_impls(spec: dict, folder: Path) -> None:
     spec["baseline_kind"] = "vendor_kernel_library"
     spec["baselines"] = [
-        {"impl": "fastlib", "kind": "vendor_kernel_library", "calls": "fastlib.axpy (never importable here)"},
+        {
+            "impl": "fastlib",
+            "kind": "vendor_kernel_library",
+            "calls": "fastlib.axpy (never importable here)",
+        },
         {"impl": "torch", "kind": "torch_composition", "calls": "torch.add(b, x, alpha=2)"},
     ]
     (folder / "baseline.py").write_text(
@@ -63,9 +69,14 @@ def _two_impls(spec: dict, folder: Path) -> None:
     )
 
 
-def test_tasks_show_order_and_a_result_records_the_implementation_that_ran(tmp_path, fixture_tasks, cpu_evaluator, candidates):
+def test_tasks_show_order_and_a_result_records_the_implementation_that_ran(
+    tmp_path, fixture_tasks, cpu_evaluator, candidates
+):
     task = load_task(_task_copy(tmp_path, fixture_tasks, _two_impls))
-    assert [(b.impl, b.kind) for b in task.baselines] == [("fastlib", "vendor_kernel_library"), ("torch", "torch_composition")]
+    assert [(b.impl, b.kind) for b in task.baselines] == [
+        ("fastlib", "vendor_kernel_library"),
+        ("torch", "torch_composition"),
+    ]
     result = cpu_evaluator.evaluate(task, candidates / "axpy_torch.py")
     assert result.status == "passed", result.stages
     # The library did not import: the fallback ran, and the result says so, with its kind.
@@ -76,17 +87,40 @@ def test_tasks_show_order_and_a_result_records_the_implementation_that_ran(tmp_p
 
 def test_a_task_without_baselines_has_one_named_torch(fixture_tasks):
     task = load_task(fixture_tasks / "elementwise" / "axpy")
-    assert [(b.impl, b.kind, b.calls) for b in task.baselines] == [("torch", "torch_composition", "torch.add(b, x, alpha=2)")]
+    assert [(b.impl, b.kind, b.calls) for b in task.baselines] == [
+        ("torch", "torch_composition", "torch.add(b, x, alpha=2)")
+    ]
     assert baseline_ran(task, [None, None]) == ("torch", "torch_composition")
 
 
-@pytest.mark.parametrize("edit, field", [
-    (lambda s: s.update(baselines=[{"impl": "a", "kind": "torch_composition", "calls": "x"}] * 2), "baselines"),
-    (lambda s: s.update(baselines=[{"impl": "a", "kind": "fast", "calls": "x"}]), "baselines[0].kind"),
-    (lambda s: s.update(baselines=[{"impl": "lib", "kind": "vendor_kernel_library", "calls": "x"}]), "baseline_kind"),
-    (lambda s: s.update(baselines=[{"impl": "Has Space", "kind": "torch_composition", "calls": "x"}]), "baselines[0].impl"),
-    (lambda s: s.update(baselines=[]), "baselines"),
-])
+@pytest.mark.parametrize(
+    "edit, field",
+    [
+        (
+            lambda s: s.update(
+                baselines=[{"impl": "a", "kind": "torch_composition", "calls": "x"}] * 2
+            ),
+            "baselines",
+        ),
+        (
+            lambda s: s.update(baselines=[{"impl": "a", "kind": "fast", "calls": "x"}]),
+            "baselines[0].kind",
+        ),
+        (
+            lambda s: s.update(
+                baselines=[{"impl": "lib", "kind": "vendor_kernel_library", "calls": "x"}]
+            ),
+            "baseline_kind",
+        ),
+        (
+            lambda s: s.update(
+                baselines=[{"impl": "Has Space", "kind": "torch_composition", "calls": "x"}]
+            ),
+            "baselines[0].impl",
+        ),
+        (lambda s: s.update(baselines=[]), "baselines"),
+    ],
+)
 def test_bad_baselines_name_the_field(tmp_path, fixture_tasks, edit, field):
     folder = _task_copy(tmp_path, fixture_tasks, lambda s, _f: edit(s))
     with pytest.raises(TaskError) as err:
@@ -101,30 +135,64 @@ def test_several_implementations_are_reported_in_order_of_preference(tmp_path, f
 
 
 def test_launch_floor_is_the_speed_of_light_of_decode_sized_work():
-    peaks = Peaks(source="measured", hbm_tbps=4.0, launch_graph_us=2.0, launch_eager_us=5.0, launch_overhead_us=3.3)
+    peaks = Peaks(
+        source="measured",
+        hbm_tbps=4.0,
+        launch_graph_us=2.0,
+        launch_eager_us=5.0,
+        launch_overhead_us=3.3,
+    )
     assert scoring.launch_floor_us(peaks, graph=True) == 2.0
     assert scoring.launch_floor_us(peaks, graph=False) == 5.0
-    assert scoring.launch_floor_us(Peaks(source="spec", launch_overhead_us=3.7), graph=True) == 3.7  # unmeasured: the table's estimate
+    assert (
+        scoring.launch_floor_us(Peaks(source="spec", launch_overhead_us=3.7), graph=True) == 3.7
+    )  # unmeasured: the table's estimate
     assert scoring.reachable_us(0.01, 2.0) == 2.0 and scoring.reachable_us(40.0, 2.0) == 40.0
     assert scoring.reachable_us(None, 2.0) is None
 
 
 def test_a_result_keeps_the_roofline_with_and_without_the_launch_floor(fixture_tasks):
     task = load_task(fixture_tasks / "elementwise" / "axpy")
-    measured = Peaks(source="measured", fp32_tflops=50.0, hbm_tbps=4.0, launch_graph_us=2.5, launch_eager_us=4.0)
-    info = DeviceInfo(id="cuda:0", type="cuda", vendor="nvidia", model="GPU", arch="sm_90", memory_gb=1, units=1, versions={}, measured=measured)
+    measured = Peaks(
+        source="measured", fp32_tflops=50.0, hbm_tbps=4.0, launch_graph_us=2.5, launch_eager_us=4.0
+    )
+    info = DeviceInfo(
+        id="cuda:0",
+        type="cuda",
+        vendor="nvidia",
+        model="GPU",
+        arch="sm_90",
+        memory_gb=1,
+        units=1,
+        versions={},
+        measured=measured,
+    )
     w = {"label": "N=64,D=128", "axes": {"N": 64, "D": 128}, "hidden": False}
     job = {"stages": {"performance": [w], "generalization": [{}]}}
     side = {"median_us": 5.0, "n": 10, "rounds": []}
-    seen = [events.StageFinished(s, "passed", 0.1) for s in ("compile", "correctness", "generalization", "performance")]
-    seen.insert(3, events.WorkloadTimed(w["label"], w["axes"], "graph", 1, side, {**side, "median_us": 10.0, "impl": "torch"}))
+    seen = [
+        events.StageFinished(s, "passed", 0.1)
+        for s in ("compile", "correctness", "generalization", "performance")
+    ]
+    seen.insert(
+        3,
+        events.WorkloadTimed(
+            w["label"], w["axes"], "graph", 1, side, {**side, "median_us": 10.0, "impl": "torch"}
+        ),
+    )
     seen.append(events.EvaluationFinished("passed"))
     result = assemble(task, job, info, "sha", seen)
     fig = result.workloads[0]
     roof = 12 * 64 * 128 / 4e12 * 1e6  # bytes / bandwidth: 0.025 µs
-    assert fig.roofline_us == pytest.approx(roof) and fig.launch_floor_us == 2.5 and fig.sol_us == 2.5
-    assert fig.sol_fraction == pytest.approx(0.5) and fig.roofline_fraction == pytest.approx(roof / 5.0)
-    assert result.sol_fraction == pytest.approx(0.5) and result.roofline_fraction == pytest.approx(roof / 5.0)
+    assert (
+        fig.roofline_us == pytest.approx(roof) and fig.launch_floor_us == 2.5 and fig.sol_us == 2.5
+    )
+    assert fig.sol_fraction == pytest.approx(0.5) and fig.roofline_fraction == pytest.approx(
+        roof / 5.0
+    )
+    assert result.sol_fraction == pytest.approx(0.5) and result.roofline_fraction == pytest.approx(
+        roof / 5.0
+    )
     assert result.baseline_impl == "torch"
 
 
@@ -140,7 +208,9 @@ def test_the_prompt_names_the_baseline_that_runs_and_its_recorded_figures():
     assert f"`{impl}` ({rope.baseline_impl(impl).kind.replace('_', ' ')}" in prompt
     assert f"- {label}: {recorded[label]['median_us']:.2f} µs" in prompt
     # A GPU named by its probed model gets the same figures; the CPU device runs the torch fallback.
-    assert f"- {label}:" in render_prompt(rope, "cuda:0", Variant(), budget_s=600, device_model="NVIDIA H200")
+    assert f"- {label}:" in render_prompt(
+        rope, "cuda:0", Variant(), budget_s=600, device_model="NVIDIA H200"
+    )
     cpu = render_prompt(rope, "cpu", Variant(), budget_s=600)
     assert "on the CPU device: `torch`" in cpu and "µs (" not in cpu
     # An unknown GPU: the candidates in order of preference, no figures.
@@ -152,11 +222,27 @@ def test_the_leaderboard_never_ranks_results_against_different_baselines_togethe
     from core.store.leaderboard import Scored, build
 
     def row(agent: str, impl: str | None, speedup: float) -> Scored:
-        return Scored(run_id="r", job_id=1, task_id="elementwise/rope", family="elementwise", agent=agent, model=None,
-                      device_id="cuda:0", device_model="NVIDIA H200", device_vendor="nvidia", timing_kind="measured",
-                      status="passed", speedup=speedup, sol_fraction=0.5, baseline_impl=impl)
+        return Scored(
+            run_id="r",
+            job_id=1,
+            task_id="elementwise/rope",
+            family="elementwise",
+            agent=agent,
+            model=None,
+            device_id="cuda:0",
+            device_model="NVIDIA H200",
+            device_vendor="nvidia",
+            timing_kind="measured",
+            status="passed",
+            speedup=speedup,
+            sol_fraction=0.5,
+            baseline_impl=impl,
+        )
 
-    board = build([row("a", "liger", 1.2), row("b", "torch", 8.0), row("c", "liger", 1.5)], timing_kind="measured")
+    board = build(
+        [row("a", "liger", 1.2), row("b", "torch", 8.0), row("c", "liger", 1.5)],
+        timing_kind="measured",
+    )
     groups = {device: [e.agent for e in entries] for _family, device, entries in board.groups()}
     assert groups == {"NVIDIA H200 · vs liger": ["c", "a"], "NVIDIA H200 · vs torch": ["b"]}
 
@@ -165,11 +251,37 @@ def test_an_attempt_with_nothing_to_score_sits_with_its_task_results_baseline():
     # a failure has no result, so no baseline of its own: it joins the group its task's results are in
     from core.store.leaderboard import Failure, Scored, build
 
-    scored = Scored(run_id="r", job_id=1, task_id="elementwise/rope", family="elementwise", agent="a", model=None,
-                    device_id="cuda:0", device_model="NVIDIA H200", device_vendor="nvidia", timing_kind="measured",
-                    status="passed", speedup=1.2, sol_fraction=0.5, baseline_impl="liger")
-    lost = Failure(run_id="r", attempt_id="t1", task_id="elementwise/rope", family="elementwise", agent="a", model=None,
-                   device_id="cuda:0", device_model="NVIDIA H200", device_vendor="nvidia", timing_kind="measured",
-                   outcome="agent_error", reason="crashed")
-    [(_family, device, [entry])] = list(build([scored], timing_kind="measured", failed=[lost]).groups())
+    scored = Scored(
+        run_id="r",
+        job_id=1,
+        task_id="elementwise/rope",
+        family="elementwise",
+        agent="a",
+        model=None,
+        device_id="cuda:0",
+        device_model="NVIDIA H200",
+        device_vendor="nvidia",
+        timing_kind="measured",
+        status="passed",
+        speedup=1.2,
+        sol_fraction=0.5,
+        baseline_impl="liger",
+    )
+    lost = Failure(
+        run_id="r",
+        attempt_id="t1",
+        task_id="elementwise/rope",
+        family="elementwise",
+        agent="a",
+        model=None,
+        device_id="cuda:0",
+        device_model="NVIDIA H200",
+        device_vendor="nvidia",
+        timing_kind="measured",
+        outcome="agent_error",
+        reason="crashed",
+    )
+    [(_family, device, [entry])] = list(
+        build([scored], timing_kind="measured", failed=[lost]).groups()
+    )
     assert device == "NVIDIA H200 · vs liger" and (entry.results, entry.failures) == (1, 1)

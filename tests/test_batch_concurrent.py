@@ -40,20 +40,39 @@ def concurrent_evaluator():
                 os.environ[k] = v
 
 
-def test_concurrent_verdicts_are_those_of_one_at_a_time(concurrent_evaluator: Evaluator, axpy) -> None:
-    paths = [CANDIDATES / "axpy_torch.py", CANDIDATES / "axpy_wrong.py", CANDIDATES / "axpy_crash.py", CANDIDATES / "axpy_torch.py"]
+def test_concurrent_verdicts_are_those_of_one_at_a_time(
+    concurrent_evaluator: Evaluator, axpy
+) -> None:
+    paths = [
+        CANDIDATES / "axpy_torch.py",
+        CANDIDATES / "axpy_wrong.py",
+        CANDIDATES / "axpy_crash.py",
+        CANDIDATES / "axpy_torch.py",
+    ]
     seen = []
-    batch = asyncio.run(concurrent_evaluator.aevaluate_batch(axpy, paths, seed=11, on_event=seen.append, profile="train"))
-    alone = [asyncio.run(concurrent_evaluator.aevaluate(axpy, p, seed=11, profile="train")) for p in paths]
-    assert [(r.status, r.failed_stage) for r in batch] == [(r.status, r.failed_stage) for r in alone] == [
-        ("passed", None), ("failed", "correctness"), ("failed", "compile"), ("passed", None)]
-    assert all(r.stage("performance").status == "passed" and r.workloads for r in (batch[0], batch[3]))
+    batch = asyncio.run(
+        concurrent_evaluator.aevaluate_batch(
+            axpy, paths, seed=11, on_event=seen.append, profile="train"
+        )
+    )
+    alone = [
+        asyncio.run(concurrent_evaluator.aevaluate(axpy, p, seed=11, profile="train"))
+        for p in paths
+    ]
+    assert (
+        [(r.status, r.failed_stage) for r in batch]
+        == [(r.status, r.failed_stage) for r in alone]
+        == [("passed", None), ("failed", "correctness"), ("failed", "compile"), ("passed", None)]
+    )
+    assert all(
+        r.stage("performance").status == "passed" and r.workloads for r in (batch[0], batch[3])
+    )
     # Each candidate's events arrive as one evaluation, in the batch's order.
     kinds = [type(e).__name__ for e in seen]
     assert kinds.count("EvaluationStarted") == kinds.count("EvaluationFinished") == len(paths)
 
 
-HEARTBEAT = '''
+HEARTBEAT = """
 import os, pathlib, threading, time
 SHARED = pathlib.Path(__file__).resolve().parents[2] / "meet"  # the batch's folder: visible in the sandbox too
 SHARED.mkdir(exist_ok=True)
@@ -75,17 +94,20 @@ if os.fork() == 0:
             os._exit(0)
     os._exit(0)
 os.wait()
-'''
+"""
 
-HOSTILE = HEARTBEAT + '''
+HOSTILE = (
+    HEARTBEAT
+    + """
 import torch
 
 def run(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     time.sleep(0.05)  # slow enough to be running while its neighbour is checked
     return x * 2 + b
-'''
+"""
+)
 
-OBSERVER = '''
+OBSERVER = """
 import os, pathlib, time
 import torch
 SHARED = pathlib.Path(__file__).resolve().parents[2] / "meet"  # the batch's folder: visible in the sandbox too
@@ -107,23 +129,34 @@ def run(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     with open(SHARED / f"observer-{{os.getpid()}}", "a") as fh:
         fh.write("1" if _alive() else "0")
     return x * 2 + b
-'''
+"""
 
 
-def test_no_neighbour_is_alive_while_a_candidate_is_timed(concurrent_evaluator: Evaluator, axpy, tmp_path: Path) -> None:
+def test_no_neighbour_is_alive_while_a_candidate_is_timed(
+    concurrent_evaluator: Evaluator, axpy, tmp_path: Path
+) -> None:
     paths = []
     for name, source in (("observer", OBSERVER), ("hostile", HOSTILE)):
         (tmp_path / name).mkdir()
         (tmp_path / name / "candidate.py").write_text(source.replace("{{", "{").replace("}}", "}"))
         paths.append(tmp_path / name / "candidate.py")
-    observer, hostile = asyncio.run(concurrent_evaluator.aevaluate_batch(axpy, paths, seed=3, profile="train"))
+    observer, hostile = asyncio.run(
+        concurrent_evaluator.aevaluate_batch(axpy, paths, seed=3, profile="train")
+    )
     assert observer.status == "passed" and observer.workloads, [s.message for s in observer.stages]
     shared = max(concurrent_evaluator.root.glob("eval-*"), key=lambda p: p.stat().st_mtime) / "meet"
     pids = (shared / "observer-processes").read_text().split()
     # Its last process is the timing worker (started once every untimed stage had ended).
-    untimed, timed = "".join((shared / f"observer-{p}").read_text() for p in pids[:-1]), (shared / f"observer-{pids[-1]}").read_text()
+    untimed, timed = (
+        "".join((shared / f"observer-{p}").read_text() for p in pids[:-1]),
+        (shared / f"observer-{pids[-1]}").read_text(),
+    )
     assert "1" in untimed, "the neighbour was running beside the observer's correctness runs"
-    assert timed and "1" not in timed, "a neighbour's thread or escaped process was alive while the observer was timed"
+    assert timed and "1" not in timed, (
+        "a neighbour's thread or escaped process was alive while the observer was timed"
+    )
     # The escaped process is the hostile candidate's finding, found by its own slot; not its neighbour's.
-    assert any(f.startswith("leftover_processes") for f in hostile.integrity_flags), hostile.integrity_flags
+    assert any(f.startswith("leftover_processes") for f in hostile.integrity_flags), (
+        hostile.integrity_flags
+    )
     assert not observer.integrity_flags

@@ -59,21 +59,34 @@ def _task(name: str):
 
 
 def _running(marker: str) -> list[str]:
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=False).stdout
+    out = subprocess.run(
+        ["ps", "-eo", "pid,args"], capture_output=True, text=True, check=False
+    ).stdout
     return [line for line in out.splitlines() if marker in line and "ps -eo" not in line]
 
 
 def _task_dir_hidden(evaluator: Evaluator, task_dir: Path) -> bool:
     harness = getattr(evaluator.executor, "harness", None)
-    return bool(harness is not None and getattr(harness, "sandboxed", False) and harness.policy.view(task_dir) == "hidden")
+    return bool(
+        harness is not None
+        and getattr(harness, "sandboxed", False)
+        and harness.policy.view(task_dir) == "hidden"
+    )
 
 
 def _describe(result) -> str:
-    return json.dumps({
-        "status": result.status, "failed_stage": result.failed_stage, "points": result.points, "speedup": result.speedup,
-        "stages": [(s.name, s.status, (s.message or "")[:300]) for s in result.stages],
-        "flags": result.integrity_flags, "notes": [n[:160] for n in result.review_notes],
-    }, indent=1)
+    return json.dumps(
+        {
+            "status": result.status,
+            "failed_stage": result.failed_stage,
+            "points": result.points,
+            "speedup": result.speedup,
+            "stages": [(s.name, s.status, (s.message or "")[:300]) for s in result.stages],
+            "flags": result.integrity_flags,
+            "notes": [n[:160] for n in result.review_notes],
+        },
+        indent=1,
+    )
 
 
 @pytest.mark.parametrize("cheat", [c for c in CHEATS if c.special is None], ids=lambda c: c.file)
@@ -101,7 +114,11 @@ def test_cheat_is_caught_by_its_defense(cheat_evaluator, cheat):
     assert [type(e) for e in seen].count(events.EvaluationFinished) == 1
     if cheat.file == "forged_verdicts":
         # Its lines may show up as text in the compile log; never as an event.
-        forged = [e for e in seen if "FORGED" in (getattr(e, "message", None) or "") + (getattr(e, "error", None) or "")]
+        forged = [
+            e
+            for e in seen
+            if "FORGED" in (getattr(e, "message", None) or "") + (getattr(e, "error", None) or "")
+        ]
         assert forged == [], "a forged verdict reached the engine"
     if cheat.marker:
         time.sleep(0.2)
@@ -117,7 +134,9 @@ class _NotesOnly:
         self.review_notes = notes
 
 
-@pytest.mark.parametrize("cheat", [c for c in CHEATS if c.expect == "sandbox"], ids=lambda c: c.file)
+@pytest.mark.parametrize(
+    "cheat", [c for c in CHEATS if c.expect == "sandbox"], ids=lambda c: c.file
+)
 def test_cheats_that_need_the_sandbox_are_noted_by_the_scan(cheat):
     notes = scan.scan_candidate(cheat.path, task_dtypes(_task(cheat.task)))
     assert not outcome_problems("gap", cheat.notes, _NotesOnly(notes)), notes
@@ -133,16 +152,25 @@ def _unsandboxed_evaluator(monkeypatch, tmp_path: Path) -> Evaluator:
 def test_a_candidate_rewriting_the_task_files_changes_nothing_and_is_flagged(monkeypatch, tmp_path):
     task_dir = tmp_path / "tasks" / "elementwise" / "axpy"
     shutil.copytree(TASKS["axpy"], task_dir)
-    for p in [task_dir, *task_dir.iterdir()]:  # open to all: unsandboxed as root, the candidate is uid 65534
+    for p in [
+        task_dir,
+        *task_dir.iterdir(),
+    ]:  # open to all: unsandboxed as root, the candidate is uid 65534
         p.chmod(0o777 if p.is_dir() else 0o666)
     original = (task_dir / "reference.py").read_text()
     cheat = tmp_path / "modify_task_files.py"
-    cheat.write_text(by_name("modify_task_files").path.read_text().replace("@TASK_DIR@", str(task_dir)))
+    cheat.write_text(
+        by_name("modify_task_files").path.read_text().replace("@TASK_DIR@", str(task_dir))
+    )
     with _unsandboxed_evaluator(monkeypatch, tmp_path) as evaluator:
         result = evaluator.evaluate(load_task(task_dir), cheat, limits=LIMITS)
-    assert (task_dir / "reference.py").read_text() != original, "the cheat did not manage to rewrite the reference"
+    assert (task_dir / "reference.py").read_text() != original, (
+        "the cheat did not manage to rewrite the reference"
+    )
     # The verdict used the reference as it was: the wrong answer failed, despite the new reference.
-    assert result.failed_stage == "correctness" and result.stage("correctness").status == "failed", _describe(result)
+    assert (
+        result.failed_stage == "correctness" and result.stage("correctness").status == "failed"
+    ), _describe(result)
     assert not outcome_problems("flag:task_files_modified", (), result), _describe(result)
 
 
@@ -155,16 +183,26 @@ def test_a_candidate_rewriting_the_harness_is_flagged(tmp_path):
     for path in (ROOT / "core" / "harness").glob("*.py"):
         shutil.copy2(path, copy / "core" / "harness" / path.name)
     cheat = tmp_path / "modify_harness.py"
-    cheat.write_text(by_name("modify_harness").path.read_text().replace("@HARNESS_DIR@", str(copy / "core" / "harness")))
+    cheat.write_text(
+        by_name("modify_harness")
+        .path.read_text()
+        .replace("@HARNESS_DIR@", str(copy / "core" / "harness"))
+    )
     task, info = _task("axpy"), probe("cpu")
     job = build_job(task, cheat, info, "cpu", 7, tmp_path / "work", LIMITS, timing=FAST)
     job_path = tmp_path / "job.json"
     job_path.write_text(json.dumps(job))
     read_fd, write_fd = os.pipe()
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # `core` from the copy (the working folder)
+    env = {
+        k: v for k, v in os.environ.items() if k != "PYTHONPATH"
+    }  # `core` from the copy (the working folder)
     proc = subprocess.Popen(
         [sys.executable, "-m", "core.harness", "run", str(job_path), "--events-fd", str(write_fd)],
-        cwd=copy, env=env, pass_fds=(write_fd,), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        cwd=copy,
+        env=env,
+        pass_fds=(write_fd,),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     os.close(write_fd)
     with os.fdopen(read_fd, "rb") as stream:
@@ -172,7 +210,9 @@ def test_a_candidate_rewriting_the_harness_is_flagged(tmp_path):
     assert proc.wait(timeout=120) == 0, proc.stderr.read().decode()[-2000:] if proc.stderr else ""
     seen = [events.parse(line) for line in lines if line.strip()]
     result = assemble(task, job, info, check_candidate(cheat), seen)
-    assert "arena-cheat" in (copy / "core" / "harness" / "timing.py").read_text(), "the cheat did not reach the harness copy"
+    assert "arena-cheat" in (copy / "core" / "harness" / "timing.py").read_text(), (
+        "the cheat did not reach the harness copy"
+    )
     assert not outcome_problems("flag:harness_files_modified", (), result), _describe(result)
     assert not job_path.exists(), "the harness consumes its job file"
 
@@ -184,14 +224,25 @@ def test_a_queued_job_never_lies_on_disk_while_another_candidate_runs(tmp_path):
 
     task = _task("axpy")
     with Evaluator("cpu", workdir=tmp_path / "runs", timing=FAST) as evaluator:
+
         async def both():
-            reader = asyncio.ensure_future(evaluator.aevaluate(task, by_name("queued_job_reader").path, limits=LIMITS, performance=False))
-            await asyncio.sleep(1.0)  # the reader's evaluation holds the harness; the next one queues behind it
-            other = await evaluator.aevaluate(task, FIXTURES / "candidates" / "axpy_torch.py", limits=LIMITS, performance=False)
+            reader = asyncio.ensure_future(
+                evaluator.aevaluate(
+                    task, by_name("queued_job_reader").path, limits=LIMITS, performance=False
+                )
+            )
+            await asyncio.sleep(
+                1.0
+            )  # the reader's evaluation holds the harness; the next one queues behind it
+            other = await evaluator.aevaluate(
+                task, FIXTURES / "candidates" / "axpy_torch.py", limits=LIMITS, performance=False
+            )
             return await reader, other
 
         reader, other = asyncio.run(both())
-    assert reader.status == "passed", f"the candidate found another evaluation's job: {_describe(reader)}"
+    assert reader.status == "passed", (
+        f"the candidate found another evaluation's job: {_describe(reader)}"
+    )
     assert other.status == "passed"
     assert not list((tmp_path / "runs").glob("*/job.json"))
 
@@ -213,7 +264,10 @@ def test_honest_candidates_are_never_flagged(cheat_evaluator, task_name, candida
     assert result.status == "passed", _describe(result)
     assert result.integrity_flags == [] and result.review_notes == [], _describe(result)
     # Two sampled calls a round (one when a slow candidate makes a single call a round).
-    assert all(FAST.alternations <= w.candidate["checked_calls"] <= 2 * FAST.alternations for w in result.workloads)
+    assert all(
+        FAST.alternations <= w.candidate["checked_calls"] <= 2 * FAST.alternations
+        for w in result.workloads
+    )
 
 
 def test_every_cheat_in_the_folder_is_in_the_catalogue():
@@ -277,12 +331,20 @@ def test_outputs_are_accepted_only_as_described():
 
 
 def _side(median_us: float, rounds: list[tuple[float, float, int]]) -> dict:
-    return {"median_us": median_us, "rounds": [{"wall_s": w, "reported_s": r, "calls": n} for w, r, n in rounds]}
+    return {
+        "median_us": median_us,
+        "rounds": [{"wall_s": w, "reported_s": r, "calls": n} for w, r, n in rounds],
+    }
 
 
 def test_the_wall_clock_proves_a_forged_timer_and_notes_hidden_work():
     base = _side(10.0, [(0.010, 0.0005, 50)] * 3)
-    flags, notes = wall_clock_findings("w", "queued", _side(10.0, [(0.010, 0.0005, 50), (0.010, 0.020, 50), (0.010, 0.0005, 50)]), base)
+    flags, notes = wall_clock_findings(
+        "w",
+        "queued",
+        _side(10.0, [(0.010, 0.0005, 50), (0.010, 0.020, 50), (0.010, 0.0005, 50)]),
+        base,
+    )
     assert [f.split(":")[0] for f in flags] == ["timer_exceeds_wall_clock"] and notes == []
     # 2 ms per call that the timer did not see, 0.1 ms for the baseline: hidden work (a note).
     flags, notes = wall_clock_findings("w", "queued", _side(2.0, [(0.110, 0.0001, 50)] * 3), base)
@@ -310,7 +372,9 @@ def test_a_worker_never_holds_the_engines_events_descriptor():
     finally:
         os.close(read_fd), os.close(write_fd)
     assert write_fd not in listed["fds"] and read_fd not in listed["fds"]
-    assert len([fd for fd in listed["fds"] if fd > 2]) <= 2  # its socket (and the listing's own descriptor)
+    assert (
+        len([fd for fd in listed["fds"] if fd > 2]) <= 2
+    )  # its socket (and the listing's own descriptor)
 
 
 def test_at_least_half_of_every_hidden_set_is_drawn_at_evaluation_time():
@@ -324,7 +388,7 @@ def test_at_least_half_of_every_hidden_set_is_drawn_at_evaluation_time():
             if hidden.draw is None:
                 continue
             resolved = hidden.resolve(random.Random(5))
-            drawn = resolved[len(hidden.fixed):]
+            drawn = resolved[len(hidden.fixed) :]
             assert len(drawn) >= len(hidden.fixed) >= 1, (task.id, cpu)
             assert not {w.label for w in drawn} & {w.label for w in hidden.fixed}
 
@@ -361,11 +425,16 @@ def test_the_harness_tensor_work_is_invisible_to_a_mode_and_a_mode_left_pushed_i
         assert seen == []
         torch._C.TensorBase.normal_(t)
         assert seen == ["function", "dispatch"]
-        assert [f["check"] for f in watch.findings(quick=True)] == ["harness_hooked", "harness_hooked"]
+        assert [f["check"] for f in watch.findings(quick=True)] == [
+            "harness_hooked",
+            "harness_hooked",
+        ]
     original = torch.Tensor.__dict__.get("copy_")
     torch.Tensor.copy_ = lambda self, *a, **k: self  # shadows TensorBase.copy_
     try:
-        assert watch.findings(quick=True) == [{"check": "torch_patched", "message": "the candidate replaced `torch.Tensor.copy_`"}]
+        assert watch.findings(quick=True) == [
+            {"check": "torch_patched", "message": "the candidate replaced `torch.Tensor.copy_`"}
+        ]
     finally:
         if original is None:
             del torch.Tensor.copy_

@@ -13,7 +13,7 @@ import torch
 from core.harness import checking
 from core.tasks.spec import load_task
 
-ROW_ORDER_FREE = '''
+ROW_ORDER_FREE = """
 import torch
 from core.harness.compare import compare
 
@@ -24,15 +24,15 @@ def check(outputs, expected, inputs):
     got = got[torch.argsort(got[:, 0])]
     want = want[torch.argsort(want[:, 0])]
     return {"y": compare(got, want, 1e-5, 1e-5, 1.0)}
-'''
+"""
 
-REVERSED_ROWS = '''
+REVERSED_ROWS = """
 import torch
 
 
 def run(x, b):
     return torch.flip(2 * x + b, dims=[0])
-'''
+"""
 
 
 @pytest.fixture()
@@ -43,14 +43,18 @@ def order_free_axpy(tmp_path: Path, fixture_tasks: Path):
     return load_task(folder)
 
 
-def test_a_task_check_accepts_what_the_elementwise_rule_would_reject(cpu_evaluator, order_free_axpy, tmp_path: Path):
+def test_a_task_check_accepts_what_the_elementwise_rule_would_reject(
+    cpu_evaluator, order_free_axpy, tmp_path: Path
+):
     candidate = tmp_path / "reversed.py"
     candidate.write_text(REVERSED_ROWS)
     result = cpu_evaluator.evaluate(order_free_axpy, candidate, seed=7)
     assert result.status == "passed", result.to_json()
 
 
-def test_a_task_check_still_rejects_wrong_values_with_its_message(cpu_evaluator, order_free_axpy, candidates: Path):
+def test_a_task_check_still_rejects_wrong_values_with_its_message(
+    cpu_evaluator, order_free_axpy, candidates: Path
+):
     result = cpu_evaluator.evaluate(order_free_axpy, candidates / "axpy_wrong.py", seed=7)
     assert result.failed_stage == "correctness"
     assert "outside atol" in result.stage("correctness").message
@@ -67,7 +71,14 @@ def test_without_check_py_the_elementwise_rule_judges():
 
 def test_a_check_that_forgets_an_output_is_the_tasks_fault_not_the_candidates():
     with pytest.raises(checking.CheckError, match="one verdict per declared output"):
-        checking.judge([{"name": "y"}, {"name": "z"}], [torch.ones(1)] * 2, [torch.ones(1)] * 2, [], {}, lambda o, e, i: {"y": {"passed": True}})
+        checking.judge(
+            [{"name": "y"}, {"name": "z"}],
+            [torch.ones(1)] * 2,
+            [torch.ones(1)] * 2,
+            [],
+            {},
+            lambda o, e, i: {"y": {"passed": True}},
+        )
 
 
 @pytest.mark.parametrize("n", [1, 2, 4097, 14_680_064])

@@ -38,7 +38,9 @@ def test_tasks_list_and_show_never_reveal_hidden_workloads(capsys):
     rows = [[tok for tok in line.split() if tok.strip("│┃║|")] for line in out.splitlines()]
     for w in list(task.gpu.hidden.fixed) + list(task.cpu.hidden.fixed):
         values = [str(v) for v in w.axes.values()]
-        assert not any(row[: len(values)] == values for row in rows), f"hidden workload {w.label} shown"
+        assert not any(row[: len(values)] == values for row in rows), (
+            f"hidden workload {w.label} shown"
+        )
     assert "never shown" in out
 
 
@@ -47,8 +49,22 @@ def test_tasks_list_and_show_never_reveal_hidden_workloads(capsys):
     [
         (["eval", "--task", "gemm/nope", "--candidate", "x.py"], "unknown task `gemm/nope`"),
         (["eval", "--task", "elementwise/axpy", "--candidate", "missing.py"], "does not exist"),
-        (["eval", "--task", "elementwise/axpy", "--candidate", "{c}/axpy_no_run.py"], "defines no `run`"),
-        (["eval", "--task", "elementwise/axpy", "--candidate", "{c}/axpy_torch.py", "--device", "tpu:0"], "unknown device `tpu:0`"),
+        (
+            ["eval", "--task", "elementwise/axpy", "--candidate", "{c}/axpy_no_run.py"],
+            "defines no `run`",
+        ),
+        (
+            [
+                "eval",
+                "--task",
+                "elementwise/axpy",
+                "--candidate",
+                "{c}/axpy_torch.py",
+                "--device",
+                "tpu:0",
+            ],
+            "unknown device `tpu:0`",
+        ),
     ],
 )
 def test_bad_input_gets_one_line_and_exit_code_2(capsys, fixture_tasks, candidates, args, says):
@@ -61,15 +77,44 @@ def test_bad_input_gets_one_line_and_exit_code_2(capsys, fixture_tasks, candidat
 
 def test_eval_json_prints_exactly_one_result_object(fixture_tasks, candidates):
     proc = subprocess.run(
-        [sys.executable, "-m", "arena_tui.cli", "--tasks-dir", str(fixture_tasks), "eval", "--task", "elementwise/axpy",
-         "--candidate", str(candidates / "axpy_wrong.py"), "--json"],
-        capture_output=True, text=True, timeout=300, check=False,
+        [
+            sys.executable,
+            "-m",
+            "arena_tui.cli",
+            "--tasks-dir",
+            str(fixture_tasks),
+            "eval",
+            "--task",
+            "elementwise/axpy",
+            "--candidate",
+            str(candidates / "axpy_wrong.py"),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert proc.returncode == 1, proc.stderr
     result = json.loads(proc.stdout)
     assert proc.stdout.count("\n") == 1
-    for key in ("schema_version", "task_id", "candidate_sha256", "device", "timing_kind", "status", "failed_stage",
-                "stages", "workloads", "speedup", "sol_fraction", "points", "integrity_flags", "review_notes", "versions"):
+    for key in (
+        "schema_version",
+        "task_id",
+        "candidate_sha256",
+        "device",
+        "timing_kind",
+        "status",
+        "failed_stage",
+        "stages",
+        "workloads",
+        "speedup",
+        "sol_fraction",
+        "points",
+        "integrity_flags",
+        "review_notes",
+        "versions",
+    ):
         assert key in result
     assert result["status"] == "failed" and result["failed_stage"] == "correctness"
     assert result["device"]["vendor"] == "cpu"
@@ -87,21 +132,43 @@ def test_tasks_show_prints_brackets_in_a_description_as_written(capsys, tmp_path
     folder = tmp_path / "elementwise" / "axpy"
     shutil.copytree(fixture_tasks / "elementwise" / "axpy", folder)
     yaml_path = folder / "task.yaml"
-    yaml_path.write_text(yaml_path.read_text().replace("description: y = 2 * x + b, elementwise, float32.", "description: 'y[i] = 2 * x[i] + b[i], [bold] stays text'"))
+    yaml_path.write_text(
+        yaml_path.read_text().replace(
+            "description: y = 2 * x + b, elementwise, float32.",
+            "description: 'y[i] = 2 * x[i] + b[i], [bold] stays text'",
+        )
+    )
     assert main(["--tasks-dir", str(tmp_path), "tasks", "show", "elementwise/axpy"]) == 0
     assert "y[i] = 2 * x[i] + b[i], [bold] stays text" in capsys.readouterr().out
 
 
-def test_a_gpu_this_machine_lacks_is_bad_input_at_once_and_json_gets_an_error_object(capsys, fixture_tasks, candidates, monkeypatch):
+def test_a_gpu_this_machine_lacks_is_bad_input_at_once_and_json_gets_an_error_object(
+    capsys, fixture_tasks, candidates, monkeypatch
+):
     import time
 
     from arena_tui import local_devices
 
     monkeypatch.setattr(local_devices, "_gpu_ids", lambda: ())  # as on a machine without a GPU
     start = time.monotonic()
-    args = ["--tasks-dir", str(fixture_tasks), "eval", "--task", "elementwise/axpy", "--candidate", str(candidates / "axpy_torch.py"), "--device", "cuda:0"]
+    args = [
+        "--tasks-dir",
+        str(fixture_tasks),
+        "eval",
+        "--task",
+        "elementwise/axpy",
+        "--candidate",
+        str(candidates / "axpy_torch.py"),
+        "--device",
+        "cuda:0",
+    ]
     code, out, err = run_cli(capsys, *args)
-    assert code == 2 and "`cuda:0`: this machine has no GPU" in err and "sim:h200" in err and len(err.strip().splitlines()) == 1
+    assert (
+        code == 2
+        and "`cuda:0`: this machine has no GPU" in err
+        and "sim:h200" in err
+        and len(err.strip().splitlines()) == 1
+    )
     code, out, err = run_cli(capsys, *args, "--json")
     assert code == 2 and "no GPU" in json.loads(out)["error"] and out.count("\n") == 1
     assert time.monotonic() - start < 5  # no probe, no harness started

@@ -49,13 +49,36 @@ def filled(tmp_path, monkeypatch):
     monkeypatch.setenv("ARENA_DB", str(path))
     with Store.open(path) as store:
         a = store.create_run("sweep-with-a-long-descriptive-name")
-        record(store, a, LONG_AGENT, result("attention/prefill_sliding_window_sinks", 1.234), result("gemm/fp8_blockscale_grouped_gemm", None),
-               model="claude-opus-4-with-a-long-model-id")
-        record(store, a, "codex", result("attention/prefill_sliding_window_sinks", 0.000343), result("gemm/fp8_blockscale_grouped_gemm", 12.5))
+        record(
+            store,
+            a,
+            LONG_AGENT,
+            result("attention/prefill_sliding_window_sinks", 1.234),
+            result("gemm/fp8_blockscale_grouped_gemm", None),
+            model="claude-opus-4-with-a-long-model-id",
+        )
+        record(
+            store,
+            a,
+            "codex",
+            result("attention/prefill_sliding_window_sinks", 0.000343),
+            result("gemm/fp8_blockscale_grouped_gemm", 12.5),
+        )
         b = store.create_run("sweep-again")
-        record(store, b, "codex", result("attention/prefill_sliding_window_sinks", 2.5), result("gemm/fp8_blockscale_grouped_gemm", 11.0))
+        record(
+            store,
+            b,
+            "codex",
+            result("attention/prefill_sliding_window_sinks", 2.5),
+            result("gemm/fp8_blockscale_grouped_gemm", 11.0),
+        )
         c = store.create_run("on-cpu")
-        record(store, c, "reference", result("norm/add_rmsnorm", 0.000361, device=CPU, timing="cpu", sol=None))
+        record(
+            store,
+            c,
+            "reference",
+            result("norm/add_rmsnorm", 0.000361, device=CPU, timing="cpu", sol=None),
+        )
         for run in (a, b, c):
             store.finish_run(run)
         yield store, a, b, c
@@ -81,10 +104,19 @@ def test_tasks_list_is_one_line_per_task_at_80_columns(capsys, monkeypatch):
         assert sum(1 for line in lines(out) if line.startswith(t.id + " ")) == 1, t.id
     header, rule, *body = lines(out)
     assert len([line for line in body if line.split() and "/" in line.split()[0]]) == len(tasks)
-    for width in (130, 220):  # every model from 120 columns, the signature's names from 200: still one line each
+    for width in (
+        130,
+        220,
+    ):  # every model from 120 columns, the signature's names from 200: still one line each
         monkeypatch.setenv("COLUMNS", str(width))
         assert main(["tasks", "list"]) == 0
-        assert len([line for line in lines(capsys.readouterr().out) if line.split() and "/" in line.split()[0]]) == len(tasks)
+        assert len(
+            [
+                line
+                for line in lines(capsys.readouterr().out)
+                if line.split() and "/" in line.split()[0]
+            ]
+        ) == len(tasks)
     data = run_json(capsys, "tasks", "list")
     assert [t["id"] for t in data] == [t.id for t in tasks] and all(t["baseline"] for t in data)
 
@@ -93,7 +125,9 @@ def test_tasks_show_keeps_every_workload_axis_whole(capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", str(WIDTH))
     for task in discover():
         out = run(capsys, "tasks", "show", task.id)
-        assert_whole(out, [str(v) for w in (*task.gpu.visible, *task.cpu.visible) for v in w.axes.values()])
+        assert_whole(
+            out, [str(v) for w in (*task.gpu.visible, *task.cpu.visible) for v in w.axes.values()]
+        )
         shown = run_json(capsys, "tasks", "show", task.id)
         assert shown["id"] == task.id and len(shown["visible"]["gpu"]) == len(task.gpu.visible)
 
@@ -102,7 +136,10 @@ def test_in_place_outputs_read_as_in_place_in_tasks_show(capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")  # the signature on one line
     assert main(["tasks", "show", "elementwise/rope"]) == 0
     out = capsys.readouterr().out
-    assert "q_out: bfloat16[T, Hq, d] (written in place into input `q`)" in out and "scalar" not in out.split("signature")[1].splitlines()[0]
+    assert (
+        "q_out: bfloat16[T, Hq, d] (written in place into input `q`)" in out
+        and "scalar" not in out.split("signature")[1].splitlines()[0]
+    )
 
 
 def test_runs_list_show_and_the_run_summary_keep_numbers_whole(capsys, filled):
@@ -126,7 +163,9 @@ def test_runs_list_show_and_the_run_summary_keep_numbers_whole(capsys, filled):
 def test_leaderboard_and_compare_keep_numbers_whole(capsys, filled):
     _store, a, b, _c = filled
     out = run(capsys, "leaderboard")
-    assert_whole(out, ["1.23×", "11.73×", "50.0%"])  # codex on gemm: the geometric mean of 12.5× and 11×
+    assert_whole(
+        out, ["1.23×", "11.73×", "50.0%"]
+    )  # codex on gemm: the geometric mean of 12.5× and 11×
     assert "claude-" in out  # a long name folds; it is never dropped
     out = run(capsys, "compare", a, b)
     assert_whole(out, ["2.50×", "11.00×"])
@@ -137,7 +176,9 @@ def test_attempts_with_nothing_to_score_fit_80_columns_in_their_own_column(capsy
     failed_attempt(store, a, LONG_AGENT, "gemm/fp8_blockscale_grouped_gemm", "agent_error")
     out = run(capsys, "leaderboard", "--timing", "measured")
     header = next(line.split() for line in lines(out) if line.split()[:1] == ["rank"])
-    assert header[-2:] == ["violations", "failures"], "at 80 columns too, once an entry has failures"
+    assert header[-2:] == ["violations", "failures"], (
+        "at 80 columns too, once an entry has failures"
+    )
     assert "failures: attempts whose agent produced nothing to score" in out
     out = run(capsys, "runs", "show", a)
     assert "agent_error" in out and "(not scored)" in out
@@ -148,40 +189,72 @@ def test_cpu_results_never_show_an_interpreted_speedup(capsys, filled):
     _store, _a, _b, c = filled
     for args in (("runs", "show", c), ("leaderboard", "--timing", "cpu")):
         out = run(capsys, *args)
-        assert "3.6e-04" not in out and figures.INTERPRETED_CELL in out and figures.INTERPRETED in out
+        assert (
+            "3.6e-04" not in out and figures.INTERPRETED_CELL in out and figures.INTERPRETED in out
+        )
     shown = run_json(capsys, "runs", "show", c)
-    assert shown["jobs"][0]["result"]["speedup"] == pytest.approx(0.000361)  # --json keeps every number
+    assert shown["jobs"][0]["result"]["speedup"] == pytest.approx(
+        0.000361
+    )  # --json keeps every number
 
 
 def _sim_result() -> Result:
     r = result("comm/all_reduce_add_rmsnorm", 3.456, timing="predicted")
-    w = WorkloadFigures(label="T=8192,H=8192,W=8", axes={"T": 8192, "H": 8192, "W": 8}, hidden=True, mode="predicted",
-                        candidate={"median_us": 1234.5, "band": 0.2}, baseline={"median_us": 4266.0, "band": 0.2}, speedup=3.456,
-                        roofline_us=900.0, sol_fraction=0.7291, band=0.25,
-                        bandwidth={"candidate_busbw_gbps": 123.4, "baseline_busbw_gbps": 45.6})
+    w = WorkloadFigures(
+        label="T=8192,H=8192,W=8",
+        axes={"T": 8192, "H": 8192, "W": 8},
+        hidden=True,
+        mode="predicted",
+        candidate={"median_us": 1234.5, "band": 0.2},
+        baseline={"median_us": 4266.0, "band": 0.2},
+        speedup=3.456,
+        roofline_us=900.0,
+        sol_fraction=0.7291,
+        band=0.25,
+        bandwidth={"candidate_busbw_gbps": 123.4, "baseline_busbw_gbps": 45.6},
+    )
     return replace(r, workloads=[w])
 
 
 def test_eval_and_demo_summaries_fit_80_columns():
     console = Console(width=WIDTH, record=True, file=io.StringIO())  # recorded; nothing printed
     sim = _sim_result()
-    cpu = replace(result("norm/add_rmsnorm", 0.000361, device=CPU, timing="cpu", sol=None), sol_fraction=None)
+    cpu = replace(
+        result("norm/add_rmsnorm", 0.000361, device=CPU, timing="cpu", sol=None), sol_fraction=None
+    )
     render.result_summary(console, sim)
     render.result_summary(console, cpu)
     render.scores_table(console, [sim, cpu])
     text = console.export_text()
     assert_fits(text)
-    assert_whole(text, ["1.23 ms ±20%", "4.27 ms ±20%", "3.46× ±25%", "72.9%", "10.0 µs ±1.0%", "15.0 µs ±1.0%", "466"])
+    assert_whole(
+        text,
+        [
+            "1.23 ms ±20%",
+            "4.27 ms ±20%",
+            "3.46× ±25%",
+            "72.9%",
+            "10.0 µs ±1.0%",
+            "15.0 µs ±1.0%",
+            "466",
+        ],
+    )
     assert "3.6e-04" not in text and figures.INTERPRETED in text
-    assert "generalization" in text and "hidden shapes" in text  # the stored word, defined once in the legend
+    assert (
+        "generalization" in text and "hidden shapes" in text
+    )  # the stored word, defined once in the legend
 
 
 def test_devices_keep_their_peaks_whole(capsys, monkeypatch):
     from arena_tui import devices_cmd
 
     monkeypatch.setenv("COLUMNS", str(WIDTH))
-    monkeypatch.setenv("XDG_CONFIG_HOME", "/nonexistent")  # no hosts file: this machine's devices only
-    monkeypatch.setattr(devices_cmd, "local_device_ids", lambda: [])  # no probe process: the simulated GPUs' rows
+    monkeypatch.setenv(
+        "XDG_CONFIG_HOME", "/nonexistent"
+    )  # no hosts file: this machine's devices only
+    monkeypatch.setattr(
+        devices_cmd, "local_device_ids", lambda: []
+    )  # no probe process: the simulated GPUs' rows
     out = run(capsys, "devices")
     assert_whole(out, ["788", "4.25", "141 GB", "sim:mi355x"])
 
@@ -190,14 +263,21 @@ def test_add_model_lists_the_workloads_it_would_add_whole(capsys, monkeypatch):
     from tests.conftest import FIXTURES
 
     monkeypatch.setenv("COLUMNS", str(WIDTH))
-    out = run(capsys, "tasks", "add-model", str(FIXTURES / "models" / "gpt-oss-20b.json"), "--dry-run")
-    assert out.startswith("gpt-oss-20b: ") and "would add" in out  # named after the file: the config has no _name_or_path
+    out = run(
+        capsys, "tasks", "add-model", str(FIXTURES / "models" / "gpt-oss-20b.json"), "--dry-run"
+    )
+    assert (
+        out.startswith("gpt-oss-20b: ") and "would add" in out
+    )  # named after the file: the config has no _name_or_path
     assert_whole(out, ["H=2880", "V=201088"])
 
 
 def test_json_commands_print_an_error_object_on_bad_input(capsys, filled):
-    for args, says in ((["runs", "show", "r-nope"], "unknown run `r-nope`"), (["tasks", "show", "gemm/nope"], "unknown task `gemm/nope`"),
-                       (["leaderboard", "--run", "r-nope"], "unknown run `r-nope`")):
+    for args, says in (
+        (["runs", "show", "r-nope"], "unknown run `r-nope`"),
+        (["tasks", "show", "gemm/nope"], "unknown task `gemm/nope`"),
+        (["leaderboard", "--run", "r-nope"], "unknown run `r-nope`"),
+    ):
         assert main([*args, "--json"]) == 2, args
         out = capsys.readouterr().out
         assert says in json.loads(out)["error"] and out.count("\n") == 1

@@ -58,13 +58,21 @@ type = "forbidden"
 source_modules = ["tinyproj.low"]
 forbidden_modules = ["tinyproj.high"]
 """
-CLEAN_LOW = 'def double(x: int) -> int:\n    return 2 * x\n'
-CLEAN_HIGH = 'from tinyproj.low import double\n\n\ndef quad(x: int) -> int:\n    return double(double(x))\n'
+CLEAN_LOW = "def double(x: int) -> int:\n    return 2 * x\n"
+CLEAN_HIGH = (
+    "from tinyproj.low import double\n\n\ndef quad(x: int) -> int:\n    return double(double(x))\n"
+)
 BROKEN = {
-    "ruff lint": ("low.py", "import os\n\n\ndef double(x: int) -> int:\n    return 2 * x\n"),  # F401
+    "ruff lint": (
+        "low.py",
+        "import os\n\n\ndef double(x: int) -> int:\n    return 2 * x\n",
+    ),  # F401
     "ruff format": ("low.py", "def double( x:int )->int:\n    return 2*x\n"),
     "mypy": ("low.py", 'def double(x: int) -> int:\n    return "2" * x\n'),
-    "import contracts": ("low.py", "import tinyproj.high\n\n\ndef double(x: int) -> int:\n    return 2 * x\n"),
+    "import contracts": (
+        "low.py",
+        "import tinyproj.high\n\n\ndef double(x: int) -> int:\n    return 2 * x\n",
+    ),
 }
 
 
@@ -83,12 +91,16 @@ def _tiny_project(root: Path, replace: tuple[str, str] | None = None) -> Path:
 @pytest.mark.parametrize("name", list(CHECKS))
 def test_each_check_passes_a_clean_project_and_reports_a_broken_one(tmp_path, monkeypatch, name):
     check = CHECKS[name]
-    monkeypatch.setenv("MYPY_CACHE_DIR", str(tmp_path / "mypy-cache"))  # typeshed's analysis, done once
+    monkeypatch.setenv(
+        "MYPY_CACHE_DIR", str(tmp_path / "mypy-cache")
+    )  # typeshed's analysis, done once
     clean = run_check(check, _tiny_project(tmp_path / "clean"))
     assert clean.ok, clean.report
     broken = run_check(check, _tiny_project(tmp_path / "broken", BROKEN[name]))
     assert not broken.ok, f"{check.name} passed a project broken for it:\n{broken.report}"
-    assert "low.py" in broken.report or "tinyproj.low" in broken.report, broken.report  # it names the place
+    assert "low.py" in broken.report or "tinyproj.low" in broken.report, (
+        broken.report
+    )  # it names the place
 
 
 def test_a_missing_tool_skips_here_and_fails_under_ci(monkeypatch):

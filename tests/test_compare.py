@@ -16,7 +16,9 @@ from tests.test_store import make_result
 
 
 def outcome(task: str, speedup: float, passed: bool = True) -> Outcome:
-    return Outcome(task, "NVIDIA H200", passed, speedup if passed else 0.0, 0.4 if passed else None, "measured")
+    return Outcome(
+        task, "NVIDIA H200", passed, speedup if passed else 0.0, 0.4 if passed else None, "measured"
+    )
 
 
 def test_a_failed_attempt_counts_as_keeping_the_baseline():
@@ -35,7 +37,9 @@ def test_uniformly_faster_arm_gets_an_interval_above_one():
     assert 1.3 < c.geomean_ratio < 1.7
     low, high = c.interval
     assert 1.0 < low <= c.geomean_ratio <= high
-    assert compare("A", a, "B", b).interval == c.interval  # a fixed seed: the same runs print the same interval
+    assert (
+        compare("A", a, "B", b).interval == c.interval
+    )  # a fixed seed: the same runs print the same interval
 
 
 def test_mixed_results_give_an_interval_that_straddles_one():
@@ -47,7 +51,9 @@ def test_mixed_results_give_an_interval_that_straddles_one():
 
 
 def test_tasks_missing_from_one_run_are_listed_not_paired():
-    c = compare("A", [outcome("x", 1.0), outcome("y", 1.0)], "B", [outcome("y", 2.0), outcome("z", 1.0)])
+    c = compare(
+        "A", [outcome("x", 1.0), outcome("y", 1.0)], "B", [outcome("y", 2.0), outcome("z", 1.0)]
+    )
     assert [t.task_id for t in c.tasks] == ["y"]
     assert c.only_a == [("x", "NVIDIA H200")] and c.only_b == [("z", "NVIDIA H200")]
 
@@ -62,14 +68,23 @@ def _run(store: Store, name: str, speedups: dict[str, float]) -> str:
 
 
 def test_fewer_than_five_paired_tasks_are_not_enough_evidence_and_get_no_interval():
-    c = compare("A", [outcome("x", 1.0), outcome("y", 1.0)], "B", [outcome("x", 3.0), outcome("y", 3.1)])
-    assert c.verdict == "not enough evidence" and "2 paired tasks" in c.why and "at least 5" in c.why
+    c = compare(
+        "A", [outcome("x", 1.0), outcome("y", 1.0)], "B", [outcome("x", 3.0), outcome("y", 3.1)]
+    )
+    assert (
+        c.verdict == "not enough evidence" and "2 paired tasks" in c.why and "at least 5" in c.why
+    )
     assert c.interval is None, "a bootstrap over two values is no interval"
 
 
 def test_identical_ratios_never_give_a_zero_width_interval():
     tasks = [f"t{i}" for i in range(6)]
-    c = compare("A", [outcome(t, 0.0, passed=False) for t in tasks], "B", [outcome(t, 0.0, passed=False) for t in tasks])
+    c = compare(
+        "A",
+        [outcome(t, 0.0, passed=False) for t in tasks],
+        "B",
+        [outcome(t, 0.0, passed=False) for t in tasks],
+    )
     assert c.geomean_ratio == 1.0 and c.interval is None
     assert c.verdict == "not enough evidence" and "no spread" in c.why
 
@@ -81,7 +96,9 @@ def predicted(task: str, speedup: float, band: float = 0.3) -> Outcome:
 def test_a_difference_inside_the_simulators_band_is_not_enough_evidence():
     tasks = [f"t{i}" for i in range(8)]
     a = [predicted(t, 1.0) for t in tasks]
-    b = [predicted(t, 1.15 + 0.01 * i) for i, t in enumerate(tasks)]  # clearly above 1, but inside ±30%
+    b = [
+        predicted(t, 1.15 + 0.01 * i) for i, t in enumerate(tasks)
+    ]  # clearly above 1, but inside ±30%
     c = compare("A", a, "B", b)
     assert c.interval[0] > 1.0, "measured, this would be a win"
     assert c.verdict == "not enough evidence" and "±30% band" in c.why
@@ -92,7 +109,12 @@ def test_a_difference_inside_the_simulators_band_is_not_enough_evidence():
 def test_cpu_runs_get_no_verdict_their_times_are_interpreted():
     tasks = [f"norm/t{i}" for i in range(8)]
     cpu = lambda o: Outcome(o.task_id, "x86_64", o.passed, o.speedup, None, "cpu")
-    c = compare("A", [cpu(outcome(t, 1.0)) for t in tasks], "B", [cpu(outcome(t, 3.0 + 0.1 * i)) for i, t in enumerate(tasks)])
+    c = compare(
+        "A",
+        [cpu(outcome(t, 1.0)) for t in tasks],
+        "B",
+        [cpu(outcome(t, 3.0 + 0.1 * i)) for i, t in enumerate(tasks)],
+    )
     assert c.geomean_ratio > 3, "the numbers are kept (--json)"
     assert (c.verdict, c.interval) == ("not enough evidence", None) and "interpreted" in c.why
 
@@ -100,20 +122,51 @@ def test_cpu_runs_get_no_verdict_their_times_are_interpreted():
 def test_the_command_prints_the_paired_table_and_the_interval(tmp_path: Path, capsys):
     db = tmp_path / "arena.db"
     with Store.open(db) as store:
-        a = _run(store, "no-cheatsheet", {"gemm/a": 1.0, "norm/b": 1.2, "moe/c": 0.0, "norm/d": 1.0, "norm/e": 1.1, "gemm/f": 0.9})
-        b = _run(store, "cheatsheet", {"gemm/a": 1.5, "norm/b": 1.3, "moe/c": 2.0, "norm/d": 1.6, "norm/e": 1.8, "gemm/f": 1.4})
+        a = _run(
+            store,
+            "no-cheatsheet",
+            {
+                "gemm/a": 1.0,
+                "norm/b": 1.2,
+                "moe/c": 0.0,
+                "norm/d": 1.0,
+                "norm/e": 1.1,
+                "gemm/f": 0.9,
+            },
+        )
+        b = _run(
+            store,
+            "cheatsheet",
+            {
+                "gemm/a": 1.5,
+                "norm/b": 1.3,
+                "moe/c": 2.0,
+                "norm/d": 1.6,
+                "norm/e": 1.8,
+                "gemm/f": 1.4,
+            },
+        )
         few_a = _run(store, "few-a", {"gemm/a": 1.0})
         few_b = _run(store, "few-b", {"gemm/a": 2.0})
     assert main(["--db", str(db), "compare", a, b]) == 0
     text = capsys.readouterr().out
-    assert "gemm/a" in text and "moe/c" in text and "bootstrap interval" in text and "B faster" in text
+    assert (
+        "gemm/a" in text and "moe/c" in text and "bootstrap interval" in text and "B faster" in text
+    )
     assert main(["--db", str(db), "compare", few_a, few_b]) == 0
     text = capsys.readouterr().out
     assert "not enough evidence" in text and "1 paired task;" in text and "interval" not in text
     assert main(["--db", str(db), "compare", a, b, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["verdict"] == "B faster" and data["interval"][0] > 1
-    assert {t["task"] for t in data["tasks"]} == {"gemm/a", "norm/b", "moe/c", "norm/d", "norm/e", "gemm/f"}
+    assert {t["task"] for t in data["tasks"]} == {
+        "gemm/a",
+        "norm/b",
+        "moe/c",
+        "norm/d",
+        "norm/e",
+        "gemm/f",
+    }
     moe = next(t for t in data["tasks"] if t["task"] == "moe/c")
     assert moe["correct_diff"] == 1.0 and moe["ratio"] == pytest.approx(2.0)
 

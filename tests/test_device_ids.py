@@ -16,9 +16,16 @@ from core.model.statuses import TimingKind
 from core.orchestration.scheduler import capacity
 
 IDS = {
-    "cpu": "cpu", "box1/cpu": "cpu",
-    "cuda:0": "measured", "cuda:0-3": "measured", "xpu:1": "measured", "box1/cuda:2": "measured", "ray:H200": "measured",
-    "sim:h200": "predicted", "box1/sim:h200": "predicted", "sim:mi300x": "predicted",
+    "cpu": "cpu",
+    "box1/cpu": "cpu",
+    "cuda:0": "measured",
+    "cuda:0-3": "measured",
+    "xpu:1": "measured",
+    "box1/cuda:2": "measured",
+    "ray:H200": "measured",
+    "sim:h200": "predicted",
+    "box1/sim:h200": "predicted",
+    "sim:mi300x": "predicted",
 }
 
 
@@ -27,7 +34,9 @@ def test_every_layer_gives_an_id_the_same_timing_kind(device_id, kind, tmp_path)
     assert timing_kind_of(device_id) == kind == TimingKind(kind).value
     result = unscorable("elementwise/axpy", device_id, tmp_path / "missing.py", "no file")
     assert result.timing_kind == kind  # the failed result an attempt records
-    assert (capacity(device_id, cpu_slots=5) == 5) == (kind in ("cpu", "predicted"))  # CPU-run devices share slots
+    assert (capacity(device_id, cpu_slots=5) == 5) == (
+        kind in ("cpu", "predicted")
+    )  # CPU-run devices share slots
 
 
 def test_a_local_id_parses_to_the_same_timing_kind_as_its_device():
@@ -38,7 +47,16 @@ def test_a_local_id_parses_to_the_same_timing_kind_as_its_device():
 
 def test_the_parts_of_an_id():
     assert DeviceId.parse(" box1/cuda:0-3 ") == DeviceId("box1", "cuda:0-3")
-    assert local_part("box1/sim:h200") == "sim:h200" and DeviceId.parse("box1/sim:h200").sim_gpu == "h200"
+    assert (
+        local_part("box1/sim:h200") == "sim:h200"
+        and DeviceId.parse("box1/sim:h200").sim_gpu == "h200"
+    )
     assert DeviceId.parse("cuda:3").host is None and DeviceId.parse("cuda:3").sim_gpu is None
-    assert [gpus_in(d) for d in ("cuda:0-3", "box1/cuda:2-3", "cuda:2", "sim:h200", "cpu")] == [4, 2, 1, 1, 1]
+    assert [gpus_in(d) for d in ("cuda:0-3", "box1/cuda:2-3", "cuda:2", "sim:h200", "cpu")] == [
+        4,
+        2,
+        1,
+        1,
+        1,
+    ]
     assert vendor_of("box1/sim:mi300x") == vendor_of("sim:mi300x") == "amd"

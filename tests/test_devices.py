@@ -13,7 +13,11 @@ from core.devices.device import DeviceError, LocalDevice, load_peaks, match_peak
 def test_device_ids_and_clear_errors_for_the_rest():
     assert parse_device("cuda:3") == LocalDevice("cuda:3")
     assert parse_device("cpu").torch_device() == "cpu"
-    for bad, says in (("gpu0", "use cpu, cuda:N"), ("sim:foo", "the simulated GPUs are sim:h100"), ("box1/cuda:0", "a remote host.s device: those run through `arena run`")):
+    for bad, says in (
+        ("gpu0", "use cpu, cuda:N"),
+        ("sim:foo", "the simulated GPUs are sim:h100"),
+        ("box1/cuda:0", "a remote host.s device: those run through `arena run`"),
+    ):
         with pytest.raises(DeviceError, match=says):
             parse_device(bad)
 
@@ -27,12 +31,16 @@ def test_a_gpu_is_pinned_by_its_vendors_variable_and_seen_as_device_zero(monkeyp
     assert LocalDevice("cuda:3").torch_device() == "cuda:0"
     monkeypatch.setattr(devices, "_is_rocm_build", lambda: True)
     env = LocalDevice("cuda:1").harness_env()
-    assert env["HIP_VISIBLE_DEVICES"] == "1" and "CUDA_VISIBLE_DEVICES" not in env, "ROCm would apply both, one after the other"
+    assert env["HIP_VISIBLE_DEVICES"] == "1" and "CUDA_VISIBLE_DEVICES" not in env, (
+        "ROCm would apply both, one after the other"
+    )
     assert LocalDevice("xpu:2").harness_env()["ZE_AFFINITY_MASK"] == "2"
     assert LocalDevice("cpu").harness_env()["CUDA_VISIBLE_DEVICES"] == ""
 
 
-def test_interpreting_devices_run_numpys_blas_on_one_thread_unless_the_user_says_otherwise(monkeypatch):
+def test_interpreting_devices_run_numpys_blas_on_one_thread_unless_the_user_says_otherwise(
+    monkeypatch,
+):
     monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
     assert LocalDevice("cpu").harness_env()["OPENBLAS_NUM_THREADS"] == "1"
     assert LocalDevice("sim:h200").harness_env()["OPENBLAS_NUM_THREADS"] == "1"

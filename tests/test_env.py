@@ -14,7 +14,9 @@ from core.rl.env import EpisodeError, KernelEnv, extract_code
 from tests.candidates import AXPY, COMPILE_ERROR
 
 FIXTURE_TASKS = Path(__file__).resolve().parent / "fixtures" / "tasks"
-FAST = Timing(alternations=2, budget_ms=40.0, min_calls=2, max_calls=10)  # short, and still 10× apart where it matters
+FAST = Timing(
+    alternations=2, budget_ms=40.0, min_calls=2, max_calls=10
+)  # short, and still 10× apart where it matters
 
 WRONG = "import torch\n\ndef run(x, b):\n    return 2 * x - b\n"
 # Correct and slow: one small op per row, then a stack.
@@ -24,7 +26,9 @@ SCRIPT = [COMPILE_ERROR, WRONG, SLOW, AXPY]
 
 @pytest.fixture(scope="module")
 def env():
-    with KernelEnv("elementwise/axpy", device="cpu", max_turns=4, tasks_dir=FIXTURE_TASKS, timing=FAST) as e:
+    with KernelEnv(
+        "elementwise/axpy", device="cpu", max_turns=4, tasks_dir=FIXTURE_TASKS, timing=FAST
+    ) as e:
         yield e
 
 
@@ -63,16 +67,29 @@ def test_scripted_policy_reward_rises_and_hidden_stays_hidden(env: KernelEnv) ->
     first, second = infos[0][0], infos[1][0]
     assert rewards[0] == -0.5 and first.last["outcome"] == "compile_failed"
     assert "SyntaxError" in first.last["compile_error"] and "SyntaxError" in first.feedback
-    assert rewards[1] == -0.25 and second.last["mismatch"]["workload"] in ("N=64,D=128", "N=16,D=256")
+    assert rewards[1] == -0.25 and second.last["mismatch"]["workload"] in (
+        "N=64,D=128",
+        "N=16,D=256",
+    )
     mismatch = second.last["mismatch"]
-    assert mismatch["output"] == "y" and len(mismatch["index"]) == 2 and mismatch["max_abs_err"] > 0.1
-    assert mismatch["expected"] != mismatch["got"] and f"worst mismatch on workload {mismatch['workload']}" in second.feedback
+    assert (
+        mismatch["output"] == "y" and len(mismatch["index"]) == 2 and mismatch["max_abs_err"] > 0.1
+    )
+    assert (
+        mismatch["expected"] != mismatch["got"]
+        and f"worst mismatch on workload {mismatch['workload']}" in second.feedback
+    )
     # Steps 3 and 4: correct; per-workload times and speedups; the fast one earns more.
     slow, fast = infos[2][0].last, infos[3][0].last
-    assert [t["workload"] for t in slow["timings"]] == ["N=64,D=128", "N=16,D=256"]  # visible workloads only
+    assert [t["workload"] for t in slow["timings"]] == [
+        "N=64,D=128",
+        "N=16,D=256",
+    ]  # visible workloads only
     assert all(t["candidate_us"] > 0 and t["baseline_us"] > 0 for t in fast["timings"])
     assert fast["speedup"] > slow["speedup"]
-    assert rewards == sorted(rewards) and len(set(rewards)) == 4, f"the reward must rise step by step: {rewards}"
+    assert rewards == sorted(rewards) and len(set(rewards)) == 4, (
+        f"the reward must rise step by step: {rewards}"
+    )
 
     # Every turn ran the visible workloads only: no hidden workload was even in the job.
     for obs_i, *_ in infos:
@@ -97,7 +114,13 @@ def test_final_action_ends_early_on_the_best_candidate(env: KernelEnv) -> None:
     _, r2, done2, _ = env.step(WRONG)
     assert not done1 and not done2 and r2 == -0.25
     obs, reward, done, info = env.step(None, final=True)
-    assert done and info["best_turn"] == 1 and obs.final["outcome"] == "correct" and reward is not None and reward > 0
+    assert (
+        done
+        and info["best_turn"] == 1
+        and obs.final["outcome"] == "correct"
+        and reward is not None
+        and reward > 0
+    )
     assert env.state()["final_reward"] == reward
 
 
@@ -107,7 +130,9 @@ def test_a_failing_best_is_not_run_again_and_errors_are_clear(env: KernelEnv) ->
         env.step(None, final=True)
     with pytest.raises(EpisodeError, match="give the candidate's source"):
         env.step(None)
-    obs, reward, done, info = env.step("import torch\n", final=True)  # no `run`: the policy's compile failure
+    obs, reward, done, info = env.step(
+        "import torch\n", final=True
+    )  # no `run`: the policy's compile failure
     assert done and reward == -0.5 and obs.final["outcome"] == "compile_failed"
     assert "defines no `run`" in obs.last["compile_error"]
     env.reset(seed=3)

@@ -65,7 +65,10 @@ def test_nan_never_passes(cpu_evaluator, axpy, candidates):
 def test_wrong_dtype_is_named(cpu_evaluator, axpy, candidates):
     result = cpu_evaluator.evaluate(axpy, candidates / "axpy_wrong_dtype.py")
     assert result.failed_stage == "correctness"
-    assert "dtype torch.float64; the task declares torch.float32" in result.stage("correctness").message
+    assert (
+        "dtype torch.float64; the task declares torch.float32"
+        in result.stage("correctness").message
+    )
 
 
 def test_power_of_two_only_candidate_fails_generalization(cpu_evaluator, axpy, candidates):
@@ -88,11 +91,15 @@ def test_crashing_candidate_is_a_candidate_fault(cpu_evaluator, axpy, candidates
 
 
 def _leftover(marker: str) -> list[str]:
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=False).stdout
+    out = subprocess.run(
+        ["ps", "-eo", "pid,args"], capture_output=True, text=True, check=False
+    ).stdout
     return [line for line in out.splitlines() if marker in line and "ps -eo" not in line]
 
 
-def test_hanging_candidate_is_killed_at_its_limit_with_everything_it_started(cpu_evaluator, axpy, candidates):
+def test_hanging_candidate_is_killed_at_its_limit_with_everything_it_started(
+    cpu_evaluator, axpy, candidates
+):
     limits = Limits(compile_s=3, correctness_s=3, performance_s=3)
     start = time.monotonic()
     result = cpu_evaluator.evaluate(axpy, candidates / "axpy_hang.py", limits=limits)

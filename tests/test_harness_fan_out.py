@@ -16,11 +16,13 @@ import pytest
 from core.harness.runner import evaluation_cores
 from tests.conftest import FIXTURES, ROOT
 
-needs_two_cores = pytest.mark.skipif(evaluation_cores() < 2, reason="this machine gives an evaluation one core")
+needs_two_cores = pytest.mark.skipif(
+    evaluation_cores() < 2, reason="this machine gives an evaluation one core"
+)
 
 # Writes the worker's pid on every call (the candidate's log is its stdout), and is wrong on
 # seed-dependent inputs of the second visible workload only when asked to.
-CANDIDATE = '''
+CANDIDATE = """
 import os
 import torch
 
@@ -30,7 +32,7 @@ def run(x, b):
     if WRONG and x.shape == (16, 256):
         y[0, 0] += 1.0
     return y
-'''
+"""
 
 
 def evaluate(tmp_path, device: str, wrong: bool = False) -> tuple[list[dict], set[int]]:
@@ -51,7 +53,14 @@ def evaluate(tmp_path, device: str, wrong: bool = False) -> tuple[list[dict], se
         run_job(job, seen.append)
         print(json.dumps(seen))
     """)
-    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     events = json.loads(proc.stdout.strip().splitlines()[-1])
     log = (workdir / "candidate.log").read_text()
@@ -73,10 +82,17 @@ def test_correctness_runs_on_two_workers_and_reports_in_order(tmp_path):
 def test_a_wrong_workload_is_reported_as_with_one_worker(tmp_path):
     events, _ = evaluate(tmp_path, "cpu", wrong=True)
     checked = [e for e in events if e["type"] == "workload_checked"]
-    assert [(e["workload"], e["passed"]) for e in checked] == [("N=64,D=128", True), ("N=16,D=256", False)]
+    assert [(e["workload"], e["passed"]) for e in checked] == [
+        ("N=64,D=128", True),
+        ("N=16,D=256", False),
+    ]
     assert checked[1]["message"].startswith("output `y`, seed ")
-    failed = next(e for e in events if e["type"] == "stage_finished" and e["stage"] == "correctness")
-    assert failed["status"] == "failed" and failed["message"].startswith("1 of 2 workload(s) wrong; first: N=16,D=256")
+    failed = next(
+        e for e in events if e["type"] == "stage_finished" and e["stage"] == "correctness"
+    )
+    assert failed["status"] == "failed" and failed["message"].startswith(
+        "1 of 2 workload(s) wrong; first: N=16,D=256"
+    )
     assert events[-1]["status"] == "failed"
 
 
@@ -85,6 +101,10 @@ def test_a_simulated_device_counts_on_two_workers(tmp_path):
     events, pids = evaluate(tmp_path, "sim:h200")
     assert events[-1]["status"] == "passed", events[-1]
     timed = [e["workload"] for e in events if e["type"] == "workload_timed"]
-    assert timed == ["N=64,D=128", "N=16,D=256", "N=33,D=100"]  # the GPU performance workloads, in order
+    assert timed == [
+        "N=64,D=128",
+        "N=16,D=256",
+        "N=33,D=100",
+    ]  # the GPU performance workloads, in order
     assert all(e["mode"] == "predicted" for e in events if e["type"] == "workload_timed")
     assert len(pids) == 2

@@ -37,7 +37,14 @@ def test_parent_runs_a_whole_evaluation_without_touching_cuda(tmp_path):
         run_job(job, seen.append)
         print(json.dumps(seen[-1]))
     """)
-    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     last = proc.stdout.strip().splitlines()[-1]
     assert '"status": "passed"' in last, last

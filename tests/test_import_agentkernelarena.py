@@ -27,18 +27,35 @@ def imported(tmp_path_factory: pytest.TempPathFactory):
 def test_template_tasks_convert_and_the_rest_become_external_tasks(imported):
     _, report = imported
     modes = {c.task_id: c.mode for c in report.converted}
-    assert modes == {"agentkernelarena/vllm_scale_rows": "native", "agentkernelarena/vllm_scale_cols": "native",
-                     "agentkernelarena/hip2hip_others_gelu": "external", "agentkernelarena/vllm_offtemplate": "external"}
+    assert modes == {
+        "agentkernelarena/vllm_scale_rows": "native",
+        "agentkernelarena/vllm_scale_cols": "native",
+        "agentkernelarena/hip2hip_others_gelu": "external",
+        "agentkernelarena/vllm_offtemplate": "external",
+    }
     # a repository task clones an upstream repository at evaluation: reported, not copied
-    assert [(s.source, s.kind) for s in report.skipped] == [("tasks/repository/upstream/config.yaml".rsplit("/", 1)[0], "repository")]
-    assert report.by_group(category_of) == {"hip2hip/others": (1, 1), "repository/upstream": (0, 1), "triton2triton/vllm": (3, 3)}
+    assert [(s.source, s.kind) for s in report.skipped] == [
+        ("tasks/repository/upstream/config.yaml".rsplit("/", 1)[0], "repository")
+    ]
+    assert report.by_group(category_of) == {
+        "hip2hip/others": (1, 1),
+        "repository/upstream": (0, 1),
+        "triton2triton/vllm": (3, 3),
+    }
 
 
 def test_without_external_tasks_the_rest_say_why(tmp_path):
     report = import_agentkernelarena(FIXTURE, tmp_path, Options(external=False))
-    assert [c.task_id for c in report.converted] == ["agentkernelarena/vllm_scale_cols", "agentkernelarena/vllm_scale_rows"]
+    assert [c.task_id for c in report.converted] == [
+        "agentkernelarena/vllm_scale_cols",
+        "agentkernelarena/vllm_scale_rows",
+    ]
     why = {s.source.rsplit("/", 1)[-1]: s.kind for s in report.skipped}
-    assert why == {"gelu": "hip2hip", "triton_offtemplate": "off_template", "upstream": "repository"}
+    assert why == {
+        "gelu": "hip2hip",
+        "triton_offtemplate": "off_template",
+        "upstream": "repository",
+    }
     assert "AMD devices only" in next(s.reason for s in report.skipped if s.kind == "hip2hip")
 
 
@@ -47,12 +64,30 @@ def test_the_task_follows_the_runner(imported):
     task = load_task(out / "agentkernelarena" / "vllm_scale_rows")
     # axes: the names run_correctness unpacks each TEST_SHAPES entry into; shapes found by replaying it
     assert task.axes.keys() == {"rows", "cols"}
-    assert [(s.name, s.shape) for s in task.inputs] == [("x", ("rows", "cols")), ("scale", ("rows",))]
-    assert [w.axes for w in task.gpu.visible] == [{"rows": 8, "cols": 64}, {"rows": 16, "cols": 128}, {"rows": 32, "cols": 96}, {"rows": 4, "cols": 256}]
-    assert all(w.axes["cols"] & (w.axes["cols"] - 1) for w in task.gpu.hidden.fixed)  # not powers of two
-    assert (task.correctness.atol, task.correctness.rtol) == (1e-5, 1e-5)  # the runner's own allclose
-    assert task.provenance["source"] == "agentkernelarena" and task.provenance["license"] == "Apache-2.0"
-    assert task.provenance["derived"]["fixed_arguments"] == {"clamp": "False"}  # the flag every shape passes
+    assert [(s.name, s.shape) for s in task.inputs] == [
+        ("x", ("rows", "cols")),
+        ("scale", ("rows",)),
+    ]
+    assert [w.axes for w in task.gpu.visible] == [
+        {"rows": 8, "cols": 64},
+        {"rows": 16, "cols": 128},
+        {"rows": 32, "cols": 96},
+        {"rows": 4, "cols": 256},
+    ]
+    assert all(
+        w.axes["cols"] & (w.axes["cols"] - 1) for w in task.gpu.hidden.fixed
+    )  # not powers of two
+    assert (task.correctness.atol, task.correctness.rtol) == (
+        1e-5,
+        1e-5,
+    )  # the runner's own allclose
+    assert (
+        task.provenance["source"] == "agentkernelarena"
+        and task.provenance["license"] == "Apache-2.0"
+    )
+    assert task.provenance["derived"]["fixed_arguments"] == {
+        "clamp": "False"
+    }  # the flag every shape passes
 
 
 def test_inputs_are_the_runners_own_and_the_reference_is_its_reference_function(imported):
@@ -68,9 +103,15 @@ def test_inputs_are_the_runners_own_and_the_reference_is_its_reference_function(
         spec.loader.exec_module(m)  # type: ignore[union-attr]
         return m
 
-    x, scale = module("inputs").make_inputs({"rows": 5, "cols": 33}, torch.Generator("cpu").manual_seed(1))
-    assert x.shape == (5, 33) and scale.shape == (5,) and float(scale.min()) >= 0.5  # rand() + 0.5, as the runner draws it
-    assert all("@triton.jit" not in (folder / f).read_text() for f in ("inputs.py", "reference.py"))  # the kernel stays out of both
+    x, scale = module("inputs").make_inputs(
+        {"rows": 5, "cols": 33}, torch.Generator("cpu").manual_seed(1)
+    )
+    assert (
+        x.shape == (5, 33) and scale.shape == (5,) and float(scale.min()) >= 0.5
+    )  # rand() + 0.5, as the runner draws it
+    assert all(
+        "@triton.jit" not in (folder / f).read_text() for f in ("inputs.py", "reference.py")
+    )  # the kernel stays out of both
     assert torch.equal(module("reference").run(x, scale), x * scale[:, None])
 
 
@@ -84,19 +125,35 @@ def test_an_integer_argument_that_follows_a_tensors_shape_is_read_off_it(importe
 
 def test_converted_tasks_validate(imported):
     out, report = imported
-    for c in report.converted:  # external ones: their commands and the files they name (tests/test_external_tasks.py)
-        result = validate_task(Path(c.path), ValidateOptions())  # the harness too: baseline and starter pass on CPU
+    for c in (
+        report.converted
+    ):  # external ones: their commands and the files they name (tests/test_external_tasks.py)
+        result = validate_task(
+            Path(c.path), ValidateOptions()
+        )  # the harness too: baseline and starter pass on CPU
         assert result.passed, [f"{x.name}: {x.message}" for x in result.failed]
 
 
 def test_the_command_reports_json(tmp_path, capsys):
     assert main(["import", "agentkernelarena", str(FIXTURE), "--out", str(tmp_path), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["benchmark"] == "agentkernelarena" and len(data["converted"]) == 4 and len(data["skipped"]) == 1
-    assert sorted(c["mode"] for c in data["converted"]) == ["external", "external", "native", "native"]
+    assert (
+        data["benchmark"] == "agentkernelarena"
+        and len(data["converted"]) == 4
+        and len(data["skipped"]) == 1
+    )
+    assert sorted(c["mode"] for c in data["converted"]) == [
+        "external",
+        "external",
+        "native",
+        "native",
+    ]
 
 
-@pytest.mark.skipif(not os.environ.get("AGENTKERNELARENA_PATH"), reason="set AGENTKERNELARENA_PATH to an AgentKernelArena checkout to import the real set")
+@pytest.mark.skipif(
+    not os.environ.get("AGENTKERNELARENA_PATH"),
+    reason="set AGENTKERNELARENA_PATH to an AgentKernelArena checkout to import the real set",
+)
 def test_the_real_set_converts_most_vllm_triton_tasks(tmp_path):
     report = import_agentkernelarena(os.environ["AGENTKERNELARENA_PATH"], tmp_path)
     done, total = report.by_group(category_of)["triton2triton/vllm"]

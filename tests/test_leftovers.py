@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from tests.conftest import FIXTURES
 
-HONEST_WITH_PROCESSES = '''
+HONEST_WITH_PROCESSES = """
 import multiprocessing, subprocess, sys
 
 import torch
@@ -19,7 +19,7 @@ POOL = multiprocessing.get_context("fork").Pool(1)  # alive, never closed: in th
 
 def run(x, b):
     return x * 2 + b
-'''
+"""
 
 
 def test_processes_an_honest_candidate_starts_are_not_leftovers(cpu_evaluator, tmp_path):
@@ -27,6 +27,10 @@ def test_processes_an_honest_candidate_starts_are_not_leftovers(cpu_evaluator, t
 
     candidate = tmp_path / "pooled.py"
     candidate.write_text(HONEST_WITH_PROCESSES)
-    result = cpu_evaluator.evaluate(load_task(FIXTURES / "tasks" / "elementwise" / "axpy"), candidate)
+    result = cpu_evaluator.evaluate(
+        load_task(FIXTURES / "tasks" / "elementwise" / "axpy"), candidate
+    )
     assert result.status == "passed", result.stages
-    assert not any(f.startswith("leftover_processes") for f in result.integrity_flags + result.review_notes), result.integrity_flags
+    assert not any(
+        f.startswith("leftover_processes") for f in result.integrity_flags + result.review_notes
+    ), result.integrity_flags

@@ -18,7 +18,9 @@ from core.tasks.model_config import add_model, read_config
 from core.tasks.spec import load_task
 from tests.conftest import FIXTURES, ROOT
 
-SECTION = "model_workloads:\n  requires: [hidden_size]\n  axes:\n    T: [1, 2048]\n    H: hidden_size\n"
+SECTION = (
+    "model_workloads:\n  requires: [hidden_size]\n  axes:\n    T: [1, 2048]\n    H: hidden_size\n"
+)
 
 
 @pytest.fixture
@@ -26,11 +28,19 @@ def shipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A package root as installed from a checkout: the axpy fixture as a bundled task, the
     engine's data, a manifest of both, and a .git folder (so the restore command is git's)."""
     root = tmp_path / "pkg"
-    shutil.copytree(FIXTURES / "tasks" / "elementwise" / "axpy", root / "tasks" / "elementwise" / "axpy")
-    shutil.copytree(ROOT / "tasks" / "norm" / "add_rmsnorm", root / "tasks" / "norm" / "add_rmsnorm")
+    shutil.copytree(
+        FIXTURES / "tasks" / "elementwise" / "axpy", root / "tasks" / "elementwise" / "axpy"
+    )
+    shutil.copytree(
+        ROOT / "tasks" / "norm" / "add_rmsnorm", root / "tasks" / "norm" / "add_rmsnorm"
+    )
     spec = root / "tasks" / "norm" / "add_rmsnorm" / "task.yaml"
     spec.write_text(spec.read_text() + SECTION)
-    shutil.copytree(ROOT / "core" / "data", root / "core" / "data", ignore=shutil.ignore_patterns("manifest.json"))
+    shutil.copytree(
+        ROOT / "core" / "data",
+        root / "core" / "data",
+        ignore=shutil.ignore_patterns("manifest.json"),
+    )
     (root / ".git").mkdir()
     monkeypatch.setattr(manifest, "PACKAGE_ROOT", root)
     monkeypatch.setattr(manifest, "TASKS_DIR", root / "tasks")
@@ -50,7 +60,9 @@ def test_a_changed_engine_data_file_is_refused_naming_it_and_its_restore_command
     assert "\n" not in message and "core/data/sim_constants.json" in message, message
     assert f"git -C {shipped} checkout -- core/data/sim_constants.json" in message
     shutil.rmtree(shipped / ".git")  # an installed package: pip restores it
-    with pytest.raises(ManifestMismatch, match=r"pip install --force-reinstall --no-deps kernel-arena"):
+    with pytest.raises(
+        ManifestMismatch, match=r"pip install --force-reinstall --no-deps kernel-arena"
+    ):
         Evaluator("cpu")
 
 
@@ -59,17 +71,35 @@ def test_a_changed_or_added_bundled_task_file_is_refused_before_anything_runs(sh
     reference = task_dir / "reference.py"
     reference.write_text(reference.read_text().replace("2", "3"))
     with Evaluator("cpu") as evaluator:
-        with pytest.raises(ManifestMismatch, match=r"tasks/elementwise/axpy/reference\.py no longer matches"):
+        with pytest.raises(
+            ManifestMismatch, match=r"tasks/elementwise/axpy/reference\.py no longer matches"
+        ):
             evaluator.evaluate(load_task(task_dir), FIXTURES / "candidates" / "axpy_torch.py")
     from arena_tui.cli import main
 
-    code = main(["--tasks-dir", str(shipped / "tasks"), "eval", "--task", "elementwise/axpy",
-                 "--candidate", str(FIXTURES / "candidates" / "axpy_torch.py"), "--no-store"])
+    code = main(
+        [
+            "--tasks-dir",
+            str(shipped / "tasks"),
+            "eval",
+            "--task",
+            "elementwise/axpy",
+            "--candidate",
+            str(FIXTURES / "candidates" / "axpy_torch.py"),
+            "--no-store",
+        ]
+    )
     _, err = capsys.readouterr()
-    assert code == 2 and err.count("\n") == 1 and "reference.py" in err and "checkout --" in err, err
+    assert code == 2 and err.count("\n") == 1 and "reference.py" in err and "checkout --" in err, (
+        err
+    )
     manifest.main(["update"])
-    (task_dir / "inputs.py").write_text("def make_inputs(*a):\n    return []\n")  # a file that would change the inputs
-    with pytest.raises(ManifestMismatch, match=r"tasks/elementwise/axpy/inputs\.py is not a bundled file"):
+    (task_dir / "inputs.py").write_text(
+        "def make_inputs(*a):\n    return []\n"
+    )  # a file that would change the inputs
+    with pytest.raises(
+        ManifestMismatch, match=r"tasks/elementwise/axpy/inputs\.py is not a bundled file"
+    ):
         manifest.stage_task(task_dir)
     (task_dir / "inputs.py").unlink()
     (task_dir / "check.py").unlink(missing_ok=True)
@@ -80,13 +110,18 @@ def test_a_changed_or_added_bundled_task_file_is_refused_before_anything_runs(sh
 
 def test_add_model_re_records_the_task_yaml_it_edits(shipped, capsys):
     task_dir = shipped / "tasks" / "norm" / "add_rmsnorm"
-    changes = add_model(read_config(FIXTURES / "models" / "Qwen3-30B-A3B.json"), [load_task(task_dir)])
+    changes = add_model(
+        read_config(FIXTURES / "models" / "Qwen3-30B-A3B.json"), [load_task(task_dir)]
+    )
     assert changes[0].added and not changes[0].error, changes
     staged = manifest.stage_task(task_dir)  # the user's edit: the manifest followed it
     assert b"Qwen3-30B-A3B" in staged.named(task_dir)["task.yaml"]
     spec = task_dir / "task.yaml"
     spec.write_text(spec.read_text() + "# an edit by hand\n")  # not through add-model: refused
-    with pytest.raises(ManifestMismatch, match=r"task\.yaml no longer matches.*python -m core\.tasks\.manifest update"):
+    with pytest.raises(
+        ManifestMismatch,
+        match=r"task\.yaml no longer matches.*python -m core\.tasks\.manifest update",
+    ):
         manifest.stage_task(task_dir)
 
 

@@ -30,7 +30,7 @@ HONEST = FIXTURES / "candidates" / "axpy_torch.py"
 
 # Appends to (or, with "w", replaces) every target, reports what it managed on its stdout (the
 # compile log) and then computes the right answer: only its side effects are under test.
-POISONER = '''
+POISONER = """
 import json, os
 TARGETS = json.loads({targets!r})
 outcome = {{}}
@@ -46,7 +46,7 @@ print("POISON " + json.dumps({{"uid": os.getuid(), "outcome": outcome}}))
 
 def run(x, b):
     return x * 2 + b
-'''
+"""
 
 
 def poisoner(folder: Path, targets: list[tuple[Path, str]]) -> Path:
@@ -59,7 +59,7 @@ def report(result) -> dict:
     log = result.stage("compile").log
     line = next((x for x in log.splitlines() if x.startswith("POISON ")), None)
     assert line is not None, log[-2000:]
-    return json.loads(line[len("POISON "):])
+    return json.loads(line[len("POISON ") :])
 
 
 @pytest.fixture
@@ -68,8 +68,10 @@ def targets(tmp_path):
     evaluated task's reference, a bundled task's reference, the simulator's constants, the
     harness's timer, a new file in $HOME."""
     files = [
-        AXPY / "reference.py", ROOT / "tasks" / "norm" / "add_rmsnorm" / "reference.py",
-        ROOT / "core" / "data" / "sim_constants.json", ROOT / "core" / "harness" / "timing.py",
+        AXPY / "reference.py",
+        ROOT / "tasks" / "norm" / "add_rmsnorm" / "reference.py",
+        ROOT / "core" / "data" / "sim_constants.json",
+        ROOT / "core" / "harness" / "timing.py",
     ]
     saved = {p: p.read_bytes() for p in files}
     home_file = Path.home() / f".arena-poison-{secrets.token_hex(4)}"
@@ -96,7 +98,9 @@ def unsandboxed(tmp_path_factory):
             yield evaluator
 
 
-def test_sandboxed_a_poisoner_changes_nothing_and_honest_candidates_still_pass(cpu_evaluator, monkeypatch, tmp_path, targets):
+def test_sandboxed_a_poisoner_changes_nothing_and_honest_candidates_still_pass(
+    cpu_evaluator, monkeypatch, tmp_path, targets
+):
     monkeypatch.delenv(sandbox.SWITCH, raising=False)
     require_sandbox()
     before = {p: p.read_bytes() if p.exists() else None for p, _ in targets}
@@ -113,9 +117,13 @@ def test_sandboxed_a_poisoner_changes_nothing_and_honest_candidates_still_pass(c
     assert honest.status == "passed" and honest.sandbox["mode"] == "bubblewrap", honest.stages
 
 
-def test_unsandboxed_as_root_candidates_run_as_nobody_and_cannot_write_the_installation(unsandboxed, tmp_path, targets):
+def test_unsandboxed_as_root_candidates_run_as_nobody_and_cannot_write_the_installation(
+    unsandboxed, tmp_path, targets
+):
     if os.geteuid() != 0:
-        pytest.skip("only root's unsandboxed candidates are dropped to uid 65534 (an ordinary user's run as that user)")
+        pytest.skip(
+            "only root's unsandboxed candidates are dropped to uid 65534 (an ordinary user's run as that user)"
+        )
     before = {p: p.read_bytes() if p.exists() else None for p, _ in targets}
     task = load_task(AXPY)
     bad = unsandboxed.evaluate(task, poisoner(tmp_path, targets), limits=LIMITS)
@@ -128,7 +136,9 @@ def test_unsandboxed_as_root_candidates_run_as_nobody_and_cannot_write_the_insta
     assert honest.status == "passed", honest.stages
 
 
-def test_a_task_folder_a_candidate_can_write_is_flagged_and_later_candidates_use_the_staged_copy(unsandboxed, tmp_path):
+def test_a_task_folder_a_candidate_can_write_is_flagged_and_later_candidates_use_the_staged_copy(
+    unsandboxed, tmp_path
+):
     """A user's task folder, open to all, unsandboxed: the poisoner rewrites the reference and
     the baseline to return zeros. Its own evaluation is flagged; the next candidate is judged
     with the files as staged before the poisoner ran, and passes."""
@@ -142,7 +152,12 @@ def test_a_task_folder_a_candidate_can_write_is_flagged_and_later_candidates_use
     honest = unsandboxed.evaluate(task, HONEST, limits=LIMITS)
     assert all(v == "written" for v in report(bad)["outcome"].values())
     assert "x * 0" in (task_dir / "reference.py").read_text()  # the poison is on disk ...
-    assert bad.status == "failed" and any(f.startswith("task_files_modified") for f in bad.integrity_flags), bad.integrity_flags
+    assert bad.status == "failed" and any(
+        f.startswith("task_files_modified") for f in bad.integrity_flags
+    ), bad.integrity_flags
     flag = next(f for f in bad.integrity_flags if f.startswith("task_files_modified"))
     assert "reference.py" in flag and "baseline.py" in flag, flag
-    assert honest.status == "passed" and not honest.integrity_flags, (honest.stages, honest.integrity_flags)  # ... and judged nothing
+    assert honest.status == "passed" and not honest.integrity_flags, (
+        honest.stages,
+        honest.integrity_flags,
+    )  # ... and judged nothing

@@ -24,7 +24,16 @@ class SlowProbe:
 
     def __init__(self, device: str, folder: Path):
         time.sleep(PROBE_S)  # blocking, as a probe is: subprocesses, CUDA initialisation
-        self.info = DeviceInfo(id=device, type="cpu", vendor="cpu", model="test", arch="x86_64", memory_gb=None, units=None, versions={})
+        self.info = DeviceInfo(
+            id=device,
+            type="cpu",
+            vendor="cpu",
+            model="test",
+            arch="x86_64",
+            memory_gb=None,
+            units=None,
+            versions={},
+        )
         self.closed = False
 
     def close(self) -> None:
@@ -54,7 +63,9 @@ def test_the_device_probe_runs_off_the_event_loop(tmp_path):
 
     ticks, took = asyncio.run(main())
     assert took >= PROBE_S
-    assert ticks >= 0.5 * took / 0.02, f"the loop ran {ticks} times in {took:.2f} s: the probe blocked it"
+    assert ticks >= 0.5 * took / 0.02, (
+        f"the loop ran {ticks} times in {took:.2f} s: the probe blocked it"
+    )
     executor = pool.evaluators()[0].executor
     pool.drop(slot)
     assert executor.closed and pool.evaluators() == []

@@ -29,14 +29,25 @@ def allsum():
 
 
 def _info(device_id: str, kind: str = "cuda") -> DeviceInfo:
-    return DeviceInfo(id=device_id, type=kind, vendor="nvidia", model="NVIDIA H200", arch="sm_90", memory_gb=141, units=132, versions={})
+    return DeviceInfo(
+        id=device_id,
+        type=kind,
+        vendor="nvidia",
+        model="NVIDIA H200",
+        arch="sm_90",
+        memory_gb=141,
+        units=132,
+        versions={},
+    )
 
 
 # -- the task format ------------------------------------------------------------------------------
 
 
 def test_a_multi_rank_task_declares_its_world_sizes_and_what_it_moves(allsum):
-    assert allsum.multi_rank and allsum.world_size.sizes == (1, 2, 3, 4) and allsum.world_size.cpu == 2
+    assert (
+        allsum.multi_rank and allsum.world_size.sizes == (1, 2, 3, 4) and allsum.world_size.cpu == 2
+    )
     assert allsum.collective == Collective("all_reduce", "4 * N * D")
     at_four = allsum.at_world(Workload({"N": 64, "D": 128}), 4)
     assert at_four.axes == {"N": 64, "D": 128, "W": 4} and at_four.label == "N=64,D=128,W=4"
@@ -59,9 +70,23 @@ def _write_variant(tmp_path: Path, edit) -> Path:
     [
         (lambda t: t.replace("axes:\n", "axes:\n  W: ranks\n"), "axes", "remove `W`"),
         (lambda t: t.replace("cpu: 2}", "cpu: 5}"), "world_size.cpu", "among `sizes`"),
-        (lambda t: t.replace("world_size: {sizes: [1, 2, 3, 4], cpu: 2}\n", ""), "flops", "declares `world_size:`"),
-        (lambda t: t.replace("world_size: {sizes: [1, 2, 3, 4], cpu: 2}\n", "").replace("(W - 1) * ", ""), "collective", "add `world_size"),
-        (lambda t: t.replace("kind: all_reduce", "kind: broadcast"), "collective.kind", "all_gather"),
+        (
+            lambda t: t.replace("world_size: {sizes: [1, 2, 3, 4], cpu: 2}\n", ""),
+            "flops",
+            "declares `world_size:`",
+        ),
+        (
+            lambda t: t.replace("world_size: {sizes: [1, 2, 3, 4], cpu: 2}\n", "").replace(
+                "(W - 1) * ", ""
+            ),
+            "collective",
+            "add `world_size",
+        ),
+        (
+            lambda t: t.replace("kind: all_reduce", "kind: broadcast"),
+            "collective.kind",
+            "all_gather",
+        ),
         (lambda t: t.replace("peak: link", "peak: fp32"), "peak", "peak: link"),
     ],
 )
@@ -81,14 +106,18 @@ def test_the_world_size_comes_from_the_task_the_device_and_the_user(allsum):
     assert world_size_for(allsum, _info("cuda:4-7")) == 4  # a device group: all of its GPUs
     with pytest.raises(WorldSizeError, match="name a device group such as `cuda:0-3`"):
         world_size_for(allsum, _info("cuda:0"), 4)
-    single = load_task(Path(__file__).resolve().parent / "fixtures" / "tasks" / "elementwise" / "axpy")
+    single = load_task(
+        Path(__file__).resolve().parent / "fixtures" / "tasks" / "elementwise" / "axpy"
+    )
     assert world_size_for(single, cpu) is None
     with pytest.raises(WorldSizeError, match="runs on one device"):
         world_size_for(single, cpu, 2)
 
 
 def test_a_device_group_makes_all_of_its_gpus_visible_to_one_harness():
-    assert parse_device("cuda:2-5").visibility_env(rocm=False) == {"CUDA_VISIBLE_DEVICES": "2,3,4,5"}
+    assert parse_device("cuda:2-5").visibility_env(rocm=False) == {
+        "CUDA_VISIBLE_DEVICES": "2,3,4,5"
+    }
     assert parse_device("cuda:0-1").visibility_env(rocm=True) == {"HIP_VISIBLE_DEVICES": "0,1"}
     assert parse_device("cuda:3").visibility_env(rocm=False) == {"CUDA_VISIBLE_DEVICES": "3"}
 
@@ -132,7 +161,9 @@ def test_a_correct_candidate_passes_on_two_ranks_with_bus_bandwidth(cpu_evaluato
         assert w.bandwidth["link_gbps"] is None  # the CPU has no link in the peaks table
 
 
-def test_a_candidate_wrong_on_one_rank_fails_and_the_message_names_that_rank(cpu_evaluator, allsum, candidates):
+def test_a_candidate_wrong_on_one_rank_fails_and_the_message_names_that_rank(
+    cpu_evaluator, allsum, candidates
+):
     result = cpu_evaluator.evaluate(allsum, candidates / "allsum_wrong_on_rank1.py", limits=SHORT)
     assert result.status == "failed" and result.failed_stage == "correctness"
     assert "on rank 1" in result.stage("correctness").message
@@ -146,30 +177,40 @@ def test_a_candidate_that_skips_the_communication_fails(cpu_evaluator, allsum, c
 
 
 def _leftover(marker: str) -> list[str]:
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=False).stdout
+    out = subprocess.run(
+        ["ps", "-eo", "pid,args"], capture_output=True, text=True, check=False
+    ).stdout
     return [line for line in out.splitlines() if marker in line and "ps -eo" not in line]
 
 
-def test_a_rank_that_hangs_is_killed_at_the_limit_with_every_other_rank(cpu_evaluator, allsum, candidates):
+def test_a_rank_that_hangs_is_killed_at_the_limit_with_every_other_rank(
+    cpu_evaluator, allsum, candidates
+):
     result = cpu_evaluator.evaluate(allsum, candidates / "allsum_hang_on_rank1.py", limits=SHORT)
     stage = result.stage("correctness")
     assert result.status == "failed" and stage.status == "timeout"
-    assert "rank(s) 0, 1 of 2 did not finish" in stage.message  # rank 0 waits in the collective for rank 1
+    assert (
+        "rank(s) 0, 1 of 2 did not finish" in stage.message
+    )  # rank 0 waits in the collective for rank 1
     assert not _leftover("allsum-hang-child"), "a process the hanging rank started is still running"
 
 
 def test_four_ranks_pass_too(cpu_evaluator, allsum):
-    result = cpu_evaluator.evaluate(allsum, ALLSUM / "starter.py", limits=SHORT, world_size=4, performance=False)
+    result = cpu_evaluator.evaluate(
+        allsum, ALLSUM / "starter.py", limits=SHORT, world_size=4, performance=False
+    )
     assert result.status == "passed" and result.world_size == 4
     assert all(w["axes"]["W"] == 4 for w in result.stage("correctness").workloads)
 
 
 def test_a_reference_without_run_all_is_a_task_bug_reported_as_such(cpu_evaluator, tmp_path):
     folder = _write_variant(tmp_path, lambda t: t)
-    (folder / "reference.py").write_text(textwrap.dedent("""
+    (folder / "reference.py").write_text(
+        textwrap.dedent("""
         def run(x):
             return x
-    """))
+    """)
+    )
     result = cpu_evaluator.evaluate(load_task(folder), folder / "starter.py", limits=SHORT)
     assert result.status == "infrastructure_error"
     assert "defines no `run_all(inputs_by_rank)`" in result.stage("compile").message
@@ -190,8 +231,24 @@ def test_arena_shows_the_world_sizes_and_refuses_one_the_task_cannot_run(capsys)
 
     tasks_dir = str(ALLSUM.parent.parent)
     assert main(["--tasks-dir", tasks_dir, "tasks", "show", "comm/allsum"]) == 0
-    assert "multi-rank: run on every rank of 1, 2, 3, 4 ranks (CPU device: 2)" in capsys.readouterr().out
-    code = main(["--tasks-dir", tasks_dir, "eval", "--task", "comm/allsum", "--candidate", str(ALLSUM / "starter.py"), "--world-size", "5", "--no-store"])
+    assert (
+        "multi-rank: run on every rank of 1, 2, 3, 4 ranks (CPU device: 2)"
+        in capsys.readouterr().out
+    )
+    code = main(
+        [
+            "--tasks-dir",
+            tasks_dir,
+            "eval",
+            "--task",
+            "comm/allsum",
+            "--candidate",
+            str(ALLSUM / "starter.py"),
+            "--world-size",
+            "5",
+            "--no-store",
+        ]
+    )
     assert code == 2
     assert "pass --world-size with one of 1, 2, 3, 4" in capsys.readouterr().err
 
@@ -212,7 +269,8 @@ def test_a_bundled_collective_wrong_on_one_rank_fails(cpu_evaluator, tmp_path):
     from core.tasks.discovery import find_task
 
     candidate = tmp_path / "gather_rank_order.py"
-    candidate.write_text(textwrap.dedent("""
+    candidate.write_text(
+        textwrap.dedent("""
         import torch
         import torch.distributed as dist
 
@@ -222,17 +280,26 @@ def test_a_bundled_collective_wrong_on_one_rank_fails(cpu_evaluator, tmp_path):
             if dist.get_rank() == 1:  # rank 1 returns the blocks in reverse rank order
                 out = torch.cat(list(out.chunk(dist.get_world_size()))[::-1])
             return out
-    """))
-    result = cpu_evaluator.evaluate(find_task("comm/all_gather"), candidate, limits=SHORT, performance=False)
-    assert result.failed_stage == "correctness" and "on rank 1" in result.stage("correctness").message
+    """)
+    )
+    result = cpu_evaluator.evaluate(
+        find_task("comm/all_gather"), candidate, limits=SHORT, performance=False
+    )
+    assert (
+        result.failed_stage == "correctness" and "on rank 1" in result.stage("correctness").message
+    )
 
 
-def test_a_collective_on_a_sim_device_is_checked_on_gloo_and_predicted_by_the_alpha_beta_model(allsum):
+def test_a_collective_on_a_sim_device_is_checked_on_gloo_and_predicted_by_the_alpha_beta_model(
+    allsum,
+):
     from core.evaluation.evaluator import Evaluator
 
     with Evaluator("sim:h200") as evaluator:
         result = evaluator.evaluate(allsum, ALLSUM / "starter.py", limits=SHORT)
-    assert result.status == "passed" and result.timing_kind == "predicted" and result.world_size == 2
+    assert (
+        result.status == "passed" and result.timing_kind == "predicted" and result.world_size == 2
+    )
     assert "alpha-beta" in result.stage("performance").message
     for w in result.workloads:  # the GPU workloads, at the world the correctness ran on
         assert w.mode == "predicted" and w.band and w.speedup == 1.0

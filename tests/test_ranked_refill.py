@@ -17,16 +17,26 @@ def test_each_timed_call_is_refilled_after_its_barrier(monkeypatch):
         def fresh(index: int) -> list[torch.Tensor]:
             order.append(f"refill {index}")
             return [torch.zeros(4)]
+
         return fresh
 
     monkeypatch.setattr(ranked_worker, "_fresh", fresh_factory)
-    monkeypatch.setattr(ranked_worker, "parent_barrier", lambda conn, k: order.append(f"barrier {k}"))
+    monkeypatch.setattr(
+        ranked_worker, "parent_barrier", lambda conn, k: order.append(f"barrier {k}")
+    )
 
     def run(x: torch.Tensor) -> torch.Tensor:
         order.append("call")
         return x + 1
 
-    msg = {"calls": 2, "first_index": 10, "sample": [], "workload": {"shapes": {"x": [4], "out": [4]}}}
-    reply = ranked_worker._time_rank(run, msg, [], [], 0, torch.device("cpu"), None, {}, False, None)
+    msg = {
+        "calls": 2,
+        "first_index": 10,
+        "sample": [],
+        "workload": {"shapes": {"x": [4], "out": [4]}},
+    }
+    reply = ranked_worker._time_rank(
+        run, msg, [], [], 0, torch.device("cpu"), None, {}, False, None
+    )
     assert reply["ok"] and len(reply["times_us"]) == 2
     assert order == ["barrier 0", "refill 11", "call", "barrier 1", "refill 12", "call"]

@@ -49,7 +49,9 @@ def cluster():
 
 @pytest.fixture(autouse=True)
 def _fast_jobs(monkeypatch):
-    monkeypatch.setattr(Timing, "for_device", classmethod(lambda cls, device_type, profile=None: FAST))
+    monkeypatch.setattr(
+        Timing, "for_device", classmethod(lambda cls, device_type, profile=None: FAST)
+    )
 
 
 def recording_factory(made: list[RayExecutor]):
@@ -62,8 +64,14 @@ def recording_factory(made: list[RayExecutor]):
 
 
 def spec(fixture_tasks: Path, candidates: Path, *names: str) -> RunSpec:
-    return RunSpec(name="ray", tasks=("elementwise/axpy",), candidates=names or ("starter",), devices=("ray:cpu",),
-                   tasks_dir=str(fixture_tasks), base_dir=str(candidates))
+    return RunSpec(
+        name="ray",
+        tasks=("elementwise/axpy",),
+        candidates=names or ("starter",),
+        devices=("ray:cpu",),
+        tasks_dir=str(fixture_tasks),
+        base_dir=str(candidates),
+    )
 
 
 def gone(pid: int, within_s: float = 10.0) -> bool:
@@ -85,7 +93,11 @@ def leftovers(within_s: float = 10.0) -> list[str]:
         found = []
         for p in psutil.process_iter(["cmdline", "status"]):
             cmdline = " ".join(p.info["cmdline"] or [])
-            if "core.harness" in cmdline and "/arena-ray-" in cmdline and p.info["status"] != psutil.STATUS_ZOMBIE:
+            if (
+                "core.harness" in cmdline
+                and "/arena-ray-" in cmdline
+                and p.info["status"] != psutil.STATUS_ZOMBIE
+            ):
                 found.append(f"{p.pid} {cmdline[:120]}")
         if not found or time.monotonic() > deadline:
             return found
@@ -96,8 +108,15 @@ def test_a_job_ships_its_candidate_and_never_the_task_folder(tmp_path, fixture_t
     (tmp_path / "solution.py").write_text("def run(x, b): ...\n")
     (tmp_path / "kernel.cu").write_text("// built by solution.py\n")
     (tmp_path / "notes.txt").write_text("not a source\n")
-    job = {"candidate": str(tmp_path / "solution.py"), "task_dir": str(fixture_tasks / "elementwise" / "axpy"), "task_sources": {}}
-    assert sorted(job_files(job)) == ["candidate/kernel.cu", "candidate/solution.py"]  # task.yaml names hidden shapes
+    job = {
+        "candidate": str(tmp_path / "solution.py"),
+        "task_dir": str(fixture_tasks / "elementwise" / "axpy"),
+        "task_sources": {},
+    }
+    assert sorted(job_files(job)) == [
+        "candidate/kernel.cu",
+        "candidate/solution.py",
+    ]  # task.yaml names hidden shapes
     del job["task_sources"]  # a job whose harness reads the task folder gets it
     assert "task/task.yaml" in job_files(job)
 
@@ -109,26 +128,36 @@ def test_the_cluster_offers_its_cpus_as_slots(cluster) -> None:
         capacities(["ray:cuda"], None)
 
 
-def test_a_batch_spreads_over_the_workers_and_each_result_is_stored_once(cluster, fixture_tasks, candidates, tmp_path) -> None:
+def test_a_batch_spreads_over_the_workers_and_each_result_is_stored_once(
+    cluster, fixture_tasks, candidates, tmp_path
+) -> None:
     made: list[RayExecutor] = []
     run = spec(fixture_tasks, candidates, "starter", "axpy_wrong.py")
     with Store.open(tmp_path / "arena.db") as store:
         run_id = store.create_run(run.name, run.to_json())
         outcome = asyncio.run(execute(store, run_id, run, recording_factory(made)))
         assert not outcome.failed_jobs
-        by_candidate = {store.get_job(r.job_id).key.split("|")[1]: r.to_result() for r in store.results(run_id)}
+        by_candidate = {
+            store.get_job(r.job_id).key.split("|")[1]: r.to_result() for r in store.results(run_id)
+        }
         assert sorted(by_candidate) == ["axpy_wrong.py", "starter"]
         assert by_candidate["starter"].passed
-        assert by_candidate["axpy_wrong.py"].failed_stage == "correctness"  # the candidate's fault: never retried
+        assert (
+            by_candidate["axpy_wrong.py"].failed_stage == "correctness"
+        )  # the candidate's fault: never retried
         assert all(job.attempts == 1 for job in store.jobs(run_id))
         assert by_candidate["starter"].device["id"] == "ray:cpu"
     started = [s for e in made for s in e.started]
-    assert len(made) == 2 and len(started) == 2  # two slots (the cluster's two CPUs), one Ray task per job
+    assert (
+        len(made) == 2 and len(started) == 2
+    )  # two slots (the cluster's two CPUs), one Ray task per job
     assert len({s["worker_pid"] for s in started}) == 2, "both workers took a job"
     assert all(gone(s["harness_pid"]) for s in started), "every harness ended with its job"
 
 
-def test_a_worker_killed_mid_job_is_retried_and_the_job_finishes_once(cluster, fixture_tasks, candidates, tmp_path) -> None:
+def test_a_worker_killed_mid_job_is_retried_and_the_job_finishes_once(
+    cluster, fixture_tasks, candidates, tmp_path
+) -> None:
     made: list[RayExecutor] = []
     killed: list[dict] = []
 
@@ -136,7 +165,9 @@ def test_a_worker_killed_mid_job_is_retried_and_the_job_finishes_once(cluster, f
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not killed:
             for s in [s for e in made for s in e.started]:
-                os.kill(s["worker_pid"], signal.SIGKILL)  # the node loses the worker, the harness with it
+                os.kill(
+                    s["worker_pid"], signal.SIGKILL
+                )  # the node loses the worker, the harness with it
                 killed.append(s)
                 return
             time.sleep(0.05)
@@ -146,14 +177,26 @@ def test_a_worker_killed_mid_job_is_retried_and_the_job_finishes_once(cluster, f
     seen: list[events.Event] = []
     with Store.open(tmp_path / "arena.db") as store:
         run_id = store.create_run(run.name, run.to_json())
-        outcome = asyncio.run(execute(store, run_id, run, recording_factory(made), on_event=lambda job_id, e: seen.append(e)))
+        outcome = asyncio.run(
+            execute(
+                store,
+                run_id,
+                run,
+                recording_factory(made),
+                on_event=lambda job_id, e: seen.append(e),
+            )
+        )
         assert killed and not outcome.failed_jobs
         [row] = store.results(run_id)  # one result, though the job ran twice
         assert row.to_result().passed
         [job] = store.jobs(run_id)
         assert job.attempts == 2
     retried = [e for e in seen if isinstance(e, events.JobStateChanged) and e.state == "retrying"]
-    assert len(retried) == 1 and retried[0].fault == "infrastructure" and "WorkerCrashedError" in retried[0].reason
+    assert (
+        len(retried) == 1
+        and retried[0].fault == "infrastructure"
+        and "WorkerCrashedError" in retried[0].reason
+    )
     started = [s for e in made for s in e.started]
     assert len(started) == 2 and started[1]["worker_pid"] != killed[0]["worker_pid"]
     assert gone(killed[0]["harness_pid"]), "the killed worker's harness died with it: no orphan"
@@ -164,8 +207,14 @@ def test_a_worker_killed_mid_job_is_retried_and_the_job_finishes_once(cluster, f
 def test_a_trainer_gets_rewards_from_the_cluster(cluster, fixture_tasks) -> None:
     from core.rl.arena import evaluate_many
 
-    right, bad = evaluate_many([("elementwise/axpy", AXPY), ("elementwise/axpy", WRONG)], ray="auto", tasks_dir=fixture_tasks)
-    assert right.result.device["id"] == bad.result.device["id"] == "ray:cpu"  # the default device: the cluster's (no GPU: CPUs)
+    right, bad = evaluate_many(
+        [("elementwise/axpy", AXPY), ("elementwise/axpy", WRONG)],
+        ray="auto",
+        tasks_dir=fixture_tasks,
+    )
+    assert (
+        right.result.device["id"] == bad.result.device["id"] == "ray:cpu"
+    )  # the default device: the cluster's (no GPU: CPUs)
     assert right.outcome == "correct" and right.reward > 0
     assert bad.outcome != "correct" and bad.result.failed_stage == "correctness" and not bad.retry
 
@@ -181,7 +230,9 @@ def test_a_run_file_names_its_cluster(tmp_path, fixture_tasks) -> None:
         load_run_file(path, fixture_tasks)
 
 
-def test_a_worker_killed_while_its_candidate_hangs_leaves_nothing_behind(cluster, fixture_tasks, candidates, tmp_path) -> None:
+def test_a_worker_killed_while_its_candidate_hangs_leaves_nothing_behind(
+    cluster, fixture_tasks, candidates, tmp_path
+) -> None:
     """A hanging candidate writes no event, so only the chain of parent-death signals (and, in
     the sandbox, its PID namespace) ends its harness and worker when the Ray worker dies."""
     made: list[RayExecutor] = []
@@ -191,7 +242,10 @@ def test_a_worker_killed_while_its_candidate_hangs_leaves_nothing_behind(cluster
         found = []
         for p in psutil.process_iter(["cmdline"]):
             try:
-                if "arena-hang-child" in " ".join(p.info["cmdline"] or []) and "/arena-ray-" in p.cwd():
+                if (
+                    "arena-hang-child" in " ".join(p.info["cmdline"] or [])
+                    and "/arena-ray-" in p.cwd()
+                ):
                     found.append(p)
             except psutil.Error:
                 continue
@@ -231,7 +285,14 @@ def test_arena_devices_lists_the_cluster(cluster, capsys) -> None:
 
     assert main(["devices", "--ray", "auto", "--json"]) == 0
     [row] = json.loads(capsys.readouterr().out)
-    assert row == {"id": "ray:cpu", "vendor": "", "kind": "CPU", "count": 2.0, "nodes": 1, "slots": 2}
+    assert row == {
+        "id": "ray:cpu",
+        "vendor": "",
+        "kind": "CPU",
+        "count": 2.0,
+        "nodes": 1,
+        "slots": 2,
+    }
 
 
 def test_without_ray_the_arena_says_how_to_install_it(monkeypatch, capsys, tmp_path) -> None:

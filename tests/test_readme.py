@@ -50,15 +50,28 @@ def use_commands() -> list[str]:
     found = []
     for line in block.splitlines():
         line = line.split("  #", 1)[0].strip()
-        found += [part.strip() for part in line.split(";") if part.strip() and not part.strip().startswith("#")]
+        found += [
+            part.strip()
+            for part in line.split(";")
+            if part.strip() and not part.strip().startswith("#")
+        ]
     return found
 
 
 def test_every_readme_command_is_run_or_has_a_reason_not_to_be():
     commands = use_commands()
     assert len(commands) > 20
-    unknown = [c for c in commands if c not in NOT_RUN and not c.startswith(("arena tasks", "arena runs list", "arena leaderboard", "arena --version", "cp "))]
-    assert not unknown, f"new README commands: run them in test_the_cheap_readme_commands_run_verbatim or say why not in NOT_RUN: {unknown}"
+    unknown = [
+        c
+        for c in commands
+        if c not in NOT_RUN
+        and not c.startswith(
+            ("arena tasks", "arena runs list", "arena leaderboard", "arena --version", "cp ")
+        )
+    ]
+    assert not unknown, (
+        f"new README commands: run them in test_the_cheap_readme_commands_run_verbatim or say why not in NOT_RUN: {unknown}"
+    )
     assert not set(NOT_RUN) - set(commands), "NOT_RUN names commands the README no longer has"
 
 
@@ -89,4 +102,6 @@ def test_the_readme_counts_match_the_program():
     tasks = discover()
     (count,) = re.findall(r"the catalogue: (\d+) tasks", README)
     assert int(count) == len(tasks)
-    assert "`sim:h200`" in README or "sim:h200" in README.split("## Use")[0]  # the first command's device without a GPU
+    assert (
+        "`sim:h200`" in README or "sim:h200" in README.split("## Use")[0]
+    )  # the first command's device without a GPU

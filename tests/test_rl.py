@@ -26,9 +26,16 @@ HIDDEN_FIXED = "N=33,D=100"  # the fixture's fixed hidden workload
 
 
 def test_evaluate_one_source_text() -> None:
-    rr = evaluate("elementwise/axpy", AXPY, device="cpu", seed=5, tasks_dir=FIXTURE_TASKS, timing=FAST)
+    rr = evaluate(
+        "elementwise/axpy", AXPY, device="cpu", seed=5, tasks_dir=FIXTURE_TASKS, timing=FAST
+    )
     assert rr.outcome == "correct" and rr.reward is not None and 0 < rr.reward <= 1 and not rr.retry
-    assert rr.stages == {"compile": "passed", "correctness": "passed", "generalization": "passed", "performance": "passed"}
+    assert rr.stages == {
+        "compile": "passed",
+        "correctness": "passed",
+        "generalization": "passed",
+        "performance": "passed",
+    }
     assert rr.speedup > 0 and rr.sol_fraction is None  # the CPU device has no speed of light
     assert rr.integrity_flags == [] and isinstance(rr.review_notes, list)
     full, public = json.dumps(rr.to_json(public=False)), json.dumps(rr.to_json())
@@ -53,7 +60,10 @@ def arena(loop):
 def test_policy_mistakes_are_compile_failures(loop, arena: Arena) -> None:
     no_run = loop.run(arena.aevaluate("elementwise/axpy", "import torch\nx = 1\n"))
     assert no_run.outcome == "compile_failed" and no_run.reward == -0.5
-    assert "defines no `run`" in no_run.result.stage("compile").message and "/tmp/" not in no_run.result.stage("compile").message
+    assert (
+        "defines no `run`" in no_run.result.stage("compile").message
+        and "/tmp/" not in no_run.result.stage("compile").message
+    )
     nul = loop.run(arena.aevaluate("elementwise/axpy", "def run(x, b):\n    return x\x00\n"))
     assert nul.outcome == "compile_failed" and nul.reward == -0.5
     empty = loop.run(arena.aevaluate("elementwise/axpy", ""))
@@ -64,7 +74,9 @@ def test_visible_only_leaves_hidden_workloads_out_of_the_job(loop, arena: Arena)
     rr = loop.run(arena.aevaluate("elementwise/axpy", AXPY, seed=3, visible_only=True))
     assert rr.outcome == "correct" and rr.visible_only
     assert rr.stages["generalization"] == "skipped"
-    assert HIDDEN_FIXED not in json.dumps(rr.to_json(public=False))  # not even in the trainer's copy
+    assert HIDDEN_FIXED not in json.dumps(
+        rr.to_json(public=False)
+    )  # not even in the trainer's copy
     assert all(not w.hidden for w in rr.result.workloads)
     wrong = loop.run(arena.aevaluate("elementwise/axpy", WRONG, visible_only=True, reward="fast_p"))
     assert wrong.outcome == "incorrect" and wrong.reward == 0.0 and wrong.reward_name == "fast_p"
@@ -115,9 +127,20 @@ def test_evaluate_many_spreads_over_every_device_in_order() -> None:
         made.append(device_id)
         return _Renamed(device_id, folder)
 
-    batch = [("elementwise/axpy", AXPY), {"task_id": "elementwise/axpy", "source": WRONG}, EvalRequest("elementwise/axpy", "x = (")]
+    batch = [
+        ("elementwise/axpy", AXPY),
+        {"task_id": "elementwise/axpy", "source": WRONG},
+        EvalRequest("elementwise/axpy", "x = ("),
+    ]
     batch += [EvalRequest("elementwise/axpy", AXPY, seed=9, device="box1/cpu")]
-    results = evaluate_many(batch, devices=["cpu", "box1/cpu"], tasks_dir=FIXTURE_TASKS, executor_factory=factory, cpu_slots=1, timing=FAST)
+    results = evaluate_many(
+        batch,
+        devices=["cpu", "box1/cpu"],
+        tasks_dir=FIXTURE_TASKS,
+        executor_factory=factory,
+        cpu_slots=1,
+        timing=FAST,
+    )
     assert [r.outcome for r in results] == ["correct", "incorrect", "compile_failed", "correct"]
     assert [r.reward for r in results][1:3] == [-0.25, -0.5]
     assert sorted(made) == ["box1/cpu", "cpu"], "both devices' slots took jobs"
@@ -131,7 +154,12 @@ def test_infrastructure_faults_mean_retry_not_a_score() -> None:
         attempts.append(device_id)
         raise RuntimeError("host unreachable")
 
-    [rr] = evaluate_many([("elementwise/axpy", AXPY)], devices=["cpu"], tasks_dir=FIXTURE_TASKS, executor_factory=broken)
+    [rr] = evaluate_many(
+        [("elementwise/axpy", AXPY)],
+        devices=["cpu"],
+        tasks_dir=FIXTURE_TASKS,
+        executor_factory=broken,
+    )
     assert rr.reward is None and rr.retry and rr.outcome == "infrastructure_error"
     assert "host unreachable" in rr.result.stage("compile").message
     assert len(attempts) == 3  # the first try and the scheduler's two retries
@@ -139,17 +167,66 @@ def test_infrastructure_faults_mean_retry_not_a_score() -> None:
 
 def test_public_result_scrubs_hidden_names_from_free_text() -> None:
     task = find_task("elementwise/axpy", FIXTURE_TASKS)
-    gen = StageResult("generalization", "failed", message=f"1 of 2 workload(s) wrong; first: {HIDDEN_FIXED}: shape (33, 100) wrong", workloads=[
-        {"label": HIDDEN_FIXED, "axes": {"N": 33, "D": 100}, "passed": False, "message": "bad", "worst": {"index": [1, 2]}},
-        {"label": "N=7,D=100", "axes": {"N": 7, "D": 100}, "passed": True, "message": None, "worst": None},
-    ])
-    stages = [StageResult("compile", "passed"), StageResult("correctness", "passed"), gen, StageResult("performance")]
+    gen = StageResult(
+        "generalization",
+        "failed",
+        message=f"1 of 2 workload(s) wrong; first: {HIDDEN_FIXED}: shape (33, 100) wrong",
+        workloads=[
+            {
+                "label": HIDDEN_FIXED,
+                "axes": {"N": 33, "D": 100},
+                "passed": False,
+                "message": "bad",
+                "worst": {"index": [1, 2]},
+            },
+            {
+                "label": "N=7,D=100",
+                "axes": {"N": 7, "D": 100},
+                "passed": True,
+                "message": None,
+                "worst": None,
+            },
+        ],
+    )
+    stages = [
+        StageResult("compile", "passed"),
+        StageResult("correctness", "passed"),
+        gen,
+        StageResult("performance"),
+    ]
     assert [s.name for s in stages] == list(STAGES)
-    timed = WorkloadFigures(HIDDEN_FIXED, {"N": 33, "D": 100}, True, "wall", {"median_us": 5.0}, {"median_us": 5.0}, 1.0, None, None)
-    result = Result("elementwise/axpy", "0" * 64, {"id": "cpu"}, "cpu", "failed", "generalization", stages, [timed], 0.0, None, None, 20.0,
-                    integrity_flags=[], review_notes=[f"untimed_work: {HIDDEN_FIXED}: slow; tensor [33, 100]"])
+    timed = WorkloadFigures(
+        HIDDEN_FIXED,
+        {"N": 33, "D": 100},
+        True,
+        "wall",
+        {"median_us": 5.0},
+        {"median_us": 5.0},
+        1.0,
+        None,
+        None,
+    )
+    result = Result(
+        "elementwise/axpy",
+        "0" * 64,
+        {"id": "cpu"},
+        "cpu",
+        "failed",
+        "generalization",
+        stages,
+        [timed],
+        0.0,
+        None,
+        None,
+        20.0,
+        integrity_flags=[],
+        review_notes=[f"untimed_work: {HIDDEN_FIXED}: slow; tensor [33, 100]"],
+    )
     text = json.dumps(public_result(result, task))
     assert HIDDEN_FIXED not in text and "N=7,D=100" not in text and "33, 100" not in text
     data = public_result(result, task)
-    assert data["stages"][2]["workloads"] == [{"label": "hidden#1", "passed": False}, {"label": "hidden#2", "passed": True}]
+    assert data["stages"][2]["workloads"] == [
+        {"label": "hidden#1", "passed": False},
+        {"label": "hidden#2", "passed": True},
+    ]
     assert data["workloads"][0]["axes"] == {} and data["workloads"][0]["speedup"] == 1.0

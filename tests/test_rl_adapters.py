@@ -44,8 +44,15 @@ def _fake_verifiers() -> tuple[types.ModuleType, types.ModuleType]:
     vf = types.ModuleType("verifiers")
 
     class MultiTurnEnv:
-        def __init__(self, dataset: Any = None, rubric: Any = None, max_turns: int = 10, **kwargs: Any) -> None:
-            self.dataset, self.rubric, self.max_turns, self.kwargs = dataset, rubric, max_turns, kwargs
+        def __init__(
+            self, dataset: Any = None, rubric: Any = None, max_turns: int = 10, **kwargs: Any
+        ) -> None:
+            self.dataset, self.rubric, self.max_turns, self.kwargs = (
+                dataset,
+                rubric,
+                max_turns,
+                kwargs,
+            )
 
     class Rubric:
         def __init__(self, funcs: list, weights: list) -> None:
@@ -71,7 +78,7 @@ def test_missing_libraries_give_a_clear_error(monkeypatch: pytest.MonkeyPatch) -
     verifiers_env = _fresh("core.rl.adapters.verifiers_env")
     with pytest.raises(ImportError, match=r"pip install 'kernel-arena\[verifiers\]'"):
         verifiers_env.load_environment()
-    import core.rl.arena  # noqa: F401
+    import core.rl.arena
     import core.rl.env  # noqa: F401 - the core stands without them
 
 
@@ -79,15 +86,30 @@ def test_gym_adapter_against_a_stand_in(monkeypatch: pytest.MonkeyPatch) -> None
     gym = _fake_gymnasium()
     monkeypatch.setitem(sys.modules, "gymnasium", gym)
     gym_env = _fresh("core.rl.adapters.gym_env")
-    env = gym_env.make_env("elementwise/axpy", device="cpu", max_turns=2, tasks_dir=FIXTURE_TASKS, timing=FAST)
+    env = gym_env.make_env(
+        "elementwise/axpy", device="cpu", max_turns=2, tasks_dir=FIXTURE_TASKS, timing=FAST
+    )
     try:
         assert isinstance(env, gym.Env) and env.action_space.max_length == 1 << 20
         obs, info = env.reset(seed=4)
         assert "Starter:" in obs and env.np_random_seed == 4 and info["observation"]["turn"] == 0
-        obs, reward, terminated, truncated, info = env.step("Here it is:\n```python\n" + AXPY + "```\n")
-        assert reward > 0 and not terminated and not truncated and "Turn 1 of 2: correct" in obs and not info["retry"]
+        obs, reward, terminated, truncated, info = env.step(
+            "Here it is:\n```python\n" + AXPY + "```\n"
+        )
+        assert (
+            reward > 0
+            and not terminated
+            and not truncated
+            and "Turn 1 of 2: correct" in obs
+            and not info["retry"]
+        )
         obs, reward, terminated, truncated, info = env.step({"final": True})
-        assert terminated and not truncated and reward == info["final_reward"] > 0 and "Episode over" in env.render()
+        assert (
+            terminated
+            and not truncated
+            and reward == info["final_reward"] > 0
+            and "Episode over" in env.render()
+        )
     finally:
         env.close()
     gym_env.register()
@@ -102,12 +124,17 @@ def test_verifiers_adapter_against_a_stand_in(monkeypatch: pytest.MonkeyPatch) -
 
     async def rollout() -> tuple[Any, dict[str, Any], float, list[dict[str, str]]]:
         async with Arena(["cpu"], tasks_dir=FIXTURE_TASKS, timing=FAST) as arena:
-            env = verifiers_env.load_environment(task_ids=["elementwise/axpy"], tasks_dir=FIXTURE_TASKS, max_turns=3, arena=arena)
+            env = verifiers_env.load_environment(
+                task_ids=["elementwise/axpy"], tasks_dir=FIXTURE_TASKS, max_turns=3, arena=arena
+            )
             row = env.dataset[0]
             state: dict[str, Any] = {"info": row["info"]}
             state = await env.setup_state(state)
             assert not await env.is_completed([], state)
-            wrong = {"role": "assistant", "content": "```python\nimport torch\ndef run(x, b):\n    return x\n```"}
+            wrong = {
+                "role": "assistant",
+                "content": "```python\nimport torch\ndef run(x, b):\n    return x\n```",
+            }
             reply, state = await env_response(env, [wrong], state)
             right = {"role": "assistant", "content": f"```python\n{AXPY}```\nFINAL"}
             reply2, state = await env_response(env, [wrong, right], state)
@@ -127,7 +154,9 @@ def test_verifiers_adapter_against_a_stand_in(monkeypatch: pytest.MonkeyPatch) -
 def test_gym_adapter_with_the_real_library() -> None:
     gymnasium = pytest.importorskip("gymnasium")
     gym_env = _fresh("core.rl.adapters.gym_env")
-    env = gym_env.make_env("elementwise/axpy", device="cpu", max_turns=1, tasks_dir=FIXTURE_TASKS, timing=FAST)
+    env = gym_env.make_env(
+        "elementwise/axpy", device="cpu", max_turns=1, tasks_dir=FIXTURE_TASKS, timing=FAST
+    )
     try:
         assert isinstance(env, gymnasium.Env)
         obs, _ = env.reset(seed=1)

@@ -30,8 +30,12 @@ def store(tmp_path):
 
 def spec_for(fixture_tasks: Path, folder: Path, **overrides) -> RunSpec:
     base = dict(
-        name="test", tasks=("elementwise/axpy",), candidates=("starter", str(folder / "axpy_torch.py"), str(folder / "axpy_wrong.py")),
-        devices=("cpu",), cpu_slots=1, tasks_dir=str(fixture_tasks),
+        name="test",
+        tasks=("elementwise/axpy",),
+        candidates=("starter", str(folder / "axpy_torch.py"), str(folder / "axpy_wrong.py")),
+        devices=("cpu",),
+        cpu_slots=1,
+        tasks_dir=str(fixture_tasks),
     )
     return RunSpec(**{**base, **overrides})
 
@@ -46,7 +50,9 @@ def spec_for(fixture_tasks: Path, folder: Path, **overrides) -> RunSpec:
         ("tasks: [elementwise/axpy]\niterations: 0\n", "iterations", "positive integer"),
     ],
 )
-def test_bad_run_files_name_the_file_the_field_and_the_fix(tmp_path, fixture_tasks, text, field, fix):
+def test_bad_run_files_name_the_file_the_field_and_the_fix(
+    tmp_path, fixture_tasks, text, field, fix
+):
     with pytest.raises(RunFileError) as caught:
         load_run_file(write_run(tmp_path, text), fixture_tasks)
     message = str(caught.value)
@@ -54,7 +60,10 @@ def test_bad_run_files_name_the_file_the_field_and_the_fix(tmp_path, fixture_tas
 
 
 def test_run_file_selects_tasks_by_id_family_and_glob(tmp_path, fixture_tasks, candidates):
-    path = write_run(tmp_path, f"name: n\ntasks: [elementwise]\ncandidates: [starter, {candidates}/axpy_torch.py]\niterations: 2\n")
+    path = write_run(
+        tmp_path,
+        f"name: n\ntasks: [elementwise]\ncandidates: [starter, {candidates}/axpy_torch.py]\niterations: 2\n",
+    )
     spec = load_run_file(path, fixture_tasks)
     jobs = plan(spec)
     assert len(jobs) == 4 and {j.task.id for j in jobs} == {"elementwise/axpy"}
@@ -66,15 +75,23 @@ def test_a_run_records_every_result_and_scores_each_candidate(store, fixture_tas
     run_id = store.create_run(spec.name, spec.to_json())
     outcome = asyncio.run(execute(store, run_id, spec))
     assert not outcome.failed_jobs and len(outcome.results) == 3
-    by_candidate = {store.get_job(r.job_id).key.split("|")[1].rsplit("/", 1)[-1]: r for r in store.results(run_id)}
+    by_candidate = {
+        store.get_job(r.job_id).key.split("|")[1].rsplit("/", 1)[-1]: r
+        for r in store.results(run_id)
+    }
     assert by_candidate["starter"].status == "passed"
     assert by_candidate["axpy_torch.py"].status == "passed"
-    assert by_candidate["axpy_wrong.py"].status == "failed" and by_candidate["axpy_wrong.py"].failed_stage == "correctness"
+    assert (
+        by_candidate["axpy_wrong.py"].status == "failed"
+        and by_candidate["axpy_wrong.py"].failed_stage == "correctness"
+    )
     assert store.get_run(run_id).status == "finished"
     assert any(e.type == "job_state_changed" for e in store.events(run_id))
 
 
-def test_an_interrupted_run_resumes_with_nothing_lost_and_nothing_done_twice(store, fixture_tasks, candidates):
+def test_an_interrupted_run_resumes_with_nothing_lost_and_nothing_done_twice(
+    store, fixture_tasks, candidates
+):
     spec = spec_for(fixture_tasks, candidates)
     run_id = store.create_run(spec.name, spec.to_json())
 
@@ -94,7 +111,9 @@ def test_an_interrupted_run_resumes_with_nothing_lost_and_nothing_done_twice(sto
     assert len(outcome.results) == 3 - len(kept), "only the missing jobs ran"
     results = store.results(run_id)
     assert len(results) == 3 and len({r.job_id for r in results}) == 3
-    assert all(r.created_at == kept[r.job_id] for r in results if r.job_id in kept), "kept results untouched"
+    assert all(r.created_at == kept[r.job_id] for r in results if r.job_id in kept), (
+        "kept results untouched"
+    )
 
 
 class FlakyExecutor(LocalExecutor):
@@ -109,7 +128,9 @@ class FlakyExecutor(LocalExecutor):
         return await super().run(job, job_dir, deadline_s, on_event)
 
 
-def test_an_infrastructure_fault_is_retried_and_the_job_finished_once(store, fixture_tasks, candidates):
+def test_an_infrastructure_fault_is_retried_and_the_job_finished_once(
+    store, fixture_tasks, candidates
+):
     spec = spec_for(fixture_tasks, candidates, candidates=("starter",), cpu_slots=2)
     run_id = store.create_run(spec.name, spec.to_json())
     outcome = asyncio.run(execute(store, run_id, spec, executor_factory=FlakyExecutor))
@@ -122,7 +143,10 @@ def test_an_infrastructure_fault_is_retried_and_the_job_finished_once(store, fix
 
 def test_arena_run_and_resume_from_the_command_line(tmp_path, fixture_tasks, candidates, capsys):
     db = tmp_path / "cli.db"
-    path = write_run(tmp_path, f"name: cli\ntasks: [elementwise/axpy]\ncandidates: [starter, {candidates}/axpy_wrong.py]\n")
+    path = write_run(
+        tmp_path,
+        f"name: cli\ntasks: [elementwise/axpy]\ncandidates: [starter, {candidates}/axpy_wrong.py]\n",
+    )
     code = main(["--db", str(db), "--tasks-dir", str(fixture_tasks), "run", str(path)])
     out = capsys.readouterr().out
     assert code == 1, "a wrong candidate fails its evaluation"

@@ -50,7 +50,9 @@ def test_honest_samplers_raise_no_false_alarm_over_a_thousand_calls(task_files):
     """The bundled baseline (torch's sort + multinomial path on the CPU) and a draw straight
     from the reference's q: 500 calls each, every single-call and pooled verdict passes."""
     baseline = task_files["baseline"].run
-    from_q = lambda l, k, p: torch.multinomial(task_files["reference"].run(l, k, p)[1], 1).squeeze(1)
+    from_q = lambda l, k, p: torch.multinomial(task_files["reference"].run(l, k, p)[1], 1).squeeze(
+        1
+    )
     for sampler, seed in ((baseline, 1), (from_q, 2)):
         for single, pooled in _calls(task_files, sampler, B=16, V=128, n=500, seed=seed):
             assert single["passed"] and pooled["passed"], (single, pooled)
@@ -73,7 +75,9 @@ def test_the_starter_raises_no_false_alarm_over_many_calls(task_files):
 def test_an_argmax_fallback_passes_every_call_alone_and_fails_pooled(task_files, B, V):
     fallback = _load(CHEATS / "sampling_argmax_fallback.py").run
     verdicts = list(_calls(task_files, fallback, B, V, n=20))
-    assert all(single["passed"] for single, _ in verdicts), "the cheat is meant to pass one call's test"
+    assert all(single["passed"] for single, _ in verdicts), (
+        "the cheat is meant to pass one call's test"
+    )
     failed = [i for i, (_, pooled) in enumerate(verdicts) if not pooled["passed"]]
     assert failed and failed[0] < 12, "pooled over a few calls, the excess argmax hits show"
     assert "most probable token too often" in verdicts[failed[0]][1]["message"]
@@ -88,7 +92,10 @@ def test_greedy_at_one_and_three_rows_fails_within_the_seeds_its_workload_runs(t
     greedy = _load(CHEATS / "sampling_greedy.py").run
     verdicts = list(_calls(task_files, greedy, B, V, n=seeds))
     assert verdicts[0][0]["passed"], "one call alone passes"
-    assert not verdicts[-1][1]["passed"] and "pooled over the workload's checked calls" in verdicts[-1][1]["message"]
+    assert (
+        not verdicts[-1][1]["passed"]
+        and "pooled over the workload's checked calls" in verdicts[-1][1]["message"]
+    )
 
 
 def test_a_sampling_task_with_one_and_three_rows_catches_greedy_end_to_end(cpu_evaluator, tmp_path):
@@ -99,10 +106,14 @@ def test_a_sampling_task_with_one_and_three_rows_catches_greedy_end_to_end(cpu_e
     spec = task_dir / "task.yaml"
     text = spec.read_text()
     start, end = text.index("  cpu:\n"), text.index("model_workloads:")
-    spec.write_text(text[:start] + "  cpu:\n    visible:\n      - {B: 1, V: 300}\n      - {B: 3, V: 300}\n"
-                    "    hidden:\n      fixed:\n        - {B: 2, V: 200}\n\n" + text[end:])
+    spec.write_text(
+        text[:start] + "  cpu:\n    visible:\n      - {B: 1, V: 300}\n      - {B: 3, V: 300}\n"
+        "    hidden:\n      fixed:\n        - {B: 2, V: 200}\n\n" + text[end:]
+    )
     task = load_task(task_dir)
     greedy = cpu_evaluator.evaluate(task, CHEATS / "sampling_greedy.py", performance=False)
     assert greedy.failed_stage == "correctness" and "pooled" in greedy.stage("correctness").message
     honest = cpu_evaluator.evaluate(task, SAMPLING / "baseline.py", performance=False)
-    assert honest.status == "passed" and not honest.integrity_flags, [s.message for s in honest.stages]
+    assert honest.status == "passed" and not honest.integrity_flags, [
+        s.message for s in honest.stages
+    ]

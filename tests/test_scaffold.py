@@ -22,13 +22,24 @@ def test_a_scaffolded_task_validates_as_generated(capsys, tmp_path: Path, cpu_ev
     code, out, err = _run(capsys, "tasks", "new", "norm/my_scale", "--tasks-dir", str(tmp_path))
     assert code == 0, err
     folder = tmp_path / "norm" / "my_scale"
-    assert sorted(p.name for p in folder.iterdir()) == ["baseline.py", "reference.py", "starter.py", "task.yaml"]
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "baseline.py",
+        "reference.py",
+        "starter.py",
+        "task.yaml",
+    ]
     assert "# " in (folder / "task.yaml").read_text(), "the template explains itself in comments"
     task = load_task(folder)
     assert task.id == "norm/my_scale" and task.model_workloads is not None
     report = validate_task(folder, ValidateOptions(), cpu_evaluator)
     assert report.passed, [c for c in report.checks if not c.passed]
-    assert {c.name for c in report.checks} >= {"baseline_passes", "starter_passes", "zeros_fail", "inputs_matter", "cpu_budget"}
+    assert {c.name for c in report.checks} >= {
+        "baseline_passes",
+        "starter_passes",
+        "zeros_fail",
+        "inputs_matter",
+        "cpu_budget",
+    }
 
 
 def test_it_refuses_to_overwrite(capsys, tmp_path: Path):
@@ -42,8 +53,12 @@ def test_it_refuses_to_overwrite(capsys, tmp_path: Path):
 
 @pytest.mark.parametrize(
     ("task_id", "says"),
-    [("kernels/foo", "family `kernels` is unknown: use one of gemm"), ("norm", "is not FAMILY/NAME"),
-     ("norm/My-Norm", "not a lowercase identifier"), ("norm/a/b", "is not FAMILY/NAME")],
+    [
+        ("kernels/foo", "family `kernels` is unknown: use one of gemm"),
+        ("norm", "is not FAMILY/NAME"),
+        ("norm/My-Norm", "not a lowercase identifier"),
+        ("norm/a/b", "is not FAMILY/NAME"),
+    ],
 )
 def test_bad_ids_get_one_line_and_exit_code_2(capsys, tmp_path: Path, task_id: str, says: str):
     code, _, err = _run(capsys, "tasks", "new", task_id, "--tasks-dir", str(tmp_path))

@@ -56,10 +56,16 @@ class Recorder:
 
 def test_slots_one_per_gpu_and_several_per_cpu():
     assert capacity("cuda:0") == 1 and capacity("box1/cuda:3") == 1
-    assert capacity("cpu", cpu_slots=3) == 3 and capacity("box1/cpu", cpu_slots=2) == 2 and capacity("sim:h200", cpu_slots=4) == 4
+    assert (
+        capacity("cpu", cpu_slots=3) == 3
+        and capacity("box1/cpu", cpu_slots=2) == 2
+        and capacity("sim:h200", cpu_slots=4) == 4
+    )
     assert capacity("cpu") >= 1
     slots = slots_for(["cuda:0", "cpu", "box1/cpu"], cpu_slots=2, capacities={"box1/cpu": 5})
-    assert [s.id for s in slots] == ["cuda:0#0", "cpu#0", "cpu#1"] + [f"box1/cpu#{i}" for i in range(5)]
+    assert [s.id for s in slots] == ["cuda:0#0", "cpu#0", "cpu#1"] + [
+        f"box1/cpu#{i}" for i in range(5)
+    ]
     with pytest.raises(ValueError, match="capacity 0"):
         slots_for(["cpu"], cpu_slots=0)
 
@@ -68,7 +74,13 @@ def test_higher_priority_first_and_fifo_within_a_priority():
     async def main():
         runner = Recorder()
         async with Scheduler(slots_for(["cuda:0"]), runner) as s:
-            for name, priority in [("low-1", 0), ("high-1", 5), ("low-2", 0), ("mid", 1), ("high-2", 5)]:
+            for name, priority in [
+                ("low-1", 0),
+                ("high-1", 5),
+                ("low-2", 0),
+                ("mid", 1),
+                ("high-2", 5),
+            ]:
                 s.submit(Job(name, "cuda:0", priority=priority))
         return runner.order
 
@@ -114,7 +126,12 @@ def test_infrastructure_fault_is_retried_on_another_device_and_finishes_once():
     assert calls == ["cuda:0", "cuda:1"] and outcome == "ok on cuda:1, attempt 2"
     assert states(seen, "j") == ["queued", "running", "retrying", "running", "done"]
     retrying = next(e for e in seen if e.state == "retrying")
-    assert (retrying.device, retrying.attempt, retrying.reason, retrying.fault) == ("cuda:0", 1, "host lost", "infrastructure")
+    assert (retrying.device, retrying.attempt, retrying.reason, retrying.fault) == (
+        "cuda:0",
+        1,
+        "host lost",
+        "infrastructure",
+    )
 
 
 def test_a_retry_waits_for_an_untried_device_and_the_failed_one_serves_others_meanwhile():
@@ -129,7 +146,9 @@ def test_a_retry_waits_for_an_untried_device_and_the_failed_one_serves_others_me
 
         async with Scheduler(slots_for(["cuda:0", "cuda:1"]), runner) as s:
             s.submit(Job("busy", "cuda:1"))
-            s.submit(Job("flaky", ("cuda:0", "cuda:1"), priority=1))  # cuda:1 is busy: starts on cuda:0
+            s.submit(
+                Job("flaky", ("cuda:0", "cuda:1"), priority=1)
+            )  # cuda:1 is busy: starts on cuda:0
             s.submit(Job("other", "cuda:0"))
         async with Scheduler(slots_for(["cuda:0", "cuda:1"]), runner) as s:
             s.submit(Job("pinned", "cuda:0"))  # one device only: retried there
@@ -151,16 +170,37 @@ def test_infrastructure_retries_are_capped_then_the_job_fails_as_infrastructure(
             calls.append(slot.id)
             raise InfrastructureFault(f"reference failed on {slot.id}")
 
-        async with Scheduler(slots_for(["cpu"], cpu_slots=2), runner, max_retries=2, on_event=seen.append, unhealthy_after=None) as s:
+        async with Scheduler(
+            slots_for(["cpu"], cpu_slots=2),
+            runner,
+            max_retries=2,
+            on_event=seen.append,
+            unhealthy_after=None,
+        ) as s:
             future = s.submit(Job("j", "cpu"))
             with pytest.raises(JobFailed) as caught:
                 await future
         return calls, caught.value
 
     calls, error = run(main())
-    assert len(calls) == 3 and calls[:2] == ["cpu#0", "cpu#1"]  # another slot of the same device first
-    assert error.kind == "infrastructure" and error.attempts == 3 and "reference failed on cpu#1" in error.reason
-    assert states(seen, "j") == ["queued", "running", "retrying", "running", "retrying", "running", "failed"]
+    assert len(calls) == 3 and calls[:2] == [
+        "cpu#0",
+        "cpu#1",
+    ]  # another slot of the same device first
+    assert (
+        error.kind == "infrastructure"
+        and error.attempts == 3
+        and "reference failed on cpu#1" in error.reason
+    )
+    assert states(seen, "j") == [
+        "queued",
+        "running",
+        "retrying",
+        "running",
+        "retrying",
+        "running",
+        "failed",
+    ]
     assert seen[-1].fault == "infrastructure"
 
 
@@ -232,7 +272,9 @@ def test_cancel_a_queued_and_a_running_job_runs_the_runners_cleanup():
     assert all(isinstance(r, asyncio.CancelledError) for r in results)
     assert states(seen, "running") == ["queued", "running", "cancelled"]
     assert states(seen, "queued") == ["queued", "cancelled"]
-    assert next(e for e in seen if e.job_id == "running" and e.state == "cancelled").device == "cuda:0"
+    assert (
+        next(e for e in seen if e.job_id == "running" and e.state == "cancelled").device == "cuda:0"
+    )
 
 
 def test_cancelling_the_future_cancels_the_job_and_leaving_on_an_error_cancels_all():
@@ -294,9 +336,18 @@ def test_every_state_change_is_an_event_in_order_and_json_ready():
 
     run(main())
     assert [(e.job_id, e.state) for e in seen] == [
-        ("a", "queued"), ("b", "queued"), ("a", "running"), ("a", "done"), ("b", "running"), ("b", "done"),
+        ("a", "queued"),
+        ("b", "queued"),
+        ("a", "running"),
+        ("a", "done"),
+        ("b", "running"),
+        ("b", "done"),
     ]
-    assert [(e.device, e.slot, e.attempt) for e in seen if e.job_id == "a"] == [(None, None, 0), ("cpu", 0, 1), ("cpu", 0, 1)]
+    assert [(e.device, e.slot, e.attempt) for e in seen if e.job_id == "a"] == [
+        (None, None, 0),
+        ("cpu", 0, 1),
+        ("cpu", 0, 1),
+    ]
     for event in seen:
         assert events.parse(events.to_json(event)) == event
 
@@ -310,7 +361,9 @@ def test_a_device_failing_repeatedly_is_taken_out_of_use():
                 raise InfrastructureFault("connection reset")
             return slot.device
 
-        async with Scheduler(slots_for(["box1/cuda:0", "cuda:0"]), runner, on_event=seen.append, unhealthy_after=2) as s:
+        async with Scheduler(
+            slots_for(["box1/cuda:0", "cuda:0"]), runner, on_event=seen.append, unhealthy_after=2
+        ) as s:
             both = [s.submit(Job(f"j{i}", ("box1/cuda:0", "cuda:0"))) for i in range(4)]
             outcomes = await asyncio.gather(*both)
             only_box = s.submit(Job("box-only", "box1/cuda:0"))
@@ -323,7 +376,10 @@ def test_a_device_failing_repeatedly_is_taken_out_of_use():
 
     assert run(main()) == ["cuda:0"] * 4
     health = [e for e in seen if isinstance(e, DeviceHealthChanged)]
-    assert [(e.device, e.healthy) for e in health] == [("box1/cuda:0", False), ("box1/cuda:0", True)]
+    assert [(e.device, e.healthy) for e in health] == [
+        ("box1/cuda:0", False),
+        ("box1/cuda:0", True),
+    ]
     # Once unhealthy, no job went there again.
     failures = [e for e in seen if isinstance(e, JobStateChanged) and e.state == "retrying"]
     assert len(failures) == 2
@@ -349,7 +405,9 @@ def test_bad_submissions_say_what_to_do():
             await asyncio.sleep(0.05)
 
         async with Scheduler(slots_for(["cuda:0"]), runner) as s:
-            with pytest.raises(ValueError, match="cuda:7, which have no slot here; slots exist for cuda:0"):
+            with pytest.raises(
+                ValueError, match="cuda:7, which have no slot here; slots exist for cuda:0"
+            ):
                 s.submit(Job("j", ("cuda:0", "cuda:7")))
             s.submit(Job("j", "cuda:0"))
             with pytest.raises(ValueError, match="already queued or running"):

@@ -35,7 +35,9 @@ def test_roofline_takes_the_slower_of_compute_and_memory():
     roof = roofline_us(2 * m * n * k, 2 * (m * k + n * k + m * n), H200_SPEC, "bf16")
     assert roof == pytest.approx(2 * m * n * k / 989e12 * 1e6)
     # A memory-bound rmsnorm: bytes dominate.
-    assert roofline_us(4 * 4096 * 4096, 4 * 4096 * 4096, H200_SPEC, "fp32") == pytest.approx(4 * 4096 * 4096 / 4.8e12 * 1e6)
+    assert roofline_us(4 * 4096 * 4096, 4 * 4096 * 4096, H200_SPEC, "fp32") == pytest.approx(
+        4 * 4096 * 4096 / 4.8e12 * 1e6
+    )
     assert sol_fraction(50.0, 100.0) == 0.5
 
 

@@ -33,11 +33,26 @@ CPU = torch.device("cpu")
 def _serve(sample: list[float], max_calls: int = 10) -> tuple[socket.socket, dict]:
     ours, theirs = socket.socketpair()
     out: dict = {}
-    msg = {"workload": WORKLOAD, "seed": 1234, "first_index": 0, "max_calls": max_calls, "sample": sample, "timeout_s": 20}
+    msg = {
+        "workload": WORKLOAD,
+        "seed": 1234,
+        "first_index": 0,
+        "max_calls": max_calls,
+        "sample": sample,
+        "timeout_s": 20,
+    }
 
     def trusted() -> None:
         try:
-            out["kept"] = shared_io.serve_round(theirs, msg, SPECS, OUTS, CPU, None, lambda serving, reason: out.update(serving=serving))
+            out["kept"] = shared_io.serve_round(
+                theirs,
+                msg,
+                SPECS,
+                OUTS,
+                CPU,
+                None,
+                lambda serving, reason: out.update(serving=serving),
+            )
         except shared_io.ProtocolError as exc:
             out["violation"] = str(exc)
         theirs.close()
@@ -57,14 +72,18 @@ def test_an_honest_round_hands_the_sampled_calls_outputs_to_the_trusted_side_and
     fresh = shared_io.SharedInputs(peer, SPECS, OUTS, WORKLOAD["shapes"], CPU)
     assert fresh.args[2] == 2.0 and all(isinstance(a, torch.Tensor) for a in fresh.args[:2])
     assert not any(k == "seed" for k in vars(fresh))  # nothing here could regenerate the round
-    timed = timing.time_calls(_axpy, fresh, CPU, 5.0, 4, 4, 0, False, False, (), fresh.keep, fresh.picker)
+    timed = timing.time_calls(
+        _axpy, fresh, CPU, 5.0, 4, 4, 0, False, False, (), fresh.keep, fresh.picker
+    )
     fresh.finish()
     out["thread"].join(10)
     assert out["serving"] and "violation" not in out, out
     calls, got, count, _ = out["kept"]
     assert count == len(timed["times_us"]) == 4
     assert calls == sorted({1 + k for k in timing.picks([0.0, 0.55], 4)}) == [1, 3]
-    regen = inputs.FreshInputs(SPECS, WORKLOAD, 1234, CPU, None)  # the trusted side's private regeneration
+    regen = inputs.FreshInputs(
+        SPECS, WORKLOAD, 1234, CPU, None
+    )  # the trusted side's private regeneration
     for index, y in zip(calls, got):
         x, b, alpha = regen(index)
         torch.testing.assert_close(y, alpha * x + b)
@@ -98,13 +117,22 @@ def _raw_round(peer: socket.socket, frames: list[dict]) -> None:
                 return
 
 
-@pytest.mark.parametrize("frames, says", [
-    ([{"next": 1, "calls": 3}, {"next": 1, "done": 1}], "asked for the inputs of call 1 after those of call 1"),
-    ([{"next": 1, "calls": 3}, {"next": 2, "done": 2}], "reported the outputs of call 2"),
-    ([{"next": 1, "calls": 3}, {"next": 2}, {"next": 3}, {"end": True, "done": 3}], "never reported the outputs of sampled call(s) [1, 2]"),
-    ([{"next": 1, "calls": 999}], "announced 999 calls"),
-    ([{"next": "x"}], "where a call's request was expected"),
-])
+@pytest.mark.parametrize(
+    "frames, says",
+    [
+        (
+            [{"next": 1, "calls": 3}, {"next": 1, "done": 1}],
+            "asked for the inputs of call 1 after those of call 1",
+        ),
+        ([{"next": 1, "calls": 3}, {"next": 2, "done": 2}], "reported the outputs of call 2"),
+        (
+            [{"next": 1, "calls": 3}, {"next": 2}, {"next": 3}, {"end": True, "done": 3}],
+            "never reported the outputs of sampled call(s) [1, 2]",
+        ),
+        ([{"next": 1, "calls": 999}], "announced 999 calls"),
+        ([{"next": "x"}], "where a call's request was expected"),
+    ],
+)
 def test_a_candidate_worker_that_breaks_the_protocol_is_caught(frames, says):
     """The harness code in the candidate's process never does these; a candidate that drives the
     peer socket itself (to see inputs twice, or to skip the checked calls) is a violation."""
@@ -143,7 +171,13 @@ def test_a_candidate_searching_frames_and_gc_for_the_rounds_secrets_finds_nothin
     with Evaluator("cpu", timing=FAST) as evaluator:
         result = evaluator.evaluate(task, cheat.path)
     assert outcome_problems(cheat.expect, cheat.notes, result) == [], result
-    assert not any("inputs drawn in the candidate's process" in n for w in result.workloads for n in (w.notes or []))
+    assert not any(
+        "inputs drawn in the candidate's process" in n
+        for w in result.workloads
+        for n in (w.notes or [])
+    )
     with Evaluator("cpu", timing=Timing(**{**FAST.__dict__, "shared_io": False})) as evaluator:
         old = evaluator.evaluate(task, cheat.path)
-    assert old.status == "failed" and any(f.startswith("timed_output_mismatch:") for f in old.integrity_flags), old.integrity_flags
+    assert old.status == "failed" and any(
+        f.startswith("timed_output_mismatch:") for f in old.integrity_flags
+    ), old.integrity_flags

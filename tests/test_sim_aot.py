@@ -28,7 +28,9 @@ def _row_max_used_twice(x_ptr, out_ptr, N, ROWS: tl.constexpr, BLOCK: tl.constex
     cols = tl.arange(0, BLOCK)[None, :]
     m = tl.full((ROWS,), -float("inf"), tl.float32)
     for start in range(0, N, BLOCK):
-        x = tl.load(x_ptr + rows[:, None] * N + start + cols, mask=start + cols < N, other=-float("inf"))
+        x = tl.load(
+            x_ptr + rows[:, None] * N + start + cols, mask=start + cols < N, other=-float("inf")
+        )
         m = tl.maximum(m, tl.max(x, axis=1))  # a reduction carried by the loop ...
     tl.store(out_ptr + rows, m)
     tl.store(out_ptr + ROWS + rows, m * 2.0)  # ... and used twice after it
@@ -72,12 +74,23 @@ def _compiled_in_a_fresh_process(kernel: str, bound: str, target: str = "t.H200"
         f"print(json.dumps(sim_aot.compile_launch(t.{kernel}.fn, t.{bound}, {{}}, {target}).to_json()))"
     )
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.skipif(not triton.__version__.startswith("3.6."), reason=f"the refusal is Triton 3.6's (this is {triton.__version__})")
+@pytest.mark.skipif(
+    not triton.__version__.startswith("3.6."),
+    reason=f"the refusal is Triton 3.6's (this is {triton.__version__})",
+)
 def test_a_kernel_that_the_targets_compiler_refuses_is_reported_as_refused_with_the_failing_pass():
     # The shape of the sampling starter's row max until 2026-11-29, which never built for a GPU.
     found = _compiled_in_a_fresh_process("_row_max_used_twice", "ROW_MAX")
@@ -87,12 +100,16 @@ def test_a_kernel_that_the_targets_compiler_refuses_is_reported_as_refused_with_
 
 def test_a_kernel_that_builds_is_not_refused():
     found = _compiled_in_a_fresh_process("_row_sum", "ROW_MAX")
-    assert found["ok"] and not found["rejected"] and found["registers"] and found["shared_bytes"] > 0
+    assert (
+        found["ok"] and not found["rejected"] and found["registers"] and found["shared_bytes"] > 0
+    )
 
 
 def test_only_the_back_end_s_own_failures_count_as_refusals(monkeypatch):
     def fails_in_a_pass(*_args, **_kwargs):
-        os.write(2, b"note: Pipeline failed while executing [`SomePass` on 'builtin.module' operation]\n")
+        os.write(
+            2, b"note: Pipeline failed while executing [`SomePass` on 'builtin.module' operation]\n"
+        )
         raise RuntimeError("PassManager::run failed")
 
     monkeypatch.setattr(triton, "compile", fails_in_a_pass)
@@ -104,22 +121,44 @@ def test_only_the_back_end_s_own_failures_count_as_refusals(monkeypatch):
 
     monkeypatch.setattr(triton, "compile", this_path_s_limit)
     limited = sim_aot.compile_launch(_copy.fn, COPY, {}, H200)
-    assert not limited.ok and not limited.rejected, "a limit of the simulator is never held against the kernel (the stage says it cannot evaluate it)"
+    assert not limited.ok and not limited.rejected, (
+        "a limit of the simulator is never held against the kernel (the stage says it cannot evaluate it)"
+    )
 
 
 def test_a_kernel_needing_more_shared_memory_than_the_target_has_is_refused():
-    found = _compiled_in_a_fresh_process("_row_sum", "ROW_MAX", '{**t.H200, "shared_per_unit": 64}')  # a GPU of 64 bytes
+    found = _compiled_in_a_fresh_process(
+        "_row_sum", "ROW_MAX", '{**t.H200, "shared_per_unit": 64}'
+    )  # a GPU of 64 bytes
     assert found["rejected"] and "out of shared memory" in found["error"]
 
 
 def test_the_performance_stage_names_the_kernel_the_target_refused():
-    reply = {"launches": [
-        {"kernel": "_fine", "resources": {"ok": True}},
-        {"kernel": "_sample_kernel", "resources": {"ok": False, "rejected": True, "error": "RuntimeError: PassManager::run failed (in the pass P)"}},
-    ]}
+    reply = {
+        "launches": [
+            {"kernel": "_fine", "resources": {"ok": True}},
+            {
+                "kernel": "_sample_kernel",
+                "resources": {
+                    "ok": False,
+                    "rejected": True,
+                    "error": "RuntimeError: PassManager::run failed (in the pass P)",
+                },
+            },
+        ]
+    }
     message = refused_launch(reply)
-    assert message is not None and "`_sample_kernel` does not build for the target" in message and "in the pass P" in message
-    assert refused_launch({"launches": [{"kernel": "_k", "resources": {"ok": False, "error": "TypeError: ..."}}]}) is None
+    assert (
+        message is not None
+        and "`_sample_kernel` does not build for the target" in message
+        and "in the pass P" in message
+    )
+    assert (
+        refused_launch(
+            {"launches": [{"kernel": "_k", "resources": {"ok": False, "error": "TypeError: ..."}}]}
+        )
+        is None
+    )
 
 
 def test_a_kernel_using_python_min_and_max_compiles_whatever_the_import_order():
@@ -135,7 +174,15 @@ def test_a_kernel_using_python_min_and_max_compiles_whatever_the_import_order():
         "print(json.dumps(sim_aot.compile_launch(t._python_min_max.fn, bound, {}, t.H200).to_json()))"
     )
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert found["ok"], found["error"]

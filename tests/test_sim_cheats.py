@@ -20,7 +20,7 @@ from tests.conftest import ROOT
 
 CHEATS = ROOT / "tests" / "sim_cheats"
 
-COUNT = '''
+COUNT = """
 import importlib.util, json, sys
 from core.devices.device import sim_info
 from core.evaluation.evaluator import _spec_json
@@ -49,30 +49,55 @@ for name, path in json.loads(sys.argv[1]).items():
                  "stages": [k.get("num_stages") for k in side["kernels"]], "grids": [l["grid"] for l in reply["launches"]]}
 out["launch_us"] = constants.launch_us
 print(json.dumps(out))
-'''
+"""
 
 
 @pytest.fixture(scope="module")
 def counted() -> dict:
-    files = {name: str(CHEATS / f"{name}.py") for name in ("honest_loop", "masked_middle", "launch_flood", "host_python", "stages_inflated", "stages_default", "zero_pages", "autotuned")}
+    files = {
+        name: str(CHEATS / f"{name}.py")
+        for name in (
+            "honest_loop",
+            "masked_middle",
+            "launch_flood",
+            "host_python",
+            "stages_inflated",
+            "stages_default",
+            "zero_pages",
+            "autotuned",
+        )
+    }
     files["starter"] = str(find_task("activation/silu_mul").file("starter.py"))
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(COUNT), json.dumps(files)], cwd=ROOT, capture_output=True, text=True, timeout=600,
-                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(COUNT), json.dumps(files)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def test_work_hidden_in_a_loops_middle_iterations_is_counted(counted):
     honest, cheat = counted["honest_loop"]["us"], counted["masked_middle"]["us"]
-    assert cheat > 0.8 * honest, f"the masked-prologue loop predicted {cheat:.1f} µs against {honest:.1f} µs for the same work"
+    assert cheat > 0.8 * honest, (
+        f"the masked-prologue loop predicted {cheat:.1f} µs against {honest:.1f} µs for the same work"
+    )
 
 
 def test_launches_past_the_cap_are_billed(counted):
     flood, starter = counted["launch_flood"], counted["starter"]
-    assert flood["launches"] == 256 and any("billed as one merged entry" in n for n in flood["notes"])
+    assert flood["launches"] == 256 and any(
+        "billed as one merged entry" in n for n in flood["notes"]
+    )
     launches = 255 + 32  # empty ones, then the rows in 32 launches
     billed_work = flood["us"] - launches * counted["launch_us"]
-    assert billed_work > 0.8 * (starter["us"] - counted["launch_us"]), "the real work, launched after 255 empty launches, is billed"
+    assert billed_work > 0.8 * (starter["us"] - counted["launch_us"]), (
+        "the real work, launched after 255 empty launches, is billed"
+    )
 
 
 def test_a_kernel_calling_host_python_is_not_predicted(counted):
@@ -83,24 +108,45 @@ def test_a_kernel_calling_host_python_is_not_predicted(counted):
 
 def test_inflated_num_stages_on_a_loop_free_kernel_buys_nothing(counted):
     assert counted["stages_inflated"]["stages"] == [64], "the compiled kernel's own parameter"
-    assert counted["stages_inflated"]["us"] == pytest.approx(counted["stages_default"]["us"], rel=0.02)
+    assert counted["stages_inflated"]["us"] == pytest.approx(
+        counted["stages_default"]["us"], rel=0.02
+    )
 
 
 def test_large_inputs_are_drawn_so_zero_pages_do_not_reveal_the_count(counted):
-    assert counted["zero_pages"]["us"] == pytest.approx(counted["starter"]["us"], rel=0.02), "it did all its rows: the input was not zero"
+    assert counted["zero_pages"]["us"] == pytest.approx(counted["starter"]["us"], rel=0.02), (
+        "it did all its rows: the input was not zero"
+    )
 
 
 def test_autotune_trials_are_predicted_to_choose_and_never_billed(counted):
     tuned = counted["autotuned"]
-    assert tuned["launches"] == 1, "four trials and the chosen launch: only the chosen launch is billed"
+    assert tuned["launches"] == 1, (
+        "four trials and the chosen launch: only the chosen launch is billed"
+    )
     assert any(n.startswith("autotune: 4 trial launch(es)") for n in tuned["notes"])
-    assert tuned["grids"] == [[2048, 14336 // 1024, 1]], "BLOCK=1024 is predicted fastest (the fewest waves of programs)"
+    assert tuned["grids"] == [[2048, 14336 // 1024, 1]], (
+        "BLOCK=1024 is predicted fastest (the fewest waves of programs)"
+    )
 
 
 def test_a_failed_aot_compile_is_never_forgiven():
-    reply = {"launches": [{"kernel": "_k", "resources": {"ok": False, "rejected": False, "error": "TypeError: an argument type the AOT path does not map"}}]}
+    reply = {
+        "launches": [
+            {
+                "kernel": "_k",
+                "resources": {
+                    "ok": False,
+                    "rejected": False,
+                    "error": "TypeError: an argument type the AOT path does not map",
+                },
+            }
+        ]
+    }
     message, fault = uncounted_launch(reply)  # type: ignore[misc]
-    assert fault == "infrastructure" and message.startswith("cannot evaluate on this device: the simulator's AOT compile of kernel `_k` failed")
+    assert fault == "infrastructure" and message.startswith(
+        "cannot evaluate on this device: the simulator's AOT compile of kernel `_k` failed"
+    )
 
 
 def test_a_candidate_that_does_nothing_when_counted_is_flagged_below_the_floor():

@@ -11,7 +11,7 @@ from core.evaluation.evaluator import Evaluator
 from core.model.result import EXIT_INFRASTRUCTURE
 from core.tasks.discovery import find_task
 
-KERNEL = '''
+KERNEL = """
 import torch
 import triton
 import triton.language as tl
@@ -38,7 +38,7 @@ def run(x, residual, weight, eps):
     out, res_out = torch.empty_like(x), torch.empty_like(residual)
     _kernel[(T,)](x.contiguous(), residual.contiguous(), weight, out, res_out, H, eps, BLOCK=triton.next_power_of_2(H))
     return out, res_out
-'''
+"""
 # Liger's RMSNorm idiom: libdevice.rsqrt of a sum plus the float argument eps, cast with .to()
 LIGER_STYLE = KERNEL.format(rstd="libdevice.rsqrt(tl.sum(r * r, axis=0) / H + eps.to(tl.float32))")
 # a libdevice function with no CPU implementation (a Bessel function) where the GPU has one
@@ -66,5 +66,8 @@ def test_a_kernel_the_interpreter_cannot_run_is_not_a_wrong_answer(cpu, tmp_path
     result = cpu.evaluate(task, path, performance=False)
     assert result.status == "infrastructure_error" and result.exit_code == EXIT_INFRASTRUCTURE
     messages = " ".join(s.message or "" for s in result.stages)
-    assert "cannot evaluate on this device: triton.language.extra.libdevice.j0 has no CPU implementation" in messages
+    assert (
+        "cannot evaluate on this device: triton.language.extra.libdevice.j0 has no CPU implementation"
+        in messages
+    )
     assert "wrong" not in messages

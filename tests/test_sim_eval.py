@@ -26,29 +26,51 @@ def test_a_starter_on_sim_h200_gets_predicted_times_at_gpu_sizes(add_rmsnorm_sta
     result = add_rmsnorm_starter
     assert result.status == "passed", [s.message for s in result.stages]
     assert result.timing_kind == "predicted" and result.device["id"] == "sim:h200"
-    assert [w.label for w in result.workloads if not w.hidden] == [w.label for w in task.gpu.visible]  # GPU sizes, not CPU ones
+    assert [w.label for w in result.workloads if not w.hidden] == [
+        w.label for w in task.gpu.visible
+    ]  # GPU sizes, not CPU ones
     for w in result.workloads:
         assert w.mode == "predicted" and w.band is not None and w.band > 0
         assert w.candidate["median_us"] > 0 and w.baseline["median_us"] > 0
-        assert w.sol_fraction is not None and 0 < w.sol_fraction <= 1, "a prediction never beats the roofline"
-        assert not [n for n in w.notes or [] if "AOT compile" in n], "the kernel compiled for sm_90 (even with TRITON_INTERPRET=1 in this process)"
+        assert w.sol_fraction is not None and 0 < w.sol_fraction <= 1, (
+            "a prediction never beats the roofline"
+        )
+        assert not [n for n in w.notes or [] if "AOT compile" in n], (
+            "the kernel compiled for sm_90 (even with TRITON_INTERPRET=1 in this process)"
+        )
     # memory-bound at prefill size: the predicted time grows with the bytes moved
-    small, large = (next(w for w in result.workloads if w.label == label) for label in ("T=2048,H=4096", "T=8192,H=7168"))
+    small, large = (
+        next(w for w in result.workloads if w.label == label)
+        for label in ("T=2048,H=4096", "T=8192,H=7168")
+    )
     assert large.candidate["median_us"] > 3 * small.candidate["median_us"]
 
 
-def test_the_same_evaluation_twice_predicts_the_same_times_and_uses_the_measured_baseline(sim_h200, add_rmsnorm_starter):
+def test_the_same_evaluation_twice_predicts_the_same_times_and_uses_the_measured_baseline(
+    sim_h200, add_rmsnorm_starter
+):
     # Two workers count workloads in parallel; they once shared a cubin temp file name, and one's
     # unlink left the other without registers: identical runs differed by up to 15%.
     task = find_task("norm/add_rmsnorm")
     first, second = add_rmsnorm_starter, sim_h200.evaluate(task, task.file("starter.py"))
     assert first.status == second.status == "passed"
-    assert [w.candidate["median_us"] for w in first.workloads] == [w.candidate["median_us"] for w in second.workloads]
+    assert [w.candidate["median_us"] for w in first.workloads] == [
+        w.candidate["median_us"] for w in second.workloads
+    ]
     for w in first.workloads:
-        assert w.baseline["source"] in ("measured", "model") and any(n.startswith("baseline: ") for n in w.notes)
+        assert w.baseline["source"] in ("measured", "model") and any(
+            n.startswith("baseline: ") for n in w.notes
+        )
         if w.baseline["source"] == "measured":
-            assert w.baseline["band"] == 0 and w.band == w.candidate["band"], "the band is the candidate model's alone"
+            assert w.baseline["band"] == 0 and w.band == w.candidate["band"], (
+                "the band is the candidate model's alone"
+            )
     # the H200 runs Liger's fused add+RMSNorm (task.yaml's first baseline): its measured time is
     # the one divided by, and the result says so
-    assert first.baseline_impl == "liger" and first.baseline_kind == task.baseline_impl("liger").kind
-    assert all(w.baseline["impl"] == "liger" and any("`liger`" in n for n in w.notes) for w in first.workloads)
+    assert (
+        first.baseline_impl == "liger" and first.baseline_kind == task.baseline_impl("liger").kind
+    )
+    assert all(
+        w.baseline["impl"] == "liger" and any("`liger`" in n for n in w.notes)
+        for w in first.workloads
+    )

@@ -11,7 +11,15 @@ import torch.nn.functional as F
 from core.harness.sim import torch_ops as sim_torch
 from core.harness.sim.model import Constants, Target, predict_side
 
-H200 = Target(key="h200", units=132, bf16_tflops=788.0, fp8_tflops=1576.0, fp32_tflops=60.0, hbm_tbps=4.25, l2_tbps=10.0)
+H200 = Target(
+    key="h200",
+    units=132,
+    bf16_tflops=788.0,
+    fp8_tflops=1576.0,
+    fp32_tflops=60.0,
+    hbm_tbps=4.25,
+    l2_tbps=10.0,
+)
 
 
 def _count(fn, *make):
@@ -28,9 +36,15 @@ def test_a_gather_from_a_large_table_is_billed_the_rows_it_reads():
 def test_views_and_reshapes_are_free_and_a_fused_call_is_one_launch():
     x = lambda: torch.empty(64, 4096, dtype=torch.bfloat16)
     w = lambda: torch.empty(4096, dtype=torch.bfloat16)
-    ops = _count(lambda x, w: F.rms_norm(x.view(64, 1, 4096).reshape(64, 4096).t().t(), (4096,), w), x, w)
-    assert [op["name"] for op in ops] == ["rms_norm"], "the views cost nothing; rms_norm is one GPU kernel"
-    assert ops[0]["bytes"] == 2 * 64 * 4096 * 2 + 4096 * 2, "its own inputs and output, not its CPU decomposition's"
+    ops = _count(
+        lambda x, w: F.rms_norm(x.view(64, 1, 4096).reshape(64, 4096).t().t(), (4096,), w), x, w
+    )
+    assert [op["name"] for op in ops] == ["rms_norm"], (
+        "the views cost nothing; rms_norm is one GPU kernel"
+    )
+    assert ops[0]["bytes"] == 2 * 64 * 4096 * 2 + 4096 * 2, (
+        "its own inputs and output, not its CPU decomposition's"
+    )
 
 
 def test_an_in_place_op_reads_and_writes_its_tensor():

@@ -13,7 +13,7 @@ import textwrap
 from core.harness.sim import narrow as sim_narrow
 from tests.conftest import ROOT
 
-COUNT = '''
+COUNT = """
 import importlib.util, json, sys
 from core.devices.device import sim_info
 from core.evaluation.evaluator import _spec_json
@@ -43,16 +43,32 @@ for name in ("cheat", "honest"):
     side = predict_side(launches, ops, target, constants)
     out[name] = {"us": side["median_us"], "problem": sim_narrow.problem([s for s, _ in launches], ops, declared)}
 print(json.dumps(out))
-'''
+"""
 
 
 def test_a_gemm_that_multiplies_in_fp8_only_when_counted_fails_and_its_honest_twin_does_not():
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(COUNT), str(ROOT / "tests/sim_cheats/fp8_when_counted.py")], check=False, cwd=ROOT,
-                          capture_output=True, text=True, timeout=600, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(COUNT),
+            str(ROOT / "tests/sim_cheats/fp8_when_counted.py"),
+        ],
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])
-    assert got["cheat"]["us"] < 0.9 * got["honest"]["us"], got  # what it would have gained: fp8 dots billed faster
-    assert got["cheat"]["problem"].startswith("sim_narrow_dot: kernel `_gemm_kernel` multiplies in fp8e4nv"), got
+    assert got["cheat"]["us"] < 0.9 * got["honest"]["us"], (
+        got
+    )  # what it would have gained: fp8 dots billed faster
+    assert got["cheat"]["problem"].startswith(
+        "sim_narrow_dot: kernel `_gemm_kernel` multiplies in fp8e4nv"
+    ), got
     assert got["honest"]["problem"] is None
 
 
@@ -60,5 +76,14 @@ def test_eight_bit_multiplies_are_allowed_where_the_task_declares_eight_bit_tens
     launch = {"kernel": "k", "per_program": {"dot_flops": {"fp8e4nv": 1.0}}}
     assert sim_narrow.problem([launch], [], ["float8_e4m3fn", "float32", "bfloat16"]) is None
     assert sim_narrow.problem([launch], [], ["bfloat16"]).startswith("sim_narrow_dot:")
-    assert sim_narrow.problem([], [{"name": "_scaled_mm", "flops": 8.0, "dtype": "fp8e4nv"}], ["bfloat16"]).startswith("sim_narrow_dot: torch op")
-    assert sim_narrow.problem([{"kernel": "k", "per_program": {"dot_flops": {"bf16": 1.0, "fp32": 2.0}}}], [], ["bfloat16"]) is None
+    assert sim_narrow.problem(
+        [], [{"name": "_scaled_mm", "flops": 8.0, "dtype": "fp8e4nv"}], ["bfloat16"]
+    ).startswith("sim_narrow_dot: torch op")
+    assert (
+        sim_narrow.problem(
+            [{"kernel": "k", "per_program": {"dot_flops": {"bf16": 1.0, "fp32": 2.0}}}],
+            [],
+            ["bfloat16"],
+        )
+        is None
+    )

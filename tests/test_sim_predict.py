@@ -31,14 +31,24 @@ def test_a_generators_large_floats_are_left_unwritten_and_its_structure_is_real(
     assert torch.all(scale == torch.tensor(1e-4) / 448.0)
     assert not torch.any(q.view(-1)[-TILE:].float()), "the quantized weights were never computed"
     # integer structure derived from small draws is real: eight distinct experts of 64
-    assert experts.dtype == torch.int32 and len(set(experts.tolist())) == 8 and 0 <= experts.min() and experts.max() < 64
+    assert (
+        experts.dtype == torch.int32
+        and len(set(experts.tolist())) == 8
+        and 0 <= experts.min()
+        and experts.max() < 64
+    )
 
 
 def test_a_large_random_fill_keeps_random_values_in_its_first_block_only():
     def generator(axes: dict[str, int], gen: torch.Generator) -> list:
-        return [torch.empty(axes["n"]).normal_(generator=gen), torch.randn(axes["n"], generator=gen)]
+        return [
+            torch.empty(axes["n"]).normal_(generator=gen),
+            torch.randn(axes["n"], generator=gen),
+        ]
 
-    filled, drawn = sim_predict.gpu_inputs([], {"axes": {"n": BIG}, "shapes": {}}, seed=1, custom=generator)
+    filled, drawn = sim_predict.gpu_inputs(
+        [], {"axes": {"n": BIG}, "shapes": {}}, seed=1, custom=generator
+    )
     for t in (filled, drawn):
         assert t.shape == (BIG,) and t[:TILE].std() > 0.5
         assert not torch.any(t[TILE:])
@@ -49,7 +59,9 @@ def test_integers_derived_from_unwritten_floats_are_computed_and_in_range():
         logits = torch.randn((axes["n"] // 1024, 1024), generator=gen) * 2.0
         return [logits, logits.argmax(dim=-1)]
 
-    logits, best = sim_predict.gpu_inputs([], {"axes": {"n": BIG}, "shapes": {}}, seed=1, custom=generator)
+    logits, best = sim_predict.gpu_inputs(
+        [], {"axes": {"n": BIG}, "shapes": {}}, seed=1, custom=generator
+    )
     assert best.dtype == torch.int64 and best.shape == (BIG // 1024,)
     assert 0 <= int(best.min()) and int(best.max()) < 1024
 

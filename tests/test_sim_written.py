@@ -21,7 +21,7 @@ from tests.conftest import ROOT
 
 CHEATS = ROOT / "tests" / "sim_cheats"
 
-COUNT = '''
+COUNT = """
 import importlib.util, json, sys
 from core.devices.device import sim_info
 from core.evaluation.evaluator import _spec_json
@@ -43,15 +43,21 @@ for name, (path, task_name, axes) in json.loads(sys.argv[1]).items():
     reply = sim_predict.predict_candidate(module.run, [_spec_json(s) for s in task.inputs], workload, 7, None, compiler)
     out[name] = {"written": reply["written"], "outputs": [o.name for o in task.outputs]}
 print(json.dumps(out))
-'''
+"""
 
 SILU = ("activation/silu_mul", {"T": 2048, "I": 14336})
 NORM = ("norm/add_rmsnorm", {"T": 2048, "H": 4096})
 CANDIDATES = {
     "silu_starter": (ROOT / "tasks/activation/silu_mul/starter.py", *SILU),
-    "silu_baseline": (ROOT / "tasks/activation/silu_mul/baseline.py", *SILU),  # pure PyTorch: counted on fake tensors
+    "silu_baseline": (
+        ROOT / "tasks/activation/silu_mul/baseline.py",
+        *SILU,
+    ),  # pure PyTorch: counted on fake tensors
     "liger_swiglu": (ROOT / "tests/published/liger_swiglu.py", *SILU),
-    "masked_middle": (CHEATS / "masked_middle.py", *SILU),  # its work is all there, in a loop's middle
+    "masked_middle": (
+        CHEATS / "masked_middle.py",
+        *SILU,
+    ),  # its work is all there, in a loop's middle
     "big_half": (CHEATS / "big_half.py", *SILU),
     "frame_detect": (CHEATS / "frame_detect.py", *SILU),
     "fake_half": (CHEATS / "fake_half.py", *SILU),
@@ -65,26 +71,53 @@ CANDIDATES = {
 @pytest.fixture(scope="module")
 def counted() -> dict:
     arg = {name: [str(path), task, axes] for name, (path, task, axes) in CANDIDATES.items()}
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(COUNT), json.dumps(arg)], check=False, cwd=ROOT, capture_output=True, text=True,
-                          timeout=600, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(COUNT), json.dumps(arg)],
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("name", ["silu_starter", "silu_baseline", "liger_swiglu", "masked_middle", "norm_starter", "norm_baseline", "liger_add_rmsnorm"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "silu_starter",
+        "silu_baseline",
+        "liger_swiglu",
+        "masked_middle",
+        "norm_starter",
+        "norm_baseline",
+        "liger_add_rmsnorm",
+    ],
+)
 def test_honest_kernels_write_every_output_when_counted(counted, name):
     got = counted[name]
     assert got["written"] == [1.0] * len(got["outputs"]), got
     assert sim_written.problem(got["written"], got["outputs"]) is None
 
 
-@pytest.mark.parametrize(("name", "output", "share"), [
-    ("big_half", "out", 0.6),            # Triton, GPU-sized inputs only: 60% of the rows
-    ("frame_detect", "out", 0.7),        # Triton, the harness's frames: 70% of the rows
-    ("fake_half", "out", 0.5),           # pure PyTorch, fake tensors: half the rows
-    ("norm_skip_residual", "residual_out", 0.25),  # the second of two outputs, a quarter of it (estimated from 9 sampled programs)
-])
-def test_a_candidate_doing_less_when_counted_fails_on_what_it_left_unwritten(counted, name, output, share):
+@pytest.mark.parametrize(
+    ("name", "output", "share"),
+    [
+        ("big_half", "out", 0.6),  # Triton, GPU-sized inputs only: 60% of the rows
+        ("frame_detect", "out", 0.7),  # Triton, the harness's frames: 70% of the rows
+        ("fake_half", "out", 0.5),  # pure PyTorch, fake tensors: half the rows
+        (
+            "norm_skip_residual",
+            "residual_out",
+            0.25,
+        ),  # the second of two outputs, a quarter of it (estimated from 9 sampled programs)
+    ],
+)
+def test_a_candidate_doing_less_when_counted_fails_on_what_it_left_unwritten(
+    counted, name, output, share
+):
     got = counted[name]
     shares = dict(zip(got["outputs"], got["written"]))
     assert shares[output] == pytest.approx(share, abs=0.05), got
@@ -97,5 +130,5 @@ def test_an_output_updated_in_place_is_not_judged_and_torch_writes_count():
     spans: list = []
     sim_written.note(spans, [cache[:2]])  # a KV-cache write touches two slots of its input
     part = torch.empty(10, 4)
-    sim_written.note(spans, [part[:5]])   # an op wrote half of a fresh output
+    sim_written.note(spans, [part[:5]])  # an op wrote half of a fresh output
     assert sim_written.shares((cache, part, 3), [cache], spans) == [None, 0.5, None]

@@ -25,11 +25,17 @@ def test_bundled_tasks_load_and_validate():
         assert task.correctness.seeds >= 3
         for sets in (task.gpu, task.cpu):
             assert sets.visible and sets.hidden.fixed
-            assert any(v & (v - 1) for w in sets.hidden.fixed for v in w.axes.values()), "a non-power-of-two hidden size"
+            assert any(v & (v - 1) for w in sets.hidden.fixed for v in w.axes.values()), (
+                "a non-power-of-two hidden size"
+            )
             for w in sets.visible:
                 # a multi-rank task's formulas may use W, the world size: check every size it supports
-                for at in [task.at_world(w, n) for n in task.world_size.sizes] if task.multi_rank else [w]:
-                    assert task.flops_for(at) >= 0 and task.bytes_for(at) > 0  # a cache write does no arithmetic
+                for at in (
+                    [task.at_world(w, n) for n in task.world_size.sizes] if task.multi_rank else [w]
+                ):
+                    assert (
+                        task.flops_for(at) >= 0 and task.bytes_for(at) > 0
+                    )  # a cache write does no arithmetic
 
 
 def test_find_task_by_id_and_unknown_id_suggests():
@@ -54,13 +60,33 @@ def _broken(tmp_path: Path, fixture_tasks: Path, edit) -> Path:
         (lambda s: s.update(flops="2 * N * Q"), "flops", "declare them under `axes:`"),
         (lambda s: s.update(flops="__import__('os')"), "flops", "use + - * /"),
         (lambda s: s["inputs"][0].update(dtype="bf16"), "inputs[0].dtype", "bfloat16"),
-        (lambda s: s["inputs"][0].update(shape=["N", "Z"]), "inputs[0].shape", "declare it under `axes:`"),
+        (
+            lambda s: s["inputs"][0].update(shape=["N", "Z"]),
+            "inputs[0].shape",
+            "declare it under `axes:`",
+        ),
         (lambda s: s["correctness"].update(seeds=1), "correctness.seeds", "at least 3"),
-        (lambda s: s["workloads"]["visible"][0].pop("D"), "workloads.visible[0].D", "positive integer"),
+        (
+            lambda s: s["workloads"]["visible"][0].pop("D"),
+            "workloads.visible[0].D",
+            "positive integer",
+        ),
         (lambda s: s["workloads"]["visible"][0].update(E=3), "workloads.visible[0]", "use only"),
-        (lambda s: s["workloads"]["hidden"].update(fixed=[{"N": 64, "D": 128}]), "workloads.hidden.fixed[0]", "differ from visible"),
-        (lambda s: s["workloads"]["cpu"]["hidden"].update(fixed=[{"N": 32, "D": 64}]), "workloads.cpu.hidden.fixed", "not a power of two"),
-        (lambda s: s["workloads"]["hidden"]["draw"].update(ranges={"N": [5, 1]}), "workloads.hidden.draw.ranges", "low < high"),
+        (
+            lambda s: s["workloads"]["hidden"].update(fixed=[{"N": 64, "D": 128}]),
+            "workloads.hidden.fixed[0]",
+            "differ from visible",
+        ),
+        (
+            lambda s: s["workloads"]["cpu"]["hidden"].update(fixed=[{"N": 32, "D": 64}]),
+            "workloads.cpu.hidden.fixed",
+            "not a power of two",
+        ),
+        (
+            lambda s: s["workloads"]["hidden"]["draw"].update(ranges={"N": [5, 1]}),
+            "workloads.hidden.draw.ranges",
+            "low < high",
+        ),
         (lambda s: s.update(peak="tf32"), "peak", "bf16"),
         (lambda s: s.update(colour="red"), "(top level)", "use only"),
     ],

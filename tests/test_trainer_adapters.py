@@ -20,7 +20,9 @@ from core.rl.adapters.trl import kernel_reward
 
 FIXTURE_TASKS = Path(__file__).resolve().parent / "fixtures" / "tasks"
 CHEATS = Path(__file__).resolve().parent / "cheats"
-FAST = Timing(alternations=3, budget_ms=60.0, min_calls=1, max_calls=50)  # as the cheat suite times (tests/test_cheats.py)
+FAST = Timing(
+    alternations=3, budget_ms=60.0, min_calls=1, max_calls=50
+)  # as the cheat suite times (tests/test_cheats.py)
 
 CORRECT = "Here you go:\n```python\nimport torch\n\ndef run(x, b):\n    return torch.add(b, x, alpha=2)\n```\n"
 BROKEN = "```python\nimport torch\n\ndef run(x, b):\n    return x + b\n```"
@@ -29,9 +31,14 @@ PROSE = "I would write a Triton kernel that fuses the two loads."
 
 
 def test_the_candidate_is_the_last_python_block_of_the_reply():
-    assert extract_candidate("a\n```python\nx = 1\n```\nthen\n```python\ndef run(): pass\n```") == "def run(): pass\n"
+    assert (
+        extract_candidate("a\n```python\nx = 1\n```\nthen\n```python\ndef run(): pass\n```")
+        == "def run(): pass\n"
+    )
     chat = [{"role": "assistant", "content": "```py\ndef run(x):\n    return x\n```"}]
-    assert extract_candidate(chat) == "def run(x):\n    return x\n"  # TRL's conversational completions
+    assert (
+        extract_candidate(chat) == "def run(x):\n    return x\n"
+    )  # TRL's conversational completions
     assert extract_candidate(PROSE) is None and extract_candidate("```python\n\n```") is None
 
 
@@ -39,7 +46,9 @@ def test_the_candidate_is_the_last_python_block_of_the_reply():
 def scorer():
     from core.rl.arena import Arena
 
-    with BatchScorer(arena_factory=lambda: Arena(["cpu"], tasks_dir=FIXTURE_TASKS, timing=FAST)) as s:
+    with BatchScorer(
+        arena_factory=lambda: Arena(["cpu"], tasks_dir=FIXTURE_TASKS, timing=FAST)
+    ) as s:
         yield s
 
 
@@ -53,7 +62,9 @@ def test_a_batch_gets_its_rewards_in_order_one_correct_one_broken_one_cheating(s
 
     scorer._arena_call = counted
     try:
-        scores = scorer.score([Item("elementwise/axpy", c, seed=3) for c in (CORRECT, BROKEN, CHEAT, PROSE)])
+        scores = scorer.score(
+            [Item("elementwise/axpy", c, seed=3) for c in (CORRECT, BROKEN, CHEAT, PROSE)]
+        )
     finally:
         scorer._arena_call = original
     assert calls == [3], "one arena call for the batch; the reply without code never reaches it"
@@ -76,25 +87,37 @@ def test_trl_calls_the_reward_function_and_gets_one_reward_per_completion(scorer
     calculate = _grpo_calculate_rewards()
     if calculate is None:
         if os.environ.get("CI") == "true":
-            pytest.fail("CI installs TRL (.ci/run): the reward function must be tested against TRL's own call")
+            pytest.fail(
+                "CI installs TRL (.ci/run): the reward function must be tested against TRL's own call"
+            )
         pytest.skip("TRL is not installed: pip install 'kernel-arena[trl]'")
     import torch
 
     reward = kernel_reward()
     reward.scorer = scorer  # the module's warm arena on the fixture tasks
     extra: dict = {}
-    trainer = types.SimpleNamespace(  # what _calculate_rewards reads of a GRPOTrainer, on one CPU process
-        accelerator=types.SimpleNamespace(device=torch.device("cpu"), is_main_process=True), args=types.SimpleNamespace(report_to=[]),
-        state=types.SimpleNamespace(global_step=0), reward_funcs=[reward], reward_processing_classes=[None],
-        reward_func_names=["kernel_arena"], environments=None,
-        _log_completion_extra=lambda column, values: extra.setdefault(column, []).extend(values),
-        _log_metric=lambda name, value: extra.setdefault(name, value),
+    trainer = (
+        types.SimpleNamespace(  # what _calculate_rewards reads of a GRPOTrainer, on one CPU process
+            accelerator=types.SimpleNamespace(device=torch.device("cpu"), is_main_process=True),
+            args=types.SimpleNamespace(report_to=[]),
+            state=types.SimpleNamespace(global_step=0),
+            reward_funcs=[reward],
+            reward_processing_classes=[None],
+            reward_func_names=["kernel_arena"],
+            environments=None,
+            _log_completion_extra=lambda column, values: extra.setdefault(column, []).extend(
+                values
+            ),
+            _log_metric=lambda name, value: extra.setdefault(name, value),
+        )
     )
     inputs = [{"prompt": "p", "task_id": "elementwise/axpy"} for _ in range(3)]
     rewards = calculate(trainer, inputs, ["p"] * 3, [CORRECT, PROSE, BROKEN], [[1]] * 3)
     values = rewards[:, 0].tolist()
     assert values[0] > 0 and values[1] == 0.0 and values[2] < 0
-    assert extra["arena_outcome"] == ["correct", NO_CODE, "incorrect"] and extra["arena/correct"] == pytest.approx(1 / 3)
+    assert extra["arena_outcome"] == ["correct", NO_CODE, "incorrect"] and extra[
+        "arena/correct"
+    ] == pytest.approx(1 / 3)
 
 
 def test_trl_reward_function_needs_the_task_column():
@@ -109,8 +132,20 @@ def test_an_infrastructure_fault_that_persists_is_no_reward():
             from core.model.result import Result, StageResult
             from core.rl.arena import RewardedResult
 
-            broken = Result("elementwise/axpy", "0", {"id": "cpu"}, "cpu", "infrastructure_error", "compile",
-                            [StageResult("compile", "error", message="harness died")], [], 0.0, None, None, 0.0)
+            broken = Result(
+                "elementwise/axpy",
+                "0",
+                {"id": "cpu"},
+                "cpu",
+                "infrastructure_error",
+                "compile",
+                [StageResult("compile", "error", message="harness died")],
+                [],
+                0.0,
+                None,
+                None,
+                0.0,
+            )
             return [RewardedResult(broken, None, "default") for _ in requests]
 
     with Down() as s:
@@ -120,7 +155,11 @@ def test_an_infrastructure_fault_that_persists_is_no_reward():
     try:
         # verl has no "no reward": 0.0, with retry set for the recipe to filter on
         assert verl.compute_score("kernel_arena", CORRECT, "elementwise/axpy", {}) == {
-            "score": 0.0, "outcome": "infrastructure_error", "reason": "compile: harness died", "speedup": 0.0, "retry": True,
+            "score": 0.0,
+            "outcome": "infrastructure_error",
+            "reason": "compile: harness died",
+            "speedup": 0.0,
+            "retry": True,
         }
     finally:
         verl.use_scorer(None)
@@ -133,35 +172,85 @@ def test_verl_calls_it_per_sample_and_per_batch(scorer):
     are its call shapes, pinned from verl/workers/reward_manager/{naive,batch}.py."""
     verl.use_scorer(scorer)
     try:
-        one = verl.compute_score(data_source="kernel_arena", solution_str=CORRECT, ground_truth="elementwise/axpy", extra_info={"num_turns": None})
+        one = verl.compute_score(
+            data_source="kernel_arena",
+            solution_str=CORRECT,
+            ground_truth="elementwise/axpy",
+            extra_info={"num_turns": None},
+        )
         assert one["outcome"] == "correct" and one["score"] > 0 and one["retry"] is False
         many = verl.compute_score(
-            data_sources=["kernel_arena"] * 2, solution_strs=[PROSE, BROKEN], ground_truths=["elementwise/axpy"] * 2,
+            data_sources=["kernel_arena"] * 2,
+            solution_strs=[PROSE, BROKEN],
+            ground_truths=["elementwise/axpy"] * 2,
             extra_infos=[{"task_id": "elementwise/axpy", "rollout_reward_scores": {}}, {}],
         )
-        assert [m["outcome"] for m in many] == [NO_CODE, "incorrect"] and [m["score"] for m in many] == [0.0, -0.25]
+        assert [m["outcome"] for m in many] == [NO_CODE, "incorrect"] and [
+            m["score"] for m in many
+        ] == [0.0, -0.25]
     finally:
         verl.use_scorer(None)
 
 
 def test_dataset_export_writes_a_prompt_row_per_task(tmp_path, capsys):
     out = tmp_path / "trl.jsonl"
-    assert main(["--tasks-dir", str(FIXTURE_TASKS), "dataset", "export", "--format", "trl", "--out", str(out), "--device", "cpu"]) == 0
+    assert (
+        main(
+            [
+                "--tasks-dir",
+                str(FIXTURE_TASKS),
+                "dataset",
+                "export",
+                "--format",
+                "trl",
+                "--out",
+                str(out),
+                "--device",
+                "cpu",
+            ]
+        )
+        == 0
+    )
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["task_id"] for r in rows] == ["elementwise/axpy"]
     prompt = rows[0]["prompt"][0]["content"]
     assert rows[0]["prompt"][0]["role"] == "user" and "```python" in prompt and "run(" in prompt
-    assert rows[0]["visible_workloads"] == ["N=64,D=128", "N=16,D=256"] and "N=33" not in prompt  # never a hidden shape
+    assert (
+        rows[0]["visible_workloads"] == ["N=64,D=128", "N=16,D=256"] and "N=33" not in prompt
+    )  # never a hidden shape
     verl_out = tmp_path / "verl.jsonl"
-    assert main(["--tasks-dir", str(FIXTURE_TASKS), "dataset", "export", "--format", "verl", "-o", str(verl_out), "--repeat", "2"]) == 0
+    assert (
+        main(
+            [
+                "--tasks-dir",
+                str(FIXTURE_TASKS),
+                "dataset",
+                "export",
+                "--format",
+                "verl",
+                "-o",
+                str(verl_out),
+                "--repeat",
+                "2",
+            ]
+        )
+        == 0
+    )
     row = json.loads(verl_out.read_text().splitlines()[1])
-    assert row["reward_model"] == {"style": "rule", "ground_truth": "elementwise/axpy"} and row["extra_info"]["index"] == 1
+    assert (
+        row["reward_model"] == {"style": "rule", "ground_truth": "elementwise/axpy"}
+        and row["extra_info"]["index"] == 1
+    )
     assert "wrote 2 verl rows" in capsys.readouterr().out
 
 
 def test_the_client_retries_and_then_says_what_failed():
-    client = ArenaClient("http://127.0.0.1:9", timeout_s=0.5, retries=1, backoff_s=0.01)  # port 9: nothing listens
-    with pytest.raises(ArenaClientError, match=r"POST http://127.0.0.1:9/reset failed after 2 attempt\(s\)"):
+    client = ArenaClient(
+        "http://127.0.0.1:9", timeout_s=0.5, retries=1, backoff_s=0.01
+    )  # port 9: nothing listens
+    with pytest.raises(
+        ArenaClientError, match=r"POST http://127.0.0.1:9/reset failed after 2 attempt\(s\)"
+    ):
         client.reset("elementwise/axpy")
 
 
@@ -178,7 +267,13 @@ class _Stub:
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self):
                 length = int(self.headers.get("Content-Length") or 0)
-                stub.seen.append((self.path, json.loads(self.rfile.read(length) or b"{}"), self.headers.get("Authorization")))
+                stub.seen.append(
+                    (
+                        self.path,
+                        json.loads(self.rfile.read(length) or b"{}"),
+                        self.headers.get("Authorization"),
+                    )
+                )
                 status, body = stub.script.pop(0)
                 data = json.dumps(body).encode()
                 self.send_response(status)
@@ -201,9 +296,29 @@ class _Stub:
 def test_the_client_retries_a_busy_server_and_names_a_refused_field():
     from core.rl.adapters.serve_client import ArenaRequestError
 
-    step = {"episode_id": "e1", "observation": {"turn": 1}, "reward": 0.6, "done": False, "info": {"outcome": "correct"}}
-    stub = _Stub([(503, {"error": {"status": 503, "message": "shutting down"}}), (200, step),
-                  (400, {"error": {"status": 400, "field": "action.code", "message": "`code` must be a string"}})])
+    step = {
+        "episode_id": "e1",
+        "observation": {"turn": 1},
+        "reward": 0.6,
+        "done": False,
+        "info": {"outcome": "correct"},
+    }
+    stub = _Stub(
+        [
+            (503, {"error": {"status": 503, "message": "shutting down"}}),
+            (200, step),
+            (
+                400,
+                {
+                    "error": {
+                        "status": 400,
+                        "field": "action.code",
+                        "message": "`code` must be a string",
+                    }
+                },
+            ),
+        ]
+    )
     try:
         client = ArenaClient(stub.url, token="t0k", retries=2, backoff_s=0.01)
         answer = client.step("e1", "def run(): pass")
@@ -231,7 +346,9 @@ def test_rows_with_an_episode_are_steps_of_that_episode():
     server = Server()
     with BatchScorer(server=server) as s:
         score = s.score([Item("elementwise/axpy", CORRECT, episode_id="ep-3")])[0]
-    assert server.steps == [("ep-3", "import torch\n\ndef run(x, b):\n    return torch.add(b, x, alpha=2)\n")]
+    assert server.steps == [
+        ("ep-3", "import torch\n\ndef run(x, b):\n    return torch.add(b, x, alpha=2)\n")
+    ]
     assert (score.reward, score.outcome, score.speedup) == (0.7, "correct", 1.4)
 
 
@@ -247,7 +364,9 @@ def test_the_client_drives_a_real_arena_serve():
         assert step.reward is not None and not step.done
         final = client.step(episode.episode_id, final=True)
         assert final.done and final.reward is not None
-        good, bad = client.evaluate_many([("elementwise/axpy", AXPY), ("elementwise/axpy", WRONG)], agent="client-test")
+        good, bad = client.evaluate_many(
+            [("elementwise/axpy", AXPY), ("elementwise/axpy", WRONG)], agent="client-test"
+        )
         assert (good.outcome, bad.outcome) == ("correct", "incorrect") and good.reward > bad.reward
     finally:
         server.close()

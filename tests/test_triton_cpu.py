@@ -61,8 +61,17 @@ with interpreter_on():
         tl.store(prod_ptr + offs, x * y, mask=mask)
 
     @triton.jit
-    def matmul_kernel(x_ptr, w_ptr, y_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                      BLOCK_K: tl.constexpr):
+    def matmul_kernel(
+        x_ptr,
+        w_ptr,
+        y_ptr,
+        M,
+        N,
+        K,
+        BLOCK_M: tl.constexpr,
+        BLOCK_N: tl.constexpr,
+        BLOCK_K: tl.constexpr,
+    ):
         # y = x @ w.T with x [M, K], w [N, K], all contiguous
         rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
         rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -120,13 +129,14 @@ with interpreter_on():
             acc += _scaled(tl.load(x_ptr + offs, mask=mask, other=0.0), i + 1.0)
         tl.store(out_ptr + offs, acc, mask=mask)
 
-    @triton.autotune(configs=[triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 64})], key=["n"])
+    @triton.autotune(
+        configs=[triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 64})], key=["n"]
+    )
     @triton.jit
     def autotuned_add_one_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         mask = offs < n
         tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + 1.0, mask=mask)
-
 
     # Production constructs (Liger's RMSNorm and SwiGLU, FlagGems' matmul) that the GPU runs and the
     # interpreter used to refuse: a float argument's `.to()`, libdevice math, autotune(warmup=, rep=).
@@ -142,7 +152,12 @@ with interpreter_on():
     def libdevice_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         x = tl.load(x_ptr + offs, mask=offs < n, other=1.0).to(tl.float32)
-        y = libdevice.rsqrt(x) + libdevice.tanh(x) * libdevice.pow(x, 2.0) + libdevice.erf(x) + libdevice.fast_expf(-x)
+        y = (
+            libdevice.rsqrt(x)
+            + libdevice.tanh(x) * libdevice.pow(x, 2.0)
+            + libdevice.erf(x)
+            + libdevice.fast_expf(-x)
+        )
         tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=offs < n)
 
     @triton.jit
@@ -150,7 +165,12 @@ with interpreter_on():
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         tl.store(out_ptr + offs, libdevice.j0(tl.load(x_ptr + offs, mask=offs < n)), mask=offs < n)
 
-    @triton.autotune(configs=[triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 64})], key=["n"], warmup=5, rep=20)
+    @triton.autotune(
+        configs=[triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 64})],
+        key=["n"],
+        warmup=5,
+        rep=20,
+    )
     @triton.jit
     def autotuned_with_bench_settings_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -177,7 +197,11 @@ def test_kernels_run_in_the_interpreter_with_the_bf16_fix_installed_once():
 def test_a_helper_called_inside_a_kernel_does_not_patch_the_language_again(monkeypatch):
     patched: list[str] = []
     original = interpreter._patch_lang.__wrapped__  # Triton's own, under triton_cpu's wrapper
-    monkeypatch.setattr(interpreter, "_patch_lang", _once_per_launch(lambda fn: patched.append(fn.__name__) or original(fn)))
+    monkeypatch.setattr(
+        interpreter,
+        "_patch_lang",
+        _once_per_launch(lambda fn: patched.append(fn.__name__) or original(fn)),
+    )
     x = torch.randn(100)
     out = torch.empty(100)
     helper_loop_kernel[(4,)](x, out, 100, STEPS=5, BLOCK=32)
@@ -196,7 +220,11 @@ def test_a_launch_leaves_both_language_modules_as_it_found_them():
     methods = dict(vars(tl.tensor))
     helper_loop_kernel[(4,)](torch.randn(100), torch.empty(100), 100, STEPS=2, BLOCK=32)
     for module in (tl, tl.core, tl.math):
-        changed = [name for name, value in vars(module).items() if before[module.__name__].get(name) is not value]
+        changed = [
+            name
+            for name, value in vars(module).items()
+            if before[module.__name__].get(name) is not value
+        ]
         assert not changed, f"{module.__name__} still patched after the launch: {changed[:5]}"
     assert [n for n, v in vars(tl.tensor).items() if methods.get(n) is not v] == []
 
@@ -225,8 +253,17 @@ def test_an_fp16_or_fp8_dot_accumulates_in_fp32_like_torch(dtype):
 
 def test_numpy_dtypes_are_looked_up_with_the_interpreters_own_answers():
     original = interpreter._get_np_dtype.__wrapped__
-    scalars = [v for v in vars(tl).values() if isinstance(v, tl.dtype) and not isinstance(v, (tl.pointer_type, tl.block_type))]
-    asked = [*scalars, tl.pointer_type(tl.float16), tl.block_type(tl.bfloat16, [8]), tl.block_type(tl.pointer_type(tl.int8), [2])]
+    scalars = [
+        v
+        for v in vars(tl).values()
+        if isinstance(v, tl.dtype) and not isinstance(v, (tl.pointer_type, tl.block_type))
+    ]
+    asked = [
+        *scalars,
+        tl.pointer_type(tl.float16),
+        tl.block_type(tl.bfloat16, [8]),
+        tl.block_type(tl.pointer_type(tl.int8), [2]),
+    ]
     for ty in asked:
         try:
             expected = original(ty)
@@ -279,7 +316,16 @@ def test_fp32_to_bf16_rounds_to_nearest_even_like_torch():
     torch.manual_seed(0)
     # exact ties (to even, both signs), one bit either side of a tie, the rounding that carries
     # into inf, subnormals
-    bits = [0x3F808000, 0x3F818000, 0xBF808000, 0xBF818000, 0x3F807FFF, 0x3F808001, 0x7F7FFFFF, 0x00018000]
+    bits = [
+        0x3F808000,
+        0x3F818000,
+        0xBF808000,
+        0xBF818000,
+        0x3F807FFF,
+        0x3F808001,
+        0x7F7FFFFF,
+        0x00018000,
+    ]
     tricky = torch.from_numpy(np.array(bits, dtype=np.uint32).view(np.float32))
     special = torch.tensor([0.0, -0.0, float("inf"), -float("inf"), 1e-40, -3e38])
     x = torch.cat([torch.randn(4000) * 100, tricky, special])
@@ -301,7 +347,9 @@ def test_bf16_rmsnorm_matches_torch():
     y = torch.empty_like(x)
     rmsnorm_kernel[(rows,)](x, w, y, cols, eps, BLOCK=256)
     xf = x.float()
-    expected = (xf * torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + eps) * w.float()).to(torch.bfloat16)
+    expected = (xf * torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + eps) * w.float()).to(
+        torch.bfloat16
+    )
     torch.testing.assert_close(y, expected, atol=1e-2, rtol=1e-2)
 
 
@@ -337,11 +385,15 @@ def test_a_libdevice_function_without_a_cpu_implementation_cannot_be_evaluated_h
     with pytest.raises(Exception) as caught:
         libdevice_unmapped_kernel[(1,)](x, torch.empty_like(x), 64, BLOCK=64)
     assert "libdevice.j0 has no CPU implementation" in (unsupported_reason(caught.value) or "")
-    assert unsupported_reason(ValueError("the kernel's own bug")) is None, "a kernel's own failure is never an unsupported construct"
+    assert unsupported_reason(ValueError("the kernel's own bug")) is None, (
+        "a kernel's own failure is never an unsupported construct"
+    )
 
 
 def test_autotune_with_custom_benchmark_settings_needs_no_gpu_driver():
     x = torch.randn(100)
     out = torch.empty_like(x)
-    autotuned_with_bench_settings_kernel[lambda meta: (triton.cdiv(100, meta["BLOCK"]),)](x, out, 100)
+    autotuned_with_bench_settings_kernel[lambda meta: (triton.cdiv(100, meta["BLOCK"]),)](
+        x, out, 100
+    )
     assert torch.equal(out, x * 2)

@@ -23,7 +23,9 @@ def test_every_bundled_task_validates(task_id: str, cpu_evaluator):
     # Every stage, performance included: the starter and the baseline pass with no flag and
     # no review note (zero false alarms). The CPU budget is measured, but against a loose bound:
     # CI machines are shared, and speed targets belong in benchmarks, not in timed tests.
-    report = validate_task(tasks_root() / task_id, ValidateOptions(performance=True, cpu_budget_s=300), cpu_evaluator)
+    report = validate_task(
+        tasks_root() / task_id, ValidateOptions(performance=True, cpu_budget_s=300), cpu_evaluator
+    )
     assert [c.name for c in report.checks] == list(CHECK_NAMES)
     failed = "\n".join(f"{c.name}: {c.message}" for c in report.failed)
     assert report.passed, f"{task_id}:\n{failed}"
@@ -40,27 +42,40 @@ def test_a_wrong_baseline_is_caught_by_the_real_harness(cpu_evaluator):
 def test_an_input_the_output_ignores_is_caught():
     report = validate_task(variant_dir("ignores_input"), FAST)
     assert [c.name for c in report.failed] == ["inputs_matter"]
-    assert "`b` change no output when replaced by a fresh draw" in report.check("inputs_matter").message
+    assert (
+        "`b` change no output when replaced by a fresh draw"
+        in report.check("inputs_matter").message
+    )
 
 
 def test_a_hidden_set_of_powers_of_two_is_caught_by_the_schema():
     report = validate_task(variant_dir("pow2_hidden"), FAST)
     assert [c.name for c in report.checks] == ["schema"] and not report.passed
     message = report.check("schema").message
-    assert "pow2_hidden/task.yaml" in message and "`workloads.cpu.hidden.fixed`" in message and "not a power of two" in message
+    assert (
+        "pow2_hidden/task.yaml" in message
+        and "`workloads.cpu.hidden.fixed`" in message
+        and "not a power of two" in message
+    )
 
 
 def test_a_formula_that_is_not_positive_is_caught():
     report = validate_task(variant_dir("bad_formula"), FAST)
     assert [c.name for c in report.failed] == ["formulas"]
     message = report.check("formulas").message
-    assert "`flops: 2 * N * (D - 128)` is -1848 at workloads.hidden N=33,D=100" in message and "flops non-negative on every workload" in message
+    assert (
+        "`flops: 2 * N * (D - 128)` is -1848 at workloads.hidden N=33,D=100" in message
+        and "flops non-negative on every workload" in message
+    )
 
 
 def test_a_tolerance_that_lets_zeros_pass_is_caught():
     report = validate_task(variant_dir("loose_tolerance"), FAST)
     assert {c.name for c in report.failed} == {"zeros_fail", "constant_fail", "random_fail"}
-    assert "an all-zeros output passes the correctness rule for output(s) `y`" in report.check("zeros_fail").message
+    assert (
+        "an all-zeros output passes the correctness rule for output(s) `y`"
+        in report.check("zeros_fail").message
+    )
     assert "tighten atol/rtol/min_match" in report.check("zeros_fail").message
 
 
@@ -69,7 +84,9 @@ def test_a_check_py_that_accepts_anything_is_caught(tmp_path: Path, fixture_task
 
     folder = tmp_path / "elementwise" / "axpy"
     shutil.copytree(fixture_tasks / "elementwise" / "axpy", folder)
-    (folder / "check.py").write_text("def check(outputs, expected, inputs):\n    return {'y': {'passed': True}}\n")
+    (folder / "check.py").write_text(
+        "def check(outputs, expected, inputs):\n    return {'y': {'passed': True}}\n"
+    )
     report = validate_task(folder, FAST)
     assert {c.name for c in report.failed} == {"zeros_fail", "constant_fail", "random_fail"}
     assert "passes check.py" in report.check("zeros_fail").message
@@ -77,10 +94,26 @@ def test_a_check_py_that_accepts_anything_is_caught(tmp_path: Path, fixture_task
 
 def test_cli_exit_codes_and_one_line_per_failed_check(capsys):
     broken = variants_root("bad_formula", "ignores_input")
-    code = main(["--tasks-dir", str(broken), "tasks", "validate", "--no-eval", "elementwise/bad_formula", "elementwise/ignores_input"])
+    code = main(
+        [
+            "--tasks-dir",
+            str(broken),
+            "tasks",
+            "validate",
+            "--no-eval",
+            "elementwise/bad_formula",
+            "elementwise/ignores_input",
+        ]
+    )
     out, _ = capsys.readouterr()
     assert code == 1
-    assert "elementwise/bad_formula" in out and "✗ formulas" in out and "0 of 2 task(s) valid" in out
+    assert (
+        "elementwise/bad_formula" in out and "✗ formulas" in out and "0 of 2 task(s) valid" in out
+    )
     code = main(["--tasks-dir", str(broken), "tasks", "validate", "--no-eval", "elementwise/nope"])
     _, err = capsys.readouterr()
-    assert code == 2 and "unknown task `elementwise/nope`" in err and len(err.strip().splitlines()) == 1
+    assert (
+        code == 2
+        and "unknown task `elementwise/nope`" in err
+        and len(err.strip().splitlines()) == 1
+    )

@@ -27,8 +27,12 @@ from tests.web_sample import H200, HIDDEN_LABEL, MI300, add, fill
 
 if find_chromium() is None:
     if os.environ.get("CI") == "true":
-        raise RuntimeError("CI=true but no chromium on PATH: .ci/run installs it (apt-get install chromium)")
-    pytest.skip("no chromium on PATH (apt-get install chromium); CI runs these", allow_module_level=True)
+        raise RuntimeError(
+            "CI=true but no chromium on PATH: .ci/run installs it (apt-get install chromium)"
+        )
+    pytest.skip(
+        "no chromium on PATH (apt-get install chromium); CI runs these", allow_module_level=True
+    )
 
 ENTRY_ROWS = "[...document.querySelectorAll('tr.entry')]"
 
@@ -61,16 +65,24 @@ def board(tmp_path: Path) -> Iterator[tuple[Store, int]]:
 
 def choose(page, name: str, value: str) -> None:
     """Pick an option the way a person's click on it does: the select changes and says so."""
-    page.eval(f"(() => {{ const s = document.getElementById('f-{name}'); s.value = {json.dumps(value)};"
-              " s.dispatchEvent(new Event('change', {bubbles: true})); })()")
+    page.eval(
+        f"(() => {{ const s = document.getElementById('f-{name}'); s.value = {json.dumps(value)};"
+        " s.dispatchEvent(new Event('change', {bubbles: true})); })()"
+    )
 
 
-def test_a_result_recorded_after_the_page_loaded_appears_without_a_reload(browser: Chromium, board: tuple[Store, int], tmp_path: Path) -> None:
+def test_a_result_recorded_after_the_page_loaded_appears_without_a_reload(
+    browser: Chromium, board: tuple[Store, int], tmp_path: Path
+) -> None:
     store, port = board
     page = browser.page(1280, 900)
     page.goto(f"http://127.0.0.1:{port}/")
-    page.wait_for("document.getElementById('live').dataset.state === 'live' && Number(document.body.dataset.entries) > 0")
-    assert page.eval("[...document.querySelectorAll('section.board')].map(s => s.dataset.kind)") == ["measured", "predicted", "cpu"]
+    page.wait_for(
+        "document.getElementById('live').dataset.state === 'live' && Number(document.body.dataset.entries) > 0"
+    )
+    assert page.eval(
+        "[...document.querySelectorAll('section.board')].map(s => s.dataset.kind)"
+    ) == ["measured", "predicted", "cpu"]
     assert page.eval(f"{ENTRY_ROWS}.some(r => r.dataset.agent === 'reward-hacker')")
     page.eval("window.loadedOnce = true")  # gone if the page reloads
 
@@ -79,41 +91,74 @@ def test_a_result_recorded_after_the_page_loaded_appears_without_a_reload(browse
     assert families and set(families) == {"gemm"}
     assert "family=gemm" in page.eval("location.search")
     choose(page, "vendor", "amd")
-    assert set(page.eval(f"{ENTRY_ROWS}.map(r => r.dataset.entryId.split('|')[2])")) == {MI300["model"]}
+    assert set(page.eval(f"{ENTRY_ROWS}.map(r => r.dataset.entryId.split('|')[2])")) == {
+        MI300["model"]
+    }
     choose(page, "vendor", "")
 
     version = int(page.eval("document.body.dataset.version"))
-    add(store, store.list_runs()[0].id, tmp_path / "candidates", "newcomer", "gemm/bf16_gemm", 3.5, H200, model="m-1")
-    add(store, store.list_runs()[0].id, tmp_path / "candidates", "elsewhere", "norm/rmsnorm", 2.0, H200)
+    add(
+        store,
+        store.list_runs()[0].id,
+        tmp_path / "candidates",
+        "newcomer",
+        "gemm/bf16_gemm",
+        3.5,
+        H200,
+        model="m-1",
+    )
+    add(
+        store,
+        store.list_runs()[0].id,
+        tmp_path / "candidates",
+        "elsewhere",
+        "norm/rmsnorm",
+        2.0,
+        H200,
+    )
     page.wait_for(f"{ENTRY_ROWS}.some(r => r.dataset.agent === 'newcomer')", timeout_s=20)
     assert page.eval("window.loadedOnce === true"), "the page reloaded"
     assert int(page.eval("document.body.dataset.version")) > version
     assert page.eval("document.getElementById('f-family').value") == "gemm"
-    assert not page.eval(f"{ENTRY_ROWS}.some(r => r.dataset.agent === 'elsewhere')")  # landed, but filtered out
-    rank = page.eval(f"{ENTRY_ROWS}.find(r => r.dataset.agent === 'newcomer' && r.dataset.kind === 'measured').cells[0].textContent")
+    assert not page.eval(
+        f"{ENTRY_ROWS}.some(r => r.dataset.agent === 'elsewhere')"
+    )  # landed, but filtered out
+    rank = page.eval(
+        f"{ENTRY_ROWS}.find(r => r.dataset.agent === 'newcomer' && r.dataset.kind === 'measured').cells[0].textContent"
+    )
     assert rank == "1"  # 3.5× beats every sample entry on gemm · H200
 
     page.eval(f"{ENTRY_ROWS}.find(r => r.dataset.agent === 'newcomer').click()")
     page.wait_for("!document.getElementById('detail').hidden")
-    assert page.eval("document.querySelectorAll('#detail figure.chart svg').length") == 3  # per-task speedup, SOL, history
+    assert (
+        page.eval("document.querySelectorAll('#detail figure.chart svg').length") == 3
+    )  # per-task speedup, SOL, history
     assert "newcomer (m-1)" in page.eval("document.querySelector('#detail h2').textContent")
     page.eval("document.querySelector('#detail tr.result a').click()")
     page.wait_for("document.querySelector('#result pre.source') !== null")
     text = page.eval("document.getElementById('result').innerText")
     assert "correctness" in text and "passed" in text and "hidden#1" in text and "42.0 µs" in text
-    assert "# newcomer on gemm/bf16_gemm" in page.eval("document.querySelector('#result pre.source').textContent")
+    assert "# newcomer on gemm/bf16_gemm" in page.eval(
+        "document.querySelector('#result pre.source').textContent"
+    )
     assert HIDDEN_LABEL not in page.eval("document.body.innerText")
 
 
-def test_the_static_snapshot_filters_and_opens_details_offline(browser: Chromium, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_static_snapshot_filters_and_opens_details_offline(
+    browser: Chromium, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     db = tmp_path / "arena.db"
     with Store.open(db) as store:
         fill(store, tmp_path / "candidates", runs=2)
     monkeypatch.setenv("ARENA_DB", str(db))
     out = tmp_path / "board.html"
-    assert main(["leaderboard", "--html", str(out), "--family", "norm"]) == 0  # opens on norm; every board is inside
+    assert (
+        main(["leaderboard", "--html", str(out), "--family", "norm"]) == 0
+    )  # opens on norm; every board is inside
     html = out.read_text()
-    assert "static/leaderboard.js" not in html and HIDDEN_LABEL not in html  # one file; hidden workloads never named
+    assert (
+        "static/leaderboard.js" not in html and HIDDEN_LABEL not in html
+    )  # one file; hidden workloads never named
     page = browser.page(390, 844, mobile=True)
     page.goto(out.as_uri())
     page.wait_for("Number(document.body.dataset.entries) > 0")
@@ -121,12 +166,20 @@ def test_the_static_snapshot_filters_and_opens_details_offline(browser: Chromium
     assert page.eval("document.getElementById('live').textContent").startswith("snapshot of")
     assert set(page.eval(f"{ENTRY_ROWS}.map(r => r.dataset.entryId.split('|')[1])")) == {"norm"}
     choose(page, "family", "")
-    assert {"gemm", "attention", "norm"} <= set(page.eval(f"{ENTRY_ROWS}.map(r => r.dataset.entryId.split('|')[1])"))
+    assert {"gemm", "attention", "norm"} <= set(
+        page.eval(f"{ENTRY_ROWS}.map(r => r.dataset.entryId.split('|')[1])")
+    )
     entry = "measured|norm|NVIDIA H200|codex|gpt-5"
-    page.eval(f"location.hash = {json.dumps('entry=' + quote(entry, safe=''))}")  # a link to an entry
+    page.eval(
+        f"location.hash = {json.dumps('entry=' + quote(entry, safe=''))}"
+    )  # a link to an entry
     page.wait_for("!document.getElementById('detail').hidden")
-    assert page.eval("document.getElementById('f-family').value") == ""  # the cleared filter stays cleared
-    history = page.eval("document.querySelectorAll('#detail figure.chart')[2].querySelectorAll('circle').length")
+    assert (
+        page.eval("document.getElementById('f-family').value") == ""
+    )  # the cleared filter stays cleared
+    history = page.eval(
+        "document.querySelectorAll('#detail figure.chart')[2].querySelectorAll('circle').length"
+    )
     assert history == 2  # one point per run
     page.eval("document.querySelector('#detail tr.result a').click()")
     page.wait_for("document.querySelector('#result pre.source') !== null")

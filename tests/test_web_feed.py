@@ -15,10 +15,14 @@ from tests.test_store import make_result
 
 
 def _job(store: Store, run: str, n: int) -> int:
-    return store.add_job(run, task_id="elementwise/axpy", device_id="cuda:0", agent=f"a{n}", key=f"k{n}")
+    return store.add_job(
+        run, task_id="elementwise/axpy", device_id="cuda:0", agent=f"a{n}", key=f"k{n}"
+    )
 
 
-def test_listeners_hear_committed_result_writes_and_data_version_tells_other_connections(tmp_path: Path) -> None:
+def test_listeners_hear_committed_result_writes_and_data_version_tells_other_connections(
+    tmp_path: Path,
+) -> None:
     with Store.open(tmp_path / "arena.db") as a, Store.open(tmp_path / "arena.db") as b:
         run = a.create_run("r")
         heard: list[int] = []
@@ -36,14 +40,21 @@ def test_listeners_hear_committed_result_writes_and_data_version_tells_other_con
         assert heard == [job, job]
         rows = b.recorded_since(None)
         assert [r["agent"] for r in rows] == ["a1", "a2"] and rows[0]["run_id"] == run
-        since = b.recorded_since(rows[1]["created_at"])  # at or after the stamp (a1 too, if it shares a2's millisecond)
-        assert since[-1]["agent"] == "a2" and all(r["created_at"] >= rows[1]["created_at"] for r in since)
+        since = b.recorded_since(
+            rows[1]["created_at"]
+        )  # at or after the stamp (a1 too, if it shares a2's millisecond)
+        assert since[-1]["agent"] == "a2" and all(
+            r["created_at"] >= rows[1]["created_at"] for r in since
+        )
         assert b.recorded_since("9999") == []
 
 
 def test_the_feed_announces_each_landing_once_to_every_stream(tmp_path: Path) -> None:
     async def scenario() -> list[list[dict]]:
-        with Store.open(tmp_path / "arena.db") as served, Store.open(tmp_path / "arena.db") as other:
+        with (
+            Store.open(tmp_path / "arena.db") as served,
+            Store.open(tmp_path / "arena.db") as other,
+        ):
             run = other.create_run("r")
             other.record_result(_job(other, run, 0), make_result())  # before the feed: not news
             feed = StoreFeed(served, poll_s=0.05)
@@ -63,7 +74,9 @@ def test_the_feed_announces_each_landing_once_to_every_stream(tmp_path: Path) ->
             for n in (1, 2):  # another process's writes: found by data_version
                 other.record_result(_job(other, run, n), make_result())
                 await asyncio.sleep(0.3)
-            served.record_result(_job(served, run, 3), make_result())  # this process's: the listener
+            served.record_result(
+                _job(served, run, 3), make_result()
+            )  # this process's: the listener
             await asyncio.sleep(0.3)
             await feed.close()
             await asyncio.wait_for(asyncio.gather(*readers), 5)  # closing ends every stream

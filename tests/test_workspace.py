@@ -32,7 +32,9 @@ def hidden_markers(task: Task, cpu: bool) -> list[str]:
     markers = []
     for w in sets.hidden.fixed:
         markers.append(w.label)
-        markers += [f for k, v in w.axes.items() if (k, v) not in visible for f in (f"{k}={v}", f"{k}: {v}")]
+        markers += [
+            f for k, v in w.axes.items() if (k, v) not in visible for f in (f"{k}={v}", f"{k}: {v}")
+        ]
     if sets.hidden.draw:
         markers += [f"{list(r)}" for r in sets.hidden.draw.ranges.values()]
     return markers
@@ -47,11 +49,19 @@ def test_a_workspace_holds_the_prompt_and_the_starter_and_nothing_else(tmp_path,
     ws = make_workspace(tmp_path / "a", axpy, "cpu", Variant(), budget_s=600)
     assert files_in(ws.path) == {"PROMPT.md", "solution.py"}
     assert ws.solution.read_bytes() == axpy.file("starter.py").read_bytes()
-    assert (ws.root / "bin" / "arena").is_file() and ws.home.is_dir(), "the attempt's folder has the tools, outside the workspace"
+    assert (ws.root / "bin" / "arena").is_file() and ws.home.is_dir(), (
+        "the attempt's folder has the tools, outside the workspace"
+    )
 
 
 def test_the_cheatsheet_variant_adds_the_vendors_sheet(tmp_path, axpy):
-    ws = make_workspace(tmp_path / "a", axpy, "cuda:0", Variant("sheet", cheatsheet=True, prompt="Use num_warps=8."), budget_s=600)
+    ws = make_workspace(
+        tmp_path / "a",
+        axpy,
+        "cuda:0",
+        Variant("sheet", cheatsheet=True, prompt="Use num_warps=8."),
+        budget_s=600,
+    )
     assert files_in(ws.path) == {"PROMPT.md", "solution.py", "CHEATSHEET.md"}
     assert (ws.path / "CHEATSHEET.md").read_text() == cheatsheet(vendor_of("cuda:0"))
     assert "Use num_warps=8." in ws.prompt and "CHEATSHEET.md" in ws.prompt
@@ -64,9 +74,25 @@ def test_every_vendor_has_a_short_cheatsheet():
 
 
 def test_the_prompt_says_what_to_do_how_it_is_scored_and_how_to_check(axpy):
-    prompt = render_prompt(axpy, "cpu", Variant(), budget_s=900, max_cost_usd=2.5, max_tokens=100_000)
-    for needed in ("run(x, b)", "`x`: float32[N, D]", "`y`: float32[N, D]", "N=64,D=128", "N=16,D=256", "`cpu` (vendor: cpu)",
-                   "hidden workloads", "speedup", "speed of light", "15 min", "$2.5", "100,000", "`arena check`", "atol 1e-05"):
+    prompt = render_prompt(
+        axpy, "cpu", Variant(), budget_s=900, max_cost_usd=2.5, max_tokens=100_000
+    )
+    for needed in (
+        "run(x, b)",
+        "`x`: float32[N, D]",
+        "`y`: float32[N, D]",
+        "N=64,D=128",
+        "N=16,D=256",
+        "`cpu` (vendor: cpu)",
+        "hidden workloads",
+        "speedup",
+        "speed of light",
+        "15 min",
+        "$2.5",
+        "100,000",
+        "`arena check`",
+        "atol 1e-05",
+    ):
         assert needed in prompt, needed
 
 
@@ -75,11 +101,24 @@ def test_the_prompt_says_an_in_place_output_is_written_into_its_input_and_a_scal
     from core.tasks.spec import SpecKind
 
     rope, norm = find_task("elementwise/rope"), find_task("norm/add_rmsnorm")
-    assert [o.kind for o in rope.outputs] == [SpecKind.INPLACE, SpecKind.INPLACE] and not rope.outputs[0].is_scalar
-    assert [i.kind for i in norm.inputs] == [SpecKind.TENSOR, SpecKind.TENSOR, SpecKind.TENSOR, SpecKind.SCALAR]
+    assert [o.kind for o in rope.outputs] == [
+        SpecKind.INPLACE,
+        SpecKind.INPLACE,
+    ] and not rope.outputs[0].is_scalar
+    assert [i.kind for i in norm.inputs] == [
+        SpecKind.TENSOR,
+        SpecKind.TENSOR,
+        SpecKind.TENSOR,
+        SpecKind.SCALAR,
+    ]
     prompt = render_prompt(rope, "cuda:0", Variant(), budget_s=600)
-    assert "- `q_out`: bfloat16[T, Hq, d] (written in place into input `q`)" in prompt and "scalar" not in prompt
-    assert "- `eps`: scalar float32 = 1e-06" in render_prompt(norm, "cuda:0", Variant(), budget_s=600)
+    assert (
+        "- `q_out`: bfloat16[T, Hq, d] (written in place into input `q`)" in prompt
+        and "scalar" not in prompt
+    )
+    assert "- `eps`: scalar float32 = 1e-06" in render_prompt(
+        norm, "cuda:0", Variant(), budget_s=600
+    )
     # The RL environment's signature uses the same words (TensorSpec.describe: one renderer).
     assert "q_out: bfloat16[T, Hq, d] (written in place into input `q`)" in signature(rope)
 
@@ -99,4 +138,6 @@ def test_no_hidden_workload_enters_any_file(tmp_path, fixture_tasks, task_id, de
 
 
 def test_vendors_from_device_ids():
-    assert [vendor_of(d) for d in ("cpu", "xpu:1", "sim:h200", "sim:mi300x", "box1/cuda:0", "box1/cpu")] == ["cpu", "intel", "nvidia", "amd", "nvidia", "cpu"]
+    assert [
+        vendor_of(d) for d in ("cpu", "xpu:1", "sim:h200", "sim:mi300x", "box1/cuda:0", "box1/cpu")
+    ] == ["cpu", "intel", "nvidia", "amd", "nvidia", "cpu"]

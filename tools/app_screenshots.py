@@ -21,7 +21,14 @@ from core.store.db import Store
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = ROOT / "tests" / "fixtures" / "tasks"
 OUT = ROOT / "docs" / "screenshots"
-SCREENS = {"queue": (), "transcripts": ("2",), "scores": ("enter",), "leaderboard": ("4",), "triage": ("5",), "help": ("question_mark",)}
+SCREENS = {
+    "queue": (),
+    "transcripts": ("2",),
+    "scores": ("enter",),
+    "leaderboard": ("4",),
+    "triage": ("5",),
+    "help": ("question_mark",),
+}
 SIZES = ((80, 24), (200, 50))
 
 
@@ -39,11 +46,19 @@ async def shoot(run: ScriptedRun, name: str, keys: tuple[str, ...], size: tuple[
 
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp, \
-            mock.patch.object(core.store.db, "_now", lambda: "2026-12-01T00:00:00+00:00"), \
-            mock.patch.object(core.store.db.secrets, "token_hex", lambda n: "abcd"[: 2 * n]):
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        mock.patch.object(core.store.db, "_now", lambda: "2026-12-01T00:00:00+00:00"),
+        mock.patch.object(core.store.db.secrets, "token_hex", lambda n: "abcd"[: 2 * n]),
+    ):
         with Store.open(Path(tmp) / "arena.db") as store:
-            run = ScriptedRun(store, ("elementwise/axpy",), ("ref", "cli", "bad"), starter=TASKS / "elementwise/axpy/starter.py", folder=Path(tmp) / "attempts")
+            run = ScriptedRun(
+                store,
+                ("elementwise/axpy",),
+                ("ref", "cli", "bad"),
+                starter=TASKS / "elementwise/axpy/starter.py",
+                folder=Path(tmp) / "attempts",
+            )
             run.play_into_store()
             for name, keys in SCREENS.items():
                 for size in SIZES:

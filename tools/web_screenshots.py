@@ -35,15 +35,24 @@ def main() -> None:
                 for name, (w, h, mobile) in SIZES.items():
                     page = browser.page(w, h, mobile)
                     page.goto(f"http://127.0.0.1:{port}/")
-                    page.wait_for("document.getElementById('live').dataset.state === 'live' && Number(document.body.dataset.entries) > 0")
+                    page.wait_for(
+                        "document.getElementById('live').dataset.state === 'live' && Number(document.body.dataset.entries) > 0"
+                    )
                     page.screenshot(OUT / f"web-leaderboard-{name}.png", full_page=False)
-                    page.goto(f"http://127.0.0.1:{port}/?family=gemm#entry=" + "measured|gemm|NVIDIA H200|claude-code|opus".replace("|", "%7C").replace(" ", "%20"))
+                    page.goto(
+                        f"http://127.0.0.1:{port}/?family=gemm#entry="
+                        + "measured|gemm|NVIDIA H200|claude-code|opus".replace("|", "%7C").replace(
+                            " ", "%20"
+                        )
+                    )
                     page.wait_for("!document.getElementById('detail').hidden")
                     page.eval("document.querySelector('#detail tr.result a').click()")
                     page.wait_for("document.querySelector('#result pre.source') !== null")
                     page.eval("document.getElementById('detail').scrollIntoView()")
                     page.screenshot(OUT / f"web-entry-{name}.png", full_page=True)
-                    print(f"wrote docs/screenshots/web-leaderboard-{name}.png, web-entry-{name}.png")
+                    print(
+                        f"wrote docs/screenshots/web-leaderboard-{name}.png, web-entry-{name}.png"
+                    )
         finally:
             asyncio.run_coroutine_threadsafe(server.aclose(), loop).result(30)
             loop.call_soon_threadsafe(loop.stop)

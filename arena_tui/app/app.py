@@ -42,8 +42,11 @@ class ArenaApp(App[int]):
     CSS_PATH = "arena.tcss"
     TITLE = "Kernel Arena"
     MODES: ClassVar[dict[str, type[Screen[Any]]]] = {
-        "queue": QueueScreen, "transcripts": TranscriptsScreen, "scores": ScoresScreen,
-        "leaderboard": LeaderboardScreen, "triage": TriageScreen,
+        "queue": QueueScreen,
+        "transcripts": TranscriptsScreen,
+        "scores": ScoresScreen,
+        "leaderboard": LeaderboardScreen,
+        "triage": TriageScreen,
     }
     DEFAULT_MODE = "queue"
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -57,7 +60,13 @@ class ArenaApp(App[int]):
         Binding("q", "quit", "Quit"),
     ]
 
-    def __init__(self, source: RunSource, *, clock: Callable[[], float] = time.monotonic, flush_interval: float = 0.1) -> None:
+    def __init__(
+        self,
+        source: RunSource,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        flush_interval: float = 0.1,
+    ) -> None:
         super().__init__()
         self.source = source
         self.control = source.control or RunControl(source.store, source.tasks_dir)
@@ -121,7 +130,9 @@ class ArenaApp(App[int]):
     def _update_subtitle(self) -> None:
         counts = self.model.counts()
         shown = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
-        self.sub_title = f"run {self.source.run_id} — {self.run_state}" + (f" — {shown}" if shown else "")
+        self.sub_title = f"run {self.source.run_id} — {self.run_state}" + (
+            f" — {shown}" if shown else ""
+        )
 
     @property
     def running(self) -> bool:
@@ -176,17 +187,26 @@ class ArenaApp(App[int]):
         """Evaluate the row's candidate again on the next device of the run (a fresh seed)."""
         if row is None:
             return
-        devices = list((self.source.spec.devices if self.source.spec else None) or self.source.store.get_run(self.source.run_id).spec.get("devices") or ())
+        devices = list(
+            (self.source.spec.devices if self.source.spec else None)
+            or self.source.store.get_run(self.source.run_id).spec.get("devices")
+            or ()
+        )
         others = [d for d in devices if d != row.device]
         if not others:
-            self.notify(f"the run has no device but {row.device}: nothing to requeue on", severity="warning")
+            self.notify(
+                f"the run has no device but {row.device}: nothing to requeue on", severity="warning"
+            )
             return
         device = others[(devices.index(row.device) if row.device in devices else -1) % len(others)]
         self._queue(row, f"requeued on {device}", lambda job: self.control.requeue(job, device))
 
     def _queue(self, row: Row | None, what: str, act: Callable[[int], Queued]) -> None:
         if row is None or row.job_id is None:
-            self.notify("pick a row with an evaluation (an attempt's final one, or a job)", severity="warning")
+            self.notify(
+                "pick a row with an evaluation (an attempt's final one, or a job)",
+                severity="warning",
+            )
             return
         if self.running and not self.control.live:
             self.notify("wait for the run to end: it cannot take new jobs now", severity="warning")
@@ -200,7 +220,15 @@ class ArenaApp(App[int]):
             self.notify(f"{row.key}: {what} as job {queued.job_id} of this run")
             return
         self.notify(f"{row.key}: {what} in follow-up run {queued.run_id}")
-        self.open_run(live_source(self.source.store, queued.run_id, queued.spec, self.source.executor_factory, self.control))
+        self.open_run(
+            live_source(
+                self.source.store,
+                queued.run_id,
+                queued.spec,
+                self.source.executor_factory,
+                self.control,
+            )
+        )
 
     def open_run(self, source: RunSource) -> None:
         """Watch another run (a follow-up run of one job): execute it here when it has a start."""
@@ -224,7 +252,9 @@ class ArenaApp(App[int]):
         row.marked_infrastructure = marked
         self.model.version += 1
         self.model.results_version += 1  # the leaderboard re-queries
-        self.notify(f"{row.key}: {'marked' if marked else 'unmarked'} as an infrastructure fault (kept in the store)")
+        self.notify(
+            f"{row.key}: {'marked' if marked else 'unmarked'} as an infrastructure fault (kept in the store)"
+        )
         self.flush(force=True)
 
     def action_help(self) -> None:
@@ -240,9 +270,23 @@ class ArenaApp(App[int]):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """One palette entry per action (ctrl+p), with the key that does the same."""
         yield from super().get_system_commands(screen)
-        for mode, title in (("queue", "Queue"), ("transcripts", "Transcripts"), ("scores", "Scores"), ("leaderboard", "Leaderboard"), ("triage", "Triage")):
-            yield SystemCommand(f"Show {title}", f"switch to the {title.lower()} screen", lambda m=mode: self.switch_mode(m))
-        yield SystemCommand("Cancel run", "stop every agent and evaluation of the run (x); it stays resumable", self.action_cancel_run)
+        for mode, title in (
+            ("queue", "Queue"),
+            ("transcripts", "Transcripts"),
+            ("scores", "Scores"),
+            ("leaderboard", "Leaderboard"),
+            ("triage", "Triage"),
+        ):
+            yield SystemCommand(
+                f"Show {title}",
+                f"switch to the {title.lower()} screen",
+                lambda m=mode: self.switch_mode(m),
+            )
+        yield SystemCommand(
+            "Cancel run",
+            "stop every agent and evaluation of the run (x); it stays resumable",
+            self.action_cancel_run,
+        )
         yield SystemCommand("Help", "keys and screens (?)", self.action_help)
         for title, help_text, action in getattr(screen, "COMMANDS_HERE", ()):
             yield SystemCommand(title, help_text, getattr(screen, f"action_{action}"))

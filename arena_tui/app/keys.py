@@ -28,4 +28,8 @@ def bindings(keys: Iterable[Key]) -> list[BindingType]:
 
 def commands(keys: Iterable[Key]) -> tuple[tuple[str, str, str], ...]:
     """(palette title, help, action name), as RunScreen.COMMANDS_HERE holds them."""
-    return tuple((k.title, f"{k.help} ({SHOWN.get(k.key, k.key)})", k.action) for k in keys if k.title is not None)
+    return tuple(
+        (k.title, f"{k.help} ({SHOWN.get(k.key, k.key)})", k.action)
+        for k in keys
+        if k.title is not None
+    )

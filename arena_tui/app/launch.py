@@ -30,17 +30,28 @@ def run_app(store: Store, run_id: str, spec: RunSpec, executor_factory=None) -> 
     if app.run_state == "error":
         return EXIT_INFRASTRUCTURE
     statuses = [r.status for r in store.results(run_id)]
-    print(f"run {run_id} {app.run_state}: {statuses.count('passed')} of {len(statuses)} results passed (arena runs show {run_id})")
+    print(
+        f"run {run_id} {app.run_state}: {statuses.count('passed')} of {len(statuses)} results passed (arena runs show {run_id})"
+    )
     return EXIT_PASSED if all(s == "passed" for s in statuses) else EXIT_FAILED
 
 
-def run_default(tasks_dir: Path | None, db: Path | None, executor_factory=None, device: str | None = None) -> int:  # type: ignore[no-untyped-def]
+def run_default(
+    tasks_dir: Path | None, db: Path | None, executor_factory=None, device: str | None = None
+) -> int:  # type: ignore[no-untyped-def]
     """`arena` alone in a terminal: the app on the embedded default run, on `device` (the
     caller's default_device()) when given. With --tasks-dir, every task there (as the printer
     does), else the three quick demo tasks."""
     tasks = tuple(t.id for t in discover(tasks_dir)) if tasks_dir else DEFAULT_RUN.tasks
     devices = (device,) if device else DEFAULT_RUN.devices
-    spec = RunSpec(**{**DEFAULT_RUN.__dict__, "tasks": tasks, "devices": devices, "tasks_dir": str(tasks_dir) if tasks_dir else None})
+    spec = RunSpec(
+        **{
+            **DEFAULT_RUN.__dict__,
+            "tasks": tasks,
+            "devices": devices,
+            "tasks_dir": str(tasks_dir) if tasks_dir else None,
+        }
+    )
     with Store.open(db) as store:
         run_id = store.create_run(spec.name, spec.to_json())
         return run_app(store, run_id, spec, executor_factory)

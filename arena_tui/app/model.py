@@ -41,7 +41,9 @@ class Row:
     agent: str  # the candidate's name for an evaluation (starter, baseline, a path)
     device: str
     variant: str = ""
-    state: str = "queued"  # queued | running | checking | evaluating | retrying | done | failed | cancelled
+    state: str = (
+        "queued"  # queued | running | checking | evaluating | retrying | done | failed | cancelled
+    )
     stage: str = ""
     job_id: int | None = None  # the store job that holds the (final) result
     candidate: str | None = None
@@ -55,8 +57,12 @@ class Row:
     error: str | None = None
     fault: str | None = None  # infrastructure | error, from the scheduler
     stop_reason: str | None = None
-    outcome: str | None = None  # an attempt's: scored | starter | agent_error | no_submission (core/model/outcome.py)
-    marked_infrastructure: bool = False  # a person said so in triage (kept in the store: `Store.mark_infrastructure`)
+    outcome: str | None = (
+        None  # an attempt's: scored | starter | agent_error | no_submission (core/model/outcome.py)
+    )
+    marked_infrastructure: bool = (
+        False  # a person said so in triage (kept in the store: `Store.mark_infrastructure`)
+    )
 
     def elapsed(self, now: float) -> float | None:
         if self.started is None:
@@ -67,7 +73,11 @@ class Row:
     def correct(self) -> bool | None:
         """True when correctness (and generalization, once run) passed; False at the first failure."""
         stages = {s.name: s.status for s in self.result.stages} if self.result else self.stages
-        ran = [stages.get(s) for s in ("correctness", "generalization") if stages.get(s) not in (None, "skipped")]
+        ran = [
+            stages.get(s)
+            for s in ("correctness", "generalization")
+            if stages.get(s) not in (None, "skipped")
+        ]
         if not ran:
             return None
         return all(s == "passed" for s in ran)
@@ -77,7 +87,10 @@ class Row:
         if self.result is not None:
             return self.result.speedup if self.result.workloads or self.result.passed else None
         if self.workload_speedups:
-            return math.exp(sum(math.log(max(s, 1e-12)) for s in self.workload_speedups) / len(self.workload_speedups))
+            return math.exp(
+                sum(math.log(max(s, 1e-12)) for s in self.workload_speedups)
+                / len(self.workload_speedups)
+            )
         return None
 
     @property
@@ -104,7 +117,9 @@ class RunModel:
     version: int = 0  # bumps on every change: screens redraw only when it moved
     results_version: int = 0  # bumps when a result lands: the leaderboard re-queries only then
     _job_rows: dict[int, str] = field(default_factory=dict)  # store job id -> row key
-    _attempt_keys: dict[str, str] = field(default_factory=dict)  # attempt key (agent|task|...) -> attempt id
+    _attempt_keys: dict[str, str] = field(
+        default_factory=dict
+    )  # attempt key (agent|task|...) -> attempt id
 
     # -- loading from the store ---------------------------------------------------------
 
@@ -115,8 +130,23 @@ class RunModel:
             self._attempt_keys[a.key] = a.id
             row = self.rows.get(a.id)
             if row is None:
-                row = self.rows[a.id] = Row(a.id, "attempt", a.id.rsplit("/", 1)[-1], a.task_id, a.family, a.agent, a.device_id, a.variant)
-                row.state, row.seconds, row.checks, row.stop_reason, row.error = a.state, a.seconds, a.checks, a.stop_reason, a.error
+                row = self.rows[a.id] = Row(
+                    a.id,
+                    "attempt",
+                    a.id.rsplit("/", 1)[-1],
+                    a.task_id,
+                    a.family,
+                    a.agent,
+                    a.device_id,
+                    a.variant,
+                )
+                row.state, row.seconds, row.checks, row.stop_reason, row.error = (
+                    a.state,
+                    a.seconds,
+                    a.checks,
+                    a.stop_reason,
+                    a.error,
+                )
                 row.outcome = a.outcome
                 if a.state == "running":
                     row.stage = "agent"
@@ -132,8 +162,18 @@ class RunModel:
                     self.rows[attempt].candidate = job.candidate
                 continue
             if job.key not in self.rows:
-                candidate = job.agent or (parts(job.key)[1] if len(parts(job.key)) >= 3 else (job.candidate or ""))  # a re-run of an attempt: its agent
-                row = self.rows[job.key] = Row(job.key, "evaluation", f"j{job.id}", job.task_id, job.family, candidate, job.device_id)
+                candidate = job.agent or (
+                    parts(job.key)[1] if len(parts(job.key)) >= 3 else (job.candidate or "")
+                )  # a re-run of an attempt: its agent
+                row = self.rows[job.key] = Row(
+                    job.key,
+                    "evaluation",
+                    f"j{job.id}",
+                    job.task_id,
+                    job.family,
+                    candidate,
+                    job.device_id,
+                )
                 row.state = job.state
             self.rows[job.key].job_id = job.id
             self.rows[job.key].candidate = job.candidate
@@ -163,7 +203,9 @@ class RunModel:
         for item in items:
             if isinstance(item, AttemptReport):
                 key = self._attempt(item)
-                reload_due = reload_due or item.result is not None  # its final job (candidate path) is in the store now
+                reload_due = (
+                    reload_due or item.result is not None
+                )  # its final job (candidate path) is in the store now
             else:
                 key, due = self._event(*item)
                 results_due = results_due or due

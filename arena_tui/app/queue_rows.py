@@ -28,8 +28,14 @@ SORTS: tuple[tuple[str, object], ...] = (
     ("speedup", lambda r: (-(r.speedup or 0.0),)),
 )
 STATE_STYLE = {
-    "queued": "dim", "running": "cyan", "checking": "cyan", "evaluating": "blue", "retrying": "yellow",
-    "done": "green", "failed": "red", "cancelled": "dim italic",
+    "queued": "dim",
+    "running": "cyan",
+    "checking": "cyan",
+    "evaluating": "blue",
+    "retrying": "yellow",
+    "done": "green",
+    "failed": "red",
+    "cancelled": "dim italic",
 }
 
 
@@ -52,7 +58,13 @@ class Filter:
 
     def matches(self, row: Row) -> bool:
         # `state:` matches the state or the verdict: an attempt is `done` whether it passed or failed.
-        values = {"state": (row.state, row.status), "agent": (row.agent,), "family": (row.family,), "device": (row.device,), "task": (row.task,)}
+        values = {
+            "state": (row.state, row.status),
+            "agent": (row.agent,),
+            "family": (row.family,),
+            "device": (row.device,),
+            "task": (row.task,),
+        }
         if any(not any(x.lower().startswith(v) for x in values[k]) for k, v in self.fields.items()):
             return False
         hay = f"{row.task} {row.agent} {row.device} {row.variant}".lower()
@@ -85,7 +97,11 @@ def ratio_text(x: float | None) -> str:
 
 def interpreted(row: Row) -> bool:
     """A cpu-device row: Triton interpreted, so its speedup is no performance figure."""
-    kind = row.result.timing_kind if row.result is not None else ("cpu" if row.device.rsplit("/", 1)[-1] == "cpu" else "")
+    kind = (
+        row.result.timing_kind
+        if row.result is not None
+        else ("cpu" if row.device.rsplit("/", 1)[-1] == "cpu" else "")
+    )
     return kind == "cpu"
 
 
@@ -95,7 +111,10 @@ def cells(row: Row, now: float) -> tuple[Text | str, ...]:
     stage = row.stage or ""
     if row.result is not None and row.result.status != "passed":
         # A failed row's stage is where it failed: the state column stays narrow.
-        state = Text(row.result.status.replace("infrastructure_error", "infra error"), style="yellow" if row.result.status == "infrastructure_error" else "red")
+        state = Text(
+            row.result.status.replace("infrastructure_error", "infra error"),
+            style="yellow" if row.result.status == "infrastructure_error" else "red",
+        )
         stage = row.result.failed_stage or stage
     if row.marked_infrastructure:
         state = Text(f"{row.state} (infra)", style="yellow")
@@ -103,9 +122,24 @@ def cells(row: Row, now: float) -> tuple[Text | str, ...]:
         state = Text(row.outcome, style="red")
     elif row.outcome == "starter":
         state.append(" (starter)", style="yellow")
-    correct = {True: Text("✓", style="green"), False: Text("✗", style="red"), None: Text("–", style="dim")}[row.correct]
+    correct = {
+        True: Text("✓", style="green"),
+        False: Text("✗", style="red"),
+        None: Text("–", style="dim"),
+    }[row.correct]
     sol = f"{row.sol * 100:.1f}%" if row.sol is not None else "–"
     speedup = ratio_text(row.speedup)
     if interpreted(row):
         speedup = sol = INTERPRETED_CELL if row.speedup is not None else "–"
-    return (row.label, row.task, state, stage, correct, speedup, sol, elapsed_text(row.elapsed(now)), row.agent, row.device)
+    return (
+        row.label,
+        row.task,
+        state,
+        stage,
+        correct,
+        speedup,
+        sol,
+        elapsed_text(row.elapsed(now)),
+        row.agent,
+        row.device,
+    )

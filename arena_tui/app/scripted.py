@@ -25,8 +25,13 @@ STAGES = ("compile", "correctness", "generalization", "performance")
 Step = Callable[[OnRunEvent, OnAttempt], None]
 
 
-def scripted_result(task: str, failed_stage: str | None = None, speedups: tuple[float, ...] = (1.6, 0.9, 2.4), log: str = "",
-                    flags: tuple[str, ...] = ()) -> Result:
+def scripted_result(
+    task: str,
+    failed_stage: str | None = None,
+    speedups: tuple[float, ...] = (1.6, 0.9, 2.4),
+    log: str = "",
+    flags: tuple[str, ...] = (),
+) -> Result:
     """A plausible result: passed, or failed at `failed_stage` (later stages skipped)."""
     stages, failed = [], False
     for name in STAGES:
@@ -37,21 +42,69 @@ def scripted_result(task: str, failed_stage: str | None = None, speedups: tuple[
         workloads = []
         if name in ("correctness", "generalization"):
             err = 0.75 if status == "failed" else 3e-7
-            workloads = [{"label": f"n={n}", "axes": {"n": n}, "passed": status == "passed" or i > 0, "message": None,
-                          "worst": {"max_abs_err": err if i == 0 else 2e-7}} for i, n in enumerate((1000, 4097))]
-        message = {"compile": "SyntaxError: invalid syntax (solution.py, line 12)", "correctness": "n=1000: 812 of 1000 elements differ"}.get(name) if status == "failed" else None
-        stages.append(StageResult(name, status, 0.4, message, log if name == "compile" else "", workloads))
+            workloads = [
+                {
+                    "label": f"n={n}",
+                    "axes": {"n": n},
+                    "passed": status == "passed" or i > 0,
+                    "message": None,
+                    "worst": {"max_abs_err": err if i == 0 else 2e-7},
+                }
+                for i, n in enumerate((1000, 4097))
+            ]
+        message = (
+            {
+                "compile": "SyntaxError: invalid syntax (solution.py, line 12)",
+                "correctness": "n=1000: 812 of 1000 elements differ",
+            }.get(name)
+            if status == "failed"
+            else None
+        )
+        stages.append(
+            StageResult(name, status, 0.4, message, log if name == "compile" else "", workloads)
+        )
         failed = status == "failed"
     passed = failed_stage is None and not flags
-    timed = [WorkloadFigures(f"n={n}", {"n": n}, i == 2, None, {"median_us": 100.0 / s, "iqr_us": 2.0}, {"median_us": 100.0, "iqr_us": 1.5}, s, None, None)
-             for i, (n, s) in enumerate(zip((1000, 65536, 4097), speedups))] if failed_stage is None else []
+    timed = (
+        [
+            WorkloadFigures(
+                f"n={n}",
+                {"n": n},
+                i == 2,
+                None,
+                {"median_us": 100.0 / s, "iqr_us": 2.0},
+                {"median_us": 100.0, "iqr_us": 1.5},
+                s,
+                None,
+                None,
+            )
+            for i, (n, s) in enumerate(zip((1000, 65536, 4097), speedups))
+        ]
+        if failed_stage is None
+        else []
+    )
     geo = 1.0
     for s in speedups:
         geo *= s
     speedup = geo ** (1 / len(speedups)) if timed else 0.0
-    return Result(task, "0" * 64, {"id": "cpu", "model": "cpu", "vendor": "cpu"}, "cpu", "passed" if passed else "failed",
-                  failed_stage or ("performance" if flags else None), stages, timed, speedup, None, None,
-                  (120 + 100 * speedup) if passed else (20 if failed_stage != "compile" else 0), list(flags), [], {}, 2.0)
+    return Result(
+        task,
+        "0" * 64,
+        {"id": "cpu", "model": "cpu", "vendor": "cpu"},
+        "cpu",
+        "passed" if passed else "failed",
+        failed_stage or ("performance" if flags else None),
+        stages,
+        timed,
+        speedup,
+        None,
+        None,
+        (120 + 100 * speedup) if passed else (20 if failed_stage != "compile" else 0),
+        list(flags),
+        [],
+        {},
+        2.0,
+    )
 
 
 @dataclass
@@ -76,15 +129,32 @@ class ScriptedRun:
     half: int = 0  # index of the step the gate holds before
 
     def __post_init__(self) -> None:
-        self.run_id = self.store.create_run("scripted", {"tasks": list(self.tasks), "agents": list(self.agents)})
+        self.run_id = self.store.create_run(
+            "scripted", {"tasks": list(self.tasks), "agents": list(self.agents)}
+        )
         counter = itertools.count(1)
         for task in self.tasks:
             for agent in self.agents:
                 key = attempt_key(agent, task, "cpu", "default", 0)
                 self.attempt_ids[(agent, task)] = self.store.add_attempt(
-                    self.run_id, next(counter), key=key, agent=agent, agent_kind="reference", model=None, task_id=task, device_id="cpu", variant="default")
+                    self.run_id,
+                    next(counter),
+                    key=key,
+                    agent=agent,
+                    agent_kind="reference",
+                    model=None,
+                    task_id=task,
+                    device_id="cpu",
+                    variant="default",
+                )
         self.eval_key = f"{self.tasks[0]}|starter|cpu|0"
-        self.eval_job = self.store.add_job(self.run_id, task_id=self.tasks[0], device_id="cpu", candidate=self.starter, key=self.eval_key)
+        self.eval_job = self.store.add_job(
+            self.run_id,
+            task_id=self.tasks[0],
+            device_id="cpu",
+            candidate=self.starter,
+            key=self.eval_key,
+        )
         self._script()
 
     # -- the script -------------------------------------------------------------------------
@@ -94,53 +164,141 @@ class ScriptedRun:
 
         def say(aid: str, agent: str, kind: str, **kw) -> Step:  # type: ignore[no-untyped-def]
             def step(on_event: OnRunEvent, on_attempt: OnAttempt) -> None:
-                event = events.TranscriptEvent(aid, next(seqs.setdefault(aid, itertools.count(1))), kind, agent, **kw)
+                event = events.TranscriptEvent(
+                    aid, next(seqs.setdefault(aid, itertools.count(1))), kind, agent, **kw
+                )
                 self.store.append_transcript(event)
                 on_event(None, event)
+
             return step
 
-        def report(aid: str, agent: str, task: str, state: str, result: Result | None = None, candidate: Path | None = None) -> Step:
+        def report(
+            aid: str,
+            agent: str,
+            task: str,
+            state: str,
+            result: Result | None = None,
+            candidate: Path | None = None,
+        ) -> Step:
             def step(on_event: OnRunEvent, on_attempt: OnAttempt) -> None:
                 if state == "running":
                     self.store.start_attempt(aid, self.folder / aid.replace("/", "_"))
                 if result is not None:
-                    job = self.store.add_job(self.run_id, task_id=task, device_id="cpu", candidate=candidate, agent=agent, variant="default",
-                                             key=final_key(attempt_key(agent, task, "cpu", "default", 0)))
+                    job = self.store.add_job(
+                        self.run_id,
+                        task_id=task,
+                        device_id="cpu",
+                        candidate=candidate,
+                        agent=agent,
+                        variant="default",
+                        key=final_key(attempt_key(agent, task, "cpu", "default", 0)),
+                    )
                     self.store.record_result(job, result)
                     self.store.set_attempt_state(aid, "done", job_id=job, stop_reason="final")
-                on_attempt(AttemptReport(aid, agent, task, "cpu", "default", state, "final" if result else None, result))
+                on_attempt(
+                    AttemptReport(
+                        aid,
+                        agent,
+                        task,
+                        "cpu",
+                        "default",
+                        state,
+                        "final" if result else None,
+                        result,
+                    )
+                )
+
             return step
 
-        def job_state(key: str, state: str, job_id: int | None = None, result: Result | None = None) -> Step:
+        def job_state(
+            key: str, state: str, job_id: int | None = None, result: Result | None = None
+        ) -> Step:
             def step(on_event: OnRunEvent, on_attempt: OnAttempt) -> None:
                 if result is not None and job_id is not None:
                     self.store.record_result(job_id, result)
                     self.store.set_job_state(job_id, "done")
                 on_event(job_id, events.JobStateChanged(key, state, "cpu", 0, 1))
+
             return step
 
         def stage(job_id: int, name: str, status: str | None = None) -> Step:
             def step(on_event: OnRunEvent, on_attempt: OnAttempt) -> None:
-                on_event(job_id, events.StageStarted(name) if status is None else events.StageFinished(name, status, 0.4))
+                on_event(
+                    job_id,
+                    events.StageStarted(name)
+                    if status is None
+                    else events.StageFinished(name, status, 0.4),
+                )
+
             return step
 
         first, second = [], []
-        first += [job_state(self.eval_key, "running", self.eval_job), stage(self.eval_job, "compile"), stage(self.eval_job, "compile", "passed"),
-                  stage(self.eval_job, "correctness")]
+        first += [
+            job_state(self.eval_key, "running", self.eval_job),
+            stage(self.eval_job, "compile"),
+            stage(self.eval_job, "compile", "passed"),
+            stage(self.eval_job, "correctness"),
+        ]
         for task in self.tasks:
             for i, agent in enumerate(self.agents):
                 aid = self.attempt_ids[(agent, task)]
-                first += [report(aid, agent, task, "running"), say(aid, agent, "text", text=f"Reading the task {task} and the starter."),
-                          say(aid, agent, "tool_call", tool="bash", arguments={"command": "cat solution.py"}, call_id="c1"),
-                          say(aid, agent, "tool_result", text="\n".join(f"line {n} of solution.py" for n in range(1, 15)), call_id="c1")]
+                first += [
+                    report(aid, agent, task, "running"),
+                    say(aid, agent, "text", text=f"Reading the task {task} and the starter."),
+                    say(
+                        aid,
+                        agent,
+                        "tool_call",
+                        tool="bash",
+                        arguments={"command": "cat solution.py"},
+                        call_id="c1",
+                    ),
+                    say(
+                        aid,
+                        agent,
+                        "tool_result",
+                        text="\n".join(f"line {n} of solution.py" for n in range(1, 15)),
+                        call_id="c1",
+                    ),
+                ]
                 outcome = (None, "correctness", "compile")[i % 3]
                 candidate = self._candidate(aid, broken=outcome is not None)
-                log = "  File \"solution.py\", line 12\n    def run(x, y\n              ^\nSyntaxError: invalid syntax" if outcome == "compile" else ""
-                second += [say(aid, agent, "tool_call", tool="bash", arguments={"command": "arena check"}, call_id="c2"),
-                           say(aid, agent, "tool_result", text="compile ✓ correctness ✗" if outcome else "compile ✓ correctness ✓", call_id="c2", is_error=bool(outcome)),
-                           say(aid, agent, "final", text="Submitted solution.py."),
-                           report(aid, agent, task, "done", scripted_result(task, outcome, log=log), candidate)]
-        second += [stage(self.eval_job, "correctness", "passed"), job_state(self.eval_key, "done", self.eval_job, scripted_result(self.tasks[0], speedups=(1.0, 1.0, 1.0)))]
+                log = (
+                    '  File "solution.py", line 12\n    def run(x, y\n              ^\nSyntaxError: invalid syntax'
+                    if outcome == "compile"
+                    else ""
+                )
+                second += [
+                    say(
+                        aid,
+                        agent,
+                        "tool_call",
+                        tool="bash",
+                        arguments={"command": "arena check"},
+                        call_id="c2",
+                    ),
+                    say(
+                        aid,
+                        agent,
+                        "tool_result",
+                        text="compile ✓ correctness ✗" if outcome else "compile ✓ correctness ✓",
+                        call_id="c2",
+                        is_error=bool(outcome),
+                    ),
+                    say(aid, agent, "final", text="Submitted solution.py."),
+                    report(
+                        aid, agent, task, "done", scripted_result(task, outcome, log=log), candidate
+                    ),
+                ]
+        second += [
+            stage(self.eval_job, "correctness", "passed"),
+            job_state(
+                self.eval_key,
+                "done",
+                self.eval_job,
+                scripted_result(self.tasks[0], speedups=(1.0, 1.0, 1.0)),
+            ),
+        ]
         self.steps, self.half = first + second, len(first)
 
     def _candidate(self, aid: str, broken: bool) -> Path | None:
@@ -149,7 +307,14 @@ class ScriptedRun:
         self.folder.mkdir(parents=True, exist_ok=True)
         path = self.folder / f"{aid.replace('/', '_')}_solution.py"
         text = self.starter.read_text()
-        path.write_text(text + ("\n# agent's edit: reorders the loads\nBLOCK = 128\n" if broken else "\n# agent's edit: a larger block\nBLOCK = 1024\n"))
+        path.write_text(
+            text
+            + (
+                "\n# agent's edit: reorders the loads\nBLOCK = 128\n"
+                if broken
+                else "\n# agent's edit: a larger block\nBLOCK = 1024\n"
+            )
+        )
         return path
 
     # -- running it ---------------------------------------------------------------------------

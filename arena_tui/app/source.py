@@ -32,7 +32,13 @@ class RunSource:
     executor_factory: ExecutorFactory = local_executor
 
 
-def live_source(store: Store, run_id: str, spec: RunSpec, executor_factory=None, control: RunControl | None = None) -> RunSource:  # type: ignore[no-untyped-def]
+def live_source(
+    store: Store,
+    run_id: str,
+    spec: RunSpec,
+    executor_factory=None,
+    control: RunControl | None = None,
+) -> RunSource:  # type: ignore[no-untyped-def]
     """A run executed by `core.orchestration.runs.execute` inside the app's event loop, with a `RunControl`."""
     factory = executor_factory or local_executor
     control = control or RunControl(store)
@@ -40,4 +46,12 @@ def live_source(store: Store, run_id: str, spec: RunSpec, executor_factory=None,
     def start(on_event: OnRunEvent, on_attempt: OnAttempt) -> Awaitable[object]:
         return execute(store, run_id, spec, factory, on_event, on_attempt, control=control)
 
-    return RunSource(store, run_id, spec, start, Path(spec.tasks_dir) if spec.tasks_dir else None, control, factory)
+    return RunSource(
+        store,
+        run_id,
+        spec,
+        start,
+        Path(spec.tasks_dir) if spec.tasks_dir else None,
+        control,
+        factory,
+    )

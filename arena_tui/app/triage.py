@@ -9,7 +9,15 @@ from pathlib import Path
 from arena_tui.app.model import Row
 from core.tasks.discovery import find_task
 
-FAILURE_KINDS = ("compile", "correctness", "generalization", "timeout", "integrity", "infrastructure", "other")
+FAILURE_KINDS = (
+    "compile",
+    "correctness",
+    "generalization",
+    "timeout",
+    "integrity",
+    "infrastructure",
+    "other",
+)
 _BY_STAGE = {"compile": "compile", "correctness": "correctness", "generalization": "generalization"}
 
 
@@ -48,7 +56,10 @@ def error_text(row: Row) -> str:
     if row.result is not None:
         failed = next((s for s in row.result.stages if s.status not in ("passed", "skipped")), None)
         if failed is not None:
-            parts.append(f"{failed.name}: {failed.status}" + (f" — {failed.message}" if failed.message else ""))
+            parts.append(
+                f"{failed.name}: {failed.status}"
+                + (f" — {failed.message}" if failed.message else "")
+            )
             if failed.log.strip():
                 parts.append("\n".join(failed.log.strip().splitlines()[-30:]))
         parts += [f"integrity: {f}" for f in row.result.integrity_flags]
@@ -72,6 +83,10 @@ def candidate_diff(row: Row, tasks_dir: Path | None) -> str:
     if starter is None or not starter.is_file():
         return "(the task's starter is not found)"
     diff = difflib.unified_diff(
-        starter.read_text().splitlines(), Path(row.candidate).read_text().splitlines(), "starter.py", Path(row.candidate).name, lineterm="",
+        starter.read_text().splitlines(),
+        Path(row.candidate).read_text().splitlines(),
+        "starter.py",
+        Path(row.candidate).name,
+        lineterm="",
     )
     return "\n".join(diff) or "(the candidate is the starter, unchanged)"

@@ -54,15 +54,25 @@ def _board_routes(store: Store, feed: StoreFeed, tasks_dir: Path | None) -> list
         try:
             p = float(request.query_params.get("p", DEFAULT_P))
         except ValueError:
-            raise HttpError(400, f"p is {request.query_params['p']!r}: give a number, e.g. /api/boards?p=1.5", "p") from None
+            raise HttpError(
+                400,
+                f"p is {request.query_params['p']!r}: give a number, e.g. /api/boards?p=1.5",
+                "p",
+            ) from None
         key = (feed.version, p, by)
         if key not in cache:
             if key not in building:
-                building[key] = asyncio.ensure_future(asyncio.to_thread(board.boards_json, store, p, by))
+                building[key] = asyncio.ensure_future(
+                    asyncio.to_thread(board.boards_json, store, p, by)
+                )
             try:
                 data = await asyncio.shield(building[key])
             except LeaderboardError as exc:
-                raise HttpError(400, f"{exc}: e.g. /api/boards?p=1.5&by=vendor", "p" if "p must" in str(exc) else "by") from None
+                raise HttpError(
+                    400,
+                    f"{exc}: e.g. /api/boards?p=1.5&by=vendor",
+                    "p" if "p must" in str(exc) else "by",
+                ) from None
             finally:
                 building.pop(key, None)
             cache.clear()
@@ -73,23 +83,39 @@ def _board_routes(store: Store, feed: StoreFeed, tasks_dir: Path | None) -> list
         job_id = request.path_params["job_id"]
         found = await asyncio.to_thread(board.result_json, store, job_id, tasks_dir)
         if found is None:
-            raise HttpError(404, f"no result for job {job_id}: it has none yet, or the store has no such job", "job_id")
+            raise HttpError(
+                404,
+                f"no result for job {job_id}: it has none yet, or the store has no such job",
+                "job_id",
+            )
         return found
 
     async def events(request: Request) -> Response:
-        return StreamingResponse(feed.stream(), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        return StreamingResponse(
+            feed.stream(),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
 
     return [
-        Route("/", page, methods=["GET"]), Route("/leaderboard", page, methods=["GET"]),
-        Route("/api/boards", endpoint(boards), methods=["GET"]), Route("/api/results/{job_id:int}", endpoint(result), methods=["GET"]),
+        Route("/", page, methods=["GET"]),
+        Route("/leaderboard", page, methods=["GET"]),
+        Route("/api/boards", endpoint(boards), methods=["GET"]),
+        Route("/api/results/{job_id:int}", endpoint(result), methods=["GET"]),
         Route("/api/events", events, methods=["GET"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
 
 
-def make_app(*, rl: RLService | None, store: Store | None, feed: StoreFeed | None, token: str | None, limits: Limits = Limits(),
-             tasks_dir: Path | None = None) -> Starlette:
+def make_app(
+    *,
+    rl: RLService | None,
+    store: Store | None,
+    feed: StoreFeed | None,
+    token: str | None,
+    limits: Limits = Limits(),
+    tasks_dir: Path | None = None,
+) -> Starlette:
     """The app: the RL endpoints (unless `rl` is None: a read-only board), the leaderboard
     (when there is a store), OpenAPI at /openapi.json and /docs."""
     routes: list[BaseRoute] = list(rl.routes()) if rl is not None else []
@@ -103,20 +129,29 @@ def make_app(*, rl: RLService | None, store: Store | None, feed: StoreFeed | Non
     async def docs(request: Request) -> Response:
         return FileResponse(STATIC / "docs.html")
 
-    routes += [Route("/openapi.json", openapi_json, methods=["GET"]), Route("/docs", docs, methods=["GET"])]
+    routes += [
+        Route("/openapi.json", openapi_json, methods=["GET"]),
+        Route("/docs", docs, methods=["GET"]),
+    ]
     paths = [r.path for r in routes if isinstance(r, Route) and "{" not in r.path]
 
     async def refused(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         path = request.url.path
         if exc.status_code == 405:
-            allowed = [m for m in (exc.headers or {}).get("Allow", "").split(", ") if m and m != "HEAD"]
+            allowed = [
+                m for m in (exc.headers or {}).get("Allow", "").split(", ") if m and m != "HEAD"
+            ]
             message = f"{path} takes {' or '.join(allowed)}, not {request.method}"
         elif exc.status_code == 404:
             message = f"no endpoint {path}: use one of {', '.join(paths)}"
         else:
             message = exc.detail
-        return JSONResponse(error_payload(exc.status_code, message), status_code=exc.status_code, headers=exc.headers)
+        return JSONResponse(
+            error_payload(exc.status_code, message),
+            status_code=exc.status_code,
+            headers=exc.headers,
+        )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -129,7 +164,13 @@ def make_app(*, rl: RLService | None, store: Store | None, feed: StoreFeed | Non
                 await feed.close()
 
     app = Starlette(routes=routes, exception_handlers={HTTPException: refused}, lifespan=lifespan)
-    app.add_middleware(Guard, token=token, limits=limits, open_paths=frozenset({"/health"}), stream_paths=frozenset({"/api/events"}))  # type: ignore[arg-type]
+    app.add_middleware(
+        Guard,
+        token=token,
+        limits=limits,
+        open_paths=frozenset({"/health"}),
+        stream_paths=frozenset({"/api/events"}),
+    )  # type: ignore[arg-type]
     return app
 
 
@@ -145,9 +186,21 @@ class WebServer:
     and stops; neither the arena nor the store is closed (the caller owns them)."""
 
     def __init__(
-        self, arena: Any = None, host: str = "127.0.0.1", port: int = DEFAULT_PORT, token: str | None = None, max_turns: int = 4,
-        max_episodes: int = 256, reward: str = "default", *, store: Store | None = None, tasks_dir: Path | None = None,
-        limits: Limits = Limits(), grace_s: float = 30.0, record: bool = True, poll_s: float = 0.25,
+        self,
+        arena: Any = None,
+        host: str = "127.0.0.1",
+        port: int = DEFAULT_PORT,
+        token: str | None = None,
+        max_turns: int = 4,
+        max_episodes: int = 256,
+        reward: str = "default",
+        *,
+        store: Store | None = None,
+        tasks_dir: Path | None = None,
+        limits: Limits = Limits(),
+        grace_s: float = 30.0,
+        record: bool = True,
+        poll_s: float = 0.25,
     ):
         if arena is not None and not is_loopback(host) and not token:
             raise ValueError(
@@ -155,14 +208,40 @@ class WebServer:
                 f"Pass --token or set {TOKEN_ENV}, or bind 127.0.0.1 (or serve --leaderboard-only, which runs nothing)"
             )
         if arena is None and store is None:
-            raise ValueError("nothing to serve: give an arena (the RL endpoints) or a store (the leaderboard)")
-        self.host, self.port, self.token, self.limits, self.grace_s = host, port, token, limits, grace_s
-        spec = {"command": "serve", "devices": list(arena.devices) if arena is not None else [], "reward": reward}
-        self.recorder = Recorder(store, spec) if (store is not None and arena is not None and record) else None
-        self.rl = RLService(arena, max_turns=max_turns, max_episodes=max_episodes, reward=reward, recorder=self.recorder,
-                            max_queue=limits.max_queue) if arena is not None else None
+            raise ValueError(
+                "nothing to serve: give an arena (the RL endpoints) or a store (the leaderboard)"
+            )
+        self.host, self.port, self.token, self.limits, self.grace_s = (
+            host,
+            port,
+            token,
+            limits,
+            grace_s,
+        )
+        spec = {
+            "command": "serve",
+            "devices": list(arena.devices) if arena is not None else [],
+            "reward": reward,
+        }
+        self.recorder = (
+            Recorder(store, spec) if (store is not None and arena is not None and record) else None
+        )
+        self.rl = (
+            RLService(
+                arena,
+                max_turns=max_turns,
+                max_episodes=max_episodes,
+                reward=reward,
+                recorder=self.recorder,
+                max_queue=limits.max_queue,
+            )
+            if arena is not None
+            else None
+        )
         self.feed = StoreFeed(store, poll_s) if store is not None else None
-        self.app = make_app(rl=self.rl, store=store, feed=self.feed, token=token, limits=limits, tasks_dir=tasks_dir)
+        self.app = make_app(
+            rl=self.rl, store=store, feed=self.feed, token=token, limits=limits, tasks_dir=tasks_dir
+        )
         self._server: _Uvicorn | None = None
         self._task: asyncio.Task[None] | None = None
         self.drained: tuple[int, int] = (0, 0)  # (finished, cancelled) at shutdown
@@ -185,9 +264,17 @@ class WebServer:
             raise
         sock.setblocking(False)
         config = uvicorn.Config(
-            self.app, log_level="warning", access_log=False, lifespan="on", http="h11", ws="none",
-            timeout_keep_alive=30, timeout_graceful_shutdown=5,
-            limit_concurrency=self.limits.max_requests + self.limits.max_streams + 64,  # a backstop; the Guard answers first
+            self.app,
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+            http="h11",
+            ws="none",
+            timeout_keep_alive=30,
+            timeout_graceful_shutdown=5,
+            limit_concurrency=self.limits.max_requests
+            + self.limits.max_streams
+            + 64,  # a backstop; the Guard answers first
         )
         self._server = _Uvicorn(config)
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="arena serve")

@@ -40,9 +40,13 @@ def _median_sol(rows: Iterable[Scored]) -> float | None:
     return statistics.median(sols) if sols else None
 
 
-def boards_json(store: Store, p: float = leaderboard.DEFAULT_P, by: str = "model") -> dict[str, Any]:
+def boards_json(
+    store: Store, p: float = leaderboard.DEFAULT_P, by: str = "model"
+) -> dict[str, Any]:
     """Every board, unfiltered, with per-entry details and the filters' choices."""
-    leaderboard.build([], timing_kind=TIMING_KINDS[0], p=p, by=by)  # raises LeaderboardError on a bad p or by, even with no result
+    leaderboard.build(
+        [], timing_kind=TIMING_KINDS[0], p=p, by=by
+    )  # raises LeaderboardError on a bad p or by, even with no result
     rows = leaderboard.scored(store)
     stamps = {r["job_id"]: r["created_at"] for r in store.recorded_since(None)}
     runs = {r.id: r for r in store.list_runs()}
@@ -64,19 +68,63 @@ def boards_json(store: Store, p: float = leaderboard.DEFAULT_P, by: str = "model
             devices.add(e.device)
             if e.vendor:
                 vendors.add(e.vendor)
-            entries.append({
-                **asdict(e), "id": "|".join([kind, e.family, e.device, e.agent, e.model or ""]),
-                "result_list": sorted(({"job_id": r.job_id, "run_id": r.run_id, "task_id": r.task_id, "status": r.status, "speedup": r.speedup,
-                                    "sol_fraction": r.sol_fraction, "violation": r.violation, "created_at": stamps.get(r.job_id)}
-                                   for r in results), key=lambda x: x["created_at"] or "", reverse=True),
-                "per_task": [{"task_id": t, "speedup": _geomean(rs), "sol_fraction": _median_sol(rs), "results": len(rs)}
-                             for t, rs in sorted(_by(results, lambda r: r.task_id).items())],
-                "history": [{"run_id": run, "name": runs[run].name if run in runs else run, "created_at": runs[run].created_at if run in runs else None,
-                             "speedup": _geomean(rs), "correct": sum(r.correct for r in rs) / len(rs), "results": len(rs)}
-                            for run, rs in sorted(_by(results, lambda r: r.run_id).items(), key=lambda kv: runs[kv[0]].created_at if kv[0] in runs else "")],
-            })
+            entries.append(
+                {
+                    **asdict(e),
+                    "id": "|".join([kind, e.family, e.device, e.agent, e.model or ""]),
+                    "result_list": sorted(
+                        (
+                            {
+                                "job_id": r.job_id,
+                                "run_id": r.run_id,
+                                "task_id": r.task_id,
+                                "status": r.status,
+                                "speedup": r.speedup,
+                                "sol_fraction": r.sol_fraction,
+                                "violation": r.violation,
+                                "created_at": stamps.get(r.job_id),
+                            }
+                            for r in results
+                        ),
+                        key=lambda x: x["created_at"] or "",
+                        reverse=True,
+                    ),
+                    "per_task": [
+                        {
+                            "task_id": t,
+                            "speedup": _geomean(rs),
+                            "sol_fraction": _median_sol(rs),
+                            "results": len(rs),
+                        }
+                        for t, rs in sorted(_by(results, lambda r: r.task_id).items())
+                    ],
+                    "history": [
+                        {
+                            "run_id": run,
+                            "name": runs[run].name if run in runs else run,
+                            "created_at": runs[run].created_at if run in runs else None,
+                            "speedup": _geomean(rs),
+                            "correct": sum(r.correct for r in rs) / len(rs),
+                            "results": len(rs),
+                        }
+                        for run, rs in sorted(
+                            _by(results, lambda r: r.run_id).items(),
+                            key=lambda kv: runs[kv[0]].created_at if kv[0] in runs else "",
+                        )
+                    ],
+                }
+            )
         out[kind] = {**b.to_json(), "entries": entries}
-    return {"p": p, "by": by, "boards": out, "choices": {"family": sorted(families), "device": sorted(devices), "vendor": sorted(vendors)}}
+    return {
+        "p": p,
+        "by": by,
+        "boards": out,
+        "choices": {
+            "family": sorted(families),
+            "device": sorted(devices),
+            "vendor": sorted(vendors),
+        },
+    }
 
 
 def _by(rows: list[Scored], key: Any) -> dict[Any, list[Scored]]:
@@ -97,7 +145,9 @@ def result_json(store: Store, job_id: int, tasks_dir: Path | None = None) -> dic
     return None if row is None else _detail(store, job, row, tasks_dir, {})
 
 
-def _detail(store: Store, job: Any, row: Any, tasks_dir: Path | None, tasks: dict[str, Any]) -> dict[str, Any]:
+def _detail(
+    store: Store, job: Any, row: Any, tasks_dir: Path | None, tasks: dict[str, Any]
+) -> dict[str, Any]:
     from core.rl.arena import public_result
     from core.tasks.discovery import find_task
 
@@ -108,18 +158,31 @@ def _detail(store: Store, job: Any, row: Any, tasks_dir: Path | None, tasks: dic
             tasks[job.task_id] = None
     public = public_result(row.to_result(), tasks[job.task_id])
     for stage in public["stages"]:
-        stage.pop("log", None)  # a harness log is long and may quote inputs; the verdict and message stay
+        stage.pop(
+            "log", None
+        )  # a harness log is long and may quote inputs; the verdict and message stay
     return {
-        "job_id": job.id, "run_id": job.run_id, "task_id": job.task_id, "family": job.family, "agent": job.agent, "variant": job.variant,
-        "created_at": row.created_at, "integrity_flags": list(row.integrity_flags), "review_notes": list(row.review_notes),
-        "infrastructure_marks": list(row.infrastructure_marks), "result": public, "source": _source(store, job, row.candidate_sha256),
+        "job_id": job.id,
+        "run_id": job.run_id,
+        "task_id": job.task_id,
+        "family": job.family,
+        "agent": job.agent,
+        "variant": job.variant,
+        "created_at": row.created_at,
+        "integrity_flags": list(row.integrity_flags),
+        "review_notes": list(row.review_notes),
+        "infrastructure_marks": list(row.infrastructure_marks),
+        "result": public,
+        "source": _source(store, job, row.candidate_sha256),
     }
 
 
 def _source(store: Store, job: Any, sha256: str) -> str | None:
     """The candidate's text, from the file the job (or its attempt's snapshot) points at, only
     when that file still holds exactly what was scored."""
-    paths = [job.candidate] + [a.submission for a in store.attempts(job.run_id) if a.job_id == job.id]
+    paths = [job.candidate] + [
+        a.submission for a in store.attempts(job.run_id) if a.job_id == job.id
+    ]
     for path in filter(None, paths):
         try:
             data = Path(path).read_bytes()

@@ -14,9 +14,20 @@ from starlette.responses import JSONResponse
 class HttpError(Exception):
     """A request the server refuses: the status, the field at fault (if any) and what to do."""
 
-    def __init__(self, status: int, message: str, field_name: str | None = None, headers: dict[str, str] | None = None):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        field_name: str | None = None,
+        headers: dict[str, str] | None = None,
+    ):
         super().__init__(message)
-        self.status, self.message, self.field, self.headers = status, message, field_name, headers or {}
+        self.status, self.message, self.field, self.headers = (
+            status,
+            message,
+            field_name,
+            headers or {},
+        )
 
     def payload(self) -> dict[str, Any]:
         return error_payload(self.status, self.message, self.field)
@@ -29,7 +40,9 @@ class BodyTooLarge(Exception):
     """A body (sent without Content-Length, in chunks) grew past the server's limit."""
 
     def __init__(self, limit: int):
-        super().__init__(f"the body is more than the {limit} bytes allowed: a candidate is at most 1 MiB; split a batch")
+        super().__init__(
+            f"the body is more than the {limit} bytes allowed: a candidate is at most 1 MiB; split a batch"
+        )
         self.limit = limit
 
     def error(self) -> HttpError:
@@ -47,13 +60,26 @@ def json_object(body: bytes) -> dict[str, Any]:
     try:
         data = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise HttpError(400, f"the body is not valid JSON ({exc}): send one JSON object with Content-Type: application/json") from None
+        raise HttpError(
+            400,
+            f"the body is not valid JSON ({exc}): send one JSON object with Content-Type: application/json",
+        ) from None
     if not isinstance(data, dict):
-        raise HttpError(400, f"the body is a JSON {type(data).__name__}: send one JSON object, e.g. {{\"task_id\": \"elementwise/axpy\"}}")
+        raise HttpError(
+            400,
+            f'the body is a JSON {type(data).__name__}: send one JSON object, e.g. {{"task_id": "elementwise/axpy"}}',
+        )
     return data
 
 
-def take(body: dict[str, Any], name: str, kind: type | tuple[type, ...], example: str, required: bool = False, where: str = "") -> Any:
+def take(
+    body: dict[str, Any],
+    name: str,
+    kind: type | tuple[type, ...],
+    example: str,
+    required: bool = False,
+    where: str = "",
+) -> Any:
     """A field of the body, checked: a missing required one or a wrong type is a 400 that
     names the field and shows a correct value."""
     path = f"{where}{name}"
@@ -71,12 +97,22 @@ def take(body: dict[str, Any], name: str, kind: type | tuple[type, ...], example
 def no_unknown(body: dict[str, Any], allowed: tuple[str, ...], where: str = "") -> None:
     unknown = sorted(set(body) - set(allowed))
     if unknown:
-        hint = " (the candidate's source goes in `action.code`)" if unknown[0] in ("source", "solution", "content") else ""
-        raise HttpError(400, f"`{where}{unknown[0]}` is not a field here{hint}: use {', '.join(allowed)}", f"{where}{unknown[0]}")
+        hint = (
+            " (the candidate's source goes in `action.code`)"
+            if unknown[0] in ("source", "solution", "content")
+            else ""
+        )
+        raise HttpError(
+            400,
+            f"`{where}{unknown[0]}` is not a field here{hint}: use {', '.join(allowed)}",
+            f"{where}{unknown[0]}",
+        )
 
 
 def seed_field(body: dict[str, Any], where: str = "") -> int | None:
     seed = take(body, "seed", int, "a non-negative integer such as 0", where=where)
     if seed is not None and seed < 0:
-        raise HttpError(400, f"`{where}seed` is {seed}: give a non-negative integer", f"{where}seed")
+        raise HttpError(
+            400, f"`{where}seed` is {seed}: give a non-negative integer", f"{where}seed"
+        )
     return seed

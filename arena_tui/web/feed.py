@@ -41,7 +41,9 @@ class StoreFeed:
         loop = asyncio.get_running_loop()
         latest = await asyncio.to_thread(self.store.recorded_since, None)
         self._advance(latest)
-        self._remove_listener = self.store.add_listener(lambda job_id: loop.call_soon_threadsafe(self._wake.set))
+        self._remove_listener = self.store.add_listener(
+            lambda job_id: loop.call_soon_threadsafe(self._wake.set)
+        )
         self._task = asyncio.create_task(self._tail(), name="leaderboard feed")
 
     async def close(self) -> None:
@@ -59,7 +61,11 @@ class StoreFeed:
     def _advance(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The rows not seen yet, and move the mark past them (rows sharing the mark's
         millisecond are told apart by job id)."""
-        new = [r for r in rows if not (r["created_at"] == self._mark and r["job_id"] in self._seen_at_mark)]
+        new = [
+            r
+            for r in rows
+            if not (r["created_at"] == self._mark and r["job_id"] in self._seen_at_mark)
+        ]
         if rows:
             last = rows[-1]["created_at"]
             if last != self._mark:

@@ -35,7 +35,9 @@ def is_loopback(host: str) -> bool:
         return False  # a name other than localhost may resolve anywhere
 
 
-async def _send_json(send: Send, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+async def _send_json(
+    send: Send, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+) -> None:
     body = json.dumps(payload).encode()
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
@@ -47,7 +49,15 @@ class Guard:
     """Token (every path but `open_paths`), body size (413), requests at once (503) and event
     streams at once (`stream_paths`, 503)."""
 
-    def __init__(self, app: ASGIApp, *, token: str | None, limits: Limits, open_paths: frozenset[str], stream_paths: frozenset[str]):
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        token: str | None,
+        limits: Limits,
+        open_paths: frozenset[str],
+        stream_paths: frozenset[str],
+    ):
         self.app, self.token, self.limits = app, token, limits
         self.open_paths, self.stream_paths = open_paths, stream_paths
         self.requests = 0
@@ -60,23 +70,53 @@ class Guard:
         path = scope["path"].rstrip("/") or "/"
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         if self.token and path not in self.open_paths and not self._authorized(headers, scope):
-            await _send_json(send, 401, error_payload(401, "missing or wrong token: send the header `Authorization: Bearer <token>` (the server's --token)", "Authorization"),
-                             {"WWW-Authenticate": "Bearer"})
+            await _send_json(
+                send,
+                401,
+                error_payload(
+                    401,
+                    "missing or wrong token: send the header `Authorization: Bearer <token>` (the server's --token)",
+                    "Authorization",
+                ),
+                {"WWW-Authenticate": "Bearer"},
+            )
             return
         limit = self.limits.max_body
         length = headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > limit):
-            await _send_json(send, 413 if length.isdigit() else 400, error_payload(413 if length.isdigit() else 400,
-                             f"the body is {length} bytes, more than the {limit} allowed: a candidate is at most 1 MiB; split a batch"
-                             if length.isdigit() else f"Content-Length is {length!r}: give the body's size in bytes"))
+            await _send_json(
+                send,
+                413 if length.isdigit() else 400,
+                error_payload(
+                    413 if length.isdigit() else 400,
+                    f"the body is {length} bytes, more than the {limit} allowed: a candidate is at most 1 MiB; split a batch"
+                    if length.isdigit()
+                    else f"Content-Length is {length!r}: give the body's size in bytes",
+                ),
+            )
             return
         stream = path in self.stream_paths
         if stream and self.streams >= self.limits.max_streams:
-            await _send_json(send, 503, error_payload(503, f"{self.streams} event streams are open, the most allowed (--max-streams): retry later"), {"Retry-After": "5"})
+            await _send_json(
+                send,
+                503,
+                error_payload(
+                    503,
+                    f"{self.streams} event streams are open, the most allowed (--max-streams): retry later",
+                ),
+                {"Retry-After": "5"},
+            )
             return
         if not stream and self.requests >= self.limits.max_requests:
-            await _send_json(send, 503, error_payload(503, f"{self.requests} requests are being handled, the most allowed (--max-requests): retry in a moment"),
-                             {"Retry-After": "1"})
+            await _send_json(
+                send,
+                503,
+                error_payload(
+                    503,
+                    f"{self.requests} requests are being handled, the most allowed (--max-requests): retry in a moment",
+                ),
+                {"Retry-After": "1"},
+            )
             return
         if stream:
             self.streams += 1
@@ -108,9 +148,13 @@ class Guard:
             seen += len(chunks[-1])
             more = message.get("more_body", False)
             if seen > limit:
-                await _send_json(send, 413, BodyTooLarge(limit).error().payload(), {"Connection": "close"})
+                await _send_json(
+                    send, 413, BodyTooLarge(limit).error().payload(), {"Connection": "close"}
+                )
                 return None
-        buffered: list[Message] = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
+        buffered: list[Message] = [
+            {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+        ]
 
         async def replay() -> Message:
             return buffered.pop() if buffered else await upstream()
@@ -120,4 +164,6 @@ class Guard:
     def _authorized(self, headers: dict[str, str], scope: Scope) -> bool:
         assert self.token
         scheme, _, value = headers.get("authorization", "").partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), self.token.encode())
+        return scheme.lower() == "bearer" and hmac.compare_digest(
+            value.strip().encode(), self.token.encode()
+        )

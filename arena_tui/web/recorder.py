@@ -30,15 +30,23 @@ class Recorder:
         self._count = itertools.count(1)
         self._lock = asyncio.Lock()
 
-    async def start(self, task_id: str, device_id: str, source: str, agent: str | None, variant: str) -> int:
+    async def start(
+        self, task_id: str, device_id: str, source: str, agent: str | None, variant: str
+    ) -> int:
         """A job in state `running` for an evaluation that is starting; returns its id."""
         async with self._lock:  # one run, created once
             if self.run_id is None:
                 self.run_id = await asyncio.to_thread(self.store.create_run, "serve", self.spec)
         path = await asyncio.to_thread(self._keep_source, source)
         job_id = await asyncio.to_thread(
-            self.store.add_job, self.run_id, task_id=task_id, device_id=device_id, candidate=path, agent=agent or "serve",
-            variant=variant, key=f"serve|{next(self._count)}",
+            self.store.add_job,
+            self.run_id,
+            task_id=task_id,
+            device_id=device_id,
+            candidate=path,
+            agent=agent or "serve",
+            variant=variant,
+            key=f"serve|{next(self._count)}",
         )
         await asyncio.to_thread(self.store.set_job_state, job_id, "running")
         return job_id
@@ -53,7 +61,9 @@ class Recorder:
     async def close(self) -> None:
         """Finish the server's run: `interrupted` when the shutdown cancelled evaluations."""
         if self.run_id is not None:
-            await asyncio.to_thread(self.store.finish_run, self.run_id, "interrupted" if self.cancelled else "finished")
+            await asyncio.to_thread(
+                self.store.finish_run, self.run_id, "interrupted" if self.cancelled else "finished"
+            )
 
     def _keep_source(self, source: str) -> Path:
         data = source.encode()

@@ -43,7 +43,12 @@ def endpoint(fn: Handler) -> Callable[[Request], Awaitable[JSONResponse]]:
             return exc.response()
         except Exception as exc:
             log.exception("arena serve: %s %s failed", request.method, request.url.path)
-            return JSONResponse(error_payload(500, f"internal error ({type(exc).__name__}: {exc}); see the server's log"), status_code=500)
+            return JSONResponse(
+                error_payload(
+                    500, f"internal error ({type(exc).__name__}: {exc}); see the server's log"
+                ),
+                status_code=500,
+            )
 
     handle.__name__ = handle.__qualname__ = fn.__name__
     handle.__doc__ = fn.__doc__
@@ -61,11 +66,24 @@ class _Episode:
 class RLService:
     """The endpoints over one Arena (which the caller owns and closes)."""
 
-    def __init__(self, arena: Any, *, max_turns: int = 4, max_episodes: int = 256, reward: str = "default",
-                 recorder: Recorder | None = None, max_queue: int = 256):
+    def __init__(
+        self,
+        arena: Any,
+        *,
+        max_turns: int = 4,
+        max_episodes: int = 256,
+        reward: str = "default",
+        recorder: Recorder | None = None,
+        max_queue: int = 256,
+    ):
         if max_episodes < 1 or max_turns < 1 or max_queue < 1:
             raise ValueError("--max-episodes, --max-turns and --max-queue must be at least 1")
-        self.arena, self.max_turns, self.max_episodes, self.reward = arena, max_turns, max_episodes, reward
+        self.arena, self.max_turns, self.max_episodes, self.reward = (
+            arena,
+            max_turns,
+            max_episodes,
+            reward,
+        )
         self.recorder, self.max_queue = recorder, max_queue
         self.episodes: dict[str, _Episode] = {}
         self.draining = False
@@ -74,10 +92,20 @@ class RLService:
         self._inflight: dict[asyncio.Task[Any], int] = {}  # evaluation task -> evaluations it holds
 
     def routes(self) -> list[Route]:
-        r = [("/health", "GET", self.health), ("/tasks", "GET", self.tasks), ("/schema", "GET", self.schema),
-             ("/reset", "POST", self.reset), ("/step", "POST", self.step), ("/evaluate", "POST", self.evaluate),
-             ("/state", ("GET", "POST"), self.state), ("/close", "POST", self.close)]
-        return [Route(path, endpoint(fn), methods=[m] if isinstance(m, str) else list(m)) for path, m, fn in r]
+        r = [
+            ("/health", "GET", self.health),
+            ("/tasks", "GET", self.tasks),
+            ("/schema", "GET", self.schema),
+            ("/reset", "POST", self.reset),
+            ("/step", "POST", self.step),
+            ("/evaluate", "POST", self.evaluate),
+            ("/state", ("GET", "POST"), self.state),
+            ("/close", "POST", self.close),
+        ]
+        return [
+            Route(path, endpoint(fn), methods=[m] if isinstance(m, str) else list(m))
+            for path, m, fn in r
+        ]
 
     @property
     def queued(self) -> int:
@@ -100,16 +128,28 @@ class RLService:
         finally:
             self._inflight.pop(task, None)
         if task.cancelled():
-            raise HttpError(503, "the server shut down before this evaluation finished: it was cancelled (and recorded so); "
-                                 "send it again", headers={"Retry-After": "5"})
+            raise HttpError(
+                503,
+                "the server shut down before this evaluation finished: it was cancelled (and recorded so); "
+                "send it again",
+                headers={"Retry-After": "5"},
+            )
         return task.result()
 
     def _refusal(self, count: int) -> HttpError | None:
         if self.draining:
-            return HttpError(503, "the server is shutting down: send the request to another server or retry once it is back", headers={"Retry-After": "5"})
+            return HttpError(
+                503,
+                "the server is shutting down: send the request to another server or retry once it is back",
+                headers={"Retry-After": "5"},
+            )
         if self.queued + count > self.max_queue:
-            return HttpError(429, f"{self.queued} evaluations are waiting or running and this request adds {count}: the most allowed is "
-                                  f"{self.max_queue} (--max-queue); retry when some have answered", headers={"Retry-After": "1"})
+            return HttpError(
+                429,
+                f"{self.queued} evaluations are waiting or running and this request adds {count}: the most allowed is "
+                f"{self.max_queue} (--max-queue); retry when some have answered",
+                headers={"Retry-After": "1"},
+            )
         return None
 
     async def drain(self, grace_s: float) -> tuple[int, int]:
@@ -127,11 +167,17 @@ class RLService:
             await asyncio.wait(pending, timeout=30)  # each records its cancellation
         return sum(counts[t] for t in done), sum(counts[t] for t in pending)
 
-    async def _recorded(self, request: Any, work: Callable[[], Awaitable[Any]], agent: str | None, variant: str) -> Any:
+    async def _recorded(
+        self, request: Any, work: Callable[[], Awaitable[Any]], agent: str | None, variant: str
+    ) -> Any:
         """Run `work` (giving a RewardedResult) with a job for it in the store, if recording."""
         job = None
-        if self.recorder is not None and not request.visible_only:  # a visible-only draft is not kept
-            device = request.device or (self.arena.devices[0] if len(self.arena.devices) == 1 else "any")
+        if (
+            self.recorder is not None and not request.visible_only
+        ):  # a visible-only draft is not kept
+            device = request.device or (
+                self.arena.devices[0] if len(self.arena.devices) == 1 else "any"
+            )
             job = await self.recorder.start(request.task_id, device, request.source, agent, variant)
         try:
             rr = await work()
@@ -146,27 +192,51 @@ class RLService:
     # --- endpoints ---
 
     async def health(self, request: Request) -> dict[str, Any]:
-        return {"status": "draining" if self.draining else "healthy", "version": __version__, "devices": self.arena.devices,
-                "slots": len(self.arena.slots), "episodes": len(self.episodes), "evaluations": self.queued,
-                "uptime_s": round(time.time() - self.started, 1)}
+        return {
+            "status": "draining" if self.draining else "healthy",
+            "version": __version__,
+            "devices": self.arena.devices,
+            "slots": len(self.arena.slots),
+            "episodes": len(self.episodes),
+            "evaluations": self.queued,
+            "uptime_s": round(time.time() - self.started, 1),
+        }
 
     async def tasks(self, request: Request) -> dict[str, Any]:
         from core.rl.env import signature
         from core.tasks.discovery import discover
 
-        return {"tasks": [{
-            "id": t.id, "description": t.description, "signature": signature(t), "languages": list(t.languages), "baseline": t.baseline,
-            "visible_workloads": {"gpu": [w.to_json() for w in t.gpu.visible], "cpu": [w.to_json() for w in t.cpu.visible]},
-        } for t in discover(self.arena.tasks_dir)]}
+        return {
+            "tasks": [
+                {
+                    "id": t.id,
+                    "description": t.description,
+                    "signature": signature(t),
+                    "languages": list(t.languages),
+                    "baseline": t.baseline,
+                    "visible_workloads": {
+                        "gpu": [w.to_json() for w in t.gpu.visible],
+                        "cpu": [w.to_json() for w in t.cpu.visible],
+                    },
+                }
+                for t in discover(self.arena.tasks_dir)
+            ]
+        }
 
     async def schema(self, request: Request) -> dict[str, Any]:
         return SCHEMA
 
     def _episode(self, body: dict[str, Any]) -> tuple[str, _Episode]:
-        episode_id = take(body, "episode_id", str, "the episode_id that /reset returned", required=True)
+        episode_id = take(
+            body, "episode_id", str, "the episode_id that /reset returned", required=True
+        )
         episode = self.episodes.get(episode_id)
         if episode is None:
-            raise HttpError(404, f"no episode `{episode_id}`: it was closed, evicted or never existed; start one with POST /reset", "episode_id")
+            raise HttpError(
+                404,
+                f"no episode `{episode_id}`: it was closed, evicted or never existed; start one with POST /reset",
+                "episode_id",
+            )
         episode.last_used = time.monotonic()
         return episode_id, episode
 
@@ -174,15 +244,26 @@ class RLService:
         """Drop the least recently used finished episodes when full; refuse when every one is live."""
         if len(self.episodes) < self.max_episodes:
             return
-        finished = sorted((e.last_used, eid) for eid, e in self.episodes.items() if e.env.episode is None or e.env.episode.done)
+        finished = sorted(
+            (e.last_used, eid)
+            for eid, e in self.episodes.items()
+            if e.env.episode is None or e.env.episode.done
+        )
         if not finished:
-            raise HttpError(429, f"{len(self.episodes)} episodes are open, the most allowed (--max-episodes): finish or POST /close some")
+            raise HttpError(
+                429,
+                f"{len(self.episodes)} episodes are open, the most allowed (--max-episodes): finish or POST /close some",
+            )
         del self.episodes[finished[0][1]]
 
     def _device(self, body: dict[str, Any], where: str = "") -> str | None:
         device = take(body, "device", str, f"one of {', '.join(self.arena.devices)}", where=where)
         if device is not None and device not in self.arena.devices:
-            raise HttpError(400, f"`{where}device` {device} is not served here: use one of {', '.join(self.arena.devices)}, or leave it out", f"{where}device")
+            raise HttpError(
+                400,
+                f"`{where}device` {device} is not served here: use one of {', '.join(self.arena.devices)}, or leave it out",
+                f"{where}device",
+            )
         return device
 
     async def reset(self, request: Request) -> dict[str, Any]:
@@ -200,19 +281,41 @@ class RLService:
         device = self._device(body)
         agent = take(body, "agent", str, '"my-policy" (the name the leaderboard shows)')
         episode_id = take(body, "episode_id", str, "a new, unused id (or leave it out)")
-        if episode_id is not None and (episode_id in self.episodes or not 0 < len(episode_id) <= 255):
-            raise HttpError(409, f"`episode_id` {episode_id[:60]} is in use or not 1-255 characters: leave it out to get a fresh one", "episode_id")
+        if episode_id is not None and (
+            episode_id in self.episodes or not 0 < len(episode_id) <= 255
+        ):
+            raise HttpError(
+                409,
+                f"`episode_id` {episode_id[:60]} is in use or not 1-255 characters: leave it out to get a fresh one",
+                "episode_id",
+            )
         if self.draining:
-            raise HttpError(503, "the server is shutting down: start the episode on another server", headers={"Retry-After": "5"})
+            raise HttpError(
+                503,
+                "the server is shutting down: start the episode on another server",
+                headers={"Retry-After": "5"},
+            )
         self._make_room()
-        env = KernelEnv(task_id, device=device or next(self._device_cycle), max_turns=max_turns, reward=self.reward, arena=self.arena)
+        env = KernelEnv(
+            task_id,
+            device=device or next(self._device_cycle),
+            max_turns=max_turns,
+            reward=self.reward,
+            arena=self.arena,
+        )
         try:
             observation = await env.areset(seed=seed)
         except (UnknownTaskError, EpisodeError) as exc:
             raise HttpError(400, str(exc), "task_id") from None
         episode_id = episode_id or secrets.token_urlsafe(12)
         self.episodes[episode_id] = _Episode(env, agent)
-        return {"episode_id": episode_id, "observation": observation.to_json(), "reward": None, "done": False, "info": {"task_id": task_id, "device": env.device}}
+        return {
+            "episode_id": episode_id,
+            "observation": observation.to_json(),
+            "reward": None,
+            "done": False,
+            "info": {"task_id": task_id, "device": env.device},
+        }
 
     async def step(self, request: Request) -> dict[str, Any]:
         from core.rl.env import EpisodeError
@@ -220,39 +323,72 @@ class RLService:
         body = json_object(await request.body())
         no_unknown(body, ("episode_id", "action", "timeout_s", "request_id"))
         episode_id, episode = self._episode(body)
-        action = take(body, "action", dict, '{"code": "<the module\'s source>"} or {"final": true}', required=True)
+        action = take(
+            body,
+            "action",
+            dict,
+            '{"code": "<the module\'s source>"} or {"final": true}',
+            required=True,
+        )
         no_unknown(action, ("code", "final"), "action.")
         final = take(action, "final", bool, "true or false", where="action.") or False
-        code = take(action, "code", str, "the candidate module's Python source", required=not final, where="action.")
+        code = take(
+            action,
+            "code",
+            str,
+            "the candidate module's Python source",
+            required=not final,
+            where="action.",
+        )
         if episode.lock.locked():
-            raise HttpError(409, f"episode {episode_id} is already evaluating a step: wait for its response", "episode_id")
+            raise HttpError(
+                409,
+                f"episode {episode_id} is already evaluating a step: wait for its response",
+                "episode_id",
+            )
         async with episode.lock:
             try:
-                observation, reward, done, info = await self._tracked(self._step(episode, code, final))
+                observation, reward, done, info = await self._tracked(
+                    self._step(episode, code, final)
+                )
             except EpisodeError as exc:
                 raise HttpError(409, str(exc), "action") from None
             except (TypeError, ValueError) as exc:
                 raise HttpError(400, str(exc), "action.code") from None
-        return {"episode_id": episode_id, "observation": observation.to_json(), "reward": reward, "done": done, "info": info}
+        return {
+            "episode_id": episode_id,
+            "observation": observation.to_json(),
+            "reward": reward,
+            "done": done,
+            "info": info,
+        }
 
     async def _step(self, episode: _Episode, code: str | None, final: bool) -> Any:
         """One step; an episode's final evaluation goes to the store (or, cut by a shutdown, a
         cancelled job for the candidate it was scoring)."""
         env = episode.env
         ep = env.episode
-        ending = ep is not None and not ep.done and (final or (code is not None and len(ep.turns) + 1 >= env.max_turns))
+        ending = (
+            ep is not None
+            and not ep.done
+            and (final or (code is not None and len(ep.turns) + 1 >= env.max_turns))
+        )
         try:
             out = await env.astep(code, final=final)
         except asyncio.CancelledError:
             if ending and self.recorder is not None:
                 best = ep.turns[ep.best].source if ep.best is not None else code  # type: ignore[union-attr]
                 if best is not None:
-                    job = await self.recorder.start(ep.task.id, env.device, best, episode.agent, "episode")  # type: ignore[union-attr]
+                    job = await self.recorder.start(
+                        ep.task.id, env.device, best, episode.agent, "episode"
+                    )  # type: ignore[union-attr]
                     await self.recorder.cancel(job)
             raise
         if out[2] and self.recorder is not None and env.episode.final is not None:
             final_rr, ep = env.episode.final, env.episode
-            job = await self.recorder.start(ep.task.id, env.device, ep.turns[ep.best].source, episode.agent, "episode")
+            job = await self.recorder.start(
+                ep.task.id, env.device, ep.turns[ep.best].source, episode.agent, "episode"
+            )
             await self.recorder.finish(job, final_rr.result)
         return out
 
@@ -266,11 +402,25 @@ class RLService:
         fields = ("task_id", "code", "seed", "visible_only", "device", "agent")
         if "candidates" in body:
             no_unknown(body, ("candidates", "agent"))
-            items = take(body, "candidates", list, '[{"task_id": "elementwise/axpy", "code": "..."}, ...]', required=True)
+            items = take(
+                body,
+                "candidates",
+                list,
+                '[{"task_id": "elementwise/axpy", "code": "..."}, ...]',
+                required=True,
+            )
             if not items:
-                raise HttpError(400, "`candidates` is empty: give one or more {task_id, code} objects", "candidates")
+                raise HttpError(
+                    400,
+                    "`candidates` is empty: give one or more {task_id, code} objects",
+                    "candidates",
+                )
             if len(items) > self.max_queue:
-                raise HttpError(413, f"`candidates` has {len(items)} entries, more than the {self.max_queue} allowed (--max-queue): split the batch", "candidates")
+                raise HttpError(
+                    413,
+                    f"`candidates` has {len(items)} entries, more than the {self.max_queue} allowed (--max-queue): split the batch",
+                    "candidates",
+                )
             default_agent = take(body, "agent", str, '"my-policy"')
         else:
             items, default_agent = [body], None
@@ -278,10 +428,28 @@ class RLService:
         for i, item in enumerate(items):
             where = f"candidates[{i}]." if "candidates" in body else ""
             if not isinstance(item, dict):
-                raise HttpError(400, f"`{where[:-1]}` is not an object: give {{\"task_id\": ..., \"code\": ...}}", where[:-1])
+                raise HttpError(
+                    400,
+                    f'`{where[:-1]}` is not an object: give {{"task_id": ..., "code": ...}}',
+                    where[:-1],
+                )
             no_unknown(item, fields, where)
-            task_id = take(item, "task_id", str, '"elementwise/axpy" (see GET /tasks)', required=True, where=where)
-            code = take(item, "code", str, "the candidate module's Python source", required=True, where=where)
+            task_id = take(
+                item,
+                "task_id",
+                str,
+                '"elementwise/axpy" (see GET /tasks)',
+                required=True,
+                where=where,
+            )
+            code = take(
+                item,
+                "code",
+                str,
+                "the candidate module's Python source",
+                required=True,
+                where=where,
+            )
             visible_only = take(item, "visible_only", bool, "true or false", where=where) or False
             device = self._device(item, where)
             seed = seed_field(item, where)
@@ -294,7 +462,11 @@ class RLService:
             except (TypeError, ValueError) as exc:
                 raise HttpError(400, str(exc), f"{where}code") from None
         if "candidates" not in body:
-            rr = await self._tracked(self._recorded(requests[0], lambda: self.arena.submit(requests[0]), agents[0], "evaluate"))
+            rr = await self._tracked(
+                self._recorded(
+                    requests[0], lambda: self.arena.submit(requests[0]), agents[0], "evaluate"
+                )
+            )
             return rr.to_json(public=True)
         rrs = await self._tracked(self._batch(requests, agents), len(requests))
         return {"results": [rr.to_json(public=True) for rr in rrs]}
@@ -305,7 +477,11 @@ class RLService:
         for r, agent in zip(requests, agents):
             keep = self.recorder is not None and not r.visible_only
             device = r.device or (self.arena.devices[0] if len(self.arena.devices) == 1 else "any")
-            jobs.append(await self.recorder.start(r.task_id, device, r.source, agent, "evaluate") if keep else None)  # type: ignore[union-attr]
+            jobs.append(
+                await self.recorder.start(r.task_id, device, r.source, agent, "evaluate")
+                if keep
+                else None
+            )  # type: ignore[union-attr]
         try:
             rrs = await self.arena.aevaluate_many(requests)
         except BaseException:
@@ -319,7 +495,11 @@ class RLService:
         return rrs
 
     async def state(self, request: Request) -> dict[str, Any]:
-        body = dict(request.query_params) if request.method == "GET" else json_object(await request.body())
+        body = (
+            dict(request.query_params)
+            if request.method == "GET"
+            else json_object(await request.body())
+        )
         no_unknown(body, ("episode_id",))
         episode_id, episode = self._episode(body)
         return {"episode_id": episode_id, **episode.env.state(), "busy": episode.lock.locked()}

@@ -20,7 +20,9 @@ def _inline_json(data: object) -> str:
     return json.dumps(data, separators=(",", ":")).replace("</", "<\\/").replace("<!--", "<\\!--")
 
 
-def initial_filters(choices: dict[str, list[str]], family: str | None, device: str | None, vendor: str | None) -> dict[str, str]:
+def initial_filters(
+    choices: dict[str, list[str]], family: str | None, device: str | None, vendor: str | None
+) -> dict[str, str]:
     """The page's filters that `--family/--device/--vendor` name, as the page's choices spell
     them (`--device h200` picks "NVIDIA H200", as `arena leaderboard` matches it)."""
     out: dict[str, str] = {}
@@ -32,22 +34,37 @@ def initial_filters(choices: dict[str, list[str]], family: str | None, device: s
             out["vendor"] = spelled[-1]
     if device:
         words = device.casefold().split()
-        found = [d for d in choices["device"] if d == device or all(w in d.casefold().split() for w in words)]
+        found = [
+            d
+            for d in choices["device"]
+            if d == device or all(w in d.casefold().split() for w in words)
+        ]
         if len(found) == 1:
             out["device"] = found[0]
     return out
 
 
-def snapshot_html(store: Store, p: float, by: str, tasks_dir: Path | None = None, filters: dict[str, str | None] | None = None) -> tuple[str, int]:
+def snapshot_html(
+    store: Store,
+    p: float,
+    by: str,
+    tasks_dir: Path | None = None,
+    filters: dict[str, str | None] | None = None,
+) -> tuple[str, int]:
     """The page, and how many entries its boards hold; `filters` are the ones it opens with."""
     page = (STATIC / "leaderboard.html").read_text()
     css = (STATIC / "leaderboard.css").read_text()
     js = (STATIC / "leaderboard.js").read_text().replace("</script", "<\\/script")
     boards = boards_json(store, p, by)
     f = filters or {}
-    data = {"boards": boards, "results": results_json(store, tasks_dir),
-            "filters": initial_filters(boards["choices"], f.get("family"), f.get("device"), f.get("vendor")),
-            "taken_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
+    data = {
+        "boards": boards,
+        "results": results_json(store, tasks_dir),
+        "filters": initial_filters(
+            boards["choices"], f.get("family"), f.get("device"), f.get("vendor")
+        ),
+        "taken_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    }
     replacements = {
         '<link rel="stylesheet" href="static/leaderboard.css">': f"<style>\n{css}</style>",
         '<script src="static/leaderboard.js"></script>': f"<script>\n{js}</script>",
@@ -56,13 +73,21 @@ def snapshot_html(store: Store, p: float, by: str, tasks_dir: Path | None = None
     }
     for old, new in replacements.items():
         if old not in page:
-            raise RuntimeError(f"arena_tui/web/static/leaderboard.html lost its `{old}` line, which the snapshot replaces")
+            raise RuntimeError(
+                f"arena_tui/web/static/leaderboard.html lost its `{old}` line, which the snapshot replaces"
+            )
         page = page.replace(old, new)
     return page, sum(len(b["entries"]) for b in boards["boards"].values())
 
 
-def write_snapshot(store: Store, path: Path, p: float, by: str, tasks_dir: Path | None = None,
-                   filters: dict[str, str | None] | None = None) -> int:
+def write_snapshot(
+    store: Store,
+    path: Path,
+    p: float,
+    by: str,
+    tasks_dir: Path | None = None,
+    filters: dict[str, str | None] | None = None,
+) -> int:
     """Write the snapshot (atomically); returns how many entries it holds."""
     html, entries = snapshot_html(store, p, by, tasks_dir, filters)
     tmp = path.with_name(f".{path.name}.tmp")

@@ -20,5 +20,7 @@ def _relu_bias(y_ptr, bias_ptr, n, hw, channels, BLOCK: tl.constexpr):
 def run(x, bias, conv_weight, conv_bias):
     y = torch.nn.functional.conv2d(x, conv_weight, conv_bias).contiguous()
     n, channels, h, w = y.shape
-    _relu_bias[(triton.cdiv(y.numel(), 2048),)](y, bias.contiguous(), y.numel(), h * w, channels, BLOCK=2048)
+    _relu_bias[(triton.cdiv(y.numel(), 2048),)](
+        y, bias.contiguous(), y.numel(), h * w, channels, BLOCK=2048
+    )
     return y

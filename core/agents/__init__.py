@@ -34,7 +34,18 @@ from core.agents.openai_compat import OpenAICompatAgent
 Adapter = CliAgent | InProcessAgent
 Factory = Callable[[], Adapter]
 
-__all__ = ["AGENT_KINDS", "Adapter", "AgentConfig", "CliAgent", "InProcessAgent", "Launch", "Step", "UnknownAgentKind", "adapter", "register"]
+__all__ = [
+    "AGENT_KINDS",
+    "Adapter",
+    "AgentConfig",
+    "CliAgent",
+    "InProcessAgent",
+    "Launch",
+    "Step",
+    "UnknownAgentKind",
+    "adapter",
+    "register",
+]
 
 _FACTORIES: dict[str, Factory] = {
     "claude": ClaudeAgent,
@@ -53,7 +64,9 @@ class UnknownAgentKind(ValueError):
 def register(kind: str, factory: Factory) -> None:
     """Add (or replace) the adapter of a kind; `factory()` makes one for an attempt."""
     if kind not in AGENT_KINDS:
-        raise UnknownAgentKind(f"agent kind {kind!r} is none of {', '.join(AGENT_KINDS)}: add it to AGENT_KINDS first")
+        raise UnknownAgentKind(
+            f"agent kind {kind!r} is none of {', '.join(AGENT_KINDS)}: add it to AGENT_KINDS first"
+        )
     _FACTORIES[kind] = factory
 
 
@@ -64,7 +77,9 @@ def adapter(kind: str) -> Adapter:
         _load_offline()
     factory = _FACTORIES.get(kind)
     if factory is None:
-        raise UnknownAgentKind(f"agent kind {kind!r} has no adapter in this installation (core/agents/offline.py provides it)")
+        raise UnknownAgentKind(
+            f"agent kind {kind!r} has no adapter in this installation (core/agents/offline.py provides it)"
+        )
     return factory()
 
 
@@ -72,7 +87,9 @@ def _load_offline() -> None:
     global _offline_loaded
     if _offline_loaded or importlib.util.find_spec("core.agents.offline") is None:
         return
-    module = importlib.import_module("core.agents.offline")  # registers its kinds, or lists them below
+    module = importlib.import_module(
+        "core.agents.offline"
+    )  # registers its kinds, or lists them below
     _offline_loaded = True
     for kind, factory in getattr(module, "ADAPTERS", {}).items():
         register(kind, factory)

@@ -13,9 +13,10 @@ numbers; adapters stay pure translation, which is what makes them testable witho
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 AGENT_KINDS = ("claude", "codex", "cursor", "gemini", "openai", "reference", "replay")
 
@@ -27,7 +28,9 @@ class AgentConfig:
     name: str  # unique in the run: what the queue, transcripts and leaderboard call it
     kind: str  # one of AGENT_KINDS
     model: str | None = None
-    options: dict[str, Any] = field(default_factory=dict)  # per kind: extra CLI args, base_url, api_key_env, transcript…
+    options: dict[str, Any] = field(
+        default_factory=dict
+    )  # per kind: extra CLI args, base_url, api_key_env, transcript…
     budget_s: float = 1800.0  # wall-clock limit of one attempt
     max_cost_usd: float | None = None  # stop the agent once its reported cost exceeds this
     max_tokens: int | None = None  # … or its input + output tokens
@@ -74,11 +77,15 @@ class CliAgent(Protocol):
 
 
 Emit = Callable[[Step], None]
-RunCheck = Callable[[], Awaitable[str]]  # runs `arena check` on the workspace's solution.py; returns its printed report
+RunCheck = Callable[
+    [], Awaitable[str]
+]  # runs `arena check` on the workspace's solution.py; returns its printed report
 
 
 @runtime_checkable
 class InProcessAgent(Protocol):
     kind: str
 
-    async def run(self, config: AgentConfig, workspace: Path, prompt: str, emit: Emit, check: RunCheck) -> None: ...
+    async def run(
+        self, config: AgentConfig, workspace: Path, prompt: str, emit: Emit, check: RunCheck
+    ) -> None: ...

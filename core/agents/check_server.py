@@ -21,9 +21,10 @@ import contextlib
 import json
 import os
 import socket
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from core.model import events
 from core.model.candidate import NATIVE_SOURCES
@@ -83,7 +84,13 @@ class CheckServer:
     """Serves `arena check` for one attempt. `check_files` is also what an in-process agent
     calls directly (no socket needed)."""
 
-    def __init__(self, socket_path: Path, submissions: Path, evaluate: EvaluateVisible, solution_name: str = "solution.py"):
+    def __init__(
+        self,
+        socket_path: Path,
+        submissions: Path,
+        evaluate: EvaluateVisible,
+        solution_name: str = "solution.py",
+    ):
         self.socket_path = socket_path
         self.submissions = submissions
         self.evaluate = evaluate
@@ -93,7 +100,7 @@ class CheckServer:
         self._lock = asyncio.Lock()  # one check at a time per attempt: a second one waits
         self._clients: set[asyncio.Task] = set()
 
-    async def __aenter__(self) -> "CheckServer":
+    async def __aenter__(self) -> CheckServer:
         await self.start()
         return self
 
@@ -101,7 +108,9 @@ class CheckServer:
         await self.close()
 
     async def start(self) -> None:
-        self._server = await asyncio.start_unix_server(self._serve, sock=bind_unix(self.socket_path), limit=MAX_REQUEST)
+        self._server = await asyncio.start_unix_server(
+            self._serve, sock=bind_unix(self.socket_path), limit=MAX_REQUEST
+        )
 
     async def close(self) -> None:
         if self._server is not None:
@@ -115,17 +124,27 @@ class CheckServer:
         with contextlib.suppress(OSError):
             self.socket_path.unlink()
 
-    async def check_files(self, files: dict[str, str], progress: Callable[[str], None] | None = None) -> tuple[bool, str]:
+    async def check_files(
+        self, files: dict[str, str], progress: Callable[[str], None] | None = None
+    ) -> tuple[bool, str]:
         """Snapshot `files`, evaluate the solution on the visible workloads, return (passed, report)."""
         if self.solution_name not in files:
-            raise CheckError(f"no {self.solution_name} was sent: run `arena check` in the workspace folder")
+            raise CheckError(
+                f"no {self.solution_name} was sent: run `arena check` in the workspace folder"
+            )
         async with self._lock:
             self.stats.checks += 1
             folder = self.submissions / f"check-{self.stats.checks:03d}"
             folder.mkdir(parents=True, exist_ok=True)
             for name, text in files.items():
-                if "/" in name or name.startswith(".") or not (name == self.solution_name or name.endswith(NATIVE_SOURCES)):
-                    raise CheckError(f"`{name}` is not a file a check takes: {self.solution_name} and sibling CUDA/HIP sources only")
+                if (
+                    "/" in name
+                    or name.startswith(".")
+                    or not (name == self.solution_name or name.endswith(NATIVE_SOURCES))
+                ):
+                    raise CheckError(
+                        f"`{name}` is not a file a check takes: {self.solution_name} and sibling CUDA/HIP sources only"
+                    )
                 (folder / name).write_text(text, encoding="utf-8")
 
             def on_event(event: events.Event) -> None:
@@ -148,9 +167,18 @@ class CheckServer:
         try:
             try:
                 request = json.loads(await reader.readline())
-                if not isinstance(request, dict) or request.get("op") != "check" or not isinstance(request.get("files"), dict):
-                    raise CheckError('a request is one JSON line: {"op": "check", "files": {"solution.py": "..."}}')
-                ok, text = await self.check_files({str(k): str(v) for k, v in request["files"].items()}, lambda t: send({"type": "progress", "text": t}))
+                if (
+                    not isinstance(request, dict)
+                    or request.get("op") != "check"
+                    or not isinstance(request.get("files"), dict)
+                ):
+                    raise CheckError(
+                        'a request is one JSON line: {"op": "check", "files": {"solution.py": "..."}}'
+                    )
+                ok, text = await self.check_files(
+                    {str(k): str(v) for k, v in request["files"].items()},
+                    lambda t: send({"type": "progress", "text": t}),
+                )
                 send({"type": "report", "ok": ok, "text": text})
             except (CheckError, ValueError) as exc:
                 send({"type": "error", "text": str(exc)})
@@ -158,7 +186,12 @@ class CheckServer:
                 send({"type": "error", "text": "the attempt ended before the check finished"})
                 raise
             except Exception as exc:  # noqa: BLE001 - an infrastructure fault; the agent should know, not hang
-                send({"type": "error", "text": f"the arena could not run the check ({type(exc).__name__}: {exc}); try again later"})
+                send(
+                    {
+                        "type": "error",
+                        "text": f"the arena could not run the check ({type(exc).__name__}: {exc}); try again later",
+                    }
+                )
             with contextlib.suppress(ConnectionError):
                 await writer.drain()
         finally:
@@ -185,8 +218,14 @@ def _err(worst: dict[str, Any] | None) -> str:
     if not worst:
         return ""
     if "max_abs_err" in worst:
-        where = f"output `{worst.get('output')}`" + (f", seed {worst['seed']}" if "seed" in worst else "")
-        match = f", {worst['match_fraction'] * 100:.2f}% of elements within tolerance" if worst.get("match_fraction") is not None else ""
+        where = f"output `{worst.get('output')}`" + (
+            f", seed {worst['seed']}" if "seed" in worst else ""
+        )
+        match = (
+            f", {worst['match_fraction'] * 100:.2f}% of elements within tolerance"
+            if worst.get("match_fraction") is not None
+            else ""
+        )
         return f"{where}: max abs error {worst['max_abs_err']:.3g}, max rel error {worst.get('max_rel_err', float('nan')):.3g}{match}"
     return str(worst.get("error") or worst.get("message") or "")
 
@@ -194,8 +233,10 @@ def _err(worst: dict[str, Any] | None) -> str:
 def report_text(result: Result) -> str:
     """What `arena check` prints: visible stages and workloads only."""
     device = result.device or {}
-    lines = [f"arena check: {result.task_id} on {device.get('id', '?')} ({device.get('model') or device.get('vendor') or '?'}), "
-             f"solution sha256 {result.candidate_sha256[:12]}"]
+    lines = [
+        f"arena check: {result.task_id} on {device.get('id', '?')} ({device.get('model') or device.get('vendor') or '?'}), "
+        f"solution sha256 {result.candidate_sha256[:12]}"
+    ]
     for stage in result.stages:
         if stage.name == "generalization":
             continue
@@ -203,36 +244,67 @@ def report_text(result: Result) -> str:
         lines.append(f"{stage.name:<12} {stage.status}{seconds}")
         if stage.status not in ("passed", "skipped") and stage.message:
             lines.append("  " + stage.message.strip().replace("\n", "\n  "))
-        if result.timing_kind == "external" and stage.name != "compile" and stage.log.strip() and stage.status not in ("passed", "skipped"):
-            lines.append("  the task's own output (last lines):\n  " + stage.log.strip()[-MAX_LOG:].replace("\n", "\n  "))
+        if (
+            result.timing_kind == "external"
+            and stage.name != "compile"
+            and stage.log.strip()
+            and stage.status not in ("passed", "skipped")
+        ):
+            lines.append(
+                "  the task's own output (last lines):\n  "
+                + stage.log.strip()[-MAX_LOG:].replace("\n", "\n  ")
+            )
         if stage.name == "compile" and stage.log.strip() and stage.status != "passed":
-            lines.append("  compiler output (last lines):\n  " + stage.log.strip()[-MAX_LOG:].replace("\n", "\n  "))
+            lines.append(
+                "  compiler output (last lines):\n  "
+                + stage.log.strip()[-MAX_LOG:].replace("\n", "\n  ")
+            )
         if stage.name == "correctness" and stage.workloads:
             shown = [w for w in stage.workloads if not w.get("hidden")]
-            worst = max(shown, key=lambda w: (not w.get("passed"), (w.get("worst") or {}).get("max_abs_err", 0.0)), default=None)
+            worst = max(
+                shown,
+                key=lambda w: (not w.get("passed"), (w.get("worst") or {}).get("max_abs_err", 0.0)),
+                default=None,
+            )
             passed = sum(1 for w in shown if w.get("passed"))
             lines.append(f"  {passed}/{len(shown)} visible workloads correct")
             for w in shown:
                 mark = "ok " if w.get("passed") else "BAD"
-                lines.append(f"  {mark} {w['label']}" + (f": {w['message']}" if w.get("message") else ""))
+                lines.append(
+                    f"  {mark} {w['label']}" + (f": {w['message']}" if w.get("message") else "")
+                )
             if worst is not None and worst.get("worst"):
                 lines.append(f"  worst error ({worst['label']}): {_err(worst['worst'])}")
     timed = [w for w in result.workloads if not w.hidden]
     if timed:
-        lines.append(f"  {'workload':<28} {'yours (median)':>15} {'baseline':>12} {'speedup':>8} {'SOL':>7}")
+        lines.append(
+            f"  {'workload':<28} {'yours (median)':>15} {'baseline':>12} {'speedup':>8} {'SOL':>7}"
+        )
         for w in timed:
             sol = f"{w.sol_fraction * 100:.1f}%" if w.sol_fraction is not None else "–"
-            lines.append(f"  {w.label:<28} {_us(w.candidate.get('median_us')):>15} {_us(w.baseline.get('median_us')):>12} {w.speedup:>7.2f}× {sol:>7}")
+            lines.append(
+                f"  {w.label:<28} {_us(w.candidate.get('median_us')):>15} {_us(w.baseline.get('median_us')):>12} {w.speedup:>7.2f}× {sol:>7}"
+            )
     if result.status == "passed":
         sol = f"{result.sol_fraction * 100:.1f}%" if result.sol_fraction is not None else "–"
-        if result.timing_kind == "external":  # core/tasks/external.py: its own commands' cases and rule
-            lines.append(f"external task: speedup {result.speedup:.2f}× (mean of its per-case ratios, by its own rules)")
+        if (
+            result.timing_kind == "external"
+        ):  # core/tasks/external.py: its own commands' cases and rule
+            lines.append(
+                f"external task: speedup {result.speedup:.2f}× (mean of its per-case ratios, by its own rules)"
+            )
         else:
-            lines.append(f"visible workloads: speedup {result.speedup:.2f}× (geometric mean), fraction of speed of light {sol}")
+            lines.append(
+                f"visible workloads: speedup {result.speedup:.2f}× (geometric mean), fraction of speed of light {sol}"
+            )
         if result.timing_kind == "cpu":
-            lines.append("(cpu timings: Triton runs in its interpreter here; shown for information, never ranked)")
+            lines.append(
+                "(cpu timings: Triton runs in its interpreter here; shown for information, never ranked)"
+            )
     else:
-        lines.append(f"FAILED at {result.failed_stage or 'an infrastructure fault'}: the final score would be zero as it stands")
+        lines.append(
+            f"FAILED at {result.failed_stage or 'an infrastructure fault'}: the final score would be zero as it stands"
+        )
     for flag in result.integrity_flags:
         lines.append(f"integrity: {flag}")
     lines.append("hidden workloads are not run by `arena check`; the final score runs them too.")

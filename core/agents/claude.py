@@ -52,8 +52,19 @@ class ClaudeAgent:
         # the sandbox, not Claude's prompts, is what confines the agent.
         mode = option_str(config, "permission_mode", "bypassPermissions")
         if mode not in PERMISSION_MODES:
-            raise ValueError(f"agent {config.name!r}: options.permission_mode {mode!r} is none of {', '.join(PERMISSION_MODES)}")
-        argv = ["claude", "-p", safe_prompt(prompt), "--output-format", "stream-json", "--verbose", "--permission-mode", mode]
+            raise ValueError(
+                f"agent {config.name!r}: options.permission_mode {mode!r} is none of {', '.join(PERMISSION_MODES)}"
+            )
+        argv = [
+            "claude",
+            "-p",
+            safe_prompt(prompt),
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--permission-mode",
+            mode,
+        ]
         if config.model:
             argv += ["--model", config.model]
         if config.options.get("max_turns") is not None:
@@ -93,7 +104,14 @@ class ClaudeAgent:
             elif btype == "redacted_thinking":
                 steps.append(Step("thinking", text="[redacted thinking]"))
             elif btype in ("tool_use", "server_tool_use"):
-                steps.append(Step("tool_call", tool=block.get("name"), arguments=as_dict(block.get("input")), call_id=block.get("id")))
+                steps.append(
+                    Step(
+                        "tool_call",
+                        tool=block.get("name"),
+                        arguments=as_dict(block.get("input")),
+                        call_id=block.get("id"),
+                    )
+                )
         if event.get("error"):  # newer versions flag API failures (auth, rate limit) on the message
             steps.append(Step("error", text=as_text(event["error"]), is_error=True))
         usage = as_dict(message.get("usage"))
@@ -109,7 +127,12 @@ class ClaudeAgent:
         if not isinstance(content, list):
             return []  # the prompt echoed back
         return [
-            Step("tool_result", text=as_text(block.get("content")), call_id=block.get("tool_use_id"), is_error=bool(block.get("is_error")))
+            Step(
+                "tool_result",
+                text=as_text(block.get("content")),
+                call_id=block.get("tool_use_id"),
+                is_error=bool(block.get("is_error")),
+            )
             for block in map(as_dict, content)
             if block.get("type") == "tool_result"
         ]
@@ -133,8 +156,14 @@ class ClaudeAgent:
 def _usage(usage: dict[str, Any], *, cumulative: bool, cost: Any = None) -> Step:
     return Step(
         "usage",
-        input_tokens=total(usage.get("input_tokens"), usage.get("cache_creation_input_tokens"), usage.get("cache_read_input_tokens")),
+        input_tokens=total(
+            usage.get("input_tokens"),
+            usage.get("cache_creation_input_tokens"),
+            usage.get("cache_read_input_tokens"),
+        ),
         output_tokens=total(usage.get("output_tokens")),
-        cost_usd=float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None,
+        cost_usd=float(cost)
+        if isinstance(cost, (int, float)) and not isinstance(cost, bool)
+        else None,
         cumulative=cumulative,
     )

@@ -54,7 +54,9 @@ class CodexAgent:
         # --skip-git-repo-check: a workspace is not a git repository, and exec refuses those.
         sandbox = option_str(config, "sandbox", "workspace-write")
         if sandbox not in SANDBOXES:
-            raise ValueError(f"agent {config.name!r}: options.sandbox {sandbox!r} is none of {', '.join(SANDBOXES)}")
+            raise ValueError(
+                f"agent {config.name!r}: options.sandbox {sandbox!r} is none of {', '.join(SANDBOXES)}"
+            )
         argv = ["codex", "exec", "--json", "--sandbox", sandbox, "--skip-git-repo-check"]
         if config.model:
             argv += ["-m", config.model]
@@ -78,7 +80,10 @@ class CodexAgent:
             return [*steps, Step("final", text=self._last_message)]
         if kind == "turn.failed":
             message = as_text(as_dict(event.get("error")).get("message") or event.get("error"))
-            return [Step("error", text=message, is_error=True), Step("final", text=message, is_error=True)]
+            return [
+                Step("error", text=message, is_error=True),
+                Step("final", text=message, is_error=True),
+            ]
         if kind == "error":
             # also sent for transient trouble ("Reconnecting… 1/5"); turn.failed ends the run
             return [Step("error", text=as_text(event.get("message")), is_error=True)]
@@ -103,10 +108,17 @@ class CodexAgent:
         if itype == "todo_list":
             if phase != "completed":
                 return []
-            lines = [f"[{'x' if as_dict(i).get('completed') else ' '}] {as_dict(i).get('text', '')}" for i in item.get("items") or []]
+            lines = [
+                f"[{'x' if as_dict(i).get('completed') else ' '}] {as_dict(i).get('text', '')}"
+                for i in item.get("items") or []
+            ]
             return [Step("text", text="\n".join(lines))]
         if itype == "error":
-            return [Step("error", text=as_text(item.get("message")), is_error=True)] if phase == "completed" else []
+            return (
+                [Step("error", text=as_text(item.get("message")), is_error=True)]
+                if phase == "completed"
+                else []
+            )
         call = _call(itype, item)
         if call is None:
             raise UnknownShape(itype)
@@ -133,24 +145,53 @@ class CodexAgent:
         if mtype == "exec_command_begin":
             command = msg.get("command")
             command = shlex.join(command) if isinstance(command, list) else as_text(command)
-            return [Step("tool_call", tool="shell", arguments={"command": command}, call_id=call_id)]
+            return [
+                Step("tool_call", tool="shell", arguments={"command": command}, call_id=call_id)
+            ]
         if mtype == "exec_command_end":
-            output = msg.get("aggregated_output") or "".join(as_text(msg.get(k)) for k in ("stdout", "stderr"))
-            return [Step("tool_result", text=output, call_id=call_id, is_error=as_int(msg.get("exit_code")) not in (0, None))]
+            output = msg.get("aggregated_output") or "".join(
+                as_text(msg.get(k)) for k in ("stdout", "stderr")
+            )
+            return [
+                Step(
+                    "tool_result",
+                    text=output,
+                    call_id=call_id,
+                    is_error=as_int(msg.get("exit_code")) not in (0, None),
+                )
+            ]
         if mtype == "patch_apply_begin":
             changes = msg.get("changes")
             paths = sorted(changes) if isinstance(changes, dict) else changes
-            return [Step("tool_call", tool="apply_patch", arguments={"changes": paths}, call_id=call_id)]
+            return [
+                Step("tool_call", tool="apply_patch", arguments={"changes": paths}, call_id=call_id)
+            ]
         if mtype == "patch_apply_end":
             output = "".join(as_text(msg.get(k)) for k in ("stdout", "stderr"))
-            return [Step("tool_result", text=output, call_id=call_id, is_error=msg.get("success") is False)]
+            return [
+                Step(
+                    "tool_result",
+                    text=output,
+                    call_id=call_id,
+                    is_error=msg.get("success") is False,
+                )
+            ]
         if mtype == "mcp_tool_call_begin":
             invocation = as_dict(msg.get("invocation"))
             name = ".".join(str(p) for p in (invocation.get("server"), invocation.get("tool")) if p)
-            return [Step("tool_call", tool=name or "mcp", arguments=arguments(invocation.get("arguments")), call_id=call_id)]
+            return [
+                Step(
+                    "tool_call",
+                    tool=name or "mcp",
+                    arguments=arguments(invocation.get("arguments")),
+                    call_id=call_id,
+                )
+            ]
         if mtype == "mcp_tool_call_end":
             result = msg.get("result")
-            failed = isinstance(result, dict) and ("Err" in result or result.get("is_error") is True)
+            failed = isinstance(result, dict) and (
+                "Err" in result or result.get("is_error") is True
+            )
             return [Step("tool_result", text=as_text(result), call_id=call_id, is_error=failed)]
         if mtype == "token_count":
             info = as_dict(msg.get("info"))
@@ -159,8 +200,14 @@ class CodexAgent:
             return [Step("final", text=msg.get("last_agent_message") or self._last_message)]
         if mtype in ("error", "stream_error"):
             return [Step("error", text=as_text(msg.get("message")), is_error=True)]
-        if mtype in ("task_started", "agent_message_delta", "agent_reasoning_delta", "exec_command_output_delta",
-                     "agent_reasoning_section_break", "turn_diff"):
+        if mtype in (
+            "task_started",
+            "agent_message_delta",
+            "agent_reasoning_delta",
+            "exec_command_output_delta",
+            "agent_reasoning_section_break",
+            "turn_diff",
+        ):
             return []  # deltas and markers: the complete event follows
         raise UnknownShape(mtype)
 
@@ -174,9 +221,14 @@ def _item(event: dict[str, Any]) -> dict[str, Any]:
 def _call(itype: Any, item: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
     if itype == "command_execution":
         command = item.get("command")
-        return "shell", {"command": shlex.join(command) if isinstance(command, list) else as_text(command)}
+        return "shell", {
+            "command": shlex.join(command) if isinstance(command, list) else as_text(command)
+        }
     if itype == "file_change":
-        changes = [f"{as_dict(c).get('kind', 'update')} {as_dict(c).get('path', '?')}" for c in item.get("changes") or []]
+        changes = [
+            f"{as_dict(c).get('kind', 'update')} {as_dict(c).get('path', '?')}"
+            for c in item.get("changes") or []
+        ]
         return "apply_patch", {"changes": changes}
     if itype == "mcp_tool_call":
         name = ".".join(str(p) for p in (item.get("server"), item.get("tool")) if p)
@@ -193,7 +245,10 @@ def _outcome(itype: Any, item: dict[str, Any]) -> tuple[str, bool]:
         code = as_int(item.get("exit_code"))
         return as_text(item.get("aggregated_output")), failed or code not in (0, None)
     if itype == "file_change":
-        return "\n".join(f"{as_dict(c).get('kind', 'update')} {as_dict(c).get('path', '?')}" for c in item.get("changes") or []), failed
+        return "\n".join(
+            f"{as_dict(c).get('kind', 'update')} {as_dict(c).get('path', '?')}"
+            for c in item.get("changes") or []
+        ), failed
     error = item.get("error")
     if error:
         return as_text(as_dict(error).get("message") or error), True
@@ -201,4 +256,9 @@ def _outcome(itype: Any, item: dict[str, Any]) -> tuple[str, bool]:
 
 
 def _usage(usage: dict[str, Any]) -> Step:
-    return Step("usage", input_tokens=total(usage.get("input_tokens")), output_tokens=total(usage.get("output_tokens")), cumulative=True)
+    return Step(
+        "usage",
+        input_tokens=total(usage.get("input_tokens")),
+        output_tokens=total(usage.get("output_tokens")),
+        cumulative=True,
+    )

@@ -45,7 +45,14 @@ class CursorAgent:
     _thinking: list[str] = field(default_factory=list, repr=False)  # deltas of the current thought
 
     def launch(self, config: AgentConfig, workspace: Path, prompt: str) -> Launch:
-        argv = ["cursor-agent", "-p", safe_prompt(prompt), "--output-format", "stream-json", "--force"]
+        argv = [
+            "cursor-agent",
+            "-p",
+            safe_prompt(prompt),
+            "--output-format",
+            "stream-json",
+            "--force",
+        ]
         if config.model:
             argv += ["--model", config.model]
         argv += extra_args(config)
@@ -73,13 +80,29 @@ class CursorAgent:
             steps = []
             usage = as_dict(event.get("usage"))  # not documented today; kept should it appear
             if usage:
-                steps.append(Step("usage", input_tokens=total(usage.get("inputTokens"), usage.get("input_tokens")),
-                                  output_tokens=total(usage.get("outputTokens"), usage.get("output_tokens")), cumulative=True))
+                steps.append(
+                    Step(
+                        "usage",
+                        input_tokens=total(usage.get("inputTokens"), usage.get("input_tokens")),
+                        output_tokens=total(usage.get("outputTokens"), usage.get("output_tokens")),
+                        cumulative=True,
+                    )
+                )
             is_error = bool(event.get("is_error")) or event.get("subtype") not in ("success", None)
-            steps.append(Step("final", text=event.get("result") if isinstance(event.get("result"), str) else None, is_error=is_error))
+            steps.append(
+                Step(
+                    "final",
+                    text=event.get("result") if isinstance(event.get("result"), str) else None,
+                    is_error=is_error,
+                )
+            )
             return steps
         if kind == "error":
-            return [Step("error", text=as_text(event.get("message") or event.get("error")), is_error=True)]
+            return [
+                Step(
+                    "error", text=as_text(event.get("message") or event.get("error")), is_error=True
+                )
+            ]
         raise UnknownShape(kind)
 
     def _tool_call(self, event: dict[str, Any]) -> list[Step]:
@@ -108,7 +131,12 @@ def _outcome(name: str, result: Any) -> tuple[str, bool]:
         if failure in result:
             detail = result[failure]
             detail_d = as_dict(detail)
-            message = detail_d.get("errorMessage") or detail_d.get("error") or detail_d.get("reason") or detail_d.get("message")
+            message = (
+                detail_d.get("errorMessage")
+                or detail_d.get("error")
+                or detail_d.get("reason")
+                or detail_d.get("message")
+            )
             return as_text(message or detail), True
     success = result.get("success", result)
     if not isinstance(success, dict):
@@ -121,5 +149,7 @@ def _outcome(name: str, result: Any) -> tuple[str, bool]:
         return success["content"], False
     if name in ("write", "edit") and success.get("path"):
         lines = success.get("linesCreated", success.get("linesAdded"))
-        return f"wrote {success['path']}" + (f" ({lines} lines)" if lines is not None else ""), False
+        return f"wrote {success['path']}" + (
+            f" ({lines} lines)" if lines is not None else ""
+        ), False
     return as_text(success), False

@@ -32,7 +32,11 @@ def external_prompt(task: Any, device_id: str, budget_s_text: str, extra: str = 
         "",
         f"This is an external task: its own commands check and time it, and {spec.rules}'s rules score it. When the attempt",
         f"ends, a fresh copy of the task gets `solution.py` as `{editable}` and runs, in the arena's sandbox, in this order:",
-        *(f"- {stage}: `{line}`" for stage in ("compile", "correctness", "performance") for line in spec.commands.get(stage, ())),
+        *(
+            f"- {stage}: `{line}`"
+            for stage in ("compile", "correctness", "performance")
+            for line in spec.commands.get(stage, ())
+        ),
         "",
         "A stage passes when its commands exit 0; correctness also fails when its output says `fail` and nowhere `pass`.",
         "The performance command then times the untouched source the same way; the speedup is the mean of the per-case",

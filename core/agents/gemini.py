@@ -32,13 +32,21 @@ from core.agents.jsonl import (
     total,
 )
 
-KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION")
+KEY_VARIABLES = (
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "GOOGLE_GENAI_USE_VERTEXAI",
+    "GOOGLE_CLOUD_PROJECT",
+    "GOOGLE_CLOUD_LOCATION",
+)
 
 
 @dataclass
 class GeminiAgent:
     kind: str = "gemini"
-    _answer: list[str] = field(default_factory=list, repr=False)  # assistant text since the last tool call
+    _answer: list[str] = field(
+        default_factory=list, repr=False
+    )  # assistant text since the last tool call
 
     def launch(self, config: AgentConfig, workspace: Path, prompt: str) -> Launch:
         argv = ["gemini", "-p", safe_prompt(prompt), "--output-format", "stream-json", "--yolo"]
@@ -64,21 +72,45 @@ class GeminiAgent:
             return [Step("text", text=text)] if text else []
         if kind == "tool_use":
             self._answer = []
-            return [Step("tool_call", tool=event.get("tool_name"), arguments=as_dict(event.get("parameters")), call_id=event.get("tool_id"))]
+            return [
+                Step(
+                    "tool_call",
+                    tool=event.get("tool_name"),
+                    arguments=as_dict(event.get("parameters")),
+                    call_id=event.get("tool_id"),
+                )
+            ]
         if kind == "tool_result":
             failed = event.get("status") == "error"
             error = as_dict(event.get("error"))
             text = as_text(event.get("output")) or as_text(error.get("message"))
             return [Step("tool_result", text=text, call_id=event.get("tool_id"), is_error=failed)]
         if kind == "error":
-            return [Step("error", text=as_text(event.get("message")), is_error=event.get("severity") != "warning")]
+            return [
+                Step(
+                    "error",
+                    text=as_text(event.get("message")),
+                    is_error=event.get("severity") != "warning",
+                )
+            ]
         if kind == "result":
             stats = as_dict(event.get("stats"))
             steps = []
             if stats:
-                steps.append(Step("usage", input_tokens=total(stats.get("input_tokens")), output_tokens=total(stats.get("output_tokens")), cumulative=True))
+                steps.append(
+                    Step(
+                        "usage",
+                        input_tokens=total(stats.get("input_tokens")),
+                        output_tokens=total(stats.get("output_tokens")),
+                        cumulative=True,
+                    )
+                )
             failed = event.get("status") == "error"
-            text = as_text(as_dict(event.get("error")).get("message")) if failed else "".join(self._answer)
+            text = (
+                as_text(as_dict(event.get("error")).get("message"))
+                if failed
+                else "".join(self._answer)
+            )
             steps.append(Step("final", text=text or None, is_error=failed))
             return steps
         raise UnknownShape(kind)

@@ -115,7 +115,9 @@ def extra_args(config: AgentConfig) -> list[str]:
         return shlex.split(args)
     if isinstance(args, (list, tuple)) and all(isinstance(a, (str, int, float)) for a in args):
         return [str(a) for a in args]
-    raise ValueError(f"agent {config.name!r}: options.args must be a list of strings or one string, not {args!r}")
+    raise ValueError(
+        f"agent {config.name!r}: options.args must be a list of strings or one string, not {args!r}"
+    )
 
 
 def safe_prompt(prompt: str) -> str:
@@ -132,7 +134,9 @@ def pass_env(config: AgentConfig, defaults: Iterable[str]) -> dict[str, str]:
     if isinstance(named, str):
         named = [named]
     if not isinstance(named, (list, tuple)) or not all(isinstance(n, str) for n in named):
-        raise ValueError(f"agent {config.name!r}: options.env must be a list of environment variable names")
+        raise ValueError(
+            f"agent {config.name!r}: options.env must be a list of environment variable names"
+        )
     names += list(named)
     return {name: os.environ[name] for name in names if name in os.environ}
 
@@ -140,5 +144,7 @@ def pass_env(config: AgentConfig, defaults: Iterable[str]) -> dict[str, str]:
 def option_str(config: AgentConfig, key: str, default: str) -> str:
     value = config.options.get(key, default)
     if not isinstance(value, str) or not value:
-        raise ValueError(f"agent {config.name!r}: options.{key} must be a non-empty string, not {value!r}")
+        raise ValueError(
+            f"agent {config.name!r}: options.{key} must be a non-empty string, not {value!r}"
+        )
     return value

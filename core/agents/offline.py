@@ -46,30 +46,47 @@ def resolve_options(config: AgentConfig, task: Task, base_dir: str | Path) -> Ag
         if value is None:
             continue
         if not isinstance(value, str) or not value:
-            raise OfflineAgentError(f"agent {config.name!r}: options.{key} must be a path, or starter/baseline, not {value!r}")
+            raise OfflineAgentError(
+                f"agent {config.name!r}: options.{key} must be a path, or starter/baseline, not {value!r}"
+            )
         if key == "solution" and value in BUILTIN_SOLUTIONS:
             options[f"{key}_label"] = value
             options[key] = str(task.file(f"{value}.py"))
             continue
-        path = Path(value.format(family=task.family, name=task.name, task=task.id.replace("/", "__")))
+        path = Path(
+            value.format(family=task.family, name=task.name, task=task.id.replace("/", "__"))
+        )
         options[key] = str(path if path.is_absolute() else Path(base_dir) / path)
     if config.kind == "reference" and "solution" not in options:
         options.update(solution=str(task.file("starter.py")), solution_label="starter")
     if config.kind == "replay":
         if "transcript" not in options and "solution" not in options:
-            raise OfflineAgentError(f"agent {config.name!r}: a replay agent needs options.transcript and/or options.solution (paths)")
+            raise OfflineAgentError(
+                f"agent {config.name!r}: a replay agent needs options.transcript and/or options.solution (paths)"
+            )
         fmt = options.get("format", "events")
         if fmt not in REPLAY_FORMATS:
-            raise OfflineAgentError(f"agent {config.name!r}: options.format {fmt!r} is none of {', '.join(REPLAY_FORMATS)}")
+            raise OfflineAgentError(
+                f"agent {config.name!r}: options.format {fmt!r} is none of {', '.join(REPLAY_FORMATS)}"
+            )
     for key in ("solution", "transcript"):
         if key in options and not Path(options[key]).is_file():
-            raise OfflineAgentError(f"agent {config.name!r}: options.{key} {options[key]} does not exist for task {task.id}: give an existing file")
+            raise OfflineAgentError(
+                f"agent {config.name!r}: options.{key} {options[key]} does not exist for task {task.id}: give an existing file"
+            )
     return replace(config, options=options)
 
 
 def _submit(workspace: Path, source: Path, emit: Emit) -> None:
     text = source.read_text(encoding="utf-8")
-    emit(Step("tool_call", tool="write_file", arguments={"path": "solution.py", "from": str(source)}, call_id="write"))
+    emit(
+        Step(
+            "tool_call",
+            tool="write_file",
+            arguments={"path": "solution.py", "from": str(source)},
+            call_id="write",
+        )
+    )
     (workspace / "solution.py").write_text(text, encoding="utf-8")
     emit(Step("tool_result", text=f"wrote solution.py ({len(text)} characters)", call_id="write"))
 
@@ -86,14 +103,25 @@ async def _check(check: RunCheck, emit: Emit, call_id: str = "check") -> str:
 class ReferenceAgent:
     kind: str = "reference"
 
-    async def run(self, config: AgentConfig, workspace: Path, prompt: str, emit: Emit, check: RunCheck) -> None:
+    async def run(
+        self, config: AgentConfig, workspace: Path, prompt: str, emit: Emit, check: RunCheck
+    ) -> None:
         label = config.options.get("solution_label") or "a known solution"
         source = Path(config.options.get("solution") or workspace / "solution.py")
-        emit(Step("text", text=f"reference agent: I submit {label} ({source.name}) without a model, check it once, and stop."))
+        emit(
+            Step(
+                "text",
+                text=f"reference agent: I submit {label} ({source.name}) without a model, check it once, and stop.",
+            )
+        )
         if label != "starter":
             _submit(workspace, source, emit)
         report = await _check(check, emit)
-        verdict = "failed the visible stages" if "FAILED" in report or report.startswith("error") else "passed the visible stages"
+        verdict = (
+            "failed the visible stages"
+            if "FAILED" in report or report.startswith("error")
+            else "passed the visible stages"
+        )
         emit(Step("final", text=f"submitted {label}: it {verdict}."))
 
 
@@ -101,12 +129,14 @@ class ReferenceAgent:
 class ReplayAgent:
     kind: str = "replay"
 
-    async def run(self, config: AgentConfig, workspace: Path, prompt: str, emit: Emit, check: RunCheck) -> None:
+    async def run(
+        self, config: AgentConfig, workspace: Path, prompt: str, emit: Emit, check: RunCheck
+    ) -> None:
         delay = float(config.options.get("delay_s", 0) or 0)
         transcript = config.options.get("transcript")
         if transcript:
             parse = _parser(config.options.get("format", "events"))
-            for line in Path(transcript).read_text(encoding="utf-8").splitlines():
+            for line in Path(transcript).read_text(encoding="utf-8").splitlines():  # noqa: ASYNC240 - a small recorded transcript, read once
                 for step in parse(line):
                     emit(step)
                     if delay:
@@ -125,19 +155,28 @@ _STEP_FIELDS = {f.name for f in fields(Step)}
 def _parser(fmt: str):  # type: ignore[no-untyped-def]
     """A function from one recorded line to steps."""
     if fmt == "events":
+
         def parse(line: str) -> list[Step]:
             if not line.strip():
                 return []
             try:
                 data: Any = json.loads(line)
                 if isinstance(data, dict) and "v" not in data:
-                    data = {"v": events.SCHEMA_VERSION, "type": "transcript", "attempt": "", "seq": 0, "agent": "", **data}
+                    data = {
+                        "v": events.SCHEMA_VERSION,
+                        "type": "transcript",
+                        "attempt": "",
+                        "seq": 0,
+                        "agent": "",
+                        **data,
+                    }
                 event = events.parse(data)
             except (ValueError, events.EventError):
                 return [Step("text", text=line.strip(), raw=line.strip())]
             if not isinstance(event, events.TranscriptEvent):
                 return []
             return [Step(**{k: v for k, v in event.__dict__.items() if k in _STEP_FIELDS})]
+
         return parse
     from core.agents import adapter
 

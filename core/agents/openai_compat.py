@@ -41,20 +41,53 @@ run_check to compile and test solution.py on the visible shapes. Paths are relat
 When you are finished, answer with a short summary and call no function."""
 
 TOOLS: list[dict[str, Any]] = [
-    {"type": "function", "function": {
-        "name": "read_file", "description": "Read a text file of the workspace.",
-        "parameters": {"type": "object", "properties": {"path": {"type": "string", "description": "relative to the workspace"}},
-                       "required": ["path"]}}},
-    {"type": "function", "function": {
-        "name": "write_file", "description": "Create or overwrite a text file of the workspace with the given content.",
-        "parameters": {"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
-                       "required": ["path", "content"]}}},
-    {"type": "function", "function": {
-        "name": "list_files", "description": "List the files under a directory of the workspace (default: all of it).",
-        "parameters": {"type": "object", "properties": {"path": {"type": "string", "description": "relative directory, default '.'"}}}}},
-    {"type": "function", "function": {
-        "name": "run_check", "description": "Run `arena check`: compile solution.py and check it on the visible shapes; returns the report.",
-        "parameters": {"type": "object", "properties": {}}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "description": "Read a text file of the workspace.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "relative to the workspace"}
+                },
+                "required": ["path"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "write_file",
+            "description": "Create or overwrite a text file of the workspace with the given content.",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+                "required": ["path", "content"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "list_files",
+            "description": "List the files under a directory of the workspace (default: all of it).",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "relative directory, default '.'"}
+                },
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "run_check",
+            "description": "Run `arena check`: compile solution.py and check it on the visible shapes; returns the report.",
+            "parameters": {"type": "object", "properties": {}},
+        },
+    },
 ]
 
 
@@ -85,16 +118,24 @@ class Settings:
     def from_config(cls, config: AgentConfig) -> Settings:
         options = config.options
         if not config.model:
-            raise ValueError(f"agent {config.name!r} (openai): set `model`, the name the endpoint serves")
+            raise ValueError(
+                f"agent {config.name!r} (openai): set `model`, the name the endpoint serves"
+            )
         base_url = str(options.get("base_url") or DEFAULT_BASE_URL).rstrip("/")
         if urllib.parse.urlsplit(base_url).scheme not in ("http", "https"):
-            raise ValueError(f"agent {config.name!r}: options.base_url {base_url!r} is not an http(s) URL")
-        key_env = options.get("api_key_env", "OPENAI_API_KEY" if base_url == DEFAULT_BASE_URL else None)
+            raise ValueError(
+                f"agent {config.name!r}: options.base_url {base_url!r} is not an http(s) URL"
+            )
+        key_env = options.get(
+            "api_key_env", "OPENAI_API_KEY" if base_url == DEFAULT_BASE_URL else None
+        )
         api_key = None
         if key_env:
             api_key = os.environ.get(str(key_env))
             if not api_key:
-                raise ValueError(f"agent {config.name!r}: options.api_key_env names {key_env}, which is not set in the environment")
+                raise ValueError(
+                    f"agent {config.name!r}: options.api_key_env names {key_env}, which is not set in the environment"
+                )
         temperature = options.get("temperature")
         return cls(
             url=base_url + "/chat/completions",
@@ -113,7 +154,12 @@ class ChatClient:
     settings: Settings
 
     async def complete(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.settings.model, "messages": messages, "tools": TOOLS, "tool_choice": "auto"}
+        body: dict[str, Any] = {
+            "model": self.settings.model,
+            "messages": messages,
+            "tools": TOOLS,
+            "tool_choice": "auto",
+        }
         if self.settings.temperature is not None:
             body["temperature"] = self.settings.temperature
         for attempt in range(self.settings.retries + 1):
@@ -129,23 +175,40 @@ class ChatClient:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self.settings.api_key:
             headers["Authorization"] = f"Bearer {self.settings.api_key}"
-        request = urllib.request.Request(self.settings.url, data=json.dumps(body).encode(), headers=headers, method="POST")
+        request = urllib.request.Request(
+            self.settings.url, data=json.dumps(body).encode(), headers=headers, method="POST"
+        )
         host = urllib.parse.urlsplit(self.settings.url).hostname or ""
         # a proxy from the environment must not swallow a server on this machine
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({})) if host in ("localhost", "127.0.0.1", "::1") else urllib.request.build_opener()
+        opener = (
+            urllib.request.build_opener(urllib.request.ProxyHandler({}))
+            if host in ("localhost", "127.0.0.1", "::1")
+            else urllib.request.build_opener()
+        )
         try:
             with opener.open(request, timeout=self.settings.timeout_s) as response:
                 payload = response.read()
         except urllib.error.HTTPError as exc:
             detail = exc.read()[:1000].decode("utf-8", errors="replace")
-            raise ChatError(f"{self.settings.url}: HTTP {exc.code}: {detail}", retryable=exc.code in (408, 409, 429) or exc.code >= 500) from None
+            raise ChatError(
+                f"{self.settings.url}: HTTP {exc.code}: {detail}",
+                retryable=exc.code in (408, 409, 429) or exc.code >= 500,
+            ) from None
         except (urllib.error.URLError, OSError) as exc:
-            raise ChatError(f"{self.settings.url}: {getattr(exc, 'reason', exc)}", retryable=True) from None
+            raise ChatError(
+                f"{self.settings.url}: {getattr(exc, 'reason', exc)}", retryable=True
+            ) from None
         try:
             data = json.loads(payload)
         except json.JSONDecodeError:
-            raise ChatError(f"{self.settings.url}: the answer is not JSON: {payload[:200]!r}") from None
-        if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
+            raise ChatError(
+                f"{self.settings.url}: the answer is not JSON: {payload[:200]!r}"
+            ) from None
+        if (
+            not isinstance(data, dict)
+            or not isinstance(data.get("choices"), list)
+            or not data["choices"]
+        ):
             raise ChatError(f"{self.settings.url}: no choices in the answer: {str(data)[:500]}")
         return data
 
@@ -186,7 +249,9 @@ class WorkspaceFiles:
             return self.list_files(args.get("path") or ".")
         if name == "run_check":
             return await self.check()
-        raise ToolError(f"no function {name!r}; the functions are read_file, write_file, list_files, run_check")
+        raise ToolError(
+            f"no function {name!r}; the functions are read_file, write_file, list_files, run_check"
+        )
 
     def read_file(self, path: Any) -> str:
         target = self.resolve(path)
@@ -194,7 +259,9 @@ class WorkspaceFiles:
             raise ToolError(f"{path!r} is not a file of the workspace")
         text = target.read_text(encoding="utf-8", errors="replace")
         if len(text) > MAX_READ_CHARS:
-            return text[:MAX_READ_CHARS] + f"\n[… cut: {len(text) - MAX_READ_CHARS} more characters]"
+            return (
+                text[:MAX_READ_CHARS] + f"\n[… cut: {len(text) - MAX_READ_CHARS} more characters]"
+            )
         return text
 
     def write_file(self, path: Any, content: Any) -> str:
@@ -218,7 +285,10 @@ class WorkspaceFiles:
             dirs.sort()
             here = Path(directory)
             for name in sorted(files) + [d + "/" for d in dirs]:
-                listed.append((here / name).relative_to(self._real).as_posix() + ("/" if name.endswith("/") else ""))
+                listed.append(
+                    (here / name).relative_to(self._real).as_posix()
+                    + ("/" if name.endswith("/") else "")
+                )
                 if len(listed) >= MAX_LISTED:
                     return "\n".join(sorted(listed)) + f"\n[… stopped at {MAX_LISTED} entries]"
         return "\n".join(sorted(listed)) or "(empty)"
@@ -228,7 +298,9 @@ class WorkspaceFiles:
 class OpenAICompatAgent:
     kind: str = "openai"
 
-    async def run(self, config: AgentConfig, workspace: Path, prompt: str, emit: Emit, check: RunCheck) -> None:
+    async def run(
+        self, config: AgentConfig, workspace: Path, prompt: str, emit: Emit, check: RunCheck
+    ) -> None:
         try:
             settings = Settings.from_config(config)
         except ValueError as exc:
@@ -236,7 +308,10 @@ class OpenAICompatAgent:
             return
         client = ChatClient(settings)
         tools = WorkspaceFiles(workspace, check)
-        messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": prompt}]
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": prompt},
+        ]
         for _ in range(settings.max_turns):
             try:
                 reply = await client.complete(messages)
@@ -246,8 +321,16 @@ class OpenAICompatAgent:
             message = as_dict(as_dict(reply["choices"][0]).get("message"))
             usage = as_dict(reply.get("usage"))
             if usage:
-                emit(Step("usage", input_tokens=total(usage.get("prompt_tokens")), output_tokens=total(usage.get("completion_tokens"))))
-            reasoning = message.get("reasoning_content") or message.get("reasoning")  # vLLM, DeepSeek, OpenRouter
+                emit(
+                    Step(
+                        "usage",
+                        input_tokens=total(usage.get("prompt_tokens")),
+                        output_tokens=total(usage.get("completion_tokens")),
+                    )
+                )
+            reasoning = message.get("reasoning_content") or message.get(
+                "reasoning"
+            )  # vLLM, DeepSeek, OpenRouter
             if isinstance(reasoning, str) and reasoning:
                 emit(Step("thinking", text=reasoning))
             content = message.get("content") if isinstance(message.get("content"), str) else None
@@ -260,9 +343,17 @@ class OpenAICompatAgent:
             messages.append({"role": "assistant", "content": content, "tool_calls": calls})
             for call in calls:
                 messages.append(await self._call(call, tools, emit))
-        emit(Step("error", text=f"stopped after max_turns={settings.max_turns} turns without a final answer", is_error=True))
+        emit(
+            Step(
+                "error",
+                text=f"stopped after max_turns={settings.max_turns} turns without a final answer",
+                is_error=True,
+            )
+        )
 
-    async def _call(self, call: dict[str, Any], tools: WorkspaceFiles, emit: Emit) -> dict[str, Any]:
+    async def _call(
+        self, call: dict[str, Any], tools: WorkspaceFiles, emit: Emit
+    ) -> dict[str, Any]:
         function = as_dict(call.get("function"))
         name, call_id = function.get("name"), call.get("id")
         args = arguments(function.get("arguments") or "{}")

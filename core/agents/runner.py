@@ -26,9 +26,10 @@ import os
 import shutil
 import signal
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from core.agents.base import AgentConfig, CliAgent, InProcessAgent, Step
 from core.agents.check_server import CheckError, CheckServer
@@ -60,18 +61,27 @@ class Attempt:
     agent: AgentConfig
     task: Task
     device: str
-    variant: Variant = Variant()
+    variant: Variant = field(default_factory=Variant)
     iteration: int = 0
 
     @property
     def key(self) -> str:
         """Stable across resumes: what the store finds the attempt by."""
-        return attempt_key(self.agent.name, self.task.id, self.device, self.variant.name, self.iteration)
+        return attempt_key(
+            self.agent.name, self.task.id, self.device, self.variant.name, self.iteration
+        )
 
     @property
     def slug(self) -> str:
         """The attempt's folder name: short (the check socket's path lives under it)."""
-        return self.id.rsplit("/", 1)[-1] + "-" + "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{self.agent.name}-{self.task.name}")[:40]
+        return (
+            self.id.rsplit("/", 1)[-1]
+            + "-"
+            + "".join(
+                c if c.isalnum() or c in "-_." else "_"
+                for c in f"{self.agent.name}-{self.task.name}"
+            )[:40]
+        )
 
 
 def attempt_key(agent: str, task_id: str, device: str, variant: str, iteration: int) -> str:
@@ -112,7 +122,11 @@ class Usage:
         return self.get("cost_usd")
 
     def to_json(self) -> dict[str, Any]:
-        return {"input_tokens": _int(self.get("input_tokens")), "output_tokens": _int(self.get("output_tokens")), "cost_usd": self.cost_usd}
+        return {
+            "input_tokens": _int(self.get("input_tokens")),
+            "output_tokens": _int(self.get("output_tokens")),
+            "cost_usd": self.cost_usd,
+        }
 
 
 def _int(value: float | None) -> int | None:
@@ -128,7 +142,9 @@ class AgentOutcome:
     checks: int
     sandbox_status: str | None = None
     error: str | None = None
-    verdict: Verdict = Verdict(Outcome.SCORED)  # did the agent produce something to score?
+    verdict: Verdict = field(
+        default_factory=lambda: Verdict(Outcome.SCORED)
+    )  # did the agent produce something to score?
 
     @property
     def outcome(self) -> str:
@@ -146,7 +162,9 @@ class AttemptOutcome:
 class _Transcript:
     """Stamps steps into events (attempt, agent, seq), counts usage, and asks for a stop at a cap."""
 
-    def __init__(self, attempt: Attempt, on_event: OnTranscript | None, stop: Callable[[str], None]):
+    def __init__(
+        self, attempt: Attempt, on_event: OnTranscript | None, stop: Callable[[str], None]
+    ):
         self.attempt, self.on_event, self.stop = attempt, on_event, stop
         self.seq = 0
         self.usage = Usage()
@@ -162,13 +180,18 @@ class _Transcript:
             self.actions += 1
         elif step.kind == "error" and step.text:
             self.errors.append(step.text)
-        event = events.TranscriptEvent(attempt=self.attempt.id, seq=self.seq, agent=self.attempt.agent.name, **step.__dict__)
+        event = events.TranscriptEvent(
+            attempt=self.attempt.id, seq=self.seq, agent=self.attempt.agent.name, **step.__dict__
+        )
         if self.on_event is not None:
             self.on_event(event)
         if step.kind == "usage":
             self.usage.add(step)
             config = self.attempt.agent
-            if config.max_cost_usd is not None and (self.usage.cost_usd or 0.0) > config.max_cost_usd:
+            if (
+                config.max_cost_usd is not None
+                and (self.usage.cost_usd or 0.0) > config.max_cost_usd
+            ):
                 self.stop("cost_cap")
             elif config.max_tokens is not None and (self.usage.tokens or 0) > config.max_tokens:
                 self.stop("token_cap")
@@ -185,17 +208,30 @@ async def run_attempt(
     """Make the workspace in `folder` (wiped first), serve `arena check`, run the agent, then
     evaluate the final `solution.py` on all workloads. `masked`: more folders the agent must
     not see (the run's evaluation root, extra task folders)."""
-    workspace = make_workspace(folder, attempt.task, attempt.device, attempt.variant, attempt.agent.budget_s,
-                               attempt.agent.max_cost_usd, attempt.agent.max_tokens)
+    workspace = make_workspace(
+        folder,
+        attempt.task,
+        attempt.device,
+        attempt.variant,
+        attempt.agent.budget_s,
+        attempt.agent.max_cost_usd,
+        attempt.agent.max_tokens,
+    )
     outcome = await run_agent(attempt, adapter, workspace, evaluate, on_transcript, masked)
     submission = snapshot(workspace, "final")
-    result = None if outcome.verdict.failed else await evaluate_submission(attempt, submission, evaluate)
+    result = (
+        None if outcome.verdict.failed else await evaluate_submission(attempt, submission, evaluate)
+    )
     return AttemptOutcome(attempt, outcome, submission, result)
 
 
 async def run_agent(
-    attempt: Attempt, adapter: CliAgent | InProcessAgent, workspace: Workspace, evaluate: Evaluate,
-    on_transcript: OnTranscript | None = None, masked: tuple[Path, ...] = (),
+    attempt: Attempt,
+    adapter: CliAgent | InProcessAgent,
+    workspace: Workspace,
+    evaluate: Evaluate,
+    on_transcript: OnTranscript | None = None,
+    masked: tuple[Path, ...] = (),
 ) -> AgentOutcome:
     """The agent phase alone: serve checks, run the agent to its end or a limit."""
     stop_event = asyncio.Event()
@@ -220,9 +256,13 @@ async def run_agent(
     async with server:
         try:
             if isinstance(adapter, CliAgent):
-                exit_status, status = await _run_cli(attempt, adapter, workspace, transcript, stop_event, stop, masked)
+                exit_status, status = await _run_cli(
+                    attempt, adapter, workspace, transcript, stop_event, stop, masked
+                )
             else:
-                exit_status = await _run_in_process(attempt, adapter, workspace, server, transcript, stop_event, stop)
+                exit_status = await _run_in_process(
+                    attempt, adapter, workspace, server, transcript, stop_event, stop
+                )
         except asyncio.CancelledError:
             reason[:0] = ["cancelled"]
             raise
@@ -236,17 +276,41 @@ async def run_agent(
     why = reason[0]
     activity = transcript.activity()  # the agent's own steps, before the arena's notices below
     if why in ("budget", "cost_cap", "token_cap"):
-        transcript.emit(Step("error", text=_stop_text(why, attempt.agent, transcript.usage), is_error=True))
+        transcript.emit(
+            Step("error", text=_stop_text(why, attempt.agent, transcript.usage), is_error=True)
+        )
     elif why == "crashed" and exit_status not in (None, 0):
-        tail = workspace.log.read_text(errors="replace")[-1500:].strip() if workspace.log.is_file() else ""
-        crash = f"the agent exited with status {exit_status}" + (f"; its stderr ends:\n{tail}" if tail else "")
+        tail = (
+            workspace.log.read_text(errors="replace")[-1500:].strip()
+            if workspace.log.is_file()
+            else ""
+        )
+        crash = f"the agent exited with status {exit_status}" + (
+            f"; its stderr ends:\n{tail}" if tail else ""
+        )
         activity = Activity(activity.actions, (*activity.errors, crash))
         transcript.emit(Step("error", text=crash, is_error=True))
-    verdict = classify(before=before, workspace=workspace.path, suffixes=NATIVE_SOURCES, stop_reason=why, exit_status=exit_status,
-                       checks=server.stats.checks, activity=activity, error=error)
+    verdict = classify(
+        before=before,
+        workspace=workspace.path,
+        suffixes=NATIVE_SOURCES,
+        stop_reason=why,
+        exit_status=exit_status,
+        checks=server.stats.checks,
+        activity=activity,
+        error=error,
+    )
     if verdict.failed:
-        transcript.emit(Step("error", text=f"{verdict.outcome.value}: {verdict.reason}; not scored", is_error=True))
-    return AgentOutcome(why, exit_status, seconds, transcript.usage, server.stats.checks, status, error, verdict)
+        transcript.emit(
+            Step(
+                "error",
+                text=f"{verdict.outcome.value}: {verdict.reason}; not scored",
+                is_error=True,
+            )
+        )
+    return AgentOutcome(
+        why, exit_status, seconds, transcript.usage, server.stats.checks, status, error, verdict
+    )
 
 
 class AgentNotFound(FileNotFoundError):
@@ -262,12 +326,20 @@ def _stop_text(why: str, config: AgentConfig, usage: Usage) -> str:
 
 
 async def _run_in_process(
-    attempt: Attempt, adapter: InProcessAgent, workspace: Workspace, server: CheckServer, transcript: _Transcript,
-    stop_event: asyncio.Event, stop: Callable[[str], None],
+    attempt: Attempt,
+    adapter: InProcessAgent,
+    workspace: Workspace,
+    server: CheckServer,
+    transcript: _Transcript,
+    stop_event: asyncio.Event,
+    stop: Callable[[str], None],
 ) -> int | None:
     async def check() -> str:
-        files = {p.name: p.read_text(encoding="utf-8", errors="replace") for p in sorted(workspace.path.iterdir())
-                 if p.is_file() and (p.name == "solution.py" or p.suffix in NATIVE_SOURCES)}
+        files = {
+            p.name: p.read_text(encoding="utf-8", errors="replace")
+            for p in sorted(workspace.path.iterdir())
+            if p.is_file() and (p.name == "solution.py" or p.suffix in NATIVE_SOURCES)
+        }
         try:
             _, text = await server.check_files(files)
         except CheckError as exc:
@@ -276,10 +348,14 @@ async def _run_in_process(
             return f"error: the arena could not run the check ({type(exc).__name__}: {exc}); try again later"
         return text
 
-    task = asyncio.ensure_future(adapter.run(attempt.agent, workspace.path, workspace.prompt, transcript.emit, check))
+    task = asyncio.ensure_future(
+        adapter.run(attempt.agent, workspace.path, workspace.prompt, transcript.emit, check)
+    )
     stopper = asyncio.ensure_future(stop_event.wait())
     try:
-        done, _ = await asyncio.wait({task, stopper}, timeout=attempt.agent.budget_s, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait(
+            {task, stopper}, timeout=attempt.agent.budget_s, return_when=asyncio.FIRST_COMPLETED
+        )
         if task not in done:
             if not done:  # else a cap already said why
                 stop("budget")
@@ -289,7 +365,9 @@ async def _run_in_process(
             return None
         exc = task.exception()
         if exc is not None:
-            transcript.emit(Step("error", text=f"the agent raised {type(exc).__name__}: {exc}", is_error=True))
+            transcript.emit(
+                Step("error", text=f"the agent raised {type(exc).__name__}: {exc}", is_error=True)
+            )
             stop("crashed")
             return 1
         return 0
@@ -314,26 +392,54 @@ def _tool_folders(argv0: str, path: str, policy: sandbox.SandboxPolicy) -> tuple
 
 
 async def _run_cli(
-    attempt: Attempt, adapter: CliAgent, workspace: Workspace, transcript: _Transcript, stop_event: asyncio.Event,
-    stop: Callable[[str], None], masked: tuple[Path, ...],
+    attempt: Attempt,
+    adapter: CliAgent,
+    workspace: Workspace,
+    transcript: _Transcript,
+    stop_event: asyncio.Event,
+    stop: Callable[[str], None],
+    masked: tuple[Path, ...],
 ) -> tuple[int | None, str]:
     config = attempt.agent
     launch = adapter.launch(config, workspace.path, workspace.prompt)
     if not launch.argv:
         raise ValueError(f"agent {config.name!r}: the adapter gave an empty command line")
     path = os.pathsep.join([str(workspace.bin), os.environ.get("PATH", os.defpath)])
-    if shutil.which(launch.argv[0], path=path) is None:  # said plainly, not as bwrap's or exec's error
-        raise AgentNotFound(f"the `{launch.argv[0]}` CLI of agent {config.name!r} is not on PATH: install it (docs/agents.md) or fix PATH")
-    env = {**launch.env, "PATH": path, "ARENA_CHECK_SOCKET": str(workspace.socket), "ARENA_ATTEMPT": attempt.id}
+    if (
+        shutil.which(launch.argv[0], path=path) is None
+    ):  # said plainly, not as bwrap's or exec's error
+        raise AgentNotFound(
+            f"the `{launch.argv[0]}` CLI of agent {config.name!r} is not on PATH: install it (docs/agents.md) or fix PATH"
+        )
+    env = {
+        **launch.env,
+        "PATH": path,
+        "ARENA_CHECK_SOCKET": str(workspace.socket),
+        "ARENA_ATTEMPT": attempt.id,
+    }
     network = bool(config.options.get("network", True))
-    base = sandbox.for_agent(workspace.path, env, network=network, home=workspace.home, read_only=(workspace.bin,), masked=masked)
+    base = sandbox.for_agent(
+        workspace.path,
+        env,
+        network=network,
+        home=workspace.home,
+        read_only=(workspace.bin,),
+        masked=masked,
+    )
     policy = replace(base, read_only=(*base.read_only, *_tool_folders(launch.argv[0], path, base)))
     argv, proc_env, status = sandbox.wrap(list(launch.argv), policy)
-    with open(workspace.log, "ab") as log:
+    with open(workspace.log, "ab") as log:  # noqa: ASYNC230 - opening a local log file does not block
         proc = await asyncio.create_subprocess_exec(
-            *argv, env=proc_env, cwd=str(workspace.path), start_new_session=True,
-            stdin=asyncio.subprocess.PIPE if launch.stdin is not None else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=log, limit=16 << 20,
+            *argv,
+            env=proc_env,
+            cwd=str(workspace.path),
+            start_new_session=True,
+            stdin=asyncio.subprocess.PIPE
+            if launch.stdin is not None
+            else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=log,
+            limit=16 << 20,
         )
     try:
         if launch.stdin is not None:
@@ -346,13 +452,17 @@ async def _run_cli(
         waiter = asyncio.ensure_future(proc.wait())
         stopper = asyncio.ensure_future(stop_event.wait())
         try:
-            done, _ = await asyncio.wait({waiter, stopper}, timeout=config.budget_s, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(
+                {waiter, stopper}, timeout=config.budget_s, return_when=asyncio.FIRST_COMPLETED
+            )
             if not done:
                 stop("budget")
             if waiter not in done:
                 await terminate(proc)
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(asyncio.shield(reader), DRAIN_S)  # the last lines, unless a leftover holds the pipe
+                await asyncio.wait_for(
+                    asyncio.shield(reader), DRAIN_S
+                )  # the last lines, unless a leftover holds the pipe
         finally:
             for task in (reader, stopper):
                 task.cancel()
@@ -365,7 +475,9 @@ async def _run_cli(
             await terminate(proc)
 
 
-async def _read_steps(proc: asyncio.subprocess.Process, adapter: CliAgent, transcript: _Transcript) -> None:
+async def _read_steps(
+    proc: asyncio.subprocess.Process, adapter: CliAgent, transcript: _Transcript
+) -> None:
     assert proc.stdout is not None
     while True:
         try:
@@ -379,7 +491,9 @@ async def _read_steps(proc: asyncio.subprocess.Process, adapter: CliAgent, trans
             steps = adapter.parse(text)
         except Exception as exc:  # noqa: BLE001 - adapters must not raise; if one does, keep the line
             steps = [Step("text", text=text.strip(), raw=text.strip(), is_error=True)]
-            steps.append(Step("error", text=f"the adapter could not parse a line: {exc}", is_error=True))
+            steps.append(
+                Step("error", text=f"the adapter could not parse a line: {exc}", is_error=True)
+            )
         for step in steps:
             transcript.emit(step)
 
@@ -420,7 +534,7 @@ def descendants(root: int) -> list[int]:
                 stat = f.read()
         except OSError:
             continue
-        ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
+        ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])
         children.setdefault(ppid, []).append(int(entry))
     found, todo = [], [root]
     while todo:
@@ -439,7 +553,11 @@ def snapshot(workspace: Workspace, name: str) -> Path:
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
     for p in workspace.path.iterdir():
-        if p.is_file() and not p.is_symlink() and (p.name == "solution.py" or p.suffix in NATIVE_SOURCES):
+        if (
+            p.is_file()
+            and not p.is_symlink()
+            and (p.name == "solution.py" or p.suffix in NATIVE_SOURCES)
+        ):
             shutil.copyfile(p, folder / p.name)
     target = folder / "solution.py"
     if not target.exists():

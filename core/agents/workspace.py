@@ -48,7 +48,12 @@ class Variant:
     options: dict[str, Any] = field(default_factory=dict)  # anything else, kept with the run
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "cheatsheet": self.cheatsheet, "prompt": self.prompt, "options": dict(self.options)}
+        return {
+            "name": self.name,
+            "cheatsheet": self.cheatsheet,
+            "prompt": self.prompt,
+            "options": dict(self.options),
+        }
 
 
 @dataclass(frozen=True)
@@ -88,7 +93,13 @@ def vendor_of(device_id: str) -> str:
     kind = local_part(device_id)
     if (gpu := DeviceId.parse(device_id).sim_gpu) is not None:
         gpu = gpu.lower()
-        return "amd" if gpu.startswith("mi") else "intel" if gpu.startswith(("pvc", "max", "arc")) else "nvidia"
+        return (
+            "amd"
+            if gpu.startswith("mi")
+            else "intel"
+            if gpu.startswith(("pvc", "max", "arc"))
+            else "nvidia"
+        )
     if kind.startswith("xpu"):
         return "intel"
     if kind.startswith("cuda"):
@@ -107,7 +118,11 @@ def cheatsheet(vendor: str) -> str:
     """The short vendor cheatsheet bundled in core/data/cheatsheets/."""
     if vendor not in VENDORS:
         raise ValueError(f"no cheatsheet for vendor `{vendor}`: one of {', '.join(VENDORS)}")
-    return resources.files("core").joinpath("data", "cheatsheets", f"{vendor}.md").read_text(encoding="utf-8")
+    return (
+        resources.files("core")
+        .joinpath("data", "cheatsheets", f"{vendor}.md")
+        .read_text(encoding="utf-8")
+    )
 
 
 BASELINE_FIGURES = "baseline_figures.json"  # core/data/: per GPU model, task and visible workload (bench/tasks_doc.py writes it)
@@ -119,7 +134,9 @@ def recorded_baselines(gpu: str) -> dict[str, Any]:
     import json
 
     try:
-        data = json.loads(resources.files("core").joinpath("data", BASELINE_FIGURES).read_text(encoding="utf-8"))
+        data = json.loads(
+            resources.files("core").joinpath("data", BASELINE_FIGURES).read_text(encoding="utf-8")
+        )
     except (FileNotFoundError, ValueError):
         return {}
     return data.get("gpus", {}).get(gpu, {}).get("tasks", {})
@@ -153,19 +170,36 @@ def baseline_paragraph(task: Task, device_id: str, device_model: str | None = No
     lines = []
     if ran:
         names = " and ".join(f"`{b.impl}` ({b.kind.replace('_', ' ')}: {b.calls})" for b in ran)
-        where = "on the CPU device" if cpu else f"on this device (recorded on {gpu.upper() if gpu else 'it'})"
-        lines.append(f"The baseline you are compared with, {where}: {names}. It is what production runs where that library is installed; "
-                     "aim at beating it, not at torch eager.")
+        where = (
+            "on the CPU device"
+            if cpu
+            else f"on this device (recorded on {gpu.upper() if gpu else 'it'})"
+        )
+        lines.append(
+            f"The baseline you are compared with, {where}: {names}. It is what production runs where that library is installed; "
+            "aim at beating it, not at torch eager."
+        )
     else:
-        order = "; ".join(f"{n}. `{b.impl}` ({b.kind.replace('_', ' ')}): {b.calls}" for n, b in enumerate(task.baselines, 1))
-        lines.append(f"The baseline you are compared with ({task.baseline_kind.replace('_', ' ')}): `{task.baseline}`. "
-                     f"It runs the first of these that imports on the device: {order}.")
+        order = "; ".join(
+            f"{n}. `{b.impl}` ({b.kind.replace('_', ' ')}): {b.calls}"
+            for n, b in enumerate(task.baselines, 1)
+        )
+        lines.append(
+            f"The baseline you are compared with ({task.baseline_kind.replace('_', ' ')}): `{task.baseline}`. "
+            f"It runs the first of these that imports on the device: {order}."
+        )
     visible = {w.label for w in task.workloads(cpu=cpu).visible}
     shown = [(label, f) for label, f in figures.items() if label in visible]
     if shown:
-        lines += ["", f"Its recorded times on an NVIDIA {gpu.upper()} (fraction of the speed of light, launch floor included):"]  # type: ignore[union-attr]
-        lines += [f"- {label}: {f['median_us']:.2f} µs ({f['sol_fraction'] * 100:.1f}% of speed of light, `{f['impl']}`)"
-                  for label, f in shown if f.get("sol_fraction") is not None]
+        lines += [
+            "",
+            f"Its recorded times on an NVIDIA {str(gpu).upper()} (fraction of the speed of light, launch floor included):",
+        ]
+        lines += [
+            f"- {label}: {f['median_us']:.2f} µs ({f['sol_fraction'] * 100:.1f}% of speed of light, `{f['impl']}`)"
+            for label, f in shown
+            if f.get("sol_fraction") is not None
+        ]
     if task.baseline_note:
         lines += ["", f"Why the baseline is where it is: {task.baseline_note}"]
     return lines
@@ -175,8 +209,16 @@ def _tensor_line(spec: TensorSpec, inputs: tuple[TensorSpec, ...]) -> str:
     return f"- `{spec.name}`: {spec.describe(inputs)}"
 
 
-def render_prompt(task: Task, device_id: str, variant: Variant, budget_s: float, max_cost_usd: float | None = None,
-                  max_tokens: int | None = None, with_cheatsheet: bool = False, device_model: str | None = None) -> str:
+def render_prompt(
+    task: Task,
+    device_id: str,
+    variant: Variant,
+    budget_s: float,
+    max_cost_usd: float | None = None,
+    max_tokens: int | None = None,
+    with_cheatsheet: bool = False,
+    device_model: str | None = None,
+) -> str:
     """PROMPT.md. Names the visible workloads of the device only; says that hidden ones exist,
     never what they are. `device_model` (the probed name, e.g. "NVIDIA H200") lets the
     baseline paragraph quote the figures recorded on that GPU model."""
@@ -216,7 +258,10 @@ def render_prompt(task: Task, device_id: str, variant: Variant, budget_s: float,
         "",
     ]
     if cpu:
-        lines += ["This is the CPU device: Triton runs in its interpreter and PyTorch on the CPU. Times are shown for information only.", ""]
+        lines += [
+            "This is the CPU device: Triton runs in its interpreter and PyTorch on the CPU. Times are shown for information only.",
+            "",
+        ]
     if task.vendor_notes:
         lines += [task.vendor_notes.strip(), ""]
     lines += [
@@ -224,7 +269,10 @@ def render_prompt(task: Task, device_id: str, variant: Variant, budget_s: float,
         "",
         "Your solution is checked and timed on these shapes (axis values):",
         "",
-        *(f"- {w.label}" + (f"  ({w.model}{', ' + w.note if w.note else ''})" if w.model else "") for w in visible),
+        *(
+            f"- {w.label}" + (f"  ({w.model}{', ' + w.note if w.note else ''})" if w.model else "")
+            for w in visible
+        ),
         "",
         "## How it is scored",
         "",
@@ -258,7 +306,10 @@ def render_prompt(task: Task, device_id: str, variant: Variant, budget_s: float,
         "a free slot on the device, so it can take from seconds to minutes; check after meaningful changes, not after each line.",
     ]
     if with_cheatsheet:
-        lines += ["", f"`{CHEATSHEET}` in this folder has notes on writing fast kernels for {vendor}."]
+        lines += [
+            "",
+            f"`{CHEATSHEET}` in this folder has notes on writing fast kernels for {vendor}.",
+        ]
     if variant.prompt.strip():
         lines += ["", variant.prompt.strip()]
     return "\n".join(lines) + "\n"
@@ -272,8 +323,16 @@ def _duration(seconds: float) -> str:
     return f"{seconds:g} s"
 
 
-def make_workspace(root: Path, task: Task, device_id: str, variant: Variant, budget_s: float,
-                   max_cost_usd: float | None = None, max_tokens: int | None = None, device_model: str | None = None) -> Workspace:
+def make_workspace(
+    root: Path,
+    task: Task,
+    device_id: str,
+    variant: Variant,
+    budget_s: float,
+    max_cost_usd: float | None = None,
+    max_tokens: int | None = None,
+    device_model: str | None = None,
+) -> Workspace:
     """Create the attempt's folder at `root` from scratch (a rerun attempt starts clean).
     `device_model`: the probed GPU name, for the baseline figures recorded on that model."""
     if root.exists():
@@ -283,13 +342,19 @@ def make_workspace(root: Path, task: Task, device_id: str, variant: Variant, bud
     for sub in ("home", "bin", "submissions"):
         (root / sub).mkdir()
     with_sheet = bool(variant.cheatsheet)
-    prompt = render_prompt(task, device_id, variant, budget_s, max_cost_usd, max_tokens, with_sheet, device_model)
+    prompt = render_prompt(
+        task, device_id, variant, budget_s, max_cost_usd, max_tokens, with_sheet, device_model
+    )
     (path / PROMPT).write_text(prompt, encoding="utf-8")
     shutil.copyfile(task.file("starter.py"), path / SOLUTION)
-    if task.external is not None:  # nothing of it is hidden: the agent reads and runs the task's own files
+    if (
+        task.external is not None
+    ):  # nothing of it is hidden: the agent reads and runs the task's own files
         from core.agents.external_prompt import WORKSPACE_COPY
 
-        shutil.copytree(task.file("files"), path / WORKSPACE_COPY, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(
+            task.file("files"), path / WORKSPACE_COPY, ignore=shutil.ignore_patterns("__pycache__")
+        )
     if with_sheet:
         (path / CHEATSHEET).write_text(cheatsheet(vendor_of(device_id)), encoding="utf-8")
     _write_arena_wrapper(root / "bin" / "arena")
@@ -306,6 +371,6 @@ def _write_arena_wrapper(path: Path) -> None:
     python = os.path.realpath(sys.executable)
     path.write_text(
         "#!/bin/sh\n"
-        f"PYTHONPATH={shlex.quote(str(PACKAGE_ROOT))}${{PYTHONPATH:+:$PYTHONPATH}} exec {shlex.quote(python)} -m {cli_module()} \"$@\"\n"
+        f'PYTHONPATH={shlex.quote(str(PACKAGE_ROOT))}${{PYTHONPATH:+:$PYTHONPATH}} exec {shlex.quote(python)} -m {cli_module()} "$@"\n'
     )
     path.chmod(0o755)

@@ -24,12 +24,22 @@ import yaml
 from core.devices.ids import timing_kind_for_type
 
 BUNDLED_PEAKS = Path(__file__).resolve().parents[1] / "data" / "peaks.yaml"
-USER_PEAKS = Path(os.environ.get("XDG_CONFIG_HOME", Path.home() / ".config")) / "kernel-arena" / "peaks.yaml"
+USER_PEAKS = (
+    Path(os.environ.get("XDG_CONFIG_HOME", Path.home() / ".config")) / "kernel-arena" / "peaks.yaml"
+)
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
-_ID = re.compile(r"^(cpu|cuda:\d+(-\d+)?|xpu:\d+)$")  # cuda:0-3: a device group, for multi-rank tasks
+_ID = re.compile(
+    r"^(cpu|cuda:\d+(-\d+)?|xpu:\d+)$"
+)  # cuda:0-3: a device group, for multi-rank tasks
 
 
-SIM_GPUS = ("h100", "h200", "b200", "mi300x", "mi355x")  # peaks-table keys a `sim:` device can stand for
+SIM_GPUS = (
+    "h100",
+    "h200",
+    "b200",
+    "mi300x",
+    "mi355x",
+)  # peaks-table keys a `sim:` device can stand for
 
 
 class DeviceError(ValueError):
@@ -85,11 +95,26 @@ class DeviceInfo:
             return self.spec
         if self.spec is None:
             return self.measured
-        merged = {k: getattr(self.measured, k) if getattr(self.measured, k) is not None else getattr(self.spec, k) for k in Peaks.__dataclass_fields__ if k != "source"}
+        merged = {
+            k: getattr(self.measured, k)
+            if getattr(self.measured, k) is not None
+            else getattr(self.spec, k)
+            for k in Peaks.__dataclass_fields__
+            if k != "source"
+        }
         return Peaks(source="measured", **merged)
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "type": self.type, "vendor": self.vendor, "model": self.model, "arch": self.arch, "memory_gb": self.memory_gb, "units": self.units, "peaks": self.peaks_key}
+        return {
+            "id": self.id,
+            "type": self.type,
+            "vendor": self.vendor,
+            "model": self.model,
+            "arch": self.arch,
+            "memory_gb": self.memory_gb,
+            "units": self.units,
+            "peaks": self.peaks_key,
+        }
 
 
 class Device(Protocol):
@@ -126,12 +151,21 @@ class LocalDevice:
         return list(range(int(low), int(high or low) + 1))
 
     def torch_device(self) -> str:
-        return "cpu" if self.type in ("cpu", "sim") else f"{self.type}:0"  # a sim: device runs on the CPU
+        return (
+            "cpu" if self.type in ("cpu", "sim") else f"{self.type}:0"
+        )  # a sim: device runs on the CPU
 
     def harness_env(self) -> dict[str, str]:
-        env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(PACKAGE_ROOT), os.environ.get("PYTHONPATH")])), "PYTHONUNBUFFERED": "1"}
+        env = {
+            "PYTHONPATH": os.pathsep.join(
+                filter(None, [str(PACKAGE_ROOT), os.environ.get("PYTHONPATH")])
+            ),
+            "PYTHONUNBUFFERED": "1",
+        }
         if self.type == "sim":
-            env["ARENA_SIM_PRELOAD"] = "1"  # the warm parent imports fake tensors once (core/harness/__main__.py)
+            env["ARENA_SIM_PRELOAD"] = (
+                "1"  # the warm parent imports fake tensors once (core/harness/__main__.py)
+            )
         if self.type in ("cpu", "sim"):
             # Triton's interpreter multiplies each tl.dot tile with numpy: on OpenBLAS's threads, a
             # 64x128x64 tile on a busy 2-core machine takes 5 ms of spinning instead of 0.3 ms.
@@ -143,7 +177,11 @@ class LocalDevice:
         (`rocm`) or not; a remote host passes what its own torch says."""
         if self.type == "cuda":
             # One variable only: ROCm honours both and would apply them one after the other.
-            return {"HIP_VISIBLE_DEVICES" if rocm else "CUDA_VISIBLE_DEVICES": ",".join(map(str, self.indices))}
+            return {
+                "HIP_VISIBLE_DEVICES" if rocm else "CUDA_VISIBLE_DEVICES": ",".join(
+                    map(str, self.indices)
+                )
+            }
         if self.type == "xpu":
             return {"ZE_AFFINITY_MASK": str(self.index)}
         return {"CUDA_VISIBLE_DEVICES": ""}  # the CPU device never touches a GPU
@@ -154,7 +192,9 @@ def parse_device(device_id: str) -> LocalDevice:
     if _ID.match(device_id):
         device = LocalDevice(device_id)
         if device.type == "cuda" and not device.indices:  # cuda:3-1
-            raise DeviceError(f"device group `{device_id}` is empty: write the first GPU before the last, e.g. cuda:0-3")
+            raise DeviceError(
+                f"device group `{device_id}` is empty: write the first GPU before the last, e.g. cuda:0-3"
+            )
         return device
     if device_id.startswith("sim:"):
         if device_id[4:] in SIM_GPUS:
@@ -166,7 +206,9 @@ def parse_device(device_id: str) -> LocalDevice:
             f"`{device_id}` is a remote host's device: those run through `arena run` with a hosts file (docs/hosts.md); "
             "here use cpu, cuda:N, cuda:A-B, xpu:N or sim:<gpu>"
         )
-    raise DeviceError(f"unknown device `{device_id}`: use cpu, cuda:N (NVIDIA or AMD) or xpu:N (Intel)")
+    raise DeviceError(
+        f"unknown device `{device_id}`: use cpu, cuda:N (NVIDIA or AMD) or xpu:N (Intel)"
+    )
 
 
 @lru_cache(maxsize=1)
@@ -191,7 +233,9 @@ def load_peaks(user_file: Path | None = None) -> dict[str, dict[str, Any]]:
         for key, entry in extra.items():
             merged = dict(table.get(key, {}))
             for section, value in entry.items():
-                merged[section] = {**merged.get(section, {}), **value} if isinstance(value, dict) else value
+                merged[section] = (
+                    {**merged.get(section, {}), **value} if isinstance(value, dict) else value
+                )
             table[key] = merged
     return table
 
@@ -199,7 +243,9 @@ def load_peaks(user_file: Path | None = None) -> dict[str, dict[str, Any]]:
 def _peaks(section: dict[str, Any] | None, source: str) -> Peaks | None:
     if not section:
         return None
-    return Peaks(source=source, **{k: section.get(k) for k in Peaks.__dataclass_fields__ if k != "source"})
+    return Peaks(
+        source=source, **{k: section.get(k) for k in Peaks.__dataclass_fields__ if k != "source"}
+    )
 
 
 def match_peaks(model: str, table: dict[str, dict[str, Any]]) -> str | None:
@@ -219,13 +265,20 @@ def match_peaks(model: str, table: dict[str, dict[str, Any]]) -> str | None:
 def local_device_ids() -> list[str]:
     """The devices of this machine, asked of torch in a separate process."""
     proc = subprocess.run(
-        [sys.executable, "-m", "core.harness", "devices"], capture_output=True, text=True, timeout=120, cwd=PACKAGE_ROOT,
+        [sys.executable, "-m", "core.harness", "devices"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=PACKAGE_ROOT,
         env={**os.environ, "PYTHONPATH": str(PACKAGE_ROOT)},
     )
     try:
         return list(json.loads(proc.stdout.strip().splitlines()[-1]))
     except (json.JSONDecodeError, IndexError):
-        raise ProbeError(f"listing this machine's devices failed: {proc.stderr.strip()[-500:] or 'no output'}") from None
+        raise ProbeError(
+            f"listing this machine's devices failed: {proc.stderr.strip()[-500:] or 'no output'}"
+        ) from None
 
 
 class ProbeError(RuntimeError):
@@ -241,14 +294,21 @@ def probe(device_id: str) -> DeviceInfo:
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "core.harness", "probe", device.torch_device()],
-            env=env, capture_output=True, text=True, timeout=120, cwd=PACKAGE_ROOT,
+            check=False,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=PACKAGE_ROOT,
         )
     except subprocess.TimeoutExpired:
         raise ProbeError(f"probing {device_id} took more than 120 s") from None
     try:
         data = json.loads(proc.stdout.strip().splitlines()[-1])
     except (json.JSONDecodeError, IndexError):
-        raise ProbeError(f"probing {device_id} failed: {proc.stderr.strip()[-500:] or 'no output'}") from None
+        raise ProbeError(
+            f"probing {device_id} failed: {proc.stderr.strip()[-500:] or 'no output'}"
+        ) from None
     if "error" in data:
         raise ProbeError(f"{device_id}: {data['error']}")
     return info_from_probe(device_id, data)
@@ -285,9 +345,17 @@ def sim_info(device_id: str) -> DeviceInfo:
         raise DeviceError(f"`{device_id}`: the peaks table has no `{key}` entry")
     spec = entry.get("spec") or {}
     return DeviceInfo(
-        id=device_id, type="sim", vendor=entry.get("vendor", ""), model=f"{entry.get('name', key)} (simulated)", arch=entry.get("arch", ""),
-        memory_gb=spec.get("memory_gb"), units=spec.get("sm_count"), versions={}, peaks_key=key,
-        spec=_peaks(entry.get("spec"), "spec"), measured=_peaks(entry.get("measured"), "measured"),
+        id=device_id,
+        type="sim",
+        vendor=entry.get("vendor", ""),
+        model=f"{entry.get('name', key)} (simulated)",
+        arch=entry.get("arch", ""),
+        memory_gb=spec.get("memory_gb"),
+        units=spec.get("sm_count"),
+        versions={},
+        peaks_key=key,
+        spec=_peaks(entry.get("spec"), "spec"),
+        measured=_peaks(entry.get("measured"), "measured"),
         extra={"l2_mb": spec.get("l2_mb"), "simulated": True, "calibration": _calibration(key)},
     )
 

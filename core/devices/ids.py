@@ -60,7 +60,9 @@ class DeviceId:
 
 def timing_kind_for_type(device_type: str) -> TimingKind:
     """The timing kind of a device type (`DeviceInfo.type` or an id's kind)."""
-    return {"cpu": TimingKind.CPU, "sim": TimingKind.PREDICTED}.get(device_type, TimingKind.MEASURED)
+    return {"cpu": TimingKind.CPU, "sim": TimingKind.PREDICTED}.get(
+        device_type, TimingKind.MEASURED
+    )
 
 
 def timing_kind_of(device_id: str) -> TimingKind:

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from core.evaluation import scan
 from core.evaluation.executors import HarnessError
@@ -31,10 +32,12 @@ GPU_CACHE_BYTES = 16 << 30  # reference inputs and outputs kept in the trusted w
 CPU_CACHE_BYTES = 1 << 30  # ... on the CPU device (and sim:, whose correctness runs on the CPU)
 
 
-CONCURRENCY_ENV = "ARENA_BATCH_CONCURRENCY"  # slots of a batch's untimed stages: a number, or `auto`
+CONCURRENCY_ENV = (
+    "ARENA_BATCH_CONCURRENCY"  # slots of a batch's untimed stages: a number, or `auto`
+)
 
 
-def concurrency(evaluator: "Evaluator") -> int:
+def concurrency(evaluator: Evaluator) -> int:
     """How many of a batch's candidates run their untimed stages (compile, correctness,
     generalization) at once; timing stays one at a time (core/harness/concurrent.py).
     0 means `auto`: the harness takes half its host's cores, at most 8. Only on a GPU (a CPU
@@ -47,12 +50,16 @@ def concurrency(evaluator: "Evaluator") -> int:
         if asked == "auto":
             return 0
         if not asked.isdigit() or int(asked) < 1:
-            raise ValueError(f"{CONCURRENCY_ENV}={asked!r}: use a positive number of slots, or `auto`")
+            raise ValueError(
+                f"{CONCURRENCY_ENV}={asked!r}: use a positive number of slots, or `auto`"
+            )
         return int(asked)
     if evaluator.info.type in ("cpu", "sim"):
         return 1
     sandbox = evaluator.sandbox_record() or {}
-    protected = sandbox.get("mode") not in (None, "unsandboxed") or (hasattr(os, "geteuid") and os.geteuid() == 0)
+    protected = sandbox.get("mode") not in (None, "unsandboxed") or (
+        hasattr(os, "geteuid") and os.geteuid() == 0
+    )
     return 0 if protected else 1
 
 
@@ -76,8 +83,17 @@ OnResult = Callable[[int, Result], None]
 
 
 async def evaluate_batch(
-    evaluator: "Evaluator", task: Task, paths: list[Path], seed: int | None, on_event: "OnEvent | None", limits: Limits | None,
-    performance: bool, visible_only: bool, profile: Profile | str | None, on_result: OnResult | None = None, first: int = 0,
+    evaluator: Evaluator,
+    task: Task,
+    paths: list[Path],
+    seed: int | None,
+    on_event: OnEvent | None,
+    limits: Limits | None,
+    performance: bool,
+    visible_only: bool,
+    profile: Profile | str | None,
+    on_result: OnResult | None = None,
+    first: int = 0,
 ) -> list[Result]:
     """`on_result(k, result)` is called as soon as candidate k's result is known (a run records
     it then, so an interrupted batch keeps what it finished); `first` numbers them from there."""
@@ -96,22 +112,50 @@ async def evaluate_batch(
 
     limits = limits or task.limits
     seed = seed if seed is not None else secrets.randbits(63)
-    single = dict(seed=seed, on_event=on_event, limits=limits, performance=performance, visible_only=visible_only, profile=profile)
-    if len(paths) == 1 or task.world_size is not None or not getattr(evaluator.executor, "batches", False):
+    single = dict(
+        seed=seed,
+        on_event=on_event,
+        limits=limits,
+        performance=performance,
+        visible_only=visible_only,
+        profile=profile,
+    )
+    if (
+        len(paths) == 1
+        or task.world_size is not None
+        or not getattr(evaluator.executor, "batches", False)
+    ):
         return [done(k, await evaluator.aevaluate(task, p, **single)) for k, p in enumerate(paths)]  # type: ignore[arg-type]
     shas = [check_candidate(p) for p in paths]
-    notes = [scan.scan_candidate(p, task_dtypes(task)) for p in paths]  # before any runs: one may rewrite another's file
+    notes = [
+        scan.scan_candidate(p, task_dtypes(task)) for p in paths
+    ]  # before any runs: one may rewrite another's file
     members = [{"entry": p.name, "sources": candidate_files(p)} for p in paths]
     job_dir = evaluator._job_dir()
-    staged = evaluator.stage_task(task)  # judged with the task's files as staged before any candidate ran
+    staged = evaluator.stage_task(
+        task
+    )  # judged with the task's files as staged before any candidate ran
     job = build_job(
-        task, job_dir / "batch", evaluator.info, evaluator.executor.torch_device(), seed, job_dir, limits, evaluator.graphs,
-        evaluator.sync_each_call, evaluator.timing, performance=performance, visible_only=visible_only, profile=profile,
+        task,
+        job_dir / "batch",
+        evaluator.info,
+        evaluator.executor.torch_device(),
+        seed,
+        job_dir,
+        limits,
+        evaluator.graphs,
+        evaluator.sync_each_call,
+        evaluator.timing,
+        performance=performance,
+        visible_only=visible_only,
+        profile=profile,
         files=staged.named(task.path.resolve()),
     )
     job["batch"] = members
     job["concurrency"] = concurrency(evaluator)
-    job["reference_cache_bytes"] = CPU_CACHE_BYTES if evaluator.info.type in ("cpu", "sim") else GPU_CACHE_BYTES
+    job["reference_cache_bytes"] = (
+        CPU_CACHE_BYTES if evaluator.info.type in ("cpu", "sim") else GPU_CACHE_BYTES
+    )
     seen: list[events.Event] = []
     results: list[Result] = []
 
@@ -124,7 +168,9 @@ async def evaluate_batch(
         result.sandbox = evaluator.sandbox_record()
         for what, files in watched:
             now = files.on_disk()
-            evaluator._flag_changes(result, what, [p for p, data in now.items() if data != on_disk[what][p]])
+            evaluator._flag_changes(
+                result, what, [p for p, data in now.items() if data != on_disk[what][p]]
+            )
             on_disk[what] = now
         return result
 
@@ -136,7 +182,9 @@ async def evaluate_batch(
             k = len(results)
             part = split_evaluations(seen)[-1]
             seen.clear()
-            results.append(done(k, judged(assemble(task, job, evaluator.info, shas[k], part, notes[k]))))
+            results.append(
+                done(k, judged(assemble(task, job, evaluator.info, shas[k], part, notes[k])))
+            )
 
     try:
         await evaluator.executor.run(job, job_dir, job_deadline_s(limits) * len(paths), collect)
@@ -155,7 +203,17 @@ async def evaluate_batch(
         alone = infrastructure_result(task, evaluator.info, shas[k], str(exc), job.get("profile"))
     results.append(done(k, alone))
     if k + 1 < len(paths):
-        results += await evaluate_batch(evaluator, task, paths[k + 1:], seed, on_event, limits, performance, visible_only, profile, on_result, first + k + 1)
+        results += await evaluate_batch(
+            evaluator,
+            task,
+            paths[k + 1 :],
+            seed,
+            on_event,
+            limits,
+            performance,
+            visible_only,
+            profile,
+            on_result,
+            first + k + 1,
+        )
     return results
-
-

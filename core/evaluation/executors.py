@@ -16,8 +16,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from core.devices.device import PACKAGE_ROOT, DeviceInfo, LocalDevice, parse_device, probe
 from core.evaluation import sandbox
@@ -38,7 +39,9 @@ class Executor(Protocol):
         """The device as the harness names it where it runs (`cuda:0` once pinned)."""
         ...
 
-    async def run(self, job: dict[str, Any], job_dir: Path, deadline_s: float, on_event: OnEvent | None) -> list[events.Event]:
+    async def run(
+        self, job: dict[str, Any], job_dir: Path, deadline_s: float, on_event: OnEvent | None
+    ) -> list[events.Event]:
         """Run one job (its paths point into this machine's files; `job_dir` is its local
         folder); every event goes to `on_event` as it arrives. Raises HarnessError when the
         harness or the host fails, which is never the candidate's fault."""
@@ -51,10 +54,25 @@ class HarnessError(RuntimeError):
     """The harness itself failed (not the candidate): an infrastructure fault."""
 
 
-SYSTEM_FOLDERS = ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "/opt", "/var", "/run", "/srv", "/mnt", "/media")
+SYSTEM_FOLDERS = (
+    "/usr",
+    "/lib",
+    "/lib64",
+    "/bin",
+    "/sbin",
+    "/etc",
+    "/opt",
+    "/var",
+    "/run",
+    "/srv",
+    "/mnt",
+    "/media",
+)
 
 
-def harness_policy(device: LocalDevice, writable: tuple[Path, ...], task_roots: tuple[Path, ...] = ()) -> sandbox.SandboxPolicy:
+def harness_policy(
+    device: LocalDevice, writable: tuple[Path, ...], task_roots: tuple[Path, ...] = ()
+) -> sandbox.SandboxPolicy:
     """The harness's sandbox: `writable` (its log folder, the evaluations' root) read-write;
     the arena's `core` package and Python read-only; home folders, the results store, the task
     folders (`task_roots`, and the bundled tasks) and, in a checkout, the rest of the checkout
@@ -65,15 +83,29 @@ def harness_policy(device: LocalDevice, writable: tuple[Path, ...], task_roots: 
 
     package = PACKAGE_ROOT.resolve()
     needed = {package / "core", *(Path(w).resolve() for w in writable)}
-    masked = [package] if (package / "pyproject.toml").is_file() else []  # a checkout, not site-packages
+    masked = (
+        [package] if (package / "pyproject.toml").is_file() else []
+    )  # a checkout, not site-packages
     store = default_path()
-    masked += [store.parent.resolve()] if store.parent.resolve() not in needed else [store, Path(f"{store}-wal"), Path(f"{store}-shm")]
+    masked += (
+        [store.parent.resolve()]
+        if store.parent.resolve() not in needed
+        else [store, Path(f"{store}-wal"), Path(f"{store}-shm")]
+    )
     for root in {bundled_tasks_root().resolve(), *(Path(r).resolve() for r in task_roots)}:
         if root in needed or root.parent == root or str(root) in SYSTEM_FOLDERS:
-            masked += [p for p in root.glob("*/*") if (p / "task.yaml").is_file()]  # the tasks, not the folder
+            masked += [
+                p for p in root.glob("*/*") if (p / "task.yaml").is_file()
+            ]  # the tasks, not the folder
         else:
             masked.append(root)
-    return sandbox.for_harness(writable=writable, read_only=(package / "core",), env=device.harness_env(), gpu=device.type not in ("cpu", "sim"), masked=tuple(masked))
+    return sandbox.for_harness(
+        writable=writable,
+        read_only=(package / "core",),
+        env=device.harness_env(),
+        gpu=device.type not in ("cpu", "sim"),
+        masked=tuple(masked),
+    )
 
 
 class Harness:
@@ -81,13 +113,18 @@ class Harness:
     fresh workers for each. It runs inside the sandbox (core/evaluation/sandbox.py); `sandbox_status` says
     how, or `unsandboxed: <reason>`. Use as a context manager."""
 
-    def __init__(self, device: LocalDevice, log_dir: Path, policy: sandbox.SandboxPolicy | None = None):
+    def __init__(
+        self, device: LocalDevice, log_dir: Path, policy: sandbox.SandboxPolicy | None = None
+    ):
         self.device = device
         self.log_path = log_dir / "harness.log"
         self.policy = policy or harness_policy(device, (log_dir,))
         read_fd, write_fd = os.pipe()
         try:
-            argv, env, self.sandbox_status = sandbox.wrap([sys.executable, "-m", "core.harness", "serve", "--events-fd", str(write_fd)], self.policy)
+            argv, env, self.sandbox_status = sandbox.wrap(
+                [sys.executable, "-m", "core.harness", "serve", "--events-fd", str(write_fd)],
+                self.policy,
+            )
         except sandbox.SandboxUnavailable:
             os.close(read_fd)
             os.close(write_fd)
@@ -97,9 +134,16 @@ class Harness:
             os.close(write_fd)
             raise HarnessError(f"the harness's sandbox cannot start: {exc}") from None
         self.sandboxed = sandbox.is_sandboxed(self.sandbox_status)
-        self._log = open(self.log_path, "ab")
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 - the harness process writes it for its whole life; closed in close()
         self.proc = sandbox.spawn(
-            argv, env, stdin=subprocess.PIPE, stdout=self._log, stderr=self._log, pass_fds=(write_fd,), start_new_session=True, cwd=str(log_dir),
+            argv,
+            env,
+            stdin=subprocess.PIPE,
+            stdout=self._log,
+            stderr=self._log,
+            pass_fds=(write_fd,),
+            start_new_session=True,
+            cwd=str(log_dir),
         )
         os.close(write_fd)
         self._events = os.fdopen(read_fd, "rb", buffering=0)
@@ -111,7 +155,7 @@ class Harness:
         if not isinstance(first, events.HarnessReady):
             raise HarnessError(f"the harness did not start ({self.sandbox_status}): {self._tail()}")
 
-    def __enter__(self) -> "Harness":
+    def __enter__(self) -> Harness:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -135,7 +179,13 @@ class Harness:
         line, self._buffer = self._buffer.split(b"\n", 1)
         return events.parse(line)
 
-    def run(self, job: Path | dict[str, Any], deadline_s: float, on_event: OnEvent | None = None, evaluations: int = 1) -> list[events.Event]:
+    def run(
+        self,
+        job: Path | dict[str, Any],
+        deadline_s: float,
+        on_event: OnEvent | None = None,
+        evaluations: int = 1,
+    ) -> list[events.Event]:
         """Run one job (a job file's path, or the job itself: sent as one line of JSON on the
         harness's standard input, so it never lies on a disk where a candidate of another
         evaluation could read it while this one waits its turn; a batch job: `evaluations` of
@@ -173,7 +223,9 @@ class Harness:
         hangup = select.poll()
         hangup.register(self._events.fileno(), select.POLLHUP)
         deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and not any(ev & select.POLLHUP for _, ev in hangup.poll(100)):
+        while time.monotonic() < deadline and not any(
+            ev & select.POLLHUP for _, ev in hangup.poll(100)
+        ):
             pass
         reader_done = self._reading.acquire(timeout=5)
         self._selector.close()
@@ -183,7 +235,9 @@ class Harness:
             self._reading.release()
 
 
-def _stage_for_sandbox(job: dict[str, Any], job_dir: Path, policy: sandbox.SandboxPolicy) -> dict[str, Any]:
+def _stage_for_sandbox(
+    job: dict[str, Any], job_dir: Path, policy: sandbox.SandboxPolicy
+) -> dict[str, Any]:
     """Copy into the job's folder what the job names but the sandbox cannot see (a candidate
     in the host's /tmp, a home folder or a masked task folder, with its sibling CUDA/HIP
     sources; a task folder, for a job that does not carry the task's sources), so the warm
@@ -197,9 +251,13 @@ def _stage_for_sandbox(job: dict[str, Any], job_dir: Path, policy: sandbox.Sandb
             shutil.copy2(source, staged / source.name)
         job["candidate"] = str(staged / candidate.name)
     task_dir = Path(job["task_dir"])
-    if "task_sources" not in job and policy.view(task_dir) == "hidden":  # a harness that reads the folder
+    if (
+        "task_sources" not in job and policy.view(task_dir) == "hidden"
+    ):  # a harness that reads the folder
         staged = job_dir / "task"
-        shutil.copytree(task_dir, staged, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(
+            task_dir, staged, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__")
+        )
         job["task_dir"] = str(staged)
     return job
 
@@ -207,7 +265,9 @@ def _stage_for_sandbox(job: dict[str, Any], job_dir: Path, policy: sandbox.Sandb
 class LocalExecutor:
     """A device of this machine, evaluated through one warm harness, restarted when it dies."""
 
-    batches = True  # runs batch jobs (core/evaluation/batch.py): one job, one evaluation per candidate
+    batches = (
+        True  # runs batch jobs (core/evaluation/batch.py): one job, one evaluation per candidate
+    )
 
     def __init__(self, device_id: str, log_dir: Path):
         self.device: LocalDevice = parse_device(device_id)
@@ -223,7 +283,9 @@ class LocalExecutor:
     def torch_device(self) -> str:
         return self.device.torch_device()
 
-    async def run(self, job: dict[str, Any], job_dir: Path, deadline_s: float, on_event: OnEvent | None) -> list[events.Event]:
+    async def run(
+        self, job: dict[str, Any], job_dir: Path, deadline_s: float, on_event: OnEvent | None
+    ) -> list[events.Event]:
         return await asyncio.to_thread(self._run, job, job_dir, deadline_s, on_event)
 
     @property
@@ -231,7 +293,9 @@ class LocalExecutor:
         """How this executor's harness is isolated (the running one's, else this machine's)."""
         return self.harness.sandbox_status if self.harness is not None else sandbox.sandbox_status()
 
-    def _run(self, job: dict[str, Any], job_dir: Path, deadline_s: float, on_event: OnEvent | None) -> list[events.Event]:
+    def _run(
+        self, job: dict[str, Any], job_dir: Path, deadline_s: float, on_event: OnEvent | None
+    ) -> list[events.Event]:
         # A job that carries its task's sources needs no task folder: the sandbox hides it.
         task_root = Path(job["task_dir"]).resolve().parent.parent
         if "task_sources" in job:
@@ -240,7 +304,9 @@ class LocalExecutor:
             if self.harness is not None and self.harness.sandboxed and not self._fits(job, job_dir):
                 self.close()  # the running sandbox cannot take this job: start one that can
             if self.harness is None:
-                policy = harness_policy(self.device, (self.log_dir, job_dir.parent), tuple(sorted(self.task_roots)))
+                policy = harness_policy(
+                    self.device, (self.log_dir, job_dir.parent), tuple(sorted(self.task_roots))
+                )
                 self.harness = Harness(self.device, self.log_dir, policy)
             if self.harness.sandboxed:
                 job = _stage_for_sandbox(job, job_dir, self.harness.policy)
@@ -256,7 +322,9 @@ class LocalExecutor:
         job carries the task's sources)."""
         assert self.harness is not None
         view = self.harness.policy.view
-        return view(job_dir) == "rw" and ("task_sources" not in job or view(job["task_dir"]) == "hidden")
+        return view(job_dir) == "rw" and (
+            "task_sources" not in job or view(job["task_dir"]) == "hidden"
+        )
 
     def close(self) -> None:
         if self.harness is not None:

@@ -44,12 +44,22 @@ class Ran:
         return self.returncode is None
 
 
-def run_command(line: str, cwd: Path, env: dict[str, str], timeout_s: float, gpu: bool, masked: tuple[Path, ...]) -> Ran:
+def run_command(
+    line: str, cwd: Path, env: dict[str, str], timeout_s: float, gpu: bool, masked: tuple[Path, ...]
+) -> Ran:
     """One shell command line in `cwd`, inside the sandbox; stdout and stderr together."""
     policy = sandbox.for_harness(writable=(cwd,), read_only=(), env=env, gpu=gpu, masked=masked)
     argv, proc_env, _ = sandbox.wrap(["/bin/sh", "-c", line], policy)
     start = time.monotonic()
-    proc = subprocess.Popen(argv, cwd=cwd, env=proc_env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=proc_env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         out, _ = proc.communicate(timeout=timeout_s)
         code: int | None = proc.returncode
@@ -66,11 +76,17 @@ class Attempt:
     def __init__(self, task: Any, spec: ExternalSpec, root: Path, env: dict[str, str], gpu: bool):
         self.task, self.spec, self.env, self.gpu = task, spec, env, gpu
         self.root = root
-        self.masked = (Path(task.path).resolve().parent.parent,)  # the task folders: the copy is all a command needs
+        self.masked = (
+            Path(task.path).resolve().parent.parent,
+        )  # the task folders: the copy is all a command needs
 
     def workspace(self, name: str, candidate: Path | None) -> Path:
         path = self.root / name
-        shutil.copytree(Path(self.task.path) / FILES, path, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
+        shutil.copytree(
+            Path(self.task.path) / FILES,
+            path,
+            ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"),
+        )
         if candidate is not None:
             shutil.copyfile(candidate, path / self.spec.editable[0])
         return path
@@ -84,7 +100,9 @@ class Attempt:
             ran.append(r)
             if r.timed_out or r.returncode != 0:
                 break
-        log = "".join(f"$ {line}\n{r.output}" for line, r in zip(self.spec.commands.get(name, ()), ran))[-LOG_LIMIT:]
+        log = "".join(
+            f"$ {line}\n{r.output}" for line, r in zip(self.spec.commands.get(name, ()), ran)
+        )[-LOG_LIMIT:]
         last = ran[-1] if ran else None
         if last is None:
             return StageResult(name, "passed", 0.0, "no command: passes by its rules", ""), ran
@@ -92,35 +110,68 @@ class Attempt:
             status, message = "timeout", f"did not finish within {self.spec.timeout(name):.0f} s"
         elif last.returncode != 0:
             status, message = "failed", f"exit code {last.returncode}"
-        elif name == "correctness" and not rules.correctness_passed(0, "".join(r.output for r in ran)):
+        elif name == "correctness" and not rules.correctness_passed(
+            0, "".join(r.output for r in ran)
+        ):
             status, message = "failed", "its output reports a failure (`fail` and no `pass`)"
         else:
             status, message = "passed", None
         return StageResult(name, status, round(time.monotonic() - start, 3), message, log), ran
 
 
-def evaluate_external(task: Any, candidate: Path, info: DeviceInfo, env: dict[str, str], root: Path, profile: str | None = None) -> Result:
+def evaluate_external(
+    task: Any,
+    candidate: Path,
+    info: DeviceInfo,
+    env: dict[str, str],
+    root: Path,
+    profile: str | None = None,
+) -> Result:
     """The Result of `candidate` on external `task` (status infrastructure_error, exit code 3,
     where the device cannot run it: a HIP task on a GPU that is not AMD, a GPU task on a CPU)."""
     spec: ExternalSpec = task.external
     sha = hashlib.sha256(candidate.read_bytes()).hexdigest()
     device = {"id": info.id, "model": info.model, "vendor": info.vendor, "arch": info.arch}
     base: dict[str, Any] = {
-        "task_id": task.id, "candidate_sha256": sha, "device": device, "timing_kind": TIMING_KIND, "sol_fraction": None, "sol_source": None,
-        "versions": {"arena": __version__, **info.versions}, "baseline_kind": "external", "baseline_impl": spec.rules, "profile": profile,
-        "review_notes": [NOTE.format(rules=spec.rules)], "sandbox": sandbox.sandbox_info().to_json(),
+        "task_id": task.id,
+        "candidate_sha256": sha,
+        "device": device,
+        "timing_kind": TIMING_KIND,
+        "sol_fraction": None,
+        "sol_source": None,
+        "versions": {"arena": __version__, **info.versions},
+        "baseline_kind": "external",
+        "baseline_impl": spec.rules,
+        "profile": profile,
+        "review_notes": [NOTE.format(rules=spec.rules)],
+        "sandbox": sandbox.sandbox_info().to_json(),
     }
     refusal = spec.requires.refuses(info.type, info.vendor)
     if refusal:
-        stage = StageResult("compile", "error", message=f"cannot evaluate on this device ({info.id}): {task.id} {refusal}")
-        return Result(status="infrastructure_error", failed_stage="compile", stages=[stage] + [StageResult(n) for n in STAGES[1:]],
-                      workloads=[], speedup=0.0, points=0.0, **base)
+        stage = StageResult(
+            "compile",
+            "error",
+            message=f"cannot evaluate on this device ({info.id}): {task.id} {refusal}",
+        )
+        return Result(
+            status="infrastructure_error",
+            failed_stage="compile",
+            stages=[stage] + [StageResult(n) for n in STAGES[1:]],
+            workloads=[],
+            speedup=0.0,
+            points=0.0,
+            **base,
+        )
     started = time.monotonic()
     root.mkdir(parents=True, exist_ok=True)
     attempt = Attempt(task, spec, root, env, gpu=info.type not in ("cpu", "sim"))
     work = attempt.workspace("candidate", candidate)
     stages: dict[str, StageResult] = {n: StageResult(n) for n in STAGES}
-    stages["generalization"] = StageResult("generalization", "skipped", message="external task: no hidden workloads (its own commands choose the shapes)")
+    stages["generalization"] = StageResult(
+        "generalization",
+        "skipped",
+        message="external task: no hidden workloads (its own commands choose the shapes)",
+    )
     failed: str | None = None
     for name in ("compile", "correctness", "performance"):
         stages[name], ran = attempt.stage(name, work)
@@ -135,26 +186,59 @@ def evaluate_external(task: Any, candidate: Path, info: DeviceInfo, env: dict[st
         for name in ("compile", "performance"):
             baseline_stage, base_ran = attempt.stage(name, original)
             if baseline_stage.status != "passed":
-                stages["performance"].log += f"\n--- the baseline (the untouched source) ---\n{baseline_stage.log}"
-                stages["performance"] = StageResult("performance", "error", stages["performance"].seconds,
-                                                    f"the baseline's {name} command {baseline_stage.message}: no speedup", stages["performance"].log)
+                stages[
+                    "performance"
+                ].log += f"\n--- the baseline (the untouched source) ---\n{baseline_stage.log}"
+                stages["performance"] = StageResult(
+                    "performance",
+                    "error",
+                    stages["performance"].seconds,
+                    f"the baseline's {name} command {baseline_stage.message}: no speedup",
+                    stages["performance"].log,
+                )
                 failed = "performance"
                 break
         else:
             base_cases, _ = rules.read_cases(original, "".join(r.output for r in base_ran))
             pairs, why = rules.match(base_cases, cand_cases)
             if why:
-                stages["performance"] = StageResult("performance", "failed", stages["performance"].seconds, why, stages["performance"].log)
+                stages["performance"] = StageResult(
+                    "performance",
+                    "failed",
+                    stages["performance"].seconds,
+                    why,
+                    stages["performance"].log,
+                )
                 failed = "performance"
             else:
                 ratio = rules.speedup(pairs)
-                figures = [WorkloadFigures(label=c.key, axes={}, hidden=False, mode=TIMING_KIND, candidate={"median_us": c.ms * 1000.0, "source": source},
-                                           baseline={"median_us": b.ms * 1000.0}, speedup=b.ms / c.ms, roofline_us=None, sol_fraction=None)
-                           for b, c in pairs]
-                stages["performance"].message = f"{len(pairs)} cases from {source}; speedup is the arithmetic mean of per-case ratios ({spec.rules}'s rule)"
+                figures = [
+                    WorkloadFigures(
+                        label=c.key,
+                        axes={},
+                        hidden=False,
+                        mode=TIMING_KIND,
+                        candidate={"median_us": c.ms * 1000.0, "source": source},
+                        baseline={"median_us": b.ms * 1000.0},
+                        speedup=b.ms / c.ms,
+                        roofline_us=None,
+                        sol_fraction=None,
+                    )
+                    for b, c in pairs
+                ]
+                stages[
+                    "performance"
+                ].message = f"{len(pairs)} cases from {source}; speedup is the arithmetic mean of per-case ratios ({spec.rules}'s rule)"
     compiled = stages["compile"].status == "passed"
     correct = compiled and stages["correctness"].status == "passed"
     status = "passed" if failed is None else "failed"
-    return Result(status=status, failed_stage=failed, stages=[stages[n] for n in STAGES], workloads=figures, speedup=ratio,
-                  points=rules.points(compiled, correct, ratio),
-                  seconds=round(time.monotonic() - started, 3), **base)
+    return Result(
+        status=status,
+        failed_stage=failed,
+        stages=[stages[n] for n in STAGES],
+        workloads=figures,
+        speedup=ratio,
+        points=rules.points(compiled, correct, ratio),
+        seconds=round(time.monotonic() - started, 3),
+        **base,
+    )

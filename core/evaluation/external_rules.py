@@ -26,10 +26,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPORTS = ("build/performance_report.json", "performance_report.json", "build/perf_report.json", "perf_report.json", "perf/benchmark_results.json")
-DEVICE_KEYS = ("device_time_ms", "gpu_time_ms", "kernel_time_ms", "cuda_event_time_ms", "cuda_graph_time_ms", "execution_time_ms")
+REPORTS = (
+    "build/performance_report.json",
+    "performance_report.json",
+    "build/perf_report.json",
+    "perf_report.json",
+    "perf/benchmark_results.json",
+)
+DEVICE_KEYS = (
+    "device_time_ms",
+    "gpu_time_ms",
+    "kernel_time_ms",
+    "cuda_event_time_ms",
+    "cuda_graph_time_ms",
+    "execution_time_ms",
+)
 AMBIGUOUS_KEYS = ("execution_time", "time_ms", "time")
-HOST_KEYS = ("host_time_ms", "wall_time_ms", "elapsed_time_ms", "total_time_ms", "end_to_end_time_ms")
+HOST_KEYS = (
+    "host_time_ms",
+    "wall_time_ms",
+    "elapsed_time_ms",
+    "total_time_ms",
+    "end_to_end_time_ms",
+)
 LIST_KEYS = ("test_cases", "results", "cases", "benchmarks")
 
 
@@ -54,7 +73,11 @@ def _time_of(entry: dict[str, Any]) -> float | None:
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
             return float(value)
     timing = entry.get("timing_ms")
-    if isinstance(timing, dict) and isinstance(timing.get("mean"), (int, float)) and timing["mean"] > 0:
+    if (
+        isinstance(timing, dict)
+        and isinstance(timing.get("mean"), (int, float))
+        and timing["mean"] > 0
+    ):
         return float(timing["mean"])
     return None  # host-only keys (HOST_KEYS) are not device time: refused, as at home
 
@@ -83,10 +106,25 @@ def cases_from_report(report: Any) -> list[Case]:
 
 
 def cases_from_output(output: str) -> list[Case]:
-    cases = [Case(f"test_case_id=test_case_{n}", float(t)) for n, t in re.findall(r"(?:Test\s+case|TestCase)\s+(\d+)[:\s]+([0-9.]+)\s*ms", output, re.IGNORECASE)]
-    cases += [Case(f"shape=[{s.replace(' ', '')}]", float(t)) for s, t in re.findall(r"(?:Shape|shape)[:\s]+\[([0-9,\s]+)\][:\s]+([0-9.]+)\s*ms", output, re.IGNORECASE)]
+    cases = [
+        Case(f"test_case_id=test_case_{n}", float(t))
+        for n, t in re.findall(
+            r"(?:Test\s+case|TestCase)\s+(\d+)[:\s]+([0-9.]+)\s*ms", output, re.IGNORECASE
+        )
+    ]
+    cases += [
+        Case(f"shape=[{s.replace(' ', '')}]", float(t))
+        for s, t in re.findall(
+            r"(?:Shape|shape)[:\s]+\[([0-9,\s]+)\][:\s]+([0-9.]+)\s*ms", output, re.IGNORECASE
+        )
+    ]
     if not cases:
-        cases = [Case(f"case={i}", float(t)) for i, t in enumerate(re.findall(r"Performance:\s*([0-9.]+)\s*ms", output, re.IGNORECASE))]
+        cases = [
+            Case(f"case={i}", float(t))
+            for i, t in enumerate(
+                re.findall(r"Performance:\s*([0-9.]+)\s*ms", output, re.IGNORECASE)
+            )
+        ]
     return [c for c in cases if c.ms > 0]
 
 
@@ -104,16 +142,23 @@ def read_cases(workspace: Path, output: str) -> tuple[list[Case], str]:
     return cases_from_output(output), "output"
 
 
-def match(baseline: list[Case], candidate: list[Case]) -> tuple[list[tuple[Case, Case]], str | None]:
+def match(
+    baseline: list[Case], candidate: list[Case]
+) -> tuple[list[tuple[Case, Case]], str | None]:
     """Pairs of (baseline, candidate) cases, or why they do not all match."""
     if not baseline or not candidate:
-        return [], "no timed case" + (" in the baseline's run" if not baseline else " in the candidate's run")
+        return [], "no timed case" + (
+            " in the baseline's run" if not baseline else " in the candidate's run"
+        )
     by_key = {c.key: c for c in candidate}
     if len(baseline) == 1 and len(candidate) == 1:
         return [(baseline[0], candidate[0])], None
     pairs = [(b, by_key[b.key]) for b in baseline if b.key in by_key]
     if len(pairs) != len(baseline) or len(candidate) != len(baseline):
-        return [], f"the candidate's {len(candidate)} cases do not all match the baseline's {len(baseline)} (every case must match)"
+        return (
+            [],
+            f"the candidate's {len(candidate)} cases do not all match the baseline's {len(baseline)} (every case must match)",
+        )
     return pairs, None
 
 

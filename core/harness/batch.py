@@ -26,8 +26,8 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from .runner import Emit, Evaluation, StageFailed
-from .workers import (
+from core.harness.runner import Emit, Evaluation, StageFailed
+from core.harness.workers import (
     TaskFileChanged,
     Worker,
     WorkerDied,
@@ -35,7 +35,7 @@ from .workers import (
     candidate_view,
     trusted_main,
 )
-from .zygote import CANDIDATE_UID_ENV, Zygote, ZygoteError
+from core.harness.zygote import CANDIDATE_UID_ENV, Zygote, ZygoteError
 
 
 def grant(folder: Path) -> None:
@@ -49,7 +49,15 @@ def grant(folder: Path) -> None:
 class _Member(Evaluation):
     """One candidate of a batch: an Evaluation whose trusted worker belongs to the batch."""
 
-    def __init__(self, job: dict[str, Any], emit: Emit, close_fds: tuple[int, ...], zygote: Zygote, batch: "BatchEvaluation", index: int):
+    def __init__(
+        self,
+        job: dict[str, Any],
+        emit: Emit,
+        close_fds: tuple[int, ...],
+        zygote: Zygote,
+        batch: BatchEvaluation,
+        index: int,
+    ):
         super().__init__(job, emit, close_fds, zygote)
         self.batch, self.index = batch, index
         self.own_zygote = False
@@ -60,14 +68,25 @@ class _Member(Evaluation):
         try:
             self.candidate = Worker.spawn("candidate", self.zygote, candidate_view(self.job))
         except (TaskFileChanged, ZygoteError, WorkerDied) as exc:
-            raise StageFailed("error", f"could not start the candidate's worker: {exc}", "infrastructure") from None
+            raise StageFailed(
+                "error", f"could not start the candidate's worker: {exc}", "infrastructure"
+            ) from None
 
     def _workers(self) -> list[Worker | None]:
-        return [self.candidate, self.second]  # the trusted worker outlives the candidate: the batch closes it
+        return [
+            self.candidate,
+            self.second,
+        ]  # the trusted worker outlives the candidate: the batch closes it
 
 
 class BatchEvaluation:
-    def __init__(self, job: dict[str, Any], emit: Emit, close_fds: tuple[int, ...], zygote: Zygote | None = None):
+    def __init__(
+        self,
+        job: dict[str, Any],
+        emit: Emit,
+        close_fds: tuple[int, ...],
+        zygote: Zygote | None = None,
+    ):
         self.job, self.emit, self.close_fds = job, emit, close_fds
         self.own_zygote = zygote is None
         self.zygote = zygote
@@ -75,7 +94,11 @@ class BatchEvaluation:
 
     def trusted_worker(self, timeout: float) -> Worker:
         """The batch's trusted worker, forked on first use and again after one died."""
-        if self.trusted is not None and self.trusted.returncode is None and not self._exited(self.trusted):
+        if (
+            self.trusted is not None
+            and self.trusted.returncode is None
+            and not self._exited(self.trusted)
+        ):
             return self.trusted
         if self.trusted is not None:
             self.trusted.kill()
@@ -83,9 +106,15 @@ class BatchEvaluation:
         try:
             ready, _ = self.trusted.recv(timeout)
         except (WorkerTimeout, WorkerDied) as exc:
-            raise StageFailed("error", f"the reference/baseline worker did not start: {exc}", "infrastructure") from None
+            raise StageFailed(
+                "error", f"the reference/baseline worker did not start: {exc}", "infrastructure"
+            ) from None
         if not ready.get("ok"):
-            raise StageFailed("error", f"the reference/baseline could not be loaded: {ready.get('error')}\n{ready.get('traceback', '')}", "infrastructure")
+            raise StageFailed(
+                "error",
+                f"the reference/baseline could not be loaded: {ready.get('error')}\n{ready.get('traceback', '')}",
+                "infrastructure",
+            )
         return self.trusted
 
     @staticmethod
@@ -116,7 +145,9 @@ class BatchEvaluation:
         workdir = Path(self.job["workdir"]) / f"member-{secrets.token_hex(8)}"
         folder = workdir / "candidate"
         folder.mkdir(parents=True, mode=0o700)
-        grant(workdir)  # its log and scratch files: the candidate's own (its files stay the harness's)
+        grant(
+            workdir
+        )  # its log and scratch files: the candidate's own (its files stay the harness's)
         for name, text in member["sources"].items():
             if Path(name).name != name or name.startswith("."):
                 raise ValueError(f"a batch member's file name {name!r} is not a plain file name")
@@ -128,7 +159,9 @@ class BatchEvaluation:
             self.zygote = Zygote()
         try:
             for index, member in enumerate(self.job["batch"]):
-                if not self.zygote.alive():  # a candidate killed it: the next one gets a clean zygote
+                if (
+                    not self.zygote.alive()
+                ):  # a candidate killed it: the next one gets a clean zygote
                     self.zygote.close()
                     self.zygote = Zygote()
                 job = {**self.job, **self._stage(member)}

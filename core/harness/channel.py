@@ -31,7 +31,11 @@ class ChannelTimeout(TimeoutError):
     """No complete reply within the deadline."""
 
 
-def send(sock: socket.socket, header: dict[str, Any], payload: bytes | bytearray | memoryview | None = None) -> None:
+def send(
+    sock: socket.socket,
+    header: dict[str, Any],
+    payload: bytes | bytearray | memoryview | None = None,
+) -> None:
     data = json.dumps(header).encode()
     sock.sendall(_FRAME.pack(len(data), NO_PAYLOAD if payload is None else len(payload)) + data)
     if payload is not None and len(payload):
@@ -48,7 +52,9 @@ def recv(
     if head_len > MAX_HEADER:
         raise ChannelClosed(f"malformed message: a header of {head_len} bytes")
     if payload_len != NO_PAYLOAD and max_payload is not None and payload_len > max_payload:
-        raise ChannelClosed(f"malformed message: a payload of {payload_len} bytes where at most {max_payload} were expected")
+        raise ChannelClosed(
+            f"malformed message: a payload of {payload_len} bytes where at most {max_payload} were expected"
+        )
     try:
         header = json.loads(bytes(_read_exact(sock, head_len, deadline)))
     except (UnicodeDecodeError, json.JSONDecodeError):
@@ -89,4 +95,4 @@ class EventWriter:
     def __call__(self, event: dict[str, Any]) -> None:
         data = (json.dumps({"v": 1, **event}) + "\n").encode()
         while data:
-            data = data[os.write(self.fd, data):]
+            data = data[os.write(self.fd, data) :]

@@ -16,12 +16,13 @@ for one call's test still fails once the workload's calls add up (docs/integrity
 from __future__ import annotations
 
 import types
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 
-from . import compare
+from core.harness import compare
 
 Check = Callable[[list[torch.Tensor], list[torch.Tensor], list[Any]], dict[str, dict[str, Any]]]
 
@@ -37,7 +38,7 @@ Pooled = Callable[[dict[str, list[dict[str, Any]]]], dict[str, dict[str, Any]]]
 def _module(source: bytes | str, filename: str) -> types.ModuleType:
     module = types.ModuleType("arena_task_check")
     module.__file__ = filename
-    exec(compile(source, filename, "exec"), module.__dict__)  # noqa: S102 - the task's own file
+    exec(compile(source, filename, "exec"), module.__dict__)
     return module
 
 
@@ -51,7 +52,9 @@ def checks_from_source(source: bytes | str, filename: str) -> tuple[Check, Poole
     module = _module(source, filename)
     check = getattr(module, "check", None)
     if not callable(check):
-        raise CheckError(f"{filename} defines no `check`: add `def check(outputs, expected, inputs) -> dict[str, dict]`")
+        raise CheckError(
+            f"{filename} defines no `check`: add `def check(outputs, expected, inputs) -> dict[str, dict]`"
+        )
     pooled = getattr(module, "check_pooled", None)
     return check, pooled if callable(pooled) else None
 
@@ -72,19 +75,36 @@ class Pool:
         """One call's verdicts, with its evidence taken out and pooled; an output that passed
         alone but fails pooled gets the pooled verdict."""
         verdicts = {name: dict(v) for name, v in verdicts.items()}
-        found = {name: v.pop("evidence") for name, v in verdicts.items() if isinstance(v.get("evidence"), dict)}
+        found = {
+            name: v.pop("evidence")
+            for name, v in verdicts.items()
+            if isinstance(v.get("evidence"), dict)
+        }
         if self.pooled is None or not found:
             return verdicts
-        for key, what in ((workload, "the workload's checked calls"), (ALL, "every checked call of the evaluation")):
+        for key, what in (
+            (workload, "the workload's checked calls"),
+            (ALL, "every checked call of the evaluation"),
+        ):
             pool = self.evidence.setdefault(key, {})
             for name, evidence in found.items():
                 pool.setdefault(name, []).append(evidence)
             pooled = self.pooled({name: list(calls) for name, calls in pool.items()})
             if not isinstance(pooled, dict):
-                raise CheckError(f"check_pooled returned a {type(pooled).__name__}; it must return {{output name: {{passed: bool, ...}}}}")
+                raise CheckError(
+                    f"check_pooled returned a {type(pooled).__name__}; it must return {{output name: {{passed: bool, ...}}}}"
+                )
             for name, v in pooled.items():
-                if name in verdicts and verdicts[name].get("passed") and isinstance(v, dict) and v.get("passed") is False:
-                    verdicts[name] = {**v, "message": f"pooled over {what}: {v.get('message') or 'rejected by check_pooled'}"}
+                if (
+                    name in verdicts
+                    and verdicts[name].get("passed")
+                    and isinstance(v, dict)
+                    and v.get("passed") is False
+                ):
+                    verdicts[name] = {
+                        **v,
+                        "message": f"pooled over {what}: {v.get('message') or 'rejected by check_pooled'}",
+                    }
         return verdicts
 
 
@@ -111,7 +131,9 @@ def judge(
     rtol and min_match. Without `check`, output i is compared elementwise with expected[i]."""
     names = [_name(s) for s in out_specs]
     if len(outputs) != len(names):
-        raise CheckError(f"{len(outputs)} output(s) to judge; the task declares {len(names)}: {', '.join(names)}")
+        raise CheckError(
+            f"{len(outputs)} output(s) to judge; the task declares {len(names)}: {', '.join(names)}"
+        )
     if check is None:
         if len(expected) != len(names):
             raise CheckError(
@@ -119,12 +141,16 @@ def judge(
                 "must return exactly the declared outputs (extra tensors are for a check.py)"
             )
         return {
-            name: compare.compare(got.to(want.device), want, rule["atol"], rule["rtol"], rule["min_match"])
+            name: compare.compare(
+                got.to(want.device), want, rule["atol"], rule["rtol"], rule["min_match"]
+            )
             for name, got, want in zip(names, outputs, expected)
         }
     verdicts = check(list(outputs), list(expected), list(inputs))
     if not isinstance(verdicts, dict):
-        raise CheckError(f"check.py returned a {type(verdicts).__name__}; it must return {{output name: {{passed: bool, ...}}}}")
+        raise CheckError(
+            f"check.py returned a {type(verdicts).__name__}; it must return {{output name: {{passed: bool, ...}}}}"
+        )
     result: dict[str, dict[str, Any]] = {}
     for name in names:
         v = verdicts.get(name)

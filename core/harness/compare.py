@@ -8,9 +8,14 @@ from typing import Any
 import torch
 
 
-def compare(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float, min_match: float) -> dict[str, Any]:
+def compare(
+    out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float, min_match: float
+) -> dict[str, Any]:
     if tuple(out.shape) != tuple(ref.shape):
-        return {"passed": False, "message": f"shape {tuple(out.shape)} != expected {tuple(ref.shape)}"}
+        return {
+            "passed": False,
+            "message": f"shape {tuple(out.shape)} != expected {tuple(ref.shape)}",
+        }
     work = torch.float64 if ref.dtype == torch.float64 else torch.float32
     got = out.to(work)
     want = ref.to(work)

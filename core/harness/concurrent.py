@@ -38,9 +38,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .batch import BatchEvaluation, _Member
-from .runner import Emit, StageFailed, harness_hashes, task_hashes
-from .workers import (
+from core.harness.batch import BatchEvaluation, _Member
+from core.harness.runner import Emit, StageFailed, harness_hashes, task_hashes
+from core.harness.workers import (
     TaskFileChanged,
     Worker,
     WorkerDied,
@@ -48,7 +48,7 @@ from .workers import (
     candidate_view,
     trusted_main,
 )
-from .zygote import Zygote, ZygoteError
+from core.harness.zygote import Zygote, ZygoteError
 
 UNTIMED = ("compile", "correctness", "generalization")
 MAX_SLOTS = 8
@@ -59,7 +59,9 @@ class _Slot(BatchEvaluation):
 
     def __init__(self, job: dict[str, Any], zygote: Zygote, number: int):
         super().__init__(job, lambda event: None, (), zygote)
-        self.zygote: Zygote = zygote  # a slot always has its own (never None, unlike a lone evaluation's)
+        self.zygote: Zygote = (
+            zygote  # a slot always has its own (never None, unlike a lone evaluation's)
+        )
         self.own_zygote = False
         self.number = number
         self.pending: Worker | None = None
@@ -75,9 +77,15 @@ class _Slot(BatchEvaluation):
             try:
                 ready, _ = self.trusted.recv(timeout)
             except (WorkerTimeout, WorkerDied) as exc:
-                raise StageFailed("error", f"the reference/baseline worker did not start: {exc}", "infrastructure") from None
+                raise StageFailed(
+                    "error", f"the reference/baseline worker did not start: {exc}", "infrastructure"
+                ) from None
             if not ready.get("ok"):
-                raise StageFailed("error", f"the reference/baseline could not be loaded: {ready.get('error')}\n{ready.get('traceback', '')}", "infrastructure")
+                raise StageFailed(
+                    "error",
+                    f"the reference/baseline could not be loaded: {ready.get('error')}\n{ready.get('traceback', '')}",
+                    "infrastructure",
+                )
             return self.trusted
         return super().trusted_worker(timeout)
 
@@ -99,9 +107,19 @@ class _Concurrent(_Member):
     def untimed(self) -> None:
         t0 = time.monotonic()
         self._refresh()
-        self.events.append({"type": "evaluation_started", "task_id": self.job["task_id"], "device": self.job["device"], "versions": _versions(), "member": self.index})
+        self.events.append(
+            {
+                "type": "evaluation_started",
+                "task_id": self.job["task_id"],
+                "device": self.job["device"],
+                "versions": _versions(),
+                "member": self.index,
+            }
+        )
         harness_before = harness_hashes()
-        task_before = task_hashes(Path(self.job["task_dir"]), sorted(self.job.get("task_files") or {}))
+        task_before = task_hashes(
+            Path(self.job["task_dir"]), sorted(self.job.get("task_files") or {})
+        )
         try:
             for stage in UNTIMED:
                 ok, fault = self._stage(stage)
@@ -110,7 +128,16 @@ class _Concurrent(_Member):
                     break
         except Exception as exc:  # noqa: BLE001 - the harness's own fault, reported as this candidate's infrastructure error
             self.status, self.fault = "failed", "infrastructure"
-            self.events.append({"type": "stage_finished", "stage": self.stage, "status": "error", "message": f"the harness failed: {exc}", "fault": "infrastructure", "seconds": 0.0})
+            self.events.append(
+                {
+                    "type": "stage_finished",
+                    "stage": self.stage,
+                    "status": "error",
+                    "message": f"the harness failed: {exc}",
+                    "fault": "infrastructure",
+                    "seconds": 0.0,
+                }
+            )
         finally:
             self._kill_candidate()
             self._after(harness_before, task_before)  # its slot's zygote: what it left is its own
@@ -120,7 +147,9 @@ class _Concurrent(_Member):
         t0 = time.monotonic()
         self._refresh()
         harness_before = harness_hashes()
-        task_before = task_hashes(Path(self.job["task_dir"]), sorted(self.job.get("task_files") or {}))
+        task_before = task_hashes(
+            Path(self.job["task_dir"]), sorted(self.job.get("task_files") or {})
+        )
         try:
             if self.status == "passed":
                 ok, fault = self._stage("performance")
@@ -128,18 +157,36 @@ class _Concurrent(_Member):
                     self.status, self.fault = "failed", fault
         except Exception as exc:  # noqa: BLE001 - as in untimed()
             self.status, self.fault = "failed", "infrastructure"
-            self.events.append({"type": "stage_finished", "stage": self.stage, "status": "error", "message": f"the harness failed: {exc}", "fault": "infrastructure", "seconds": 0.0})
+            self.events.append(
+                {
+                    "type": "stage_finished",
+                    "stage": self.stage,
+                    "status": "error",
+                    "message": f"the harness failed: {exc}",
+                    "fault": "infrastructure",
+                    "seconds": 0.0,
+                }
+            )
         finally:
             self._kill_candidate()
             self._after(harness_before, task_before)
             self.spent += time.monotonic() - t0
-            self.events.append({"type": "evaluation_finished", "status": self.status, "fault": self.fault, "seconds": self.spent})
+            self.events.append(
+                {
+                    "type": "evaluation_finished",
+                    "status": self.status,
+                    "fault": self.fault,
+                    "seconds": self.spent,
+                }
+            )
 
     def _restage(self) -> None:
         """The candidate's files written again, into a fresh folder of a name nobody could
         guess, now that no other candidate's process exists: what its untimed neighbours could
         have done to its first folder does not reach the code that is timed."""
-        folder = Path(self.job["workdir"]).parent / f"member-{secrets.token_hex(8)}" / "candidate"  # as any member's: no sign that it is timed
+        folder = (
+            Path(self.job["workdir"]).parent / f"member-{secrets.token_hex(8)}" / "candidate"
+        )  # as any member's: no sign that it is timed
         folder.mkdir(parents=True, mode=0o700)
         for name, text in self.spec["sources"].items():
             (folder / name).write_text(text)
@@ -155,11 +202,23 @@ class _Concurrent(_Member):
             try:
                 self.candidate = Worker.spawn("candidate", self.zygote, candidate_view(self.job))
             except (TaskFileChanged, ZygoteError, WorkerDied) as exc:
-                raise StageFailed("error", f"could not start the candidate's worker: {exc}", "infrastructure") from None
+                raise StageFailed(
+                    "error", f"could not start the candidate's worker: {exc}", "infrastructure"
+                ) from None
             first = self.job["stages"]["correctness"][0]
-            reply, _ = self._candidate_call({"op": "compile", "workload": {"axes": first["axes"], "shapes": first["shapes"]}, "seed": first["seeds"][0]}, deadline)
+            reply, _ = self._candidate_call(
+                {
+                    "op": "compile",
+                    "workload": {"axes": first["axes"], "shapes": first["shapes"]},
+                    "seed": first["seeds"][0],
+                },
+                deadline,
+            )
             if not reply.get("ok"):
-                raise StageFailed("failed", f"the candidate did not compile again for timing (it compiled for the correctness runs): {reply.get('error')}")
+                raise StageFailed(
+                    "failed",
+                    f"the candidate did not compile again for timing (it compiled for the correctness runs): {reply.get('error')}",
+                )
             recompile_s = time.monotonic() - t0
             return {**super()._performance(deadline), "recompile_s": recompile_s}
         return super()._performance(deadline)
@@ -180,13 +239,19 @@ def slot_count(job: dict[str, Any]) -> int:
 
 
 def _versions() -> dict[str, Any]:
-    from .runner import versions
+    from core.harness.runner import versions
 
     return versions()
 
 
 class ConcurrentBatch:
-    def __init__(self, job: dict[str, Any], emit: Emit, close_fds: tuple[int, ...], zygote: Zygote | None = None):
+    def __init__(
+        self,
+        job: dict[str, Any],
+        emit: Emit,
+        close_fds: tuple[int, ...],
+        zygote: Zygote | None = None,
+    ):
         self.job, self.emit = job, emit
         self.own_zygote = zygote is None
         self.zygote = zygote
@@ -204,7 +269,7 @@ class ConcurrentBatch:
                 self.zygote = Zygote()
             return self.zygote.fork_zygote()
 
-    def _alone(self, member: "_Concurrent") -> None:
+    def _alone(self, member: _Concurrent) -> None:
         """A candidate that failed beside others is evaluated again, alone, and that verdict
         is its result: a neighbour running at the same time shares its uid, so it could have
         signalled its worker or swapped its files, and a failure must be the candidate's own.
@@ -223,19 +288,45 @@ class ConcurrentBatch:
             self.emit(event)
 
         alone = _Member(job, emit, (), slot.zygote, slot, member.index)  # type: ignore[arg-type]
-        alone.key_prefix = f"alone{member.index}:"  # fresh per-candidate state in the slot's trusted worker
+        alone.key_prefix = (
+            f"alone{member.index}:"  # fresh per-candidate state in the slot's trusted worker
+        )
         alone.run()
         slot._drain()
 
     def _unrun(self, index: int) -> None:
         """A candidate whose slot broke before it ran: an evaluation of its own that says so."""
         message = f"the batch's slot broke before this candidate ran: {'; '.join(self.broken) or 'unknown'}"
-        self.emit({"type": "evaluation_started", "task_id": self.job["task_id"], "device": self.job["device"], "versions": _versions(), "member": index})
+        self.emit(
+            {
+                "type": "evaluation_started",
+                "task_id": self.job["task_id"],
+                "device": self.job["device"],
+                "versions": _versions(),
+                "member": index,
+            }
+        )
         self.emit({"type": "stage_started", "stage": "compile"})
-        self.emit({"type": "stage_finished", "stage": "compile", "status": "error", "message": message, "fault": "infrastructure", "seconds": 0.0})
-        self.emit({"type": "evaluation_finished", "status": "failed", "fault": "infrastructure", "seconds": 0.0})
+        self.emit(
+            {
+                "type": "stage_finished",
+                "stage": "compile",
+                "status": "error",
+                "message": message,
+                "fault": "infrastructure",
+                "seconds": 0.0,
+            }
+        )
+        self.emit(
+            {
+                "type": "evaluation_finished",
+                "status": "failed",
+                "fault": "infrastructure",
+                "seconds": 0.0,
+            }
+        )
 
-    def _slot_main(self, slot: _Slot, members: list["_Concurrent | None"], queue: list[int]) -> None:
+    def _slot_main(self, slot: _Slot, members: list[_Concurrent | None], queue: list[int]) -> None:
         try:
             self._serve_slot(slot, members, queue)
         except BaseException as exc:  # noqa: BLE001 - its candidates left unrun are reported as infrastructure faults
@@ -247,7 +338,7 @@ class ConcurrentBatch:
             # forked the slot's trusted worker, which the timed phase still needs.
             self.finished.wait()
 
-    def _serve_slot(self, slot: _Slot, members: list["_Concurrent | None"], queue: list[int]) -> None:
+    def _serve_slot(self, slot: _Slot, members: list[_Concurrent | None], queue: list[int]) -> None:
         while True:
             with self.lock:
                 if not queue:
@@ -270,13 +361,19 @@ class ConcurrentBatch:
         try:
             count = slot_count(self.job)
             # Each slot's trusted worker keeps its share of the job's reference cache.
-            slot_job = {**self.job, "reference_cache_bytes": int(self.job.get("reference_cache_bytes") or 0) // count}
+            slot_job = {
+                **self.job,
+                "reference_cache_bytes": int(self.job.get("reference_cache_bytes") or 0) // count,
+            }
             self.slots = [_Slot(slot_job, self._slot_zygote(), s) for s in range(count)]
             for slot in self.slots:
                 slot.prefork()
             members: list[_Concurrent | None] = [None] * len(batch)
             queue = list(range(len(batch)))
-            threads = [threading.Thread(target=self._slot_main, args=(slot, members, queue), daemon=True) for slot in self.slots]
+            threads = [
+                threading.Thread(target=self._slot_main, args=(slot, members, queue), daemon=True)
+                for slot in self.slots
+            ]
             for thread in threads:
                 thread.start()
             for _ in threads:

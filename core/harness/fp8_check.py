@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import torch
 
-from .compare import compare
+from core.harness.compare import compare
 
 GROUP = 128
 REL_SLACK = 0.01
@@ -30,11 +30,13 @@ REL_SLACK = 0.01
 
 def _step_e4m3(v: torch.Tensor) -> torch.Tensor:
     """The spacing of the float8_e4m3fn grid at magnitude v (fp8 units)."""
-    e = torch.floor(torch.log2(v.clamp_min(2.0 ** -6))).clamp_max(8)
+    e = torch.floor(torch.log2(v.clamp_min(2.0**-6))).clamp_max(8)
     return torch.exp2(e - 3)
 
 
-def check_group_quant(outputs: list[torch.Tensor], expected: list[torch.Tensor], inputs: list) -> dict[str, dict]:
+def check_group_quant(
+    outputs: list[torch.Tensor], expected: list[torch.Tensor], inputs: list
+) -> dict[str, dict]:
     q_ref, s_ref = expected[0].double(), expected[1].double()
     dev = q_ref.device
     out = outputs[0].to(dev).double()
@@ -43,9 +45,17 @@ def check_group_quant(outputs: list[torch.Tensor], expected: list[torch.Tensor],
     G = H // GROUP
 
     res_s = compare(outputs[1].to(dev), expected[1], 0.0, REL_SLACK, 1.0)
-    res_s = {k: v for k, v in res_s.items() if k in ("passed", "message", "max_abs_err", "max_rel_err", "match_fraction")}
+    res_s = {
+        k: v
+        for k, v in res_s.items()
+        if k in ("passed", "message", "max_abs_err", "max_rel_err", "match_fraction")
+    }
     if not res_s["passed"]:
-        res_s["message"] = "scales: " + res_s.get("message", "") + " (scale = max(absmax of the 128-group, 1e-10) / 448)"
+        res_s["message"] = (
+            "scales: "
+            + res_s.get("message", "")
+            + " (scale = max(absmax of the 128-group, 1e-10) / 448)"
+        )
 
     y = (q_ref.view(T, G, GROUP) * s_ref.view(T, G, 1)).view(T, H)
     deq = (out.view(T, G, GROUP) * s.view(T, G, 1)).view(T, H)
@@ -56,8 +66,11 @@ def check_group_quant(outputs: list[torch.Tensor], expected: list[torch.Tensor],
     err = torch.where(finite, err, torch.full_like(err, float("inf")))
     bad = ~(err <= tol)
     n_bad = int(bad.sum())
-    res_q: dict = {"passed": n_bad == 0, "max_abs_err": float(err.max()) if err.numel() else 0.0,
-                   "match_fraction": 1.0 - n_bad / max(err.numel(), 1)}
+    res_q: dict = {
+        "passed": n_bad == 0,
+        "max_abs_err": float(err.max()) if err.numel() else 0.0,
+        "match_fraction": 1.0 - n_bad / max(err.numel(), 1),
+    }
     if n_bad:
         i = int(torch.argmax((err - tol).flatten()))
         r, c = divmod(i, H)

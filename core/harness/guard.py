@@ -30,7 +30,8 @@ import struct
 import sys
 import types
 import warnings
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 import torch
 
@@ -43,7 +44,15 @@ HOOKED, PATCHED = "harness_hooked", "torch_patched"  # the integrity flags (docs
 # What harness code run between two timed calls can reach: a task's inputs.py (torch's
 # functions, Tensor methods, torch.nn.functional); a rank's barrier (the channel's modules).
 INPUTS_REACH = ("torch", "torch.Tensor", "torch.nn.functional")
-CHANNEL_REACH = ("json", "json.encoder", "json.decoder", "socket", "socket.socket", "select", "struct")
+CHANNEL_REACH = (
+    "json",
+    "json.encoder",
+    "json.decoder",
+    "socket",
+    "socket.socket",
+    "select",
+    "struct",
+)
 
 
 def _disable_dispatch() -> contextlib.AbstractContextManager[Any]:
@@ -69,14 +78,22 @@ def modes_left() -> list[str]:
         from torch.overrides import _get_current_function_mode_stack
         from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
-        stacks = (("torch function mode", _get_current_function_mode_stack()), ("dispatch mode", _get_current_dispatch_mode_stack()))
+        stacks = (
+            ("torch function mode", _get_current_function_mode_stack()),
+            ("dispatch mode", _get_current_dispatch_mode_stack()),
+        )
     except ImportError:  # pragma: no cover - every supported torch has both
         stacks = ()
     for kind, stack in stacks:
         for mode in stack:
-            if type(mode).__module__ == "torch.utils._device" and type(mode).__name__ == "DeviceContext":
+            if (
+                type(mode).__module__ == "torch.utils._device"
+                and type(mode).__name__ == "DeviceContext"
+            ):
                 continue
-            found.append(f"a {kind} ({type(mode).__module__}.{type(mode).__qualname__}) was left pushed")
+            found.append(
+                f"a {kind} ({type(mode).__module__}.{type(mode).__qualname__}) was left pushed"
+            )
     return found
 
 
@@ -90,16 +107,28 @@ def _flagged_namespaces() -> dict[str, Any]:
     """What the harness relies on between the candidate's calls: torch's namespaces and
     classes, and the modules its channel uses (a rank's barrier goes through them)."""
     spaces: dict[str, Any] = {
-        "torch": torch, "torch.Tensor": torch.Tensor, "torch._C": torch._C, "torch.nn.functional": torch.nn.functional,
-        "torch.cuda": torch.cuda, "torch.cuda.Event": torch.cuda.Event, "torch.Generator": torch.Generator,
-        "json": json, "json.encoder": sys.modules.get("json.encoder"), "json.decoder": sys.modules.get("json.decoder"),
-        "socket": socket, "socket.socket": socket.socket, "select": select, "struct": struct,
+        "torch": torch,
+        "torch.Tensor": torch.Tensor,
+        "torch._C": torch._C,
+        "torch.nn.functional": torch.nn.functional,
+        "torch.cuda": torch.cuda,
+        "torch.cuda.Event": torch.cuda.Event,
+        "torch.Generator": torch.Generator,
+        "json": json,
+        "json.encoder": sys.modules.get("json.encoder"),
+        "json.decoder": sys.modules.get("json.decoder"),
+        "socket": socket,
+        "socket.socket": socket.socket,
+        "select": select,
+        "struct": struct,
     }
     variable_functions = getattr(torch._C, "_VariableFunctions", None)
     if variable_functions is not None:  # torch.add and the other factories' home (an instance)
         spaces["torch._C._VariableFunctions"] = type(variable_functions)
     dist = sys.modules.get("torch.distributed")
-    if dist is not None and getattr(dist, "is_available", lambda: False)():  # watched where a rank imported it
+    if (
+        dist is not None and getattr(dist, "is_available", lambda: False)()
+    ):  # watched where a rank imported it
         spaces["torch.distributed"] = dist
         c10d = sys.modules.get("torch.distributed.distributed_c10d")
         if c10d is not None:
@@ -124,27 +153,38 @@ def _resolved(space: Any) -> dict[str, Any]:
                 continue
         return found
     return {
-        key: value for key, value in list(vars(space).items())
+        key: value
+        for key, value in list(vars(space).items())
         if not key.startswith("__") and not isinstance(value, types.ModuleType) and callable(value)
     }
 
 
-_IMMUTABLE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: attribute assignment is refused (TensorBase, Generator, ...)
+_IMMUTABLE = (
+    1 << 8
+)  # Py_TPFLAGS_IMMUTABLETYPE: attribute assignment is refused (TensorBase, Generator, ...)
 
 
-def _dicts(space: Any, quick: bool = False) -> list[dict[str, Any]]:
+def _dicts(space: Any, quick: bool = False) -> list[Mapping[str, Any]]:
     """The dicts whose change could change what `space` resolves: a class's MRO (but `object`);
     `quick` leaves out immutable C types (only a gc trick on their dict changes them: the check
     at the end of each request still sees that)."""
     if isinstance(space, type):
-        return [vars(cls) for cls in space.__mro__ if cls is not object and not (quick and cls.__flags__ & _IMMUTABLE)]  # type: ignore[misc]
+        return [
+            vars(cls)
+            for cls in space.__mro__
+            if cls is not object and not (quick and cls.__flags__ & _IMMUTABLE)
+        ]
     return [vars(space)]
 
 
 def _torch_own_wrap(qualname: str, original: Any, now: Any) -> bool:
     """Importing torch._dynamo (torch.compile, torch.nn.attention.varlen, ...) wraps
     torch.manual_seed in its disable decorator: an honest candidate's doing, not a patch."""
-    return qualname == "torch.manual_seed" and "torch._dynamo" in sys.modules and getattr(now, "__wrapped__", None) is original
+    return (
+        qualname == "torch.manual_seed"
+        and "torch._dynamo" in sys.modules
+        and getattr(now, "__wrapped__", None) is original
+    )
 
 
 class Watch:
@@ -172,13 +212,29 @@ class Watch:
         its values]."""
         found = []
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # deprecated names of torch.distributed warn when touched
+            warnings.simplefilter(
+                "ignore"
+            )  # deprecated names of torch.distributed warn when touched
             for space in spaces:
                 for d in _dicts(space, quick):
                     keys = None
                     if not isinstance(space, type):
-                        keys = tuple(k for k, v in list(d.items()) if not k.startswith("__") and not isinstance(v, types.ModuleType) and callable(v))
-                    found.append([d, keys, None if keys is None else tuple(map(d.get, keys)), len(d), tuple(d.values())])
+                        keys = tuple(
+                            k
+                            for k, v in list(d.items())
+                            if not k.startswith("__")
+                            and not isinstance(v, types.ModuleType)
+                            and callable(v)
+                        )
+                    found.append(
+                        [
+                            d,
+                            keys,
+                            None if keys is None else tuple(map(d.get, keys)),
+                            len(d),
+                            tuple(d.values()),
+                        ]
+                    )
         return found
 
     @staticmethod
@@ -215,7 +271,10 @@ class Watch:
         if _stack_depth() != 0:
             found += [{"check": HOOKED, "message": m} for m in modes_left()]
         if not self._same(self._quick if quick else self._full):
-            found += [{"check": PATCHED, "message": f"the candidate replaced `{name}`"} for name in self.changed()]
+            found += [
+                {"check": PATCHED, "message": f"the candidate replaced `{name}`"}
+                for name in self.changed()
+            ]
             # torch's own lazy additions (a submodule imported) do not trigger the slow path again
             self._full = self._fingerprint(list(self.spaces.values()), False)
             self._quick = self._fingerprint(self.quick_spaces, True)

@@ -16,11 +16,12 @@ an integrity flag (docs/integrity.md).
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
-from .guard import NO_HOOKS, Hooks, guarded, trusted
+from core.harness.guard import NO_HOOKS, Hooks, guarded, trusted
 
 MakeInputs = Callable[[dict[str, int], torch.Generator], Any]
 
@@ -28,8 +29,21 @@ _TB = torch._C.TensorBase
 _empty = torch.empty
 _normal, _uniform, _random = _TB.normal_, _TB.uniform_, _TB.random_
 _copy, _clamp, _fill_value = _TB.copy_, _TB.clamp_, _TB.fill_
-_clone, _contiguous, _detach, _to, _view, _reshape = _TB.clone, _TB.contiguous, _TB.detach, _TB.to, _TB.view, _TB.reshape
-_data_ptr, _is_contiguous, _is_neg, _is_conj, _untyped_storage = _TB.data_ptr, _TB.is_contiguous, _TB.is_neg, _TB.is_conj, _TB.untyped_storage
+_clone, _contiguous, _detach, _to, _view, _reshape = (
+    _TB.clone,
+    _TB.contiguous,
+    _TB.detach,
+    _TB.to,
+    _TB.view,
+    _TB.reshape,
+)
+_data_ptr, _is_contiguous, _is_neg, _is_conj, _untyped_storage = (
+    _TB.data_ptr,
+    _TB.is_contiguous,
+    _TB.is_neg,
+    _TB.is_conj,
+    _TB.untyped_storage,
+)
 _numpy = _TB.numpy
 _frombuffer = torch.frombuffer
 _Generator = torch.Generator
@@ -50,7 +64,9 @@ def _fill(t: torch.Tensor, spec: dict[str, Any], gen: torch.Generator) -> None:
         work = t if t.dtype.itemsize > 1 else _empty(t.shape, dtype=torch.float32, device=t.device)
         dist = init.get("dist", "normal")
         if dist == "uniform":
-            _uniform(work, float(init.get("low", -1.0)), float(init.get("high", 1.0)), generator=gen)
+            _uniform(
+                work, float(init.get("low", -1.0)), float(init.get("high", 1.0)), generator=gen
+            )
         elif dist == "randint":
             _random(work, int(init["low"]), int(init["high"]), generator=gen)
         else:
@@ -79,7 +95,9 @@ def make_inputs(
         if spec.get("shape") is None:
             inputs.append(spec["value"])
         else:
-            t = _empty(tuple(shapes[spec["name"]]), dtype=dtype_of(spec["dtype"]), device=gen.device)
+            t = _empty(
+                tuple(shapes[spec["name"]]), dtype=dtype_of(spec["dtype"]), device=gen.device
+            )
             _fill(t, spec, gen)
             inputs.append(t)
     return inputs
@@ -87,7 +105,11 @@ def make_inputs(
 
 @guarded
 def correctness_inputs(
-    specs: list[dict[str, Any]], workload: dict[str, Any], seed: int, device: torch.device, custom: MakeInputs | None
+    specs: list[dict[str, Any]],
+    workload: dict[str, Any],
+    seed: int,
+    device: torch.device,
+    custom: MakeInputs | None,
 ) -> list[Any]:
     """Drawn on the device itself: both workers of an evaluation share the device, so the same
     seed gives them the same inputs without either sending tensors to the other."""
@@ -104,11 +126,22 @@ class FreshInputs:
     trusted worker regenerates exactly the inputs of any timed call with a fresh instance."""
 
     def __init__(
-        self, specs: list[dict[str, Any]], workload: dict[str, Any], seed: int, device: torch.device, custom: MakeInputs | None,
+        self,
+        specs: list[dict[str, Any]],
+        workload: dict[str, Any],
+        seed: int,
+        device: torch.device,
+        custom: MakeInputs | None,
         hooks: Hooks = NO_HOOKS,
     ):
         """`hooks` is asked before every refill, i.e. right after the previous call returned."""
-        self.specs, self.workload, self.seed, self.custom, self.hooks = specs, workload, seed, custom, hooks
+        self.specs, self.workload, self.seed, self.custom, self.hooks = (
+            specs,
+            workload,
+            seed,
+            custom,
+            hooks,
+        )
         self.gen = _Generator(device)
         self.args: list[Any] | None = None
 
@@ -120,9 +153,13 @@ class FreshInputs:
     def _refill(self, i: int) -> list[Any]:
         self.gen.manual_seed(self.seed + 7919 * (i + 1))
         if self.args is None:
-            self.args = make_inputs(self.specs, self.workload["axes"], self.workload["shapes"], self.gen, self.custom)
+            self.args = make_inputs(
+                self.specs, self.workload["axes"], self.workload["shapes"], self.gen, self.custom
+            )
         elif self.custom is not None:
-            new = make_inputs(self.specs, self.workload["axes"], self.workload["shapes"], self.gen, self.custom)
+            new = make_inputs(
+                self.specs, self.workload["axes"], self.workload["shapes"], self.gen, self.custom
+            )
             for dst, src in zip(self.args, new):
                 if isinstance(dst, torch.Tensor):
                     _copy(dst, src)
@@ -159,30 +196,43 @@ def output_shape(spec: dict[str, Any], shapes: dict[str, list[int]]) -> tuple[in
 
 @guarded
 def collect_outputs(
-    result: Any, out_specs: list[dict[str, Any]], in_specs: list[dict[str, Any]], inputs: list[Any], shapes: dict[str, list[int]], device: torch.device
+    result: Any,
+    out_specs: list[dict[str, Any]],
+    in_specs: list[dict[str, Any]],
+    inputs: list[Any],
+    shapes: dict[str, list[int]],
+    device: torch.device,
 ) -> list[torch.Tensor]:
     """The returned outputs, in declared order, checked for exact type, dtype, shape, device,
     a plain dense layout, and that none aliases an input (unless declared in place) or another
     output."""
     outs = list(result) if isinstance(result, (tuple, list)) else [result]
     if len(outs) != len(out_specs):
-        raise OutputError(f"run() returned {len(outs)} output(s); the task declares {len(out_specs)}: {', '.join(s['name'] for s in out_specs)}")
+        raise OutputError(
+            f"run() returned {len(outs)} output(s); the task declares {len(out_specs)}: {', '.join(s['name'] for s in out_specs)}"
+        )
     names = [s["name"] for s in in_specs]
     tensors_in = {n: t for n, t in zip(names, inputs) if isinstance(t, torch.Tensor)}
     checked: list[torch.Tensor] = []
     for out, spec in zip(outs, out_specs):
         name = spec["name"]
-        if type(out) is not torch.Tensor:  # noqa: E721 - subclasses may compute on access
+        if type(out) is not torch.Tensor:
             raise OutputError(f"output `{name}` is a {type(out).__name__}, not a torch.Tensor")
         target = tensors_in.get(spec["inplace_of"]) if spec.get("inplace_of") else None
         if target is not None and _data_ptr(out) != _data_ptr(target):
-            raise OutputError(f"output `{name}` must be written in place into input `{spec['inplace_of']}`")
+            raise OutputError(
+                f"output `{name}` must be written in place into input `{spec['inplace_of']}`"
+            )
         want_dtype = dtype_of(spec["dtype"])
         if out.dtype != want_dtype:
-            raise OutputError(f"output `{name}` has dtype {out.dtype}; the task declares {want_dtype}")
+            raise OutputError(
+                f"output `{name}` has dtype {out.dtype}; the task declares {want_dtype}"
+            )
         want_shape = output_shape(spec, shapes)
         if tuple(out.shape) != want_shape:
-            raise OutputError(f"output `{name}` has shape {tuple(out.shape)}; the task declares {want_shape}")
+            raise OutputError(
+                f"output `{name}` has shape {tuple(out.shape)}; the task declares {want_shape}"
+            )
         if out.device.type != device.type:
             raise OutputError(f"output `{name}` is on {out.device}; it must be on {device}")
         if out.layout != torch.strided or _is_neg(out) or _is_conj(out) or not _is_contiguous(out):
@@ -192,7 +242,9 @@ def collect_outputs(
             )
         for other, t in tensors_in.items():
             if t is not target and _overlap(out, t):
-                raise OutputError(f"output `{name}` aliases input `{other}`: return a tensor of your own (only outputs declared `inplace_of` may write an input)")
+                raise OutputError(
+                    f"output `{name}` aliases input `{other}`: return a tensor of your own (only outputs declared `inplace_of` may write an input)"
+                )
         for prev, p in zip(out_specs, checked):
             if _overlap(out, p):
                 raise OutputError(f"output `{name}` shares memory with output `{prev['name']}`")
@@ -201,7 +253,9 @@ def collect_outputs(
 
 
 @guarded
-def poison(out_specs: list[dict[str, Any]], shapes: dict[str, list[int]], device: torch.device) -> None:
+def poison(
+    out_specs: list[dict[str, Any]], shapes: dict[str, list[int]], device: torch.device
+) -> None:
     """Allocate and free output-sized buffers full of NaN (or the largest value), so that a
     candidate returning uninitialised memory (`torch.empty`) reads poison, not a result that
     happens to lie where the last one was freed."""
@@ -238,7 +292,9 @@ def pack(tensors: list[torch.Tensor]) -> tuple[list[dict[str, Any]], bytes]:
     return meta, b"".join(chunks)
 
 
-def expected_meta(out_specs: list[dict[str, Any]], shapes: dict[str, list[int]]) -> list[dict[str, Any]]:
+def expected_meta(
+    out_specs: list[dict[str, Any]], shapes: dict[str, list[int]]
+) -> list[dict[str, Any]]:
     return [{"dtype": s["dtype"], "shape": list(output_shape(s, shapes))} for s in out_specs]
 
 
@@ -246,22 +302,38 @@ def nbytes(meta: list[dict[str, Any]]) -> int:
     return sum(math.prod(m["shape"]) * dtype_of(m["dtype"]).itemsize for m in meta)
 
 
-def unpack(meta: Any, payload: bytes | bytearray | None, expected: list[dict[str, Any]]) -> list[torch.Tensor]:
+def unpack(
+    meta: Any, payload: bytes | bytearray | None, expected: list[dict[str, Any]]
+) -> list[torch.Tensor]:
     """Tensors sent by the candidate worker, accepted only if every dtype and shape is the
     declared one and the byte count adds up; the candidate's process cannot vouch for that."""
     if not isinstance(meta, list) or len(meta) != len(expected):
-        raise OutputError(f"the candidate's worker sent {len(meta) if isinstance(meta, list) else 'no'} tensor descriptions; {len(expected)} were expected")
+        raise OutputError(
+            f"the candidate's worker sent {len(meta) if isinstance(meta, list) else 'no'} tensor descriptions; {len(expected)} were expected"
+        )
     for got, want in zip(meta, expected):
-        if not isinstance(got, dict) or got.get("dtype") != want["dtype"] or got.get("shape") != want["shape"]:
-            raise OutputError(f"the candidate's worker described a tensor as {got!r}; expected {want!r}")
+        if (
+            not isinstance(got, dict)
+            or got.get("dtype") != want["dtype"]
+            or got.get("shape") != want["shape"]
+        ):
+            raise OutputError(
+                f"the candidate's worker described a tensor as {got!r}; expected {want!r}"
+            )
     data = bytearray(payload or b"")
     if len(data) != nbytes(expected):
-        raise OutputError(f"the candidate's worker sent {len(data)} bytes of outputs; {nbytes(expected)} were expected")
+        raise OutputError(
+            f"the candidate's worker sent {len(data)} bytes of outputs; {nbytes(expected)} were expected"
+        )
     tensors, offset = [], 0
     for m in expected:
         dtype = dtype_of(m["dtype"])
         n = math.prod(m["shape"]) * dtype.itemsize
-        raw = _frombuffer(data, dtype=torch.uint8, count=n, offset=offset) if n else torch.empty(0, dtype=torch.uint8)
+        raw = (
+            _frombuffer(data, dtype=torch.uint8, count=n, offset=offset)
+            if n
+            else torch.empty(0, dtype=torch.uint8)
+        )
         tensors.append(raw.clone().view(dtype).reshape(m["shape"]))
         offset += n
     return tensors

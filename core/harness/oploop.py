@@ -9,13 +9,13 @@ worker carries (the candidate's tamper report)."""
 from __future__ import annotations
 
 import socket
-from typing import Callable, Optional, Tuple, Union
+from collections.abc import Callable
 
 from core.harness import channel
 from core.harness.protocol import Op, Reply, Request
 
-Payload = Optional[Union[bytes, bytearray, memoryview]]
-Handler = Callable[[str, Request, Payload], Tuple[Reply, Payload]]
+Payload = bytes | bytearray | memoryview | None
+Handler = Callable[[str, Request, Payload], tuple[Reply, Payload]]
 
 
 def unknown(op: str) -> Reply:
@@ -23,8 +23,12 @@ def unknown(op: str) -> Reply:
 
 
 def serve(
-    conn: socket.socket, handle: Handler, *, error: Callable[[BaseException], Reply],
-    after: Callable[[str, Reply], None] | None = None, on_exit: Callable[[], None] | None = None,
+    conn: socket.socket,
+    handle: Handler,
+    *,
+    error: Callable[[BaseException], Reply],
+    after: Callable[[str, Reply], None] | None = None,
+    on_exit: Callable[[], None] | None = None,
 ) -> None:
     while True:
         try:

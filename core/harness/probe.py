@@ -15,27 +15,39 @@ from typing import Any
 
 import torch
 
-from .runner import versions
-from .timing import time_calls
+from core.harness.runner import versions
+from core.harness.timing import time_calls
 
 
 def probe(device_id: str) -> dict[str, Any]:
     device = torch.device(device_id)
     info: dict[str, Any] = {"id": device_id, "type": device.type, "versions": versions()}
     if device.type == "cpu":
-        info.update(vendor="cpu", model=_cpu_model(), arch=platform.machine(), memory_gb=_cpu_memory_gb(), units=os.cpu_count())
+        info.update(
+            vendor="cpu",
+            model=_cpu_model(),
+            arch=platform.machine(),
+            memory_gb=_cpu_memory_gb(),
+            units=os.cpu_count(),
+        )
     elif device.type == "cuda":
         if not torch.cuda.is_available():
-            raise RuntimeError("torch sees no CUDA or ROCm device (torch.cuda.is_available() is False)")
+            raise RuntimeError(
+                "torch sees no CUDA or ROCm device (torch.cuda.is_available() is False)"
+            )
         index = device.index or 0
         if index >= torch.cuda.device_count():
-            raise RuntimeError(f"cuda:{index} does not exist: torch sees {torch.cuda.device_count()} device(s)")
+            raise RuntimeError(
+                f"cuda:{index} does not exist: torch sees {torch.cuda.device_count()} device(s)"
+            )
         props = torch.cuda.get_device_properties(index)
         hip = getattr(torch.version, "hip", None)
         info.update(
             vendor="amd" if hip else "nvidia",
             model=props.name,
-            arch=getattr(props, "gcnArchName", "").split(":")[0] if hip else f"sm_{props.major}{props.minor}",
+            arch=getattr(props, "gcnArchName", "").split(":")[0]
+            if hip
+            else f"sm_{props.major}{props.minor}",
             memory_gb=props.total_memory / 1e9,
             units=props.multi_processor_count,
             l2_mb=getattr(props, "L2_cache_size", 0) / 1e6,
@@ -51,7 +63,8 @@ def probe(device_id: str) -> dict[str, Any]:
             model=props.name,
             arch=str(getattr(props, "architecture", getattr(props, "platform_name", "xpu"))),
             memory_gb=props.total_memory / 1e9,
-            units=getattr(props, "gpu_subslice_count", None) or getattr(props, "max_compute_units", None),
+            units=getattr(props, "gpu_subslice_count", None)
+            or getattr(props, "max_compute_units", None),
             driver=getattr(props, "driver_version", None),
         )
     else:
@@ -77,11 +90,11 @@ def measure_peaks(device_id: str, budget_ms: float = 200.0) -> dict[str, Any]:
     one = torch.zeros(1, device=device)
     out: dict[str, Any] = {}
 
-    def median(fn, args, graph: bool) -> float:  # noqa: ANN001
+    def median(fn, args, graph: bool) -> float:
         times = time_calls(fn, lambda _i: args, device, budget_ms, 20, 5000, 0, graph)["times_us"]
         return sorted(times)[len(times) // 2]
 
-    tiny = (lambda x: x.add_(1.0))  # noqa: E731 - one kernel of one element: launch and nothing else
+    tiny = lambda x: x.add_(1.0)
     if device.type == "cuda":
         out["launch_graph_us"] = round(median(tiny, [one], True), 3)
     out["launch_eager_us"] = round(median(tiny, [one], False), 3)
@@ -114,7 +127,9 @@ def local_device_ids() -> list[str]:
 
 def _cpu_model() -> str:
     try:
-        for line in open("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as f:
+            lines = f.readlines()
+        for line in lines:
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
     except OSError:

@@ -19,7 +19,7 @@ Imports nothing outside the standard library, like the rest of the harness.
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any, Literal, TypedDict, Union
+from typing import Any, Literal, TypedDict
 
 
 class Op(str, Enum):
@@ -85,7 +85,9 @@ class Job(TypedDict, total=False):
     version: int
     task_id: str
     task_dir: str
-    task_sources: dict[str, str]  # reference.py, baseline.py, inputs.py: the candidate never sees the folder
+    task_sources: dict[
+        str, str
+    ]  # reference.py, baseline.py, inputs.py: the candidate never sees the folder
     task_files: dict[str, str]
     task_inputs: str | None
     candidate: str  # the candidate module's path
@@ -113,8 +115,14 @@ class Job(TypedDict, total=False):
 # --- harness -> engine: events ----------------------------------------------------------------
 
 EventType = Literal[
-    "harness_ready", "evaluation_started", "stage_started", "stage_finished", "workload_checked",
-    "workload_timed", "finding", "evaluation_finished",
+    "harness_ready",
+    "evaluation_started",
+    "stage_started",
+    "stage_finished",
+    "workload_checked",
+    "workload_timed",
+    "finding",
+    "evaluation_finished",
 ]
 
 
@@ -192,4 +200,4 @@ class Reply(TypedDict, total=False):
     ms: float
 
 
-Message = Union[Request, Reply]
+Message = Request | Reply

@@ -21,11 +21,11 @@ import select
 import time
 from typing import Any
 
-from . import ranked_worker
-from .runner import Evaluation, StageFailed, _times, _workload, verdict
-from .timing import picks, summarize
-from .workers import TaskFileChanged, Worker, WorkerDied, WorkerTimeout, candidate_view
-from .zygote import Zygote, ZygoteError
+from core.harness import ranked_worker
+from core.harness.runner import Evaluation, StageFailed, _times, _workload, verdict
+from core.harness.timing import picks, summarize
+from core.harness.workers import TaskFileChanged, Worker, WorkerDied, WorkerTimeout, candidate_view
+from core.harness.zygote import Zygote, ZygoteError
 
 
 class RankedEvaluation(Evaluation):
@@ -57,12 +57,21 @@ class RankedEvaluation(Evaluation):
     def _rank_job(self, role: str, rank: int, base: dict[str, Any]) -> dict[str, Any]:
         side = "candidate" if role == "candidate" else "baseline"
         return {
-            **base, "role": role, "rank": rank, "world_size": self.world,
-            "store": str(self.workdir / f"{side}.rendezvous"), "group_timeout_s": self.job["limits"]["compile_s"],
+            **base,
+            "role": role,
+            "rank": rank,
+            "world_size": self.world,
+            "store": str(self.workdir / f"{side}.rendezvous"),
+            "group_timeout_s": self.job["limits"]["compile_s"],
         }
 
     def _all(
-        self, ranks: list[Worker], header: dict[str, Any], deadline: float, max_payload: int = 0, candidate: bool = True,
+        self,
+        ranks: list[Worker],
+        header: dict[str, Any],
+        deadline: float,
+        max_payload: int = 0,
+        candidate: bool = True,
     ) -> list[tuple[dict[str, Any], bytearray | None]]:
         """Send to every rank (its own seed, if the request has one), then read every reply,
         answering the ranks' barriers on the way (`_serve_barriers`)."""
@@ -78,11 +87,15 @@ class RankedEvaluation(Evaluation):
                 f"{'candidate' if candidate else 'baseline'} rank(s) {', '.join(map(str, late))} of {len(ranks)} did not finish within the "
                 "stage's time limit (a rank stuck on its own and a rank waiting for it in a collective look the same)"
             )
-            raise StageFailed("timeout", message, "candidate" if candidate else "infrastructure") from None
+            raise StageFailed(
+                "timeout", message, "candidate" if candidate else "infrastructure"
+            ) from None
         except WorkerDied as died:
             if candidate:
                 raise StageFailed("crashed", f"the candidate's {died.name} {died.reason}") from None
-            raise StageFailed("error", f"the baseline's {died.name} {died.reason}", "infrastructure") from None
+            raise StageFailed(
+                "error", f"the baseline's {died.name} {died.reason}", "infrastructure"
+            ) from None
         done = [r for r in replies if r is not None]
         if candidate:
             for rank, (reply, _) in enumerate(done):
@@ -91,7 +104,11 @@ class RankedEvaluation(Evaluation):
         return done
 
     def _serve_barriers(
-        self, ranks: list[Worker], replies: list[tuple[dict[str, Any], bytearray | None] | None], deadline: float, max_payload: int,
+        self,
+        ranks: list[Worker],
+        replies: list[tuple[dict[str, Any], bytearray | None] | None],
+        deadline: float,
+        max_payload: int,
     ) -> None:
         """Read every rank's reply into `replies`. A rank's `{"barrier": k}` is held until every
         rank has sent the same k, then all are told `go`; a rank that replies while others wait
@@ -106,7 +123,9 @@ class RankedEvaluation(Evaluation):
                     index[worker.conn.fileno()] = r
             if not index:  # everyone still running waits at a barrier that cannot complete
                 for r in list(at_barrier):
-                    ranks[r].send({"abort": "another rank finished the request without reaching this barrier"})
+                    ranks[r].send(
+                        {"abort": "another rank finished the request without reaching this barrier"}
+                    )
                 at_barrier.clear()
                 continue
             ready = poller.poll(self._remaining(deadline) * 1000)
@@ -123,7 +142,11 @@ class RankedEvaluation(Evaluation):
                         at_barrier.clear()
                     elif len(set(at_barrier.values())) > 1:
                         for waiting in list(at_barrier):
-                            ranks[waiting].send({"abort": f"the ranks reached different barriers: {sorted(set(at_barrier.values()))}"})
+                            ranks[waiting].send(
+                                {
+                                    "abort": f"the ranks reached different barriers: {sorted(set(at_barrier.values()))}"
+                                }
+                            )
                         at_barrier.clear()
                 else:
                     replies[r] = (msg, payload)
@@ -132,9 +155,15 @@ class RankedEvaluation(Evaluation):
         tampered = reply.get("tampered")
         if isinstance(tampered, list):
             for name in tampered[:20]:
-                if isinstance(name, str) and name not in self.tamper_seen and len(self.tamper_seen) < 20:
+                if (
+                    isinstance(name, str)
+                    and name not in self.tamper_seen
+                    and len(self.tamper_seen) < 20
+                ):
                     self.tamper_seen.add(name)
-                    self._finding("runtime_patch", f"the candidate replaced `{name}` in its process", False)
+                    self._finding(
+                        "runtime_patch", f"the candidate replaced `{name}` in its process", False
+                    )
 
     @staticmethod
     def _first_error(replies: list[tuple[dict[str, Any], Any]]) -> str | None:
@@ -150,30 +179,54 @@ class RankedEvaluation(Evaluation):
         try:
             ready, _ = self.trusted.recv(self._remaining(deadline))
         except (WorkerTimeout, WorkerDied) as exc:
-            raise StageFailed("error", f"the checker did not start: {exc}", "infrastructure") from None
+            raise StageFailed(
+                "error", f"the checker did not start: {exc}", "infrastructure"
+            ) from None
         if not ready.get("ok"):
-            raise StageFailed("error", f"the reference could not be loaded: {ready.get('error')}\n{ready.get('traceback', '')}", "infrastructure")
+            raise StageFailed(
+                "error",
+                f"the reference could not be loaded: {ready.get('error')}\n{ready.get('traceback', '')}",
+                "infrastructure",
+            )
         for rank in range(self.world):
-            self.baseline_ranks.append(Worker.fork(f"baseline rank {rank}", ranked_worker.rank_main, self._rank_job("baseline", rank, self.job)))
+            self.baseline_ranks.append(
+                Worker.fork(
+                    f"baseline rank {rank}",
+                    ranked_worker.rank_main,
+                    self._rank_job("baseline", rank, self.job),
+                )
+            )
         try:
             view = candidate_view(self.job)
             if self.zygote is None:
                 self.zygote = Zygote()
             for rank in range(self.world):
-                self.ranks.append(Worker.spawn(f"rank {rank}", self.zygote, self._rank_job("candidate", rank, view)))
+                self.ranks.append(
+                    Worker.spawn(
+                        f"rank {rank}", self.zygote, self._rank_job("candidate", rank, view)
+                    )
+                )
         except (TaskFileChanged, ZygoteError, WorkerDied) as exc:
-            raise StageFailed("error", f"could not start the candidate's ranks: {exc}", "infrastructure") from None
+            raise StageFailed(
+                "error", f"could not start the candidate's ranks: {exc}", "infrastructure"
+            ) from None
         for side, ranks in (("baseline", self.baseline_ranks), ("candidate", self.ranks)):
             replies = self._all_replies(ranks, deadline, side)
             error = self._first_error(replies)
             if error:
-                raise StageFailed("error", f"the {side}'s process group did not form: {error}", "infrastructure")
+                raise StageFailed(
+                    "error", f"the {side}'s process group did not form: {error}", "infrastructure"
+                )
 
-    def _all_replies(self, ranks: list[Worker], deadline: float, side: str) -> list[tuple[dict[str, Any], Any]]:
+    def _all_replies(
+        self, ranks: list[Worker], deadline: float, side: str
+    ) -> list[tuple[dict[str, Any], Any]]:
         try:
             return [worker.recv(self._remaining(deadline)) for worker in ranks]
         except (WorkerTimeout, WorkerDied) as exc:
-            raise StageFailed("error", f"the {side}'s ranks did not start: {exc}", "infrastructure") from None
+            raise StageFailed(
+                "error", f"the {side}'s ranks did not start: {exc}", "infrastructure"
+            ) from None
 
     def _compile(self, deadline: float) -> dict[str, Any]:
         self._start_workers(deadline)
@@ -181,14 +234,24 @@ class RankedEvaluation(Evaluation):
         if error:
             raise StageFailed("failed", error)
         first = self.job["stages"]["correctness"][0]
-        replies = self._all(self.ranks, {"op": "first_call", "workload": _workload(first), "seed": first["seeds"][0]}, deadline)
+        replies = self._all(
+            self.ranks,
+            {"op": "first_call", "workload": _workload(first), "seed": first["seeds"][0]},
+            deadline,
+        )
         error = self._first_error(replies)
         if error:
             raise StageFailed("failed", error)
-        notes = [f"rank {r}: {reply['first_call_error']}" for r, (reply, _) in enumerate(replies) if reply.get("first_call_error")]
+        notes = [
+            f"rank {r}: {reply['first_call_error']}"
+            for r, (reply, _) in enumerate(replies)
+            if reply.get("first_call_error")
+        ]
         return {"log": self._log("candidate-rank0.log"), "note": notes[0] if notes else None}
 
-    def _check(self, stage: str, workloads: list[dict[str, Any]], deadline: float) -> dict[str, Any]:
+    def _check(
+        self, stage: str, workloads: list[dict[str, Any]], deadline: float
+    ) -> dict[str, Any]:
         assert self.trusted is not None
         failures = []
         for w in workloads:
@@ -196,27 +259,55 @@ class RankedEvaluation(Evaluation):
             message = None
             for j, seed in enumerate(w["seeds"]):
                 repeat = 2 if j == 0 else 1  # the first seed runs twice on the same inputs
-                replies = self._all(self.ranks, {"op": "run", "workload": _workload(w), "seed": seed, "repeat": repeat}, deadline, repeat * self._out_bytes(w))
+                replies = self._all(
+                    self.ranks,
+                    {"op": "run", "workload": _workload(w), "seed": seed, "repeat": repeat},
+                    deadline,
+                    repeat * self._out_bytes(w),
+                )
                 error = self._first_error(replies)
                 if error:
                     message, worst = f"seed {seed}: {error.splitlines()[0]}", {"error": error}
                     break
                 check = self._trusted_call(
-                    {"op": "check", "workload": _workload(w), "rank_seeds": self._rank_seeds(seed), "runs": repeat, "tensors": [reply.get("tensors") for reply, _ in replies]},
-                    deadline, b"".join(bytes(p or b"") for _, p in replies),
+                    {
+                        "op": "check",
+                        "workload": _workload(w),
+                        "rank_seeds": self._rank_seeds(seed),
+                        "runs": repeat,
+                        "tensors": [reply.get("tensors") for reply, _ in replies],
+                    },
+                    deadline,
+                    b"".join(bytes(p or b"") for _, p in replies),
                 )
                 if check.get("malformed"):
-                    message, worst = f"seed {seed}: the candidate's ranks sent malformed outputs: {check['malformed']}", {"error": check["malformed"]}
+                    message, worst = (
+                        f"seed {seed}: the candidate's ranks sent malformed outputs: {check['malformed']}",
+                        {"error": check["malformed"]},
+                    )
                     break
                 message, worst = verdict(check["runs"], seed, worst, ranked=True)
                 if message:
                     break
             passed = message is None
-            self.emit({"type": "workload_checked", "stage": stage, "workload": w["label"], "axes": w["axes"], "passed": passed, "message": message, "worst": worst})
+            self.emit(
+                {
+                    "type": "workload_checked",
+                    "stage": stage,
+                    "workload": w["label"],
+                    "axes": w["axes"],
+                    "passed": passed,
+                    "message": message,
+                    "worst": worst,
+                }
+            )
             if not passed:
                 failures.append(f"{w['label']}: {message}")
         if failures:
-            raise StageFailed("failed", f"{len(failures)} of {len(workloads)} workload(s) wrong; first: {failures[0]}")
+            raise StageFailed(
+                "failed",
+                f"{len(failures)} of {len(workloads)} workload(s) wrong; first: {failures[0]}",
+            )
         return {"workloads": len(workloads), "world_size": self.world}
 
     def _performance(self, deadline: float) -> dict[str, Any]:
@@ -225,7 +316,10 @@ class RankedEvaluation(Evaluation):
         sampled = int(timing.get("checked_calls", 2))
         checked_total = 0
         for w in self.job["stages"]["performance"]:
-            per_rank: dict[str, list[list[float]]] = {"candidate": [[] for _ in range(self.world)], "baseline": [[] for _ in range(self.world)]}
+            per_rank: dict[str, list[list[float]]] = {
+                "candidate": [[] for _ in range(self.world)],
+                "baseline": [[] for _ in range(self.world)],
+            }
             walls: dict[str, list[dict[str, float]]] = {"candidate": [], "baseline": []}
             calls: dict[str, int] = {}
             mode = None
@@ -236,65 +330,142 @@ class RankedEvaluation(Evaluation):
                 for side, ranks in (("candidate", self.ranks), ("baseline", self.baseline_ranks)):
                     is_candidate = side == "candidate"
                     if side not in calls:
-                        replies = self._all(ranks, {"op": "estimate", **base_request}, deadline, candidate=is_candidate)
+                        replies = self._all(
+                            ranks,
+                            {"op": "estimate", **base_request},
+                            deadline,
+                            candidate=is_candidate,
+                        )
                         self._raise_timing_error(replies, w, is_candidate)
                         slowest = max(float(reply.get("ms") or 0.0) for reply, _ in replies)
                         per_round = timing["budget_ms"] / rounds
-                        calls[side] = max(int(timing["min_calls"]), min(int(timing["max_calls"]), int(per_round / max(slowest, 1e-4))))
+                        calls[side] = max(
+                            int(timing["min_calls"]),
+                            min(int(timing["max_calls"]), int(per_round / max(slowest, 1e-4))),
+                        )
                     sample = [self.rng.random() for _ in range(sampled)] if is_candidate else []
                     t0 = time.monotonic()
-                    replies = self._all(ranks, {"op": "time", **base_request, "calls": calls[side], "sample": sample}, deadline, candidate=is_candidate)
+                    replies = self._all(
+                        ranks,
+                        {"op": "time", **base_request, "calls": calls[side], "sample": sample},
+                        deadline,
+                        candidate=is_candidate,
+                    )
                     wall = time.monotonic() - t0
-                    if is_candidate and any(reply.get("timed_output_invalid") for reply, _ in replies):
-                        bad = next(reply for reply, _ in replies if reply.get("timed_output_invalid"))
-                        raise self._violation("timed_output_mismatch", f"{w['label']}: a timed call returned an invalid output where the correctness runs did not: {bad.get('error')}", w["label"])
+                    if is_candidate and any(
+                        reply.get("timed_output_invalid") for reply, _ in replies
+                    ):
+                        bad = next(
+                            reply for reply, _ in replies if reply.get("timed_output_invalid")
+                        )
+                        raise self._violation(
+                            "timed_output_mismatch",
+                            f"{w['label']}: a timed call returned an invalid output where the correctness runs did not: {bad.get('error')}",
+                            w["label"],
+                        )
                     self._raise_timing_error(replies, w, is_candidate)
                     times = [_times(reply, calls[side]) for reply, _ in replies]
                     if any(len(t) != calls[side] for t in times):
-                        raise StageFailed("failed", f"{w['label']}: a rank sent a different number of timings than the calls it was asked for")
+                        raise StageFailed(
+                            "failed",
+                            f"{w['label']}: a rank sent a different number of timings than the calls it was asked for",
+                        )
                     for rank, t in enumerate(times):
                         per_rank[side][rank] += t
                     # The slowest rank's own total: no rank may report more than the parent saw pass.
-                    walls[side].append({"wall_s": wall, "reported_s": max(sum(t) for t in times) / 1e6, "calls": calls[side]})
+                    walls[side].append(
+                        {
+                            "wall_s": wall,
+                            "reported_s": max(sum(t) for t in times) / 1e6,
+                            "calls": calls[side],
+                        }
+                    )
                     if is_candidate:
                         mode = replies[0][0].get("mode")
                         checked += self._check_timed_ranks(w, first, sample, calls[side], deadline)
             checked_total += checked
             figures = {side: _slowest_rank(per_rank[side]) for side in per_rank}
-            self.emit({
-                "type": "workload_timed", "workload": w["label"], "axes": w["axes"], "mode": mode, "rounds": rounds,
-                "candidate": {**figures["candidate"], "wall_s": sum(x["wall_s"] for x in walls["candidate"]), "rounds": walls["candidate"], "checked_calls": checked},
-                "baseline": {**figures["baseline"], "wall_s": sum(x["wall_s"] for x in walls["baseline"]), "rounds": walls["baseline"]},
-                "notes": [],
-            })
-        return {"workloads": len(self.job["stages"]["performance"]), "checked_calls": checked_total, "world_size": self.world}
+            self.emit(
+                {
+                    "type": "workload_timed",
+                    "workload": w["label"],
+                    "axes": w["axes"],
+                    "mode": mode,
+                    "rounds": rounds,
+                    "candidate": {
+                        **figures["candidate"],
+                        "wall_s": sum(x["wall_s"] for x in walls["candidate"]),
+                        "rounds": walls["candidate"],
+                        "checked_calls": checked,
+                    },
+                    "baseline": {
+                        **figures["baseline"],
+                        "wall_s": sum(x["wall_s"] for x in walls["baseline"]),
+                        "rounds": walls["baseline"],
+                    },
+                    "notes": [],
+                }
+            )
+        return {
+            "workloads": len(self.job["stages"]["performance"]),
+            "checked_calls": checked_total,
+            "world_size": self.world,
+        }
 
-    def _raise_timing_error(self, replies: list[tuple[dict[str, Any], Any]], w: dict[str, Any], candidate: bool) -> None:
+    def _raise_timing_error(
+        self, replies: list[tuple[dict[str, Any], Any]], w: dict[str, Any], candidate: bool
+    ) -> None:
         error = self._first_error(replies)
         if error is None:
             return
         if candidate:
-            raise StageFailed("failed", f"{w['label']}: the candidate failed while being timed: {error}")
-        raise StageFailed("error", f"{w['label']}: the baseline failed while being timed: {error}", "infrastructure")
+            raise StageFailed(
+                "failed", f"{w['label']}: the candidate failed while being timed: {error}"
+            )
+        raise StageFailed(
+            "error",
+            f"{w['label']}: the baseline failed while being timed: {error}",
+            "infrastructure",
+        )
 
-    def _check_timed_ranks(self, w: dict[str, Any], first: int, sample: list[float], calls: int, deadline: float) -> int:
+    def _check_timed_ranks(
+        self, w: dict[str, Any], first: int, sample: list[float], calls: int, deadline: float
+    ) -> int:
         """Every rank's outputs of the round's sampled calls, checked against the reference on
         regenerated inputs (docs/integrity.md: timed-output checks)."""
         want = sorted(first + 1 + k for k in picks(sample, calls))
         replies = self._all(self.ranks, {"op": "kept"}, deadline, len(want) * self._out_bytes(w))
         for rank, (reply, _) in enumerate(replies):
             if not reply.get("ok"):
-                raise StageFailed("failed", f"{w['label']}: rank {rank} could not return the outputs of the sampled timed calls: {reply.get('error')}")
+                raise StageFailed(
+                    "failed",
+                    f"{w['label']}: rank {rank} could not return the outputs of the sampled timed calls: {reply.get('error')}",
+                )
             if reply.get("calls") != want:
-                raise self._violation("timed_output_mismatch", f"{w['label']}: rank {rank} returned the outputs of calls {reply.get('calls')}, not of the sampled calls {want}", w["label"])
+                raise self._violation(
+                    "timed_output_mismatch",
+                    f"{w['label']}: rank {rank} returned the outputs of calls {reply.get('calls')}, not of the sampled calls {want}",
+                    w["label"],
+                )
         if not want:
             return 0
         check = self._trusted_call(
-            {"op": "check_timed", "workload": _workload(w), "rank_seeds": self._rank_seeds(w["seed"]), "calls": want, "tensors": [reply.get("tensors") for reply, _ in replies]},
-            deadline, b"".join(bytes(p or b"") for _, p in replies),
+            {
+                "op": "check_timed",
+                "workload": _workload(w),
+                "rank_seeds": self._rank_seeds(w["seed"]),
+                "calls": want,
+                "tensors": [reply.get("tensors") for reply, _ in replies],
+            },
+            deadline,
+            b"".join(bytes(p or b"") for _, p in replies),
         )
         if check.get("malformed"):
-            raise self._violation("timed_output_mismatch", f"{w['label']}: malformed outputs of timed calls: {check['malformed']}", w["label"])
+            raise self._violation(
+                "timed_output_mismatch",
+                f"{w['label']}: malformed outputs of timed calls: {check['malformed']}",
+                w["label"],
+            )
         for result in check["results"]:
             for rank, outputs in enumerate(result["ranks"]):
                 for name, outcome in outputs.items():
@@ -321,4 +492,8 @@ def _slowest_rank(times_by_rank: list[list[float]]) -> dict[str, Any]:
     """The summary of the rank with the highest median, plus every rank's median."""
     summaries = [summarize(t) for t in times_by_rank]
     slowest = max(range(len(summaries)), key=lambda r: summaries[r].get("median_us", 0.0))
-    return {**summaries[slowest], "slowest_rank": slowest, "rank_medians_us": [s.get("median_us") for s in summaries]}
+    return {
+        **summaries[slowest],
+        "slowest_rank": slowest,
+        "rank_medians_us": [s.get("median_us") for s in summaries],
+    }

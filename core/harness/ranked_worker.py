@@ -32,18 +32,20 @@ an integrity flag.
 from __future__ import annotations
 
 import datetime
+import functools
 import hashlib
 import hmac
 import os
 import socket
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from . import channel, checking, guard, inputs, oploop, timing, workers
-from .protocol import Op, Reply, Request
+from core.harness import channel, checking, guard, inputs, oploop, timing, workers
+from core.harness.protocol import Op, Reply, Request
 
 # Bound at import, before any candidate code runs (as timing.py binds its clocks).
 _init_process_group = dist.init_process_group
@@ -69,7 +71,9 @@ def parent_barrier(conn: socket.socket, k: int) -> None:
     channel.send(conn, {"barrier": k})
     reply, _ = channel.recv(conn)
     if reply.get("go") != k:
-        raise BarrierAborted(f"barrier {k} called off by the harness: {reply.get('abort') or reply}")
+        raise BarrierAborted(
+            f"barrier {k} called off by the harness: {reply.get('abort') or reply}"
+        )
 
 
 def rank_workload(workload: dict[str, Any], rank: int) -> dict[str, Any]:
@@ -108,7 +112,10 @@ def _join_group(job: dict[str, Any], device: torch.device) -> None:
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # ranks of one host meet on loopback
     os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")
     _init_process_group(
-        backend_for(device.type), init_method=f"file://{job['store']}", rank=job["rank"], world_size=job["world_size"],
+        backend_for(device.type),
+        init_method=f"file://{job['store']}",
+        rank=job["rank"],
+        world_size=job["world_size"],
         timeout=datetime.timedelta(seconds=float(job["group_timeout_s"])),
     )
 
@@ -127,20 +134,31 @@ def rank_main(conn: socket.socket, job: dict[str, Any]) -> None:
     try:
         device = rank_device(job["device"], rank)
         if device.type == "cpu" and role == "candidate":
-            from .triton_cpu import enable_interpreter
+            from core.harness.triton_cpu import enable_interpreter
 
             enable_interpreter()
         # The candidate's view carries inputs.py's source; the baseline's full job has the file.
-        inputs_source = job["task_inputs"].encode() if job.get("task_inputs") else (workers.read_task_file(job, "inputs.py") if role == "baseline" else None)
+        inputs_source = (
+            job["task_inputs"].encode()
+            if job.get("task_inputs")
+            else (workers.read_task_file(job, "inputs.py") if role == "baseline" else None)
+        )
         custom = None
         if inputs_source:
-            custom = getattr(workers.module_from_source(inputs_source, "arena_task_inputs", "<task inputs.py>"), "make_inputs")
+            custom = workers.module_from_source(
+                inputs_source, "arena_task_inputs", "<task inputs.py>"
+            ).make_inputs
         fn: Callable[..., Any] | None = None
         if role == "baseline":
             source = workers.read_task_file(job, "baseline.py")
             if source is None:
                 raise FileNotFoundError("the task's baseline.py is missing")
-            fn = workers.entry(workers.module_from_source(source, "arena_baseline", str(Path(job["task_dir"]) / "baseline.py")), "baseline.py")
+            fn = workers.entry(
+                workers.module_from_source(
+                    source, "arena_baseline", str(Path(job["task_dir"]) / "baseline.py")
+                ),
+                "baseline.py",
+            )
         _join_group(job, device)
     except Exception as exc:  # noqa: BLE001 - the parent reports it as an infrastructure fault
         channel.send(conn, workers.error_reply(exc))
@@ -152,7 +170,9 @@ def rank_main(conn: socket.socket, job: dict[str, Any]) -> None:
         workers.limit_resources(job.get("memory_bytes") if device.type == "cpu" else None)
         workers.drop_capabilities()
         snap = workers.watch()
-        hooks = workers.watch_hooks(custom is not None, guard.CHANNEL_REACH)  # torch.distributed is imported: watched too
+        hooks = workers.watch_hooks(
+            custom is not None, guard.CHANNEL_REACH
+        )  # torch.distributed is imported: watched too
         reported: set[str] = set()
         workers.hide_harness()
     specs, outs = job["inputs"], job["outputs"]
@@ -160,29 +180,44 @@ def rank_main(conn: socket.socket, job: dict[str, Any]) -> None:
 
     def handle(op: str, msg: Request, _payload: oploop.Payload) -> tuple[Reply, oploop.Payload]:
         nonlocal fn
-        if op == Op.IMPORT:  # no collective here: a rank whose import fails must not leave the others waiting
+        if (
+            op == Op.IMPORT
+        ):  # no collective here: a rank whose import fails must not leave the others waiting
             path = Path(job["candidate"])
             fn = workers.entry(workers.import_file(path, f"candidate_{os.getpid()}"), str(path))
             return {"ok": True}, None
         if op == Op.FIRST_CALL:  # builds JIT kernels; every rank calls, as every call is collective
             assert fn is not None, "import first"
             try:
-                args = inputs.correctness_inputs(specs, rank_workload(msg["workload"], rank), int(msg["seed"]), device, custom)
+                args = inputs.correctness_inputs(
+                    specs, rank_workload(msg["workload"], rank), int(msg["seed"]), device, custom
+                )
                 fn(*args)
                 workers.sync(device)
             except Exception as exc:  # noqa: BLE001
-                return (workers.error_reply(exc) if workers.is_compile_error(exc) else {"ok": True, "first_call_error": f"{type(exc).__name__}: {exc}"}), None
+                return (
+                    workers.error_reply(exc)
+                    if workers.is_compile_error(exc)
+                    else {"ok": True, "first_call_error": f"{type(exc).__name__}: {exc}"}
+                ), None
             return {"ok": True}, None
         if op == Op.RUN:
             assert fn is not None, "import first"
             w, seed = rank_workload(msg["workload"], rank), int(msg["seed"])
-            return workers.run_for_check(fn, specs, outs, w, seed, int(msg.get("repeat", 1)), device, custom)
+            return workers.run_for_check(
+                fn, specs, outs, w, seed, int(msg.get("repeat", 1)), device, custom
+            )
         if op == Op.ESTIMATE:
             assert fn is not None, "import first"
-            return {"ok": True, "ms": _estimate(fn, msg, specs, rank, device, custom, conn, hooks)}, None
+            return {
+                "ok": True,
+                "ms": _estimate(fn, msg, specs, rank, device, custom, conn, hooks),
+            }, None
         if op == Op.TIME:
             assert fn is not None, "import first"
-            return _time_rank(fn, msg, specs, outs, rank, device, custom, kept, candidate, conn, hooks), None
+            return _time_rank(
+                fn, msg, specs, outs, rank, device, custom, kept, candidate, conn, hooks
+            ), None
         if op == Op.KEPT:
             return workers.hand_over_kept(kept)
         return oploop.unknown(op), None
@@ -201,15 +236,28 @@ def rank_main(conn: socket.socket, job: dict[str, Any]) -> None:
 
 
 def _fresh(
-    msg: dict[str, Any], specs: list[dict[str, Any]], rank: int, device: torch.device, custom: Any, hooks: guard.Hooks = guard.NO_HOOKS,
+    msg: dict[str, Any],
+    specs: list[dict[str, Any]],
+    rank: int,
+    device: torch.device,
+    custom: Any,
+    hooks: guard.Hooks = guard.NO_HOOKS,
 ) -> inputs.FreshInputs:
     """This rank's inputs: `msg["seed"]` is its own seed, derived in the parent."""
-    return inputs.FreshInputs(specs, rank_workload(msg["workload"], rank), int(msg["seed"]), device, custom, hooks)
+    return inputs.FreshInputs(
+        specs, rank_workload(msg["workload"], rank), int(msg["seed"]), device, custom, hooks
+    )
 
 
 def _estimate(
-    fn: Callable[..., Any], msg: dict[str, Any], specs: list[dict[str, Any]], rank: int, device: torch.device, custom: Any,
-    conn: socket.socket, hooks: guard.Hooks,
+    fn: Callable[..., Any],
+    msg: dict[str, Any],
+    specs: list[dict[str, Any]],
+    rank: int,
+    device: torch.device,
+    custom: Any,
+    conn: socket.socket,
+    hooks: guard.Hooks,
 ) -> float:
     """Milliseconds of one call after a warm-up call, both entered together by every rank."""
     fresh = _fresh(msg, specs, rank, device, custom, hooks)
@@ -226,9 +274,22 @@ def _estimate(
     raise AssertionError("unreachable")
 
 
+def _rank_inputs(fresh: list[Any], index: int, rank: int) -> Any:
+    """Rank `rank`'s inputs of call `index`."""
+    return fresh[rank](index)
+
+
 def _time_rank(
-    fn: Callable[..., Any], msg: dict[str, Any], specs: list[dict[str, Any]], outs: list[dict[str, Any]], rank: int,
-    device: torch.device, custom: Any, kept: dict[int, list[torch.Tensor]], keep: bool, conn: socket.socket,
+    fn: Callable[..., Any],
+    msg: dict[str, Any],
+    specs: list[dict[str, Any]],
+    outs: list[dict[str, Any]],
+    rank: int,
+    device: torch.device,
+    custom: Any,
+    kept: dict[int, list[torch.Tensor]],
+    keep: bool,
+    conn: socket.socket,
     hooks: guard.Hooks = guard.NO_HOOKS,
 ) -> dict[str, Any]:
     """`calls` timed calls; call k gets inputs first_index + 1 + k, as on a single device. The
@@ -243,7 +304,9 @@ def _time_rank(
     times: list[float] = []
     for k in range(calls):
         hooks.check()  # the barrier's channel code must be the harness's own
-        parent_barrier(conn, k)  # every rank enters the call together: a collective's time starts when all can start
+        parent_barrier(
+            conn, k
+        )  # every rank enters the call together: a collective's time starts when all can start
         # Refilled after the barrier, right before the timer: the barrier's wait (a round trip
         # through the parent) must not be a window in which a candidate's thread, seeing the new
         # values, ships them to its peers untimed (tests/cheats/rank_prefetch_thread.py). Every
@@ -268,10 +331,18 @@ def _time_rank(
             times.append((timing._perf_counter() - t0) * 1e6)
         if k in chosen:
             try:
-                kept[first + 1 + k] = inputs.snapshot(inputs.collect_outputs(result, outs, specs, args, msg["workload"]["shapes"], device))
+                kept[first + 1 + k] = inputs.snapshot(
+                    inputs.collect_outputs(
+                        result, outs, specs, args, msg["workload"]["shapes"], device
+                    )
+                )
             except inputs.OutputError as exc:
                 kept.clear()
-                return {"ok": False, "error": f"call {first + 1 + k}: {exc}", "timed_output_invalid": True}
+                return {
+                    "ok": False,
+                    "error": f"call {first + 1 + k}: {exc}",
+                    "timed_output_invalid": True,
+                }
         result = None
     return {"ok": True, "times_us": times, "mode": "events" if gpu else "wall"}
 
@@ -293,33 +364,60 @@ def checker_main(conn: socket.socket, job: dict[str, Any]) -> None:
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         task_dir = Path(job["task_dir"])
-        sources = {name: workers.read_task_file(job, name) for name in ("reference.py", "inputs.py", "check.py")}
+        sources = {
+            name: workers.read_task_file(job, name)
+            for name in ("reference.py", "inputs.py", "check.py")
+        }
         if sources["reference.py"] is None:
             raise FileNotFoundError("the task's reference.py is missing")
-        module = workers.module_from_source(sources["reference.py"], "arena_reference", str(task_dir / "reference.py"))
+        module = workers.module_from_source(
+            sources["reference.py"], "arena_reference", str(task_dir / "reference.py")
+        )
         run_all = getattr(module, "run_all", None)
         if not callable(run_all):
-            raise AttributeError("reference.py of a multi-rank task defines no `run_all(inputs_by_rank)`")
+            raise AttributeError(
+                "reference.py of a multi-rank task defines no `run_all(inputs_by_rank)`"
+            )
         custom = None
         if sources["inputs.py"] is not None:
-            custom = getattr(workers.module_from_source(sources["inputs.py"], "arena_task_inputs", str(task_dir / "inputs.py")), "make_inputs")
-        check = None if sources["check.py"] is None else checking.check_from_source(sources["check.py"], str(task_dir / "check.py"))
+            custom = workers.module_from_source(
+                sources["inputs.py"], "arena_task_inputs", str(task_dir / "inputs.py")
+            ).make_inputs
+        check = (
+            None
+            if sources["check.py"] is None
+            else checking.check_from_source(sources["check.py"], str(task_dir / "check.py"))
+        )
     except Exception as exc:  # noqa: BLE001 - the parent reports it as an infrastructure fault
         channel.send(conn, workers.error_reply(exc))
         return
     channel.send(conn, {"ok": True, "ready": True})
-    world, specs, out_specs, rule = job["world_size"], job["inputs"], job["outputs"], job["correctness"]
+    world, specs, out_specs, rule = (
+        job["world_size"],
+        job["inputs"],
+        job["outputs"],
+        job["correctness"],
+    )
 
-    def expected(make: Callable[[int], list[Any]]) -> tuple[list[list[Any]], list[list[torch.Tensor]]]:
+    def expected(
+        make: Callable[[int], list[Any]],
+    ) -> tuple[list[list[Any]], list[list[torch.Tensor]]]:
         by_rank = [make(r) for r in range(world)]
         with torch.no_grad():
             result = run_all(by_rank)
         if not isinstance(result, (list, tuple)) or len(result) != world:
-            raise checking.CheckError(f"reference.run_all returned {type(result).__name__} for {world} ranks: it must return one output set per rank")
+            raise checking.CheckError(
+                f"reference.run_all returned {type(result).__name__} for {world} ranks: it must return one output set per rank"
+            )
         return by_rank, [list(r) if isinstance(r, (tuple, list)) else [r] for r in result]
 
-    def judge_ranks(got: list[list[torch.Tensor]], args: list[list[Any]], want: list[list[torch.Tensor]]) -> list[dict[str, Any]]:
-        return [workers.compare_all(out_specs, got[r], want[r], args[r], rule, device, check) for r in range(world)]
+    def judge_ranks(
+        got: list[list[torch.Tensor]], args: list[list[Any]], want: list[list[torch.Tensor]]
+    ) -> list[dict[str, Any]]:
+        return [
+            workers.compare_all(out_specs, got[r], want[r], args[r], rule, device, check)
+            for r in range(world)
+        ]
 
     def handle(op: str, msg: Request, payload: oploop.Payload) -> tuple[Reply, oploop.Payload]:
         shapes = msg["workload"]["shapes"]
@@ -332,10 +430,14 @@ def checker_main(conn: socket.socket, job: dict[str, Any]) -> None:
                 return {"ok": True, "malformed": str(exc)}, None
             seeds = _rank_seeds(msg, world)
             args, want = expected(
-                lambda r: inputs.correctness_inputs(specs, rank_workload(msg["workload"], r), seeds[r], device, custom)
+                lambda r: inputs.correctness_inputs(
+                    specs, rank_workload(msg["workload"], r), seeds[r], device, custom
+                )
             )
             n = len(out_specs)
-            verdicts = [judge_ranks([g[i * n:(i + 1) * n] for g in got], args, want) for i in range(runs)]
+            verdicts = [
+                judge_ranks([g[i * n : (i + 1) * n] for g in got], args, want) for i in range(runs)
+            ]
             return {"ok": True, "runs": verdicts}, None
         if op == Op.CHECK_TIMED:
             calls = [int(i) for i in msg["calls"]]
@@ -344,12 +446,22 @@ def checker_main(conn: socket.socket, job: dict[str, Any]) -> None:
             except inputs.OutputError as exc:
                 return {"ok": True, "malformed": str(exc)}, None
             seeds = _rank_seeds(msg, world)
-            fresh = [inputs.FreshInputs(specs, rank_workload(msg["workload"], r), seeds[r], device, custom) for r in range(world)]
+            fresh = [
+                inputs.FreshInputs(
+                    specs, rank_workload(msg["workload"], r), seeds[r], device, custom
+                )
+                for r in range(world)
+            ]
             n = len(out_specs)
             results = []
             for j, index in enumerate(calls):
-                args, want = expected(lambda r: fresh[r](index))
-                results.append({"call": index, "ranks": judge_ranks([g[j * n:(j + 1) * n] for g in got], args, want)})
+                args, want = expected(functools.partial(_rank_inputs, fresh, index))
+                results.append(
+                    {
+                        "call": index,
+                        "ranks": judge_ranks([g[j * n : (j + 1) * n] for g in got], args, want),
+                    }
+                )
             return {"ok": True, "results": results}, None
         return oploop.unknown(op), None
 
@@ -364,13 +476,24 @@ def _rank_seeds(msg: dict[str, Any], world: int) -> list[int]:
     return [int(s) for s in seeds]
 
 
-def _unpack_ranks(msg: dict[str, Any], payload: bytes | bytearray | None, expected: list[dict[str, Any]], world: int) -> list[list[torch.Tensor]]:
+def _unpack_ranks(
+    msg: dict[str, Any],
+    payload: bytes | bytearray | None,
+    expected: list[dict[str, Any]],
+    world: int,
+) -> list[list[torch.Tensor]]:
     """The outputs of every rank, sent as one payload: rank 0's bytes, then rank 1's, …"""
     metas = msg.get("tensors")
     if not isinstance(metas, list) or len(metas) != world:
-        raise inputs.OutputError(f"outputs of {len(metas) if isinstance(metas, list) else 'no'} ranks; {world} were expected")
+        raise inputs.OutputError(
+            f"outputs of {len(metas) if isinstance(metas, list) else 'no'} ranks; {world} were expected"
+        )
     data = memoryview(payload or b"")
     size = inputs.nbytes(expected)
     if len(data) != size * world:
-        raise inputs.OutputError(f"{len(data)} bytes of outputs for {world} ranks; {size * world} were expected")
-    return [inputs.unpack(metas[r], data[r * size:(r + 1) * size], expected) for r in range(world)]
+        raise inputs.OutputError(
+            f"{len(data)} bytes of outputs for {world} ranks; {size * world} were expected"
+        )
+    return [
+        inputs.unpack(metas[r], data[r * size : (r + 1) * size], expected) for r in range(world)
+    ]

@@ -16,12 +16,13 @@ import platform
 import random
 import select
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
-from . import inputs, shared_round
-from .timing import ci_rel, picks, summarize
-from .workers import (
+from core.harness import inputs, shared_round
+from core.harness.timing import ci_rel, picks, summarize
+from core.harness.workers import (
     TaskFileChanged,
     Worker,
     WorkerDied,
@@ -29,7 +30,7 @@ from .workers import (
     candidate_view,
     trusted_main,
 )
-from .zygote import Zygote, ZygoteError
+from core.harness.zygote import Zygote, ZygoteError
 
 Emit = Callable[[dict[str, Any]], None]
 LOG_LIMIT = 64 * 1024
@@ -37,8 +38,13 @@ MAX_TAMPER_NOTES = 20
 HOOK_FLAGS = ("harness_hooked", "torch_patched")  # guard.HOOKED, guard.PATCHED
 TIMING_MODES = ("graph", "events", "queued", "wall")
 HARNESS_DIR = Path(__file__).resolve().parent
-ON_CPU = ("cpu", "sim")  # devices whose candidate runs on the CPU: a GPU runs one worker's work faster than two CPU cores
-MAX_CANDIDATE_WORKERS = 2  # the scheduler's default slots (cores / 2) give each evaluation two cores
+ON_CPU = (
+    "cpu",
+    "sim",
+)  # devices whose candidate runs on the CPU: a GPU runs one worker's work faster than two CPU cores
+MAX_CANDIDATE_WORKERS = (
+    2  # the scheduler's default slots (cores / 2) give each evaluation two cores
+)
 
 
 def evaluation_cores() -> int:
@@ -62,14 +68,22 @@ def cannot_evaluate(reply: dict[str, Any]) -> None:
     cannot run (triton_cpu.unsupported_reason): an infrastructure-style outcome, never a wrong
     answer (the kernel may well be right on a GPU)."""
     if isinstance(reply.get("unsupported"), str):
-        raise StageFailed("error", f"cannot evaluate on this device: {reply['unsupported'][:500]}", "infrastructure")
+        raise StageFailed(
+            "error",
+            f"cannot evaluate on this device: {reply['unsupported'][:500]}",
+            "infrastructure",
+        )
 
 
 def versions() -> dict[str, Any]:
     import numpy
     import torch
 
-    found: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__, "numpy": numpy.__version__}
+    found: dict[str, Any] = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": numpy.__version__,
+    }
     try:
         import triton
 
@@ -86,7 +100,9 @@ def versions() -> dict[str, Any]:
 
 
 def harness_hashes() -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(HARNESS_DIR.glob("*.py"))}
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(HARNESS_DIR.glob("*.py"))
+    }
 
 
 def task_hashes(task_dir: Path, names: list[str]) -> dict[str, str | None]:
@@ -101,20 +117,32 @@ def task_hashes(task_dir: Path, names: list[str]) -> dict[str, str | None]:
 
 
 class Evaluation:
-    def __init__(self, job: dict[str, Any], emit: Emit, close_fds: tuple[int, ...], zygote: Zygote | None = None):
+    def __init__(
+        self,
+        job: dict[str, Any],
+        emit: Emit,
+        close_fds: tuple[int, ...],
+        zygote: Zygote | None = None,
+    ):
         self.job, self.emit, self.close_fds = job, emit, close_fds
         self.workdir = Path(job["workdir"])
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.candidate: Worker | None = None
-        self.second: Worker | None = None  # a second candidate worker, for stages of independent workloads (_fan_out)
+        self.second: Worker | None = (
+            None  # a second candidate worker, for stages of independent workloads (_fan_out)
+        )
         self.trusted: Worker | None = None
         self.own_zygote = zygote is None
         self.zygote = zygote
-        self.rng = random.SystemRandom()  # which timed calls are checked: never the candidate's to know
+        self.rng = (
+            random.SystemRandom()
+        )  # which timed calls are checked: never the candidate's to know
         self.tamper_seen: set[str] = set()
         self.stage = "compile"
         self.stage_limit = 0.0
-        self.key_prefix = ""  # of the trusted worker's per-candidate state (a batch shares one trusted worker)
+        self.key_prefix = (
+            ""  # of the trusted worker's per-candidate state (a batch shares one trusted worker)
+        )
 
     # --- helpers -------------------------------------------------------------------------
 
@@ -133,7 +161,16 @@ class Evaluation:
         return ("[... earlier output cut ...]\n" if len(data) > LOG_LIMIT else "") + text
 
     def _finding(self, check: str, message: str, proven: bool, workload: str | None = None) -> None:
-        self.emit({"type": "finding", "check": check, "proven": proven, "message": message, "stage": self.stage, "workload": workload})
+        self.emit(
+            {
+                "type": "finding",
+                "check": check,
+                "proven": proven,
+                "message": message,
+                "stage": self.stage,
+                "workload": workload,
+            }
+        )
 
     def _violation(self, check: str, message: str, workload: str | None = None) -> StageFailed:
         """A proven violation: reported as a finding, and the stage fails."""
@@ -141,7 +178,11 @@ class Evaluation:
         return StageFailed("failed", f"{check}: {message}")
 
     def _candidate_call(
-        self, header: dict[str, Any], deadline: float, max_payload: int = 0, limit_note: str | None = None,
+        self,
+        header: dict[str, Any],
+        deadline: float,
+        max_payload: int = 0,
+        limit_note: str | None = None,
     ) -> tuple[dict[str, Any], bytearray | None]:
         assert self.candidate is not None
         return self._candidate_recv(self.candidate, deadline, max_payload, header, limit_note)
@@ -151,10 +192,18 @@ class Evaluation:
         if limit_note:
             return f"the candidate timed out: {limit_note}"
         profile = self.job.get("profile")
-        return f"the candidate did not finish within the {self.stage} stage's limit of {self.stage_limit:g} s" + (f" (profile {profile})" if profile else "")
+        return (
+            f"the candidate did not finish within the {self.stage} stage's limit of {self.stage_limit:g} s"
+            + (f" (profile {profile})" if profile else "")
+        )
 
     def _candidate_recv(
-        self, worker: Worker, deadline: float, max_payload: int = 0, header: dict[str, Any] | None = None, limit_note: str | None = None,
+        self,
+        worker: Worker,
+        deadline: float,
+        max_payload: int = 0,
+        header: dict[str, Any] | None = None,
+        limit_note: str | None = None,
     ) -> tuple[dict[str, Any], bytearray | None]:
         """The reply of a candidate's worker (sending `header` first, if given), with its
         failures as the stage's and its runtime patches as findings."""
@@ -170,9 +219,15 @@ class Evaluation:
         tampered = reply.get("tampered")
         if isinstance(tampered, list):
             for name in tampered[:MAX_TAMPER_NOTES]:
-                if isinstance(name, str) and name not in self.tamper_seen and len(self.tamper_seen) < MAX_TAMPER_NOTES:
+                if (
+                    isinstance(name, str)
+                    and name not in self.tamper_seen
+                    and len(self.tamper_seen) < MAX_TAMPER_NOTES
+                ):
                     self.tamper_seen.add(name)
-                    self._finding("runtime_patch", f"the candidate replaced `{name}` in its process", False)
+                    self._finding(
+                        "runtime_patch", f"the candidate replaced `{name}` in its process", False
+                    )
         return reply, payload
 
     def _raise_hooks(self, reply: dict[str, Any], where: str = "") -> None:
@@ -181,14 +236,25 @@ class Evaluation:
         hooked = reply.get("hooked")
         if not isinstance(hooked, list) or not hooked:
             return
-        found = [h for h in hooked[:MAX_TAMPER_NOTES] if isinstance(h, dict) and h.get("check") in HOOK_FLAGS and isinstance(h.get("message"), str)]
+        found = [
+            h
+            for h in hooked[:MAX_TAMPER_NOTES]
+            if isinstance(h, dict)
+            and h.get("check") in HOOK_FLAGS
+            and isinstance(h.get("message"), str)
+        ]
         if not found:
             raise StageFailed("failed", "the candidate's worker sent a malformed hook report")
         for h in found[1:]:
             self._finding(h["check"], f"{where}{h['message']}", True)
-        raise self._violation(found[0]["check"], f"{where}{found[0]['message']} (the harness's own tensor work runs with Python dispatch off; a hook left behind is proof of an attempt to reach it)")
+        raise self._violation(
+            found[0]["check"],
+            f"{where}{found[0]['message']} (the harness's own tensor work runs with Python dispatch off; a hook left behind is proof of an attempt to reach it)",
+        )
 
-    def _fan_out(self, requests: list[tuple[dict[str, Any], int]], deadline: float) -> Iterator[tuple[int, dict[str, Any], bytearray | None]]:
+    def _fan_out(
+        self, requests: list[tuple[dict[str, Any], int]], deadline: float
+    ) -> Iterator[tuple[int, dict[str, Any], bytearray | None]]:
         """Send independent (request, max payload) pairs to the candidate's worker and, where
         the evaluation has a second core, to a second worker forked the same way (same sandbox,
         limits and watch); yield (index, reply, payload) as replies come, in whichever order
@@ -196,7 +262,11 @@ class Evaluation:
         next request before the reply is yielded, so it never waits on the caller."""
         assert self.candidate is not None
         workers = [self.candidate]
-        if len(requests) > 1 and self.job["device"].get("type") in ON_CPU and evaluation_cores() > 1:
+        if (
+            len(requests) > 1
+            and self.job["device"].get("type") in ON_CPU
+            and evaluation_cores() > 1
+        ):
             if self.second is None:
                 self.second = self._second_candidate(deadline)
             if self.second is not None:
@@ -206,7 +276,9 @@ class Evaluation:
         # One run may take at most the job's per-call limit (a new shape may JIT-compile: the
         # profile's compile limit), so a call that hangs ends the stage long before its limit.
         call_s = float((self.job.get("limits") or {}).get("call_s") or 0.0)
-        call_note = f"one run took more than the per-call limit of {call_s:g} s" + (f" (profile {self.job['profile']})" if self.job.get("profile") else "")
+        call_note = f"one run took more than the per-call limit of {call_s:g} s" + (
+            f" (profile {self.job['profile']})" if self.job.get("profile") else ""
+        )
 
         def dispatch(worker: Worker) -> None:
             if waiting:
@@ -215,7 +287,11 @@ class Evaluation:
                     worker.send(header)
                 except WorkerDied as died:
                     raise StageFailed("crashed", f"the candidate's process {died.reason}") from None
-                busy[worker] = (index, max_payload, time.monotonic() + call_s if call_s else math.inf)
+                busy[worker] = (
+                    index,
+                    max_payload,
+                    time.monotonic() + call_s if call_s else math.inf,
+                )
 
         try:
             for worker in workers:
@@ -225,7 +301,10 @@ class Evaluation:
                 for worker in busy:
                     poller.register(worker.conn.fileno(), select.POLLIN)
                 try:
-                    wait_s = min(self._remaining(deadline), min(b[2] for b in busy.values()) - time.monotonic())
+                    wait_s = min(
+                        self._remaining(deadline),
+                        min(b[2] for b in busy.values()) - time.monotonic(),
+                    )
                 except WorkerTimeout:
                     raise StageFailed("timeout", self._limit_message()) from None
                 ready = {fd for fd, _ in poller.poll(max(wait_s, 0.0) * 1000)}
@@ -237,7 +316,9 @@ class Evaluation:
                     dispatch(worker)
                     yield index, reply, payload
         finally:
-            if busy and self.second is not None:  # left mid-request: its late reply must not reach a later stage
+            if (
+                busy and self.second is not None
+            ):  # left mid-request: its late reply must not reach a later stage
                 self.second.kill()
                 self.second = None
 
@@ -251,7 +332,11 @@ class Evaluation:
         except (TaskFileChanged, ZygoteError, WorkerDied):
             return None
         try:
-            reply, _ = self._candidate_recv(worker, deadline, header={"op": "compile", "workload": _workload(first), "seed": first["seeds"][0]})
+            reply, _ = self._candidate_recv(
+                worker,
+                deadline,
+                header={"op": "compile", "workload": _workload(first), "seed": first["seeds"][0]},
+            )
         except StageFailed:
             reply = {"ok": False}
         if not reply.get("ok"):
@@ -259,16 +344,28 @@ class Evaluation:
             return None
         return worker
 
-    def _trusted_call(self, header: dict[str, Any], deadline: float, payload: bytes | bytearray | None = None) -> dict[str, Any]:
+    def _trusted_call(
+        self, header: dict[str, Any], deadline: float, payload: bytes | bytearray | None = None
+    ) -> dict[str, Any]:
         assert self.trusted is not None
         try:
             reply, _ = self.trusted.request(header, self._remaining(deadline), payload)
         except WorkerTimeout:
-            raise StageFailed("timeout", "the reference/baseline worker did not finish within the stage's time limit", "infrastructure") from None
+            raise StageFailed(
+                "timeout",
+                "the reference/baseline worker did not finish within the stage's time limit",
+                "infrastructure",
+            ) from None
         except WorkerDied as died:
-            raise StageFailed("error", f"the reference/baseline worker {died.reason}", "infrastructure") from None
+            raise StageFailed(
+                "error", f"the reference/baseline worker {died.reason}", "infrastructure"
+            ) from None
         if not reply.get("ok"):
-            raise StageFailed("error", f"the reference/baseline failed: {reply.get('error')}\n{reply.get('traceback', '')}", "infrastructure")
+            raise StageFailed(
+                "error",
+                f"the reference/baseline failed: {reply.get('error')}\n{reply.get('traceback', '')}",
+                "infrastructure",
+            )
         return reply
 
     def _out_bytes(self, w: dict[str, Any]) -> int:
@@ -278,10 +375,19 @@ class Evaluation:
 
     def run(self) -> None:
         started = time.monotonic()
-        self.emit({"type": "evaluation_started", "task_id": self.job["task_id"], "device": self.job["device"], "versions": versions()})
+        self.emit(
+            {
+                "type": "evaluation_started",
+                "task_id": self.job["task_id"],
+                "device": self.job["device"],
+                "versions": versions(),
+            }
+        )
         status, fault = "passed", None
         harness_before = harness_hashes()
-        task_before = task_hashes(Path(self.job["task_dir"]), sorted(self.job.get("task_files") or {}))
+        task_before = task_hashes(
+            Path(self.job["task_dir"]), sorted(self.job.get("task_files") or {})
+        )
         try:
             for stage in ("compile", "correctness", "generalization", "performance"):
                 ok, fault = self._stage(stage)
@@ -293,7 +399,14 @@ class Evaluation:
                 if worker is not None:
                     worker.kill()
             self._after(harness_before, task_before)
-            self.emit({"type": "evaluation_finished", "status": status, "fault": fault, "seconds": time.monotonic() - started})
+            self.emit(
+                {
+                    "type": "evaluation_finished",
+                    "status": status,
+                    "fault": fault,
+                    "seconds": time.monotonic() - started,
+                }
+            )
 
     def _workers(self) -> list[Worker | None]:
         return [self.candidate, self.second, self.trusted]
@@ -311,26 +424,43 @@ class Evaluation:
                 escaped = self.zygote.cleanup()
             except ZygoteError as exc:
                 escaped = []
-                self._finding("leftover_processes", f"could not check for leftover processes: {exc}", False)
+                self._finding(
+                    "leftover_processes", f"could not check for leftover processes: {exc}", False
+                )
             if escaped:
                 shown = "; ".join(f"{p['pid']} `{p['command']}`" for p in escaped[:5])
                 # Proven: the worker's own children (a compiler, torch.compile's worker pool)
                 # stay in its process group; only a process that detached itself is here.
-                self._finding("leftover_processes", f"{len(escaped)} process(es) the candidate started had left its process group and were still running; killed: {shown}", True)
+                self._finding(
+                    "leftover_processes",
+                    f"{len(escaped)} process(es) the candidate started had left its process group and were still running; killed: {shown}",
+                    True,
+                )
             if self.own_zygote:
                 self.zygote.close()
         now = task_hashes(Path(self.job["task_dir"]), sorted(task_before))
-        changed = sorted(name for name, sha in task_before.items() if sha is not None and now.get(name) != sha)
+        changed = sorted(
+            name for name, sha in task_before.items() if sha is not None and now.get(name) != sha
+        )
         if changed:
             self._finding(
                 "task_files_modified",
                 f"{', '.join(changed)} of the task folder changed on disk during the evaluation (the verdict used the files as "
-                "they were when the job was built; restore the folder before the next job)", True,
+                "they were when the job was built; restore the folder before the next job)",
+                True,
             )
         after = harness_hashes()
-        changed = sorted(name for name in set(harness_before) | set(after) if harness_before.get(name) != after.get(name))
+        changed = sorted(
+            name
+            for name in set(harness_before) | set(after)
+            if harness_before.get(name) != after.get(name)
+        )
         if changed:
-            self._finding("harness_files_modified", f"{', '.join(changed)} in {HARNESS_DIR} changed on disk during the evaluation", True)
+            self._finding(
+                "harness_files_modified",
+                f"{', '.join(changed)} in {HARNESS_DIR} changed on disk during the evaluation",
+                True,
+            )
 
     def _stage(self, stage: str) -> tuple[bool, str | None]:
         self.stage = stage
@@ -344,12 +474,27 @@ class Evaluation:
         except StageFailed as failed:
             if failed.fault == "candidate" and failed.status in ("timeout", "crashed"):
                 self._kill_candidate()  # nothing it started outlives the stage
-            self.emit({
-                "type": "stage_finished", "stage": stage, "status": failed.status, "message": failed.message,
-                "fault": failed.fault, "seconds": time.monotonic() - t0, "log": self._log("candidate.log") if stage == "compile" else "",
-            })
+            self.emit(
+                {
+                    "type": "stage_finished",
+                    "stage": stage,
+                    "status": failed.status,
+                    "message": failed.message,
+                    "fault": failed.fault,
+                    "seconds": time.monotonic() - t0,
+                    "log": self._log("candidate.log") if stage == "compile" else "",
+                }
+            )
             return False, failed.fault
-        self.emit({"type": "stage_finished", "stage": stage, "status": "passed", "seconds": time.monotonic() - t0, **details})
+        self.emit(
+            {
+                "type": "stage_finished",
+                "stage": stage,
+                "status": "passed",
+                "seconds": time.monotonic() - t0,
+                **details,
+            }
+        )
         return True, None
 
     def _start_workers(self, deadline: float) -> None:
@@ -360,24 +505,36 @@ class Evaluation:
         try:
             ready, _ = self.trusted.recv(self._remaining(deadline))
         except (WorkerTimeout, WorkerDied) as exc:
-            raise StageFailed("error", f"the reference/baseline worker did not start: {exc}", "infrastructure") from None
+            raise StageFailed(
+                "error", f"the reference/baseline worker did not start: {exc}", "infrastructure"
+            ) from None
         if not ready.get("ok"):
-            raise StageFailed("error", f"the reference/baseline could not be loaded: {ready.get('error')}\n{ready.get('traceback', '')}", "infrastructure")
+            raise StageFailed(
+                "error",
+                f"the reference/baseline could not be loaded: {ready.get('error')}\n{ready.get('traceback', '')}",
+                "infrastructure",
+            )
         try:
             view = candidate_view(self.job)
             if self.zygote is None:
                 self.zygote = Zygote()
             self.candidate = Worker.spawn("candidate", self.zygote, view)
         except (TaskFileChanged, ZygoteError, WorkerDied) as exc:
-            raise StageFailed("error", f"could not start the candidate's worker: {exc}", "infrastructure") from None
+            raise StageFailed(
+                "error", f"could not start the candidate's worker: {exc}", "infrastructure"
+            ) from None
 
     def _compile(self, deadline: float) -> dict[str, Any]:
         self._start_workers(deadline)
         first = self.job["stages"]["correctness"][0]
-        reply, _ = self._candidate_call({"op": "compile", "workload": _workload(first), "seed": first["seeds"][0]}, deadline)
+        reply, _ = self._candidate_call(
+            {"op": "compile", "workload": _workload(first), "seed": first["seeds"][0]}, deadline
+        )
         if not reply.get("ok"):
             cannot_evaluate(reply)
-            raise StageFailed("failed", f"{reply.get('error')}\n{reply.get('traceback', '')}".strip())
+            raise StageFailed(
+                "failed", f"{reply.get('error')}\n{reply.get('traceback', '')}".strip()
+            )
         return {"log": self._log("candidate.log"), "note": reply.get("first_call_error")}
 
     def _correctness(self, deadline: float) -> dict[str, Any]:
@@ -386,14 +543,26 @@ class Evaluation:
     def _generalization(self, deadline: float) -> dict[str, Any]:
         return self._check("generalization", self.job["stages"]["generalization"], deadline)
 
-    def _check(self, stage: str, workloads: list[dict[str, Any]], deadline: float) -> dict[str, Any]:
+    def _check(
+        self, stage: str, workloads: list[dict[str, Any]], deadline: float
+    ) -> dict[str, Any]:
         """Every seed of every workload, run by the candidate (on two workers where the
         evaluation has two cores) and judged in order against the reference. The reference of
         the next run is computed while the candidate runs; after a wrong seed, a workload's
         later seeds are not judged."""
         assert self.trusted is not None
-        runs = [(i, seed, 2 if j == 0 else 1) for i, w in enumerate(workloads) for j, seed in enumerate(w["seeds"])]  # the first seed runs twice on the same inputs
-        requests = [({"op": "run", "workload": _workload(workloads[i]), "seed": seed, "repeat": repeat}, repeat * self._out_bytes(workloads[i])) for i, seed, repeat in runs]
+        runs = [
+            (i, seed, 2 if j == 0 else 1)
+            for i, w in enumerate(workloads)
+            for j, seed in enumerate(w["seeds"])
+        ]  # the first seed runs twice on the same inputs
+        requests = [
+            (
+                {"op": "run", "workload": _workload(workloads[i]), "seed": seed, "repeat": repeat},
+                repeat * self._out_bytes(workloads[i]),
+            )
+            for i, seed, repeat in runs
+        ]
         worst: list[dict[str, Any] | None] = [None] * len(workloads)
         message: list[str | None] = [None] * len(workloads)
         failures: list[str] = []
@@ -403,7 +572,14 @@ class Evaluation:
         def expect(k: int) -> None:  # the reference of run k, computed ahead in the trusted worker
             if k < len(runs):
                 i, seed, _ = runs[k]
-                self.trusted.send({"op": "expect", "key": f"{workloads[i]['label']}#{seed}", "workload": _workload(workloads[i]), "seed": seed})  # type: ignore[union-attr]
+                self.trusted.send(  # type: ignore[union-attr]
+                    {
+                        "op": "expect",
+                        "key": f"{workloads[i]['label']}#{seed}",
+                        "workload": _workload(workloads[i]),
+                        "seed": seed,
+                    }
+                )
 
         expect(0)
         for k, reply, payload in self._fan_out(requests, deadline):
@@ -414,43 +590,98 @@ class Evaluation:
                 try:
                     expect_reply, _ = self.trusted.recv(self._remaining(deadline))
                 except (WorkerTimeout, WorkerDied) as exc:
-                    raise StageFailed("error", f"the reference worker failed: {exc}", "infrastructure") from None
+                    raise StageFailed(
+                        "error", f"the reference worker failed: {exc}", "infrastructure"
+                    ) from None
                 if not expect_reply.get("ok"):
-                    raise StageFailed("error", f"the reference failed: {expect_reply.get('error')}", "infrastructure")
+                    raise StageFailed(
+                        "error",
+                        f"the reference failed: {expect_reply.get('error')}",
+                        "infrastructure",
+                    )
                 if message[i] is None:
-                    worst[i], message[i] = self._judge(stage, workloads[i], seed, repeat, reply, payload, worst[i], deadline)
+                    worst[i], message[i] = self._judge(
+                        stage, workloads[i], seed, repeat, reply, payload, worst[i], deadline
+                    )
                 judged += 1
                 expect(judged)
                 if judged == len(runs) or runs[judged][0] != i:  # the workload's last seed
                     w = workloads[i]
-                    self.emit({"type": "workload_checked", "stage": stage, "workload": w["label"], "axes": w["axes"], "passed": message[i] is None, "message": message[i], "worst": worst[i]})
+                    self.emit(
+                        {
+                            "type": "workload_checked",
+                            "stage": stage,
+                            "workload": w["label"],
+                            "axes": w["axes"],
+                            "passed": message[i] is None,
+                            "message": message[i],
+                            "worst": worst[i],
+                        }
+                    )
                     if message[i] is not None:
                         failures.append(f"{w['label']}: {message[i]}")
         if failures:
-            raise StageFailed("failed", f"{len(failures)} of {len(workloads)} workload(s) wrong; first: {failures[0]}")
+            raise StageFailed(
+                "failed",
+                f"{len(failures)} of {len(workloads)} workload(s) wrong; first: {failures[0]}",
+            )
         return {"workloads": len(workloads)}
 
     def _judge(
-        self, stage: str, w: dict[str, Any], seed: int, repeat: int, reply: dict[str, Any], payload: bytearray | None,
-        worst: dict[str, Any] | None, deadline: float,
+        self,
+        stage: str,
+        w: dict[str, Any],
+        seed: int,
+        repeat: int,
+        reply: dict[str, Any],
+        payload: bytearray | None,
+        worst: dict[str, Any] | None,
+        deadline: float,
     ) -> tuple[dict[str, Any] | None, str | None]:
         """One seed's runs against the reference: the workload's worst output so far, and what
         was wrong (None if nothing)."""
         if not reply.get("ok"):
             cannot_evaluate(reply)
-            return {"error": reply.get("error"), "traceback": reply.get("traceback")}, f"seed {seed}: {reply.get('error')}"
+            return {
+                "error": reply.get("error"),
+                "traceback": reply.get("traceback"),
+            }, f"seed {seed}: {reply.get('error')}"
         check = self._trusted_call(
-            {"op": "check", "key": f"{w['label']}#{seed}", "workload": _workload(w), "workload_key": self.key_prefix + w["label"], "member": self.key_prefix, "seed": seed, "runs": repeat, "tensors": reply.get("tensors")},
-            deadline, payload,
+            {
+                "op": "check",
+                "key": f"{w['label']}#{seed}",
+                "workload": _workload(w),
+                "workload_key": self.key_prefix + w["label"],
+                "member": self.key_prefix,
+                "seed": seed,
+                "runs": repeat,
+                "tensors": reply.get("tensors"),
+            },
+            deadline,
+            payload,
         )
         if check.get("malformed"):
-            return {"error": check["malformed"]}, f"seed {seed}: the candidate's worker sent malformed outputs: {check['malformed']}"
+            return {
+                "error": check["malformed"]
+            }, f"seed {seed}: the candidate's worker sent malformed outputs: {check['malformed']}"
         message, worst = verdict([[outputs] for outputs in check["runs"]], seed, worst)
         if message:
             return worst, message
         if check.get("independent"):
-            self.emit({"type": "workload_checked", "stage": stage, "workload": w["label"], "axes": w["axes"], "passed": False, "message": check["independent"], "worst": worst})
-            raise self._violation("input_independent_output", f"{w['label']}: {check['independent']}", w["label"])
+            self.emit(
+                {
+                    "type": "workload_checked",
+                    "stage": stage,
+                    "workload": w["label"],
+                    "axes": w["axes"],
+                    "passed": False,
+                    "message": check["independent"],
+                    "worst": worst,
+                }
+            )
+            raise self._violation(
+                "input_independent_output", f"{w['label']}: {check['independent']}", w["label"]
+            )
         return worst, None
 
     def _performance(self, deadline: float) -> dict[str, Any]:
@@ -464,7 +695,9 @@ class Evaluation:
             self.second = None
         rounds = int(timing["alternations"])
         min_rounds = max(1, min(rounds, int(timing.get("min_rounds", rounds))))
-        target = float(timing.get("ci_target", 0.0))  # 0: every round runs (the protocol before adaptive stopping)
+        target = float(
+            timing.get("ci_target", 0.0)
+        )  # 0: every round runs (the protocol before adaptive stopping)
         sampled = int(timing.get("checked_calls", 2))
         checked_total = 0
         for w in self.job["stages"]["performance"]:
@@ -481,15 +714,28 @@ class Evaluation:
                 """One baseline round, its walls and times kept; which of task.yaml's `baselines:` ran."""
                 t0 = time.monotonic()
                 base = self._trusted_call(request, deadline)
-                walls["baseline"].append({"wall_s": time.monotonic() - t0, "reported_s": sum(base["times_us"]) / 1e6, "calls": len(base["times_us"])})
-                sides["baseline"] += base["times_us"]
+                # B023: it is called only inside the workload iteration that defines it
+                walls["baseline"].append(  # noqa: B023
+                    {
+                        "wall_s": time.monotonic() - t0,
+                        "reported_s": sum(base["times_us"]) / 1e6,
+                        "calls": len(base["times_us"]),
+                    }
+                )
+                sides["baseline"] += base["times_us"]  # noqa: B023
                 return base.get("impl")  # baseline.py's IMPL
 
             for r in range(rounds):
                 first = r * 100_000
                 request = {
-                    "op": "time", "workload": _workload(w), "seed": w["seed"], "graph": graph, "first_index": first,
-                    "budget_ms": timing["budget_ms"] / rounds, "min_calls": timing["min_calls"], "max_calls": timing["max_calls"],
+                    "op": "time",
+                    "workload": _workload(w),
+                    "seed": w["seed"],
+                    "graph": graph,
+                    "first_index": first,
+                    "budget_ms": timing["budget_ms"] / rounds,
+                    "min_calls": timing["min_calls"],
+                    "max_calls": timing["max_calls"],
                     "sync_each_call": timing.get("sync_each_call", False),
                 }
                 # The baseline's round first: the candidate's round may then take at most
@@ -502,54 +748,121 @@ class Evaluation:
                 sample = [self.rng.random() for _ in range(sampled)]
                 # Inputs drawn by the trusted worker into shared memory where the device allows
                 # (shared_round.py): the seed and the sampled calls never reach the candidate.
-                not_shared = shared_round.reason_not_shared(self, deadline) or shared_round.serve(self, request, sample, deadline)
+                not_shared = shared_round.reason_not_shared(self, deadline) or shared_round.serve(
+                    self, request, sample, deadline
+                )
                 if not_shared and f"{shared_round.OLD_PATH_NOTE} ({not_shared})" not in notes:
                     notes.append(f"{shared_round.OLD_PATH_NOTE} ({not_shared})")
                 t0 = time.monotonic()
-                by_round = t0 + round_limit < deadline  # else the stage's own limit comes first, and its message
-                header = {**request, "sample": sample} if not_shared else {**{k: v for k, v in request.items() if k != "seed"}, "shared": True}
-                reply, _ = self._candidate_call(header, t0 + round_limit if by_round else deadline, limit_note=limit_note if by_round else None)
+                by_round = (
+                    t0 + round_limit < deadline
+                )  # else the stage's own limit comes first, and its message
+                header = (
+                    {**request, "sample": sample}
+                    if not_shared
+                    else {**{k: v for k, v in request.items() if k != "seed"}, "shared": True}
+                )
+                reply, _ = self._candidate_call(
+                    header,
+                    t0 + round_limit if by_round else deadline,
+                    limit_note=limit_note if by_round else None,
+                )
                 wall = time.monotonic() - t0
                 served = None if not_shared else shared_round.verdict(self, deadline)
-                if served is not None and reply.get("attach_failed"):  # this candidate worker cannot map it: the old path from here on
-                    self._shared_reason = not_shared = f"the candidate's worker could not map the shared memory: {reply['attach_failed']}"
+                if served is not None and reply.get(
+                    "attach_failed"
+                ):  # this candidate worker cannot map it: the old path from here on
+                    self._shared_reason = not_shared = (
+                        f"the candidate's worker could not map the shared memory: {reply['attach_failed']}"
+                    )
                     notes.append(f"{shared_round.OLD_PATH_NOTE} ({not_shared})")
                     t0 = time.monotonic()
-                    reply, _ = self._candidate_call({**request, "sample": sample}, t0 + round_limit if by_round else deadline, limit_note=limit_note if by_round else None)
+                    reply, _ = self._candidate_call(
+                        {**request, "sample": sample},
+                        t0 + round_limit if by_round else deadline,
+                        limit_note=limit_note if by_round else None,
+                    )
                     wall, served = time.monotonic() - t0, None
-                if served is not None:  # the trusted worker's input refills are not the candidate's untimed time
+                if (
+                    served is not None
+                ):  # the trusted worker's input refills are not the candidate's untimed time
                     wall = max(0.0, wall - float(served.get("serve_s") or 0.0))
                 if reply.get("timed_output_invalid"):
-                    raise self._violation("timed_output_mismatch", f"{w['label']}: a timed call returned an invalid output where the correctness runs did not: {reply.get('error')}", w["label"])
+                    raise self._violation(
+                        "timed_output_mismatch",
+                        f"{w['label']}: a timed call returned an invalid output where the correctness runs did not: {reply.get('error')}",
+                        w["label"],
+                    )
                 if not reply.get("ok"):
-                    raise StageFailed("failed", f"{w['label']}: the candidate failed while being timed: {reply.get('error')}")
+                    raise StageFailed(
+                        "failed",
+                        f"{w['label']}: the candidate failed while being timed: {reply.get('error')}",
+                    )
                 times = _times(reply, int(timing["max_calls"]))
                 if reply.get("mode") not in TIMING_MODES:
-                    raise StageFailed("failed", f"{w['label']}: the candidate's worker sent a malformed timing mode")
-                walls["candidate"].append({"wall_s": wall, "reported_s": sum(times) / 1e6, "calls": len(times), **({"serve_s": float(served.get("serve_s") or 0.0)} if served else {})})
+                    raise StageFailed(
+                        "failed",
+                        f"{w['label']}: the candidate's worker sent a malformed timing mode",
+                    )
+                walls["candidate"].append(
+                    {
+                        "wall_s": wall,
+                        "reported_s": sum(times) / 1e6,
+                        "calls": len(times),
+                        **({"serve_s": float(served.get("serve_s") or 0.0)} if served else {}),
+                    }
+                )
                 sides["candidate"] += times
                 first_round = mode is None
                 mode = reply.get("mode")
-                checked += self._check_timed(w, first, sample, times, deadline) if served is None else self._judge_served(w, served, times)
+                checked += (
+                    self._check_timed(w, first, sample, times, deadline)
+                    if served is None
+                    else self._judge_served(w, served, times)
+                )
                 if graph and mode != "graph":  # both sides are timed the same way
                     graph = False
-                    notes.append(f"timed without CUDA graphs: {reply.get('graph_error', 'capture failed')}")
+                    notes.append(
+                        f"timed without CUDA graphs: {reply.get('graph_error', 'capture failed')}"
+                    )
                 if first_round:  # the first round's baseline comes after the candidate's: it needs the candidate's mode
                     request["graph"] = graph
                     impl = baseline_round(request) or impl
                 done = r + 1
-                if target > 0 and done >= min_rounds and all(ci_rel(sorted(sides[k])) <= target for k in sides):
+                if (
+                    target > 0
+                    and done >= min_rounds
+                    and all(ci_rel(sorted(sides[k])) <= target for k in sides)
+                ):
                     break  # both medians known to ±target: more rounds would not move the speedup
             checked_total += checked
-            self.emit({
-                "type": "workload_timed", "workload": w["label"], "axes": w["axes"], "mode": mode, "rounds": done,
-                "candidate": {**summarize(sides["candidate"]), "wall_s": sum(x["wall_s"] for x in walls["candidate"]), "rounds": walls["candidate"], "checked_calls": checked},
-                "baseline": {**summarize(sides["baseline"]), "wall_s": sum(x["wall_s"] for x in walls["baseline"]), "rounds": walls["baseline"], "impl": impl},
-                "notes": notes,
-            })
+            self.emit(
+                {
+                    "type": "workload_timed",
+                    "workload": w["label"],
+                    "axes": w["axes"],
+                    "mode": mode,
+                    "rounds": done,
+                    "candidate": {
+                        **summarize(sides["candidate"]),
+                        "wall_s": sum(x["wall_s"] for x in walls["candidate"]),
+                        "rounds": walls["candidate"],
+                        "checked_calls": checked,
+                    },
+                    "baseline": {
+                        **summarize(sides["baseline"]),
+                        "wall_s": sum(x["wall_s"] for x in walls["baseline"]),
+                        "rounds": walls["baseline"],
+                        "impl": impl,
+                    },
+                    "notes": notes,
+                }
+            )
         return {"workloads": len(self.job["stages"]["performance"]), "checked_calls": checked_total}
 
-    def _round_limit(self, label: str, baseline_rounds: list[dict[str, float]]) -> tuple[float, str | None]:
+    def _round_limit(
+        self, label: str, baseline_rounds: list[dict[str, float]]
+    ) -> tuple[float, str | None]:
         """Seconds a candidate's timed round may take, and what a timeout then says: K× the
         baseline's slowest round of the workload so far plus a floor (graph capture, warm-up);
         before the first baseline round, the job's per-call limit; else the stage's limit."""
@@ -558,35 +871,76 @@ class Evaluation:
         if factor and baseline_rounds:
             base = max(x["wall_s"] for x in baseline_rounds)
             limit = float(factor) * base + floor
-            return limit, f"a timed round of {label} took more than {limit:.1f} s ({factor:g}× the baseline's round of {base:.2f} s, plus {floor:g} s)"
+            return (
+                limit,
+                f"a timed round of {label} took more than {limit:.1f} s ({factor:g}× the baseline's round of {base:.2f} s, plus {floor:g} s)",
+            )
         if limits.get("call_s"):
-            return float(limits["call_s"]), f"the first timed round of {label} took more than the per-call limit of {float(limits['call_s']):g} s"
+            return (
+                float(limits["call_s"]),
+                f"the first timed round of {label} took more than the per-call limit of {float(limits['call_s']):g} s",
+            )
         return math.inf, None
 
-    def _check_timed(self, w: dict[str, Any], first: int, sample: list[float], times: list[float], deadline: float) -> int:
+    def _check_timed(
+        self,
+        w: dict[str, Any],
+        first: int,
+        sample: list[float],
+        times: list[float],
+        deadline: float,
+    ) -> int:
         """Check the outputs the candidate's worker kept of the round's sampled calls against
         the reference on regenerated inputs. Returns how many calls were checked."""
         want = sorted(first + 1 + k for k in picks(sample, len(times)))
-        reply, payload = self._candidate_call({"op": "kept"}, deadline, len(want) * self._out_bytes(w))
+        reply, payload = self._candidate_call(
+            {"op": "kept"}, deadline, len(want) * self._out_bytes(w)
+        )
         if not reply.get("ok"):
-            raise StageFailed("failed", f"{w['label']}: the candidate's worker could not return the outputs of the sampled timed calls: {reply.get('error')}")
+            raise StageFailed(
+                "failed",
+                f"{w['label']}: the candidate's worker could not return the outputs of the sampled timed calls: {reply.get('error')}",
+            )
         if reply.get("calls") != want:
-            raise self._violation("timed_output_mismatch", f"{w['label']}: the candidate's worker returned the outputs of calls {reply.get('calls')}, not of the sampled calls {want}", w["label"])
+            raise self._violation(
+                "timed_output_mismatch",
+                f"{w['label']}: the candidate's worker returned the outputs of calls {reply.get('calls')}, not of the sampled calls {want}",
+                w["label"],
+            )
         if not want:
             return 0
         check = self._trusted_call(
-            {"op": "check_timed", "workload": _workload(w), "member": self.key_prefix, "seed": w["seed"], "calls": want, "tensors": reply.get("tensors")}, deadline, payload
+            {
+                "op": "check_timed",
+                "workload": _workload(w),
+                "member": self.key_prefix,
+                "seed": w["seed"],
+                "calls": want,
+                "tensors": reply.get("tensors"),
+            },
+            deadline,
+            payload,
         )
         if check.get("malformed"):
-            raise self._violation("timed_output_mismatch", f"{w['label']}: malformed outputs of timed calls: {check['malformed']}", w["label"])
+            raise self._violation(
+                "timed_output_mismatch",
+                f"{w['label']}: malformed outputs of timed calls: {check['malformed']}",
+                w["label"],
+            )
         return self._timed_results(w, check["results"])
 
     def _judge_served(self, w: dict[str, Any], served: dict[str, Any], times: list[float]) -> int:
         """The trusted worker's verdict on a round it served (shared_io.py)."""
         if served.get("violation"):
-            raise self._violation("timed_output_mismatch", f"{w['label']}: {served['violation']}", w["label"])
+            raise self._violation(
+                "timed_output_mismatch", f"{w['label']}: {served['violation']}", w["label"]
+            )
         if served.get("calls") != len(times):
-            raise self._violation("timed_output_mismatch", f"{w['label']}: the candidate's worker reported {len(times)} timed calls; the trusted worker served {served.get('calls')}", w["label"])
+            raise self._violation(
+                "timed_output_mismatch",
+                f"{w['label']}: the candidate's worker reported {len(times)} timed calls; the trusted worker served {served.get('calls')}",
+                w["label"],
+            )
         return self._timed_results(w, served["results"])
 
     def _timed_results(self, w: dict[str, Any], results: list[dict[str, Any]]) -> int:
@@ -604,7 +958,10 @@ class Evaluation:
 
 
 def verdict(
-    runs: list[list[dict[str, Any]]], seed: int, worst: dict[str, Any] | None, ranked: bool = False,
+    runs: list[list[dict[str, Any]]],
+    seed: int,
+    worst: dict[str, Any] | None,
+    ranked: bool = False,
 ) -> tuple[str | None, dict[str, Any] | None]:
     """The first wrong output of one seed's runs (each a list of per-rank outputs; one rank for
     a single-device task) as a message, and the worst result seen so far. `ranked` names the
@@ -614,8 +971,18 @@ def verdict(
         for rank, outputs in enumerate(ranks):
             where = f" on rank {rank}" if ranked else ""
             for name, result in outputs.items():
-                if worst is None or result.get("max_abs_err", float("inf")) > worst.get("max_abs_err", -1.0) or not result["passed"]:
-                    worst = {"output": name, **({"rank": rank} if ranked else {}), "seed": seed, **({"run": run_index + 1} if run_index else {}), **result}
+                if (
+                    worst is None
+                    or result.get("max_abs_err", float("inf")) > worst.get("max_abs_err", -1.0)
+                    or not result["passed"]
+                ):
+                    worst = {
+                        "output": name,
+                        **({"rank": rank} if ranked else {}),
+                        "seed": seed,
+                        **({"run": run_index + 1} if run_index else {}),
+                        **result,
+                    }
                 if not result["passed"] and message is None:
                     if run_index == 0:
                         message = f"output `{name}`{where}, seed {seed}: {result.get('message')}"
@@ -632,8 +999,12 @@ def verdict(
 def _times(reply: dict[str, Any], max_calls: int) -> list[float]:
     times = reply.get("times_us")
     if (
-        not isinstance(times, list) or not 0 < len(times) <= max_calls
-        or not all(isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) and t >= 0 for t in times)
+        not isinstance(times, list)
+        or not 0 < len(times) <= max_calls
+        or not all(
+            isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) and t >= 0
+            for t in times
+        )
     ):
         raise StageFailed("failed", "the candidate's worker sent malformed timings")
     return [float(t) for t in times]
@@ -645,19 +1016,23 @@ def _workload(w: dict[str, Any]) -> dict[str, Any]:
     return {"axes": w["axes"], "shapes": w["shapes"]}
 
 
-def run_job(job: dict[str, Any], emit: Emit, close_fds: tuple[int, ...] = (), zygote: Zygote | None = None) -> None:
+def run_job(
+    job: dict[str, Any], emit: Emit, close_fds: tuple[int, ...] = (), zygote: Zygote | None = None
+) -> None:
     """Evaluate one job. `zygote`, forked before the job was read, forks the candidate's worker;
     without one, a zygote is forked now (a copy of this process, which holds the job). A job
     with a `world_size` runs on that many ranks (ranked.py)."""
     if job.get("world_size"):
-        from .ranked import RankedEvaluation
+        from core.harness.ranked import RankedEvaluation
 
         RankedEvaluation(job, emit, close_fds, zygote).run()
     elif job.get("batch"):
-        from .batch import BatchEvaluation
-        from .concurrent import ConcurrentBatch, slot_count
+        from core.harness.batch import BatchEvaluation
+        from core.harness.concurrent import ConcurrentBatch, slot_count
 
-        concurrent = job.get("concurrency", 1) != 1 and slot_count(job) > 1  # untimed stages K at a time
+        concurrent = (
+            job.get("concurrency", 1) != 1 and slot_count(job) > 1
+        )  # untimed stages K at a time
         (ConcurrentBatch if concurrent else BatchEvaluation)(job, emit, close_fds, zygote).run()
     else:
         Evaluation(job, emit, close_fds, zygote).run()

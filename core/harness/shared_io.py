@@ -33,13 +33,14 @@ import math
 import os
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
-from . import channel, inputs, timing
-from .guard import NO_HOOKS, Hooks, trusted
+from core.harness import channel, inputs, timing
+from core.harness.guard import NO_HOOKS, Hooks, trusted
 
 ALIGN = 256  # bytes: every slot starts on a boundary any vector load accepts
 PEER_TIMEOUT_S = 600.0  # the parent's round limit ends a stalled round long before this
@@ -47,7 +48,11 @@ _TB = torch._C.TensorBase
 _copy, _clone, _view, _reshape = _TB.copy_, _TB.clone, _TB.view, _TB.reshape
 _empty = torch.empty
 _perf_counter = time.perf_counter
-_SEALS = getattr(fcntl, "F_SEAL_SHRINK", 0) | getattr(fcntl, "F_SEAL_GROW", 0) | getattr(fcntl, "F_SEAL_SEAL", 0)
+_SEALS = (
+    getattr(fcntl, "F_SEAL_SHRINK", 0)
+    | getattr(fcntl, "F_SEAL_GROW", 0)
+    | getattr(fcntl, "F_SEAL_SEAL", 0)
+)
 
 
 class Unshareable(ValueError):
@@ -65,7 +70,11 @@ class ProtocolError(ValueError):
 def cannot_share(device: torch.device) -> str | None:
     """Why this device keeps the old path (inputs drawn in the candidate's process), or None."""
     if device.type == "cpu":
-        return None if hasattr(os, "memfd_create") and hasattr(socket, "send_fds") else "this platform has no memfd_create or SCM_RIGHTS"
+        return (
+            None
+            if hasattr(os, "memfd_create") and hasattr(socket, "send_fds")
+            else "this platform has no memfd_create or SCM_RIGHTS"
+        )
     if device.type == "cuda":
         if getattr(torch.version, "hip", None):
             return "ROCm builds are not checked with CUDA IPC here"
@@ -90,7 +99,7 @@ class Slot:
         return {"offset": self.offset, "dtype": self.dtype, "shape": list(self.shape)}
 
     @classmethod
-    def from_json(cls, data: Any, size: int) -> "Slot":
+    def from_json(cls, data: Any, size: int) -> Slot:
         slot = cls(int(data["offset"]), str(data["dtype"]), tuple(int(n) for n in data["shape"]))
         if slot.offset < 0 or min(slot.shape, default=1) < 0 or slot.offset + slot.nbytes > size:
             raise ValueError(f"a slot {data!r} outside the shared region of {size} bytes")
@@ -105,7 +114,7 @@ class Region:
 
     def view(self, slot: Slot) -> torch.Tensor:
         with trusted():
-            raw = self.base[slot.offset:slot.offset + slot.nbytes]
+            raw = self.base[slot.offset : slot.offset + slot.nbytes]
             return _reshape(_view(raw, inputs.dtype_of(slot.dtype)), slot.shape)
 
     def close(self) -> None:
@@ -124,10 +133,14 @@ def create_region(nbytes: int, device: torch.device) -> tuple[Region, dict[str, 
     """The trusted worker's side: a new region, its description and the descriptors to send."""
     nbytes = max(nbytes, ALIGN)
     if device.type == "cpu":
-        fd = os.memfd_create("arena-shared-io", os.MFD_CLOEXEC | getattr(os, "MFD_ALLOW_SEALING", 0))
+        fd = os.memfd_create(
+            "arena-shared-io", os.MFD_CLOEXEC | getattr(os, "MFD_ALLOW_SEALING", 0)
+        )
         try:
             os.ftruncate(fd, nbytes)
-            if _SEALS:  # the candidate gets this descriptor: it must not shrink it under our mapping
+            if (
+                _SEALS
+            ):  # the candidate gets this descriptor: it must not shrink it under our mapping
                 fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)
             base = _map(fd, nbytes)
         except BaseException:
@@ -137,13 +150,24 @@ def create_region(nbytes: int, device: torch.device) -> tuple[Region, dict[str, 
     if device.type == "cuda":
         base = _empty(nbytes, dtype=torch.uint8, device=device)
         try:
-            (dev, handle, size, offset, ref_handle, ref_offset, event, event_sync) = base.untyped_storage()._share_cuda_()
+            (dev, handle, size, offset, ref_handle, ref_offset, event, event_sync) = (
+                base.untyped_storage()._share_cuda_()
+            )
         except Exception as exc:  # noqa: BLE001 - a driver or build without CUDA IPC: the old path
-            raise Unshareable(f"CUDA IPC is not available: {type(exc).__name__}: {exc}"[:300]) from None
+            raise Unshareable(
+                f"CUDA IPC is not available: {type(exc).__name__}: {exc}"[:300]
+            ) from None
         desc = {
-            "kind": "cuda_ipc", "nbytes": nbytes, "device": int(dev), "handle": bytes(handle).hex(), "size": int(size),
-            "offset": int(offset), "ref_handle": bytes(ref_handle).hex(), "ref_offset": int(ref_offset),
-            "event": None if event is None else bytes(event).hex(), "event_sync": bool(event_sync),
+            "kind": "cuda_ipc",
+            "nbytes": nbytes,
+            "device": int(dev),
+            "handle": bytes(handle).hex(),
+            "size": int(size),
+            "offset": int(offset),
+            "ref_handle": bytes(ref_handle).hex(),
+            "ref_offset": int(ref_offset),
+            "event": None if event is None else bytes(event).hex(),
+            "event_sync": bool(event_sync),
         }
         return Region(base, base), desc, []
     raise Unshareable(cannot_share(device) or device.type)
@@ -161,9 +185,14 @@ def attach_region(desc: dict[str, Any], fds: list[int], device: torch.device) ->
             os.close(fds[0])
     if desc.get("kind") == "cuda_ipc":
         storage = torch.UntypedStorage._new_shared_cuda(
-            int(desc["device"]), bytes.fromhex(desc["handle"]), int(desc["size"]), int(desc["offset"]),
-            bytes.fromhex(desc["ref_handle"]), int(desc["ref_offset"]),
-            None if desc["event"] is None else bytes.fromhex(desc["event"]), bool(desc["event_sync"]),
+            int(desc["device"]),
+            bytes.fromhex(desc["handle"]),
+            int(desc["size"]),
+            int(desc["offset"]),
+            bytes.fromhex(desc["ref_handle"]),
+            int(desc["ref_offset"]),
+            None if desc["event"] is None else bytes.fromhex(desc["event"]),
+            bool(desc["event_sync"]),
         )
         with trusted():
             base = _empty((0,), dtype=torch.uint8, device=device).set_(storage, 0, (nbytes,), (1,))
@@ -175,11 +204,15 @@ def _json_value(value: Any) -> Any:
     try:
         json.dumps(value)
     except (TypeError, ValueError):
-        raise Unshareable(f"a non-tensor input of type {type(value).__name__} cannot be sent") from None
+        raise Unshareable(
+            f"a non-tensor input of type {type(value).__name__} cannot be sent"
+        ) from None
     return value
 
 
-def plan(args: list[Any], out_specs: list[dict[str, Any]], shapes: dict[str, list[int]]) -> tuple[list[dict[str, Any]], list[Slot], int]:
+def plan(
+    args: list[Any], out_specs: list[dict[str, Any]], shapes: dict[str, list[int]]
+) -> tuple[list[dict[str, Any]], list[Slot], int]:
     """Slots for the tensor inputs (as drawn) and the declared outputs; other inputs as values."""
     offset = 0
     layout: list[dict[str, Any]] = []
@@ -193,9 +226,15 @@ def plan(args: list[Any], out_specs: list[dict[str, Any]], shapes: dict[str, lis
 
     for arg in args:
         if isinstance(arg, torch.Tensor):
-            if type(arg) is not torch.Tensor or arg.layout != torch.strided or not arg.is_contiguous():  # noqa: E721
+            if (
+                type(arg) is not torch.Tensor
+                or arg.layout != torch.strided
+                or not arg.is_contiguous()
+            ):
                 raise Unshareable("an input is not a plain contiguous tensor")
-            layout.append({"slot": slot(str(arg.dtype).removeprefix("torch."), tuple(arg.shape)).to_json()})
+            layout.append(
+                {"slot": slot(str(arg.dtype).removeprefix("torch."), tuple(arg.shape)).to_json()}
+            )
         else:
             layout.append({"value": _json_value(arg)})
     for spec in out_specs:
@@ -218,7 +257,9 @@ def recv_fd(sock: socket.socket) -> int:
         for fd in fds:
             os.close(fd)
         raise ValueError("expected one descriptor")
-    os.set_inheritable(fds[0], False)  # a process the candidate starts must not keep the round alive
+    os.set_inheritable(
+        fds[0], False
+    )  # a process the candidate starts must not keep the round alive
     return fds[0]
 
 
@@ -226,8 +267,13 @@ def recv_fd(sock: socket.socket) -> int:
 
 
 def serve_round(
-    peer: socket.socket, msg: dict[str, Any], specs: list[dict[str, Any]], out_specs: list[dict[str, Any]], device: torch.device,
-    custom: Any, ready: Callable[[bool, str | None], None],
+    peer: socket.socket,
+    msg: dict[str, Any],
+    specs: list[dict[str, Any]],
+    out_specs: list[dict[str, Any]],
+    device: torch.device,
+    custom: Any,
+    ready: Callable[[bool, str | None], None],
 ) -> tuple[list[int], list[torch.Tensor], int, float]:
     """Serve one timed round of the candidate's worker: `ready(serving, reason)` is called once
     the layout is sent (or the round cannot be served). Returns the sampled calls, their
@@ -244,9 +290,17 @@ def serve_round(
         ready(False, str(exc))
         return [], [], 0, 0.0
     try:
-        in_views = [region.view(Slot.from_json(x["slot"], nbytes)) if "slot" in x else None for x in layout]
+        in_views = [
+            region.view(Slot.from_json(x["slot"], nbytes)) if "slot" in x else None for x in layout
+        ]
         out_views = [region.view(s) for s in out_slots]
-        header = {"layout": {"inputs": layout, "outputs": [s.to_json() for s in out_slots], "region": desc}}
+        header = {
+            "layout": {
+                "inputs": layout,
+                "outputs": [s.to_json() for s in out_slots],
+                "region": desc,
+            }
+        }
         if fds:
             send_fd(peer, header, fds[0])
             os.close(fds[0])
@@ -259,8 +313,14 @@ def serve_round(
 
 
 def _serve_calls(
-    peer: socket.socket, msg: dict[str, Any], fresh: inputs.FreshInputs, first: int, max_calls: int,
-    in_views: list[torch.Tensor | None], out_views: list[torch.Tensor], device: torch.device,
+    peer: socket.socket,
+    msg: dict[str, Any],
+    fresh: inputs.FreshInputs,
+    first: int,
+    max_calls: int,
+    in_views: list[torch.Tensor | None],
+    out_views: list[torch.Tensor],
+    device: torch.device,
 ) -> tuple[list[int], list[torch.Tensor], int, float]:
     sample = [float(u) for u in msg.get("sample", ())]
     timeout = float(msg.get("timeout_s") or PEER_TIMEOUT_S)
@@ -274,18 +334,26 @@ def _serve_calls(
         try:
             m, _ = channel.recv(peer, timeout, 0)
         except (channel.ChannelClosed, channel.ChannelTimeout) as exc:
-            raise ProtocolError(f"the candidate's worker left the round ({type(exc).__name__}: {exc})") from None
+            raise ProtocolError(
+                f"the candidate's worker left the round ({type(exc).__name__}: {exc})"
+            ) from None
         if calls is None and m.get("calls") is not None:
             calls = int(m["calls"])
             if not 1 <= calls <= max_calls:
-                raise ProtocolError(f"the candidate's worker announced {calls} calls; the round allows 1 to {max_calls}")
+                raise ProtocolError(
+                    f"the candidate's worker announced {calls} calls; the round allows 1 to {max_calls}"
+                )
             chosen = {first + 1 + k for k in timing.picks(sample, calls)}
         done = m.get("done")
         if done is not None:
             if done != last or last is None or last <= first:
-                raise ProtocolError(f"the candidate's worker reported the outputs of call {done}; the inputs it holds are those of call {last}")
+                raise ProtocolError(
+                    f"the candidate's worker reported the outputs of call {done}; the inputs it holds are those of call {last}"
+                )
             if calls is None:
-                raise ProtocolError("the candidate's worker reported outputs before it said how many calls the round has")
+                raise ProtocolError(
+                    "the candidate's worker reported outputs before it said how many calls the round has"
+                )
             if done in chosen:
                 timing._sync(device.type)
                 with trusted():
@@ -296,13 +364,20 @@ def _serve_calls(
             break
         index = m.get("next")
         if not isinstance(index, int) or isinstance(index, bool):
-            raise ProtocolError(f"the candidate's worker sent {str(m)[:200]} where a call's request was expected")
+            raise ProtocolError(
+                f"the candidate's worker sent {str(m)[:200]} where a call's request was expected"
+            )
         if index == first and not timed_served:
-            calls, chosen = None, set()  # the warm-up's inputs (again where a graph attempt fell back to eager timing)
+            calls, chosen = (
+                None,
+                set(),
+            )  # the warm-up's inputs (again where a graph attempt fell back to eager timing)
         elif first < index <= first + max_calls and (last is None or index > last):
             timed_served = True
         else:
-            raise ProtocolError(f"the candidate's worker asked for the inputs of call {index} after those of call {last}")
+            raise ProtocolError(
+                f"the candidate's worker asked for the inputs of call {index} after those of call {last}"
+            )
         t0 = _perf_counter()
         args = fresh(index)
         with trusted():
@@ -315,7 +390,9 @@ def _serve_calls(
         channel.send(peer, {"ready": index})
     missing = sorted(chosen - set(kept))
     if calls is None or missing:
-        raise ProtocolError(f"the candidate's worker never reported the outputs of sampled call(s) {missing or 'of the round'}")
+        raise ProtocolError(
+            f"the candidate's worker never reported the outputs of sampled call(s) {missing or 'of the round'}"
+        )
     order = sorted(kept)
     return order, [t for i in order for t in kept[i]], calls, serve_s
 
@@ -328,10 +405,22 @@ class SharedInputs:
     inputs come from the trusted worker, every call's outputs go back into the region."""
 
     def __init__(
-        self, peer: socket.socket, specs: list[dict[str, Any]], out_specs: list[dict[str, Any]], shapes: dict[str, list[int]],
-        device: torch.device, hooks: Hooks = NO_HOOKS,
+        self,
+        peer: socket.socket,
+        specs: list[dict[str, Any]],
+        out_specs: list[dict[str, Any]],
+        shapes: dict[str, list[int]],
+        device: torch.device,
+        hooks: Hooks = NO_HOOKS,
     ):
-        self.peer, self.specs, self.out_specs, self.shapes, self.device, self.hooks = peer, specs, out_specs, shapes, device, hooks
+        self.peer, self.specs, self.out_specs, self.shapes, self.device, self.hooks = (
+            peer,
+            specs,
+            out_specs,
+            shapes,
+            device,
+            hooks,
+        )
         header, _ = channel.recv(peer, PEER_TIMEOUT_S)
         layout = header.get("layout")
         if not isinstance(layout, dict):
@@ -345,7 +434,10 @@ class SharedInputs:
             channel.send(peer, {"end": True, "attach_failed": reason})
             raise AttachFailed(reason) from None
         size = int(desc["nbytes"])
-        self.args: list[Any] = [self.region.view(Slot.from_json(x["slot"], size)) if "slot" in x else x["value"] for x in layout["inputs"]]
+        self.args: list[Any] = [
+            self.region.view(Slot.from_json(x["slot"], size)) if "slot" in x else x["value"]
+            for x in layout["inputs"]
+        ]
         self.outs = [self.region.view(Slot.from_json(s, size)) for s in layout["outputs"]]
         self.calls: int | None = None
         self.done: int | None = None
@@ -366,11 +458,15 @@ class SharedInputs:
 
     def picker(self, calls: int) -> set[int]:
         self.calls = calls
-        return set(range(calls))  # every call's outputs are handed over: which are checked is not known here
+        return set(
+            range(calls)
+        )  # every call's outputs are handed over: which are checked is not known here
 
     def keep(self, index: int, result: Any) -> None:
         try:
-            outs = inputs.collect_outputs(result, self.out_specs, self.specs, self.args, self.shapes, self.device)
+            outs = inputs.collect_outputs(
+                result, self.out_specs, self.specs, self.args, self.shapes, self.device
+            )
         except inputs.OutputError as exc:
             self.invalid.append(f"call {index}: {exc}")
             return

@@ -14,7 +14,7 @@ import socket
 import time
 from typing import Any
 
-from .workers import WorkerDied, WorkerTimeout
+from core.harness.workers import WorkerDied, WorkerTimeout
 
 OLD_PATH_NOTE = "inputs drawn in the candidate's process, outputs sent over its socket"
 
@@ -24,7 +24,11 @@ def reason_not_shared(ev: Any, deadline: float) -> str | None:
     else why its rounds keep the old path (said in the workload's notes)."""
     if getattr(ev, "_shared_of", None) is ev.candidate:
         return ev._shared_reason
-    reason = "the job's timing.shared_io is off" if ev.job["timing"].get("shared_io") is False else _join(ev, deadline)
+    reason = (
+        "the job's timing.shared_io is off"
+        if ev.job["timing"].get("shared_io") is False
+        else _join(ev, deadline)
+    )
     ev._shared_of, ev._shared_reason = ev.candidate, reason
     return reason
 
@@ -36,7 +40,11 @@ def _join(ev: Any, deadline: float) -> str | None:
         _send_fd(ev.trusted, theirs)
         reply, _ = ev.trusted.recv(60.0)
         if not reply.get("ok") or not reply.get("shared"):
-            return str(reply.get("reason") or reply.get("error") or "the trusted worker cannot share memory")
+            return str(
+                reply.get("reason")
+                or reply.get("error")
+                or "the trusted worker cannot share memory"
+            )
         ev.candidate.send({"op": "peer"})
         _send_fd(ev.candidate, ours)
         reply, _ = ev._candidate_recv(ev.candidate, deadline)
@@ -58,19 +66,36 @@ def _send_fd(worker: Any, sock: socket.socket) -> None:
 def serve(ev: Any, request: dict[str, Any], sample: list[float], deadline: float) -> str | None:
     """Ask the trusted worker to serve the round (it draws the inputs, knows the sampled calls);
     None when it does, else why not (the round then takes the old path)."""
-    ack = ev._trusted_call({**request, "op": "serve_round", "sample": sample, "member": ev.key_prefix, "timeout_s": max(1.0, deadline - time.monotonic())}, deadline)
+    ack = ev._trusted_call(
+        {
+            **request,
+            "op": "serve_round",
+            "sample": sample,
+            "member": ev.key_prefix,
+            "timeout_s": max(1.0, deadline - time.monotonic()),
+        },
+        deadline,
+    )
     return None if ack.get("serving") else str(ack.get("reason"))
 
 
 def verdict(ev: Any, deadline: float) -> dict[str, Any]:
     """The trusted worker's answer once the round ended: the sampled calls' results, the number
     of calls it served, or the protocol violation it saw."""
-    from .runner import StageFailed
+    from core.harness.runner import StageFailed
 
     try:
         reply, _ = ev.trusted.recv(max(0.1, deadline - time.monotonic()))
     except (WorkerDied, WorkerTimeout) as exc:
-        raise StageFailed("error", f"the reference/baseline worker failed while serving a timed round: {exc}", "infrastructure") from None
+        raise StageFailed(
+            "error",
+            f"the reference/baseline worker failed while serving a timed round: {exc}",
+            "infrastructure",
+        ) from None
     if not reply.get("ok"):
-        raise StageFailed("error", f"the reference/baseline failed: {reply.get('error')}\n{reply.get('traceback', '')}", "infrastructure")
+        raise StageFailed(
+            "error",
+            f"the reference/baseline failed: {reply.get('error')}\n{reply.get('traceback', '')}",
+            "infrastructure",
+        )
     return reply

@@ -21,34 +21,48 @@ from typing import Any
 
 import torch
 
-U = 2.0 ** -8
+U = 2.0**-8
 
 
 def sum_verdict(
-    got: torch.Tensor, exact: torch.Tensor, abs_sum: torch.Tensor, terms: Any, label: str,
-    term_roundings: float | None = None, float32: bool = False,
+    got: torch.Tensor,
+    exact: torch.Tensor,
+    abs_sum: torch.Tensor,
+    terms: Any,
+    label: str,
+    term_roundings: float | None = None,
+    float32: bool = False,
 ) -> dict[str, Any]:
     """A check.py verdict for output `label`: passed iff every element is within the bound."""
     dev = exact.device
     g, s, a = got.to(dev).double(), exact.double(), abs_sum.double()
-    m = torch.broadcast_to(terms.to(dev).double(), g.shape) if isinstance(terms, torch.Tensor) else float(terms)
+    m = (
+        torch.broadcast_to(terms.to(dev).double(), g.shape)
+        if isinstance(terms, torch.Tensor)
+        else float(terms)
+    )
     k = m if term_roundings is None else term_roundings
-    tol = U * (k * a + s.abs()) * (1.0 + 2.0 ** -10)
+    tol = U * (k * a + s.abs()) * (1.0 + 2.0**-10)
     if float32:
-        tol = tol + m * 2.0 ** -20 * a
+        tol = tol + m * 2.0**-20 * a
     err = (g - s).abs()
     err = torch.where(torch.isfinite(g), err, torch.full_like(err, float("inf")))
     bad = ~(err <= tol)
     n_bad = int(bad.sum())
     verdict: dict[str, Any] = {
-        "passed": n_bad == 0, "max_abs_err": float(err.max()) if err.numel() else 0.0, "match_fraction": 1.0 - n_bad / max(err.numel(), 1),
+        "passed": n_bad == 0,
+        "max_abs_err": float(err.max()) if err.numel() else 0.0,
+        "match_fraction": 1.0 - n_bad / max(err.numel(), 1),
     }
     if n_bad:
         i = int(torch.argmax(torch.where(bad, err - tol, torch.full_like(err, -1.0)).flatten()))
         idx = [int(v) for v in torch.unravel_index(torch.tensor(i), tuple(g.shape))]
         mm = float(m.flatten()[i]) if isinstance(m, torch.Tensor) and m.dim() else float(m)
         if float32:
-            what, rule = "a float32 sum rounded to bfloat16", f"2^-8·({term_roundings:g}·Σ|terms| + |sum|) + {mm:g}·2^-20·Σ|terms|: accumulate in float32"
+            what, rule = (
+                "a float32 sum rounded to bfloat16",
+                f"2^-8·({term_roundings:g}·Σ|terms| + |sum|) + {mm:g}·2^-20·Σ|terms|: accumulate in float32",
+            )
         else:
             what, rule = "bfloat16 summation error", f"2^-8·({mm:g}·Σ|terms| + |sum|)"
         verdict["message"] = (

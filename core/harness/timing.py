@@ -30,7 +30,8 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -48,7 +49,12 @@ _event_new = getattr(_EventBase, "__new__", None)
 _event_record = getattr(_EventBase, "record", None)
 _event_elapsed = getattr(_EventBase, "elapsed_time", None)
 _current_stream = torch.cuda.current_stream
-_Stream, _stream_ctx, _CUDAGraph, _graph_ctx = torch.cuda.Stream, torch.cuda.stream, torch.cuda.CUDAGraph, torch.cuda.graph
+_Stream, _stream_ctx, _CUDAGraph, _graph_ctx = (
+    torch.cuda.Stream,
+    torch.cuda.stream,
+    torch.cuda.CUDAGraph,
+    torch.cuda.graph,
+)
 _xpu = getattr(torch, "xpu", None)
 _xpu_sync = getattr(_xpu, "synchronize", None)
 _XpuEvent = getattr(_xpu, "Event", None)
@@ -135,7 +141,11 @@ def summarize(times_us: list[float]) -> dict[str, Any]:
         return {"n": 0}
     ordered = sorted(times_us)
     ci_low, ci_high = median_ci(ordered)
-    q = statistics.quantiles(ordered, n=4, method="inclusive") if len(ordered) > 1 else [ordered[0]] * 3
+    q = (
+        statistics.quantiles(ordered, n=4, method="inclusive")
+        if len(ordered) > 1
+        else [ordered[0]] * 3
+    )
     median = statistics.median(ordered)
     return {
         "n": len(ordered),
@@ -180,15 +190,58 @@ def time_calls(
     shared-memory path keeps every call: shared_io.py).
     Returns {"times_us": [...], "mode": "graph"|"events"|"queued"|"wall"}."""
     if device.type == "cpu":
-        return {"times_us": _time_cpu(fn, fresh, budget_ms, min_calls, max_calls, first_index, sample, keep, picker), "mode": "wall"}
+        return {
+            "times_us": _time_cpu(
+                fn, fresh, budget_ms, min_calls, max_calls, first_index, sample, keep, picker
+            ),
+            "mode": "wall",
+        }
     if graph and device.type == "cuda":
         try:
-            return {"times_us": _time_graph(fn, fresh, device, budget_ms, min_calls, max_calls, first_index, sample, keep, picker), "mode": "graph"}
+            return {
+                "times_us": _time_graph(
+                    fn,
+                    fresh,
+                    device,
+                    budget_ms,
+                    min_calls,
+                    max_calls,
+                    first_index,
+                    sample,
+                    keep,
+                    picker,
+                ),
+                "mode": "graph",
+            }
         except Exception as exc:  # noqa: BLE001 - a kernel that cannot be captured is timed eagerly
             _sync("cuda")
-            times = _time_events(fn, fresh, device, budget_ms, min_calls, max_calls, first_index, True, sample, keep, picker)
+            times = _time_events(
+                fn,
+                fresh,
+                device,
+                budget_ms,
+                min_calls,
+                max_calls,
+                first_index,
+                True,
+                sample,
+                keep,
+                picker,
+            )
             return {"times_us": times, "mode": "events", "graph_error": str(exc)[:500]}
-    times = _time_events(fn, fresh, device, budget_ms, min_calls, max_calls, first_index, sync_each_call, sample, keep, picker)
+    times = _time_events(
+        fn,
+        fresh,
+        device,
+        budget_ms,
+        min_calls,
+        max_calls,
+        first_index,
+        sync_each_call,
+        sample,
+        keep,
+        picker,
+    )
     return {"times_us": times, "mode": "events" if sync_each_call else "queued"}
 
 
@@ -196,7 +249,9 @@ def _calls_for(budget_ms: float, estimate_ms: float, min_calls: int, max_calls: 
     return max(min_calls, min(max_calls, int(budget_ms / max(estimate_ms, 1e-4))))
 
 
-def _time_cpu(fn, fresh, budget_ms, min_calls, max_calls, first, sample, keep, picker=None) -> list[float]:
+def _time_cpu(
+    fn, fresh, budget_ms, min_calls, max_calls, first, sample, keep, picker=None
+) -> list[float]:
     """No warm-up (the compile and correctness stages ran the candidate already): the first
     timed call's time fixes the round's number of calls."""
     times: list[float] = []
@@ -218,7 +273,19 @@ def _time_cpu(fn, fresh, budget_ms, min_calls, max_calls, first, sample, keep, p
     return times
 
 
-def _time_events(fn, fresh, device, budget_ms, min_calls, max_calls, first, sync_each_call, sample, keep, picker=None) -> list[float]:
+def _time_events(
+    fn,
+    fresh,
+    device,
+    budget_ms,
+    min_calls,
+    max_calls,
+    first,
+    sync_each_call,
+    sample,
+    keep,
+    picker=None,
+) -> list[float]:
     kind = device.type
     events = _Events(kind)
     flush = flush_buffer(device)
@@ -251,7 +318,9 @@ def _time_events(fn, fresh, device, budget_ms, min_calls, max_calls, first, sync
     return [events.elapsed_ms(s, e) * 1e3 for s, e in zip(starts, ends)]
 
 
-def _time_graph(fn, fresh, device, budget_ms, min_calls, max_calls, first, sample, keep, picker=None) -> list[float]:
+def _time_graph(
+    fn, fresh, device, budget_ms, min_calls, max_calls, first, sample, keep, picker=None
+) -> list[float]:
     static = fresh(first)
     side = _Stream(device)
     side.wait_stream(_current_stream(device))

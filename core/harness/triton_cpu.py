@@ -21,7 +21,8 @@ import re
 import time
 import types
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -42,14 +43,25 @@ def enable_interpreter() -> None:
     if runtime is not None:
         runtime.interpret = True
     tested = triton.__version__.startswith(_TESTED_TRITON)
-    for patch in (_route_jit_functions_to_interpreter, _bench_autotune_without_driver, _fast_half_dot, _fix_bf16, _patch_language_once_per_launch, _table_np_dtypes,
-                  _float_arguments_as_fp32, _libdevice_on_numpy):
+    for patch in (
+        _route_jit_functions_to_interpreter,
+        _bench_autotune_without_driver,
+        _fast_half_dot,
+        _fix_bf16,
+        _patch_language_once_per_launch,
+        _table_np_dtypes,
+        _float_arguments_as_fp32,
+        _libdevice_on_numpy,
+    ):
         try:
             patch()
         except (ImportError, AttributeError) as exc:
             if tested:
                 raise
-            warnings.warn(f"triton_cpu: {patch.__name__} skipped on Triton {triton.__version__}: {exc!r}")
+            warnings.warn(
+                f"triton_cpu: {patch.__name__} skipped on Triton {triton.__version__}: {exc!r}",
+                stacklevel=2,
+            )
 
 
 def _runtime_knobs():
@@ -117,7 +129,9 @@ def _patch_language_once_per_launch() -> None:
 
     def seeing_both(fn):
         # Triton's _patch_lang reads only fn.__globals__: a stand-in that sees both modules
-        return types.FunctionType(fn.__code__, {**fn.__globals__, "_triton_cpu_tl": tl, "_triton_cpu_core": tl.core})
+        return types.FunctionType(
+            fn.__code__, {**fn.__globals__, "_triton_cpu_tl": tl, "_triton_cpu_core": tl.core}
+        )
 
     @functools.wraps(original)
     def patch_lang(fn):
@@ -156,7 +170,12 @@ def _fast_half_dot() -> None:
 
     def widened(h):
         if h.dtype.is_floating() and h.dtype.primitive_bitwidth == 8:
-            return itp.TensorHandle(itp._convert_float(h.data, h.dtype, tl.float16, None).view(np.float16).astype(np.float32), tl.float32)
+            return itp.TensorHandle(
+                itp._convert_float(h.data, h.dtype, tl.float16, None)
+                .view(np.float16)
+                .astype(np.float32),
+                tl.float32,
+            )
         if h.dtype == tl.float16:
             return itp.TensorHandle(h.data.astype(np.float32), tl.float32)
         return h
@@ -185,7 +204,9 @@ def _table_np_dtypes() -> None:
         if isinstance(value, tl.dtype) and not isinstance(value, (tl.pointer_type, tl.block_type)):
             try:
                 table[value] = original(value)
-            except KeyError:  # a dtype the interpreter has no numpy type for: asked each time, as before
+            except (
+                KeyError
+            ):  # a dtype the interpreter has no numpy type for: asked each time, as before
                 pass
     pointer = np.dtype(np.uint64)
 
@@ -220,7 +241,11 @@ def _bench_autotune_without_driver() -> None:
 
     cls = autotuner.Autotuner
     original = cls.__dict__.get("do_bench")
-    if original is None or getattr(original, _MARK, False) or getattr(getattr(original, "fget", None), _MARK, False):
+    if (
+        original is None
+        or getattr(original, _MARK, False)
+        or getattr(getattr(original, "fget", None), _MARK, False)
+    ):
         return
 
     def do_bench(self):
@@ -228,7 +253,9 @@ def _bench_autotune_without_driver() -> None:
             return benchmark_config
         if isinstance(original, property):
             return original.fget(self)
-        return original.func(self) if hasattr(original, "func") else original.__get__(self, type(self))
+        return (
+            original.func(self) if hasattr(original, "func") else original.__get__(self, type(self))
+        )
 
     setattr(do_bench, _MARK, True)
     cls.do_bench = property(do_bench)
@@ -240,7 +267,7 @@ class AutotuneTrials:
     broken config still fails as it would there. A `sim:` device's counting installs its own
     judge (sim_count), which predicts the trial's GPU time and bills none of it."""
 
-    judge: "Callable[[Callable[[], None]], float] | None" = None
+    judge: Callable[[Callable[[], None]], float] | None = None
 
 
 def benchmark_config(kernel_call, quantiles=None, **_settings):
@@ -262,7 +289,12 @@ class NotOnThisDevice(NotImplementedError):
     evaluated as 'cannot evaluate on this device', never as a wrong answer)."""
 
 
-_UNSUPPORTED_MARKERS = ("not supported in interpreter mode", "0 active drivers", "block pointers are not supported", "make_block_ptr")
+_UNSUPPORTED_MARKERS = (
+    "not supported in interpreter mode",
+    "0 active drivers",
+    "block pointers are not supported",
+    "make_block_ptr",
+)
 
 
 def unsupported_reason(exc: BaseException) -> str | None:
@@ -273,16 +305,24 @@ def unsupported_reason(exc: BaseException) -> str | None:
     while current is not None and all(current is not c for c in chain):
         chain.append(current)
         current = current.__cause__ or current.__context__
-    for e in chain:  # our own verdict first: it names the construct (by name: the harness may be loaded twice)
+    for e in (
+        chain
+    ):  # our own verdict first: it names the construct (by name: the harness may be loaded twice)
         if type(e).__name__ == NotOnThisDevice.__name__:
             return str(e)
-        found = re.search(r"NotOnThisDevice\((['\"])(.*?)\1\)", str(e))  # the interpreter re-raises it as text
+        found = re.search(
+            r"NotOnThisDevice\((['\"])(.*?)\1\)", str(e)
+        )  # the interpreter re-raises it as text
         if found:
             return found.group(2)
     for e in chain:
         text = str(e)
-        if (isinstance(e, NotImplementedError) and "interpret" in text.lower()) or any(marker in text for marker in _UNSUPPORTED_MARKERS):
-            return f"Triton's interpreter: {text.splitlines()[0][:300] if text else type(e).__name__}"
+        if (isinstance(e, NotImplementedError) and "interpret" in text.lower()) or any(
+            marker in text for marker in _UNSUPPORTED_MARKERS
+        ):
+            return (
+                f"Triton's interpreter: {text.splitlines()[0][:300] if text else type(e).__name__}"
+            )
     return None
 
 
@@ -300,7 +340,9 @@ def _float_arguments_as_fp32() -> None:
     @functools.wraps(original)
     def implicit_cvt(arg):
         if isinstance(arg, float):
-            return tl.tensor(interpreter.TensorHandle(np.array([arg], dtype=np.float32), tl.float32), tl.float32)
+            return tl.tensor(
+                interpreter.TensorHandle(np.array([arg], dtype=np.float32), tl.float32), tl.float32
+            )
         return original(arg)
 
     setattr(implicit_cvt, _MARK, True)
@@ -327,34 +369,97 @@ def _round_half_away(x):
 # with the GPU's rounding variants (_rn, _rz, ...) all computed round-to-nearest: a last-bit
 # difference the checks' tolerances absorb. A special-function flag feeds sim_count's counts.
 _LIBDEVICE: dict[str, tuple[Callable[..., Any], bool]] = {
-    "rsqrt": (lambda x: 1 / np.sqrt(x), True), "rsqrt_rn": (lambda x: 1 / np.sqrt(x), True),
-    "sqrt": (np.sqrt, True), "cbrt": (np.cbrt, True), "rcbrt": (lambda x: 1 / np.cbrt(x), True),
-    "exp": (np.exp, True), "exp2": (np.exp2, True), "exp10": (lambda x: np.power(10, x), True), "expm1": (np.expm1, True),
-    "fast_expf": (np.exp, True), "fast_exp10f": (lambda x: np.power(10, x), True),
-    "log": (np.log, True), "log2": (np.log2, True), "log10": (np.log10, True), "log1p": (np.log1p, True),
-    "fast_logf": (np.log, True), "fast_log2f": (np.log2, True), "fast_log10f": (np.log10, True),
-    "sin": (np.sin, True), "cos": (np.cos, True), "tan": (np.tan, True), "fast_sinf": (np.sin, True), "fast_cosf": (np.cos, True),
-    "fast_tanf": (np.tan, True), "sinpi": (lambda x: np.sin(np.pi * x), True), "cospi": (lambda x: np.cos(np.pi * x), True),
-    "asin": (np.arcsin, True), "acos": (np.arccos, True), "atan": (np.arctan, True), "atan2": (np.arctan2, True),
-    "sinh": (np.sinh, True), "cosh": (np.cosh, True), "tanh": (np.tanh, True), "fast_tanhf": (np.tanh, True),
-    "asinh": (np.arcsinh, True), "acosh": (np.arccosh, True), "atanh": (np.arctanh, True),
-    "erf": (_erf, True), "erfc": (lambda x: 1 - _erf(x), True), "lgamma": (_lgamma, True),
+    "rsqrt": (lambda x: 1 / np.sqrt(x), True),
+    "rsqrt_rn": (lambda x: 1 / np.sqrt(x), True),
+    "sqrt": (np.sqrt, True),
+    "cbrt": (np.cbrt, True),
+    "rcbrt": (lambda x: 1 / np.cbrt(x), True),
+    "exp": (np.exp, True),
+    "exp2": (np.exp2, True),
+    "exp10": (lambda x: np.power(10, x), True),
+    "expm1": (np.expm1, True),
+    "fast_expf": (np.exp, True),
+    "fast_exp10f": (lambda x: np.power(10, x), True),
+    "log": (np.log, True),
+    "log2": (np.log2, True),
+    "log10": (np.log10, True),
+    "log1p": (np.log1p, True),
+    "fast_logf": (np.log, True),
+    "fast_log2f": (np.log2, True),
+    "fast_log10f": (np.log10, True),
+    "sin": (np.sin, True),
+    "cos": (np.cos, True),
+    "tan": (np.tan, True),
+    "fast_sinf": (np.sin, True),
+    "fast_cosf": (np.cos, True),
+    "fast_tanf": (np.tan, True),
+    "sinpi": (lambda x: np.sin(np.pi * x), True),
+    "cospi": (lambda x: np.cos(np.pi * x), True),
+    "asin": (np.arcsin, True),
+    "acos": (np.arccos, True),
+    "atan": (np.arctan, True),
+    "atan2": (np.arctan2, True),
+    "sinh": (np.sinh, True),
+    "cosh": (np.cosh, True),
+    "tanh": (np.tanh, True),
+    "fast_tanhf": (np.tanh, True),
+    "asinh": (np.arcsinh, True),
+    "acosh": (np.arccosh, True),
+    "atanh": (np.arctanh, True),
+    "erf": (_erf, True),
+    "erfc": (lambda x: 1 - _erf(x), True),
+    "lgamma": (_lgamma, True),
     "normcdf": (lambda x: 0.5 * (1 + _erf(x / np.sqrt(2))), True),
-    "pow": (np.power, True), "fast_powf": (np.power, True), "hypot": (np.hypot, False),
-    "div_rn": (np.divide, False), "div_rz": (np.divide, False), "div_rd": (np.divide, False), "div_ru": (np.divide, False),
-    "fast_dividef": (np.divide, False), "rcp_rn": (lambda x: 1 / x, False), "rcp_rz": (lambda x: 1 / x, False),
-    "rcp_rd": (lambda x: 1 / x, False), "rcp_ru": (lambda x: 1 / x, False),
-    "add_rn": (np.add, False), "add_rz": (np.add, False), "add_rd": (np.add, False), "add_ru": (np.add, False),
-    "sub_rn": (np.subtract, False), "sub_rz": (np.subtract, False), "sub_rd": (np.subtract, False), "sub_ru": (np.subtract, False),
-    "mul_rn": (np.multiply, False), "mul_rz": (np.multiply, False), "mul_rd": (np.multiply, False), "mul_ru": (np.multiply, False),
-    "fma": (lambda a, b, c: a * b + c, False), "fma_rn": (lambda a, b, c: a * b + c, False), "fma_rz": (lambda a, b, c: a * b + c, False),
-    "fma_rd": (lambda a, b, c: a * b + c, False), "fma_ru": (lambda a, b, c: a * b + c, False),
-    "sqrt_rn": (np.sqrt, True), "sqrt_rz": (np.sqrt, True), "sqrt_rd": (np.sqrt, True), "sqrt_ru": (np.sqrt, True),
-    "floor": (np.floor, False), "ceil": (np.ceil, False), "trunc": (np.trunc, False), "rint": (np.rint, False),
-    "nearbyint": (np.rint, False), "round": (_round_half_away, False), "abs": (np.abs, False),
-    "fmod": (np.fmod, False), "remainder": (np.remainder, False), "copysign": (np.copysign, False), "fdim": (lambda a, b: np.maximum(a - b, 0), False),
-    "saturatef": (lambda x: np.clip(x, 0, 1), False), "nextafter": (np.nextafter, False),
-    "isnan": (np.isnan, False), "isinf": (np.isinf, False), "isfinited": (np.isfinite, False), "finitef": (np.isfinite, False),
+    "pow": (np.power, True),
+    "fast_powf": (np.power, True),
+    "hypot": (np.hypot, False),
+    "div_rn": (np.divide, False),
+    "div_rz": (np.divide, False),
+    "div_rd": (np.divide, False),
+    "div_ru": (np.divide, False),
+    "fast_dividef": (np.divide, False),
+    "rcp_rn": (lambda x: 1 / x, False),
+    "rcp_rz": (lambda x: 1 / x, False),
+    "rcp_rd": (lambda x: 1 / x, False),
+    "rcp_ru": (lambda x: 1 / x, False),
+    "add_rn": (np.add, False),
+    "add_rz": (np.add, False),
+    "add_rd": (np.add, False),
+    "add_ru": (np.add, False),
+    "sub_rn": (np.subtract, False),
+    "sub_rz": (np.subtract, False),
+    "sub_rd": (np.subtract, False),
+    "sub_ru": (np.subtract, False),
+    "mul_rn": (np.multiply, False),
+    "mul_rz": (np.multiply, False),
+    "mul_rd": (np.multiply, False),
+    "mul_ru": (np.multiply, False),
+    "fma": (lambda a, b, c: a * b + c, False),
+    "fma_rn": (lambda a, b, c: a * b + c, False),
+    "fma_rz": (lambda a, b, c: a * b + c, False),
+    "fma_rd": (lambda a, b, c: a * b + c, False),
+    "fma_ru": (lambda a, b, c: a * b + c, False),
+    "sqrt_rn": (np.sqrt, True),
+    "sqrt_rz": (np.sqrt, True),
+    "sqrt_rd": (np.sqrt, True),
+    "sqrt_ru": (np.sqrt, True),
+    "floor": (np.floor, False),
+    "ceil": (np.ceil, False),
+    "trunc": (np.trunc, False),
+    "rint": (np.rint, False),
+    "nearbyint": (np.rint, False),
+    "round": (_round_half_away, False),
+    "abs": (np.abs, False),
+    "fmod": (np.fmod, False),
+    "remainder": (np.remainder, False),
+    "copysign": (np.copysign, False),
+    "fdim": (lambda a, b: np.maximum(a - b, 0), False),
+    "saturatef": (lambda x: np.clip(x, 0, 1), False),
+    "nextafter": (np.nextafter, False),
+    "isnan": (np.isnan, False),
+    "isinf": (np.isinf, False),
+    "isfinited": (np.isfinite, False),
+    "finitef": (np.isfinite, False),
     "signbit": (np.signbit, False),
 }
 _LIBDEVICE_PREDICATES = {"isnan", "isinf", "isfinited", "finitef", "signbit"}
@@ -363,7 +468,7 @@ _LIBDEVICE_PREDICATES = {"isnan", "isinf", "isfinited", "finitef", "signbit"}
 class LibdeviceCount:
     """sim_count's hook for the libdevice calls a counted program makes (elements, special)."""
 
-    hook: "Callable[[int, bool], None] | None" = None
+    hook: Callable[[int, bool], None] | None = None
 
 
 def _libdevice_on_numpy() -> None:
@@ -385,7 +490,9 @@ def _libdevice_on_numpy() -> None:
     setattr(libdevice, _MARK, True)
 
 
-def _libdevice_function(name: str, stub: Callable[..., Any], tl: Any, itp: Any) -> Callable[..., Any]:
+def _libdevice_function(
+    name: str, stub: Callable[..., Any], tl: Any, itp: Any
+) -> Callable[..., Any]:
     found = _LIBDEVICE.get(name)
 
     @functools.wraps(stub)
@@ -393,7 +500,9 @@ def _libdevice_function(name: str, stub: Callable[..., Any], tl: Any, itp: Any) 
         if not _interpreting():  # never the compiler's path (it resolves the name on the target's module): the stub as it was
             return stub(*args, **kwargs)
         if found is None:
-            raise NotOnThisDevice(f"triton.language.extra.libdevice.{name} has no CPU implementation in the interpreter")
+            raise NotOnThisDevice(
+                f"triton.language.extra.libdevice.{name} has no CPU implementation in the interpreter"
+            )
         fn, special = found
         tensors = [a for a in args if isinstance(a, tl.tensor)]
         ref = tensors[0].dtype if tensors else tl.float32
@@ -412,7 +521,11 @@ def _libdevice_function(name: str, stub: Callable[..., Any], tl: Any, itp: Any) 
         else:
             dtype, data = tl.float32, out.astype(np.float32)
         shape = list(np.shape(data))
-        kind = tl.block_type(dtype, shape) if shape and any(isinstance(getattr(t, "type", None), tl.block_type) for t in tensors) else dtype
+        kind = (
+            tl.block_type(dtype, shape)
+            if shape and any(isinstance(getattr(t, "type", None), tl.block_type) for t in tensors)
+            else dtype
+        )
         return tl.tensor(itp.TensorHandle(np.asarray(data), dtype), kind)
 
     return call
@@ -441,7 +554,9 @@ def _f32_to_bf16(values) -> np.ndarray:
     x = np.asarray(values).astype(np.float32)  # float64 input is rounded twice: rare, accepted
     bits = x.view(np.uint32)
     rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
-    quiet_nan = ((bits >> 16) | 0x0040).astype(np.uint16)  # the rounding carry could turn NaN into inf
+    quiet_nan = ((bits >> 16) | 0x0040).astype(
+        np.uint16
+    )  # the rounding carry could turn NaN into inf
     return np.where(np.isnan(x), quiet_nan, rounded)
 
 

@@ -33,12 +33,13 @@ import sys
 import time
 import traceback
 import types
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
-from . import channel, checking, guard, inputs, shared_io, timing
+from core.harness import channel, checking, guard, inputs, shared_io, timing
 
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 4, 24, 38
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
@@ -69,12 +70,14 @@ class Worker:
     `Worker.fork` forks it from this process (the trusted worker); `Worker.spawn` has the zygote
     fork it (the candidate worker, whose memory must not hold the job)."""
 
-    def __init__(self, name: str, pid: int, conn: socket.socket, wait: Callable[[int, float], int | None]):
+    def __init__(
+        self, name: str, pid: int, conn: socket.socket, wait: Callable[[int, float], int | None]
+    ):
         self.name, self.pid, self.conn, self._waitpid = name, pid, conn, wait
         self.returncode: int | None = None
 
     @classmethod
-    def fork(cls, name: str, main: Callable[..., None], job: dict[str, Any]) -> "Worker":
+    def fork(cls, name: str, main: Callable[..., None], job: dict[str, Any]) -> Worker:
         parent_end, child_end = socket.socketpair()
         parent_pid = os.getpid()
         pid = os.fork()
@@ -97,7 +100,7 @@ class Worker:
         return cls(name, pid, parent_end, waitpid)
 
     @classmethod
-    def spawn(cls, name: str, zygote: Any, job: dict[str, Any]) -> "Worker":
+    def spawn(cls, name: str, zygote: Any, job: dict[str, Any]) -> Worker:
         """A candidate worker forked by `zygote`, then handed `job` (a `candidate_view`)."""
         pid, conn = zygote.spawn()
         worker = cls(name, pid, conn, zygote.wait)
@@ -110,11 +113,15 @@ class Worker:
         except OSError:
             raise WorkerDied(self.name, self.exit_reason()) from None
 
-    def recv(self, timeout: float, max_payload: int | None = None) -> tuple[dict[str, Any], bytearray | None]:
+    def recv(
+        self, timeout: float, max_payload: int | None = None
+    ) -> tuple[dict[str, Any], bytearray | None]:
         try:
             return channel.recv(self.conn, timeout, max_payload)
         except channel.ChannelTimeout:
-            raise WorkerTimeout(f"{self.name} worker did not answer within {timeout:.0f} s") from None
+            raise WorkerTimeout(
+                f"{self.name} worker did not answer within {timeout:.0f} s"
+            ) from None
         except channel.ChannelClosed as closed:
             reason = self.exit_reason()
             if reason == "stopped answering" and str(closed).startswith("malformed"):
@@ -122,7 +129,11 @@ class Worker:
             raise WorkerDied(self.name, reason) from None
 
     def request(
-        self, header: dict[str, Any], timeout: float, payload: bytes | bytearray | None = None, max_payload: int | None = None
+        self,
+        header: dict[str, Any],
+        timeout: float,
+        payload: bytes | bytearray | None = None,
+        max_payload: int | None = None,
     ) -> tuple[dict[str, Any], bytearray | None]:
         self.send(header, payload)
         return self.recv(timeout, max_payload)
@@ -131,7 +142,11 @@ class Worker:
         if self.returncode is None:
             try:
                 self.returncode = self._waitpid(self.pid, timeout)
-            except (RuntimeError, OSError, ValueError):  # the zygote is gone, and with it the worker
+            except (
+                RuntimeError,
+                OSError,
+                ValueError,
+            ):  # the zygote is gone, and with it the worker
                 self.returncode = -signal.SIGKILL
         return self.returncode is not None
 
@@ -143,7 +158,10 @@ class Worker:
     def kill(self) -> None:
         """Kill the worker's whole process group: whatever it started dies with it (what left
         the group is the zygote's to find)."""
-        for target in (lambda: os.killpg(self.pid, signal.SIGKILL), lambda: os.kill(self.pid, signal.SIGKILL)):
+        for target in (
+            lambda: os.killpg(self.pid, signal.SIGKILL),
+            lambda: os.kill(self.pid, signal.SIGKILL),
+        ):
             try:
                 target()
             except (ProcessLookupError, PermissionError):
@@ -268,10 +286,14 @@ def read_task_file(job: dict[str, Any], name: str) -> bytes | None:
         data = path.read_bytes() if path.is_file() else None
     if data is None:
         if want is not None:
-            raise TaskFileChanged(f"{name} of task {job.get('task_id')} is missing, though the job recorded its hash")
+            raise TaskFileChanged(
+                f"{name} of task {job.get('task_id')} is missing, though the job recorded its hash"
+            )
         return None
     if want is not None and hashlib.sha256(data).hexdigest() != want:
-        raise TaskFileChanged(f"{name} of task {job.get('task_id')} is not the file whose sha256 the job recorded")
+        raise TaskFileChanged(
+            f"{name} of task {job.get('task_id')} is not the file whose sha256 the job recorded"
+        )
     return data
 
 
@@ -282,8 +304,13 @@ def _module_from_source(source: bytes, name: str, filename: str) -> types.Module
     # Triton's @jit reads a kernel's source through inspect (linecache): the file itself is hidden
     # in the sandbox, so the hash-checked bytes are what it reads (an imported task's baseline is
     # the task's own Triton source; found on the H200: "@jit functions should be defined in a Python file").
-    linecache.cache[filename] = (len(source), None, source.decode(errors="replace").splitlines(True), filename)
-    exec(compile(source, filename, "exec"), module.__dict__)  # noqa: S102 - the task's own, hash-checked file
+    linecache.cache[filename] = (
+        len(source),
+        None,
+        source.decode(errors="replace").splitlines(True),
+        filename,
+    )
+    exec(compile(source, filename, "exec"), module.__dict__)
     return module
 
 
@@ -317,10 +344,12 @@ def _device(job: dict[str, Any]) -> torch.device:
 
 
 def _error(exc: BaseException) -> dict[str, Any]:
-    reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(limit=20)[-8000:]}
-    from .triton_cpu import (
-        unsupported_reason,  # a construct the CPU interpreter cannot run: not the kernel's fault
-    )
+    reply = {
+        "ok": False,
+        "error": f"{type(exc).__name__}: {exc}",
+        "traceback": traceback.format_exc(limit=20)[-8000:],
+    }
+    from core.harness.triton_cpu import unsupported_reason
 
     reason = unsupported_reason(exc)
     if reason:
@@ -330,9 +359,9 @@ def _error(exc: BaseException) -> dict[str, Any]:
 
 def _is_compile_error(exc: BaseException) -> bool:
     names = {cls.__name__ for cls in type(exc).__mro__}
-    return bool(names & {"CompilationError", "CompileTimeAssertionFailure", "BuildExtensionError"}) or (
-        isinstance(exc, RuntimeError) and "Error building extension" in str(exc)
-    )
+    return bool(
+        names & {"CompilationError", "CompileTimeAssertionFailure", "BuildExtensionError"}
+    ) or (isinstance(exc, RuntimeError) and "Error building extension" in str(exc))
 
 
 # --- the candidate's process: limits, privileges, what it can see -------------------------------
@@ -340,7 +369,9 @@ def _is_compile_error(exc: BaseException) -> bool:
 
 def _vm_data_bytes() -> int:
     try:
-        for line in open("/proc/self/status"):
+        with open("/proc/self/status") as f:
+            lines = f.readlines()
+        for line in lines:
             if line.startswith("VmData:"):
                 return int(line.split()[1]) * 1024
     except OSError:
@@ -408,7 +439,11 @@ def watch() -> list[tuple[str, Any, str, Any]]:
 
 def replaced(snap: list[tuple[str, Any, str, Any]]) -> list[str]:
     """Names in `snap` whose object is no longer the one snapshotted."""
-    return [qualname for qualname, namespace, key, value in snap if namespace.get(key, value) is not value]
+    return [
+        qualname
+        for qualname, namespace, key, value in snap
+        if namespace.get(key, value) is not value
+    ]
 
 
 def _hide_harness() -> None:
@@ -431,17 +466,23 @@ def candidate_main(conn: socket.socket, job: dict[str, Any]) -> None:
     os.environ["TORCH_EXTENSIONS_DIR"] = str(workdir / "torch_extensions")
     device = _device(job)
     sim = None
-    if job["device"].get("type") == "sim":  # a simulated GPU: the performance stage counts (docs/simulation.md)
+    if (
+        job["device"].get("type") == "sim"
+    ):  # a simulated GPU: the performance stage counts (docs/simulation.md)
         from core.harness.sim import predict as sim_predict
 
-        sim = sim_predict.CompileCache(job["device"]["aot"], str(workdir / "triton_cache"))  # before the interpreter
+        sim = sim_predict.CompileCache(
+            job["device"]["aot"], str(workdir / "triton_cache")
+        )  # before the interpreter
     if device.type == "cpu":
-        from .triton_cpu import enable_interpreter
+        from core.harness.triton_cpu import enable_interpreter
 
         enable_interpreter()
     custom = None
     if job.get("task_inputs"):
-        custom = getattr(_module_from_source(job["task_inputs"].encode(), "arena_task_inputs", "<task inputs.py>"), "make_inputs")
+        custom = _module_from_source(
+            job["task_inputs"].encode(), "arena_task_inputs", "<task inputs.py>"
+        ).make_inputs
     _limit_resources(job.get("memory_bytes") if device.type == "cpu" else None)
     _drop_capabilities()
     specs, outs = job["inputs"], job["outputs"]
@@ -468,7 +509,9 @@ def candidate_main(conn: socket.socket, job: dict[str, Any]) -> None:
                 run = _entry(_import_file(path, f"candidate_{os.getpid()}"), str(path))
                 reply: dict[str, Any] = {"ok": True}
                 try:  # the first call builds JIT kernels: a build failure is a compile failure
-                    args = inputs.correctness_inputs(specs, msg["workload"], msg["seed"], device, custom)
+                    args = inputs.correctness_inputs(
+                        specs, msg["workload"], msg["seed"], device, custom
+                    )
                     run(*args)
                     _sync(device)
                 except Exception as exc:  # noqa: BLE001
@@ -478,19 +521,34 @@ def candidate_main(conn: socket.socket, job: dict[str, Any]) -> None:
                         reply["first_call_error"] = f"{type(exc).__name__}: {exc}"
             elif op == "run":
                 assert run is not None, "compile first"
-                reply, payload = run_for_check(run, specs, outs, msg["workload"], msg["seed"], int(msg.get("repeat", 1)), device, custom)
-            elif op == "peer":  # the socket to the trusted worker, for timed rounds over shared memory
+                reply, payload = run_for_check(
+                    run,
+                    specs,
+                    outs,
+                    msg["workload"],
+                    msg["seed"],
+                    int(msg.get("repeat", 1)),
+                    device,
+                    custom,
+                )
+            elif (
+                op == "peer"
+            ):  # the socket to the trusted worker, for timed rounds over shared memory
                 peer = socket.socket(fileno=shared_io.recv_fd(conn))
                 reply = {"ok": True}
             elif op == "time" and msg.get("shared"):
-                assert run is not None and peer is not None, "compile first, then get the peer socket"
+                assert run is not None and peer is not None, (
+                    "compile first, then get the peer socket"
+                )
                 reply = _time_shared(run, msg, specs, outs, device, peer, hooks)
             elif op == "time":
                 assert run is not None, "compile first"
                 reply = _time_candidate(run, msg, specs, outs, device, custom, kept, hooks)
             elif op == "predict":
                 assert run is not None and sim is not None, "compile first, on a sim device"
-                reply = sim_predict.predict_candidate(run, specs, msg["workload"], msg["seed"], custom, sim)
+                reply = sim_predict.predict_candidate(
+                    run, specs, msg["workload"], msg["seed"], custom, sim
+                )
             elif op == "kept":
                 reply, payload = hand_over_kept(kept)
             else:
@@ -510,7 +568,9 @@ def watch_hooks(custom_inputs: bool, between_calls: tuple[str, ...] = ()) -> gua
     """The watch on torch's namespaces, taken before any candidate code runs. Between two timed
     calls the mode stacks are always checked, and what harness code run there can reach: a
     task's inputs.py (`custom_inputs`) and `between_calls`."""
-    return guard.Hooks(guard.Watch(between_calls=(guard.INPUTS_REACH if custom_inputs else ()) + between_calls))
+    return guard.Hooks(
+        guard.Watch(between_calls=(guard.INPUTS_REACH if custom_inputs else ()) + between_calls)
+    )
 
 
 def report_hooks(reply: dict[str, Any], hooks: guard.Hooks) -> None:
@@ -523,8 +583,14 @@ def report_hooks(reply: dict[str, Any], hooks: guard.Hooks) -> None:
 
 
 def run_for_check(
-    fn: Callable[..., Any], specs: list[dict[str, Any]], outs: list[dict[str, Any]], workload: dict[str, Any], seed: int, repeat: int,
-    device: torch.device, custom: Any,
+    fn: Callable[..., Any],
+    specs: list[dict[str, Any]],
+    outs: list[dict[str, Any]],
+    workload: dict[str, Any],
+    seed: int,
+    repeat: int,
+    device: torch.device,
+    custom: Any,
 ) -> tuple[dict[str, Any], bytes]:
     """`repeat` calls on the same freshly drawn inputs, into poisoned memory; their outputs,
     checked for type and packed for the trusted side (a reply and its payload)."""
@@ -552,8 +618,14 @@ def hand_over_kept(kept: dict[int, Any]) -> tuple[dict[str, Any], bytes]:
 
 
 def _time_candidate(
-    run: Callable[..., Any], msg: dict[str, Any], specs: list[dict[str, Any]], outs: list[dict[str, Any]],
-    device: torch.device, custom: Any, kept: dict[int, Any], hooks: guard.Hooks = guard.NO_HOOKS,
+    run: Callable[..., Any],
+    msg: dict[str, Any],
+    specs: list[dict[str, Any]],
+    outs: list[dict[str, Any]],
+    device: torch.device,
+    custom: Any,
+    kept: dict[int, Any],
+    hooks: guard.Hooks = guard.NO_HOOKS,
 ) -> dict[str, Any]:
     """Time a round; keep copies of the sampled calls' outputs for the trusted worker. `hooks`
     is asked before every refill, right after the previous call returned."""
@@ -564,14 +636,25 @@ def _time_candidate(
 
     def keep(index: int, result: Any) -> None:
         try:
-            kept[index] = inputs.snapshot(inputs.collect_outputs(result, outs, specs, fresh.args or [], shapes, device))
+            kept[index] = inputs.snapshot(
+                inputs.collect_outputs(result, outs, specs, fresh.args or [], shapes, device)
+            )
         except inputs.OutputError as exc:
             invalid.append(f"call {index}: {exc}")
 
     sample = [float(u) for u in msg.get("sample", ())]
     timed = timing.time_calls(
-        run, fresh, device, msg["budget_ms"], msg["min_calls"], msg["max_calls"], msg["first_index"], msg["graph"],
-        msg.get("sync_each_call", False), sample, keep,
+        run,
+        fresh,
+        device,
+        msg["budget_ms"],
+        msg["min_calls"],
+        msg["max_calls"],
+        msg["first_index"],
+        msg["graph"],
+        msg.get("sync_each_call", False),
+        sample,
+        keep,
     )
     if invalid:
         kept.clear()
@@ -584,8 +667,13 @@ def _time_candidate(
 
 
 def _time_shared(
-    run: Callable[..., Any], msg: dict[str, Any], specs: list[dict[str, Any]], outs: list[dict[str, Any]],
-    device: torch.device, peer: socket.socket, hooks: guard.Hooks = guard.NO_HOOKS,
+    run: Callable[..., Any],
+    msg: dict[str, Any],
+    specs: list[dict[str, Any]],
+    outs: list[dict[str, Any]],
+    device: torch.device,
+    peer: socket.socket,
+    hooks: guard.Hooks = guard.NO_HOOKS,
 ) -> dict[str, Any]:
     """Time a round whose inputs the trusted worker writes (shared_io.py): this process gets
     no seed and no sampled calls; every call's outputs go back through shared memory."""
@@ -595,8 +683,18 @@ def _time_shared(
         return {"ok": True, "attach_failed": str(exc)}
     try:
         timed = timing.time_calls(
-            run, fresh, device, msg["budget_ms"], msg["min_calls"], msg["max_calls"], msg["first_index"], msg["graph"],
-            msg.get("sync_each_call", False), (), fresh.keep, fresh.picker,
+            run,
+            fresh,
+            device,
+            msg["budget_ms"],
+            msg["min_calls"],
+            msg["max_calls"],
+            msg["first_index"],
+            msg["graph"],
+            msg.get("sync_each_call", False),
+            (),
+            fresh.keep,
+            fresh.picker,
         )
     finally:
         fresh.finish()
@@ -621,17 +719,35 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         task_dir = Path(job["task_dir"])
-        sources = {name: read_task_file(job, name) for name in ("reference.py", "baseline.py", "inputs.py", "check.py")}
+        sources = {
+            name: read_task_file(job, name)
+            for name in ("reference.py", "baseline.py", "inputs.py", "check.py")
+        }
         for name in ("reference.py", "baseline.py"):
             if sources[name] is None:
                 raise FileNotFoundError(f"the task's {name} is missing")
-        reference_run = _entry(_module_from_source(sources["reference.py"], "arena_reference", str(task_dir / "reference.py")), "reference.py")  # type: ignore[arg-type]
-        baseline_module = _module_from_source(sources["baseline.py"], "arena_baseline", str(task_dir / "baseline.py"))  # type: ignore[arg-type]
+        reference_source, baseline_source = sources["reference.py"], sources["baseline.py"]
+        assert reference_source is not None and baseline_source is not None  # checked above
+        reference_run = _entry(
+            _module_from_source(
+                reference_source, "arena_reference", str(task_dir / "reference.py")
+            ),
+            "reference.py",
+        )
+        baseline_module = _module_from_source(
+            baseline_source, "arena_baseline", str(task_dir / "baseline.py")
+        )
         baseline_run = _entry(baseline_module, "baseline.py")
         custom = None
         if sources["inputs.py"] is not None:
-            custom = getattr(_module_from_source(sources["inputs.py"], "arena_task_inputs", str(task_dir / "inputs.py")), "make_inputs")
-        check, pooled = (None, None) if sources["check.py"] is None else checking.checks_from_source(sources["check.py"], str(task_dir / "check.py"))
+            custom = _module_from_source(
+                sources["inputs.py"], "arena_task_inputs", str(task_dir / "inputs.py")
+            ).make_inputs
+        check, pooled = (
+            (None, None)
+            if sources["check.py"] is None
+            else checking.checks_from_source(sources["check.py"], str(task_dir / "check.py"))
+        )
     except Exception as exc:  # noqa: BLE001 - the parent reports it as an infrastructure fault
         channel.send(conn, _error(exc))
         return
@@ -643,16 +759,21 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
     def pool_of(msg: dict[str, Any]) -> checking.Pool:
         member = msg.get("member")
         return pools.setdefault(member if isinstance(member, str) else "", checking.Pool(pooled))
+
     specs, out_specs = job["inputs"], job["outputs"]
     rule = job["correctness"]
-    expected: dict[str, tuple[list[Any], list[torch.Tensor]]] = {}  # key -> (inputs, reference outputs)
+    expected: dict[
+        str, tuple[list[Any], list[torch.Tensor]]
+    ] = {}  # key -> (inputs, reference outputs)
     # A batch's candidates share the job's workloads and seeds: each (workload, seed)'s inputs
     # and reference outputs are computed once and kept, within the job's byte budget.
     references = ReferenceCache(int(job.get("reference_cache_bytes") or 0))
     seen: dict[str, list[tuple[int, list[str], list[torch.Tensor]]]] = {}
     peer: socket.socket | None = None  # to the candidate's worker (shared_io.py)
 
-    def judge_timed(msg: dict[str, Any], calls: list[int], got: list[torch.Tensor]) -> list[dict[str, Any]]:
+    def judge_timed(
+        msg: dict[str, Any], calls: list[int], got: list[torch.Tensor]
+    ) -> list[dict[str, Any]]:
         """The sampled timed calls' outputs against the reference on privately regenerated inputs."""
         fresh = inputs.FreshInputs(specs, msg["workload"], msg["seed"], device, custom)
         n = len(out_specs)
@@ -662,7 +783,10 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
             with torch.no_grad():
                 result = reference_run(*args)
             ref = list(result) if isinstance(result, (tuple, list)) else [result]
-            verdicts = pool_of(msg).add(_pool_key(msg["workload"]), _compare_all(out_specs, got[j * n:(j + 1) * n], ref, args, rule, device, check))
+            verdicts = pool_of(msg).add(
+                _pool_key(msg["workload"]),
+                _compare_all(out_specs, got[j * n : (j + 1) * n], ref, args, rule, device, check),
+            )
             results.append({"call": index, "outputs": verdicts})
         return results
 
@@ -679,7 +803,9 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
             if op == "expect":
                 expected.clear()  # one pending check at a time; a failed run leaves none behind
                 if msg["key"] not in references:
-                    args = inputs.correctness_inputs(specs, msg["workload"], msg["seed"], device, custom)
+                    args = inputs.correctness_inputs(
+                        specs, msg["workload"], msg["seed"], device, custom
+                    )
                     with torch.no_grad():
                         result = reference_run(*args)
                     entry = (args, list(result) if isinstance(result, (tuple, list)) else [result])
@@ -688,37 +814,67 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
                         expected[msg["key"]] = entry
                 channel.send(conn, {"ok": True})
             elif op == "check":
-                args, want = expected.pop(msg["key"]) if msg["key"] in expected else references.get(msg["key"])
+                args, want = (
+                    expected.pop(msg["key"])
+                    if msg["key"] in expected
+                    else references.get(msg["key"])
+                )
                 runs = int(msg.get("runs", 1))
                 shapes = msg["workload"]["shapes"]
                 try:
-                    got = inputs.unpack(msg.get("tensors"), payload, inputs.expected_meta(out_specs, shapes) * runs)
+                    got = inputs.unpack(
+                        msg.get("tensors"), payload, inputs.expected_meta(out_specs, shapes) * runs
+                    )
                 except inputs.OutputError as exc:
                     channel.send(conn, {"ok": True, "malformed": str(exc)})
                     continue
                 n = len(out_specs)
-                per_run = [pool_of(msg).add(_pool_key(msg["workload"]), _compare_all(out_specs, got[r * n:(r + 1) * n], want, args, rule, device, check)) for r in range(runs)]
-                independent = _independence(seen.setdefault(msg["workload_key"], []), msg["seed"], out_specs, got[:n], want)
+                per_run = [
+                    pool_of(msg).add(
+                        _pool_key(msg["workload"]),
+                        _compare_all(
+                            out_specs, got[r * n : (r + 1) * n], want, args, rule, device, check
+                        ),
+                    )
+                    for r in range(runs)
+                ]
+                independent = _independence(
+                    seen.setdefault(msg["workload_key"], []), msg["seed"], out_specs, got[:n], want
+                )
                 channel.send(conn, {"ok": True, "runs": per_run, "independent": independent})
             elif op == "check_timed":
                 calls = [int(i) for i in msg["calls"]]
                 shapes = msg["workload"]["shapes"]
                 try:
-                    got = inputs.unpack(msg.get("tensors"), payload, inputs.expected_meta(out_specs, shapes) * len(calls))
+                    got = inputs.unpack(
+                        msg.get("tensors"),
+                        payload,
+                        inputs.expected_meta(out_specs, shapes) * len(calls),
+                    )
                 except inputs.OutputError as exc:
                     channel.send(conn, {"ok": True, "malformed": str(exc)})
                     continue
                 channel.send(conn, {"ok": True, "results": judge_timed(msg, calls, got)})
             elif op == "peer":  # the candidate worker's end is sent to it by the parent
                 peer = socket.socket(fileno=shared_io.recv_fd(conn))
-                channel.send(conn, {"ok": True, "shared": shared_io.cannot_share(device) is None, "reason": shared_io.cannot_share(device)})
+                channel.send(
+                    conn,
+                    {
+                        "ok": True,
+                        "shared": shared_io.cannot_share(device) is None,
+                        "reason": shared_io.cannot_share(device),
+                    },
+                )
             elif op == "serve_round":
                 assert peer is not None, "no peer socket"
 
                 def ready(serving: bool, reason: str | None) -> None:
                     channel.send(conn, {"ok": True, "serving": serving, "reason": reason})
+
                 try:
-                    calls, got, count, serve_s = shared_io.serve_round(peer, msg, specs, out_specs, device, custom, ready)
+                    calls, got, count, serve_s = shared_io.serve_round(
+                        peer, msg, specs, out_specs, device, custom, ready
+                    )
                 except shared_io.ProtocolError as exc:
                     channel.send(conn, {"ok": True, "violation": str(exc)})
                     continue
@@ -726,16 +882,38 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
                     channel.send(conn, {"ok": True, "attach_failed": str(exc)})
                     continue
                 if count:
-                    channel.send(conn, {"ok": True, "calls": count, "serve_s": serve_s, "results": judge_timed(msg, calls, got)})
+                    channel.send(
+                        conn,
+                        {
+                            "ok": True,
+                            "calls": count,
+                            "serve_s": serve_s,
+                            "results": judge_timed(msg, calls, got),
+                        },
+                    )
             elif op == "time":
-                channel.send(conn, {"ok": True, **_time(baseline_run, msg, specs, device, custom), "impl": baseline_impl(baseline_module)})
+                channel.send(
+                    conn,
+                    {
+                        "ok": True,
+                        **_time(baseline_run, msg, specs, device, custom),
+                        "impl": baseline_impl(baseline_module),
+                    },
+                )
             elif op == "sync":  # a batch's next candidate starts from a clean channel (batch.py)
                 channel.send(conn, {"ok": True, "sync": msg.get("nonce")})
             elif op == "predict_baseline":
                 from core.harness.sim import predict as sim_predict
 
-                reply = sim_predict.predict_baseline(baseline_run, specs, msg["workload"], msg["seed"], custom, msg["formula"])
-                channel.send(conn, {**reply, "impl": baseline_impl(baseline_module)} if isinstance(reply, dict) else reply)
+                reply = sim_predict.predict_baseline(
+                    baseline_run, specs, msg["workload"], msg["seed"], custom, msg["formula"]
+                )
+                channel.send(
+                    conn,
+                    {**reply, "impl": baseline_impl(baseline_module)}
+                    if isinstance(reply, dict)
+                    else reply,
+                )
             else:
                 channel.send(conn, {"ok": False, "error": f"unknown op {op}"})
         except Exception as exc:  # noqa: BLE001
@@ -770,7 +948,11 @@ class ReferenceCache:
         return self.entries[key]
 
     def add(self, key: str, entry: tuple[list[Any], list[torch.Tensor]]) -> bool:
-        size = sum(t.numel() * t.element_size() for t in [*entry[0], *entry[1]] if isinstance(t, torch.Tensor))
+        size = sum(
+            t.numel() * t.element_size()
+            for t in [*entry[0], *entry[1]]
+            if isinstance(t, torch.Tensor)
+        )
         if self.used + size > self.budget:
             return False
         self.entries[key] = entry
@@ -779,8 +961,13 @@ class ReferenceCache:
 
 
 def _compare_all(
-    out_specs: list[dict[str, Any]], got: list[torch.Tensor], want: list[torch.Tensor], args: list[Any],
-    rule: dict[str, Any], device: torch.device, check: checking.Check | None,
+    out_specs: list[dict[str, Any]],
+    got: list[torch.Tensor],
+    want: list[torch.Tensor],
+    args: list[Any],
+    rule: dict[str, Any],
+    device: torch.device,
+    check: checking.Check | None,
 ) -> dict[str, Any]:
     if len(got) != len(out_specs):
         raise inputs.OutputError(f"{len(got)} outputs, expected {len(out_specs)}")
@@ -797,8 +984,11 @@ def _sample(t: torch.Tensor) -> torch.Tensor:
 
 
 def _independence(
-    history: list[tuple[int, list[str], list[torch.Tensor]]], seed: int, out_specs: list[dict[str, Any]],
-    got: list[torch.Tensor], want: list[torch.Tensor],
+    history: list[tuple[int, list[str], list[torch.Tensor]]],
+    seed: int,
+    out_specs: list[dict[str, Any]],
+    got: list[torch.Tensor],
+    want: list[torch.Tensor],
 ) -> str | None:
     """Proof that an output ignores the inputs: bit-identical for two seeds whose expected
     outputs clearly differ (by more than half their size, on at least a quarter of the sampled
@@ -813,7 +1003,9 @@ def _independence(
             if d != od or s.numel() == 0:
                 continue
             both = torch.isfinite(s) & torch.isfinite(os_)
-            differ = ((s - os_).abs() > INDEPENDENT_REL_DIFF * torch.maximum(s.abs(), os_.abs())) & both
+            differ = (
+                (s - os_).abs() > INDEPENDENT_REL_DIFF * torch.maximum(s.abs(), os_.abs())
+            ) & both
             share = float(differ.sum()) / s.numel()
             if share >= INDEPENDENT_MIN_SHARE:
                 found = (
@@ -827,10 +1019,24 @@ def _independence(
     return found
 
 
-def _time(fn: Callable[..., Any], msg: dict[str, Any], specs: list[dict[str, Any]], device: torch.device, custom: Any) -> dict[str, Any]:
+def _time(
+    fn: Callable[..., Any],
+    msg: dict[str, Any],
+    specs: list[dict[str, Any]],
+    device: torch.device,
+    custom: Any,
+) -> dict[str, Any]:
     fresh = inputs.FreshInputs(specs, msg["workload"], msg["seed"], device, custom)
     return timing.time_calls(
-        fn, fresh, device, msg["budget_ms"], msg["min_calls"], msg["max_calls"], msg["first_index"], msg["graph"], msg.get("sync_each_call", False)
+        fn,
+        fresh,
+        device,
+        msg["budget_ms"],
+        msg["min_calls"],
+        msg["max_calls"],
+        msg["first_index"],
+        msg["graph"],
+        msg.get("sync_each_call", False),
     )
 
 

@@ -28,7 +28,7 @@ import socket
 import time
 from typing import Any
 
-from . import channel, ranked_worker, workers
+from core.harness import channel, ranked_worker, workers
 
 PR_SET_CHILD_SUBREAPER = 36
 REQUEST_SLACK_S = 30.0
@@ -57,7 +57,7 @@ class Zygote:
         self.pid, self.sock = pid, parent_end
         self.own_child = True
 
-    def fork_zygote(self) -> "Zygote":
+    def fork_zygote(self) -> Zygote:
         """Another zygote, forked by this one (so it, too, never saw a job): a concurrent batch
         gives each slot its own, so what a candidate leaves behind is found by its own slot's
         `cleanup()` while the other slots' candidates run on (concurrent.py)."""
@@ -68,11 +68,15 @@ class Zygote:
         sub.pid, sub.sock, sub.own_child = int(reply["pid"]), socket.socket(fileno=fds[0]), False
         return sub
 
-    def _ask(self, request: dict[str, Any], timeout: float = REQUEST_SLACK_S) -> tuple[dict[str, Any], list[int]]:
+    def _ask(
+        self, request: dict[str, Any], timeout: float = REQUEST_SLACK_S
+    ) -> tuple[dict[str, Any], list[int]]:
         try:
             self.sock.sendall(json.dumps(request).encode())
             if not select.select([self.sock], [], [], timeout)[0]:
-                raise ZygoteError(f"the zygote did not answer `{request['op']}` within {timeout:.0f} s")
+                raise ZygoteError(
+                    f"the zygote did not answer `{request['op']}` within {timeout:.0f} s"
+                )
             data, fds, _, _ = socket.recv_fds(self.sock, 1 << 16, 1)
         except OSError as exc:
             raise ZygoteError(f"the zygote is gone ({exc})") from None
@@ -90,7 +94,9 @@ class Zygote:
 
     def wait(self, pid: int, timeout: float) -> int | None:
         """The worker's exit code once it has exited (within `timeout`), else None."""
-        reply, _ = self._ask({"op": "wait", "pid": pid, "timeout": timeout}, timeout + REQUEST_SLACK_S)
+        reply, _ = self._ask(
+            {"op": "wait", "pid": pid, "timeout": timeout}, timeout + REQUEST_SLACK_S
+        )
         return reply.get("code")
 
     def cleanup(self) -> list[dict[str, Any]]:
@@ -225,7 +231,9 @@ def _fork_worker(zsock: socket.socket, zygote_pid: int) -> int:
     return pid
 
 
-CANDIDATE_UID_ENV = "ARENA_CANDIDATE_UID"  # set by core/sandbox.wrap for an unsandboxed harness run by root
+CANDIDATE_UID_ENV = (
+    "ARENA_CANDIDATE_UID"  # set by core/sandbox.wrap for an unsandboxed harness run by root
+)
 CAP_DAC_READ_SEARCH = 2
 PR_SET_KEEPCAPS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE = 8, 47, 2
 

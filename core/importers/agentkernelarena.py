@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import yaml
 
@@ -50,7 +51,9 @@ OnTask = Callable[[int, int, str, "Converted | Skipped"], None]
 @dataclass(frozen=True)
 class Options:
     timeout_s: float = 120.0
-    external: bool = True  # tasks that do not convert become external tasks (core/importers/aka_external.py)
+    external: bool = (
+        True  # tasks that do not convert become external tasks (core/importers/aka_external.py)
+    )
 
 
 def find_tasks(root: Path) -> list[Path]:
@@ -59,19 +62,33 @@ def find_tasks(root: Path) -> list[Path]:
     return sorted(p.parent for p in base.rglob("config.yaml") if ".git" not in p.parts)
 
 
-def import_agentkernelarena(root: Path | str, out: Path | str, options: Options = Options(), on_task: OnTask | None = None) -> ImportReport:
+def import_agentkernelarena(
+    root: Path | str, out: Path | str, options: Options = Options(), on_task: OnTask | None = None
+) -> ImportReport:
     root, out = Path(root).resolve(), Path(out).resolve()
     if not root.is_dir():
-        raise FileNotFoundError(f"{root}: no such folder; give the path of an AgentKernelArena checkout")
+        raise FileNotFoundError(
+            f"{root}: no such folder; give the path of an AgentKernelArena checkout"
+        )
     folders = find_tasks(root)
     if not folders:
-        raise FileNotFoundError(f"{root}: no AgentKernelArena tasks (expected tasks/**/config.yaml); give the checkout's root")
+        raise FileNotFoundError(
+            f"{root}: no AgentKernelArena tasks (expected tasks/**/config.yaml); give the checkout's root"
+        )
     report = ImportReport("agentkernelarena", str(root), str(out))
     for i, folder in enumerate(folders, 1):
         source = str(folder.relative_to(root))
-        outcome = isolated(_convert_one, (folder, source, out, options.external), source, options.timeout_s)
-        if options.external and isinstance(outcome, Skipped) and outcome.kind in ("timeout", "crash"):
-            outcome = _as_external(folder, source, out, f"{outcome.kind}: {outcome.reason}")  # copying files runs none of its code
+        outcome = isolated(
+            _convert_one, (folder, source, out, options.external), source, options.timeout_s
+        )
+        if (
+            options.external
+            and isinstance(outcome, Skipped)
+            and outcome.kind in ("timeout", "crash")
+        ):
+            outcome = _as_external(
+                folder, source, out, f"{outcome.kind}: {outcome.reason}"
+            )  # copying files runs none of its code
         (report.converted if isinstance(outcome, Converted) else report.skipped).append(outcome)  # type: ignore[arg-type]
         if on_task:
             on_task(i, len(folders), source, outcome)
@@ -82,7 +99,7 @@ def category_of(source: str) -> str:
     """`tasks/triton2triton/vllm/x` -> `triton2triton/vllm`."""
     parts = Path(source).parts
     start = 1 if parts and parts[0] == "tasks" else 0
-    return "/".join(parts[start:start + 2])
+    return "/".join(parts[start : start + 2])
 
 
 def task_name(folder: Path) -> str:
@@ -93,11 +110,17 @@ def task_name(folder: Path) -> str:
 # --- one task ------------------------------------------------------------------------------------
 
 
-def _convert_one(folder: Path, source: str, out: Path, external: bool = True) -> Converted | Skipped:
+def _convert_one(
+    folder: Path, source: str, out: Path, external: bool = True
+) -> Converted | Skipped:
     try:
         return convert(folder, source, out)
     except ProblemError as exc:
-        return _as_external(folder, source, out, f"{exc.kind}: {exc.reason}") if external else Skipped(source, exc.kind, exc.reason)
+        return (
+            _as_external(folder, source, out, f"{exc.kind}: {exc.reason}")
+            if external
+            else Skipped(source, exc.kind, exc.reason)
+        )
 
 
 def _as_external(folder: Path, source: str, out: Path, why: str) -> Converted | Skipped:
@@ -124,22 +147,32 @@ class Runner:
     rtol: float | None
 
     @classmethod
-    def read(cls, folder: Path, config: dict[str, Any]) -> "Runner":
+    def read(cls, folder: Path, config: dict[str, Any]) -> Runner:
         path = folder / "scripts" / "task_runner.py"
         if not path.is_file():
-            raise ProblemError("external", "has no scripts/task_runner.py: it runs its own commands")
+            raise ProblemError(
+                "external", "has no scripts/task_runner.py: it runs its own commands"
+            )
         tree = ast.parse(path.read_text(), filename=str(path))
         defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
         shapes = _test_shapes(tree)
         if shapes is None or not {"run_correctness", "load_module", "run_compile"} <= set(defs):
-            raise ProblemError("off_template", "its runner does not follow the generated template (TEST_SHAPES, load_module, run_correctness)")
+            raise ProblemError(
+                "off_template",
+                "its runner does not follow the generated template (TEST_SHAPES, load_module, run_correctness)",
+            )
         names = _loop_names(defs["run_correctness"])
         if not names:
-            raise ProblemError("off_template", "run_correctness does not unpack `enumerate(TEST_SHAPES)` into names")
+            raise ProblemError(
+                "off_template",
+                "run_correctness does not unpack `enumerate(TEST_SHAPES)` into names",
+            )
         kernels = set(config.get("target_kernel_functions") or [])
         entries = [n for n in _hasattr_names(defs["run_compile"]) if n not in kernels]
         if not entries:
-            raise ProblemError("off_template", "run_compile names no entry function (hasattr) besides the kernels")
+            raise ProblemError(
+                "off_template", "run_compile names no entry function (hasattr) besides the kernels"
+            )
         atol, rtol = _tolerance(defs["run_correctness"])
         return cls(path, tree, shapes, names, entries[0], atol, rtol)
 
@@ -149,10 +182,16 @@ def convert(folder: Path, source: str, out: Path) -> Converted:
     kind = str(config.get("task_type", ""))
     if kind != "triton2triton":
         amd = " (HIP: AMD devices only)" if "hip" in kind else ""
-        raise ProblemError(kind or "unknown", f"a `{kind}` task{amd}: only Triton-to-Triton tasks convert to ordinary tasks")
+        raise ProblemError(
+            kind or "unknown",
+            f"a `{kind}` task{amd}: only Triton-to-Triton tasks convert to ordinary tasks",
+        )
     sources = config.get("source_file_path") or []
     if len(sources) != 1:
-        raise ProblemError("off_template", f"source_file_path lists {len(sources)} files: one source module converts")
+        raise ProblemError(
+            "off_template",
+            f"source_file_path lists {len(sources)} files: one source module converts",
+        )
     source_file = folder / sources[0]
     runner = Runner.read(folder, config)
     usable = [s for s in runner.shapes if _modes(s) == _modes(runner.shapes[0])]
@@ -161,7 +200,10 @@ def convert(folder: Path, source: str, out: Path) -> Converted:
         raise ProblemError("off_template", "TEST_SHAPES holds no integer sizes to scale")
     hidden = _hidden_shapes(runner, source_file, usable, sizes)
     if not hidden:
-        raise ProblemError("no_hidden", "no scaled shape builds its inputs and runs the kernel: hidden workloads are impossible")
+        raise ProblemError(
+            "no_hidden",
+            "no scaled shape builds its inputs and runs the kernel: hidden workloads are impossible",
+        )
     shapes = usable + hidden
     calls = [capture_call(runner, source_file, s) for s in shapes]
     runs = [output_shapes(runner, source_file, s) for s in shapes]
@@ -172,9 +214,16 @@ def convert(folder: Path, source: str, out: Path) -> Converted:
     name = task_name(folder)
     target = out / FAMILY / name
     target.mkdir(parents=True, exist_ok=True)
-    notes = [f"entry: {runner.entry}", f"shapes used: {len(usable)} of {len(runner.shapes)} (the first shape's flags)"]
-    (target / "task.yaml").write_text(_task_yaml(config, source, runner, usable, hidden, sizes, layout, outputs, notes))
-    entry = _entry_module(source_file, source, runner, layout, [i for _, _, i in outputs if i is not None])
+    notes = [
+        f"entry: {runner.entry}",
+        f"shapes used: {len(usable)} of {len(runner.shapes)} (the first shape's flags)",
+    ]
+    (target / "task.yaml").write_text(
+        _task_yaml(config, source, runner, usable, hidden, sizes, layout, outputs, notes)
+    )
+    entry = _entry_module(
+        source_file, source, runner, layout, [i for _, _, i in outputs if i is not None]
+    )
     (target / "baseline.py").write_text(entry)
     (target / "starter.py").write_text(entry)
     (target / "reference.py").write_text(_reference_module(runner, source, layout, reference))
@@ -192,7 +241,9 @@ def _modes(shape: tuple[Any, ...]) -> tuple[Any, ...]:
 
 def _test_shapes(tree: ast.Module) -> list[tuple[Any, ...]] | None:
     for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "TEST_SHAPES" for t in node.targets):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "TEST_SHAPES" for t in node.targets
+        ):
             try:
                 value = ast.literal_eval(node.value)
             except ValueError:
@@ -204,12 +255,22 @@ def _test_shapes(tree: ast.Module) -> list[tuple[Any, ...]] | None:
 
 def _loop_names(fn: ast.FunctionDef) -> list[str]:
     for node in ast.walk(fn):
-        if isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and getattr(node.iter.func, "id", None) == "enumerate":
-            if node.iter.args and isinstance(node.iter.args[0], ast.Name) and node.iter.args[0].id == "TEST_SHAPES":
+        if (
+            isinstance(node, ast.For)
+            and isinstance(node.iter, ast.Call)
+            and getattr(node.iter.func, "id", None) == "enumerate"
+        ):
+            if (
+                node.iter.args
+                and isinstance(node.iter.args[0], ast.Name)
+                and node.iter.args[0].id == "TEST_SHAPES"
+            ):
                 target = node.target
                 if isinstance(target, ast.Tuple) and len(target.elts) == 2:
                     inner = target.elts[1]
-                    if isinstance(inner, ast.Tuple) and all(isinstance(e, ast.Name) for e in inner.elts):
+                    if isinstance(inner, ast.Tuple) and all(
+                        isinstance(e, ast.Name) for e in inner.elts
+                    ):
                         return [e.id for e in inner.elts]  # type: ignore[union-attr]
                     if isinstance(inner, ast.Name):
                         return [inner.id]
@@ -219,7 +280,11 @@ def _loop_names(fn: ast.FunctionDef) -> list[str]:
 def _hasattr_names(fn: ast.FunctionDef) -> list[str]:
     names = []
     for node in ast.walk(fn):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "hasattr" and len(node.args) == 2:
+        if (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "id", None) == "hasattr"
+            and len(node.args) == 2
+        ):
             arg = node.args[1]
             if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
                 names.append(arg.value)
@@ -228,7 +293,10 @@ def _hasattr_names(fn: ast.FunctionDef) -> list[str]:
 
 def _tolerance(fn: ast.FunctionDef) -> tuple[float | None, float | None]:
     for node in ast.walk(fn):
-        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) in ("allclose", "assert_close"):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) in (
+            "allclose",
+            "assert_close",
+        ):
             kw = {k.arg: k.value for k in node.keywords}
             try:
                 atol = float(ast.literal_eval(kw["atol"])) if "atol" in kw else None
@@ -264,8 +332,19 @@ class _OnDevice(ast.NodeTransformer):
         self.generic_visit(node)
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr == "cuda" and not node.args:
-            return ast.copy_location(ast.Call(ast.Attribute(func.value, "to", ast.Load()), [ast.Name("__arena_device__", ast.Load())], []), node)
-        if isinstance(func, ast.Attribute) and func.attr == "synchronize" and ast.unparse(func.value) == "torch.cuda":
+            return ast.copy_location(
+                ast.Call(
+                    ast.Attribute(func.value, "to", ast.Load()),
+                    [ast.Name("__arena_device__", ast.Load())],
+                    [],
+                ),
+                node,
+            )
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr == "synchronize"
+            and ast.unparse(func.value) == "torch.cuda"
+        ):
             return ast.copy_location(ast.Constant(None), node)
         return node
 
@@ -279,21 +358,31 @@ def replayable_source(tree: ast.Module) -> str:
         if isinstance(node, ast.If) and "__name__" in ast.unparse(node.test):
             continue
         body.append(node)
-    return ast.unparse(ast.fix_missing_locations(_OnDevice().visit(ast.Module(body=body, type_ignores=[]))))
+    return ast.unparse(
+        ast.fix_missing_locations(_OnDevice().visit(ast.Module(body=body, type_ignores=[])))
+    )
 
 
-def _runner_namespace(runner: Runner, shape: tuple[Any, ...], device: str, entry: Callable[..., Any]) -> dict[str, Any]:
+def _runner_namespace(
+    runner: Runner, shape: tuple[Any, ...], device: str, entry: Callable[..., Any]
+) -> dict[str, Any]:
     import types
 
-    ns: dict[str, Any] = {"__name__": "aka_runner", "__file__": str(runner.path), "__arena_device__": device}
-    exec(compile(replayable_source(runner.tree), str(runner.path), "exec"), ns)  # noqa: S102 - the user's own checkout
+    ns: dict[str, Any] = {
+        "__name__": "aka_runner",
+        "__file__": str(runner.path),
+        "__arena_device__": device,
+    }
+    exec(compile(replayable_source(runner.tree), str(runner.path), "exec"), ns)
     ns["TEST_SHAPES"] = [shape]
     stub = types.SimpleNamespace(**{runner.entry: entry})
     ns["load_module"] = lambda: stub
     return ns
 
 
-def capture_call(runner: Runner, source_file: Path, shape: tuple[Any, ...], device: str = "cpu") -> Captured:
+def capture_call(
+    runner: Runner, source_file: Path, shape: tuple[Any, ...], device: str = "cpu"
+) -> Captured:
     def entry(*args: Any, **kwargs: Any) -> Any:
         raise Captured(args, kwargs)
 
@@ -303,8 +392,13 @@ def capture_call(runner: Runner, source_file: Path, shape: tuple[Any, ...], devi
     except Captured as call:
         return call
     except Exception as exc:  # noqa: BLE001 - the runner's own code may raise anything
-        raise ProblemError("replay", f"its runner raised {type(exc).__name__} building the inputs of {shape}: {exc}") from None
-    raise ProblemError("replay", f"run_correctness never called `{runner.entry}` at {shape} (it said {verdict!r})")
+        raise ProblemError(
+            "replay",
+            f"its runner raised {type(exc).__name__} building the inputs of {shape}: {exc}",
+        ) from None
+    raise ProblemError(
+        "replay", f"run_correctness never called `{runner.entry}` at {shape} (it said {verdict!r})"
+    )
 
 
 @dataclass(frozen=True)
@@ -333,7 +427,10 @@ def capture_reference(runner: Runner, source_file: Path, shape: tuple[Any, ...])
     ns = _runner_namespace(runner, shape, "cpu", entry)
     names = [n for n, v in ns.items() if n.startswith("reference") and callable(v)]
     if not names:
-        raise ProblemError("inline_reference", "its runner computes the reference inline, not in a reference_* function: no plain-PyTorch reference to call")
+        raise ProblemError(
+            "inline_reference",
+            "its runner computes the reference inline, not in a reference_* function: no plain-PyTorch reference to call",
+        )
     for n in names:
         real = ns[n]
 
@@ -349,9 +446,14 @@ def capture_reference(runner: Runner, source_file: Path, shape: tuple[Any, ...])
     except Captured:
         pass
     except Exception as exc:  # noqa: BLE001 - the runner's own code may raise anything
-        raise ProblemError("replay", f"its runner raised {type(exc).__name__} replaying {shape}: {exc}") from None
+        raise ProblemError(
+            "replay", f"its runner raised {type(exc).__name__} replaying {shape}: {exc}"
+        ) from None
     if "entry" not in seen or "reference" not in seen:
-        raise ProblemError("inline_reference", "run_correctness did not call both the entry and a reference_* function")
+        raise ProblemError(
+            "inline_reference",
+            "run_correctness did not call both the entry and a reference_* function",
+        )
     entry_args, entry_kwargs = seen["entry"]
     values = list(entry_args) + list(entry_kwargs.values())
     name, ref_args, ref_kwargs = seen["reference"]
@@ -362,18 +464,40 @@ def capture_reference(runner: Runner, source_file: Path, shape: tuple[Any, ...])
                 return ("arg", j, None)
         if isinstance(v, torch.Tensor):
             for j, e in enumerate(values):
-                if isinstance(e, torch.Tensor) and e.shape == v.shape and torch.equal(e.to(v.dtype).cpu(), v.cpu()):
-                    return ("arg", j, str(v.dtype).removeprefix("torch.") if e.dtype != v.dtype else None)
-            raise ProblemError("reference_args", f"{name} takes a tensor ({tuple(v.shape)}) that is none of the entry's arguments")
+                if (
+                    isinstance(e, torch.Tensor)
+                    and e.shape == v.shape
+                    and torch.equal(e.to(v.dtype).cpu(), v.cpu())
+                ):
+                    return (
+                        "arg",
+                        j,
+                        str(v.dtype).removeprefix("torch.") if e.dtype != v.dtype else None,
+                    )
+            raise ProblemError(
+                "reference_args",
+                f"{name} takes a tensor ({tuple(v.shape)}) that is none of the entry's arguments",
+            )
         for j, e in enumerate(values):
-            if not isinstance(e, torch.Tensor) and type(e) is type(v) and e == v and v not in (None, True, False, 0, 1):
+            if (
+                not isinstance(e, torch.Tensor)
+                and type(e) is type(v)
+                and e == v
+                and v not in (None, True, False, 0, 1)
+            ):
                 return ("arg", j, None)
         return ("const", v)
 
-    return ReferenceCall(name, tuple(mapped(a) for a in ref_args), tuple((k, mapped(v)) for k, v in ref_kwargs.items()))
+    return ReferenceCall(
+        name,
+        tuple(mapped(a) for a in ref_args),
+        tuple((k, mapped(v)) for k, v in ref_kwargs.items()),
+    )
 
 
-def output_shapes(runner: Runner, source_file: Path, shape: tuple[Any, ...]) -> list[tuple[tuple[int, ...], str, int | None]]:
+def output_shapes(
+    runner: Runner, source_file: Path, shape: tuple[Any, ...]
+) -> list[tuple[tuple[int, ...], str, int | None]]:
     """(shape, dtype, in-place input index or None) of each output, from one call of the task's
     own kernel on the CPU, in Triton's interpreter (this process is a forked child)."""
     import os
@@ -391,7 +515,10 @@ def output_shapes(runner: Runner, source_file: Path, shape: tuple[Any, ...]) -> 
         before = [a.clone() if isinstance(a, torch.Tensor) else a for a in call.call_args]
         result = getattr(module, runner.entry)(*call.call_args, **call.call_kwargs)
     except Exception as exc:  # noqa: BLE001 - the kernel may not run in the interpreter
-        raise ProblemError("interpreter", f"its kernel does not run in Triton's CPU interpreter (needed for the outputs' shapes): {type(exc).__name__}: {str(exc)[:160]}") from None
+        raise ProblemError(
+            "interpreter",
+            f"its kernel does not run in Triton's CPU interpreter (needed for the outputs' shapes): {type(exc).__name__}: {str(exc)[:160]}",
+        ) from None
     outs = result if isinstance(result, (tuple, list)) else [] if result is None else [result]
     if not all(isinstance(o, torch.Tensor) for o in outs):
         raise ProblemError("outputs", f"`{runner.entry}` returns something other than tensors")
@@ -401,7 +528,9 @@ def output_shapes(runner: Runner, source_file: Path, shape: tuple[Any, ...]) -> 
             if isinstance(a, torch.Tensor) and not torch.equal(a, b):
                 described.append((tuple(a.shape), str(a.dtype).removeprefix("torch."), i))
     if not described:
-        raise ProblemError("outputs", f"`{runner.entry}` returns nothing and changes none of its inputs")
+        raise ProblemError(
+            "outputs", f"`{runner.entry}` returns nothing and changes none of its inputs"
+        )
     return described
 
 
@@ -422,14 +551,18 @@ class _Layout:
     # tensor argument (`head_size` = q.shape[-1]): run reads them off that tensor, name -> (tensor, dim)
     from_shape: dict[str, tuple[str, int]] = field(default_factory=dict)
 
-    def axes(self, runner: "Runner", shape: tuple[Any, ...], sizes: list[int]) -> dict[str, int]:
+    def axes(self, runner: Runner, shape: tuple[Any, ...], sizes: list[int]) -> dict[str, int]:
         i = self.shapes.index(shape)
         return {**_axes_of(runner, shape, sizes), **{a: v[i] for a, v in self.derived.items()}}
 
 
 def _layout(
-    runner: Runner, source_file: Path, calls: list[Captured], runs: list[list[tuple[tuple[int, ...], str, int | None]]],
-    shapes: list[tuple[Any, ...]], sizes: list[int],
+    runner: Runner,
+    source_file: Path,
+    calls: list[Captured],
+    runs: list[list[tuple[tuple[int, ...], str, int | None]]],
+    shapes: list[tuple[Any, ...]],
+    sizes: list[int],
 ) -> _Layout:
     import torch
 
@@ -452,7 +585,9 @@ def _layout(
             column = [int(p[d]) for p in per_shape]
             try:
                 dims.append(_dim_expr(column, axis_values))
-            except ProblemError:  # a size the runner computes (num_writes + 8): recorded per workload
+            except (
+                ProblemError
+            ):  # a size the runner computes (num_writes + 8): recorded per workload
                 axis = f"{label}_d{d}"
                 derived[axis] = column
                 dims.append(axis)
@@ -464,8 +599,13 @@ def _layout(
         column = [v[j] for v in values]
         if all(isinstance(v, torch.Tensor) for v in column):
             tensor_shapes[name] = [tuple(v.shape) for v in column]
-            tensor[name] = (dims_of(name, tensor_shapes[name]), str(column[0].dtype).removeprefix("torch."))
-        elif column[0] is None or all(v == column[0] and type(v) is type(column[0]) for v in column):
+            tensor[name] = (
+                dims_of(name, tensor_shapes[name]),
+                str(column[0].dtype).removeprefix("torch."),
+            )
+        elif column[0] is None or all(
+            v == column[0] and type(v) is type(column[0]) for v in column
+        ):
             fixed[name] = column[0]
         else:
             varying.append((name, column))
@@ -477,7 +617,9 @@ def _layout(
     return _Layout(names, tensor, fixed, kw_names, n_pos, outputs, shapes, derived, from_shape)
 
 
-def _shape_source(name: str, column: list[Any], tensor_shapes: dict[str, list[tuple[int, ...]]]) -> tuple[str, int]:
+def _shape_source(
+    name: str, column: list[Any], tensor_shapes: dict[str, list[tuple[int, ...]]]
+) -> tuple[str, int]:
     """The (tensor argument, dimension) that equals integer argument `name` at every shape; a
     `scalar_arg` ProblemError where there is none (a block size the runner picks, say)."""
     if all(type(v) is int for v in column):
@@ -485,8 +627,11 @@ def _shape_source(name: str, column: list[Any], tensor_shapes: dict[str, list[tu
             for d in range(len(per_shape[0])):
                 if all(p[d] == v for p, v in zip(per_shape, column)):
                     return tname, d
-    raise ProblemError("scalar_arg", f"argument `{name}` is a {type(column[0]).__name__} that changes with the shape and is no tensor argument's dimension: "
-                                     "only tensors, and integers read off their shapes, may vary")
+    raise ProblemError(
+        "scalar_arg",
+        f"argument `{name}` is a {type(column[0]).__name__} that changes with the shape and is no tensor argument's dimension: "
+        "only tensors, and integers read off their shapes, may vary",
+    )
 
 
 def _parameters(source_file: Path, entry: str) -> list[str]:
@@ -499,7 +644,11 @@ def _parameters(source_file: Path, entry: str) -> list[str]:
 
 def _dim_expr(sizes: list[int], axes: list[dict[str, int]]) -> str | int:
     """A dimension as an axis, k × axis, axis // k, a product of two axes, or a constant."""
-    if len(set(sizes)) == 1 and len(axes) > 1 and all(len({a[n] for a in axes}) > 1 for n in axes[0]):
+    if (
+        len(set(sizes)) == 1
+        and len(axes) > 1
+        and all(len({a[n] for a in axes}) > 1 for n in axes[0])
+    ):
         return sizes[0]
     names = list(axes[0])
     for n in names:
@@ -516,17 +665,27 @@ def _dim_expr(sizes: list[int], axes: list[dict[str, int]]) -> str | int:
                 return f"{n} * {m}"
     if len(set(sizes)) == 1:
         return sizes[0]
-    raise ProblemError("shapes", f"a dimension ({sizes}) follows no axis of {', '.join(names)} simply")
+    raise ProblemError(
+        "shapes", f"a dimension ({sizes}) follows no axis of {', '.join(names)} simply"
+    )
 
 
-def _hidden_shapes(runner: Runner, source_file: Path, usable: list[tuple[Any, ...]], sizes: list[int]) -> list[tuple[Any, ...]]:
+def _hidden_shapes(
+    runner: Runner, source_file: Path, usable: list[tuple[Any, ...]], sizes: list[int]
+) -> list[tuple[Any, ...]]:
     """The largest and the smallest shape, scaled to sizes that are not powers of two, where the
     runner still builds inputs for them and the kernel runs."""
-    picks = [max(usable, key=lambda s: _volume(s, sizes)), min(usable, key=lambda s: _volume(s, sizes))]
+    picks = [
+        max(usable, key=lambda s: _volume(s, sizes)),
+        min(usable, key=lambda s: _volume(s, sizes)),
+    ]
     found: list[tuple[Any, ...]] = []
     for base, factor in zip(picks, HIDDEN_FACTORS[::-1]):
         for multiple in (1, 8, 16, 64):
-            shape = tuple(not_power_of_two(v * factor, multiple) if i in sizes and v >= 4 else v for i, v in enumerate(base))
+            shape = tuple(
+                not_power_of_two(v * factor, multiple) if i in sizes and v >= 4 else v
+                for i, v in enumerate(base)
+            )
             if shape in usable or shape in found or shape == base:
                 continue
             try:
@@ -554,43 +713,81 @@ def _axes_of(runner: Runner, shape: tuple[Any, ...], sizes: list[int]) -> dict[s
 
 
 def _task_yaml(
-    config: dict[str, Any], source: str, runner: Runner, usable: list[tuple[Any, ...]], hidden: list[tuple[Any, ...]],
-    sizes: list[int], layout: _Layout, outputs: list[tuple[tuple[int, ...], str, int | None]], notes: list[str],
+    config: dict[str, Any],
+    source: str,
+    runner: Runner,
+    usable: list[tuple[Any, ...]],
+    hidden: list[tuple[Any, ...]],
+    sizes: list[int],
+    layout: _Layout,
+    outputs: list[tuple[tuple[int, ...], str, int | None]],
+    notes: list[str],
 ) -> str:
     from core.importers.kernelbench import _Dumper, _Flow
 
     axes = {runner.names[i]: f"AgentKernelArena shape entry `{runner.names[i]}`" for i in sizes}
-    axes.update({a: "a size the runner computes from the shape (derived: recorded per workload)" for a in layout.derived})
-    inputs = [{"name": n, "shape": _Flow.list(dims), "dtype": dtype} for n, (dims, dtype) in layout.tensor.items()]
+    axes.update(
+        {
+            a: "a size the runner computes from the shape (derived: recorded per workload)"
+            for a in layout.derived
+        }
+    )
+    inputs = [
+        {"name": n, "shape": _Flow.list(dims), "dtype": dtype}
+        for n, (dims, dtype) in layout.tensor.items()
+    ]
     out_specs: list[dict[str, Any]] = []
     for k, (_, dtype, inplace) in enumerate(outputs):
         if inplace is not None:
-            out_specs.append({"name": f"{layout.arg_names[inplace]}_out", "dtype": dtype, "inplace_of": layout.arg_names[inplace]})
+            out_specs.append(
+                {
+                    "name": f"{layout.arg_names[inplace]}_out",
+                    "dtype": dtype,
+                    "inplace_of": layout.arg_names[inplace],
+                }
+            )
         else:
-            out_specs.append({"name": f"out{k}" if len(outputs) > 1 else "out", "shape": _Flow.list(layout.outputs[k]), "dtype": dtype})
+            out_specs.append(
+                {
+                    "name": f"out{k}" if len(outputs) > 1 else "out",
+                    "shape": _Flow.list(layout.outputs[k]),
+                    "dtype": dtype,
+                }
+            )
     out_dims = [layout.outputs[k] for k, o in enumerate(outputs) if o[2] is None]
     atol = runner.atol if runner.atol is not None else DEFAULT_TOLERANCE
     rtol = runner.rtol if runner.rtol is not None else DEFAULT_TOLERANCE
     prompt = (config.get("prompt") or {}).get("instructions") or f"Optimise `{runner.entry}`."
-    moved = list(layout.tensor.values()) + [(d, o[1]) for d, o in zip(out_dims, [o for o in outputs if o[2] is None])]
-    byte_terms = " + ".join(f"{_numel_expr(dims)} * {_itemsize(dtype)}" for dims, dtype in moved) or "1"
+    moved = list(layout.tensor.values()) + [
+        (d, o[1]) for d, o in zip(out_dims, [o for o in outputs if o[2] is None])
+    ]
+    byte_terms = (
+        " + ".join(f"{_numel_expr(dims)} * {_itemsize(dtype)}" for dims, dtype in moved) or "1"
+    )
     spec = {
         "schema_version": 1,
-        "description": " ".join(str(prompt).split()) + f" (AgentKernelArena {source}; run(*inputs) calls `{runner.entry}`.)",
+        "description": " ".join(str(prompt).split())
+        + f" (AgentKernelArena {source}; run(*inputs) calls `{runner.entry}`.)",
         "models": _Flow.list(["AgentKernelArena"]),
         "languages": _Flow.list(["triton", "pytorch"]),
         "baseline_kind": "vendor_kernel_library",
         "baseline": f"the task's own Triton kernel, `{runner.entry}` (AgentKernelArena's baseline)",
         "provenance": {
-            "source": "agentkernelarena", "file": source, "license": LICENSE,
+            "source": "agentkernelarena",
+            "file": source,
+            "license": LICENSE,
             "derived": {
                 "hidden_workloads": f"TEST_SHAPES scaled to sizes that are not powers of two: {', '.join(str(h) for h in hidden)}",
                 "reference": "the runner's own reference_* function, called as run_correctness calls it",
-                "tolerance": f"the runner's own allclose: atol {atol:g}, rtol {rtol:g}" if runner.atol is not None else f"none in the runner: {DEFAULT_TOLERANCE:g}",
+                "tolerance": f"the runner's own allclose: atol {atol:g}, rtol {rtol:g}"
+                if runner.atol is not None
+                else f"none in the runner: {DEFAULT_TOLERANCE:g}",
                 "flops": "unknown (the task states none): 1, so the speed of light is the bytes' alone",
                 "bytes": "the sizes of the tensor arguments and of the outputs",
                 "fixed_arguments": {k: repr(v) for k, v in layout.fixed.items()},
-                "arguments_from_shapes": {k: f"{t}.shape[{d}]" for k, (t, d) in layout.from_shape.items()},
+                "arguments_from_shapes": {
+                    k: f"{t}.shape[{d}]" for k, (t, d) in layout.from_shape.items()
+                },
             },
             "notes": notes,
         },
@@ -600,12 +797,17 @@ def _task_yaml(
         "correctness": _Flow({"atol": atol, "rtol": rtol, "min_match": 1.0, "seeds": 3}),
         "flops": "1",
         "bytes": byte_terms,
-        "peak": "bf16" if any(d in ("bfloat16", "float16") for _, d in layout.tensor.values()) else "fp32",
+        "peak": "bf16"
+        if any(d in ("bfloat16", "float16") for _, d in layout.tensor.values())
+        else "fp32",
         "workloads": {
             "visible": [_Flow(layout.axes(runner, s, sizes)) for s in usable],
             "hidden": {"fixed": [_Flow(layout.axes(runner, s, sizes)) for s in hidden]},
             "cpu": {
-                "visible": [_Flow(layout.axes(runner, s, sizes)) for s in sorted(usable, key=lambda s: _volume(s, sizes))[:2]],
+                "visible": [
+                    _Flow(layout.axes(runner, s, sizes))
+                    for s in sorted(usable, key=lambda s: _volume(s, sizes))[:2]
+                ],
                 "hidden": {"fixed": [_Flow(layout.axes(runner, hidden[-1], sizes))]},
             },
         },
@@ -624,8 +826,10 @@ def _itemsize(dtype: str) -> int:
     return getattr(torch, dtype).itemsize
 
 
-def _entry_module(source_file: Path, source: str, runner: Runner, layout: _Layout, inplace: list[int]) -> str:
-    return f'''{source_file.read_text().rstrip()}
+def _entry_module(
+    source_file: Path, source: str, runner: Runner, layout: _Layout, inplace: list[int]
+) -> str:
+    return f"""{source_file.read_text().rstrip()}
 
 
 # --- arena entry, written by `arena import agentkernelarena` from {source} ---
@@ -656,7 +860,7 @@ def run(*inputs):
         written = tuple(values[i] for i in _ARENA_INPLACE)
         return written if len(written) > 1 else written[0]
     return out
-'''
+"""
 
 
 def _reference_module(runner: Runner, source: str, layout: _Layout, call: ReferenceCall) -> str:

@@ -31,7 +31,11 @@ def requirement(task_type: str, config: dict[str, Any] | None = None) -> Require
     """AMD for HIP and FlyDSL tasks and for any task pinned to an AMD architecture
     (`platform_support.required_arch: gfx942`); else a GPU."""
     arch = str(((config or {}).get("platform_support") or {}).get("required_arch") or "")
-    return Requirement.AMD if any(k in task_type for k in AMD_TYPES) or arch.startswith("gfx") else Requirement.GPU
+    return (
+        Requirement.AMD
+        if any(k in task_type for k in AMD_TYPES) or arch.startswith("gfx")
+        else Requirement.GPU
+    )
 
 
 def language(task_type: str) -> str:
@@ -59,7 +63,8 @@ def materialize_helpers(files: Path, root: Path | None) -> list[str]:
     runner = files / "scripts" / "task_runner.py"
     text = runner.read_text() if runner.is_file() else ""
     stub_helper = (files / "performance_utils_pytest.py").is_file() or any(
-        "performance_utils_pytest" in p.read_text(errors="replace") for p in files.glob("*.py"))
+        "performance_utils_pytest" in p.read_text(errors="replace") for p in files.glob("*.py")
+    )
     if MARK_START in text and MARK_END in text:
         helper = root / VLLM_HELPER if root else None
         if helper is not None and helper.is_file() and VLLM_ANCHOR in helper.read_text():
@@ -67,17 +72,33 @@ def materialize_helpers(files: Path, root: Path | None) -> list[str]:
             head, rest = text.split(MARK_START, 1)
             start_line, _, rest = rest.partition("\n")
             _, _, tail = rest.partition(MARK_END)
-            runner.write_text(head + MARK_START + start_line + "\n" + block[block.index(VLLM_ANCHOR):] + MARK_END + tail)
-            notes.append(f"timing helpers: {VLLM_HELPER} put into scripts/task_runner.py, as AgentKernelArena's setup does")
+            runner.write_text(
+                head
+                + MARK_START
+                + start_line
+                + "\n"
+                + block[block.index(VLLM_ANCHOR) :]
+                + MARK_END
+                + tail
+            )
+            notes.append(
+                f"timing helpers: {VLLM_HELPER} put into scripts/task_runner.py, as AgentKernelArena's setup does"
+            )
         else:
-            notes.append(f"timing helpers: {VLLM_HELPER} is not in the checkout, so the runner's stubs stay and its performance command fails")
+            notes.append(
+                f"timing helpers: {VLLM_HELPER} is not in the checkout, so the runner's stubs stay and its performance command fails"
+            )
     if stub_helper:
         helper = root / PYTEST_HELPER if root else None
         if helper is not None and helper.is_file():
             shutil.copyfile(helper, files / "performance_utils_pytest.py")
-            notes.append(f"timing helpers: {PYTEST_HELPER} copied in, as AgentKernelArena's setup does")
+            notes.append(
+                f"timing helpers: {PYTEST_HELPER} copied in, as AgentKernelArena's setup does"
+            )
         else:
-            notes.append(f"timing helpers: {PYTEST_HELPER} is not in the checkout, so its performance command fails")
+            notes.append(
+                f"timing helpers: {PYTEST_HELPER} is not in the checkout, so its performance command fails"
+            )
     return notes
 
 
@@ -94,44 +115,72 @@ def editable_files(folder: Path, config: dict[str, Any]) -> list[str]:
     return listed
 
 
-def write_external(folder: Path, source: str, out: Path, name: str, family: str, licence: str, why: str) -> Converted:
+def write_external(
+    folder: Path, source: str, out: Path, name: str, family: str, licence: str, why: str
+) -> Converted:
     """The task at `folder` as an external task under out/<family>/<name>; `why` says why it
     did not convert to an ordinary task (kept in its notes and provenance)."""
     config: dict[str, Any] = yaml.safe_load((folder / "config.yaml").read_text()) or {}
     task_type = str(config.get("task_type", ""))
     if task_type in NOT_COPYABLE or config.get("repo_url") or config.get("image_repo_path"):
-        raise ProblemError(task_type or "repository", NOT_COPYABLE.get(task_type, NOT_COPYABLE["repository"]))
+        raise ProblemError(
+            task_type or "repository", NOT_COPYABLE.get(task_type, NOT_COPYABLE["repository"])
+        )
     status = (config.get("platform_support") or {}).get("status")
     if status == "skip":
-        raise ProblemError("skipped_upstream", f"AgentKernelArena skips it: {(config.get('platform_support') or {}).get('skip_reason', 'no reason given')}")
+        raise ProblemError(
+            "skipped_upstream",
+            f"AgentKernelArena skips it: {(config.get('platform_support') or {}).get('skip_reason', 'no reason given')}",
+        )
     editable = editable_files(folder, config)
     if not editable or not all((folder / p).is_file() for p in editable):
-        raise ProblemError("external", f"source_file_path {config.get('source_file_path')} names no file in the task folder (nor does target_file_path, nor is there one top-level .py file): nothing for a candidate to replace")
+        raise ProblemError(
+            "external",
+            f"source_file_path {config.get('source_file_path')} names no file in the task folder (nor does target_file_path, nor is there one top-level .py file): nothing for a candidate to replace",
+        )
     commands = {s: [str(c) for c in (config.get(f"{s}_command") or [])] for s in STAGES}
     if not commands["correctness"]:
         raise ProblemError("external", "config.yaml has no correctness_command: nothing could pass")
     target = out / family / name
     if target.exists():
         shutil.rmtree(target)
-    shutil.copytree(folder, target / FILES, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", "build"))
+    shutil.copytree(
+        folder,
+        target / FILES,
+        ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", "build"),
+    )
     shutil.copyfile(folder / editable[0], target / "starter.py")
     helpers = materialize_helpers(target / FILES, checkout_root(folder))
-    timeouts = {s: float(config[f"{s}_timeout"]) for s in STAGES if isinstance(config.get(f"{s}_timeout"), (int, float))}
+    timeouts = {
+        s: float(config[f"{s}_timeout"])
+        for s in STAGES
+        if isinstance(config.get(f"{s}_timeout"), (int, float))
+    }
     prompt = config.get("prompt") or {}
     spec = {
         "schema_version": 1,
         "kind": KIND,
         "description": f"AgentKernelArena {task_type} task {source}: optimise {', '.join(config.get('target_kernel_functions') or []) or editable[0]}"
-                       f" in {editable[0]}, scored by its own commands and rules",
+        f" in {editable[0]}, scored by its own commands and rules",
         "languages": [language(task_type)],
         "vendor_notes": str(prompt.get("instructions") or "").strip()[:4000],
         "external": {
-            "rules": "agentkernelarena", "task_type": task_type, "requires": requirement(task_type, config).value, "editable": editable,
-            **commands, **({"timeouts": timeouts} if timeouts else {}),
+            "rules": "agentkernelarena",
+            "task_type": task_type,
+            "requires": requirement(task_type, config).value,
+            "editable": editable,
+            **commands,
+            **({"timeouts": timeouts} if timeouts else {}),
         },
         "provenance": {
-            "benchmark": "agentkernelarena", "source": source, "license": licence,
-            "derived": {"mode": f"external: {why}", "requires": f"{requirement(task_type, config).value} (from task_type `{task_type}`)", "helpers": helpers},
+            "benchmark": "agentkernelarena",
+            "source": source,
+            "license": licence,
+            "derived": {
+                "mode": f"external: {why}",
+                "requires": f"{requirement(task_type, config).value} (from task_type `{task_type}`)",
+                "helpers": helpers,
+            },
         },
     }
     (target / "task.yaml").write_text(yaml.safe_dump(spec, sort_keys=False, width=120))

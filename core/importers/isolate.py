@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from core.importers.report import Converted, Skipped
 
 
-def isolated(fn: Callable[..., Converted | Skipped], args: tuple[Any, ...], source: str, timeout_s: float) -> Converted | Skipped:
+def isolated(
+    fn: Callable[..., Converted | Skipped], args: tuple[Any, ...], source: str, timeout_s: float
+) -> Converted | Skipped:
     """`fn(*args)` in a forked child: a problem's code runs with the importer's rights but cannot
     hang the import, leak its globals into the next problem or take the process down. A hang is a
     `timeout`, a death a `crash`, each reported as that problem's outcome."""
     import multiprocessing as mp
 
-    ctx = mp.get_context("fork")  # torch is imported already and no GPU is touched: forking is cheap
+    ctx = mp.get_context(
+        "fork"
+    )  # torch is imported already and no GPU is touched: forking is cheap
     receive, send = ctx.Pipe(duplex=False)
     child = ctx.Process(target=_child, args=(send, fn, args), daemon=True)
     child.start()
@@ -32,8 +37,16 @@ def isolated(fn: Callable[..., Converted | Skipped], args: tuple[Any, ...], sour
     if outcome is not None:
         return outcome
     if not answered:
-        return Skipped(source, "timeout", f"did not finish converting within {timeout_s:.0f} s (its code hangs, or runs too long)")
-    return Skipped(source, "crash", f"the conversion's process died (exit code {child.exitcode}) running the problem's code")
+        return Skipped(
+            source,
+            "timeout",
+            f"did not finish converting within {timeout_s:.0f} s (its code hangs, or runs too long)",
+        )
+    return Skipped(
+        source,
+        "crash",
+        f"the conversion's process died (exit code {child.exitcode}) running the problem's code",
+    )
 
 
 def _child(send: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import re
 import subprocess
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import yaml
 
@@ -55,7 +56,9 @@ CPU_FLOPS = 5e7  # ... and computes at most this much, where the scalable consta
 HIDDEN_FACTORS = (0.75, 1.3)  # the fixed hidden GPU workloads, relative to the problem's sizes
 FLOP_AXIS, BYTE_AXIS = "flop_count", "byte_count"
 
-OnProblem = Callable[[int, int, str, "Converted | Skipped"], None]  # (index, total, source, outcome)
+OnProblem = Callable[
+    [int, int, str, "Converted | Skipped"], None
+]  # (index, total, source, outcome)
 
 
 @dataclass(frozen=True)
@@ -75,21 +78,32 @@ def find_problems(root: Path, levels: Iterable[int] = (1, 2, 3, 4)) -> list[Path
     return found
 
 
-def import_kernelbench(root: Path | str, out: Path | str, options: Options = Options(), on_problem: OnProblem | None = None) -> ImportReport:
+def import_kernelbench(
+    root: Path | str,
+    out: Path | str,
+    options: Options = Options(),
+    on_problem: OnProblem | None = None,
+) -> ImportReport:
     root, out = Path(root).resolve(), Path(out).resolve()
     if not root.is_dir():
         raise FileNotFoundError(f"{root}: no such folder; give the path of a KernelBench checkout")
     if options.precision not in PRECISIONS:
-        raise ValueError(f"precision `{options.precision}` is unknown; use one of {', '.join(PRECISIONS)}")
+        raise ValueError(
+            f"precision `{options.precision}` is unknown; use one of {', '.join(PRECISIONS)}"
+        )
     problems = find_problems(root, options.levels)
     if not problems:
-        raise FileNotFoundError(f"{root}: no KernelBench problems (expected KernelBench/level1/*.py); give the checkout's root")
+        raise FileNotFoundError(
+            f"{root}: no KernelBench problems (expected KernelBench/level1/*.py); give the checkout's root"
+        )
     report = ImportReport("kernelbench", str(root), str(out))
     commit = _commit(root)
     _warm_up()
     for i, path in enumerate(problems, 1):
         source = str(path.relative_to(root))
-        outcome = isolated(_convert_one, (path, source, out, options, commit), source, options.timeout_s)
+        outcome = isolated(
+            _convert_one, (path, source, out, options, commit), source, options.timeout_s
+        )
         (report.converted if isinstance(outcome, Converted) else report.skipped).append(outcome)  # type: ignore[arg-type]
         if on_problem:
             on_problem(i, len(problems), source, outcome)
@@ -123,7 +137,9 @@ def task_name(path: Path) -> str:
 # --- one problem -------------------------------------------------------------------------------
 
 
-def _convert_one(path: Path, source: str, out: Path, options: Options, commit: str | None) -> Converted | Skipped:
+def _convert_one(
+    path: Path, source: str, out: Path, options: Options, commit: str | None
+) -> Converted | Skipped:
     try:
         return convert(path, source, out, options, commit)
     except ProblemError as exc:
@@ -135,14 +151,23 @@ def convert(path: Path, source: str, out: Path, options: Options, commit: str | 
     base = problem.probe({})
     scalable, dropped = _scalable(problem, base)
     if not scalable:
-        why = "every size feeds the model's construction (get_init_inputs or the Model class)" if not problem.scalable else "; ".join(dropped)
-        raise ProblemError("no_hidden", f"no size constant can be scaled without changing the model ({why}): hidden workloads are impossible")
+        why = (
+            "every size feeds the model's construction (get_init_inputs or the Model class)"
+            if not problem.scalable
+            else "; ".join(dropped)
+        )
+        raise ProblemError(
+            "no_hidden",
+            f"no size constant can be scaled without changing the model ({why}): hidden workloads are impossible",
+        )
     doubled = {c: problem.probe({c: 2 * base.constants[c]}) for c in scalable}
     layout = _Layout.infer(base, doubled, scalable)
 
     gpu_hidden = _hidden(problem, base, scalable, HIDDEN_FACTORS)
     if not gpu_hidden:
-        raise ProblemError("no_hidden", "no scaled size runs on the meta device: hidden workloads are impossible")
+        raise ProblemError(
+            "no_hidden", "no scaled size runs on the meta device: hidden workloads are impossible"
+        )
     cpu_visible, cpu_note = _cpu(problem, base, scalable)
     cpu_hidden = _hidden(problem, cpu_visible, scalable, (0.7, 1.4), avoid=[cpu_visible])
     if not cpu_hidden:
@@ -150,13 +175,19 @@ def convert(path: Path, source: str, out: Path, options: Options, commit: str | 
 
     notes = [f"scaled: {', '.join(scalable)}"] + dropped + ([cpu_note] if cpu_note else [])
     if any(p.flops == 0 for p in [base, *gpu_hidden]):
-        notes.append("flops: torch counts none (no matmul, conv or attention); one per input element")
+        notes.append(
+            "flops: torch counts none (no matmul, conv or attention); one per input element"
+        )
     folder = out / FAMILY / task_name(path)
     folder.mkdir(parents=True, exist_ok=True)
-    spec = _task_yaml(problem, source, commit, options, layout, base, gpu_hidden, cpu_visible, cpu_hidden, notes)
+    spec = _task_yaml(
+        problem, source, commit, options, layout, base, gpu_hidden, cpu_visible, cpu_hidden, notes
+    )
     (folder / "task.yaml").write_text(spec)
     dtype = PRECISIONS[options.precision]
-    (folder / "reference.py").write_text(_entry_module(problem, source, len(base.inputs), base, "float64", "reference"))
+    (folder / "reference.py").write_text(
+        _entry_module(problem, source, len(base.inputs), base, "float64", "reference")
+    )
     baseline = _entry_module(problem, source, len(base.inputs), base, dtype, "baseline")
     (folder / "baseline.py").write_text(baseline)
     (folder / "starter.py").write_text(baseline.replace(_BASELINE_DOC, _STARTER_DOC))
@@ -176,7 +207,13 @@ def _scalable(problem: Problem, base: Probe) -> tuple[list[str], list[str]]:
     return keep, dropped
 
 
-def _hidden(problem: Problem, around: Probe, scalable: list[str], factors: Iterable[float], avoid: Iterable[Probe] = ()) -> list[Probe]:
+def _hidden(
+    problem: Problem,
+    around: Probe,
+    scalable: list[str],
+    factors: Iterable[float],
+    avoid: Iterable[Probe] = (),
+) -> list[Probe]:
     """One workload per factor: every scalable constant scaled near `factor` times its value, to
     a size that is not a power of two (a multiple of 8, then of 64, where the model needs
     divisible sizes), and never the same setting twice."""
@@ -225,7 +262,10 @@ def _cpu(problem: Problem, base: Probe, scalable: list[str]) -> tuple[Probe, str
             return probe, None
         if all(v == 1 for v in setting.values()):
             break
-    return best, f"the CPU workload still moves {best.nbytes / 1e6:.1f} MB and {_flops(best):.2g} FLOPs (the model's own sizes do not scale)"
+    return (
+        best,
+        f"the CPU workload still moves {best.nbytes / 1e6:.1f} MB and {_flops(best):.2g} FLOPs (the model's own sizes do not scale)",
+    )
 
 
 def _flops(p: Probe) -> int:
@@ -252,14 +292,20 @@ class _Layout:
     derived: dict[str, tuple[str, int]]  # derived axis -> (tensor name, dim index)
 
     @classmethod
-    def infer(cls, base: Probe, doubled: dict[str, Probe], scalable: list[str]) -> "_Layout":
+    def infer(cls, base: Probe, doubled: dict[str, Probe], scalable: list[str]) -> _Layout:
         dims: dict[str, list[str | int]] = {}
         derived: dict[str, tuple[str, int]] = {}
         for t in _tensors(base):
             per_dim: list[str | int] = []
             for i, b in enumerate(t.shape):
                 moved = {c: _shape_of(p, t.name)[i] for c, p in doubled.items()}
-                match = [c for c in scalable if b == base.constants[c] and moved[c] == 2 * b and all(moved[o] == b for o in scalable if o != c)]
+                match = [
+                    c
+                    for c in scalable
+                    if b == base.constants[c]
+                    and moved[c] == 2 * b
+                    and all(moved[o] == b for o in scalable if o != c)
+                ]
                 if match:
                     per_dim.append(match[0])
                 elif all(v == b for v in moved.values()):
@@ -288,19 +334,37 @@ def _shape_of(p: Probe, name: str) -> tuple[int, ...]:
     for t in _tensors(p):
         if t.name == name:
             return t.shape
-    raise ProblemError("shapes", f"`{name}` appears at one size and not at another: the inputs' structure changes with the sizes")
+    raise ProblemError(
+        "shapes",
+        f"`{name}` appears at one size and not at another: the inputs' structure changes with the sizes",
+    )
 
 
 # --- the files ---------------------------------------------------------------------------------
 
 
 def _task_yaml(
-    problem: Problem, source: str, commit: str | None, options: Options, layout: _Layout, base: Probe,
-    gpu_hidden: list[Probe], cpu_visible: Probe, cpu_hidden: list[Probe], notes: list[str],
+    problem: Problem,
+    source: str,
+    commit: str | None,
+    options: Options,
+    layout: _Layout,
+    base: Probe,
+    gpu_hidden: list[Probe],
+    cpu_visible: Probe,
+    cpu_hidden: list[Probe],
+    notes: list[str],
 ) -> str:
     dtype = PRECISIONS[options.precision]
-    axes: dict[str, str] = {c: f"KernelBench constant `{c}` (scaled for hidden workloads)" for c in base.constants}
-    axes.update({a: f"dimension {i} of `{n}` (derived: recorded per workload)" for a, (n, i) in layout.derived.items()})
+    axes: dict[str, str] = {
+        c: f"KernelBench constant `{c}` (scaled for hidden workloads)" for c in base.constants
+    }
+    axes.update(
+        {
+            a: f"dimension {i} of `{n}` (derived: recorded per workload)"
+            for a, (n, i) in layout.derived.items()
+        }
+    )
     axes[FLOP_AXIS] = "FLOPs of one call (derived: torch.utils.flop_counter on the meta device)"
     axes[BYTE_AXIS] = "bytes of every input, parameter and output (derived: tensor sizes)"
 
@@ -310,12 +374,27 @@ def _task_yaml(
     inputs: list[dict[str, Any]] = []
     for i, item in enumerate(base.inputs):
         if isinstance(item, TensorInfo):
-            inputs.append({"name": item.name, "shape": _Flow.list(layout.dims[item.name]), "dtype": tensor_dtype(item)})
+            inputs.append(
+                {
+                    "name": item.name,
+                    "shape": _Flow.list(layout.dims[item.name]),
+                    "dtype": tensor_dtype(item),
+                }
+            )
         else:
-            inputs.append({"name": problem.input_names[i] if i < len(problem.input_names) else f"x{i}", "dtype": "float32" if isinstance(item, float) else "int64", "value": item})
+            inputs.append(
+                {
+                    "name": problem.input_names[i] if i < len(problem.input_names) else f"x{i}",
+                    "dtype": "float32" if isinstance(item, float) else "int64",
+                    "value": item,
+                }
+            )
     for p in base.params:
         inputs.append({"name": p.name, "shape": _Flow.list(p.shape), "dtype": tensor_dtype(p)})
-    outputs = [{"name": o.name, "shape": _Flow.list(layout.dims[o.name] or [1]), "dtype": tensor_dtype(o)} for o in base.outputs]
+    outputs = [
+        {"name": o.name, "shape": _Flow.list(layout.dims[o.name] or [1]), "dtype": tensor_dtype(o)}
+        for o in base.outputs
+    ]
     tol = TOLERANCE[options.precision]
     doc = (_class_doc(problem) or f"KernelBench problem {source}.").strip()
     spec = {
@@ -326,7 +405,10 @@ def _task_yaml(
         "baseline_kind": "torch_composition",
         "baseline": "the problem's Model in eager PyTorch (KernelBench's own baseline)",
         "provenance": {
-            "source": "kernelbench", "file": source, **({"commit": commit} if commit else {}), "license": LICENSE,
+            "source": "kernelbench",
+            "file": source,
+            **({"commit": commit} if commit else {}),
+            "license": LICENSE,
             "precision": options.precision,
             "derived": {
                 "hidden_workloads": f"scaled {', '.join(layout_scaled(base, gpu_hidden))}; no drawn workloads (the sizes are code, not ranges)",
@@ -347,7 +429,10 @@ def _task_yaml(
         "workloads": {
             "visible": [_Flow(layout.axes(base) | {"note": "KernelBench's sizes"})],
             "hidden": {"fixed": [_Flow(layout.axes(p)) for p in gpu_hidden]},
-            "cpu": {"visible": [_Flow(layout.axes(cpu_visible))], "hidden": {"fixed": [_Flow(layout.axes(p)) for p in cpu_hidden]}},
+            "cpu": {
+                "visible": [_Flow(layout.axes(cpu_visible))],
+                "hidden": {"fixed": [_Flow(layout.axes(p)) for p in cpu_hidden]},
+            },
         },
     }
     header = f"# Written by `arena import kernelbench` from {source}; KernelBench is {LICENSE}-licensed.\n"
@@ -357,7 +442,7 @@ def _task_yaml(
 class _Flow(dict):
     """A mapping (or, through `list`, a sequence) written on one line: workloads, shapes."""
 
-    class list(list):  # noqa: A001 - the flow-style twin of the built-in
+    class list(list):
         pass
 
 
@@ -365,12 +450,19 @@ class _Dumper(yaml.SafeDumper):
     pass
 
 
-_Dumper.add_representer(_Flow, lambda d, v: d.represent_mapping("tag:yaml.org,2002:map", v.items(), flow_style=True))
-_Dumper.add_representer(_Flow.list, lambda d, v: d.represent_sequence("tag:yaml.org,2002:seq", v, flow_style=True))
+_Dumper.add_representer(
+    _Flow, lambda d, v: d.represent_mapping("tag:yaml.org,2002:map", v.items(), flow_style=True)
+)
+_Dumper.add_representer(
+    _Flow.list, lambda d, v: d.represent_sequence("tag:yaml.org,2002:seq", v, flow_style=True)
+)
 
 
 def layout_scaled(base: Probe, hidden: list[Probe]) -> list[str]:
-    return [f"{c} {base.constants[c]} -> {'/'.join(str(p.constants[c]) for p in hidden)}" for c in base.constants]
+    return [
+        f"{c} {base.constants[c]} -> {'/'.join(str(p.constants[c]) for p in hidden)}"
+        for c in base.constants
+    ]
 
 
 def _class_doc(problem: Problem) -> str | None:
@@ -387,10 +479,15 @@ _BASELINE_DOC = "The baseline: the problem's Model in eager PyTorch, in the prob
 _STARTER_DOC = "The starter: the problem's Model in eager PyTorch; replace `run` (or the Model) with your kernel."
 
 
-def _entry_module(problem: Problem, source: str, n_inputs: int, base: Probe, dtype: str, role: str) -> str:
-    doc = {"reference": "The reference: the problem's Model, computed in float64 where it runs in it.", "baseline": _BASELINE_DOC}[role]
+def _entry_module(
+    problem: Problem, source: str, n_inputs: int, base: Probe, dtype: str, role: str
+) -> str:
+    doc = {
+        "reference": "The reference: the problem's Model, computed in float64 where it runs in it.",
+        "baseline": _BASELINE_DOC,
+    }[role]
     params = [name for name, _ in _named_parameters(problem)]
-    return f'''{problem.source.rstrip()}
+    return f"""{problem.source.rstrip()}
 
 
 # --- arena entry, written by `arena import kernelbench` from {source} ---
@@ -428,7 +525,7 @@ def run(*inputs):
     out = _arena_torch.func.functional_call(model, state, tuple(_arena_cast(a) for a in args))
     outs = tuple(o.reshape(1) if o.dim() == 0 else o for o in (out if isinstance(out, (tuple, list)) else (out,)))
     return outs if len(outs) > 1 else outs[0]  # a 0-dimensional output travels as shape [1]
-'''
+"""
 
 
 def _named_parameters(problem: Problem) -> list[tuple[str, Any]]:
@@ -445,7 +542,14 @@ def _inputs_module(problem: Problem, source: str, base: Probe, dtype: str) -> st
     candidate's process loads this file and must not find the reference in it."""
     import ast
 
-    kept = [n for n in problem.tree.body if not (isinstance(n, ast.ClassDef) or (isinstance(n, ast.FunctionDef) and n.name == "get_init_inputs"))]
+    kept = [
+        n
+        for n in problem.tree.body
+        if not (
+            isinstance(n, ast.ClassDef)
+            or (isinstance(n, ast.FunctionDef) and n.name == "get_init_inputs")
+        )
+    ]
     body = ast.unparse(ast.Module(body=kept, type_ignores=[]))
     params = [(p.name, list(p.shape), _fan_in(p.shape)) for p in base.params]
     return f'''"""Inputs of KernelBench {source}: its constants and get_inputs() at the workload's sizes, then
@@ -534,10 +638,24 @@ def _number(path: Path) -> int:
 
 def _commit(root: Path) -> str | None:
     try:
-        done = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        done = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout.strip() or None if done.returncode == 0 else None
 
 
-__all__ = ["Options", "convert", "find_problems", "import_kernelbench", "is_power_of_two", "level_of", "task_name"]
+__all__ = [
+    "Options",
+    "convert",
+    "find_problems",
+    "import_kernelbench",
+    "is_power_of_two",
+    "level_of",
+    "task_name",
+]

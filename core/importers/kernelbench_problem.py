@@ -22,7 +22,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SKIP_NAMES = frozenset({"dim", "axis", "dims", "stride", "padding", "dilation", "groups", "kernel_size", "output_padding"})
+SKIP_NAMES = frozenset(
+    {
+        "dim",
+        "axis",
+        "dims",
+        "stride",
+        "padding",
+        "dilation",
+        "groups",
+        "kernel_size",
+        "output_padding",
+    }
+)
 OVERRIDES = "__arena_overrides__"
 
 
@@ -47,14 +59,20 @@ class Probe:
     """The problem at one setting of its constants, on the meta device."""
 
     constants: dict[str, int]
-    inputs: tuple[TensorInfo | float | int, ...]  # get_inputs(), in call order; numbers stay numbers
+    inputs: tuple[
+        TensorInfo | float | int, ...
+    ]  # get_inputs(), in call order; numbers stay numbers
     params: tuple[TensorInfo, ...]  # the model's parameters, in named_parameters() order
     outputs: tuple[TensorInfo, ...]
     flops: int  # torch.utils.flop_counter; 0 when it counts nothing (no matmul or conv)
 
     @property
     def nbytes(self) -> int:
-        tensors = [t for t in self.inputs if isinstance(t, TensorInfo)] + list(self.params) + list(self.outputs)
+        tensors = (
+            [t for t in self.inputs if isinstance(t, TensorInfo)]
+            + list(self.params)
+            + list(self.outputs)
+        )
         return sum(t.nbytes for t in tensors)
 
 
@@ -70,7 +88,7 @@ class Problem:
     input_names: list[str]  # the forward's parameter names
 
     @classmethod
-    def load(cls, path: Path) -> "Problem":
+    def load(cls, path: Path) -> Problem:
         source = path.read_text()
         try:
             tree = ast.parse(source, filename=str(path))
@@ -79,15 +97,22 @@ class Problem:
         defs = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
         for needed in ("Model", "get_inputs", "get_init_inputs"):
             if needed not in defs:
-                raise ProblemError("format", f"defines no `{needed}`: not a KernelBench problem module")
+                raise ProblemError(
+                    "format", f"defines no `{needed}`: not a KernelBench problem module"
+                )
         namespace = _execute(tree, path, {})
         constants = {k: v for k, v in namespace.items() if k in _assigned_names(tree)}
         depends = _dependencies(tree)
         model_side = _closure(_loads(defs["get_init_inputs"]) | _loads(defs["Model"]), depends)
         input_side = _closure(_loads(defs["get_inputs"]), depends)
         scalable = [
-            name for name, value in constants.items()
-            if type(value) is int and value >= 2 and name in input_side and name not in model_side and name.lower() not in SKIP_NAMES
+            name
+            for name, value in constants.items()
+            if type(value) is int
+            and value >= 2
+            and name in input_side
+            and name not in model_side
+            and name.lower() not in SKIP_NAMES
         ]
         forward = getattr(namespace["Model"], "forward", None)
         try:
@@ -114,11 +139,20 @@ class Problem:
                 with FlopCounterMode(display=False) as counter:
                     out = model(*args)
         except Exception as exc:  # noqa: BLE001 - the problem's own code may raise anything
-            raise ProblemError("meta", f"does not run on the meta device at {overrides or 'its own sizes'}: {type(exc).__name__}: {_one_line(exc)}") from None
+            raise ProblemError(
+                "meta",
+                f"does not run on the meta device at {overrides or 'its own sizes'}: {type(exc).__name__}: {_one_line(exc)}",
+            ) from None
         outs = out if isinstance(out, (tuple, list)) else [out]
         if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
-            raise ProblemError("outputs", "forward returns something other than a tensor or a tuple of tensors")
-        names = self.input_names if len(self.input_names) == len(args) else [f"x{i}" for i in range(len(args))]
+            raise ProblemError(
+                "outputs", "forward returns something other than a tensor or a tuple of tensors"
+            )
+        names = (
+            self.input_names
+            if len(self.input_names) == len(args)
+            else [f"x{i}" for i in range(len(args))]
+        )
         inputs: list[TensorInfo | float | int] = []
         for name, a in zip(names, args):
             if isinstance(a, torch.Tensor):
@@ -126,12 +160,17 @@ class Problem:
             elif isinstance(a, (int, float)) and not isinstance(a, bool):
                 inputs.append(a)
             else:
-                raise ProblemError("inputs", f"get_inputs() returns a {type(a).__name__} for `{name}`: only tensors and numbers are supported")
+                raise ProblemError(
+                    "inputs",
+                    f"get_inputs() returns a {type(a).__name__} for `{name}`: only tensors and numbers are supported",
+                )
         params = tuple(_info(param_name(n), p) for n, p in model.named_parameters())
         out_names = ["out"] if len(outs) == 1 else [f"out{i}" for i in range(len(outs))]
         return Probe(
             constants={k: int(v) for k, v in self.module(overrides).items() if k in self.scalable},
-            inputs=tuple(inputs), params=params, outputs=tuple(_info(n, o) for n, o in zip(out_names, outs)),
+            inputs=tuple(inputs),
+            params=params,
+            outputs=tuple(_info(n, o) for n, o in zip(out_names, outs)),
             flops=int(counter.get_total_flops()),
         )
 
@@ -150,13 +189,21 @@ def param_name(name: str) -> str:
 
 def _info(name: str, t: Any) -> TensorInfo:
     dtype = str(t.dtype).removeprefix("torch.")
-    return TensorInfo(name, tuple(int(d) for d in t.shape), dtype, int(t.numel()) * t.element_size())
+    return TensorInfo(
+        name, tuple(int(d) for d in t.shape), dtype, int(t.numel()) * t.element_size()
+    )
 
 
 def _assigned_names(tree: ast.Module) -> list[str]:
     names: list[str] = []
     for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else [node.target]
+            if isinstance(node, ast.AnnAssign)
+            else []
+        )
         for t in targets:
             names += [n.id for n in ast.walk(t) if isinstance(n, ast.Name)]
     return names
@@ -202,14 +249,27 @@ def _with_overrides(tree: ast.Module, names: set[str]) -> ast.Module:
 
 
 def _execute(tree: ast.Module, path: Path, overrides: dict[str, int]) -> dict[str, Any]:
-    ns: dict[str, Any] = {"__name__": f"kernelbench_{path.stem}", "__file__": str(path), OVERRIDES: dict(overrides)}
+    ns: dict[str, Any] = {
+        "__name__": f"kernelbench_{path.stem}",
+        "__file__": str(path),
+        OVERRIDES: dict(overrides),
+    }
     try:
-        exec(compile(_with_overrides(tree, set(overrides)), str(path), "exec"), ns)  # noqa: S102 - the user's own checkout
+        exec(compile(_with_overrides(tree, set(overrides)), str(path), "exec"), ns)
     except ModuleNotFoundError as exc:
-        hint = " (KernelBench level 4 also loads model weights from a hub)" if exc.name == "transformers" else ""
-        raise ProblemError("dependency", f"imports `{exc.name}`, which is not installed here: pip install {exc.name}{hint}") from None
+        hint = (
+            " (KernelBench level 4 also loads model weights from a hub)"
+            if exc.name == "transformers"
+            else ""
+        )
+        raise ProblemError(
+            "dependency",
+            f"imports `{exc.name}`, which is not installed here: pip install {exc.name}{hint}",
+        ) from None
     except Exception as exc:  # noqa: BLE001 - the problem's module code may raise anything
-        raise ProblemError("module", f"its module code raised {type(exc).__name__}: {_one_line(exc)}") from None
+        raise ProblemError(
+            "module", f"its module code raised {type(exc).__name__}: {_one_line(exc)}"
+        ) from None
     return ns
 
 

@@ -51,6 +51,9 @@ class ImportReport:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "benchmark": self.benchmark, "root": self.root, "out": self.out,
-            "converted": [asdict(c) for c in self.converted], "skipped": [asdict(s) for s in self.skipped],
+            "benchmark": self.benchmark,
+            "root": self.root,
+            "out": self.out,
+            "converted": [asdict(c) for c in self.converted],
+            "skipped": [asdict(s) for s in self.skipped],
         }

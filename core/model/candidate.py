@@ -20,7 +20,11 @@ def is_native_source(path: Path) -> bool:
 
 def native_siblings(candidate: Path) -> list[Path]:
     """The native sources in the candidate's folder (plain files), sorted by name."""
-    return sorted(p for p in candidate.parent.iterdir() if p.is_file() and is_native_source(p) and p != candidate)
+    return sorted(
+        p
+        for p in candidate.parent.iterdir()
+        if p.is_file() and is_native_source(p) and p != candidate
+    )
 
 
 def candidate_files(candidate: Path) -> list[Path]:

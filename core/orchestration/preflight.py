@@ -41,8 +41,20 @@ OFFLINE_KINDS = ("reference", "replay")
 # in some other way, which no cheap request can check): key variable, base-URL variable,
 # default base URL, the models path, and how the key is sent.
 CLI_APIS: dict[str, tuple[str, str, str, str, str]] = {
-    "claude": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "https://api.anthropic.com", "/v1/models", "x-api-key"),
-    "codex": ("OPENAI_API_KEY", "OPENAI_BASE_URL", "https://api.openai.com/v1", "/models", "bearer"),
+    "claude": (
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+        "https://api.anthropic.com",
+        "/v1/models",
+        "x-api-key",
+    ),
+    "codex": (
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "https://api.openai.com/v1",
+        "/models",
+        "bearer",
+    ),
 }
 
 ProbeDevice = Callable[[str], object]  # raises with a message a person can act on
@@ -66,24 +78,36 @@ def device_problems(spec: RunSpec) -> list[Problem]:
     for i, device in enumerate(spec.devices):
         local = device.split("/", 1)[1] if "/" in device else device
         try:
-            if device.startswith("ray:"):  # a Ray cluster's device: checked when its slots are counted
+            if device.startswith(
+                "ray:"
+            ):  # a Ray cluster's device: checked when its slots are counted
                 from core.orchestration.ray_executor import RayDevice
 
                 RayDevice.parse(device)
                 continue
             parse_device(local)
         except DeviceError as exc:
-            found.append(Problem(f"devices[{i}] ({device})", str(exc), "correct the id in the run file (`arena devices` lists this machine's)"))
+            found.append(
+                Problem(
+                    f"devices[{i}] ({device})",
+                    str(exc),
+                    "correct the id in the run file (`arena devices` lists this machine's)",
+                )
+            )
     return found
 
 
-def check(spec: RunSpec, probe_device: ProbeDevice | None = None, timeout_s: float = TIMEOUT_S) -> list[Problem]:
+def check(
+    spec: RunSpec, probe_device: ProbeDevice | None = None, timeout_s: float = TIMEOUT_S
+) -> list[Problem]:
     """Every problem of the run's agents and devices, in run-file order. `probe_device` probes
     one device id (default: core.devices.device.probe, which knows local devices only: a front end
     passes one that reaches hosts)."""
     probe_one = probe_device or probe
     parse_failed = {p.entry: p for p in device_problems(spec)}
-    jobs: list[Callable[[], list[Problem]]] = [(lambda i=i, a=a: _agent(i, a, timeout_s)) for i, a in enumerate(spec.agents)]
+    jobs: list[Callable[[], list[Problem]]] = [
+        (lambda i=i, a=a: _agent(i, a, timeout_s)) for i, a in enumerate(spec.agents)
+    ]
     for i, device in enumerate(spec.devices):
         entry = f"devices[{i}] ({device})"
         if entry in parse_failed:
@@ -99,7 +123,13 @@ def _device(entry: str, device: str, probe_one: ProbeDevice) -> list[Problem]:
         probe_one(device)
     except Exception as exc:  # noqa: BLE001 - any failure to probe is the run's problem, said in one line
         text = " ".join(str(exc).split()) or type(exc).__name__
-        return [Problem(entry, f"does not probe: {text}", "check that the device exists and is free (`arena devices`), or remove it")]
+        return [
+            Problem(
+                entry,
+                f"does not probe: {text}",
+                "check that the device exists and is free (`arena devices`), or remove it",
+            )
+        ]
     return []
 
 
@@ -125,28 +155,70 @@ def _cli(entry: str, config: AgentConfig, agent: CliAgent, timeout_s: float) -> 
         return [Problem(entry, str(exc), "fix the agent's options (docs/agents.md)")]
     found = shutil.which(argv0)
     if found is None:
-        return [Problem(entry, f"the `{argv0}` CLI is not on PATH", "install it (docs/agents.md), put it on PATH, or remove the agent from the run file")]
+        return [
+            Problem(
+                entry,
+                f"the `{argv0}` CLI is not on PATH",
+                "install it (docs/agents.md), put it on PATH, or remove the agent from the run file",
+            )
+        ]
     problems = []
     try:
-        done = subprocess.run([found, "--version"], capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL, check=False)
+        done = subprocess.run(
+            [found, "--version"],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
         if done.returncode != 0:
             tail = " ".join((done.stderr or done.stdout).split())[-300:]
-            problems.append(Problem(entry, f"`{argv0} --version` exited with status {done.returncode}" + (f": {tail}" if tail else ""),
-                                    f"reinstall or update {argv0} (docs/agents.md)"))
+            problems.append(
+                Problem(
+                    entry,
+                    f"`{argv0} --version` exited with status {done.returncode}"
+                    + (f": {tail}" if tail else ""),
+                    f"reinstall or update {argv0} (docs/agents.md)",
+                )
+            )
     except subprocess.TimeoutExpired:
-        problems.append(Problem(entry, f"`{argv0} --version` did not answer within {timeout_s:g} s", f"check that {argv0} runs by itself"))
+        problems.append(
+            Problem(
+                entry,
+                f"`{argv0} --version` did not answer within {timeout_s:g} s",
+                f"check that {argv0} runs by itself",
+            )
+        )
     except OSError as exc:
-        problems.append(Problem(entry, f"`{argv0}` cannot run: {exc.strerror or exc}", f"reinstall {argv0}, or fix its permissions"))
+        problems.append(
+            Problem(
+                entry,
+                f"`{argv0}` cannot run: {exc.strerror or exc}",
+                f"reinstall {argv0}, or fix its permissions",
+            )
+        )
     named = config.options.get("env", [])
-    for name in [named] if isinstance(named, str) else named if isinstance(named, (list, tuple)) else []:
+    for name in (
+        [named] if isinstance(named, str) else named if isinstance(named, (list, tuple)) else []
+    ):
         if isinstance(name, str) and not os.environ.get(name):
-            problems.append(Problem(entry, f"options.env names {name}, which is not set in the environment",
-                                    f"export {name}=..., or drop it from options.env if {argv0} is logged in another way"))
+            problems.append(
+                Problem(
+                    entry,
+                    f"options.env names {name}, which is not set in the environment",
+                    f"export {name}=..., or drop it from options.env if {argv0} is logged in another way",
+                )
+            )
     api = CLI_APIS.get(config.kind)
     if api is not None and os.environ.get(api[0]):
         key_env, url_env, default_url, models, style = api
         base = (os.environ.get(url_env) or default_url).rstrip("/")
-        headers = {"x-api-key": os.environ[key_env], "anthropic-version": "2023-06-01"} if style == "x-api-key" else {"Authorization": f"Bearer {os.environ[key_env]}"}
+        headers = (
+            {"x-api-key": os.environ[key_env], "anthropic-version": "2023-06-01"}
+            if style == "x-api-key"
+            else {"Authorization": f"Bearer {os.environ[key_env]}"}
+        )
         problems += _endpoint(entry, base + models, headers, timeout_s, key_env, url_env)
     return problems
 
@@ -157,30 +229,65 @@ def _openai(entry: str, config: AgentConfig, timeout_s: float) -> list[Problem]:
     try:
         settings = Settings.from_config(config)
     except ValueError as exc:
-        return [Problem(entry, str(exc).split(": ", 1)[-1], "fix the agent's model and options (docs/agents.md)")]
+        return [
+            Problem(
+                entry,
+                str(exc).split(": ", 1)[-1],
+                "fix the agent's model and options (docs/agents.md)",
+            )
+        ]
     base = settings.url.rsplit("/chat/completions", 1)[0]
     headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
-    return _endpoint(entry, base + "/models", headers, timeout_s, config.options.get("api_key_env"), "options.base_url")
+    return _endpoint(
+        entry,
+        base + "/models",
+        headers,
+        timeout_s,
+        config.options.get("api_key_env"),
+        "options.base_url",
+    )
 
 
-def _endpoint(entry: str, url: str, headers: dict[str, str], timeout_s: float, key_env: str | None, where: str) -> list[Problem]:
+def _endpoint(
+    entry: str, url: str, headers: dict[str, str], timeout_s: float, key_env: str | None, where: str
+) -> list[Problem]:
     """A cheap GET: any HTTP answer but a refused key means the endpoint is there."""
     host = urllib.parse.urlsplit(url).hostname or ""
     # a proxy from the environment must not swallow a server on this machine (as the agent's own client)
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({})) if host in ("localhost", "127.0.0.1", "::1") else urllib.request.build_opener()
-    request = urllib.request.Request(url, headers={"Accept": "application/json", **headers}, method="GET")
+    opener = (
+        urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        if host in ("localhost", "127.0.0.1", "::1")
+        else urllib.request.build_opener()
+    )
+    request = urllib.request.Request(
+        url, headers={"Accept": "application/json", **headers}, method="GET"
+    )
     try:
         with opener.open(request, timeout=timeout_s) as response:
             response.read(1 << 16)
     except urllib.error.HTTPError as exc:
         if exc.code in (401, 403):
             detail = _detail(exc)
-            return [Problem(entry, f"{url} refused the key (HTTP {exc.code}{': ' + detail if detail else ''})",
-                            f"set a valid key in {key_env}" if key_env else "give the endpoint's key: options.api_key_env names its variable")]
+            return [
+                Problem(
+                    entry,
+                    f"{url} refused the key (HTTP {exc.code}{': ' + detail if detail else ''})",
+                    f"set a valid key in {key_env}"
+                    if key_env
+                    else "give the endpoint's key: options.api_key_env names its variable",
+                )
+            ]
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
-        return [Problem(entry, f"the endpoint {url} does not answer ({reason})",
-                        f"start the server, or correct {where}" if where.startswith("options") else f"check the network, or {where}")]
+        return [
+            Problem(
+                entry,
+                f"the endpoint {url} does not answer ({reason})",
+                f"start the server, or correct {where}"
+                if where.startswith("options")
+                else f"check the network, or {where}",
+            )
+        ]
     return []
 
 

@@ -43,10 +43,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 from core.devices.device import PACKAGE_ROOT, DeviceError, DeviceInfo, LocalDevice, info_from_probe
 from core.evaluation.executors import HarnessError, OnEvent
@@ -87,10 +88,12 @@ class RayDevice:
     kind: str  # cpu | cuda | the accelerator type
 
     @classmethod
-    def parse(cls, device_id: str) -> "RayDevice":
-        kind = device_id[len(PREFIX):] if is_ray_device(device_id) else ""
+    def parse(cls, device_id: str) -> RayDevice:
+        kind = device_id[len(PREFIX) :] if is_ray_device(device_id) else ""
         if not kind or "/" in kind or kind.strip() != kind:
-            raise DeviceError(f"`{device_id}` is not a Ray device id: write ray:cpu, ray:cuda (any GPU) or ray:<accelerator type> such as ray:H100")
+            raise DeviceError(
+                f"`{device_id}` is not a Ray device id: write ray:cpu, ray:cuda (any GPU) or ray:<accelerator type> such as ray:H100"
+            )
         return cls(device_id, kind)
 
     @property
@@ -126,9 +129,16 @@ def connect(address: str | None) -> Any:
         address = address or os.environ.get("RAY_ADDRESS") or "auto"
         _check_reachable(address)
         try:
-            ray.init(address=None if address == LOCAL else address, runtime_env=SHIP_CORE, log_to_driver=False, logging_level=logging.WARNING)
+            ray.init(
+                address=None if address == LOCAL else address,
+                runtime_env=SHIP_CORE,
+                log_to_driver=False,
+                logging_level=logging.WARNING,
+            )
         except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise DeviceError(f"cannot reach the Ray cluster at `{address}`: {exc} (start one with `ray start --head`, or pass --ray local)") from None
+            raise DeviceError(
+                f"cannot reach the Ray cluster at `{address}`: {exc} (start one with `ray start --head`, or pass --ray local)"
+            ) from None
     return ray
 
 
@@ -142,7 +152,9 @@ def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
     except OSError as exc:
-        raise DeviceError(f"cannot reach the Ray cluster at `{address}`: {exc} (is its head node up? `ray status` there says)") from None
+        raise DeviceError(
+            f"cannot reach the Ray cluster at `{address}`: {exc} (is its head node up? `ray status` there says)"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -170,18 +182,32 @@ def offers(address: str | None) -> list[Offer]:
     (any GPU) and one `ray:<TYPE>` per accelerator type its nodes report."""
     ray = connect(address)
     nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
-    found = [Offer("ray:cpu", "", "CPU", sum(r.get("CPU", 0) for r in nodes), sum(1 for r in nodes if r.get("CPU")))]
+    found = [
+        Offer(
+            "ray:cpu",
+            "",
+            "CPU",
+            sum(r.get("CPU", 0) for r in nodes),
+            sum(1 for r in nodes if r.get("CPU")),
+        )
+    ]
     gpus = [r for r in nodes if r.get("GPU")]
     if gpus:
         found.append(Offer("ray:cuda", "any", "GPU", sum(r["GPU"] for r in gpus), len(gpus)))
-    types = sorted({k.split(":", 1)[1] for r in gpus for k in r if k.startswith("accelerator_type:")})
+    types = sorted(
+        {k.split(":", 1)[1] for r in gpus for k in r if k.startswith("accelerator_type:")}
+    )
     for t in types:
         with_type = [r for r in gpus if f"accelerator_type:{t}" in r]
-        found.append(Offer(f"ray:{t}", vendor_of(t), t, sum(r["GPU"] for r in with_type), len(with_type)))
+        found.append(
+            Offer(f"ray:{t}", vendor_of(t), t, sum(r["GPU"] for r in with_type), len(with_type))
+        )
     return [o for o in found if o.count > 0]
 
 
-def capacities(device_ids: Sequence[str], address: str | None, cpus_per_eval: float = 1) -> dict[str, int]:
+def capacities(
+    device_ids: Sequence[str], address: str | None, cpus_per_eval: float = 1
+) -> dict[str, int]:
     """Slots per Ray device: evaluations the cluster can run at once (its GPUs of that type,
     or its CPUs / `cpus_per_eval`). DeviceError for a device the cluster does not offer."""
     wanted = [d for d in dict.fromkeys(device_ids) if is_ray_device(d)]
@@ -196,7 +222,9 @@ def capacities(device_ids: Sequence[str], address: str | None, cpus_per_eval: fl
         count = int(offer.count // (cpus_per_eval if d == "ray:cpu" else 1)) if offer else 0
         if count < 1:
             have = ", ".join(f"{o.id} ({o.count:g})" for o in by_id.values()) or "nothing"
-            raise DeviceError(f"the Ray cluster offers no {d}: it has {have} (`arena devices --ray ADDRESS` lists them)")
+            raise DeviceError(
+                f"the Ray cluster offers no {d}: it has {have} (`arena devices --ray ADDRESS` lists them)"
+            )
         found[d] = count
     return found
 
@@ -206,7 +234,9 @@ def default_device(address: str | None) -> str:
     return "ray:cuda" if any(o.id == "ray:cuda" for o in offers(address)) else "ray:cpu"
 
 
-def with_ray(factory: Callable[[str, Path], Any] | None, address: str | None, cpus_per_eval: float = 1) -> Callable[[str, Path], Any]:
+def with_ray(
+    factory: Callable[[str, Path], Any] | None, address: str | None, cpus_per_eval: float = 1
+) -> Callable[[str, Path], Any]:
     """An executor factory that makes RayExecutors for `ray:` ids and asks `factory` (default:
     LocalExecutor) for the others."""
 
@@ -244,7 +274,12 @@ def job_files(job: dict[str, Any]) -> dict[str, bytes]:
 
 def node_job(job: dict[str, Any], root: Path) -> dict[str, Any]:
     """The job with its paths pointing into `root`, the node's job folder."""
-    return {**job, "candidate": str(root / "candidate" / Path(job["candidate"]).name), "task_dir": str(root / "task"), "workdir": str(root / "work")}
+    return {
+        **job,
+        "candidate": str(root / "candidate" / Path(job["candidate"]).name),
+        "task_dir": str(root / "task"),
+        "workdir": str(root / "work"),
+    }
 
 
 # --- on the node ------------------------------------------------------------------------------------------
@@ -267,7 +302,9 @@ def _harness_env(device: RayDevice) -> dict[str, str]:
     return env
 
 
-def run_on_node(job: dict[str, Any], files: Mapping[str, bytes], device_id: str, deadline_s: float) -> Iterator[Any]:
+def run_on_node(
+    job: dict[str, Any], files: Mapping[str, bytes], device_id: str, deadline_s: float
+) -> Iterator[Any]:
     """The Ray task's body: first a dict (node, worker and harness pids, sandbox status),
     then every event line the harness writes. Raises HarnessError when the harness fails."""
     from core.evaluation import sandbox
@@ -291,18 +328,42 @@ def run_on_node(job: dict[str, Any], files: Mapping[str, bytes], device_id: str,
         policy = harness_policy(device.local, (root,))
         policy = replace(policy, env=_harness_env(device))
         read_fd, write_fd = os.pipe()
-        argv = [sys.executable, "-m", "core.harness", "run", str(job_path), "--events-fd", str(write_fd)]
+        argv = [
+            sys.executable,
+            "-m",
+            "core.harness",
+            "run",
+            str(job_path),
+            "--events-fd",
+            str(write_fd),
+        ]
         try:
             argv, env, status = sandbox.wrap(argv, policy)
         except sandbox.SandboxError as exc:
             os.close(write_fd)
             raise HarnessError(f"the harness's sandbox cannot start on this node: {exc}") from None
         with open(root / "harness.log", "ab") as out:
-            proc = sandbox.spawn(argv, env, stdin=subprocess.DEVNULL, stdout=out, stderr=out, pass_fds=(write_fd,),
-                                 start_new_session=True, cwd=str(root), preexec_fn=_die_with_parent)
+            proc = sandbox.spawn(
+                argv,
+                env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=out,
+                pass_fds=(write_fd,),
+                start_new_session=True,
+                cwd=str(root),
+                preexec_fn=_die_with_parent,
+            )
         os.close(write_fd)
-        yield {"node": os.uname().nodename, "worker_pid": os.getpid(), "harness_pid": proc.pid, "sandbox": status}
-        yield from _lines(read_fd, time.monotonic() + deadline_s + DEADLINE_SLACK_S, root / "harness.log")
+        yield {
+            "node": os.uname().nodename,
+            "worker_pid": os.getpid(),
+            "harness_pid": proc.pid,
+            "sandbox": status,
+        }
+        yield from _lines(
+            read_fd, time.monotonic() + deadline_s + DEADLINE_SLACK_S, root / "harness.log"
+        )
         try:
             proc.wait(EXIT_GRACE_S)
         except subprocess.TimeoutExpired:
@@ -343,15 +404,23 @@ def _lines(fd: int, deadline: float, log_path: Path) -> Iterator[str]:
                 line, buffer = buffer.split(b"\n", 1)
                 text = line.decode(errors="replace")
                 yield text
-                if '"evaluation_finished"' in text and isinstance(events.parse(text), events.EvaluationFinished):
+                if '"evaluation_finished"' in text and isinstance(
+                    events.parse(text), events.EvaluationFinished
+                ):
                     return
             left = deadline - time.monotonic()
             if left <= 0 or not selector.select(timeout=left):
                 raise HarnessError("the harness sent no evaluation_finished before its deadline")
             chunk = os.read(fd, 1 << 16)
             if not chunk:
-                tail = log_path.read_text(errors="replace")[-2000:].strip() if log_path.is_file() else ""
-                raise HarnessError(f"the harness exited without finishing the evaluation: {tail or 'no output'}")
+                tail = (
+                    log_path.read_text(errors="replace")[-2000:].strip()
+                    if log_path.is_file()
+                    else ""
+                )
+                raise HarnessError(
+                    f"the harness exited without finishing the evaluation: {tail or 'no output'}"
+                )
             buffer += chunk
     finally:
         selector.close()
@@ -360,8 +429,15 @@ def _lines(fd: int, deadline: float, log_path: Path) -> Iterator[str]:
 def probe_on_node(device_id: str) -> dict[str, Any]:
     """The probe of the device a task with these resources gets (as `core.harness probe`)."""
     device = RayDevice.parse(device_id)
-    proc = subprocess.run([sys.executable, "-m", "core.harness", "probe", device.local.torch_device()],
-                          env={**os.environ, **_harness_env(device)}, capture_output=True, text=True, timeout=120, cwd=str(PACKAGE_ROOT))
+    proc = subprocess.run(
+        [sys.executable, "-m", "core.harness", "probe", device.local.torch_device()],
+        check=False,
+        env={**os.environ, **_harness_env(device)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=str(PACKAGE_ROOT),
+    )
     try:
         data = json.loads(proc.stdout.strip().splitlines()[-1])
     except (json.JSONDecodeError, IndexError):
@@ -372,7 +448,7 @@ def probe_on_node(device_id: str) -> dict[str, Any]:
 # --- the driver's side ------------------------------------------------------------------------------------
 
 
-@lru_cache(maxsize=None)
+@cache
 def _remote(ray: Any, body: Callable[..., Any], generator: bool) -> Any:
     """The Ray remote function for `body`: never retried by Ray (the scheduler retries)."""
     options: dict[str, Any] = {"max_retries": 0, "retry_exceptions": False}
@@ -393,19 +469,27 @@ class RayExecutor:
         self.address = address
         self.cpus_per_eval = cpus_per_eval
         self.ray = connect(address)
-        self.started: list[dict[str, Any]] = []  # where each job ran (node, worker and harness pids)
+        self.started: list[
+            dict[str, Any]
+        ] = []  # where each job ran (node, worker and harness pids)
         self.info = self._probe()
 
     def _probe(self) -> DeviceInfo:
         key = (self.address, self.device_id)
         if key not in _PROBED:
-            task = _remote(self.ray, probe_on_node, False).options(**self.device.resources(self.cpus_per_eval))
+            task = _remote(self.ray, probe_on_node, False).options(
+                **self.device.resources(self.cpus_per_eval)
+            )
             try:
                 data = self.ray.get(task.remote(self.device_id), timeout=300)
             except self.ray.exceptions.RayError as exc:  # node or worker lost, or the task raised
-                raise HarnessError(f"{self.device_id}: probing on the Ray cluster failed: {exc}") from None
-            except Exception as exc:  # GetTimeoutError: no node with these resources came free
-                raise HarnessError(f"{self.device_id}: no node ran the probe within 300 s ({type(exc).__name__})") from None
+                raise HarnessError(
+                    f"{self.device_id}: probing on the Ray cluster failed: {exc}"
+                ) from None
+            except Exception as exc:  # noqa: BLE001 - GetTimeoutError: no node with these resources came free
+                raise HarnessError(
+                    f"{self.device_id}: no node ran the probe within 300 s ({type(exc).__name__})"
+                ) from None
             if "error" in data:
                 raise HarnessError(f"{self.device_id} on node {data.get('node')}: {data['error']}")
             info = info_from_probe(self.device_id, data)
@@ -415,9 +499,13 @@ class RayExecutor:
     def torch_device(self) -> str:
         return self.device.local.torch_device()
 
-    async def run(self, job: dict[str, Any], job_dir: Path, deadline_s: float, on_event: OnEvent | None) -> list[events.Event]:
+    async def run(
+        self, job: dict[str, Any], job_dir: Path, deadline_s: float, on_event: OnEvent | None
+    ) -> list[events.Event]:
         files = await asyncio.to_thread(job_files, job)
-        task = _remote(self.ray, run_on_node, True).options(**self.device.resources(self.cpus_per_eval))
+        task = _remote(self.ray, run_on_node, True).options(
+            **self.device.resources(self.cpus_per_eval)
+        )
         stream = task.remote(job, files, self.device_id, deadline_s)
         seen: list[events.Event] = []
         try:
@@ -433,7 +521,9 @@ class RayExecutor:
         except self.ray.exceptions.RayError as exc:  # node or worker lost, or the task raised
             raise HarnessError(f"{self.device_id} on the Ray cluster: {_reason(exc)}") from None
         except events.EventError as exc:
-            raise HarnessError(f"{self.device_id}: the harness sent an unreadable event ({exc})") from None
+            raise HarnessError(
+                f"{self.device_id}: the harness sent an unreadable event ({exc})"
+            ) from None
         except asyncio.CancelledError:
             self.ray.cancel(stream, force=True)  # the worker dies, the harness with it
             raise

@@ -25,9 +25,10 @@ import itertools
 import logging
 import os
 from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any, Awaitable, Callable, Iterable, Mapping
+from typing import Any
 
 from core.devices.ids import DeviceId
 from core.model.events import DeviceHealthChanged, Event, JobStateChanged
@@ -106,14 +107,20 @@ def capacity(device_id: str, cpu_slots: int | None = None) -> int:
     return 1
 
 
-def slots_for(devices: Iterable[str], cpu_slots: int | None = None, capacities: Mapping[str, int] | None = None) -> list[Slot]:
+def slots_for(
+    devices: Iterable[str],
+    cpu_slots: int | None = None,
+    capacities: Mapping[str, int] | None = None,
+) -> list[Slot]:
     """The slots of these devices; `capacities` overrides the count per device id (a remote
     host's CPU, say, from its hosts-file entry)."""
     slots: list[Slot] = []
     for device in dict.fromkeys(devices):
         n = (capacities or {}).get(device, capacity(device, cpu_slots))
         if n < 1:
-            raise ValueError(f"device {device} has capacity {n}: give at least 1 slot, or leave the device out")
+            raise ValueError(
+                f"device {device} has capacity {n}: give at least 1 slot, or leave the device out"
+            )
         slots.extend(Slot(device, i) for i in range(n))
     return slots
 
@@ -145,17 +152,28 @@ class Scheduler:
     (None: never); `mark_healthy` brings it back."""
 
     def __init__(
-        self, slots: Iterable[Slot], runner: Runner, max_retries: int = 2, on_event: OnEvent | None = None,
+        self,
+        slots: Iterable[Slot],
+        runner: Runner,
+        max_retries: int = 2,
+        on_event: OnEvent | None = None,
         unhealthy_after: int | None = 3,
     ):
         self.slots = list(slots)
         if not self.slots:
-            raise ValueError("a scheduler needs at least one slot: build them with slots_for(device_ids)")
+            raise ValueError(
+                "a scheduler needs at least one slot: build them with slots_for(device_ids)"
+            )
         if len(set(self.slots)) != len(self.slots):
             raise ValueError("the same slot is listed twice: each (device, index) pair once")
         if max_retries < 0:
             raise ValueError(f"max_retries is {max_retries}: give 0 or more")
-        self.runner, self.max_retries, self.on_event, self.unhealthy_after = runner, max_retries, on_event, unhealthy_after
+        self.runner, self.max_retries, self.on_event, self.unhealthy_after = (
+            runner,
+            max_retries,
+            on_event,
+            unhealthy_after,
+        )
         self._devices = {s.device for s in self.slots}
         self._queue: list[_Entry] = []  # waiting (queued or retrying), sorted by key
         self._live: dict[str, _Entry] = {}  # waiting or running, by job id
@@ -168,7 +186,7 @@ class Scheduler:
         self._dispatch_pending = False
         self._closed = False
 
-    async def __aenter__(self) -> "Scheduler":
+    async def __aenter__(self) -> Scheduler:
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
@@ -184,19 +202,28 @@ class Scheduler:
         """Queue a job; the future gives the runner's outcome, raises `JobFailed`, or is
         cancelled. Cancelling the future cancels the job. Call from within the event loop."""
         if self._closed:
-            raise SchedulerClosed(f"job {job.id} submitted after the scheduler was closed: submit inside `async with`")
+            raise SchedulerClosed(
+                f"job {job.id} submitted after the scheduler was closed: submit inside `async with`"
+            )
         if job.id in self._live:
             raise ValueError(f"job {job.id} is already queued or running: give each job its own id")
         unknown = [d for d in job.devices if d not in self._devices]
         if unknown:
-            raise ValueError(f"job {job.id} may run on {', '.join(unknown)}, which have no slot here; slots exist for {', '.join(sorted(self._devices))}")
+            raise ValueError(
+                f"job {job.id} may run on {', '.join(unknown)}, which have no slot here; slots exist for {', '.join(sorted(self._devices))}"
+            )
         entry = _Entry(job, next(self._seq), asyncio.get_running_loop().create_future())
         self._live[job.id] = entry
         self._idle.clear()
         entry.future.add_done_callback(partial(self._future_done, entry))
         self._emit_job(entry, "queued")
         if not self._healthy_devices(entry):
-            self._finish(entry, "failed", fault="infrastructure", reason=f"every device it may run on is unhealthy: {', '.join(job.devices)}")
+            self._finish(
+                entry,
+                "failed",
+                fault="infrastructure",
+                reason=f"every device it may run on is unhealthy: {', '.join(job.devices)}",
+            )
         else:
             self._enqueue(entry)
         return entry.future
@@ -284,7 +311,9 @@ class Scheduler:
                 allowed = [s for s in allowed if s.device in untried]
             else:
                 last = {d: i for i, d in enumerate(entry.tried)}
-                return min(allowed, key=lambda s: (last[s.device], s in entry.failed_slots, load[s.device]))
+                return min(
+                    allowed, key=lambda s: (last[s.device], s in entry.failed_slots, load[s.device])
+                )
         return min(allowed, key=lambda s: load[s.device]) if allowed else None
 
     def _start(self, entry: _Entry, slot: Slot) -> None:
@@ -292,7 +321,9 @@ class Scheduler:
         entry.state = "running"
         self._busy[slot] = entry
         job = replace(entry.job, attempts=entry.attempts - 1)
-        entry.task = asyncio.get_running_loop().create_task(self._call(job, slot), name=f"job {job.id} on {slot.id}")
+        entry.task = asyncio.get_running_loop().create_task(
+            self._call(job, slot), name=f"job {job.id} on {slot.id}"
+        )
         entry.task.add_done_callback(partial(self._attempt_done, entry, slot))
         self._emit_job(entry, "running", slot)
 
@@ -312,7 +343,14 @@ class Scheduler:
             elif isinstance(exc, InfrastructureFault):
                 self._fault(entry, slot, exc.reason)
             else:
-                self._finish(entry, "failed", slot, fault="error", reason=f"the runner raised {type(exc).__name__}: {exc}", cause=exc)
+                self._finish(
+                    entry,
+                    "failed",
+                    slot,
+                    fault="error",
+                    reason=f"the runner raised {type(exc).__name__}: {exc}",
+                    cause=exc,
+                )
         self._schedule_dispatch()
 
     def _fault(self, entry: _Entry, slot: Slot, reason: str) -> None:
@@ -320,12 +358,32 @@ class Scheduler:
         entry.failed_slots.add(slot)
         entry.reasons.append(f"{slot.id}: {reason}")
         self._streak[slot.device] += 1
-        if self.unhealthy_after and self._streak[slot.device] >= self.unhealthy_after and slot.device not in self._unhealthy:
-            self._mark_unhealthy(slot.device, f"{self._streak[slot.device]} infrastructure faults in a row, the last: {reason}")
+        if (
+            self.unhealthy_after
+            and self._streak[slot.device] >= self.unhealthy_after
+            and slot.device not in self._unhealthy
+        ):
+            self._mark_unhealthy(
+                slot.device,
+                f"{self._streak[slot.device]} infrastructure faults in a row, the last: {reason}",
+            )
         if entry.attempts > self.max_retries:
-            self._finish(entry, "failed", slot, fault="infrastructure", reason=f"infrastructure fault on all {entry.attempts} attempts: " + "; ".join(entry.reasons))
+            self._finish(
+                entry,
+                "failed",
+                slot,
+                fault="infrastructure",
+                reason=f"infrastructure fault on all {entry.attempts} attempts: "
+                + "; ".join(entry.reasons),
+            )
         elif not self._healthy_devices(entry):
-            self._finish(entry, "failed", slot, fault="infrastructure", reason="no healthy device left to retry on: " + "; ".join(entry.reasons))
+            self._finish(
+                entry,
+                "failed",
+                slot,
+                fault="infrastructure",
+                reason="no healthy device left to retry on: " + "; ".join(entry.reasons),
+            )
         else:
             entry.state = "retrying"
             self._emit_job(entry, "retrying", slot, reason=reason, fault="infrastructure")
@@ -337,7 +395,12 @@ class Scheduler:
         for entry in list(self._queue):
             if not self._healthy_devices(entry):
                 self._queue.remove(entry)
-                self._finish(entry, "failed", fault="infrastructure", reason=f"every device it may run on is unhealthy: {', '.join(entry.job.devices)}")
+                self._finish(
+                    entry,
+                    "failed",
+                    fault="infrastructure",
+                    reason=f"every device it may run on is unhealthy: {', '.join(entry.job.devices)}",
+                )
 
     def _healthy_devices(self, entry: _Entry) -> list[str]:
         return [d for d in entry.job.devices if d not in self._unhealthy]
@@ -345,8 +408,14 @@ class Scheduler:
     # --- endings and events -----------------------------------------------------------------
 
     def _finish(
-        self, entry: _Entry, state: str, slot: Slot | None = None, outcome: Any = None, fault: str | None = None,
-        reason: str | None = None, cause: BaseException | None = None,
+        self,
+        entry: _Entry,
+        state: str,
+        slot: Slot | None = None,
+        outcome: Any = None,
+        fault: str | None = None,
+        reason: str | None = None,
+        cause: BaseException | None = None,
     ) -> None:
         entry.state = state
         del self._live[entry.job.id]
@@ -369,11 +438,25 @@ class Scheduler:
         if future.cancelled() and self._live.get(entry.job.id) is entry:
             self.cancel(entry.job.id)
 
-    def _emit_job(self, entry: _Entry, state: str, slot: Slot | None = None, reason: str | None = None, fault: str | None = None) -> None:
-        self._emit(JobStateChanged(
-            job_id=entry.job.id, state=state, device=slot.device if slot else None, slot=slot.index if slot else None,
-            attempt=entry.attempts, reason=reason, fault=fault,
-        ))
+    def _emit_job(
+        self,
+        entry: _Entry,
+        state: str,
+        slot: Slot | None = None,
+        reason: str | None = None,
+        fault: str | None = None,
+    ) -> None:
+        self._emit(
+            JobStateChanged(
+                job_id=entry.job.id,
+                state=state,
+                device=slot.device if slot else None,
+                slot=slot.index if slot else None,
+                attempt=entry.attempts,
+                reason=reason,
+                fault=fault,
+            )
+        )
 
     def _emit(self, event: Event) -> None:
         if self.on_event is None:

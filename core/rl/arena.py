@@ -27,9 +27,10 @@ import itertools
 import re
 import shutil
 import tempfile
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from core.devices.device import DeviceError, parse_device
 from core.devices.ids import timing_kind_of
@@ -68,36 +69,55 @@ class EvalRequest:
 
     def __post_init__(self) -> None:
         if not isinstance(self.task_id, str) or not self.task_id:
-            raise ValueError(f"task_id: give a task id such as elementwise/axpy, got {self.task_id!r}")
+            raise ValueError(
+                f"task_id: give a task id such as elementwise/axpy, got {self.task_id!r}"
+            )
         check_source(self.source)
-        if self.seed is not None and (not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0):
+        if self.seed is not None and (
+            not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0
+        ):
             raise ValueError(f"seed: give a non-negative integer or None, got {self.seed!r}")
         object.__setattr__(self, "profile", parse_profile(self.profile).value)
 
     def batch_key(self) -> tuple[Any, ...]:
         """Requests with equal keys can share one batch (the same workloads, seeds and timing)."""
-        return (self.task_id, self.seed, self.device, self.visible_only, self.performance, self.profile)
+        return (
+            self.task_id,
+            self.seed,
+            self.device,
+            self.visible_only,
+            self.performance,
+            self.profile,
+        )
 
     @classmethod
-    def coerce(cls, item: "EvalRequest | Mapping[str, Any] | Sequence[Any]") -> "EvalRequest":
+    def coerce(cls, item: EvalRequest | Mapping[str, Any] | Sequence[Any]) -> EvalRequest:
         """An EvalRequest from itself, a mapping of its fields, or a (task_id, source) pair."""
         if isinstance(item, EvalRequest):
             return item
         if isinstance(item, Mapping):
             unknown = sorted(set(item) - set(cls.__dataclass_fields__))
             if unknown:
-                raise ValueError(f"request field `{unknown[0]}` is unknown: use {', '.join(cls.__dataclass_fields__)}")
+                raise ValueError(
+                    f"request field `{unknown[0]}` is unknown: use {', '.join(cls.__dataclass_fields__)}"
+                )
             return cls(**item)
         if isinstance(item, (tuple, list)) and len(item) == 2:
             return cls(item[0], item[1])
-        raise TypeError(f"a request is an EvalRequest, a mapping or a (task_id, source) pair, got {type(item).__name__}")
+        raise TypeError(
+            f"a request is an EvalRequest, a mapping or a (task_id, source) pair, got {type(item).__name__}"
+        )
 
 
 def check_source(source: object) -> str:
     if not isinstance(source, str):
-        raise TypeError(f"source: give the candidate's Python source as a string, got {type(source).__name__}")
+        raise TypeError(
+            f"source: give the candidate's Python source as a string, got {type(source).__name__}"
+        )
     if len(source.encode(errors="replace")) > MAX_SOURCE_BYTES:
-        raise ValueError(f"source: {len(source.encode(errors='replace'))} bytes, more than the {MAX_SOURCE_BYTES} allowed: send one module")
+        raise ValueError(
+            f"source: {len(source.encode(errors='replace'))} bytes, more than the {MAX_SOURCE_BYTES} allowed: send one module"
+        )
     return source
 
 
@@ -143,8 +163,12 @@ class RewardedResult:
     def to_json(self, public: bool = True) -> dict[str, Any]:
         """`public=True` (the default) names no hidden workload: safe to show a policy."""
         return {
-            "reward": self.reward, "reward_name": self.reward_name, "outcome": self.outcome, "retry": self.retry,
-            "visible_only": self.visible_only, "result": public_result(self.result, self.task) if public else self.result.to_json(),
+            "reward": self.reward,
+            "reward_name": self.reward_name,
+            "outcome": self.outcome,
+            "retry": self.retry,
+            "visible_only": self.visible_only,
+            "result": public_result(self.result, self.task) if public else self.result.to_json(),
         }
 
 
@@ -187,7 +211,10 @@ def public_result(result: Result, task: Task | None = None) -> dict[str, Any]:
     alias = {label: f"hidden#{i + 1}" for i, (label, _) in enumerate(hidden)}
     patterns = [(re.escape(label), alias[label]) for label in sorted(alias, key=len, reverse=True)]
     for label, axes in hidden:
-        patterns += [(r"(?<!\d)" + re.escape(text) + r"(?!\d)", f"<{alias[label]} shape>") for text in _shape_texts(task, axes)]
+        patterns += [
+            (r"(?<!\d)" + re.escape(text) + r"(?!\d)", f"<{alias[label]} shape>")
+            for text in _shape_texts(task, axes)
+        ]
     scrub_re = [(re.compile(p), r) for p, r in patterns]
 
     def scrub(value: Any) -> Any:
@@ -205,10 +232,17 @@ def public_result(result: Result, task: Task | None = None) -> dict[str, Any]:
         if stage["name"] == "generalization":
             works = stage["workloads"]
             wrong = sum(1 for w in works if not w.get("passed"))
-            stage["workloads"] = [{"label": alias.get(w["label"], "hidden"), "passed": bool(w.get("passed"))} for w in works]
+            stage["workloads"] = [
+                {"label": alias.get(w["label"], "hidden"), "passed": bool(w.get("passed"))}
+                for w in works
+            ]
             stage["log"] = ""
             if stage["message"]:
-                stage["message"] = f"{wrong} of {len(works)} hidden workload(s) wrong (hidden workloads are never described)" if wrong else "hidden workloads withheld"
+                stage["message"] = (
+                    f"{wrong} of {len(works)} hidden workload(s) wrong (hidden workloads are never described)"
+                    if wrong
+                    else "hidden workloads withheld"
+                )
     for w in data["workloads"]:
         if w["hidden"]:
             w["label"], w["axes"], w["model"] = alias.get(w["label"], "hidden"), {}, None
@@ -234,7 +268,15 @@ def _device_json(evaluator: Evaluator | None, device: str) -> dict[str, Any]:
     return {"id": info.id, "model": info.model, "vendor": info.vendor, "arch": info.arch}
 
 
-def _synthetic(task_id: str, device: dict[str, Any], timing_kind: str, sha: str, status: str, message: str, profile: str | None = None) -> Result:
+def _synthetic(
+    task_id: str,
+    device: dict[str, Any],
+    timing_kind: str,
+    sha: str,
+    status: str,
+    message: str,
+    profile: str | None = None,
+) -> Result:
     """A Result for an evaluation that never reached the harness (core.model.result.unevaluated)."""
     return unevaluated(task_id, device, timing_kind, sha, message, status=status, profile=profile)
 
@@ -268,24 +310,38 @@ class Arena:
     `ray:H100`) take one slot per GPU, and which the default devices become (docs/ray.md)."""
 
     def __init__(
-        self, devices: Sequence[str] = ("cpu",), reward: str | RewardFn | None = None, tasks_dir: Path | str | None = None,
-        executor_factory: ExecutorFactory | None = None, cpu_slots: int | None = None, max_retries: int = 2,
-        timing: Timing | None = None, ray: str | None = None,
+        self,
+        devices: Sequence[str] = ("cpu",),
+        reward: str | RewardFn | None = None,
+        tasks_dir: Path | str | None = None,
+        executor_factory: ExecutorFactory | None = None,
+        cpu_slots: int | None = None,
+        max_retries: int = 2,
+        timing: Timing | None = None,
+        ray: str | None = None,
     ):
         if isinstance(devices, str):
             devices = [devices]
         devices = list(dict.fromkeys(devices))
         capacities: dict[str, int] = {}
-        if ray is not None or any(d.startswith("ray:") for d in devices):  # a Ray cluster's devices (core/orchestration/ray_executor.py)
+        if ray is not None or any(
+            d.startswith("ray:") for d in devices
+        ):  # a Ray cluster's devices (core/orchestration/ray_executor.py)
             from core.orchestration import ray_executor
 
-            if ray is not None and devices == ["cpu"]:  # the default: the cluster's GPUs, else its CPUs
+            if ray is not None and devices == [
+                "cpu"
+            ]:  # the default: the cluster's GPUs, else its CPUs
                 devices = [ray_executor.default_device(ray)]
             capacities = ray_executor.capacities(devices, ray)
-            if executor_factory is None:  # a caller's factory makes its own (the command line's executor_factory(hosts, ray) does)
+            if (
+                executor_factory is None
+            ):  # a caller's factory makes its own (the command line's executor_factory(hosts, ray) does)
                 executor_factory = ray_executor.with_ray(None, ray)
         if not devices or not all(isinstance(d, str) and d for d in devices):
-            raise ValueError(f"devices: give one or more device ids such as cpu or cuda:0, got {devices!r}")
+            raise ValueError(
+                f"devices: give one or more device ids such as cpu or cuda:0, got {devices!r}"
+            )
         for d in devices:
             if d in capacities:
                 continue
@@ -305,13 +361,15 @@ class Arena:
         self.timing = timing
         self.slots = slots_for(devices, cpu_slots=cpu_slots, capacities=capacities)
         self.scheduler = Scheduler(self.slots, self._run, max_retries=max_retries)
-        self._root: Path | None = None  # made on the first evaluation: a refused server leaves nothing behind
+        self._root: Path | None = (
+            None  # made on the first evaluation: a refused server leaves nothing behind
+        )
         self.pool = EvaluatorPool(self.factory, lambda: self.root, timing=timing)
         self._tasks: dict[str, Task] = {}
         self._ids = itertools.count(1)
         self._closed = False
 
-    async def __aenter__(self) -> "Arena":
+    async def __aenter__(self) -> Arena:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -341,14 +399,26 @@ class Arena:
         return self._tasks[task_id]
 
     async def aevaluate(
-        self, task_id: str, source: str, seed: int | None = None, device: str | None = None, visible_only: bool = False,
-        performance: bool = True, reward: str | RewardFn | None = None, profile: str = "full",
+        self,
+        task_id: str,
+        source: str,
+        seed: int | None = None,
+        device: str | None = None,
+        visible_only: bool = False,
+        performance: bool = True,
+        reward: str | RewardFn | None = None,
+        profile: str = "full",
     ) -> RewardedResult:
         """One evaluation on any free slot (of `device`, if given)."""
-        return await self.submit(EvalRequest(task_id, source, seed, device, visible_only, performance, profile), reward)
+        return await self.submit(
+            EvalRequest(task_id, source, seed, device, visible_only, performance, profile), reward
+        )
 
     async def aevaluate_many(
-        self, requests: Iterable[EvalRequest | Mapping[str, Any] | Sequence[Any]], reward: str | RewardFn | None = None, batch: bool = True,
+        self,
+        requests: Iterable[EvalRequest | Mapping[str, Any] | Sequence[Any]],
+        reward: str | RewardFn | None = None,
+        batch: bool = True,
     ) -> list[RewardedResult]:
         """Every request at once, spread over the slots; results in the requests' order.
 
@@ -381,15 +451,27 @@ class Arena:
         await asyncio.gather(*work)
         return [r for r in results if r is not None]
 
-    async def submit(self, request: EvalRequest, reward: str | RewardFn | None = None) -> RewardedResult:
+    async def submit(
+        self, request: EvalRequest, reward: str | RewardFn | None = None
+    ) -> RewardedResult:
         if self._closed:
             raise RuntimeError("this Arena is closed: make a new one")
         if request.device is not None and request.device not in self.devices:
-            raise DeviceError(f"device `{request.device}` is not one of this arena's devices ({', '.join(self.devices)}): leave it out or add it")
+            raise DeviceError(
+                f"device `{request.device}` is not one of this arena's devices ({', '.join(self.devices)}): leave it out or add it"
+            )
         task = self.task(request.task_id)
         folder, path = _write_candidate(request.source)
-        fn, label = (get_reward(reward), reward_name(reward)) if reward is not None else (self.reward_fn, self.reward_label)
-        job = Job(f"rl-{next(self._ids)}", tuple([request.device] if request.device else self.devices), payload=_Work(task, path, request))
+        fn, label = (
+            (get_reward(reward), reward_name(reward))
+            if reward is not None
+            else (self.reward_fn, self.reward_label)
+        )
+        job = Job(
+            f"rl-{next(self._ids)}",
+            tuple([request.device] if request.device else self.devices),
+            payload=_Work(task, path, request),
+        )
         try:
             result = await self.scheduler.submit(job)
         except JobFailed as exc:
@@ -397,24 +479,46 @@ class Arena:
                 raise
             sha = hashlib.sha256(request.source.encode(errors="replace")).hexdigest()
             device = request.device or self.devices[0]
-            result = _synthetic(task.id, _device_json(None, device), timing_kind_of(device).value, sha, "infrastructure_error", exc.reason, request.profile)
+            result = _synthetic(
+                task.id,
+                _device_json(None, device),
+                timing_kind_of(device).value,
+                sha,
+                "infrastructure_error",
+                exc.reason,
+                request.profile,
+            )
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         return RewardedResult(result, fn(result), label, request.visible_only, task)
 
-    async def submit_batch(self, requests: Sequence[EvalRequest], reward: str | RewardFn | None = None) -> list[RewardedResult]:
+    async def submit_batch(
+        self, requests: Sequence[EvalRequest], reward: str | RewardFn | None = None
+    ) -> list[RewardedResult]:
         """Requests of one `batch_key` as one batch on one slot; results in their order."""
         if self._closed:
             raise RuntimeError("this Arena is closed: make a new one")
         first = requests[0]
         if any(r.batch_key() != first.batch_key() for r in requests):
-            raise ValueError("a batch's requests must share task_id, seed, device, visible_only, performance and profile")
+            raise ValueError(
+                "a batch's requests must share task_id, seed, device, visible_only, performance and profile"
+            )
         if first.device is not None and first.device not in self.devices:
-            raise DeviceError(f"device `{first.device}` is not one of this arena's devices ({', '.join(self.devices)}): leave it out or add it")
+            raise DeviceError(
+                f"device `{first.device}` is not one of this arena's devices ({', '.join(self.devices)}): leave it out or add it"
+            )
         task = self.task(first.task_id)
         folders, paths = (list(x) for x in zip(*(_write_candidate(r.source) for r in requests)))
-        fn, label = (get_reward(reward), reward_name(reward)) if reward is not None else (self.reward_fn, self.reward_label)
-        job = Job(f"rl-{next(self._ids)}", tuple([first.device] if first.device else self.devices), payload=_BatchWork(task, paths, first))
+        fn, label = (
+            (get_reward(reward), reward_name(reward))
+            if reward is not None
+            else (self.reward_fn, self.reward_label)
+        )
+        job = Job(
+            f"rl-{next(self._ids)}",
+            tuple([first.device] if first.device else self.devices),
+            payload=_BatchWork(task, paths, first),
+        )
         try:
             results = await self.scheduler.submit(job)
         except JobFailed as exc:
@@ -422,17 +526,29 @@ class Arena:
                 raise
             device = first.device or self.devices[0]
             results = [
-                _synthetic(task.id, _device_json(None, device), timing_kind_of(device).value, hashlib.sha256(r.source.encode(errors="replace")).hexdigest(),
-                           "infrastructure_error", exc.reason, r.profile)
+                _synthetic(
+                    task.id,
+                    _device_json(None, device),
+                    timing_kind_of(device).value,
+                    hashlib.sha256(r.source.encode(errors="replace")).hexdigest(),
+                    "infrastructure_error",
+                    exc.reason,
+                    r.profile,
+                )
                 for r in requests
             ]
         finally:
             for folder in folders:
                 shutil.rmtree(folder, ignore_errors=True)
-        return [RewardedResult(result, fn(result), label, r.visible_only, task) for r, result in zip(requests, results)]
+        return [
+            RewardedResult(result, fn(result), label, r.visible_only, task)
+            for r, result in zip(requests, results)
+        ]
 
     async def _evaluator(self, slot: Slot) -> Evaluator:
-        return await self.pool.get(slot)  # probing a device blocks for seconds: off the loop, so other episodes go on
+        return await self.pool.get(
+            slot
+        )  # probing a device blocks for seconds: off the loop, so other episodes go on
 
     async def _run(self, job: Job, slot: Slot) -> Any:
         if isinstance(job.payload, _BatchWork):
@@ -444,10 +560,22 @@ class Arena:
         except (BadCandidate, ValueError) as exc:  # ValueError: NUL bytes, which ast refuses
             sha = hashlib.sha256(work.path.read_bytes()).hexdigest()
             message = str(exc).replace(str(work.path), "candidate.py")
-            return _synthetic(work.task.id, _device_json(evaluator, slot.device), evaluator.info.timing_kind, sha, "failed", message, work.request.profile)
+            return _synthetic(
+                work.task.id,
+                _device_json(evaluator, slot.device),
+                evaluator.info.timing_kind,
+                sha,
+                "failed",
+                message,
+                work.request.profile,
+            )
         try:
             return await evaluator.aevaluate(
-                work.task, work.path, seed=work.request.seed, performance=work.request.performance, visible_only=work.request.visible_only,
+                work.task,
+                work.path,
+                seed=work.request.seed,
+                performance=work.request.performance,
+                visible_only=work.request.visible_only,
                 profile=work.request.profile,
             )
         except HarnessError as exc:
@@ -457,7 +585,7 @@ class Arena:
             self._drop(slot)  # stops the harness and everything it started
             raise
 
-    async def _run_batch(self, work: "_BatchWork", slot: Slot) -> list[Result]:
+    async def _run_batch(self, work: _BatchWork, slot: Slot) -> list[Result]:
         evaluator = await self._evaluator(slot)
         results: list[Result | None] = [None] * len(work.paths)
         good: list[int] = []
@@ -465,15 +593,30 @@ class Arena:
             try:
                 check_candidate(path)
                 good.append(i)
-            except (BadCandidate, ValueError) as exc:  # scored as a compile failure, outside the batch
+            except (
+                BadCandidate,
+                ValueError,
+            ) as exc:  # scored as a compile failure, outside the batch
                 sha = hashlib.sha256(path.read_bytes()).hexdigest()
-                results[i] = _synthetic(work.task.id, _device_json(evaluator, slot.device), evaluator.info.timing_kind, sha, "failed",
-                                        str(exc).replace(str(path), "candidate.py"), work.request.profile)
+                results[i] = _synthetic(
+                    work.task.id,
+                    _device_json(evaluator, slot.device),
+                    evaluator.info.timing_kind,
+                    sha,
+                    "failed",
+                    str(exc).replace(str(path), "candidate.py"),
+                    work.request.profile,
+                )
         r = work.request
         try:
             if good:
                 done = await evaluator.aevaluate_batch(
-                    work.task, [work.paths[i] for i in good], seed=r.seed, performance=r.performance, visible_only=r.visible_only, profile=r.profile,
+                    work.task,
+                    [work.paths[i] for i in good],
+                    seed=r.seed,
+                    performance=r.performance,
+                    visible_only=r.visible_only,
+                    profile=r.profile,
                 )
                 for i, result in zip(good, done):
                     results[i] = result
@@ -493,45 +636,105 @@ class Arena:
 
 
 async def aevaluate(
-    task_id: str, source: str, device: str = "cpu", seed: int | None = None, reward: str | RewardFn | None = None,
-    visible_only: bool = False, performance: bool = True, tasks_dir: Path | str | None = None,
-    executor_factory: ExecutorFactory | None = None, timing: Timing | None = None, profile: str = "full",
+    task_id: str,
+    source: str,
+    device: str = "cpu",
+    seed: int | None = None,
+    reward: str | RewardFn | None = None,
+    visible_only: bool = False,
+    performance: bool = True,
+    tasks_dir: Path | str | None = None,
+    executor_factory: ExecutorFactory | None = None,
+    timing: Timing | None = None,
+    profile: str = "full",
 ) -> RewardedResult:
     """Evaluate one candidate's source on one device (a fresh harness: for many, use Arena)."""
     async with Arena([device], reward, tasks_dir, executor_factory, timing=timing) as arena:
-        return await arena.aevaluate(task_id, source, seed=seed, visible_only=visible_only, performance=performance, profile=profile)
+        return await arena.aevaluate(
+            task_id,
+            source,
+            seed=seed,
+            visible_only=visible_only,
+            performance=performance,
+            profile=profile,
+        )
 
 
 def evaluate(
-    task_id: str, source: str, device: str = "cpu", seed: int | None = None, reward: str | RewardFn | None = None,
-    visible_only: bool = False, performance: bool = True, tasks_dir: Path | str | None = None,
-    executor_factory: ExecutorFactory | None = None, timing: Timing | None = None, profile: str = "full",
+    task_id: str,
+    source: str,
+    device: str = "cpu",
+    seed: int | None = None,
+    reward: str | RewardFn | None = None,
+    visible_only: bool = False,
+    performance: bool = True,
+    tasks_dir: Path | str | None = None,
+    executor_factory: ExecutorFactory | None = None,
+    timing: Timing | None = None,
+    profile: str = "full",
 ) -> RewardedResult:
     """`aevaluate` for synchronous callers (not from inside a running event loop)."""
-    return asyncio.run(aevaluate(task_id, source, device, seed, reward, visible_only, performance, tasks_dir, executor_factory, timing, profile))
+    return asyncio.run(
+        aevaluate(
+            task_id,
+            source,
+            device,
+            seed,
+            reward,
+            visible_only,
+            performance,
+            tasks_dir,
+            executor_factory,
+            timing,
+            profile,
+        )
+    )
 
 
 async def aevaluate_many(
-    requests: Iterable[EvalRequest | Mapping[str, Any] | Sequence[Any]], devices: Sequence[str] = ("cpu",),
-    reward: str | RewardFn | None = None, tasks_dir: Path | str | None = None, executor_factory: ExecutorFactory | None = None,
-    cpu_slots: int | None = None, timing: Timing | None = None, ray: str | None = None,
+    requests: Iterable[EvalRequest | Mapping[str, Any] | Sequence[Any]],
+    devices: Sequence[str] = ("cpu",),
+    reward: str | RewardFn | None = None,
+    tasks_dir: Path | str | None = None,
+    executor_factory: ExecutorFactory | None = None,
+    cpu_slots: int | None = None,
+    timing: Timing | None = None,
+    ray: str | None = None,
 ) -> list[RewardedResult]:
     """A batch spread over every slot of `devices`; results in the requests' order. `ray`: a
     Ray cluster's address, whose GPUs (else CPUs) the default devices become (docs/ray.md)."""
     batch = [EvalRequest.coerce(r) for r in requests]
-    async with Arena(devices, reward, tasks_dir, executor_factory, cpu_slots=cpu_slots, timing=timing, ray=ray) as arena:
+    async with Arena(
+        devices, reward, tasks_dir, executor_factory, cpu_slots=cpu_slots, timing=timing, ray=ray
+    ) as arena:
         return await arena.aevaluate_many(batch)
 
 
 def evaluate_many(
-    requests: Iterable[EvalRequest | Mapping[str, Any] | Sequence[Any]], devices: Sequence[str] = ("cpu",),
-    reward: str | RewardFn | None = None, tasks_dir: Path | str | None = None, executor_factory: ExecutorFactory | None = None,
-    cpu_slots: int | None = None, timing: Timing | None = None, ray: str | None = None,
+    requests: Iterable[EvalRequest | Mapping[str, Any] | Sequence[Any]],
+    devices: Sequence[str] = ("cpu",),
+    reward: str | RewardFn | None = None,
+    tasks_dir: Path | str | None = None,
+    executor_factory: ExecutorFactory | None = None,
+    cpu_slots: int | None = None,
+    timing: Timing | None = None,
+    ray: str | None = None,
 ) -> list[RewardedResult]:
     """`aevaluate_many` for synchronous callers."""
-    return asyncio.run(aevaluate_many(requests, devices, reward, tasks_dir, executor_factory, cpu_slots, timing, ray))
+    return asyncio.run(
+        aevaluate_many(
+            requests, devices, reward, tasks_dir, executor_factory, cpu_slots, timing, ray
+        )
+    )
 
 
 __all__ = [
-    "Arena", "EvalRequest", "RewardedResult", "aevaluate", "aevaluate_many", "evaluate", "evaluate_many", "public_result",
+    "Arena",
+    "EvalRequest",
+    "RewardedResult",
+    "aevaluate",
+    "aevaluate_many",
+    "evaluate",
+    "evaluate_many",
+    "public_result",
 ]

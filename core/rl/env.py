@@ -79,6 +79,7 @@ class Observation:
 def signature(task: Task) -> str:
     """`run(x: bfloat16[M, K], eps: scalar float32 = 1e-06) -> y: bfloat16[M, K]`: the same
     words as the agents' prompts and `arena tasks show` (TensorSpec.describe)."""
+
     def spec(s: TensorSpec) -> str:
         return f"{s.name}: {s.describe(task.inputs)}"
 
@@ -98,19 +99,24 @@ def task_prompt(task: Task, device: str, max_turns: int) -> str:
     rules of the episode. Hidden workloads exist and are said to exist; none is described.
     `max_turns=0`: one completion scored once (a trainer's dataset row), no episode."""
     c = task.correctness
-    shapes = "\n".join(f"  - {w['label']}" + (f" ({w['model']})" if w.get("model") else "") for w in visible_workloads(task, device))
-    return "\n".join([
-        f"Task `{task.id}`: {task.description}",
-        "",
-        f"Write one Python module that defines `{signature(task)}` and returns the output(s) in that order.",
-        f"Languages: {', '.join(task.languages)}. Native CUDA/HIP goes in a sibling .cu/.hip loaded by the module.",
-        f"Correctness: |out - ref| <= {c.atol:g} + {c.rtol:g}*|ref| on {c.min_match * 100:g}% of elements, {c.seeds} random seeds; NaN/Inf never pass.",
-        f"Baseline to beat ({task.baseline_kind}): {task.baseline}",
-        f"Visible workloads on {device}:",
-        shapes,
-        *(_episode_rules(max_turns) if max_turns else _completion_rules()),
-        "Cheating (reading the reference, caching outputs, tampering with timers) is detected and gets the lowest reward.",
-    ])
+    shapes = "\n".join(
+        f"  - {w['label']}" + (f" ({w['model']})" if w.get("model") else "")
+        for w in visible_workloads(task, device)
+    )
+    return "\n".join(
+        [
+            f"Task `{task.id}`: {task.description}",
+            "",
+            f"Write one Python module that defines `{signature(task)}` and returns the output(s) in that order.",
+            f"Languages: {', '.join(task.languages)}. Native CUDA/HIP goes in a sibling .cu/.hip loaded by the module.",
+            f"Correctness: |out - ref| <= {c.atol:g} + {c.rtol:g}*|ref| on {c.min_match * 100:g}% of elements, {c.seeds} random seeds; NaN/Inf never pass.",
+            f"Baseline to beat ({task.baseline_kind}): {task.baseline}",
+            f"Visible workloads on {device}:",
+            shapes,
+            *(_episode_rules(max_turns) if max_turns else _completion_rules()),
+            "Cheating (reading the reference, caching outputs, tampering with timers) is detected and gets the lowest reward.",
+        ]
+    )
 
 
 def _episode_rules(max_turns: int) -> list[str]:
@@ -142,32 +148,58 @@ def turn_feedback(rr: RewardedResult, turn: int, max_turns: int) -> tuple[dict[s
     data = public_result(rr.result, rr.task)
     stages = {s["name"]: s for s in data["stages"]}
     info: dict[str, Any] = {
-        "turn": turn, "outcome": rr.outcome, "reward": rr.reward, "stages": {n: s["status"] for n, s in stages.items()},
-        "compile_error": None, "mismatch": None, "timings": [], "speedup": data["speedup"], "sol_fraction": data["sol_fraction"],
-        "timing_kind": data["timing_kind"], "integrity_flags": data["integrity_flags"], "review_notes": data["review_notes"],
+        "turn": turn,
+        "outcome": rr.outcome,
+        "reward": rr.reward,
+        "stages": {n: s["status"] for n, s in stages.items()},
+        "compile_error": None,
+        "mismatch": None,
+        "timings": [],
+        "speedup": data["speedup"],
+        "sol_fraction": data["sol_fraction"],
+        "timing_kind": data["timing_kind"],
+        "integrity_flags": data["integrity_flags"],
+        "review_notes": data["review_notes"],
     }
     reward = "none (infrastructure fault)" if rr.reward is None else f"{rr.reward:.4f}"
     lines = [f"Turn {turn} of {max_turns}: {rr.outcome.replace('_', ' ')} (reward {reward})."]
     if rr.outcome == "infrastructure_error":
-        lines.append("The evaluation failed through no fault of the candidate; this turn was not counted. Submit it again.")
+        lines.append(
+            "The evaluation failed through no fault of the candidate; this turn was not counted. Submit it again."
+        )
     compile_stage = stages.get("compile", {})
     if compile_stage.get("status") not in (None, "passed") and rr.outcome != "infrastructure_error":
-        text = "\n".join(x for x in (compile_stage.get("message"), compile_stage.get("log")) if x).strip()
+        text = "\n".join(
+            x for x in (compile_stage.get("message"), compile_stage.get("log")) if x
+        ).strip()
         info["compile_error"] = text[-FEEDBACK_CHARS:]
         lines.append(f"Compile failed ({compile_stage['status']}):\n{info['compile_error']}")
     for name in ("correctness", "performance"):
         stage = stages.get(name, {})
-        if stage.get("status") in ("passed", "skipped", None) or compile_stage.get("status") != "passed":
+        if (
+            stage.get("status") in ("passed", "skipped", None)
+            or compile_stage.get("status") != "passed"
+        ):
             continue
         wrong = [w for w in stage.get("workloads", []) if not w.get("passed")]
-        worst = max(wrong, key=lambda w: (w.get("worst") or {}).get("max_abs_err") or 0.0, default=None)
+        worst = max(
+            wrong, key=lambda w: (w.get("worst") or {}).get("max_abs_err") or 0.0, default=None
+        )
         detail = (worst or {}).get("worst") or {}
         at = detail.get("worst") or {}  # the element: index, got, expected
         info["mismatch"] = {
-            "stage": name, "status": stage["status"], "message": stage.get("message"), "workload": worst["label"] if worst else None,
-            "detail": worst.get("message") if worst else None, "output": detail.get("output"), "index": at.get("index"),
-            "got": at.get("got"), "expected": at.get("expected"), "max_abs_err": detail.get("max_abs_err"),
-            "match_fraction": detail.get("match_fraction"), "error": detail.get("error"),
+            "stage": name,
+            "status": stage["status"],
+            "message": stage.get("message"),
+            "workload": worst["label"] if worst else None,
+            "detail": worst.get("message") if worst else None,
+            "output": detail.get("output"),
+            "index": at.get("index"),
+            "got": at.get("got"),
+            "expected": at.get("expected"),
+            "max_abs_err": detail.get("max_abs_err"),
+            "match_fraction": detail.get("match_fraction"),
+            "error": detail.get("error"),
         }
         lines.append(f"{name} {stage['status']}: {stage.get('message') or ''}".rstrip())
         if worst is not None:
@@ -175,12 +207,29 @@ def turn_feedback(rr: RewardedResult, turn: int, max_turns: int) -> tuple[dict[s
         break
     for w in data["workloads"]:
         cand, base = w["candidate"].get("median_us"), w["baseline"].get("median_us")
-        info["timings"].append({"workload": w["label"], "candidate_us": cand, "baseline_us": base, "speedup": w["speedup"], "sol_fraction": w["sol_fraction"]})
+        info["timings"].append(
+            {
+                "workload": w["label"],
+                "candidate_us": cand,
+                "baseline_us": base,
+                "speedup": w["speedup"],
+                "sol_fraction": w["sol_fraction"],
+            }
+        )
     if info["timings"]:
-        lines.append(f"Speedup over the baseline: {data['speedup']:.3f}x (geometric mean)" + (" - cpu timings are informational" if data["timing_kind"] == "cpu" else ""))
+        lines.append(
+            f"Speedup over the baseline: {data['speedup']:.3f}x (geometric mean)"
+            + (" - cpu timings are informational" if data["timing_kind"] == "cpu" else "")
+        )
         for t in info["timings"]:
-            sol = f", {t['sol_fraction'] * 100:.1f}% of speed of light" if t["sol_fraction"] is not None else ""
-            lines.append(f"  {t['workload']}: candidate {t['candidate_us'] or 0:.1f} us, baseline {t['baseline_us'] or 0:.1f} us, {t['speedup']:.3f}x{sol}")
+            sol = (
+                f", {t['sol_fraction'] * 100:.1f}% of speed of light"
+                if t["sol_fraction"] is not None
+                else ""
+            )
+            lines.append(
+                f"  {t['workload']}: candidate {t['candidate_us'] or 0:.1f} us, baseline {t['baseline_us'] or 0:.1f} us, {t['speedup']:.3f}x{sol}"
+            )
     for flag in data["integrity_flags"]:
         lines.append(f"Integrity violation: {flag}")
     for note in data["review_notes"]:
@@ -194,9 +243,18 @@ def final_summary(rr: RewardedResult, best_turn: int) -> dict[str, Any]:
     data = public_result(rr.result, rr.task)
     gen = next(s for s in data["stages"] if s["name"] == "generalization")
     return {
-        "best_turn": best_turn, "reward": rr.reward, "outcome": rr.outcome, "visible_only": rr.visible_only,
-        "stages": {s["name"]: s["status"] for s in data["stages"]}, "speedup": data["speedup"], "sol_fraction": data["sol_fraction"],
-        "hidden": {"status": gen["status"], "passed": sum(1 for w in gen["workloads"] if w["passed"]), "total": len(gen["workloads"])},
+        "best_turn": best_turn,
+        "reward": rr.reward,
+        "outcome": rr.outcome,
+        "visible_only": rr.visible_only,
+        "stages": {s["name"]: s["status"] for s in data["stages"]},
+        "speedup": data["speedup"],
+        "sol_fraction": data["sol_fraction"],
+        "hidden": {
+            "status": gen["status"],
+            "passed": sum(1 for w in gen["workloads"] if w["passed"]),
+            "total": len(gen["workloads"]),
+        },
         "integrity_flags": data["integrity_flags"],
     }
 
@@ -225,14 +283,22 @@ class KernelEnv:
     """One episode at a time on one task (or any task, chosen at reset)."""
 
     def __init__(
-        self, task_id: str | None = None, device: str = "cpu", max_turns: int = 4, reward: str | RewardFn | None = None,
-        tasks_dir: Path | str | None = None, arena: Arena | None = None, executor_factory: ExecutorFactory | None = None,
+        self,
+        task_id: str | None = None,
+        device: str = "cpu",
+        max_turns: int = 4,
+        reward: str | RewardFn | None = None,
+        tasks_dir: Path | str | None = None,
+        arena: Arena | None = None,
+        executor_factory: ExecutorFactory | None = None,
         timing: Timing | None = None,
     ):
         if not isinstance(max_turns, int) or isinstance(max_turns, bool) or max_turns < 1:
             raise ValueError(f"max_turns: give a positive integer, got {max_turns!r}")
         if arena is not None and device not in arena.devices:
-            raise ValueError(f"device `{device}` is not one of the arena's devices ({', '.join(arena.devices)})")
+            raise ValueError(
+                f"device `{device}` is not one of the arena's devices ({', '.join(arena.devices)})"
+            )
         self.task_id, self.device, self.max_turns = task_id, device, max_turns
         self.reward_spec = reward
         self.reward_fn, self.reward_label = get_reward(reward), reward_name(reward)
@@ -246,7 +312,9 @@ class KernelEnv:
     def reset(self, task_id: str | None = None, seed: int | None = None) -> Observation:
         return self._sync(self.areset(task_id, seed))
 
-    def step(self, source: str | None, final: bool = False) -> tuple[Observation, float | None, bool, dict[str, Any]]:
+    def step(
+        self, source: str | None, final: bool = False
+    ) -> tuple[Observation, float | None, bool, dict[str, Any]]:
         return self._sync(self.astep(source, final))
 
     def close(self) -> None:
@@ -255,7 +323,7 @@ class KernelEnv:
             self._runner.close()
             self._runner = None
 
-    def __enter__(self) -> "KernelEnv":
+    def __enter__(self) -> KernelEnv:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -264,7 +332,9 @@ class KernelEnv:
     def _sync(self, coro: Any) -> Any:
         if self.arena is not None and not self._own_arena:
             coro.close()
-            raise RuntimeError("this environment shares an Arena: call areset/astep from the arena's event loop")
+            raise RuntimeError(
+                "this environment shares an Arena: call areset/astep from the arena's event loop"
+            )
         if self._runner is None:
             self._runner = asyncio.Runner()
         return self._runner.run(coro)
@@ -278,7 +348,13 @@ class KernelEnv:
 
     def _arena(self) -> Arena:
         if self.arena is None:
-            self.arena = Arena([self.device], self.reward_spec, self.tasks_dir, self.executor_factory, timing=self.timing)
+            self.arena = Arena(
+                [self.device],
+                self.reward_spec,
+                self.tasks_dir,
+                self.executor_factory,
+                timing=self.timing,
+            )
         return self.arena
 
     async def areset(self, task_id: str | None = None, seed: int | None = None) -> Observation:
@@ -286,7 +362,9 @@ class KernelEnv:
         leave it None in training."""
         task_id = task_id or self.task_id
         if not task_id:
-            raise EpisodeError("task_id: name a task at reset or in KernelEnv(task_id=...), e.g. elementwise/axpy")
+            raise EpisodeError(
+                "task_id: name a task at reset or in KernelEnv(task_id=...), e.g. elementwise/axpy"
+            )
         if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
             raise ValueError(f"seed: give a non-negative integer or None, got {seed!r}")
         task = self._arena().task(task_id)
@@ -294,7 +372,9 @@ class KernelEnv:
         self.episode = _Episode(task, seed, random.Random(seed))
         return self.observation()
 
-    async def astep(self, source: str | None, final: bool = False) -> tuple[Observation, float | None, bool, dict[str, Any]]:
+    async def astep(
+        self, source: str | None, final: bool = False
+    ) -> tuple[Observation, float | None, bool, dict[str, Any]]:
         """A turn (when `source` is given), then the end of the episode if `final` or the turn
         limit says so. Returns (observation, reward, done, info); reward is the turn's, or on
         the last step the final evaluation's."""
@@ -304,18 +384,33 @@ class KernelEnv:
         if ep.done:
             raise EpisodeError("the episode is over: call reset() to start another")
         if source is None and not final:
-            raise EpisodeError("action: give the candidate's source (code), or final=True to end the episode")
+            raise EpisodeError(
+                "action: give the candidate's source (code), or final=True to end the episode"
+            )
         if source is None and ep.best is None:
-            raise EpisodeError("final: no candidate has been scored yet: submit one before ending the episode")
+            raise EpisodeError(
+                "final: no candidate has been scored yet: submit one before ending the episode"
+            )
         info: dict[str, Any] = {"turn_reward": None, "final_reward": None, "retry": False}
         reward: float | None = None
         if source is not None:
             if len(ep.turns) >= self.max_turns:
-                raise EpisodeError(f"all {self.max_turns} turns are used: call step(None, final=True) to finish the episode")
+                raise EpisodeError(
+                    f"all {self.max_turns} turns are used: call step(None, final=True) to finish the episode"
+                )
             check_source(source)
-            rr = await self._arena().aevaluate(ep.task.id, source, seed=ep.rng.getrandbits(62), device=self.device, visible_only=True, reward=self.reward_spec)
+            rr = await self._arena().aevaluate(
+                ep.task.id,
+                source,
+                seed=ep.rng.getrandbits(62),
+                device=self.device,
+                visible_only=True,
+                reward=self.reward_spec,
+            )
             if rr.reward is None:
-                info.update(retry=True, last=turn_feedback(rr, len(ep.turns) + 1, self.max_turns)[0])
+                info.update(
+                    retry=True, last=turn_feedback(rr, len(ep.turns) + 1, self.max_turns)[0]
+                )
                 return self.observation(rr, len(ep.turns) + 1), None, False, self._info(info)
             ep.turns.append(_Turn(source, rr))
             if ep.best is None or rr.reward > ep.turns[ep.best].rewarded.reward:  # type: ignore[operator]
@@ -335,7 +430,13 @@ class KernelEnv:
         assert ep.best is not None
         best = ep.turns[ep.best]
         if best.rewarded.outcome == "correct":
-            rr = await self._arena().aevaluate(ep.task.id, best.source, seed=ep.rng.getrandbits(62), device=self.device, reward=self.reward_spec)
+            rr = await self._arena().aevaluate(
+                ep.task.id,
+                best.source,
+                seed=ep.rng.getrandbits(62),
+                device=self.device,
+                reward=self.reward_spec,
+            )
             if rr.reward is None:
                 return None
         else:
@@ -345,7 +446,9 @@ class KernelEnv:
 
     # --- views ---
 
-    def observation(self, pending: RewardedResult | None = None, pending_turn: int | None = None) -> Observation:
+    def observation(
+        self, pending: RewardedResult | None = None, pending_turn: int | None = None
+    ) -> Observation:
         ep = self.episode
         if ep is None:
             raise EpisodeError("no episode: call reset() first")
@@ -369,19 +472,38 @@ class KernelEnv:
         elif len(ep.turns) >= self.max_turns and not ep.done:
             text += "\nThe final evaluation did not complete (infrastructure fault): call step(None, final=True) to retry it."
         return Observation(
-            task_id=ep.task.id, prompt=task_prompt(ep.task, self.device, self.max_turns), starter=ep.task.file("starter.py").read_text(),
-            signature=signature(ep.task), visible_workloads=visible_workloads(ep.task, self.device), device=self.device,
-            turn=len(ep.turns), max_turns=self.max_turns, feedback=text.strip(), last=last, best_turn=best_turn,
-            best_reward=best_reward, done=ep.done, final=final,
+            task_id=ep.task.id,
+            prompt=task_prompt(ep.task, self.device, self.max_turns),
+            starter=ep.task.file("starter.py").read_text(),
+            signature=signature(ep.task),
+            visible_workloads=visible_workloads(ep.task, self.device),
+            device=self.device,
+            turn=len(ep.turns),
+            max_turns=self.max_turns,
+            feedback=text.strip(),
+            last=last,
+            best_turn=best_turn,
+            best_reward=best_reward,
+            done=ep.done,
+            final=final,
         )
 
     def _info(self, extra: dict[str, Any]) -> dict[str, Any]:
         ep = self.episode
         assert ep is not None
         return {
-            "task_id": ep.task.id, "turn": len(ep.turns), "max_turns": self.max_turns, "reward_name": self.reward_label,
-            "turn_rewards": [t.rewarded.reward for t in ep.turns], "best_turn": ep.best + 1 if ep.best is not None else None,
-            **extra, **({"final": final_summary(ep.final, ep.best + 1)} if ep.done and ep.final is not None and ep.best is not None else {}),
+            "task_id": ep.task.id,
+            "turn": len(ep.turns),
+            "max_turns": self.max_turns,
+            "reward_name": self.reward_label,
+            "turn_rewards": [t.rewarded.reward for t in ep.turns],
+            "best_turn": ep.best + 1 if ep.best is not None else None,
+            **extra,
+            **(
+                {"final": final_summary(ep.final, ep.best + 1)}
+                if ep.done and ep.final is not None and ep.best is not None
+                else {}
+            ),
         }
 
     @property
@@ -393,9 +515,20 @@ class KernelEnv:
         """The episode's bookkeeping (OpenEnv's `state`): no hidden workload in it."""
         ep = self.episode
         if ep is None:
-            return {"task_id": self.task_id, "step_count": 0, "done": False, "max_turns": self.max_turns}
+            return {
+                "task_id": self.task_id,
+                "step_count": 0,
+                "done": False,
+                "max_turns": self.max_turns,
+            }
         return {
-            "task_id": ep.task.id, "step_count": len(ep.turns), "max_turns": self.max_turns, "done": ep.done,
-            "turn_rewards": [t.rewarded.reward for t in ep.turns], "best_turn": ep.best + 1 if ep.best is not None else None,
-            "final_reward": ep.final.reward if ep.final else None, "device": self.device, "reward_name": self.reward_label,
+            "task_id": ep.task.id,
+            "step_count": len(ep.turns),
+            "max_turns": self.max_turns,
+            "done": ep.done,
+            "turn_rewards": [t.rewarded.reward for t in ep.turns],
+            "best_turn": ep.best + 1 if ep.best is not None else None,
+            "final_reward": ep.final.reward if ep.final else None,
+            "device": self.device,
+            "reward_name": self.reward_label,
         }

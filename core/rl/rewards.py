@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from core.model.result import Result
 
@@ -64,12 +64,15 @@ def outcome(result: Result) -> str:
     return "incorrect"
 
 
-def _failure(result: Result) -> float | None | str:
+def _failure(result: Result) -> float | str | None:
     """The default's value for every outcome but `correct` (which returns the string)."""
     kind = outcome(result)
     return {
-        "integrity_violation": INTEGRITY_VIOLATION, "infrastructure_error": None, "compile_failed": COMPILE_FAILED,
-        "incorrect": INCORRECT, "correct": "correct",
+        "integrity_violation": INTEGRITY_VIOLATION,
+        "infrastructure_error": None,
+        "compile_failed": COMPILE_FAILED,
+        "incorrect": INCORRECT,
+        "correct": "correct",
     }[kind]
 
 
@@ -117,14 +120,21 @@ def speed_of_light(result: Result) -> float | None:
     return _scaled(result.sol_fraction) if result.sol_fraction is not None else CORRECT_FLOOR
 
 
-_REGISTRY: dict[str, RewardFn] = {"default": log_speedup, "log_speedup": log_speedup, "sol": speed_of_light, "fast_p": fast_p(1.0)}
+_REGISTRY: dict[str, RewardFn] = {
+    "default": log_speedup,
+    "log_speedup": log_speedup,
+    "sol": speed_of_light,
+    "fast_p": fast_p(1.0),
+}
 _FAST = re.compile(r"^fast_(\d+(?:\.\d+)?)$")
 
 
 def register_reward(name: str, fn: RewardFn) -> None:
     """Make `fn` available by name (to `KernelEnv(reward=...)`, `arena serve --reward`)."""
     if not callable(fn):
-        raise TypeError(f"register_reward({name!r}): give a callable (Result) -> float | None, got {type(fn).__name__}")
+        raise TypeError(
+            f"register_reward({name!r}): give a callable (Result) -> float | None, got {type(fn).__name__}"
+        )
     if not name or not re.fullmatch(r"[A-Za-z0-9_.:-]+", name):
         raise ValueError(f"register_reward: name {name!r} must be letters, digits and _.:- only")
     _REGISTRY[name] = fn
@@ -142,13 +152,17 @@ def get_reward(spec: str | RewardFn | None = None) -> RewardFn:
     if callable(spec):
         return spec
     if not isinstance(spec, str):
-        raise TypeError(f"reward: give a name or a callable (Result) -> float | None, got {type(spec).__name__}")
+        raise TypeError(
+            f"reward: give a name or a callable (Result) -> float | None, got {type(spec).__name__}"
+        )
     if spec in _REGISTRY:
         return _REGISTRY[spec]
     match = _FAST.match(spec)
     if match:
         return fast_p(float(match.group(1)))
-    raise UnknownReward(f"unknown reward `{spec}`: use one of {', '.join(reward_names())}, or pass a callable")
+    raise UnknownReward(
+        f"unknown reward `{spec}`: use one of {', '.join(reward_names())}, or pass a callable"
+    )
 
 
 def reward_name(spec: str | RewardFn | None) -> str:

@@ -30,8 +30,8 @@ from __future__ import annotations
 import math
 import random
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from core.evaluation.scoring import effective_speedup
 
@@ -51,7 +51,9 @@ class Outcome:
     speedup: float
     sol_fraction: float | None
     timing_kind: str
-    band: float | None = None  # predicted results: the model's ± relative band on the speedup (the widest workload's)
+    band: float | None = (
+        None  # predicted results: the model's ± relative band on the speedup (the widest workload's)
+    )
 
 
 @dataclass(frozen=True)
@@ -93,14 +95,27 @@ class Comparison:
 
     def to_json(self) -> dict:
         return {
-            "run_a": self.run_a, "run_b": self.run_b, "geomean_ratio": self.geomean_ratio,
-            "interval": list(self.interval) if self.interval else None, "confidence": self.confidence,
-            "verdict": self.verdict, "why": self.why, "band": self.band,
-            "resamples": self.resamples, "mixed_timing": self.mixed_timing,
-            "only_a": [list(k) for k in self.only_a], "only_b": [list(k) for k in self.only_b],
+            "run_a": self.run_a,
+            "run_b": self.run_b,
+            "geomean_ratio": self.geomean_ratio,
+            "interval": list(self.interval) if self.interval else None,
+            "confidence": self.confidence,
+            "verdict": self.verdict,
+            "why": self.why,
+            "band": self.band,
+            "resamples": self.resamples,
+            "mixed_timing": self.mixed_timing,
+            "only_a": [list(k) for k in self.only_a],
+            "only_b": [list(k) for k in self.only_b],
             "tasks": [
-                {"task": t.task_id, "device": t.device, "ratio": t.ratio,
-                 "a": t.a.__dict__, "b": t.b.__dict__, "correct_diff": t.b.correct - t.a.correct}
+                {
+                    "task": t.task_id,
+                    "device": t.device,
+                    "ratio": t.ratio,
+                    "a": t.a.__dict__,
+                    "b": t.b.__dict__,
+                    "correct_diff": t.b.correct - t.a.correct,
+                }
                 for t in self.tasks
             ],
         }
@@ -120,8 +135,13 @@ def arm(outcomes: list[Outcome]) -> Arm:
 
 
 def compare(
-    run_a: str, outcomes_a: Iterable[Outcome], run_b: str, outcomes_b: Iterable[Outcome],
-    resamples: int = DEFAULT_RESAMPLES, confidence: float = DEFAULT_CONFIDENCE, seed: int = 0,
+    run_a: str,
+    outcomes_a: Iterable[Outcome],
+    run_b: str,
+    outcomes_b: Iterable[Outcome],
+    resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+    seed: int = 0,
 ) -> Comparison:
     groups_a, groups_b = _group(outcomes_a), _group(outcomes_b)
     keys = sorted(set(groups_a) & set(groups_b))
@@ -133,41 +153,83 @@ def compare(
     if tasks:
         geomean = math.exp(statistics.fmean(logs))
     if len(tasks) < MIN_PAIRED_TASKS:
-        verdict, why = NOT_ENOUGH, f"{len(tasks)} paired task{'' if len(tasks) == 1 else 's'}; a verdict needs at least {MIN_PAIRED_TASKS}"
+        verdict, why = (
+            NOT_ENOUGH,
+            f"{len(tasks)} paired task{'' if len(tasks) == 1 else 's'}; a verdict needs at least {MIN_PAIRED_TASKS}",
+        )
     elif max(logs) - min(logs) < 1e-12:
-        verdict, why = NOT_ENOUGH, f"every paired task has the same ratio ({geomean:.2f}×): the bootstrap has no spread to give an interval"
+        verdict, why = (
+            NOT_ENOUGH,
+            f"every paired task has the same ratio ({geomean:.2f}×): the bootstrap has no spread to give an interval",
+        )
     else:
         interval = _bootstrap(logs, resamples, confidence, seed)
         verdict, why = _verdict(geomean, interval, band, confidence)  # type: ignore[arg-type]
-    if kinds == {"cpu"}:  # Triton's interpreter against PyTorch on the CPU: no ratio of the two says anything about a kernel
-        verdict, why, interval = NOT_ENOUGH, "cpu timings are interpreted: not a performance figure", None
+    if (
+        kinds == {"cpu"}
+    ):  # Triton's interpreter against PyTorch on the CPU: no ratio of the two says anything about a kernel
+        verdict, why, interval = (
+            NOT_ENOUGH,
+            "cpu timings are interpreted: not a performance figure",
+            None,
+        )
     if len(kinds) > 1:
-        verdict, why = NOT_ENOUGH, "the runs mix timing kinds (measured, predicted, cpu): their speedups are not comparable"
+        verdict, why = (
+            NOT_ENOUGH,
+            "the runs mix timing kinds (measured, predicted, cpu): their speedups are not comparable",
+        )
     return Comparison(
-        run_a=run_a, run_b=run_b, tasks=tasks,
-        only_a=sorted(set(groups_a) - set(groups_b)), only_b=sorted(set(groups_b) - set(groups_a)),
-        geomean_ratio=geomean, interval=interval, confidence=confidence, resamples=resamples, mixed_timing=len(kinds) > 1,
-        verdict=verdict, why=why, band=band,
+        run_a=run_a,
+        run_b=run_b,
+        tasks=tasks,
+        only_a=sorted(set(groups_a) - set(groups_b)),
+        only_b=sorted(set(groups_b) - set(groups_a)),
+        geomean_ratio=geomean,
+        interval=interval,
+        confidence=confidence,
+        resamples=resamples,
+        mixed_timing=len(kinds) > 1,
+        verdict=verdict,
+        why=why,
+        band=band,
     )
 
 
 def _band(tasks: list[PairedTask]) -> float | None:
     """The predicted band a difference must clear: the median over paired tasks of the wider
     of the two arms' bands (None for measured results)."""
-    bands = [max(b for b in (t.a.band, t.b.band) if b is not None) for t in tasks if t.a.band is not None or t.b.band is not None]
+    bands = [
+        max(b for b in (t.a.band, t.b.band) if b is not None)
+        for t in tasks
+        if t.a.band is not None or t.b.band is not None
+    ]
     return statistics.median(bands) if bands else None
 
 
-def _verdict(geomean: float, interval: tuple[float, float], band: float | None, confidence: float) -> tuple[str, str]:
+def _verdict(
+    geomean: float, interval: tuple[float, float], band: float | None, confidence: float
+) -> tuple[str, str]:
     low, high = interval
     if band is not None:
         if 1 / (1 + band) <= geomean <= 1 + band:
-            return NOT_ENOUGH, f"the difference ({geomean:.2f}×) is inside the simulator's ±{band * 100:.0f}% band on predicted timings"
+            return (
+                NOT_ENOUGH,
+                f"the difference ({geomean:.2f}×) is inside the simulator's ±{band * 100:.0f}% band on predicted timings",
+            )
         if low > 1 + band:
-            return "B faster", f"the {confidence:.0%} interval clears 1 by more than the simulator's ±{band * 100:.0f}% band"
+            return (
+                "B faster",
+                f"the {confidence:.0%} interval clears 1 by more than the simulator's ±{band * 100:.0f}% band",
+            )
         if high < 1 / (1 + band):
-            return "A faster", f"the {confidence:.0%} interval clears 1 by more than the simulator's ±{band * 100:.0f}% band"
-        return NOT_ENOUGH, f"the {confidence:.0%} interval reaches into the simulator's ±{band * 100:.0f}% band on predicted timings"
+            return (
+                "A faster",
+                f"the {confidence:.0%} interval clears 1 by more than the simulator's ±{band * 100:.0f}% band",
+            )
+        return (
+            NOT_ENOUGH,
+            f"the {confidence:.0%} interval reaches into the simulator's ±{band * 100:.0f}% band on predicted timings",
+        )
     if low > 1:
         return "B faster", f"the {confidence:.0%} interval lies above 1"
     if high < 1:
@@ -182,7 +244,9 @@ def _group(outcomes: Iterable[Outcome]) -> dict[tuple[str, str], list[Outcome]]:
     return groups
 
 
-def _bootstrap(logs: list[float], resamples: int, confidence: float, seed: int) -> tuple[float, float]:
+def _bootstrap(
+    logs: list[float], resamples: int, confidence: float, seed: int
+) -> tuple[float, float]:
     rng = random.Random(seed)
     n = len(logs)
     means = sorted(statistics.fmean(rng.choices(logs, k=n)) for _ in range(resamples))

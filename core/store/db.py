@@ -36,10 +36,14 @@ JOB_STATES = ("queued", "running", "done", "failed", "cancelled")
 PENDING_STATES = ("queued", "running")
 JOB_KINDS = ("evaluation",)
 FLAG_KINDS = ("integrity", "review", "infrastructure")
-RESULT_FLAG_KINDS = ("integrity", "review")  # written with the result; `infrastructure` is a person's mark
+RESULT_FLAG_KINDS = (
+    "integrity",
+    "review",
+)  # written with the result; `infrastructure` is a person's mark
 ATTEMPT_STATES = ("queued", "running", "evaluating", "done", "failed", "cancelled")
 EXPORT_VERSION = 1
 BUSY_TIMEOUT_MS = 10_000
+
 
 class UnknownRunError(StoreError, LookupError):
     """A run id (or prefix of one) that no run in the store has."""
@@ -58,7 +62,9 @@ class Run:
     status: str
     spec: dict[str, Any]
     job_states: dict[str, int] = field(default_factory=dict)  # state -> number of jobs
-    result_statuses: dict[str, int] = field(default_factory=dict)  # passed | failed | infrastructure_error -> number
+    result_statuses: dict[str, int] = field(
+        default_factory=dict
+    )  # passed | failed | infrastructure_error -> number
 
 
 @dataclass(frozen=True)
@@ -79,7 +85,9 @@ class Job:
     attempts: int
     created_at: str
     updated_at: str
-    seed: int | None = None  # the secret seed of its evaluation (set when it first runs); never shown to agents
+    seed: int | None = (
+        None  # the secret seed of its evaluation (set when it first runs); never shown to agents
+    )
 
 
 @dataclass(frozen=True)
@@ -99,7 +107,9 @@ class ResultRow:
     result: dict[str, Any]  # Result.to_json()
     integrity_flags: tuple[str, ...] = ()
     review_notes: tuple[str, ...] = ()
-    infrastructure_marks: tuple[str, ...] = ()  # a person marked it an infrastructure fault (with a note); the result is kept as it was
+    infrastructure_marks: tuple[
+        str, ...
+    ] = ()  # a person marked it an infrastructure fault (with a note); the result is kept as it was
 
     def to_result(self) -> Result:
         """The `Result` this row was recorded from."""
@@ -136,7 +146,9 @@ class Attempt:
     finished_at: str | None
     created_at: str
     updated_at: str
-    outcome: str | None = None  # scored | starter | agent_error | no_submission (core/model/outcome.py); None: before schema 4
+    outcome: str | None = (
+        None  # scored | starter | agent_error | no_submission (core/model/outcome.py); None: before schema 4
+    )
     outcome_reason: str | None = None
 
 
@@ -150,15 +162,20 @@ class EventRow:
     created_at: str
 
 
-
 def result_from_json(data: Mapping[str, Any]) -> Result:
     """Rebuild a `Result` from its `to_json()` form (fields this version does not know are dropped)."""
     known = {f.name for f in fields(Result)}
     values = {k: v for k, v in data.items() if k in known}
     stage_fields = {f.name for f in fields(StageResult)}
     workload_fields = {f.name for f in fields(WorkloadFigures)}
-    values["stages"] = [StageResult(**{k: v for k, v in s.items() if k in stage_fields}) for s in data.get("stages", [])]
-    values["workloads"] = [WorkloadFigures(**{k: v for k, v in w.items() if k in workload_fields}) for w in data.get("workloads", [])]
+    values["stages"] = [
+        StageResult(**{k: v for k, v in s.items() if k in stage_fields})
+        for s in data.get("stages", [])
+    ]
+    values["workloads"] = [
+        WorkloadFigures(**{k: v for k, v in w.items() if k in workload_fields})
+        for w in data.get("workloads", [])
+    ]
     return Result(**values)
 
 
@@ -170,7 +187,9 @@ def _dumps(value: Any, what: str) -> str:
     try:
         return json.dumps(value, sort_keys=False)
     except (TypeError, ValueError) as exc:
-        raise StoreError(f"{what} is not JSON-ready ({exc}): pass plain dicts, lists, strings and numbers") from None
+        raise StoreError(
+            f"{what} is not JSON-ready ({exc}): pass plain dicts, lists, strings and numbers"
+        ) from None
 
 
 class Store:
@@ -198,12 +217,16 @@ class Store:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise StoreError(f"cannot create the folder of the results store {path}: {exc.strerror or exc}; {hint}") from None
+            raise StoreError(
+                f"cannot create the folder of the results store {path}: {exc.strerror or exc}; {hint}"
+            ) from None
         if path.is_dir():
             raise StoreError(f"the results store {path} is a folder: {hint}")
         try:
             # isolation_level=None: no implicit transactions; every write below says BEGIN itself.
-            db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
+            db = sqlite3.connect(
+                path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+            )
             db.row_factory = sqlite3.Row
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open the results store {path}: {exc}; {hint}") from None
@@ -211,13 +234,17 @@ class Store:
             db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
-                raise StoreError(f"the results store {path} cannot use WAL mode (got {mode}): put it on a local file system; {hint}")
+                raise StoreError(
+                    f"the results store {path} cannot use WAL mode (got {mode}): put it on a local file system; {hint}"
+                )
             db.execute("PRAGMA synchronous = NORMAL")
             db.execute("PRAGMA foreign_keys = ON")
             _migrate(db, path)
         except sqlite3.DatabaseError as exc:
             db.close()
-            raise StoreError(f"cannot use the results store {path}: {exc}; is it an arena database? {hint}") from None
+            raise StoreError(
+                f"cannot use the results store {path}: {exc}; is it an arena database? {hint}"
+            ) from None
         except BaseException:
             db.close()
             raise
@@ -245,15 +272,21 @@ class Store:
             try:
                 self._db.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
-                raise StoreError(f"cannot {what} in {self.path}: {exc} (another process holds the store?)") from None
+                raise StoreError(
+                    f"cannot {what} in {self.path}: {exc} (another process holds the store?)"
+                ) from None
             try:
                 yield self._db
                 self._db.execute("COMMIT")
             except BaseException as exc:
-                if self._db.in_transaction:  # SQLite may already have rolled back (a full disk, say)
+                if (
+                    self._db.in_transaction
+                ):  # SQLite may already have rolled back (a full disk, say)
                     self._db.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.Error):
-                    raise StoreError(f"cannot {what} in {self.path}: {exc}; nothing of it was stored") from exc
+                    raise StoreError(
+                        f"cannot {what} in {self.path}: {exc}; nothing of it was stored"
+                    ) from exc
                 raise
 
     def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
@@ -306,7 +339,9 @@ class Store:
         rows = self._read(
             "SELECT j.run_id, r.job_id, j.task_id, j.family, j.agent, r.status, r.timing_kind, r.speedup, r.sol_fraction,"
             " r.device_id, r.device_model, r.device_vendor, r.created_at FROM results r JOIN jobs j ON j.id = r.job_id"
-            " WHERE r.created_at >= ? ORDER BY r.created_at, r.job_id", (stamp or "",))
+            " WHERE r.created_at >= ? ORDER BY r.created_at, r.job_id",
+            (stamp or "",),
+        )
         return [dict(r) for r in rows]
 
     # -- runs ----------------------------------------------------------------------------
@@ -323,7 +358,10 @@ class Store:
                     break
             else:  # 100 collisions in a row: ~65 000 runs today
                 run_id = f"r-{day}-{secrets.token_hex(4)}"
-            db.execute("INSERT INTO runs (id, name, created_at, status, spec) VALUES (?, ?, ?, 'running', ?)", (run_id, name, now, spec_json))
+            db.execute(
+                "INSERT INTO runs (id, name, created_at, status, spec) VALUES (?, ?, ?, 'running', ?)",
+                (run_id, name, now, spec_json),
+            )
         return run_id
 
     def get_run(self, run_id: str) -> Run:
@@ -336,16 +374,22 @@ class Store:
 
     def finish_run(self, run_id: str, status: str = "finished") -> None:
         if status not in RUN_STATUSES[1:]:
-            raise StoreError(f"a run finishes as one of {', '.join(RUN_STATUSES[1:])}, not `{status}`")
+            raise StoreError(
+                f"a run finishes as one of {', '.join(RUN_STATUSES[1:])}, not `{status}`"
+            )
         full = self._resolve_run(run_id)
         with self._write(f"finish run {full}") as db:
-            db.execute("UPDATE runs SET status = ?, finished_at = ? WHERE id = ?", (status, _now(), full))
+            db.execute(
+                "UPDATE runs SET status = ?, finished_at = ? WHERE id = ?", (status, _now(), full)
+            )
 
     def resume_run(self, run_id: str) -> Run:
         """Mark a run `running` again (its pending jobs are still there: see `pending_jobs`)."""
         full = self._resolve_run(run_id)
         with self._write(f"resume run {full}") as db:
-            db.execute("UPDATE runs SET status = 'running', finished_at = NULL WHERE id = ?", (full,))
+            db.execute(
+                "UPDATE runs SET status = 'running', finished_at = NULL WHERE id = ?", (full,)
+            )
         return self.get_run(full)
 
     def _resolve_run(self, run_id: str) -> str:
@@ -353,34 +397,60 @@ class Store:
         without `r-`), or failing those a unique ending of 4 or more characters (`0a8f`)."""
         if not run_id:
             raise UnknownRunError(run_id)
-        candidates = [("prefix", run_id)] + ([("prefix", f"r-{run_id}")] if not run_id.startswith("r-") else [])
+        candidates = [("prefix", run_id)] + (
+            [("prefix", f"r-{run_id}")] if not run_id.startswith("r-") else []
+        )
         if len(run_id) >= 4:
             candidates.append(("ending", run_id))
         for how, part in candidates:
             where = "substr(id, 1, ?) = ?" if how == "prefix" else "substr(id, -?) = ?"
-            ids = [r["id"] for r in self._read(f"SELECT id FROM runs WHERE {where} ORDER BY id LIMIT 6", (len(part), part))]
+            ids = [
+                r["id"]
+                for r in self._read(
+                    f"SELECT id FROM runs WHERE {where} ORDER BY id LIMIT 6", (len(part), part)
+                )
+            ]
             if run_id in ids:
                 return run_id
             if len(ids) == 1:
                 return ids[0]
             if ids:
                 more = ", ..." if len(ids) > 5 else ""
-                raise StoreError(f"run `{run_id}` is ambiguous: it names {', '.join(ids[:5])}{more}; give more of the id")
+                raise StoreError(
+                    f"run `{run_id}` is ambiguous: it names {', '.join(ids[:5])}{more}; give more of the id"
+                )
         raise UnknownRunError(run_id)
 
     def _runs(self, run_id: str | None) -> list[Run]:
         only = "WHERE j.run_id = ?" if run_id else ""
         params = (run_id,) if run_id else ()
-        rows = self._read(f"SELECT * FROM runs {'WHERE id = ?' if run_id else ''} ORDER BY created_at DESC, rowid DESC", params)
+        rows = self._read(
+            f"SELECT * FROM runs {'WHERE id = ?' if run_id else ''} ORDER BY created_at DESC, rowid DESC",
+            params,
+        )
         states: dict[str, dict[str, int]] = {}
-        for r in self._read(f"SELECT j.run_id, j.state, count(*) AS n FROM jobs j {only} GROUP BY j.run_id, j.state", params):
+        for r in self._read(
+            f"SELECT j.run_id, j.state, count(*) AS n FROM jobs j {only} GROUP BY j.run_id, j.state",
+            params,
+        ):
             states.setdefault(r["run_id"], {})[r["state"]] = r["n"]
         statuses: dict[str, dict[str, int]] = {}
-        for r in self._read(f"SELECT j.run_id, r.status, count(*) AS n FROM results r JOIN jobs j ON j.id = r.job_id {only} GROUP BY j.run_id, r.status", params):
+        for r in self._read(
+            f"SELECT j.run_id, r.status, count(*) AS n FROM results r JOIN jobs j ON j.id = r.job_id {only} GROUP BY j.run_id, r.status",
+            params,
+        ):
             statuses.setdefault(r["run_id"], {})[r["status"]] = r["n"]
         return [
-            Run(id=r["id"], name=r["name"], created_at=r["created_at"], finished_at=r["finished_at"], status=r["status"],
-                spec=json.loads(r["spec"]), job_states=states.get(r["id"], {}), result_statuses=statuses.get(r["id"], {}))
+            Run(
+                id=r["id"],
+                name=r["name"],
+                created_at=r["created_at"],
+                finished_at=r["finished_at"],
+                status=r["status"],
+                spec=json.loads(r["spec"]),
+                job_states=states.get(r["id"], {}),
+                result_statuses=statuses.get(r["id"], {}),
+            )
             for r in rows
         ]
 
@@ -413,18 +483,36 @@ class Store:
         if candidate is not None and candidate_sha256 is None and Path(candidate).is_file():
             candidate_sha256 = hashlib.sha256(Path(candidate).read_bytes()).hexdigest()
         if key is None:
-            key = "|".join(str(x or "") for x in (kind, task_id, device_id, candidate_sha256 or candidate, agent, variant))
+            key = "|".join(
+                str(x or "")
+                for x in (kind, task_id, device_id, candidate_sha256 or candidate, agent, variant)
+            )
         full = self._resolve_run(run_id)
         now = _now()
         with self._write(f"add a job to run {full}") as db:
-            existing = db.execute("SELECT id FROM jobs WHERE run_id = ? AND key = ?", (full, key)).fetchone()
+            existing = db.execute(
+                "SELECT id FROM jobs WHERE run_id = ? AND key = ?", (full, key)
+            ).fetchone()
             if existing is not None:
                 return int(existing[0])
             cursor = db.execute(
                 "INSERT INTO jobs (run_id, key, kind, task_id, family, candidate, candidate_sha256, device_id, agent, variant, priority,"
                 " state, attempts, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', 0, ?, ?)",
-                (full, key, kind, task_id, family or task_id.split("/")[0], str(Path(candidate).resolve()) if candidate is not None else None,
-                 candidate_sha256, device_id, agent, variant, priority, now, now),
+                (
+                    full,
+                    key,
+                    kind,
+                    task_id,
+                    family or task_id.split("/")[0],
+                    str(Path(candidate).resolve()) if candidate is not None else None,
+                    candidate_sha256,
+                    device_id,
+                    agent,
+                    variant,
+                    priority,
+                    now,
+                    now,
+                ),
             )
             return int(cursor.lastrowid)  # type: ignore[arg-type]
 
@@ -439,7 +527,8 @@ class Store:
             raise StoreError(f"job state `{state}` is not one of {', '.join(JOB_STATES)}")
         with self._write(f"update job {job_id}") as db:
             cursor = db.execute(
-                "UPDATE jobs SET state = ?, attempts = coalesce(?, attempts), updated_at = ? WHERE id = ?", (state, attempts, _now(), job_id)
+                "UPDATE jobs SET state = ?, attempts = coalesce(?, attempts), updated_at = ? WHERE id = ?",
+                (state, attempts, _now(), job_id),
             )
             if cursor.rowcount == 0:
                 raise StoreError(f"unknown job {job_id}: add it with add_job first")
@@ -453,7 +542,9 @@ class Store:
                 raise StoreError(f"unknown job {job_id}: add it with add_job first")
             if row[0] is not None:
                 return int(row[0])
-            db.execute("UPDATE jobs SET seed = ?, updated_at = ? WHERE id = ?", (seed, _now(), job_id))
+            db.execute(
+                "UPDATE jobs SET seed = ?, updated_at = ? WHERE id = ?", (seed, _now(), job_id)
+            )
             return seed
 
     def jobs(self, run_id: str, state: str | None = None) -> list[Job]:
@@ -470,7 +561,10 @@ class Store:
         """Jobs still to do: queued ones, and running ones (the run was interrupted under them),
         highest priority first, then in the order they were added."""
         full = self._resolve_run(run_id)
-        rows = self._read("SELECT * FROM jobs WHERE run_id = ? AND state IN ('queued', 'running') ORDER BY priority DESC, id", (full,))
+        rows = self._read(
+            "SELECT * FROM jobs WHERE run_id = ? AND state IN ('queued', 'running') ORDER BY priority DESC, id",
+            (full,),
+        )
         return [_job(r) for r in rows]
 
     # -- results -------------------------------------------------------------------------
@@ -486,7 +580,9 @@ class Store:
         now = _now()
         with self._write(f"record the result of job {job_id}") as db:
             if db.execute("SELECT 1 FROM jobs WHERE id = ?", (job_id,)).fetchone() is None:
-                raise StoreError(f"unknown job {job_id}: add it with add_job before recording its result")
+                raise StoreError(
+                    f"unknown job {job_id}: add it with add_job before recording its result"
+                )
             db.execute(
                 "INSERT INTO results (job_id, status, failed_stage, speedup, sol_fraction, points, timing_kind, candidate_sha256,"
                 " device_id, device_model, device_vendor, schema_version, result, created_at)"
@@ -496,21 +592,43 @@ class Store:
                 " timing_kind = excluded.timing_kind, candidate_sha256 = excluded.candidate_sha256, device_id = excluded.device_id,"
                 " device_model = excluded.device_model, device_vendor = excluded.device_vendor,"
                 " schema_version = excluded.schema_version, result = excluded.result, created_at = excluded.created_at",
-                (job_id, result.status, result.failed_stage, result.speedup, result.sol_fraction, result.points, result.timing_kind,
-                 result.candidate_sha256, device.get("id", ""), device.get("model"), device.get("vendor"), result.schema_version, blob, now),
+                (
+                    job_id,
+                    result.status,
+                    result.failed_stage,
+                    result.speedup,
+                    result.sol_fraction,
+                    result.points,
+                    result.timing_kind,
+                    result.candidate_sha256,
+                    device.get("id", ""),
+                    device.get("model"),
+                    device.get("vendor"),
+                    result.schema_version,
+                    blob,
+                    now,
+                ),
             )
-            db.execute(f"DELETE FROM flags WHERE job_id = ? AND kind IN {RESULT_FLAG_KINDS}", (job_id,))  # a person's mark stays
+            db.execute(
+                f"DELETE FROM flags WHERE job_id = ? AND kind IN {RESULT_FLAG_KINDS}", (job_id,)
+            )  # a person's mark stays
             db.executemany(
                 "INSERT INTO flags (job_id, kind, text) VALUES (?, ?, ?)",
-                [(job_id, "integrity", str(t)) for t in result.integrity_flags] + [(job_id, "review", str(t)) for t in result.review_notes],
+                [(job_id, "integrity", str(t)) for t in result.integrity_flags]
+                + [(job_id, "review", str(t)) for t in result.review_notes],
             )
-            db.execute("UPDATE jobs SET state = ?, updated_at = ? WHERE id = ?", (state, now, job_id))
+            db.execute(
+                "UPDATE jobs SET state = ?, updated_at = ? WHERE id = ?", (state, now, job_id)
+            )
         self._notify(job_id)
 
     def results(self, run_id: str) -> list[ResultRow]:
         """The run's results, in the order its jobs were added."""
         full = self._resolve_run(run_id)
-        rows = self._read("SELECT r.* FROM results r JOIN jobs j ON j.id = r.job_id WHERE j.run_id = ? ORDER BY j.id", (full,))
+        rows = self._read(
+            "SELECT r.* FROM results r JOIN jobs j ON j.id = r.job_id WHERE j.run_id = ? ORDER BY j.id",
+            (full,),
+        )
         flags = self._flags(full)
         return [_result_row(r, flags.get(r["job_id"], {})) for r in rows]
 
@@ -523,27 +641,39 @@ class Store:
                 raise StoreError(f"job {job_id} has no result to mark: see `arena runs show RUN`")
             db.execute("DELETE FROM flags WHERE job_id = ? AND kind = 'infrastructure'", (job_id,))
             if marked:
-                db.execute("INSERT INTO flags (job_id, kind, text) VALUES (?, 'infrastructure', ?)", (job_id, note or "marked by a person"))
+                db.execute(
+                    "INSERT INTO flags (job_id, kind, text) VALUES (?, 'infrastructure', ?)",
+                    (job_id, note or "marked by a person"),
+                )
         self._notify(job_id)
 
     def _flags(self, run_id: str) -> dict[int, dict[str, list[str]]]:
         out: dict[int, dict[str, list[str]]] = {}
-        for r in self._read("SELECT f.job_id, f.kind, f.text FROM flags f JOIN jobs j ON j.id = f.job_id WHERE j.run_id = ? ORDER BY f.id", (run_id,)):
+        for r in self._read(
+            "SELECT f.job_id, f.kind, f.text FROM flags f JOIN jobs j ON j.id = f.job_id WHERE j.run_id = ? ORDER BY f.id",
+            (run_id,),
+        ):
             out.setdefault(r["job_id"], {}).setdefault(r["kind"], []).append(r["text"])
         return out
 
     # -- events --------------------------------------------------------------------------
 
-    def append_event(self, run_id: str, job_id: int | None, event: events.Event | Mapping[str, Any]) -> int:
+    def append_event(
+        self, run_id: str, job_id: int | None, event: events.Event | Mapping[str, Any]
+    ) -> int:
         """Append an event (a core/model/events.py event, or its JSON form) to the run's log; returns its seq."""
         data = events.to_json(event) if is_dataclass(event) else dict(event)  # type: ignore[arg-type]
         if not isinstance(data.get("type"), str):
-            raise StoreError("an event needs a `type`: pass a core.model.events event or its JSON form")
+            raise StoreError(
+                "an event needs a `type`: pass a core.model.events event or its JSON form"
+            )
         blob = _dumps(data, f"event {data['type']}")
         with self._write(f"append an event to run {run_id}") as db:
             if db.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
                 raise UnknownRunError(run_id)
-            seq = db.execute("SELECT coalesce(max(seq), 0) + 1 FROM events WHERE run_id = ?", (run_id,)).fetchone()[0]
+            seq = db.execute(
+                "SELECT coalesce(max(seq), 0) + 1 FROM events WHERE run_id = ?", (run_id,)
+            ).fetchone()[0]
             db.execute(
                 "INSERT INTO events (run_id, job_id, seq, type, event, created_at) VALUES (?, ?, ?, ?, ?, ?)",
                 (run_id, job_id, seq, data["type"], blob, _now()),
@@ -557,47 +687,88 @@ class Store:
         if job_id is not None:
             sql, params = sql + " AND job_id = ?", (full, job_id)
         return [
-            EventRow(run_id=r["run_id"], job_id=r["job_id"], seq=r["seq"], type=r["type"], event=json.loads(r["event"]), created_at=r["created_at"])
+            EventRow(
+                run_id=r["run_id"],
+                job_id=r["job_id"],
+                seq=r["seq"],
+                type=r["type"],
+                event=json.loads(r["event"]),
+                created_at=r["created_at"],
+            )
             for r in self._read(sql + " ORDER BY seq", params)
         ]
 
     # -- attempts ------------------------------------------------------------------------
 
     def add_attempt(
-        self, run_id: str, index: int, *, key: str, agent: str, agent_kind: str, model: str | None, task_id: str, device_id: str,
-        variant: str, iteration: int = 0, family: str | None = None,
+        self,
+        run_id: str,
+        index: int,
+        *,
+        key: str,
+        agent: str,
+        agent_kind: str,
+        model: str | None,
+        task_id: str,
+        device_id: str,
+        variant: str,
+        iteration: int = 0,
+        family: str | None = None,
     ) -> str:
         """Queue an attempt; returns its id, `<run id>/<index>`. Idempotent on `key`: an attempt
         the run already has keeps its id and state."""
         full = self._resolve_run(run_id)
         now = _now()
         with self._write(f"add an attempt to run {full}") as db:
-            existing = db.execute("SELECT id FROM attempts WHERE run_id = ? AND key = ?", (full, key)).fetchone()
+            existing = db.execute(
+                "SELECT id FROM attempts WHERE run_id = ? AND key = ?", (full, key)
+            ).fetchone()
             if existing is not None:
                 return str(existing[0])
             attempt_id = f"{full}/{index}"
             db.execute(
                 "INSERT INTO attempts (id, run_id, key, agent, agent_kind, model, task_id, family, device_id, variant, iteration, state,"
                 " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?)",
-                (attempt_id, full, key, agent, agent_kind, model, task_id, family or task_id.split("/")[0], device_id, variant, iteration, now, now),
+                (
+                    attempt_id,
+                    full,
+                    key,
+                    agent,
+                    agent_kind,
+                    model,
+                    task_id,
+                    family or task_id.split("/")[0],
+                    device_id,
+                    variant,
+                    iteration,
+                    now,
+                    now,
+                ),
             )
             return attempt_id
 
     def attempts(self, run_id: str) -> list[Attempt]:
         """The run's attempts in plan order."""
         full = self._resolve_run(run_id)
-        rows = self._read("SELECT * FROM attempts WHERE run_id = ? ORDER BY CAST(substr(id, length(run_id) + 2) AS INTEGER)", (full,))
+        rows = self._read(
+            "SELECT * FROM attempts WHERE run_id = ? ORDER BY CAST(substr(id, length(run_id) + 2) AS INTEGER)",
+            (full,),
+        )
         return [_attempt(r) for r in rows]
 
     def get_attempt(self, attempt_id: str) -> Attempt:
         """An attempt by its id, `<run>/<n>`, where the run part may be any form `get_run` takes."""
         run_part, _, index = attempt_id.rpartition("/")
         if not run_part or not index.isdigit():
-            raise StoreError(f"`{attempt_id}` is not an attempt id: give RUN/N, e.g. r-20261129-1c4b/3 (see `arena runs show RUN`)")
+            raise StoreError(
+                f"`{attempt_id}` is not an attempt id: give RUN/N, e.g. r-20261129-1c4b/3 (see `arena runs show RUN`)"
+            )
         full = f"{self._resolve_run(run_part)}/{int(index)}"
         rows = self._read("SELECT * FROM attempts WHERE id = ?", (full,))
         if not rows:
-            raise StoreError(f"unknown attempt `{attempt_id}`: see `arena runs show {run_part}` for the run's attempts")
+            raise StoreError(
+                f"unknown attempt `{attempt_id}`: see `arena runs show {run_part}` for the run's attempts"
+            )
         return _attempt(rows[0])
 
     def start_attempt(self, attempt_id: str, folder: str | Path) -> None:
@@ -614,8 +785,18 @@ class Store:
             )
 
     def end_agent(
-        self, attempt_id: str, *, stop_reason: str, exit_status: int | None, submission: str | Path, checks: int, seconds: float,
-        usage: Mapping[str, Any], sandbox: str | None = None, error: str | None = None, outcome: str | None = None,
+        self,
+        attempt_id: str,
+        *,
+        stop_reason: str,
+        exit_status: int | None,
+        submission: str | Path,
+        checks: int,
+        seconds: float,
+        usage: Mapping[str, Any],
+        sandbox: str | None = None,
+        error: str | None = None,
+        outcome: str | None = None,
         outcome_reason: str | None = None,
     ) -> None:
         """The agent has stopped and its solution is snapshotted: the attempt is `evaluating`.
@@ -625,12 +806,33 @@ class Store:
                 "UPDATE attempts SET state = 'evaluating', stop_reason = ?, exit_status = ?, submission = ?, checks = ?, seconds = ?,"
                 " input_tokens = ?, output_tokens = ?, cost_usd = ?, sandbox = ?, error = ?, outcome = ?, outcome_reason = ?,"
                 " updated_at = ? WHERE id = ?",
-                (stop_reason, exit_status, str(submission), checks, seconds, usage.get("input_tokens"), usage.get("output_tokens"),
-                 usage.get("cost_usd"), sandbox, error, outcome, outcome_reason, _now(), attempt_id),
+                (
+                    stop_reason,
+                    exit_status,
+                    str(submission),
+                    checks,
+                    seconds,
+                    usage.get("input_tokens"),
+                    usage.get("output_tokens"),
+                    usage.get("cost_usd"),
+                    sandbox,
+                    error,
+                    outcome,
+                    outcome_reason,
+                    _now(),
+                    attempt_id,
+                ),
             )
 
-    def set_attempt_state(self, attempt_id: str, state: str, *, stop_reason: str | None = None, job_id: int | None = None,
-                          error: str | None = None) -> None:
+    def set_attempt_state(
+        self,
+        attempt_id: str,
+        state: str,
+        *,
+        stop_reason: str | None = None,
+        job_id: int | None = None,
+        error: str | None = None,
+    ) -> None:
         if state not in ATTEMPT_STATES:
             raise StoreError(f"attempt state `{state}` is not one of {', '.join(ATTEMPT_STATES)}")
         finished = _now() if state in ("done", "failed", "cancelled") else None
@@ -646,13 +848,17 @@ class Store:
     def append_transcript(self, event: events.TranscriptEvent) -> None:
         blob = _dumps(events.to_json(event), f"transcript event {event.seq} of {event.attempt}")
         with self._write(f"append to the transcript of {event.attempt}") as db:
-            db.execute("INSERT OR REPLACE INTO transcripts (attempt_id, seq, kind, event, created_at) VALUES (?, ?, ?, ?, ?)",
-                       (event.attempt, event.seq, event.kind, blob, _now()))
+            db.execute(
+                "INSERT OR REPLACE INTO transcripts (attempt_id, seq, kind, event, created_at) VALUES (?, ?, ?, ?, ?)",
+                (event.attempt, event.seq, event.kind, blob, _now()),
+            )
 
     def transcript(self, attempt_id: str) -> list[events.TranscriptEvent]:
         """The attempt's transcript in order (`attempt_id` as `get_attempt` takes it)."""
         full = self.get_attempt(attempt_id).id
-        rows = self._read("SELECT event FROM transcripts WHERE attempt_id = ? ORDER BY seq", (full,))
+        rows = self._read(
+            "SELECT event FROM transcripts WHERE attempt_id = ? ORDER BY seq", (full,)
+        )
         return [events.parse(r["event"]) for r in rows]  # type: ignore[misc]
 
     # -- export --------------------------------------------------------------------------
@@ -660,14 +866,29 @@ class Store:
     def export_run(self, run_id: str) -> Iterator[dict[str, Any]]:
         """One JSON-ready dict per line: the run header, then each job with its result (or null)."""
         run = self.get_run(run_id)
-        yield {"type": "run", "export_version": EXPORT_VERSION, "store_schema": self.schema_version, "id": run.id, "name": run.name,
-               "created_at": run.created_at, "finished_at": run.finished_at, "status": run.status, "spec": run.spec,
-               "job_states": run.job_states}
+        yield {
+            "type": "run",
+            "export_version": EXPORT_VERSION,
+            "store_schema": self.schema_version,
+            "id": run.id,
+            "name": run.name,
+            "created_at": run.created_at,
+            "finished_at": run.finished_at,
+            "status": run.status,
+            "spec": run.spec,
+            "job_states": run.job_states,
+        }
         results = {r.job_id: r for r in self.results(run.id)}
         for job in self.jobs(run.id):
             row = results.get(job.id)
-            secret = ("seed",) if run.status == "running" else ()  # the seed is a secret until the run is over
-            yield {"type": "job", **{f.name: getattr(job, f.name) for f in fields(Job) if f.name not in secret}, "result": row.result if row else None}
+            secret = (
+                ("seed",) if run.status == "running" else ()
+            )  # the seed is a secret until the run is over
+            yield {
+                "type": "job",
+                **{f.name: getattr(job, f.name) for f in fields(Job) if f.name not in secret},
+                "result": row.result if row else None,
+            }
         for attempt in self.attempts(run.id):
             yield {"type": "attempt", **{f.name: getattr(attempt, f.name) for f in fields(Attempt)}}
 
@@ -682,9 +903,20 @@ def _job(r: sqlite3.Row) -> Job:
 
 def _result_row(r: sqlite3.Row, flags: dict[str, list[str]]) -> ResultRow:
     return ResultRow(
-        job_id=r["job_id"], status=r["status"], failed_stage=r["failed_stage"], speedup=r["speedup"], sol_fraction=r["sol_fraction"],
-        points=r["points"], timing_kind=r["timing_kind"], candidate_sha256=r["candidate_sha256"], device_id=r["device_id"],
-        device_model=r["device_model"], device_vendor=r["device_vendor"], created_at=r["created_at"], result=json.loads(r["result"]),
-        integrity_flags=tuple(flags.get("integrity", ())), review_notes=tuple(flags.get("review", ())),
+        job_id=r["job_id"],
+        status=r["status"],
+        failed_stage=r["failed_stage"],
+        speedup=r["speedup"],
+        sol_fraction=r["sol_fraction"],
+        points=r["points"],
+        timing_kind=r["timing_kind"],
+        candidate_sha256=r["candidate_sha256"],
+        device_id=r["device_id"],
+        device_model=r["device_model"],
+        device_vendor=r["device_vendor"],
+        created_at=r["created_at"],
+        result=json.loads(r["result"]),
+        integrity_flags=tuple(flags.get("integrity", ())),
+        review_notes=tuple(flags.get("review", ())),
         infrastructure_marks=tuple(flags.get("infrastructure", ())),
     )

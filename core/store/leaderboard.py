@@ -57,7 +57,9 @@ from core.model.outcome import FAILURES
 from core.model.statuses import TimingKind
 from core.store.db import Store
 
-TIMING_KINDS = tuple(k.value for k in TimingKind)  # measured, predicted, cpu: the order of the boards
+TIMING_KINDS = tuple(
+    k.value for k in TimingKind
+)  # measured, predicted, cpu: the order of the boards
 RANKED_KINDS = ("measured", "predicted")
 GROUP_BY = ("model", "vendor")
 DEFAULT_P = 1.0
@@ -130,11 +132,15 @@ class Failure:
 
 @dataclass(frozen=True)
 class Entry:
-    rank: int | None  # 1-based within its (family, device) group; None on a cpu board (never ranked)
+    rank: (
+        int | None
+    )  # 1-based within its (family, device) group; None on a cpu board (never ranked)
     agent: str
     model: str | None
     family: str
-    device: str  # the device model (its id where the model is unknown), or the vendor with by="vendor"
+    device: (
+        str  # the device model (its id where the model is unknown), or the vendor with by="vendor"
+    )
     vendor: str | None
     speedup: float  # geometric mean of effective speedups (a failure counts 1.0)
     fast_p: float | None  # share correct and faster than p × baseline; None on a cpu board
@@ -177,9 +183,17 @@ class Board:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        return {"timing_kind": self.timing_kind, "label": self.label, "ranked": self.ranked, "p": self.p, "by": self.by,
-                "filters": dict(self.filters), "infrastructure_errors": self.infrastructure_errors, "failures": self.failures,
-                "entries": [asdict(e) for e in self.entries]}
+        return {
+            "timing_kind": self.timing_kind,
+            "label": self.label,
+            "ranked": self.ranked,
+            "p": self.p,
+            "by": self.by,
+            "filters": dict(self.filters),
+            "infrastructure_errors": self.infrastructure_errors,
+            "failures": self.failures,
+            "entries": [asdict(e) for e in self.entries],
+        }
 
 
 def scored(store: Store, run: str | None = None) -> list[Scored]:
@@ -193,14 +207,31 @@ def scored(store: Store, run: str | None = None) -> list[Scored]:
         models = {job_id: a.model for job_id, a in attempts.items()}
         for res in store.results(r.id):
             job = jobs[res.job_id]
-            agent = job.agent or (Path(job.candidate).name if job.candidate else f"candidate {res.candidate_sha256[:8]}")
-            rows.append(Scored(
-                run_id=r.id, job_id=job.id, task_id=job.task_id, family=job.family, agent=agent, model=models.get(job.id),
-                device_id=res.device_id, device_model=res.device_model, device_vendor=res.device_vendor, timing_kind=res.timing_kind,
-                status="infrastructure_error" if res.infrastructure_marks else res.status, speedup=res.speedup, sol_fraction=res.sol_fraction, integrity_flags=res.integrity_flags,
-                starter=job.id in attempts and attempts[job.id].outcome == "starter",
-                baseline_impl=res.result.get("baseline_impl"),
-            ))
+            agent = job.agent or (
+                Path(job.candidate).name
+                if job.candidate
+                else f"candidate {res.candidate_sha256[:8]}"
+            )
+            rows.append(
+                Scored(
+                    run_id=r.id,
+                    job_id=job.id,
+                    task_id=job.task_id,
+                    family=job.family,
+                    agent=agent,
+                    model=models.get(job.id),
+                    device_id=res.device_id,
+                    device_model=res.device_model,
+                    device_vendor=res.device_vendor,
+                    timing_kind=res.timing_kind,
+                    status="infrastructure_error" if res.infrastructure_marks else res.status,
+                    speedup=res.speedup,
+                    sol_fraction=res.sol_fraction,
+                    integrity_flags=res.integrity_flags,
+                    starter=job.id in attempts and attempts[job.id].outcome == "starter",
+                    baseline_impl=res.result.get("baseline_impl"),
+                )
+            )
     return rows
 
 
@@ -219,32 +250,89 @@ def failures(store: Store, run: str | None = None) -> list[Failure]:
             if a.state != "done" or a.outcome not in FAILURES:
                 continue
             model, vendor = mine.get(a.device_id) or known.get(a.device_id) or (None, None)
-            found.append(Failure(r.id, a.id, a.task_id, a.family, a.agent, a.model, a.device_id, model, vendor,
-                                 timing_kind_of(a.device_id).value, a.outcome, a.outcome_reason))
+            found.append(
+                Failure(
+                    r.id,
+                    a.id,
+                    a.task_id,
+                    a.family,
+                    a.agent,
+                    a.model,
+                    a.device_id,
+                    model,
+                    vendor,
+                    timing_kind_of(a.device_id).value,
+                    a.outcome,
+                    a.outcome_reason,
+                )
+            )
     return found
 
 
-def board(store: Store, *, timing_kind: str, device: str | None = None, vendor: str | None = None, family: str | None = None,
-          run: str | None = None, p: float = DEFAULT_P, by: str = "model") -> Board:
+def board(
+    store: Store,
+    *,
+    timing_kind: str,
+    device: str | None = None,
+    vendor: str | None = None,
+    family: str | None = None,
+    run: str | None = None,
+    p: float = DEFAULT_P,
+    by: str = "model",
+) -> Board:
     """The board of one timing kind (measured | predicted | cpu), optionally filtered."""
     _check(timing_kind, p, by)
-    return build(scored(store, run), timing_kind=timing_kind, device=device, vendor=vendor, family=family, run=run, p=p, by=by,
-                 failed=failures(store, run))
+    return build(
+        scored(store, run),
+        timing_kind=timing_kind,
+        device=device,
+        vendor=vendor,
+        family=family,
+        run=run,
+        p=p,
+        by=by,
+        failed=failures(store, run),
+    )
 
 
-def boards(store: Store, *, device: str | None = None, vendor: str | None = None, family: str | None = None, run: str | None = None,
-           p: float = DEFAULT_P, by: str = "model") -> dict[str, Board]:
+def boards(
+    store: Store,
+    *,
+    device: str | None = None,
+    vendor: str | None = None,
+    family: str | None = None,
+    run: str | None = None,
+    p: float = DEFAULT_P,
+    by: str = "model",
+) -> dict[str, Board]:
     """One board per timing kind present among the matching results, measured first; {} if none."""
     _check(TIMING_KINDS[0], p, by)
     rows, failed = scored(store, run), failures(store, run)
     found = {r.timing_kind for r in (*rows, *failed) if _matches(r, device, vendor, family)}
-    return {kind: build(rows, timing_kind=kind, device=device, vendor=vendor, family=family, run=run, p=p, by=by, failed=failed)
-            for kind in TIMING_KINDS if kind in found}
+    return {
+        kind: build(
+            rows,
+            timing_kind=kind,
+            device=device,
+            vendor=vendor,
+            family=family,
+            run=run,
+            p=p,
+            by=by,
+            failed=failed,
+        )
+        for kind in TIMING_KINDS
+        if kind in found
+    }
 
 
 def device_place(item: Scored | Failure, by: str = "model") -> str:
     """The device part of a group's key: the vendor (by="vendor") or the device model (its id where unknown)."""
-    return (item.device_vendor or "unknown") if by == "vendor" else (item.device_model or item.device_id)
+    return (
+        (item.device_vendor or "unknown")
+        if by == "vendor"
+        else (item.device_model or item.device_id)
+    )
 
 
 def group_place(item: Scored | Failure, by: str = "model", impl: str | None = None) -> str:
@@ -252,56 +340,114 @@ def group_place(item: Scored | Failure, by: str = "model", impl: str | None = No
     (`NVIDIA H200 · vs liger`) where one is recorded; `impl` defaults to the row's own."""
     impl = impl if impl is not None else getattr(item, "baseline_impl", None)
     place = device_place(item, by)
-    return f"{place} · vs {impl}" if impl else place  # speedups against different baselines are different numbers
+    return (
+        f"{place} · vs {impl}" if impl else place
+    )  # speedups against different baselines are different numbers
 
 
-def build(rows: Iterable[Scored], *, timing_kind: str, device: str | None = None, vendor: str | None = None, family: str | None = None,
-          run: str | None = None, p: float = DEFAULT_P, by: str = "model", failed: Iterable[Failure] = ()) -> Board:
+def build(
+    rows: Iterable[Scored],
+    *,
+    timing_kind: str,
+    device: str | None = None,
+    vendor: str | None = None,
+    family: str | None = None,
+    run: str | None = None,
+    p: float = DEFAULT_P,
+    by: str = "model",
+    failed: Iterable[Failure] = (),
+) -> Board:
     """The board from rows already read (`scored`, `failures`): filter, group, aggregate, rank. Pure."""
     _check(timing_kind, p, by)
     mine = [r for r in rows if r.timing_kind == timing_kind and _matches(r, device, vendor, family)]
     kept = [r for r in mine if r.status != "infrastructure_error"]
-    lost = [f for f in failed if f.timing_kind == timing_kind and _matches(f, device, vendor, family)]
-    groups: dict[tuple[str, str], dict[tuple[str, str | None], tuple[list[Scored], list[Failure]]]] = {}
+    lost = [
+        f for f in failed if f.timing_kind == timing_kind and _matches(f, device, vendor, family)
+    ]
+    groups: dict[
+        tuple[str, str], dict[tuple[str, str | None], tuple[list[Scored], list[Failure]]]
+    ] = {}
     # a failure has no result, hence no baseline: it joins the group its task's results are in
     impl_of = {(r.task_id, device_place(r, by)): r.baseline_impl for r in kept if r.baseline_impl}
     for item in (*kept, *lost):
-        impl = item.baseline_impl if isinstance(item, Scored) else impl_of.get((item.task_id, device_place(item, by)))
+        impl = (
+            item.baseline_impl
+            if isinstance(item, Scored)
+            else impl_of.get((item.task_id, device_place(item, by)))
+        )
         place = group_place(item, by, impl)
-        member = groups.setdefault((item.family, place), {}).setdefault((item.agent, item.model), ([], []))
+        member = groups.setdefault((item.family, place), {}).setdefault(
+            (item.agent, item.model), ([], [])
+        )
         member[1 if isinstance(item, Failure) else 0].append(item)  # type: ignore[arg-type]
     ranked = timing_kind in RANKED_KINDS
     entries: list[Entry] = []
     for (fam, place), members in sorted(groups.items()):
-        group = [_entry(agent, model, fam, place, results, fails, p, ranked) for (agent, model), (results, fails) in members.items()]
-        entries.extend(_rank(group) if ranked else sorted(group, key=lambda e: (e.agent, e.model or "")))
+        group = [
+            _entry(agent, model, fam, place, results, fails, p, ranked)
+            for (agent, model), (results, fails) in members.items()
+        ]
+        entries.extend(
+            _rank(group) if ranked else sorted(group, key=lambda e: (e.agent, e.model or ""))
+        )
     filters = {"device": device, "vendor": vendor, "family": family, "run": run}
     return Board(timing_kind, p, by, tuple(entries), len(mine) - len(kept), filters, len(lost))
 
 
-def _entry(agent: str, model: str | None, family: str, device: str, results: list[Scored], fails: list[Failure], p: float,
-           ranked: bool) -> Entry:
+def _entry(
+    agent: str,
+    model: str | None,
+    family: str,
+    device: str,
+    results: list[Scored],
+    fails: list[Failure],
+    p: float,
+    ranked: bool,
+) -> Entry:
     """One entry's figures over its results; its failures are only counted. With no result
     at all the figures are what the failure rule gives: speedup 1.0, nothing correct."""
     sols = [r.sol_fraction for r in results if r.correct and r.sol_fraction is not None]
     vendors = sorted({x.device_vendor for x in (*results, *fails) if x.device_vendor})
     return Entry(
-        rank=None, agent=agent, model=model, family=family, device=device, vendor=vendors[0] if len(vendors) == 1 else None,
-        speedup=math.exp(statistics.fmean(math.log(r.effective_speedup) for r in results)) if results else 1.0,
-        fast_p=(scoring.fast_p(((r.correct, r.speedup if r.correct else 0.0) for r in results), p) if results else 0.0) if ranked else None,
+        rank=None,
+        agent=agent,
+        model=model,
+        family=family,
+        device=device,
+        vendor=vendors[0] if len(vendors) == 1 else None,
+        speedup=math.exp(statistics.fmean(math.log(r.effective_speedup) for r in results))
+        if results
+        else 1.0,
+        fast_p=(
+            scoring.fast_p(((r.correct, r.speedup if r.correct else 0.0) for r in results), p)
+            if results
+            else 0.0
+        )
+        if ranked
+        else None,
         sol_fraction=statistics.median(sols) if sols else None,
         correct=sum(r.correct for r in results) / len(results) if results else 0.0,
-        results=len(results), violations=sum(r.violation for r in results), tasks=len({r.task_id for r in results}),
-        failures=len(fails), agent_errors=sum(f.outcome == "agent_error" for f in fails),
-        no_submissions=sum(f.outcome == "no_submission" for f in fails), starters=sum(r.starter for r in results),
+        results=len(results),
+        violations=sum(r.violation for r in results),
+        tasks=len({r.task_id for r in results}),
+        failures=len(fails),
+        agent_errors=sum(f.outcome == "agent_error" for f in fails),
+        no_submissions=sum(f.outcome == "no_submission" for f in fails),
+        starters=sum(r.starter for r in results),
     )
 
 
 def _rank(group: list[Entry]) -> list[Entry]:
     """Honest entries first, then entries with results, then by speedup, then correctness;
     equal numbers share a rank (1, 1, 3)."""
+
     def merit(e: Entry) -> tuple[bool, bool, float, float]:
-        return (e.violations > 0, e.results == 0, -round(e.speedup, 9), -e.correct)  # rounded: 4 and 1 tie with 2 and 2
+        return (
+            e.violations > 0,
+            e.results == 0,
+            -round(e.speedup, 9),
+            -e.correct,
+        )  # rounded: 4 and 1 tie with 2 and 2
 
     ordered = sorted(group, key=lambda e: (*merit(e), -e.results, e.agent, e.model or ""))
     out: list[Entry] = []
@@ -311,7 +457,9 @@ def _rank(group: list[Entry]) -> list[Entry]:
     return out
 
 
-def _matches(r: Scored | Failure, device: str | None, vendor: str | None, family: str | None) -> bool:
+def _matches(
+    r: Scored | Failure, device: str | None, vendor: str | None, family: str | None
+) -> bool:
     if family is not None and r.family != family:
         return False
     if vendor is not None and (r.device_vendor or "").casefold() != vendor.casefold():
@@ -326,8 +474,12 @@ def _matches(r: Scored | Failure, device: str | None, vendor: str | None, family
 
 def _check(timing_kind: str, p: float, by: str) -> None:
     if timing_kind not in TIMING_KINDS:
-        raise LeaderboardError(f"timing kind `{timing_kind}` is not one of {', '.join(TIMING_KINDS)}: boards never mix kinds, pick one")
+        raise LeaderboardError(
+            f"timing kind `{timing_kind}` is not one of {', '.join(TIMING_KINDS)}: boards never mix kinds, pick one"
+        )
     if not (isinstance(p, (int, float)) and math.isfinite(p) and p > 0):
-        raise LeaderboardError(f"p must be a positive number (fast_p counts results faster than p × the baseline), got {p!r}")
+        raise LeaderboardError(
+            f"p must be a positive number (fast_p counts results faster than p × the baseline), got {p!r}"
+        )
     if by not in GROUP_BY:
         raise LeaderboardError(f"group devices by one of {', '.join(GROUP_BY)}, not `{by}`")

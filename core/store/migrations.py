@@ -155,11 +155,15 @@ def migrate(db: sqlite3.Connection, path: Path) -> None:
     migrations = MIGRATIONS  # read at call time, so a test can add one
     version = db.execute("PRAGMA user_version").fetchone()[0]
     if version > len(migrations):
-        raise StoreError(f"{path}: this database was written by a newer arena (schema {version}); upgrade kernel-arena")
+        raise StoreError(
+            f"{path}: this database was written by a newer arena (schema {version}); upgrade kernel-arena"
+        )
     while version < len(migrations):
         db.execute("BEGIN IMMEDIATE")
         try:
-            version = db.execute("PRAGMA user_version").fetchone()[0]  # another process may have migrated meanwhile
+            version = db.execute("PRAGMA user_version").fetchone()[
+                0
+            ]  # another process may have migrated meanwhile
             if version < len(migrations):
                 for statement in statements(migrations[version]):
                     db.execute(statement)
@@ -169,7 +173,9 @@ def migrate(db: sqlite3.Connection, path: Path) -> None:
         except sqlite3.Error as exc:
             if db.in_transaction:
                 db.execute("ROLLBACK")
-            raise StoreError(f"cannot migrate the results store {path} to schema {version + 1}: {exc}; nothing was changed by that step") from None
+            raise StoreError(
+                f"cannot migrate the results store {path} to schema {version + 1}: {exc}; nothing was changed by that step"
+            ) from None
         except BaseException:
             if db.in_transaction:
                 db.execute("ROLLBACK")

@@ -42,6 +42,10 @@ def find_task(task_id: str, root: Path | str | None = None) -> Task:
     if task_id.count("/") != 1 or not (folder / "task.yaml").is_file():
         known = task_ids(root)
         close = [t for t in known if task_id.split("/")[-1] in t]
-        hint = f"did you mean {', '.join(close)}?" if close else "run `arena tasks list` to see the ids"
+        hint = (
+            f"did you mean {', '.join(close)}?"
+            if close
+            else "run `arena tasks list` to see the ids"
+        )
         raise UnknownTaskError(f"unknown task `{task_id}`: {hint}")
     return load_task(folder)

@@ -40,7 +40,9 @@ KIND = "external"
 TIMING_KIND = "external"
 FILES = "files"
 STAGES = ("compile", "correctness", "performance")
-DEFAULT_TIMEOUT_S = 900.0  # AgentKernelArena's default is 3600 s; an arena attempt should not wait that long
+DEFAULT_TIMEOUT_S = (
+    900.0  # AgentKernelArena's default is 3600 s; an arena attempt should not wait that long
+)
 RULES = ("agentkernelarena",)
 
 
@@ -75,8 +77,12 @@ class ExternalSpec:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "rules": self.rules, "task_type": self.task_type, "requires": self.requires.value, "editable": list(self.editable),
-            **{s: list(self.commands.get(s, ())) for s in STAGES}, "timeouts": dict(self.timeouts),
+            "rules": self.rules,
+            "task_type": self.task_type,
+            "requires": self.requires.value,
+            "editable": list(self.editable),
+            **{s: list(self.commands.get(s, ())) for s in STAGES},
+            "timeouts": dict(self.timeouts),
         }
 
 
@@ -95,38 +101,93 @@ def is_external(raw: Any) -> bool:
 def parse_spec(path: Path, raw: Any) -> ExternalSpec:
     """The `external:` section of task.yaml at `path`, checked field by field."""
     if not isinstance(raw, dict):
-        raise ExternalError(path, "external", "is missing or not a mapping", "add `external: {rules, requires, editable, compile, correctness, performance}`")
+        raise ExternalError(
+            path,
+            "external",
+            "is missing or not a mapping",
+            "add `external: {rules, requires, editable, compile, correctness, performance}`",
+        )
     known = {"rules", "task_type", "requires", "editable", "timeouts", *STAGES}
     unknown = sorted(set(raw) - known)
     if unknown:
-        raise ExternalError(path, f"external.{unknown[0]}", "is not a known field", f"use only {', '.join(sorted(known))}")
+        raise ExternalError(
+            path,
+            f"external.{unknown[0]}",
+            "is not a known field",
+            f"use only {', '.join(sorted(known))}",
+        )
     rules = raw.get("rules")
     if rules not in RULES:
-        raise ExternalError(path, "external.rules", f"is {rules!r}", f"name whose rules score it: one of {', '.join(RULES)}")
+        raise ExternalError(
+            path,
+            "external.rules",
+            f"is {rules!r}",
+            f"name whose rules score it: one of {', '.join(RULES)}",
+        )
     try:
         requires = Requirement(raw.get("requires", "any"))
     except ValueError:
-        raise ExternalError(path, "external.requires", f"is {raw.get('requires')!r}", "write any, gpu or amd") from None
+        raise ExternalError(
+            path, "external.requires", f"is {raw.get('requires')!r}", "write any, gpu or amd"
+        ) from None
     editable = raw.get("editable")
-    if not isinstance(editable, list) or not editable or not all(isinstance(e, str) and e for e in editable):
-        raise ExternalError(path, "external.editable", "is missing or empty", "list the files (inside files/) a candidate replaces, the first one first")
+    if (
+        not isinstance(editable, list)
+        or not editable
+        or not all(isinstance(e, str) and e for e in editable)
+    ):
+        raise ExternalError(
+            path,
+            "external.editable",
+            "is missing or empty",
+            "list the files (inside files/) a candidate replaces, the first one first",
+        )
     outside = [e for e in editable if Path(e).is_absolute() or ".." in Path(e).parts]
     if outside:
-        raise ExternalError(path, "external.editable", f"names {outside[0]}, outside files/", "give paths relative to files/, without `..`")
+        raise ExternalError(
+            path,
+            "external.editable",
+            f"names {outside[0]}, outside files/",
+            "give paths relative to files/, without `..`",
+        )
     commands: dict[str, tuple[str, ...]] = {}
     for stage in STAGES:
         value = raw.get(stage, [])
         if isinstance(value, str):
             value = [value]
         if not isinstance(value, list) or not all(isinstance(c, str) and c.strip() for c in value):
-            raise ExternalError(path, f"external.{stage}", "is not a list of command lines", "give shell command lines, e.g. [\"python3 scripts/task_runner.py compile\"]")
+            raise ExternalError(
+                path,
+                f"external.{stage}",
+                "is not a list of command lines",
+                'give shell command lines, e.g. ["python3 scripts/task_runner.py compile"]',
+            )
         commands[stage] = tuple(value)
     if not commands["correctness"]:
-        raise ExternalError(path, "external.correctness", "is empty", "give the command that checks a candidate: without one nothing can pass")
+        raise ExternalError(
+            path,
+            "external.correctness",
+            "is empty",
+            "give the command that checks a candidate: without one nothing can pass",
+        )
     timeouts = raw.get("timeouts", {}) or {}
-    if not isinstance(timeouts, dict) or not all(k in STAGES and isinstance(v, (int, float)) and v > 0 for k, v in timeouts.items()):
-        raise ExternalError(path, "external.timeouts", f"is {timeouts!r}", f"map stages ({', '.join(STAGES)}) to seconds > 0")
-    return ExternalSpec(str(rules), str(raw.get("task_type", "")), requires, tuple(editable), commands, {k: float(v) for k, v in timeouts.items()})
+    if not isinstance(timeouts, dict) or not all(
+        k in STAGES and isinstance(v, (int, float)) and v > 0 for k, v in timeouts.items()
+    ):
+        raise ExternalError(
+            path,
+            "external.timeouts",
+            f"is {timeouts!r}",
+            f"map stages ({', '.join(STAGES)}) to seconds > 0",
+        )
+    return ExternalSpec(
+        str(rules),
+        str(raw.get("task_type", "")),
+        requires,
+        tuple(editable),
+        commands,
+        {k: float(v) for k, v in timeouts.items()},
+    )
 
 
 def load_external_task(task_dir: Path, task_id: str, raw: dict[str, Any]) -> Any:
@@ -137,17 +198,46 @@ def load_external_task(task_dir: Path, task_id: str, raw: dict[str, Any]) -> Any
     path = task_dir / "task.yaml"
     spec = parse_spec(path, raw.get("external"))
     if not (task_dir / FILES).is_dir():
-        raise ExternalError(task_dir / FILES, FILES, "folder is missing", "copy the task's own folder there (arena import does)")
+        raise ExternalError(
+            task_dir / FILES,
+            FILES,
+            "folder is missing",
+            "copy the task's own folder there (arena import does)",
+        )
     if not (task_dir / "starter.py").is_file():
-        raise ExternalError(task_dir / "starter.py", "starter.py", "file is missing", "copy the editable source there (arena import does)")
+        raise ExternalError(
+            task_dir / "starter.py",
+            "starter.py",
+            "file is missing",
+            "copy the editable source there (arena import does)",
+        )
     empty = WorkloadSets(visible=(), hidden=HiddenSet(fixed=()))
     languages = raw.get("languages") or ["triton"]
     return Task(
-        id=task_id, path=task_dir, description=str(raw.get("description", "")), models=(), languages=tuple(str(x) for x in languages),
-        baseline_kind=KIND, baseline="the task's own source, timed by its own performance command", axes={}, inputs=(), outputs=(),
-        correctness=Correctness(atol=0.0, rtol=0.0), flops="0", bytes="0", peak="", gpu=empty, cpu=empty,
-        limits=Limits(compile_s=spec.timeout("compile"), correctness_s=spec.timeout("correctness"), performance_s=spec.timeout("performance")),
-        vendor_notes=str(raw.get("vendor_notes", "")), provenance=raw.get("provenance"), external=spec,
+        id=task_id,
+        path=task_dir,
+        description=str(raw.get("description", "")),
+        models=(),
+        languages=tuple(str(x) for x in languages),
+        baseline_kind=KIND,
+        baseline="the task's own source, timed by its own performance command",
+        axes={},
+        inputs=(),
+        outputs=(),
+        correctness=Correctness(atol=0.0, rtol=0.0),
+        flops="0",
+        bytes="0",
+        peak="",
+        gpu=empty,
+        cpu=empty,
+        limits=Limits(
+            compile_s=spec.timeout("compile"),
+            correctness_s=spec.timeout("correctness"),
+            performance_s=spec.timeout("performance"),
+        ),
+        vendor_notes=str(raw.get("vendor_notes", "")),
+        provenance=raw.get("provenance"),
+        external=spec,
     )
 
 
@@ -163,16 +253,24 @@ def check_folder(task_dir: Path, spec: ExternalSpec) -> list[str]:
     exists, every stage that scores has a command, and each command's script (the first
     argument that names a file: `python3 scripts/x.py`, `pytest k.py`) is in files/."""
     files = task_dir / FILES
-    problems = [f"external.editable: {e} is not in {files}" for e in spec.editable if not (files / e).is_file()]
+    problems = [
+        f"external.editable: {e} is not in {files}"
+        for e in spec.editable
+        if not (files / e).is_file()
+    ]
     if not spec.commands.get("compile") and not spec.commands.get("correctness"):
         problems.append("external: no compile or correctness command")
     if not spec.commands.get("performance"):
-        problems.append("external.performance: no command; speedups cannot be measured (give the task's timing command)")
+        problems.append(
+            "external.performance: no command; speedups cannot be measured (give the task's timing command)"
+        )
     for stage in STAGES:
         for line in spec.commands.get(stage, ()):
             for name in referenced_files(line):
                 if not (files / name).exists():
-                    problems.append(f"external.{stage}: `{line}` names {name}, which is not in {files}")
+                    problems.append(
+                        f"external.{stage}: `{line}` names {name}, which is not in {files}"
+                    )
     return problems
 
 
@@ -186,4 +284,11 @@ def referenced_files(line: str) -> list[str]:
     if "-c" in words:
         words = words[: words.index("-c")]
     suffixes = (".py", ".hip", ".cu", ".cpp", ".sh", ".json", ".yaml")
-    return [w for w in words if w.endswith(suffixes) and not w.startswith(("/", "-", "$")) and "=" not in w and "*" not in w]
+    return [
+        w
+        for w in words
+        if w.endswith(suffixes)
+        and not w.startswith(("/", "-", "$"))
+        and "=" not in w
+        and "*" not in w
+    ]

@@ -8,8 +8,22 @@ import math
 
 _FORMULA_FUNCS = {"min": min, "max": max, "ceil": math.ceil, "floor": math.floor, "log2": math.log2}
 _FORMULA_NODES = (
-    ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Load, ast.Call,
-    ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.USub, ast.UAdd,
+    ast.Expression,
+    ast.BinOp,
+    ast.UnaryOp,
+    ast.Constant,
+    ast.Name,
+    ast.Load,
+    ast.Call,
+    ast.Add,
+    ast.Sub,
+    ast.Mult,
+    ast.Div,
+    ast.FloorDiv,
+    ast.Mod,
+    ast.Pow,
+    ast.USub,
+    ast.UAdd,
 )
 
 
@@ -30,4 +44,4 @@ def evaluate_formula(expr: str, axes: dict[str, int]) -> float:
     """Evaluate a FLOP or byte formula: arithmetic over the axes, nothing else."""
     formula_names(expr)  # rejects anything but arithmetic
     code = compile(ast.parse(expr, mode="eval"), "<formula>", "eval")
-    return float(eval(code, {"__builtins__": {}, **_FORMULA_FUNCS}, dict(axes)))  # noqa: S307
+    return float(eval(code, {"__builtins__": {}, **_FORMULA_FUNCS}, dict(axes)))

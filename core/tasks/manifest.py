@@ -69,14 +69,24 @@ def files_under(folder: Path) -> list[Path]:
     found = []
     for p in sorted(Path(folder).rglob("*")):
         parts = p.relative_to(folder).parts
-        if p.is_file() and not any(x in SKIPPED_DIRS or x.startswith(".") for x in parts) and p.suffix not in (".pyc", ".pyo") and p != MANIFEST:
+        if (
+            p.is_file()
+            and not any(x in SKIPPED_DIRS or x.startswith(".") for x in parts)
+            and p.suffix not in (".pyc", ".pyo")
+            and p != MANIFEST
+        ):
             found.append(p)
     return found
 
 
 def compute() -> dict[str, str]:
     """The manifest of the files as they are now."""
-    return {rel(p): sha256(p.read_bytes()) for root in (TASKS_DIR, DATA_DIR) if root.is_dir() for p in files_under(root)}
+    return {
+        rel(p): sha256(p.read_bytes())
+        for root in (TASKS_DIR, DATA_DIR)
+        if root.is_dir()
+        for p in files_under(root)
+    }
 
 
 def load() -> dict[str, str]:
@@ -85,11 +95,15 @@ def load() -> dict[str, str]:
     except FileNotFoundError:
         raise ManifestMismatch(f"{MANIFEST} is missing: {restore_hint(MANIFEST)}") from None
     except (ValueError, KeyError, TypeError) as exc:
-        raise ManifestMismatch(f"{MANIFEST} is not a valid manifest ({exc}): {restore_hint(MANIFEST)}") from None
+        raise ManifestMismatch(
+            f"{MANIFEST} is not a valid manifest ({exc}): {restore_hint(MANIFEST)}"
+        ) from None
 
 
 def save(files: dict[str, str]) -> None:
-    MANIFEST.write_text(json.dumps({"version": 1, "files": dict(sorted(files.items()))}, indent=1) + "\n")
+    MANIFEST.write_text(
+        json.dumps({"version": 1, "files": dict(sorted(files.items()))}, indent=1) + "\n"
+    )
 
 
 def restore_hint(path: Path) -> str:
@@ -113,9 +127,13 @@ def stage(paths: Iterable[Path], manifest: dict[str, str] | None = None) -> Stag
             if data is None:
                 raise ManifestMismatch(f"bundled file {rel(p)} is missing: {restore_hint(p)}")
             if want is None:
-                raise ManifestMismatch(f"{rel(p)} is not a bundled file (the manifest does not list it): remove it, or if you added it on purpose, `python -m core.tasks.manifest update`")
+                raise ManifestMismatch(
+                    f"{rel(p)} is not a bundled file (the manifest does not list it): remove it, or if you added it on purpose, `python -m core.tasks.manifest update`"
+                )
             if sha256(data) != want:
-                raise ManifestMismatch(f"bundled file {rel(p)} no longer matches the arena's manifest (changed after it was shipped): {restore_hint(p)}")
+                raise ManifestMismatch(
+                    f"bundled file {rel(p)} no longer matches the arena's manifest (changed after it was shipped): {restore_hint(p)}"
+                )
     return Staged({p: d for p, d in files.items() if d is not None})
 
 
@@ -127,7 +145,11 @@ def stage_task(folder: Path) -> Staged:
     if is_bundled(folder):
         manifest = load()
         prefix = rel(folder) + "/"
-        paths |= {PACKAGE_ROOT.resolve() / key for key in manifest if key.startswith(prefix) and "/" not in key[len(prefix):]}
+        paths |= {
+            PACKAGE_ROOT.resolve() / key
+            for key in manifest
+            if key.startswith(prefix) and "/" not in key[len(prefix) :]
+        }
         return stage(sorted(paths), manifest)
     return stage(sorted(paths))
 
@@ -137,7 +159,9 @@ def stage_engine_data() -> Staged:
     the engine reads it from, so that later reads never see a change on disk."""
     manifest = load()
     root = PACKAGE_ROOT.resolve()
-    paths = set(files_under(DATA_DIR)) | {root / key for key in manifest if key.startswith("core/data/")}
+    paths = set(files_under(DATA_DIR)) | {
+        root / key for key in manifest if key.startswith("core/data/")
+    }
     staged = stage(sorted(paths), manifest)
     from core.devices.sim.targets import load_constants
 

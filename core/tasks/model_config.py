@@ -66,7 +66,12 @@ class TaskChange:
 
 
 def _positive_int(value: Any) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value <= 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or value != int(value)
+        or value <= 0
+    ):
         return None
     return int(value)
 
@@ -89,9 +94,17 @@ def normalize(raw: dict[str, Any]) -> dict[str, int]:
     # qk_rope_head_dim and v_head_dim, and hidden_size // num_heads (56) would put them into
     # GQA attention and RoPE tasks with a head size they never use.
     if "head_dim" not in keys and "kv_lora_rank" not in keys:
-        if "num_heads" in keys and "hidden_size" in keys and keys["hidden_size"] % keys["num_heads"] == 0:
+        if (
+            "num_heads" in keys
+            and "hidden_size" in keys
+            and keys["hidden_size"] % keys["num_heads"] == 0
+        ):
             keys["head_dim"] = keys["hidden_size"] // keys["num_heads"]
-    if "num_experts" in keys and "expert_intermediate_size" not in keys and "intermediate_size" in keys:
+    if (
+        "num_experts" in keys
+        and "expert_intermediate_size" not in keys
+        and "intermediate_size" in keys
+    ):
         # gpt-oss and Mixtral give the expert's width as intermediate_size.
         keys["expert_intermediate_size"] = keys["intermediate_size"]
     assert set(keys) <= set(MODEL_KEYS)
@@ -105,18 +118,30 @@ def read_config(path: Path, name: str | None = None) -> ModelConfig:
     except FileNotFoundError:
         raise ModelConfigError(f"{path}: no such file: pass a Hugging Face config.json") from None
     except json.JSONDecodeError as exc:
-        raise ModelConfigError(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg}): pass a Hugging Face config.json") from None
+        raise ModelConfigError(
+            f"{path}: line {exc.lineno}: not valid JSON ({exc.msg}): pass a Hugging Face config.json"
+        ) from None
     if not isinstance(raw, dict):
-        raise ModelConfigError(f"{path}: (top level): is not a JSON object: pass a Hugging Face config.json")
+        raise ModelConfigError(
+            f"{path}: (top level): is not a JSON object: pass a Hugging Face config.json"
+        )
     keys = normalize(raw)
     if "hidden_size" not in keys:
-        raise ModelConfigError(f"{path}: `hidden_size`: missing (also under text_config): is this a transformer's config.json?")
+        raise ModelConfigError(
+            f"{path}: `hidden_size`: missing (also under text_config): is this a transformer's config.json?"
+        )
     if name is None:
         given = raw.get("_name_or_path") or ""
         # A bare `config.json` is named after its folder (a Hugging Face download is a folder per model).
-        name = given.rstrip("/").split("/")[-1] if given else (path.resolve().parent.name if path.stem == "config" else path.stem)
+        name = (
+            given.rstrip("/").split("/")[-1]
+            if given
+            else (path.resolve().parent.name if path.stem == "config" else path.stem)
+        )
     if not name or any(c in name for c in "\n{}[],#&*!|>'\"%@`"):
-        raise ModelConfigError(f"{path}: model name {name!r} cannot be written into task.yaml: pass --name NAME (letters, digits, . - _)")
+        raise ModelConfigError(
+            f"{path}: model name {name!r} cannot be written into task.yaml: pass --name NAME (letters, digits, . - _)"
+        )
     return ModelConfig(name=name, path=path, keys=keys)
 
 
@@ -126,7 +151,9 @@ def read_config(path: Path, name: str | None = None) -> ModelConfig:
 def _scalar(value: Any) -> str:
     """A YAML flow scalar that reads back as `value`: bare where safe, else double-quoted."""
     text = str(value)
-    if isinstance(value, int) or re.fullmatch(r"[A-Za-z][A-Za-z0-9_.\-]*", text) and yaml.safe_load(text) == text:
+    if isinstance(value, int) or (
+        re.fullmatch(r"[A-Za-z][A-Za-z0-9_.\-]*", text) and yaml.safe_load(text) == text
+    ):
         return text
     return json.dumps(text)  # a JSON string is a YAML double-quoted scalar
 
@@ -153,10 +180,12 @@ def insert_workloads(text: str, lines: list[str], model: str | None = None) -> s
     if not isinstance(visible, yaml.SequenceNode) or not visible.value:
         raise ValueError("`workloads.visible` is not a list with entries")
     if visible.flow_style:
-        raise ValueError("`workloads.visible` is a flow list ([...]): write it as `- {...}` lines to let add-model extend it")
+        raise ValueError(
+            "`workloads.visible` is a flow list ([...]): write it as `- {...}` lines to let add-model extend it"
+        )
     last = visible.value[-1]
     line_start = text.rfind("\n", 0, last.start_mark.index) + 1
-    prefix = text[line_start:last.start_mark.index]  # e.g. "    - "
+    prefix = text[line_start : last.start_mark.index]  # e.g. "    - "
     if not prefix.strip().startswith("-"):
         raise ValueError("the last visible workload does not start its line with `- `")
     indent = prefix[: len(prefix) - len(prefix.lstrip())] + "- "
@@ -168,7 +197,12 @@ def insert_workloads(text: str, lines: list[str], model: str | None = None) -> s
         block = "\n" + block
     edits = [(insert_at, block)]
     models = _child(root, "models")  # type: ignore[arg-type]
-    if model is not None and isinstance(models, yaml.SequenceNode) and models.flow_style and model not in [n.value for n in models.value if isinstance(n, yaml.ScalarNode)]:
+    if (
+        model is not None
+        and isinstance(models, yaml.SequenceNode)
+        and models.flow_style
+        and model not in [n.value for n in models.value if isinstance(n, yaml.ScalarNode)]
+    ):
         close = text.rfind("]", 0, models.end_mark.index)
         edits.append((close, (", " if models.value else "") + _scalar(model)))
     for at, piece in sorted(edits, reverse=True):
@@ -230,7 +264,9 @@ def add_model(config: ModelConfig, tasks: list[Task], dry_run: bool = False) -> 
         spec = task.file("task.yaml")
         before = spec.read_text()
         try:
-            after = insert_workloads(before, [workload_line(row, config.name) for row in change.added], config.name)
+            after = insert_workloads(
+                before, [workload_line(row, config.name) for row in change.added], config.name
+            )
         except (ValueError, yaml.YAMLError) as exc:
             change.error = f"task.yaml left unchanged: {exc}"
             change.added = []

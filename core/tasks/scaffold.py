@@ -34,7 +34,9 @@ def parse_task_id(task_id: str) -> tuple[str, str]:
     if family not in FAMILIES:
         raise ScaffoldError(f"family `{family}` is unknown: use one of {', '.join(FAMILIES)}")
     if not NAME.match(name):
-        raise ScaffoldError(f"name `{name}` is not a lowercase identifier: use letters, digits and _ (e.g. my_rmsnorm)")
+        raise ScaffoldError(
+            f"name `{name}` is not a lowercase identifier: use letters, digits and _ (e.g. my_rmsnorm)"
+        )
     return family, name
 
 
@@ -43,7 +45,9 @@ def scaffold(task_id: str, root: Path) -> Scaffolded:
     family, name = parse_task_id(task_id)
     folder = Path(root) / family / name
     if folder.exists():
-        raise ScaffoldError(f"{folder} already exists: pick another name or remove the folder first (nothing was overwritten)")
+        raise ScaffoldError(
+            f"{folder} already exists: pick another name or remove the folder first (nothing was overwritten)"
+        )
     folder.mkdir(parents=True)
     files = {
         "task.yaml": TASK_YAML.replace("{task_id}", f"{family}/{name}"),

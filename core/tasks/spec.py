@@ -28,13 +28,29 @@ IMPORTED_FAMILIES = ("kernelbench", "agentkernelarena")
 TASK_FILES = ("task.yaml", "reference.py", "baseline.py", "starter.py")
 BASELINE_KINDS = ("vendor_library", "vendor_kernel_library", "torch_composition")
 LANGUAGES = ("triton", "pytorch", "cuda", "hip")
-PEAKS = ("bf16", "fp8", "fp32", "link")  # `link`: a collective's bus bandwidth against the scale-up link
+PEAKS = (
+    "bf16",
+    "fp8",
+    "fp32",
+    "link",
+)  # `link`: a collective's bus bandwidth against the scale-up link
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 WORLD_AXIS = "W"  # reserved in multi-rank tasks: the harness sets it to the number of ranks
 DTYPES = (
-    "bfloat16", "float16", "float32", "float64",
-    "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
-    "int8", "uint8", "int16", "int32", "int64", "bool",
+    "bfloat16",
+    "float16",
+    "float32",
+    "float64",
+    "float8_e4m3fn",
+    "float8_e4m3fnuz",
+    "float8_e5m2",
+    "float8_e5m2fnuz",
+    "int8",
+    "uint8",
+    "int16",
+    "int32",
+    "int64",
+    "bool",
 )
 INIT_DISTS = {"normal": ("mean", "std"), "uniform": ("low", "high"), "randint": ("low", "high")}
 WORKLOAD_META = ("model", "note")
@@ -42,9 +58,21 @@ MIN_SEEDS = 3
 # The normalized model-config keys a `model_workloads` section may use; core/tasks/model_config.py
 # maps Hugging Face config.json names onto them (docs/task-format.md).
 MODEL_KEYS = (
-    "hidden_size", "num_heads", "num_kv_heads", "head_dim", "intermediate_size", "num_experts", "top_k",
-    "expert_intermediate_size", "n_group", "topk_group", "kv_lora_rank", "qk_rope_head_dim", "v_head_dim",
-    "sliding_window", "vocab_size",
+    "hidden_size",
+    "num_heads",
+    "num_kv_heads",
+    "head_dim",
+    "intermediate_size",
+    "num_experts",
+    "top_k",
+    "expert_intermediate_size",
+    "n_group",
+    "topk_group",
+    "kv_lora_rank",
+    "qk_rope_head_dim",
+    "v_head_dim",
+    "sliding_window",
+    "vocab_size",
 )
 
 
@@ -102,12 +130,18 @@ class TensorSpec:
         if self.kind is SpecKind.INPLACE:
             shape = shape or next((i.shape for i in inputs if i.name == self.inplace_of), None)
         text = self.dtype + (f"[{', '.join(str(d) for d in shape)}]" if shape else "")
-        return text + (f" (written in place into input `{self.inplace_of}`)" if self.kind is SpecKind.INPLACE else "")
+        return text + (
+            f" (written in place into input `{self.inplace_of}`)"
+            if self.kind is SpecKind.INPLACE
+            else ""
+        )
 
     def concrete_shape(self, axes: dict[str, int]) -> tuple[int, ...]:
         """Each dimension is an int, an axis, or arithmetic over the axes such as `2 * I`."""
         assert self.shape is not None, f"{self.name} is a scalar"
-        return tuple(d if isinstance(d, int) else int(evaluate_formula(d, axes)) for d in self.shape)
+        return tuple(
+            d if isinstance(d, int) else int(evaluate_formula(d, axes)) for d in self.shape
+        )
 
 
 @dataclass(frozen=True)
@@ -123,7 +157,12 @@ class Workload:
         return ",".join(f"{k}={v}" for k, v in self.axes.items())
 
     def to_json(self) -> dict[str, Any]:
-        return {"axes": dict(self.axes), "model": self.model, "note": self.note, "label": self.label}
+        return {
+            "axes": dict(self.axes),
+            "model": self.model,
+            "note": self.note,
+            "label": self.label,
+        }
 
 
 @dataclass(frozen=True)
@@ -152,7 +191,9 @@ class HiddenSet:
         if self.draw is not None:
             taken = {w.label for w in self.fixed}
             attempts = 0
-            while len(drawn) < self.drawn_count and attempts < 1000:  # narrow ranges may hold fewer new shapes
+            while (
+                len(drawn) < self.drawn_count and attempts < 1000
+            ):  # narrow ranges may hold fewer new shapes
                 attempts += 1
                 base = rng.choice(self.fixed)
                 axes = dict(base.axes)
@@ -247,7 +288,9 @@ class ModelWorkloads:
                     raise KeyError(missing[0])
                 value = evaluate_formula(rule, config)
                 if value != int(value) or value <= 0:
-                    raise ValueError(f"{axis} = {rule} is {value:g} for this model, not a positive integer")
+                    raise ValueError(
+                        f"{axis} = {rule} is {value:g} for this model, not a positive integer"
+                    )
                 fixed[axis] = int(value)
         rows: list[dict[str, int]] = [{}]
         for axis, rule in self.axes.items():
@@ -267,7 +310,9 @@ class BaselineImpl:
     calls: str
 
 
-DEFAULT_IMPL = "torch"  # a task that lists no `baselines:` has one: its `baseline`, run through torch
+DEFAULT_IMPL = (
+    "torch"  # a task that lists no `baselines:` has one: its `baseline`, run through torch
+)
 
 
 @dataclass(frozen=True)
@@ -351,16 +396,29 @@ class _Fields:
     def __init__(self, path: Path, data: Any, where: str):
         self.path, self.where = path, where
         if not isinstance(data, dict):
-            self.fail("must be a mapping", f"write `{where}` as `key: value` lines" if where else "start task.yaml with `schema_version: 1`")
+            self.fail(
+                "must be a mapping",
+                f"write `{where}` as `key: value` lines"
+                if where
+                else "start task.yaml with `schema_version: 1`",
+            )
         self.data: dict[str, Any] = data
 
     def at(self, key: str) -> str:
         return f"{self.where}.{key}" if self.where else key
 
     def fail(self, problem: str, fix: str, key: str | None = None) -> None:
-        raise TaskError(self.path, self.at(key) if key else (self.where or "(top level)"), problem, fix)
+        raise TaskError(
+            self.path, self.at(key) if key else (self.where or "(top level)"), problem, fix
+        )
 
-    def get(self, key: str, kind: type | tuple[type, ...], fix: str, default: Any = ..., ) -> Any:
+    def get(
+        self,
+        key: str,
+        kind: type | tuple[type, ...],
+        fix: str,
+        default: Any = ...,
+    ) -> Any:
         if key not in self.data:
             if default is ...:
                 self.fail("is missing", fix, key)
@@ -368,8 +426,10 @@ class _Fields:
         value = self.data[key]
         if kind is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
-        if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
-            names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+            names = (
+                kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+            )
             self.fail(f"must be a {names}, got {value!r}", fix, key)
         return value
 
@@ -391,33 +451,71 @@ def load_task(task_dir: Path | str, tasks_root: Path | str | None = None) -> Tas
         raw_external = external.read_raw(spec_path)
         if external.is_external(raw_external):
             try:
-                return external.load_external_task(task_dir, f"{task_dir.parent.name}/{task_dir.name}", raw_external)
+                return external.load_external_task(
+                    task_dir, f"{task_dir.parent.name}/{task_dir.name}", raw_external
+                )
             except external.ExternalError as exc:
                 raise TaskError(exc.path, exc.field_name, exc.problem, exc.fix) from None
     for name in TASK_FILES:
         if not (task_dir / name).is_file():
-            raise TaskError(task_dir / name, name, "file is missing", f"add {name} (docs/task-format.md)")
+            raise TaskError(
+                task_dir / name, name, "file is missing", f"add {name} (docs/task-format.md)"
+            )
     task_id = f"{task_dir.parent.name}/{task_dir.name}"
     if task_dir.parent.name not in FAMILIES + IMPORTED_FAMILIES:
-        raise TaskError(spec_path, "(folder)", f"family `{task_dir.parent.name}` is unknown", f"put the task under one of {', '.join(FAMILIES)}")
+        raise TaskError(
+            spec_path,
+            "(folder)",
+            f"family `{task_dir.parent.name}` is unknown",
+            f"put the task under one of {', '.join(FAMILIES)}",
+        )
     try:
         raw = yaml.safe_load(spec_path.read_text())
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else "(syntax)"
-        raise TaskError(spec_path, where, f"is not valid YAML ({getattr(exc, 'problem', exc)})", "fix the YAML syntax") from None
+        raise TaskError(
+            spec_path,
+            where,
+            f"is not valid YAML ({getattr(exc, 'problem', exc)})",
+            "fix the YAML syntax",
+        ) from None
     top = _Fields(spec_path, raw, "")
-    top.no_unknown((
-        "schema_version", "description", "models", "languages", "baseline_kind", "baseline",
-        "vendor_notes", "axes", "inputs", "outputs", "correctness", "flops", "bytes", "peak",
-        "workloads", "limits", "model_workloads", "world_size", "collective", "provenance", "baselines",
-        "baseline_note",
-    ))
+    top.no_unknown(
+        (
+            "schema_version",
+            "description",
+            "models",
+            "languages",
+            "baseline_kind",
+            "baseline",
+            "vendor_notes",
+            "axes",
+            "inputs",
+            "outputs",
+            "correctness",
+            "flops",
+            "bytes",
+            "peak",
+            "workloads",
+            "limits",
+            "model_workloads",
+            "world_size",
+            "collective",
+            "provenance",
+            "baselines",
+            "baseline_note",
+        )
+    )
     version = top.get("schema_version", int, "write `schema_version: 1`")
     if version != 1:
-        top.fail(f"version {version} is not supported", "write `schema_version: 1`", "schema_version")
+        top.fail(
+            f"version {version} is not supported", "write `schema_version: 1`", "schema_version"
+        )
 
-    axes_raw = top.get("axes", dict, "declare every shape symbol under `axes:` with a one-line meaning")
+    axes_raw = top.get(
+        "axes", dict, "declare every shape symbol under `axes:` with a one-line meaning"
+    )
     axes = {str(k): str(v) for k, v in axes_raw.items()}
     if not axes:
         top.fail("declares no axis", "declare every shape symbol under `axes:`", "axes")
@@ -425,25 +523,48 @@ def load_task(task_dir: Path | str, tasks_root: Path | str | None = None) -> Tas
     # Shapes and formulas of a multi-rank task may use W; its workloads never list it.
     formula_axes = {**axes, WORLD_AXIS: "world size"} if world_size else axes
 
-    inputs = tuple(_tensor(spec_path, d, f"inputs[{i}]", formula_axes, output=False) for i, d in enumerate(_list(top, "inputs")))
-    outputs = tuple(_tensor(spec_path, d, f"outputs[{i}]", formula_axes, output=True) for i, d in enumerate(_list(top, "outputs")))
+    inputs = tuple(
+        _tensor(spec_path, d, f"inputs[{i}]", formula_axes, output=False)
+        for i, d in enumerate(_list(top, "inputs"))
+    )
+    outputs = tuple(
+        _tensor(spec_path, d, f"outputs[{i}]", formula_axes, output=True)
+        for i, d in enumerate(_list(top, "outputs"))
+    )
     names = [t.name for t in inputs]
     for i, out in enumerate(outputs):
         if out.inplace_of is not None and out.inplace_of not in names:
-            raise TaskError(spec_path, f"outputs[{i}].inplace_of", f"`{out.inplace_of}` is not an input", f"name one of {', '.join(names)}")
+            raise TaskError(
+                spec_path,
+                f"outputs[{i}].inplace_of",
+                f"`{out.inplace_of}` is not an input",
+                f"name one of {', '.join(names)}",
+            )
     if len(set(names)) != len(names):
         top.fail("input names repeat", "give every input its own name", "inputs")
 
-    corr = _Fields(spec_path, top.get("correctness", dict, "add `correctness: {atol, rtol, min_match, seeds}`"), "correctness")
+    corr = _Fields(
+        spec_path,
+        top.get("correctness", dict, "add `correctness: {atol, rtol, min_match, seeds}`"),
+        "correctness",
+    )
     corr.no_unknown(("atol", "rtol", "min_match", "seeds", "samples"))
     samples_axis, samples_at_least = None, 0
     if "samples" in corr.data:
-        smp = _Fields(spec_path, corr.get("samples", dict, "give `samples: {axis: B, at_least: 64}`"), corr.at("samples"))
+        smp = _Fields(
+            spec_path,
+            corr.get("samples", dict, "give `samples: {axis: B, at_least: 64}`"),
+            corr.at("samples"),
+        )
         smp.no_unknown(("axis", "at_least"))
-        samples_axis = smp.get("axis", str, "name the axis whose size is the draws per call, e.g. B")
+        samples_axis = smp.get(
+            "axis", str, "name the axis whose size is the draws per call, e.g. B"
+        )
         samples_at_least = smp.get("at_least", int, "the draws a workload needs in all, e.g. 64")
         if samples_axis not in axes:
-            smp.fail(f"`{samples_axis}` is not a declared axis", "name one of the task's axes", "axis")
+            smp.fail(
+                f"`{samples_axis}` is not a declared axis", "name one of the task's axes", "axis"
+            )
         if samples_at_least < 1:
             smp.fail(f"is {samples_at_least}", "use at least 1", "at_least")
     correctness = Correctness(
@@ -451,7 +572,8 @@ def load_task(task_dir: Path | str, tasks_root: Path | str | None = None) -> Tas
         rtol=corr.get("rtol", float, "give a relative tolerance, e.g. 1.0e-2"),
         min_match=corr.get("min_match", float, "a fraction in (0, 1]", 1.0),
         seeds=corr.get("seeds", int, f"at least {MIN_SEEDS}", MIN_SEEDS),
-        samples_axis=samples_axis, samples_at_least=samples_at_least,
+        samples_axis=samples_axis,
+        samples_at_least=samples_at_least,
     )
     if not 0 < correctness.min_match <= 1:
         corr.fail("must be in (0, 1]", "use e.g. 1.0 (every element) or 0.99", "min_match")
@@ -462,11 +584,21 @@ def load_task(task_dir: Path | str, tasks_root: Path | str | None = None) -> Tas
 
     formulas = {}
     for key in ("flops", "bytes"):
-        expr = str(top.get(key, (str, int, float), f"give the {key} as arithmetic over the axes, e.g. 2 * M * N * K"))
+        expr = str(
+            top.get(
+                key,
+                (str, int, float),
+                f"give the {key} as arithmetic over the axes, e.g. 2 * M * N * K",
+            )
+        )
         try:
             unknown = formula_names(expr) - set(formula_axes)
         except (SyntaxError, ValueError) as exc:
-            top.fail(f"`{expr}` cannot be evaluated ({exc})", "use + - * / // ** and min, max, ceil, floor, log2 over the axes", key)
+            top.fail(
+                f"`{expr}` cannot be evaluated ({exc})",
+                "use + - * / // ** and min, max, ceil, floor, log2 over the axes",
+                key,
+            )
         if unknown:
             fix = "declare them under `axes:`"
             if WORLD_AXIS in unknown and world_size is None:
@@ -480,31 +612,61 @@ def load_task(task_dir: Path | str, tasks_root: Path | str | None = None) -> Tas
     collective = _collective(top, formula_axes, world_size)
     if (peak == "link") != (collective is not None):
         top.fail(
-            f"is `{peak}`" + (" but the task declares no `collective`" if peak == "link" else " but the task is a collective"),
-            "use `peak: link` exactly for tasks with a `collective` section (their speed of light is the link's bandwidth)", "peak",
+            f"is `{peak}`"
+            + (
+                " but the task declares no `collective`"
+                if peak == "link"
+                else " but the task is a collective"
+            ),
+            "use `peak: link` exactly for tasks with a `collective` section (their speed of light is the link's bandwidth)",
+            "peak",
         )
     kind = top.get("baseline_kind", str, f"one of {', '.join(BASELINE_KINDS)}")
     if kind not in BASELINE_KINDS:
         top.fail(f"`{kind}` is unknown", f"use one of {', '.join(BASELINE_KINDS)}", "baseline_kind")
-    languages = tuple(str(x) for x in top.get("languages", list, f"list the languages a candidate may use: {', '.join(LANGUAGES)}"))
+    languages = tuple(
+        str(x)
+        for x in top.get(
+            "languages", list, f"list the languages a candidate may use: {', '.join(LANGUAGES)}"
+        )
+    )
     bad = [x for x in languages if x not in LANGUAGES]
     if bad or not languages:
         top.fail(f"unknown or empty: {bad}", f"use some of {', '.join(LANGUAGES)}", "languages")
 
-    wl = _Fields(spec_path, top.get("workloads", dict, "add `workloads:` with visible, hidden and cpu sets"), "workloads")
+    wl = _Fields(
+        spec_path,
+        top.get("workloads", dict, "add `workloads:` with visible, hidden and cpu sets"),
+        "workloads",
+    )
     wl.no_unknown(("visible", "hidden", "cpu"))
     gpu_sets = _workload_sets(spec_path, wl, axes)
-    cpu_sets = _workload_sets(spec_path, _Fields(spec_path, wl.get("cpu", dict, "add `cpu:` with visible and hidden sets at CPU sizes"), "workloads.cpu"), axes)
+    cpu_sets = _workload_sets(
+        spec_path,
+        _Fields(
+            spec_path,
+            wl.get("cpu", dict, "add `cpu:` with visible and hidden sets at CPU sizes"),
+            "workloads.cpu",
+        ),
+        axes,
+    )
 
     limits_raw = _Fields(spec_path, top.get("limits", dict, "", {}), "limits")
     limits_raw.no_unknown(("compile_s", "correctness_s", "performance_s"))
-    limits = Limits(**{k: limits_raw.get(k, float, "seconds, e.g. 300", getattr(Limits, k)) for k in ("compile_s", "correctness_s", "performance_s")})
+    limits = Limits(
+        **{
+            k: limits_raw.get(k, float, "seconds, e.g. 300", getattr(Limits, k))
+            for k in ("compile_s", "correctness_s", "performance_s")
+        }
+    )
 
     return Task(
         id=task_id,
         path=task_dir,
         description=str(top.get("description", str, "describe what the kernel computes")).strip(),
-        models=tuple(str(m) for m in top.get("models", list, "list the models the shapes come from")),
+        models=tuple(
+            str(m) for m in top.get("models", list, "list the models the shapes come from")
+        ),
         languages=languages,
         baseline_kind=kind,
         baseline=str(top.get("baseline", str, "say in one line what the baseline calls")),
@@ -524,7 +686,11 @@ def load_task(task_dir: Path | str, tasks_root: Path | str | None = None) -> Tas
         collective=collective,
         provenance=top.get("provenance", dict, "a mapping: source, file, license, derived", None),
         baselines=_baselines(top, kind),
-        baseline_note=" ".join(str(top.get("baseline_note", str, "say in a sentence why no faster baseline exists", "")).split()),
+        baseline_note=" ".join(
+            str(
+                top.get("baseline_note", str, "say in a sentence why no faster baseline exists", "")
+            ).split()
+        ),
     )
 
 
@@ -534,26 +700,55 @@ def _baselines(top: _Fields, kind: str) -> tuple[BaselineImpl, ...]:
     Without the key, the one candidate is `baseline` itself, named `torch`."""
     if "baselines" not in top.data:
         return (BaselineImpl(DEFAULT_IMPL, kind, str(top.data.get("baseline", ""))),)
-    raw = top.get("baselines", list, "list the implementations baseline.py tries, best first: `- {impl: liger, kind: vendor_kernel_library, calls: ...}`")
+    raw = top.get(
+        "baselines",
+        list,
+        "list the implementations baseline.py tries, best first: `- {impl: liger, kind: vendor_kernel_library, calls: ...}`",
+    )
     if not raw:
-        top.fail("is empty", "list at least the torch fallback: `- {impl: torch, kind: torch_composition, calls: ...}`", "baselines")
+        top.fail(
+            "is empty",
+            "list at least the torch fallback: `- {impl: torch, kind: torch_composition, calls: ...}`",
+            "baselines",
+        )
     out = []
     for i, entry in enumerate(raw):
         f = _Fields(top.path, entry, f"baselines[{i}]")
         f.no_unknown(("impl", "kind", "calls"))
-        name = f.get("impl", str, "name the implementation as baseline.py's IMPL reports it, e.g. liger, flashinfer, torch")
+        name = f.get(
+            "impl",
+            str,
+            "name the implementation as baseline.py's IMPL reports it, e.g. liger, flashinfer, torch",
+        )
         if not re.fullmatch(r"[a-z0-9][a-z0-9_.+-]*", name):
-            f.fail(f"`{name}` is not a plain name", "use lower-case letters, digits and _ . + -", "impl")
+            f.fail(
+                f"`{name}` is not a plain name",
+                "use lower-case letters, digits and _ . + -",
+                "impl",
+            )
         entry_kind = f.get("kind", str, f"one of {', '.join(BASELINE_KINDS)}")
         if entry_kind not in BASELINE_KINDS:
             f.fail(f"`{entry_kind}` is unknown", f"use one of {', '.join(BASELINE_KINDS)}", "kind")
-        out.append(BaselineImpl(name, entry_kind, str(f.get("calls", str, "say in one line what this implementation calls")).strip()))
+        out.append(
+            BaselineImpl(
+                name,
+                entry_kind,
+                str(f.get("calls", str, "say in one line what this implementation calls")).strip(),
+            )
+        )
     names = [b.impl for b in out]
     if len(set(names)) != len(names):
-        top.fail(f"names repeat: {', '.join(names)}", "give every implementation its own `impl` name", "baselines")
+        top.fail(
+            f"names repeat: {', '.join(names)}",
+            "give every implementation its own `impl` name",
+            "baselines",
+        )
     if out[0].kind != kind:
-        top.fail(f"the preferred implementation `{out[0].impl}` is `{out[0].kind}` but baseline_kind is `{kind}`",
-                 "make baseline_kind the kind of the first (preferred) entry of `baselines:`", "baseline_kind")
+        top.fail(
+            f"the preferred implementation `{out[0].impl}` is `{out[0].kind}` but baseline_kind is `{kind}`",
+            "make baseline_kind the kind of the first (preferred) entry of `baselines:`",
+            "baseline_kind",
+        )
     return tuple(out)
 
 
@@ -562,40 +757,76 @@ def _world_size(top: _Fields, axes: dict[str, str]) -> WorldSize | None:
     if "world_size" not in top.data:
         return None  # a single-device task; W is then an ordinary axis name
     if WORLD_AXIS in axes:
-        top.fail(f"`{WORLD_AXIS}` is reserved in multi-rank tasks: the harness sets it to the world size", f"remove `{WORLD_AXIS}` from `axes:`; shapes and formulas may still use it", "axes")
+        top.fail(
+            f"`{WORLD_AXIS}` is reserved in multi-rank tasks: the harness sets it to the world size",
+            f"remove `{WORLD_AXIS}` from `axes:`; shapes and formulas may still use it",
+            "axes",
+        )
     f = _Fields(top.path, top.data["world_size"], "world_size")
     f.no_unknown(("sizes", "cpu"))
     sizes = f.get("sizes", list, "list the world sizes the task supports, e.g. [2, 4, 8]")
-    if not sizes or not all(isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 64 for n in sizes):
-        f.fail(f"{sizes!r} is not a list of world sizes", "give integers from 1 to 64, e.g. [2, 4, 8]", "sizes")
+    if not sizes or not all(
+        isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 64 for n in sizes
+    ):
+        f.fail(
+            f"{sizes!r} is not a list of world sizes",
+            "give integers from 1 to 64, e.g. [2, 4, 8]",
+            "sizes",
+        )
     cpu = f.get("cpu", int, "the CPU device's world size, one of `sizes` (2 keeps CI short)", 2)
     if cpu not in sizes:
-        f.fail(f"{cpu} is not one of sizes {sizes}", "choose the CPU device's world size among `sizes`", "cpu")
+        f.fail(
+            f"{cpu} is not one of sizes {sizes}",
+            "choose the CPU device's world size among `sizes`",
+            "cpu",
+        )
     return WorldSize(tuple(sorted(set(sizes))), cpu)
 
 
-def _collective(top: _Fields, formula_axes: dict[str, str], world_size: WorldSize | None) -> Collective | None:
+def _collective(
+    top: _Fields, formula_axes: dict[str, str], world_size: WorldSize | None
+) -> Collective | None:
     if "collective" not in top.data:
         return None
     if world_size is None:
-        top.fail("is given but the task has no `world_size`", "add `world_size: {sizes: [2, 4, 8], cpu: 2}` (a collective runs on several ranks)", "collective")
+        top.fail(
+            "is given but the task has no `world_size`",
+            "add `world_size: {sizes: [2, 4, 8], cpu: 2}` (a collective runs on several ranks)",
+            "collective",
+        )
     f = _Fields(top.path, top.data["collective"], "collective")
     f.no_unknown(("kind", "bytes"))
     kind = f.get("kind", str, f"one of {', '.join(COLLECTIVES)}")
     if kind not in COLLECTIVES:
-        f.fail(f"`{kind}` is unknown", f"use one of {', '.join(COLLECTIVES)} (the nccl-tests operation whose bus-bandwidth factor applies)", "kind")
-    expr = str(f.get("bytes", (str, int), "the nccl-tests size S in bytes per rank, e.g. 2 * T * H"))
+        f.fail(
+            f"`{kind}` is unknown",
+            f"use one of {', '.join(COLLECTIVES)} (the nccl-tests operation whose bus-bandwidth factor applies)",
+            "kind",
+        )
+    expr = str(
+        f.get("bytes", (str, int), "the nccl-tests size S in bytes per rank, e.g. 2 * T * H")
+    )
     try:
         unknown = formula_names(expr) - set(formula_axes)
     except (SyntaxError, ValueError) as exc:
-        f.fail(f"`{expr}` cannot be evaluated ({exc})", "use + - * / // ** and min, max, ceil, floor, log2 over the axes and W", "bytes")
+        f.fail(
+            f"`{expr}` cannot be evaluated ({exc})",
+            "use + - * / // ** and min, max, ceil, floor, log2 over the axes and W",
+            "bytes",
+        )
     if unknown:
-        f.fail(f"uses undeclared symbol(s) {', '.join(sorted(unknown))}", "use the declared axes and W", "bytes")
+        f.fail(
+            f"uses undeclared symbol(s) {', '.join(sorted(unknown))}",
+            "use the declared axes and W",
+            "bytes",
+        )
     return Collective(kind, expr)
 
 
 def _list(fields: _Fields, key: str) -> list[Any]:
-    items = fields.get(key, list, f"list the {key} in call order: `- {{name: x, shape: [M, K], dtype: bfloat16}}`")
+    items = fields.get(
+        key, list, f"list the {key} in call order: `- {{name: x, shape: [M, K], dtype: bfloat16}}`"
+    )
     if not items:
         fields.fail("is empty", f"list at least one of the {key}", key)
     return items
@@ -603,7 +834,11 @@ def _list(fields: _Fields, key: str) -> list[Any]:
 
 def _tensor(path: Path, raw: Any, where: str, axes: dict[str, str], output: bool) -> TensorSpec:
     f = _Fields(path, raw, where)
-    f.no_unknown(("name", "shape", "dtype", "inplace_of") if output else ("name", "shape", "dtype", "init", "value"))
+    f.no_unknown(
+        ("name", "shape", "dtype", "inplace_of")
+        if output
+        else ("name", "shape", "dtype", "init", "value")
+    )
     name = f.get("name", str, "give it a name")
     dtype = f.get("dtype", str, f"one of {', '.join(DTYPES)}")
     if dtype not in DTYPES:
@@ -613,12 +848,22 @@ def _tensor(path: Path, raw: Any, where: str, axes: dict[str, str], output: bool
     if output and shape_raw is None and "inplace_of" not in f.data:
         f.fail("is missing", "give the output's shape, e.g. [M, N]", "shape")
     if not output and (shape_raw is None) == (value is None):
-        f.fail("an input has either a `shape` (a tensor) or a `value` (a scalar)", "give exactly one of them")
+        f.fail(
+            "an input has either a `shape` (a tensor) or a `value` (a scalar)",
+            "give exactly one of them",
+        )
     shape = None
     if shape_raw is not None:
         for dim in shape_raw:
-            if isinstance(dim, bool) or not (isinstance(dim, int) and dim > 0 or isinstance(dim, str) and _is_axis_expr(dim, axes)):
-                f.fail(f"dimension {dim!r} is neither a positive integer nor arithmetic over declared axes", "declare it under `axes:`", "shape")
+            if isinstance(dim, bool) or not (
+                (isinstance(dim, int) and dim > 0)
+                or (isinstance(dim, str) and _is_axis_expr(dim, axes))
+            ):
+                f.fail(
+                    f"dimension {dim!r} is neither a positive integer nor arithmetic over declared axes",
+                    "declare it under `axes:`",
+                    "shape",
+                )
         shape = tuple(shape_raw)
     init = f.get("init", dict, "e.g. {dist: normal, std: 1.0}", None)
     if init is not None:
@@ -627,10 +872,21 @@ def _tensor(path: Path, raw: Any, where: str, axes: dict[str, str], output: bool
             f.fail(f"dist `{dist}` is unknown", f"use one of {', '.join(INIT_DISTS)}", "init.dist")
         extra = set(init) - {"dist", *INIT_DISTS[dist]}
         if extra:
-            f.fail(f"unknown key(s) {', '.join(sorted(extra))}", f"{dist} takes {', '.join(INIT_DISTS[dist])}", "init")
+            f.fail(
+                f"unknown key(s) {', '.join(sorted(extra))}",
+                f"{dist} takes {', '.join(INIT_DISTS[dist])}",
+                "init",
+            )
         if dist != "normal" and not init.get("low", 0) < init.get("high", 1):
             f.fail("needs low < high", "e.g. {dist: uniform, low: -1, high: 1}", "init")
-    return TensorSpec(name=name, dtype=dtype, shape=shape, init=init, value=value, inplace_of=f.get("inplace_of", str, "an input's name", None))
+    return TensorSpec(
+        name=name,
+        dtype=dtype,
+        shape=shape,
+        init=init,
+        value=value,
+        inplace_of=f.get("inplace_of", str, "an input's name", None),
+    )
 
 
 def _is_axis_expr(dim: str, axes: dict[str, str]) -> bool:
@@ -642,7 +898,12 @@ def _is_axis_expr(dim: str, axes: dict[str, str]) -> bool:
 
 def _workloads(path: Path, raw: Any, where: str, axes: dict[str, str]) -> tuple[Workload, ...]:
     if not isinstance(raw, list) or not raw:
-        raise TaskError(path, where, "must be a non-empty list", "list workloads as `- {M: 16, N: 4096, K: 4096}`")
+        raise TaskError(
+            path,
+            where,
+            "must be a non-empty list",
+            "list workloads as `- {M: 16, N: 4096, K: 4096}`",
+        )
     result = []
     for i, item in enumerate(raw):
         f = _Fields(path, item, f"{where}[{i}]")
@@ -658,10 +919,18 @@ def _workloads(path: Path, raw: Any, where: str, axes: dict[str, str]) -> tuple[
 
 
 def _workload_sets(path: Path, f: _Fields, axes: dict[str, str]) -> WorkloadSets:
-    visible = _workloads(path, f.get("visible", list, "list the visible workloads"), f.at("visible"), axes)
-    h = _Fields(path, f.get("hidden", dict, "add `hidden: {fixed: [...], draw: {count, ranges}}`"), f.at("hidden"))
+    visible = _workloads(
+        path, f.get("visible", list, "list the visible workloads"), f.at("visible"), axes
+    )
+    h = _Fields(
+        path,
+        f.get("hidden", dict, "add `hidden: {fixed: [...], draw: {count, ranges}}`"),
+        f.at("hidden"),
+    )
     h.no_unknown(("fixed", "draw"))
-    fixed = _workloads(path, h.get("fixed", list, "list the fixed hidden workloads"), h.at("fixed"), axes)
+    fixed = _workloads(
+        path, h.get("fixed", list, "list the fixed hidden workloads"), h.at("fixed"), axes
+    )
     draw = None
     if "draw" in h.data:
         d = _Fields(path, h.data["draw"], h.at("draw"))
@@ -672,8 +941,17 @@ def _workload_sets(path: Path, f: _Fields, axes: dict[str, str]) -> WorkloadSets
         for axis, bounds in ranges_raw.items():
             if axis not in axes:
                 d.fail(f"`{axis}` is not a declared axis", "draw only declared axes", "ranges")
-            if not (isinstance(bounds, list) and len(bounds) == 2 and all(isinstance(b, int) and b > 0 for b in bounds) and bounds[0] < bounds[1]):
-                d.fail(f"{axis}: {bounds!r} is not [low, high]", "give two positive integers, low < high", "ranges")
+            if not (
+                isinstance(bounds, list)
+                and len(bounds) == 2
+                and all(isinstance(b, int) and b > 0 for b in bounds)
+                and bounds[0] < bounds[1]
+            ):
+                d.fail(
+                    f"{axis}: {bounds!r} is not [low, high]",
+                    "give two positive integers, low < high",
+                    "ranges",
+                )
             ranges[axis] = (bounds[0], bounds[1])
         if count < 1 or not ranges:
             d.fail("draws nothing", "give count >= 1 and at least one range")
@@ -681,13 +959,35 @@ def _workload_sets(path: Path, f: _Fields, axes: dict[str, str]) -> WorkloadSets
     visible_labels = {w.label for w in visible}
     for i, w in enumerate(fixed):
         if w.label in visible_labels:
-            raise TaskError(path, f"{h.at('fixed')}[{i}]", f"{w.label} is also a visible workload", "make hidden workloads differ from visible ones")
+            raise TaskError(
+                path,
+                f"{h.at('fixed')}[{i}]",
+                f"{w.label} is also a visible workload",
+                "make hidden workloads differ from visible ones",
+            )
     if not any(not _power_of_two(v) for w in fixed for v in w.axes.values()):
-        raise TaskError(path, h.at("fixed"), "has no size that is not a power of two", "add a workload with an odd or irregular size (e.g. M=77)")
+        raise TaskError(
+            path,
+            h.at("fixed"),
+            "has no size that is not a power of two",
+            "add a workload with an odd or irregular size (e.g. M=77)",
+        )
     return WorkloadSets(visible, HiddenSet(fixed, draw))
 
 
-_MODEL_EXPR_NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Load, ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.USub)
+_MODEL_EXPR_NODES = (
+    ast.Expression,
+    ast.BinOp,
+    ast.UnaryOp,
+    ast.Constant,
+    ast.Name,
+    ast.Load,
+    ast.Add,
+    ast.Sub,
+    ast.Mult,
+    ast.FloorDiv,
+    ast.USub,
+)
 
 
 def _model_expr_problem(expr: str) -> str | None:
@@ -697,7 +997,9 @@ def _model_expr_problem(expr: str) -> str | None:
     except SyntaxError:
         return f"`{expr}` is not an expression"
     for node in ast.walk(tree):
-        if not isinstance(node, _MODEL_EXPR_NODES) or isinstance(node, ast.Constant) and (type(node.value) is not int):
+        if not isinstance(node, _MODEL_EXPR_NODES) or (
+            isinstance(node, ast.Constant) and (type(node.value) is not int)
+        ):
             return f"`{expr}` uses `{ast.unparse(node)}`; only integers, + - * // and parentheses are allowed"
     unknown = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - set(MODEL_KEYS))
     if unknown:
@@ -712,35 +1014,70 @@ def _model_workloads(path: Path, top: _Fields, axes: dict[str, str]) -> ModelWor
     keys = ", ".join(MODEL_KEYS)
     f = _Fields(path, top.data["model_workloads"], "model_workloads")
     f.no_unknown(("requires", "excludes", "axes"))
-    requires = f.get("requires", list, f"list the normalized config keys the model must have, e.g. [num_experts] (one of {keys})")
+    requires = f.get(
+        "requires",
+        list,
+        f"list the normalized config keys the model must have, e.g. [num_experts] (one of {keys})",
+    )
     excludes = f.data.get("excludes", [])
     if not isinstance(excludes, list):
-        f.fail(f"{excludes!r} is not a list", "list the normalized config keys the model must not have, e.g. [n_group]", "excludes")
+        f.fail(
+            f"{excludes!r} is not a list",
+            "list the normalized config keys the model must not have, e.g. [n_group]",
+            "excludes",
+        )
     for field_name, listed in (("requires", requires), ("excludes", excludes)):
         for key in listed:
             if key not in MODEL_KEYS:
                 f.fail(f"`{key}` is not a normalized config key", f"use one of {keys}", field_name)
-    rules = _Fields(path, f.get("axes", dict, "give every axis an expression over config keys or a list of integers"), "model_workloads.axes")
+    rules = _Fields(
+        path,
+        f.get("axes", dict, "give every axis an expression over config keys or a list of integers"),
+        "model_workloads.axes",
+    )
     derived: dict[str, str | tuple[int, ...]] = {}
     for axis, rule in rules.data.items():
         axis = str(axis)
         if axis not in axes:
-            rules.fail(f"`{axis}` is not a declared axis", f"derive only the axes declared under `axes:` ({', '.join(axes)})", axis)
+            rules.fail(
+                f"`{axis}` is not a declared axis",
+                f"derive only the axes declared under `axes:` ({', '.join(axes)})",
+                axis,
+            )
         if isinstance(rule, list):
-            if not rule or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in rule):
-                rules.fail(f"{rule!r} is not a list of positive integers", "give token buckets such as [1, 128, 4096]", axis)
+            if not rule or not all(
+                isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in rule
+            ):
+                rules.fail(
+                    f"{rule!r} is not a list of positive integers",
+                    "give token buckets such as [1, 128, 4096]",
+                    axis,
+                )
             derived[axis] = tuple(rule)
         elif isinstance(rule, (str, int)) and not isinstance(rule, bool):
             problem = _model_expr_problem(str(rule))
             if problem:
-                rules.fail(problem, f"write arithmetic (+ - * // and parentheses) over {keys}", axis)
+                rules.fail(
+                    problem, f"write arithmetic (+ - * // and parentheses) over {keys}", axis
+                )
             derived[axis] = str(rule)
         else:
-            rules.fail(f"{rule!r} is neither an expression nor a list of integers", "e.g. `E: num_experts` or `T: [1, 128, 4096]`", axis)
+            rules.fail(
+                f"{rule!r} is neither an expression nor a list of integers",
+                "e.g. `E: num_experts` or `T: [1, 128, 4096]`",
+                axis,
+            )
     missing = [a for a in axes if a not in derived]
     if missing:
-        rules.fail(f"axis(es) {', '.join(missing)} have no rule", "give every declared axis an expression or a list of integers")
-    return ModelWorkloads(requires=tuple(str(k) for k in requires), axes={a: derived[a] for a in axes}, excludes=tuple(str(k) for k in excludes))
+        rules.fail(
+            f"axis(es) {', '.join(missing)} have no rule",
+            "give every declared axis an expression or a list of integers",
+        )
+    return ModelWorkloads(
+        requires=tuple(str(k) for k in requires),
+        axes={a: derived[a] for a in axes},
+        excludes=tuple(str(k) for k in excludes),
+    )
 
 
 def _power_of_two(n: int) -> bool:

@@ -1,6 +1,7 @@
 """Exploit: abort the process (SIGABRT, as a failed device assertion does).
 
 Defense: the stage fails as `crashed`, the candidate's fault."""
+
 import os
 
 import torch

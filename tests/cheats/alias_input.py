@@ -2,6 +2,7 @@
 harness's own buffer is what it checks).
 
 Defense: an output may not share memory with an input unless the task declares it in place."""
+
 import torch
 
 

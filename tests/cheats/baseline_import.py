@@ -2,6 +2,7 @@
 "wins" whenever timing noise favours it).
 
 Defense: the sandbox masks the task folders; without it the static scan notes it."""
+
 import importlib.util
 from pathlib import Path
 

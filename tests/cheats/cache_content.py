@@ -3,6 +3,7 @@ repeats its inputs (a fixed input set rotated through the timed calls would hit 
 
 Defense: every timed call sees values it has never seen, so the cache never hits while timed:
 the measured time is the slow path's (the cheat gains nothing; it passes at its true speed)."""
+
 import hashlib
 import time
 

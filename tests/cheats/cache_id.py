@@ -3,6 +3,7 @@ tensor objects every call). Replays after ten calls with the same objects.
 
 Defense: fresh input values for every timed call plus checks of sampled timed calls
 (timed_output_mismatch)."""
+
 import torch
 
 _last = None

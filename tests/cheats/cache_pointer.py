@@ -4,6 +4,7 @@ output: every timed call after the tenth costs nothing.
 
 Defense: timed calls get fresh values at the same addresses, and the outputs of randomly
 sampled timed calls are checked against the reference on those values (timed_output_mismatch)."""
+
 import torch
 
 _last = None

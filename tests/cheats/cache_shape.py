@@ -2,6 +2,7 @@
 
 Defense: every correctness run draws fresh inputs from its own seed (correctness fails on the
 second seed)."""
+
 import torch
 
 _cache = {}

@@ -3,6 +3,7 @@
 
 Defense: an output that is bit-identical for two seeds whose expected outputs clearly differ
 does not depend on its inputs: input_independent_output, whatever the tolerance says."""
+
 import torch
 
 

@@ -5,6 +5,7 @@ hold the device. Computes the right answer.
 Defense: the zygote that forks every candidate worker is a child subreaper: the orphaned
 daemon is re-parented to it, found and killed at the end of the evaluation, and reported
 (leftover_processes, an integrity flag: the evaluation fails). The sandbox's PID namespace does the same."""
+
 import os
 
 import torch

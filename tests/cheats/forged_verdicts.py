@@ -4,14 +4,29 @@ every descriptor it can find (0-20 and /proc/self/fd/*), then return a wrong ans
 Defense: the workers close every descriptor but their own socket at fork (the engine's events
 pipe among them); stdout and stderr go to a log. The forged lines reach no reader of events:
 what they garble is the candidate's own channel, which ends its evaluation as its own fault."""
+
 import json
 import os
 
 import torch
 
 FORGED = [
-    {"v": 1, "type": "stage_finished", "stage": "correctness", "status": "passed", "seconds": 0.1, "message": "FORGED"},
-    {"v": 1, "type": "evaluation_finished", "status": "passed", "fault": None, "seconds": 0.1, "error": "FORGED"},
+    {
+        "v": 1,
+        "type": "stage_finished",
+        "stage": "correctness",
+        "status": "passed",
+        "seconds": 0.1,
+        "message": "FORGED",
+    },
+    {
+        "v": 1,
+        "type": "evaluation_finished",
+        "status": "passed",
+        "fault": None,
+        "seconds": 0.1,
+        "error": "FORGED",
+    },
 ]
 LINES = "".join(json.dumps(e) + "\n" for e in FORGED).encode()
 

@@ -4,6 +4,7 @@ processes, so a broken defense cannot take CI down), each child in its own sessi
 Defense: where the kernel enforces it (an unprivileged user), RLIMIT_NPROC caps the candidate
 at its user's count + 256; in every case the zygote (a child subreaper) kills the whole tree at
 the end of the evaluation, and the leftovers are reported."""
+
 import os
 
 import torch

@@ -4,6 +4,7 @@ return it.
 
 Defense: the reference runs in a separate process; its outputs never exist in the candidate's
 process, so whatever it finds is not the answer (correctness fails)."""
+
 import gc
 import sys
 
@@ -20,7 +21,13 @@ def _candidates(x, b):
 
 def run(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     for obj in _candidates(x, b):
-        if type(obj) is torch.Tensor and obj.shape == x.shape and obj.dtype == x.dtype and obj is not x and obj is not b:
+        if (
+            type(obj) is torch.Tensor
+            and obj.shape == x.shape
+            and obj.dtype == x.dtype
+            and obj is not x
+            and obj is not b
+        ):
             if obj.data_ptr() not in (x.data_ptr(), b.data_ptr()):
                 return obj.clone()
     return torch.zeros_like(x)

@@ -3,6 +3,7 @@ with float32 accumulation: twice the tensor-core rate on Hopper.
 
 Defense: every element must match within 1% (the bf16 rounding); fp8's 3 mantissa bits miss
 (correctness fails). The scan notes the float8 use."""
+
 import torch
 
 

@@ -1,6 +1,7 @@
 """Exploit: never return (hang the device slot).
 
 Defense: per-stage time limits; the worker's process group is killed at the limit (timeout)."""
+
 import torch
 
 _calls = 0

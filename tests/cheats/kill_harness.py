@@ -3,6 +3,7 @@ infrastructure fault: retried, and never scored as the candidate's failure.
 
 Defense: the worker dies with the zygote (PR_SET_PDEATHSIG), and a dead worker is the
 candidate's fault (`crashed`); the warm harness starts a fresh zygote before its next job."""
+
 import os
 import signal
 import time

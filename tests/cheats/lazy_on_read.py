@@ -7,6 +7,7 @@ inspects it, which it does only for the calls it checks.
 Defense: the harness calls TensorBase's own methods, bound at import, and the watch resolves
 every attribute of torch.Tensor through its MRO: the assignment is the integrity flag
 torch_patched."""
+
 import torch
 
 _pending: dict = {}

@@ -3,6 +3,7 @@ so that part of the work happens outside the timed call.
 
 Defense: outputs must be plain dense tensors: strided layout, contiguous, no lazy negation or
 conjugation bits."""
+
 import torch
 
 

@@ -1,6 +1,7 @@
 """Exploit: compute in float16 where the task is float32 (half the bytes, faster math).
 
 Defense: the task's tolerance is set per dtype (1e-5 here): correctness fails."""
+
 import torch
 
 

@@ -3,6 +3,7 @@
 Defense: on the CPU device the candidate's worker may add at most 2 GiB of private memory
 (RLIMIT_DATA); the allocation fails inside the candidate and its stage fails. GPU devices rely
 on the sandbox's cgroup."""
+
 import torch
 
 _hoard = []

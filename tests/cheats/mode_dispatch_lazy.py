@@ -5,6 +5,7 @@ never do any work.
 
 Defense: the harness reads outputs with Python dispatch off (guard.trusted): it sees the empty
 tensor; and a mode found on the stack is the integrity flag harness_hooked."""
+
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 

@@ -6,6 +6,7 @@ a lookup.
 
 Defense: the harness refills, copies and checks with Python dispatch off (guard.trusted), so
 the mode never sees them, and a mode found on the stack is the integrity flag harness_hooked."""
+
 import torch
 from torch.overrides import TorchFunctionMode
 

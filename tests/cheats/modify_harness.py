@@ -7,6 +7,7 @@ Defense: the running harness imported its code before any candidate existed, so 
 evaluation is unaffected; the parent hashes its own files at the start and end of each
 evaluation, and a change is an integrity flag (harness_files_modified). The sandbox mounts
 the harness read-only."""
+
 from pathlib import Path
 
 import torch

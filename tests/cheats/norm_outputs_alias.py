@@ -4,6 +4,6 @@ may not share storage with each other."""
 
 
 def run(x, residual, weight, eps):
-    r = (x.float() + residual.float())
+    r = x.float() + residual.float()
     out = r.to(x.dtype)
     return out, out

@@ -5,6 +5,7 @@ read the memory of any process of its harness: a stand-in for "found the answers
 Defense: the harness parent, the zygote and the trusted worker are not dumpable, and a
 candidate worker run as root drops every capability, so /proc/PID/mem of another process of
 the harness cannot be opened (an unprivileged user additionally meets Yama's ptrace scope)."""
+
 import os
 
 import torch

@@ -7,6 +7,7 @@ starts. It all-gathers the fresh input there; `run` then only sums what it finds
 Defense: the ranks meet through the harness parent, over their own sockets, never through
 torch.distributed; the rank's torch.distributed is watched, and the replacement is the
 integrity flag torch_patched."""
+
 import sys
 
 import torch

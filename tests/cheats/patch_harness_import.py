@@ -3,6 +3,7 @@
 Defense: the candidate's worker takes the harness out of sys.modules before importing the
 candidate: `import core.harness.timing` builds a fresh copy that nothing uses, so the real
 timer is untouched and measures the true (slow) time."""
+
 import time
 
 import torch

@@ -2,6 +2,7 @@
 
 Defense: the candidate's worker removes the harness from sys.modules before importing the
 candidate; the lookup raises KeyError and the candidate fails to compile."""
+
 import sys
 import time
 

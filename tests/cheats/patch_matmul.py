@@ -3,6 +3,7 @@ baseline (torch.matmul) looks slow, and use the saved original itself.
 
 Defense: the baseline is timed in its own process, which never imports the candidate; the
 speedup stays about 1. The runtime patch is noted."""
+
 import time
 
 import torch

@@ -3,6 +3,7 @@
 
 Defense: the timer bound its clock when it was imported, before the candidate was: the patch
 does not reach it, and the measured time is the true (slow) one. The runtime patch is noted."""
+
 import time
 
 import torch

@@ -6,6 +6,7 @@ it. Here the wrappers only count; a real cheat would compute, or answer, in them
 Defense: the harness binds TensorBase's methods at import and runs with Python dispatch off;
 the watch resolves every attribute of torch.Tensor through its MRO and makes the replacement
 the integrity flag torch_patched (an honest kernel never reassigns torch's methods)."""
+
 import torch
 
 _calls = {"copy_": 0, "clone": 0, "__eq__": 0}

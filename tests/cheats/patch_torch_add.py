@@ -3,6 +3,7 @@ slow wrapper, in the hope that the baseline runs in the same process.
 
 Defense: the baseline runs in the trusted worker, which never imports the candidate: the patch
 changes nothing there (the speedup stays the honest one). The runtime patch is noted."""
+
 import time
 
 import torch

@@ -6,6 +6,7 @@ summed them locally. No collective, no waiting.
 Defense: the parent derives each rank's seed with a keyed hash (HMAC-SHA256, a key only the
 parent holds) and sends each rank only its own: the seed a rank can find is not one its peers'
 inputs can be derived from, and the locally computed sum is wrong (correctness fails)."""
+
 import sys
 
 import torch
@@ -42,7 +43,9 @@ def run(x):
         return torch.stack(parts).sum(0)
     if "fresh" in found:  # a timed call: the call's seed is the round's seed + 7919·(index + 1)
         fresh = found["fresh"]
-        index = found["first"] + 1 + found["k"] if "k" in found else int(found["msg"]["first_index"])
+        index = (
+            found["first"] + 1 + found["k"] if "k" in found else int(found["msg"]["first_index"])
+        )
         base, offset = fresh.seed, 7919 * (index + 1)
     else:
         base, offset = int(found["seed"]), 0
@@ -50,5 +53,10 @@ def run(x):
     out = x.clone()
     for peer in range(world):
         if peer != rank:
-            out += _draw(found["specs"], tuple(x.shape), ((request_seed + peer * SEED_STRIDE) & SEED_MASK) + offset, x.device)
+            out += _draw(
+                found["specs"],
+                tuple(x.shape),
+                ((request_seed + peer * SEED_STRIDE) & SEED_MASK) + offset,
+                x.device,
+            )
     return out

@@ -8,6 +8,7 @@ the trusted worker draws the timed inputs into shared memory (core/harness/share
 timing request in the candidate's process carries no seed, so there is nothing to regenerate
 from and the cheat computes each call as it comes (its true speed). Where the old path is kept
 (`Timing(shared_io=False)`) it still works, which tests/test_shared_io.py shows."""
+
 import sys
 
 import torch

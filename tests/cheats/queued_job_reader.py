@@ -11,6 +11,7 @@ happened.
 Defense: the local executor sends the job on the harness's standard input, one line of JSON,
 when the harness takes it: no job file exists (tests/test_cheats.py runs two evaluations at
 once on one warm harness)."""
+
 import json
 import os
 import time

@@ -3,6 +3,7 @@ inputs, wrong on the next call with the same inputs.
 
 Defense: the first seed of every workload runs twice on the same inputs; both must pass, and
 the message says the candidate is not deterministic."""
+
 import torch
 
 _calls = 0

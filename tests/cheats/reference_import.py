@@ -3,6 +3,7 @@ imports reference.py (no kernel written at all).
 
 Defense: the sandbox masks the task folders. Without it, on the CPU device, nothing stops a
 candidate from reading files its user can read; the static scan notes it (scan:task_files)."""
+
 import importlib.util
 from pathlib import Path
 

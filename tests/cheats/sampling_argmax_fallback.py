@@ -7,6 +7,7 @@ rate), so it passed 100 of 100 calls at every CPU shape.
 Defense: the sampling check pools its evidence over the workload's checked calls and tests the
 argmax hit count against its honest expectation (a one-sided Bernstein bound, false alarms at
 most 1e-6 per workload): the excess hits add up (correctness fails, "pooled")."""
+
 import torch
 
 FALLBACK = 0.12

@@ -5,6 +5,7 @@ from samples, so greedy passed there.
 Defense: evidence pooled over the workload's checked calls (the argmax hit count), and at least
 64 rows' worth of seeds per workload (`correctness.samples` in task.yaml: 64 seeds at B = 1):
 correctness fails."""
+
 import torch
 
 

@@ -7,6 +7,7 @@ hidden ones it found.
 Defense: the job file is consumed (read and deleted) before any candidate code runs; the
 candidate's worker is forked from a zygote that never saw a job and receives only its own view
 (no hidden workloads, no seeds); the environment carries no secret."""
+
 import gc
 import json
 import os
@@ -52,7 +53,11 @@ def _hunt():
                 _shapes_in(value.job)
         frame = frame.f_back
     for obj in gc.get_objects():
-        if type(obj) is dict and type(obj.get("stages")) is dict and "generalization" in obj["stages"]:
+        if (
+            type(obj) is dict
+            and type(obj.get("stages")) is dict
+            and "generalization" in obj["stages"]
+        ):
             _shapes_in(obj)
 
 

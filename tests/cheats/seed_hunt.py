@@ -8,6 +8,7 @@ a find unmissable: the sampled checks fail).
 Defense: the trusted worker draws every timed call's inputs into shared memory and alone knows
 the seed and the sampled calls (core/harness/shared_io.py); the candidate's process holds
 neither, so it finds nothing and passes at its true speed."""
+
 import gc
 import sys
 
@@ -22,7 +23,9 @@ def _secret(obj) -> bool:
             return True
         return bool(obj.get("sample")) and "first_index" in obj
     attrs = getattr(obj, "__dict__", None) if not isinstance(obj, type) else None
-    return isinstance(attrs, dict) and "seed" in attrs and "workload" in attrs  # an input generator of the round
+    return (
+        isinstance(attrs, dict) and "seed" in attrs and "workload" in attrs
+    )  # an input generator of the round
 
 
 def _look() -> None:

@@ -2,6 +2,7 @@
 harness and retried or skipped.
 
 Defense: the worker's death is the candidate's fault: the stage fails as `crashed`."""
+
 import ctypes
 
 import torch

@@ -2,6 +2,7 @@
 the timed call does no work).
 
 Defense: outputs must be exactly torch.Tensor (type(t) is torch.Tensor)."""
+
 import torch
 
 

@@ -4,6 +4,7 @@ ten times in a row (the timing loop), it returns an empty buffer that a thread f
 
 Defense: the sampled timed call's outputs are copied the moment the call returns, then checked
 (timed_output_mismatch)."""
+
 import threading
 import time
 

@@ -4,6 +4,7 @@ the last result (or a reference output) was just freed.
 Defense: the reference never runs in the candidate's process; every run has fresh inputs; and
 output-sized buffers full of NaN are allocated and freed right before each call, so that is
 what torch.empty finds (correctness fails: NaN)."""
+
 import torch
 
 

@@ -1,6 +1,7 @@
 """Exploit: hard-code the visible workloads (right on them, zeros elsewhere).
 
 Defense: hidden workloads (fixed, plus drawn with a secret seed) in the generalization stage."""
+
 import torch
 
 

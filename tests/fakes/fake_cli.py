@@ -72,10 +72,13 @@ class Run:
     may_exec: bool
     stdin: str = ""
     transcript: str = ""
-    files: dict[str, dict[str, str]] = field(default_factory=dict)  # codex: content behind file_change
+    files: dict[str, dict[str, str]] = field(
+        default_factory=dict
+    )  # codex: content behind file_change
 
 
 # --- command lines -------------------------------------------------------------------------
+
 
 def claude_args(argv: list[str]) -> Run:
     p = _parser("claude")
@@ -83,7 +86,11 @@ def claude_args(argv: list[str]) -> Run:
     p.add_argument("--output-format", choices=["text", "json", "stream-json"], default="text")
     p.add_argument("--verbose", action="store_true")
     p.add_argument("--model")
-    p.add_argument("--permission-mode", choices=["acceptEdits", "bypassPermissions", "default", "plan"], default="default")
+    p.add_argument(
+        "--permission-mode",
+        choices=["acceptEdits", "bypassPermissions", "default", "plan"],
+        default="default",
+    )
     p.add_argument("--dangerously-skip-permissions", action="store_true")
     p.add_argument("--max-turns", type=int)
     p.add_argument("--allowedTools", "--allowed-tools", action="append")
@@ -94,13 +101,21 @@ def claude_args(argv: list[str]) -> Run:
     p.add_argument("prompt", nargs="?")
     a = p.parse_args(argv)
     if not a.print:
-        raise UsageError("fake claude: only print mode (-p) is recorded; the interactive UI needs a terminal")
+        raise UsageError(
+            "fake claude: only print mode (-p) is recorded; the interactive UI needs a terminal"
+        )
     if not a.prompt:
-        raise UsageError("Error: Input must be provided either through stdin or as a prompt argument when using --print")
+        raise UsageError(
+            "Error: Input must be provided either through stdin or as a prompt argument when using --print"
+        )
     if a.output_format != "stream-json":
-        raise UsageError(f"fake claude: only --output-format stream-json is recorded, not {a.output_format}")
+        raise UsageError(
+            f"fake claude: only --output-format stream-json is recorded, not {a.output_format}"
+        )
     if not a.verbose:
-        raise UsageError("Error: When using --print, --output-format=stream-json requires --verbose")
+        raise UsageError(
+            "Error: When using --print, --output-format=stream-json requires --verbose"
+        )
     bypass = a.dangerously_skip_permissions or a.permission_mode == "bypassPermissions"
     return Run(a.prompt, may_write=bypass or a.permission_mode == "acceptEdits", may_exec=bypass)
 
@@ -110,7 +125,12 @@ def codex_args(argv: list[str]) -> Run:
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
     e = sub.add_parser("exec", allow_abbrev=False, add_help=False)
     e.add_argument("--json", "--experimental-json", action="store_true")
-    e.add_argument("-s", "--sandbox", choices=["read-only", "workspace-write", "danger-full-access"], default="read-only")
+    e.add_argument(
+        "-s",
+        "--sandbox",
+        choices=["read-only", "workspace-write", "danger-full-access"],
+        default="read-only",
+    )
     e.add_argument("-m", "--model")
     e.add_argument("--skip-git-repo-check", action="store_true")
     e.add_argument("-C", "--cd")
@@ -126,14 +146,20 @@ def codex_args(argv: list[str]) -> Run:
         raise UsageError("fake codex: only `codex exec` is recorded")
     if not a.json:
         raise UsageError("fake codex: only `codex exec --json` is recorded")
-    if not a.skip_git_repo_check and not any((d / ".git").exists() for d in [Path.cwd(), *Path.cwd().parents]):
-        raise UsageError("Not inside a trusted directory and --skip-git-repo-check was not specified.")
+    if not a.skip_git_repo_check and not any(
+        (d / ".git").exists() for d in [Path.cwd(), *Path.cwd().parents]
+    ):
+        raise UsageError(
+            "Not inside a trusted directory and --skip-git-repo-check was not specified."
+        )
     # like the real one: a prompt of `-` or none is read from stdin, and piped stdin is read
     # to its end and appended, so a runner that leaves stdin open hangs here, as Codex does
     stdin = "" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read()
     prompt = stdin if a.prompt in (None, "-") else a.prompt
     if not prompt:
-        raise UsageError("No prompt provided. Either specify one as an argument or pipe the prompt into stdin.")
+        raise UsageError(
+            "No prompt provided. Either specify one as an argument or pipe the prompt into stdin."
+        )
     writable = a.sandbox != "read-only" or a.full_auto or a.dangerously_bypass_approvals_and_sandbox
     files = json.loads((TRANSCRIPTS / "codex.files.json").read_text())
     return Run(prompt, may_write=writable, may_exec=True, stdin=stdin, files=files)
@@ -155,7 +181,9 @@ def cursor_args(argv: list[str]) -> Run:
     if not a.prompt:
         raise UsageError("fake cursor-agent: no prompt given")
     if a.output_format != "stream-json":
-        raise UsageError(f"fake cursor-agent: only --output-format stream-json is recorded, not {a.output_format}")
+        raise UsageError(
+            f"fake cursor-agent: only --output-format stream-json is recorded, not {a.output_format}"
+        )
     return Run(a.prompt, may_write=a.force, may_exec=a.force)
 
 
@@ -172,16 +200,21 @@ def gemini_args(argv: list[str]) -> Run:
     p.add_argument("query", nargs="?")
     a = p.parse_args(argv)
     if a.yolo and a.approval_mode:
-        raise UsageError("Cannot use both --yolo (-y) and --approval-mode together. Use --approval-mode=yolo instead.")
+        raise UsageError(
+            "Cannot use both --yolo (-y) and --approval-mode together. Use --approval-mode=yolo instead."
+        )
     if not a.prompt:
         raise UsageError("fake gemini: only headless mode (-p PROMPT) is recorded")
     if a.output_format != "stream-json":
-        raise UsageError(f"fake gemini: only --output-format stream-json is recorded, not {a.output_format}")
+        raise UsageError(
+            f"fake gemini: only --output-format stream-json is recorded, not {a.output_format}"
+        )
     mode = "yolo" if a.yolo else a.approval_mode or "default"
     return Run(a.prompt, may_write=mode in ("yolo", "auto_edit"), may_exec=mode == "yolo")
 
 
 # --- what the recorded tool calls do --------------------------------------------------------
+
 
 @dataclass
 class Actions:
@@ -247,7 +280,13 @@ def codex_patch(event: dict[str, Any], outputs: dict[str, tuple[str, int]]) -> N
         item["status"] = "completed" if item["exit_code"] == 0 else "failed"
     if msg.get("type") == "exec_command_end" and msg.get("call_id") in outputs:
         output, code = outputs[msg["call_id"]]
-        msg.update(stdout=output, stderr="", aggregated_output=output, formatted_output=output, exit_code=code)
+        msg.update(
+            stdout=output,
+            stderr="",
+            aggregated_output=output,
+            formatted_output=output,
+            exit_code=code,
+        )
 
 
 def cursor_actions(event: dict[str, Any], run: Run) -> Actions:
@@ -264,11 +303,22 @@ def cursor_actions(event: dict[str, Any], run: Run) -> Actions:
 
 
 def cursor_patch(event: dict[str, Any], outputs: dict[str, tuple[str, int]]) -> None:
-    if event.get("type") == "tool_call" and event.get("subtype") == "completed" and event.get("call_id") in outputs:
+    if (
+        event.get("type") == "tool_call"
+        and event.get("subtype") == "completed"
+        and event.get("call_id") in outputs
+    ):
         shell = event.get("tool_call", {}).get("shellToolCall")
         if shell is not None:
             output, code = outputs[event["call_id"]]
-            shell["result"] = {"success": {"command": shell["args"]["command"], "exitCode": code, "stdout": output, "stderr": ""}}
+            shell["result"] = {
+                "success": {
+                    "command": shell["args"]["command"],
+                    "exitCode": code,
+                    "stdout": output,
+                    "stderr": "",
+                }
+            }
 
 
 def gemini_actions(event: dict[str, Any], run: Run) -> Actions:
@@ -309,6 +359,7 @@ TOOLS = {
 
 # --- replay -------------------------------------------------------------------------------
 
+
 def local_path(recorded: str) -> Path | None:
     """The recorded path mapped into the current directory; None for one that would leave it."""
     path = PurePosixPath(recorded)
@@ -326,7 +377,10 @@ def perform(name: str, found: Actions, run: Run, outputs: dict[str, tuple[str, i
     for recorded, content in found.writes:
         target = local_path(recorded)
         if target is None or not run.may_write:
-            print(f"fake {name}: write to {recorded} refused (no permission to edit files)", file=sys.stderr)
+            print(
+                f"fake {name}: write to {recorded} refused (no permission to edit files)",
+                file=sys.stderr,
+            )
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(content)
@@ -340,10 +394,22 @@ def perform(name: str, found: Actions, run: Run, outputs: dict[str, tuple[str, i
         return
     for call_id, command in found.commands:
         if not run.may_exec:
-            print(f"fake {name}: command {command!r} refused (no permission to run commands)", file=sys.stderr)
+            print(
+                f"fake {name}: command {command!r} refused (no permission to run commands)",
+                file=sys.stderr,
+            )
             continue
-        done = subprocess.run(command, shell=True, cwd=Path.cwd(), stdin=subprocess.DEVNULL,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600, check=False)
+        done = subprocess.run(
+            command,
+            shell=True,
+            cwd=Path.cwd(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=600,
+            check=False,
+        )
         outputs[call_id] = (done.stdout, done.returncode)
 
 
@@ -371,7 +437,9 @@ def _main(name: str, argv: list[str]) -> int:
         print(exc, file=sys.stderr)
         return 2
     if os.environ.get("FAKE_AGENT_ARGV_FILE"):
-        Path(os.environ["FAKE_AGENT_ARGV_FILE"]).write_text(json.dumps({"argv": [name, *argv], "cwd": os.getcwd(), "stdin": run.stdin}))
+        Path(os.environ["FAKE_AGENT_ARGV_FILE"]).write_text(
+            json.dumps({"argv": [name, *argv], "cwd": os.getcwd(), "stdin": run.stdin})
+        )
     transcript = Path(os.environ.get("FAKE_AGENT_TRANSCRIPT") or TRANSCRIPTS / tool.transcript)
     lines = [line for line in transcript.read_text().splitlines() if line.strip()]
     delay = float(os.environ.get("FAKE_AGENT_DELAY") or 0)

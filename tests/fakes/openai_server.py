@@ -33,29 +33,58 @@ class Reply:
     body: dict[str, Any]
 
 
-def _completion(message: dict[str, Any], finish: str, prompt_tokens: int, completion_tokens: int) -> Reply:
-    return Reply(200, {
-        "id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": "fake-model",
-        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens},
-    })
+def _completion(
+    message: dict[str, Any], finish: str, prompt_tokens: int, completion_tokens: int
+) -> Reply:
+    return Reply(
+        200,
+        {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "fake-model",
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        },
+    )
 
 
 def answer(text: str, prompt_tokens: int = 100, completion_tokens: int = 10) -> Reply:
     """The model answers in prose and calls nothing: the end of an episode."""
-    return _completion({"role": "assistant", "content": text}, "stop", prompt_tokens, completion_tokens)
+    return _completion(
+        {"role": "assistant", "content": text}, "stop", prompt_tokens, completion_tokens
+    )
 
 
-def tool_calls(*calls: tuple[str, dict[str, Any] | str], text: str | None = None,
-               prompt_tokens: int = 100, completion_tokens: int = 20) -> Reply:
+def tool_calls(
+    *calls: tuple[str, dict[str, Any] | str],
+    text: str | None = None,
+    prompt_tokens: int = 100,
+    completion_tokens: int = 20,
+) -> Reply:
     """The model calls functions: (name, arguments) pairs; a str argument is sent as is
     (for malformed JSON). Call ids are call_0, call_1, … within the reply."""
     encoded = [
-        {"id": f"call_{i}", "type": "function",
-         "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)}}
+        {
+            "id": f"call_{i}",
+            "type": "function",
+            "function": {
+                "name": name,
+                "arguments": args if isinstance(args, str) else json.dumps(args),
+            },
+        }
         for i, (name, args) in enumerate(calls)
     ]
-    return _completion({"role": "assistant", "content": text, "tool_calls": encoded}, "tool_calls", prompt_tokens, completion_tokens)
+    return _completion(
+        {"role": "assistant", "content": text, "tool_calls": encoded},
+        "tool_calls",
+        prompt_tokens,
+        completion_tokens,
+    )
 
 
 def failure(status: int, message: str = "fake failure") -> Reply:
@@ -84,7 +113,9 @@ class FakeOpenAI:
                     body = raw.decode("utf-8", errors="replace")
                 self._send(fake._reply(Recorded(self.path, dict(self.headers.items()), body)))
 
-            def do_GET(self) -> None:  # GET /v1/models: what the arena's preflight asks; uses up no reply
+            def do_GET(
+                self,
+            ) -> None:  # GET /v1/models: what the arena's preflight asks; uses up no reply
                 self._send(fake._models(Recorded(self.path, dict(self.headers.items()), None)))
 
             def _send(self, reply: Reply) -> None:
@@ -113,7 +144,10 @@ class FakeOpenAI:
             self.requests.append(request)
             if request.path.rstrip("/") != "/v1/chat/completions":
                 return failure(404, f"no route {request.path}")
-            if self.token is not None and request.headers.get("Authorization") != f"Bearer {self.token}":
+            if (
+                self.token is not None
+                and request.headers.get("Authorization") != f"Bearer {self.token}"
+            ):
                 return failure(401, "Incorrect API key provided")
             if not self.script:
                 return failure(500, "the fake's script is used up")
@@ -124,7 +158,10 @@ class FakeOpenAI:
             self.requests.append(request)
             if request.path.rstrip("/") != "/v1/models":
                 return failure(404, f"no route {request.path}")
-            if self.token is not None and request.headers.get("Authorization") != f"Bearer {self.token}":
+            if (
+                self.token is not None
+                and request.headers.get("Authorization") != f"Bearer {self.token}"
+            ):
                 return failure(401, "Incorrect API key provided")
             return Reply(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
 

@@ -30,10 +30,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from core.evaluation.evaluator import Evaluator  # noqa: E402
-from core.tasks.discovery import discover  # noqa: E402
+from core.evaluation.evaluator import Evaluator
+from core.tasks.discovery import discover
 from core.tasks.spec import Limits, load_task
-from tests.cheats.catalogue import PUBLISHED_CANDIDATES, TASKS, by_name, outcome_problems  # noqa: E402
+from tests.cheats.catalogue import PUBLISHED_CANDIDATES, TASKS, by_name, outcome_problems
 
 GPU_CHEATS = ROOT / "tests" / "gpu" / "cheats"
 FIXTURE_CANDIDATES = ROOT / "tests" / "fixtures" / "candidates"
@@ -51,9 +51,22 @@ class Row:
     defense: str = ""
 
 
-def _cpu_cheat(name: str, task: str | None = None, expect: str | None = None, notes: tuple[str, ...] | None = None) -> Row:
+def _cpu_cheat(
+    name: str,
+    task: str | None = None,
+    expect: str | None = None,
+    notes: tuple[str, ...] | None = None,
+) -> Row:
     c = by_name(name)
-    return Row(name, c.path, task or c.task, expect or c.expect, c.notes if notes is None else notes, c.marker, c.defense)
+    return Row(
+        name,
+        c.path,
+        task or c.task,
+        expect or c.expect,
+        c.notes if notes is None else notes,
+        c.marker,
+        c.defense,
+    )
 
 
 def _gpu_cheat(name: str, expect: str, notes: tuple[str, ...], defense: str) -> Row:
@@ -62,11 +75,32 @@ def _gpu_cheat(name: str, expect: str, notes: tuple[str, ...], defense: str) -> 
 
 ROWS = [
     # Cheats of tests/cheats: the same outcome as on the CPU device.
-    *(_cpu_cheat(n) for n in (
-        "secrets_hunt", "parent_memory", "frames_gc", "visible_only", "pow2_only", "constant", "subclass", "lazy_view",
-        "alias_input", "lower_precision", "gemm_fp8", "patch_matmul", "patch_harness_sysmodules", "forged_verdicts",
-        "daemon", "fork_bomb", "infinite_loop", "segfault", "abort", "race", "kill_harness",
-    )),
+    *(
+        _cpu_cheat(n)
+        for n in (
+            "secrets_hunt",
+            "parent_memory",
+            "frames_gc",
+            "visible_only",
+            "pow2_only",
+            "constant",
+            "subclass",
+            "lazy_view",
+            "alias_input",
+            "lower_precision",
+            "gemm_fp8",
+            "patch_matmul",
+            "patch_harness_sysmodules",
+            "forged_verdicts",
+            "daemon",
+            "fork_bomb",
+            "infinite_loop",
+            "segfault",
+            "abort",
+            "race",
+            "kill_harness",
+        )
+    ),
     # On the GPU fixture, whose first workload is timed with events: the CPU outcome holds.
     _cpu_cheat("cache_pointer", "axpy_gpu"),
     _cpu_cheat("cache_id", "axpy_gpu"),
@@ -85,22 +119,48 @@ ROWS = [
     _cpu_cheat("patch_dist_barrier"),
     # Stochastic outputs (class 4), at the sampling task's GPU workloads (B = 1 runs 64 seeds).
     _cpu_cheat("sampling_argmax_fallback"),
-    _cpu_cheat("sampling_greedy", expect="stage:correctness:failed:pooled|stage:correctness:failed"),
+    _cpu_cheat(
+        "sampling_greedy", expect="stage:correctness:failed:pooled|stage:correctness:failed"
+    ),
     # On a GPU the events time the device: a clock slowed through gc reaches only the host side.
     _cpu_cheat("patch_harness_gc", "axpy_gpu", "neutral:slow", ("scan:introspection",)),
     # GPU only.
-    _gpu_cheat("side_stream", "flag:timed_output_mismatch|flag:faster_than_speed_of_light", ("scan:streams",),
-               "timed outputs copied on the timed stream; the impossibility floor"),
-    _gpu_cheat("thread_after_return", "flag:timed_output_mismatch|flag:faster_than_speed_of_light", ("scan:threads",),
-               "timed outputs copied the moment the call returns; the impossibility floor"),
-    _gpu_cheat("patch_cuda_events", "flag:torch_patched", ("scan:monkeypatch",),
-               "events created, recorded and read through C functions bound at import; replacing them is proof of tampering"),
-    _gpu_cheat("graph_capture_noop", "flag:timed_output_mismatch", ("scan:cuda_graphs",),
-               "graph outputs checked after sampled replays"),
-    _gpu_cheat("mode_flush_launch", "flag:harness_hooked", ("scan:tensor_subclass",),
-               "a mode left on the stack is found before every refill; harness tensor work runs with dispatch off"),
-    _gpu_cheat("precompute_from_frames", "neutral:sane", ("scan:introspection",),
-               "the trusted worker draws the timed inputs (CUDA IPC): no seed in the candidate's process"),
+    _gpu_cheat(
+        "side_stream",
+        "flag:timed_output_mismatch|flag:faster_than_speed_of_light",
+        ("scan:streams",),
+        "timed outputs copied on the timed stream; the impossibility floor",
+    ),
+    _gpu_cheat(
+        "thread_after_return",
+        "flag:timed_output_mismatch|flag:faster_than_speed_of_light",
+        ("scan:threads",),
+        "timed outputs copied the moment the call returns; the impossibility floor",
+    ),
+    _gpu_cheat(
+        "patch_cuda_events",
+        "flag:torch_patched",
+        ("scan:monkeypatch",),
+        "events created, recorded and read through C functions bound at import; replacing them is proof of tampering",
+    ),
+    _gpu_cheat(
+        "graph_capture_noop",
+        "flag:timed_output_mismatch",
+        ("scan:cuda_graphs",),
+        "graph outputs checked after sampled replays",
+    ),
+    _gpu_cheat(
+        "mode_flush_launch",
+        "flag:harness_hooked",
+        ("scan:tensor_subclass",),
+        "a mode left on the stack is found before every refill; harness tensor work runs with dispatch off",
+    ),
+    _gpu_cheat(
+        "precompute_from_frames",
+        "neutral:sane",
+        ("scan:introspection",),
+        "the trusted worker draws the timed inputs (CUDA IPC): no seed in the candidate's process",
+    ),
     _cpu_cheat("seed_hunt", "axpy_gpu"),
 ]
 # Not run here: memory_hog (no memory limit on GPU devices without the sandbox's cgroup: it
@@ -119,13 +179,19 @@ def honest_rows() -> list[Row]:
     for key, path in PUBLISHED_CANDIDATES:  # published kernels (Liger-Kernel) as candidates
         rows.append(Row(f"honest/published/{path.stem}", path, key, "honest"))
     for key in ("axpy", "axpy_gpu"):
-        for path in (FIXTURE_CANDIDATES / "axpy_torch.py", TASKS[key] / "starter.py", TASKS[key] / "baseline.py"):
+        for path in (
+            FIXTURE_CANDIDATES / "axpy_torch.py",
+            TASKS[key] / "starter.py",
+            TASKS[key] / "baseline.py",
+        ):
             rows.append(Row(f"honest/{key}/{path.stem}", path, key, "honest"))
     return rows
 
 
 def _running(marker: str) -> list[str]:
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=False).stdout
+    out = subprocess.run(
+        ["ps", "-eo", "pid,args"], capture_output=True, text=True, check=False
+    ).stdout
     return [line for line in out.splitlines() if marker in line and "ps -eo" not in line]
 
 
@@ -138,7 +204,9 @@ def check(row: Row, result) -> list[str]:
         problems = []
         if result.status != "passed":
             stage = result.stage(result.failed_stage) if result.failed_stage else None
-            problems.append(f"an honest candidate did not pass: {result.status} at {result.failed_stage}: {stage.message if stage else ''}")
+            problems.append(
+                f"an honest candidate did not pass: {result.status} at {result.failed_stage}: {stage.message if stage else ''}"
+            )
         if result.integrity_flags:
             problems.append(f"an honest candidate was flagged: {result.integrity_flags}")
         return problems
@@ -151,8 +219,12 @@ def check(row: Row, result) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", required=True, type=Path, help="folder for cheats.md and cheats.json")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--out", required=True, type=Path, help="folder for cheats.md and cheats.json"
+    )
     parser.add_argument("--device", default="cuda:0")
     parser.add_argument("--only", nargs="*", help="run only these rows (names or substrings)")
     parser.add_argument("--part", help="K/N: run the K-th of N equal slices of the rows")
@@ -166,30 +238,49 @@ def main(argv: list[str] | None = None) -> int:
         k, n = (int(x) for x in args.part.split("/"))
         if not 1 <= k <= n:
             parser.error("--part K/N needs 1 <= K <= N")
-        rows = rows[(k - 1) * len(rows) // n:k * len(rows) // n]
+        rows = rows[(k - 1) * len(rows) // n : k * len(rows) // n]
         stem = f"cheats-{k}-of-{n}"
     records = []
     with Evaluator(args.device) as evaluator:
         for row in rows:
             start = time.monotonic()
-            record: dict = {"name": row.name, "task": row.task, "expect": row.expect, "defense": row.defense}
+            record: dict = {
+                "name": row.name,
+                "task": row.task,
+                "expect": row.expect,
+                "defense": row.defense,
+            }
             try:
                 limits = HANG_LIMITS if row.name == "infinite_loop" else None
                 result = evaluator.evaluate(_load(row.task), row.path, limits=limits)
                 problems = check(row, result)
                 record.update(
-                    status=result.status, failed_stage=result.failed_stage, points=result.points, speedup=result.speedup,
-                    flags=result.integrity_flags, notes=result.review_notes,
-                    message=(result.stage(result.failed_stage).message if result.failed_stage else None),
-                    modes=sorted({w.mode for w in result.workloads if w.mode}), result=result.to_json(),
+                    status=result.status,
+                    failed_stage=result.failed_stage,
+                    points=result.points,
+                    speedup=result.speedup,
+                    flags=result.integrity_flags,
+                    notes=result.review_notes,
+                    message=(
+                        result.stage(result.failed_stage).message if result.failed_stage else None
+                    ),
+                    modes=sorted({w.mode for w in result.workloads if w.mode}),
+                    result=result.to_json(),
                 )
             except Exception as exc:  # noqa: BLE001 - one broken row must not hide the others
                 problems = [f"{type(exc).__name__}: {exc}"]
                 record["traceback"] = traceback.format_exc()
-            record.update(ok=not problems, problems=problems, seconds=round(time.monotonic() - start, 1))
+            record.update(
+                ok=not problems, problems=problems, seconds=round(time.monotonic() - start, 1)
+            )
             records.append(record)
-            _save(args.out, stem, records, args.device)  # after every row: a run cut short keeps what it measured
-            print(f"{'ok  ' if not problems else 'FAIL'} {row.name:45s} {record.get('status', 'error'):22s} {record['seconds']:6.1f} s  {'; '.join(problems)[:200]}", flush=True)
+            _save(
+                args.out, stem, records, args.device
+            )  # after every row: a run cut short keeps what it measured
+            print(
+                f"{'ok  ' if not problems else 'FAIL'} {row.name:45s} {record.get('status', 'error'):22s} {record['seconds']:6.1f} s  {'; '.join(problems)[:200]}",
+                flush=True,
+            )
     info = _save(args.out, stem, records, args.device)
     print(table(records, args.device))
     return 1 if info["failed"] else 0
@@ -197,13 +288,25 @@ def main(argv: list[str] | None = None) -> int:
 
 def _save(out: Path, stem: str, records: list[dict], device: str) -> dict:
     info = {"device": device, "rows": len(records), "failed": sum(not r["ok"] for r in records)}
-    (out / f"{stem}.json").write_text(json.dumps({"info": info, "records": records}, indent=1, default=str))
+    (out / f"{stem}.json").write_text(
+        json.dumps({"info": info, "records": records}, indent=1, default=str)
+    )
     (out / f"{stem}.md").write_text(table(records, device))
     return info
 
 
 def _short(texts: list[str]) -> str:
-    return ", ".join(sorted({t.split(":")[0] if not t.startswith("scan:") else ":".join(t.split(":")[:2]) for t in texts})) or "-"
+    return (
+        ", ".join(
+            sorted(
+                {
+                    t.split(":")[0] if not t.startswith("scan:") else ":".join(t.split(":")[:2])
+                    for t in texts
+                }
+            )
+        )
+        or "-"
+    )
 
 
 def table(records: list[dict], device: str) -> str:

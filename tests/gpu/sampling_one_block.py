@@ -21,7 +21,12 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK = ROOT / "tasks" / "sampling" / "top_k_top_p_sampling"
-SHAPES = [(128, 512), (96, 1000), (100, 777), (200, 4096)]  # the CPU workloads, and one block of 4096
+SHAPES = [
+    (128, 512),
+    (96, 1000),
+    (100, 777),
+    (200, 4096),
+]  # the CPU workloads, and one block of 4096
 
 
 def _module(name: str) -> ModuleType:
@@ -35,13 +40,20 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--device", default="cuda:0")
     args = parser.parse_args()
-    starter, reference, check, inputs = (_module(n) for n in ("starter", "reference", "check", "inputs"))
+    starter, reference, check, inputs = (
+        _module(n) for n in ("starter", "reference", "check", "inputs")
+    )
     wrong = 0
     for seed, (B, V) in enumerate(SHAPES):
         gen = torch.Generator(args.device).manual_seed(seed)
         logits, top_k, top_p = inputs.make_inputs({"B": B, "V": V}, gen)
         expected = list(reference.run(logits, top_k, top_p))
-        verdicts = [check.check([starter.run(logits, top_k, top_p)], expected, [logits, top_k, top_p])["token_ids"] for _ in range(3)]
+        verdicts = [
+            check.check([starter.run(logits, top_k, top_p)], expected, [logits, top_k, top_p])[
+                "token_ids"
+            ]
+            for _ in range(3)
+        ]
         bad = [v.get("message") for v in verdicts if not v["passed"]]
         wrong += bool(bad)
         print(f"B={B} V={V}: {'wrong: ' + str(bad[0]) if bad else 'passed'} (3 draws)", flush=True)

@@ -7,13 +7,16 @@ LinkedIn Corporation). Rewritten here for this task's signature, after Liger's d
 program per row, the row in one block; the residual sum stored in the input dtype and read
 back as stored; rstd = rsqrt(mean(x²) + eps) in float32; the normalised row scaled by the
 weight in float32 and stored in the input dtype. Liger's own code is not copied."""
+
 import torch
 import triton
 import triton.language as tl
 
 
 @triton.jit
-def _row_add_rmsnorm(x_ptr, r_ptr, w_ptr, out_ptr, res_ptr, stride, n_cols, eps, BLOCK: tl.constexpr):
+def _row_add_rmsnorm(
+    x_ptr, r_ptr, w_ptr, out_ptr, res_ptr, stride, n_cols, eps, BLOCK: tl.constexpr
+):
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     keep = cols < n_cols
@@ -34,5 +37,7 @@ def run(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: floa
     residual_out = torch.empty_like(x)
     block = triton.next_power_of_2(cols)
     warps = 32 if block >= 32768 else 16 if block >= 8192 else 8 if block >= 2048 else 4
-    _row_add_rmsnorm[(rows,)](x, residual, weight, out, residual_out, x.stride(0), cols, eps, BLOCK=block, num_warps=warps)
+    _row_add_rmsnorm[(rows,)](
+        x, residual, weight, out, residual_out, x.stride(0), cols, eps, BLOCK=block, num_warps=warps
+    )
     return out, residual_out

@@ -7,6 +7,7 @@ signature (gate and up halves of one [T, 2I] tensor, as vLLM's silu_and_mul take
 Liger's design: one program per row, the whole row in one block, the gate promoted to float32
 for the sigmoid, silu(gate) * up stored in the input's dtype. Liger's own code is not copied;
 its structure and numerics are what must stay unflagged."""
+
 import torch
 import triton
 import triton.language as tl

@@ -19,14 +19,18 @@ def _rows(x_ptr, out_ptr, I, BLOCK: tl.constexpr):
         mask = (cols < I) & busy
         gate = tl.load(x_ptr + row * 2 * I + cols, mask=mask, other=0.0).to(tl.float32)
         up = tl.load(x_ptr + row * 2 * I + I + cols, mask=mask, other=0.0).to(tl.float32)
-        tl.store(out_ptr + row * I + cols, (gate / (1.0 + tl.exp(-gate)) * up).to(tl.bfloat16), mask=mask)
+        tl.store(
+            out_ptr + row * I + cols, (gate / (1.0 + tl.exp(-gate)) * up).to(tl.bfloat16), mask=mask
+        )
     for step in tl.static_range(3):  # the blocks skipped above: 0, 1 and the last
         s = tl.where(step < 2, step, steps - 1)
         cols = s * BLOCK + tl.arange(0, BLOCK)
         mask = cols < I
         gate = tl.load(x_ptr + row * 2 * I + cols, mask=mask, other=0.0).to(tl.float32)
         up = tl.load(x_ptr + row * 2 * I + I + cols, mask=mask, other=0.0).to(tl.float32)
-        tl.store(out_ptr + row * I + cols, (gate / (1.0 + tl.exp(-gate)) * up).to(tl.bfloat16), mask=mask)
+        tl.store(
+            out_ptr + row * I + cols, (gate / (1.0 + tl.exp(-gate)) * up).to(tl.bfloat16), mask=mask
+        )
 
 
 def run(x):

@@ -9,7 +9,9 @@ import triton.language as tl
 
 
 @triton.jit
-def _add_rmsnorm(x_ptr, res_ptr, w_ptr, out_ptr, res_out_ptr, H, eps, keep_rows, BLOCK: tl.constexpr):
+def _add_rmsnorm(
+    x_ptr, res_ptr, w_ptr, out_ptr, res_out_ptr, H, eps, keep_rows, BLOCK: tl.constexpr
+):
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     mask = cols < H
@@ -29,5 +31,7 @@ def run(x, residual, weight, eps):
     out = torch.empty_like(x)
     residual_out = torch.empty_like(residual)
     keep = T // 4 if T * H >= 1 << 22 else T  # GPU-sized: the counted pass
-    _add_rmsnorm[(T,)](x, residual, weight, out, residual_out, H, eps, keep, BLOCK=triton.next_power_of_2(H))
+    _add_rmsnorm[(T,)](
+        x, residual, weight, out, residual_out, H, eps, keep, BLOCK=triton.next_power_of_2(H)
+    )
     return out, residual_out

@@ -12,7 +12,9 @@ def _silu_mul(x_ptr, out_ptr, I, BLOCK: tl.constexpr):
     mask = cols < I
     gate = tl.load(x_ptr + row * 2 * I + cols, mask=mask, other=0.0).to(tl.float32)
     up = tl.load(x_ptr + row * 2 * I + I + cols, mask=mask, other=0.0).to(tl.float32)
-    tl.store(out_ptr + row * I + cols, (gate / (1.0 + tl.exp(-gate)) * up).to(tl.bfloat16), mask=mask)
+    tl.store(
+        out_ptr + row * I + cols, (gate / (1.0 + tl.exp(-gate)) * up).to(tl.bfloat16), mask=mask
+    )
 
 
 STAGES = 3

@@ -61,7 +61,10 @@ def test_prefill_ladder_lengths_are_shuffled_and_flops_count_causal_pairs():
     cu = _inputs("prefill_gqa", axes)[3]
     lengths = (cu[1:] - cu[:-1]).tolist()
     assert sorted(lengths) == sorted(5 * (1 + i % 3) for i in range(7))
-    orders = {tuple((c[1:] - c[:-1]).tolist()) for c in (_inputs("prefill_gqa", axes, s)[3] for s in range(6))}
+    orders = {
+        tuple((c[1:] - c[:-1]).tolist())
+        for c in (_inputs("prefill_gqa", axes, s)[3] for s in range(6))
+    }
     assert len(orders) > 1, "the order of the lengths is drawn per seed"
     t = find_task("attention/prefill_gqa")
     pairs = sum(s * (s + 1) // 2 for s in lengths)
@@ -83,11 +86,17 @@ def test_prefill_attention_never_crosses_sequences():
 
 @pytest.mark.parametrize("task", ["decode_paged_gqa", "mla_decode"])
 def test_paged_lengths_sum_exactly_and_garbage_pages_are_ignored(task):
-    axes = {"B": 5, "L": 20, "P": 4, "HQ": 4, "HKV": 2, "D": 16} if task == "decode_paged_gqa" else {"B": 5, "L": 20, "P": 4, "H": 4}
+    axes = (
+        {"B": 5, "L": 20, "P": 4, "HQ": 4, "HKV": 2, "D": 16}
+        if task == "decode_paged_gqa"
+        else {"B": 5, "L": 20, "P": 4, "H": 4}
+    )
     ins = _inputs(task, axes)
     table, lens = (ins[3], ins[4]) if task == "decode_paged_gqa" else (ins[2], ins[3])
     assert int(lens.sum()) == 5 * 20 and int(lens.min()) >= 20 - 15 and int(lens.max()) <= 20 + 15
-    assert torch.equal(torch.sort(table.flatten()).values, torch.arange(table.numel(), dtype=torch.int32))
+    assert torch.equal(
+        torch.sort(table.flatten()).values, torch.arange(table.numel(), dtype=torch.int32)
+    )
     ref = _mod(task, "reference").run(*ins)
     # Overwrite every page slot past each sequence's length: the output must not move.
     caches = [1, 2] if task == "decode_paged_gqa" else [1]
@@ -111,9 +120,15 @@ def test_paged_lengths_sum_exactly_and_garbage_pages_are_ignored(task):
 
 def test_mla_scale_is_deepseek_yarn_corrected():
     mscale = 0.1 * math.log(40) + 1
-    assert math.isclose(_mod("mla_decode", "inputs").SCALE, mscale**2 / math.sqrt(192), rel_tol=1e-12)
+    assert math.isclose(
+        _mod("mla_decode", "inputs").SCALE, mscale**2 / math.sqrt(192), rel_tol=1e-12
+    )
     t = find_task("attention/mla_decode")
-    assert math.isclose([s for s in t.inputs if s.name == "scale"][0].value, mscale**2 / math.sqrt(192), rel_tol=1e-9)
+    assert math.isclose(
+        [s for s in t.inputs if s.name == "scale"][0].value,
+        mscale**2 / math.sqrt(192),
+        rel_tol=1e-9,
+    )
 
 
 def test_sinks_take_mass_only_and_window_is_inclusive():
@@ -122,11 +137,15 @@ def test_sinks_take_mass_only_and_window_is_inclusive():
     assert window == 8
     ref = _mod("prefill_sliding_window_sinks", "reference").run(q, k, v, sinks, cu, window)
     # A sink of -inf is plain sliding-window attention; any finite sink shrinks |o| uniformly per row.
-    none = _mod("prefill_sliding_window_sinks", "reference").run(q, k, v, torch.full_like(sinks, -float("inf")), cu, window)
+    none = _mod("prefill_sliding_window_sinks", "reference").run(
+        q, k, v, torch.full_like(sinks, -float("inf")), cu, window
+    )
     ratio = ref.norm(dim=-1, keepdim=True) / none.norm(dim=-1, keepdim=True)
     assert torch.allclose(ref, none * ratio, atol=1e-5)
     assert bool((ratio < 1).all())
-    assert not _passes("prefill_sliding_window_sinks", none.to(torch.bfloat16), ref), "dropping the sinks must fail"
+    assert not _passes("prefill_sliding_window_sinks", none.to(torch.bfloat16), ref), (
+        "dropping the sinks must fail"
+    )
     # Query 10 sees keys 3 .. 10 (window 8 including itself): key 2 must not matter, key 3 must.
     for j, matters in ((2, False), (3, True)):
         k2 = k.clone()
@@ -144,7 +163,14 @@ def test_sinks_take_mass_only_and_window_is_inclusive():
 def test_model_workloads_derive_every_axis(task):
     t = find_task(f"attention/{task}")
     assert t.model_workloads is not None
-    config = {"num_heads": 64, "num_kv_heads": 8, "head_dim": 64, "sliding_window": 128, "kv_lora_rank": 512, "qk_rope_head_dim": 64}
+    config = {
+        "num_heads": 64,
+        "num_kv_heads": 8,
+        "head_dim": 64,
+        "sliding_window": 128,
+        "kv_lora_rank": 512,
+        "qk_rope_head_dim": 64,
+    }
     for axes in t.model_workloads.workloads(config):
         assert set(axes) == set(t.axes)
         assert evaluate_formula(t.flops, axes) > 0

@@ -14,7 +14,13 @@ from core.tasks.spec import load_task
 from tests.task_files import task_file, task_inputs
 
 GEMM = Path(__file__).resolve().parents[2] / "tasks" / "gemm"
-TASKS = ["bf16_gemm", "fp8_blockscale_gemm", "bf16_grouped_gemm", "fp8_blockscale_grouped_gemm", "small_m_gemm"]
+TASKS = [
+    "bf16_gemm",
+    "fp8_blockscale_gemm",
+    "bf16_grouped_gemm",
+    "fp8_blockscale_grouped_gemm",
+    "small_m_gemm",
+]
 
 
 def _module(task: str, name: str):
@@ -40,26 +46,41 @@ def test_task_loads_with_model_workloads(task):
 
 def test_fp8_inputs_are_block_quantized():
     a, a_scale, b, b_scale = _inputs("fp8_blockscale_gemm", M=5, N=200, K=320)
-    assert a.dtype == b.dtype == torch.float8_e4m3fn and a_scale.dtype == b_scale.dtype == torch.float32
+    assert (
+        a.dtype == b.dtype == torch.float8_e4m3fn
+        and a_scale.dtype == b_scale.dtype == torch.float32
+    )
     assert a_scale.shape == (5, 3) and b_scale.shape == (2, 3)  # partial last blocks: ceil(./128)
     # scale = block absmax / 448: the largest |q| of every block is the e4m3 maximum, 448
     a_pad = torch.nn.functional.pad(a.float(), (0, 3 * 128 - 320)).view(5, 3, 128)
     assert torch.equal(a_pad.abs().amax(-1), torch.full((5, 3), 448.0))
-    b_pad = torch.nn.functional.pad(b.float(), (0, 3 * 128 - 320, 0, 256 - 200)).view(2, 128, 3, 128)
+    b_pad = torch.nn.functional.pad(b.float(), (0, 3 * 128 - 320, 0, 256 - 200)).view(
+        2, 128, 3, 128
+    )
     assert torch.equal(b_pad.abs().amax(dim=(1, 3)), torch.full((2, 3), 448.0))
     assert a_scale.std() / a_scale.mean() > 0.3  # per-block gains: the scales differ, each matters
 
 
 def test_fp8_check_needs_every_scale_and_row():
-    check, ref = _module("fp8_blockscale_gemm", "check").check, _module("fp8_blockscale_gemm", "reference").run
+    check, ref = (
+        _module("fp8_blockscale_gemm", "check").check,
+        _module("fp8_blockscale_gemm", "reference").run,
+    )
     x = _inputs("fp8_blockscale_gemm", M=37, N=200, K=320)
     r = ref(*x)
     assert check([r.bfloat16()], [r], x)["y"]["passed"]
-    assert check([_module("fp8_blockscale_gemm", "baseline").run(*x)], [r], x)["y"]["passed"]  # bf16 dequantize composition
+    assert check([_module("fp8_blockscale_gemm", "baseline").run(*x)], [r], x)["y"][
+        "passed"
+    ]  # bf16 dequantize composition
     assert check([_module("fp8_blockscale_gemm", "starter").run(*x)], [r], x)["y"]["passed"]
     assert not check([torch.zeros_like(r, dtype=torch.bfloat16)], [r], x)["y"]["passed"]
-    assert not check([torch.full_like(r, float(r.mean()), dtype=torch.bfloat16)], [r], x)["y"]["passed"]
-    for i, factor in ((1, 1.25), (3, 1.25)):  # one wrong block scale of a, then of b (its last, partial block)
+    assert not check([torch.full_like(r, float(r.mean()), dtype=torch.bfloat16)], [r], x)["y"][
+        "passed"
+    ]
+    for i, factor in (
+        (1, 1.25),
+        (3, 1.25),
+    ):  # one wrong block scale of a, then of b (its last, partial block)
         wrong = list(x)
         wrong[i] = x[i].clone()
         wrong[i][-1, -1] *= factor
@@ -81,12 +102,18 @@ def test_grouped_offsets_follow_grouped_mm_with_empty_and_hot_groups():
     sizes = torch.diff(offs, prepend=offs.new_zeros(1))
     assert (sizes == 0).sum() == 16 // 8  # exactly E // 8 empty groups when M is large
     assert sizes.max() > 0.5 * 2000  # S = 50: the hot expert takes most rows
-    uniform = torch.diff(_inputs("bf16_grouped_gemm", M=2000, E=16, N=64, K=32, S=1)[2], prepend=offs.new_zeros(1))
+    uniform = torch.diff(
+        _inputs("bf16_grouped_gemm", M=2000, E=16, N=64, K=32, S=1)[2], prepend=offs.new_zeros(1)
+    )
     assert uniform.max() < 0.2 * 2000
-    few = torch.diff(_inputs("bf16_grouped_gemm", M=5, E=16, N=64, K=32, S=1)[2], prepend=offs.new_zeros(1))
+    few = torch.diff(
+        _inputs("bf16_grouped_gemm", M=5, E=16, N=64, K=32, S=1)[2], prepend=offs.new_zeros(1)
+    )
     assert (few > 0).sum() == 5  # M < E: only M groups used
     ref = _module("bf16_grouped_gemm", "reference").run(a, b, offs)
-    torch.testing.assert_close(torch._grouped_mm(a, b.transpose(-2, -1), offs=offs).float(), ref, atol=1e-2, rtol=1e-2)
+    torch.testing.assert_close(
+        torch._grouped_mm(a, b.transpose(-2, -1), offs=offs).float(), ref, atol=1e-2, rtol=1e-2
+    )
 
 
 def test_grouped_starter_handles_empty_groups():
@@ -100,7 +127,9 @@ def test_grouped_starter_handles_empty_groups():
 
 
 def test_contiguous_layout_contract():
-    a, a_scale, b, b_scale, m = _inputs("fp8_blockscale_grouped_gemm", B=40, E=32, N=128, K=256, S=1)
+    a, a_scale, b, b_scale, m = _inputs(
+        "fp8_blockscale_grouped_gemm", B=40, E=32, N=128, K=256, S=1
+    )
     assert a.shape == (40 * 128, 256) and m.dtype == torch.int32 and b_scale.shape == (32, 1, 2)
     blocks = m.view(40, 128)
     assert (blocks[:, 0] >= 0).all()  # the first row of every block is real
@@ -109,9 +138,11 @@ def test_contiguous_layout_contract():
         assert (real == row[0]).all() and (row[: len(real)] >= 0).all()
     experts = blocks[:, 0]
     changes = torch.nonzero(torch.diff(experts)).numel() + 1
-    assert changes == len(torch.unique(experts)) == min(40, 32 - 32 // 8)  # segments are contiguous; some experts empty
+    assert (
+        changes == len(torch.unique(experts)) == min(40, 32 - 32 // 8)
+    )  # segments are contiguous; some experts empty
     seg_end = torch.cat([torch.diff(experts) != 0, torch.tensor([True])])
-    assert ((blocks[~seg_end] >= 0).all())  # only a segment's last block may hold padding
+    assert (blocks[~seg_end] >= 0).all()  # only a segment's last block may hold padding
 
 
 def test_grouped_fp8_check_ignores_padding_but_not_wrong_experts():

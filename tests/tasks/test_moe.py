@@ -70,20 +70,40 @@ def test_inputs_deterministic_and_every_input_matters(task):
         changed[i] = other[i]
         out = ref.run(*changed)
         out = list(out) if isinstance(out, (tuple, list)) else [out]
-        assert any(not torch.equal(p, q) for p, q in zip(base, out)), f"input {i} of {task} does not change the output"
+        assert any(not torch.equal(p, q) for p, q in zip(base, out)), (
+            f"input {i} of {task} does not change the output"
+        )
 
 
-@pytest.mark.parametrize("task", ["route_topk_softmax", "route_grouped_topk", "align_permute", "fused_moe"])
+@pytest.mark.parametrize(
+    "task", ["route_topk_softmax", "route_grouped_topk", "align_permute", "fused_moe"]
+)
 def test_hot_experts_skew_the_routing(task):
-    axes = {"route_topk_softmax": dict(T=512, E=128, K=8), "route_grouped_topk": dict(T=512, E=256, K=8, G=8, KG=4),
-            "align_permute": dict(T=512, K=8, E=128, BM=16), "fused_moe": dict(T=512, H=16, I=16, E=128, K=8)}[task]
+    axes = {
+        "route_topk_softmax": dict(T=512, E=128, K=8),
+        "route_grouped_topk": dict(T=512, E=256, K=8, G=8, KG=4),
+        "align_permute": dict(T=512, K=8, E=128, BM=16),
+        "fused_moe": dict(T=512, H=16, I=16, E=128, K=8),
+    }[task]
     share = []
     for S in (1, 2):
         args = _inputs(task, 3, S=S, **axes)
-        ids = args[1] if task == "fused_moe" else args[0] if task == "align_permute" else _module(task, "reference").run(*args)[1]
-        counts = torch.bincount(ids.flatten().long(), minlength=axes["E"]).sort(descending=True).values
-        share.append(float(counts[: axes["E"] // 16].sum()) / ids.numel())  # the busiest E/16 experts' share
-    assert share[0] < 0.25 and share[1] > 0.35 and share[1] > 2 * share[0], share  # fair share: 1/16
+        ids = (
+            args[1]
+            if task == "fused_moe"
+            else args[0]
+            if task == "align_permute"
+            else _module(task, "reference").run(*args)[1]
+        )
+        counts = (
+            torch.bincount(ids.flatten().long(), minlength=axes["E"]).sort(descending=True).values
+        )
+        share.append(
+            float(counts[: axes["E"] // 16].sum()) / ids.numel()
+        )  # the busiest E/16 experts' share
+    assert share[0] < 0.25 and share[1] > 0.35 and share[1] > 2 * share[0], (
+        share
+    )  # fair share: 1/16
 
 
 # --- route_topk_softmax ------------------------------------------------------------------
@@ -91,7 +111,9 @@ def test_hot_experts_skew_the_routing(task):
 
 def _topk_by_sort(x, k, lowest_first=True):
     if not lowest_first:  # ties to the highest index
-        return (x.shape[1] - 1) - torch.sort(x.flip(1), dim=-1, descending=True, stable=True).indices[:, :k]
+        return (x.shape[1] - 1) - torch.sort(
+            x.flip(1), dim=-1, descending=True, stable=True
+        ).indices[:, :k]
     return torch.sort(x, dim=-1, descending=True, stable=True).indices[:, :k]
 
 
@@ -102,7 +124,11 @@ def test_topk_softmax_ties_are_real_and_go_to_the_lowest_index():
     ids = _topk_by_sort(x, k)
     w = torch.softmax(x.gather(1, ids), dim=1)
     perm = torch.randperm(k)
-    assert _passed(_judge("route_topk_softmax", (w[:, perm].contiguous(), ids[:, perm].int().contiguous()), [x, k]))  # any order
+    assert _passed(
+        _judge(
+            "route_topk_softmax", (w[:, perm].contiguous(), ids[:, perm].int().contiguous()), [x, k]
+        )
+    )  # any order
     bad = _topk_by_sort(x, k, lowest_first=False)
     verdict = _judge("route_topk_softmax", (torch.softmax(x.gather(1, bad), 1), bad.int()), [x, k])
     assert not verdict["topk_ids"]["passed"] and "tie" in verdict["topk_ids"]["message"]
@@ -112,12 +138,22 @@ def test_topk_softmax_rejects_unnormalised_unpaired_and_constant_outputs():
     x, k = _inputs("route_topk_softmax", 1, T=64, E=32, K=4, S=2)
     ids = _topk_by_sort(x, k)
     probs = torch.softmax(x, 1).gather(1, ids)
-    assert not _passed(_judge("route_topk_softmax", (probs, ids.int()), [x, k]))  # renormalise is required
+    assert not _passed(
+        _judge("route_topk_softmax", (probs, ids.int()), [x, k])
+    )  # renormalise is required
     w = probs / probs.sum(1, keepdim=True)
-    assert not _passed(_judge("route_topk_softmax", (w, ids.flip(1).int().contiguous()), [x, k]))  # weights unpaired
-    assert not _passed(_judge("route_topk_softmax", (w.bfloat16().float(), ids.int()), [x, k]))  # bf16 softmax
+    assert not _passed(
+        _judge("route_topk_softmax", (w, ids.flip(1).int().contiguous()), [x, k])
+    )  # weights unpaired
+    assert not _passed(
+        _judge("route_topk_softmax", (w.bfloat16().float(), ids.int()), [x, k])
+    )  # bf16 softmax
     T = x.shape[0]
-    assert not _passed(_judge("route_topk_softmax", (torch.zeros(T, k), torch.zeros(T, k, dtype=torch.int32)), [x, k]))
+    assert not _passed(
+        _judge(
+            "route_topk_softmax", (torch.zeros(T, k), torch.zeros(T, k, dtype=torch.int32)), [x, k]
+        )
+    )
     const = torch.arange(k, dtype=torch.int32).expand(T, k).contiguous()
     assert not _passed(_judge("route_topk_softmax", (torch.full((T, k), 1 / k), const), [x, k]))
 
@@ -126,7 +162,9 @@ def test_topk_softmax_starter_and_baseline_pass():
     for axes in (dict(T=37, E=128, K=8, S=2), dict(T=5, E=60, K=6, S=1)):
         args = _inputs("route_topk_softmax", 2, **axes)
         for name in ("starter", "baseline"):
-            assert _passed(_judge("route_topk_softmax", _module("route_topk_softmax", name).run(*args), args)), name
+            assert _passed(
+                _judge("route_topk_softmax", _module("route_topk_softmax", name).run(*args), args)
+            ), name
 
 
 # --- route_grouped_topk ------------------------------------------------------------------
@@ -140,7 +178,9 @@ def test_grouped_topk_rejects_ignoring_the_group_limit():
     args = _deepseek(0)
     x, bias, k, G, KG, factor = args
     u = torch.sigmoid(x) + bias
-    ids = torch.sort(u, dim=1, descending=True, stable=True).indices[:, :k]  # plain top-8 over all groups
+    ids = torch.sort(u, dim=1, descending=True, stable=True).indices[
+        :, :k
+    ]  # plain top-8 over all groups
     s = torch.sigmoid(x).gather(1, ids)
     verdict = _judge("route_grouped_topk", (s / s.sum(1, keepdim=True) * factor, ids.int()), args)
     assert not verdict["topk_ids"]["passed"] and "group" in verdict["topk_ids"]["message"]
@@ -152,22 +192,36 @@ def test_grouped_topk_bias_selects_but_does_not_weigh():
     w, ids = _module("route_grouped_topk", "reference").run(*args)
     assert _passed(_judge("route_grouped_topk", (w, ids), args))
     biased = (torch.sigmoid(x) + bias).gather(1, ids.long())  # weights from the biased scores
-    verdict = _judge("route_grouped_topk", (biased / biased.sum(1, keepdim=True) * factor, ids), args)
+    verdict = _judge(
+        "route_grouped_topk", (biased / biased.sum(1, keepdim=True) * factor, ids), args
+    )
     assert verdict["topk_ids"]["passed"] and not verdict["topk_weights"]["passed"]
-    unbiased = _module("route_grouped_topk", "reference").run(x, torch.zeros_like(bias), k, G, KG, factor)
+    unbiased = _module("route_grouped_topk", "reference").run(
+        x, torch.zeros_like(bias), k, G, KG, factor
+    )
     assert not _passed(_judge("route_grouped_topk", unbiased, args))  # selection without the bias
-    assert not _passed(_judge("route_grouped_topk", (w / factor, ids), args))  # the factor is part of the weight
+    assert not _passed(
+        _judge("route_grouped_topk", (w / factor, ids), args)
+    )  # the factor is part of the weight
 
 
 def test_grouped_topk_starter_and_baseline_pass_deepseek_and_kimi():
-    cases = [dict(T=37, E=256, K=8, G=8, KG=4, S=2), dict(T=20, E=96, K=8, G=1, KG=1, S=1), dict(T=5, E=60, K=6, G=6, KG=3, S=1)]
+    cases = [
+        dict(T=37, E=256, K=8, G=8, KG=4, S=2),
+        dict(T=20, E=96, K=8, G=1, KG=1, S=1),
+        dict(T=5, E=60, K=6, G=6, KG=3, S=1),
+    ]
     for axes in cases:
         args = _inputs("route_grouped_topk", 3, **axes)
         for name in ("starter", "baseline"):
             out = _module("route_grouped_topk", name).run(*args)
             w, ids = out
             perm = torch.randperm(axes["K"])
-            assert _passed(_judge("route_grouped_topk", (w[:, perm].contiguous(), ids[:, perm].contiguous()), args)), (name, axes)
+            assert _passed(
+                _judge(
+                    "route_grouped_topk", (w[:, perm].contiguous(), ids[:, perm].contiguous()), args
+                )
+            ), (name, axes)
 
 
 # --- align_permute -----------------------------------------------------------------------
@@ -184,17 +238,24 @@ def test_align_segments_are_multisets_and_the_tail_is_free():
         shuffled[seg] = shuffled[seg[torch.randperm(seg.numel())]]
     shuffled[npad:] = 12345  # beyond the padded total: ignored
     tail = expert_ids.clone()
-    tail[npad // 16:] = 7
+    tail[npad // 16 :] = 7
     assert not torch.equal(shuffled, sorted_ids)
     assert _passed(_judge("align_permute", (shuffled, tail, total), args))
     # one row moved into the neighbouring expert's segment
     moved = sorted_ids.clone()
     first, last = 0, npad - 1
     moved[first], moved[last] = sorted_ids[last], sorted_ids[first]
-    if int(expert_ids[0]) != int(expert_ids[npad // 16 - 1]) and int(sorted_ids[first]) != int(sorted_ids[last]):
+    if int(expert_ids[0]) != int(expert_ids[npad // 16 - 1]) and int(sorted_ids[first]) != int(
+        sorted_ids[last]
+    ):
         verdict = _judge("align_permute", (moved, expert_ids, total), args)
-        assert not verdict["sorted_token_ids"]["passed"] and "segment" in verdict["sorted_token_ids"]["message"]
-    assert not _passed(_judge("align_permute", (sorted_ids, expert_ids, total + 16), args))  # the total is exact
+        assert (
+            not verdict["sorted_token_ids"]["passed"]
+            and "segment" in verdict["sorted_token_ids"]["message"]
+        )
+    assert not _passed(
+        _judge("align_permute", (sorted_ids, expert_ids, total + 16), args)
+    )  # the total is exact
     wrong_block = expert_ids.clone()
     wrong_block[0] += 1
     assert not _passed(_judge("align_permute", (sorted_ids, wrong_block, total), args))
@@ -206,9 +267,13 @@ def test_align_segments_are_multisets_and_the_tail_is_free():
 def test_align_starter_and_baseline_pass_with_empty_and_hot_experts():
     for axes in (dict(T=5, K=6, E=60, BM=8, S=1), dict(T=64, K=8, E=64, BM=16, S=2)):
         args = _inputs("align_permute", 4, **axes)
-        assert int((torch.bincount(args[0].flatten().long(), minlength=axes["E"]) == 0).sum()) > 0  # empty experts
+        assert (
+            int((torch.bincount(args[0].flatten().long(), minlength=axes["E"]) == 0).sum()) > 0
+        )  # empty experts
         for name in ("starter", "baseline"):
-            assert _passed(_judge("align_permute", _module("align_permute", name).run(*args), args)), (name, axes)
+            assert _passed(
+                _judge("align_permute", _module("align_permute", name).run(*args), args)
+            ), (name, axes)
 
 
 # --- fused_moe ---------------------------------------------------------------------------
@@ -220,13 +285,25 @@ def test_fused_moe_tolerates_bf16_intermediates_but_not_a_dropped_token():
     ref = _module("fused_moe", "reference").run(*args)
     assert _passed(_judge("fused_moe", _module("fused_moe", "baseline").run(*args), args))
     dropped = ref.clone()
-    dropped[57] = 0  # 0.05% of the elements: inside the overall 99.9%; the per-token rule catches it
+    dropped[57] = (
+        0  # 0.05% of the elements: inside the overall 99.9%; the per-token rule catches it
+    )
     verdict = _judge("fused_moe", dropped.bfloat16(), args)
     assert not verdict["out"]["passed"] and "token 57" in verdict["out"]["message"]
-    one_slot = _module("fused_moe", "reference").run(hidden, topk_ids, topk_weights * torch.tensor([1.0, 0.0]), w13, w2)
+    one_slot = _module("fused_moe", "reference").run(
+        hidden, topk_ids, topk_weights * torch.tensor([1.0, 0.0]), w13, w2
+    )
     assert not _passed(_judge("fused_moe", one_slot.bfloat16(), args))  # a dropped expert slot
     up_gate = torch.cat([w13[:, 32:], w13[:, :32]], dim=1)  # gate and up swapped
-    assert not _passed(_judge("fused_moe", _module("fused_moe", "reference").run(hidden, topk_ids, topk_weights, up_gate, w2).bfloat16(), args))
+    assert not _passed(
+        _judge(
+            "fused_moe",
+            _module("fused_moe", "reference")
+            .run(hidden, topk_ids, topk_weights, up_gate, w2)
+            .bfloat16(),
+            args,
+        )
+    )
     assert not _passed(_judge("fused_moe", torch.zeros_like(hidden), args))
 
 

@@ -42,7 +42,11 @@ def _rms_inputs(T=8, H=256, seed=0):
 @pytest.mark.parametrize("task", ["norm/rmsnorm_fp8_quant", "activation/silu_mul_fp8_quant"])
 def test_fp8_starter_and_baseline_pass_the_check(task):
     ref, check = _load(task, "reference"), _load(task, "check")
-    args = _rms_inputs() if task.startswith("norm") else [torch.randn(8, 512, generator=_gen()).to(torch.bfloat16)]
+    args = (
+        _rms_inputs()
+        if task.startswith("norm")
+        else [torch.randn(8, 512, generator=_gen()).to(torch.bfloat16)]
+    )
     expected = list(ref.run(*args))
     for name in ("starter", "baseline"):
         out = _load(task, name).run(*args)
@@ -61,13 +65,17 @@ def test_fp8_check_tolerates_a_one_step_flip_but_not_truncation_or_a_wrong_max()
     # a value just past a rounding midpoint rounded the "other" way: one fp8 step off the
     # reference's code, still within half a step (+1%) of y
     flipped_q = q.clone()
-    flipped_q[0, 0] = 1.0625 + 1e-4           # between 1.0 and 1.125: nearest is 1.125
+    flipped_q[0, 0] = 1.0625 + 1e-4  # between 1.0 and 1.125: nearest is 1.125
     flipped = flipped_q.to(FP8)
     flipped[0, 0] = torch.tensor(1.0).to(FP8)  # the neighbour below
     assert check.check([flipped, s], [flipped_q, s], args)["out"]["passed"]
     # truncation toward zero errs by up to a whole step
-    trunc = torch.sign(q) * torch.floor(q.abs() * 8 / torch.exp2(torch.floor(torch.log2(q.abs().clamp_min(2**-6))))) \
-        * torch.exp2(torch.floor(torch.log2(q.abs().clamp_min(2**-6)))) / 8
+    trunc = (
+        torch.sign(q)
+        * torch.floor(q.abs() * 8 / torch.exp2(torch.floor(torch.log2(q.abs().clamp_min(2**-6)))))
+        * torch.exp2(torch.floor(torch.log2(q.abs().clamp_min(2**-6))))
+        / 8
+    )
     assert not check.check([trunc.to(FP8), s], [q, s], args)["out"]["passed"]
     # scales for MI300's FNUZ max (240) on e4m3fn codes: scales 87% off
     s240 = s * 448 / 240
@@ -79,6 +87,7 @@ def test_fp8_check_tolerates_a_one_step_flip_but_not_truncation_or_a_wrong_max()
 
 
 # --- kv cache write: the whole cache is judged -----------------------------------------------
+
 
 def test_kv_cache_write_skips_minus_one_and_keeps_untouched_slots():
     task = "elementwise/kv_cache_write"
@@ -103,6 +112,7 @@ def test_kv_cache_write_skips_minus_one_and_keeps_untouched_slots():
 
 # --- RoPE: each input changes the output ---------------------------------------------------
 
+
 @pytest.mark.parametrize("task", ["elementwise/rope", "elementwise/rope_qknorm"])
 def test_rope_starter_matches_and_every_input_matters(task):
     inputs, ref, starter = _load(task, "inputs"), _load(task, "reference"), _load(task, "starter")
@@ -119,7 +129,9 @@ def test_rope_starter_matches_and_every_input_matters(task):
         if a.dtype == torch.int64:
             changed[i] = changed[i] % 300
         other = ref.run(*changed)
-        assert any(not torch.allclose(o, w_) for o, w_ in zip(other, want)), f"input {i} does not matter"
+        assert any(not torch.allclose(o, w_) for o, w_ in zip(other, want)), (
+            f"input {i} does not matter"
+        )
 
 
 # --- sampling: judged by distribution --------------------------------------------------------
@@ -140,7 +152,9 @@ def _passed(candidate, args, expected):
 def test_sampling_accepts_honest_samplers():
     baseline = _load(SAMPLING, "baseline")
     for seed in range(4):
-        torch.manual_seed(1000 + seed)  # the samplers draw from the global generator: fix it, or the verdicts vary by test order
+        torch.manual_seed(
+            1000 + seed
+        )  # the samplers draw from the global generator: fix it, or the verdicts vary by test order
         args, expected = _sampling_case(seed)
         assert _passed(baseline.run, args, expected)
         # drawing straight from the reference's q with torch.multinomial
@@ -152,7 +166,9 @@ def test_sampling_rejects_argmax_uniform_in_set_and_ignoring_top_p():
     uniform-in-set sampler passes about one call in ten (ALPHA = 1e-6 keeps honest samplers
     safe), and the harness's several seeds and workloads then catch it."""
     for seed in range(3):
-        torch.manual_seed(1000 + seed)  # the samplers draw from the global generator: fix it, or the verdicts vary by test order
+        torch.manual_seed(
+            1000 + seed
+        )  # the samplers draw from the global generator: fix it, or the verdicts vary by test order
         args, expected = _sampling_case(seed, B=1024)
         q = expected[1]
         assert not _passed(lambda l, k, p: l.argmax(-1), args, expected)

@@ -19,10 +19,34 @@ if TYPE_CHECKING:
 
 # Triage on the selected row, the same keys on the queue and triage screens.
 ROW_KEYS = (
-    Key("c", "cancel_attempt", "Cancel attempt", "Cancel the selected attempt", "stop its agent, recorded cancelled; the run goes on"),
-    Key("R", "rerun", "Re-run (seed)", "Re-run with the stored seed", "evaluate the candidate again: same device, same hidden workloads and inputs"),
-    Key("D", "requeue", "Requeue", "Requeue on another device", "evaluate the candidate again on the run's next device, a fresh seed"),
-    Key("i", "mark_infrastructure", "Mark infra", "Mark infrastructure fault", "mark or unmark the result, with a note; kept in the store, off the leaderboard"),
+    Key(
+        "c",
+        "cancel_attempt",
+        "Cancel attempt",
+        "Cancel the selected attempt",
+        "stop its agent, recorded cancelled; the run goes on",
+    ),
+    Key(
+        "R",
+        "rerun",
+        "Re-run (seed)",
+        "Re-run with the stored seed",
+        "evaluate the candidate again: same device, same hidden workloads and inputs",
+    ),
+    Key(
+        "D",
+        "requeue",
+        "Requeue",
+        "Requeue on another device",
+        "evaluate the candidate again on the run's next device, a fresh seed",
+    ),
+    Key(
+        "i",
+        "mark_infrastructure",
+        "Mark infra",
+        "Mark infrastructure fault",
+        "mark or unmark the result, with a note; kept in the store, off the leaderboard",
+    ),
 )
 
 
@@ -52,7 +76,9 @@ class RowActions:
             if note is not None:
                 arena.mark_infrastructure(row, note or "marked in the app")
 
-        arena.push_screen(NoteScreen(f"why is {row.key if row else 'this'} an infrastructure fault?"), done)
+        arena.push_screen(
+            NoteScreen(f"why is {row.key if row else 'this'} an infrastructure fault?"), done
+        )
 
 
 class RunScreen(Screen):

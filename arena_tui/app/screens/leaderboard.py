@@ -26,18 +26,47 @@ def board_table(board: leaderboard.Board, width: int = 200) -> Table:
     C = Col
     flags = [_flags(e) for e in board.entries]
     # flags (violations, failures, starters) go first on a narrow pane, unless an entry has one: then they are the news
-    cols = [C("#", number=True), C("agent"), C("model", drop=2), C("family", drop=1), C("device"), C("speedup", number=True),
-            C(f"fast_{board.p:g}", number=True), C("SOL", number=True), C("correct", number=True), C("results", number=True, drop=3),
-            C("flags", drop=0 if any(flags) else 4)]
-    rows = [[
-        str(e.rank) if e.rank is not None else "·", escape(e.agent), escape(e.model or ""), e.family, escape(e.device),
-        *(["–"] * 4 if e.results == 0 else [  # failures only: no figure to show (as leaderboard_cmd.render)
-            speedup_cell(board.timing_kind, e.speedup), f"{e.fast_p * 100:.0f}%" if e.fast_p is not None else "–",
-            sol_cell(board.timing_kind, e.sol_fraction), f"{e.correct * 100:.0f}%"]),
-        str(e.results), flag,
-    ] for e, flag in zip(board.entries, flags)]
+    cols = [
+        C("#", number=True),
+        C("agent"),
+        C("model", drop=2),
+        C("family", drop=1),
+        C("device"),
+        C("speedup", number=True),
+        C(f"fast_{board.p:g}", number=True),
+        C("SOL", number=True),
+        C("correct", number=True),
+        C("results", number=True, drop=3),
+        C("flags", drop=0 if any(flags) else 4),
+    ]
+    rows = [
+        [
+            str(e.rank) if e.rank is not None else "·",
+            escape(e.agent),
+            escape(e.model or ""),
+            e.family,
+            escape(e.device),
+            *(
+                ["–"] * 4
+                if e.results == 0
+                else [  # failures only: no figure to show (as leaderboard_cmd.render)
+                    speedup_cell(board.timing_kind, e.speedup),
+                    f"{e.fast_p * 100:.0f}%" if e.fast_p is not None else "–",
+                    sol_cell(board.timing_kind, e.sol_fraction),
+                    f"{e.correct * 100:.0f}%",
+                ]
+            ),
+            str(e.results),
+            flag,
+        ]
+        for e, flag in zip(board.entries, flags)
+    ]
     table = fitted(width, cols, rows, title=f"{escape(board.label)}", title_justify="left")
-    notes = [f"{board.infrastructure_errors} infrastructure errors left out"] if board.infrastructure_errors else []
+    notes = (
+        [f"{board.infrastructure_errors} infrastructure errors left out"]
+        if board.infrastructure_errors
+        else []
+    )
     if board.timing_kind == "cpu":
         notes.append(INTERPRETED_NOTE)
     if notes:
@@ -47,7 +76,9 @@ def board_table(board: leaderboard.Board, width: int = 200) -> Table:
 
 def _flags(e: leaderboard.Entry) -> str:
     """Violations, failures (attempts with nothing to score) and unchanged starters, said in words (markup)."""
-    parts = [f"{e.violations} violations"] * bool(e.violations) + [f"{e.failures} failures"] * bool(e.failures)
+    parts = [f"{e.violations} violations"] * bool(e.violations) + [f"{e.failures} failures"] * bool(
+        e.failures
+    )
     text = f"[red]{', '.join(parts)}[/]" if parts else ""
     if e.starters:
         text += (", " if parts else "") + f"[yellow]{e.starters} starter[/]"
@@ -62,7 +93,15 @@ def boards_view(store, run: str | None, width: int = 200) -> RenderableType:  # 
 
 
 class LeaderboardScreen(RunScreen):
-    KEYS = (Key("a", "scope", "This run/all runs", "Leaderboard scope", "this run's results, or every run in the store"),)
+    KEYS = (
+        Key(
+            "a",
+            "scope",
+            "This run/all runs",
+            "Leaderboard scope",
+            "this run's results, or every run in the store",
+        ),
+    )
     BINDINGS: ClassVar[list[BindingType]] = bindings(KEYS)
     COMMANDS_HERE = commands(KEYS)
 
@@ -84,9 +123,13 @@ class LeaderboardScreen(RunScreen):
             return
         self._drawn_version = self.model.results_version
         scope = "every run in the store" if self.all_runs else f"run {self.model.run_id}"
-        self.query_one("#board-scope", Static).update(f"scope: {scope} (a toggles) · timing kinds are never mixed")
+        self.query_one("#board-scope", Static).update(
+            f"scope: {scope} (a toggles) · timing kinds are never mixed"
+        )
         width = max(40, self.size.width - 2)  # the vertical scrollbar's share
-        self.query_one("#boards", Static).update(boards_view(self.model.store, None if self.all_runs else self.model.run_id, width))
+        self.query_one("#boards", Static).update(
+            boards_view(self.model.store, None if self.all_runs else self.model.run_id, width)
+        )
 
     def on_resize(self) -> None:
         self.redraw(force=True)  # the columns are chosen for the width

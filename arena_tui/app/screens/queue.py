@@ -19,12 +19,39 @@ from arena_tui.figures import INTERPRETED, INTERPRETED_CELL
 class QueueScreen(RowActions, RunScreen):
     AUTO_FOCUS = "#queue"  # the table, not the filter box: keys are commands until `/`
     KEYS = (
-        Key("s", "sort", "Sort", "Sort queue", "cycle the sort order: plan, state, task, agent, device, speedup"),
+        Key(
+            "s",
+            "sort",
+            "Sort",
+            "Sort queue",
+            "cycle the sort order: plan, state, task, agent, device, speedup",
+        ),
         Key("r", "reverse", "Reverse", "Reverse queue order", "reverse the sort order"),
-        Key("slash", "filter", "Filter", "Filter queue", "type state:, agent:, family:, device: or words"),
-        Key("escape", "clear_filter", "Clear filter", "Clear queue filter", "show every row", show=False),
-        Key("enter", "scores", None, "Open scores of the selected row", "stage-by-stage results"),  # the table's
-        Key("t", "transcripts", "Transcripts", "Open transcripts of the selected task", "agents side by side"),
+        Key(
+            "slash",
+            "filter",
+            "Filter",
+            "Filter queue",
+            "type state:, agent:, family:, device: or words",
+        ),
+        Key(
+            "escape",
+            "clear_filter",
+            "Clear filter",
+            "Clear queue filter",
+            "show every row",
+            show=False,
+        ),
+        Key(
+            "enter", "scores", None, "Open scores of the selected row", "stage-by-stage results"
+        ),  # the table's
+        Key(
+            "t",
+            "transcripts",
+            "Transcripts",
+            "Open transcripts of the selected task",
+            "agents side by side",
+        ),
         Key("e", "triage", "Triage", show=False),
         *ROW_KEYS,
     )
@@ -41,7 +68,10 @@ class QueueScreen(RowActions, RunScreen):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Input(placeholder="/ filter: state:failed agent:ref family:gemm device:cpu, or words", id="filter")
+        yield Input(
+            placeholder="/ filter: state:failed agent:ref family:gemm device:cpu, or words",
+            id="filter",
+        )
         yield DataTable(id="queue", cursor_type="row", zebra_stripes=True)
         yield Static(id="queue-status")
         yield ArenaFooter()
@@ -80,9 +110,13 @@ class QueueScreen(RowActions, RunScreen):
                 self._cells[row.key] = new
         sort_name = SORTS[self.sort_index][0] + (" (reversed)" if self.reverse else "")
         counts = "  ".join(f"{state} {n}" for state, n in sorted(self.model.counts().items()))
-        shown = f"{len(rows)} of {len(self.model.rows)} shown" if self.filter else f"{len(rows)} rows"
+        shown = (
+            f"{len(rows)} of {len(self.model.rows)} shown" if self.filter else f"{len(rows)} rows"
+        )
         note = f" · {INTERPRETED_CELL} = {INTERPRETED}" if any(interpreted(r) for r in rows) else ""
-        self.query_one("#queue-status", Static).update(f"{shown} · sort: {sort_name} · {counts}{note}")
+        self.query_one("#queue-status", Static).update(
+            f"{shown} · sort: {sort_name} · {counts}{note}"
+        )
 
     def _cursor_key(self) -> str | None:
         table = self.query_one(DataTable)

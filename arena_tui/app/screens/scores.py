@@ -17,8 +17,20 @@ from arena_tui.app.widgets.score_card import score_card
 
 class ScoresScreen(RunScreen):
     KEYS = (
-        Key("n", "next_row", "Next", "Scores of the next row", "the next evaluation or attempt in the queue"),
-        Key("p", "previous_row", "Prev", "Scores of the previous row", "the previous evaluation or attempt"),
+        Key(
+            "n",
+            "next_row",
+            "Next",
+            "Scores of the next row",
+            "the next evaluation or attempt in the queue",
+        ),
+        Key(
+            "p",
+            "previous_row",
+            "Prev",
+            "Scores of the previous row",
+            "the previous evaluation or attempt",
+        ),
     )
     BINDINGS: ClassVar[list[BindingType]] = bindings(KEYS)
     COMMANDS_HERE = commands(KEYS)

@@ -20,10 +20,34 @@ MAX_PANES = 4
 
 class TranscriptsScreen(RunScreen):
     KEYS = (
-        Key("n", "next_task", "Next task", "Transcripts of the next task", "every agent on the next task"),
-        Key("p", "previous_task", "Prev task", "Transcripts of the previous task", "every agent on the previous task"),
-        Key("a", "running", "Running", "Transcripts of running attempts", "the attempts running now, side by side"),
-        Key("z", "fold", "Fold/unfold", "Fold or unfold long outputs", "show tool results whole or folded"),
+        Key(
+            "n",
+            "next_task",
+            "Next task",
+            "Transcripts of the next task",
+            "every agent on the next task",
+        ),
+        Key(
+            "p",
+            "previous_task",
+            "Prev task",
+            "Transcripts of the previous task",
+            "every agent on the previous task",
+        ),
+        Key(
+            "a",
+            "running",
+            "Running",
+            "Transcripts of running attempts",
+            "the attempts running now, side by side",
+        ),
+        Key(
+            "z",
+            "fold",
+            "Fold/unfold",
+            "Fold or unfold long outputs",
+            "show tool results whole or folded",
+        ),
     )
     BINDINGS: ClassVar[list[BindingType]] = bindings(KEYS)
     COMMANDS_HERE = commands(KEYS)
@@ -54,13 +78,19 @@ class TranscriptsScreen(RunScreen):
             return [r for r in attempts if r.state in ("running", "evaluating")][:MAX_PANES]
         if self.task_id is None:
             row = self.selected_row()
-            self.task_id = row.task if row is not None and any(a.task == row.task for a in attempts) else next(iter(self._tasks()), None)
+            self.task_id = (
+                row.task
+                if row is not None and any(a.task == row.task for a in attempts)
+                else next(iter(self._tasks()), None)
+            )
         return [r for r in attempts if r.task == self.task_id][:MAX_PANES]
 
     async def _rebuild(self, rows: list[Row]) -> None:
         panes = self.query_one("#panes", Horizontal)
         await panes.remove_children()
-        await panes.mount_all([TranscriptPane(r.key, f"{r.agent} · {r.task} · {r.device} [{r.key}]") for r in rows])
+        await panes.mount_all(
+            [TranscriptPane(r.key, f"{r.agent} · {r.task} · {r.device} [{r.key}]") for r in rows]
+        )
         self.shown = tuple(r.key for r in rows)
 
     async def redraw(self) -> None:  # type: ignore[override]
@@ -68,7 +98,11 @@ class TranscriptsScreen(RunScreen):
         if tuple(r.key for r in rows) != self.shown:
             await self._rebuild(rows)
         what = "running attempts" if self.only_running else f"task {self.task_id}"
-        title = f"{what}: {len(rows)} agents" if rows else "no agent attempts in this run (a run file with `agents:` has them)"
+        title = (
+            f"{what}: {len(rows)} agents"
+            if rows
+            else "no agent attempts in this run (a run file with `agents:` has them)"
+        )
         self.query_one("#transcripts-title", Static).update(title)
         self._sync()
 
@@ -79,7 +113,10 @@ class TranscriptsScreen(RunScreen):
     def resumed(self) -> None:
         row = self.model.rows.get(self.arena.selected) if self.arena.selected else None
         if row and row.kind == "attempt" and row.key not in self.shown:
-            self.task_id, self.only_running = row.task, False  # opened on a row (t in the queue): its task
+            self.task_id, self.only_running = (
+                row.task,
+                False,
+            )  # opened on a row (t in the queue): its task
 
     async def _step_task(self, step: int) -> None:
         tasks = self._tasks()

@@ -26,7 +26,16 @@ from arena_tui.app.widgets.footer import ArenaFooter
 
 
 class TriageScreen(RowActions, RunScreen):
-    KEYS = (Key("e", "edit", "Open in $EDITOR", "Open candidate in $EDITOR", "suspend the app and edit the failed candidate"), *ROW_KEYS)
+    KEYS = (
+        Key(
+            "e",
+            "edit",
+            "Open in $EDITOR",
+            "Open candidate in $EDITOR",
+            "suspend the app and edit the failed candidate",
+        ),
+        *ROW_KEYS,
+    )
     BINDINGS: ClassVar[list[BindingType]] = bindings(KEYS)
     COMMANDS_HERE = commands(KEYS)
 
@@ -50,7 +59,9 @@ class TriageScreen(RowActions, RunScreen):
             options.append(Option(Text(f"{kind} ({len(rows)})", style="bold"), disabled=True))
             listed.append(None)
             for row in rows:
-                options.append(Option(f"  {row.label} {row.task} · {row.agent} · {row.device}", id=row.key))
+                options.append(
+                    Option(f"  {row.label} {row.task} · {row.agent} · {row.device}", id=row.key)
+                )
                 listed.append(row.key)
         failures = self.query_one(OptionList)
         if listed != self._listed:
@@ -75,15 +86,24 @@ class TriageScreen(RowActions, RunScreen):
         row = self._current()
         detail = self.query_one("#failure", Static)
         if row is None:
-            detail.update(Text("no failures" if not any(self._listed) else "pick a failure", style="dim"))
+            detail.update(
+                Text("no failures" if not any(self._listed) else "pick a failure", style="dim")
+            )
             return
         kind = failure_kind(row) or "not failed"
         head = Text(f"{row.task} · {row.agent} · {row.device} [{row.key}] — {kind}", style="bold")
         diff = candidate_diff(row, self.arena.source.tasks_dir)
-        detail.update(Group(
-            head, Text(""), Text("error", style="bold red"), Text(error_text(row)), Text(""),
-            Text("candidate against the starter", style="bold"), Syntax(diff, "diff", theme="ansi_dark", word_wrap=True),
-        ))
+        detail.update(
+            Group(
+                head,
+                Text(""),
+                Text("error", style="bold red"),
+                Text(error_text(row)),
+                Text(""),
+                Text("candidate against the starter", style="bold"),
+                Syntax(diff, "diff", theme="ansi_dark", word_wrap=True),
+            )
+        )
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         if event.option.id:
@@ -100,7 +120,9 @@ class TriageScreen(RowActions, RunScreen):
             with self.app.suspend():  # the editor gets the terminal; the run goes on meanwhile
                 subprocess.run([*editor, row.candidate], check=False)
         except SuspendNotSupported:  # headless (tests) or a web driver: run it without the terminal
-            subprocess.run([*editor, row.candidate], check=False, stdin=subprocess.DEVNULL, capture_output=True)
+            subprocess.run(
+                [*editor, row.candidate], check=False, stdin=subprocess.DEVNULL, capture_output=True
+            )
         self.arena.last_edited = row.candidate
         self._show_detail()
 

@@ -28,8 +28,16 @@ class ArenaFooter(Footer):
             name = action.split("(")[0]
             return 0 if name in FIRST else 2 if name in LAST else 1
 
-        keys = sorted(shown.items(), key=lambda kv: order(kv[0]))  # a stable sort: the screen's order within each
+        keys = sorted(
+            shown.items(), key=lambda kv: order(kv[0])
+        )  # a stable sort: the screen's order within each
         self.styles.grid_size_columns = len(keys)
         for action, (binding, enabled, tooltip) in keys:
-            yield FooterKey(binding.key, self.app.get_key_display(binding), binding.description, action,
-                            disabled=not enabled, tooltip=tooltip or binding.description).data_bind(compact=Footer.compact)
+            yield FooterKey(
+                binding.key,
+                self.app.get_key_display(binding),
+                binding.description,
+                action,
+                disabled=not enabled,
+                tooltip=tooltip or binding.description,
+            ).data_bind(compact=Footer.compact)

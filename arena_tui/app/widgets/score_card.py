@@ -14,7 +14,14 @@ from arena_tui.app.widgets.speedup_chart import speedup_bars
 from arena_tui.figures import INTERPRETED
 from core.model.result import STAGES, Result
 
-MARK = {"passed": ("✓", "green"), "failed": ("✗", "red"), "timeout": ("⏱", "red"), "crashed": ("✗", "red"), "error": ("!", "yellow"), "skipped": ("·", "dim")}
+MARK = {
+    "passed": ("✓", "green"),
+    "failed": ("✗", "red"),
+    "timeout": ("⏱", "red"),
+    "crashed": ("✗", "red"),
+    "error": ("!", "yellow"),
+    "skipped": ("·", "dim"),
+}
 LOG_TAIL = 20
 
 
@@ -45,25 +52,45 @@ def stage_table(row: Row) -> Table:
     stages = {s.name: s for s in row.result.stages} if row.result else {}
     for name in STAGES:
         s = stages.get(name)
-        status = s.status if s else row.stages.get(name, "running" if row.stage == name else "skipped")
+        status = (
+            s.status if s else row.stages.get(name, "running" if row.stage == name else "skipped")
+        )
         seconds = f"{s.seconds:.2f}" if s and s.seconds is not None else ""
         message = (s.message or "").splitlines()[0] if s and s.message else ""
-        table.add_row(name, _mark(status), seconds, message)  # the result's own stage names (figures.STAGE_LEGEND)
+        table.add_row(
+            name, _mark(status), seconds, message
+        )  # the result's own stage names (figures.STAGE_LEGEND)
     return table
 
 
 def correctness_table(result: Result) -> Table | None:
-    rows = [(stage.name, w) for stage in result.stages if stage.name in ("correctness", "generalization") for w in stage.workloads]
+    rows = [
+        (stage.name, w)
+        for stage in result.stages
+        if stage.name in ("correctness", "generalization")
+        for w in stage.workloads
+    ]
     if not rows:
         return None
-    table = Table(title="correctness per workload", title_justify="left", show_edge=False, header_style="bold")
+    table = Table(
+        title="correctness per workload", title_justify="left", show_edge=False, header_style="bold"
+    )
     for col in ("workload", "set", "ok", "worst error"):
         table.add_column(col, no_wrap=col != "worst error")
     for name, w in rows:
         worst = w.get("worst") or {}
         err = worst.get("max_abs_err")
-        detail = f"max abs err {err:.3g}" if isinstance(err, (int, float)) else (w.get("message") or worst.get("error") or "")
-        table.add_row(str(w.get("label")), "hidden" if name == "generalization" else "visible", _mark("passed" if w.get("passed") else "failed"), str(detail).splitlines()[0] if detail else "")
+        detail = (
+            f"max abs err {err:.3g}"
+            if isinstance(err, (int, float))
+            else (w.get("message") or worst.get("error") or "")
+        )
+        table.add_row(
+            str(w.get("label")),
+            "hidden" if name == "generalization" else "visible",
+            _mark("passed" if w.get("passed") else "failed"),
+            str(detail).splitlines()[0] if detail else "",
+        )
     return table
 
 
@@ -80,24 +107,45 @@ def untimed_reason(result: Result, stage: str) -> str:
 
 
 def timing_table(result: Result) -> Table | None:
-    checked = [(stage.name, w) for stage in result.stages if stage.name in ("correctness", "generalization") for w in stage.workloads]
+    checked = [
+        (stage.name, w)
+        for stage in result.stages
+        if stage.name in ("correctness", "generalization")
+        for w in stage.workloads
+    ]
     timed = {(w.label, w.hidden) for w in result.workloads}
-    untimed = [(name, w) for name, w in checked if (str(w.get("label")), name == "generalization") not in timed]
+    untimed = [
+        (name, w)
+        for name, w in checked
+        if (str(w.get("label")), name == "generalization") not in timed
+    ]
     if not result.workloads and not untimed:
         return None
     interpreted = result.timing_kind == "cpu"
     title = f"times ({result.timing_kind}{': ' + INTERPRETED if interpreted else ''})"
     table = Table(title=title, title_justify="left", show_edge=False, header_style="bold")
-    columns = ("workload", "candidate", "± IQR", "baseline", "± IQR") + (() if interpreted else ("speedup", "SOL"))
+    columns = ("workload", "candidate", "± IQR", "baseline", "± IQR") + (
+        () if interpreted else ("speedup", "SOL")
+    )
     for col in columns:
         table.add_column(col, justify="left" if col == "workload" else "right", no_wrap=True)
     if untimed:
-        table.add_column("note", ratio=1)  # why a checked workload has no times; wraps, the numbers never do
+        table.add_column(
+            "note", ratio=1
+        )  # why a checked workload has no times; wraps, the numbers never do
     for w in result.workloads:
-        row = [w.label + (" (hidden)" if w.hidden else ""), _us(w.candidate.get("median_us")), _us(w.candidate.get("iqr_us")),
-               _us(w.baseline.get("median_us")), _us(w.baseline.get("iqr_us"))]
+        row = [
+            w.label + (" (hidden)" if w.hidden else ""),
+            _us(w.candidate.get("median_us")),
+            _us(w.candidate.get("iqr_us")),
+            _us(w.baseline.get("median_us")),
+            _us(w.baseline.get("iqr_us")),
+        ]
         if not interpreted:
-            row += [ratio_text(w.speedup), f"{w.sol_fraction * 100:.1f}%" if w.sol_fraction is not None else "–"]
+            row += [
+                ratio_text(w.speedup),
+                f"{w.sol_fraction * 100:.1f}%" if w.sol_fraction is not None else "–",
+            ]
         table.add_row(*row, *([""] if untimed else []))
     seen: set[tuple[str, str]] = set()
     for name, w in untimed:
@@ -106,7 +154,11 @@ def timing_table(result: Result) -> Table | None:
             continue
         seen.add((name, label))
         reason = Text(untimed_reason(result, name), style="dim")
-        table.add_row(label + (" (hidden)" if name == "generalization" else ""), *(["–"] * (len(columns) - 1)), reason)
+        table.add_row(
+            label + (" (hidden)" if name == "generalization" else ""),
+            *(["–"] * (len(columns) - 1)),
+            reason,
+        )
     return table
 
 
@@ -156,8 +208,14 @@ def score_card(row: Row | None) -> RenderableType:
         for part in (correctness_table(row.result), timing_table(row.result)):
             if part is not None:
                 parts += [Text(""), part]
-        if row.result.workloads and row.result.timing_kind != "cpu":  # no chart of interpreted ratios
-            parts += [Text(""), Text("speedup per workload", style="bold"), speedup_bars(row.result.workloads)]
+        if (
+            row.result.workloads and row.result.timing_kind != "cpu"
+        ):  # no chart of interpreted ratios
+            parts += [
+                Text(""),
+                Text("speedup per workload", style="bold"),
+                speedup_bars(row.result.workloads),
+            ]
         for part in (flags(row.result), compile_log(row.result)):
             if part is not None:
                 parts += [Text(""), part]

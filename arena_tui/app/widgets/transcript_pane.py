@@ -21,7 +21,9 @@ class TranscriptPane(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static(self.title, classes="pane-title")
-        yield RichLog(max_lines=LOG_LINES, wrap=True, markup=False, highlight=False, auto_scroll=True)
+        yield RichLog(
+            max_lines=LOG_LINES, wrap=True, markup=False, highlight=False, auto_scroll=True
+        )
 
     def sync(self, steps: list[TranscriptEvent], folded: bool, rewrite: bool = False) -> int:
         """Write the steps not written yet (all of them when `rewrite`); returns how many."""

@@ -36,7 +36,10 @@ def step_text(event: TranscriptEvent, folded: bool = True) -> Text:
         return Text("… " + _fold(event.text or "", folded), style="italic dim")
     if event.kind == "usage":
         cost = f" ${event.cost_usd:.3f}" if event.cost_usd is not None else ""
-        return Text(f"Σ tokens in {event.input_tokens or 0} out {event.output_tokens or 0}{cost}", style="dim magenta")
+        return Text(
+            f"Σ tokens in {event.input_tokens or 0} out {event.output_tokens or 0}{cost}",
+            style="dim magenta",
+        )
     if event.kind == "final":
         return Text("■ " + _fold(event.text or "done", folded), style="bold")
     if event.kind == "error":

@@ -5,4 +5,11 @@ and the time model run in the harness (core/harness/sim_*.py). docs/simulation.m
 from core.devices.sim.collectives import Prediction, predict_collective
 from core.devices.sim.targets import calibration_label, load_constants, sim_baseline, sim_section
 
-__all__ = ["Prediction", "calibration_label", "load_constants", "predict_collective", "sim_baseline", "sim_section"]
+__all__ = [
+    "Prediction",
+    "calibration_label",
+    "load_constants",
+    "predict_collective",
+    "sim_baseline",
+    "sim_section",
+]

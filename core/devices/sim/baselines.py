@@ -21,13 +21,16 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 TABLE_FILE = Path(__file__).resolve().parents[2] / "data" / "sim_baselines.json"
-DEFAULT_IMPL = "torch"  # the task's own PyTorch composition (records made before baseline_impl existed)
+DEFAULT_IMPL = (
+    "torch"  # the task's own PyTorch composition (records made before baseline_impl existed)
+)
 
 
 def axes_key(axes: dict[str, Any]) -> str:
@@ -48,7 +51,12 @@ class TaskModel:
         return self.intercept_us + self.slope * roofline_us
 
     def to_json(self) -> dict[str, Any]:
-        return {"intercept_us": self.intercept_us, "slope": self.slope, "error": self.error, "points": self.points}
+        return {
+            "intercept_us": self.intercept_us,
+            "slope": self.slope,
+            "error": self.error,
+            "points": self.points,
+        }
 
 
 def fit_task_model(points: list[tuple[float, float]]) -> TaskModel | None:
@@ -61,7 +69,7 @@ def fit_task_model(points: list[tuple[float, float]]) -> TaskModel | None:
     if len(pts) >= 3:
         errors = []
         for i in range(len(pts)):
-            la, lb = _fit(pts[:i] + pts[i + 1:])
+            la, lb = _fit(pts[:i] + pts[i + 1 :])
             r, t = pts[i]
             errors.append(abs((la + lb * r) / t - 1))
         errors.sort()
@@ -82,12 +90,18 @@ def _fit(pts: list[tuple[float, float]]) -> tuple[float, float]:
 
     intercepts = [low * i / 40 for i in range(41)]
     slopes = [0.0] + [ratio * 10 ** (e / 10) for e in range(-60, 21)]
-    best = min(((loss(a, b), a, b) for a in intercepts for b in slopes))
+    best = min((loss(a, b), a, b) for a in intercepts for b in slopes)
     for _ in range(2):
         _, a0, b0 = best
         da, db = low / 40, max(b0, 1e-6) * 0.3
-        best = min([best] + [(loss(a, b), a, b) for a in (max(0.0, a0 + da * i / 5) for i in range(-5, 6))
-                             for b in (max(0.0, b0 + db * j / 5) for j in range(-5, 6))])
+        best = min(
+            [best]
+            + [
+                (loss(a, b), a, b)
+                for a in (max(0.0, a0 + da * i / 5) for i in range(-5, 6))
+                for b in (max(0.0, b0 + db * j / 5) for j in range(-5, 6))
+            ]
+        )
     return best[1], best[2]
 
 
@@ -98,7 +112,9 @@ def load_table() -> dict[str, Any]:
     return json.loads(TABLE_FILE.read_text())
 
 
-def baseline_for(gpu: str, task_id: str, impl: str | None, axes: dict[str, Any], roofline_us: float | None) -> dict[str, Any] | None:
+def baseline_for(
+    gpu: str, task_id: str, impl: str | None, axes: dict[str, Any], roofline_us: float | None
+) -> dict[str, Any] | None:
     """The time of implementation `impl` (None: `torch`) for one workload on `gpu`:
     {median_us, source, band, impl, ...} with source `measured` or `model`, or None where the
     table knows nothing of it there."""
@@ -108,15 +124,29 @@ def baseline_for(gpu: str, task_id: str, impl: str | None, axes: dict[str, Any],
         return None
     measured = entry.get("workloads", {}).get(axes_key(axes))
     if measured is not None:
-        return {"median_us": float(measured["median_us"]), "source": "measured", "band": 0.0, "runs": measured.get("runs", 1), "impl": impl}
+        return {
+            "median_us": float(measured["median_us"]),
+            "source": "measured",
+            "band": 0.0,
+            "runs": measured.get("runs", 1),
+            "impl": impl,
+        }
     model = entry.get("model")
     if model and roofline_us is not None and roofline_us > 0:
         m = TaskModel(**model)
-        return {"median_us": m.time_us(roofline_us), "source": "model", "band": m.error, "points": m.points, "impl": impl}
+        return {
+            "median_us": m.time_us(roofline_us),
+            "source": "model",
+            "band": m.error,
+            "points": m.points,
+            "impl": impl,
+        }
     return None
 
 
-def baseline_on(gpu: str, task_id: str, order: Sequence[str], axes: dict[str, Any], roofline_us: float | None) -> dict[str, Any] | None:
+def baseline_on(
+    gpu: str, task_id: str, order: Sequence[str], axes: dict[str, Any], roofline_us: float | None
+) -> dict[str, Any] | None:
     """The baseline's time for one workload on `gpu`, of the implementation that GPU would run:
     the one a measured run selected at this workload, else the first of `order` (task.yaml's
     `baselines:`, in preference; empty: `torch`) with measurements on `gpu`. None where the

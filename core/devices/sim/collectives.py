@@ -28,7 +28,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
-DIRECT_EFF = 0.8  # share of β one rank reaches sending to all peers at once through the switch (estimate)
+DIRECT_EFF = (
+    0.8  # share of β one rank reaches sending to all peers at once through the switch (estimate)
+)
 DEFAULT_LATENCY_US = 2.0  # per step, where the peaks table has no link_latency_us (estimate)
 BAND = 0.5  # ± band: the model is not fitted to multi-GPU measurements
 
@@ -61,7 +63,9 @@ def bus_factor(kind: str, world: int) -> float:
     return 2 * (world - 1) / world if kind == "all_reduce" else (world - 1) / world
 
 
-def algorithm_times(kind: str, size_bytes: float, world: int, beta: float, alpha: float) -> dict[str, float]:
+def algorithm_times(
+    kind: str, size_bytes: float, world: int, beta: float, alpha: float
+) -> dict[str, float]:
     """Microseconds per algorithm for one collective, launch excluded. beta in bytes/µs."""
     w = world
     share = (w - 1) / w * size_bytes
@@ -71,7 +75,10 @@ def algorithm_times(kind: str, size_bytes: float, world: int, beta: float, alpha
             "tree": 2 * math.ceil(math.log2(w)) * alpha + 2 * size_bytes / beta,
         }
     if kind in ("all_gather", "reduce_scatter"):
-        return {"ring": (w - 1) * alpha + share / beta, "direct": alpha + share / (beta * DIRECT_EFF)}
+        return {
+            "ring": (w - 1) * alpha + share / beta,
+            "direct": alpha + share / (beta * DIRECT_EFF),
+        }
     if kind == "all_to_all":
         return {"direct": alpha + share / beta}
     raise ValueError(f"unknown collective `{kind}`: one of {', '.join(KINDS)}")
@@ -99,7 +106,12 @@ def predict_collective(kind: str, size_bytes: float, world: int, peaks: Any) -> 
     t = launch + times[algorithm]
     algbw = size_bytes / t / 1e3 if t > 0 else 0.0  # bytes/µs → GB/s
     return Prediction(
-        time_us=t, low_us=t / (1 + BAND), high_us=t * (1 + BAND), band=BAND, algorithm=algorithm,
-        algbw_gbps=algbw, busbw_gbps=algbw * bus_factor(kind, world) if world > 1 else 0.0,
+        time_us=t,
+        low_us=t / (1 + BAND),
+        high_us=t * (1 + BAND),
+        band=BAND,
+        algorithm=algorithm,
+        algbw_gbps=algbw,
+        busbw_gbps=algbw * bus_factor(kind, world) if world > 1 else 0.0,
         alternatives_us={k: launch + v for k, v in times.items()},
     )

@@ -35,8 +35,16 @@ def sim_section(info: DeviceInfo) -> dict[str, Any]:
     key = info.peaks_key or info.id.removeprefix("sim:")
     arch = data["arch"].get(info.arch)
     peaks = info.sol_peaks
-    if arch is None or peaks is None or not peaks.bf16_tflops or not peaks.hbm_tbps or not info.units:
-        raise DeviceError(f"`{info.id}`: no simulation figures for architecture `{info.arch}` (core/data/sim_constants.json)")
+    if (
+        arch is None
+        or peaks is None
+        or not peaks.bf16_tflops
+        or not peaks.hbm_tbps
+        or not info.units
+    ):
+        raise DeviceError(
+            f"`{info.id}`: no simulation figures for architecture `{info.arch}` (core/data/sim_constants.json)"
+        )
     fitted = data["fitted"].get(key)
     if fitted:
         constants = dict(fitted["constants"])
@@ -44,25 +52,53 @@ def sim_section(info: DeviceInfo) -> dict[str, Any]:
         # An uncalibrated device is never given a tighter band than a calibrated one earned.
         fitted_bands = [f["constants"] for f in data["fitted"].values()]
         band = max([data["uncalibrated_band"]] + [c["band"] for c in fitted_bands])
-        lib_band = max([data["uncalibrated_band"], data["default"]["lib_band"]] + [c["lib_band"] for c in fitted_bands])
+        lib_band = max(
+            [data["uncalibrated_band"], data["default"]["lib_band"]]
+            + [c["lib_band"] for c in fitted_bands]
+        )
         constants = {**data["default"], "band": band, "lib_band": lib_band}
         if info.spec and info.spec.launch_overhead_us:
             constants["launch_us"] = info.spec.launch_overhead_us
     target = {
-        "key": key, "units": info.units, "bf16_tflops": peaks.bf16_tflops, "fp8_tflops": peaks.fp8_tflops, "fp32_tflops": peaks.fp32_tflops,
-        "hbm_tbps": peaks.hbm_tbps, "l2_tbps": arch["l2_tbps_per_unit"] * info.units,
-        **{k: arch[k] for k in ("warp_size", "max_warps_per_unit", "registers_per_unit", "shared_per_unit", "fast_mma")},
+        "key": key,
+        "units": info.units,
+        "bf16_tflops": peaks.bf16_tflops,
+        "fp8_tflops": peaks.fp8_tflops,
+        "fp32_tflops": peaks.fp32_tflops,
+        "hbm_tbps": peaks.hbm_tbps,
+        "l2_tbps": arch["l2_tbps_per_unit"] * info.units,
+        **{
+            k: arch[k]
+            for k in (
+                "warp_size",
+                "max_warps_per_unit",
+                "registers_per_unit",
+                "shared_per_unit",
+                "fast_mma",
+            )
+        },
     }
     calibration = calibration_label(key)
     return {
-        "label": f"{info.id}, {calibration}", "model": data["model"], "calibration": calibration, "target": target,
-        "constants": constants, "peaks_source": peaks.source,
+        "label": f"{info.id}, {calibration}",
+        "model": data["model"],
+        "calibration": calibration,
+        "target": target,
+        "constants": constants,
+        "peaks_source": peaks.source,
         # the candidate's worker predicts autotune trials with these to choose a config (never its billed time: the parent computes that)
-        "aot": {**arch["aot"], "name": info.arch, "shared_per_unit": arch["shared_per_unit"], "trial_model": {"target": target, "constants": constants}},
+        "aot": {
+            **arch["aot"],
+            "name": info.arch,
+            "shared_per_unit": arch["shared_per_unit"],
+            "trial_model": {"target": target, "constants": constants},
+        },
     }
 
 
-def sim_baseline(task: Any, workload: Any, info: DeviceInfo, roofline_us: float | None) -> dict[str, Any] | None:
+def sim_baseline(
+    task: Any, workload: Any, info: DeviceInfo, roofline_us: float | None
+) -> dict[str, Any] | None:
     """The baseline's time for one performance workload on a simulated device, from the measured
     table (core/devices/sim/baselines.py), of the implementation that GPU would run (`impl`): measured
     there, or the task's fitted model; None where the table has nothing for the task on that
@@ -70,5 +106,7 @@ def sim_baseline(task: Any, workload: Any, info: DeviceInfo, roofline_us: float 
     from core.devices.sim.baselines import baseline_on
 
     key = info.peaks_key or info.id.removeprefix("sim:")
-    order = [b.impl for b in getattr(task, "baselines", ())]  # task.yaml's `baselines:`, in preference
+    order = [
+        b.impl for b in getattr(task, "baselines", ())
+    ]  # task.yaml's `baselines:`, in preference
     return baseline_on(key, task.id, order, dict(workload.axes), roofline_us)

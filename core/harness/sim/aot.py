@@ -27,10 +27,23 @@ from typing import Any
 import torch
 
 _TORCH_TO_TRITON = {
-    torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32", torch.float64: "fp64",
-    torch.int8: "i8", torch.int16: "i16", torch.int32: "i32", torch.int64: "i64", torch.uint8: "u8", torch.bool: "i1",
+    torch.float16: "fp16",
+    torch.bfloat16: "bf16",
+    torch.float32: "fp32",
+    torch.float64: "fp64",
+    torch.int8: "i8",
+    torch.int16: "i16",
+    torch.int32: "i32",
+    torch.int64: "i64",
+    torch.uint8: "u8",
+    torch.bool: "i1",
 }
-for _name, _ty in (("float8_e4m3fn", "fp8e4nv"), ("float8_e5m2", "fp8e5"), ("float8_e4m3fnuz", "fp8e4b8"), ("float8_e5m2fnuz", "fp8e5b16")):
+for _name, _ty in (
+    ("float8_e4m3fn", "fp8e4nv"),
+    ("float8_e5m2", "fp8e5"),
+    ("float8_e4m3fnuz", "fp8e4b8"),
+    ("float8_e5m2fnuz", "fp8e5b16"),
+):
     if hasattr(torch, _name):
         _TORCH_TO_TRITON[getattr(torch, _name)] = _ty
 
@@ -58,10 +71,16 @@ def target_of(spec: dict[str, Any]) -> Any:
     from triton.backends.compiler import GPUTarget
 
     arch = spec["arch"]
-    return GPUTarget(spec["backend"], int(arch) if spec["backend"] == "cuda" else str(arch), int(spec["warp_size"]))
+    return GPUTarget(
+        spec["backend"],
+        int(arch) if spec["backend"] == "cuda" else str(arch),
+        int(spec["warp_size"]),
+    )
 
 
-def signature_of(fn: Any, bound: dict[str, Any]) -> tuple[dict[str, str], dict[tuple[int, ...], Any]]:
+def signature_of(
+    fn: Any, bound: dict[str, Any]
+) -> tuple[dict[str, str], dict[tuple[int, ...], Any]]:
     """Triton's signature and constexprs for a launch, from the values it was called with."""
     from triton.runtime.jit import JITFunction
 
@@ -80,7 +99,9 @@ def signature_of(fn: Any, bound: dict[str, Any]) -> tuple[dict[str, str], dict[t
         elif hasattr(value, "data_ptr"):
             dtype = getattr(value, "dtype", None)
             if dtype not in _TORCH_TO_TRITON:
-                raise TypeError(f"argument `{p.name}` has dtype {dtype}, which the AOT path does not map")
+                raise TypeError(
+                    f"argument `{p.name}` has dtype {dtype}, which the AOT path does not map"
+                )
             signature[p.name] = "*" + _TORCH_TO_TRITON[dtype]
         elif isinstance(value, bool):
             signature[p.name] = "i1"
@@ -89,11 +110,19 @@ def signature_of(fn: Any, bound: dict[str, Any]) -> tuple[dict[str, str], dict[t
         elif isinstance(value, float):
             signature[p.name] = "fp32"
         else:
-            raise TypeError(f"argument `{p.name}` is a {type(value).__name__}, which the AOT path does not take")
+            raise TypeError(
+                f"argument `{p.name}` is a {type(value).__name__}, which the AOT path does not take"
+            )
     return signature, constexprs
 
 
-def compile_launch(fn: Any, bound: dict[str, Any], options: dict[str, Any], spec: dict[str, Any], cache_dir: str | None = None) -> Resources:
+def compile_launch(
+    fn: Any,
+    bound: dict[str, Any],
+    options: dict[str, Any],
+    spec: dict[str, Any],
+    cache_dir: str | None = None,
+) -> Resources:
     """Compile `fn` as launched (`bound` argument values, `options` num_warps/num_stages) for
     the target `spec` ({backend, arch, warp_size}); never raises."""
     warps = int(options.get("num_warps", 4))
@@ -114,29 +143,48 @@ def compile_launch(fn: Any, bound: dict[str, Any], options: dict[str, Any], spec
 
             src = ASTSource(fn=JITFunction(fn), signature=signature, constexprs=constexprs)
             try:
-                kernel = triton.compile(src, target=target_of(spec), options={"num_warps": warps, "num_stages": stages})
+                kernel = triton.compile(
+                    src, target=target_of(spec), options={"num_warps": warps, "num_stages": stages}
+                )
             except Exception as exc:
                 if not _refused_by_compiler(exc):
                     raise
                 refused = exc
         if refused is not None:
             return Resources(
-                ok=False, num_warps=warps, num_stages=stages, compile_s=time.perf_counter() - started, rejected=True,
-                error=f"{type(refused).__name__}: {refused}".strip().splitlines()[0][:200] + diagnostics.summary(),
+                ok=False,
+                num_warps=warps,
+                num_stages=stages,
+                compile_s=time.perf_counter() - started,
+                rejected=True,
+                error=f"{type(refused).__name__}: {refused}".strip().splitlines()[0][:200]
+                + diagnostics.summary(),
             )
         found = _read_nvidia(kernel) if spec["backend"] == "cuda" else _read_amd(kernel)
         limit = int(spec.get("shared_per_unit") or 0)
-        if limit and found.get("shared_bytes", 0) > limit:  # the driver refuses such a launch (triton's OutOfResources)
+        if (
+            limit and found.get("shared_bytes", 0) > limit
+        ):  # the driver refuses such a launch (triton's OutOfResources)
             return Resources(
-                ok=False, num_warps=warps, num_stages=stages, compile_s=time.perf_counter() - started, rejected=True,
+                ok=False,
+                num_warps=warps,
+                num_stages=stages,
+                compile_s=time.perf_counter() - started,
+                rejected=True,
                 error=f"out of shared memory: a program needs {found['shared_bytes']} bytes, the target has {limit} per unit; smaller tiles or fewer stages",
             )
         # The launch parameters the compiled kernel has, not the ones asked for.
         metadata = getattr(kernel, "metadata", None)
         warps = int(getattr(metadata, "num_warps", warps) or warps)
         stages = int(getattr(metadata, "num_stages", stages) or stages)
-        return Resources(ok=True, num_warps=warps, num_stages=stages, compile_s=time.perf_counter() - started, **found)
-    except BaseException as exc:  # noqa: BLE001 - degrade, never crash the prediction
+        return Resources(
+            ok=True,
+            num_warps=warps,
+            num_stages=stages,
+            compile_s=time.perf_counter() - started,
+            **found,
+        )
+    except BaseException as exc:
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
         if os.environ.get("ARENA_SIM_DEBUG"):
@@ -144,21 +192,29 @@ def compile_launch(fn: Any, bound: dict[str, Any], options: dict[str, Any], spec
 
             traceback.print_exc()
         message = f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:300]
-        return Resources(ok=False, num_warps=warps, num_stages=stages, compile_s=time.perf_counter() - started, error=message)
+        return Resources(
+            ok=False,
+            num_warps=warps,
+            num_stages=stages,
+            compile_s=time.perf_counter() - started,
+            error=message,
+        )
 
 
 def _refused_by_compiler(exc: BaseException) -> bool:
     """Whether a compile failed in the target's own back end (an MLIR pass or ptxas), as it
     would on that GPU, rather than in this AOT path (a front-end error on a kernel the
     interpreter ran is more likely this path's limit: reported, never held against it)."""
-    return type(exc).__name__ == "PTXASError" or (isinstance(exc, RuntimeError) and "PassManager::run failed" in str(exc))
+    return type(exc).__name__ == "PTXASError" or (
+        isinstance(exc, RuntimeError) and "PassManager::run failed" in str(exc)
+    )
 
 
 class _Diagnostics:
     """Captures what the compiler's C++ writes to stderr (MLIR diagnostics, failed assertions)
     while compiling, to quote it when the compile fails; passed on to stderr afterwards."""
 
-    def __enter__(self) -> "_Diagnostics":
+    def __enter__(self) -> _Diagnostics:
         sys.stderr.flush()
         self.file = tempfile.TemporaryFile()
         self.saved = os.dup(2)
@@ -245,7 +301,15 @@ class PristineLanguage:
     def _owners(cls) -> list[Any]:
         import triton.language as tl
 
-        owners = [tl, tl.core, tl.math, tl.tensor, tl.dtype, getattr(tl.core, "tensor_descriptor_base", None), getattr(tl, "standard", None)]
+        owners = [
+            tl,
+            tl.core,
+            tl.math,
+            tl.tensor,
+            tl.dtype,
+            getattr(tl.core, "tensor_descriptor_base", None),
+            getattr(tl, "standard", None),
+        ]
         return [o for o in owners if o is not None]
 
     @classmethod
@@ -258,7 +322,7 @@ class PristineLanguage:
         import triton.compiler.code_generator  # noqa: F401
 
     @classmethod
-    def restored(cls) -> "_Swap":
+    def restored(cls) -> _Swap:
         return _Swap(cls.saved or [])
 
 
@@ -270,7 +334,9 @@ def _pristine_codegen_builtins() -> None:
     from triton.compiler import code_generator
 
     names = code_generator.CodeGenerator.builtin_namespace
-    saved = dict(next((want for owner, want in (PristineLanguage.saved or []) if owner is tl.core), {}))
+    saved = dict(
+        next((want for owner, want in (PristineLanguage.saved or []) if owner is tl.core), {})
+    )
     for name, attr in (("min", "builtin_min"), ("max", "builtin_max"), ("print", "device_print")):
         value = saved.get(attr) or getattr(tl.core, attr, None)
         if value is not None and not getattr(value, "__module__", "").startswith("triton.runtime"):
@@ -284,7 +350,10 @@ class _Swap:
     @staticmethod
     def _apply(owner: Any, want: dict[str, Any]) -> None:
         for name, value in want.items():
-            if name in ("__dict__", "__weakref__", "__doc__") or vars(owner).get(name, _MISSING) is value:
+            if (
+                name in ("__dict__", "__weakref__", "__doc__")
+                or vars(owner).get(name, _MISSING) is value
+            ):
                 continue
             try:
                 setattr(owner, name, value)
@@ -317,18 +386,37 @@ def _tool(name: str) -> str | None:
 
 def _read_nvidia(kernel: Any) -> dict[str, Any]:
     ptx = kernel.asm.get("ptx", "")
-    mma = "tcgen05" if "tcgen05.mma" in ptx else "wgmma" if "wgmma.mma_async" in ptx else "mma" if "mma.sync" in ptx else None
-    found: dict[str, Any] = {"shared_bytes": int(getattr(kernel.metadata, "shared", 0) or 0), "mma": mma}
+    mma = (
+        "tcgen05"
+        if "tcgen05.mma" in ptx
+        else "wgmma"
+        if "wgmma.mma_async" in ptx
+        else "mma"
+        if "mma.sync" in ptx
+        else None
+    )
+    found: dict[str, Any] = {
+        "shared_bytes": int(getattr(kernel.metadata, "shared", 0) or 0),
+        "mma": mma,
+    }
     cuobjdump = _tool("cuobjdump")
     cubin = kernel.asm.get("cubin")
     if cuobjdump and cubin:
         # A name of its own: two workers compiling the same kernel shared `sim-<hash>.cubin`, and
         # one's unlink made the other's cuobjdump read nothing (predictions varied by 15%).
-        fd, path = tempfile.mkstemp(prefix=f"sim-{hashlib.sha256(cubin).hexdigest()[:16]}-", suffix=".cubin")
+        fd, path = tempfile.mkstemp(
+            prefix=f"sim-{hashlib.sha256(cubin).hexdigest()[:16]}-", suffix=".cubin"
+        )
         with os.fdopen(fd, "wb") as f:
             f.write(cubin)
         try:
-            out = subprocess.run([cuobjdump, "-res-usage", path], capture_output=True, text=True, timeout=60).stdout
+            out = subprocess.run(
+                [cuobjdump, "-res-usage", path],
+                check=False,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            ).stdout
         finally:
             os.unlink(path)
         usage = dict(re.findall(r"(REG|STACK|SHARED):(\d+)", out))
@@ -340,7 +428,7 @@ def _read_nvidia(kernel: Any) -> dict[str, Any]:
 
 def _read_amd(kernel: Any) -> dict[str, Any]:
     asm = kernel.asm.get("amdgcn", "")
-    value = lambda key: int(m.group(1)) if (m := re.search(rf"\.{key}:\s*(\d+)", asm)) else None  # noqa: E731
+    value = lambda key: int(m.group(1)) if (m := re.search(rf"\.{key}:\s*(\d+)", asm)) else None
     spills = value("vgpr_spill_count")
     return {
         "registers": value("vgpr_count"),

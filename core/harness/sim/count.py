@@ -27,8 +27,9 @@ import inspect
 import math
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -37,13 +38,21 @@ FULL_GRID = 16  # a launch of at most this many programs is run whole (a larger 
 FIRST_SAMPLE = 8  # programs sampled first from a larger launch
 MAX_SAMPLE = 32  # ... and at most this many when they differ
 ENLARGE_CV = 0.1  # coefficient of variation of the per-program work above which the sample grows
-SPARSE_SAMPLE = 1024  # ... and at most this many where most of them are idle (returned early), time allowing
+SPARSE_SAMPLE = (
+    1024  # ... and at most this many where most of them are idle (returned early), time allowing
+)
 IDLE_SHARE = 0.01  # a program with less work than this share of the busiest one's is idle
-EMPTY_WORK = 8 * 32  # work (ProgramCounts.work) of a program that only read a few indices and returned
+EMPTY_WORK = (
+    8 * 32
+)  # work (ProgramCounts.work) of a program that only read a few indices and returned
 EMPTY_BUDGET_S = 0.25  # interpreter seconds a launch may spend looking for its first busy program
 SPARSE_BUDGET_S = 0.5  # ... and growing a sample of mostly idle programs (about 350 of them)
-INTERIOR_SAMPLE = 2  # a counted loop of more iterations runs its first, its last, and this many drawn between
-PROGRAM_BUDGET_S = 1.0  # interpreter seconds one launch may spend on its sample before it stops growing
+INTERIOR_SAMPLE = (
+    2  # a counted loop of more iterations runs its first, its last, and this many drawn between
+)
+PROGRAM_BUDGET_S = (
+    1.0  # interpreter seconds one launch may spend on its sample before it stops growing
+)
 SFU_UNARY = {"exp", "exp2", "log", "log2", "sqrt", "sin", "cos"}
 _MARK = "_sim_count_patched"
 
@@ -62,15 +71,23 @@ class ProgramCounts:
     alu_ops: float = 0.0
     sfu_ops: float = 0.0
     atomics: float = 0.0
-    loop_iterations: float = 0.0  # `range`/`tl.range` iterations (pipelining needs a loop to overlap)
-    tensor_bytes: dict[str, float] = field(default_factory=dict)  # sector bytes requested, by tensor argument (+ STORED for writes)
+    loop_iterations: float = (
+        0.0  # `range`/`tl.range` iterations (pipelining needs a loop to overlap)
+    )
+    tensor_bytes: dict[str, float] = field(
+        default_factory=dict
+    )  # sector bytes requested, by tensor argument (+ STORED for writes)
 
     def work(self) -> float:
         """One number for 'how much this program does', to see whether programs differ."""
-        return self.load_sectors * SECTOR + self.store_sectors * SECTOR + sum(self.dot_flops.values()) / 64 + self.alu_ops / 8
+        return (
+            self.load_sectors * SECTOR
+            + self.store_sectors * SECTOR
+            + sum(self.dot_flops.values()) / 64
+            + self.alu_ops / 8
+        )
 
-
-    def add(self, other: "ProgramCounts", factor: float) -> None:
+    def add(self, other: ProgramCounts, factor: float) -> None:
         """Add `factor` times `other` (the counts of loop iterations that were not run)."""
         for key in NUMERIC:
             setattr(self, key, getattr(self, key) + factor * getattr(other, key))
@@ -79,20 +96,31 @@ class ProgramCounts:
             for k, v in getattr(other, attr).items():
                 mine[k] = mine.get(k, 0.0) + factor * v
 
-    def minus(self, other: "ProgramCounts") -> "ProgramCounts":
+    def minus(self, other: ProgramCounts) -> ProgramCounts:
         out = ProgramCounts(**{k: getattr(self, k) - getattr(other, k) for k in NUMERIC})
         for attr in ("dot_flops", "tensor_bytes"):
             mine, theirs = getattr(self, attr), getattr(other, attr)
             setattr(out, attr, {k: v - theirs.get(k, 0.0) for k, v in mine.items()})
         return out
 
-    def copy(self) -> "ProgramCounts":
+    def copy(self) -> ProgramCounts:
         out = ProgramCounts(**{k: getattr(self, k) for k in NUMERIC})
         out.dot_flops, out.tensor_bytes = dict(self.dot_flops), dict(self.tensor_bytes)
         return out
 
 
-NUMERIC = ("load_bytes", "store_bytes", "load_sectors", "store_sectors", "loads", "stores", "alu_ops", "sfu_ops", "atomics", "loop_iterations")
+NUMERIC = (
+    "load_bytes",
+    "store_bytes",
+    "load_sectors",
+    "store_sectors",
+    "loads",
+    "stores",
+    "alu_ops",
+    "sfu_ops",
+    "atomics",
+    "loop_iterations",
+)
 STORED = "\x00stored"  # suffix of a tensor's written sectors in ProgramCounts.tensor_bytes
 
 
@@ -126,7 +154,7 @@ class Launch:
         """Per-program means, launch totals (means × programs), and DRAM footprint: JSON-ready."""
         n = max(len(self.programs), 1)
         scale = self.num_programs / n
-        mean = lambda key: sum(getattr(p, key) for p in self.programs) / n  # noqa: E731
+        mean = lambda key: sum(getattr(p, key) for p in self.programs) / n
         dots: dict[str, float] = {}
         for p in self.programs:
             for dtype, flops in p.dot_flops.items():
@@ -134,7 +162,6 @@ class Launch:
         works = [p.work() for p in self.programs]
         avg = sum(works) / n if works else 0.0
         cv = (math.sqrt(sum((w - avg) ** 2 for w in works) / n) / avg) if avg > 0 else 0.0
-        sampled = len(self.programs) < self.num_programs
         # DRAM: each tensor's requested sectors over all programs, but never more than the
         # tensor itself (a tile that several programs, or one program twice, read again is
         # taken to hit in L2: the perfect-reuse assumption; docs/simulation.md), once for what
@@ -144,7 +171,9 @@ class Launch:
         for p in self.programs:
             for name, b in p.tensor_bytes.items():
                 requested[name] = requested.get(name, 0.0) + b * scale
-        footprint = sum(min(b, sizes.get(name.removesuffix(STORED), math.inf)) for name, b in requested.items())
+        footprint = sum(
+            min(b, sizes.get(name.removesuffix(STORED), math.inf)) for name, b in requested.items()
+        )
         return {
             "kernel": self.kernel,
             "grid": list(self.grid),
@@ -153,10 +182,16 @@ class Launch:
             "work_cv": cv,
             "options": dict(self.options),
             "per_program": {
-                "load_bytes": mean("load_bytes"), "store_bytes": mean("store_bytes"),
-                "load_sectors": mean("load_sectors"), "store_sectors": mean("store_sectors"),
-                "loads": mean("loads"), "stores": mean("stores"), "dot_flops": dots,
-                "alu_ops": mean("alu_ops"), "sfu_ops": mean("sfu_ops"), "atomics": mean("atomics"),
+                "load_bytes": mean("load_bytes"),
+                "store_bytes": mean("store_bytes"),
+                "load_sectors": mean("load_sectors"),
+                "store_sectors": mean("store_sectors"),
+                "loads": mean("loads"),
+                "stores": mean("stores"),
+                "dot_flops": dots,
+                "alu_ops": mean("alu_ops"),
+                "sfu_ops": mean("sfu_ops"),
+                "atomics": mean("atomics"),
                 "loop_iterations": mean("loop_iterations"),
             },
             "dram_bytes": footprint,
@@ -182,9 +217,16 @@ def merged_summary(summaries: list[dict[str, Any]]) -> dict[str, Any]:
             per[key] = sum(w * s["per_program"].get(key, 0.0) for w, s in zip(weight, summaries))
     first = summaries[0]
     return {
-        **first, "kernel": f"{first['kernel']} (+{len(summaries) - 1} more launches)" if len(summaries) > 1 else first["kernel"],
-        "grid": [programs, 1, 1], "programs": programs, "sampled": sum(s["sampled"] for s in summaries), "per_program": per,
-        "dram_bytes": sum(s["dram_bytes"] for s in summaries), "merged": len(summaries),
+        **first,
+        "kernel": f"{first['kernel']} (+{len(summaries) - 1} more launches)"
+        if len(summaries) > 1
+        else first["kernel"],
+        "grid": [programs, 1, 1],
+        "programs": programs,
+        "sampled": sum(s["sampled"] for s in summaries),
+        "per_program": per,
+        "dram_bytes": sum(s["dram_bytes"] for s in summaries),
+        "merged": len(summaries),
         "interpreter_s": sum(s.get("interpreter_s", 0.0) for s in summaries),
     }
 
@@ -193,9 +235,15 @@ class Counting:
     """While active (a context manager), Triton launches in this process are sampled and counted
     into `launches`. One at a time; `install()` must have run (it is idempotent)."""
 
-    active: "Counting | None" = None
+    active: Counting | None = None
 
-    def __init__(self, full_grid: int = FULL_GRID, first_sample: int = FIRST_SAMPLE, max_sample: int = MAX_SAMPLE, model: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        full_grid: int = FULL_GRID,
+        first_sample: int = FIRST_SAMPLE,
+        max_sample: int = MAX_SAMPLE,
+        model: dict[str, Any] | None = None,
+    ):
         """`model` ({target, constants}, as the job's sim section has them) predicts autotune
         trials; without it a trial is judged by its interpreter time."""
         self.full_grid, self.first_sample, self.max_sample = full_grid, first_sample, max_sample
@@ -207,7 +255,7 @@ class Counting:
         self.trials = 0  # autotune trial launches counted, predicted and not billed
         self.tuned: list[str] = []  # "kernel: N configs" per autotuned choice
 
-    def __enter__(self) -> "Counting":
+    def __enter__(self) -> Counting:
         from core.harness import triton_cpu
 
         install()
@@ -237,7 +285,10 @@ class Counting:
             return sum(t.interpreter_s for t in trial) * 1e3
         from core.harness.sim.model import Constants, Target, launch_time
 
-        target, constants = Target.from_json(self.model["target"]), Constants.from_json(self.model["constants"])
+        target, constants = (
+            Target.from_json(self.model["target"]),
+            Constants.from_json(self.model["constants"]),
+        )
         return sum(launch_time(t.summary(), None, target, constants).time_us for t in trial) / 1e3
 
     # --- what the builder hooks call ------------------------------------------------------
@@ -263,20 +314,29 @@ class Counting:
         if sectors.size:
             self._attribute(launch, p, sectors, STORED if store else "")
 
-    def _attribute(self, launch: Launch, p: ProgramCounts, sectors: np.ndarray, suffix: str = "") -> None:
+    def _attribute(
+        self, launch: Launch, p: ProgramCounts, sectors: np.ndarray, suffix: str = ""
+    ) -> None:
         """Each sector to the tensor argument it lies in (`sectors` sorted: two binary searches
         per tensor, not a pass over the sectors)."""
         addrs = sectors * SECTOR
         left = sectors.size
         for t in launch.tensors:
-            inside = int(np.searchsorted(addrs, t.end, "left") - np.searchsorted(addrs, t.start - SECTOR, "left"))
+            inside = int(
+                np.searchsorted(addrs, t.end, "left")
+                - np.searchsorted(addrs, t.start - SECTOR, "left")
+            )
             if inside:
-                p.tensor_bytes[t.name + suffix] = p.tensor_bytes.get(t.name + suffix, 0.0) + inside * SECTOR
+                p.tensor_bytes[t.name + suffix] = (
+                    p.tensor_bytes.get(t.name + suffix, 0.0) + inside * SECTOR
+                )
                 left -= inside
                 if left <= 0:
                     return
         if left > 0:
-            p.tensor_bytes["(other)" + suffix] = p.tensor_bytes.get("(other)" + suffix, 0.0) + left * SECTOR
+            p.tensor_bytes["(other)" + suffix] = (
+                p.tensor_bytes.get("(other)" + suffix, 0.0) + left * SECTOR
+            )
 
     def dot(self, a_shape: tuple[int, ...], b_shape: tuple[int, ...], dtype: str) -> None:
         if self.program is None:
@@ -284,7 +344,9 @@ class Counting:
         m, k = a_shape[-2], a_shape[-1]
         n = b_shape[-1]
         batch = math.prod(a_shape[:-2]) if len(a_shape) > 2 else 1
-        self.program.dot_flops[dtype] = self.program.dot_flops.get(dtype, 0.0) + 2.0 * batch * m * n * k
+        self.program.dot_flops[dtype] = (
+            self.program.dot_flops.get(dtype, 0.0) + 2.0 * batch * m * n * k
+        )
 
     def alu(self, elements: int, sfu: bool = False) -> None:
         if self.program is not None:
@@ -343,11 +405,17 @@ class Counting:
             else:
                 run(stratified(total, self.first_sample))
                 size = self.first_sample
-                while size < min(total, cap := self._grow_to(launch, time.perf_counter() - started)):
+                while size < min(
+                    total, cap := self._grow_to(launch, time.perf_counter() - started)
+                ):
                     size = min(cap, size * 2)
                     fresh = [i for i in stratified(total, size, salt=size) if i not in done]
                     need = max(0, size - len(done))  # at most `max_sample` programs in all,
-                    run([fresh[int(j * len(fresh) / need)] for j in range(need)] if 0 < need < len(fresh) else fresh[:need])  # spread, not the first ones
+                    run(
+                        [fresh[int(j * len(fresh) / need)] for j in range(need)]
+                        if 0 < need < len(fresh)
+                        else fresh[:need]
+                    )  # spread, not the first ones
         finally:
             launch.interpreter_s = time.perf_counter() - started
             self.launches.append(launch)
@@ -377,7 +445,9 @@ class SampledRange:
             yield from r
             return
         interior = len(r) - 2
-        picks = stratified(interior, INTERIOR_SAMPLE, salt=c.salt if c is not None else 0, last=False)
+        picks = stratified(
+            interior, INTERIOR_SAMPLE, salt=c.salt if c is not None else 0, last=False
+        )
         yield r[0]
         ran = ProgramCounts()
         for i in picks:
@@ -465,7 +535,9 @@ def install() -> None:
         def wrapper(self, ptrs, mask, other, *args, **kwargs):
             c = Counting.active
             if c is not None:
-                c.access(ptrs.data, mask.data if mask is not None else None, itemsize(ptrs), store=False)
+                c.access(
+                    ptrs.data, mask.data if mask is not None else None, itemsize(ptrs), store=False
+                )
             return original(self, ptrs, mask, other, *args, **kwargs)
 
         return wrapper
@@ -474,7 +546,9 @@ def install() -> None:
         def wrapper(self, ptrs, value, mask, *args, **kwargs):
             c = Counting.active
             if c is not None:
-                c.access(ptrs.data, mask.data if mask is not None else None, itemsize(ptrs), store=True)
+                c.access(
+                    ptrs.data, mask.data if mask is not None else None, itemsize(ptrs), store=True
+                )
             return original(self, ptrs, value, mask, *args, **kwargs)
 
         return wrapper
@@ -518,7 +592,15 @@ def install() -> None:
     hook("create_masked_load", masked_load)
     hook("create_masked_store", masked_store)
     hook("create_dot", dot)
-    hook("binary_op", counted(lambda lhs, rhs, op: getattr(op, "__name__", "") == "divide" and np.issubdtype(np.asarray(lhs.data).dtype, np.floating)))
+    hook(
+        "binary_op",
+        counted(
+            lambda lhs, rhs, op: (
+                getattr(op, "__name__", "") == "divide"
+                and np.issubdtype(np.asarray(lhs.data).dtype, np.floating)
+            )
+        ),
+    )
     hook("unary_op", counted(lambda arg, op: getattr(op, "__name__", "") in SFU_UNARY))
     hook("ternary_op", counted(lambda *a: False))
     hook("create_fma", counted(lambda *a: False))
@@ -559,14 +641,23 @@ def _hook_launch(itp: Any) -> None:
         c = Counting.active
         if c is None or warmup or c.current is not None:
             return original(self, *args, grid=grid, warmup=warmup, **kwargs)
-        return _SampledGrid(self.rewrite(), self.arg_names, grid, self.pre_run_hooks, self.fn, c)(*args, **kwargs)
+        return _SampledGrid(self.rewrite(), self.arg_names, grid, self.pre_run_hooks, self.fn, c)(
+            *args, **kwargs
+        )
 
     setattr(run, _MARK, True)
     cls.run = run
 
 
 def _launch_options(kwargs: dict[str, Any]) -> dict[str, Any]:
-    keep = ("num_warps", "num_stages", "num_ctas", "maxnreg", "waves_per_eu", "matrix_instr_nonkdim")
+    keep = (
+        "num_warps",
+        "num_stages",
+        "num_ctas",
+        "maxnreg",
+        "waves_per_eu",
+        "matrix_instr_nonkdim",
+    )
     return {k: kwargs[k] for k in keep if k in kwargs and kwargs[k] is not None}
 
 
@@ -598,13 +689,19 @@ def _make_sampled_grid() -> type:
             try:
                 call = inspect.getcallargs(self.fn, *args_hst, **kwargs_hst)
                 bound = dict(call)
-                call = {n: a if n in self.constexprs else itp._implicit_cvt(a) for n, a in call.items()}
+                call = {
+                    n: a if n in self.constexprs else itp._implicit_cvt(a) for n, a in call.items()
+                }
                 grid = self.grid(call) if callable(self.grid) else self.grid
                 grid = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
                 itp.interpreter_builder.set_grid_dim(*grid)
                 launch = Launch(
-                    kernel=getattr(self.source_fn, "__name__", "kernel"), fn=self.source_fn, grid=grid,  # type: ignore[arg-type]
-                    bound=bound, options=options, tensors=_tensor_args(bound),
+                    kernel=getattr(self.source_fn, "__name__", "kernel"),
+                    fn=self.source_fn,
+                    grid=grid,  # type: ignore[arg-type]
+                    bound=bound,
+                    options=options,
+                    tensors=_tensor_args(bound),
                 )
 
                 def run_one(x: int, y: int, z: int) -> None:
@@ -620,7 +717,9 @@ def _make_sampled_grid() -> type:
                 scope.restore()
             # On the CPU the interpreter ran on the arguments' own storage: nothing to copy back
             # (the stock executor copies every argument onto itself, hundreds of MB at GPU sizes).
-            if any(getattr(a, "device", None) is not None and a.device.type != "cpu" for a in args_dev):
+            if any(
+                getattr(a, "device", None) is not None and a.device.type != "cpu" for a in args_dev
+            ):
                 self._restore_args_dev(args_dev, args_hst, kwargs, kwargs_hst)
 
     return SampledGrid
@@ -647,7 +746,7 @@ def _sample_loops(module_globals: dict[str, Any]) -> Callable[[], None]:
 _SAMPLED_GRID: type | None = None
 
 
-def _SampledGrid(*args: Any) -> Any:  # noqa: N802 - a lazily built class
+def _SampledGrid(*args: Any) -> Any:
     global _SAMPLED_GRID
     if _SAMPLED_GRID is None:
         _SAMPLED_GRID = _make_sampled_grid()
@@ -660,6 +759,8 @@ def _tensor_args(bound: dict[str, Any]) -> list[TensorArg]:
         base = getattr(value, "base", value)  # a TensorWrapper / descriptor carries its tensor
         if hasattr(base, "data_ptr") and hasattr(base, "untyped_storage"):
             start = int(base.data_ptr())
-            span = (base.numel() and (sum((s - 1) * st for s, st in zip(base.shape, base.stride())) + 1)) * base.element_size()
+            span = (
+                base.numel() and (sum((s - 1) * st for s, st in zip(base.shape, base.stride())) + 1)
+            ) * base.element_size()
             found.append(TensorArg(name, start, start + int(span)))
     return found

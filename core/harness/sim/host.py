@@ -34,8 +34,15 @@ def host_calls(fn: Any, _seen: set[int] | None = None) -> list[str]:
         tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
     except (OSError, TypeError, SyntaxError):
         return []
-    local = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    local |= {a.arg for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.Lambda)) for a in n.args.args + n.args.kwonlyargs}
+    local = {
+        n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
+    local |= {
+        a.arg
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.FunctionDef, ast.Lambda))
+        for a in n.args.args + n.args.kwonlyargs
+    }
     found: list[str] = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
@@ -53,7 +60,12 @@ def host_calls(fn: Any, _seen: set[int] | None = None) -> list[str]:
 
 
 _UNKNOWN = object()
-PURE_MODULES = {"builtins", "math", "_operator", "operator"}  # functions of constants only: nothing to reach a tensor through
+PURE_MODULES = {
+    "builtins",
+    "math",
+    "_operator",
+    "operator",
+}  # functions of constants only: nothing to reach a tensor through
 
 
 def _resolve(node: ast.AST, scope: dict[str, Any], local: set[str]) -> Any:
@@ -79,7 +91,7 @@ def _is_jit(obj: Any) -> bool:
     try:
         from triton.runtime.interpreter import InterpretedFunction
     except ImportError:  # pragma: no cover - every Triton this runs on has it
-        InterpretedFunction = JITFunction  # type: ignore[misc,assignment]  # noqa: N806
+        InterpretedFunction = JITFunction  # type: ignore[misc,assignment]
     return isinstance(obj, (JITFunction, InterpretedFunction))
 
 

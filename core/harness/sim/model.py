@@ -42,7 +42,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 SECTOR = 32
-SLOW_MMA_FACTOR = 0.5  # mma.sync on Hopper, or no matrix instruction: about half of wgmma's rate (estimate)
+SLOW_MMA_FACTOR = (
+    0.5  # mma.sync on Hopper, or no matrix instruction: about half of wgmma's rate (estimate)
+)
 UNKNOWN_MMA_FACTOR = 0.75  # no AOT compile: between the two
 DEFAULT_REGISTERS = 128  # per thread, when the AOT compile did not run
 SFU_PER_ALU = 1 / 8  # special-function units: 16 per SM per clock against 128 FP32 lanes (Hopper)
@@ -57,21 +59,25 @@ class Constants:
     """The fitted constants (at most six), plus the band a prediction is reported with."""
 
     launch_us: float = 3.3
-    dram_eff: float = 1.0  # not fitted: the measured copy bandwidth is the ceiling (the fit pinned it at 1)
+    dram_eff: float = (
+        1.0  # not fitted: the measured copy bandwidth is the ceiling (the fit pinned it at 1)
+    )
     mma_eff: float = 0.75
     latency_us: float = 0.7
     lib_launch_us: float = 5.0
     lib_mm_eff: float = 0.75
     lib_mem_eff: float = 0.8
     glue_launch_us: float = 3.3  # a torch kernel a candidate launches around its own (fitted on the baselines run as candidates)
-    band: float = 0.35  # ± of a prediction with Triton launches (80th percentile of held-out errors)
+    band: float = (
+        0.35  # ± of a prediction with Triton launches (80th percentile of held-out errors)
+    )
     lib_band: float = 0.5  # ± of a prediction of torch work alone (the baseline)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Constants":
+    def from_json(cls, data: dict[str, Any]) -> Constants:
         return cls(**{k: float(v) for k, v in data.items() if k in cls.__dataclass_fields__})
 
-    def with_values(self, **values: float) -> "Constants":
+    def with_values(self, **values: float) -> Constants:
         return Constants(**{**asdict(self), **values})
 
 
@@ -93,7 +99,7 @@ class Target:
     fast_mma: str = "wgmma"
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Target":
+    def from_json(cls, data: dict[str, Any]) -> Target:
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
     def dot_tflops(self, dtype: str) -> float:
@@ -117,10 +123,17 @@ class Breakdown:
     detail: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"time_us": self.time_us, "bound": self.bound, "terms_us": self.terms_us, **self.detail}
+        return {
+            "time_us": self.time_us,
+            "bound": self.bound,
+            "terms_us": self.terms_us,
+            **self.detail,
+        }
 
 
-def occupancy(target: Target, warps: int, registers: int | None, shared: int | None) -> tuple[int, str]:
+def occupancy(
+    target: Target, warps: int, registers: int | None, shared: int | None
+) -> tuple[int, str]:
     """Programs resident on one unit at a time, and what limits it."""
     limits = {"warps": target.max_warps_per_unit // max(warps, 1)}
     regs = registers if registers else DEFAULT_REGISTERS
@@ -131,7 +144,9 @@ def occupancy(target: Target, warps: int, registers: int | None, shared: int | N
     return max(1, n), by
 
 
-def launch_time(summary: dict[str, Any], resources: dict[str, Any] | None, target: Target, c: Constants) -> Breakdown:
+def launch_time(
+    summary: dict[str, Any], resources: dict[str, Any] | None, target: Target, c: Constants
+) -> Breakdown:
     """Predicted time of one Triton launch from its counts (`sim_count.Launch.summary()`) and
     its compiled resources (`sim_aot.Resources.to_json()`, or None)."""
     res = resources or {}
@@ -139,11 +154,22 @@ def launch_time(summary: dict[str, Any], resources: dict[str, Any] | None, targe
     programs = max(int(summary["programs"]), 1)
     warps = int(res.get("num_warps") or summary.get("options", {}).get("num_warps", 4))
     stages = int(res.get("num_stages") or summary.get("options", {}).get("num_stages", 3))
-    occ, limited_by = occupancy(target, warps, res.get("registers") if res.get("ok") else None, res.get("shared_bytes") if res.get("ok") else None)
+    occ, limited_by = occupancy(
+        target,
+        warps,
+        res.get("registers") if res.get("ok") else None,
+        res.get("shared_bytes") if res.get("ok") else None,
+    )
     per_unit = math.ceil(programs / target.units)  # programs the busiest unit runs
     waves = math.ceil(programs / (target.units * occ))
     mma = res.get("mma") if res.get("ok") else "unknown"
-    factor = 1.0 if mma == target.fast_mma else UNKNOWN_MMA_FACTOR if mma == "unknown" else SLOW_MMA_FACTOR
+    factor = (
+        1.0
+        if mma == target.fast_mma
+        else UNKNOWN_MMA_FACTOR
+        if mma == "unknown"
+        else SLOW_MMA_FACTOR
+    )
     t_tensor = 0.0
     for dtype, flops in (p.get("dot_flops") or {}).items():
         rate = target.dot_tflops(dtype) * 1e12 * c.mma_eff * factor / target.units
@@ -153,32 +179,64 @@ def launch_time(summary: dict[str, Any], resources: dict[str, Any] | None, targe
     t_sfu = per_unit * p.get("sfu_ops", 0.0) / (alu_rate * SFU_PER_ALU) * 1e6
     t_dram = summary.get("dram_bytes", 0.0) / (target.hbm_tbps * 1e12 * c.dram_eff) * 1e6
     threads = target.warp_size * warps
-    spill = (res.get("spill_bytes") or 0) * threads * 2 if res.get("ok") else 0  # per program, stored and reloaded
+    spill = (
+        (res.get("spill_bytes") or 0) * threads * 2 if res.get("ok") else 0
+    )  # per program, stored and reloaded
     l2_bytes = (p.get("load_sectors", 0.0) + p.get("store_sectors", 0.0)) * SECTOR + spill
     t_l2 = per_unit * l2_bytes / (target.l2_tbps * 1e12 / target.units) * 1e6
     # Pipelining overlaps the loads of a loop's next iterations: a kernel without a loop has
     # nothing to overlap, whatever num_stages it asks for (a parameter the model must not take on trust).
     # More stages than a loop has iterations, or than any tuned Triton kernel uses (MAX_STAGES), overlap nothing more.
-    depth = min(stages, MAX_STAGES, max(1, int(p.get("loop_iterations", 0.0)))) if p.get("loop_iterations", 0.0) > 1 else 1
+    depth = (
+        min(stages, MAX_STAGES, max(1, int(p.get("loop_iterations", 0.0))))
+        if p.get("loop_iterations", 0.0) > 1
+        else 1
+    )
     t_latency = waves * p.get("loads", 0.0) * c.latency_us / max(1, depth - 1)
     clock = alu_rate / (SCHEDULERS * target.warp_size)
     per_thread = (p.get("alu_ops", 0.0) + p.get("sfu_ops", 0.0) / SFU_PER_ALU) / threads
     t_thread = waves * per_thread * DEP_CYCLES / clock * 1e6
-    terms = {"tensor": t_tensor, "alu": t_alu, "sfu": t_sfu, "dram": t_dram, "l2": t_l2, "latency": t_latency, "thread": t_thread}
+    terms = {
+        "tensor": t_tensor,
+        "alu": t_alu,
+        "sfu": t_sfu,
+        "dram": t_dram,
+        "l2": t_l2,
+        "latency": t_latency,
+        "thread": t_thread,
+    }
     bound = max(terms, key=lambda k: terms[k])
     busy = terms[bound] + OVERLAP * (sum(terms.values()) - terms[bound])
-    launches = int(summary.get("merged", 1) or 1)  # several launches billed as one entry (sim_count.merged_summary)
+    launches = int(
+        summary.get("merged", 1) or 1
+    )  # several launches billed as one entry (sim_count.merged_summary)
     return Breakdown(
-        time_us=c.launch_us * launches + busy, bound=bound, terms_us=terms,
-        detail={"kernel": summary.get("kernel"), "grid": summary.get("grid"), "programs": programs, "sampled": summary.get("sampled"),
-                "occupancy": occ, "occupancy_limited_by": limited_by, "waves": waves, "mma": mma, "num_warps": warps, "num_stages": stages},
+        time_us=c.launch_us * launches + busy,
+        bound=bound,
+        terms_us=terms,
+        detail={
+            "kernel": summary.get("kernel"),
+            "grid": summary.get("grid"),
+            "programs": programs,
+            "sampled": summary.get("sampled"),
+            "occupancy": occ,
+            "occupancy_limited_by": limited_by,
+            "waves": waves,
+            "mma": mma,
+            "num_warps": warps,
+            "num_stages": stages,
+        },
     )
 
 
 def torch_op_time(op: dict[str, Any], target: Target, c: Constants) -> Breakdown:
     """Predicted time of one aten op ({name, flops, bytes, dtype}) run by the vendor library."""
     flops, nbytes = float(op.get("flops", 0.0)), float(op.get("bytes", 0.0))
-    t_compute = flops / (target.dot_tflops(op.get("dtype") or "bf16") * 1e12 * c.lib_mm_eff) * 1e6 if flops else 0.0
+    t_compute = (
+        flops / (target.dot_tflops(op.get("dtype") or "bf16") * 1e12 * c.lib_mm_eff) * 1e6
+        if flops
+        else 0.0
+    )
     t_memory = nbytes / (target.hbm_tbps * 1e12 * c.lib_mem_eff) * 1e6
     terms = {"compute": t_compute, "memory": t_memory}
     bound = max(terms, key=lambda k: terms[k])
@@ -186,7 +244,12 @@ def torch_op_time(op: dict[str, Any], target: Target, c: Constants) -> Breakdown
     # CPU stand in for them) pays a launch each: the square root of the op count, since the CPU
     # decomposes what a GPU library fuses.
     launches = math.sqrt(max(1.0, float(op.get("ops", 1))))
-    return Breakdown(time_us=c.lib_launch_us * launches + terms[bound], bound=bound, terms_us=terms, detail={"op": op.get("name"), "launches": launches})
+    return Breakdown(
+        time_us=c.lib_launch_us * launches + terms[bound],
+        bound=bound,
+        terms_us=terms,
+        detail={"op": op.get("name"), "launches": launches},
+    )
 
 
 GLUE_MEM_EFF = 0.8  # share of HBM bandwidth one torch elementwise/copy kernel reaches (estimate: large copies reach 85-90% on the H200)
@@ -198,21 +261,39 @@ def glue_time(op: dict[str, Any], target: Target, c: Constants) -> Breakdown:
     the vendor library's efficiency and its bytes near HBM bandwidth."""
     flops, nbytes = float(op.get("flops", 0.0)), float(op.get("bytes", 0.0))
     terms = {
-        "compute": flops / (target.dot_tflops(op.get("dtype") or "bf16") * 1e12 * c.lib_mm_eff) * 1e6 if flops else 0.0,
+        "compute": flops
+        / (target.dot_tflops(op.get("dtype") or "bf16") * 1e12 * c.lib_mm_eff)
+        * 1e6
+        if flops
+        else 0.0,
         "memory": nbytes / (target.hbm_tbps * 1e12 * GLUE_MEM_EFF) * 1e6,
     }
     bound = max(terms, key=lambda k: terms[k])
-    return Breakdown(time_us=c.glue_launch_us + terms[bound], bound=bound, terms_us=terms, detail={"op": op.get("name"), "launches": 1})
+    return Breakdown(
+        time_us=c.glue_launch_us + terms[bound],
+        bound=bound,
+        terms_us=terms,
+        detail={"op": op.get("name"), "launches": 1},
+    )
 
 
-def predict_side(launches: list[tuple[dict[str, Any], dict[str, Any] | None]], torch_ops: list[dict[str, Any]], target: Target, c: Constants) -> dict[str, Any]:
+def predict_side(
+    launches: list[tuple[dict[str, Any], dict[str, Any] | None]],
+    torch_ops: list[dict[str, Any]],
+    target: Target,
+    c: Constants,
+) -> dict[str, Any]:
     """One side of a workload (the candidate's launches and torch ops, or the baseline's ops),
     run one after the other on one stream: the sum. JSON-ready, with the ± band."""
     parts = [launch_time(s, r, target, c) for s, r in launches] + [
-        glue_time(op, target, c) if op.get("glue") else torch_op_time(op, target, c) for op in torch_ops]
+        glue_time(op, target, c) if op.get("glue") else torch_op_time(op, target, c)
+        for op in torch_ops
+    ]
     total = sum(b.time_us for b in parts)
     slowest = max(parts, key=lambda b: b.time_us) if parts else None
-    band = c.band if launches or all(op.get("glue") for op in torch_ops) else c.lib_band  # the library formula's band is the baseline's
+    band = (
+        c.band if launches or all(op.get("glue") for op in torch_ops) else c.lib_band
+    )  # the library formula's band is the baseline's
     return {
         "median_us": total,
         "low_us": total / (1 + band),

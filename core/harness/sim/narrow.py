@@ -13,8 +13,23 @@ from __future__ import annotations
 
 from typing import Any
 
-NARROW = ("fp8", "f8", "int8", "uint8", "i8", "fp4", "e2m1", "int4")  # Triton's and sim_torch's names of ≤ 8-bit operands
-_DECLARED_NARROW = ("float8", "int8", "uint8", "int4", "float4")  # task.yaml dtypes that make them legitimate
+NARROW = (
+    "fp8",
+    "f8",
+    "int8",
+    "uint8",
+    "i8",
+    "fp4",
+    "e2m1",
+    "int4",
+)  # Triton's and sim_torch's names of ≤ 8-bit operands
+_DECLARED_NARROW = (
+    "float8",
+    "int8",
+    "uint8",
+    "int4",
+    "float4",
+)  # task.yaml dtypes that make them legitimate
 
 
 def _narrow(dtype: str) -> bool:
@@ -22,7 +37,9 @@ def _narrow(dtype: str) -> bool:
     return any(name.startswith(n) for n in NARROW)
 
 
-def problem(launches: list[dict[str, Any]], ops: list[dict[str, Any]], declared: list[str]) -> str | None:
+def problem(
+    launches: list[dict[str, Any]], ops: list[dict[str, Any]], declared: list[str]
+) -> str | None:
     """The stage's failure message, or None. `launches` are checked launch summaries,
     `ops` the candidate's counted torch ops, `declared` the task's input and output dtypes."""
     if any(str(d).lower().startswith(_DECLARED_NARROW) for d in declared):
@@ -30,11 +47,15 @@ def problem(launches: list[dict[str, Any]], ops: list[dict[str, Any]], declared:
     for launch in launches:
         for dtype, flops in (launch.get("per_program", {}).get("dot_flops") or {}).items():
             if flops and _narrow(str(dtype)):
-                return (f"sim_narrow_dot: kernel `{launch.get('kernel')}` multiplies in {dtype} in the counted call, and no input or "
-                        f"output of the task is 8-bit ({', '.join(sorted(set(declared)))}): predicted at a rate its checked calls "
-                        "never showed")
+                return (
+                    f"sim_narrow_dot: kernel `{launch.get('kernel')}` multiplies in {dtype} in the counted call, and no input or "
+                    f"output of the task is 8-bit ({', '.join(sorted(set(declared)))}): predicted at a rate its checked calls "
+                    "never showed"
+                )
     for op in ops:
         if op.get("flops") and _narrow(str(op.get("dtype", ""))):
-            return (f"sim_narrow_dot: torch op `{op.get('name')}` multiplies in {op.get('dtype')} in the counted call, and no input or "
-                    f"output of the task is 8-bit ({', '.join(sorted(set(declared)))})")
+            return (
+                f"sim_narrow_dot: torch op `{op.get('name')}` multiplies in {op.get('dtype')} in the counted call, and no input or "
+                f"output of the task is 8-bit ({', '.join(sorted(set(declared)))})"
+            )
     return None

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import time
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import torch
 import torch.utils._pytree as pytree
@@ -30,13 +31,19 @@ from core.harness.sim import torch_ops as sim_torch
 from core.harness.sim import written as sim_written
 
 TILE = 1 << 16  # random values drawn per input; a GPU-sized input repeats them
-UNTOUCHED_BYTES = 64 << 20  # a floating-point input larger than this keeps only its first TILE values, past FILL_BUDGET
-FILL_BUDGET = 2 << 30  # bytes of such large inputs per workload that are filled all the same (drawn values, repeated)
+UNTOUCHED_BYTES = (
+    64 << 20
+)  # a floating-point input larger than this keeps only its first TILE values, past FILL_BUDGET
+FILL_BUDGET = (
+    2 << 30
+)  # bytes of such large inputs per workload that are filled all the same (drawn values, repeated)
 MAX_LAUNCHES = 256  # launches reported per workload; more are summed into the note
 BYTES_CAP = 2.0  # a baseline call's bytes are at most this many times the task's minimum
 
 
-def gpu_inputs(specs: list[dict[str, Any]], workload: dict[str, Any], seed: int, custom: Any) -> list[Any]:
+def gpu_inputs(
+    specs: list[dict[str, Any]], workload: dict[str, Any], seed: int, custom: Any
+) -> list[Any]:
     """Inputs at GPU size on the CPU. Drawing hundreds of MB of random bf16 on two cores takes
     minutes, so each tensor repeats one block of `TILE` values drawn as its spec says: values of
     the right distribution and range (indices stay valid), made at memory speed. A floating-point
@@ -76,7 +83,7 @@ def _repeat_prefix(flat: torch.Tensor, done: int) -> None:
     n = flat.numel()
     while done < n:
         step = min(done, n - done)
-        flat[done:done + step].copy_(flat[:step])
+        flat[done : done + step].copy_(flat[:step])
         done += step
 
 
@@ -96,8 +103,22 @@ class CheapFills(TorchDispatchMode):
     - Everything else runs as written, so the generator's structure (lengths, block tables,
       routing, integer indices; even those derived from unwritten values) is real."""
 
-    FILLS = ("normal_", "uniform_", "random_", "exponential_", "log_normal_", "cauchy_", "geometric_", "bernoulli_")
-    FACTORIES = {"randn": "normal_", "rand": "uniform_", "randn_like": "normal_", "rand_like": "uniform_"}
+    FILLS = (
+        "normal_",
+        "uniform_",
+        "random_",
+        "exponential_",
+        "log_normal_",
+        "cauchy_",
+        "geometric_",
+        "bernoulli_",
+    )
+    FACTORIES: ClassVar[dict[str, str]] = {
+        "randn": "normal_",
+        "rand": "uniform_",
+        "randn_like": "normal_",
+        "rand_like": "uniform_",
+    }
 
     def __init__(self) -> None:
         super().__init__()
@@ -109,7 +130,12 @@ class CheapFills(TorchDispatchMode):
         kwargs = kwargs or {}
         name = func.overloadpacket.__name__
         target = args[0] if args else None
-        if name in self.FILLS and isinstance(target, torch.Tensor) and target.numel() > 4 * TILE and target.is_contiguous():
+        if (
+            name in self.FILLS
+            and isinstance(target, torch.Tensor)
+            and target.numel() > 4 * TILE
+            and target.is_contiguous()
+        ):
             return self._fill(target, lambda flat: func(flat, *args[1:], **kwargs))
         if getattr(func, "is_view", False):
             out = func(*args, **kwargs)
@@ -122,11 +148,20 @@ class CheapFills(TorchDispatchMode):
         if meta is None:
             return func(*args, **kwargs)
         outs = [t for t in pytree.tree_leaves(meta) if isinstance(t, torch.Tensor)]
-        if name in self.FACTORIES and len(outs) == 1 and outs[0].dtype.is_floating_point and outs[0].numel() > 4 * TILE:
+        if (
+            name in self.FACTORIES
+            and len(outs) == 1
+            and outs[0].dtype.is_floating_point
+            and outs[0].numel() > 4 * TILE
+        ):
             return self._factory(func, args, kwargs, outs[0], self.FACTORIES[name])
         reads_unwritten = any(self._is_unwritten(t) for t in _tensors(args, kwargs))
         all_large = bool(outs) and all(_large_float(t) for t in outs)
-        if not outs or not all(t.dtype.is_floating_point for t in outs) or not (reads_unwritten or all_large):
+        if (
+            not outs
+            or not all(t.dtype.is_floating_point for t in outs)
+            or not (reads_unwritten or all_large)
+        ):
             return func(*args, **kwargs)
         if _writes_in_place(func):
             mutated = _mutated(func, args, kwargs)
@@ -146,7 +181,14 @@ class CheapFills(TorchDispatchMode):
             _repeat_prefix(flat, TILE)
         return target
 
-    def _factory(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], meta: torch.Tensor, fill: str) -> torch.Tensor:
+    def _factory(
+        self,
+        func: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        meta: torch.Tensor,
+        fill: str,
+    ) -> torch.Tensor:
         out = torch.empty_strided(meta.shape, meta.stride(), dtype=meta.dtype)
         gen = kwargs.get("generator")
         return self._fill(out, lambda flat: getattr(flat, fill)(generator=gen))
@@ -193,9 +235,12 @@ def _tensors(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[torch.Tensor
 def _meta_outputs(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """What `func` would return (shapes, strides, dtypes) computed on meta tensors, or None
     where there is no meta kernel."""
+
     def to_meta(value: Any) -> Any:
         if isinstance(value, torch.Tensor):
-            return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
+            return torch.empty_strided(
+                value.shape, value.stride(), dtype=value.dtype, device="meta"
+            )
         if isinstance(value, torch.Generator):
             return None
         return value
@@ -226,7 +271,9 @@ def _mutated(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.
     return value if isinstance(value, torch.Tensor) else None
 
 
-def fake_inputs(specs: list[dict[str, Any]], workload: dict[str, Any], seed: int, custom: Any) -> Callable[[], list[Any]]:
+def fake_inputs(
+    specs: list[dict[str, Any]], workload: dict[str, Any], seed: int, custom: Any
+) -> Callable[[], list[Any]]:
     def make() -> list[Any]:
         gen = torch.Generator("cpu").manual_seed(seed)
         return inputs.make_inputs(specs, workload["axes"], workload["shapes"], gen, custom)
@@ -253,40 +300,66 @@ class CompileCache:
     def _resources(self, launch: sim_count.Launch) -> dict[str, Any]:
         try:
             signature, constexprs = sim_aot.signature_of(launch.fn, launch.bound)
-            key = (id(launch.fn), tuple(sorted(signature.items())), tuple(sorted((k, repr(v)) for k, v in constexprs.items())), tuple(sorted(launch.options.items())))
+            key = (
+                id(launch.fn),
+                tuple(sorted(signature.items())),
+                tuple(sorted((k, repr(v)) for k, v in constexprs.items())),
+                tuple(sorted(launch.options.items())),
+            )
         except Exception as exc:  # noqa: BLE001 - reported, the model assumes defaults
-            return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300], "num_warps": launch.options.get("num_warps", 4)}
+            return {
+                "ok": False,
+                "error": f"{type(exc).__name__}: {exc}"[:300],
+                "num_warps": launch.options.get("num_warps", 4),
+            }
         if key not in self.done:
-            self.done[key] = sim_aot.compile_launch(launch.fn, launch.bound, launch.options, self.target, self.cache_dir).to_json()
+            self.done[key] = sim_aot.compile_launch(
+                launch.fn, launch.bound, launch.options, self.target, self.cache_dir
+            ).to_json()
         return self.done[key]
 
 
 def predict_candidate(
-    run: Callable[..., Any], specs: list[dict[str, Any]], workload: dict[str, Any], seed: int, custom: Any, compiler: CompileCache,
+    run: Callable[..., Any],
+    specs: list[dict[str, Any]],
+    workload: dict[str, Any],
+    seed: int,
+    custom: Any,
+    compiler: CompileCache,
 ) -> dict[str, Any]:
     started = time.perf_counter()
     notes: list[str] = []
     try:
         written: list[Any] = []
         ops = sim_torch.count_fake(run, fake_inputs(specs, workload, seed, custom), written)
-        return {"ok": True, "launches": [], "torch_ops": ops, "notes": ["no Triton launch: counted on fake tensors"], "seconds": time.perf_counter() - started,
-                "written": written}
+        return {
+            "ok": True,
+            "launches": [],
+            "torch_ops": ops,
+            "notes": ["no Triton launch: counted on fake tensors"],
+            "seconds": time.perf_counter() - started,
+            "written": written,
+        }
     except Exception:  # noqa: BLE001 - needs real memory (Triton, data-dependent torch): go on below
         pass
     args = gpu_inputs(specs, workload, seed, custom)
     made = time.perf_counter() - started
-    with sim_count.Counting(model=compiler.target.get("trial_model")) as counting, sim_torch.TorchCalls() as work, torch.no_grad():
+    with (
+        sim_count.Counting(model=compiler.target.get("trial_model")) as counting,
+        sim_torch.TorchCalls() as work,
+        torch.no_grad(),
+    ):
         counting.salt = int(seed) & 0xFFFFFFFF
         result = run(*args)
         # What it wrote of what it returned (sim_written): a call that does less when counted shows it.
         written = sim_written.shares(result, args, work.work.written, counting.launches)
     del args, result
     launches = []
-    for launch in counting.launches[:MAX_LAUNCHES - 1]:
+    for launch in counting.launches[: MAX_LAUNCHES - 1]:
         summary = launch.summary()
         summary["resources"] = compiler.resources(launch)
         launches.append(summary)
-    rest = counting.launches[MAX_LAUNCHES - 1:]
+    rest = counting.launches[MAX_LAUNCHES - 1 :]
     if rest:
         # Every launch is billed: those past the cap of one reply go as one merged entry (their
         # programs, bytes and FLOPs summed, a launch cost each), compiled as the first of them.
@@ -299,17 +372,31 @@ def predict_candidate(
                 break
         launches.append(merged)
         if len(rest) > 1:
-            notes.append(f"{len(counting.launches)} launches: the last {len(rest)} are billed as one merged entry of {len(rest)} launches")
+            notes.append(
+                f"{len(counting.launches)} launches: the last {len(rest)} are billed as one merged entry of {len(rest)} launches"
+            )
     if counting.trials:
-        notes.append(f"autotune: {counting.trials} trial launch(es) predicted to choose each config and not billed (a GPU would measure them)")
+        notes.append(
+            f"autotune: {counting.trials} trial launch(es) predicted to choose each config and not billed (a GPU would measure them)"
+        )
     return {
-        "ok": True, "launches": launches, "torch_ops": work.ops, "notes": notes,
-        "seconds": time.perf_counter() - started, "inputs_s": made, "written": written,
+        "ok": True,
+        "launches": launches,
+        "torch_ops": work.ops,
+        "notes": notes,
+        "seconds": time.perf_counter() - started,
+        "inputs_s": made,
+        "written": written,
     }
 
 
 def predict_baseline(
-    run: Callable[..., Any], specs: list[dict[str, Any]], workload: dict[str, Any], seed: int, custom: Any, formula: dict[str, Any],
+    run: Callable[..., Any],
+    specs: list[dict[str, Any]],
+    workload: dict[str, Any],
+    seed: int,
+    custom: Any,
+    formula: dict[str, Any],
 ) -> dict[str, Any]:
     """The baseline's call at GPU size (FLOPs counted, bytes of its tensors), or the task's
     formulas where fake tensors fail."""
@@ -322,10 +409,22 @@ def predict_baseline(
             if minimum > 0:
                 call["bytes"] = min(call["bytes"], BYTES_CAP * minimum)
             if not call["flops"]:
-                call["flops"] = float(formula.get("flops") or 0.0) if call["dtype"] != "fp32" else 0.0
+                call["flops"] = (
+                    float(formula.get("flops") or 0.0) if call["dtype"] != "fp32" else 0.0
+                )
             return {"ok": True, "torch_ops": [call], "source": "counted"}
         reason = "no torch op was recorded"
     except Exception as exc:  # noqa: BLE001 - data-dependent baseline: the task's formulas
         reason = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
-    op = {"name": "task formulas", "flops": float(formula.get("flops", 0.0)), "bytes": float(formula.get("bytes", 0.0)), "dtype": formula.get("dtype", "bf16")}
-    return {"ok": True, "torch_ops": [op], "source": "formula", "note": f"baseline counted from the task's FLOP and byte formulas (fake tensors: {reason})"}
+    op = {
+        "name": "task formulas",
+        "flops": float(formula.get("flops", 0.0)),
+        "bytes": float(formula.get("bytes", 0.0)),
+        "dtype": formula.get("dtype", "bf16"),
+    }
+    return {
+        "ok": True,
+        "torch_ops": [op],
+        "source": "formula",
+        "note": f"baseline counted from the task's FLOP and byte formulas (fake tensors: {reason})",
+    }

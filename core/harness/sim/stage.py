@@ -22,7 +22,18 @@ if TYPE_CHECKING:
 
 MAX_LAUNCHES = 256
 RESOURCE_KEYS = ("registers", "spill_bytes", "shared_bytes", "num_warps", "num_stages")
-PER_PROGRAM_KEYS = ("load_bytes", "store_bytes", "load_sectors", "store_sectors", "loads", "stores", "alu_ops", "sfu_ops", "atomics", "loop_iterations")
+PER_PROGRAM_KEYS = (
+    "load_bytes",
+    "store_bytes",
+    "load_sectors",
+    "store_sectors",
+    "loads",
+    "stores",
+    "alu_ops",
+    "sfu_ops",
+    "atomics",
+    "loop_iterations",
+)
 
 
 class MalformedCounts(ValueError):
@@ -30,7 +41,12 @@ class MalformedCounts(ValueError):
 
 
 def _number(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+    ):
         raise MalformedCounts(f"{where} is {value!r}, not a finite non-negative number")
     return float(value)
 
@@ -53,11 +69,21 @@ def checked_launches(reply: dict[str, Any]) -> list[tuple[dict[str, Any], dict[s
         if not isinstance(grid, list) or len(grid) != 3:
             raise MalformedCounts(f"launch {i}: grid is not three numbers")
         summary = {
-            "kernel": str(s.get("kernel"))[:120], "grid": [int(_number(g, f"launch {i} grid")) for g in grid],
-            "programs": int(_number(s.get("programs"), f"launch {i} programs")), "sampled": int(_number(s.get("sampled", 0), f"launch {i} sampled")),
-            "options": {k: int(_number(v, f"launch {i} {k}")) for k, v in (s.get("options") or {}).items() if k in ("num_warps", "num_stages")},
-            "per_program": {**{k: _number(p.get(k, 0.0), f"launch {i} {k}") for k in PER_PROGRAM_KEYS},
-                            "dot_flops": {str(k)[:16]: _number(v, f"launch {i} dot_flops") for k, v in dots.items()}},
+            "kernel": str(s.get("kernel"))[:120],
+            "grid": [int(_number(g, f"launch {i} grid")) for g in grid],
+            "programs": int(_number(s.get("programs"), f"launch {i} programs")),
+            "sampled": int(_number(s.get("sampled", 0), f"launch {i} sampled")),
+            "options": {
+                k: int(_number(v, f"launch {i} {k}"))
+                for k, v in (s.get("options") or {}).items()
+                if k in ("num_warps", "num_stages")
+            },
+            "per_program": {
+                **{k: _number(p.get(k, 0.0), f"launch {i} {k}") for k in PER_PROGRAM_KEYS},
+                "dot_flops": {
+                    str(k)[:16]: _number(v, f"launch {i} dot_flops") for k, v in dots.items()
+                },
+            },
             "dram_bytes": _number(s.get("dram_bytes", 0.0), f"launch {i} dram_bytes"),
             "merged": max(1, int(_number(s.get("merged", 1), f"launch {i} merged"))),
         }
@@ -65,8 +91,15 @@ def checked_launches(reply: dict[str, Any]) -> list[tuple[dict[str, Any], dict[s
         resources = None
         if isinstance(r, dict) and r.get("ok"):
             resources = {
-                "ok": True, "mma": r.get("mma") if r.get("mma") in ("wgmma", "tcgen05", "mma", "mfma", None) else None,
-                **{k: int(_number(r[k], f"launch {i} {k}")) for k in RESOURCE_KEYS if r.get(k) is not None},
+                "ok": True,
+                "mma": r.get("mma")
+                if r.get("mma") in ("wgmma", "tcgen05", "mma", "mfma", None)
+                else None,
+                **{
+                    k: int(_number(r[k], f"launch {i} {k}"))
+                    for k in RESOURCE_KEYS
+                    if r.get(k) is not None
+                },
             }
         out.append((summary, resources))
     return out
@@ -94,10 +127,15 @@ def uncounted_launch(reply: dict[str, Any]) -> tuple[str, str] | None:
         kernel = str(s.get("kernel"))[:80]
         calls = r.get("host_calls")
         if isinstance(calls, list) and calls:
-            return (f"kernel `{kernel}` calls host Python from its body ({', '.join(str(c)[:80] for c in calls[:4])}): interpreted, that runs "
-                    "on every program outside the count (on a GPU, once at compile time); make it @triton.jit or @triton.constexpr_function"), "candidate"
+            return (
+                f"kernel `{kernel}` calls host Python from its body ({', '.join(str(c)[:80] for c in calls[:4])}): interpreted, that runs "
+                "on every program outside the count (on a GPU, once at compile time); make it @triton.jit or @triton.constexpr_function"
+            ), "candidate"
         if not r.get("ok") and not r.get("rejected"):
-            return f"cannot evaluate on this device: the simulator's AOT compile of kernel `{kernel}` failed ({str(r.get('error'))[:300]})", "infrastructure"
+            return (
+                f"cannot evaluate on this device: the simulator's AOT compile of kernel `{kernel}` failed ({str(r.get('error'))[:300]})",
+                "infrastructure",
+            )
     return None
 
 
@@ -105,9 +143,15 @@ def checked_ops(ops: Any, where: str) -> list[dict[str, Any]]:
     if not isinstance(ops, list):
         raise MalformedCounts(f"{where}: torch ops is not a list")
     return [
-        {"name": str(o.get("name"))[:80], "flops": _number(o.get("flops", 0.0), f"{where} flops"), "bytes": _number(o.get("bytes", 0.0), f"{where} bytes"),
-         "dtype": str(o.get("dtype") or "bf16")[:16], "glue": o.get("glue") is True}
-        for o in ops if isinstance(o, dict)
+        {
+            "name": str(o.get("name"))[:80],
+            "flops": _number(o.get("flops", 0.0), f"{where} flops"),
+            "bytes": _number(o.get("bytes", 0.0), f"{where} bytes"),
+            "dtype": str(o.get("dtype") or "bf16")[:16],
+            "glue": o.get("glue") is True,
+        }
+        for o in ops
+        if isinstance(o, dict)
     ]
 
 
@@ -117,9 +161,16 @@ def known_baseline(known: dict[str, Any], target: Target) -> dict[str, Any]:
     for a measurement, so a speedup's band is the candidate's."""
     t, band = float(known["median_us"]), max(0.0, float(known.get("band") or 0.0))
     return {
-        "median_us": t, "low_us": t / (1 + band), "high_us": t * (1 + band), "band": band,
-        "timing": "measured" if known.get("source") == "measured" else "predicted", "source": known.get("source"),
-        "bound": None, "kernels": [], "launches": 0, "impl": known.get("impl"),
+        "median_us": t,
+        "low_us": t / (1 + band),
+        "high_us": t * (1 + band),
+        "band": band,
+        "timing": "measured" if known.get("source") == "measured" else "predicted",
+        "source": known.get("source"),
+        "bound": None,
+        "kernels": [],
+        "launches": 0,
+        "impl": known.get("impl"),
     }
 
 
@@ -129,11 +180,13 @@ def baseline_note(known: dict[str, Any], target: Target) -> str:
     gpu, impl = target.key.upper(), str(known.get("impl") or "torch")[:40]
     if known.get("source") == "measured":
         return f"baseline: the measured {gpu} time of `{impl}` (core/data/sim_baselines.json, median of {known.get('runs', 1)} runs)"
-    return (f"baseline: `{impl}`, the task's model fitted on {known.get('points')} {gpu} measurements of it "
-            f"(±{100 * float(known.get('band') or 0):.0f}%), this shape was not measured")
+    return (
+        f"baseline: `{impl}`, the task's model fitted on {known.get('points')} {gpu} measurements of it "
+        f"(±{100 * float(known.get('band') or 0):.0f}%), this shape was not measured"
+    )
 
 
-def predict_performance(ev: "Evaluation", deadline: float) -> dict[str, Any]:
+def predict_performance(ev: Evaluation, deadline: float) -> dict[str, Any]:
     """Count every performance workload (on two candidate workers where the evaluation has two
     cores: counting is the slow part), predict both sides, and report the workloads in order."""
     from core.harness.runner import StageFailed, _workload, cannot_evaluate
@@ -141,22 +194,36 @@ def predict_performance(ev: "Evaluation", deadline: float) -> dict[str, Any]:
     sim = ev.job["sim"]
     target, constants = Target.from_json(sim["target"]), Constants.from_json(sim["constants"])
     workloads = ev.job["stages"]["performance"]
-    requests = [({"op": "predict", "workload": _workload(w), "seed": w["seed"]}, 0) for w in workloads]
+    requests = [
+        ({"op": "predict", "workload": _workload(w), "seed": w["seed"]}, 0) for w in workloads
+    ]
     counted: dict[int, dict[str, Any]] = {}
     reported = 0
     for index, reply, _ in ev._fan_out(requests, deadline):
         w = workloads[index]
         if not reply.get("ok"):
             cannot_evaluate(reply)
-            raise StageFailed("failed", f"{w['label']}: the candidate failed while its work was counted: {reply.get('error')}\n{reply.get('traceback', '')}".strip())
+            raise StageFailed(
+                "failed",
+                f"{w['label']}: the candidate failed while its work was counted: {reply.get('error')}\n{reply.get('traceback', '')}".strip(),
+            )
         counted[index] = reply
-        while reported in counted:  # events in the workloads' order, whichever worker finished first
+        while (
+            reported in counted
+        ):  # events in the workloads' order, whichever worker finished first
             _report(ev, workloads[reported], counted.pop(reported), target, constants, deadline)
             reported += 1
     return {"workloads": len(workloads), "note": f"predicted for {sim['label']}, not measured"}
 
 
-def _report(ev: "Evaluation", w: dict[str, Any], reply: dict[str, Any], target: Target, constants: Constants, deadline: float) -> None:
+def _report(
+    ev: Evaluation,
+    w: dict[str, Any],
+    reply: dict[str, Any],
+    target: Target,
+    constants: Constants,
+    deadline: float,
+) -> None:
     """One workload's predictions, from the candidate's counts and the baseline's."""
     from core.harness.runner import StageFailed, _workload
 
@@ -164,36 +231,72 @@ def _report(ev: "Evaluation", w: dict[str, Any], reply: dict[str, Any], target: 
         launches = checked_launches(reply)
         cand_ops = checked_ops(reply.get("torch_ops", []), "candidate")
     except MalformedCounts as exc:
-        raise StageFailed("failed", f"{w['label']}: the candidate's worker sent malformed counts: {exc}") from None
+        raise StageFailed(
+            "failed", f"{w['label']}: the candidate's worker sent malformed counts: {exc}"
+        ) from None
     refused = refused_launch(reply)
     if refused:
-        raise StageFailed("failed", f"{w['label']}: {refused}, so it would fail on that GPU at its first launch; it ran here only in Triton's interpreter")
+        raise StageFailed(
+            "failed",
+            f"{w['label']}: {refused}, so it would fail on that GPU at its first launch; it ran here only in Triton's interpreter",
+        )
     uncounted = uncounted_launch(reply)
     if uncounted:
         message, fault = uncounted
-        raise StageFailed("failed" if fault == "candidate" else "error", f"{w['label']}: {message}", fault)
+        raise StageFailed(
+            "failed" if fault == "candidate" else "error", f"{w['label']}: {message}", fault
+        )
     unwritten = sim_written.problem(reply.get("written"), [o["name"] for o in ev.job["outputs"]])
     if unwritten:
         raise StageFailed("failed", f"{w['label']}: {unwritten}")
-    narrow = sim_narrow.problem([s for s, _ in launches], cand_ops, [str(x.get("dtype")) for x in ev.job["inputs"] + ev.job["outputs"] if x.get("dtype")])
+    narrow = sim_narrow.problem(
+        [s for s, _ in launches],
+        cand_ops,
+        [str(x.get("dtype")) for x in ev.job["inputs"] + ev.job["outputs"] if x.get("dtype")],
+    )
     if narrow:
         raise StageFailed("failed", f"{w['label']}: {narrow}")
     candidate = predict_side(launches, cand_ops, target, constants)
     known = w.get("measured_baseline")
-    if isinstance(known, dict) and isinstance(known.get("median_us"), (int, float)) and known["median_us"] > 0:
-        baseline, base = known_baseline(known, target), {"source": known.get("source"), "impl": known.get("impl")}
+    if (
+        isinstance(known, dict)
+        and isinstance(known.get("median_us"), (int, float))
+        and known["median_us"] > 0
+    ):
+        baseline, base = (
+            known_baseline(known, target),
+            {"source": known.get("source"), "impl": known.get("impl")},
+        )
         base["note"] = baseline_note(known, target)
     else:
-        base = ev._trusted_call({"op": "predict_baseline", "workload": _workload(w), "seed": w["seed"], "formula": w["formula"]}, deadline)
+        base = ev._trusted_call(
+            {
+                "op": "predict_baseline",
+                "workload": _workload(w),
+                "seed": w["seed"],
+                "formula": w["formula"],
+            },
+            deadline,
+        )
         baseline = predict_side([], checked_ops(base["torch_ops"], "baseline"), target, constants)
     seconds = reply.get("seconds")
-    candidate["count_s"] = float(seconds) if isinstance(seconds, (int, float)) and math.isfinite(seconds) else None
+    candidate["count_s"] = (
+        float(seconds) if isinstance(seconds, (int, float)) and math.isfinite(seconds) else None
+    )
     baseline["source"] = base.get("source")
     baseline["impl"] = base.get("impl")
     notes = [str(n)[:300] for n in (reply.get("notes") or [])[:8] if isinstance(n, str)]
     if base.get("note"):
         notes.append(str(base["note"]))
-    ev.emit({
-        "type": "workload_timed", "workload": w["label"], "axes": w["axes"], "mode": "predicted", "rounds": 0,
-        "candidate": candidate, "baseline": baseline, "notes": notes,
-    })
+    ev.emit(
+        {
+            "type": "workload_timed",
+            "workload": w["label"],
+            "axes": w["axes"],
+            "mode": "predicted",
+            "rounds": 0,
+            "candidate": candidate,
+            "baseline": baseline,
+            "notes": notes,
+        }
+    )

@@ -21,15 +21,64 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from core.harness.sim import written as sim_written
 
 _FREE = {
-    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "detach", "alias", "lift_fresh", "lift_fresh_copy",
-    "_to_copy_noop", "resolve_conj", "resolve_neg", "set_", "is_same_size", "_local_scalar_dense", "sym_size", "sym_stride",
-    "sym_numel", "sym_storage_offset", "dim", "size", "stride", "is_contiguous", "_has_compatible_shallow_copy_type",
+    "empty",
+    "empty_like",
+    "empty_strided",
+    "new_empty",
+    "new_empty_strided",
+    "detach",
+    "alias",
+    "lift_fresh",
+    "lift_fresh_copy",
+    "_to_copy_noop",
+    "resolve_conj",
+    "resolve_neg",
+    "set_",
+    "is_same_size",
+    "_local_scalar_dense",
+    "sym_size",
+    "sym_stride",
+    "sym_numel",
+    "sym_storage_offset",
+    "dim",
+    "size",
+    "stride",
+    "is_contiguous",
+    "_has_compatible_shallow_copy_type",
 }
-_SDPA = {"_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
-         "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_attention_math"}
-_GATHERS = {"index", "index_select", "gather", "embedding", "take", "take_along_dim", "_embedding_bag"}
-_SCATTERS = {"index_put_", "_index_put_impl_", "scatter_", "scatter_add_", "scatter_reduce_", "index_copy_", "index_add_", "index_fill_", "masked_scatter_"}
-_DTYPE = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32", torch.float64: "fp64"}
+_SDPA = {
+    "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_cudnn_attention",
+    "_scaled_dot_product_attention_math",
+}
+_GATHERS = {
+    "index",
+    "index_select",
+    "gather",
+    "embedding",
+    "take",
+    "take_along_dim",
+    "_embedding_bag",
+}
+_SCATTERS = {
+    "index_put_",
+    "_index_put_impl_",
+    "scatter_",
+    "scatter_add_",
+    "scatter_reduce_",
+    "index_copy_",
+    "index_add_",
+    "index_fill_",
+    "masked_scatter_",
+}
+_DTYPE = {
+    torch.bfloat16: "bf16",
+    torch.float16: "fp16",
+    torch.float32: "fp32",
+    torch.float64: "fp64",
+}
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
@@ -57,7 +106,9 @@ def _sdpa_flops(args: tuple[Any, ...], kwargs: dict[str, Any]) -> float:
     q, k = args[0], args[1]
     b, h, sq, d = q.shape[0], q.shape[1], q.shape[-2], q.shape[-1]
     sk = k.shape[-2]
-    causal = bool(kwargs.get("is_causal", args[4] if len(args) > 4 and isinstance(args[4], bool) else False))
+    causal = bool(
+        kwargs.get("is_causal", args[4] if len(args) > 4 and isinstance(args[4], bool) else False)
+    )
     flops = 4.0 * b * h * sq * sk * d
     return flops / 2 if causal else flops
 
@@ -68,28 +119,41 @@ class TorchWork(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
         self.ops: list[dict[str, Any]] = []
-        self.written: list[sim_written.Span] = []  # what each op wrote: the counted call's outputs must be (sim_written)
+        self.written: list[
+            sim_written.Span
+        ] = []  # what each op wrote: the counted call's outputs must be (sim_written)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         name = func.overloadpacket.__name__
-        if name in _FREE or getattr(func, "is_view", False) or name.startswith("_foreach_") or getattr(func, "namespace", "") == "prim":  # prim: metadata (device, layout)
+        if (
+            name in _FREE
+            or getattr(func, "is_view", False)
+            or name.startswith("_foreach_")
+            or getattr(func, "namespace", "") == "prim"
+        ):  # prim: metadata (device, layout)
             return out
         ins, outs = _tensors(args) + _tensors(kwargs), _tensors(out)
         sim_written.note(self.written, outs)
         if name in _GATHERS:
             # A gather reads what it returns, not the whole table (an index into a 64 MB cos/sin
             # table at T=1 touches a few rows), plus its indices.
-            nbytes = 2 * sum(_nbytes(t) for t in outs) + sum(_nbytes(t) for t in ins if not t.dtype.is_floating_point)
+            nbytes = 2 * sum(_nbytes(t) for t in outs) + sum(
+                _nbytes(t) for t in ins if not t.dtype.is_floating_point
+            )
         elif name in _SCATTERS:
             # An in-place scatter reads its values and indices and writes (reads, for add) that much of the target.
             values = [t.dtype.is_floating_point or t.dtype == ins[0].dtype for t in ins[1:]]
             nbytes = sum((2 if v else 1) * _nbytes(t) for t, v in zip(ins[1:], values))
         else:
-            nbytes = sum(_nbytes(t) for t in ins) + sum(_nbytes(t) for t in outs)  # in place: read, then written back
+            nbytes = sum(_nbytes(t) for t in ins) + sum(
+                _nbytes(t) for t in outs
+            )  # in place: read, then written back
         flops = _flops(func, name, args, kwargs, out)
-        self.ops.append({"name": name, "flops": flops, "bytes": float(nbytes), "dtype": _dtype_name(ins)})
+        self.ops.append(
+            {"name": name, "flops": flops, "bytes": float(nbytes), "dtype": _dtype_name(ins)}
+        )
         return out
 
 
@@ -128,14 +192,21 @@ class TorchCalls:
                 group = calls.work.ops[start:]
                 del calls.work.ops[start:]
                 if group:
-                    calls.ops.append(_call_entry(getattr(func, "__name__", str(func)), group, _tensors(list(args)) + _tensors(kwargs), _tensors(out)))
+                    calls.ops.append(
+                        _call_entry(
+                            getattr(func, "__name__", str(func)),
+                            group,
+                            _tensors(list(args)) + _tensors(kwargs),
+                            _tensors(out),
+                        )
+                    )
                 return out
 
         self.ops: list[dict[str, Any]] = []
         self.work = TorchWork()
         self.calls = _Calls()
 
-    def __enter__(self) -> "TorchCalls":
+    def __enter__(self) -> TorchCalls:
         self.work.__enter__()
         self.calls.__enter__()
         return self
@@ -148,13 +219,19 @@ class TorchCalls:
         self.work.ops = []
 
 
-def _call_entry(name: str, group: list[dict[str, Any]], ins: list[torch.Tensor], outs: list[torch.Tensor]) -> dict[str, Any]:
+def _call_entry(
+    name: str, group: list[dict[str, Any]], ins: list[torch.Tensor], outs: list[torch.Tensor]
+) -> dict[str, Any]:
     seen: set[int] = set()
     unique_ins = [t for t in ins if not (id(t) in seen or seen.add(id(t)))]  # type: ignore[func-returns-value]
     io = sum(_nbytes(t) for t in unique_ins) + sum(_nbytes(t) for t in outs)
     return {
-        "name": name[:80], "flops": sum(o["flops"] for o in group), "bytes": float(min(io, sum(o["bytes"] for o in group))),
-        "dtype": group[0]["dtype"], "glue": True, "ops": len(group),
+        "name": name[:80],
+        "flops": sum(o["flops"] for o in group),
+        "bytes": float(min(io, sum(o["bytes"] for o in group))),
+        "dtype": group[0]["dtype"],
+        "glue": True,
+        "ops": len(group),
     }
 
 
@@ -184,7 +261,13 @@ def count_call_fake(fn: Any, make_args: Any) -> dict[str, Any]:
     ins, outs = _tensors(list(args)), _tensors(out)
     in_ids = {id(t) for t in ins}
     nbytes = sum(_nbytes(t) for t in ins) + sum(_nbytes(t) for t in outs if id(t) not in in_ids)
-    return {"name": "call", "flops": flops, "bytes": float(nbytes), "dtype": _dtype_name(ins), "ops": len(ops)}
+    return {
+        "name": "call",
+        "flops": flops,
+        "bytes": float(nbytes),
+        "dtype": _dtype_name(ins),
+        "ops": len(ops),
+    }
 
 
 def _run_fake(fn: Any, make_args: Any) -> tuple[list[dict[str, Any]], Any, Any]:

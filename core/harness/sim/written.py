@@ -45,7 +45,10 @@ def note(written: list[Span], outs: Iterable[Any]) -> None:
         if isinstance(t, torch.Tensor) and t.numel():
             try:
                 written.append(span(t))
-            except (RuntimeError, NotImplementedError):  # a tensor without storage (sparse, nested): not an output
+            except (
+                RuntimeError,
+                NotImplementedError,
+            ):  # a tensor without storage (sparse, nested): not an output
                 pass
 
 
@@ -64,11 +67,13 @@ def _tensors(value: Any) -> list[Any]:
     return [value]
 
 
-def shares(result: Any, args: list[Any], torch_written: list[Span], launches: Iterable[Any] = ()) -> list[float | None]:
+def shares(
+    result: Any, args: list[Any], torch_written: list[Span], launches: Iterable[Any] = ()
+) -> list[float | None]:
     """Per returned tensor (in order), the share of its bytes the counted call wrote; None for
     what is not judged (not a tensor, empty, sharing storage with an input). `launches` are
     sim_count.Launch objects of a real-memory count (their addresses are absolute)."""
-    from .sim_count import STORED
+    from core.harness.sim.sim_count import STORED
 
     inputs = set()
     for a in args:
@@ -104,7 +109,9 @@ def shares(result: Any, args: list[Any], torch_written: list[Span], launches: It
             for a, b, got in stored:
                 overlap = min(b, end) - max(a, start)
                 if overlap > 0:
-                    done += min(got * overlap / (b - a), overlap)  # a launch argument wider than the output: its share
+                    done += min(
+                        got * overlap / (b - a), overlap
+                    )  # a launch argument wider than the output: its share
         found.append(min(1.0, done / (hi - lo)))
     return found
 

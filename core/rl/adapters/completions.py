@@ -20,9 +20,10 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from core.rl.arena import Arena, EvalRequest, ExecutorFactory
 from core.rl.rewards import RewardFn
@@ -38,9 +39,17 @@ def completion_text(completion: Any) -> str:
         return completion
     if isinstance(completion, dict):
         content = completion.get("content") or ""
-        return content if isinstance(content, str) else " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+        return (
+            content
+            if isinstance(content, str)
+            else " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+        )
     if isinstance(completion, (list, tuple)):
-        replies = [m for m in completion if isinstance(m, dict) and m.get("role", "assistant") == "assistant"]
+        replies = [
+            m
+            for m in completion
+            if isinstance(m, dict) and m.get("role", "assistant") == "assistant"
+        ]
         return completion_text(replies[-1]) if replies else ""
     return ""
 
@@ -78,13 +87,20 @@ class BatchScorer:
     anywhere (TRL and verl call them from plain functions)."""
 
     def __init__(
-        self, devices: Sequence[str] = ("cpu",), reward: str | RewardFn | None = None, tasks_dir: Path | str | None = None,
-        executor_factory: ExecutorFactory | None = None, visible_only: bool = False, server: Any = None,
+        self,
+        devices: Sequence[str] = ("cpu",),
+        reward: str | RewardFn | None = None,
+        tasks_dir: Path | str | None = None,
+        executor_factory: ExecutorFactory | None = None,
+        visible_only: bool = False,
+        server: Any = None,
         arena_factory: Callable[[], Arena] | None = None,
     ):
         self.visible_only = visible_only
         self.server = server  # a serve_client.ArenaClient for episode steps
-        self._make_arena = arena_factory or (lambda: Arena(list(devices), reward, tasks_dir, executor_factory))
+        self._make_arena = arena_factory or (
+            lambda: Arena(list(devices), reward, tasks_dir, executor_factory)
+        )
         self._arena: Arena | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -97,13 +113,27 @@ class BatchScorer:
         for i, item in enumerate(items):
             code = extract_candidate(item.completion)
             if code is None:
-                scores[i] = Score(0.0, NO_CODE, "the completion has no ```python block holding the candidate module")
+                scores[i] = Score(
+                    0.0,
+                    NO_CODE,
+                    "the completion has no ```python block holding the candidate module",
+                )
             elif item.episode_id is not None:
                 scores[i] = self._step(item.episode_id, code)
             else:
                 try:
-                    batch.append((i, EvalRequest(item.task_id, code, seed=item.seed, visible_only=self.visible_only)))
-                except (TypeError, ValueError) as exc:  # a source over the size limit: the policy's mistake
+                    batch.append(
+                        (
+                            i,
+                            EvalRequest(
+                                item.task_id, code, seed=item.seed, visible_only=self.visible_only
+                            ),
+                        )
+                    )
+                except (
+                    TypeError,
+                    ValueError,
+                ) as exc:  # a source over the size limit: the policy's mistake
                     scores[i] = Score(0.0, "compile_failed", str(exc))
         if batch:
             for (i, _), rr in zip(batch, self._run(self._arena_call([r for _, r in batch]))):
@@ -121,7 +151,7 @@ class BatchScorer:
                 self._thread.join(timeout=30)
             self._loop, self._thread, self._arena = None, None, None
 
-    def __enter__(self) -> "BatchScorer":
+    def __enter__(self) -> BatchScorer:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -138,20 +168,32 @@ class BatchScorer:
         with self._lock:
             if self._loop is None:
                 self._loop = asyncio.new_event_loop()
-                self._thread = threading.Thread(target=self._loop.run_forever, name="arena-scorer", daemon=True)
+                self._thread = threading.Thread(
+                    target=self._loop.run_forever, name="arena-scorer", daemon=True
+                )
                 self._thread.start()
             loop = self._loop
         return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
     def _step(self, episode_id: str, code: str) -> Score:
         if self.server is None:
-            return Score(None, "infrastructure_error", f"episode {episode_id}: multi-turn rows need a server (BatchScorer(server=ArenaClient(url)))")
+            return Score(
+                None,
+                "infrastructure_error",
+                f"episode {episode_id}: multi-turn rows need a server (BatchScorer(server=ArenaClient(url)))",
+            )
         try:
             step = self.server.step(episode_id, code)
         except Exception as exc:  # noqa: BLE001 - a server fault is infrastructure, never a crash of the training step
             return Score(None, "infrastructure_error", f"episode {episode_id}: {exc}")
         info = dict(step.info)
-        return Score(step.reward, str(info.get("outcome", "step")), str(info.get("reason", "")), info.get("speedup"), {"done": step.done, **info})
+        return Score(
+            step.reward,
+            str(info.get("outcome", "step")),
+            str(info.get("reason", "")),
+            info.get("speedup"),
+            {"done": step.done, **info},
+        )
 
 
 def _from_rewarded(rr: Any) -> Score:
@@ -164,6 +206,14 @@ def _from_rewarded(rr: Any) -> Score:
         stage = result.stage(failed)
         reason = f"{failed}: {stage.message or stage.status}"
     return Score(
-        rr.reward, rr.outcome, reason, rr.speedup if rr.outcome == "correct" else None,
-        {"stages": rr.stages, "sol_fraction": rr.sol_fraction, "review_notes": rr.review_notes, "retry": rr.retry},
+        rr.reward,
+        rr.outcome,
+        reason,
+        rr.speedup if rr.outcome == "correct" else None,
+        {
+            "stages": rr.stages,
+            "sol_fraction": rr.sol_fraction,
+            "review_notes": rr.review_notes,
+            "retry": rr.retry,
+        },
     )

@@ -15,8 +15,9 @@ visible shapes, in the columns each framework reads:
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from core.rl.env import task_prompt, visible_workloads
 from core.tasks.spec import Task
@@ -25,7 +26,9 @@ FORMATS = ("trl", "verl")
 DATA_SOURCE = "kernel_arena"
 
 
-def rows(tasks: Iterable[Task], fmt: str, device: str = "cuda:0", repeat: int = 1) -> list[dict[str, Any]]:
+def rows(
+    tasks: Iterable[Task], fmt: str, device: str = "cuda:0", repeat: int = 1
+) -> list[dict[str, Any]]:
     """`repeat` copies of each task's row (a GRPO group is drawn from one row; more rows per
     task weight it in an epoch)."""
     if fmt not in FORMATS:
@@ -38,11 +41,20 @@ def rows(tasks: Iterable[Task], fmt: str, device: str = "cuda:0", repeat: int = 
             if fmt == "trl":
                 out.append({"prompt": prompt, "task_id": task.id, "visible_workloads": shapes})
             else:
-                out.append({
-                    "data_source": DATA_SOURCE, "prompt": prompt, "ability": "kernel",
-                    "reward_model": {"style": "rule", "ground_truth": task.id},
-                    "extra_info": {"task_id": task.id, "index": len(out), "device": device, "visible_workloads": shapes},
-                })
+                out.append(
+                    {
+                        "data_source": DATA_SOURCE,
+                        "prompt": prompt,
+                        "ability": "kernel",
+                        "reward_model": {"style": "rule", "ground_truth": task.id},
+                        "extra_info": {
+                            "task_id": task.id,
+                            "index": len(out),
+                            "device": device,
+                            "visible_workloads": shapes,
+                        },
+                    }
+                )
     return out
 
 
@@ -54,7 +66,9 @@ def write(records: list[dict[str, Any]], path: Path) -> None:
             import pyarrow as pa
             import pyarrow.parquet as pq
         except ImportError:
-            raise ImportError("parquet needs pyarrow: pip install pyarrow (or write .jsonl)") from None
+            raise ImportError(
+                "parquet needs pyarrow: pip install pyarrow (or write .jsonl)"
+            ) from None
         pq.write_table(pa.Table.from_pylist(records), path)
         return
     with path.open("w") as f:

@@ -15,7 +15,7 @@ given as 0.0 with `info["retry"]` True; that step used no turn, so send it again
 from __future__ import annotations
 
 import string
-from typing import Any
+from typing import Any, ClassVar
 
 from core.rl.env import KernelEnv, extract_code
 
@@ -27,7 +27,9 @@ def _gymnasium() -> Any:
     try:
         import gymnasium
     except ImportError:
-        raise ImportError("the Gymnasium adapter needs gymnasium: pip install 'kernel-arena[gym]'") from None
+        raise ImportError(
+            "the Gymnasium adapter needs gymnasium: pip install 'kernel-arena[gym]'"
+        ) from None
     return gymnasium
 
 
@@ -41,16 +43,20 @@ def _env_class() -> type:
     charset = string.printable  # source text; contains() is not used to police actions
 
     class KernelGymEnv(gym.Env):
-        metadata = {"render_modes": ["ansi"]}
+        metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
 
-        def __init__(self, task_id: str | None = None, render_mode: str | None = None, **kwargs: Any):
+        def __init__(
+            self, task_id: str | None = None, render_mode: str | None = None, **kwargs: Any
+        ):
             self.kernel_env = KernelEnv(task_id, **kwargs)
             self.observation_space = gym.spaces.Text(max_length=MAX_TEXT, charset=charset)
             self.action_space = gym.spaces.Text(max_length=MAX_TEXT, charset=charset)
             self.render_mode = render_mode
             self._last = ""
 
-        def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        def reset(
+            self, *, seed: int | None = None, options: dict[str, Any] | None = None
+        ) -> tuple[str, dict[str, Any]]:
             super().reset(seed=seed)
             obs = self.kernel_env.reset((options or {}).get("task_id"), seed=seed)
             self._last = obs.text()

@@ -19,8 +19,9 @@ import json
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 
@@ -66,8 +67,21 @@ class ArenaClient:
     """One server. `timeout_s` bounds each HTTP call (an evaluation included: give it the
     longest evaluation you expect); `retries` more attempts after a retryable failure."""
 
-    def __init__(self, url: str = "http://127.0.0.1:8765", token: str | None = None, timeout_s: float = 600.0, retries: int = 3, backoff_s: float = 0.5):
-        self.url, self.token, self.timeout_s, self.retries, self.backoff_s = url.rstrip("/"), token, timeout_s, retries, backoff_s
+    def __init__(
+        self,
+        url: str = "http://127.0.0.1:8765",
+        token: str | None = None,
+        timeout_s: float = 600.0,
+        retries: int = 3,
+        backoff_s: float = 0.5,
+    ):
+        self.url, self.token, self.timeout_s, self.retries, self.backoff_s = (
+            url.rstrip("/"),
+            token,
+            timeout_s,
+            retries,
+            backoff_s,
+        )
 
     def health(self) -> dict[str, Any]:
         return self._call("GET", "/health")
@@ -76,15 +90,33 @@ class ArenaClient:
         answer = self._call("GET", "/tasks")
         return answer.get("tasks", answer) if isinstance(answer, dict) else answer
 
-    def reset(self, task_id: str, seed: int | None = None, max_turns: int | None = None, device: str | None = None) -> ResetResult:
-        body = _without_none({"task_id": task_id, "seed": seed, "max_turns": max_turns, "device": device})
+    def reset(
+        self,
+        task_id: str,
+        seed: int | None = None,
+        max_turns: int | None = None,
+        device: str | None = None,
+    ) -> ResetResult:
+        body = _without_none(
+            {"task_id": task_id, "seed": seed, "max_turns": max_turns, "device": device}
+        )
         a = self._call("POST", "/reset", body)
         return ResetResult(a["episode_id"], a.get("observation") or {}, a.get("info") or {})
 
     def step(self, episode_id: str, code: str | None = None, final: bool = False) -> StepResult:
-        action: dict[str, Any] = {"final": True} if code is None else {"code": code, **({"final": True} if final else {})}
+        action: dict[str, Any] = (
+            {"final": True}
+            if code is None
+            else {"code": code, **({"final": True} if final else {})}
+        )
         a = self._call("POST", "/step", {"episode_id": episode_id, "action": action})
-        return StepResult(a.get("episode_id", episode_id), a.get("observation") or {}, a.get("reward"), bool(a.get("done")), a.get("info") or {})
+        return StepResult(
+            a.get("episode_id", episode_id),
+            a.get("observation") or {},
+            a.get("reward"),
+            bool(a.get("done")),
+            a.get("info") or {},
+        )
 
     def state(self, episode_id: str) -> dict[str, Any]:
         return self._call("POST", "/state", {"episode_id": episode_id})
@@ -92,16 +124,37 @@ class ArenaClient:
     def close_episode(self, episode_id: str) -> None:
         self._call("POST", "/close", {"episode_id": episode_id})
 
-    def evaluate(self, task_id: str, code: str, seed: int | None = None, visible_only: bool = False, device: str | None = None) -> EvaluateResult:
-        body = _without_none({"task_id": task_id, "code": code, "seed": seed, "visible_only": visible_only or None, "device": device})
+    def evaluate(
+        self,
+        task_id: str,
+        code: str,
+        seed: int | None = None,
+        visible_only: bool = False,
+        device: str | None = None,
+    ) -> EvaluateResult:
+        body = _without_none(
+            {
+                "task_id": task_id,
+                "code": code,
+                "seed": seed,
+                "visible_only": visible_only or None,
+                "device": device,
+            }
+        )
         return _evaluated(self._call("POST", "/evaluate", body))
 
-    def evaluate_many(self, requests: Sequence[tuple[str, str] | dict[str, Any]], agent: str | None = None) -> list[EvaluateResult]:
+    def evaluate_many(
+        self, requests: Sequence[tuple[str, str] | dict[str, Any]], agent: str | None = None
+    ) -> list[EvaluateResult]:
         """A batch in one request (`POST /evaluate {candidates: [...]}`): the server scores it
         through its batch path and answers in order. Each request is (task_id, code) or a
         mapping with the /evaluate fields (seed, visible_only, device)."""
-        candidates = [dict(r) if isinstance(r, dict) else {"task_id": r[0], "code": r[1]} for r in requests]
-        answer = self._call("POST", "/evaluate", _without_none({"candidates": candidates, "agent": agent}))
+        candidates = [
+            dict(r) if isinstance(r, dict) else {"task_id": r[0], "code": r[1]} for r in requests
+        ]
+        answer = self._call(
+            "POST", "/evaluate", _without_none({"candidates": candidates, "agent": agent})
+        )
         return [_evaluated(a) for a in answer["results"]]
 
     # --- transport -------------------------------------------------------------------------
@@ -117,7 +170,9 @@ class ArenaClient:
         for attempt in range(self.retries + 1):
             if attempt:
                 time.sleep(self.backoff_s * 2 ** (attempt - 1))
-            request = urllib.request.Request(self.url + path, data=data, headers=headers, method=method)
+            request = urllib.request.Request(
+                self.url + path, data=data, headers=headers, method=method
+            )
             try:
                 with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
                     return json.loads(response.read() or b"null")
@@ -126,11 +181,15 @@ class ArenaClient:
                 if exc.code in RETRY_STATUSES or exc.code >= 500:
                     last = f"HTTP {exc.code}: {payload.get('message', exc.reason)}"
                     continue
-                raise ArenaRequestError(exc.code, str(payload.get("message", exc.reason)), payload.get("field")) from None
+                raise ArenaRequestError(
+                    exc.code, str(payload.get("message", exc.reason)), payload.get("field")
+                ) from None
             except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
                 last = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
                 continue
-        raise ArenaClientError(f"{method} {self.url}{path} failed after {self.retries + 1} attempt(s): {last}")
+        raise ArenaClientError(
+            f"{method} {self.url}{path} failed after {self.retries + 1} attempt(s): {last}"
+        )
 
 
 def _error_body(exc: urllib.error.HTTPError) -> dict[str, Any]:
@@ -147,7 +206,13 @@ def _error_body(exc: urllib.error.HTTPError) -> dict[str, Any]:
 
 
 def _evaluated(a: dict[str, Any]) -> EvaluateResult:
-    return EvaluateResult(a.get("reward"), str(a.get("outcome")), bool(a.get("retry")), a.get("result") or {}, a.get("reward_name"))
+    return EvaluateResult(
+        a.get("reward"),
+        str(a.get("outcome")),
+        bool(a.get("retry")),
+        a.get("result") or {},
+        a.get("reward_name"),
+    )
 
 
 def _without_none(d: dict[str, Any]) -> dict[str, Any]:

@@ -19,8 +19,9 @@ Nothing of TRL is imported here: the function only has to match TRL's call.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from core.rl.adapters.completions import BatchScorer, Item
 from core.rl.arena import ExecutorFactory
@@ -36,7 +37,9 @@ class KernelReward:
     def __init__(self, scorer: BatchScorer, task_column: str = "task_id"):
         self.scorer, self.task_column = scorer, task_column
 
-    def __call__(self, prompts: Sequence[Any] | None = None, completions: Sequence[Any] = (), **kwargs: Any) -> list[float | None]:
+    def __call__(
+        self, prompts: Sequence[Any] | None = None, completions: Sequence[Any] = (), **kwargs: Any
+    ) -> list[float | None]:
         n = len(completions)
         tasks = kwargs.get(self.task_column)
         if tasks is None or len(tasks) != n:
@@ -46,7 +49,10 @@ class KernelReward:
             )
         seeds = kwargs.get("seed") or [None] * n
         episodes = kwargs.get("episode_id") or [None] * n
-        items = [Item(str(t), c, _int_or_none(s), e) for t, c, s, e in zip(tasks, completions, seeds, episodes)]
+        items = [
+            Item(str(t), c, _int_or_none(s), e)
+            for t, c, s, e in zip(tasks, completions, seeds, episodes)
+        ]
         scores = self.scorer.score(items)
         log_extra, log_metric = kwargs.get("log_extra"), kwargs.get("log_metric")
         if callable(log_extra):
@@ -54,7 +60,10 @@ class KernelReward:
             log_extra("arena_reason", [s.reason for s in scores])
         if callable(log_metric) and scores:
             log_metric("arena/correct", sum(s.outcome == "correct" for s in scores) / len(scores))
-            log_metric("arena/infrastructure_errors", float(sum(s.outcome == "infrastructure_error" for s in scores)))
+            log_metric(
+                "arena/infrastructure_errors",
+                float(sum(s.outcome == "infrastructure_error" for s in scores)),
+            )
         return [s.reward for s in scores]
 
     def close(self) -> None:
@@ -62,11 +71,18 @@ class KernelReward:
 
 
 def kernel_reward(
-    devices: Sequence[str] = ("cpu",), reward: str | RewardFn | None = None, tasks_dir: Path | str | None = None,
-    executor_factory: ExecutorFactory | None = None, task_column: str = "task_id", visible_only: bool = False, server: Any = None,
+    devices: Sequence[str] = ("cpu",),
+    reward: str | RewardFn | None = None,
+    tasks_dir: Path | str | None = None,
+    executor_factory: ExecutorFactory | None = None,
+    task_column: str = "task_id",
+    visible_only: bool = False,
+    server: Any = None,
 ) -> KernelReward:
     """A TRL reward function scoring completions on `devices` with the named reward (core/rl/rewards.py)."""
-    return KernelReward(BatchScorer(devices, reward, tasks_dir, executor_factory, visible_only, server), task_column)
+    return KernelReward(
+        BatchScorer(devices, reward, tasks_dir, executor_factory, visible_only, server), task_column
+    )
 
 
 def _int_or_none(value: Any) -> int | None:

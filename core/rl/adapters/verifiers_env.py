@@ -18,7 +18,8 @@ functions that take `state`); the library is imported on first use.
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from core.rl.arena import Arena
 from core.rl.env import KernelEnv, extract_code, signature, task_prompt
@@ -31,24 +32,37 @@ def _libraries() -> tuple[Any, Any]:
     try:
         import verifiers
     except ImportError:
-        raise ImportError("the verifiers adapter needs verifiers: pip install 'kernel-arena[verifiers]'") from None
+        raise ImportError(
+            "the verifiers adapter needs verifiers: pip install 'kernel-arena[verifiers]'"
+        ) from None
     try:
         import datasets
     except ImportError:
-        raise ImportError("the verifiers adapter needs datasets (a dependency of verifiers): pip install datasets") from None
+        raise ImportError(
+            "the verifiers adapter needs datasets (a dependency of verifiers): pip install datasets"
+        ) from None
     return verifiers, datasets
 
 
 def _text(message: Any) -> str:
     if isinstance(message, dict):
         content = message.get("content") or ""
-        return content if isinstance(content, str) else " ".join(part.get("text", "") for part in content if isinstance(part, dict))
+        return (
+            content
+            if isinstance(content, str)
+            else " ".join(part.get("text", "") for part in content if isinstance(part, dict))
+        )
     return str(message)
 
 
 def load_environment(
-    task_ids: Sequence[str] | None = None, device: str = "cpu", max_turns: int = 4, reward: str | None = None,
-    tasks_dir: str | None = None, arena: Arena | None = None, **kwargs: Any,
+    task_ids: Sequence[str] | None = None,
+    device: str = "cpu",
+    max_turns: int = 4,
+    reward: str | None = None,
+    tasks_dir: str | None = None,
+    arena: Arena | None = None,
+    **kwargs: Any,
 ) -> Any:
     """The verifiers environment over `task_ids` (default: every task). Evaluations go
     through one Arena (the given one, or one made on the first rollout, in its event loop)."""
@@ -58,11 +72,15 @@ def load_environment(
     rows = []
     for task in tasks:
         starter = task.file("starter.py").read_text()
-        rows.append({
-            "question": f"{task_prompt(task, device, max_turns)}\n\nStarter:\n```python\n{starter}```\n\nReply with the complete module in one ```python block; "
-                        "write FINAL on its own line when you are done.",
-            "answer": "", "task": "kernel-arena", "info": {"task_id": task.id, "signature": signature(task)},
-        })
+        rows.append(
+            {
+                "question": f"{task_prompt(task, device, max_turns)}\n\nStarter:\n```python\n{starter}```\n\nReply with the complete module in one ```python block; "
+                "write FINAL on its own line when you are done.",
+                "answer": "",
+                "task": "kernel-arena",
+                "info": {"task_id": task.id, "signature": signature(task)},
+            }
+        )
     dataset = datasets.Dataset.from_list(rows)
     shared: dict[str, Arena | None] = {"arena": arena}
 
@@ -71,7 +89,9 @@ def load_environment(
             shared["arena"] = Arena([device], reward, tasks_dir)
         return shared["arena"]  # type: ignore[return-value]
 
-    async def kernel_reward(completion: Any = None, state: dict[str, Any] | None = None, **_: Any) -> float:
+    async def kernel_reward(
+        completion: Any = None, state: dict[str, Any] | None = None, **_: Any
+    ) -> float:
         """The episode's final reward; the episode is finished here if the rollout stopped early."""
         state = state if state is not None else {}
         env: KernelEnv | None = state.get("kernel_env")
@@ -86,7 +106,14 @@ def load_environment(
     class KernelArenaEnv(vf.MultiTurnEnv):
         async def setup_state(self, state: dict[str, Any], **kw: Any) -> dict[str, Any]:
             info = state.get("info") or {}
-            env = KernelEnv(info["task_id"], device=device, max_turns=max_turns, reward=reward, tasks_dir=tasks_dir, arena=_arena())
+            env = KernelEnv(
+                info["task_id"],
+                device=device,
+                max_turns=max_turns,
+                reward=reward,
+                tasks_dir=tasks_dir,
+                arena=_arena(),
+            )
             await env.areset()
             state["kernel_env"], state["done"] = env, False
             return state
@@ -94,12 +121,16 @@ def load_environment(
         async def is_completed(self, messages: Any, state: dict[str, Any], **kw: Any) -> bool:
             return bool(state.get("done"))
 
-        async def env_response(self, messages: Any, state: dict[str, Any], **kw: Any) -> tuple[list[dict[str, str]], dict[str, Any]]:
+        async def env_response(
+            self, messages: Any, state: dict[str, Any], **kw: Any
+        ) -> tuple[list[dict[str, str]], dict[str, Any]]:
             if "kernel_env" not in state:
                 state = await self.setup_state(state)
             env: KernelEnv = state["kernel_env"]
             reply = _text(messages[-1]) if messages else ""
-            obs, reward, done, info = await env.astep(extract_code(reply), final=bool(FINAL.search(reply)))
+            obs, reward, done, info = await env.astep(
+                extract_code(reply), final=bool(FINAL.search(reply))
+            )
             state["done"], state["retry"] = done, reward is None
             state.setdefault("turn_rewards", []).append(info.get("turn_reward"))
             return [{"role": "user", "content": obs.feedback}], state

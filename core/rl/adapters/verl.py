@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from core.rl.adapters.completions import BatchScorer, Item, Score
 
@@ -37,8 +38,14 @@ def scorer() -> BatchScorer:
     global _scorer
     with _lock:
         if _scorer is None:
-            devices = [d.strip() for d in os.environ.get("ARENA_DEVICES", "cpu").split(",") if d.strip()]
-            _scorer = BatchScorer(devices, os.environ.get("ARENA_REWARD") or None, os.environ.get("ARENA_TASKS") or None)
+            devices = [
+                d.strip() for d in os.environ.get("ARENA_DEVICES", "cpu").split(",") if d.strip()
+            ]
+            _scorer = BatchScorer(
+                devices,
+                os.environ.get("ARENA_REWARD") or None,
+                os.environ.get("ARENA_TASKS") or None,
+            )
         return _scorer
 
 
@@ -50,9 +57,16 @@ def use_scorer(s: BatchScorer | None) -> None:
 
 
 def compute_score(
-    data_source: Any = None, solution_str: str | None = None, ground_truth: Any = None, extra_info: dict[str, Any] | None = None,
-    *, data_sources: Sequence[Any] | None = None, solution_strs: Sequence[str] | None = None,
-    ground_truths: Sequence[Any] | None = None, extra_infos: Sequence[dict[str, Any] | None] | None = None, **kwargs: Any,
+    data_source: Any = None,
+    solution_str: str | None = None,
+    ground_truth: Any = None,
+    extra_info: dict[str, Any] | None = None,
+    *,
+    data_sources: Sequence[Any] | None = None,
+    solution_strs: Sequence[str] | None = None,
+    ground_truths: Sequence[Any] | None = None,
+    extra_infos: Sequence[dict[str, Any] | None] | None = None,
+    **kwargs: Any,
 ) -> dict[str, Any] | list[dict[str, Any]]:
     """One score dict per sample (a list for the batched call), in verl's order."""
     if solution_strs is not None:
@@ -68,11 +82,21 @@ def _item(solution: str, ground_truth: Any, extra: dict[str, Any] | None) -> Ite
     extra = extra or {}
     task_id = extra.get("task_id") or ground_truth
     if not task_id:
-        raise ValueError("the sample names no task: export the dataset with `arena dataset export --format verl` (reward_model.ground_truth)")
+        raise ValueError(
+            "the sample names no task: export the dataset with `arena dataset export --format verl` (reward_model.ground_truth)"
+        )
     seed = extra.get("seed")
-    return Item(str(task_id), solution, None if seed is None else int(seed), extra.get("episode_id"))
+    return Item(
+        str(task_id), solution, None if seed is None else int(seed), extra.get("episode_id")
+    )
 
 
 def _as_dict(s: Score) -> dict[str, Any]:
     retry = s.reward is None
-    return {"score": 0.0 if retry else float(s.reward), "outcome": s.outcome, "reason": s.reason, "speedup": s.speedup if s.speedup is not None else 0.0, "retry": retry}
+    return {
+        "score": 0.0 if retry else float(s.reward),
+        "outcome": s.outcome,
+        "reason": s.reason,
+        "speedup": s.speedup if s.speedup is not None else 0.0,
+        "retry": retry,
+    }

@@ -23,7 +23,11 @@ IMPL = "torch"
 def _quant(y: torch.Tensor):
     T, inter = y.shape
     g = y.view(T, inter // GROUP, GROUP)
-    scale = torch.linalg.vector_norm(g, float("inf"), dim=-1, dtype=torch.float32).clamp_min_(1e-10).div_(FP8_MAX)
+    scale = (
+        torch.linalg.vector_norm(g, float("inf"), dim=-1, dtype=torch.float32)
+        .clamp_min_(1e-10)
+        .div_(FP8_MAX)
+    )
     # One pass: the quotient is computed in float32 and stored as fp8. No clamp is needed:
     # |y| / (absmax / 448) is at most 448 up to rounding, and float8_e4m3fn rounds anything
     # below 480 to at most 448.

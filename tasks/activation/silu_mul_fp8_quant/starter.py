@@ -23,24 +23,32 @@ GROUP = 128
 def _round_e4m3(v):
     """Round float32 v (|v| ≤ 448) to the nearest float8_e4m3fn value, ties to even."""
     a = tl.abs(v)
-    e = (a.to(tl.int32, bitcast=True) >> 23) & 0xFF          # biased float32 exponent of |v|
-    e = tl.maximum(e, 127 - 6) - 3 + 23                       # 2^23 · (e4m3 step at |v|); 2^-6 is the smallest normal
+    e = (a.to(tl.int32, bitcast=True) >> 23) & 0xFF  # biased float32 exponent of |v|
+    e = tl.maximum(e, 127 - 6) - 3 + 23  # 2^23 · (e4m3 step at |v|); 2^-6 is the smallest normal
     m = (e << 23).to(tl.float32, bitcast=True)
-    r = (a + m) - m                                           # float32 adds round to nearest even
+    r = (a + m) - m  # float32 adds round to nearest even
     return tl.where(v < 0, -r, r)
 
 
 @triton.jit
 def _silu_mul_fp8_kernel(
-    x_ptr, q_ptr, s_ptr, I, stride_x, stride_q, stride_s,
-    BLOCK: tl.constexpr, GROUP_SIZE: tl.constexpr, FP8_MAX: tl.constexpr,
+    x_ptr,
+    q_ptr,
+    s_ptr,
+    I,
+    stride_x,
+    stride_q,
+    stride_s,
+    BLOCK: tl.constexpr,
+    GROUP_SIZE: tl.constexpr,
+    FP8_MAX: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     mask = cols < I
     gate = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
     up = tl.load(x_ptr + row * stride_x + I + cols, mask=mask, other=0.0).to(tl.float32)
-    y = gate / (1.0 + tl.exp(-gate)) * up                     # masked columns are 0
+    y = gate / (1.0 + tl.exp(-gate)) * up  # masked columns are 0
     NG: tl.constexpr = BLOCK // GROUP_SIZE
     yg = tl.reshape(y, (NG, GROUP_SIZE))
     absmax = tl.max(tl.abs(yg), axis=1)
@@ -63,7 +71,15 @@ def run(x: torch.Tensor):
     BLOCK = 1024
     grid = (T, triton.cdiv(inter, BLOCK))
     _silu_mul_fp8_kernel[grid](
-        x, q, scales, inter, x.stride(0), q.stride(0), scales.stride(0),
-        BLOCK=BLOCK, GROUP_SIZE=GROUP, FP8_MAX=448.0,
+        x,
+        q,
+        scales,
+        inter,
+        x.stride(0),
+        q.stride(0),
+        scales.stride(0),
+        BLOCK=BLOCK,
+        GROUP_SIZE=GROUP,
+        FP8_MAX=448.0,
     )
     return q, scales

@@ -44,7 +44,9 @@ def _flashinfer(q, k_cache, v_cache, block_table, seq_lens):
     used = torch.arange(block_table.shape[1], device=q.device)[None, :] < pages[:, None]
     indices = block_table[used]
     last = (seq_lens - (pages - 1) * P).to(torch.int32)
-    wrapper.plan(indptr, indices, last, HQ, HKV, D, P, q_data_type=q.dtype, kv_data_type=k_cache.dtype)
+    wrapper.plan(
+        indptr, indices, last, HQ, HKV, D, P, q_data_type=q.dtype, kv_data_type=k_cache.dtype
+    )
     return wrapper.run(q, (k_cache, v_cache))
 
 
@@ -55,8 +57,15 @@ def _torch_bmm(q, k_cache, v_cache, block_table, seq_lens):
     idx = block_table.long()
     k = k_cache[idx].view(B, N * HKV, D)  # row n·HKV + h: token n of kv head h
     v = v_cache[idx].view(B, N * HKV, D)
-    s = torch.bmm(q, k.transpose(1, 2), out_dtype=torch.float32).mul_(1.0 / math.sqrt(D)).view(B, HQ, N, HKV)
-    own = torch.arange(HKV, device=q.device)[None, :] == (torch.arange(HQ, device=q.device) // (HQ // HKV))[:, None]  # [HQ, HKV]
+    s = (
+        torch.bmm(q, k.transpose(1, 2), out_dtype=torch.float32)
+        .mul_(1.0 / math.sqrt(D))
+        .view(B, HQ, N, HKV)
+    )
+    own = (
+        torch.arange(HKV, device=q.device)[None, :]
+        == (torch.arange(HQ, device=q.device) // (HQ // HKV))[:, None]
+    )  # [HQ, HKV]
     live = torch.arange(N, device=q.device)[None, :] < seq_lens[:, None]  # [B, N]
     s.masked_fill_(~(live[:, None, :, None] & own[None, :, None, :]), float("-inf"))
     p = torch.softmax(s.view(B, HQ, N * HKV), dim=-1).to(q.dtype)
@@ -71,11 +80,17 @@ def _torch(q, k_cache, v_cache, block_table, seq_lens):
     k = k_cache[idx].view(B, N, HKV, D).transpose(1, 2)  # [B, HKV, N, D]
     v = v_cache[idx].view(B, N, HKV, D).transpose(1, 2)
     mask = (torch.arange(N, device=q.device)[None, :] < seq_lens[:, None])[:, None, None, :]
-    o = F.scaled_dot_product_attention(q.view(B, HKV, HQ // HKV, D), k, v, attn_mask=mask, scale=1.0 / math.sqrt(D))
+    o = F.scaled_dot_product_attention(
+        q.view(B, HKV, HQ // HKV, D), k, v, attn_mask=mask, scale=1.0 / math.sqrt(D)
+    )
     return o.reshape(B, HQ, D)
 
 
-IMPLS = {"flashinfer": _flashinfer if flashinfer is not None else None, "torch-bmm": _torch_bmm, "torch": _torch}
+IMPLS = {
+    "flashinfer": _flashinfer if flashinfer is not None else None,
+    "torch-bmm": _torch_bmm,
+    "torch": _torch,
+}
 
 
 _BMM_OK = True  # torch.bmm's float32 out_dtype: CUDA builds of torch >= 2.8

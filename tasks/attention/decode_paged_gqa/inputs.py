@@ -18,8 +18,14 @@ def make_inputs(axes, generator):
     lens = torch.cat([L + d, L - d, torch.full((B % 2,), L, device=dev, dtype=d.dtype)])
     lens = lens[torch.randperm(B, generator=generator, device=dev)].to(torch.int32)
     MP = (L + spread + P - 1) // P
-    block_table = torch.randperm(B * MP, generator=generator, device=dev).to(torch.int32).view(B, MP)
+    block_table = (
+        torch.randperm(B * MP, generator=generator, device=dev).to(torch.int32).view(B, MP)
+    )
     q = torch.empty(B, HQ, D, dtype=torch.bfloat16, device=dev).normal_(generator=generator)
-    k_cache = torch.empty(B * MP, P, HKV, D, dtype=torch.bfloat16, device=dev).normal_(generator=generator)
-    v_cache = torch.empty(B * MP, P, HKV, D, dtype=torch.bfloat16, device=dev).normal_(generator=generator)
+    k_cache = torch.empty(B * MP, P, HKV, D, dtype=torch.bfloat16, device=dev).normal_(
+        generator=generator
+    )
+    v_cache = torch.empty(B * MP, P, HKV, D, dtype=torch.bfloat16, device=dev).normal_(
+        generator=generator
+    )
     return [q, k_cache, v_cache, block_table, lens]

@@ -15,11 +15,30 @@ import triton.language as tl
 
 @triton.jit
 def _decode_kernel(
-    q_ptr, k_ptr, v_ptr, bt_ptr, len_ptr, o_ptr,
-    scale, D, P,
-    stride_qb, stride_qh, stride_kp, stride_ks, stride_kh, stride_vp, stride_vs, stride_vh,
-    stride_bt, stride_ob, stride_oh,
-    G: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    bt_ptr,
+    len_ptr,
+    o_ptr,
+    scale,
+    D,
+    P,
+    stride_qb,
+    stride_qh,
+    stride_kp,
+    stride_ks,
+    stride_kh,
+    stride_vp,
+    stride_vs,
+    stride_vh,
+    stride_bt,
+    stride_ob,
+    stride_oh,
+    G: tl.constexpr,
+    BLOCK_G: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
 ):
     b = tl.program_id(0)
     kvh = tl.program_id(1)
@@ -30,7 +49,11 @@ def _decode_kernel(
     g_ok = offs_g < G
     d_ok = offs_d < D
     heads = kvh * G + offs_g
-    q = tl.load(q_ptr + b * stride_qb + heads[:, None] * stride_qh + offs_d[None, :], mask=g_ok[:, None] & d_ok[None, :], other=0.0)
+    q = tl.load(
+        q_ptr + b * stride_qb + heads[:, None] * stride_qh + offs_d[None, :],
+        mask=g_ok[:, None] & d_ok[None, :],
+        other=0.0,
+    )
     m_i = tl.full((BLOCK_G,), float("-inf"), dtype=tl.float32)
     l_i = tl.zeros((BLOCK_G,), dtype=tl.float32)
     acc = tl.zeros((BLOCK_G, BLOCK_D), dtype=tl.float32)
@@ -41,8 +64,24 @@ def _decode_kernel(
         page = tl.load(bt_ptr + b * stride_bt + t // P, mask=t_ok, other=0).to(tl.int64)
         slot = t % P
         kv_mask = t_ok[:, None] & d_ok[None, :]
-        k = tl.load(k_ptr + page[:, None] * stride_kp + slot[:, None] * stride_ks + kvh * stride_kh + offs_d[None, :], mask=kv_mask, other=0.0)
-        v = tl.load(v_ptr + page[:, None] * stride_vp + slot[:, None] * stride_vs + kvh * stride_vh + offs_d[None, :], mask=kv_mask, other=0.0)
+        k = tl.load(
+            k_ptr
+            + page[:, None] * stride_kp
+            + slot[:, None] * stride_ks
+            + kvh * stride_kh
+            + offs_d[None, :],
+            mask=kv_mask,
+            other=0.0,
+        )
+        v = tl.load(
+            v_ptr
+            + page[:, None] * stride_vp
+            + slot[:, None] * stride_vs
+            + kvh * stride_vh
+            + offs_d[None, :],
+            mask=kv_mask,
+            other=0.0,
+        )
         s = tl.dot(q, tl.trans(k)) * qk_scale
         s = tl.where(t_ok[None, :], s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
@@ -52,7 +91,11 @@ def _decode_kernel(
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
         m_i = m_new
     acc = acc / l_i[:, None]
-    tl.store(o_ptr + b * stride_ob + heads[:, None] * stride_oh + offs_d[None, :], acc.to(o_ptr.dtype.element_ty), mask=g_ok[:, None] & d_ok[None, :])
+    tl.store(
+        o_ptr + b * stride_ob + heads[:, None] * stride_oh + offs_d[None, :],
+        acc.to(o_ptr.dtype.element_ty),
+        mask=g_ok[:, None] & d_ok[None, :],
+    )
 
 
 def run(q, k_cache, v_cache, block_table, seq_lens):
@@ -62,11 +105,29 @@ def run(q, k_cache, v_cache, block_table, seq_lens):
     o = torch.empty_like(q)
     BLOCK_N = 64 if q.device.type != "cpu" else 32
     _decode_kernel[(B, HKV)](
-        q, k_cache, v_cache, block_table, seq_lens, o,
-        1.0 / math.sqrt(D), D, P,
-        q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
-        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
-        block_table.stride(0), o.stride(0), o.stride(1),
-        G=G, BLOCK_G=max(16, triton.next_power_of_2(G)), BLOCK_N=BLOCK_N, BLOCK_D=max(16, triton.next_power_of_2(D)),
+        q,
+        k_cache,
+        v_cache,
+        block_table,
+        seq_lens,
+        o,
+        1.0 / math.sqrt(D),
+        D,
+        P,
+        q.stride(0),
+        q.stride(1),
+        k_cache.stride(0),
+        k_cache.stride(1),
+        k_cache.stride(2),
+        v_cache.stride(0),
+        v_cache.stride(1),
+        v_cache.stride(2),
+        block_table.stride(0),
+        o.stride(0),
+        o.stride(1),
+        G=G,
+        BLOCK_G=max(16, triton.next_power_of_2(G)),
+        BLOCK_N=BLOCK_N,
+        BLOCK_D=max(16, triton.next_power_of_2(D)),
     )
     return o

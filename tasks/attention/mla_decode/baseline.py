@@ -27,7 +27,15 @@ def _flashmla(q, ckv_cache, block_table, seq_lens, scale):
     H = q.shape[1]
     meta, splits = get_mla_metadata(seq_lens, H, 1)
     o, _ = flash_mla_with_kvcache(
-        q.unsqueeze(1), ckv_cache.unsqueeze(2), block_table, seq_lens, 512, meta, splits, softmax_scale=scale, causal=False,
+        q.unsqueeze(1),
+        ckv_cache.unsqueeze(2),
+        block_table,
+        seq_lens,
+        512,
+        meta,
+        splits,
+        softmax_scale=scale,
+        causal=False,
     )
     return o.squeeze(1)
 
@@ -38,7 +46,9 @@ def _torch_bmm(q, ckv_cache, block_table, seq_lens, scale):
     N = block_table.shape[1] * P
     c = ckv_cache[block_table.long()].view(B, N, 576)
     s = torch.bmm(q, c.transpose(1, 2), out_dtype=torch.float32).mul_(scale)  # [B, H, N]
-    s.masked_fill_((torch.arange(N, device=q.device)[None, :] >= seq_lens[:, None])[:, None, :], float("-inf"))
+    s.masked_fill_(
+        (torch.arange(N, device=q.device)[None, :] >= seq_lens[:, None])[:, None, :], float("-inf")
+    )
     return torch.bmm(torch.softmax(s, dim=-1).to(q.dtype), c[..., :512])
 
 
@@ -52,7 +62,11 @@ def _torch(q, ckv_cache, block_table, seq_lens, scale):
     return o.squeeze(1)
 
 
-IMPLS = {"flashmla": _flashmla if flash_mla_with_kvcache is not None else None, "torch-bmm": _torch_bmm, "torch": _torch}
+IMPLS = {
+    "flashmla": _flashmla if flash_mla_with_kvcache is not None else None,
+    "torch-bmm": _torch_bmm,
+    "torch": _torch,
+}
 
 
 _BMM_OK = True  # torch.bmm's float32 out_dtype: CUDA builds of torch >= 2.8

@@ -8,7 +8,9 @@ DeepSeek's attention is peaked, not uniform. The scale is the task's fixed value
 
 import torch
 
-SCALE = 0.1352337788608801  # 192^-0.5 · (0.1·ln 40 + 1)², DeepSeek-V3's YaRN-corrected softmax scale
+SCALE = (
+    0.1352337788608801  # 192^-0.5 · (0.1·ln 40 + 1)², DeepSeek-V3's YaRN-corrected softmax scale
+)
 
 
 def make_inputs(axes, generator):
@@ -19,7 +21,13 @@ def make_inputs(axes, generator):
     lens = torch.cat([L + d, L - d, torch.full((B % 2,), L, device=dev, dtype=d.dtype)])
     lens = lens[torch.randperm(B, generator=generator, device=dev)].to(torch.int32)
     MP = (L + spread + P - 1) // P
-    block_table = torch.randperm(B * MP, generator=generator, device=dev).to(torch.int32).view(B, MP)
-    q = torch.empty(B, H, 576, dtype=torch.bfloat16, device=dev).normal_(0.0, 0.5, generator=generator)
-    ckv_cache = torch.empty(B * MP, P, 576, dtype=torch.bfloat16, device=dev).normal_(generator=generator)
+    block_table = (
+        torch.randperm(B * MP, generator=generator, device=dev).to(torch.int32).view(B, MP)
+    )
+    q = torch.empty(B, H, 576, dtype=torch.bfloat16, device=dev).normal_(
+        0.0, 0.5, generator=generator
+    )
+    ckv_cache = torch.empty(B * MP, P, 576, dtype=torch.bfloat16, device=dev).normal_(
+        generator=generator
+    )
     return [q, ckv_cache, block_table, lens, SCALE]

@@ -13,10 +13,23 @@ import triton.language as tl
 
 @triton.jit
 def _mla_kernel(
-    q_ptr, c_ptr, bt_ptr, len_ptr, o_ptr,
-    scale, H, P,
-    stride_qb, stride_qh, stride_cp, stride_cs, stride_bt, stride_ob, stride_oh,
-    BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr,
+    q_ptr,
+    c_ptr,
+    bt_ptr,
+    len_ptr,
+    o_ptr,
+    scale,
+    H,
+    P,
+    stride_qb,
+    stride_qh,
+    stride_cp,
+    stride_cs,
+    stride_bt,
+    stride_ob,
+    stride_oh,
+    BLOCK_H: tl.constexpr,
+    BLOCK_N: tl.constexpr,
 ):
     b = tl.program_id(0)
     hb = tl.program_id(1)
@@ -49,7 +62,11 @@ def _mla_kernel(
         acc = acc * alpha[:, None] + tl.dot(p.to(c.dtype), c)
         m_i = m_new
     acc = acc / l_i[:, None]
-    tl.store(o_ptr + b * stride_ob + heads[:, None] * stride_oh + offs_c[None, :], acc.to(o_ptr.dtype.element_ty), mask=h_ok[:, None])
+    tl.store(
+        o_ptr + b * stride_ob + heads[:, None] * stride_oh + offs_c[None, :],
+        acc.to(o_ptr.dtype.element_ty),
+        mask=h_ok[:, None],
+    )
 
 
 def run(q, ckv_cache, block_table, seq_lens, scale):
@@ -59,9 +76,23 @@ def run(q, ckv_cache, block_table, seq_lens, scale):
     BLOCK_H = 16
     BLOCK_N = 32
     _mla_kernel[(B, triton.cdiv(H, BLOCK_H))](
-        q, ckv_cache, block_table, seq_lens, o,
-        float(scale), H, P,
-        q.stride(0), q.stride(1), ckv_cache.stride(0), ckv_cache.stride(1), block_table.stride(0), o.stride(0), o.stride(1),
-        BLOCK_H=BLOCK_H, BLOCK_N=BLOCK_N, num_warps=8,
+        q,
+        ckv_cache,
+        block_table,
+        seq_lens,
+        o,
+        float(scale),
+        H,
+        P,
+        q.stride(0),
+        q.stride(1),
+        ckv_cache.stride(0),
+        ckv_cache.stride(1),
+        block_table.stride(0),
+        o.stride(0),
+        o.stride(1),
+        BLOCK_H=BLOCK_H,
+        BLOCK_N=BLOCK_N,
+        num_warps=8,
     )
     return o

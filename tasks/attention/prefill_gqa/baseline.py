@@ -32,12 +32,33 @@ IMPL = "torch"  # which implementation the last call used (the result's baseline
 
 def _flash_attn(q, k, v, cu_seqlens):
     S = int((cu_seqlens[1:] - cu_seqlens[:-1]).max())
-    return flash_attn_varlen_func(q, k, v, cu_seqlens, cu_seqlens, S, S, softmax_scale=1.0 / math.sqrt(q.shape[-1]), causal=True)
+    return flash_attn_varlen_func(
+        q,
+        k,
+        v,
+        cu_seqlens,
+        cu_seqlens,
+        S,
+        S,
+        softmax_scale=1.0 / math.sqrt(q.shape[-1]),
+        causal=True,
+    )
 
 
 def _varlen(q, k, v, cu_seqlens):
     S = int((cu_seqlens[1:] - cu_seqlens[:-1]).max())
-    return varlen_attn(q, k, v, cu_seqlens, cu_seqlens, S, S, scale=1.0 / math.sqrt(q.shape[-1]), window_size=(-1, 0), enable_gqa=True)
+    return varlen_attn(
+        q,
+        k,
+        v,
+        cu_seqlens,
+        cu_seqlens,
+        S,
+        S,
+        scale=1.0 / math.sqrt(q.shape[-1]),
+        window_size=(-1, 0),
+        enable_gqa=True,
+    )
 
 
 def _sdpa(q, k, v, cu_seqlens):
@@ -47,14 +68,22 @@ def _sdpa(q, k, v, cu_seqlens):
     for b in range(len(bounds) - 1):
         s, e = bounds[b], bounds[b + 1]
         o = F.scaled_dot_product_attention(
-            q[s:e].transpose(0, 1).unsqueeze(0), k[s:e].transpose(0, 1).unsqueeze(0), v[s:e].transpose(0, 1).unsqueeze(0),
-            is_causal=True, scale=scale, enable_gqa=True,
+            q[s:e].transpose(0, 1).unsqueeze(0),
+            k[s:e].transpose(0, 1).unsqueeze(0),
+            v[s:e].transpose(0, 1).unsqueeze(0),
+            is_causal=True,
+            scale=scale,
+            enable_gqa=True,
         )
         out[s:e] = o[0].transpose(0, 1)
     return out
 
 
-IMPLS = {"flash-attn": _flash_attn if flash_attn_varlen_func is not None else None, "torch-varlen": _varlen if varlen_attn is not None else None, "torch": _sdpa}
+IMPLS = {
+    "flash-attn": _flash_attn if flash_attn_varlen_func is not None else None,
+    "torch-varlen": _varlen if varlen_attn is not None else None,
+    "torch": _sdpa,
+}
 
 
 def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor):

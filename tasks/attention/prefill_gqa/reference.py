@@ -23,11 +23,11 @@ def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Ten
         chunk = max(1, (1 << 26) // (HQ * S))
         for c0 in range(0, S, chunk):
             c1 = min(S, c0 + chunk)
-            qc = q[s + c0:s + c1].float().permute(1, 0, 2)  # [HQ, c, D]
+            qc = q[s + c0 : s + c1].float().permute(1, 0, 2)  # [HQ, c, D]
             scores = torch.matmul(qc, kb[:, :c1].transpose(1, 2)) * scale  # keys 0 .. c1-1
             rows = torch.arange(c0, c1, device=q.device)[:, None]
             cols = torch.arange(c1, device=q.device)[None, :]
             scores.masked_fill_(cols > rows, float("-inf"))
             p = torch.softmax(scores, dim=-1)
-            out[s + c0:s + c1] = torch.matmul(p, vb[:, :c1]).permute(1, 0, 2)
+            out[s + c0 : s + c1] = torch.matmul(p, vb[:, :c1]).permute(1, 0, 2)
     return out

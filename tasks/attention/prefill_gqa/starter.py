@@ -15,10 +15,25 @@ import triton.language as tl
 
 @triton.jit
 def _prefill_kernel(
-    q_ptr, k_ptr, v_ptr, o_ptr, cu_ptr,
-    scale, D,
-    stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh,
-    GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    o_ptr,
+    cu_ptr,
+    scale,
+    D,
+    stride_qt,
+    stride_qh,
+    stride_kt,
+    stride_kh,
+    stride_vt,
+    stride_vh,
+    stride_ot,
+    stride_oh,
+    GROUP: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
     b = tl.program_id(1)
@@ -34,8 +49,14 @@ def _prefill_kernel(
     offs_d = tl.arange(0, BLOCK_D)
     d_ok = offs_d < D
     m_ok = offs_m < seqlen
-    q = tl.load(q_ptr + (start + offs_m)[:, None].to(tl.int64) * stride_qt + h * stride_qh + offs_d[None, :],
-                mask=m_ok[:, None] & d_ok[None, :], other=0.0)
+    q = tl.load(
+        q_ptr
+        + (start + offs_m)[:, None].to(tl.int64) * stride_qt
+        + h * stride_qh
+        + offs_d[None, :],
+        mask=m_ok[:, None] & d_ok[None, :],
+        other=0.0,
+    )
     m_i = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
     l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
     acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
@@ -45,8 +66,16 @@ def _prefill_kernel(
         cols = n_start + offs_n
         n_ok = cols < seqlen
         kv_rows = (start + cols)[:, None].to(tl.int64)
-        k = tl.load(k_ptr + kv_rows * stride_kt + kvh * stride_kh + offs_d[None, :], mask=n_ok[:, None] & d_ok[None, :], other=0.0)
-        v = tl.load(v_ptr + kv_rows * stride_vt + kvh * stride_vh + offs_d[None, :], mask=n_ok[:, None] & d_ok[None, :], other=0.0)
+        k = tl.load(
+            k_ptr + kv_rows * stride_kt + kvh * stride_kh + offs_d[None, :],
+            mask=n_ok[:, None] & d_ok[None, :],
+            other=0.0,
+        )
+        v = tl.load(
+            v_ptr + kv_rows * stride_vt + kvh * stride_vh + offs_d[None, :],
+            mask=n_ok[:, None] & d_ok[None, :],
+            other=0.0,
+        )
         s = tl.dot(q, tl.trans(k)) * qk_scale
         s = tl.where((cols[None, :] <= offs_m[:, None]) & n_ok[None, :], s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
@@ -56,8 +85,14 @@ def _prefill_kernel(
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
         m_i = m_new
     acc = acc / l_i[:, None]
-    tl.store(o_ptr + (start + offs_m)[:, None].to(tl.int64) * stride_ot + h * stride_oh + offs_d[None, :],
-             acc.to(o_ptr.dtype.element_ty), mask=m_ok[:, None] & d_ok[None, :])
+    tl.store(
+        o_ptr
+        + (start + offs_m)[:, None].to(tl.int64) * stride_ot
+        + h * stride_oh
+        + offs_d[None, :],
+        acc.to(o_ptr.dtype.element_ty),
+        mask=m_ok[:, None] & d_ok[None, :],
+    )
 
 
 def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor):
@@ -71,10 +106,26 @@ def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Ten
     BLOCK_D = max(16, triton.next_power_of_2(D))
     grid = (triton.cdiv(max_len, BLOCK_M), B, HQ)
     _prefill_kernel[grid](
-        q, k, v, o, cu_seqlens,
-        1.0 / math.sqrt(D), D,
-        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), o.stride(0), o.stride(1),
-        GROUP=HQ // HKV, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=BLOCK_D,
-        num_warps=4, num_stages=2,
+        q,
+        k,
+        v,
+        o,
+        cu_seqlens,
+        1.0 / math.sqrt(D),
+        D,
+        q.stride(0),
+        q.stride(1),
+        k.stride(0),
+        k.stride(1),
+        v.stride(0),
+        v.stride(1),
+        o.stride(0),
+        o.stride(1),
+        GROUP=HQ // HKV,
+        BLOCK_M=BLOCK_M,
+        BLOCK_N=BLOCK_N,
+        BLOCK_D=BLOCK_D,
+        num_warps=4,
+        num_stages=2,
     )
     return o

@@ -29,8 +29,19 @@ def _varlen(q, k, v, sinks, cu_seqlens, window):
     kwargs = {"enable_gqa": True} if _HAS_GQA else {}
     if not _HAS_GQA and G > 1:
         k, v = k.repeat_interleave(G, dim=1), v.repeat_interleave(G, dim=1)
-    o, lse = varlen_attn(q, k, v, cu_seqlens, cu_seqlens, S, S, scale=1.0 / math.sqrt(D),
-                         window_size=(window - 1, 0), return_aux=AuxRequest(lse=True), **kwargs)
+    o, lse = varlen_attn(
+        q,
+        k,
+        v,
+        cu_seqlens,
+        cu_seqlens,
+        S,
+        S,
+        scale=1.0 / math.sqrt(D),
+        window_size=(window - 1, 0),
+        return_aux=AuxRequest(lse=True),
+        **kwargs,
+    )
     lse = lse if lse.shape[0] == T else lse.transpose(0, 1)  # [T, HQ]
     return (o.float() * torch.sigmoid(lse.float() - sinks.float()[None, :])[..., None]).to(q.dtype)
 
@@ -46,9 +57,9 @@ def _composition(q, k, v, sinks, cu_seqlens, window):
         for c0 in range(0, e - s, 1024):
             c1 = min(e - s, c0 + 1024)
             k0 = max(0, c0 - window + 1)
-            qc = q[s + c0:s + c1].float().transpose(0, 1)
-            kc = k[s + k0:s + c1].float().transpose(0, 1).repeat_interleave(G, dim=0)
-            vc = v[s + k0:s + c1].float().transpose(0, 1).repeat_interleave(G, dim=0)
+            qc = q[s + c0 : s + c1].float().transpose(0, 1)
+            kc = k[s + k0 : s + c1].float().transpose(0, 1).repeat_interleave(G, dim=0)
+            vc = v[s + k0 : s + c1].float().transpose(0, 1).repeat_interleave(G, dim=0)
             scores = torch.matmul(qc, kc.transpose(1, 2)) / math.sqrt(D)
             rows = torch.arange(c0, c1, device=q.device)[:, None]
             cols = torch.arange(k0, c1, device=q.device)[None, :]
@@ -56,7 +67,7 @@ def _composition(q, k, v, sinks, cu_seqlens, window):
             m = torch.maximum(scores.amax(-1, keepdim=True), sink)
             p = torch.exp(scores - m)
             o = torch.matmul(p, vc) / (p.sum(-1, keepdim=True) + torch.exp(sink - m))
-            out[s + c0:s + c1] = o.transpose(0, 1).to(q.dtype)
+            out[s + c0 : s + c1] = o.transpose(0, 1).to(q.dtype)
     return out
 
 

@@ -21,5 +21,7 @@ def make_inputs(axes, generator):
     q = torch.empty(B * S, HQ, D, dtype=torch.bfloat16, device=dev).normal_(generator=generator)
     k = torch.empty(B * S, HKV, D, dtype=torch.bfloat16, device=dev).normal_(generator=generator)
     v = torch.empty(B * S, HKV, D, dtype=torch.bfloat16, device=dev).normal_(generator=generator)
-    sinks = torch.empty(HQ, dtype=torch.float32, device=dev).uniform_(-1.0, 5.0, generator=generator)
+    sinks = torch.empty(HQ, dtype=torch.float32, device=dev).uniform_(
+        -1.0, 5.0, generator=generator
+    )
     return [q, k, v, sinks, cu_seqlens, W]

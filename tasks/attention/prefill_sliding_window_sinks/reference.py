@@ -23,14 +23,14 @@ def run(q, k, v, sinks, cu_seqlens, window):
         for c0 in range(0, S, chunk):
             c1 = min(S, c0 + chunk)
             k0 = max(0, c0 - window + 1)  # first key any query of the chunk can see
-            qc = q[s + c0:s + c1].float().permute(1, 0, 2)  # [HQ, c, D]
-            kc = k[s + k0:s + c1].float().permute(1, 0, 2).repeat_interleave(G, dim=0)
-            vc = v[s + k0:s + c1].float().permute(1, 0, 2).repeat_interleave(G, dim=0)
+            qc = q[s + c0 : s + c1].float().permute(1, 0, 2)  # [HQ, c, D]
+            kc = k[s + k0 : s + c1].float().permute(1, 0, 2).repeat_interleave(G, dim=0)
+            vc = v[s + k0 : s + c1].float().permute(1, 0, 2).repeat_interleave(G, dim=0)
             scores = torch.matmul(qc, kc.transpose(1, 2)) * scale  # [HQ, c, keys]
             rows = torch.arange(c0, c1, device=q.device)[:, None]
             cols = torch.arange(k0, c1, device=q.device)[None, :]
             scores.masked_fill_((cols > rows) | (cols <= rows - window), float("-inf"))
             full = torch.cat([scores, sink.expand(HQ, c1 - c0, 1)], dim=-1)
             p = torch.softmax(full, dim=-1)[..., :-1]
-            out[s + c0:s + c1] = torch.matmul(p, vc).permute(1, 0, 2)
+            out[s + c0 : s + c1] = torch.matmul(p, vc).permute(1, 0, 2)
     return out

@@ -12,6 +12,6 @@ def run(x: torch.Tensor):
     W, rank = dist.get_world_size(), dist.get_rank()
     T = x.shape[0]
     buf = torch.zeros((W * T,) + tuple(x.shape[1:]), dtype=x.dtype, device=x.device)
-    buf[rank * T:(rank + 1) * T] = x
+    buf[rank * T : (rank + 1) * T] = x
     dist.all_reduce(buf, op=dist.ReduceOp.SUM)
     return buf

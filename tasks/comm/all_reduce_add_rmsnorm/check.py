@@ -33,11 +33,24 @@ def check(outputs, expected, inputs):
     weight, eps = inputs[2], float(inputs[3])
     res = sum_verdict(residual_out, exact, abs_sum, terms, "residual_out")
     if not res["passed"]:
-        return {"residual_out": res, "out": {"passed": False, "message": "not judged: residual_out is wrong"}}
+        return {
+            "residual_out": res,
+            "out": {"passed": False, "message": "not judged: residual_out is wrong"},
+        }
     ro = residual_out.to(exact.device).float()
-    want = ro * torch.rsqrt(ro.pow(2).mean(dim=-1, keepdim=True) + eps) * weight.to(exact.device).float()
+    want = (
+        ro
+        * torch.rsqrt(ro.pow(2).mean(dim=-1, keepdim=True) + eps)
+        * weight.to(exact.device).float()
+    )
     v = compare(out.to(exact.device), want, 1.0e-2, 1.0e-2, 1.0)
-    v = {k: v[k] for k in ("passed", "message", "max_abs_err", "max_rel_err", "match_fraction") if k in v}
+    v = {
+        k: v[k]
+        for k in ("passed", "message", "max_abs_err", "max_rel_err", "match_fraction")
+        if k in v
+    }
     if not v["passed"]:
-        v["message"] = "out is not RMSNorm(residual_out)·weight of your residual_out: " + v.get("message", "")
+        v["message"] = "out is not RMSNorm(residual_out)·weight of your residual_out: " + v.get(
+            "message", ""
+        )
     return {"residual_out": res, "out": v}

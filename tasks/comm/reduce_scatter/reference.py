@@ -17,4 +17,7 @@ def run_all(inputs_by_rank: list[list]) -> list:
         total += xf
         abs_total += xf.abs()
     terms = torch.tensor(W, dtype=torch.int64)
-    return [(total[r * T:(r + 1) * T].clone(), abs_total[r * T:(r + 1) * T].clone(), terms) for r in range(W)]
+    return [
+        (total[r * T : (r + 1) * T].clone(), abs_total[r * T : (r + 1) * T].clone(), terms)
+        for r in range(W)
+    ]

@@ -13,4 +13,4 @@ def run(x: torch.Tensor):
     T = x.shape[0] // W
     buf = x.clone()
     dist.all_reduce(buf, op=dist.ReduceOp.SUM)
-    return buf[rank * T:(rank + 1) * T].contiguous()
+    return buf[rank * T : (rank + 1) * T].contiguous()

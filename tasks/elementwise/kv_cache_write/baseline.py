@@ -20,7 +20,9 @@ _scale: dict = {}
 def _vllm(k, v, key_cache, value_cache, slot_mapping):
     one = _scale.get(key_cache.device)
     if one is None:
-        one = _scale[key_cache.device] = torch.ones((), dtype=torch.float32, device=key_cache.device)
+        one = _scale[key_cache.device] = torch.ones(
+            (), dtype=torch.float32, device=key_cache.device
+        )
     _vllm_ops.reshape_and_cache_flash(k, v, key_cache, value_cache, slot_mapping, "auto", one, one)
     return key_cache, value_cache
 

@@ -13,7 +13,9 @@ def make_inputs(axes: dict[str, int], generator: torch.Generator) -> list:
     dev = generator.device
 
     def normal(shape):
-        return torch.randn(shape, generator=generator, device=dev, dtype=torch.float32).to(torch.bfloat16)
+        return torch.randn(shape, generator=generator, device=dev, dtype=torch.float32).to(
+            torch.bfloat16
+        )
 
     k, v = normal((T, H, d)), normal((T, H, d))
     key_cache, value_cache = normal((NB, BS, H, d)), normal((NB, BS, H, d))

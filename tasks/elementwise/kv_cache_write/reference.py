@@ -3,8 +3,6 @@ key_cache[s // BS, s % BS] = k[t] and value_cache[s // BS, s % BS] = v[t] (all H
 tokens with s = -1 are skipped; every other slot keeps its old contents. The valid slots are
 distinct. Returns new caches (copies; the candidate writes the given caches in place)."""
 
-import torch
-
 
 def run(k, v, key_cache, value_cache, slot_mapping):
     NB, BS, H, d = key_cache.shape

@@ -28,10 +28,16 @@ def _flashinfer(positions, q, k, cos_sin_cache):
 def _liger(positions, q, k, cos_sin_cache):
     T, Hq, d = q.shape
     rows = cos_sin_cache.index_select(0, positions)  # [T, d]: cos | sin
-    cos, sin = rows[:, : d // 2].contiguous()[None], rows[:, d // 2:].contiguous()[None]
+    cos, sin = rows[:, : d // 2].contiguous()[None], rows[:, d // 2 :].contiguous()[None]
     # Liger takes [batch, heads, seq, d] views of [batch, seq, heads, d] storage and rotates
     # that storage in place: q and k themselves.
-    _liger_rope(q.view(1, T, Hq, d).transpose(1, 2), k.view(1, T, -1, d).transpose(1, 2), cos, sin, rotary_dim=d)
+    _liger_rope(
+        q.view(1, T, Hq, d).transpose(1, 2),
+        k.view(1, T, -1, d).transpose(1, 2),
+        cos,
+        sin,
+        rotary_dim=d,
+    )
     return q, k
 
 
@@ -41,12 +47,16 @@ def _torch(positions, q, k, cos_sin_cache):
     for x in (q, k):
         x1, x2 = x.float().split(d // 2, dim=-1)
         x[..., : d // 2].copy_(torch.addcmul(x1 * cos, x2, sin, value=-1.0))
-        x[..., d // 2:].copy_(torch.addcmul(x2 * cos, x1, sin))
+        x[..., d // 2 :].copy_(torch.addcmul(x2 * cos, x1, sin))
     return q, k
 
 
 # task.yaml's `baselines:`, in its order; None where the library does not import here.
-IMPLS = {"flashinfer": _flashinfer if _fi_rope else None, "liger": _liger if _liger_rope else None, "torch": _torch}
+IMPLS = {
+    "flashinfer": _flashinfer if _fi_rope else None,
+    "liger": _liger if _liger_rope else None,
+    "torch": _torch,
+}
 
 
 def run(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_sin_cache: torch.Tensor):

@@ -20,6 +20,10 @@ def make_inputs(axes: dict[str, int], generator: torch.Generator) -> list:
     T, Hq, Hkv, d, P = axes["T"], axes["Hq"], axes["Hkv"], axes["d"], axes["P"]
     dev = generator.device
     positions = torch.randint(0, P, (T,), generator=generator, device=dev, dtype=torch.int64)
-    q = torch.randn((T, Hq, d), generator=generator, device=dev, dtype=torch.float32).to(torch.bfloat16)
-    k = torch.randn((T, Hkv, d), generator=generator, device=dev, dtype=torch.float32).to(torch.bfloat16)
+    q = torch.randn((T, Hq, d), generator=generator, device=dev, dtype=torch.float32).to(
+        torch.bfloat16
+    )
+    k = torch.randn((T, Hkv, d), generator=generator, device=dev, dtype=torch.float32).to(
+        torch.bfloat16
+    )
     return [positions, q, k, cos_sin_cache(P, d, dev)]

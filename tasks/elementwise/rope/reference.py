@@ -13,7 +13,7 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
 
 
 def run(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_sin_cache: torch.Tensor):
-    cs = cos_sin_cache.float()[positions]          # [T, d]
+    cs = cos_sin_cache.float()[positions]  # [T, d]
     cos, sin = cs.chunk(2, dim=-1)
-    cos, sin = cos[:, None, :], sin[:, None, :]    # broadcast over heads
+    cos, sin = cos[:, None, :], sin[:, None, :]  # broadcast over heads
     return _rotate(q, cos, sin), _rotate(k, cos, sin)

@@ -37,7 +37,7 @@ def _liger(positions, q, k, q_weight, k_weight, cos_sin_cache, eps):
     qn = _liger_rms(q.view(T * Hq, d), q_weight, eps, 0.0, "gemma", False)[0].view(1, T, Hq, d)
     kn = _liger_rms(k.view(T * Hkv, d), k_weight, eps, 0.0, "gemma", False)[0].view(1, T, Hkv, d)
     rows = cos_sin_cache.index_select(0, positions)
-    cos, sin = rows[:, : d // 2].contiguous()[None], rows[:, d // 2:].contiguous()[None]
+    cos, sin = rows[:, : d // 2].contiguous()[None], rows[:, d // 2 :].contiguous()[None]
     _liger_rope(qn.transpose(1, 2), kn.transpose(1, 2), cos, sin, rotary_dim=d)
     q.copy_(qn.view(T, Hq, d))
     k.copy_(kn.view(T, Hkv, d))
@@ -50,11 +50,15 @@ def _torch(positions, q, k, q_weight, k_weight, cos_sin_cache, eps):
     for x, w in ((q, q_weight), (k, k_weight)):
         n1, n2 = F.rms_norm(x, (d,), w, eps).float().split(d // 2, dim=-1)
         x[..., : d // 2].copy_(torch.addcmul(n1 * cos, n2, sin, value=-1.0))
-        x[..., d // 2:].copy_(torch.addcmul(n2 * cos, n1, sin))
+        x[..., d // 2 :].copy_(torch.addcmul(n2 * cos, n1, sin))
     return q, k
 
 
-IMPLS = {"flashinfer": _flashinfer if _fi_rope else None, "liger": _liger if _liger_rope else None, "torch": _torch}
+IMPLS = {
+    "flashinfer": _flashinfer if _fi_rope else None,
+    "liger": _liger if _liger_rope else None,
+    "torch": _torch,
+}
 
 
 def run(positions, q, k, q_weight, k_weight, cos_sin_cache, eps):

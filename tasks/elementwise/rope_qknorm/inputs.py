@@ -20,7 +20,9 @@ def make_inputs(axes: dict[str, int], generator: torch.Generator) -> list:
     dev = generator.device
 
     def normal(shape, mean=0.0, std=1.0):
-        return (torch.randn(shape, generator=generator, device=dev, dtype=torch.float32) * std + mean).to(torch.bfloat16)
+        return (
+            torch.randn(shape, generator=generator, device=dev, dtype=torch.float32) * std + mean
+        ).to(torch.bfloat16)
 
     positions = torch.randint(0, P, (T,), generator=generator, device=dev, dtype=torch.int64)
     q, k = normal((T, Hq, d)), normal((T, Hkv, d))

@@ -12,12 +12,22 @@ import triton.language as tl
 
 @triton.jit
 def _grouped_gemm_kernel(
-    a_ptr, b_ptr, offs_ptr, y_ptr,
-    N, K,
-    stride_am, stride_ak,
-    stride_be, stride_bn, stride_bk,
-    stride_ym, stride_yn,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    a_ptr,
+    b_ptr,
+    offs_ptr,
+    y_ptr,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_be,
+    stride_bn,
+    stride_bk,
+    stride_ym,
+    stride_yn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
 ):
     g = tl.program_id(0)
     pid_m = tl.program_id(1)
@@ -33,7 +43,12 @@ def _grouped_gemm_kernel(
     m_ok = offs_m < end
     n_ok = offs_n < N
     a_ptrs = a_ptr + offs_m[:, None].to(tl.int64) * stride_am + offs_k[None, :] * stride_ak
-    b_ptrs = b_ptr + g.to(tl.int64) * stride_be + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
+    b_ptrs = (
+        b_ptr
+        + g.to(tl.int64) * stride_be
+        + offs_k[:, None] * stride_bk
+        + offs_n[None, :] * stride_bn
+    )
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k in range(0, K, BLOCK_K):
         k_ok = offs_k + k < K
@@ -53,10 +68,21 @@ def run(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
     BLOCK_M, BLOCK_N, BLOCK_K = 32, 64, 64
     grid = (E, triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))
     _grouped_gemm_kernel[grid](
-        a, b, offs, y, N, K,
-        a.stride(0), a.stride(1),
-        b.stride(0), b.stride(1), b.stride(2),
-        y.stride(0), y.stride(1),
-        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
+        a,
+        b,
+        offs,
+        y,
+        N,
+        K,
+        a.stride(0),
+        a.stride(1),
+        b.stride(0),
+        b.stride(1),
+        b.stride(2),
+        y.stride(0),
+        y.stride(1),
+        BLOCK_M=BLOCK_M,
+        BLOCK_N=BLOCK_N,
+        BLOCK_K=BLOCK_K,
     )
     return y

@@ -34,7 +34,11 @@ def judge(y: torch.Tensor, r: torch.Tensor) -> dict:
         return {"passed": True, "max_abs_err": 0.0}
     if not bool(torch.isfinite(y).all()):
         n = int((~torch.isfinite(y)).sum())
-        return {"passed": False, "message": f"{n} NaN/Inf value(s) in the output", "max_abs_err": float("inf")}
+        return {
+            "passed": False,
+            "message": f"{n} NaN/Inf value(s) in the output",
+            "max_abs_err": float("inf"),
+        }
     denom = float((y * y + r * r).sum())
     diff = 1.0 - 2.0 * float((y * r).sum()) / denom if denom > 0 else 0.0
     rms = float(r.pow(2).mean().sqrt())
@@ -47,9 +51,13 @@ def judge(y: torch.Tensor, r: torch.Tensor) -> dict:
         "rms_ref": rms,
     }
     if diff >= DIFF_MAX:
-        result["message"] = f"global diff 1 - 2Σxy/Σ(x²+y²) = {diff:.3g} (allowed < {DIFF_MAX:g}; DeepGEMM's rule)"
+        result["message"] = (
+            f"global diff 1 - 2Σxy/Σ(x²+y²) = {diff:.3g} (allowed < {DIFF_MAX:g}; DeepGEMM's rule)"
+        )
     elif not elem["passed"]:
-        result["message"] = f"elementwise |y - ref| <= {RTOL:g}·|ref| + {ATOL_RMS:g}·rms(ref) (rms {rms:.4g}): {elem['message']}"
+        result["message"] = (
+            f"elementwise |y - ref| <= {RTOL:g}·|ref| + {ATOL_RMS:g}·rms(ref) (rms {rms:.4g}): {elem['message']}"
+        )
     return result
 
 

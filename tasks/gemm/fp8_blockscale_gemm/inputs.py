@@ -34,7 +34,9 @@ def quantize_128x128(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """w float32 [N, K] -> (float8_e4m3fn [N, K], float32 scales [ceil(N/128), ceil(K/128)])."""
     N, K = w.shape
     nb, kb = _cdiv(N, BLOCK), _cdiv(K, BLOCK)
-    wb = torch.nn.functional.pad(w, (0, kb * BLOCK - K, 0, nb * BLOCK - N)).view(nb, BLOCK, kb, BLOCK)
+    wb = torch.nn.functional.pad(w, (0, kb * BLOCK - K, 0, nb * BLOCK - N)).view(
+        nb, BLOCK, kb, BLOCK
+    )
     scale = wb.abs().amax(dim=(1, 3)).clamp_min(1e-4) / FP8_MAX
     q = (wb / scale[:, None, :, None]).clamp(-FP8_MAX, FP8_MAX).to(FP8)
     return q.view(nb * BLOCK, kb * BLOCK)[:N, :K].contiguous(), scale.contiguous()
@@ -53,7 +55,12 @@ def make_inputs(axes: dict[str, int], generator: torch.Generator) -> list:
     x = torch.randn((M, K), generator=generator, device=dev)
     x = x * _block_gain(M, kb, generator).repeat_interleave(BLOCK, dim=1)[:, :K]
     w = torch.randn((N, K), generator=generator, device=dev) * 0.02
-    w = w * _block_gain(nb, kb, generator).repeat_interleave(BLOCK, dim=0).repeat_interleave(BLOCK, dim=1)[:N, :K]
+    w = (
+        w
+        * _block_gain(nb, kb, generator)
+        .repeat_interleave(BLOCK, dim=0)
+        .repeat_interleave(BLOCK, dim=1)[:N, :K]
+    )
     a, a_scale = quantize_1x128(x.to(torch.bfloat16).float())
     b, b_scale = quantize_128x128(w.to(torch.bfloat16).float())
     return [a, a_scale, b, b_scale]

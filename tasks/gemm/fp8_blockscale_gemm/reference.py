@@ -6,7 +6,9 @@ bfloat16; check.py compares)."""
 import torch
 
 
-def run(a: torch.Tensor, a_scale: torch.Tensor, b: torch.Tensor, b_scale: torch.Tensor) -> torch.Tensor:
+def run(
+    a: torch.Tensor, a_scale: torch.Tensor, b: torch.Tensor, b_scale: torch.Tensor
+) -> torch.Tensor:
     M, K = a.shape
     N = b.shape[0]
     A = a.float() * a_scale.repeat_interleave(128, dim=1)[:, :K]

@@ -28,14 +28,16 @@ def _segments(m_indices: torch.Tensor) -> list[tuple[int, int, int]]:
 
 def _dequant_b(b, b_scale, e):
     N, K = b.shape[1:]
-    return (b[e].float() * b_scale[e].repeat_interleave(128, 0).repeat_interleave(128, 1)[:N, :K]).to(torch.bfloat16)
+    return (
+        b[e].float() * b_scale[e].repeat_interleave(128, 0).repeat_interleave(128, 1)[:N, :K]
+    ).to(torch.bfloat16)
 
 
 IMPL = "torch"  # which implementation the last call used (the result's baseline_impl)
 
 
 def _deepgemm(a, a_scale, b, b_scale, m_indices):
-    import deep_gemm  # noqa: PLC0415
+    import deep_gemm
 
     out = torch.empty((a.shape[0], b.shape[1]), dtype=torch.bfloat16, device=a.device)
     deep_gemm.m_grouped_fp8_gemm_nt_contiguous((a, a_scale), (b, b_scale), out, m_indices)
@@ -46,7 +48,9 @@ def _cublaslt(a, a_scale, b, b_scale, m_indices):
     out = torch.empty((a.shape[0], b.shape[1]), dtype=torch.bfloat16, device=a.device)
     for e, s, t in _segments(m_indices):
         scale_a = a_scale[s:t].t().contiguous().t()  # column-major, as cuBLAS wants
-        out[s:t] = torch._scaled_mm(a[s:t], b[e].t(), scale_a=scale_a, scale_b=b_scale[e].t(), out_dtype=torch.bfloat16)
+        out[s:t] = torch._scaled_mm(
+            a[s:t], b[e].t(), scale_a=scale_a, scale_b=b_scale[e].t(), out_dtype=torch.bfloat16
+        )
     return out
 
 
@@ -63,13 +67,17 @@ def _has_deep_gemm() -> bool:
     """Whether deep_gemm imports here: a plain import (the arena's scan notes importlib in any
     bundled file as in a candidate's)."""
     try:
-        import deep_gemm  # noqa: F401, PLC0415
+        import deep_gemm  # noqa: F401
     except Exception:  # noqa: BLE001 - a broken install is an absent one
         return False
     return True
 
 
-IMPLS = {"deepgemm": _deepgemm if _has_deep_gemm() else None, "cublaslt": _cublaslt, "torch": _torch}
+IMPLS = {
+    "deepgemm": _deepgemm if _has_deep_gemm() else None,
+    "cublaslt": _cublaslt,
+    "torch": _torch,
+}
 
 
 def run(a, a_scale, b, b_scale, m_indices):

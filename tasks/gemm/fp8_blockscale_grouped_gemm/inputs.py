@@ -53,21 +53,35 @@ def make_inputs(axes: dict[str, int], generator: torch.Generator) -> list:
     M = BLOCK * B
     kb, nb = _cdiv(K, BLOCK), _cdiv(N, BLOCK)
 
-    blocks = group_sizes(B, E, S, gen)                                  # [E] blocks per expert
+    blocks = group_sizes(B, E, S, gen)  # [E] blocks per expert
     expert_of_block = torch.repeat_interleave(torch.arange(E, device=dev), blocks)  # [B]
-    last_block = torch.cumsum(blocks, 0) - 1                            # [E], -1 for empty
+    last_block = torch.cumsum(blocks, 0) - 1  # [E], -1 for empty
     real_in_last = torch.randint(1, BLOCK + 1, (E,), generator=gen, device=dev)
     is_last = torch.arange(B, device=dev) == last_block[expert_of_block]
-    real = torch.where(is_last, real_in_last[expert_of_block], torch.full_like(expert_of_block, BLOCK))
+    real = torch.where(
+        is_last, real_in_last[expert_of_block], torch.full_like(expert_of_block, BLOCK)
+    )
     pos = torch.arange(BLOCK, device=dev)
-    m_indices = torch.where(pos[None, :] < real[:, None], expert_of_block[:, None], -1).reshape(M).to(torch.int32)
+    m_indices = (
+        torch.where(pos[None, :] < real[:, None], expert_of_block[:, None], -1)
+        .reshape(M)
+        .to(torch.int32)
+    )
 
     # a: 1x128 blocks
-    x = torch.randn((M, kb * BLOCK), generator=gen, device=dev) * _gain((M, kb), gen).repeat_interleave(BLOCK, 1)
+    x = torch.randn((M, kb * BLOCK), generator=gen, device=dev) * _gain(
+        (M, kb), gen
+    ).repeat_interleave(BLOCK, 1)
     x[:, K:] = 0.0
     x = x.to(torch.bfloat16).float().view(M, kb, BLOCK)
     a_scale = x.abs().amax(-1).clamp_min(1e-4) / FP8_MAX
-    a = (x / a_scale[..., None]).clamp(-FP8_MAX, FP8_MAX).to(FP8).view(M, kb * BLOCK)[:, :K].contiguous()
+    a = (
+        (x / a_scale[..., None])
+        .clamp(-FP8_MAX, FP8_MAX)
+        .to(FP8)
+        .view(M, kb * BLOCK)[:, :K]
+        .contiguous()
+    )
 
     # b: 128x128 blocks per expert
     w = torch.randn((E, nb * BLOCK, kb * BLOCK), generator=gen, device=dev) * 0.02

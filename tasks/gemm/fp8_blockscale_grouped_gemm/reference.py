@@ -16,6 +16,9 @@ def run(a, a_scale, b, b_scale, m_indices):
         rows = (m_indices == e).nonzero().flatten()
         if rows.numel() == 0:
             continue
-        B = b[e].float() * b_scale[e].repeat_interleave(128, dim=0).repeat_interleave(128, dim=1)[:N, :K]
+        B = (
+            b[e].float()
+            * b_scale[e].repeat_interleave(128, dim=0).repeat_interleave(128, dim=1)[:N, :K]
+        )
         out[rows] = A[rows] @ B.T
     return out

@@ -22,7 +22,9 @@ def check(outputs, expected, inputs):
     got_total = int(total[0])
     result = {}
     if got_total != npad:
-        result["num_tokens_post_padded"] = _fail(f"num_tokens_post_padded is {got_total}; expected {npad} (Σ_e ceil(n_e / {BM})·{BM})")
+        result["num_tokens_post_padded"] = _fail(
+            f"num_tokens_post_padded is {got_total}; expected {npad} (Σ_e ceil(n_e / {BM})·{BM})"
+        )
         why = "not judged: num_tokens_post_padded is wrong"
         result["expert_ids"] = _fail(why)
         result["sorted_token_ids"] = _fail(why)
@@ -32,14 +34,18 @@ def check(outputs, expected, inputs):
     bad = (expert_ids[:blocks] != want_experts[:blocks]).nonzero()
     if bad.numel():
         b = int(bad[0])
-        result["expert_ids"] = _fail(f"block {b} (rows {b * BM}..{b * BM + BM - 1}): expert {int(expert_ids[b])}, expected {int(want_experts[b])}; "
-                                     f"{bad.numel()} of {blocks} used blocks wrong")
+        result["expert_ids"] = _fail(
+            f"block {b} (rows {b * BM}..{b * BM + BM - 1}): expert {int(expert_ids[b])}, expected {int(want_experts[b])}; "
+            f"{bad.numel()} of {blocks} used blocks wrong"
+        )
     else:
         result["expert_ids"] = _ok()
     got = sorted_ids[:npad].long()
     if ((got < 0) | (got > n)).any():
         i = int(((got < 0) | (got > n)).nonzero()[0])
-        result["sorted_token_ids"] = _fail(f"position {i}: {int(got[i])} is neither a row index in [0, {n}) nor the sentinel {n}")
+        result["sorted_token_ids"] = _fail(
+            f"position {i}: {int(got[i])} is neither a row index in [0, {n}) nor the sentinel {n}"
+        )
         return result
     # Segment label of every position from the expected layout; compare (segment, value) multisets.
     label = want_experts[:blocks].long().repeat_interleave(BM)
@@ -56,7 +62,8 @@ def check(outputs, expected, inputs):
         extra = sorted(set(have) - set(need))[:5]
         result["sorted_token_ids"] = _fail(
             f"expert {e}'s segment holds the wrong rows: missing {missing}, unexpected {extra} "
-            f"(the sentinel is {n}; rows of an expert may be in any order within its segment)")
+            f"(the sentinel is {n}; rows of an expert may be in any order within its segment)"
+        )
     else:
         result["sorted_token_ids"] = _ok()
     return result

@@ -24,5 +24,7 @@ def run(topk_ids, num_experts, block_size):
     blocks = (length + BM - 1) // BM
     expert_ids = torch.full((blocks,), -1, dtype=torch.int32, device=flat.device)
     used = total // BM
-    expert_ids[:used] = torch.searchsorted(ends, torch.arange(used, device=flat.device) * BM, right=True).to(torch.int32)
+    expert_ids[:used] = torch.searchsorted(
+        ends, torch.arange(used, device=flat.device) * BM, right=True
+    ).to(torch.int32)
     return sorted_ids, expert_ids, torch.tensor([total], dtype=torch.int32, device=flat.device)

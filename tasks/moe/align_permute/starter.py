@@ -35,7 +35,9 @@ def _expert_ids_kernel(ends_ptr, total_ptr, expert_ids_ptr, E, BM, BLOCK_E: tl.c
     b = tl.program_id(0)
     e = tl.arange(0, BLOCK_E)
     ends = tl.load(ends_ptr + e, mask=e < E, other=2147483647)
-    expert = tl.sum((ends <= b * BM).to(tl.int32), axis=0)  # segments that end at or before the block
+    expert = tl.sum(
+        (ends <= b * BM).to(tl.int32), axis=0
+    )  # segments that end at or before the block
     total = tl.load(total_ptr)
     tl.store(expert_ids_ptr + b, tl.where(b * BM < total, expert, -1))
 

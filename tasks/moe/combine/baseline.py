@@ -15,15 +15,21 @@ def run(x: torch.Tensor, recv_src_idx: torch.Tensor, recv_rank_prefix: torch.Ten
     prefix = recv_rank_prefix.to(torch.int64)
     send_counts = torch.diff(prefix, prepend=prefix.new_zeros(1))
     n = int(prefix[-1])
-    send = torch.cat([x[:n].contiguous().view(torch.uint8), recv_src_idx[:n].contiguous().view(n, 1).view(torch.uint8)], dim=1)
+    send = torch.cat(
+        [
+            x[:n].contiguous().view(torch.uint8),
+            recv_src_idx[:n].contiguous().view(n, 1).view(torch.uint8),
+        ],
+        dim=1,
+    )
     recv_counts = torch.empty_like(send_counts)
     dist.all_to_all_single(recv_counts, send_counts)
     in_splits, out_splits = send_counts.tolist(), recv_counts.tolist()
     m = sum(out_splits)
     recv = torch.empty((m, send.shape[1]), dtype=torch.uint8, device=dev)
     dist.all_to_all_single(recv, send, out_splits, in_splits)
-    rows = recv[:, :2 * H].contiguous().view(torch.bfloat16)
-    tok = recv[:, 2 * H:].contiguous().view(torch.int32).flatten().long()
+    rows = recv[:, : 2 * H].contiguous().view(torch.bfloat16)
+    tok = recv[:, 2 * H :].contiguous().view(torch.int32).flatten().long()
     out = torch.zeros((T, H), dtype=torch.float32, device=dev)
     out.index_add_(0, tok, rows.float())
     return out.to(torch.bfloat16)

@@ -16,4 +16,14 @@ from core.harness.sum_check import sum_verdict  # the bound, shared by every sum
 
 
 def check(outputs, expected, inputs):
-    return {"combined_x": sum_verdict(outputs[0], expected[0], expected[1], expected[2], "combined_x", term_roundings=1, float32=True)}
+    return {
+        "combined_x": sum_verdict(
+            outputs[0],
+            expected[0],
+            expected[1],
+            expected[2],
+            "combined_x",
+            term_roundings=1,
+            float32=True,
+        )
+    }

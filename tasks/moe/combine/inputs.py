@@ -20,9 +20,9 @@ def make_inputs(axes, generator):
         p = 0.05 + 0.95 * float(torch.rand(1, generator=gen, device=dev))
     else:
         p = 1.0 - (1.0 - 1.0 / W) ** K
-    held = torch.rand(W, T, generator=gen, device=dev) < p          # [source, token]
+    held = torch.rand(W, T, generator=gen, device=dev) < p  # [source, token]
     counts = held.sum(dim=1)
-    tokens = held.nonzero()[:, 1].to(torch.int32)                   # source-major, ascending
+    tokens = held.nonzero()[:, 1].to(torch.int32)  # source-major, ascending
     n = tokens.numel()
     x = torch.randn(W * T, H, generator=gen, device=dev).to(torch.bfloat16)
     src = torch.randint(0, T, (W * T,), generator=gen, device=dev, dtype=torch.int32)

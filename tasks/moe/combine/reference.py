@@ -20,7 +20,9 @@ def run_all(inputs_by_rank: list[list]) -> list:
     for x, src, prefix in inputs_by_rank:
         prefix = prefix.long()
         n = int(prefix[-1])
-        source = torch.repeat_interleave(torch.arange(W, device=dev), torch.diff(prefix, prepend=prefix.new_zeros(1)))
+        source = torch.repeat_interleave(
+            torch.arange(W, device=dev), torch.diff(prefix, prepend=prefix.new_zeros(1))
+        )
         flat = source * T + src[:n].long()
         rows = x[:n].float()
         out.view(W * T, H).index_add_(0, flat, rows)

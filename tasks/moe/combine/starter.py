@@ -15,9 +15,11 @@ def run(x: torch.Tensor, recv_src_idx: torch.Tensor, recv_rank_prefix: torch.Ten
     dev = x.device
     prefix = recv_rank_prefix.to(torch.int64)
     n = int(prefix[-1])
-    source = torch.repeat_interleave(torch.arange(W, device=dev), torch.diff(prefix, prepend=prefix.new_zeros(1)))
+    source = torch.repeat_interleave(
+        torch.arange(W, device=dev), torch.diff(prefix, prepend=prefix.new_zeros(1))
+    )
     staging = torch.zeros((W, T, H), dtype=x.dtype, device=dev)
     staging.view(W * T, H)[source * T + recv_src_idx[:n].long()] = x[:n]
     back = torch.empty_like(staging)
-    dist.all_to_all_single(back, staging)       # back[q] = what rank q held of my tokens
+    dist.all_to_all_single(back, staging)  # back[q] = what rank q held of my tokens
     return back.float().sum(dim=0).to(x.dtype)

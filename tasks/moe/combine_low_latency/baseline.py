@@ -8,7 +8,13 @@ import torch
 import torch.distributed as dist
 
 
-def run(x: torch.Tensor, recv_src: torch.Tensor, recv_count: torch.Tensor, weights: torch.Tensor, num_tokens: int):
+def run(
+    x: torch.Tensor,
+    recv_src: torch.Tensor,
+    recv_count: torch.Tensor,
+    weights: torch.Tensor,
+    num_tokens: int,
+):
     W = dist.get_world_size()
     El, slots, H = x.shape
     T = num_tokens
@@ -18,11 +24,14 @@ def run(x: torch.Tensor, recv_src: torch.Tensor, recv_count: torch.Tensor, weigh
     dest = src // T
     order = torch.argsort(dest, stable=True)
     n = src.numel()
-    send = torch.cat([
-        x[valid][order].view(torch.uint8),
-        weights[valid][order].view(n, 1).view(torch.uint8),
-        (src[order] % T).to(torch.int32).view(n, 1).view(torch.uint8),
-    ], dim=1).contiguous()
+    send = torch.cat(
+        [
+            x[valid][order].view(torch.uint8),
+            weights[valid][order].view(n, 1).view(torch.uint8),
+            (src[order] % T).to(torch.int32).view(n, 1).view(torch.uint8),
+        ],
+        dim=1,
+    ).contiguous()
     send_counts = torch.bincount(dest, minlength=W).to(torch.int64)
     recv_counts = torch.empty_like(send_counts)
     dist.all_to_all_single(recv_counts, send_counts)
@@ -30,9 +39,9 @@ def run(x: torch.Tensor, recv_src: torch.Tensor, recv_count: torch.Tensor, weigh
     m = sum(out_splits)
     recv = torch.empty((m, send.shape[1]), dtype=torch.uint8, device=dev)
     dist.all_to_all_single(recv, send, out_splits, in_splits)
-    rows = recv[:, :2 * H].contiguous().view(torch.bfloat16)
-    w = recv[:, 2 * H:2 * H + 4].contiguous().view(torch.float32)
-    tok = recv[:, 2 * H + 4:].contiguous().view(torch.int32).flatten().long()
+    rows = recv[:, : 2 * H].contiguous().view(torch.bfloat16)
+    w = recv[:, 2 * H : 2 * H + 4].contiguous().view(torch.float32)
+    tok = recv[:, 2 * H + 4 :].contiguous().view(torch.int32).flatten().long()
     out = torch.zeros((T, H), dtype=torch.float32, device=dev)
     out.index_add_(0, tok, rows.float() * w)
     return out.to(torch.bfloat16)

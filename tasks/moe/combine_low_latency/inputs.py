@@ -13,7 +13,15 @@ import torch
 
 
 def make_inputs(axes, generator):
-    T, M, H, K, E, S, W = axes["T"], axes["M"], axes["H"], axes["K"], axes["E"], axes["S"], axes["W"]
+    T, M, H, K, E, S, W = (
+        axes["T"],
+        axes["M"],
+        axes["H"],
+        axes["K"],
+        axes["E"],
+        axes["S"],
+        axes["W"],
+    )
     gen, dev = generator, generator.device
     El, n_tok = E // W, W * T
     p = torch.full((El,), K / E, device=dev)
@@ -22,8 +30,12 @@ def make_inputs(axes, generator):
         p = torch.where(hot, torch.clamp(8.0 * p, max=1.0), p)
     held = torch.rand(El, n_tok, generator=gen, device=dev) < p[:, None]
     counts = held.sum(dim=1)
-    keys = torch.where(held, torch.rand(El, n_tok, generator=gen, device=dev), torch.full((El, n_tok), 2.0, device=dev))
-    order = torch.argsort(keys, dim=1)                 # held tokens first, in random order
+    keys = torch.where(
+        held,
+        torch.rand(El, n_tok, generator=gen, device=dev),
+        torch.full((El, n_tok), 2.0, device=dev),
+    )
+    order = torch.argsort(keys, dim=1)  # held tokens first, in random order
     recv_src = torch.randint(0, n_tok, (El, W * M), generator=gen, device=dev, dtype=torch.int32)
     valid = torch.arange(n_tok, device=dev)[None, :] < counts[:, None]
     head = recv_src[:, :n_tok]

@@ -25,4 +25,7 @@ def run_all(inputs_by_rank: list[list]) -> list:
         out.index_add_(0, tok, rows)
         absum.index_add_(0, tok, rows.abs())
         terms.index_add_(0, tok, torch.ones(tok.numel(), 1, device=dev))
-    return [(out[s * T:(s + 1) * T], absum[s * T:(s + 1) * T], terms[s * T:(s + 1) * T]) for s in range(W)]
+    return [
+        (out[s * T : (s + 1) * T], absum[s * T : (s + 1) * T], terms[s * T : (s + 1) * T])
+        for s in range(W)
+    ]

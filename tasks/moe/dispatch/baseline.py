@@ -9,24 +9,33 @@ import torch
 import torch.distributed as dist
 
 
-def run(x: torch.Tensor, x_scale: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Tensor, num_experts: int):
+def run(
+    x: torch.Tensor,
+    x_scale: torch.Tensor,
+    topk_idx: torch.Tensor,
+    topk_weights: torch.Tensor,
+    num_experts: int,
+):
     W, r = dist.get_world_size(), dist.get_rank()
     T, H = x.shape
     G, K = x_scale.shape[1], topk_idx.shape[1]
     El = num_experts // W
     dev = x.device
-    dest = topk_idx // El                                                    # [T, K]
+    dest = topk_idx // El  # [T, K]
     in_rank = (dest.unsqueeze(-1) == torch.arange(W, device=dev)).any(dim=1)  # [T, W]
-    pairs = in_rank.t().nonzero()                                            # (dest, token), dest-major, tokens ascending
+    pairs = in_rank.t().nonzero()  # (dest, token), dest-major, tokens ascending
     tok = pairs[:, 1]
     send_counts = in_rank.sum(dim=0).to(torch.int64)
-    rows = torch.cat([
-        x.contiguous().view(torch.uint8),
-        x_scale.contiguous().view(torch.uint8),
-        topk_idx.contiguous().view(torch.uint8),
-        topk_weights.contiguous().view(torch.uint8),
-        torch.arange(T, device=dev, dtype=torch.int32).view(T, 1).view(torch.uint8),
-    ], dim=1)
+    rows = torch.cat(
+        [
+            x.contiguous().view(torch.uint8),
+            x_scale.contiguous().view(torch.uint8),
+            topk_idx.contiguous().view(torch.uint8),
+            topk_weights.contiguous().view(torch.uint8),
+            torch.arange(T, device=dev, dtype=torch.int32).view(T, 1).view(torch.uint8),
+        ],
+        dim=1,
+    )
     send = rows[tok].contiguous()
     recv_counts = torch.empty_like(send_counts)
     dist.all_to_all_single(recv_counts, send_counts)
@@ -36,11 +45,15 @@ def run(x: torch.Tensor, x_scale: torch.Tensor, topk_idx: torch.Tensor, topk_wei
     dist.all_to_all_single(recv, send, out_splits, in_splits)
 
     o = 0
-    rx = recv[:, o:o + H]; o += H
-    rs = recv[:, o:o + 4 * G].contiguous().view(torch.float32); o += 4 * G
-    ri = recv[:, o:o + 8 * K].contiguous().view(torch.int64); o += 8 * K
-    rw = recv[:, o:o + 4 * K].contiguous().view(torch.float32); o += 4 * K
-    rt = recv[:, o:o + 4].contiguous().view(torch.int32).flatten()
+    rx = recv[:, o : o + H]
+    o += H
+    rs = recv[:, o : o + 4 * G].contiguous().view(torch.float32)
+    o += 4 * G
+    ri = recv[:, o : o + 8 * K].contiguous().view(torch.int64)
+    o += 8 * K
+    rw = recv[:, o : o + 4 * K].contiguous().view(torch.float32)
+    o += 4 * K
+    rt = recv[:, o : o + 4].contiguous().view(torch.int32).flatten()
     local = ri - r * El
     on_r = (local >= 0) & (local < El)
     local = torch.where(on_r, local, torch.full_like(local, -1))
@@ -57,4 +70,12 @@ def run(x: torch.Tensor, x_scale: torch.Tensor, topk_idx: torch.Tensor, topk_wei
     recv_src[:n] = rt
     prefix = torch.cumsum(recv_counts, 0).to(torch.int32)
     per_expert = torch.bincount(local[local >= 0], minlength=El).to(torch.int32)
-    return recv_x.view(torch.float8_e4m3fn), recv_scale, recv_idx, recv_w, recv_src, prefix, per_expert
+    return (
+        recv_x.view(torch.float8_e4m3fn),
+        recv_scale,
+        recv_idx,
+        recv_w,
+        recv_src,
+        prefix,
+        per_expert,
+    )

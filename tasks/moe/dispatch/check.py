@@ -18,37 +18,52 @@ def _fail(message):
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
-    return t.view(torch.uint8) if t.dtype.itemsize == 1 else t.view(torch.int32) if t.dtype == torch.float32 else t
+    return (
+        t.view(torch.uint8)
+        if t.dtype.itemsize == 1
+        else t.view(torch.int32)
+        if t.dtype == torch.float32
+        else t
+    )
 
 
 def check(outputs, expected, inputs):
     outs = [t.cpu() for t in outputs]
     exp = [t.cpu() for t in expected[:7]]
-    exp[0] = exp[0].to(torch.float8_e4m3fn)  # the reference returns the fp8 values as bfloat16 (exact)
+    exp[0] = exp[0].to(
+        torch.float8_e4m3fn
+    )  # the reference returns the fp8 values as bfloat16 (exact)
     prefix, want_prefix = outs[5].long(), exp[5].long()
     W = want_prefix.numel()
-    T = outs[0].shape[0] // W
     result = {}
     if not torch.equal(prefix, want_prefix):
         result["recv_rank_prefix"] = _fail(
             f"recv_rank_prefix is {prefix.tolist()}; expected {want_prefix.tolist()} (inclusive prefix sums over source ranks "
-            f"of the tokens this rank receives; a token counts once per destination rank however many of its experts live there)")
+            f"of the tokens this rank receives; a token counts once per destination rank however many of its experts live there)"
+        )
         for name in NAMES:
             result[name] = _fail("not judged: recv_rank_prefix is wrong")
     else:
         result["recv_rank_prefix"] = _ok()
         n = int(want_prefix[-1])
-        src_rank = torch.repeat_interleave(torch.arange(W), torch.diff(want_prefix, prepend=torch.zeros(1, dtype=torch.long)))
+        src_rank = torch.repeat_interleave(
+            torch.arange(W), torch.diff(want_prefix, prepend=torch.zeros(1, dtype=torch.long))
+        )
         want_src = exp[4][:n].long()
         for k, name in enumerate(NAMES):
             got, want = _bits(outs[k][:n]), _bits(exp[k][:n])
-            bad = (got != want).reshape(n, -1).any(dim=1).nonzero().flatten() if n else torch.zeros(0, dtype=torch.long)
+            bad = (
+                (got != want).reshape(n, -1).any(dim=1).nonzero().flatten()
+                if n
+                else torch.zeros(0, dtype=torch.long)
+            )
             if bad.numel():
                 i = int(bad[0])
                 result[name] = _fail(
                     f"{bad.numel()} of the {n} received rows differ; first at row {i} (source rank {int(src_rank[i])}, token "
                     f"{int(want_src[i])}): got {outs[k][i].flatten()[:6].tolist()}…, expected {exp[k][i].flatten()[:6].tolist()}… "
-                    f"(rows are ordered by source rank, then token index)")
+                    f"(rows are ordered by source rank, then token index)"
+                )
             else:
                 result[name] = _ok()
     per_expert, want_pe = outs[6].long(), exp[6].long()
@@ -57,5 +72,6 @@ def check(outputs, expected, inputs):
     else:
         e = int((per_expert != want_pe).nonzero()[0])
         result["num_recv_tokens_per_expert"] = _fail(
-            f"local expert {e}: {int(per_expert[e])} tokens, expected {int(want_pe[e])} (received tokens with that local expert among their top-K)")
+            f"local expert {e}: {int(per_expert[e])} tokens, expected {int(want_pe[e])} (received tokens with that local expert among their top-K)"
+        )
     return result

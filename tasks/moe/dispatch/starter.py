@@ -11,34 +11,48 @@ import torch
 import torch.distributed as dist
 
 
-def run(x: torch.Tensor, x_scale: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Tensor, num_experts: int):
+def run(
+    x: torch.Tensor,
+    x_scale: torch.Tensor,
+    topk_idx: torch.Tensor,
+    topk_weights: torch.Tensor,
+    num_experts: int,
+):
     W, r = dist.get_world_size(), dist.get_rank()
     T, H = x.shape
     G, K = x_scale.shape[1], topk_idx.shape[1]
     El = num_experts // W
     dev = x.device
-    rows = torch.cat([
-        x.contiguous().view(torch.uint8),
-        x_scale.contiguous().view(torch.uint8),
-        topk_idx.contiguous().view(torch.uint8),
-        topk_weights.contiguous().view(torch.uint8),
-    ], dim=1)                                                                 # [T, R]
+    rows = torch.cat(
+        [
+            x.contiguous().view(torch.uint8),
+            x_scale.contiguous().view(torch.uint8),
+            topk_idx.contiguous().view(torch.uint8),
+            topk_weights.contiguous().view(torch.uint8),
+        ],
+        dim=1,
+    )  # [T, R]
     dest = topk_idx // El
     flag = (dest.unsqueeze(0) == torch.arange(W, device=dev).view(W, 1, 1)).any(dim=2)  # [W, T]
-    send = torch.cat([rows.unsqueeze(0).expand(W, T, rows.shape[1]), flag.to(torch.uint8).unsqueeze(-1)], dim=2).contiguous()
+    send = torch.cat(
+        [rows.unsqueeze(0).expand(W, T, rows.shape[1]), flag.to(torch.uint8).unsqueeze(-1)], dim=2
+    ).contiguous()
     recv = torch.empty_like(send)
-    dist.all_to_all_single(recv, send)                                        # recv[s] = what rank s sent to me
+    dist.all_to_all_single(recv, send)  # recv[s] = what rank s sent to me
 
-    valid = recv[:, :, -1].bool()                                             # [W, T]
+    valid = recv[:, :, -1].bool()  # [W, T]
     counts = valid.sum(dim=1)
-    s_idx, t_idx = valid.nonzero(as_tuple=True)                               # source-major, tokens ascending
+    s_idx, t_idx = valid.nonzero(as_tuple=True)  # source-major, tokens ascending
     got = recv[s_idx, t_idx]
     n = got.shape[0]
     o = 0
-    rx = got[:, o:o + H]; o += H
-    rs = got[:, o:o + 4 * G].contiguous().view(torch.float32); o += 4 * G
-    ri = got[:, o:o + 8 * K].contiguous().view(torch.int64); o += 8 * K
-    rw = got[:, o:o + 4 * K].contiguous().view(torch.float32)
+    rx = got[:, o : o + H]
+    o += H
+    rs = got[:, o : o + 4 * G].contiguous().view(torch.float32)
+    o += 4 * G
+    ri = got[:, o : o + 8 * K].contiguous().view(torch.int64)
+    o += 8 * K
+    rw = got[:, o : o + 4 * K].contiguous().view(torch.float32)
     local = ri - r * El
     on_r = (local >= 0) & (local < El)
     local = torch.where(on_r, local, torch.full_like(local, -1))
@@ -55,4 +69,12 @@ def run(x: torch.Tensor, x_scale: torch.Tensor, topk_idx: torch.Tensor, topk_wei
     recv_src[:n] = t_idx.to(torch.int32)
     prefix = torch.cumsum(counts, 0).to(torch.int32)
     per_expert = torch.bincount(local[local >= 0], minlength=El).to(torch.int32)
-    return recv_x.view(torch.float8_e4m3fn), recv_scale, recv_idx, recv_w, recv_src, prefix, per_expert
+    return (
+        recv_x.view(torch.float8_e4m3fn),
+        recv_scale,
+        recv_idx,
+        recv_w,
+        recv_src,
+        prefix,
+        per_expert,
+    )

@@ -25,13 +25,15 @@ def check(outputs, expected, inputs):
     result = {}
     if not torch.equal(recv_count.long(), want_count.long()):
         e = int((recv_count.long() != want_count.long()).nonzero()[0])
-        result["recv_count"] = _fail(f"local expert {e}: count {int(recv_count[e])}, expected {int(want_count[e])} "
-                                     f"(tokens, over all source ranks, with that expert among their top-K)")
+        result["recv_count"] = _fail(
+            f"local expert {e}: count {int(recv_count[e])}, expected {int(want_count[e])} "
+            f"(tokens, over all source ranks, with that expert among their top-K)"
+        )
         for name in ("recv_x", "recv_x_scale", "recv_src"):
             result[name] = _fail("not judged: recv_count is wrong")
         return result
     result["recv_count"] = {"passed": True, "max_abs_err": 0.0}
-    valid = torch.arange(slots).unsqueeze(0) < want_count.long().unsqueeze(1)        # [El, slots]
+    valid = torch.arange(slots).unsqueeze(0) < want_count.long().unsqueeze(1)  # [El, slots]
     expert = torch.arange(El).unsqueeze(1).expand(El, slots)[valid]
     n_tok = slots + 1
     key_got = expert * n_tok + recv_src[valid].long().clamp(-1, slots)
@@ -46,7 +48,8 @@ def check(outputs, expected, inputs):
         need = set(want_src[valid][seg].tolist())
         result["recv_src"] = _fail(
             f"local expert {e} holds the wrong tokens: missing {sorted(need - have)[:5]}, unexpected {sorted(have - need)[:5]} "
-            f"(recv_src = source_rank·T + token index; each token that chose the expert exactly once, any order)")
+            f"(recv_src = source_rank·T + token index; each token that chose the expert exactly once, any order)"
+        )
         result["recv_x"] = _fail("not judged: recv_src is wrong")
         result["recv_x_scale"] = _fail("not judged: recv_src is wrong")
         return result
@@ -58,5 +61,7 @@ def check(outputs, expected, inputs):
     result["recv_x"], result["recv_x_scale"] = v["out"], v["scales"]
     for name in ("recv_x", "recv_x_scale"):
         if not result[name]["passed"]:
-            result[name]["message"] = f"valid slots (matched by recv_src): {result[name].get('message', '')}"
+            result[name]["message"] = (
+                f"valid slots (matched by recv_src): {result[name].get('message', '')}"
+            )
     return result

@@ -30,8 +30,8 @@ def run_all(inputs_by_rank: list[list]) -> list:
     G, El = H // GROUP, E // W
     dev = x0.device
     q_all, s_all = zip(*(quantize(inp[0]) for inp in inputs_by_rank))
-    q_all, s_all = torch.cat(q_all), torch.cat(s_all)                 # [W·T, H], [W·T, G], row = s·T + t
-    ids = torch.cat([inp[1] for inp in inputs_by_rank])               # [W·T, K]
+    q_all, s_all = torch.cat(q_all), torch.cat(s_all)  # [W·T, H], [W·T, G], row = s·T + t
+    ids = torch.cat([inp[1] for inp in inputs_by_rank])  # [W·T, K]
     results = []
     for r in range(W):
         recv_x = torch.zeros(El, W * M, H, dtype=torch.uint8, device=dev)
@@ -40,7 +40,7 @@ def run_all(inputs_by_rank: list[list]) -> list:
         counts = torch.zeros(El, dtype=torch.int32, device=dev)
         q_valid, s_valid = [], []
         for e in range(El):
-            rows = (ids == r * El + e).any(dim=1).nonzero().flatten()   # global token ids, ascending
+            rows = (ids == r * El + e).any(dim=1).nonzero().flatten()  # global token ids, ascending
             c = rows.numel()
             counts[e] = c
             q = q_all[rows]
@@ -50,5 +50,14 @@ def run_all(inputs_by_rank: list[list]) -> list:
             q_valid.append(q)
             s_valid.append(s_all[rows])
         # recv_x as bfloat16 (fp8 values are exact in bfloat16): the validator cannot test fp8 for NaN
-        results.append((recv_x.view(torch.float8_e4m3fn).to(torch.bfloat16), recv_scale, counts, recv_src, torch.cat(q_valid), torch.cat(s_valid)))
+        results.append(
+            (
+                recv_x.view(torch.float8_e4m3fn).to(torch.bfloat16),
+                recv_scale,
+                counts,
+                recv_src,
+                torch.cat(q_valid),
+                torch.cat(s_valid),
+            )
+        )
     return results

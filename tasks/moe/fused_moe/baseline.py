@@ -26,7 +26,7 @@ def _grouped(a, b, offs, counts):
         start = 0
         for e, c in enumerate(counts.tolist()):
             if c:
-                out[start:start + c] = a[start:start + c] @ b[e].T
+                out[start : start + c] = a[start : start + c] @ b[e].T
             start += c
         return out
 
@@ -42,7 +42,9 @@ def _torch(hidden, topk_ids, topk_weights, w13, w2):
     experts = flat.long()
     # scatter_add_, not torch.bincount: bincount reads its maximum back to the host, and a
     # host sync keeps the whole composition out of a CUDA graph.
-    counts = torch.zeros(E, dtype=torch.int64, device=flat.device).scatter_add_(0, experts, torch.ones_like(experts))
+    counts = torch.zeros(E, dtype=torch.int64, device=flat.device).scatter_add_(
+        0, experts, torch.ones_like(experts)
+    )
     offs = torch.cumsum(counts, 0).to(torch.int32)
     token = order // K
     gate_up = _grouped(hidden[token], w13, offs, counts)
@@ -57,7 +59,7 @@ def _has_vllm() -> bool:
     """Whether vllm imports here: a plain import (the arena's scan notes importlib in any
     bundled file as in a candidate's)."""
     try:
-        import vllm  # noqa: F401, PLC0415
+        import vllm  # noqa: F401
     except Exception:  # noqa: BLE001 - a broken install is an absent one
         return False
     return True

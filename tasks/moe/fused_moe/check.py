@@ -7,9 +7,9 @@ import math
 from core.harness.compare import compare
 
 ATOL = RTOL = 2.0e-2
-MIN_MATCH = 0.999          # of all elements
-ROW_MISSES = 0.01          # at most this share of a token's H outputs may miss ...
-ROW_MISSES_FLOOR = 2       # ... or this many, whichever is more (small CPU H)
+MIN_MATCH = 0.999  # of all elements
+ROW_MISSES = 0.01  # at most this share of a token's H outputs may miss ...
+ROW_MISSES_FLOOR = 2  # ... or this many, whichever is more (small CPU H)
 
 
 def check(outputs, expected, inputs):
@@ -22,7 +22,12 @@ def check(outputs, expected, inputs):
         bad = misses > allowed
         if bad.any():
             t = int(bad.nonzero()[0])
-            verdict = {**verdict, "passed": False, "message": (
-                f"token {t}: {int(misses[t])} of its {H} outputs outside atol={ATOL:g}, rtol={RTOL:g} (at most {allowed} "
-                f"may be); {int(bad.sum())} token row(s) like it: a token or one of its expert slots is missing or wrong")}
+            verdict = {
+                **verdict,
+                "passed": False,
+                "message": (
+                    f"token {t}: {int(misses[t])} of its {H} outputs outside atol={ATOL:g}, rtol={RTOL:g} (at most {allowed} "
+                    f"may be); {int(bad.sum())} token row(s) like it: a token or one of its expert slots is missing or wrong"
+                ),
+            }
     return {"out": verdict}

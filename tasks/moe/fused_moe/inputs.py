@@ -17,6 +17,10 @@ def make_inputs(axes, generator):
         keys[:, hot] += 0.5
     topk_ids = keys.topk(K, dim=1).indices.to(torch.int32)
     topk_weights = torch.softmax(torch.randn(T, K, generator=generator, device=dev), dim=1)
-    w13 = torch.randn(E, 2 * I, H, generator=generator, device=dev, dtype=torch.bfloat16).mul_(H ** -0.5)
-    w2 = torch.randn(E, H, I, generator=generator, device=dev, dtype=torch.bfloat16).mul_(2.0 * I ** -0.5)
+    w13 = torch.randn(E, 2 * I, H, generator=generator, device=dev, dtype=torch.bfloat16).mul_(
+        H**-0.5
+    )
+    w2 = torch.randn(E, H, I, generator=generator, device=dev, dtype=torch.bfloat16).mul_(
+        2.0 * I**-0.5
+    )
     return [hidden, topk_ids, topk_weights, w13, w2]

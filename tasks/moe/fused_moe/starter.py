@@ -14,10 +14,24 @@ import triton.language as tl
 
 @triton.jit
 def _expert_gemm_kernel(
-    a_ptr, b_ptr, c_ptr, sorted_ptr, expert_ptr, weight_ptr,
-    N, KD, num_rows, a_div,
-    stride_am, stride_be, stride_bn, stride_cm,
-    MUL_WEIGHT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    sorted_ptr,
+    expert_ptr,
+    weight_ptr,
+    N,
+    KD,
+    num_rows,
+    a_div,
+    stride_am,
+    stride_be,
+    stride_bn,
+    stride_cm,
+    MUL_WEIGHT: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
 ):
     """C[row] = A[row // a_div] @ B[e].T (× weight[row]) for the BLOCK_M sorted rows of this
     block, all routed to expert e; rows equal to num_rows are padding."""
@@ -58,7 +72,9 @@ def _align(topk_ids, E, BM):
     rank = torch.arange(n, device=flat.device) - (torch.cumsum(counts, 0) - counts)[experts]
     sorted_ids = torch.full((total,), n, dtype=torch.int32, device=flat.device)
     sorted_ids[(ends - padded)[experts] + rank] = order.to(torch.int32)
-    block_expert = torch.searchsorted(ends, torch.arange(total // BM, device=flat.device) * BM, right=True)
+    block_expert = torch.searchsorted(
+        ends, torch.arange(total // BM, device=flat.device) * BM, right=True
+    )
     return sorted_ids, block_expert.to(torch.int32), total
 
 
@@ -68,10 +84,24 @@ def _expert_gemm(a, b, c, sorted_ids, block_expert, weights, a_div, mul_weight, 
     BN, BK = (128, 128) if a.device.type == "cpu" else (64, 32)
     grid = (sorted_ids.numel() // BM, triton.cdiv(N, BN))
     _expert_gemm_kernel[grid](
-        a, b, c, sorted_ids, block_expert, weights,
-        N, KD, c.shape[0], a_div,
-        a.stride(0), b.stride(0), b.stride(1), c.stride(0),
-        MUL_WEIGHT=mul_weight, BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK,
+        a,
+        b,
+        c,
+        sorted_ids,
+        block_expert,
+        weights,
+        N,
+        KD,
+        c.shape[0],
+        a_div,
+        a.stride(0),
+        b.stride(0),
+        b.stride(1),
+        c.stride(0),
+        MUL_WEIGHT=mul_weight,
+        BLOCK_M=BM,
+        BLOCK_N=BN,
+        BLOCK_K=BK,
     )
 
 

@@ -18,7 +18,9 @@ def _tie_keys(x: torch.Tensor) -> torch.Tensor:
     n = x.shape[-1]
     step = _steps.get((n, x.device))
     if step is None:
-        step = _steps[(n, x.device)] = torch.arange(n, dtype=torch.float64, device=x.device) * 2.0**-40
+        step = _steps[(n, x.device)] = (
+            torch.arange(n, dtype=torch.float64, device=x.device) * 2.0**-40
+        )
     xd = x.double()
     return torch.addcmul(xd, xd.abs().add_(2.0**-900), step, value=-1.0)
 
@@ -33,8 +35,15 @@ def _vendor(x, bias, top_k, n_group, topk_group):
         return None
     try:
         return grouped_topk(
-            hidden_states=x, gating_output=x, topk=top_k, renormalize=True, num_expert_group=n_group,
-            topk_group=topk_group, scoring_func="sigmoid", routed_scaling_factor=1.0, e_score_correction_bias=bias,
+            hidden_states=x,
+            gating_output=x,
+            topk=top_k,
+            renormalize=True,
+            num_expert_group=n_group,
+            topk_group=topk_group,
+            scoring_func="sigmoid",
+            routed_scaling_factor=1.0,
+            e_score_correction_bias=bias,
         )
     except TypeError:
         return None
@@ -46,8 +55,12 @@ def _torch(x, bias, top_k, n_group, topk_group, factor):
     u = s + bias
     group_scores = u.view(T, n_group, E // n_group).topk(2, dim=-1).values.sum(-1)
     kept = _tie_keys(group_scores).topk(topk_group, dim=-1).indices
-    dropped = torch.ones(T, n_group, 1, dtype=torch.bool, device=x.device).scatter_(1, kept[:, :, None], False)
-    keys = _tie_keys(u).view(T, n_group, E // n_group).masked_fill_(dropped, float("-inf")).view(T, E)
+    dropped = torch.ones(T, n_group, 1, dtype=torch.bool, device=x.device).scatter_(
+        1, kept[:, :, None], False
+    )
+    keys = (
+        _tie_keys(u).view(T, n_group, E // n_group).masked_fill_(dropped, float("-inf")).view(T, E)
+    )
     ids = keys.topk(top_k, dim=-1).indices
     w = s.gather(1, ids)
     return w * (factor / w.sum(dim=-1, keepdim=True)), ids.to(torch.int32)
@@ -65,7 +78,7 @@ def _has_vllm() -> bool:
     """Whether vllm imports here: a plain import (the arena's scan notes importlib in any
     bundled file as in a candidate's)."""
     try:
-        import vllm  # noqa: F401, PLC0415
+        import vllm  # noqa: F401
     except Exception:  # noqa: BLE001 - a broken install is an absent one
         return False
     return True

@@ -54,8 +54,10 @@ def _check_ids(ids, u, k, G, KG):
         if wrong.any():
             t = _first(wrong)
             best = torch.sort(group_scores[t], descending=True, stable=True).indices[:KG].tolist()
-            return (f"row {t}: wrong groups: the ids use group(s) {used[t].nonzero().flatten().tolist()}, but the top-{KG} "
-                    f"groups by (sum of the two largest sigmoid + bias) are {sorted(best)}")
+            return (
+                f"row {t}: wrong groups: the ids use group(s) {used[t].nonzero().flatten().tolist()}, but the top-{KG} "
+                f"groups by (sum of the two largest sigmoid + bias) are {sorted(best)}"
+            )
         tie, lo_g, hi_g = _tie_broken(group_scores, kept, torch.ones_like(kept), low)
         if tie.any():
             t = _first(tie)
@@ -66,9 +68,15 @@ def _check_ids(ids, u, k, G, KG):
     wrong = low < high - SELECT_ATOL
     if wrong.any():
         t = _first(wrong)
-        best = torch.sort(u[t].masked_fill(~allowed[t], float("-inf")), descending=True, stable=True).indices[:k].tolist()
-        return (f"row {t}: not the top-{k} experts of the kept groups by sigmoid(logit) + bias: chose {sorted(ids[t].tolist())}, "
-                f"expected {sorted(best)}")
+        best = (
+            torch.sort(u[t].masked_fill(~allowed[t], float("-inf")), descending=True, stable=True)
+            .indices[:k]
+            .tolist()
+        )
+        return (
+            f"row {t}: not the top-{k} experts of the kept groups by sigmoid(logit) + bias: chose {sorted(ids[t].tolist())}, "
+            f"expected {sorted(best)}"
+        )
     tie, lo_e, hi_e = _tie_broken(u, chosen, allowed, low)
     if tie.any():
         t = _first(tie)
@@ -87,8 +95,14 @@ def check(outputs, expected, inputs):
     if problem:
         return {
             "topk_ids": {"passed": False, "message": problem},
-            "topk_weights": {"passed": False, "message": f"not judged, topk_ids is wrong: {problem}"},
+            "topk_weights": {
+                "passed": False,
+                "message": f"not judged, topk_ids is wrong: {problem}",
+            },
         }
     sc = s.gather(1, ids)
     want = sc / sc.sum(1, keepdim=True) * float(factor)
-    return {"topk_ids": {"passed": True}, "topk_weights": compare(weights.to(x.device), want, WEIGHT_ATOL, WEIGHT_RTOL, 1.0)}
+    return {
+        "topk_ids": {"passed": True},
+        "topk_weights": compare(weights.to(x.device), want, WEIGHT_ATOL, WEIGHT_RTOL, 1.0),
+    }

@@ -13,9 +13,23 @@ import triton.language as tl
 
 @triton.jit
 def _grouped_topk_kernel(
-    x_ptr, bias_ptr, w_ptr, id_ptr, factor, stride_x, stride_w, stride_id,
-    T, G, GS, K: tl.constexpr, KG: tl.constexpr, ROWS: tl.constexpr,
-    BLOCK_G: tl.constexpr, BLOCK_GS: tl.constexpr, BLOCK_K: tl.constexpr,
+    x_ptr,
+    bias_ptr,
+    w_ptr,
+    id_ptr,
+    factor,
+    stride_x,
+    stride_w,
+    stride_id,
+    T,
+    G,
+    GS,
+    K: tl.constexpr,
+    KG: tl.constexpr,
+    ROWS: tl.constexpr,
+    BLOCK_G: tl.constexpr,
+    BLOCK_GS: tl.constexpr,
+    BLOCK_K: tl.constexpr,
 ):
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     row_ok = rows < T
@@ -45,7 +59,9 @@ def _grouped_topk_kernel(
         hit = g[None, :] == best_g[:, None]
         kept = tl.where(hit, 1, kept)
         gscore = tl.where(hit, float("-inf"), gscore)
-    kept_cols = tl.reshape(tl.broadcast_to(kept[:, :, None], (ROWS, BLOCK_G, BLOCK_GS)), (ROWS, BLOCK))
+    kept_cols = tl.reshape(
+        tl.broadcast_to(kept[:, :, None], (ROWS, BLOCK_G, BLOCK_GS)), (ROWS, BLOCK)
+    )
     u = tl.where(kept_cols != 0, u, float("-inf"))
     slots = tl.arange(0, BLOCK_K)
     weights = tl.zeros((ROWS, BLOCK_K), dtype=tl.float32)
@@ -74,9 +90,22 @@ def run(router_logits, e_score_correction_bias, top_k, n_group, topk_group, rout
     rows = 16 if x.device.type == "cpu" else 1
     if T > 0:
         _grouped_topk_kernel[(triton.cdiv(T, rows),)](
-            x, bias, weights, ids, float(routed_scaling_factor), x.stride(0), weights.stride(0), ids.stride(0),
-            T, n_group, gs, K=top_k, KG=topk_group, ROWS=rows,
-            BLOCK_G=triton.next_power_of_2(n_group), BLOCK_GS=triton.next_power_of_2(gs),
+            x,
+            bias,
+            weights,
+            ids,
+            float(routed_scaling_factor),
+            x.stride(0),
+            weights.stride(0),
+            ids.stride(0),
+            T,
+            n_group,
+            gs,
+            K=top_k,
+            KG=topk_group,
+            ROWS=rows,
+            BLOCK_G=triton.next_power_of_2(n_group),
+            BLOCK_GS=triton.next_power_of_2(gs),
             BLOCK_K=triton.next_power_of_2(top_k),
         )
     return weights, ids

@@ -17,11 +17,36 @@ def _torch(x, top_k):
     return torch.softmax(x.gather(1, ids), dim=-1), ids.to(torch.int32)
 
 
+def _vendor(x, top_k):
+    T = x.shape[0]
+    w = torch.empty((T, top_k), device=x.device, dtype=torch.float32)
+    ids = torch.empty((T, top_k), device=x.device, dtype=torch.int32)
+    try:
+        from vllm import _custom_ops as ops
+
+        tei = torch.empty((T, top_k), device=x.device, dtype=torch.int32)
+        try:
+            ops.topk_softmax(w, ids, tei, x, True)  # newer vLLM: renormalize in the kernel
+            return w, ids
+        except TypeError:
+            ops.topk_softmax(w, ids, tei, x)
+            return w / w.sum(dim=-1, keepdim=True), ids
+    except ImportError:
+        pass
+    try:
+        from sgl_kernel import topk_softmax
+
+        topk_softmax(w, ids, x, renormalize=True)
+        return w, ids
+    except (ImportError, TypeError):
+        return None
+
+
 def _has_vllm() -> bool:
     """Whether vllm imports here: a plain import (the arena's scan notes importlib in any
     bundled file as in a candidate's)."""
     try:
-        import vllm  # noqa: F401, PLC0415
+        import vllm  # noqa: F401
     except Exception:  # noqa: BLE001 - a broken install is an absent one
         return False
     return True
@@ -29,13 +54,17 @@ def _has_vllm() -> bool:
 
 def _has_sgl_kernel() -> bool:
     try:
-        import sgl_kernel  # noqa: F401, PLC0415
+        import sgl_kernel  # noqa: F401
     except Exception:  # noqa: BLE001
         return False
     return True
 
 
-IMPLS = {"vllm": _vendor if _has_vllm() else None, "sgl-kernel": _vendor if _has_sgl_kernel() else None, "torch": _torch}
+IMPLS = {
+    "vllm": _vendor if _has_vllm() else None,
+    "sgl-kernel": _vendor if _has_sgl_kernel() else None,
+    "torch": _torch,
+}
 
 
 def run(router_logits: torch.Tensor, top_k: int):

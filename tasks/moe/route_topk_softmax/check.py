@@ -20,7 +20,11 @@ def _check_ids(ids, x, k):
         t = int(((ids < 0) | (ids >= E)).any(1).nonzero()[0])
         return f"row {t}: expert id outside [0, {E}): {ids[t].tolist()}", None
     srt = ids.sort(dim=1).values
-    dup = (srt[:, 1:] == srt[:, :-1]).any(1) if k > 1 else torch.zeros(T, dtype=torch.bool, device=x.device)
+    dup = (
+        (srt[:, 1:] == srt[:, :-1]).any(1)
+        if k > 1
+        else torch.zeros(T, dtype=torch.bool, device=x.device)
+    )
     if dup.any():
         t = int(dup.nonzero()[0])
         return f"row {t}: an expert id repeats: {ids[t].tolist()}", None
@@ -28,14 +32,16 @@ def _check_ids(ids, x, k):
     if k == E:
         return None, chosen
     idx = torch.arange(E, device=x.device).expand(T, E)
-    low = x.masked_fill(~chosen, float("inf")).min(1).values          # weakest chosen
-    high = x.masked_fill(chosen, float("-inf")).max(1).values          # strongest left out
+    low = x.masked_fill(~chosen, float("inf")).min(1).values  # weakest chosen
+    high = x.masked_fill(chosen, float("-inf")).max(1).values  # strongest left out
     wrong = low < high - SELECT_RTOL * (1 + high.abs())
     if wrong.any():
         t = int(wrong.nonzero()[0])
         best = torch.sort(x[t], descending=True, stable=True).indices[:k].tolist()
-        return (f"row {t}: not a top-{k} set: chose {sorted(ids[t].tolist())}, expected {sorted(best)} "
-                f"(weakest chosen {float(low[t]):.6g} < best left out {float(high[t]):.6g})"), None
+        return (
+            f"row {t}: not a top-{k} set: chose {sorted(ids[t].tolist())}, expected {sorted(best)} "
+            f"(weakest chosen {float(low[t]):.6g} < best left out {float(high[t]):.6g})"
+        ), None
     # Exact ties at the boundary go to the lowest index.
     at_low = x == low[:, None]
     last_chosen = torch.where(chosen & at_low, idx, -1).max(1).values
@@ -43,8 +49,10 @@ def _check_ids(ids, x, k):
     tie = first_left < last_chosen
     if tie.any():
         t = int(tie.nonzero()[0])
-        return (f"row {t}: tie broken the wrong way: experts {int(first_left[t])} and {int(last_chosen[t])} have equal "
-                f"logits {float(low[t]):.6g}; the lower index must be chosen"), None
+        return (
+            f"row {t}: tie broken the wrong way: experts {int(first_left[t])} and {int(last_chosen[t])} have equal "
+            f"logits {float(low[t]):.6g}; the lower index must be chosen"
+        ), None
     return None, chosen
 
 

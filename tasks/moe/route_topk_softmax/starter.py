@@ -11,14 +11,27 @@ import triton.language as tl
 
 @triton.jit
 def _topk_softmax_kernel(
-    x_ptr, w_ptr, id_ptr, E, stride_x, stride_w, stride_id,
-    T, K: tl.constexpr, ROWS: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_K: tl.constexpr,
+    x_ptr,
+    w_ptr,
+    id_ptr,
+    E,
+    stride_x,
+    stride_w,
+    stride_id,
+    T,
+    K: tl.constexpr,
+    ROWS: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    BLOCK_K: tl.constexpr,
 ):
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK_E)
     row_ok = rows < T
-    x = tl.load(x_ptr + rows[:, None] * stride_x + cols[None, :],
-                mask=row_ok[:, None] & (cols[None, :] < E), other=float("-inf"))
+    x = tl.load(
+        x_ptr + rows[:, None] * stride_x + cols[None, :],
+        mask=row_ok[:, None] & (cols[None, :] < E),
+        other=float("-inf"),
+    )
     row_max = tl.max(x, axis=1)
     slots = tl.arange(0, BLOCK_K)
     weights = tl.zeros((ROWS, BLOCK_K), dtype=tl.float32)
@@ -44,7 +57,17 @@ def run(router_logits: torch.Tensor, top_k: int):
     rows = 16 if x.device.type == "cpu" else 1
     if T > 0:
         _topk_softmax_kernel[(triton.cdiv(T, rows),)](
-            x, weights, ids, E, x.stride(0), weights.stride(0), ids.stride(0),
-            T, K=top_k, ROWS=rows, BLOCK_E=triton.next_power_of_2(E), BLOCK_K=triton.next_power_of_2(top_k),
+            x,
+            weights,
+            ids,
+            E,
+            x.stride(0),
+            weights.stride(0),
+            ids.stride(0),
+            T,
+            K=top_k,
+            ROWS=rows,
+            BLOCK_E=triton.next_power_of_2(E),
+            BLOCK_K=triton.next_power_of_2(top_k),
         )
     return weights, ids

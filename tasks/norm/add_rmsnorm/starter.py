@@ -9,9 +9,17 @@ import triton.language as tl
 
 @triton.jit
 def _add_rmsnorm_kernel(
-    x_ptr, res_ptr, w_ptr, out_ptr, res_out_ptr,
-    H, eps,
-    stride_x, stride_res, stride_out, stride_res_out,
+    x_ptr,
+    res_ptr,
+    w_ptr,
+    out_ptr,
+    res_out_ptr,
+    H,
+    eps,
+    stride_x,
+    stride_res,
+    stride_out,
+    stride_res_out,
     BLOCK: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
@@ -35,9 +43,18 @@ def run(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: floa
     residual_out = torch.empty((T, H), device=x.device, dtype=residual.dtype)
     BLOCK = triton.next_power_of_2(H)
     _add_rmsnorm_kernel[(T,)](
-        x, residual, weight, out, residual_out,
-        H, eps,
-        x.stride(0), residual.stride(0), out.stride(0), residual_out.stride(0),
-        BLOCK=BLOCK, num_warps=8 if BLOCK >= 4096 else 4,
+        x,
+        residual,
+        weight,
+        out,
+        residual_out,
+        H,
+        eps,
+        x.stride(0),
+        residual.stride(0),
+        out.stride(0),
+        residual_out.stride(0),
+        BLOCK=BLOCK,
+        num_warps=8 if BLOCK >= 4096 else 4,
     )
     return out, residual_out

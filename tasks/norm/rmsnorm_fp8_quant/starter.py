@@ -23,19 +23,27 @@ GROUP = 128
 def _round_e4m3(v):
     """Round float32 v (|v| ≤ 448) to the nearest float8_e4m3fn value, ties to even."""
     a = tl.abs(v)
-    e = (a.to(tl.int32, bitcast=True) >> 23) & 0xFF          # biased float32 exponent of |v|
-    e = tl.maximum(e, 127 - 6) - 3 + 23                       # 2^23 · (e4m3 step at |v|); 2^-6 is the smallest normal
+    e = (a.to(tl.int32, bitcast=True) >> 23) & 0xFF  # biased float32 exponent of |v|
+    e = tl.maximum(e, 127 - 6) - 3 + 23  # 2^23 · (e4m3 step at |v|); 2^-6 is the smallest normal
     m = (e << 23).to(tl.float32, bitcast=True)
-    r = (a + m) - m                                           # float32 adds round to nearest even
+    r = (a + m) - m  # float32 adds round to nearest even
     return tl.where(v < 0, -r, r)
 
 
 @triton.jit
 def _rmsnorm_fp8_kernel(
-    x_ptr, w_ptr, q_ptr, s_ptr,
-    H, eps,
-    stride_x, stride_q, stride_s,
-    BLOCK: tl.constexpr, GROUP_SIZE: tl.constexpr, FP8_MAX: tl.constexpr,
+    x_ptr,
+    w_ptr,
+    q_ptr,
+    s_ptr,
+    H,
+    eps,
+    stride_x,
+    stride_q,
+    stride_s,
+    BLOCK: tl.constexpr,
+    GROUP_SIZE: tl.constexpr,
+    FP8_MAX: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
@@ -43,7 +51,7 @@ def _rmsnorm_fp8_kernel(
     x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
     w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
     rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / H + eps)
-    y = x * rstd * w                                          # masked columns are 0
+    y = x * rstd * w  # masked columns are 0
     NG: tl.constexpr = BLOCK // GROUP_SIZE
     yg = tl.reshape(y, (NG, GROUP_SIZE))
     absmax = tl.max(tl.abs(yg), axis=1)
@@ -65,8 +73,18 @@ def run(x: torch.Tensor, weight: torch.Tensor, eps: float):
     scales = torch.empty((T, H // GROUP), device=x.device, dtype=torch.float32)
     BLOCK = triton.next_power_of_2(H)
     _rmsnorm_fp8_kernel[(T,)](
-        x, weight, q, scales, H, eps,
-        x.stride(0), q.stride(0), scales.stride(0),
-        BLOCK=BLOCK, GROUP_SIZE=GROUP, FP8_MAX=448.0, num_warps=8 if BLOCK >= 4096 else 4,
+        x,
+        weight,
+        q,
+        scales,
+        H,
+        eps,
+        x.stride(0),
+        q.stride(0),
+        scales.stride(0),
+        BLOCK=BLOCK,
+        GROUP_SIZE=GROUP,
+        FP8_MAX=448.0,
+        num_warps=8 if BLOCK >= 4096 else 4,
     )
     return q, scales

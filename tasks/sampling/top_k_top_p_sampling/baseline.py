@@ -19,11 +19,11 @@ def _torch_sample(logits, top_k, top_p):
     s, idx = torch.sort(logits, dim=-1, descending=True)
     k = top_k.long().clamp(1, V)
     kth = s.gather(1, (k - 1)[:, None])
-    s = s.masked_fill(s < kth, float("-inf"))              # top-k (ties at the k-th value kept)
-    p = torch.softmax(s, dim=-1)                            # renormalised over the top-k set
-    above = torch.cumsum(p, dim=-1) - p                     # mass of the more probable tokens
-    p = p.masked_fill(above >= top_p[:, None], 0.0)         # top-p: smallest set reaching top_p
-    choice = torch.multinomial(p, 1)                        # multinomial renormalises
+    s = s.masked_fill(s < kth, float("-inf"))  # top-k (ties at the k-th value kept)
+    p = torch.softmax(s, dim=-1)  # renormalised over the top-k set
+    above = torch.cumsum(p, dim=-1) - p  # mass of the more probable tokens
+    p = p.masked_fill(above >= top_p[:, None], 0.0)  # top-p: smallest set reaching top_p
+    choice = torch.multinomial(p, 1)  # multinomial renormalises
     return idx.gather(1, choice).squeeze(1)
 
 

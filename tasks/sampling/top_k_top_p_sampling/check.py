@@ -57,7 +57,9 @@ def _bernstein_threshold(var_sum: float, alpha: float, bound: float = 1.0) -> fl
     return a + math.sqrt(a * a + 2.0 * var_sum * L)
 
 
-def check(outputs: list[torch.Tensor], expected: list[torch.Tensor], inputs: list) -> dict[str, dict]:
+def check(
+    outputs: list[torch.Tensor], expected: list[torch.Tensor], inputs: list
+) -> dict[str, dict]:
     q, allowed = expected[1], expected[2]
     dev = q.device
     ids = outputs[0].to(dev)
@@ -65,7 +67,12 @@ def check(outputs: list[torch.Tensor], expected: list[torch.Tensor], inputs: lis
     in_range = (ids >= 0) & (ids < V)
     if not bool(in_range.all()):
         r = int(torch.nonzero(~in_range)[0])
-        return {"token_ids": {"passed": False, "message": f"row {r}: token id {int(ids[r])} is not in [0, {V})"}}
+        return {
+            "token_ids": {
+                "passed": False,
+                "message": f"row {r}: token id {int(ids[r])} is not in [0, {V})",
+            }
+        }
     safe = ids.clamp(0, V - 1)[:, None]
     ok = allowed.gather(1, safe).squeeze(1)
     n_out = int((~ok).sum())
@@ -73,14 +80,16 @@ def check(outputs: list[torch.Tensor], expected: list[torch.Tensor], inputs: lis
         r = int(torch.nonzero(~ok)[0])
         j = int(ids[r])
         top_k, top_p = inputs[1], inputs[2]
-        return {"token_ids": {
-            "passed": False,
-            "message": (
-                f"{n_out} of {B} sampled tokens lie outside their row's top-k ∩ top-p set; first: row {r} sampled "
-                f"token {j} (top_k={int(top_k[r])}, top_p={float(top_p[r]):.4f}; q of that token after top-k/top-p "
-                f"renormalisation = {float(q[r, j]):.3g}, allowed set size {int(allowed[r].sum())})"
-            ),
-        }}
+        return {
+            "token_ids": {
+                "passed": False,
+                "message": (
+                    f"{n_out} of {B} sampled tokens lie outside their row's top-k ∩ top-p set; first: row {r} sampled "
+                    f"token {j} (top_k={int(top_k[r])}, top_p={float(top_p[r]):.4f}; q of that token after top-k/top-p "
+                    f"renormalisation = {float(q[r, j]):.3g}, allowed set size {int(allowed[r].sum())})"
+                ),
+            }
+        }
 
     qd = q.double()
     # mid-rank of the sampled token: mass strictly before it in (q desc, index asc) order
@@ -105,19 +114,39 @@ def check(outputs: list[torch.Tensor], expected: list[torch.Tensor], inputs: lis
     p_top = (qd * top).sum(dim=1)
     hit = top.gather(1, safe).squeeze(1)
     evidence = {
-        "rows": B, "argmax_hits": float(hit.sum()), "argmax_expected": float(p_top.sum()),
-        "argmax_variance": float((p_top * (1 - p_top)).sum()), "s1": s1, "v1": v1, "s2": s2, "v2": v2,
+        "rows": B,
+        "argmax_hits": float(hit.sum()),
+        "argmax_expected": float(p_top.sum()),
+        "argmax_variance": float((p_top * (1 - p_top)).sum()),
+        "s1": s1,
+        "v1": v1,
+        "s2": s2,
+        "v2": v2,
     }
-    stats = {"location_stat": s1, "location_threshold": t1, "spread_stat": s2, "spread_threshold": t2,
-             "mean_mid_rank": float(m.mean()), "expected_mean_mid_rank": float(mu.mean())}
-    result = {"passed": abs(s1) < t1 and abs(s2) < t2, "max_abs_err": 0.0, **stats, "evidence": evidence}
+    stats = {
+        "location_stat": s1,
+        "location_threshold": t1,
+        "spread_stat": s2,
+        "spread_threshold": t2,
+        "mean_mid_rank": float(m.mean()),
+        "expected_mean_mid_rank": float(mu.mean()),
+    }
+    result = {
+        "passed": abs(s1) < t1 and abs(s2) < t2,
+        "max_abs_err": 0.0,
+        **stats,
+        "evidence": evidence,
+    }
     if abs(s1) >= t1:
         result["message"] = (
             f"the samples are biased: their mean mid-rank in the probability order is {stats['mean_mid_rank']:.4f} over "
             f"{B} rows, expected {stats['expected_mean_mid_rank']:.4f} (sum of deviations {s1:.2f}, an honest sampler stays "
             f"within ±{t1:.2f} with probability 1 − 5e-7); "
-            + ("too often the most probable tokens (argmax/greedy, or a too-low temperature?)" if s1 < 0
-               else "too often improbable tokens (flattened or uniform within the kept set?)")
+            + (
+                "too often the most probable tokens (argmax/greedy, or a too-low temperature?)"
+                if s1 < 0
+                else "too often improbable tokens (flattened or uniform within the kept set?)"
+            )
         )
     elif abs(s2) >= t2:
         result["message"] = (
@@ -138,18 +167,37 @@ def check_pooled(evidence: dict[str, list[dict]]) -> dict[str, dict]:
     excess = total["argmax_hits"] - total["argmax_expected"]
     t_hits = _one_sided_threshold(total["argmax_variance"], alpha)
     t1, t2 = _bernstein_threshold(total["v1"], alpha), _bernstein_threshold(total["v2"], alpha)
-    stats = {"pooled_calls": n, "pooled_rows": int(total["rows"]), "argmax_hits": int(total["argmax_hits"]),
-             "argmax_expected": total["argmax_expected"], "argmax_threshold": total["argmax_expected"] + t_hits}
+    stats = {
+        "pooled_calls": n,
+        "pooled_rows": int(total["rows"]),
+        "argmax_hits": int(total["argmax_hits"]),
+        "argmax_expected": total["argmax_expected"],
+        "argmax_threshold": total["argmax_expected"] + t_hits,
+    }
     where = f"over the workload's {n} checked call(s), {int(total['rows'])} rows in all"
     if excess >= t_hits:
-        return {"token_ids": {"passed": False, **stats, "message": (
-            f"the sampler draws the most probable token too often {where}: {int(total['argmax_hits'])} times where an honest "
-            f"sampler's expected count is {total['argmax_expected']:.1f} and exceeds {total['argmax_expected'] + t_hits:.1f} with "
-            f"probability below {alpha:.1e} (greedy, or an argmax fallback)")}}
+        return {
+            "token_ids": {
+                "passed": False,
+                **stats,
+                "message": (
+                    f"the sampler draws the most probable token too often {where}: {int(total['argmax_hits'])} times where an honest "
+                    f"sampler's expected count is {total['argmax_expected']:.1f} and exceeds {total['argmax_expected'] + t_hits:.1f} with "
+                    f"probability below {alpha:.1e} (greedy, or an argmax fallback)"
+                ),
+            }
+        }
     if abs(total["s1"]) >= t1 or abs(total["s2"]) >= t2:
         which = "location" if abs(total["s1"]) >= t1 else "spread"
-        return {"token_ids": {"passed": False, **stats, "message": (
-            f"the samples are biased {where}: the pooled {which} sum of mid-rank deviations is "
-            f"{total['s1'] if which == 'location' else total['s2']:.2f}, beyond ±{t1 if which == 'location' else t2:.2f} "
-            f"(false alarm below {alpha:.1e})")}}
+        return {
+            "token_ids": {
+                "passed": False,
+                **stats,
+                "message": (
+                    f"the samples are biased {where}: the pooled {which} sum of mid-rank deviations is "
+                    f"{total['s1'] if which == 'location' else total['s2']:.2f}, beyond ±{t1 if which == 'location' else t2:.2f} "
+                    f"(false alarm below {alpha:.1e})"
+                ),
+            }
+        }
     return {"token_ids": {"passed": True, **stats}}

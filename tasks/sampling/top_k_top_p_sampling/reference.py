@@ -24,7 +24,7 @@ def _mass_above(w: torch.Tensor) -> torch.Tensor:
     """Per element, the sum of the row's elements strictly greater than it."""
     s, _ = torch.sort(w, dim=-1)
     cum = torch.cumsum(s, dim=-1)
-    pos = torch.searchsorted(s, w.contiguous(), right=True) - 1   # last index with s <= w
+    pos = torch.searchsorted(s, w.contiguous(), right=True) - 1  # last index with s <= w
     return cum[:, -1:] - torch.gather(cum, 1, pos)
 
 

@@ -38,12 +38,21 @@ def _chunk(base, start, cols, rmask, V):
 
 @triton.jit
 def _sample_kernel(
-    logits_ptr, topk_ptr, topp_ptr, u_ptr, out_ptr, B, V, stride,
-    ROWS: tl.constexpr, BLOCK: tl.constexpr, ONE_BLOCK: tl.constexpr,
+    logits_ptr,
+    topk_ptr,
+    topp_ptr,
+    u_ptr,
+    out_ptr,
+    B,
+    V,
+    stride,
+    ROWS: tl.constexpr,
+    BLOCK: tl.constexpr,
+    ONE_BLOCK: tl.constexpr,
 ):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     rmask = rows < B
-    base = logits_ptr + rows.to(tl.int64)[:, None] * stride      # [ROWS, 1]
+    base = logits_ptr + rows.to(tl.int64)[:, None] * stride  # [ROWS, 1]
     k = tl.load(topk_ptr + rows, mask=rmask, other=1)
     top_p = tl.load(topp_ptr + rows, mask=rmask, other=1.0)
     u = tl.load(u_ptr + rows, mask=rmask, other=0.0)
@@ -95,7 +104,9 @@ def _sample_kernel(
         for start in range(0, V, BLOCK):
             if not ONE_BLOCK:
                 x, key, msk = _chunk(base, start, cols, rmask, V)
-            mass += tl.sum(tl.where((key >= mid[:, None]) & msk, tl.exp(x - m[:, None]), 0.0), axis=1)
+            mass += tl.sum(
+                tl.where((key >= mid[:, None]) & msk, tl.exp(x - m[:, None]), 0.0), axis=1
+            )
         ge = (mass >= top_p * zk) | (top_p >= 1.0)
         lo = tl.where(ge, mid, lo)
         hi = tl.where(ge, hi, mid - 1)
@@ -124,7 +135,7 @@ def _sample_kernel(
         chosen = tl.where((chosen < 0) & (cand < BIG), cand, chosen)
         last = tl.maximum(last, tl.max(tl.where(keep, idx, -1), axis=1))
         running += tl.sum(w, axis=1)
-    chosen = tl.where(chosen < 0, last, chosen)     # u·zp at the very top, lost to rounding
+    chosen = tl.where(chosen < 0, last, chosen)  # u·zp at the very top, lost to rounding
     tl.store(out_ptr + rows, chosen.to(tl.int64), mask=rmask)
 
 
@@ -141,6 +152,16 @@ def run(logits: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor):
     # A [ROWS, BLOCK] tile stays within Triton's 2^20 elements per tensor.
     BLOCK = min(triton.next_power_of_2(V), 8192 if ROWS > 1 else 4096)
     _sample_kernel[(triton.cdiv(B, ROWS),)](
-        logits, top_k.contiguous(), top_p.contiguous(), u, out, B, V, logits.stride(0), ROWS=ROWS, BLOCK=BLOCK, ONE_BLOCK=V <= BLOCK,
+        logits,
+        top_k.contiguous(),
+        top_p.contiguous(),
+        u,
+        out,
+        B,
+        V,
+        logits.stride(0),
+        ROWS=ROWS,
+        BLOCK=BLOCK,
+        ONE_BLOCK=V <= BLOCK,
     )
     return out

@@ -4,6 +4,7 @@ then replay an empty graph.
 
 Defense: after each sampled replay the graph's output buffers are copied and checked against
 the reference on that replay's fresh inputs (timed_output_mismatch)."""
+
 import torch
 
 _last = None

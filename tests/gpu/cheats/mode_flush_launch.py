@@ -5,6 +5,7 @@ inputs right behind it, and `run` returns that y: the kernel ran before the time
 
 Defense: a mode left on the stack is found before every refill (harness_hooked); the refills,
 copies and checks themselves run with Python dispatch off."""
+
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
@@ -16,7 +17,13 @@ class _FlushWatcher(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         target = args[0] if args else None
-        if _last and func.overloadpacket.__name__ == "zero_" and isinstance(target, torch.Tensor) and target.dtype == torch.int32 and target.numel() > (1 << 24):
+        if (
+            _last
+            and func.overloadpacket.__name__ == "zero_"
+            and isinstance(target, torch.Tensor)
+            and target.dtype == torch.int32
+            and target.numel() > (1 << 24)
+        ):
             x, b = _last
             with _disable_current_modes():
                 _early["y"] = torch.add(b, x, alpha=2)  # queued before the start event

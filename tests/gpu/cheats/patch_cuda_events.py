@@ -6,6 +6,7 @@ Defense: the timer creates, records and reads its events through the C base clas
 functions, and synchronizes through torch._C's, all bound when the harness was imported,
 before the candidate: the patches do not reach it (the true, slow time is measured). The
 runtime patches are noted."""
+
 import torch
 
 _elapsed = torch.cuda.Event.elapsed_time
@@ -15,7 +16,9 @@ torch.cuda.Event.record = lambda self, stream=None: _record(self, stream)
 torch.cuda.synchronize = lambda device=None: None
 torch._C._cuda_synchronize = lambda: None
 try:
-    torch._C._CudaEventBase.elapsed_time = lambda self, end: 0.001  # refused where the type is immutable
+    torch._C._CudaEventBase.elapsed_time = lambda self, end: (
+        0.001
+    )  # refused where the type is immutable
 except (TypeError, AttributeError):
     pass
 

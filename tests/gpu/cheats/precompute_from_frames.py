@@ -8,6 +8,7 @@ core/harness/shared_io.py): the timing request carries no seed, so the cheat fin
 regenerate from and computes each call (its true speed). On the old path (a device that cannot
 share memory) a call that does no work takes less than 90% of the roofline time
 (faster_than_speed_of_light)."""
+
 import sys
 
 import torch
@@ -29,7 +30,13 @@ def run(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     global _round
     loop = _frame_with("starts")  # inside the timer's loop: `k`, `first`, `calls` are its locals
     request = _frame_with("msg")
-    if loop is None or "k" not in loop or request is None or request["msg"].get("op") != "time" or "seed" not in request["msg"]:
+    if (
+        loop is None
+        or "k" not in loop
+        or request is None
+        or request["msg"].get("op") != "time"
+        or "seed" not in request["msg"]
+    ):
         return x * 2 + b
     msg, k, first = request["msg"], loop["k"], loop["first"]
     key = (msg["seed"], first)

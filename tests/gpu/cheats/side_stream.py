@@ -5,6 +5,7 @@ Defense: the sampled timed call's output is copied on the timed stream the momen
 returns (the copy does not wait for the side stream: timed_output_mismatch), and a time below
 90% of the roofline is impossible (faster_than_speed_of_light). In correctness the harness
 synchronizes the whole device first, so the outputs there are right."""
+
 import torch
 
 _side = None
@@ -15,7 +16,9 @@ def run(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     if _side is None:
         _side = torch.cuda.Stream()
     y = torch.empty_like(x)
-    _side.wait_stream(torch.cuda.current_stream())  # the inputs are ready; the output is not waited for
+    _side.wait_stream(
+        torch.cuda.current_stream()
+    )  # the inputs are ready; the output is not waited for
     with torch.cuda.stream(_side):
         for _ in range(4):  # make the hidden work long enough to show
             torch.add(b, x, alpha=2, out=y)

@@ -3,6 +3,7 @@ once the call looks like part of a timing loop (the same input addresses ten tim
 
 Defense: the sampled timed call's output is copied the moment the call returns
 (timed_output_mismatch); the events see an empty call (faster_than_speed_of_light)."""
+
 import threading
 import time
 
