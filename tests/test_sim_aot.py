@@ -70,7 +70,7 @@ def _compiled_in_a_fresh_process(kernel: str, bound: str, target: str = "t.H200"
     interpreter off (test modules that switch it on at import turn Triton's own helpers, tl.max
     among them, into interpreted functions for this whole test process)."""
     code = (
-        "import json; from tests import test_sim_aot as t; from core.harness import sim_aot; "
+        "import json; from tests import test_sim_aot as t; from core.harness.sim import aot as sim_aot; "
         f"print(json.dumps(sim_aot.compile_launch(t.{kernel}.fn, t.{bound}, {{}}, {target}).to_json()))"
     )
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
@@ -168,7 +168,7 @@ def test_a_kernel_using_python_min_and_max_compiles_whatever_the_import_order():
     # occupancy). Here it is first imported under those patches, as a candidate's worker may.
     code = (
         "import json, torch; from core.harness import triton_cpu; triton_cpu.enable_interpreter(); "
-        "from triton.runtime import interpreter; from tests import test_sim_aot as t; from core.harness import sim_aot; "
+        "from triton.runtime import interpreter; from tests import test_sim_aot as t; from core.harness.sim import aot as sim_aot; "
         "scope = interpreter._patch_lang(t._python_min_max.fn); import triton.compiler.code_generator; scope.restore(); "
         "bound = {'x_ptr': torch.empty(4), 'out_ptr': torch.empty(4), 'N': 256, 'BLOCK': 64}; "
         "print(json.dumps(sim_aot.compile_launch(t._python_min_max.fn, bound, {}, t.H200).to_json()))"

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # Kernels counted in a child process: the interpreter switch is process-wide (test_triton_cpu.py).
 KERNELS = """
 import json, sys, torch, triton, triton.language as tl
-from core.harness import sim_predict
+from core.harness.sim import predict as sim_predict
 from core.harness.triton_cpu import enable_interpreter
 compiler = sim_predict.CompileCache({"backend": "cuda", "arch": 90, "warp_size": 32, "name": "sm_90"}, None)
 enable_interpreter()
