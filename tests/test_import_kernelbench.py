@@ -71,6 +71,16 @@ def test_a_converted_task_says_where_it_came_from_and_what_was_derived(imported)
     )  # KernelBench v0.1's for fp32 (docs/interop.md says why)
 
 
+def test_fp32_matmul_problems_are_bounded_by_the_tensor_core_peak(imported):
+    # cuDNN convolutions and Triton's tl.dot run fp32 as TF32 by default: bounded by the vector
+    # fp32 rate, an honest Model was flagged faster than light on the H200. Elementwise ones keep fp32.
+    out, _ = imported
+    matmul = load_task(out / "kernelbench" / "l2_001_linear_relu_bias")
+    elementwise = load_task(out / "kernelbench" / "l1_001_scaled_add")
+    assert (matmul.peak, elementwise.peak) == ("bf16", "fp32")
+    assert "peak" in matmul.provenance["derived"]
+
+
 def test_hidden_workloads_scale_only_the_sizes_that_do_not_build_the_model(imported):
     out, _ = imported
     task = load_task(out / "kernelbench" / "l1_003_mean_loss")

@@ -17,10 +17,10 @@ COUNT = """
 import importlib.util, json, sys
 from core.devices.device import sim_info
 from core.evaluation.evaluator import _spec_json
-from core.harness import sim_narrow, sim_predict, sim_stage
+from core.harness.sim import narrow as sim_narrow, predict as sim_predict, stage as sim_stage
 from core.harness.sim.model import Constants, Target, predict_side
 from core.devices.sim import sim_section
-from core.tasks.spec import find_task
+from core.tasks.discovery import find_task
 
 section = sim_section(sim_info("sim:h200"))
 compiler = sim_predict.CompileCache(section["aot"], None)  # before the interpreter

@@ -25,9 +25,9 @@ COUNT = """
 import importlib.util, json, sys
 from core.devices.device import sim_info
 from core.evaluation.evaluator import _spec_json
-from core.harness import sim_predict
+from core.harness.sim import predict as sim_predict
 from core.devices.sim import sim_section
-from core.tasks.spec import find_task
+from core.tasks.discovery import find_task
 
 section = sim_section(sim_info("sim:h200"))
 compiler = sim_predict.CompileCache(section["aot"], None)  # before the interpreter

@@ -18,10 +18,14 @@ _found = []
 
 
 def _secret(obj) -> bool:
-    if isinstance(obj, dict):
-        if obj.get("op") == "time" and ("seed" in obj or obj.get("sample")):
+    if isinstance(
+        obj, dict
+    ):  # values, not the protocol's TypedDict annotations (core/harness/protocol.py)
+        sample = obj.get("sample")
+        sample = sample if isinstance(sample, (list, tuple)) and sample else None
+        if obj.get("op") == "time" and (isinstance(obj.get("seed"), int) or sample):
             return True
-        return bool(obj.get("sample")) and "first_index" in obj
+        return sample is not None and "first_index" in obj
     attrs = getattr(obj, "__dict__", None) if not isinstance(obj, type) else None
     return (
         isinstance(attrs, dict) and "seed" in attrs and "workload" in attrs

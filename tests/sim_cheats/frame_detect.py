@@ -1,4 +1,4 @@
-"""Cheat: tell the counting pass by the harness's frames (a caller in a file named sim_*), and
+"""Cheat: tell the counting pass by the harness's frames (a caller in the harness's sim/ folder), and
 do a third of the rows there; a real call does them all, so every checked call is right.
 Defense: a declared output the counted call left partly unwritten fails the stage
 (`sim_unwritten_output`)."""
@@ -25,7 +25,7 @@ def _silu_mul(x_ptr, out_ptr, I, BLOCK: tl.constexpr):
 def _counted() -> bool:
     frame = sys._getframe(1)
     while frame is not None:
-        if "sim_" in frame.f_code.co_filename.rsplit("/", 1)[-1]:
+        if "/harness/sim/" in frame.f_code.co_filename:
             return True
         frame = frame.f_back
     return False

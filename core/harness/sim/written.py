@@ -73,7 +73,7 @@ def shares(
     """Per returned tensor (in order), the share of its bytes the counted call wrote; None for
     what is not judged (not a tensor, empty, sharing storage with an input). `launches` are
     sim_count.Launch objects of a real-memory count (their addresses are absolute)."""
-    from core.harness.sim.sim_count import STORED
+    from core.harness.sim.count import STORED
 
     inputs = set()
     for a in args:
