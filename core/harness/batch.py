@@ -26,7 +26,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from core.harness.runner import Emit, Evaluation, StageFailed
+from core.harness.runner import Emit, Evaluation, StageFailed, await_trusted
 from core.harness.workers import (
     TaskFileChanged,
     Worker,
@@ -102,19 +102,7 @@ class BatchEvaluation:
             return self.trusted
         if self.trusted is not None:
             self.trusted.kill()
-        self.trusted = Worker.fork("trusted", trusted_main, self.job)
-        try:
-            ready, _ = self.trusted.recv(timeout)
-        except (WorkerTimeout, WorkerDied) as exc:
-            raise StageFailed(
-                "error", f"the reference/baseline worker did not start: {exc}", "infrastructure"
-            ) from None
-        if not ready.get("ok"):
-            raise StageFailed(
-                "error",
-                f"the reference/baseline could not be loaded: {ready.get('error')}\n{ready.get('traceback', '')}",
-                "infrastructure",
-            )
+        self.trusted = await_trusted(Worker.fork("trusted", trusted_main, self.job), timeout)
         return self.trusted
 
     @staticmethod

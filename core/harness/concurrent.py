@@ -39,12 +39,11 @@ from pathlib import Path
 from typing import Any
 
 from core.harness.batch import BatchEvaluation, _Member
-from core.harness.runner import Emit, StageFailed, harness_hashes, task_hashes
+from core.harness.runner import Emit, StageFailed, await_trusted, harness_hashes, task_hashes
 from core.harness.workers import (
     TaskFileChanged,
     Worker,
     WorkerDied,
-    WorkerTimeout,
     candidate_view,
     trusted_main,
 )
@@ -59,9 +58,8 @@ class _Slot(BatchEvaluation):
 
     def __init__(self, job: dict[str, Any], zygote: Zygote, number: int):
         super().__init__(job, lambda event: None, (), zygote)
-        self.zygote: Zygote = (
-            zygote  # a slot always has its own (never None, unlike a lone evaluation's)
-        )
+        # A slot always has its own zygote (never None, unlike a lone evaluation's).
+        self.zygote: Zygote = zygote
         self.own_zygote = False
         self.number = number
         self.pending: Worker | None = None
@@ -73,19 +71,7 @@ class _Slot(BatchEvaluation):
 
     def trusted_worker(self, timeout: float) -> Worker:
         if self.pending is not None:
-            self.trusted, self.pending = self.pending, None
-            try:
-                ready, _ = self.trusted.recv(timeout)
-            except (WorkerTimeout, WorkerDied) as exc:
-                raise StageFailed(
-                    "error", f"the reference/baseline worker did not start: {exc}", "infrastructure"
-                ) from None
-            if not ready.get("ok"):
-                raise StageFailed(
-                    "error",
-                    f"the reference/baseline could not be loaded: {ready.get('error')}\n{ready.get('traceback', '')}",
-                    "infrastructure",
-                )
+            self.trusted, self.pending = await_trusted(self.pending, timeout), None
             return self.trusted
         return super().trusted_worker(timeout)
 

@@ -63,6 +63,24 @@ class StageFailed(Exception):
         super().__init__(message)
 
 
+def await_trusted(worker: Worker, timeout: float) -> Worker:
+    """`worker` (a trusted worker just forked) once it says it has loaded the reference and the
+    baseline; its failure to start or to load is the harness's, not the candidate's."""
+    try:
+        ready, _ = worker.recv(timeout)
+    except (WorkerTimeout, WorkerDied) as exc:
+        raise StageFailed(
+            "error", f"the reference/baseline worker did not start: {exc}", "infrastructure"
+        ) from None
+    if not ready.get("ok"):
+        raise StageFailed(
+            "error",
+            f"the reference/baseline could not be loaded: {ready.get('error')}\n{ready.get('traceback', '')}",
+            "infrastructure",
+        )
+    return worker
+
+
 def cannot_evaluate(reply: dict[str, Any]) -> None:
     """A candidate's failure that its worker traced to a construct this device's interpreter
     cannot run (triton_cpu.unsupported_reason): an infrastructure-style outcome, never a wrong
@@ -501,19 +519,9 @@ class Evaluation:
         """The trusted worker first: it has read the reference and the baseline (hash-checked)
         before any candidate code runs, so a candidate that rewrites them on disk changes
         nothing this evaluation computes."""
-        self.trusted = Worker.fork("trusted", trusted_main, self.job)
-        try:
-            ready, _ = self.trusted.recv(self._remaining(deadline))
-        except (WorkerTimeout, WorkerDied) as exc:
-            raise StageFailed(
-                "error", f"the reference/baseline worker did not start: {exc}", "infrastructure"
-            ) from None
-        if not ready.get("ok"):
-            raise StageFailed(
-                "error",
-                f"the reference/baseline could not be loaded: {ready.get('error')}\n{ready.get('traceback', '')}",
-                "infrastructure",
-            )
+        self.trusted = await_trusted(
+            Worker.fork("trusted", trusted_main, self.job), self._remaining(deadline)
+        )
         try:
             view = candidate_view(self.job)
             if self.zygote is None:

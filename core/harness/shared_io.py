@@ -368,10 +368,8 @@ def _serve_calls(
                 f"the candidate's worker sent {str(m)[:200]} where a call's request was expected"
             )
         if index == first and not timed_served:
-            calls, chosen = (
-                None,
-                set(),
-            )  # the warm-up's inputs (again where a graph attempt fell back to eager timing)
+            # The warm-up's inputs (again where a graph attempt fell back to eager timing).
+            calls, chosen = None, set()
         elif first < index <= first + max_calls and (last is None or index > last):
             timed_served = True
         else:
@@ -458,9 +456,8 @@ class SharedInputs:
 
     def picker(self, calls: int) -> set[int]:
         self.calls = calls
-        return set(
-            range(calls)
-        )  # every call's outputs are handed over: which are checked is not known here
+        # Every call's outputs are handed over: which are checked is not known here.
+        return set(range(calls))
 
     def keep(self, index: int, result: Any) -> None:
         try:

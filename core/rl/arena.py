@@ -456,17 +456,10 @@ class Arena:
     ) -> RewardedResult:
         if self._closed:
             raise RuntimeError("this Arena is closed: make a new one")
-        if request.device is not None and request.device not in self.devices:
-            raise DeviceError(
-                f"device `{request.device}` is not one of this arena's devices ({', '.join(self.devices)}): leave it out or add it"
-            )
+        self._check_device(request.device)
         task = self.task(request.task_id)
         folder, path = _write_candidate(request.source)
-        fn, label = (
-            (get_reward(reward), reward_name(reward))
-            if reward is not None
-            else (self.reward_fn, self.reward_label)
-        )
+        fn, label = self._reward(reward)
         job = Job(
             f"rl-{next(self._ids)}",
             tuple([request.device] if request.device else self.devices),
@@ -492,6 +485,18 @@ class Arena:
             shutil.rmtree(folder, ignore_errors=True)
         return RewardedResult(result, fn(result), label, request.visible_only, task)
 
+    def _check_device(self, device: str | None) -> None:
+        if device is not None and device not in self.devices:
+            raise DeviceError(
+                f"device `{device}` is not one of this arena's devices ({', '.join(self.devices)}): leave it out or add it"
+            )
+
+    def _reward(self, reward: str | RewardFn | None) -> tuple[RewardFn, str]:
+        """The reward a request asks for, else the arena's own, and its name."""
+        if reward is None:
+            return self.reward_fn, self.reward_label
+        return get_reward(reward), reward_name(reward)
+
     async def submit_batch(
         self, requests: Sequence[EvalRequest], reward: str | RewardFn | None = None
     ) -> list[RewardedResult]:
@@ -503,17 +508,10 @@ class Arena:
             raise ValueError(
                 "a batch's requests must share task_id, seed, device, visible_only, performance and profile"
             )
-        if first.device is not None and first.device not in self.devices:
-            raise DeviceError(
-                f"device `{first.device}` is not one of this arena's devices ({', '.join(self.devices)}): leave it out or add it"
-            )
+        self._check_device(first.device)
         task = self.task(first.task_id)
         folders, paths = (list(x) for x in zip(*(_write_candidate(r.source) for r in requests)))
-        fn, label = (
-            (get_reward(reward), reward_name(reward))
-            if reward is not None
-            else (self.reward_fn, self.reward_label)
-        )
+        fn, label = self._reward(reward)
         job = Job(
             f"rl-{next(self._ids)}",
             tuple([first.device] if first.device else self.devices),
