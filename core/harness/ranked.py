@@ -21,7 +21,7 @@ import select
 import time
 from typing import Any
 
-from core.harness import ranked_worker
+from core.harness import ranked_checker, ranked_worker
 from core.harness.runner import Evaluation, StageFailed, _times, _workload, verdict
 from core.harness.timing import picks, summarize
 from core.harness.workers import TaskFileChanged, Worker, WorkerDied, WorkerTimeout, candidate_view
@@ -175,7 +175,7 @@ class RankedEvaluation(Evaluation):
     # --- stages --------------------------------------------------------------------------
 
     def _start_workers(self, deadline: float) -> None:
-        self.trusted = Worker.fork("trusted", ranked_worker.checker_main, self.job)
+        self.trusted = Worker.fork("trusted", ranked_checker.checker_main, self.job)
         try:
             ready, _ = self.trusted.recv(self._remaining(deadline))
         except (WorkerTimeout, WorkerDied) as exc:
