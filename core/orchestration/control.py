@@ -80,6 +80,24 @@ class RunControl:
             raise ValueError(f"job {found.id} has no candidate file")
         return found
 
+    def _add_copy(
+        self, original: Any, run_id: str, device: str, candidate: Any, key: str, seed: int | None
+    ) -> int:
+        """A store job for `original`'s candidate on `device` in `run_id`, on `seed` if given."""
+        job_id = self.store.add_job(
+            run_id,
+            task_id=original.task_id,
+            device_id=device,
+            candidate=candidate,
+            family=original.family,
+            agent=original.agent,
+            variant=original.variant,
+            key=key,
+        )
+        if seed is not None:
+            self.store.set_job_seed(job_id, seed)
+        return job_id
+
     def _queue(self, original: Any, device: str, seed: int | None, how: str) -> Queued:
         live = self._live
         if live is not None and original.run_id == live.run_id:
@@ -93,18 +111,7 @@ class RunControl:
                 if j.key.startswith(keys.rerun_prefix(original.key, how))
             )
             key = keys.rerun_key(original.key, how, device, n + 1)
-            job_id = self.store.add_job(
-                live.run_id,
-                task_id=original.task_id,
-                device_id=device,
-                candidate=original.candidate,
-                family=original.family,
-                agent=original.agent,
-                variant=original.variant,
-                key=key,
-            )
-            if seed is not None:
-                self.store.set_job_seed(job_id, seed)
+            job_id = self._add_copy(original, live.run_id, device, original.candidate, key, seed)
             live.submit(key, job_id, original.task_id, Path(original.candidate), device)
             return Queued(job_id, live.run_id)
         run = self.store.get_run(original.run_id)
@@ -119,18 +126,7 @@ class RunControl:
         )
         planned = plan(spec)[0]
         run_id = self.store.create_run(spec.name, spec.to_json())
-        job_id = self.store.add_job(
-            run_id,
-            task_id=original.task_id,
-            device_id=device,
-            candidate=planned.candidate,
-            family=original.family,
-            agent=original.agent,
-            variant=original.variant,
-            key=planned.key,
-        )
-        if seed is not None:
-            self.store.set_job_seed(job_id, seed)
+        job_id = self._add_copy(original, run_id, device, planned.candidate, planned.key, seed)
         return Queued(job_id, run_id, spec)
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from core.evaluation.evaluator import BadCandidate, Evaluator, check_candidate
-from core.evaluation.executors import Executor, HarnessError, LocalExecutor
+from core.evaluation.executors import Executor, LocalExecutor
 from core.model import events, keys
 from core.model.result import Result
 from core.orchestration.attempt import AttemptContext, run_attempt
@@ -41,7 +41,6 @@ from core.orchestration.reports import (
 )
 from core.orchestration.runfile import RunSpec
 from core.orchestration.scheduler import (
-    InfrastructureFault,
     Job,
     Scheduler,
     Slot,
@@ -174,7 +173,7 @@ async def execute(
             if request.job_id is not None
             else None
         )
-        try:
+        with pool.guarded(slot):
             result = await evaluator.aevaluate(
                 request.task,
                 request.candidate,
@@ -183,12 +182,6 @@ async def execute(
                 visible_only=request.visible_only,
                 profile=spec.profile,
             )
-        except HarnessError as exc:
-            pool.drop(slot)
-            raise InfrastructureFault(str(exc)) from exc
-        except asyncio.CancelledError:
-            pool.drop(slot)  # stops the harness and everything it started
-            raise
         if request.job_id is not None:
             store.record_result(request.job_id, result)
         return result
@@ -214,7 +207,7 @@ async def execute(
                 )
             )
 
-        try:
+        with pool.guarded(slot):
             # Each result is recorded the moment it is known: an interrupted batch keeps what it finished.
             results = await evaluator.aevaluate_batch(
                 request.task,
@@ -224,12 +217,6 @@ async def execute(
                 profile=spec.profile,
                 on_result=recorded,
             )
-        except HarnessError as exc:
-            pool.drop(slot)
-            raise InfrastructureFault(str(exc)) from exc
-        except asyncio.CancelledError:
-            pool.drop(slot)
-            raise
         return results
 
     def batches(keys: list[str]) -> tuple[list[str], list[tuple[list[str], int]]]:

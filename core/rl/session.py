@@ -19,11 +19,10 @@ from typing import Any
 from core.devices.device import DeviceError, parse_device
 from core.devices.ids import timing_kind_of
 from core.evaluation.evaluator import BadCandidate, Evaluator, Timing, check_candidate
-from core.evaluation.executors import HarnessError, LocalExecutor
+from core.evaluation.executors import LocalExecutor
 from core.model.result import Result, unevaluated
 from core.orchestration.pool import EvaluatorPool, ExecutorFactory
 from core.orchestration.scheduler import (
-    InfrastructureFault,
     Job,
     JobFailed,
     Scheduler,
@@ -66,6 +65,27 @@ def _synthetic(
 
 
 # --- the arena ---------------------------------------------------------------------------------
+
+
+def _not_a_candidate(
+    task: Task,
+    path: Path,
+    exc: Exception,
+    evaluator: Evaluator,
+    slot: Slot,
+    request: EvalRequest,
+) -> Result:
+    """A source that cannot be a candidate (no `run`, NUL bytes): the policy's mistake, scored
+    as a compile failure without reaching the harness; the message names no temporary path."""
+    return _synthetic(
+        task.id,
+        _device_json(evaluator, slot.device),
+        evaluator.info.timing_kind,
+        hashlib.sha256(path.read_bytes()).hexdigest(),
+        "failed",
+        str(exc).replace(str(path), "candidate.py"),
+        request.profile,
+    )
 
 
 @dataclass
@@ -338,20 +358,10 @@ class Arena:
         work: _Work = job.payload
         evaluator = await self._evaluator(slot)
         try:
-            sha = check_candidate(work.path)
+            check_candidate(work.path)
         except (BadCandidate, ValueError) as exc:  # ValueError: NUL bytes, which ast refuses
-            sha = hashlib.sha256(work.path.read_bytes()).hexdigest()
-            message = str(exc).replace(str(work.path), "candidate.py")
-            return _synthetic(
-                work.task.id,
-                _device_json(evaluator, slot.device),
-                evaluator.info.timing_kind,
-                sha,
-                "failed",
-                message,
-                work.request.profile,
-            )
-        try:
+            return _not_a_candidate(work.task, work.path, exc, evaluator, slot, work.request)
+        with self.pool.guarded(slot):
             return await evaluator.aevaluate(
                 work.task,
                 work.path,
@@ -360,12 +370,6 @@ class Arena:
                 visible_only=work.request.visible_only,
                 profile=work.request.profile,
             )
-        except HarnessError as exc:
-            self._drop(slot)
-            raise InfrastructureFault(str(exc)) from exc
-        except asyncio.CancelledError:
-            self._drop(slot)  # stops the harness and everything it started
-            raise
 
     async def _run_batch(self, work: _BatchWork, slot: Slot) -> list[Result]:
         evaluator = await self._evaluator(slot)
@@ -375,22 +379,10 @@ class Arena:
             try:
                 check_candidate(path)
                 good.append(i)
-            except (
-                BadCandidate,
-                ValueError,
-            ) as exc:  # scored as a compile failure, outside the batch
-                sha = hashlib.sha256(path.read_bytes()).hexdigest()
-                results[i] = _synthetic(
-                    work.task.id,
-                    _device_json(evaluator, slot.device),
-                    evaluator.info.timing_kind,
-                    sha,
-                    "failed",
-                    str(exc).replace(str(path), "candidate.py"),
-                    work.request.profile,
-                )
+            except (BadCandidate, ValueError) as exc:  # a compile failure, outside the batch
+                results[i] = _not_a_candidate(work.task, path, exc, evaluator, slot, work.request)
         r = work.request
-        try:
+        with self.pool.guarded(slot):
             if good:
                 done = await evaluator.aevaluate_batch(
                     work.task,
@@ -402,16 +394,4 @@ class Arena:
                 )
                 for i, result in zip(good, done):
                     results[i] = result
-        except HarnessError as exc:
-            self._drop(slot)
-            raise InfrastructureFault(str(exc)) from exc
-        except asyncio.CancelledError:
-            self._drop(slot)
-            raise
         return [x for x in results if x is not None]
-
-    def _drop(self, slot: Slot) -> None:
-        self.pool.drop(slot)
-
-
-# --- one-call helpers ----------------------------------------------------------------------------
