@@ -17,6 +17,9 @@ is scored as a compile failure, not raised.
 `RewardedResult.result` is the full Result, hidden workloads included: it is for the trainer.
 What may reach a policy (the HTTP server, the environment's observations) goes through
 `public_result`, which names no hidden workload.
+
+This module is the API's one import: the one-call helpers are here; `Arena` lives in
+core.rl.session, the requests and results in core.rl.requests, `public_result` in core.rl.public.
 """
 
 from __future__ import annotations
@@ -38,13 +41,18 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def synchronous(afn: Callable[P, Awaitable[R]]) -> Callable[P, R]:
-    """`afn` for synchronous callers: one event loop per call (not from inside a running one)."""
+def synchronous(afn: Callable[P, Awaitable[R]], name: str) -> Callable[P, R]:
+    """`afn` for synchronous callers, as `name`: one event loop per call (so not from inside a
+    running one); the same parameters, hence the same signature in help() and to type checkers."""
 
     @functools.wraps(afn)
     def call(*args: P.args, **kwargs: P.kwargs) -> R:
         return asyncio.run(afn(*args, **kwargs))  # type: ignore[arg-type]
 
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = (
+        f"`{afn.__name__}` for synchronous callers (not from inside a running event loop)."
+    )
     return call
 
 
@@ -73,8 +81,7 @@ async def aevaluate(
         )
 
 
-evaluate = synchronous(aevaluate)
-evaluate.__doc__ = "`aevaluate` for synchronous callers (not from inside a running event loop)."
+evaluate = synchronous(aevaluate, "evaluate")
 
 
 async def aevaluate_many(
@@ -96,8 +103,7 @@ async def aevaluate_many(
         return await arena.aevaluate_many(batch)
 
 
-evaluate_many = synchronous(aevaluate_many)
-evaluate_many.__doc__ = "`aevaluate_many` for synchronous callers."
+evaluate_many = synchronous(aevaluate_many, "evaluate_many")
 
 
 __all__ = [
