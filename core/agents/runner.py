@@ -16,6 +16,9 @@ agent that changed `solution.py` is scored as it left it, whatever the reason; o
 got to work (a CLI not on PATH, a crash before acting, endpoint errors) ends `agent_error`, one
 that ended without changing it `no_submission`, and neither is scored: the starter left in the
 workspace is not the agent's work. An unchanged starter submitted on purpose is `starter`.
+
+The attempt's nouns and its transcript are core.agents.attempt; the CLI subprocess (launch,
+stdout, stop) is core.agents.process (their public names are importable here too).
 """
 
 from __future__ import annotations

@@ -25,7 +25,8 @@ scheduler treats as an infrastructure fault and retries on another slot; a candi
 is an event like any other and is never retried.
 
 `ray` is an optional extra (`pip install 'kernel-arena[ray]'`); this module imports it only
-when a Ray device is used.
+when a Ray device is used. What runs on the node is core.orchestration.ray_node; device ids,
+connecting and the cluster's offers are core.orchestration.ray_cluster (all importable here).
 """
 
 from __future__ import annotations
