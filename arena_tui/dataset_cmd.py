@@ -8,6 +8,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from arena_tui.tasks_cmd import tasks_dir_option
 from core.model.result import EXIT_BAD_INPUT, EXIT_PASSED
 
 
@@ -40,12 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="task ids (default: every task, bundled or --tasks-dir)",
     )
     p.add_argument("--repeat", type=int, default=1, metavar="N", help="rows per task (default 1)")
-    p.add_argument(
-        "--tasks-dir",
-        type=Path,
-        default=argparse.SUPPRESS,
-        help="a folder of task folders (imported ones too)",
-    )
+    tasks_dir_option(p, "a folder of task folders (imported ones too)")
     p.set_defaults(func=_export)
 
 

@@ -28,8 +28,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from arena_tui import figures, render
-from arena_tui.runs_cmd import candidate_name, run_json
-from arena_tui.tables import Col, fitted
+from arena_tui.run_tables import attempts_table, run_summary
+from arena_tui.runs_cmd import run_json
 from arena_tui.wiring import device_prober, executor_factory
 from core.model import events
 from core.model.keys import parts as key_parts
@@ -321,9 +321,11 @@ def _execute_headless(
         )
         out.print(escape(resume_command(run_id, args)), highlight=False, soft_wrap=True)
         return 130
-    _summary(store, run_id, out, candidate_keys)
+    run_summary(store, run_id, out, candidate_keys)
     if attempts:
-        _attempts_summary(store, run_id, out)
+        results = {r.job_id: r for r in store.results(run_id)}
+        attempts_table(store, run_id, results, out, title=f"agent attempts of run {run_id}")
+        render.timing_notes(out, {r.timing_kind for r in results.values()})
     if outcome.failed_jobs:
         return EXIT_INFRASTRUCTURE
     statuses = [row.status for row in store.results(run_id)]
@@ -338,102 +340,3 @@ def _verdict(r: Result) -> str:
         if r.passed
         else f"[red]{r.status}[/] at {r.failed_stage}"
     )
-
-
-def _summary(store: Store, run_id: str, out: Console, candidate_keys: set[str]) -> None:
-    jobs = {job.id: job for job in store.jobs(run_id) if job.key in candidate_keys}
-    if not jobs:
-        return
-    cols = [
-        Col("task", whole=True),
-        Col("candidate"),
-        Col("device"),
-        Col("status"),
-        Col("stages", whole=True, drop=1),
-        Col("speedup", number=True),
-        Col("SOL", number=True),
-        Col("points", number=True),
-    ]
-    kinds, rows = set(), []
-    for row in store.results(run_id):
-        job = jobs.get(row.job_id)
-        if job is None:
-            continue  # an agent attempt's final evaluation: in the attempts table
-        result = row.to_result()
-        kinds.add(result.timing_kind)
-        rows.append(
-            [
-                job.task_id,
-                escape(candidate_name(job)),
-                job.device_id,
-                result.status,
-                render.stage_marks(result),
-                figures.speedup_cell(result.timing_kind, result.speedup if result.passed else None),
-                figures.sol_cell(result.timing_kind, result.sol_fraction) if result.passed else "–",
-                f"{result.points:.0f}",
-            ]
-        )
-    table = fitted(out.width, cols, rows, title=f"run {run_id}")
-    out.print(table)
-    out.print(f"[dim]{figures.STAGE_LEGEND}. `arena runs show {run_id}` for details.[/]")
-    render.timing_notes(out, kinds)
-
-
-def _attempts_summary(store: Store, run_id: str, out: Console) -> None:
-    results = {r.job_id: r.to_result() for r in store.results(run_id)}
-    C = Col
-    cols = [
-        C("#", number=True),
-        C("agent"),
-        C("variant", drop=2),
-        C("task", whole=True),
-        C("device"),
-        C("stopped", drop=1),
-        C("status"),
-        C("speedup", number=True),
-        C("points", number=True),
-        C("checks", number=True, drop=3),
-        C("cost", number=True),
-    ]
-    rows = []
-    for a in store.attempts(run_id):
-        result = results.get(a.job_id) if a.job_id is not None else None
-        status = (
-            a.outcome
-            if a.outcome in FAILURES
-            else (result.status + (" (starter)" if a.outcome == "starter" else ""))
-            if result
-            else a.state
-        )
-        rows.append(
-            [
-                a.id.rsplit("/", 1)[-1],
-                escape(a.agent),
-                escape(a.variant),
-                a.task_id,
-                a.device_id,
-                a.stop_reason or a.state,
-                status,
-                figures.speedup_cell(result.timing_kind, result.speedup if result.passed else None)
-                if result
-                else "–",
-                f"{result.points:.0f}" if result else "–",
-                str(a.checks),
-                f"${a.cost_usd:.2f}" if a.cost_usd is not None else "–",
-            ]
-        )
-    table = fitted(out.width, cols, rows, title=f"agent attempts of run {run_id}")
-    out.print(table)
-    render.timing_notes(out, {r.timing_kind for r in results.values()})
-    unscored = [a for a in store.attempts(run_id) if a.outcome in FAILURES]
-    for a in unscored:
-        out.print(
-            f"[red]{a.outcome}[/] {a.id}: {escape(a.outcome_reason or '')}",
-            highlight=False,
-            soft_wrap=True,
-        )
-    if unscored:
-        out.print(
-            "[dim]agent_error / no_submission: the agent produced nothing to score; never a result, never correct (docs/leaderboard.md)[/]"
-        )
-    out.print(f"[dim]`arena runs transcript {run_id}/N` prints an attempt's transcript.[/]")

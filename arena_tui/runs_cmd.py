@@ -15,14 +15,12 @@ from rich.markup import escape
 
 from arena_tui.figures import sol_cell, speedup_cell
 from arena_tui.render import timing_notes
+from arena_tui.run_tables import attempts_table, candidate_name, job_state, status_cell
 from arena_tui.tables import Col, fitted
-from core.model.keys import parts as key_parts
-from core.model.outcome import FAILURES
 from core.model.result import EXIT_BAD_INPUT, EXIT_PASSED
 from core.store.db import JOB_STATES, Run, Store, StoreError, UnknownRunError
 
 RUN_STYLE = {"running": "cyan", "finished": "green", "interrupted": "yellow", "cancelled": "dim"}
-STATUS_STYLE = {"passed": "green", "failed": "red", "infrastructure_error": "yellow"}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -135,7 +133,7 @@ def _show(store: Store, args: argparse.Namespace, out: Console, err: Console) ->
         out.print(f"[dim]spec: {escape(json.dumps(run.spec))}[/]", highlight=False, soft_wrap=True)
     jobs = store.jobs(run.id)
     if not jobs:
-        _attempts_table(
+        attempts_table(
             store, run.id, {}, out
         )  # attempts that produced nothing to score have no job
         return EXIT_PASSED
@@ -159,12 +157,12 @@ def _show(store: Store, args: argparse.Namespace, out: Console, err: Console) ->
             job.task_id,
             escape(candidate_name(job)),
             escape(job.device_id),
-            _job_state(job.state),
+            job_state(job.state),
         ]
         if r is None:
             cells += ["–", "", "", ""] + ([""] if mixed else [])
         else:
-            status = f"[{STATUS_STYLE.get(r.status, 'white')}]{r.status.replace('infrastructure_error', 'infra error')}[/]"
+            status = status_cell(r.status)
             status += f" ({r.failed_stage})" if r.failed_stage else ""
             cells += [
                 status
@@ -197,7 +195,7 @@ def _show(store: Store, args: argparse.Namespace, out: Console, err: Console) ->
                 " (left out of the leaderboard)",
                 highlight=False,
             )
-    _attempts_table(store, run.id, results, out)
+    attempts_table(store, run.id, results, out)
     if len(kinds) == 1:
         out.print(f"[dim]timing kind: {kinds[0]}[/]")
     timing_notes(out, set(kinds))
@@ -212,87 +210,6 @@ def run_json(store: Store, run_id: str) -> dict:
         "jobs": [r for r in records if r["type"] == "job"],
         "attempts": [r for r in records if r["type"] == "attempt"],
     }
-
-
-def candidate_name(job) -> str:  # type: ignore[no-untyped-def]
-    """What was evaluated: the agent of an attempt, else the candidate's label in a run's job key
-    (`task|label|device|n`: `starter`, `baseline`, a file's stem), else the file's name."""
-    if job.agent:
-        return job.agent
-    parts = key_parts(job.key)
-    if len(parts) >= 4 and parts[0] == job.task_id:
-        return parts[1]
-    return Path(job.candidate).name if job.candidate else "–"
-
-
-def _attempts_table(store: Store, run_id: str, results: dict, out: Console) -> None:
-    attempts = store.attempts(run_id)
-    if not attempts:
-        return
-    variants = len({a.variant for a in attempts}) > 1  # columns that say something only sometimes
-    costs = any(a.cost_usd is not None for a in attempts)
-    cols = (
-        [Col("#", number=True), Col("agent")]
-        + ([Col("variant", drop=1)] if variants else [])
-        + [
-            Col("task", whole=True),
-            Col("device"),
-            Col("stopped", drop=2),
-            Col("status"),
-            Col("speedup", number=True),
-            Col("points", number=True),
-            Col("checks", number=True),
-        ]
-        + ([Col("cost", number=True)] if costs else [])
-    )
-    rows = []
-    for a in attempts:
-        r = results.get(a.job_id) if a.job_id is not None else None
-        stopped = a.stop_reason or _job_state(a.state)
-        if a.exit_status not in (None, 0):
-            stopped += f" ({a.exit_status})"
-        status = (
-            f"[{STATUS_STYLE.get(r.status, 'white')}]{r.status.replace('infrastructure_error', 'infra error')}[/]"
-            if r
-            else _job_state(a.state)
-        )
-        if a.outcome in FAILURES:
-            status = f"[red]{a.outcome}[/]"
-        elif a.outcome == "starter" and r is not None:
-            status += " [yellow](starter)[/]"
-        cells = (
-            [a.id.rsplit("/", 1)[-1], escape(a.agent)]
-            + ([escape(a.variant)] if variants else [])
-            + [
-                a.task_id,
-                escape(a.device_id),
-                stopped,
-                status,
-                speedup_cell(r.timing_kind, r.speedup if r.status == "passed" else None)
-                if r
-                else "–",
-                f"{r.points:.0f}" if r else "–",
-                str(a.checks),
-            ]
-        )
-        if costs:
-            cells.append(f"${a.cost_usd:.2f}" if a.cost_usd is not None else "–")
-        rows.append(cells)
-    table = fitted(out.width, cols, rows, title="agent attempts")
-    out.print(table)
-    for a in attempts:
-        if a.outcome in FAILURES:
-            out.print(
-                f"[red]{a.outcome}[/] #{a.id.rsplit('/', 1)[-1]}: {escape(a.outcome_reason or '')} (not scored)",
-                highlight=False,
-                soft_wrap=True,
-            )
-    if any(a.outcome == "starter" for a in attempts):
-        out.print("[dim](starter): the agent submitted the unchanged starter[/]", highlight=False)
-    out.print(
-        f"[dim]`arena runs transcript {escape(run_id)}/#` prints an attempt's transcript.[/]",
-        highlight=False,
-    )
 
 
 @_guarded
@@ -375,14 +292,6 @@ def _when(stamp: str | None) -> str:
 
 def _run_status(run: Run) -> str:
     return f"[{RUN_STYLE.get(run.status, 'white')}]{run.status}[/]"
-
-
-def _job_state(state: str) -> str:
-    return {
-        "running": "[cyan]running[/]",
-        "failed": "[yellow]failed[/]",
-        "cancelled": "[dim]cancelled[/]",
-    }.get(state, state)
 
 
 def _job_counts(run: Run) -> str:

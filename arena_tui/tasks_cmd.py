@@ -15,6 +15,12 @@ from core.model.result import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_PASSED
 from core.tasks.discovery import discover, find_task, tasks_root
 
 
+def tasks_dir_option(p: argparse.ArgumentParser, help: str) -> None:
+    """`--tasks-dir` after a subcommand too; suppressed when absent, so that it never overwrites
+    the one given before the subcommand (`arena --tasks-dir X tasks new ...`)."""
+    p.add_argument("--tasks-dir", type=Path, default=argparse.SUPPRESS, help=help)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     tasks = sub.add_parser("tasks", help="list, show, validate, create and extend tasks")
     tsub = tasks.add_subparsers(dest="tasks_command", metavar="SUBCOMMAND", required=True)
@@ -75,12 +81,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = tsub.add_parser("new", help="scaffold tasks/FAMILY/NAME from a commented, working template")
     p.add_argument("id", metavar="FAMILY/NAME")
-    p.add_argument(
-        "--tasks-dir",
-        type=Path,
-        default=argparse.SUPPRESS,
-        help="create it under this folder instead of the tasks folder",
-    )
+    tasks_dir_option(p, "create it under this folder instead of the tasks folder")
     p.set_defaults(func=_new)
 
     p = tsub.add_parser(
@@ -95,12 +96,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="the model's name in task.yaml (default: the config's _name_or_path, else its folder's name for a config.json, else the file's stem)",
     )
     p.add_argument("--dry-run", action="store_true", help="say what would be added; write nothing")
-    p.add_argument(
-        "--tasks-dir",
-        type=Path,
-        default=argparse.SUPPRESS,
-        help="the folder of task folders to edit",
-    )
+    tasks_dir_option(p, "the folder of task folders to edit")
     p.set_defaults(func=_add_model)
 
 

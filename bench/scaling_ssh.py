@@ -30,8 +30,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from remotes.connection import ConnectionPool, HostConnection
+from remotes.connection import HostConnection
 from remotes.hosts import Host, find_host, load_hosts, parse_hosts
+from remotes.pool import ConnectionPool
 
 
 @dataclass(frozen=True)

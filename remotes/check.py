@@ -16,16 +16,11 @@ from dataclasses import dataclass
 from core.devices.device import DeviceInfo
 from core.evaluation.sandbox import UNSANDBOXED, SandboxInfo
 from remotes.bundle import harness_bundle
-from remotes.connection import (
-    ConnectionPool,
-    HostConnection,
-    HostFacts,
-    RemoteError,
-    sh,
-    shell_word_python,
-)
+from remotes.connection import HostConnection, RemoteError
 from remotes.executor import PROBE_TIMEOUT_S, probe_device
+from remotes.facts import HostFacts, sh, shell_word_python
 from remotes.hosts import Host
+from remotes.pool import ConnectionPool
 
 
 @dataclass(frozen=True)

@@ -20,17 +20,21 @@ import logging
 import shlex
 import socket
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import asyncssh
 
 from core.evaluation.executors import HarnessError
+from remotes.channels import ChannelLimiter, HostState
+from remotes.facts import FACTS_SCRIPT, HostFacts, sh, shell_word_python
 from remotes.hosts import Host
 
 log = logging.getLogger("remotes")
 
 CHANNEL_RETRY_S = 30.0  # how long a job waits for the server to accept a channel
+# What a lost connection raises, on whichever side of a channel notices it first.
+LOST = (asyncssh.DisconnectError, asyncssh.ConnectionLost, BrokenPipeError, ConnectionError)
 
 
 class RemoteError(HarnessError):
@@ -51,147 +55,6 @@ def insecure_warning(host: Host) -> str:
     )
 
 
-def shell_word_python(python: str) -> str:
-    """The hosts file's `python` as a shell word (`~/` becomes "$HOME"/)."""
-    if python.startswith("~/"):
-        return '"$HOME"/' + shlex.quote(python[2:])
-    return shlex.quote(python)
-
-
-def sh(script: str) -> str:
-    """Run `script` under POSIX sh whatever the user's login shell is."""
-    return "exec sh -c " + shlex.quote(script)
-
-
-@dataclass(frozen=True)
-class HostFacts:
-    """What a host's Python and torch are, asked once per host."""
-
-    python: str
-    home: str
-    torch: str | None = None
-    triton: str | None = None
-    hip: str | None = None
-    cuda: str | None = None
-    devices: list[dict[str, Any]] = field(default_factory=list)
-    error: str | None = None
-
-    @property
-    def rocm(self) -> bool:
-        return bool(self.hip)
-
-    def resolve(self, path: str) -> str:
-        """A remote path with a leading `~/` made absolute."""
-        return self.home.rstrip("/") + path[1:] if path.startswith("~/") else path
-
-
-# Runs on the host under its own Python and prints one marked JSON line. Without arguments
-# it never imports torch (that takes seconds): versions come from torch/version.py and the
-# packages' metadata. `devices` imports torch to list the devices; `names` adds GPU names
-# (creating a context on each GPU).
-FACTS_SCRIPT = r"""
-import importlib.util, json, os, platform, sys
-from importlib import metadata
-out = {"python": platform.python_version(), "home": os.path.expanduser("~")}
-spec = importlib.util.find_spec("torch")
-if spec is None or not spec.submodule_search_locations:
-    out["error"] = "ModuleNotFoundError: No module named 'torch'"
-else:
-    version = {}
-    try:
-        path = os.path.join(list(spec.submodule_search_locations)[0], "version.py")
-        exec(compile(open(path).read(), path, "exec"), version)
-    except Exception as exc:
-        out["error"] = "torch/version.py: %s: %s" % (type(exc).__name__, exc)
-    out["torch"] = version.get("__version__")
-    out["hip"] = version.get("hip")
-    out["cuda"] = version.get("cuda")
-    try:
-        out["triton"] = metadata.version("triton")
-    except Exception:
-        out["triton"] = None
-if "error" not in out and "devices" in sys.argv[1:]:
-    try:
-        import torch
-    except Exception as exc:
-        out["error"] = "%s: %s" % (type(exc).__name__, exc)
-    else:
-        names = "names" in sys.argv[1:]
-        cpu = platform.processor() or platform.machine()
-        try:
-            cpu = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
-        except Exception:
-            pass
-        devices = [{"id": "cpu", "model": cpu}]
-        if torch.cuda.is_available():
-            devices += [{"id": "cuda:%d" % i, "model": torch.cuda.get_device_name(i) if names else None} for i in range(torch.cuda.device_count())]
-        xpu = getattr(torch, "xpu", None)
-        if xpu is not None and xpu.is_available():
-            devices += [{"id": "xpu:%d" % i, "model": xpu.get_device_name(i) if names else None} for i in range(xpu.device_count())]
-        out["devices"] = devices
-print("ARENA-FACTS " + json.dumps(out))
-"""
-
-
-class ChannelLimiter:
-    """A semaphore for the channels of one connection that learns the server's MaxSessions.
-
-    Once the server has refused a channel, the limit is the most channels that were ever open
-    at once (at least one). Not the number open at the refusal: the refusal of a channel can
-    arrive before the acceptances of channels opened with it, and OpenSSH frees a closed
-    channel's slot a moment after confirming the close."""
-
-    def __init__(self, limit: int, state: HostState | None = None):
-        self.configured = limit
-        self.state = state
-        self.capped = False  # the server refused a channel: its MaxSessions is below `configured`
-        self.in_use = 0  # permits held (channels open or opening)
-        self.open = 0  # channels open now
-        self.most_open = 0  # the most channels open at once so far
-        self._changed = asyncio.Condition()
-
-    @property
-    def limit(self) -> int:
-        return min(self.configured, max(1, self.most_open)) if self.capped else self.configured
-
-    async def acquire(self) -> None:
-        async with self._changed:
-            await self._changed.wait_for(lambda: self.in_use < self.limit)
-            self.in_use += 1
-
-    async def opened(self) -> None:
-        async with self._changed:
-            self.open += 1
-            self.most_open = max(self.most_open, self.open)
-            if self.capped and self.state is not None:
-                self.state.channel_limit = self.limit
-            self._changed.notify_all()
-
-    async def release(self, was_open: bool) -> None:
-        async with self._changed:
-            self.in_use -= 1
-            self.open -= int(was_open)
-            self._changed.notify_all()
-
-    async def refused(self) -> None:
-        """The server refused a channel while this permit is held: give the permit back, wait
-        for a channel to open or close (or a moment), and take one again under the new limit."""
-        async with self._changed:
-            if not self.capped:
-                log.info(
-                    "the server refused a channel: using at most as many as it has accepted at once"
-                )
-            self.capped = True
-            if self.state is not None:
-                self.state.channel_limit = self.limit
-            self.in_use -= 1
-            self._changed.notify_all()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), 0.2)
-            await self._changed.wait_for(lambda: self.in_use < self.limit)
-            self.in_use += 1
-
-
 class _Client(asyncssh.SSHClient):
     def __init__(self, owner: HostConnection):
         self.owner = owner
@@ -202,14 +65,6 @@ class _Client(asyncssh.SSHClient):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.owner._lost(self.conn, exc)
-
-
-@dataclass
-class HostState:
-    """What is learned about a host once and kept across connections and event loops."""
-
-    facts: HostFacts | None = None
-    channel_limit: int | None = None  # the server's MaxSessions as learned from a refusal
 
 
 class HostConnection:
@@ -454,12 +309,7 @@ class HostConnection:
                 raise RemoteError(
                     self.host, "remote_error", f"a command took more than {timeout:g} s"
                 ) from None
-            except (
-                asyncssh.DisconnectError,
-                asyncssh.ConnectionLost,
-                BrokenPipeError,
-                ConnectionError,
-            ) as exc:
+            except LOST as exc:
                 raise self.lost(exc) from None
         if result.exit_status is None and result.exit_signal is None:
             raise self.lost()  # the channel closed without the command's end: the connection went away
@@ -546,51 +396,16 @@ def _text(data: bytes | str | None) -> str:
     return data.decode(errors="replace") if isinstance(data, bytes) else data
 
 
-class ConnectionPool:
-    """One HostConnection per host and event loop (a changed hosts entry gets a new one).
-    What is learned about a host (its facts, its channel limit) is shared by all of them."""
-
-    def __init__(self) -> None:
-        self._conns: dict[tuple[str, int], HostConnection] = {}
-        self._states: dict[Host, HostState] = {}
-
-    def get(self, host: Host) -> HostConnection:
-        """The connection to `host` for the running event loop."""
-        loop = asyncio.get_running_loop()
-        self._sweep()
-        key = (host.name, id(loop))
-        conn = self._conns.get(key)
-        if conn is not None and (conn.host != host or conn.loop not in (None, loop)):
-            conn.abandon()
-            conn = None
-        if conn is None:
-            # Keyed by the whole entry: a changed entry learns its host again.
-            conn = self._conns[key] = HostConnection(
-                host, self._states.setdefault(host, HostState())
-            )
-        return conn
-
-    def _sweep(self) -> None:
-        """Forget the connections of event loops that have closed (each `asyncio.run`)."""
-        for key, conn in list(self._conns.items()):
-            if conn.loop is not None and conn.loop.is_closed():
-                conn.abandon()
-                del self._conns[key]
-
-    async def aclose(self) -> None:
-        """Close this loop's connections (others are dropped)."""
-        loop = asyncio.get_running_loop()
-        for key, conn in list(self._conns.items()):
-            if conn.loop is loop:
-                await conn.aclose()
-            else:
-                conn.abandon()
-            del self._conns[key]
-
-    def close(self) -> None:
-        for conn in self._conns.values():
-            conn.abandon()
-        self._conns.clear()
-
-
-DEFAULT_POOL = ConnectionPool()
+__all__ = [
+    "CHANNEL_RETRY_S",
+    "LOST",
+    "ChannelLimiter",
+    "Completed",
+    "HostConnection",
+    "HostFacts",
+    "HostState",
+    "RemoteError",
+    "insecure_warning",
+    "sh",
+    "shell_word_python",
+]

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from arena_tui import figures, render
 from arena_tui.cli import main
-from arena_tui.run_cmd import _summary
+from arena_tui.run_tables import run_summary
 from core.model.result import Result, WorkloadFigures
 from core.store.db import Store
 from core.tasks.discovery import discover
@@ -153,7 +153,7 @@ def test_runs_list_show_and_the_run_summary_keep_numbers_whole(capsys, filled):
     assert shown["run"]["id"] == a and len(shown["jobs"]) == 4 and len(shown["attempts"]) == 2
     assert [r["id"] for r in run_json(capsys, "runs", "list")] == [r.id for r in store.list_runs()]
     console = Console(width=WIDTH, record=True, file=io.StringIO())  # recorded; nothing printed
-    _summary(store, a, console, {j.key for j in store.jobs(a)})
+    run_summary(store, a, console, {j.key for j in store.jobs(a)})
     text = console.export_text()
     assert_fits(text)
     assert_whole(text, ["1.23×", "3.4e-04×", "12.50×"])

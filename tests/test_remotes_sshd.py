@@ -23,7 +23,7 @@ from core.model import events
 from core.tasks.spec import Limits, load_task
 from remotes import RemoteExecutor, parse_hosts
 from remotes import executor as executor_module
-from remotes.connection import ConnectionPool
+from remotes.pool import ConnectionPool
 from tests.sshd import missing_prerequisite, require, start_sshd
 
 MAX_SESSIONS = 2

@@ -26,11 +26,11 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from arena_tui.web import DEFAULT_PORT, TOKEN_ENV, board
-from arena_tui.web.errors import HttpError, error_payload
+from arena_tui.web.errors import HttpError, endpoint, error_payload
 from arena_tui.web.feed import StoreFeed
 from arena_tui.web.guard import Guard, Limits, is_loopback
 from arena_tui.web.recorder import Recorder
-from arena_tui.web.rl import RLService, endpoint
+from arena_tui.web.rl import RLService
 from arena_tui.web.schema import openapi
 from core.store.db import Store
 

@@ -1,4 +1,5 @@
-"""Refusals as JSON, and the checked reading of request fields.
+"""Refusals as JSON, the checked reading of request fields, and `endpoint`: a handler's dict as
+the 200 answer, its HttpError as the refusal, a bug as a 500 that still answers in JSON.
 
 Every refusal is `{"error": {"status", "field", "message"}}`: the status, the field at fault
 (None when it is the request as a whole) and a message that says what to do."""
@@ -6,9 +7,15 @@ Every refusal is `{"error": {"status", "field", "message"}}`: the status, the fi
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from starlette.requests import Request
 from starlette.responses import JSONResponse
+
+log = logging.getLogger("arena.serve")
+Handler = Callable[[Request], Awaitable[dict[str, Any]]]
 
 
 class HttpError(Exception):
@@ -116,3 +123,26 @@ def seed_field(body: dict[str, Any], where: str = "") -> int | None:
             400, f"`{where}seed` is {seed}: give a non-negative integer", f"{where}seed"
         )
     return seed
+
+
+def endpoint(fn: Handler) -> Callable[[Request], Awaitable[JSONResponse]]:
+    """A JSON endpoint: its dict is the 200 answer, an HttpError the refusal, a bug a 500 that
+    still answers in JSON (never a dropped connection)."""
+
+    async def handle(request: Request) -> JSONResponse:
+        try:
+            return JSONResponse(await fn(request))
+        except HttpError as exc:
+            return exc.response()
+        except Exception as exc:
+            log.exception("arena serve: %s %s failed", request.method, request.url.path)
+            return JSONResponse(
+                error_payload(
+                    500, f"internal error ({type(exc).__name__}: {exc}); see the server's log"
+                ),
+                status_code=500,
+            )
+
+    handle.__name__ = handle.__qualname__ = fn.__name__
+    handle.__doc__ = fn.__doc__
+    return handle

@@ -11,48 +11,26 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from arena_tui.web.errors import HttpError, error_payload, json_object, no_unknown, seed_field, take
+from arena_tui.web.errors import (
+    HttpError,
+    endpoint,
+    json_object,
+    no_unknown,
+    seed_field,
+    take,
+)
+from arena_tui.web.inflight import InflightEvaluations
 from arena_tui.web.recorder import Recorder
 from arena_tui.web.schema import SCHEMA
 from core import __version__
-
-log = logging.getLogger("arena.serve")
-T = TypeVar("T")
-Handler = Callable[[Request], Awaitable[dict[str, Any]]]
-
-
-def endpoint(fn: Handler) -> Callable[[Request], Awaitable[JSONResponse]]:
-    """A JSON endpoint: its dict is the 200 answer, an HttpError the refusal, a bug a 500 that
-    still answers in JSON (never a dropped connection)."""
-
-    async def handle(request: Request) -> JSONResponse:
-        try:
-            return JSONResponse(await fn(request))
-        except HttpError as exc:
-            return exc.response()
-        except Exception as exc:
-            log.exception("arena serve: %s %s failed", request.method, request.url.path)
-            return JSONResponse(
-                error_payload(
-                    500, f"internal error ({type(exc).__name__}: {exc}); see the server's log"
-                ),
-                status_code=500,
-            )
-
-    handle.__name__ = handle.__qualname__ = fn.__name__
-    handle.__doc__ = fn.__doc__
-    return handle
 
 
 @dataclass
@@ -63,7 +41,7 @@ class _Episode:
     last_used: float = field(default_factory=time.monotonic)
 
 
-class RLService:
+class RLService(InflightEvaluations):
     """The endpoints over one Arena (which the caller owns and closes)."""
 
     def __init__(
@@ -107,87 +85,7 @@ class RLService:
             for path, m, fn in r
         ]
 
-    @property
-    def queued(self) -> int:
-        return sum(self._inflight.values())
-
     # --- evaluations: tracked, bounded, drained at shutdown ---
-
-    async def _tracked(self, work: Coroutine[Any, Any, T], count: int = 1) -> T:
-        refusal = self._refusal(count)
-        if refusal is not None:
-            work.close()  # never started
-            raise refusal
-        task = asyncio.ensure_future(work)
-        self._inflight[task] = count
-        try:
-            await asyncio.wait({task})
-        except asyncio.CancelledError:  # the request itself was cancelled (a forced shutdown)
-            task.cancel()
-            raise
-        finally:
-            self._inflight.pop(task, None)
-        if task.cancelled():
-            raise HttpError(
-                503,
-                "the server shut down before this evaluation finished: it was cancelled (and recorded so); "
-                "send it again",
-                headers={"Retry-After": "5"},
-            )
-        return task.result()
-
-    def _refusal(self, count: int) -> HttpError | None:
-        if self.draining:
-            return HttpError(
-                503,
-                "the server is shutting down: send the request to another server or retry once it is back",
-                headers={"Retry-After": "5"},
-            )
-        if self.queued + count > self.max_queue:
-            return HttpError(
-                429,
-                f"{self.queued} evaluations are waiting or running and this request adds {count}: the most allowed is "
-                f"{self.max_queue} (--max-queue); retry when some have answered",
-                headers={"Retry-After": "1"},
-            )
-        return None
-
-    async def drain(self, grace_s: float) -> tuple[int, int]:
-        """Refuse new evaluations, give those in flight `grace_s` seconds to finish, cancel the
-        rest (the recorder marks them cancelled). Returns (finished, cancelled)."""
-        self.draining = True
-        counts = dict(self._inflight)
-        tasks = set(counts)
-        if not tasks:
-            return 0, 0
-        done, pending = await asyncio.wait(tasks, timeout=max(grace_s, 0))
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.wait(pending, timeout=30)  # each records its cancellation
-        return sum(counts[t] for t in done), sum(counts[t] for t in pending)
-
-    async def _recorded(
-        self, request: Any, work: Callable[[], Awaitable[Any]], agent: str | None, variant: str
-    ) -> Any:
-        """Run `work` (giving a RewardedResult) with a job for it in the store, if recording."""
-        job = None
-        if (
-            self.recorder is not None and not request.visible_only
-        ):  # a visible-only draft is not kept
-            device = request.device or (
-                self.arena.devices[0] if len(self.arena.devices) == 1 else "any"
-            )
-            job = await self.recorder.start(request.task_id, device, request.source, agent, variant)
-        try:
-            rr = await work()
-        except BaseException:
-            if job is not None:
-                await asyncio.shield(self.recorder.cancel(job))  # type: ignore[union-attr]
-            raise
-        if job is not None:
-            await self.recorder.finish(job, rr.result)  # type: ignore[union-attr]
-        return rr
 
     # --- endpoints ---
 
@@ -510,3 +408,6 @@ class RLService:
         episode_id, _ = self._episode(body)
         del self.episodes[episode_id]
         return {"episode_id": episode_id, "closed": True}
+
+
+__all__ = ["RLService", "endpoint"]

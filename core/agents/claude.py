@@ -29,10 +29,9 @@ from core.agents.jsonl import (
     UnknownShape,
     as_dict,
     as_text,
-    extra_args,
+    cli_launch,
     option_str,
     parse_line,
-    pass_env,
     safe_prompt,
     total,
 )
@@ -65,12 +64,9 @@ class ClaudeAgent:
             "--permission-mode",
             mode,
         ]
-        if config.model:
-            argv += ["--model", config.model]
-        if config.options.get("max_turns") is not None:
-            argv += ["--max-turns", str(int(config.options["max_turns"]))]
-        argv += extra_args(config)
-        return Launch(argv=argv, env=pass_env(config, KEY_VARIABLES))
+        turns = config.options.get("max_turns")
+        after = ["--max-turns", str(int(turns))] if turns is not None else []
+        return cli_launch(config, argv, KEY_VARIABLES, after_model=after)
 
     def parse(self, line: str) -> list[Step]:
         return parse_line(line, self._event)

@@ -32,10 +32,9 @@ from core.agents.jsonl import (
     as_dict,
     as_int,
     as_text,
-    extra_args,
+    cli_launch,
     option_str,
     parse_line,
-    pass_env,
     total,
 )
 
@@ -58,11 +57,8 @@ class CodexAgent:
                 f"agent {config.name!r}: options.sandbox {sandbox!r} is none of {', '.join(SANDBOXES)}"
             )
         argv = ["codex", "exec", "--json", "--sandbox", sandbox, "--skip-git-repo-check"]
-        if config.model:
-            argv += ["-m", config.model]
         # `--` ends the options (clap), so no prompt can be read as a flag.
-        argv += [*extra_args(config), "--", prompt]
-        return Launch(argv=argv, env=pass_env(config, KEY_VARIABLES), stdin=None)
+        return cli_launch(config, argv, KEY_VARIABLES, model_flag="-m", tail=("--", prompt))
 
     def parse(self, line: str) -> list[Step]:
         return parse_line(line, self._event)

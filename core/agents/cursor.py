@@ -28,9 +28,8 @@ from core.agents.jsonl import (
     as_dict,
     as_int,
     as_text,
-    extra_args,
+    cli_launch,
     parse_line,
-    pass_env,
     safe_prompt,
     total,
 )
@@ -53,10 +52,7 @@ class CursorAgent:
             "stream-json",
             "--force",
         ]
-        if config.model:
-            argv += ["--model", config.model]
-        argv += extra_args(config)
-        return Launch(argv=argv, env=pass_env(config, KEY_VARIABLES))
+        return cli_launch(config, argv, KEY_VARIABLES)
 
     def parse(self, line: str) -> list[Step]:
         return parse_line(line, self._event)

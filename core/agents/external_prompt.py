@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.agents.workspace import prompt_head
+
 WORKSPACE_COPY = "task"
 
 
@@ -13,12 +15,7 @@ def external_prompt(task: Any, device_id: str, budget_s_text: str, extra: str = 
     spec = task.external
     editable = spec.editable[0]
     lines = [
-        f"# Task: {task.id}",
-        "",
-        task.description.strip(),
-        "",
-        "## What to write",
-        "",
+        *prompt_head(task),
         f"Edit `solution.py` in this folder: it replaces `{editable}` of the task, whole (it starts as a copy of it).",
         f"Languages: {', '.join(task.languages)}. `{WORKSPACE_COPY}/` holds the task's own files (its scripts, tests and data) to read and run.",
         "",

@@ -25,9 +25,8 @@ from core.agents.jsonl import (
     UnknownShape,
     as_dict,
     as_text,
-    extra_args,
+    cli_launch,
     parse_line,
-    pass_env,
     safe_prompt,
     total,
 )
@@ -50,10 +49,7 @@ class GeminiAgent:
 
     def launch(self, config: AgentConfig, workspace: Path, prompt: str) -> Launch:
         argv = ["gemini", "-p", safe_prompt(prompt), "--output-format", "stream-json", "--yolo"]
-        if config.model:
-            argv += ["-m", config.model]
-        argv += extra_args(config)
-        return Launch(argv=argv, env=pass_env(config, KEY_VARIABLES))
+        return cli_launch(config, argv, KEY_VARIABLES, model_flag="-m")
 
     def parse(self, line: str) -> list[Step]:
         return parse_line(line, self._event)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
-from core.agents.base import AgentConfig, Step
+from core.agents.base import AgentConfig, Launch, Step
 
 Handler = Callable[[dict[str, Any]], list[Step]]
 
@@ -148,3 +148,18 @@ def option_str(config: AgentConfig, key: str, default: str) -> str:
             f"agent {config.name!r}: options.{key} must be a non-empty string, not {value!r}"
         )
     return value
+
+
+def cli_launch(
+    config: AgentConfig,
+    argv: list[str],
+    keys: Iterable[str],
+    model_flag: str = "--model",
+    after_model: Iterable[str] = (),
+    tail: Iterable[str] = (),
+) -> Launch:
+    """A CLI agent's launch: `argv`, then `model_flag MODEL` when the config names a model,
+    `after_model`, the run file's `options.args` verbatim, and `tail` (what must stay last, such
+    as `-- PROMPT`); the environment carries only the API keys `pass_env` lets through."""
+    argv = [*argv, *([model_flag, config.model] if config.model else []), *after_model]
+    return Launch(argv=[*argv, *extra_args(config), *tail], env=pass_env(config, keys))

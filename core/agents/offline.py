@@ -91,11 +91,15 @@ def _submit(workspace: Path, source: Path, emit: Emit) -> None:
     emit(Step("tool_result", text=f"wrote solution.py ({len(text)} characters)", call_id="write"))
 
 
+def _failed(report: str) -> bool:
+    """Whether an `arena check` report says the candidate failed (or the check itself did)."""
+    return "FAILED" in report or report.startswith("error")
+
+
 async def _check(check: RunCheck, emit: Emit, call_id: str = "check") -> str:
     emit(Step("tool_call", tool="bash", arguments={"command": "arena check"}, call_id=call_id))
     report = await check()
-    failed = "FAILED" in report or report.startswith("error")
-    emit(Step("tool_result", text=report, call_id=call_id, is_error=failed))
+    emit(Step("tool_result", text=report, call_id=call_id, is_error=_failed(report)))
     return report
 
 
@@ -117,11 +121,7 @@ class ReferenceAgent:
         if label != "starter":
             _submit(workspace, source, emit)
         report = await _check(check, emit)
-        verdict = (
-            "failed the visible stages"
-            if "FAILED" in report or report.startswith("error")
-            else "passed the visible stages"
-        )
+        verdict = "failed the visible stages" if _failed(report) else "passed the visible stages"
         emit(Step("final", text=f"submitted {label}: it {verdict}."))
 
 

@@ -87,6 +87,12 @@ class Workspace:
         return self.root / "agent.log"
 
 
+def prompt_head(task: Task) -> list[str]:
+    """PROMPT.md's first lines, the same for every task: its id, its description, and the
+    heading of what to write."""
+    return [f"# Task: {task.id}", "", task.description.strip(), "", "## What to write", ""]
+
+
 def vendor_of(device_id: str) -> str:
     """The vendor behind a device id, from the id alone (no probe: the device may be on another
     host): `cpu`, `cuda:N` (AMD under a ROCm build of torch), `xpu:N`, `sim:<gpu>`, `host/dev`."""
@@ -233,12 +239,7 @@ def render_prompt(
     outs = [s for s in task.outputs if not s.inplace_of]
     returns = ", ".join(s.name for s in outs) if outs else "None (outputs are written in place)"
     lines = [
-        f"# Task: {task.id}",
-        "",
-        task.description.strip(),
-        "",
-        "## What to write",
-        "",
+        *prompt_head(task),
         f"Edit `solution.py` in this folder. It must define `run({args})` and return {returns}"
         + (" as a tuple in this order." if len(outs) > 1 else "."),
         f"Languages allowed: {', '.join(task.languages)}. It starts as a copy of the task's starter, a correct portable kernel: make it fast and keep it correct.",

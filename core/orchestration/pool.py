@@ -10,11 +10,12 @@ died, its job was cancelled) is dropped and gets a fresh one on its next job."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from core.evaluation.evaluator import Evaluator, Timing
-from core.evaluation.executors import Executor
+from core.evaluation.executors import Executor, HarnessError
 from core.orchestration.scheduler import InfrastructureFault, Slot
 
 ExecutorFactory = Callable[[str, Path], Executor]  # (device id, working folder) -> an executor
@@ -66,6 +67,20 @@ class EvaluatorPool:
         evaluator = self._evaluators.pop(slot, None)
         if evaluator is not None:
             evaluator.executor.close()
+
+    @contextlib.contextmanager
+    def guarded(self, slot: Slot) -> Iterator[None]:
+        """Around a job's evaluation on `slot`: a harness error is an infrastructure fault (the
+        scheduler retries the job on another slot); it or a cancellation drops the slot's
+        evaluator, which stops its harness and everything it started."""
+        try:
+            yield
+        except HarnessError as exc:
+            self.drop(slot)
+            raise InfrastructureFault(str(exc)) from exc
+        except asyncio.CancelledError:
+            self.drop(slot)
+            raise
 
     def evaluators(self) -> list[Evaluator]:
         return list(self._evaluators.values())

@@ -26,6 +26,7 @@ running at once:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -233,6 +234,16 @@ def _profile(path: Path, raw: Any) -> str:
         ) from None
 
 
+def _known_keys(path: Path, where: str, entry: dict, fields: Sequence[str], noun: str) -> None:
+    """Refuse the first key of a run file's list entry that is not one of `fields` (`noun`: what
+    an entry is, with its article)."""
+    unknown = sorted(set(entry) - set(fields))
+    if unknown:
+        raise RunFileError(
+            path, f"{where}.{unknown[0]}", f"is not {noun} key", f"use only {', '.join(fields)}"
+        )
+
+
 def _agents(path: Path, raw: Any) -> tuple[AgentConfig, ...]:
     if raw is None:
         return ()
@@ -248,14 +259,7 @@ def _agents(path: Path, raw: Any) -> tuple[AgentConfig, ...]:
             raise RunFileError(
                 path, where, f"must be a mapping with name and kind, got {entry!r}", example
             )
-        unknown = sorted(set(entry) - set(AGENT_FIELDS))
-        if unknown:
-            raise RunFileError(
-                path,
-                f"{where}.{unknown[0]}",
-                "is not an agent key",
-                f"use only {', '.join(AGENT_FIELDS)}",
-            )
+        _known_keys(path, where, entry, AGENT_FIELDS, "an agent")
         kind = entry.get("kind")
         if kind not in AGENT_KINDS:
             raise RunFileError(
@@ -328,14 +332,7 @@ def _variants(path: Path, raw: Any) -> tuple[Variant, ...]:
             raise RunFileError(
                 path, where, f"must be a mapping with a name, got {entry!r}", example
             )
-        unknown = sorted(set(entry) - set(VARIANT_FIELDS))
-        if unknown:
-            raise RunFileError(
-                path,
-                f"{where}.{unknown[0]}",
-                "is not a variant key",
-                f"use only {', '.join(VARIANT_FIELDS)}",
-            )
+        _known_keys(path, where, entry, VARIANT_FIELDS, "a variant")
         name = entry.get("name")
         if (
             not isinstance(name, str)

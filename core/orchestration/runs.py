@@ -1,7 +1,9 @@
 """Runs: the run goes through the scheduler, every result lands in the store before it is
 shown, and an interrupted run resumes with nothing lost and nothing done twice. The run file
 is read by core.orchestration.runfile, expanded into jobs and attempts by
-core.orchestration.planning; `RunControl` (cancel, re-run, re-queue from a front end) is here.
+core.orchestration.planning; `RunControl` (cancel, re-run, re-queue from a front end) is in
+core.orchestration.control, one attempt in core.orchestration.attempt, what a run reports in
+core.orchestration.reports (all importable from here).
 
 Agents add attempts (core/agents/runner.py): each agent × task × device × variant × iteration
 gets a workspace, runs to its budget, and its final solution.py is evaluated on every
@@ -14,231 +16,42 @@ and reason and no final evaluation.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import secrets
 import tempfile
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from core.evaluation.evaluator import BadCandidate, Evaluator, check_candidate
-from core.evaluation.executors import Executor, HarnessError, LocalExecutor
+from core.evaluation.executors import Executor, LocalExecutor
 from core.model import events, keys
-from core.model.outcome import FAILURES
 from core.model.result import Result
-from core.orchestration.planning import PlannedAttempt, plan, plan_attempts, select_tasks
+from core.orchestration.attempt import AttemptContext, run_attempt
+from core.orchestration.control import LiveRun, Queued, RunControl
+from core.orchestration.planning import plan, plan_attempts, select_tasks
 from core.orchestration.pool import EvaluatorPool, ExecutorFactory
+from core.orchestration.reports import (
+    AttemptReport,
+    BatchRequest,
+    EvalRequest,
+    OnAttempt,
+    OnRunEvent,
+    RunOutcome,
+)
 from core.orchestration.runfile import RunSpec
 from core.orchestration.scheduler import (
-    InfrastructureFault,
     Job,
-    JobFailed,
     Scheduler,
     Slot,
     slots_for,
 )
 from core.store.db import Store
 from core.tasks.discovery import find_task
-from core.tasks.spec import Task
-
-OnRunEvent = Callable[
-    [int | None, events.Event], None
-]  # (store job id, event); transcripts too, with job id None
-OnAttempt = Callable[["AttemptReport"], None]
-
-
-@dataclass(frozen=True)
-class AttemptReport:
-    """What a front end hears of an attempt: it started, or it ended (with its result)."""
-
-    attempt_id: str
-    agent: str
-    task_id: str
-    device: str
-    variant: str
-    state: str  # running | done | failed | cancelled
-    stop_reason: str | None = None
-    result: Result | None = (
-        None  # None on `done`: the agent produced nothing to score (see outcome)
-    )
-    error: str | None = None
-    outcome: str | None = (
-        None  # on `done`: scored | starter | agent_error | no_submission (core/model/outcome.py)
-    )
-    outcome_reason: str | None = None
-
-
-@dataclass(frozen=True)
-class EvalRequest:
-    """A scheduler job's payload: evaluate `candidate` on `task`; `job_id` is the store's job
-    that keeps the result (None: an `arena check`, kept nowhere but in the agent's transcript)."""
-
-    task: Task
-    candidate: Path
-    job_id: int | None
-    visible_only: bool = False
-    on_event: Callable[[events.Event], None] | None = None
-
-
-@dataclass(frozen=True)
-class BatchRequest:
-    """A scheduler job's payload: candidates of one task on one device as one batch
-    (core/evaluation/batch.py), on the same secret seed; `job_ids` are their store jobs, in order."""
-
-    task: Task
-    candidates: tuple[Path, ...]
-    job_ids: tuple[int, ...]
-    seed: int
-    keys: tuple[
-        str, ...
-    ] = ()  # their plan keys (the scheduler ids a job of its own would have), in order
-
-
-@dataclass(frozen=True)
-class Queued:
-    """What `RunControl.rerun` / `requeue` queued: the store job that will hold the result. When
-    the run was not live, a follow-up run (`run_id`, `spec`) holds it: execute that with `execute`."""
-
-    job_id: int
-    run_id: str
-    spec: RunSpec | None = None  # set for a follow-up run, which the caller executes
-
-
-class RunControl:
-    """Act on one run, live or after the fact (the app's triage). Pass it to `execute`: while the
-    run executes, `cancel_attempt` stops one agent (recorded `cancelled`, the others go on), and
-    `rerun` / `requeue` add an evaluation job to the store and to the run's scheduler. On a run
-    that is not executing, `rerun` / `requeue` create a small follow-up run of that one job
-    (named after the original) and return it for the caller to `execute`.
-
-    `rerun(job)`: the same candidate, the same device, the job's stored secret seed, so the same
-    hidden workloads and inputs. `requeue(job, device)`: the same candidate, a fresh seed, on
-    another device. A job is a store job id, or an attempt id (`<run>/<n>`: its final evaluation).
-    """
-
-    def __init__(self, store: Store, tasks_dir: str | Path | None = None) -> None:
-        self.store = store
-        self.tasks_dir = (
-            str(tasks_dir) if tasks_dir else None
-        )  # for a follow-up run whose original names none
-        self._live: _Live | None = None
-
-    @property
-    def live(self) -> bool:
-        return self._live is not None
-
-    def cancel_attempt(self, attempt_id: str) -> bool:
-        """Stop one attempt of the executing run; False when it is not running or already ended."""
-        live = self._live
-        task = live.attempts.get(attempt_id) if live else None
-        if task is None or task.done():
-            return False
-        task.cancel()
-        return True
-
-    def rerun(self, job: int | str) -> Queued:
-        original = self._job(job)
-        if original.seed is None:
-            raise ValueError(
-                f"job {original.id} has no stored seed (evaluated before seeds were kept, or never evaluated): requeue it instead"
-            )
-        return self._queue(original, original.device_id, original.seed, "rerun")
-
-    def requeue(self, job: int | str, device: str) -> Queued:
-        return self._queue(self._job(job), device, None, "requeue")
-
-    def _job(self, job: int | str) -> Any:
-        if isinstance(job, str):
-            attempt = self.store.get_attempt(job)
-            if attempt.job_id is None:
-                raise ValueError(f"attempt {job} has no final evaluation yet: nothing to re-run")
-            job = attempt.job_id
-        found = self.store.get_job(job)
-        if not found.candidate:
-            raise ValueError(f"job {found.id} has no candidate file")
-        return found
-
-    def _queue(self, original: Any, device: str, seed: int | None, how: str) -> Queued:
-        live = self._live
-        if live is not None and original.run_id == live.run_id:
-            if device not in live.devices:
-                raise ValueError(
-                    f"device {device} is not one of this run's ({', '.join(sorted(live.devices))}): requeue it once the run has ended"
-                )
-            n = sum(
-                1
-                for j in self.store.jobs(live.run_id)
-                if j.key.startswith(keys.rerun_prefix(original.key, how))
-            )
-            key = keys.rerun_key(original.key, how, device, n + 1)
-            job_id = self.store.add_job(
-                live.run_id,
-                task_id=original.task_id,
-                device_id=device,
-                candidate=original.candidate,
-                family=original.family,
-                agent=original.agent,
-                variant=original.variant,
-                key=key,
-            )
-            if seed is not None:
-                self.store.set_job_seed(job_id, seed)
-            live.submit(key, job_id, original.task_id, Path(original.candidate), device)
-            return Queued(job_id, live.run_id)
-        run = self.store.get_run(original.run_id)
-        spec = RunSpec(
-            name=f"{run.name}-{how}-j{original.id}",
-            tasks=(original.task_id,),
-            candidates=(original.candidate,),
-            devices=(device,),
-            cpu_slots=run.spec.get("cpu_slots"),
-            max_retries=run.spec.get("max_retries", 2),
-            tasks_dir=run.spec.get("tasks_dir") or self.tasks_dir,
-        )
-        planned = plan(spec)[0]
-        run_id = self.store.create_run(spec.name, spec.to_json())
-        job_id = self.store.add_job(
-            run_id,
-            task_id=original.task_id,
-            device_id=device,
-            candidate=planned.candidate,
-            family=original.family,
-            agent=original.agent,
-            variant=original.variant,
-            key=planned.key,
-        )
-        if seed is not None:
-            self.store.set_job_seed(job_id, seed)
-        return Queued(job_id, run_id, spec)
-
-
-@dataclass
-class _Live:
-    """What a `RunControl` reaches of an executing run."""
-
-    run_id: str
-    devices: frozenset[str]
-    attempts: dict[str, asyncio.Task]
-    submit: Callable[
-        [str, int, str, Path, str], None
-    ]  # (scheduler key, store job id, task id, candidate, device)
 
 
 def local_executor(device_id: str, root: Path) -> Executor:
     return LocalExecutor(device_id, root)
-
-
-@dataclass
-class RunOutcome:
-    run_id: str
-    results: list[Result] = field(default_factory=list)
-    failed_jobs: list[str] = field(default_factory=list)  # infrastructure faults past their retries
-    interrupted: bool = False
-    attempts: list[AttemptReport] = field(
-        default_factory=list
-    )  # the attempts that ended in this execution
 
 
 async def execute(
@@ -360,7 +173,7 @@ async def execute(
             if request.job_id is not None
             else None
         )
-        try:
+        with pool.guarded(slot):
             result = await evaluator.aevaluate(
                 request.task,
                 request.candidate,
@@ -369,12 +182,6 @@ async def execute(
                 visible_only=request.visible_only,
                 profile=spec.profile,
             )
-        except HarnessError as exc:
-            pool.drop(slot)
-            raise InfrastructureFault(str(exc)) from exc
-        except asyncio.CancelledError:
-            pool.drop(slot)  # stops the harness and everything it started
-            raise
         if request.job_id is not None:
             store.record_result(request.job_id, result)
         return result
@@ -400,7 +207,7 @@ async def execute(
                 )
             )
 
-        try:
+        with pool.guarded(slot):
             # Each result is recorded the moment it is known: an interrupted batch keeps what it finished.
             results = await evaluator.aevaluate_batch(
                 request.task,
@@ -410,12 +217,6 @@ async def execute(
                 profile=spec.profile,
                 on_result=recorded,
             )
-        except HarnessError as exc:
-            pool.drop(slot)
-            raise InfrastructureFault(str(exc)) from exc
-        except asyncio.CancelledError:
-            pool.drop(slot)
-            raise
         return results
 
     def batches(keys: list[str]) -> tuple[list[str], list[tuple[list[str], int]]]:
@@ -506,12 +307,12 @@ async def execute(
             futures = {key: futures[key] for key in pending}  # the run's order
             limit = asyncio.Semaphore(spec.parallelism or max(1, len(spec.agents)))
             for a in open_attempts:
-                context = _AttemptContext(
+                context = AttemptContext(
                     store, scheduler, job_ids, checks, folders, root, on_event, on_attempt, outcome
                 )
                 attempt_tasks.append(
                     asyncio.ensure_future(
-                        _attempt(a, attempt_ids[a.key], rows[a.key], run_id, context, limit)
+                        run_attempt(a, attempt_ids[a.key], rows[a.key], run_id, context, limit)
                     )
                 )
             if control is not None:
@@ -526,7 +327,7 @@ async def execute(
                         Job(id=key, devices=(device,), payload=EvalRequest(task, candidate, job_id))
                     )
 
-                control._live = _Live(
+                control._live = LiveRun(
                     run_id,
                     frozenset(devices),
                     {attempt_ids[a.key]: t for a, t in zip(open_attempts, attempt_tasks)},
@@ -567,225 +368,15 @@ async def execute(
     return outcome
 
 
-@dataclass
-class _AttemptContext:
-    """What every attempt of one execution shares."""
-
-    store: Store
-    scheduler: Scheduler
-    job_ids: dict[str, int]
-    checks: Any  # itertools.count: unique scheduler ids for checks
-    folders: Path
-    eval_root: Path
-    on_event: OnRunEvent | None
-    on_attempt: OnAttempt | None
-    outcome: RunOutcome
-
-
-async def _attempt(
-    planned: PlannedAttempt,
-    attempt_id: str,
-    row: Any,
-    run_id: str,
-    ctx: _AttemptContext,
-    limit: asyncio.Semaphore,
-) -> None:
-    """One attempt through the runner, recorded at each step: started (transcript cleared),
-    agent ended (stop reason, usage, the snapshot: state `evaluating`), final result (`done`).
-    An attempt whose agent had ended before an interruption is only evaluated again."""
-    from core.agents import adapter as make_adapter
-    from core.agents.runner import Attempt, evaluate_submission, run_agent, snapshot
-    from core.agents.workspace import make_workspace
-
-    store = ctx.store
-    attempt = Attempt(
-        attempt_id,
-        run_id,
-        planned.agent,
-        planned.task,
-        planned.device,
-        planned.variant,
-        planned.iteration,
-    )
-    final_key = keys.final_key(planned.key)
-
-    def report(
-        state: str,
-        stop_reason: str | None = None,
-        result: Result | None = None,
-        error: str | None = None,
-        outcome: str | None = None,
-        outcome_reason: str | None = None,
-    ) -> AttemptReport:
-        rep = AttemptReport(
-            attempt_id,
-            planned.agent.name,
-            planned.task.id,
-            planned.device,
-            planned.variant.name,
-            state,
-            stop_reason,
-            result,
-            error,
-            outcome,
-            outcome_reason,
-        )
-        if ctx.on_attempt is not None:
-            ctx.on_attempt(rep)
-        return rep
-
-    async def evaluate(
-        candidate: Path, visible_only: bool, on_event: Callable[[events.Event], None] | None
-    ) -> Result:
-        if visible_only:
-            job_id, scheduler_id = None, keys.check_key(attempt_id, next(ctx.checks))
-        else:
-            job_id = store.add_job(
-                run_id,
-                task_id=planned.task.id,
-                device_id=planned.device,
-                candidate=candidate,
-                family=planned.task.family,
-                agent=planned.agent.name,
-                variant=planned.variant.name,
-                key=final_key,
-            )
-            scheduler_id = final_key
-            ctx.job_ids[scheduler_id] = job_id
-        future = ctx.scheduler.submit(
-            Job(
-                id=scheduler_id,
-                devices=(planned.device,),
-                payload=EvalRequest(planned.task, candidate, job_id, visible_only, on_event),
-            )
-        )
-        return await future
-
-    def on_transcript(event: events.TranscriptEvent) -> None:
-        store.append_transcript(event)
-        if ctx.on_event is not None:
-            ctx.on_event(None, event)
-
-    def cancelled_while_queued() -> None:
-        store.set_attempt_state(attempt_id, "cancelled", stop_reason="cancelled")
-        report("cancelled", "cancelled")
-
-    async with _held(limit, cancelled_while_queued):
-        stop_reason = row.stop_reason
-        submission = Path(row.submission) if row.submission else None
-        outcome, outcome_reason = row.outcome, row.outcome_reason
-        kept = None
-        try:
-            if (
-                row.state not in ("evaluating", "failed")
-                or submission is None
-                or not submission.is_file()
-            ):
-                folder = ctx.folders / attempt.slug
-                store.start_attempt(attempt_id, folder)
-                report("running")
-                workspace = make_workspace(
-                    folder,
-                    planned.task,
-                    planned.device,
-                    planned.variant,
-                    planned.agent.budget_s,
-                    planned.agent.max_cost_usd,
-                    planned.agent.max_tokens,
-                )
-                agent = await run_agent(
-                    attempt,
-                    make_adapter(planned.agent.kind),
-                    workspace,
-                    evaluate,
-                    on_transcript,
-                    masked=(ctx.eval_root, planned.task.path.parent.parent),
-                )
-                submission = snapshot(workspace, "final")
-                stop_reason = agent.stop_reason
-                outcome, outcome_reason = agent.outcome, agent.verdict.reason
-                store.end_agent(
-                    attempt_id,
-                    stop_reason=agent.stop_reason,
-                    exit_status=agent.exit_status,
-                    submission=submission,
-                    checks=agent.checks,
-                    seconds=agent.seconds,
-                    usage=agent.usage.to_json(),
-                    sandbox=agent.sandbox_status,
-                    error=agent.error,
-                    outcome=outcome,
-                    outcome_reason=outcome_reason,
-                )
-            else:
-                store.set_attempt_state(attempt_id, "evaluating")
-                # Interrupted between the final result and the attempt's last update: the result stands.
-                kept = next(
-                    (
-                        r
-                        for r in store.results(run_id)
-                        if store.get_job(r.job_id).key == final_key
-                        and r.status != "infrastructure_error"
-                    ),
-                    None,
-                )
-            if (
-                outcome in FAILURES
-            ):  # nothing of the agent's to score: the starter left there is not its work
-                store.set_attempt_state(attempt_id, "done")
-                ctx.outcome.attempts.append(
-                    report("done", stop_reason, outcome=outcome, outcome_reason=outcome_reason)
-                )
-                return
-            result = (
-                kept.to_result()
-                if kept
-                else await evaluate_submission(attempt, submission, evaluate)
-            )
-            job_id = store.add_job(
-                run_id,
-                task_id=planned.task.id,
-                device_id=planned.device,
-                candidate=submission,
-                family=planned.task.family,
-                agent=planned.agent.name,
-                variant=planned.variant.name,
-                key=final_key,
-            )
-            store.record_result(
-                job_id, result
-            )  # again where the scheduler did: the same result; once where no harness ran (no `run`)
-            state = "failed" if result.status == "infrastructure_error" else "done"
-            store.set_attempt_state(attempt_id, state, job_id=job_id)
-            ctx.outcome.attempts.append(
-                report(state, stop_reason, result, outcome=outcome, outcome_reason=outcome_reason)
-            )
-        except asyncio.CancelledError:
-            store.set_attempt_state(attempt_id, "cancelled", stop_reason="cancelled")
-            report("cancelled", "cancelled")
-            raise
-        except JobFailed as exc:  # the final evaluation hit infrastructure faults past its retries: resume re-evaluates
-            store.set_attempt_state(attempt_id, "failed", error=str(exc))
-            ctx.outcome.failed_jobs.append(f"{attempt_id}: {exc}")
-            ctx.outcome.attempts.append(report("failed", stop_reason, error=str(exc)))
-        except Exception as exc:  # noqa: BLE001 - one attempt's fault (a bad adapter option) must not end the run
-            store.set_attempt_state(attempt_id, "failed", error=f"{type(exc).__name__}: {exc}")
-            ctx.outcome.failed_jobs.append(f"{attempt_id}: {type(exc).__name__}: {exc}")
-            ctx.outcome.attempts.append(
-                report("failed", stop_reason, error=f"{type(exc).__name__}: {exc}")
-            )
-
-
-@contextlib.asynccontextmanager
-async def _held(limit: asyncio.Semaphore, on_cancelled: Callable[[], None]) -> Any:
-    """Hold one of the run's attempt places; an attempt cancelled while it waits for one is
-    recorded by `on_cancelled` (it never started)."""
-    try:
-        await limit.acquire()
-    except asyncio.CancelledError:
-        on_cancelled()
-        raise
-    try:
-        yield
-    finally:
-        limit.release()
+__all__ = [
+    "AttemptReport",
+    "BatchRequest",
+    "EvalRequest",
+    "OnAttempt",
+    "OnRunEvent",
+    "Queued",
+    "RunControl",
+    "RunOutcome",
+    "execute",
+    "local_executor",
+]
