@@ -62,8 +62,10 @@ class Driver:
 
     def state(self, pid: int) -> Any:
         s = ctypes.c_int(-1)
-        rc = self.lib.cuCheckpointProcessGetState(int(pid), ctypes.byref(s))
-        return {"rc": rc, "state": STATES.get(s.value, s.value) if rc == 0 else None}
+        rc, took = bounded(
+            lambda: self.lib.cuCheckpointProcessGetState(int(pid), ctypes.byref(s)), 4
+        )
+        return {"rc": rc, "state": STATES.get(s.value, s.value) if rc == 0 else None, "s": took}
 
     def lock(self, pid: int, timeout_ms: int) -> Any:
         args = LockArgs(timeoutMs=timeout_ms)
@@ -132,13 +134,27 @@ class Target:
         self.p.wait()
 
 
+class Noted(dict):
+    """Each step printed as it happens: a later step that hangs leaves the earlier ones seen."""
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        print(json.dumps({"step": key, "value": value}), flush=True)
+        super().__setitem__(key, value)
+
+    def update(self, *args: Any, **kw: Any) -> None:  # type: ignore[override]
+        for k, v in dict(*args, **kw).items():
+            self[k] = v
+
+
 def scenario(full: bool, uid: int, nondumpable: bool, userns: bool) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "uid": uid,
-        "nondumpable": nondumpable,
-        "userns": userns,
-        "pid_seen": os.getpid(),
-    }
+    out: dict[str, Any] = Noted(
+        {
+            "uid": uid,
+            "nondumpable": nondumpable,
+            "userns": userns,
+            "pid_seen": os.getpid(),
+        }
+    )
     if uid:  # the controller drops first (the target inherits it), as the sandbox's shim does
         os.setgroups([])
         os.setresgid(uid, uid, uid)
@@ -221,6 +237,7 @@ def main() -> int:
     ap.add_argument("--full", action="store_true")
     ap.add_argument("--bwrap", default="")
     ap.add_argument("--out", default=".")
+    ap.add_argument("--modes", default="", help="comma-separated names (default: every mode)")
     args = ap.parse_args()
     if args.mode == "pair":  # one scenario, printed as JSON (run directly or inside bwrap)
         try:
@@ -253,19 +270,30 @@ def main() -> int:
         modes["pidns_userns_uid65534_nondumpable"] = (
             ns + me + ["--uid", "65534", "--nondumpable", "--userns"]
         )
+    if args.modes:
+        modes = {k: v for k, v in modes.items() if k in args.modes.split(",")}
     results: dict[str, Any] = {}
     for name, argv in modes.items():
         t0 = time.monotonic()
         try:
             run = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=40)
-            lines = [ln for ln in run.stdout.splitlines() if ln.startswith("{")]
+            lines = [
+                ln
+                for ln in run.stdout.splitlines()
+                if ln.startswith('{"uid"') or ln.startswith('{"error')
+            ]
             results[name] = (
                 json.loads(lines[-1])
                 if lines
                 else {"stdout": run.stdout[-500:], "stderr": run.stderr[-1500:]}
             )
-        except subprocess.TimeoutExpired:
-            results[name] = {"error": "timed out (40 s)"}
+        except subprocess.TimeoutExpired as exc:
+            seen = (
+                (exc.stdout or b"").decode(errors="replace")
+                if isinstance(exc.stdout, bytes)
+                else (exc.stdout or "")
+            )
+            results[name] = {"error": "timed out (40 s)", "steps_seen": seen.splitlines()[-12:]}
         results[name]["seconds"] = round(time.monotonic() - t0, 2)
         print(name, json.dumps(results[name]), flush=True)
     os.makedirs(args.out, exist_ok=True)

@@ -8,15 +8,29 @@ Only the performance stage needs the device to itself. So a batch with `concurre
    order and run compile → correctness → generalization, one candidate per slot at a time,
    exactly as a one-at-a-time batch does (batch.py's `_Member`). When a candidate's untimed
    stages end, every process of it is killed and its slot's zygote buries what it left
-   behind (`leftover_processes` is the candidate's own: its slot ran nothing else).
-2. **Timed, one at a time, nothing else alive.** Once every slot is idle, each candidate that
-   passed gets a fresh worker (the same sandbox and limits; its kernels load from the JIT
-   cache its untimed run filled), compiles again and is timed, interleaved with its slot's warm
-   baseline, as before. No other candidate process exists then: killed, not stopped, because
-   a stopped process's queued GPU work still runs (a kernel that spins for seconds would slow
-   its neighbour's timing), and a killed one's CUDA context, and with it every kernel it
-   queued, is torn down by the driver. The trusted workers of the other slots are ours and
-   idle (they run only on request).
+   behind (`leftover_processes` is the candidate's own: its slot ran nothing else) — except,
+   where the device can prove it idle, its worker (below).
+2. **Timed, one at a time, nothing else running.** Once every slot is idle, each candidate
+   that passed is timed, interleaved with its slot's warm baseline, as before, with no other
+   candidate process able to run or to have GPU work queued:
+   - **kept worker** (quiesce.py): where the CUDA driver's checkpoint API can act on it, a
+     passing candidate's worker was CUDA-locked when its untimed stages ended (the lock
+     completes what it had submitted and blocks further calls), then SIGSTOPped; everything
+     else of it was killed, and its zygote kept (the slot goes on with a new one). At its
+     turn it is resumed and unlocked and timed without a recompile. Before and after each
+     timing, every waiting worker must still be stopped: one that is not (a neighbour of the
+     same uid resumed it, or killed it) is killed and its candidate timed in a fresh worker;
+     if that happened during a timing, every waiting worker is killed and the candidate just
+     timed is timed again, fresh. No driver call touches a stopped process.
+   - **fresh worker** (where any step is unavailable or failed: a CPU device, no checkpoint
+     API, a driver that refuses the process — the sandbox's non-dumpable workers of one
+     unprivileged uid —, a lock timeout): the worker was killed at the barrier (a killed
+     process's CUDA context, and every kernel it queued, is torn down by the driver; a
+     merely stopped one's queued kernels would still run) and the candidate gets a fresh
+     worker (the same sandbox and limits; its kernels load from the JIT cache its untimed run
+     filled), compiled again in a freshly written folder.
+   The performance stage's message says which, and why (`fresh worker: <reason>`). The
+   trusted workers of the other slots are ours and idle (they run only on request).
 
 Every candidate keeps its own verdict and integrity checks: its stages, its trusted worker's
 per-member state (the slot's worker served its checks and serves its timed-output checks),
@@ -237,7 +251,7 @@ class _Concurrent(_Member):
                 self.kept, self.keep_pid = False, None
                 self.timing_note = "kept worker"
                 self.trusted = self.slot.trusted_worker(self._remaining(deadline))
-                note = "its own worker, kept from its untimed stages (CUDA locked and stopped while others ran)"
+                note = "its own worker, kept from its untimed stages (its CUDA locked and the process stopped while others ran)"
                 return {**super()._performance(deadline), "recompile_s": 0.0, "message": note}
             self.demote(why)
         if self.job["stages"]["performance"]:
