@@ -130,6 +130,12 @@ class _Concurrent(_Member):
         else:
             self.timing_note = f"fresh worker: {why}"
 
+    def release(self) -> None:
+        """Close the zygote that held its kept worker (and with it anything left below it)."""
+        if self.private_zygote and self.zygote is not None:
+            self.private_zygote = False
+            self.zygote.close()
+
     def demote(self, why: str) -> None:
         """Its kept worker is no longer proven idle: killed; its timing runs in a fresh one."""
         if self.kept:
@@ -219,8 +225,7 @@ class _Concurrent(_Member):
         self.timed()
 
     def finish(self) -> None:
-        if self.private_zygote and self.zygote is not None:
-            self.zygote.close()
+        self.release()
         self.events.append(
             {
                 "type": "evaluation_finished",
@@ -485,6 +490,7 @@ class ConcurrentBatch:
             for member in members:
                 if member is not None:
                     member.demote("the batch ended")  # a batch that broke off kills what waits
+                    member.release()
             self.finished.set()
             for slot in self.slots:
                 for worker in (slot.trusted, slot.pending):
