@@ -17,6 +17,10 @@ worker in a state the CUDA driver vouches for:
 - **resume** (its turn): intact, SIGCONT, the state still LOCKED (no one unlocked it),
   `cuCheckpointProcessUnlock`, RUNNING.
 
+A waiting worker cannot be unlocked by a neighbour: the candidates are one unprivileged uid and
+non-dumpable, and the driver refuses such a caller such a target (304, as the probe saw in
+the sandbox's case); a neighbour can only SIGCONT or kill it, which `intact` sees.
+
 Each step that is unavailable or fails (a CPU device, no libcuda or no checkpoint API, a
 process the driver will not act on — a non-dumpable target of an unprivileged caller, which is
 the sandbox's case — no CUDA context, a lock timeout, a hung driver call) is a reason string,
