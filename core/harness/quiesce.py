@@ -51,6 +51,13 @@ RUNNING, LOCKED = 0, 1  # CUprocessState
 LOCK_TIMEOUT_MS = 5000  # a worker idle after its stages drains in milliseconds
 CALL_LIMIT_S = 10.0  # a driver call that takes longer is taken as hung: the helper is dropped
 API_NAMES = {"lock": "Lock", "unlock": "Unlock", "state": "GetState"}
+RESULTS = {  # CUresult codes the probe saw, in words
+    3: "the worker has no CUDA context (CUDA_ERROR_NOT_INITIALIZED)",
+    304: "the driver will not act on the worker (CUDA_ERROR_OPERATING_SYSTEM: in the sandbox, "
+    "an unprivileged harness and non-dumpable workers)",
+    600: f"the worker's submitted GPU work did not finish within {LOCK_TIMEOUT_MS} ms "
+    "(CUDA_ERROR_NOT_READY)",
+}
 Call = Callable[[str, int, int], dict[str, Any]]  # (op, pid, timeout_ms) -> {"rc", "state"}
 # The job's `quiesce_cpu` (ARENA_QUIESCE_CPU=1, core/evaluation/batch.py; the tests use it):
 # keep workers on the CPU device too. Sound there: a CPU candidate has no work outside its own
@@ -192,7 +199,9 @@ class Quiescer:
     def _expect(self, op: str, pid: int, timeout_ms: int, state: int | None = None) -> str | None:
         reply = self.call(op, pid, timeout_ms)
         if reply.get("rc") != 0:
-            return f"cuCheckpointProcess{API_NAMES[op]} returned {reply.get('rc')}"
+            rc = reply.get("rc")
+            said = f": {RESULTS[rc]}" if isinstance(rc, int) and rc in RESULTS else ""
+            return f"cuCheckpointProcess{API_NAMES[op]} returned {rc}{said}"
         if state is not None and reply.get("state") != state:
             return f"the driver's state of the worker is {reply.get('state')}, not {state}"
         return None
