@@ -117,13 +117,13 @@ def _ppid(pid):
     except (OSError, ValueError):
         return 0, ""
 
-def _wake():  # SIGCONT every stopped worker of this harness (its zygote's siblings' children)
+def _wake():  # SIGNAL every stopped worker of this harness (its zygote's siblings' children)
     top = _ppid(_ppid(os.getpid())[0])[0]
     for name in os.listdir("/proc"):
         if name.isdigit():
             parent, state = _ppid(int(name))
             if state == "T" and _ppid(parent)[0] == top:
-                os.kill(int(name), signal.SIGCONT)
+                os.kill(int(name), signal.SIGNAL)
 
 def run(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     _wake()
@@ -160,12 +160,11 @@ def test_the_cpu_device_times_in_fresh_workers_and_keeps_its_verdicts(
     assert _timing_notes(batch)[0] == "fresh worker: the device is not a CUDA GPU"
 
 
-def test_kept_workers_time_without_a_recompile_and_a_woken_one_is_timed_fresh(
-    evaluator: Evaluator, axpy, monkeypatch, tmp_path: Path
+def test_kept_workers_time_without_a_recompile_and_keep_their_verdicts(
+    evaluator: Evaluator, axpy, monkeypatch
 ) -> None:
     monkeypatch.setenv("ARENA_BATCH_CONCURRENCY", "2")
     monkeypatch.setenv("ARENA_QUIESCE_CPU", "1")
-    (tmp_path / "waker.py").write_text(WAKER)
     paths = [
         CANDIDATES / "axpy_torch.py",
         CANDIDATES / "axpy_wrong.py",
@@ -180,13 +179,23 @@ def test_kept_workers_time_without_a_recompile_and_a_woken_one_is_timed_fresh(
     notes = _timing_notes(kept)
     assert notes[0] == notes[2] and (notes[0] or "").startswith("its own worker"), notes
 
-    # The waker resumes every stopped worker it can find, at each of its calls: whoever it
-    # woke is timed in a fresh worker, never in the one that ran while it should have waited.
+
+@pytest.mark.parametrize("sig, seen", [("SIGCONT", "resumed"), ("SIGKILL", "died")])
+def test_a_waiting_worker_that_was_resumed_or_killed_is_timed_fresh(
+    evaluator: Evaluator, axpy, monkeypatch, tmp_path: Path, sig: str, seen: str
+) -> None:
+    monkeypatch.setenv("ARENA_BATCH_CONCURRENCY", "2")
+    monkeypatch.setenv("ARENA_QUIESCE_CPU", "1")
+    (tmp_path / "waker.py").write_text(WAKER.replace("SIGNAL", sig))
+    # The waker resumes (or kills) every stopped worker it can find, at each of its calls:
+    # whoever it reached passes on a fresh worker's timing, never on the one that ran (or
+    # died) while it should have waited.
     paths = [CANDIDATES / "axpy_torch.py", tmp_path / "waker.py", CANDIDATES / "axpy_torch.py"]
     woken = asyncio.run(evaluator.aevaluate_batch(axpy, paths, seed=5, profile="train"))
     assert [r.status for r in woken] == ["passed"] * 3
     notes = _timing_notes(woken)
     # The third is waiting while the waker runs (its untimed calls or its timing, whichever
     # comes after the third's untimed stages end); the first may have been timed before.
-    assert (notes[2] or "").startswith("fresh worker") and "resumed" in (notes[2] or ""), notes
+    assert (notes[2] or "").startswith("fresh worker"), notes
+    assert seen in (notes[2] or "") or "another candidate resumed" in (notes[2] or ""), notes
     assert (notes[1] or "").startswith(("its own worker", "fresh worker: a waiting worker")), notes
