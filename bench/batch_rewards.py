@@ -185,6 +185,10 @@ def summary(names: list[str], results: list[Result], wall: float) -> dict[str, A
                 "seconds": r.seconds,
                 "stages": stages_of(r),
                 "flags": r.integrity_flags,
+                # which worker timed it (core/harness/quiesce.py): kept, or fresh and why
+                "timing_worker": next(
+                    (st.message for st in r.stages if st.name == "performance"), None
+                ),
                 "workloads": {
                     w.label: {
                         "speedup": w.speedup,
@@ -209,6 +213,9 @@ def summary(names: list[str], results: list[Result], wall: float) -> dict[str, A
         "candidates": len(results),
         "rewards_per_minute": round(len(results) / wall * 60, 2) if wall else None,
         "median_stage_s": per_stage,
+        "timed_in_kept_worker": sum(
+            1 for x in rows if (x["timing_worker"] or "").startswith("its own worker")
+        ),
         "rows": rows,
     }
 
@@ -522,7 +529,7 @@ def main() -> int:
         entry[phase] = summary(names[:count], results, time.monotonic() - t0)
         entry[phase]["concurrency"] = slots or str(args.concurrency)
         print(
-            f"{task.id}: {phase} batch of {count}: {entry[phase]['wall_s']:.1f} s, {entry[phase]['rewards_per_minute']:.1f} rewards/min, "
+            f"{task.id}: {phase} batch of {count}: {entry[phase]['wall_s']:.1f} s, {entry[phase]['rewards_per_minute']:.1f} rewards/min, {entry[phase]['timed_in_kept_worker']} timed in kept workers, "
             f"stages {entry[phase]['median_stage_s']}, {''.join(r.status[0] for r in results)}",
             flush=True,
         )

@@ -153,6 +153,8 @@ async def evaluate_batch(
     )
     job["batch"] = members
     job["concurrency"] = concurrency(evaluator)
+    # Opt-in: keep CPU candidates' workers for their timing too (core/harness/quiesce.py).
+    job["quiesce_cpu"] = os.environ.get("ARENA_QUIESCE_CPU") == "1"
     job["reference_cache_bytes"] = (
         CPU_CACHE_BYTES if evaluator.info.type in ("cpu", "sim") else GPU_CACHE_BYTES
     )

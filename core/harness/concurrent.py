@@ -8,15 +8,29 @@ Only the performance stage needs the device to itself. So a batch with `concurre
    order and run compile → correctness → generalization, one candidate per slot at a time,
    exactly as a one-at-a-time batch does (batch.py's `_Member`). When a candidate's untimed
    stages end, every process of it is killed and its slot's zygote buries what it left
-   behind (`leftover_processes` is the candidate's own: its slot ran nothing else).
-2. **Timed, one at a time, nothing else alive.** Once every slot is idle, each candidate that
-   passed gets a fresh worker (the same sandbox and limits; its kernels load from the JIT
-   cache its untimed run filled), compiles again and is timed, interleaved with its slot's warm
-   baseline, as before. No other candidate process exists then: killed, not stopped, because
-   a stopped process's queued GPU work still runs (a kernel that spins for seconds would slow
-   its neighbour's timing), and a killed one's CUDA context, and with it every kernel it
-   queued, is torn down by the driver. The trusted workers of the other slots are ours and
-   idle (they run only on request).
+   behind (`leftover_processes` is the candidate's own: its slot ran nothing else) — except,
+   where the device can prove it idle, its worker (below).
+2. **Timed, one at a time, nothing else running.** Once every slot is idle, each candidate
+   that passed is timed, interleaved with its slot's warm baseline, as before, with no other
+   candidate process able to run or to have GPU work queued:
+   - **kept worker** (quiesce.py): where the CUDA driver's checkpoint API can act on it, a
+     passing candidate's worker was CUDA-locked when its untimed stages ended (the lock
+     completes what it had submitted and blocks further calls), then SIGSTOPped; everything
+     else of it was killed, and its zygote kept (the slot goes on with a new one). At its
+     turn it is resumed and unlocked and timed without a recompile. Before and after each
+     timing, every waiting worker must still be stopped: one that is not (a neighbour of the
+     same uid resumed it, or killed it) is killed and its candidate timed in a fresh worker;
+     if that happened during a timing, every waiting worker is killed and the candidate just
+     timed is timed again, fresh. No driver call touches a stopped process.
+   - **fresh worker** (where any step is unavailable or failed: a CPU device, no checkpoint
+     API, a driver that refuses the process — the sandbox's non-dumpable workers of one
+     unprivileged uid —, a lock timeout): the worker was killed at the barrier (a killed
+     process's CUDA context, and every kernel it queued, is torn down by the driver; a
+     merely stopped one's queued kernels would still run) and the candidate gets a fresh
+     worker (the same sandbox and limits; its kernels load from the JIT cache its untimed run
+     filled), compiled again in a freshly written folder.
+   The performance stage's message says which, and why (`fresh worker: <reason>`). The
+   trusted workers of the other slots are ours and idle (they run only on request).
 
 Every candidate keeps its own verdict and integrity checks: its stages, its trusted worker's
 per-member state (the slot's worker served its checks and serves its timed-output checks),
@@ -39,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from core.harness.batch import BatchEvaluation, _Member
+from core.harness.quiesce import Quiescer
 from core.harness.runner import Emit, StageFailed, await_trusted, harness_hashes, task_hashes
 from core.harness.workers import (
     TaskFileChanged,
@@ -63,6 +78,7 @@ class _Slot(BatchEvaluation):
         self.own_zygote = False
         self.number = number
         self.pending: Worker | None = None
+        self.quiescer: Quiescer | None = None  # the batch's, set before the slot's thread starts
 
     def prefork(self) -> None:
         """Fork the trusted worker now, from the batch's main thread (forking from a thread of
@@ -86,9 +102,48 @@ class _Concurrent(_Member):
         self.status: str = "passed"
         self.fault: str | None = None
         self.spent = 0.0  # seconds of its own work, both phases
+        self.kept = False  # its untimed worker waits, stopped and CUDA-locked, for its timing
+        self.private_zygote = False  # the zygote that holds its kept worker is its own now
+        self.timing_note = "fresh worker"  # which worker its timing ran in, and why
+        self.mark = 0  # where its timed events start (a re-timing replaces them)
 
     def _refresh(self) -> None:
-        self.zygote = self.slot.zygote  # the slot's zygote may have been replaced since
+        if not self.private_zygote:
+            self.zygote = self.slot.zygote  # the slot's zygote may have been replaced since
+
+    def _hold(self) -> None:
+        """Keep the untimed worker for the timing where the driver can prove it idle
+        (quiesce.py): lock its CUDA, stop it; its other processes die in the cleanup that
+        follows (`keep_pid`). Anything else: killed, as before, and timed in a fresh worker."""
+        quiescer = self.slot.quiescer
+        if self.status != "passed" or not self.job["stages"]["performance"]:
+            return
+        if quiescer is None or self.candidate is None:
+            self.timing_note = "fresh worker: no quiescing for this batch"
+            return
+        if self.second is not None:
+            self.second.kill()
+            self.second = None
+        why = quiescer.hold(self.candidate.pid)
+        if why is None:
+            self.kept, self.keep_pid, self.private_zygote = True, self.candidate.pid, True
+        else:
+            self.timing_note = f"fresh worker: {why}"
+
+    def release(self) -> None:
+        """Close the zygote that held its kept worker (and with it anything left below it)."""
+        if self.private_zygote and self.zygote is not None:
+            self.private_zygote = False
+            self.zygote.close()
+
+    def demote(self, why: str) -> None:
+        """Its kept worker is no longer proven idle: killed; its timing runs in a fresh one."""
+        if self.kept:
+            self.kept, self.keep_pid = False, None
+            self.timing_note = f"fresh worker: {why}"
+            if self.candidate is not None:
+                self.candidate.kill()
+                self.candidate = None
 
     def untimed(self) -> None:
         t0 = time.monotonic()
@@ -125,12 +180,15 @@ class _Concurrent(_Member):
                 }
             )
         finally:
-            self._kill_candidate()
+            self._hold()
+            if not self.kept:
+                self._kill_candidate()
             self._after(harness_before, task_before)  # its slot's zygote: what it left is its own
             self.spent += time.monotonic() - t0
 
     def timed(self) -> None:
         t0 = time.monotonic()
+        self.mark = len(self.events)
         self._refresh()
         harness_before = harness_hashes()
         task_before = task_hashes(
@@ -154,17 +212,28 @@ class _Concurrent(_Member):
                 }
             )
         finally:
+            self.kept, self.keep_pid = False, None
             self._kill_candidate()
             self._after(harness_before, task_before)
             self.spent += time.monotonic() - t0
-            self.events.append(
-                {
-                    "type": "evaluation_finished",
-                    "status": self.status,
-                    "fault": self.fault,
-                    "seconds": self.spent,
-                }
-            )
+
+    def retime(self, why: str) -> None:
+        """Its timing again, in a fresh worker: a waiting worker was resumed meanwhile, so the
+        first timing's device and host were not proven its own."""
+        del self.events[self.mark :]
+        self.status, self.fault, self.timing_note = "passed", None, f"fresh worker: {why}"
+        self.timed()
+
+    def finish(self) -> None:
+        self.release()
+        self.events.append(
+            {
+                "type": "evaluation_finished",
+                "status": self.status,
+                "fault": self.fault,
+                "seconds": self.spent,
+            }
+        )
 
     def _restage(self) -> None:
         """The candidate's files written again, into a fresh folder of a name nobody could
@@ -181,6 +250,15 @@ class _Concurrent(_Member):
     def _performance(self, deadline: float) -> dict[str, Any]:
         """A fresh worker for the timed rounds (the untimed phase's was killed), compiled as
         the compile stage did, then timed as a one-at-a-time member is."""
+        if self.kept and self.candidate is not None and self.slot.quiescer is not None:
+            why = self.slot.quiescer.resume(self.candidate.pid)
+            if why is None:
+                self.kept, self.keep_pid = False, None
+                self.timing_note = "kept worker"
+                self.trusted = self.slot.trusted_worker(self._remaining(deadline))
+                note = "its own worker, kept from its untimed stages (its CUDA locked and the process stopped while others ran)"
+                return {**super()._performance(deadline), "recompile_s": 0.0, "message": note}
+            self.demote(why)
         if self.job["stages"]["performance"]:
             t0 = time.monotonic()
             self._restage()
@@ -206,7 +284,8 @@ class _Concurrent(_Member):
                     f"the candidate did not compile again for timing (it compiled for the correctness runs): {reply.get('error')}",
                 )
             recompile_s = time.monotonic() - t0
-            return {**super()._performance(deadline), "recompile_s": recompile_s}
+            result = super()._performance(deadline)
+            return {**result, "recompile_s": recompile_s, "message": self.timing_note}
         return super()._performance(deadline)
 
 
@@ -339,11 +418,29 @@ class ConcurrentBatch:
             member = members[k] = _Concurrent(job, slot, k, spec)
             member.untimed()
             slot._drain()
+            if member.kept:  # its worker stays below this zygote: the next candidate gets another
+                slot.zygote = self._slot_zygote()
+
+    @staticmethod
+    def _disturbed(members: list[_Concurrent | None], current: _Concurrent) -> bool:
+        """Demote every waiting worker that is no longer stopped (resumed, or dead); True if
+        one was. Only the candidate being timed could have done it (it alone runs then)."""
+        found = False
+        for other in members:
+            if other is not None and other is not current and other.kept:
+                assert other.candidate is not None
+                why = Quiescer.intact(other.candidate.pid)
+                if why is not None:
+                    other.demote(why)
+                    found = True
+        return found
 
     def run(self) -> None:
         if self.zygote is None:
             self.zygote = Zygote()
         batch = self.job["batch"]
+        quiescer = Quiescer(self.job)  # its helper forked here, from the main thread
+        members: list[_Concurrent | None] = [None] * len(batch)
         try:
             count = slot_count(self.job)
             # Each slot's trusted worker keeps its share of the job's reference cache.
@@ -354,7 +451,7 @@ class ConcurrentBatch:
             self.slots = [_Slot(slot_job, self._slot_zygote(), s) for s in range(count)]
             for slot in self.slots:
                 slot.prefork()
-            members: list[_Concurrent | None] = [None] * len(batch)
+                slot.quiescer = quiescer
             queue = list(range(len(batch)))
             threads = [
                 threading.Thread(target=self._slot_main, args=(slot, members, queue), daemon=True)
@@ -372,7 +469,16 @@ class ConcurrentBatch:
                 if not member.slot.zygote.alive():
                     member.slot.zygote.close()
                     member.slot.zygote = self._slot_zygote()
+                self._disturbed(members, member)  # before: what was resumed is timed fresh
                 member.timed()
+                if self._disturbed(members, member):
+                    # A waiting worker ran during this timing: every waiting one is killed (so
+                    # nothing can run beside a timing again) and this candidate is re-timed.
+                    for other in members:
+                        if other is not None and other is not member:
+                            other.demote("another candidate resumed a waiting worker")
+                    member.retime("a waiting worker was resumed during its first timing")
+                member.finish()
                 member.slot._drain()
                 if member.status == "passed":
                     for event in member.events:
@@ -380,6 +486,11 @@ class ConcurrentBatch:
                 else:
                     self._alone(member)
         finally:
+            quiescer.close()
+            for member in members:
+                if member is not None:
+                    member.demote("the batch ended")  # a batch that broke off kills what waits
+                    member.release()
             self.finished.set()
             for slot in self.slots:
                 for worker in (slot.trusted, slot.pending):

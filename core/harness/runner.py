@@ -161,6 +161,7 @@ class Evaluation:
         self.key_prefix = (
             ""  # of the trusted worker's per-candidate state (a batch shares one trusted worker)
         )
+        self.keep_pid: int | None = None  # a worker the cleanup spares (concurrent.py keeps it)
 
     # --- helpers -------------------------------------------------------------------------
 
@@ -439,7 +440,7 @@ class Evaluation:
         self.stage = "cleanup"
         if self.zygote is not None:
             try:
-                escaped = self.zygote.cleanup()
+                escaped = self.zygote.cleanup(self.keep_pid)
             except ZygoteError as exc:
                 escaped = []
                 self._finding(

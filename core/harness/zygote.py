@@ -99,10 +99,11 @@ class Zygote:
         )
         return reply.get("code")
 
-    def cleanup(self) -> list[dict[str, Any]]:
-        """Kill everything below the zygote; return the processes that had left their worker's
-        process group (pid, command), which the group kill could not reach."""
-        reply, _ = self._ask({"op": "cleanup"}, 60.0)
+    def cleanup(self, keep: int | None = None) -> list[dict[str, Any]]:
+        """Kill everything below the zygote but `keep` (a stopped worker kept for its timing,
+        core/harness/quiesce.py; its own children die); return the processes that had left
+        their worker's process group (pid, command), which the group kill could not reach."""
+        reply, _ = self._ask({"op": "cleanup", "keep": keep}, 60.0)
         return list(reply.get("escaped", []))
 
     def alive(self) -> bool:
@@ -169,8 +170,9 @@ def _serve(sock: socket.socket, parent_pid: int) -> None:
                 code = workers.waitpid(pid, float(request["timeout"]))
             sock.sendall(json.dumps({"code": code}).encode())
         elif op == "cleanup":
-            escaped = _kill_descendants(me, groups, codes)
-            groups.clear()
+            keep = request.get("keep")
+            escaped = _kill_descendants(me, groups, codes, keep)
+            groups = {keep} if keep else set()
             sock.sendall(json.dumps({"escaped": escaped}).encode())
         elif op == "exit":
             _kill_descendants(me, groups, codes)
@@ -322,12 +324,15 @@ def _reap(codes: dict[int, int]) -> None:
         codes[pid] = os.waitstatus_to_exitcode(status)
 
 
-def _kill_descendants(me: int, groups: set[int], codes: dict[int, int]) -> list[dict[str, Any]]:
-    """SIGKILL everything below the zygote until nothing is left (a process that forks while
-    it is being killed leaves orphans, re-parented here and found on the next pass)."""
+def _kill_descendants(
+    me: int, groups: set[int], codes: dict[int, int], keep: int | None = None
+) -> list[dict[str, Any]]:
+    """SIGKILL everything below the zygote but `keep` until nothing else is left (a process
+    that forks while it is being killed leaves orphans, re-parented here and found on the next
+    pass)."""
     escaped: dict[int, str] = {}
     for _ in range(200):
-        tree = _descendants(me)
+        tree = {pid: v for pid, v in _descendants(me).items() if pid != keep}
         live = {pid: group for pid, (group, state) in tree.items() if state not in ("Z", "X")}
         for pid, group in live.items():
             if group not in groups and pid not in escaped:
