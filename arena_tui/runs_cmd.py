@@ -19,7 +19,9 @@ from arena_tui.tables import Col, fitted
 from core.model.keys import parts as key_parts
 from core.model.outcome import FAILURES
 from core.model.result import EXIT_BAD_INPUT, EXIT_PASSED
-from core.store.db import JOB_STATES, Run, Store, StoreError, UnknownRunError
+from core.store.db import Store, StoreError
+from core.store.errors import UnknownRunError
+from core.store.rows import JOB_STATES, Run
 
 RUN_STYLE = {"running": "cyan", "finished": "green", "interrupted": "yellow", "cancelled": "dim"}
 STATUS_STYLE = {"passed": "green", "failed": "red", "infrastructure_error": "yellow"}

@@ -41,7 +41,7 @@ from core.model import events, keys
 from core.model.candidate import NATIVE_SOURCES
 from core.model.outcome import Activity, Baseline, Outcome, Verdict, classify
 from core.model.result import Result, unevaluated
-from core.tasks.spec import Task
+from core.model.task import Task
 
 STOP_REASONS = ("finished", "budget", "cost_cap", "token_cap", "crashed", "cancelled")
 KILL_GRACE_S = 5.0  # between SIGTERM and SIGKILL

@@ -13,8 +13,9 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
-from core.evaluation.evaluator import Evaluator, Timing
+from core.evaluation.evaluator import Evaluator
 from core.evaluation.executors import Executor
+from core.evaluation.job import Timing
 from core.orchestration.scheduler import InfrastructureFault, Slot
 
 ExecutorFactory = Callable[[str, Path], Executor]  # (device id, working folder) -> an executor

@@ -28,6 +28,7 @@ from core.evaluation.executors import Executor, HarnessError, LocalExecutor
 from core.model import events, keys
 from core.model.outcome import FAILURES
 from core.model.result import Result
+from core.model.task import Task
 from core.orchestration.planning import PlannedAttempt, plan, plan_attempts, select_tasks
 from core.orchestration.pool import EvaluatorPool, ExecutorFactory
 from core.orchestration.runfile import RunSpec
@@ -41,7 +42,6 @@ from core.orchestration.scheduler import (
 )
 from core.store.db import Store
 from core.tasks.discovery import find_task
-from core.tasks.spec import Task
 
 OnRunEvent = Callable[
     [int | None, events.Event], None

@@ -34,10 +34,12 @@ from typing import Any
 
 from core.devices.device import DeviceError, parse_device
 from core.devices.ids import timing_kind_of
-from core.evaluation.evaluator import BadCandidate, Evaluator, Timing, check_candidate
+from core.evaluation.evaluator import BadCandidate, Evaluator, check_candidate
 from core.evaluation.executors import HarnessError, LocalExecutor
+from core.evaluation.job import Timing
 from core.evaluation.profiles import parse_profile
 from core.model.result import Result, unevaluated
+from core.model.task import Task
 from core.orchestration.pool import EvaluatorPool, ExecutorFactory
 from core.orchestration.scheduler import (
     InfrastructureFault,
@@ -49,7 +51,6 @@ from core.orchestration.scheduler import (
 )
 from core.rl.rewards import RewardFn, get_reward, outcome, reward_name
 from core.tasks.discovery import find_task
-from core.tasks.spec import Task
 
 MAX_SOURCE_BYTES = 1 << 20  # a candidate module larger than 1 MiB is not a kernel
 

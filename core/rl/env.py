@@ -30,10 +30,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.evaluation.evaluator import Timing
+from core.evaluation.job import Timing
+from core.model.task import Task, TensorSpec
 from core.rl.arena import Arena, ExecutorFactory, RewardedResult, check_source, public_result
 from core.rl.rewards import RewardFn, get_reward, reward_name
-from core.tasks.spec import Task, TensorSpec
 
 FEEDBACK_CHARS = 4000  # the tail of a compile error an agent gets: enough for the traceback's end
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from core.tasks.spec import Task, UnknownTaskError, load_task
+from core.model.task import Task
+from core.tasks.fields import UnknownTaskError
+from core.tasks.spec import load_task
 
 
 def bundled_tasks_root() -> Path:
