@@ -156,7 +156,11 @@ def test_the_bundle_holds_the_harness_the_task_and_the_candidate_only(
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         names = set(tar.getnames())
         shipped = json.loads(tar.extractfile("job.json").read())  # type: ignore[union-attr]
-    shipped_core = ("core/__init__.py", "core/evaluation/__init__.py", "core/evaluation/sandbox.py")
+    shipped_core = (
+        "core/__init__.py",
+        "core/evaluation/__init__.py",
+        *(f"core/evaluation/sandbox{part}.py" for part in ("", "_policy", "_paths", "_command")),
+    )
     assert {
         *shipped_core,
         "core/harness/__main__.py",

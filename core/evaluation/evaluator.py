@@ -2,7 +2,9 @@
 
 The engine resolves a job (concrete workloads, hidden ones drawn with a secret seed, seeds,
 limits, timing settings), hands it to the harness in its own process on the device, reads the
-harness's events from a private descriptor, and turns them into a `Result`.
+harness's events from a private descriptor, and turns them into a `Result`. This module is the
+`Evaluator` that does it (and the candidate file's first check); building the job is
+core/evaluation/job.py, folding the events into a verdict core/evaluation/verdict.py.
 """
 
 from __future__ import annotations

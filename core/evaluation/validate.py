@@ -8,8 +8,10 @@ core.harness.checking.judge, with the task's check.py where it has one), and eve
 must change some output. Then the workload sets, the FLOP and byte formulas, the roofline on an
 H200, and the CPU evaluation's time against a budget.
 
-Each check gives a `CheckResult`; a task's are gathered in a `TaskReport`. Nothing here prints:
-the command line renders the reports.
+Each check gives a `CheckResult`; a task's are gathered in a `TaskReport`
+(core/evaluation/validate_report.py). This module runs them in order: the static checks are
+core/evaluation/static_checks.py, those that run the task's code core/evaluation/code_checks.py,
+the two through the harness are here. Nothing here prints: the command line renders the reports.
 """
 
 from __future__ import annotations
@@ -213,26 +215,8 @@ def check_cpu_budget(task: Task, starter: Result, options: ValidateOptions) -> C
 def resolve_targets(ids: list[str], root: Path | str | None = None) -> list[Path]:
     """Task folders for ids (`norm/add_rmsnorm`) or folder paths; every task when none is given.
     An unknown id raises UnknownTaskError (the CLI's exit code 2)."""
-    from core.tasks.discovery import task_ids, tasks_root
-    from core.tasks.fields import UnknownTaskError
+    from core.tasks.discovery import task_folder, task_ids, tasks_root
 
-    base = tasks_root(root)
     if not ids:
-        return [base / t for t in task_ids(root)]
-    folders = []
-    for task_id in ids:
-        as_path = Path(task_id)
-        if (as_path / "task.yaml").is_file():
-            folders.append(as_path)
-        elif task_id.count("/") == 1 and (base / task_id / "task.yaml").is_file():
-            folders.append(base / task_id)
-        else:
-            known = task_ids(root)
-            close = [t for t in known if task_id.split("/")[-1] in t]
-            hint = (
-                f"did you mean {', '.join(close)}?"
-                if close
-                else "run `arena tasks list` to see the ids"
-            )
-            raise UnknownTaskError(f"unknown task `{task_id}`: {hint}")
-    return folders
+        return [tasks_root(root) / t for t in task_ids(root)]
+    return [task_folder(task_id, root) for task_id in ids]

@@ -37,11 +37,9 @@ class AttemptStore(StoreBase):
         full = self._resolve_run(run_id)
         now = rows.utc_now()
         with self._write(f"add an attempt to run {full}") as db:
-            existing = db.execute(
-                "SELECT id FROM attempts WHERE run_id = ? AND key = ?", (full, key)
-            ).fetchone()
+            existing = self._existing_id(db, "attempts", full, key)
             if existing is not None:
-                return str(existing[0])
+                return str(existing)
             attempt_id = f"{full}/{index}"
             db.execute(
                 "INSERT INTO attempts (id, run_id, key, agent, agent_kind, model, task_id, family, device_id, variant, iteration, state,"

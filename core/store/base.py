@@ -58,6 +58,14 @@ class StoreBase:
                     ) from exc
                 raise
 
+    @staticmethod
+    def _existing_id(db: sqlite3.Connection, table: str, run_id: str, key: str) -> Any:
+        """The id of the row of `table` (jobs, attempts) the run already has under `key`, or
+        None: adding either is idempotent on its key."""
+        row = db.execute(f"SELECT id FROM {table} WHERE run_id = ? AND key = ?", (run_id, key))
+        found = row.fetchone()
+        return None if found is None else found[0]
+
     def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         with self._lock:
             try:

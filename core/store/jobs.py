@@ -65,11 +65,9 @@ class JobStore(StoreBase):
         full = self._resolve_run(run_id)
         now = rows.utc_now()
         with self._write(f"add a job to run {full}") as db:
-            existing = db.execute(
-                "SELECT id FROM jobs WHERE run_id = ? AND key = ?", (full, key)
-            ).fetchone()
+            existing = self._existing_id(db, "jobs", full, key)
             if existing is not None:
-                return int(existing[0])
+                return int(existing)
             cursor = db.execute(
                 "INSERT INTO jobs (run_id, key, kind, task_id, family, candidate, candidate_sha256, device_id, agent, variant, priority,"
                 " state, attempts, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', 0, ?, ?)",

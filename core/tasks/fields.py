@@ -4,7 +4,9 @@ file, the dotted field and the fix; `UnknownTaskError` is a task id no folder ha
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
+
+from core.model.formulas import formula_names
 
 
 class TaskError(ValueError):
@@ -36,10 +38,22 @@ class Fields:
     def at(self, key: str) -> str:
         return f"{self.where}.{key}" if self.where else key
 
-    def fail(self, problem: str, fix: str, key: str | None = None) -> None:
+    def fail(self, problem: str, fix: str, key: str | None = None) -> NoReturn:
         raise TaskError(
             self.path, self.at(key) if key else (self.where or "(top level)"), problem, fix
         )
+
+    def undeclared(self, expr: str, known: dict[str, str], key: str, over: str) -> set[str]:
+        """The names formula `expr` (field `key`) uses that `known` lacks; one that is not
+        arithmetic fails, naming what it may use `over` (the axes, the axes and W)."""
+        try:
+            return formula_names(expr) - set(known)
+        except (SyntaxError, ValueError) as exc:
+            self.fail(
+                f"`{expr}` cannot be evaluated ({exc})",
+                f"use + - * / // ** and min, max, ceil, floor, log2 over {over}",
+                key,
+            )
 
     def get(
         self,

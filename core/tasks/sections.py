@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from core.model.formulas import formula_names
+from core.model.formulas import EXPRESSION_NODES, formula_names
 from core.model.task import DEFAULT_IMPL, BaselineImpl, Collective, TensorSpec, WorldSize
 from core.model.workload import WORLD_AXIS, Draw, HiddenSet, ModelWorkloads, Workload, WorkloadSets
 from core.tasks.fields import Fields, TaskError
@@ -135,14 +135,7 @@ def read_collective(
     expr = str(
         f.get("bytes", (str, int), "the nccl-tests size S in bytes per rank, e.g. 2 * T * H")
     )
-    try:
-        unknown = formula_names(expr) - set(formula_axes)
-    except (SyntaxError, ValueError) as exc:
-        f.fail(
-            f"`{expr}` cannot be evaluated ({exc})",
-            "use + - * / // ** and min, max, ceil, floor, log2 over the axes and W",
-            "bytes",
-        )
+    unknown = f.undeclared(expr, formula_axes, "bytes", "the axes and W")
     if unknown:
         f.fail(
             f"uses undeclared symbol(s) {', '.join(sorted(unknown))}",
@@ -296,12 +289,7 @@ def read_workload_sets(path: Path, f: Fields, axes: dict[str, str]) -> WorkloadS
 
 
 _MODEL_EXPR_NODES = (
-    ast.Expression,
-    ast.BinOp,
-    ast.UnaryOp,
-    ast.Constant,
-    ast.Name,
-    ast.Load,
+    *EXPRESSION_NODES,
     ast.Add,
     ast.Sub,
     ast.Mult,

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import yaml
 
-from core.model.formulas import formula_names
 from core.model.task import MIN_SEEDS, Correctness, Limits, Task
 from core.model.workload import WORLD_AXIS
 from core.tasks.fields import Fields, TaskError, read_list
@@ -187,14 +186,7 @@ def load_task(task_dir: Path | str, tasks_root: Path | str | None = None) -> Tas
                 f"give the {key} as arithmetic over the axes, e.g. 2 * M * N * K",
             )
         )
-        try:
-            unknown = formula_names(expr) - set(formula_axes)
-        except (SyntaxError, ValueError) as exc:
-            top.fail(
-                f"`{expr}` cannot be evaluated ({exc})",
-                "use + - * / // ** and min, max, ceil, floor, log2 over the axes",
-                key,
-            )
+        unknown = top.undeclared(expr, formula_axes, key, "the axes")
         if unknown:
             fix = "declare them under `axes:`"
             if WORLD_AXIS in unknown and world_size is None:
