@@ -29,7 +29,7 @@ from core.devices.device import DeviceError, ProbeError
 from core.model.result import EXIT_BAD_INPUT, EXIT_INFRASTRUCTURE, EXIT_PASSED, Result
 from core.orchestration.runfile import DEMO_TASKS
 from core.tasks.discovery import discover, find_task
-from core.tasks.spec import TaskError, UnknownTaskError
+from core.tasks.fields import TaskError, UnknownTaskError
 
 # Command modules that add their own subcommands: each has `register(subparsers)`, which adds
 # parsers whose `func(args, out, err) -> int` runs the command. They import heavy or optional
@@ -245,13 +245,8 @@ def _app(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def _eval(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from core.evaluation.evaluator import (
-        BadCandidate,
-        Evaluator,
-        WorldSizeError,
-        check_candidate,
-        world_size_for,
-    )
+    from core.evaluation.evaluator import BadCandidate, Evaluator, check_candidate
+    from core.evaluation.job import WorldSizeError, world_size_for
 
     task = find_task(args.task, args.tasks_dir)
     local_devices.require_here(args.device)

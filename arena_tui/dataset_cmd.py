@@ -48,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _export(args: argparse.Namespace, out: Console, err: Console) -> int:
     from core.rl.adapters.dataset import rows, write
     from core.tasks.discovery import discover, find_task
-    from core.tasks.spec import TaskError, UnknownTaskError
+    from core.tasks.fields import TaskError, UnknownTaskError
 
     if args.repeat < 1:
         err.print(

@@ -189,7 +189,8 @@ def _import(args: argparse.Namespace, out: Console, err: Console, run: Any, grou
 
 def _validate(folders: list[Path], out: Console | None) -> dict[str, str]:
     """Each converted task through `arena tasks validate --no-eval`'s checks; task id -> why not."""
-    from core.evaluation.validate import ValidateOptions, validate_tasks
+    from core.evaluation.validate import validate_tasks
+    from core.evaluation.validate_report import ValidateOptions
 
     invalid: dict[str, str] = {}
 

@@ -15,15 +15,8 @@ from arena_tui.runs_cmd import _guarded
 from arena_tui.tables import Col, fitted
 from core.model.result import EXIT_BAD_INPUT, EXIT_PASSED
 from core.store.db import Store
-from core.store.leaderboard import (
-    DEFAULT_P,
-    GROUP_BY,
-    TIMING_KINDS,
-    Board,
-    LeaderboardError,
-    board,
-    boards,
-)
+from core.store.leaderboard import board, boards
+from core.store.standings import DEFAULT_P, GROUP_BY, TIMING_KINDS, Board, LeaderboardError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -13,7 +13,7 @@ from arena_tui.tables import Col, fitted, number_column, plain_table
 from core.devices.device import DeviceInfo
 from core.model import events
 from core.model.result import Result
-from core.tasks.spec import Task
+from core.model.task import Task
 
 MARK = {
     "passed": "[green]✓[/]",

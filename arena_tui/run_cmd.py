@@ -39,7 +39,8 @@ from core.orchestration import preflight
 from core.orchestration.planning import plan, plan_attempts
 from core.orchestration.runfile import DEFAULT_RUN, RunFileError, RunSpec, load_run_file
 from core.orchestration.runs import AttemptReport, execute
-from core.store.db import Store, StoreError
+from core.store.db import Store
+from core.store.errors import StoreError
 
 
 def register(sub: argparse._SubParsersAction) -> None:

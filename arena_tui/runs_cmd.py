@@ -18,7 +18,9 @@ from arena_tui.render import timing_notes
 from arena_tui.run_tables import attempts_table, candidate_name, job_state, status_cell
 from arena_tui.tables import Col, fitted
 from core.model.result import EXIT_BAD_INPUT, EXIT_PASSED
-from core.store.db import JOB_STATES, Run, Store, StoreError, UnknownRunError
+from core.store.db import Store
+from core.store.errors import StoreError, UnknownRunError
+from core.store.rows import JOB_STATES, Run
 
 RUN_STYLE = {"running": "cyan", "finished": "green", "interrupted": "yellow", "cancelled": "dim"}
 

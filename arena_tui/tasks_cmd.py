@@ -129,7 +129,8 @@ MARK = {True: "[green]✓[/]", False: "[red]✗[/]", "warning": "[yellow]![/]"}
 
 
 def _validate(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from core.evaluation.validate import ValidateOptions, resolve_targets, validate_tasks
+    from core.evaluation.validate import resolve_targets, validate_tasks
+    from core.evaluation.validate_report import ValidateOptions
 
     folders = resolve_targets(args.ids, args.tasks_dir)  # an unknown id: UnknownTaskError, exit 2
     if not folders:

@@ -20,7 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core.evaluation.validate import ValidateOptions, validate_task
+from core.evaluation.validate import validate_task
+from core.evaluation.validate_report import ValidateOptions
 from core.importers.agentkernelarena import (
     FAMILY,
     LICENSE,

@@ -28,9 +28,9 @@ import torch
 
 from core.devices.device import DeviceInfo
 from core.evaluation import scoring
-from core.evaluation.evaluator import GRAPH_BELOW_US, _spec_json, roofline_for
+from core.evaluation.job import GRAPH_BELOW_US, roofline_for, spec_json
 from core.harness import checking, inputs, timing
-from core.tasks.spec import Task
+from core.model.task import Task
 
 
 def _module(path: Path, name: str) -> Any:
@@ -69,8 +69,8 @@ def measure_task(
         else None
     )
     check = checking.load_check(task.path)
-    specs = [_spec_json(s) for s in task.inputs]
-    out_specs = [_spec_json(s) for s in task.outputs]
+    specs = [spec_json(s) for s in task.inputs]
+    out_specs = [spec_json(s) for s in task.outputs]
     rule = {
         "atol": task.correctness.atol,
         "rtol": task.correctness.rtol,

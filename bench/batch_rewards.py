@@ -42,10 +42,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core.evaluation.evaluator import Evaluator, Timing, build_job
+from core.evaluation.evaluator import Evaluator
+from core.evaluation.job import Timing, build_job
 from core.model.result import Result
+from core.model.task import Task
 from core.tasks.discovery import discover
-from core.tasks.spec import Task
 
 TASKS = (
     "gemm/bf16_gemm",
@@ -354,7 +355,8 @@ def cheat_suite(device: str, deadline: float, only: list[str] | None = None) -> 
     those of tests/cheats/catalogue.py that need no special set-up, with tests/test_cheats.py's
     timing and limits. Every row's expectation is checked on its result in the batch."""
     from core.evaluation import sandbox
-    from core.tasks.spec import Limits, load_task
+    from core.model.task import Limits
+    from core.tasks.spec import load_task
     from tests.cheats import catalogue
     from tests.gpu import run_cheats as rc
 

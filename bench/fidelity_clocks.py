@@ -34,7 +34,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.gpu_validate import _load
-from core.evaluation.evaluator import Evaluator, Timing
+from core.evaluation.evaluator import Evaluator
+from core.evaluation.job import Timing
 from core.tasks.discovery import discover
 
 SAMPLE_MS = 20

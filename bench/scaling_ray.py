@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core.evaluation.evaluator import Timing
+from core.evaluation.job import Timing
 from core.rl import arena as rl
 
 SHORT = Timing(

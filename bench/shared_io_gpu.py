@@ -26,7 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from core.evaluation.evaluator import Evaluator, Timing
+from core.evaluation.evaluator import Evaluator
+from core.evaluation.job import Timing
 from core.tasks.spec import load_task
 
 

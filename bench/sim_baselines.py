@@ -33,9 +33,10 @@ sys.path.insert(0, str(ROOT))
 
 from core.devices.device import DeviceError, sim_info
 from core.devices.sim.baselines import DEFAULT_IMPL, TABLE_FILE, axes_key, fit_task_model
-from core.evaluation.evaluator import roofline_for
+from core.evaluation.job import roofline_for
+from core.model.workload import Workload
 from core.tasks.discovery import find_task
-from core.tasks.spec import TaskError, Workload
+from core.tasks.fields import TaskError
 
 
 @dataclass

@@ -51,10 +51,11 @@ sys.path.insert(0, str(ROOT))
 
 import torch
 
-from core.evaluation.evaluator import GRAPH_BELOW_US, _spec_json
+from core.evaluation.job import GRAPH_BELOW_US, spec_json
 from core.harness import inputs, timing
+from core.model.task import Task
+from core.model.workload import Workload
 from core.tasks.discovery import find_task
-from core.tasks.spec import Task, Workload
 
 WORKLOADS_PER_VARIANT = 3
 Variants = Iterator[tuple[str, str]]
@@ -522,7 +523,7 @@ def load(path: Path, name: str) -> Any:
 
 
 def fresh_inputs(task: Task, w: Workload, device: torch.device) -> inputs.FreshInputs:
-    specs = [_spec_json(s) for s in task.inputs]
+    specs = [spec_json(s) for s in task.inputs]
     shapes = {
         s.name: list(s.concrete_shape(w.axes))
         for s in task.inputs + task.outputs

@@ -137,7 +137,7 @@ def features(
     existing file; without `committed`, only the points of `extra` (the validation set)."""
     from core.devices.device import sim_info
     from core.devices.sim import sim_section
-    from core.evaluation.evaluator import _spec_json
+    from core.evaluation.job import spec_json
     from core.harness.sim import predict as sim_predict
     from core.harness.triton_cpu import enable_interpreter
     from core.tasks.discovery import find_task
@@ -158,7 +158,7 @@ def features(
         task = find_task(p["task"])
         if any(a not in p["axes"] for a in task.axes):
             continue  # the task's axes changed since it was timed
-        specs = [_spec_json(s) for s in task.inputs]
+        specs = [spec_json(s) for s in task.inputs]
         shapes = {
             s.name: list(s.concrete_shape(p["axes"]))
             for s in task.inputs + task.outputs
@@ -232,7 +232,7 @@ def _key(point: dict[str, Any]) -> tuple[str, str, str, str]:
 
 
 def task_workload(task: Any, axes: dict[str, int]) -> Any:
-    from core.tasks.spec import Workload
+    from core.model.workload import Workload
 
     return Workload(axes)
 

@@ -119,7 +119,7 @@ def _count(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
     from core.devices.device import sim_info
     from core.devices.sim import sim_section
-    from core.evaluation.evaluator import _spec_json
+    from core.evaluation.job import spec_json
     from core.harness.sim import predict as sim_predict
     from core.harness.sim import stage as sim_stage
     from core.harness.sim.model import Constants, Target, predict_side
@@ -139,7 +139,7 @@ def _count(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
         task = find_task(p["task"])
         if any(a not in p["axes"] for a in task.axes):
             continue
-        specs = [_spec_json(s) for s in task.inputs]
+        specs = [spec_json(s) for s in task.inputs]
         shapes = {
             s.name: list(s.concrete_shape(p["axes"]))
             for s in task.inputs + task.outputs
@@ -281,10 +281,10 @@ def report() -> dict[str, Any]:
     from core.devices.device import sim_info
     from core.devices.sim import sim_section
     from core.devices.sim.baselines import baseline_for
-    from core.evaluation.evaluator import roofline_for
+    from core.evaluation.job import roofline_for
     from core.harness.sim.model import Constants, Target, predict_side
+    from core.model.workload import Workload
     from core.tasks.discovery import find_task
-    from core.tasks.spec import Workload
 
     info = sim_info("sim:h200")
     section = sim_section(info)

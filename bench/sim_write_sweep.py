@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 
 from core.devices.device import sim_info
 from core.devices.sim import sim_section
-from core.evaluation.evaluator import _spec_json
+from core.evaluation.job import spec_json
 from core.harness.sim import (
     narrow as sim_narrow,
 )
@@ -75,7 +75,7 @@ def main() -> None:
                 try:
                     reply = sim_predict.predict_candidate(
                         module.run,
-                        [_spec_json(s) for s in task.inputs],
+                        [spec_json(s) for s in task.inputs],
                         workload,
                         7,
                         custom,

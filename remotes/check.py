@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from core.devices.device import DeviceInfo
-from core.evaluation.sandbox import UNSANDBOXED, SandboxInfo
+from core.evaluation.sandbox import UNSANDBOXED
+from core.evaluation.sandbox_policy import SandboxInfo
 from remotes.bundle import harness_bundle
 from remotes.connection import HostConnection, RemoteError
 from remotes.executor import PROBE_TIMEOUT_S, probe_device

@@ -15,8 +15,9 @@ import yaml
 from arena_tui.cli import main
 from core.tasks import model_config
 from core.tasks.discovery import discover
+from core.tasks.fields import TaskError
 from core.tasks.model_config import add_model, normalize, read_config
-from core.tasks.spec import TaskError, load_task
+from core.tasks.spec import load_task
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = Path(__file__).resolve().parent / "fixtures" / "models"

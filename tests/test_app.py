@@ -19,6 +19,7 @@ from textual.widgets import DataTable, OptionList, RichLog, Static
 import arena_tui.app.app as arena_app
 import core.store
 import core.store.db
+import core.store.rows
 from arena_tui.app.app import ArenaApp
 from arena_tui.app.messages import RunUpdated
 from arena_tui.app.model import RunModel
@@ -49,7 +50,7 @@ def store(tmp_path) -> Store:
 @pytest.fixture
 def fixed_ids(monkeypatch):
     """Run ids and timestamps that do not change between runs: snapshots show them."""
-    monkeypatch.setattr(core.store.db, "_now", lambda: "2026-12-01T00:00:00+00:00")
+    monkeypatch.setattr(core.store.rows, "utc_now", lambda: "2026-12-01T00:00:00+00:00")
     monkeypatch.setattr(core.store.db.secrets, "token_hex", lambda n: "abcd"[: 2 * n])
 
 

@@ -12,10 +12,11 @@ import yaml
 
 from core.devices.device import DeviceInfo, Peaks
 from core.evaluation import scoring
-from core.evaluation.evaluator import assemble, baseline_ran
+from core.evaluation.verdict import assemble, baseline_ran
 from core.model import events
 from core.tasks.discovery import discover
-from core.tasks.spec import TaskError, load_task
+from core.tasks.fields import TaskError
+from core.tasks.spec import load_task
 from tests.task_files import load_module
 
 _module = load_module
@@ -219,7 +220,8 @@ def test_the_prompt_names_the_baseline_that_runs_and_its_recorded_figures():
 
 
 def test_the_leaderboard_never_ranks_results_against_different_baselines_together():
-    from core.store.leaderboard import Scored, build
+    from core.store.leaderboard import build
+    from core.store.standings import Scored
 
     def row(agent: str, impl: str | None, speedup: float) -> Scored:
         return Scored(
@@ -249,7 +251,8 @@ def test_the_leaderboard_never_ranks_results_against_different_baselines_togethe
 
 def test_an_attempt_with_nothing_to_score_sits_with_its_task_results_baseline():
     # a failure has no result, so no baseline of its own: it joins the group its task's results are in
-    from core.store.leaderboard import Failure, Scored, build
+    from core.store.leaderboard import build
+    from core.store.standings import Failure, Scored
 
     scored = Scored(
         run_id="r",

@@ -10,11 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from core.evaluation.evaluator import Evaluator, Timing, build_job
+from core.evaluation.evaluator import Evaluator
+from core.evaluation.job import Timing, build_job
 from core.evaluation.profiles import ProfileError, parse_profile, per_regime, regime_of
 from core.harness.timing import median_ci, summarize
+from core.model.task import Limits
+from core.model.workload import Workload
 from core.rl.arena import Arena, EvalRequest
-from core.tasks.spec import Limits, Workload, load_task
+from core.tasks.spec import load_task
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 CANDIDATES = FIXTURES / "candidates"

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from core.evaluation.evaluator import Evaluator, Timing
+from core.evaluation.evaluator import Evaluator
+from core.evaluation.job import Timing
 from core.tasks.spec import load_task
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -20,19 +20,14 @@ import pytest
 
 from core.devices.device import probe
 from core.evaluation import sandbox, scan
-from core.evaluation.evaluator import (
-    Evaluator,
-    Timing,
-    assemble,
-    build_job,
-    check_candidate,
-    task_dtypes,
-    wall_clock_findings,
-)
+from core.evaluation.evaluator import Evaluator, check_candidate
+from core.evaluation.job import Timing, build_job, task_dtypes
+from core.evaluation.verdict import assemble, wall_clock_findings
 from core.harness import channel, inputs
 from core.model import events
+from core.model.task import Limits
 from core.tasks.discovery import discover
-from core.tasks.spec import Limits, load_task
+from core.tasks.spec import load_task
 from tests.cheats.catalogue import (
     CHEATS,
     HERE,

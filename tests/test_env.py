@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from core.evaluation.evaluator import Timing
+from core.evaluation.job import Timing
 from core.rl.env import EpisodeError, KernelEnv, extract_code
 from tests.candidates import AXPY, COMPILE_ERROR
 

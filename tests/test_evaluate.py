@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from core.evaluation.evaluator import BadCandidate, check_candidate
-from core.tasks.spec import Limits, load_task
+from core.model.task import Limits
+from core.tasks.spec import load_task
 
 SHORT = Limits(compile_s=20, correctness_s=20, performance_s=20)
 

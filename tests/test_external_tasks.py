@@ -18,10 +18,12 @@ import yaml
 from arena_tui.cli import main
 from core.evaluation import external_rules as rules
 from core.evaluation.evaluator import Evaluator
-from core.evaluation.validate import ValidateOptions, validate_task
+from core.evaluation.validate import validate_task
+from core.evaluation.validate_report import ValidateOptions
 from core.importers.aka_external import write_external
-from core.store.leaderboard import LABELS, RANKED_KINDS, TIMING_KINDS
-from core.tasks.spec import TaskError, load_task
+from core.store.standings import LABELS, RANKED_KINDS, TIMING_KINDS
+from core.tasks.fields import TaskError
+from core.tasks.spec import load_task
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TASKS = FIXTURES / "external_tasks"

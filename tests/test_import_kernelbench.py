@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from arena_tui.cli import main
-from core.evaluation.validate import ValidateOptions, validate_task
+from core.evaluation.validate import validate_task
+from core.evaluation.validate_report import ValidateOptions
 from core.importers.kernelbench import Options, import_kernelbench, level_of
 from core.tasks.spec import load_task
 from tests.task_files import load_module

@@ -13,8 +13,10 @@ import pytest
 
 from arena_tui.cli import main
 from core.model.result import Result
-from core.store.db import Store, UnknownRunError
-from core.store.leaderboard import LeaderboardError, board, boards
+from core.store.db import Store
+from core.store.errors import UnknownRunError
+from core.store.leaderboard import board, boards
+from core.store.standings import LeaderboardError
 from tests.test_store import make_result
 
 H200 = {"id": "cuda:0", "model": "NVIDIA H200", "vendor": "nvidia", "arch": "sm_90"}

@@ -18,8 +18,10 @@ from pathlib import Path
 import pytest
 
 from core.evaluation import sandbox
-from core.evaluation.evaluator import Evaluator, Timing
-from core.tasks.spec import Limits, load_task
+from core.evaluation.evaluator import Evaluator
+from core.evaluation.job import Timing
+from core.model.task import Limits
+from core.tasks.spec import load_task
 from tests.conftest import FIXTURES, ROOT
 from tests.test_sandbox import require_sandbox
 

@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from core.evaluation.evaluator import Evaluator, Timing
+from core.evaluation.evaluator import Evaluator
+from core.evaluation.job import Timing
 from core.harness.quiesce import LOCKED, RUNNING, Quiescer, proc_state
 from core.tasks.spec import load_task
 

@@ -15,9 +15,13 @@ import pytest
 
 from core.devices.device import DeviceInfo, Peaks, parse_device
 from core.evaluation import scoring
-from core.evaluation.evaluator import WorldSizeError, bandwidth_figures, world_size_for
-from core.evaluation.validate import ValidateOptions, validate_task
-from core.tasks.spec import Collective, Limits, TaskError, Workload, load_task
+from core.evaluation.job import WorldSizeError, bandwidth_figures, world_size_for
+from core.evaluation.validate import validate_task
+from core.evaluation.validate_report import ValidateOptions
+from core.model.task import Collective, Limits
+from core.model.workload import Workload
+from core.tasks.fields import TaskError
+from core.tasks.spec import load_task
 
 ALLSUM = Path(__file__).resolve().parent / "fixtures" / "ranked_tasks" / "comm" / "allsum"
 SHORT = Limits(compile_s=60, correctness_s=6, performance_s=30)

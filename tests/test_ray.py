@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from core.evaluation.evaluator import Timing
+from core.evaluation.job import Timing
 from core.model import events
 from core.orchestration.runfile import RunSpec
 from core.orchestration.runs import execute

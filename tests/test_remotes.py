@@ -156,7 +156,11 @@ def test_the_bundle_holds_the_harness_the_task_and_the_candidate_only(
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         names = set(tar.getnames())
         shipped = json.loads(tar.extractfile("job.json").read())  # type: ignore[union-attr]
-    shipped_core = ("core/__init__.py", "core/evaluation/__init__.py", "core/evaluation/sandbox.py")
+    shipped_core = (
+        "core/__init__.py",
+        "core/evaluation/__init__.py",
+        *(f"core/evaluation/sandbox{part}.py" for part in ("", "_policy", "_paths", "_command")),
+    )
     assert {
         *shipped_core,
         "core/harness/__main__.py",
@@ -197,6 +201,27 @@ def test_the_bundle_holds_the_harness_the_task_and_the_candidate_only(
         )
     ) as tar:
         assert not any(n.startswith("task/") for n in tar.getnames())
+
+
+def test_the_shipped_sandbox_runs_on_its_own(tmp_path):
+    """A remote host has only the bundle's core: the sandbox's modules must all be in it, and
+    import nothing of the engine (`python -m core.evaluation.sandbox status` is what runs there)."""
+    from remotes.bundle import harness_files
+
+    for src, name in harness_files():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(src.read_bytes())
+    done = subprocess.run(
+        [sys.executable, "-m", "core.evaluation.sandbox", "status"],
+        check=False,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["mode"] in ("bubblewrap", sandbox.UNSANDBOXED)
 
 
 def test_the_bundle_ships_every_native_source_a_local_run_accepts(tmp_path, fixture_tasks):

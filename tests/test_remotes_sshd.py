@@ -20,7 +20,8 @@ import yaml
 from core.evaluation.evaluator import Evaluator
 from core.evaluation.executors import HarnessError
 from core.model import events
-from core.tasks.spec import Limits, load_task
+from core.model.task import Limits
+from core.tasks.spec import load_task
 from remotes import RemoteExecutor, parse_hosts
 from remotes import executor as executor_module
 from remotes.pool import ConnectionPool

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from core.devices.device import DeviceError
-from core.evaluation.evaluator import Timing
 from core.evaluation.executors import LocalExecutor
+from core.evaluation.job import Timing
 from core.model.result import STAGES, Result, StageResult, WorkloadFigures
 from core.rl.arena import Arena, EvalRequest, evaluate, evaluate_many, public_result
 from core.tasks.discovery import find_task
-from core.tasks.spec import UnknownTaskError
+from core.tasks.fields import UnknownTaskError
 from tests.candidates import AXPY, WRONG
 
 FIXTURE_TASKS = Path(__file__).resolve().parent / "fixtures" / "tasks"

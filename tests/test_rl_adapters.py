@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from core.evaluation.evaluator import Timing
+from core.evaluation.job import Timing
 from core.rl.arena import Arena
 from tests.candidates import AXPY
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from arena_tui.cli import main
-from core.evaluation.validate import ValidateOptions, validate_task
+from core.evaluation.validate import validate_task
+from core.evaluation.validate_report import ValidateOptions
 from core.tasks.spec import load_task
 
 

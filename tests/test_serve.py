@@ -22,7 +22,7 @@ import pytest
 from arena_tui.cli import main
 from arena_tui.serve_cmd import RLServer, is_loopback
 from arena_tui.web.guard import Limits
-from core.evaluation.evaluator import Timing
+from core.evaluation.job import Timing
 from core.rl.arena import Arena
 from core.store.db import Store
 from core.tasks.discovery import find_task

@@ -15,7 +15,8 @@ import threading
 import pytest
 import torch
 
-from core.evaluation.evaluator import Evaluator, Timing
+from core.evaluation.evaluator import Evaluator
+from core.evaluation.job import Timing
 from core.harness import channel, inputs, shared_io, timing
 from core.tasks.spec import load_task
 from tests.cheats.catalogue import TASKS, by_name, outcome_problems

@@ -18,7 +18,7 @@ from core.devices.sim.baselines import (
     fit_task_model,
     load_table,
 )
-from core.evaluation.evaluator import build_job
+from core.evaluation.job import build_job
 from core.tasks.discovery import find_task
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -23,7 +23,7 @@ CHEATS = ROOT / "tests" / "sim_cheats"
 COUNT = """
 import importlib.util, json, sys
 from core.devices.device import sim_info
-from core.evaluation.evaluator import _spec_json
+from core.evaluation.evaluator import spec_json
 from core.harness.sim import predict as sim_predict, stage as sim_stage
 from core.harness.sim.model import Constants, Target, predict_side
 from core.devices.sim import sim_section
@@ -37,7 +37,7 @@ target, constants = Target.from_json(section["target"]), Constants.from_json(sec
 task = find_task("activation/silu_mul")
 axes = {"T": 2048, "I": 14336}
 workload = {"axes": axes, "shapes": {s.name: list(s.concrete_shape(axes)) for s in task.inputs + task.outputs}}
-specs = [_spec_json(s) for s in task.inputs]
+specs = [spec_json(s) for s in task.inputs]
 out = {}
 for name, path in json.loads(sys.argv[1]).items():
     spec = importlib.util.spec_from_file_location(name, path)

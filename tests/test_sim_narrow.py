@@ -16,7 +16,7 @@ from tests.conftest import ROOT
 COUNT = """
 import importlib.util, json, sys
 from core.devices.device import sim_info
-from core.evaluation.evaluator import _spec_json
+from core.evaluation.evaluator import spec_json
 from core.harness.sim import narrow as sim_narrow, predict as sim_predict, stage as sim_stage
 from core.harness.sim.model import Constants, Target, predict_side
 from core.devices.sim import sim_section
@@ -37,7 +37,7 @@ for name in ("cheat", "honest"):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     module.SHORTCUT = name == "cheat"
-    reply = sim_predict.predict_candidate(module.run, [_spec_json(s) for s in task.inputs], workload, 7, None, compiler)
+    reply = sim_predict.predict_candidate(module.run, [spec_json(s) for s in task.inputs], workload, 7, None, compiler)
     launches = sim_stage.checked_launches(reply)
     ops = sim_stage.checked_ops(reply["torch_ops"], "c")
     side = predict_side(launches, ops, target, constants)

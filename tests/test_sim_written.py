@@ -24,7 +24,7 @@ CHEATS = ROOT / "tests" / "sim_cheats"
 COUNT = """
 import importlib.util, json, sys
 from core.devices.device import sim_info
-from core.evaluation.evaluator import _spec_json
+from core.evaluation.evaluator import spec_json
 from core.harness.sim import predict as sim_predict
 from core.devices.sim import sim_section
 from core.tasks.discovery import find_task
@@ -40,7 +40,7 @@ for name, (path, task_name, axes) in json.loads(sys.argv[1]).items():
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    reply = sim_predict.predict_candidate(module.run, [_spec_json(s) for s in task.inputs], workload, 7, None, compiler)
+    reply = sim_predict.predict_candidate(module.run, [spec_json(s) for s in task.inputs], workload, 7, None, compiler)
     out[name] = {"written": reply["written"], "outputs": [o.name for o in task.outputs]}
 print(json.dumps(out))
 """

@@ -14,7 +14,8 @@ from core.model import events
 from core.model import paths as store_module  # the store's default path
 from core.model.result import Result, StageResult, WorkloadFigures
 from core.store import migrations
-from core.store.db import Store, StoreError, UnknownRunError
+from core.store.db import Store, StoreError
+from core.store.errors import UnknownRunError
 from core.store.migrations import MIGRATIONS
 
 AXPY = ["eval", "--task", "elementwise/axpy", "--candidate"]

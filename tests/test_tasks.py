@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from core.model.formulas import evaluate_formula
 from core.tasks.discovery import discover, find_task
-from core.tasks.formulas import evaluate_formula
-from core.tasks.spec import TaskError, UnknownTaskError, load_task
+from core.tasks.fields import TaskError, UnknownTaskError
+from core.tasks.spec import load_task
 
 BUNDLED = ["activation/silu_mul", "gemm/bf16_gemm", "norm/add_rmsnorm"]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from arena_tui.cli import main
-from core.evaluation.evaluator import Timing
+from core.evaluation.job import Timing
 from core.rl.adapters import verl
 from core.rl.adapters.completions import NO_CODE, BatchScorer, Item, extract_candidate
 from core.rl.adapters.serve_client import ArenaClient, ArenaClientError

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from arena_tui.cli import main
-from core.evaluation.validate import CHECK_NAMES, ValidateOptions, validate_task
+from core.evaluation.validate import validate_task
+from core.evaluation.validate_report import CHECK_NAMES, ValidateOptions
 from core.tasks.discovery import task_ids, tasks_root
 from tests.task_variants import variant_dir, variants_root
 

@@ -15,8 +15,8 @@ from core.agents.workspace import (
     render_prompt,
     vendor_of,
 )
+from core.model.task import Task
 from core.tasks.discovery import find_task
-from core.tasks.spec import Task
 from tests.conftest import ROOT
 
 
@@ -97,8 +97,8 @@ def test_the_prompt_says_what_to_do_how_it_is_scored_and_how_to_check(axpy):
 
 
 def test_the_prompt_says_an_in_place_output_is_written_into_its_input_and_a_scalar_is_a_scalar():
+    from core.model.task import SpecKind
     from core.rl.env import signature
-    from core.tasks.spec import SpecKind
 
     rope, norm = find_task("elementwise/rope"), find_task("norm/add_rmsnorm")
     assert [o.kind for o in rope.outputs] == [

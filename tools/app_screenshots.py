@@ -14,6 +14,7 @@ from pathlib import Path
 from unittest import mock
 
 import core.store.db
+import core.store.rows
 from arena_tui.app.app import ArenaApp
 from arena_tui.app.scripted import ScriptedRun
 from core.store.db import Store
@@ -48,7 +49,7 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     with (
         tempfile.TemporaryDirectory() as tmp,
-        mock.patch.object(core.store.db, "_now", lambda: "2026-12-01T00:00:00+00:00"),
+        mock.patch.object(core.store.rows, "utc_now", lambda: "2026-12-01T00:00:00+00:00"),
         mock.patch.object(core.store.db.secrets, "token_hex", lambda n: "abcd"[: 2 * n]),
     ):
         with Store.open(Path(tmp) / "arena.db") as store:

@@ -48,7 +48,7 @@ def _board_routes(store: Store, feed: StoreFeed, tasks_dir: Path | None) -> list
     building: dict[tuple[int, float, str], asyncio.Future[dict[str, Any]]] = {}
 
     async def boards(request: Request) -> dict[str, Any]:
-        from core.store.leaderboard import DEFAULT_P, LeaderboardError
+        from core.store.standings import DEFAULT_P, LeaderboardError
 
         by = request.query_params.get("by", "model")
         try:

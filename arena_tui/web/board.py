@@ -21,7 +21,7 @@ from typing import Any
 
 from core.store import leaderboard
 from core.store.db import Store, StoreError
-from core.store.leaderboard import TIMING_KINDS, Scored
+from core.store.standings import TIMING_KINDS, Scored
 
 MAX_SOURCE = 512 << 10  # a candidate is at most 1 MiB; the page shows the first half MiB
 

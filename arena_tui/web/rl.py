@@ -166,7 +166,7 @@ class RLService(InflightEvaluations):
 
     async def reset(self, request: Request) -> dict[str, Any]:
         from core.rl.env import EpisodeError, KernelEnv
-        from core.tasks.spec import UnknownTaskError
+        from core.tasks.fields import UnknownTaskError
 
         body = json_object(await request.body())
         no_unknown(body, ("task_id", "seed", "max_turns", "device", "episode_id", "agent"))
@@ -294,7 +294,7 @@ class RLService(InflightEvaluations):
         """One candidate (`{task_id, code, ...}`) or several (`{candidates: [...]}`: one batch
         through the core's batch API, answers in the candidates' order)."""
         from core.rl.arena import EvalRequest
-        from core.tasks.spec import UnknownTaskError
+        from core.tasks.fields import UnknownTaskError
 
         body = json_object(await request.body())
         fields = ("task_id", "code", "seed", "visible_only", "device", "agent")

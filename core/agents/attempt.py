@@ -15,7 +15,7 @@ from core.agents.workspace import Variant
 from core.model import events, keys
 from core.model.outcome import Activity, Outcome, Verdict
 from core.model.result import Result
-from core.tasks.spec import Task
+from core.model.task import Task
 
 STOP_REASONS = ("finished", "budget", "cost_cap", "token_cap", "crashed", "cancelled")
 

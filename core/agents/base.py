@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from core.model.events import Step
+
 AGENT_KINDS = ("claude", "codex", "cursor", "gemini", "openai", "reference", "replay")
 
 
@@ -34,23 +36,6 @@ class AgentConfig:
     budget_s: float = 1800.0  # wall-clock limit of one attempt
     max_cost_usd: float | None = None  # stop the agent once its reported cost exceeds this
     max_tokens: int | None = None  # … or its input + output tokens
-
-
-@dataclass(frozen=True)
-class Step:
-    """A transcript event before the runner stamps attempt, agent and sequence number on it."""
-
-    kind: str  # text | thinking | tool_call | tool_result | usage | final | error
-    text: str | None = None
-    tool: str | None = None
-    arguments: dict[str, Any] | None = None
-    call_id: str | None = None
-    is_error: bool = False
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cost_usd: float | None = None
-    cumulative: bool = False
-    raw: str | None = None
 
 
 @dataclass(frozen=True)

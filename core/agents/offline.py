@@ -25,7 +25,7 @@ from typing import Any
 
 from core.agents.base import AgentConfig, Emit, RunCheck, Step
 from core.model import events
-from core.tasks.spec import Task
+from core.model.task import Task
 
 BUILTIN_SOLUTIONS = ("starter", "baseline")
 REPLAY_FORMATS = ("events", "claude", "codex", "cursor", "gemini")

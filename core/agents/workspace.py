@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from core.devices.ids import DeviceId, local_part
-from core.tasks.spec import Task, TensorSpec
+from core.model.task import Task, TensorSpec
 
 PROMPT = "PROMPT.md"
 SOLUTION = "solution.py"

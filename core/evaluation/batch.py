@@ -23,7 +23,7 @@ from core.evaluation.profiles import Profile
 from core.model import candidate as candidate_model
 from core.model import events
 from core.model.result import Result
-from core.tasks.spec import Limits, Task
+from core.model.task import Limits, Task
 
 if TYPE_CHECKING:
     from core.evaluation.evaluator import Evaluator, OnEvent
@@ -97,13 +97,9 @@ async def evaluate_batch(
 ) -> list[Result]:
     """`on_result(k, result)` is called as soon as candidate k's result is known (a run records
     it then, so an interrupted batch keeps what it finished); `first` numbers them from there."""
-    from core.evaluation.evaluator import (
-        assemble,
-        build_job,
-        check_candidate,
-        job_deadline_s,
-        task_dtypes,
-    )
+    from core.evaluation.evaluator import check_candidate
+    from core.evaluation.job import build_job, job_deadline_s, task_dtypes
+    from core.evaluation.verdict import assemble
 
     def done(k: int, result: Result) -> Result:
         if on_result is not None:
@@ -197,7 +193,7 @@ async def evaluate_batch(
         return results
     # The harness died on candidate k: k alone (a fault it causes again is its own), the rest as a batch.
     k = len(results)
-    from core.evaluation.evaluator import infrastructure_result
+    from core.evaluation.verdict import infrastructure_result
 
     try:
         alone = await evaluator.aevaluate(task, paths[k], **single)  # type: ignore[arg-type]

@@ -18,7 +18,7 @@ import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from core.tasks.spec import Workload
+from core.model.workload import Workload
 
 
 class Profile(str, enum.Enum):

@@ -70,7 +70,7 @@ class WorkloadSpec(TypedDict, total=False):
 
 
 class TensorSpecJson(TypedDict, total=False):
-    """An input's or an output's spec (core.tasks.spec.TensorSpec in JSON)."""
+    """An input's or an output's spec (core.model.task.TensorSpec in JSON)."""
 
     name: str
     dtype: str
@@ -80,7 +80,7 @@ class TensorSpecJson(TypedDict, total=False):
 
 
 class Job(TypedDict, total=False):
-    """What the engine hands the harness for one evaluation (core.evaluation.evaluator.build_job)."""
+    """What the engine hands the harness for one evaluation (core.evaluation.job.build_job)."""
 
     version: int
     task_id: str

@@ -132,8 +132,32 @@ class DeviceHealthChanged:
 TRANSCRIPT_KINDS = ("text", "thinking", "tool_call", "tool_result", "usage", "final", "error")
 
 
+@dataclass(frozen=True, kw_only=True)
+class StepDetail:
+    """What one transcript step says, by keyword: an agent's `Step` and the `TranscriptEvent`
+    it becomes once the runner stamps attempt, agent and sequence number on it."""
+
+    text: str | None = None
+    tool: str | None = None
+    arguments: dict[str, Any] | None = None
+    call_id: str | None = None
+    is_error: bool = False
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+    cumulative: bool = False
+    raw: str | None = None
+
+
 @dataclass(frozen=True)
-class TranscriptEvent:
+class Step(StepDetail):
+    """A transcript event before the runner stamps attempt, agent and sequence number on it."""
+
+    kind: str  # text | thinking | tool_call | tool_result | usage | final | error
+
+
+@dataclass(frozen=True)
+class TranscriptEvent(StepDetail):
     """One normalized step of an agent's transcript, whatever tool produced it.
 
     kind: text | thinking | tool_call | tool_result | usage | final | error. `attempt` names the
@@ -147,16 +171,6 @@ class TranscriptEvent:
     seq: int
     kind: str
     agent: str
-    text: str | None = None
-    tool: str | None = None
-    arguments: dict[str, Any] | None = None
-    call_id: str | None = None
-    is_error: bool = False
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cost_usd: float | None = None
-    cumulative: bool = False
-    raw: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in TRANSCRIPT_KINDS:
@@ -204,4 +218,7 @@ def parse(line: str | bytes | dict[str, Any]) -> Event:
 
 
 def to_json(event: Event) -> dict[str, Any]:
-    return {"v": SCHEMA_VERSION, "type": event.type, **asdict(event)}
+    data = asdict(event)
+    # the positional fields first (a transcript event's attempt, seq, kind, agent), as written
+    first = {f.name: data[f.name] for f in fields(event) if not f.kw_only}
+    return {"v": SCHEMA_VERSION, "type": event.type, **first, **data}

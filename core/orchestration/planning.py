@@ -12,9 +12,9 @@ from core.agents.base import AgentConfig
 from core.agents.workspace import Variant
 from core.evaluation.evaluator import check_candidate
 from core.model import keys
+from core.model.task import Task
 from core.orchestration.runfile import BUILTIN_CANDIDATES, RunSpec
 from core.tasks.discovery import discover, find_task
-from core.tasks.spec import Task
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,9 @@ import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from core.evaluation.evaluator import Evaluator, Timing
+from core.evaluation.evaluator import Evaluator
 from core.evaluation.executors import Executor, HarnessError
+from core.evaluation.job import Timing
 from core.orchestration.scheduler import InfrastructureFault, Slot
 
 ExecutorFactory = Callable[[str, Path], Executor]  # (device id, working folder) -> an executor

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from core.model import events
 from core.model.result import Result
-from core.tasks.spec import Task
+from core.model.task import Task
 
 OnRunEvent = Callable[
     [int | None, events.Event], None

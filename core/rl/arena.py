@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from core.evaluation.evaluator import Timing
+from core.evaluation.job import Timing
 from core.orchestration.pool import ExecutorFactory
 from core.rl.public import public_result
 from core.rl.requests import EvalRequest, RewardedResult, check_source

@@ -29,7 +29,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.evaluation.evaluator import Timing
+from core.evaluation.job import Timing
+from core.model.task import Task
 from core.rl.arena import Arena, ExecutorFactory, RewardedResult, check_source
 from core.rl.feedback import (
     extract_code,
@@ -41,7 +42,6 @@ from core.rl.feedback import (
     visible_workloads,
 )
 from core.rl.rewards import RewardFn, get_reward, reward_name
-from core.tasks.spec import Task
 
 
 class EpisodeError(ValueError):

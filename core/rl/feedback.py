@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from core.model.task import Task, TensorSpec
 from core.rl.arena import RewardedResult, public_result
-from core.tasks.spec import Task, TensorSpec
 
 FEEDBACK_CHARS = 4000  # the tail of a compile error an agent gets: enough for the traceback's end
 

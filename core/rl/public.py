@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from core.model.result import Result
-from core.tasks.spec import Task
+from core.model.task import Task
 
 
 def _hidden_workloads(result: Result) -> list[tuple[str, dict[str, int]]]:

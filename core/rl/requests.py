@@ -9,9 +9,9 @@ from typing import Any
 
 from core.evaluation.profiles import parse_profile
 from core.model.result import Result
+from core.model.task import Task
 from core.rl.public import public_result
 from core.rl.rewards import outcome
-from core.tasks.spec import Task
 
 MAX_SOURCE_BYTES = 1 << 20  # a candidate module larger than 1 MiB is not a kernel
 

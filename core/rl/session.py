@@ -18,9 +18,11 @@ from typing import Any
 
 from core.devices.device import DeviceError, parse_device
 from core.devices.ids import timing_kind_of
-from core.evaluation.evaluator import BadCandidate, Evaluator, Timing, check_candidate
+from core.evaluation.evaluator import BadCandidate, Evaluator, check_candidate
 from core.evaluation.executors import LocalExecutor
+from core.evaluation.job import Timing
 from core.model.result import Result, unevaluated
+from core.model.task import Task
 from core.orchestration.pool import EvaluatorPool, ExecutorFactory
 from core.orchestration.scheduler import (
     Job,
@@ -32,7 +34,6 @@ from core.orchestration.scheduler import (
 from core.rl.requests import EvalRequest, RewardedResult
 from core.rl.rewards import RewardFn, get_reward, reward_name
 from core.tasks.discovery import find_task
-from core.tasks.spec import Task
 
 
 def _write_candidate(source: str) -> tuple[Path, Path]:

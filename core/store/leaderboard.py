@@ -47,153 +47,24 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from core.devices.ids import timing_kind_of
 from core.evaluation import scoring
 from core.model.outcome import FAILURES
-from core.model.statuses import TimingKind
 from core.store.db import Store
-
-TIMING_KINDS = tuple(
-    k.value for k in TimingKind
-)  # measured, predicted, cpu: the order of the boards
-RANKED_KINDS = ("measured", "predicted")
-GROUP_BY = ("model", "vendor")
-DEFAULT_P = 1.0
-LABELS = {
-    "measured": "measured",
-    "predicted": "predicted: simulated devices, never mixed with measured",
-    "cpu": "cpu: for information, never ranked",
-    # External tasks (core/tasks/external.py): their own commands and timer, scored by their own rules.
-    "external": "external: each task's own correctness and timing, scored by its own rules (not this arena's protocol)",
-}
-
-
-class LeaderboardError(ValueError):
-    """A board cannot be built as asked (an unknown timing kind, p <= 0); the message says what to pass."""
-
-
-@dataclass(frozen=True)
-class Scored:
-    """One stored result with who produced it: the row a board is built from."""
-
-    run_id: str
-    job_id: int
-    task_id: str
-    family: str
-    agent: str  # the job's agent, else the candidate file's name
-    model: str | None  # the attempt's model, where an attempt produced the result
-    device_id: str
-    device_model: str | None
-    device_vendor: str | None
-    timing_kind: str
-    status: str  # passed | failed | infrastructure_error
-    speedup: float
-    sol_fraction: float | None
-    integrity_flags: tuple[str, ...] = ()
-    starter: bool = False  # an agent submitted the unchanged starter on purpose
-    baseline_impl: str | None = None  # which baseline implementation the speedup is against
-
-    @property
-    def violation(self) -> bool:
-        return bool(self.integrity_flags)
-
-    @property
-    def correct(self) -> bool:
-        return self.status == "passed" and not self.violation
-
-    @property
-    def effective_speedup(self) -> float:
-        """What the user gets: the candidate's speedup where it is correct, else 1.0 (the baseline stays)."""
-        return scoring.effective_speedup(self.correct, self.speedup)
-
-
-@dataclass(frozen=True)
-class Failure:
-    """An attempt whose agent produced nothing to score (`agent_error`, `no_submission`): it
-    has no result; a board counts it against its entry, never as a result."""
-
-    run_id: str
-    attempt_id: str
-    task_id: str
-    family: str
-    agent: str
-    model: str | None
-    device_id: str
-    device_model: str | None
-    device_vendor: str | None
-    timing_kind: str
-    outcome: str  # agent_error | no_submission
-    reason: str | None
-
-
-@dataclass(frozen=True)
-class Entry:
-    rank: (
-        int | None
-    )  # 1-based within its (family, device) group; None on a cpu board (never ranked)
-    agent: str
-    model: str | None
-    family: str
-    device: (
-        str  # the device model (its id where the model is unknown), or the vendor with by="vendor"
-    )
-    vendor: str | None
-    speedup: float  # geometric mean of effective speedups (a failure counts 1.0)
-    fast_p: float | None  # share correct and faster than p × baseline; None on a cpu board
-    sol_fraction: float | None  # median over correct results
-    correct: float  # share of results correct (passed, no integrity violation)
-    results: int
-    violations: int  # results with a proven integrity violation
-    tasks: int  # distinct tasks among the results
-    failures: int = 0  # attempts that produced nothing to score (agent_error + no_submission): not in any figure above
-    agent_errors: int = 0
-    no_submissions: int = 0
-    starters: int = 0  # results that are the unchanged starter, submitted on purpose
-
-
-@dataclass(frozen=True)
-class Board:
-    timing_kind: str
-    p: float
-    by: str  # model | vendor: what the device column holds
-    entries: tuple[Entry, ...]  # by family, then device, then rank
-    infrastructure_errors: int = 0  # left out of every figure
-    filters: dict[str, str | None] = field(default_factory=dict)
-    failures: int = 0  # attempts with nothing to score, over every entry
-
-    @property
-    def ranked(self) -> bool:
-        return self.timing_kind in RANKED_KINDS
-
-    @property
-    def label(self) -> str:
-        return LABELS.get(self.timing_kind, self.timing_kind)
-
-    def groups(self) -> list[tuple[str, str, list[Entry]]]:
-        """(family, device, its entries in rank order), in board order."""
-        out: list[tuple[str, str, list[Entry]]] = []
-        for e in self.entries:
-            if not out or (out[-1][0], out[-1][1]) != (e.family, e.device):
-                out.append((e.family, e.device, []))
-            out[-1][2].append(e)
-        return out
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "timing_kind": self.timing_kind,
-            "label": self.label,
-            "ranked": self.ranked,
-            "p": self.p,
-            "by": self.by,
-            "filters": dict(self.filters),
-            "infrastructure_errors": self.infrastructure_errors,
-            "failures": self.failures,
-            "entries": [asdict(e) for e in self.entries],
-        }
+from core.store.standings import (
+    DEFAULT_P,
+    GROUP_BY,
+    RANKED_KINDS,
+    TIMING_KINDS,
+    Board,
+    Entry,
+    Failure,
+    LeaderboardError,
+    Scored,
+)
 
 
 def scored(store: Store, run: str | None = None) -> list[Scored]:
@@ -282,17 +153,7 @@ def board(
 ) -> Board:
     """The board of one timing kind (measured | predicted | cpu), optionally filtered."""
     _check(timing_kind, p, by)
-    return build(
-        scored(store, run),
-        timing_kind=timing_kind,
-        device=device,
-        vendor=vendor,
-        family=family,
-        run=run,
-        p=p,
-        by=by,
-        failed=failures(store, run),
-    )
+    return _boards(store, (timing_kind,), device, vendor, family, run, p, by)[timing_kind]
 
 
 def boards(
@@ -307,8 +168,24 @@ def boards(
 ) -> dict[str, Board]:
     """One board per timing kind present among the matching results, measured first; {} if none."""
     _check(TIMING_KINDS[0], p, by)
+    return _boards(store, None, device, vendor, family, run, p, by)
+
+
+def _boards(
+    store: Store,
+    kinds: tuple[str, ...] | None,
+    device: str | None,
+    vendor: str | None,
+    family: str | None,
+    run: str | None,
+    p: float,
+    by: str,
+) -> dict[str, Board]:
+    """The boards of `kinds` (None: every kind present among the matching results, in order)."""
     rows, failed = scored(store, run), failures(store, run)
-    found = {r.timing_kind for r in (*rows, *failed) if _matches(r, device, vendor, family)}
+    if kinds is None:
+        found = {r.timing_kind for r in (*rows, *failed) if _matches(r, device, vendor, family)}
+        kinds = tuple(kind for kind in TIMING_KINDS if kind in found)
     return {
         kind: build(
             rows,
@@ -321,8 +198,7 @@ def boards(
             by=by,
             failed=failed,
         )
-        for kind in TIMING_KINDS
-        if kind in found
+        for kind in kinds
     }
 
 

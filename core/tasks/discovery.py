@@ -6,7 +6,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from core.tasks.spec import Task, UnknownTaskError, load_task
+from core.model.task import Task
+from core.tasks.fields import UnknownTaskError
+from core.tasks.spec import load_task
 
 
 def bundled_tasks_root() -> Path:
@@ -34,11 +36,16 @@ def task_ids(root: Path | str | None = None) -> list[str]:
 
 def find_task(task_id: str, root: Path | str | None = None) -> Task:
     """Load a task by id (`gemm/bf16_gemm`) or by folder path."""
+    return load_task(task_folder(task_id, root))
+
+
+def task_folder(task_id: str, root: Path | str | None = None) -> Path:
+    """The folder of a task id (`gemm/bf16_gemm`, under `root`) or of a folder path; an unknown
+    one raises UnknownTaskError with the ids it may have meant."""
     as_path = Path(task_id)
     if (as_path / "task.yaml").is_file():
-        return load_task(as_path)
-    base = tasks_root(root)
-    folder = base / task_id
+        return as_path
+    folder = tasks_root(root) / task_id
     if task_id.count("/") != 1 or not (folder / "task.yaml").is_file():
         known = task_ids(root)
         close = [t for t in known if task_id.split("/")[-1] in t]
@@ -48,4 +55,4 @@ def find_task(task_id: str, root: Path | str | None = None) -> Task:
             else "run `arena tasks list` to see the ids"
         )
         raise UnknownTaskError(f"unknown task `{task_id}`: {hint}")
-    return load_task(folder)
+    return folder

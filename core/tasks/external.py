@@ -191,9 +191,10 @@ def parse_spec(path: Path, raw: Any) -> ExternalSpec:
 
 
 def load_external_task(task_dir: Path, task_id: str, raw: dict[str, Any]) -> Any:
-    """A Task (core.tasks.spec) whose `external` holds the spec: no axes, inputs or workloads (its own
+    """A Task (core.model.task) whose `external` holds the spec: no axes, inputs or workloads (its own
     commands hold them), so views that list tasks show it and the evaluator hands it here."""
-    from core.tasks.spec import Correctness, HiddenSet, Limits, Task, WorkloadSets
+    from core.model.task import Correctness, Limits, Task
+    from core.model.workload import HiddenSet, WorkloadSets
 
     path = task_dir / "task.yaml"
     spec = parse_spec(path, raw.get("external"))

@@ -1,6 +1,6 @@
 """`arena tasks add-model CONFIG.json`: a new model's workloads in every task it uses.
 
-A Hugging Face style config.json is mapped onto the normalized keys of core.tasks.spec.MODEL_KEYS;
+A Hugging Face style config.json is mapped onto the normalized keys of core.tasks.vocabulary.MODEL_KEYS;
 each task whose `model_workloads.requires` keys the model has gets the cross product of its
 axis rules as new visible workloads. They are inserted into task.yaml **as text**, after the
 last visible entry and in the same flow style, so comments and formatting survive (PyYAML
@@ -18,8 +18,11 @@ from typing import Any
 
 import yaml
 
+from core.model.task import Task
 from core.tasks import manifest
-from core.tasks.spec import MODEL_KEYS, Task, TaskError, load_task
+from core.tasks.fields import TaskError
+from core.tasks.spec import load_task
+from core.tasks.vocabulary import MODEL_KEYS
 
 # Hugging Face names per normalized key, first found wins. Families: Llama (dense), Qwen3-MoE,
 # DeepSeek-V3 (MLA + grouped routing), gpt-oss and Mixtral (num_local_experts).

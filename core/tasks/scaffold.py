@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.tasks.spec import FAMILIES
+from core.tasks.vocabulary import FAMILIES
 
 NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 

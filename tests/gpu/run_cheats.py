@@ -31,8 +31,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from core.evaluation.evaluator import Evaluator
+from core.model.task import Limits
 from core.tasks.discovery import discover
-from core.tasks.spec import Limits, load_task
+from core.tasks.spec import load_task
 from tests.cheats.catalogue import PUBLISHED_CANDIDATES, TASKS, by_name, outcome_problems
 
 GPU_CHEATS = ROOT / "tests" / "gpu" / "cheats"

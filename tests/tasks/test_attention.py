@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from core.harness.compare import compare
+from core.model.formulas import evaluate_formula
 from core.tasks.discovery import find_task
-from core.tasks.formulas import evaluate_formula
 from tests.task_files import task_file, task_inputs
 
 ROOT = Path(__file__).resolve().parents[2] / "tasks" / "attention"

@@ -19,8 +19,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from core.model.task import Task
 from core.rl.env import task_prompt, visible_workloads
-from core.tasks.spec import Task
 
 FORMATS = ("trl", "verl")
 DATA_SOURCE = "kernel_arena"

@@ -7,13 +7,10 @@ import ast
 import math
 
 _FORMULA_FUNCS = {"min": min, "max": max, "ceil": math.ceil, "floor": math.floor, "log2": math.log2}
+# The nodes of any arithmetic over names; each grammar adds the operators (and calls) it allows.
+EXPRESSION_NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Load)
 _FORMULA_NODES = (
-    ast.Expression,
-    ast.BinOp,
-    ast.UnaryOp,
-    ast.Constant,
-    ast.Name,
-    ast.Load,
+    *EXPRESSION_NODES,
     ast.Call,
     ast.Add,
     ast.Sub,

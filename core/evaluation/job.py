@@ -1,0 +1,365 @@
+"""Building the job the harness runs: the timing settings (`Timing`), the world size of a
+multi-rank task, the rooflines and bandwidth figures, the hashes and sources of the task files,
+and `build_job`, which resolves workloads, seeds, limits and settings into one `Job`."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from core.devices.device import DeviceInfo, Peaks
+from core.devices.ids import gpus_in
+from core.devices.sim import sim_baseline, sim_section
+from core.evaluation import scoring
+from core.evaluation.profiles import CI_TARGET, SPECS, Profile, parse_profile, per_regime
+from core.model import events
+from core.model.task import Limits, Task, TensorSpec
+from core.model.workload import Workload
+
+OnEvent = Callable[[events.Event], None]
+
+
+GRAPH_BELOW_US = 50.0  # decode-sized: the launch would rival the kernel, so time graph replays
+CHECKED_CALLS_PER_ROUND = 2  # timed calls per round whose outputs are checked (docs/integrity.md)
+CPU_CANDIDATE_MEMORY = 2 << 30  # private memory a candidate may add on the CPU device (RLIMIT_DATA)
+SIM_CANDIDATE_MEMORY = (
+    32 << 30
+)  # ... on a sim: device: GPU-sized CPU tensors, mostly never-written zero pages (address space, not RSS)
+TASK_FILES = ("reference.py", "baseline.py", "inputs.py", "check.py", "task.yaml")
+TASK_SOURCES = ("reference.py", "baseline.py", "inputs.py", "check.py")
+WARMUP_CALLS = {
+    "wall": 0,
+    "events": 2,
+    "queued": 2,
+    "graph": 4,
+}  # untimed calls per round, by timing mode
+
+
+class WorldSizeError(ValueError):
+    """A world size the task or the device cannot run (exit code 2)."""
+
+
+def world_size_for(task: Task, info: DeviceInfo, asked: int | None = None) -> int | None:
+    """The ranks a multi-rank task runs on here (None for a single-device task): the one asked
+    for, else the CPU device's default, else as many as the device group has GPUs."""
+    if task.world_size is None:
+        if asked not in (None, 1):
+            raise WorldSizeError(
+                f"{task.id} runs on one device; --world-size applies to multi-rank tasks (comm/, moe/dispatch, …)"
+            )
+        return None
+    sizes = task.world_size.sizes
+    shown = ", ".join(map(str, sizes))
+    if info.type in ("cpu", "sim"):  # a sim: device checks correctness on the CPU, over gloo
+        world = asked or task.world_size.cpu
+    else:
+        available = gpus_in(info.id)
+        world = asked or available
+        if world > available:
+            raise WorldSizeError(
+                f"{task.id} on {world} ranks needs {world} GPUs; {info.id} is {available}: name a device group such as "
+                f"`{info.type}:0-{world - 1}` (docs/devices.md)"
+            )
+    if world not in sizes:
+        raise WorldSizeError(
+            f"{task.id} runs on {shown} ranks, not {world}: pass --world-size with one of {shown}"
+        )
+    return world
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How long each side is timed per workload, in rounds that alternate candidate and
+    baseline: at most `alternations` rounds of `budget_ms / alternations` a side, and fewer
+    once both medians' 95% intervals are within ±`ci_target` after at least `min_rounds`
+    (None: every round; `ci_target` 0: no early stop)."""
+
+    alternations: int
+    budget_ms: float
+    min_calls: int
+    max_calls: int
+    min_rounds: int | None = None
+    ci_target: float = CI_TARGET
+    shared_io: bool = True  # False: the old path, inputs drawn in the candidate's process (measurements: docs/integrity.md)
+
+    @classmethod
+    def for_device(cls, device_type: str, profile: Profile | str | None = None) -> Timing:
+        train = parse_profile(profile) is Profile.TRAIN
+        if device_type == "cpu":
+            # The CPU device runs Triton in an interpreter: about a second per workload (full).
+            if train:
+                return cls(alternations=2, budget_ms=200.0, min_calls=1, max_calls=50, min_rounds=1)
+            return cls(alternations=3, budget_ms=500.0, min_calls=1, max_calls=50, min_rounds=2)
+        if train:
+            # At most 64 calls a round: the median's interval is within ±1% after a few dozen
+            # calls, and each call costs the harness 0.1-0.5 ms (refill, flush) whatever the
+            # kernel's own time (docs/performance.md).
+            return cls(alternations=4, budget_ms=40.0, min_calls=3, max_calls=64, min_rounds=2)
+        return cls(alternations=5, budget_ms=100.0, min_calls=3, max_calls=1000, min_rounds=2)
+
+    def to_job(self) -> dict[str, Any]:
+        return {
+            **self.__dict__,
+            "min_rounds": self.alternations if self.min_rounds is None else self.min_rounds,
+        }
+
+
+def spec_json(spec: TensorSpec) -> dict[str, Any]:
+    return {
+        "name": spec.name,
+        "dtype": spec.dtype,
+        "shape": list(spec.shape) if spec.shape else None,
+        "init": spec.init,
+        "value": spec.value,
+        "inplace_of": spec.inplace_of,
+    }
+
+
+def roofline_for(
+    task: Task, w: Workload, info: DeviceInfo, peaks: Peaks | None = None
+) -> float | None:
+    """Speed of light for workload `w`: the compute/memory roofline, or for a collective the
+    link's (its axes hold W). `peaks` defaults to the device's speed-of-light figures."""
+    peaks = peaks if peaks is not None else info.sol_peaks
+    if peaks is None:
+        return None
+    if task.collective is not None:
+        world = int(w.axes.get("W", 1))
+        return scoring.link_roofline_us(
+            task.collective_bytes(w), task.collective.bus_factor(world), peaks
+        )
+    return scoring.roofline_us(task.flops_for(w), task.bytes_for(w), peaks, task.peak)
+
+
+def bandwidth_figures(
+    task: Task, w: Workload, candidate_us: float, baseline_us: float, peaks: Peaks | None
+) -> dict[str, Any] | None:
+    """A collective's algorithm and bus bandwidth (nccl-tests' definitions), both sides."""
+    if task.collective is None:
+        return None
+    world = int(w.axes.get("W", 1))
+    size, factor = task.collective_bytes(w), task.collective.bus_factor(world)
+    figures: dict[str, Any] = {
+        "world_size": world,
+        "size_bytes": size,
+        "bus_factor": factor,
+        "kind": task.collective.kind,
+    }
+    for side, us in (("candidate", candidate_us), ("baseline", baseline_us)):
+        bw = scoring.bus_bandwidth_gbps(size, factor, us)
+        figures[f"{side}_algbw_gbps"], figures[f"{side}_busbw_gbps"] = bw if bw else (None, None)
+    figures["link_gbps"] = (
+        peaks.link_gbps / 2 if peaks and peaks.link_gbps else None
+    )  # per direction
+    return figures
+
+
+def task_file_hashes(task: Task, files: dict[str, bytes] | None = None) -> dict[str, str]:
+    """sha256 of the task's files (as staged in `files`, else as they are now): the harness
+    executes only these bytes and reports any change made during the evaluation."""
+    files = (
+        files
+        if files is not None
+        else {n: task.file(n).read_bytes() for n in TASK_FILES if task.file(n).is_file()}
+    )
+    return {name: hashlib.sha256(files[name]).hexdigest() for name in TASK_FILES if name in files}
+
+
+def task_sources(task: Task, files: dict[str, bytes] | None = None) -> dict[str, str]:
+    """The code the trusted worker runs (reference, baseline, optional inputs.py), carried in
+    the job: the harness needs no task folder, so the sandbox may hide it from the candidate."""
+    files = (
+        files
+        if files is not None
+        else {n: task.file(n).read_bytes() for n in TASK_SOURCES if task.file(n).is_file()}
+    )
+    return {name: files[name].decode() for name in TASK_SOURCES if name in files}
+
+
+def build_job(
+    task: Task,
+    candidate: Path,
+    info: DeviceInfo,
+    torch_device: str,
+    secret_seed: int,
+    workdir: Path,
+    limits: Limits | None = None,
+    graphs: bool = True,
+    sync_each_call: bool = False,
+    timing: Timing | None = None,
+    candidate_memory_bytes: int | None = None,
+    performance: bool = True,
+    visible_only: bool = False,
+    world_size: int | None = None,
+    profile: Profile | str | None = None,
+    files: dict[str, bytes] | None = None,
+) -> dict[str, Any]:
+    """The resolved job the harness runs: nothing in it needs the engine to interpret.
+
+    `timing` overrides the device's timing budget (tests); `candidate_memory_bytes` the private
+    memory a candidate may add on the CPU device (GPU devices get no such limit: the drivers'
+    address-space reservations would trip it, and no cgroup bounds them yet: docs/sandbox.md);
+    `performance=False` times nothing (`arena tasks validate` asks only for correctness);
+    `visible_only=True` leaves every hidden workload out of the job (`arena check`: what an
+    agent sees may never name a hidden shape), so generalization is reported skipped.
+    `world_size` runs a multi-rank task on that many ranks (default: `world_size_for`); its
+    workloads then carry the axis W. `profile` (docs/evaluation.md): `full` (default) or
+    `train`: which workloads are timed, the timing budget, and the limits. `files` are the task's
+    files as staged before any candidate ran (`Evaluator` passes them; default: read now)."""
+    profile = parse_profile(profile)
+    spec = SPECS[profile]
+    limits = limits or task.limits
+    rng = random.Random(secret_seed)
+    simulated = (
+        info.type == "sim"
+    )  # correctness as the CPU device does; performance predicted at GPU sizes
+    world = world_size_for(task, info, world_size)
+    sets = task.workloads(cpu=info.type in ("cpu", "sim"))
+    hidden = [] if visible_only else sets.hidden.resolve(rng)
+    visible, fixed_hidden = list(sets.visible), list(sets.hidden.fixed)
+    if world is not None:
+        visible, fixed_hidden, hidden = (
+            [task.at_world(w, world) for w in ws] for ws in (visible, fixed_hidden, hidden)
+        )
+
+    def shapes(w: Workload) -> dict[str, list[int]]:
+        return {
+            s.name: list(s.concrete_shape(w.axes))
+            for s in task.inputs + task.outputs
+            if s.shape is not None
+        }
+
+    def checked(ws: list[Workload] | tuple[Workload, ...]) -> list[dict[str, Any]]:
+        return [
+            {
+                **w.to_json(),
+                "shapes": shapes(w),
+                "seeds": [rng.getrandbits(62) for _ in range(task.correctness.seeds_for(w.axes))],
+            }
+            for w in ws
+        ]
+
+    timed_sets = task.gpu if simulated else sets
+    timed_visible = (
+        [task.at_world(w, world) for w in timed_sets.visible]
+        if world is not None
+        else list(timed_sets.visible)
+    )
+    timed_fixed = (
+        [task.at_world(w, world) for w in timed_sets.hidden.fixed]
+        if world is not None
+        else list(timed_sets.hidden.fixed)
+    )
+    timed = timed_visible + ([] if visible_only else timed_fixed)
+    if spec.per_regime and world is None:  # `train`: one timed workload per regime
+
+        def small(w: Workload) -> bool | None:
+            roof = roofline_for(task, w, info)
+            return None if roof is None else roof < GRAPH_BELOW_US
+
+        timed = per_regime(timed, timed_visible, small)
+    predicted = []
+    if (
+        simulated and world is not None
+    ):  # a multi-rank task on a sim: device is predicted by the engine, not timed
+        predicted = (
+            [{**w.to_json(), "hidden": w not in timed_visible} for w in timed]
+            if performance and task.collective
+            else []
+        )
+        timed = []
+    timed_stage = performance  # the flag; `performance` is the stage's workload list below
+    performance = []
+    for w in timed:
+        roof = roofline_for(task, w, info)
+        performance.append(
+            {
+                **w.to_json(),
+                "shapes": shapes(w),
+                "seed": rng.getrandbits(40),
+                "hidden": w not in timed_visible,
+                "graph": graphs
+                and world is None
+                and info.type == "cuda"
+                and roof is not None
+                and roof < GRAPH_BELOW_US,
+                **(
+                    {
+                        "formula": {
+                            "flops": task.flops_for(w),
+                            "bytes": task.bytes_for(w),
+                            "dtype": task.peak,
+                        }
+                    }
+                    if simulated
+                    else {}
+                ),
+                **(
+                    {"measured_baseline": known}
+                    if simulated and (known := sim_baseline(task, w, info, roof))
+                    else {}
+                ),
+            }
+        )
+    timing = timing or Timing.for_device("cpu" if simulated else info.type, profile)
+    default_memory = {"cpu": CPU_CANDIDATE_MEMORY, "sim": SIM_CANDIDATE_MEMORY}.get(info.type)
+    memory = candidate_memory_bytes if candidate_memory_bytes is not None else default_memory
+    sim = sim_section(info) if simulated else None
+    return {
+        "version": 1,
+        "task_id": task.id,
+        "task_dir": str(task.path),
+        "task_files": task_file_hashes(task, files),
+        "task_sources": task_sources(task, files),
+        "candidate": str(candidate.resolve()),
+        "device": {
+            "id": info.id,
+            "type": info.type,
+            "torch_device": torch_device,
+            **({"aot": sim["aot"]} if sim else {}),
+        },
+        "inputs": [spec_json(s) for s in task.inputs],
+        "outputs": [spec_json(s) for s in task.outputs],
+        "correctness": {
+            "atol": task.correctness.atol,
+            "rtol": task.correctness.rtol,
+            "min_match": task.correctness.min_match,
+        },
+        "stages": {
+            "correctness": checked(visible),
+            "generalization": checked(hidden),
+            "performance": performance if timed_stage else [],
+        },
+        "profile": profile.value,
+        "timing": {
+            "kind": info.timing_kind,
+            "sync_each_call": sync_each_call,
+            "checked_calls": CHECKED_CALLS_PER_ROUND,
+            **timing.to_job(),
+            "round_factor": spec.round_factor,
+            "round_floor_s": spec.round_floor_s,
+        },
+        "limits": {
+            "compile_s": min(limits.compile_s, spec.compile_cap_s),
+            "correctness_s": limits.correctness_s,
+            "performance_s": limits.performance_s,
+            "call_s": min(spec.call_s, limits.correctness_s),
+            "candidate_memory_bytes": memory,
+        },
+        "workdir": str(workdir),
+        **({"world_size": world} if world is not None else {}),
+        **({"sim": sim} if sim else {}),
+        **({"predicted_collectives": predicted} if predicted else {}),
+    }
+
+
+def task_dtypes(task: Task) -> list[str]:
+    return sorted({s.dtype for s in task.inputs + task.outputs})
+
+
+def job_deadline_s(limits: Limits) -> float:
+    return limits.compile_s + 2 * limits.correctness_s + limits.performance_s + 60.0

@@ -1,0 +1,212 @@
+"""The task noun: what a task's `run` takes and returns (`TensorSpec`), how a result is judged
+(`Correctness`, `Limits`), a multi-rank task's world and collective, the baselines it declares,
+and the `Task` itself. core/tasks/spec.py loads and validates them from task.yaml."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from core.model.formulas import evaluate_formula
+from core.model.workload import WORLD_AXIS, ModelWorkloads, Workload, WorkloadSets
+
+MIN_SEEDS = 3
+
+
+class SpecKind(str, Enum):
+    """What one input or output of `run` is: a tensor with a shape, a scalar (an input such as
+    eps, with no shape), or an output the candidate writes into one of its inputs."""
+
+    TENSOR = "tensor"
+    SCALAR = "scalar"
+    INPLACE = "in-place output"
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One input or output of the task's `run`: a tensor has a shape, a scalar input has
+    `value` and no shape, an in-place output names the input it writes (`inplace_of`)."""
+
+    name: str
+    dtype: str
+    shape: tuple[str | int, ...] | None = None
+    init: dict[str, Any] | None = None
+    value: float | int | None = None
+    inplace_of: str | None = None
+
+    @property
+    def kind(self) -> SpecKind:
+        if self.inplace_of is not None:
+            return SpecKind.INPLACE
+        return SpecKind.SCALAR if self.shape is None else SpecKind.TENSOR
+
+    @property
+    def is_scalar(self) -> bool:
+        return self.kind is SpecKind.SCALAR
+
+    def describe(self, inputs: Sequence[TensorSpec] = ()) -> str:
+        """The one text every reader gets (agents' prompts, `arena tasks show`, the RL
+        environment's signature): `bfloat16[M, K]`, `scalar float32 = 1e-06`, or
+        `bfloat16[T, H, D] (written in place into input `q`)`. `inputs` (the task's) gives an
+        in-place output the shape of the input it writes."""
+        if self.kind is SpecKind.SCALAR:
+            return f"scalar {self.dtype}" + (f" = {self.value}" if self.value is not None else "")
+        shape = self.shape
+        if self.kind is SpecKind.INPLACE:
+            shape = shape or next((i.shape for i in inputs if i.name == self.inplace_of), None)
+        text = self.dtype + (f"[{', '.join(str(d) for d in shape)}]" if shape else "")
+        return text + (
+            f" (written in place into input `{self.inplace_of}`)"
+            if self.kind is SpecKind.INPLACE
+            else ""
+        )
+
+    def concrete_shape(self, axes: dict[str, int]) -> tuple[int, ...]:
+        """Each dimension is an int, an axis, or arithmetic over the axes such as `2 * I`."""
+        assert self.shape is not None, f"{self.name} is a scalar"
+        return tuple(
+            d if isinstance(d, int) else int(evaluate_formula(d, axes)) for d in self.shape
+        )
+
+
+@dataclass(frozen=True)
+class Correctness:
+    atol: float
+    rtol: float
+    min_match: float = 1.0
+    seeds: int = MIN_SEEDS
+    # `samples: {axis: B, at_least: 64}`: a stochastic output judged by pooled evidence (a
+    # sampler) needs enough draws per workload: at least `at_least` rows of `axis` in all, so a
+    # workload with B = 1 runs 64 seeds (docs/integrity.md, class 4).
+    samples_axis: str | None = None
+    samples_at_least: int = 0
+
+    def seeds_for(self, axes: dict[str, int]) -> int:
+        """Seeds a workload's correctness check runs."""
+        if self.samples_axis is None or self.samples_axis not in axes:
+            return self.seeds
+        return max(self.seeds, -(-self.samples_at_least // max(1, int(axes[self.samples_axis]))))
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Seconds each stage may take before the evaluation is torn down."""
+
+    compile_s: float = 300.0
+    correctness_s: float = 300.0
+    performance_s: float = 300.0
+
+
+@dataclass(frozen=True)
+class WorldSize:
+    """A multi-rank task's world sizes: the ones it supports, and the CPU device's default."""
+
+    sizes: tuple[int, ...]
+    cpu: int
+
+
+@dataclass(frozen=True)
+class Collective:
+    """What a multi-rank task moves, for bandwidth figures: the nccl-tests operation and its
+    "size" S in bytes per rank (a formula over the axes and W). algbw = S / t and busbw =
+    algbw × factor (docs/task-format.md)."""
+
+    kind: str
+    bytes: str
+
+    def bus_factor(self, world: int) -> float:
+        """nccl-tests' factor from algorithm to bus bandwidth: what each rank's link carries."""
+        if world <= 1:
+            return 0.0
+        return 2 * (world - 1) / world if self.kind == "all_reduce" else (world - 1) / world
+
+
+@dataclass(frozen=True)
+class BaselineImpl:
+    """One implementation a task's baseline.py can run, as task.yaml's `baselines:` lists
+    them (in order of preference): `impl` is the name baseline.py reports (its `IMPL`) and
+    every result records (`baseline_impl`), `kind` one of BASELINE_KINDS, `calls` one line."""
+
+    impl: str
+    kind: str
+    calls: str
+
+
+DEFAULT_IMPL = (
+    "torch"  # a task that lists no `baselines:` has one: its `baseline`, run through torch
+)
+
+
+@dataclass(frozen=True)
+class Task:
+    id: str
+    path: Path
+    description: str
+    models: tuple[str, ...]
+    languages: tuple[str, ...]
+    baseline_kind: str
+    baseline: str
+    axes: dict[str, str]
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    correctness: Correctness
+    flops: str
+    bytes: str
+    peak: str
+    gpu: WorkloadSets
+    cpu: WorkloadSets
+    limits: Limits = field(default_factory=Limits)
+    vendor_notes: str = ""
+    model_workloads: ModelWorkloads | None = None
+    world_size: WorldSize | None = None
+    collective: Collective | None = None
+    # Where an imported task came from and what its importer derived (docs/interop.md).
+    provenance: dict[str, Any] | None = None
+    baselines: tuple[BaselineImpl, ...] = ()  # in order of preference; the last is the fallback
+    # Why the recorded baseline stays far from the speed of light, and why nothing faster is
+    # available to it (docs/tasks.md lists it beside every baseline under 10% of SOL).
+    baseline_note: str = ""
+    # An external task's spec (core/tasks/external.py): it runs its own commands, scored by its own rules.
+    external: Any = None
+
+    def baseline_impl(self, impl: str | None) -> BaselineImpl | None:
+        """The declared candidate named `impl`; None (a task with one candidate: that one)."""
+        if impl is None:
+            return self.baselines[0] if len(self.baselines) == 1 else None
+        return next((b for b in self.baselines if b.impl == impl), None)
+
+    @property
+    def multi_rank(self) -> bool:
+        return self.world_size is not None
+
+    def at_world(self, w: Workload, world: int) -> Workload:
+        """The workload as a multi-rank evaluation runs it: its axes plus W, the world size."""
+        return Workload({**w.axes, WORLD_AXIS: world}, w.model, w.note)
+
+    def collective_bytes(self, w: Workload) -> float:
+        """The nccl-tests size S of workload `w` (its axes include W)."""
+        assert self.collective is not None, f"{self.id} is not a collective"
+        return evaluate_formula(self.collective.bytes, w.axes)
+
+    @property
+    def family(self) -> str:
+        return self.id.split("/")[0]
+
+    @property
+    def name(self) -> str:
+        return self.id.split("/")[1]
+
+    def workloads(self, cpu: bool) -> WorkloadSets:
+        return self.cpu if cpu else self.gpu
+
+    def flops_for(self, w: Workload) -> float:
+        return evaluate_formula(self.flops, w.axes)
+
+    def bytes_for(self, w: Workload) -> float:
+        return evaluate_formula(self.bytes, w.axes)
+
+    def file(self, name: str) -> Path:
+        return self.path / name
