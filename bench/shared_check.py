@@ -34,6 +34,10 @@ from core.tasks.spec import load_task
 
 STAGES = ("correctness", "generalization")
 DEVICE_TYPE = ["cuda"]  # the --device's type, for its default Timing
+CANDIDATE = ["starter.py"]  # --candidate
+# One secret seed for every evaluation: the drawn hidden workloads (their shapes) are the same
+# on both paths, so their seconds compare.
+SEED = 20261201
 
 
 def _row(result, shared: bool) -> dict:
@@ -57,7 +61,7 @@ def _set(evaluator: Evaluator, shared: bool) -> None:
 def _single(evaluator: Evaluator, task, shared: bool) -> dict:
     _set(evaluator, shared)
     t0 = time.monotonic()
-    result = evaluator.evaluate(task, task.path / "starter.py", performance=False)
+    result = evaluator.evaluate(task, task.path / CANDIDATE[0], seed=SEED, performance=False)
     return {"kind": "single", "wall_s": time.monotonic() - t0, **_row(result, shared)}
 
 
@@ -65,7 +69,9 @@ def _batch(evaluator: Evaluator, task, shared: bool, size: int) -> list[dict]:
     _set(evaluator, shared)
     t0 = time.monotonic()
     results = asyncio.run(
-        evaluator.aevaluate_batch(task, [task.path / "starter.py"] * size, performance=False)
+        evaluator.aevaluate_batch(
+            task, [task.path / CANDIDATE[0]] * size, seed=SEED, performance=False
+        )
     )
     wall = time.monotonic() - t0
     return [{"kind": f"batch{size}", "wall_s": wall, **_row(r, shared)} for r in results]
@@ -73,8 +79,8 @@ def _batch(evaluator: Evaluator, task, shared: bool, size: int) -> list[dict]:
 
 def _summary(rows: list[dict], tasks: list[str]) -> list[str]:
     lines = [
-        "| task | run | path | rows | all shared | status | checks s (median) | spread (min–max) | old/new |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| task | run | path | rows | all shared | status | checks s (median) | spread (min–max) | per workload s | old/new |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name in tasks:
         for kind in sorted({r["kind"] for r in rows}):
@@ -93,7 +99,7 @@ def _summary(rows: list[dict], tasks: list[str]) -> list[str]:
                 lines.append(
                     f"| {name} | {kind} | {path} | {len(sel)} | {all(r['through_shared_memory'] for r in sel)} "
                     f"| {','.join(sorted({r['status'] for r in sel}))} | {medians[path]:.2f} "
-                    f"| {min(secs):.2f}–{max(secs):.2f} | {ratio} |"
+                    f"| {min(secs):.2f}–{max(secs):.2f} | {medians[path] / max(1, sel[0]['workloads']):.3f} | {ratio} |"
                 )
     return lines
 
@@ -105,10 +111,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda:0")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--batch", type=int, default=4, help="0: no batch runs")
+    parser.add_argument(
+        "--candidate",
+        default="starter.py",
+        help="the task folder's file evaluated (reference.py: plain PyTorch, the harness's cost shows)",
+    )
     parser.add_argument("--budget-s", type=float, default=0.0, help="start no repeat after this")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    DEVICE_TYPE[0] = args.device.split(":")[0]
+    DEVICE_TYPE[0], CANDIDATE[0] = args.device.split(":")[0], args.candidate
     rows: list[dict] = []
     started = time.monotonic()
     with Evaluator(args.device) as evaluator:
