@@ -47,6 +47,7 @@ def _row(result, shared: bool) -> dict:
         "status": result.status,
         "flags": result.integrity_flags,
         "through_shared_memory": not any(OLD_PATH_NOTE in n for n in result.review_notes),
+        "old_path_notes": [n for n in result.review_notes if OLD_PATH_NOTE in n],  # why not
         "workloads": sum(len(result.stage(s).workloads) for s in STAGES),
         **{f"{s}_s": seconds[s] for s in STAGES},
         "checks_s": sum(seconds.values()),
@@ -122,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     DEVICE_TYPE[0], CANDIDATE[0] = args.device.split(":")[0], args.candidate
     rows: list[dict] = []
     started = time.monotonic()
+    lines: list[str] = []
     with Evaluator(args.device) as evaluator:
         for name in args.tasks:
             task = load_task(ROOT / "tasks" / name)
@@ -139,9 +141,10 @@ def main(argv: list[str] | None = None) -> int:
                         row["task"] = name
                         print(json.dumps(row), flush=True)
                     rows += new
-                (args.out / "shared_check.json").write_text(json.dumps(rows, indent=1))
-                lines = _summary(rows, args.tasks)
-                (args.out / "shared_check.md").write_text("\n".join(lines) + "\n")
+                    # after every row: a call's time limit may end the run at any point
+                    (args.out / "shared_check.json").write_text(json.dumps(rows, indent=1))
+                    lines = _summary(rows, args.tasks)
+                    (args.out / "shared_check.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
 
