@@ -15,6 +15,7 @@ from core.evaluation.evaluator import Evaluator, Timing
 from core.harness import inputs, shared_check, workers
 from core.tasks.spec import load_task
 from tests.cheats.catalogue import TASKS, by_name, outcome_problems
+from tests.task_variants import variant_dir
 
 FAST = Timing(alternations=2, budget_ms=20.0, min_calls=1, max_calls=8)
 OLD = Timing(**{**FAST.__dict__, "shared_io": False})
@@ -78,6 +79,17 @@ def test_a_candidate_hunting_for_the_runs_seed_finds_none(task):
     with Evaluator("cpu", timing=OLD) as evaluator:
         old = evaluator.evaluate(task, cheat.path)
     assert old.status == "failed" and _verdict(old)[1] == "failed", old.stages
+
+
+def test_inputs_that_cannot_be_shared_keep_the_old_path_and_the_result_says_why(tmp_path):
+    path = tmp_path / "right.py"
+    path.write_text("def run(x, b):\n    return (2 * x + b).contiguous()\n")
+    with Evaluator("cpu", timing=FAST) as evaluator:
+        result = evaluator.evaluate(load_task(variant_dir("axpy_strided_inputs")), path)
+    assert result.status == "passed", result.stages
+    said = [n for n in result.review_notes if n.startswith("correctness: ")]
+    assert said and shared_check.OLD_PATH_NOTE in said[0], result.review_notes
+    assert "not a plain contiguous tensor" in said[0]
 
 
 SPECS = [
