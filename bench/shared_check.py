@@ -46,8 +46,10 @@ def _row(result, shared: bool) -> dict:
         "path": "shared" if shared else "old",
         "status": result.status,
         "flags": result.integrity_flags,
-        "through_shared_memory": not any(OLD_PATH_NOTE in n for n in result.review_notes),
-        "old_path_notes": [n for n in result.review_notes if OLD_PATH_NOTE in n],  # why not
+        "through_shared_memory": not any(
+            OLD_PATH_NOTE in (result.stage(s).note or "") for s in STAGES
+        ),
+        "old_path_notes": [result.stage(s).note for s in STAGES if result.stage(s).note],  # why not
         "workloads": sum(len(result.stage(s).workloads) for s in STAGES),
         **{f"{s}_s": seconds[s] for s in STAGES},
         "checks_s": sum(seconds.values()),
