@@ -71,6 +71,21 @@ VARIANTS: dict[str, Variant] = {
         "# passes it: for the cheat suite, which shows that a constant output is still caught.",
         (("task.yaml", "correctness: {atol: 1.0e-5,", "correctness: {atol: 20.0,"),),
     ),
+    # tests/test_shared_check.py: inputs that cannot travel through shared memory
+    "axpy_strided_inputs": Variant(
+        "The axpy fixture whose inputs.py gives x as a transposed (non-contiguous) view: its\n"
+        "# correctness runs keep the old path (inputs drawn in the candidate's process).",
+        files={
+            "inputs.py": (
+                "import torch\n\n\n"
+                "def make_inputs(axes, generator):\n"
+                "    N, D, dev = axes['N'], axes['D'], generator.device\n"
+                "    x = torch.empty(D, N, device=dev).normal_(generator=generator).t()\n"
+                "    b = torch.empty(N, D, device=dev).uniform_(-1, 1, generator=generator)\n"
+                "    return [x, b]\n"
+            )
+        },
+    ),
     "axpy_gpu": Variant(
         "The axpy fixture at GPU sizes, for tests/gpu/run_cheats.py: the first workload is large\n"
         "# enough to be timed with events (its roofline, 400 MB at 4.8 TB/s, is about 84 µs, above the\n"

@@ -76,6 +76,9 @@ def test_correctness_runs_on_two_workers_and_reports_in_order(tmp_path):
     checked = [(e["stage"], e["workload"]) for e in events if e["type"] == "workload_checked"]
     assert checked[:2] == [("correctness", "N=64,D=128"), ("correctness", "N=16,D=256")]
     assert [s for s, _ in checked[2:]] == ["generalization", "generalization"]
+    # Both workers ran on inputs the trusted worker drew into their regions (shared_check.py).
+    stages = [e for e in events if e["type"] == "stage_finished" and e["stage"] != "compile"]
+    assert not any(e.get("note") for e in stages[:2]), stages
 
 
 @needs_two_cores

@@ -104,6 +104,8 @@ def assemble(
         elif isinstance(e, events.StageFinished):
             s = stages[e.stage]
             s.status, s.seconds, s.message, s.log = e.status, e.seconds, e.message, e.log
+            if e.stage in ("correctness", "generalization"):  # e.g. inputs on the old path
+                s.note = e.note
         elif isinstance(e, events.Finding):
             (integrity if e.proven else notes).append(f"{e.check}: {e.message}")
         elif isinstance(e, events.WorkloadChecked):

@@ -15,12 +15,13 @@ import os
 import platform
 import random
 import select
+import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from core.harness import inputs, shared_round
+from core.harness import inputs, shared_check, shared_round
 from core.harness.timing import ci_rel, picks, summarize
 from core.harness.workers import (
     TaskFileChanged,
@@ -162,6 +163,10 @@ class Evaluation:
             ""  # of the trusted worker's per-candidate state (a batch shares one trusted worker)
         )
         self.keep_pid: int | None = None  # a worker the cleanup spares (concurrent.py keeps it)
+        # The compile's first call draws its inputs in the candidate's process: from a seed no
+        # check uses (the checks' inputs are the trusted worker's to draw: shared_check.py).
+        self.compile_seed = self.rng.randrange(1 << 31)
+        self.no_share: dict[int, str] = {}  # pid of a candidate worker -> why it cannot map
 
     # --- helpers -------------------------------------------------------------------------
 
@@ -272,13 +277,19 @@ class Evaluation:
         )
 
     def _fan_out(
-        self, requests: list[tuple[dict[str, Any], int]], deadline: float
+        self,
+        requests: list[tuple[dict[str, Any], int]],
+        deadline: float,
+        prepare: Callable[[int, Worker], tuple[dict[str, Any], int]] | None = None,
+        done: Callable[[int, Worker, dict[str, Any]], None] | None = None,
     ) -> Iterator[tuple[int, dict[str, Any], bytearray | None]]:
         """Send independent (request, max payload) pairs to the candidate's worker and, where
         the evaluation has a second core, to a second worker forked the same way (same sandbox,
         limits and watch); yield (index, reply, payload) as replies come, in whichever order
         they finish. Replies are checked as `_candidate_call`'s. A worker that answers gets its
-        next request before the reply is yielded, so it never waits on the caller."""
+        next request before the reply is yielded, so it never waits on the caller.
+        `prepare(index, worker)`, where given, makes the request for the worker that gets it;
+        `done(index, worker, reply)` is told of each reply before that worker's next request."""
         assert self.candidate is not None
         workers = [self.candidate]
         if (
@@ -302,6 +313,8 @@ class Evaluation:
         def dispatch(worker: Worker) -> None:
             if waiting:
                 index, (header, max_payload) = waiting.pop()
+                if prepare is not None:
+                    header, max_payload = prepare(index, worker)
                 try:
                     worker.send(header)
                 except WorkerDied as died:
@@ -332,6 +345,8 @@ class Evaluation:
                 for worker in [w for w in busy if w.conn.fileno() in ready]:
                     index, max_payload, _ = busy.pop(worker)
                     reply, payload = self._candidate_recv(worker, deadline, max_payload)
+                    if done is not None:
+                        done(index, worker, reply)
                     dispatch(worker)
                     yield index, reply, payload
         finally:
@@ -354,7 +369,7 @@ class Evaluation:
             reply, _ = self._candidate_recv(
                 worker,
                 deadline,
-                header={"op": "compile", "workload": _workload(first), "seed": first["seeds"][0]},
+                header={"op": "compile", "workload": _workload(first), "seed": self.compile_seed},
             )
         except StageFailed:
             reply = {"ok": False}
@@ -537,7 +552,7 @@ class Evaluation:
         self._start_workers(deadline)
         first = self.job["stages"]["correctness"][0]
         reply, _ = self._candidate_call(
-            {"op": "compile", "workload": _workload(first), "seed": first["seeds"][0]}, deadline
+            {"op": "compile", "workload": _workload(first), "seed": self.compile_seed}, deadline
         )
         if not reply.get("ok"):
             cannot_evaluate(reply)
@@ -556,16 +571,17 @@ class Evaluation:
         self, stage: str, workloads: list[dict[str, Any]], deadline: float
     ) -> dict[str, Any]:
         """Every seed of every workload, run by the candidate (on two workers where the
-        evaluation has two cores) and judged in order against the reference. The reference of
-        the next run is computed while the candidate runs; after a wrong seed, a workload's
-        later seeds are not judged."""
+        evaluation has two cores) and judged in order against the reference. Each run's inputs
+        are drawn by the trusted worker into memory the candidate's worker maps, its outputs
+        come back the same way (shared_check.py); the reference is computed while the
+        candidate runs. After a wrong seed, a workload's later seeds are not judged."""
         assert self.trusted is not None
         runs = [
             (i, seed, 2 if j == 0 else 1)
             for i, w in enumerate(workloads)
             for j, seed in enumerate(w["seeds"])
         ]  # the first seed runs twice on the same inputs
-        requests = [
+        requests = [  # the old path's: the candidate's worker draws the inputs from the seed
             (
                 {"op": "run", "workload": _workload(workloads[i]), "seed": seed, "repeat": repeat},
                 repeat * self._out_bytes(workloads[i]),
@@ -576,44 +592,76 @@ class Evaluation:
         message: list[str | None] = [None] * len(workloads)
         failures: list[str] = []
         replies: dict[int, tuple[dict[str, Any], bytearray | None]] = {}
+        shared: dict[int, str] = {}  # run -> the region its inputs and outputs are in
+        not_shared: list[str] = []
+        off = self.job["timing"].get("shared_io") is False
         judged = 0
 
-        def expect(k: int) -> None:  # the reference of run k, computed ahead in the trusted worker
-            if k < len(runs):
-                i, seed, _ = runs[k]
-                self.trusted.send(  # type: ignore[union-attr]
-                    {
-                        "op": "expect",
-                        "key": f"{workloads[i]['label']}#{seed}",
+        def key(k: int) -> str:
+            return f"{workloads[runs[k][0]]['label']}#{runs[k][1]}"
+
+        def prepare(k: int, worker: Worker) -> tuple[dict[str, Any], int]:
+            i, seed, repeat = runs[k]
+            rkey = None if off or worker.pid in self.no_share else f"{worker.name}:{worker.pid}"
+            ack = self._trusted_call(
+                {
+                    "op": "stage",
+                    "key": key(k),
+                    "member": self.key_prefix,
+                    "workload": _workload(workloads[i]),
+                    "seed": seed,
+                    "repeat": repeat,
+                    "region": None if rkey is None else self.key_prefix + rkey,
+                    "first": k == 0,
+                },
+                deadline,
+            )
+            reason = ack.get("reason") or self.no_share.get(worker.pid)
+            if off:
+                reason = "the job's timing.shared_io is off"
+            if "layout" in ack and rkey is not None:
+                fds = shared_check.recv_fds(self.trusted.conn, ack.get("region"))  # type: ignore[union-attr]
+                if "region" not in ack or self._attach(worker, ack["region"], fds, deadline):
+                    shared[k] = self.key_prefix + rkey
+                    return {
+                        "op": "run_shared",
                         "workload": _workload(workloads[i]),
-                        "seed": seed,
-                    }
+                        "layout": ack["layout"],
+                    }, 0
+                reason = self.no_share[worker.pid]
+            if reason and reason not in not_shared:
+                not_shared.append(str(reason))
+            return requests[k]
+
+        def done(k: int, worker: Worker, reply: dict[str, Any]) -> None:
+            if k in shared:  # its slots are copied out before the region takes the next run
+                op = "collect" if reply.get("ok") else "drop"
+                self._trusted_send(
+                    {"op": op, "key": key(k), "member": self.key_prefix, "region": shared[k]}
                 )
 
-        expect(0)
-        for k, reply, payload in self._fan_out(requests, deadline):
+        for k, reply, payload in self._fan_out(requests, deadline, prepare, done):
             replies[k] = (reply, payload)
             while judged in replies:
                 i, seed, repeat = runs[judged]
                 reply, payload = replies.pop(judged)
-                try:
-                    expect_reply, _ = self.trusted.recv(self._remaining(deadline))
-                except (WorkerTimeout, WorkerDied) as exc:
-                    raise StageFailed(
-                        "error", f"the reference worker failed: {exc}", "infrastructure"
-                    ) from None
-                if not expect_reply.get("ok"):
-                    raise StageFailed(
-                        "error",
-                        f"the reference failed: {expect_reply.get('error')}",
-                        "infrastructure",
-                    )
                 if message[i] is None:
                     worst[i], message[i] = self._judge(
-                        stage, workloads[i], seed, repeat, reply, payload, worst[i], deadline
+                        stage,
+                        workloads[i],
+                        seed,
+                        repeat,
+                        reply,
+                        payload,
+                        worst[i],
+                        deadline,
+                        judged in shared,
+                    )
+                else:
+                    self._trusted_send(
+                        {"op": "drop", "key": key(judged), "member": self.key_prefix}
                     )
                 judged += 1
-                expect(judged)
                 if judged == len(runs) or runs[judged][0] != i:  # the workload's last seed
                     w = workloads[i]
                     self.emit(
@@ -634,7 +682,43 @@ class Evaluation:
                 "failed",
                 f"{len(failures)} of {len(workloads)} workload(s) wrong; first: {failures[0]}",
             )
-        return {"workloads": len(workloads)}
+        note = f"{shared_check.OLD_PATH_NOTE} ({'; '.join(not_shared)})" if not_shared else None
+        return {"workloads": len(workloads), "note": note}
+
+    def _attach(
+        self, worker: Worker, desc: dict[str, Any], fds: list[int], deadline: float
+    ) -> bool:
+        """Have a candidate worker map the region its correctness runs use; False (and the old
+        path for it from now on) where it cannot."""
+        try:
+            worker.send({"op": "attach", "region": desc})
+            if fds:
+                socket.send_fds(worker.conn, [b"f"], fds)
+        except (WorkerDied, OSError):
+            raise StageFailed(
+                "crashed", f"the candidate's process {worker.exit_reason()}"
+            ) from None
+        finally:
+            shared_check.close_fds(fds)
+        reply, _ = self._candidate_recv(worker, deadline)
+        failed = reply.get("attach_failed") if reply.get("ok") else reply.get("error")
+        if not failed:
+            return True
+        self.no_share[worker.pid] = f"its worker could not map the shared memory: {failed}"[:300]
+        self._trusted_send(
+            {"op": "release", "region": f"{self.key_prefix}{worker.name}:{worker.pid}"}
+        )
+        return False
+
+    def _trusted_send(self, header: dict[str, Any]) -> None:
+        """A request the trusted worker does not answer."""
+        assert self.trusted is not None
+        try:
+            self.trusted.send(header)
+        except WorkerDied as died:
+            raise StageFailed(
+                "error", f"the reference/baseline worker {died.reason}", "infrastructure"
+            ) from None
 
     def _judge(
         self,
@@ -646,10 +730,15 @@ class Evaluation:
         payload: bytearray | None,
         worst: dict[str, Any] | None,
         deadline: float,
+        shared: bool = False,
     ) -> tuple[dict[str, Any] | None, str | None]:
         """One seed's runs against the reference: the workload's worst output so far, and what
-        was wrong (None if nothing)."""
+        was wrong (None if nothing). `shared`: its outputs are the ones the trusted worker
+        collected from the run's slots, not a payload."""
         if not reply.get("ok"):
+            self._trusted_send(
+                {"op": "drop", "key": f"{w['label']}#{seed}", "member": self.key_prefix}
+            )
             cannot_evaluate(reply)
             return {
                 "error": reply.get("error"),
@@ -657,7 +746,7 @@ class Evaluation:
             }, f"seed {seed}: {reply.get('error')}"
         check = self._trusted_call(
             {
-                "op": "check",
+                "op": "judge" if shared else "check",
                 "key": f"{w['label']}#{seed}",
                 "workload": _workload(w),
                 "workload_key": self.key_prefix + w["label"],

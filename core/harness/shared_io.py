@@ -214,9 +214,16 @@ def plan(
     args: list[Any], out_specs: list[dict[str, Any]], shapes: dict[str, list[int]]
 ) -> tuple[list[dict[str, Any]], list[Slot], int]:
     """Slots for the tensor inputs (as drawn) and the declared outputs; other inputs as values."""
+    layouts, outs, nbytes = plan_copies(args, out_specs, shapes, 1)
+    return layouts[0], outs[0], nbytes
+
+
+def plan_copies(
+    args: list[Any], out_specs: list[dict[str, Any]], shapes: dict[str, list[int]], copies: int
+) -> tuple[list[list[dict[str, Any]]], list[list[Slot]], int]:
+    """`plan` for `copies` runs side by side (a correctness run repeated on fresh copies of the
+    same inputs): per copy its inputs' layout and its output slots, and the bytes of them all."""
     offset = 0
-    layout: list[dict[str, Any]] = []
-    outs: list[Slot] = []
 
     def slot(dtype: str, shape: tuple[int, ...]) -> Slot:
         nonlocal offset
@@ -225,21 +232,24 @@ def plan(
         return s
 
     for arg in args:
-        if isinstance(arg, torch.Tensor):
-            if (
-                type(arg) is not torch.Tensor
-                or arg.layout != torch.strided
-                or not arg.is_contiguous()
-            ):
-                raise Unshareable("an input is not a plain contiguous tensor")
-            layout.append(
-                {"slot": slot(str(arg.dtype).removeprefix("torch."), tuple(arg.shape)).to_json()}
-            )
-        else:
-            layout.append({"value": _json_value(arg)})
-    for spec in out_specs:
-        outs.append(slot(spec["dtype"], inputs.output_shape(spec, shapes)))
-    return layout, outs, offset
+        if isinstance(arg, torch.Tensor) and (
+            type(arg) is not torch.Tensor or arg.layout != torch.strided or not arg.is_contiguous()
+        ):
+            raise Unshareable("an input is not a plain contiguous tensor")
+    values = [None if isinstance(a, torch.Tensor) else _json_value(a) for a in args]
+    layouts: list[list[dict[str, Any]]] = []
+    outs: list[list[Slot]] = []
+    for _ in range(copies):
+        layouts.append(
+            [
+                {"slot": slot(str(a.dtype).removeprefix("torch."), tuple(a.shape)).to_json()}
+                if isinstance(a, torch.Tensor)
+                else {"value": v}
+                for a, v in zip(args, values)
+            ]
+        )
+        outs.append([slot(spec["dtype"], inputs.output_shape(spec, shapes)) for spec in out_specs])
+    return layouts, outs, offset
 
 
 # --- the peer socket -------------------------------------------------------------------------

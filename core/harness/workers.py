@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from core.harness import channel, checking, guard, inputs, shared_io, timing
+from core.harness import channel, checking, guard, inputs, shared_check, shared_io, timing
 
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 4, 24, 38
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
@@ -493,6 +493,7 @@ def candidate_main(conn: socket.socket, job: dict[str, Any]) -> None:
     run: Callable[..., Any] | None = None
     peer: socket.socket | None = None
     kept: dict[int, Any] = {}
+    shared = shared_check.CandidateRegion()  # where the trusted worker writes correctness inputs
     while True:
         try:
             msg, _ = channel.recv(conn)
@@ -509,9 +510,10 @@ def candidate_main(conn: socket.socket, job: dict[str, Any]) -> None:
                 run = _entry(_import_file(path, f"candidate_{os.getpid()}"), str(path))
                 reply: dict[str, Any] = {"ok": True}
                 try:  # the first call builds JIT kernels: a build failure is a compile failure
-                    args = inputs.correctness_inputs(
-                        specs, msg["workload"], msg["seed"], device, custom
-                    )
+                    with guard.trusted():  # (the seed is one no check uses: the parent's draw)
+                        args = inputs.correctness_inputs(
+                            specs, msg["workload"], msg["seed"], device, custom
+                        )
                     run(*args)
                     _sync(device)
                 except Exception as exc:  # noqa: BLE001
@@ -531,6 +533,16 @@ def candidate_main(conn: socket.socket, job: dict[str, Any]) -> None:
                     device,
                     custom,
                 )
+            elif op == "attach":  # the region correctness runs share with the trusted worker
+                fds = shared_check.recv_fds(conn, msg.get("region"))
+                try:
+                    shared.attach(msg["region"], fds, device)
+                    reply = {"ok": True}
+                except Exception as exc:  # noqa: BLE001 - the parent keeps the old path
+                    reply = {"ok": True, "attach_failed": f"{type(exc).__name__}: {exc}"[:300]}
+            elif op == "run_shared":
+                assert run is not None, "compile first"
+                reply = shared.run(run, msg, specs, outs, device)
             elif (
                 op == "peer"
             ):  # the socket to the trusted worker, for timed rounds over shared memory
@@ -786,6 +798,57 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
     references = ReferenceCache(int(job.get("reference_cache_bytes") or 0))
     seen: dict[str, list[tuple[int, list[str], list[torch.Tensor]]]] = {}
     peer: socket.socket | None = None  # to the candidate's worker (shared_io.py)
+    # Correctness runs over shared memory (shared_check.py), by member + `workload#seed`: the
+    # reference (or why it failed) of each staged run, and the outputs collected from its slots.
+    regions = shared_check.CheckRegions(device)
+    pending: dict[str, tuple[list[Any], list[torch.Tensor]] | str] = {}
+    collected: dict[str, list[torch.Tensor]] = {}
+
+    def stage_run(msg: dict[str, Any]) -> None:
+        """Draw a run's inputs (or take them from the cache), write them into the candidate
+        worker's region and answer; then compute the reference, while the candidate runs."""
+        if msg.get("first"):  # a new stage: what an earlier one left unjudged goes
+            pending.clear()
+            collected.clear()
+        key, pkey = msg["key"], str(msg.get("member") or "") + msg["key"]
+        cached = key in references
+        args = (
+            references.get(key)[0]
+            if cached
+            else inputs.correctness_inputs(specs, msg["workload"], msg["seed"], device, custom)
+        )
+        reply: dict[str, Any] = {"ok": True}
+        fds: list[int] = []
+        if isinstance(msg.get("region"), str):
+            try:
+                header, fds = regions.write(
+                    msg["region"],
+                    str(msg.get("member") or ""),
+                    args,
+                    int(msg.get("repeat", 1)),
+                    out_specs,
+                    msg["workload"]["shapes"],
+                )
+                reply.update(header)
+            except shared_io.Unshareable as exc:
+                reply["reason"] = str(exc)
+        if fds:
+            shared_io.send_fd(conn, reply, fds[0])
+            shared_check.close_fds(fds)
+        else:
+            channel.send(conn, reply)
+        if cached:
+            return
+        try:
+            with torch.no_grad():
+                result = reference_run(*args)
+            entry = (args, list(result) if isinstance(result, (tuple, list)) else [result])
+            _sync(device)
+        except Exception as exc:  # noqa: BLE001 - said when the run is judged (replied already)
+            pending[pkey] = f"{type(exc).__name__}: {exc}"
+            return
+        if not references.add(key, entry):
+            pending[pkey] = entry
 
     def judge_timed(
         msg: dict[str, Any], calls: list[int], got: list[torch.Tensor]
@@ -829,21 +892,44 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
                     if not references.add(msg["key"], entry):
                         expected[msg["key"]] = entry
                 channel.send(conn, {"ok": True})
-            elif op == "check":
+            elif op == "stage":
+                stage_run(msg)
+            elif op == "collect":  # no reply: the parent sends the worker's next run after it
+                collected[str(msg.get("member") or "") + msg["key"]] = regions.snapshot(
+                    msg["region"]
+                )
+            elif op == "drop":  # no reply: a run that will not be judged
+                pkey = str(msg.get("member") or "") + msg["key"]
+                pending.pop(pkey, None)
+                collected.pop(pkey, None)
+            elif op == "release":  # no reply: the candidate's worker could not map it
+                regions.release(msg["region"])
+            elif op in ("check", "judge"):
+                pkey = str(msg.get("member") or "") + msg["key"]
+                staged = pending.pop(pkey, None)
+                if isinstance(staged, str):
+                    raise RuntimeError(f"the reference failed: {staged}")
                 args, want = (
-                    expected.pop(msg["key"])
+                    staged
+                    if staged is not None
+                    else expected.pop(msg["key"])
                     if msg["key"] in expected
                     else references.get(msg["key"])
                 )
                 runs = int(msg.get("runs", 1))
                 shapes = msg["workload"]["shapes"]
-                try:
-                    got = inputs.unpack(
-                        msg.get("tensors"), payload, inputs.expected_meta(out_specs, shapes) * runs
-                    )
-                except inputs.OutputError as exc:
-                    channel.send(conn, {"ok": True, "malformed": str(exc)})
-                    continue
+                if op == "judge":  # the outputs the candidate's worker wrote into its slots
+                    got = collected.pop(pkey)
+                else:
+                    try:
+                        got = inputs.unpack(
+                            msg.get("tensors"),
+                            payload,
+                            inputs.expected_meta(out_specs, shapes) * runs,
+                        )
+                    except inputs.OutputError as exc:
+                        channel.send(conn, {"ok": True, "malformed": str(exc)})
+                        continue
                 n = len(out_specs)
                 per_run = [
                     pool_of(msg).add(

@@ -21,6 +21,7 @@ class StageResult:
     message: str | None = None
     log: str = ""
     workloads: list[dict[str, Any]] = field(default_factory=list)
+    note: str | None = None  # how the stage ran where it matters (a check's old input path)
 
 
 @dataclass

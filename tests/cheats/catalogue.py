@@ -405,6 +405,14 @@ CHEATS = (
         ("scan:introspection",),
     ),
     Cheat(
+        "check_seed_hunt",
+        "axpy",
+        "searches frames and gc for a correctness run's seed at every call (wrong outputs once found)",
+        "correctness inputs are drawn by the trusted worker into shared memory (shared_check.py): it finds nothing and passes",
+        "neutral:sane",
+        ("scan:introspection",),
+    ),
+    Cheat(
         "forged_verdicts",
         "axpy",
         "writes forged stage/evaluation verdicts to fds 0-20 and /proc/self/fd/*",

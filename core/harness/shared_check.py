@@ -1,0 +1,178 @@
+"""Correctness and generalization runs whose inputs the trusted worker draws (issues 20, 23).
+
+Before this path the candidate's worker drew each run's inputs from the run's seed, under the
+candidate's hooks (a function or dispatch mode it left pushed saw the draw), and sent every
+output to the parent, which relayed it to the trusted worker: hundreds of MB per run through
+one Python process on a GPU. Here, per run:
+
+1. The parent asks the trusted worker to `stage` it. The trusted worker draws the inputs (or
+   takes them from its ReferenceCache), writes them into a region of memory the candidate's
+   worker maps (shared_io.py's regions: a sealed memfd on the CPU, CUDA IPC on a GPU; one per
+   candidate worker, kept while it is big enough), fills the output slots with poison, and
+   answers with the layout at once; only then does it compute the reference, while the
+   candidate runs.
+2. The parent sends the candidate's worker the layout (`run_shared`: no seed); it runs the
+   candidate on each copy of the inputs (the first seed twice, on fresh copies), checks the
+   outputs' types as before and copies them into their slots.
+3. The parent tells the trusted worker to `collect` the slots (a private clone, before the
+   region takes the worker's next run); the in-order verdict (`judge`) compares them with the
+   reference exactly as the old `check` does: same `checking.judge`, pools and independence.
+
+The parent relays only these small headers. The trusted worker reads nothing but its own
+slots: wrong dtypes or shapes are caught in the candidate's worker (an error reply, as
+before), and a worker that never writes its slots leaves the poison there. Inputs that cannot
+be shared (shared_io.Unshareable, `cannot_share`), a worker that cannot map the region, or a
+job with `timing.shared_io: false` keep the old path, and the stage's result says so.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+from core.harness import inputs, shared_io, timing
+from core.harness.guard import trusted
+from core.harness.shared_io import Region, Slot
+
+_TB = torch._C.TensorBase
+_copy, _clone, _fill = _TB.copy_, _TB.clone, _TB.fill_
+POISON = 0xFF  # every float slot reads NaN, every integer one -1, until the candidate writes it
+OLD_PATH_NOTE = "inputs drawn in the candidate's process, outputs sent over its socket"
+
+
+# --- the trusted worker's side ---------------------------------------------------------------
+
+
+class CheckRegions:
+    """The trusted worker's regions for correctness runs, one per candidate worker (`rkey`),
+    each reused while it is big enough; a request of another member (a batch's next candidate)
+    frees the earlier member's."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.regions: dict[str, tuple[Region, int]] = {}
+        self.outs: dict[str, list[torch.Tensor]] = {}  # the output slots of each region's run
+        self.member: str | None = None
+
+    def write(
+        self,
+        rkey: str,
+        member: str,
+        args: list[Any],
+        copies: int,
+        out_specs: list[dict[str, Any]],
+        shapes: dict[str, list[int]],
+    ) -> tuple[dict[str, Any], list[int]]:
+        """Write `copies` copies of `args` into `rkey`'s region (a new one where it has none or
+        too small a one) and poison their output slots. Returns the header for the parent (the
+        layout, and the region's description where it is new) and the descriptors to send.
+        Raises shared_io.Unshareable where these inputs cannot be shared."""
+        if member != self.member:
+            self.close()
+            self.member = member
+        layouts, out_slots, nbytes = shared_io.plan_copies(args, out_specs, shapes, copies)
+        header: dict[str, Any] = {}
+        fds: list[int] = []
+        region, size = self.regions.get(rkey, (None, 0))
+        if region is None or size < nbytes:
+            if region is not None:
+                region.close()
+            size = max(nbytes, 2 * size, shared_io.ALIGN)  # grows rarely: workloads grow
+            region, desc, fds = shared_io.create_region(size, self.device)
+            size = int(desc["nbytes"])
+            self.regions[rkey] = (region, size)
+            header["region"] = desc
+        with trusted():
+            for layout, outs in zip(layouts, out_slots):
+                for x, arg in zip(layout, args):
+                    if "slot" in x:
+                        _copy(region.view(Slot.from_json(x["slot"], size)), arg)
+                for s in outs:
+                    _fill(region.base[s.offset : s.offset + s.nbytes], POISON)
+        self.outs[rkey] = [region.view(s) for outs in out_slots for s in outs]
+        timing._sync(self.device.type)  # written before the candidate's worker is told
+        header["layout"] = {
+            "inputs": layouts,
+            "outputs": [[s.to_json() for s in outs] for outs in out_slots],
+        }
+        return header, fds
+
+    def snapshot(self, rkey: str) -> list[torch.Tensor]:
+        """Private copies of the output slots of `rkey`'s last run."""
+        timing._sync(self.device.type)
+        with trusted():
+            return [_clone(v) for v in self.outs.get(rkey, [])]
+
+    def release(self, rkey: str) -> None:
+        region, _ = self.regions.pop(rkey, (None, 0))
+        self.outs.pop(rkey, None)
+        if region is not None:
+            region.close()
+
+    def close(self) -> None:
+        for rkey in list(self.regions):
+            self.release(rkey)
+
+
+# --- the candidate's side --------------------------------------------------------------------
+
+
+class CandidateRegion:
+    """The region this candidate worker's correctness runs read and write (one at a time)."""
+
+    def __init__(self) -> None:
+        self.region: Region | None = None
+        self.size = 0
+
+    def attach(self, desc: dict[str, Any], fds: list[int], device: torch.device) -> None:
+        if self.region is not None:
+            self.region.close()
+            self.region = None
+        self.region = shared_io.attach_region(desc, fds, device)
+        self.size = int(desc["nbytes"])
+
+    def run(
+        self,
+        fn: Any,
+        msg: dict[str, Any],
+        specs: list[dict[str, Any]],
+        out_specs: list[dict[str, Any]],
+        device: torch.device,
+    ) -> dict[str, Any]:
+        """The candidate on each copy of the inputs the trusted worker wrote, into poisoned
+        memory; each copy's outputs, checked for type, copied into its slots."""
+        region = self.region
+        if region is None:
+            raise RuntimeError("no shared region is mapped")
+        layout = msg["layout"]
+        shapes = msg["workload"]["shapes"]
+        for ins, outs in zip(layout["inputs"], layout["outputs"]):
+            args = [
+                region.view(Slot.from_json(x["slot"], self.size)) if "slot" in x else x["value"]
+                for x in ins
+            ]
+            views = [region.view(Slot.from_json(s, self.size)) for s in outs]
+            inputs.poison(out_specs, shapes, device)
+            result = fn(*args)
+            timing._sync(device.type)
+            got = inputs.collect_outputs(result, out_specs, specs, args, shapes, device)
+            with trusted():
+                for dst, src in zip(views, got):
+                    _copy(dst, src)
+            timing._sync(device.type)  # the copies are finished before the parent is told
+            del result, args, got, views
+        return {"ok": True}
+
+
+def recv_fds(conn: Any, desc: dict[str, Any] | None) -> list[int]:
+    """The descriptor that follows a header describing a new memfd region, if one does."""
+    if isinstance(desc, dict) and desc.get("kind") == "memfd":
+        return [shared_io.recv_fd(conn)]
+    return []
+
+
+def close_fds(fds: list[int]) -> None:
+    for fd in fds:
+        os.close(fd)
