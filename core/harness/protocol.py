@@ -29,11 +29,15 @@ class Op(str, Enum):
     INIT = "init"  # the job, to a forked worker
     EXIT = "exit"
     # the candidate worker (single device)
+    WARM = "warm"  # start the device (its CUDA context) before any candidate code runs
     COMPILE = "compile"  # import the candidate and make its first call (builds JIT kernels)
     RUN = "run"  # calls for the correctness check: outputs handed back as tensors
     TIME = "time"  # a timed round (the trusted worker times the baseline with the same op)
     PREDICT = "predict"  # sim: devices: count the candidate's work instead of timing it
     KEPT = "kept"  # the outputs kept from timed calls, for check_timed
+    ATTACH = "attach"  # map the region the trusted worker made (shared_check.py)
+    RUN_SHARED = "run_shared"  # correctness calls on the region's inputs, outputs into its slots
+    PEER = "peer"  # the socket to the trusted worker, for timed rounds over shared memory
     # a multi-rank candidate
     IMPORT = "import"
     FIRST_CALL = "first_call"
@@ -42,6 +46,13 @@ class Op(str, Enum):
     EXPECT = "expect"  # compute the reference outputs for one (workload, seed)
     CHECK = "check"  # compare the candidate's outputs with them
     CHECK_TIMED = "check_timed"  # compare outputs kept from timed calls
+    PROBE_REGION = "probe_region"  # a small region, mapped before any candidate code runs
+    STAGE = "stage"  # draw one correctness run's inputs into the candidate worker's region
+    COLLECT = "collect"  # copy a run's output slots out (no reply)
+    JUDGE = "judge"  # compare the collected outputs with the reference
+    DROP = "drop"  # forget a run that will not be judged (no reply)
+    RELEASE = "release"  # free a region its worker could not map (no reply)
+    SERVE_ROUND = "serve_round"  # draw a timed round's inputs, check its sampled calls
     SYNC = "sync"  # a batch's next candidate starts from a clean channel
     PREDICT_BASELINE = "predict_baseline"
     # the zygote

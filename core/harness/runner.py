@@ -167,6 +167,7 @@ class Evaluation:
         # check uses (the checks' inputs are the trusted worker's to draw: shared_check.py).
         self.compile_seed = self.rng.randrange(1 << 31)
         self.no_share: dict[int, str] = {}  # pid of a candidate worker -> why it cannot map
+        self.sharing_proven = False  # a worker mapped shared memory before candidate code ran
 
     # --- helpers -------------------------------------------------------------------------
 
@@ -532,24 +533,38 @@ class Evaluation:
         return True, None
 
     def _start_workers(self, deadline: float) -> None:
-        """The trusted worker first: it has read the reference and the baseline (hash-checked)
-        before any candidate code runs, so a candidate that rewrites them on disk changes
-        nothing this evaluation computes."""
-        self.trusted = await_trusted(
-            Worker.fork("trusted", trusted_main, self.job), self._remaining(deadline)
-        )
+        """The trusted worker has read the reference and the baseline (hash-checked) before
+        any candidate code runs, so a candidate that rewrites them on disk changes nothing this
+        evaluation computes. While it loads, the candidate's worker (no candidate code yet)
+        starts its device: on a GPU both CUDA contexts are made at once, not one after the
+        other."""
+        pending = Worker.fork("trusted", trusted_main, self.job)
         try:
             view = candidate_view(self.job)
             if self.zygote is None:
                 self.zygote = Zygote()
             self.candidate = Worker.spawn("candidate", self.zygote, view)
+            self.candidate.send({"op": "warm"})
         except (TaskFileChanged, ZygoteError, WorkerDied) as exc:
+            pending.kill()
             raise StageFailed(
                 "error", f"could not start the candidate's worker: {exc}", "infrastructure"
             ) from None
+        except BaseException:
+            pending.kill()
+            raise
+        self.trusted = await_trusted(pending, self._remaining(deadline))
+        reply, _ = self._candidate_recv(self.candidate, deadline)
+        if not reply.get("ok"):
+            raise StageFailed(
+                "error",
+                f"the candidate's worker could not start its device: {reply.get('error')}",
+                "infrastructure",
+            )
 
     def _compile(self, deadline: float) -> dict[str, Any]:
         self._start_workers(deadline)
+        self._prove_sharing(deadline)
         first = self.job["stages"]["correctness"][0]
         reply, _ = self._candidate_call(
             {"op": "compile", "workload": _workload(first), "seed": self.compile_seed}, deadline
@@ -685,6 +700,41 @@ class Evaluation:
         note = f"{shared_check.OLD_PATH_NOTE} ({'; '.join(not_shared)})" if not_shared else None
         return {"workloads": len(workloads), "note": note}
 
+    def _prove_sharing(self, deadline: float) -> None:
+        """Map a small region into the candidate's worker before any of the candidate's code
+        runs. Where that works, this evaluation's workers can share memory (the same user, the
+        same sandbox), so a later failure to map one is the candidate's doing: it would buy the
+        old path, where its own process draws the inputs and holds the sampled calls, and it
+        fails the stage instead (`shared_memory_refused`). Where it does not work (CUDA IPC
+        between two users, unsandboxed as root), the old path is this environment's, said in
+        each stage's note."""
+        assert self.candidate is not None and self.trusted is not None
+        if self.job["timing"].get("shared_io") is False:
+            return
+        worker = self.candidate
+        ack = self._trusted_call(
+            {
+                "op": "probe_region",
+                "member": self.key_prefix,
+                "region": f"{self.key_prefix}{worker.name}:{worker.pid}",
+            },
+            deadline,
+        )
+        if "region" not in ack:  # this device cannot share: nothing to prove
+            return
+        fds = shared_check.recv_fds(self.trusted.conn, ack["region"])
+        self.sharing_proven = self._attach(worker, ack["region"], fds, deadline)
+
+    def _refused(self, failed: str) -> StageFailed:
+        """A worker that could not map shared memory after this evaluation's first worker
+        mapped it before the candidate's code ran."""
+        return self._violation(
+            "shared_memory_refused",
+            f"the candidate's worker could not map the trusted worker's shared memory ({failed}), "
+            "though it mapped it before the candidate's code ran: the old path it would fall back "
+            "to draws the inputs in the candidate's process",
+        )
+
     def _attach(
         self, worker: Worker, desc: dict[str, Any], fds: list[int], deadline: float
     ) -> bool:
@@ -704,6 +754,8 @@ class Evaluation:
         failed = reply.get("attach_failed") if reply.get("ok") else reply.get("error")
         if not failed:
             return True
+        if self.sharing_proven:
+            raise self._refused(str(failed)[:300])
         self.no_share[worker.pid] = f"its worker could not map the shared memory: {failed}"[:300]
         self._trusted_send(
             {"op": "release", "region": f"{self.key_prefix}{worker.name}:{worker.pid}"}
@@ -867,6 +919,8 @@ class Evaluation:
                 )
                 wall = time.monotonic() - t0
                 served = None if not_shared else shared_round.verdict(self, deadline)
+                if served is not None and reply.get("attach_failed") and self.sharing_proven:
+                    raise self._refused(str(reply["attach_failed"])[:300])
                 if served is not None and reply.get(
                     "attach_failed"
                 ):  # this candidate worker cannot map it: the old path from here on

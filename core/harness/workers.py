@@ -533,6 +533,11 @@ def candidate_main(conn: socket.socket, job: dict[str, Any]) -> None:
                     device,
                     custom,
                 )
+            elif op == "warm":  # before any candidate code: the device's context, made now
+                if device.type == "cuda":
+                    torch.cuda.init()
+                    torch.empty((1,), device=device)
+                reply = {"ok": True}
             elif op == "attach":  # the region correctness runs share with the trusted worker
                 fds = shared_check.recv_fds(conn, msg.get("region"))
                 try:
@@ -894,6 +899,19 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
                 channel.send(conn, {"ok": True})
             elif op == "stage":
                 stage_run(msg)
+            elif op == "probe_region":  # mapped before the candidate's code runs (runner.py)
+                try:
+                    header, fds = regions.write(
+                        msg["region"], str(msg.get("member") or ""), [], 1, [], {}
+                    )
+                except shared_io.Unshareable as exc:
+                    channel.send(conn, {"ok": True, "reason": str(exc)})
+                    continue
+                if fds:
+                    shared_io.send_fd(conn, {"ok": True, **header}, fds[0])
+                    shared_check.close_fds(fds)
+                else:
+                    channel.send(conn, {"ok": True, **header})
             elif op == "collect":  # no reply: the parent sends the worker's next run after it
                 collected[str(msg.get("member") or "") + msg["key"]] = regions.snapshot(
                     msg["region"]
