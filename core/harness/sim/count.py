@@ -55,6 +55,9 @@ PROGRAM_BUDGET_S = (
 )
 SFU_UNARY = {"exp", "exp2", "log", "log2", "sqrt", "sin", "cos"}
 _MARK = "_sim_count_patched"
+EXACT_STORES_CAP = (
+    1 << 21
+)  # stored element addresses kept per launch for the value check (sim_values)
 
 
 @dataclass
@@ -145,6 +148,20 @@ class Launch:
     tensors: list[TensorArg]
     programs: list[ProgramCounts] = field(default_factory=list)
     interpreter_s: float = 0.0
+    # For the value check (sim_values): when the launch started (one clock with the torch ops),
+    # the addresses its exact programs stored (by item size), and how many programs were not
+    # exact (a loop's iterations skipped, a stubbed dot, an atomic): their values are not the GPU's.
+    seq: int = 0
+    exact_stores: dict[int, list[np.ndarray]] = field(default_factory=dict)
+    inexact: int = 0
+    stores_dropped: bool = False
+
+    @property
+    def whole(self) -> bool:
+        """Every program ran, exactly, and every address it stored is known."""
+        return (
+            len(self.programs) == self.num_programs and not self.inexact and not self.stores_dropped
+        )
 
     @property
     def num_programs(self) -> int:
@@ -252,6 +269,8 @@ class Counting:
         self.launches: list[Launch] = []
         self.current: Launch | None = None
         self.program: ProgramCounts | None = None
+        self.exact = True  # the current program computes what a GPU would (sim_values)
+        self.stores: list[tuple[int, np.ndarray]] = []  # its stored (item size, addresses)
         self.trials = 0  # autotune trial launches counted, predicted and not billed
         self.tuned: list[str] = []  # "kernel: N configs" per autotuned choice
 
@@ -304,6 +323,8 @@ class Counting:
         n = addrs.size
         sectors = unique_sectors(addrs)
         if store:
+            if self.exact:
+                self.stores.append((itemsize, addrs.astype(np.int64, copy=True)))
             p.store_bytes += n * itemsize
             p.store_sectors += sectors.size
             p.stores += 1
@@ -341,6 +362,7 @@ class Counting:
     def dot(self, a_shape: tuple[int, ...], b_shape: tuple[int, ...], dtype: str) -> None:
         if self.program is None:
             return
+        self.exact = False  # stubbed: the accumulator passes through
         m, k = a_shape[-2], a_shape[-1]
         n = b_shape[-1]
         batch = math.prod(a_shape[:-2]) if len(a_shape) > 2 else 1
@@ -357,6 +379,7 @@ class Counting:
 
     def atomic(self, elements: int) -> None:
         if self.program is not None:
+            self.exact = False  # its result depends on programs that may not run
             self.program.atomics += elements
 
     # --- what the launch hook calls -------------------------------------------------------
@@ -381,6 +404,18 @@ class Counting:
             return SPARSE_SAMPLE if elapsed < SPARSE_BUDGET_S else n
         return self.max_sample
 
+    def _keep_stores(self, launch: Launch) -> None:
+        if not self.exact:
+            launch.inexact += 1
+        elif not launch.stores_dropped:
+            kept = sum(a.size for arrays in launch.exact_stores.values() for a in arrays)
+            if kept + sum(a.size for _, a in self.stores) > EXACT_STORES_CAP:
+                launch.stores_dropped = True
+            else:
+                for itemsize, addrs in self.stores:
+                    launch.exact_stores.setdefault(itemsize, []).append(addrs)
+        self.stores = []
+
     def run_programs(self, launch: Launch, run_one: Callable[[int, int, int], None]) -> None:
         """Run all programs of a small launch, else a stratified sample, grown where programs differ."""
         self.current = launch
@@ -394,10 +429,11 @@ class Counting:
                 if i in done:
                     continue
                 done.add(i)
-                self.program = ProgramCounts()
+                self.program, self.exact, self.stores = ProgramCounts(), True, []
                 run_one(i % gx, (i // gx) % gy, i // (gx * gy))
                 launch.programs.append(self.program)
                 self.program = None
+                self._keep_stores(launch)
 
         try:
             if total <= self.full_grid:
@@ -444,6 +480,8 @@ class SampledRange:
         if p is None or len(r) <= INTERIOR_SAMPLE + 2:
             yield from r
             return
+        if c is not None:
+            c.exact = False  # iterations skipped: loop-carried values are wrong
         interior = len(r) - 2
         picks = stratified(
             interior, INTERIOR_SAMPLE, salt=c.salt if c is not None else 0, last=False
@@ -664,6 +702,8 @@ def _launch_options(kwargs: dict[str, Any]) -> dict[str, Any]:
 def _make_sampled_grid() -> type:
     from triton.runtime import interpreter as itp
 
+    from core.harness.sim import written as sim_written
+
     class SampledGrid(itp.GridExecutor):
         """The interpreter's grid executor, running only the programs `Counting` asks for."""
 
@@ -696,6 +736,7 @@ def _make_sampled_grid() -> type:
                 grid = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
                 itp.interpreter_builder.set_grid_dim(*grid)
                 launch = Launch(
+                    seq=sim_written.tick(),
                     kernel=getattr(self.source_fn, "__name__", "kernel"),
                     fn=self.source_fn,
                     grid=grid,  # type: ignore[arg-type]

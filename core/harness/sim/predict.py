@@ -28,6 +28,7 @@ from core.harness.sim import aot as sim_aot
 from core.harness.sim import count as sim_count
 from core.harness.sim import host as sim_host
 from core.harness.sim import torch_ops as sim_torch
+from core.harness.sim import values as sim_values
 from core.harness.sim import written as sim_written
 
 TILE = 1 << 16  # random values drawn per input; a GPU-sized input repeats them
@@ -38,6 +39,9 @@ FILL_BUDGET = (
     2 << 30
 )  # bytes of such large inputs per workload that are filled all the same (drawn values, repeated)
 MAX_LAUNCHES = 256  # launches reported per workload; more are summed into the note
+NO_VALUES = (
+    "not applicable: pure PyTorch, counted on fake tensors (no values; what it writes is checked)"
+)
 BYTES_CAP = 2.0  # a baseline call's bytes are at most this many times the task's minimum
 
 
@@ -331,7 +335,8 @@ def predict_candidate(
     notes: list[str] = []
     try:
         written: list[Any] = []
-        ops = sim_torch.count_fake(run, fake_inputs(specs, workload, seed, custom), written)
+        sizes: list[Any] = []
+        ops = sim_torch.count_fake(run, fake_inputs(specs, workload, seed, custom), written, sizes)
         return {
             "ok": True,
             "launches": [],
@@ -339,6 +344,7 @@ def predict_candidate(
             "notes": ["no Triton launch: counted on fake tensors"],
             "seconds": time.perf_counter() - started,
             "written": written,
+            "values": {"outputs": None, "reason": NO_VALUES, "written_bytes": sizes},
         }
     except Exception:  # noqa: BLE001 - needs real memory (Triton, data-dependent torch): go on below
         pass
@@ -353,6 +359,10 @@ def predict_candidate(
         result = run(*args)
         # What it wrote of what it returned (sim_written): a call that does less when counted shows it.
         written = sim_written.shares(result, args, work.work.written, counting.launches)
+        sizes = sim_written.written_bytes(result, args, work.work.written, counting.launches)
+    # The elements whose values are known, against the reference in the trusted worker (sim_values).
+    values = sim_values.samples(result, args, counting.launches, work.work.events, seed)
+    values["written_bytes"] = [done for done, _ in sizes]
     del args, result
     launches = []
     for launch in counting.launches[: MAX_LAUNCHES - 1]:
@@ -387,6 +397,7 @@ def predict_candidate(
         "seconds": time.perf_counter() - started,
         "inputs_s": made,
         "written": written,
+        "values": values,
     }
 
 

@@ -36,6 +36,49 @@ PER_PROGRAM_KEYS = (
 )
 
 
+def counting_seeds(job: dict[str, Any], workloads: list[dict[str, Any]]) -> list[int]:
+    """The seeds the candidate is counted with: keyed by the installation's secret
+    (sim_reference.counting_seed), the same in every evaluation, so the reference is cached."""
+    from core.harness.sim import reference as sim_reference
+
+    secret = sim_reference.installation_secret()
+    task = str(job.get("task_id") or job.get("task_dir"))
+    return [sim_reference.counting_seed(secret, task, w) for w in workloads]
+
+
+def check_values(
+    ev: Evaluation, w: dict[str, Any], reply: dict[str, Any], seed: int, deadline: float
+) -> str:
+    """The counted call against the reference (sim_values, sim_reference): wrong values are
+    `sim_wrong_output`, an in-place output written for less than `MIN_WRITTEN` of the elements
+    the reference changes is `sim_unwritten_output`. Returns the workload's note on it."""
+    from core.harness.runner import StageFailed, _workload
+
+    values = reply.get("values")
+    if not isinstance(values, dict):
+        values = {"outputs": None, "reason": "no values"}
+    got = ev._trusted_call(
+        {"op": "sim_values", "workload": _workload(w), "seed": seed, "values": values}, deadline
+    )
+    label = w["label"]
+    if got.get("malformed"):
+        raise StageFailed(
+            "failed", f"{label}: the candidate's worker sent malformed values: {got['malformed']}"
+        )
+    if got.get("wrong"):
+        raise StageFailed("failed", f"{label}: {str(got['wrong'])[:800]}")
+    unwritten = sim_written.inplace_problem(
+        got.get("changed_bytes"),
+        values.get("written_bytes"),
+        [o["name"] for o in ev.job["outputs"]],
+    )
+    if unwritten:
+        raise StageFailed("failed", f"{label}: {unwritten}")
+    if got.get("skipped"):
+        return f"value check skipped: {str(got['skipped'])[:200]}"
+    return f"value check: {int(got.get('checked') or 0)} elements of the counted call match the reference"
+
+
 class MalformedCounts(ValueError):
     """The candidate's worker sent counts that are not numbers of the expected shape."""
 
@@ -194,8 +237,10 @@ def predict_performance(ev: Evaluation, deadline: float) -> dict[str, Any]:
     sim = ev.job["sim"]
     target, constants = Target.from_json(sim["target"]), Constants.from_json(sim["constants"])
     workloads = ev.job["stages"]["performance"]
+    seeds = counting_seeds(ev.job, [_workload(w) for w in workloads])
     requests = [
-        ({"op": "predict", "workload": _workload(w), "seed": w["seed"]}, 0) for w in workloads
+        ({"op": "predict", "workload": _workload(w), "seed": seed}, 0)
+        for w, seed in zip(workloads, seeds)
     ]
     counted: dict[int, dict[str, Any]] = {}
     reported = 0
@@ -211,7 +256,15 @@ def predict_performance(ev: Evaluation, deadline: float) -> dict[str, Any]:
         while (
             reported in counted
         ):  # events in the workloads' order, whichever worker finished first
-            _report(ev, workloads[reported], counted.pop(reported), target, constants, deadline)
+            _report(
+                ev,
+                workloads[reported],
+                counted.pop(reported),
+                target,
+                constants,
+                deadline,
+                seeds[reported],
+            )
             reported += 1
     return {"workloads": len(workloads), "note": f"predicted for {sim['label']}, not measured"}
 
@@ -223,6 +276,7 @@ def _report(
     target: Target,
     constants: Constants,
     deadline: float,
+    seed: int,
 ) -> None:
     """One workload's predictions, from the candidate's counts and the baseline's."""
     from core.harness.runner import StageFailed, _workload
@@ -249,6 +303,7 @@ def _report(
     unwritten = sim_written.problem(reply.get("written"), [o["name"] for o in ev.job["outputs"]])
     if unwritten:
         raise StageFailed("failed", f"{w['label']}: {unwritten}")
+    checked = check_values(ev, w, reply, seed, deadline)
     narrow = sim_narrow.problem(
         [s for s, _ in launches],
         cand_ops,
@@ -288,6 +343,7 @@ def _report(
     notes = [str(n)[:300] for n in (reply.get("notes") or [])[:8] if isinstance(n, str)]
     if base.get("note"):
         notes.append(str(base["note"]))
+    notes.append(checked)
     ev.emit(
         {
             "type": "workload_timed",
