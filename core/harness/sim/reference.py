@@ -1,30 +1,34 @@
 """The trusted worker's side of a `sim:` device's value check: the reference at GPU size on the
-CPU, computed once per (task files, workload, counting seed) and cached on disk, compared with
-the counted call's known elements (sim_values) under the task's tolerance rule.
+CPU, computed once per (task files, workload, seed) and cached, compared with the counted call's
+known elements (sim_values) under the task's tolerance rule (compare.compare: atol, rtol,
+min_match).
 
 Where the reference does not finish within its budget (`ARENA_SIM_REFERENCE_S`, default
-`BUDGET_S` seconds per workload) or does not fit the cache, the reply says the check was skipped
-and why, and the stage's notes say so. A task with its own check.py (a statistical check of a
-sampler) is not value-checked: a few thousand elements are not what its check judges.
+`BUDGET_S` seconds per workload), the reply says the check was skipped and why, and the
+workload's notes say so. A task with its own check.py (a statistical check of a sampler) is
+not value-checked: a few thousand elements are not what its check judges.
 
-The counting seed is derived from a per-installation secret (`counting_seed`): the same
-workload is counted on the same inputs in every evaluation of this installation, so the
-reference is computed once, and no candidate can know the inputs before it is counted (the
-secret lives in the harness's cache folder, mode 0600, never in a job or a message to the
-candidate before its counted call).
+Seed and cache. The counted call's seed is the workload's performance seed, drawn per
+evaluation from the engine's secret (never known to a candidate before its counted call, so no
+output can be precomputed). The cache is the trusted worker's memory (`MEMORY_BYTES`): a batch's
+candidates share the worker and the workloads' seeds, so the reference is computed once per
+batch. It is not kept on disk by default: inside the sandbox the candidate runs as the same
+user as the trusted worker, so a reference result on disk would be a precomputed answer for the
+next candidate. An operator may name a folder (`ARENA_SIM_CACHE`, e.g. for sweeps with fixed
+seeds): entries there carry their key and a SHA-256 of their contents, and a stale or corrupt
+one is recomputed, never trusted; the folder is bounded (`CACHE_BYTES`, oldest dropped first).
 """
 
 from __future__ import annotations
 
 import hashlib
-import hmac
 import io
 import json
 import os
-import secrets
 import signal
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,47 +38,39 @@ import torch
 from core.harness import compare
 
 BUDGET_S = 60.0  # seconds the reference may take at one GPU workload
-CACHE_BYTES = 4 << 30  # the reference cache's bound on disk
+MEMORY_BYTES = 2 << 30  # the trusted worker's cache of reference results
+CACHE_BYTES = 4 << 30  # the on-disk cache's bound (ARENA_SIM_CACHE)
 ENTRY_BYTES = 1 << 30  # a larger reference result is not cached (recomputed each time)
 FORMAT = "sim-reference-1"  # bump when an entry's contents change: older entries never match
 MAX_SAMPLES = 8192  # elements per output a candidate's worker may send
 
 
-def cache_root() -> Path:
-    """`ARENA_SIM_CACHE`, else `$XDG_CACHE_HOME/kernel-arena/sim` (~/.cache by default)."""
+def cache_root() -> Path | None:
+    """`ARENA_SIM_CACHE` (an operator's choice, e.g. for sweeps): a folder where entries are kept
+    across processes; None (the default): entries live in the trusted worker's memory only."""
     found = os.environ.get("ARENA_SIM_CACHE")
-    if found:
-        return Path(found)
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "kernel-arena" / "sim"
+    return Path(found) if found else None
 
 
-def installation_secret(root: Path | None = None) -> bytes:
-    """32 random bytes kept in the cache folder (made on first use, mode 0600); where the folder
-    cannot be written, a secret of this process alone (the cache then never hits)."""
-    path = (root or cache_root()) / "secret"
-    try:
-        data = path.read_bytes()
-        if len(data) == 32:
-            return data
-    except OSError:
-        pass
-    data = secrets.token_bytes(32)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-    except OSError:
-        pass
-    return data
+_MEMORY: OrderedDict[str, dict[str, Any]] = OrderedDict()
 
 
-def counting_seed(secret: bytes, task: str, workload: dict[str, Any]) -> int:
-    """The seed a `sim:` device counts `workload` of `task` with: keyed by the installation's
-    secret, the same for every evaluation here (so the reference is cached), unknowable without it."""
-    text = json.dumps([task, workload.get("axes"), workload.get("shapes")], sort_keys=True)
-    return int.from_bytes(hmac.new(secret, text.encode(), hashlib.sha256).digest()[:5], "big")
+def _entry_bytes(entry: dict[str, Any]) -> int:
+    return sum(
+        t.numel() * t.element_size()
+        for t in entry.get("outputs") or []
+        if isinstance(t, torch.Tensor)
+    )
+
+
+def _remember(key: str, entry: dict[str, Any]) -> None:
+    """Keep an entry in memory, the oldest dropped past `MEMORY_BYTES`."""
+    if _entry_bytes(entry) > MEMORY_BYTES:
+        return
+    _MEMORY[key] = entry
+    _MEMORY.move_to_end(key)
+    while sum(_entry_bytes(e) for e in _MEMORY.values()) > MEMORY_BYTES:
+        _MEMORY.popitem(last=False)
 
 
 def _key(sources: dict[str, Any], specs: Any, out_specs: Any, workload: Any, seed: int) -> str:
@@ -99,7 +95,7 @@ def _load(path: Path, key: str) -> dict[str, Any] | None:
     return entry if isinstance(entry, dict) and entry.get("key") == key else None
 
 
-def _store(root: Path, path: Path, entry: dict[str, Any]) -> None:
+def _store(path: Path, entry: dict[str, Any]) -> None:
     buffer = io.BytesIO()
     torch.save(entry, buffer)
     body = buffer.getvalue()
@@ -159,9 +155,12 @@ def reference_entry(
 
     root = root or cache_root()
     key = _key(sources, specs, out_specs, workload, seed)
-    path = root / "reference" / f"{key}.pt"
-    entry = _load(path, key)
+    entry = _MEMORY.get(key)
+    path = root / "reference" / f"{key}.pt" if root is not None else None
+    if entry is None and path is not None:
+        entry = _load(path, key)
     if entry is not None:
+        _remember(key, entry)
         return entry
     budget = float(os.environ.get("ARENA_SIM_REFERENCE_S") or BUDGET_S)
     started = time.perf_counter()
@@ -181,9 +180,9 @@ def reference_entry(
     except _Overtime:
         entry = {
             "key": key,
-            "skipped": f"the reference at this size takes over {budget:.0f} s on the CPU",
+            "skipped": f"the reference at this size takes over {budget:g} s on the CPU",
         }
-        _store(root, path, entry)
+        _keep(key, entry, path)
         return entry
     outs = list(result) if isinstance(result, (tuple, list)) else [result]
     outs = [t.detach().contiguous() if isinstance(t, torch.Tensor) else t for t in outs]
@@ -199,8 +198,14 @@ def reference_entry(
         "changed": changed,
         "seconds": time.perf_counter() - started,
     }
-    _store(root, path, entry)
+    _keep(key, entry, path)
     return entry
+
+
+def _keep(key: str, entry: dict[str, Any], path: Path | None) -> None:
+    _remember(key, entry)
+    if path is not None:
+        _store(path, entry)
 
 
 def judge(

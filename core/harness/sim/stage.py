@@ -36,16 +36,6 @@ PER_PROGRAM_KEYS = (
 )
 
 
-def counting_seeds(job: dict[str, Any], workloads: list[dict[str, Any]]) -> list[int]:
-    """The seeds the candidate is counted with: keyed by the installation's secret
-    (sim_reference.counting_seed), the same in every evaluation, so the reference is cached."""
-    from core.harness.sim import reference as sim_reference
-
-    secret = sim_reference.installation_secret()
-    task = str(job.get("task_id") or job.get("task_dir"))
-    return [sim_reference.counting_seed(secret, task, w) for w in workloads]
-
-
 def check_values(
     ev: Evaluation, w: dict[str, Any], reply: dict[str, Any], seed: int, deadline: float
 ) -> str:
@@ -237,7 +227,9 @@ def predict_performance(ev: Evaluation, deadline: float) -> dict[str, Any]:
     sim = ev.job["sim"]
     target, constants = Target.from_json(sim["target"]), Constants.from_json(sim["constants"])
     workloads = ev.job["stages"]["performance"]
-    seeds = counting_seeds(ev.job, [_workload(w) for w in workloads])
+    seeds = [
+        int(w["seed"]) for w in workloads
+    ]  # drawn per evaluation by the engine (sim_reference)
     requests = [
         ({"op": "predict", "workload": _workload(w), "seed": seed}, 0)
         for w, seed in zip(workloads, seeds)
