@@ -150,28 +150,29 @@ def compile_launch(
                 if not _refused_by_compiler(exc):
                     raise
                 refused = exc
-        if refused is not None:
+
+        def rejected(error: str) -> Resources:  # the target refuses it: the candidate's fault
             return Resources(
                 ok=False,
                 num_warps=warps,
                 num_stages=stages,
                 compile_s=time.perf_counter() - started,
                 rejected=True,
-                error=f"{type(refused).__name__}: {refused}".strip().splitlines()[0][:200]
-                + diagnostics.summary(),
+                error=error,
+            )
+
+        if refused is not None:
+            return rejected(
+                f"{type(refused).__name__}: {refused}".strip().splitlines()[0][:200]
+                + diagnostics.summary()
             )
         found = _read_nvidia(kernel) if spec["backend"] == "cuda" else _read_amd(kernel)
         limit = int(spec.get("shared_per_unit") or 0)
         if (
             limit and found.get("shared_bytes", 0) > limit
         ):  # the driver refuses such a launch (triton's OutOfResources)
-            return Resources(
-                ok=False,
-                num_warps=warps,
-                num_stages=stages,
-                compile_s=time.perf_counter() - started,
-                rejected=True,
-                error=f"out of shared memory: a program needs {found['shared_bytes']} bytes, the target has {limit} per unit; smaller tiles or fewer stages",
+            return rejected(
+                f"out of shared memory: a program needs {found['shared_bytes']} bytes, the target has {limit} per unit; smaller tiles or fewer stages"
             )
         # The launch parameters the compiled kernel has, not the ones asked for.
         metadata = getattr(kernel, "metadata", None)

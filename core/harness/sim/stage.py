@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from core.harness.sim import count as sim_count
 from core.harness.sim import narrow as sim_narrow
 from core.harness.sim import written as sim_written
 from core.harness.sim.model import Constants, Target, predict_side
@@ -22,18 +23,7 @@ if TYPE_CHECKING:
 
 MAX_LAUNCHES = 256
 RESOURCE_KEYS = ("registers", "spill_bytes", "shared_bytes", "num_warps", "num_stages")
-PER_PROGRAM_KEYS = (
-    "load_bytes",
-    "store_bytes",
-    "load_sectors",
-    "store_sectors",
-    "loads",
-    "stores",
-    "alu_ops",
-    "sfu_ops",
-    "atomics",
-    "loop_iterations",
-)
+PER_PROGRAM_KEYS = sim_count.NUMERIC  # what a launch summary holds per program
 
 
 def check_values(
