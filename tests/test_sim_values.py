@@ -190,3 +190,32 @@ def test_in_place_outputs_are_judged_against_the_bytes_the_reference_changed():
     assert sim_written.inplace_problem([1000, None], [900.0, 0.0], ["q", "y"]) is None
     message = sim_written.inplace_problem([1000, None], [500.0, 0.0], ["q", "y"])
     assert message and "50% as many bytes of in-place output `q`" in message
+
+
+class _Evaluation:
+    """What sim_stage.check_values uses of the harness parent's Evaluation."""
+
+    def __init__(self, outputs: list[dict], reply: dict):
+        self.job, self.reply, self.asked = {"outputs": outputs}, reply, []
+
+    def _trusted_call(self, msg: dict, deadline: float) -> dict:
+        self.asked.append(msg["op"])
+        return self.reply
+
+
+def test_the_stage_fails_on_the_trusted_workers_finding_and_notes_a_pass_or_a_skip():
+    from core.harness.runner import StageFailed
+    from core.harness.sim.stage import check_values
+
+    w = {"label": "T=2048", "axes": {"T": 2048}, "shapes": {}, "seed": 5}
+    values = {"outputs": [{"index": [0], "value": [1.0]}], "written_bytes": [8.0]}
+    wrong = {"wrong": "sim_wrong_output: the counted call's output `out` differs", "checked": 1}
+    with pytest.raises(StageFailed, match="T=2048: sim_wrong_output"):
+        check_values(_Evaluation([{"name": "out"}], wrong), w, {"values": values}, 5, 1e9)
+    fine = _Evaluation([{"name": "out"}], {"checked": 1, "changed_bytes": [None]})
+    note = check_values(fine, w, {"values": values}, 5, 1e9)
+    assert note == "value check: 1 elements of the counted call match the reference"
+    nothing = _Evaluation([{"name": "out"}], {})
+    empty = {"values": {"outputs": [{"index": [], "value": []}]}}
+    assert check_values(nothing, w, empty, 5, 1e9).startswith("value check skipped: no known")
+    assert nothing.asked == [], "no reference computed when there is nothing to compare"
