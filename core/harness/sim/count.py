@@ -106,21 +106,21 @@ class Counting:
         self.tuned: list[str] = []  # "kernel: N configs" per autotuned choice
 
     def __enter__(self) -> Counting:
-        from core.harness import triton_cpu
+        from core.harness import triton_cpu, triton_libdevice
         from core.harness.sim.hooks import install
 
         install()
         Counting.active = self
         triton_cpu.AutotuneTrials.judge = self.judge_trial
-        triton_cpu.LibdeviceCount.hook = lambda elements, special: self.alu(elements, special)
+        triton_libdevice.LibdeviceCount.hook = lambda elements, special: self.alu(elements, special)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        from core.harness import triton_cpu
+        from core.harness import triton_cpu, triton_libdevice
 
         Counting.active = None
         triton_cpu.AutotuneTrials.judge = None
-        triton_cpu.LibdeviceCount.hook = None
+        triton_libdevice.LibdeviceCount.hook = None
         self.current = self.program = None
 
     def judge_trial(self, kernel_call: Callable[[], None]) -> float:
