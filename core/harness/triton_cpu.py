@@ -35,9 +35,6 @@ def enable_interpreter() -> None:
     os.environ["TRITON_INTERPRET"] = "1"
     import triton
 
-    from core.harness.triton_bf16 import _fix_bf16
-    from core.harness.triton_libdevice import _libdevice_on_numpy
-
     # triton.knobs re-reads the env var on every access, unless someone assigned the knob: then
     # the assignment wins, so assign it too.
     runtime = _runtime_knobs()
@@ -52,7 +49,7 @@ def enable_interpreter() -> None:
         _patch_language_once_per_launch,
         _table_np_dtypes,
         _float_arguments_as_fp32,
-        _libdevice_on_numpy,
+        triton_libdevice._libdevice_on_numpy,
     ):
         try:
             patch()
@@ -348,3 +345,9 @@ def _float_arguments_as_fp32() -> None:
 
     setattr(implicit_cvt, _MARK, True)
     interpreter._implicit_cvt = implicit_cvt
+
+
+# Bound at import (a module imported after the candidate's worker hides the harness would be a
+# fresh copy); triton_libdevice reads this module's names at call time.
+from core.harness import triton_libdevice  # noqa: E402
+from core.harness.triton_bf16 import _fix_bf16  # noqa: E402

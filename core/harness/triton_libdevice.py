@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from core.harness import triton_cpu  # its names are read at call time (they import each other)
 from core.harness.triton_bf16 import _bf16_to_f32, _f32_to_bf16
-from core.harness.triton_cpu import NotOnThisDevice, _interpreting
 
 _MARK = "_triton_cpu_patched"
 
@@ -166,10 +166,10 @@ def _libdevice_function(
 
     @functools.wraps(stub)
     def call(*args, _semantic=None, **kwargs):
-        if not _interpreting():  # never the compiler's path (it resolves the name on the target's module): the stub as it was
+        if not triton_cpu._interpreting():  # never the compiler's path (it resolves the name on the target's module): the stub as it was
             return stub(*args, **kwargs)
         if found is None:
-            raise NotOnThisDevice(
+            raise triton_cpu.NotOnThisDevice(
                 f"triton.language.extra.libdevice.{name} has no CPU implementation in the interpreter"
             )
         fn, special = found

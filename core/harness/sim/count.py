@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from core.harness import triton_cpu, triton_libdevice
 from core.harness.sim.launch import (  # what a count is made of (and where callers find it)
     NUMERIC,
     SECTOR,
@@ -106,18 +107,13 @@ class Counting:
         self.tuned: list[str] = []  # "kernel: N configs" per autotuned choice
 
     def __enter__(self) -> Counting:
-        from core.harness import triton_cpu, triton_libdevice
-        from core.harness.sim.hooks import install
-
-        install()
+        _hooks.install()
         Counting.active = self
         triton_cpu.AutotuneTrials.judge = self.judge_trial
         triton_libdevice.LibdeviceCount.hook = lambda elements, special: self.alu(elements, special)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        from core.harness import triton_cpu, triton_libdevice
-
         Counting.active = None
         triton_cpu.AutotuneTrials.judge = None
         triton_libdevice.LibdeviceCount.hook = None
@@ -376,3 +372,9 @@ def _cv(values: list[float]) -> float:
 
 
 # --- patches of the interpreter ------------------------------------------------------------------
+
+
+# Bound at import, with everything the hooks and the count share: the candidate's worker takes
+# the harness out of sys.modules after importing the candidate (workers._hide_harness), and a
+# module imported after that would be a fresh copy with a Counting of its own.
+from core.harness.sim import hooks as _hooks  # noqa: E402

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from core.harness.sim import written as sim_written
 from core.harness.sim.count import Counting, SampledRange
 from core.harness.sim.launch import Launch, TensorArg
 
@@ -174,8 +175,6 @@ def _launch_options(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 def _make_sampled_grid() -> type:
     from triton.runtime import interpreter as itp
-
-    from core.harness.sim import written as sim_written
 
     class SampledGrid(itp.GridExecutor):
         """The interpreter's grid executor, running only the programs `Counting` asks for."""

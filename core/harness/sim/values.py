@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from core.harness.sim import written as sim_written
+from core.harness.sim.launch import STORED
 
 SAMPLES = 2048  # known elements checked per output
 
@@ -50,8 +51,6 @@ def _overlaps(ranges: list[tuple[int, int]], a: int, b: int) -> bool:
 
 
 def _writers(launches: list[Any], events: list[sim_written.TorchEvent]) -> list[_Writer] | None:
-    from core.harness.sim.count import STORED
-
     found: list[_Writer] = []
     for launch in launches:
         totals: dict[str, float] = {}

@@ -27,6 +27,8 @@ from typing import Any
 
 import torch
 
+from core.harness.sim.launch import STORED
+
 MIN_WRITTEN = 0.8  # share of an output's bytes the counted call must write
 Span = tuple[int, int, int]  # (storage key, first byte, end byte), relative to the storage
 _CLOCK = itertools.count()
@@ -119,8 +121,6 @@ def written_bytes(
 ) -> list[tuple[float | None, int]]:
     """Per returned tensor, (bytes of it the counted call wrote, its bytes); (None, 0) for what
     is not a tensor with storage."""
-    from core.harness.sim.count import STORED
-
     stored: list[tuple[int, int, float]] = []  # (start, end, bytes stored) per launch argument
     for launch in launches:
         scale = launch.num_programs / max(len(launch.programs), 1)
