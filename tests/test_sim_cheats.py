@@ -158,7 +158,6 @@ def test_a_candidate_that_does_nothing_when_counted_is_flagged_below_the_floor()
     assert flags and "was predicted at" in flags[0]
 
 
-@pytest.mark.slow
 def test_rows_filled_with_a_constant_when_counted_fail_the_stage_as_wrong_output():
     """End to end: the trusted worker's reference at the GPU workload against the counted call
     (tests/test_sim_values.py has the rows of honest kernels and the in-place cheat)."""
