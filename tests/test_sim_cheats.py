@@ -156,3 +156,14 @@ def test_a_candidate_that_does_nothing_when_counted_is_flagged_below_the_floor()
     assert result.status == "failed"
     flags = [f for f in result.integrity_flags if f.startswith("faster_than_speed_of_light")]
     assert flags and "was predicted at" in flags[0]
+
+
+def test_rows_filled_with_a_constant_when_counted_fail_the_stage_as_wrong_output():
+    """End to end: the trusted worker's reference at the GPU workload against the counted call
+    (tests/test_sim_values.py has the rows of honest kernels and the in-place cheat)."""
+    task = find_task("activation/silu_mul")
+    with Evaluator("sim:h200") as evaluator:
+        result = evaluator.evaluate(task, CHEATS / "constant_rows.py")
+    assert result.status == "failed" and result.failed_stage == "performance"
+    (stage,) = [s for s in result.stages if s.name == "performance"]
+    assert "sim_wrong_output: the counted call's output `out` differs" in (stage.message or "")

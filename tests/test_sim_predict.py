@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from core.harness.sim import predict as sim_predict
-from core.harness.sim.predict import TILE, UNTOUCHED_BYTES
+from core.harness.sim.gpu_inputs import TILE, UNTOUCHED_BYTES
 
 BIG = UNTOUCHED_BYTES // 4 + 4 * TILE  # float32 elements: just above the unwritten threshold
 

@@ -125,7 +125,7 @@ def test_a_candidate_doing_less_when_counted_fails_on_what_it_left_unwritten(
     assert message and message.startswith("sim_unwritten_output:") and f"`{output}`" in message
 
 
-def test_an_output_updated_in_place_is_not_judged_and_torch_writes_count():
+def test_an_output_updated_in_place_has_no_share_of_its_own_and_torch_writes_count():
     cache = torch.zeros(64, 8)
     spans: list = []
     sim_written.note(spans, [cache[:2]])  # a KV-cache write touches two slots of its input

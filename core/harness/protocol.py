@@ -55,6 +55,9 @@ class Op(str, Enum):
     SERVE_ROUND = "serve_round"  # draw a timed round's inputs, check its sampled calls
     SYNC = "sync"  # a batch's next candidate starts from a clean channel
     PREDICT_BASELINE = "predict_baseline"
+    SIM_VALUES = (
+        "sim_values"  # sim: devices: the counted call's known elements against the reference
+    )
     # the zygote
     SPAWN = "spawn"
     WAIT = "wait"
@@ -168,7 +171,7 @@ class Request(TypedDict, total=False):
     compile: workload, seed | run: workload, seed, repeat | time: workload, seed, graph,
     first_index, calls, ... | predict: workload, seed | kept | expect: key, workload, seed |
     check: key, workload, workload_key, member, seed, runs, tensors | check_timed: workload,
-    member, seed, calls, tensors | sync: nonce | predict_baseline: workload, seed, formula |
+    member, seed, calls, tensors | sync: nonce | predict_baseline: workload, seed, formula | sim_values: workload, seed, values |
     import, first_call, estimate: a rank's | spawn, wait (pid, timeout), cleanup: the zygote's."""
 
     op: str  # an Op's value

@@ -1022,6 +1022,12 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
                 )
             elif op == "sync":  # a batch's next candidate starts from a clean channel (batch.py)
                 channel.send(conn, {"ok": True, "sync": msg.get("nonce")})
+            elif op == "sim_values":  # a sim: device's counted call against the reference
+                from core.harness.sim import reference as sim_reference
+
+                channel.send(
+                    conn, sim_reference.serve(reference_run, job, custom, check, sources, msg)
+                )
             elif op == "predict_baseline":
                 from core.harness.sim import predict as sim_predict
 

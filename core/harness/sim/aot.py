@@ -14,10 +14,8 @@ program per SM and says so.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,6 +23,13 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
+
+from core.harness.sim.aot_language import (
+    PristineLanguage,
+    _compiled_helpers,
+    _pristine_codegen_builtins,
+)
+from core.harness.sim.aot_resources import _read_amd, _read_nvidia
 
 _TORCH_TO_TRITON = {
     torch.float16: "fp16",
@@ -150,28 +155,29 @@ def compile_launch(
                 if not _refused_by_compiler(exc):
                     raise
                 refused = exc
-        if refused is not None:
+
+        def rejected(error: str) -> Resources:  # the target refuses it: the candidate's fault
             return Resources(
                 ok=False,
                 num_warps=warps,
                 num_stages=stages,
                 compile_s=time.perf_counter() - started,
                 rejected=True,
-                error=f"{type(refused).__name__}: {refused}".strip().splitlines()[0][:200]
-                + diagnostics.summary(),
+                error=error,
+            )
+
+        if refused is not None:
+            return rejected(
+                f"{type(refused).__name__}: {refused}".strip().splitlines()[0][:200]
+                + diagnostics.summary()
             )
         found = _read_nvidia(kernel) if spec["backend"] == "cuda" else _read_amd(kernel)
         limit = int(spec.get("shared_per_unit") or 0)
         if (
             limit and found.get("shared_bytes", 0) > limit
         ):  # the driver refuses such a launch (triton's OutOfResources)
-            return Resources(
-                ok=False,
-                num_warps=warps,
-                num_stages=stages,
-                compile_s=time.perf_counter() - started,
-                rejected=True,
-                error=f"out of shared memory: a program needs {found['shared_bytes']} bytes, the target has {limit} per unit; smaller tiles or fewer stages",
+            return rejected(
+                f"out of shared memory: a program needs {found['shared_bytes']} bytes, the target has {limit} per unit; smaller tiles or fewer stages"
             )
         # The launch parameters the compiled kernel has, not the ones asked for.
         metadata = getattr(kernel, "metadata", None)
@@ -243,196 +249,3 @@ class _Diagnostics:
         if not found:
             found = [line.strip() for line in self.text.splitlines() if "error" in line.lower()][:1]
         return f" ({'; '.join(found)[:300]})" if found else ""
-
-
-class _compiled_helpers:
-    """While compiling: the interpreter is off (Triton's code generator reads the knob), and the
-    kernel's module sees compilable JITFunctions where the interpreter put InterpretedFunctions
-    (helpers decorated after the interpreter was switched on)."""
-
-    def __init__(self, fn: Any):
-        self.globals = getattr(fn, "__globals__", {})
-        self.saved: dict[str, Any] = {}
-        self.knob: Any = None
-        self.env: str | None = None
-
-    def __enter__(self) -> None:
-        import triton
-        from triton.runtime.interpreter import InterpretedFunction
-        from triton.runtime.jit import JITFunction
-
-        runtime = getattr(getattr(triton, "knobs", None), "runtime", None)
-        self.env = os.environ.get("TRITON_INTERPRET")
-        os.environ["TRITON_INTERPRET"] = "0"
-        if runtime is not None:
-            self.knob = runtime.interpret
-            runtime.interpret = False
-        for name, value in list(self.globals.items()):
-            if isinstance(value, InterpretedFunction):
-                self.saved[name] = value
-                self.globals[name] = JITFunction(value.fn)
-
-    def __exit__(self, *exc: object) -> None:
-        import triton
-
-        self.globals.update(self.saved)
-        runtime = getattr(getattr(triton, "knobs", None), "runtime", None)
-        if runtime is not None and self.knob is not None:
-            runtime.interpret = self.knob
-        if self.env is None:
-            os.environ.pop("TRITON_INTERPRET", None)
-        else:
-            os.environ["TRITON_INTERPRET"] = self.env
-
-
-class PristineLanguage:
-    """Triton's language modules as the compiler needs them.
-
-    The interpreter patches `triton.language` (its builtins, `tensor` methods, `range`, ...)
-    around each launch, but a device-function call (`InterpretedFunction.__call__`, e.g. the
-    combine function of `tl.sum`) patches it and never restores it (Triton 3.6.0). The code
-    generator then meets interpreter builtins and fails ("'ir.value' object has no attribute
-    'dtype'"). `keep()` records the modules' attributes before any interpretation; `restored()`
-    puts them back around a compile and the interpreter's versions after."""
-
-    saved: list[tuple[Any, dict[str, Any]]] | None = None
-
-    @classmethod
-    def _owners(cls) -> list[Any]:
-        import triton.language as tl
-
-        owners = [
-            tl,
-            tl.core,
-            tl.math,
-            tl.tensor,
-            tl.dtype,
-            getattr(tl.core, "tensor_descriptor_base", None),
-            getattr(tl, "standard", None),
-        ]
-        return [o for o in owners if o is not None]
-
-    @classmethod
-    def keep(cls) -> None:
-        if cls.saved is None:
-            cls.saved = [(o, dict(vars(o))) for o in cls._owners()]
-        # The code generator copies `min`, `max` and `print` out of triton.language.core into a
-        # class-level namespace when it is first imported: imported under the interpreter's
-        # patches, it would keep the interpreter's builtins for good. Import it now, unpatched.
-        import triton.compiler.code_generator  # noqa: F401
-
-    @classmethod
-    def restored(cls) -> _Swap:
-        return _Swap(cls.saved or [])
-
-
-def _pristine_codegen_builtins() -> None:
-    """Point the code generator's `min`/`max`/`print` at the language's own builtins, whatever
-    was patched when it was imported (a kernel using Python's min or max must compile
-    regardless of import order)."""
-    import triton.language as tl
-    from triton.compiler import code_generator
-
-    names = code_generator.CodeGenerator.builtin_namespace
-    saved = dict(
-        next((want for owner, want in (PristineLanguage.saved or []) if owner is tl.core), {})
-    )
-    for name, attr in (("min", "builtin_min"), ("max", "builtin_max"), ("print", "device_print")):
-        value = saved.get(attr) or getattr(tl.core, attr, None)
-        if value is not None and not getattr(value, "__module__", "").startswith("triton.runtime"):
-            names[name] = value
-
-
-class _Swap:
-    def __init__(self, saved: list[tuple[Any, dict[str, Any]]]):
-        self.saved, self.now = saved, [(o, dict(vars(o))) for o, _ in saved]
-
-    @staticmethod
-    def _apply(owner: Any, want: dict[str, Any]) -> None:
-        for name, value in want.items():
-            if (
-                name in ("__dict__", "__weakref__", "__doc__")
-                or vars(owner).get(name, _MISSING) is value
-            ):
-                continue
-            try:
-                setattr(owner, name, value)
-            except (AttributeError, TypeError):
-                pass
-        for name in [n for n in vars(owner) if n not in want]:
-            try:
-                delattr(owner, name)
-            except (AttributeError, TypeError):
-                pass
-
-    def __enter__(self) -> None:
-        for owner, want in self.saved:
-            self._apply(owner, want)
-
-    def __exit__(self, *exc: object) -> None:
-        for owner, want in self.now:
-            self._apply(owner, want)
-
-
-_MISSING = object()
-
-
-def _tool(name: str) -> str | None:
-    import triton
-
-    path = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", name)
-    return path if os.path.isfile(path) else None
-
-
-def _read_nvidia(kernel: Any) -> dict[str, Any]:
-    ptx = kernel.asm.get("ptx", "")
-    mma = (
-        "tcgen05"
-        if "tcgen05.mma" in ptx
-        else "wgmma"
-        if "wgmma.mma_async" in ptx
-        else "mma"
-        if "mma.sync" in ptx
-        else None
-    )
-    found: dict[str, Any] = {
-        "shared_bytes": int(getattr(kernel.metadata, "shared", 0) or 0),
-        "mma": mma,
-    }
-    cuobjdump = _tool("cuobjdump")
-    cubin = kernel.asm.get("cubin")
-    if cuobjdump and cubin:
-        # A name of its own: two workers compiling the same kernel shared `sim-<hash>.cubin`, and
-        # one's unlink made the other's cuobjdump read nothing (predictions varied by 15%).
-        fd, path = tempfile.mkstemp(
-            prefix=f"sim-{hashlib.sha256(cubin).hexdigest()[:16]}-", suffix=".cubin"
-        )
-        with os.fdopen(fd, "wb") as f:
-            f.write(cubin)
-        try:
-            out = subprocess.run(
-                [cuobjdump, "-res-usage", path],
-                check=False,
-                capture_output=True,
-                text=True,
-                timeout=60,
-            ).stdout
-        finally:
-            os.unlink(path)
-        usage = dict(re.findall(r"(REG|STACK|SHARED):(\d+)", out))
-        found["registers"] = int(usage["REG"]) if "REG" in usage else None
-        found["spill_bytes"] = int(usage["STACK"]) if "STACK" in usage else None
-        found["shared_bytes"] += int(usage.get("SHARED", 0))
-    return found
-
-
-def _read_amd(kernel: Any) -> dict[str, Any]:
-    asm = kernel.asm.get("amdgcn", "")
-    value = lambda key: int(m.group(1)) if (m := re.search(rf"\.{key}:\s*(\d+)", asm)) else None
-    spills = value("vgpr_spill_count")
-    return {
-        "registers": value("vgpr_count"),
-        "spill_bytes": None if spills is None else 4 * spills,
-        "shared_bytes": int(getattr(kernel.metadata, "shared", 0) or 0),
-        "mma": "mfma" if "v_mfma" in asm else None,
-    }

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from core.harness.sim import count as sim_count
 from core.harness.sim import narrow as sim_narrow
 from core.harness.sim import written as sim_written
 from core.harness.sim.model import Constants, Target, predict_side
@@ -22,18 +23,49 @@ if TYPE_CHECKING:
 
 MAX_LAUNCHES = 256
 RESOURCE_KEYS = ("registers", "spill_bytes", "shared_bytes", "num_warps", "num_stages")
-PER_PROGRAM_KEYS = (
-    "load_bytes",
-    "store_bytes",
-    "load_sectors",
-    "store_sectors",
-    "loads",
-    "stores",
-    "alu_ops",
-    "sfu_ops",
-    "atomics",
-    "loop_iterations",
-)
+PER_PROGRAM_KEYS = sim_count.NUMERIC  # what a launch summary holds per program
+
+
+def check_values(
+    ev: Evaluation, w: dict[str, Any], reply: dict[str, Any], seed: int, deadline: float
+) -> str:
+    """The counted call against the reference (sim_values, sim_reference): wrong values are
+    `sim_wrong_output`, an in-place output written for less than `MIN_WRITTEN` of the elements
+    the reference changes is `sim_unwritten_output`. Returns the workload's note on it."""
+    from core.harness.runner import StageFailed, _workload
+
+    values = reply.get("values")
+    if not isinstance(values, dict):
+        values = {"outputs": None, "reason": "no values"}
+    given = values.get("outputs")
+    known = isinstance(given, list) and any(isinstance(o, dict) and o.get("index") for o in given)
+    if not known and not any(o.get("inplace_of") for o in ev.job["outputs"]):
+        # Nothing to compare and nothing updated in place: the reference is not computed.
+        reason = values.get("reason") or (
+            "no known elements (every program that wrote an output used a dot, a sampled loop or "
+            "an atomic, or read what a sampled launch left partial)"
+        )
+        return f"value check skipped: {str(reason)[:200]}"
+    got = ev._trusted_call(
+        {"op": "sim_values", "workload": _workload(w), "seed": seed, "values": values}, deadline
+    )
+    label = w["label"]
+    if got.get("malformed"):
+        raise StageFailed(
+            "failed", f"{label}: the candidate's worker sent malformed values: {got['malformed']}"
+        )
+    if got.get("wrong"):
+        raise StageFailed("failed", f"{label}: {str(got['wrong'])[:800]}")
+    unwritten = sim_written.inplace_problem(
+        got.get("changed_bytes"),
+        values.get("written_bytes"),
+        [o["name"] for o in ev.job["outputs"]],
+    )
+    if unwritten:
+        raise StageFailed("failed", f"{label}: {unwritten}")
+    if got.get("skipped"):
+        return f"value check skipped: {str(got['skipped'])[:200]}"
+    return f"value check: {int(got.get('checked') or 0)} elements of the counted call match the reference"
 
 
 class MalformedCounts(ValueError):
@@ -194,8 +226,12 @@ def predict_performance(ev: Evaluation, deadline: float) -> dict[str, Any]:
     sim = ev.job["sim"]
     target, constants = Target.from_json(sim["target"]), Constants.from_json(sim["constants"])
     workloads = ev.job["stages"]["performance"]
+    seeds = [
+        int(w["seed"]) for w in workloads
+    ]  # drawn per evaluation by the engine (sim_reference)
     requests = [
-        ({"op": "predict", "workload": _workload(w), "seed": w["seed"]}, 0) for w in workloads
+        ({"op": "predict", "workload": _workload(w), "seed": seed}, 0)
+        for w, seed in zip(workloads, seeds)
     ]
     counted: dict[int, dict[str, Any]] = {}
     reported = 0
@@ -211,7 +247,15 @@ def predict_performance(ev: Evaluation, deadline: float) -> dict[str, Any]:
         while (
             reported in counted
         ):  # events in the workloads' order, whichever worker finished first
-            _report(ev, workloads[reported], counted.pop(reported), target, constants, deadline)
+            _report(
+                ev,
+                workloads[reported],
+                counted.pop(reported),
+                target,
+                constants,
+                deadline,
+                seeds[reported],
+            )
             reported += 1
     return {"workloads": len(workloads), "note": f"predicted for {sim['label']}, not measured"}
 
@@ -223,6 +267,7 @@ def _report(
     target: Target,
     constants: Constants,
     deadline: float,
+    seed: int,
 ) -> None:
     """One workload's predictions, from the candidate's counts and the baseline's."""
     from core.harness.runner import StageFailed, _workload
@@ -249,6 +294,7 @@ def _report(
     unwritten = sim_written.problem(reply.get("written"), [o["name"] for o in ev.job["outputs"]])
     if unwritten:
         raise StageFailed("failed", f"{w['label']}: {unwritten}")
+    checked = check_values(ev, w, reply, seed, deadline)
     narrow = sim_narrow.problem(
         [s for s, _ in launches],
         cand_ops,
@@ -288,6 +334,7 @@ def _report(
     notes = [str(n)[:300] for n in (reply.get("notes") or [])[:8] if isinstance(n, str)]
     if base.get("note"):
         notes.append(str(base["note"]))
+    notes.append(checked)
     ev.emit(
         {
             "type": "workload_timed",

@@ -122,6 +122,7 @@ class TorchWork(TorchDispatchMode):
         self.written: list[
             sim_written.Span
         ] = []  # what each op wrote: the counted call's outputs must be (sim_written)
+        self.events: list[sim_written.TorchEvent] = []  # real-memory ops, for sim_values
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
@@ -136,6 +137,9 @@ class TorchWork(TorchDispatchMode):
             return out
         ins, outs = _tensors(args) + _tensors(kwargs), _tensors(out)
         sim_written.note(self.written, outs)
+        event = sim_written.torch_event(func, name, ins, outs)
+        if event is not None:
+            self.events.append(event)
         if name in _GATHERS:
             # A gather reads what it returns, not the whole table (an index into a 64 MB cos/sin
             # table at T=1 touches a few rows), plus its indices.
@@ -235,7 +239,9 @@ def _call_entry(
     }
 
 
-def count_fake(fn: Any, make_args: Any, written: list[Any] | None = None) -> list[dict[str, Any]]:
+def count_fake(
+    fn: Any, make_args: Any, written: list[Any] | None = None, sizes: list[Any] | None = None
+) -> list[dict[str, Any]]:
     """A candidate's torch calls of `fn(*make_args())` (TorchCalls), both run on fake tensors (no
     memory, no time). Raises what the fake run raises (data-dependent code). `written`, where
     given, receives the share of each returned tensor that the ops wrote (sim_written.shares)."""
@@ -248,6 +254,8 @@ def count_fake(fn: Any, make_args: Any, written: list[Any] | None = None) -> lis
             spans = list(calls.work.written)
         if written is not None:
             written[:] = sim_written.shares(result, list(args), spans)
+        if sizes is not None:  # bytes written per output (the in-place ones: sim_reference)
+            sizes[:] = [done for done, _ in sim_written.written_bytes(result, list(args), spans)]
     return calls.ops
 
 

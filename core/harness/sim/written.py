@@ -11,20 +11,32 @@ as its bytes are) and reports, per returned tensor, the share of its bytes that 
 harness parent fails the stage where a share is below `MIN_WRITTEN` (sim_stage).
 
 An output that shares storage with an input (declared `inplace_of`: a KV-cache write updates a
-few slots of a large cache) is not judged: writing part of it is the task. A Triton launch's
+few slots of a large cache) is judged against what the reference changes instead: its counted
+call must write at least `MIN_WRITTEN` as many bytes as the reference changed there
+(`inplace_problem`; the trusted worker counts them, sim_reference). A Triton launch's
 share is an estimate from its sampled programs (exact when all of them ran, or when its programs
 do alike), hence the margin below 1.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from core.harness.sim.launch import STORED
+
 MIN_WRITTEN = 0.8  # share of an output's bytes the counted call must write
 Span = tuple[int, int, int]  # (storage key, first byte, end byte), relative to the storage
+_CLOCK = itertools.count()
+
+
+def tick() -> int:
+    """One clock for Triton launches and torch ops, to order who wrote what last (sim_values)."""
+    return next(_CLOCK)
 
 
 def _storage_key(t: torch.Tensor) -> int:
@@ -71,17 +83,44 @@ def shares(
     result: Any, args: list[Any], torch_written: list[Span], launches: Iterable[Any] = ()
 ) -> list[float | None]:
     """Per returned tensor (in order), the share of its bytes the counted call wrote; None for
-    what is not judged (not a tensor, empty, sharing storage with an input). `launches` are
-    sim_count.Launch objects of a real-memory count (their addresses are absolute)."""
-    from core.harness.sim.count import STORED
+    what is not judged (not a tensor, empty, sharing storage with an input: sim_values judges
+    those against the elements the reference changes). `launches` are sim_count.Launch objects
+    of a real-memory count (their addresses are absolute)."""
+    found: list[float | None] = []
+    for (done, size), inplace in zip(
+        written_bytes(result, args, torch_written, launches), _inplace(result, args)
+    ):
+        found.append(None if inplace or done is None or size <= 0 else min(1.0, done / size))
+    return found
 
-    inputs = set()
+
+def _inputs(args: list[Any]) -> set[int]:
+    keys = set()
     for a in args:
         if isinstance(a, torch.Tensor):
             try:
-                inputs.add(_storage_key(a))
+                keys.add(_storage_key(a))
             except (RuntimeError, NotImplementedError):
                 pass
+    return keys
+
+
+def _inplace(result: Any, args: list[Any]) -> list[bool]:
+    keys = _inputs(args)
+    found = []
+    for t in _tensors(result):
+        try:
+            found.append(isinstance(t, torch.Tensor) and _storage_key(t) in keys)
+        except (RuntimeError, NotImplementedError):
+            found.append(False)
+    return found
+
+
+def written_bytes(
+    result: Any, args: list[Any], torch_written: list[Span], launches: Iterable[Any] = ()
+) -> list[tuple[float | None, int]]:
+    """Per returned tensor, (bytes of it the counted call wrote, its bytes); (None, 0) for what
+    is not a tensor with storage."""
     stored: list[tuple[int, int, float]] = []  # (start, end, bytes stored) per launch argument
     for launch in launches:
         scale = launch.num_programs / max(len(launch.programs), 1)
@@ -89,20 +128,20 @@ def shares(
             got = sum(p.tensor_bytes.get(arg.name + STORED, 0.0) for p in launch.programs) * scale
             if got:
                 stored.append((arg.start, arg.end, min(got, float(arg.end - arg.start))))
-    found: list[float | None] = []
+    found: list[tuple[float | None, int]] = []
     for t in _tensors(result):
         if not isinstance(t, torch.Tensor) or not t.numel():
-            found.append(None)
+            found.append((None, 0))
             continue
         try:
             key, lo, hi = span(t)
         except (RuntimeError, NotImplementedError):
-            found.append(None)
+            found.append((None, 0))
             continue
-        if key in inputs or hi <= lo:
-            found.append(None)
+        if hi <= lo:
+            found.append((None, 0))
             continue
-        done = _union([(a, b) for k, a, b in torch_written if k == key], lo, hi)
+        done = float(_union([(a, b) for k, a, b in torch_written if k == key], lo, hi))
         if stored and not _is_fake(t):
             base = t.untyped_storage().data_ptr()
             start, end = base + lo, base + hi
@@ -112,7 +151,7 @@ def shares(
                     done += min(
                         got * overlap / (b - a), overlap
                     )  # a launch argument wider than the output: its share
-        found.append(min(1.0, done / (hi - lo)))
+        found.append((min(done, float(hi - lo)), hi - lo))
     return found
 
 
@@ -134,3 +173,73 @@ def problem(written: Any, names: list[str]) -> str | None:
                 "is predicted for work it does not do)"
             )
     return None
+
+
+def inplace_problem(changed: Any, written: Any, names: list[str]) -> str | None:
+    """The stage's failure for an output updated in place whose counted call wrote fewer bytes
+    than `MIN_WRITTEN` of those the reference changes (`changed`, from the trusted worker;
+    `written`, the candidate worker's written_bytes), or None."""
+    changed = changed if isinstance(changed, list) else []
+    written = written if isinstance(written, list) else []
+    for i, want in enumerate(changed):
+        if isinstance(want, bool) or not isinstance(want, (int, float)) or want <= 0:
+            continue
+        done = written[i] if i < len(written) else None
+        done = float(done) if isinstance(done, (int, float)) and not isinstance(done, bool) else 0.0
+        if done < MIN_WRITTEN * want:
+            name = names[i] if i < len(names) else f"#{i}"
+            return (
+                f"sim_unwritten_output: the counted call wrote {100 * max(done, 0.0) / want:.0f}% as many bytes of "
+                f"in-place output `{name}` as the reference changes (at least {100 * MIN_WRITTEN:.0f}%: a kernel "
+                "that does less when it is counted than when it is checked is predicted for work it does not do)"
+            )
+    return None
+
+
+# An in-place op that overwrites all of its target without reading it; any other in-place op
+# reads its target, and one that writes only some elements (scatter, index_put, masked_fill) is
+# not known to have written any particular element of it.
+OVERWRITES = {"fill_", "zero_", "copy_", "normal_", "uniform_"}
+PARTIAL = ("index", "scatter", "masked", "put", "slice_scatter", "select_scatter")
+
+
+@dataclass
+class TorchEvent:
+    """A torch op of a real-memory count: when, the byte ranges it read, and those it wrote
+    (absolute addresses, `dense`: every byte of the range is an element it wrote)."""
+
+    seq: int
+    reads: list[tuple[int, int]]
+    writes: list[tuple[int, int, bool]]
+
+
+def _absolute(t: torch.Tensor) -> tuple[int, int] | None:
+    if _is_fake(t) or t.device.type != "cpu" or not t.numel():
+        return None
+    try:
+        _, lo, hi = span(t)
+        base = t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return None
+    return base + lo, base + hi
+
+
+def torch_event(func: Any, name: str, ins: list[Any], outs: list[Any]) -> TorchEvent | None:
+    mutated = [a.alias_info is not None and a.alias_info.is_write for a in func._schema.arguments]
+    partial = any(mutated) and any(p in name for p in PARTIAL)
+    targets = {id(t) for t in outs}
+    reads = []
+    for t in ins:
+        if name in OVERWRITES and id(t) in targets:
+            continue  # overwritten, not read
+        r = _absolute(t)
+        if r is not None:
+            reads.append(r)
+    writes = []
+    for t in outs:
+        r = _absolute(t)
+        if r is not None:
+            writes.append((r[0], r[1], not partial and t.is_contiguous()))
+    if not writes:
+        return None
+    return TorchEvent(tick(), reads, writes)

@@ -1,0 +1,128 @@
+"""Bundled single-device tasks' starters and baselines (and the published kernels of
+tests/published/), counted at the first and last GPU workload as a `sim:h200` evaluation counts
+them, then judged as its trusted worker judges them: the reference at GPU size on the CPU (its
+cost is the `reference_s` column), the counted call's known elements against it
+(`sim_wrong_output` must not fire), and the in-place outputs' written bytes against what the
+reference changed (`sim_unwritten_output`). docs/integrity.md, "Simulated devices".
+
+    PYTHONPATH=. python3 bench/sim_value_sweep.py [TASK_SUBSTRING ...] > bench/results/sim_value_sweep.json
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from core.devices.device import sim_info
+from core.devices.sim import sim_section
+from core.evaluation.evaluator import _spec_json
+from core.harness.sim import predict as sim_predict
+from core.harness.sim import reference as sim_reference
+from core.harness.sim import written as sim_written
+from core.harness.workers import _entry, _module_from_source, full_fp32
+from core.tasks.discovery import discover
+
+PUBLISHED = {
+    "activation/silu_mul": ["liger_swiglu.py"],
+    "norm/add_rmsnorm": ["liger_fused_add_rmsnorm.py"],
+}
+
+
+def _load(path: Path, name: str) -> object:
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def main(filters: list[str]) -> None:
+    compiler = sim_predict.CompileCache(sim_section(sim_info("sim:h200"))["aot"], None)
+    from core.harness.triton_cpu import enable_interpreter
+
+    enable_interpreter()
+    rows = []
+    for task in discover(ROOT / "tasks"):
+        if task.multi_rank or (filters and not any(f in task.id for f in filters)):
+            continue
+        sources = {
+            n: task.file(n).read_bytes() if task.file(n).exists() else None
+            for n in ("reference.py", "inputs.py")
+        }
+        tag = task.id.replace("/", "_")
+        custom = None
+        if sources["inputs.py"]:
+            custom = _module_from_source(
+                sources["inputs.py"], f"inputs_{tag}", str(task.file("inputs.py"))
+            ).make_inputs
+        reference = full_fp32(
+            _entry(
+                _module_from_source(
+                    sources["reference.py"], f"ref_{tag}", str(task.file("reference.py"))
+                ),
+                "reference.py",
+            )
+        )
+        specs, outs = [_spec_json(s) for s in task.inputs], [_spec_json(s) for s in task.outputs]
+        names = [o["name"] for o in outs]
+        rule = {
+            "atol": task.correctness.atol,
+            "rtol": task.correctness.rtol,
+            "min_match": task.correctness.min_match,
+        }
+        visible = task.workloads(False).visible
+        workloads = visible[:1] + visible[-1:] if len(visible) > 1 else visible
+        sides = [("starter", task.file("starter.py")), ("baseline", task.file("baseline.py"))]
+        sides += [(p, ROOT / "tests/published" / p) for p in PUBLISHED.get(task.id, [])]
+        for side, path in sides:
+            module = _load(path, f"{side.replace('.', '_')}_{tag}")
+            for w in workloads:
+                axes = dict(w.axes)
+                workload = {
+                    "axes": axes,
+                    "shapes": {
+                        s.name: list(s.concrete_shape(axes))
+                        for s in task.inputs + task.outputs
+                        if s.shape is not None
+                    },
+                }
+                started = time.time()
+                try:
+                    reply = sim_predict.predict_candidate(
+                        module.run,  # type: ignore[attr-defined]
+                        specs,
+                        workload,
+                        7,
+                        custom,
+                        compiler,
+                    )
+                    counted = time.time()
+                    entry = sim_reference.reference_entry(
+                        reference, specs, outs, workload, 7, custom, sources
+                    )
+                    got = sim_reference.judge(entry, reply["values"], outs, rule)
+                    row = {
+                        "checked": got["checked"],
+                        "wrong": got["wrong"],
+                        "skipped": got["skipped"],
+                        "unwritten": sim_written.problem(reply["written"], names)
+                        or sim_written.inplace_problem(
+                            got["changed_bytes"], reply["values"]["written_bytes"], names
+                        ),
+                        "count_s": round(counted - started, 1),
+                        "reference_s": round(entry.get("seconds") or 0.0, 1),
+                    }
+                except Exception as exc:  # noqa: BLE001 - reported
+                    row = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+                rows.append({"task": task.id, "side": side, "axes": axes, **row})
+                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    print(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,279 @@
+"""How Triton's interpreter is hooked while a `Counting` is active (core/harness/sim/count.py):
+its builder's loads, stores, dots, arithmetic and atomics are counted, and its launcher runs the
+programs the count asks for, with `range`/`tl.range` sampled. Imports only numpy, torch and
+triton: the harness is shipped alone."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from core.harness.sim import written as sim_written
+from core.harness.sim.count import Counting, SampledRange
+from core.harness.sim.launch import Launch, TensorArg
+
+SFU_UNARY = {"exp", "exp2", "log", "log2", "sqrt", "sin", "cos"}
+_MARK = "_sim_count_patched"
+
+
+def _elements(handle: Any) -> int:
+    data = getattr(handle, "data", None)
+    return int(np.size(data)) if data is not None else 1
+
+
+def install() -> None:
+    """Hook the interpreter's builder and launcher once per process. The hooks do nothing while
+    no `Counting` is active, so correctness runs are unaffected."""
+    from triton.runtime import interpreter as itp
+
+    builder = itp.InterpreterBuilder
+    if getattr(builder.create_masked_load, _MARK, False):
+        return
+
+    def hook(name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+        original = getattr(builder, name)
+        wrapped = functools.wraps(original)(make(original))
+        setattr(wrapped, _MARK, True)
+        setattr(builder, name, wrapped)
+
+    def itemsize(ptrs: Any) -> int:
+        return max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
+
+    def masked_load(original):
+        def wrapper(self, ptrs, mask, other, *args, **kwargs):
+            c = Counting.active
+            if c is not None:
+                c.access(
+                    ptrs.data, mask.data if mask is not None else None, itemsize(ptrs), store=False
+                )
+            return original(self, ptrs, mask, other, *args, **kwargs)
+
+        return wrapper
+
+    def masked_store(original):
+        def wrapper(self, ptrs, value, mask, *args, **kwargs):
+            c = Counting.active
+            if c is not None:
+                c.access(
+                    ptrs.data, mask.data if mask is not None else None, itemsize(ptrs), store=True
+                )
+            return original(self, ptrs, value, mask, *args, **kwargs)
+
+        return wrapper
+
+    def dot(original):
+        def wrapper(self, a, b, d, *args, **kwargs):
+            c = Counting.active
+            if c is None:
+                return original(self, a, b, d, *args, **kwargs)
+            c.dot(np.shape(a.data), np.shape(b.data), str(a.dtype.scalar))
+            # The values are not needed for a prediction: the accumulator passes through.
+            return itp.TensorHandle(np.array(d.data, copy=True), d.dtype.scalar)
+
+        return wrapper
+
+    def counted(sfu: Callable[..., bool]):
+        def make(original):
+            def wrapper(self, *args, **kwargs):
+                out = original(self, *args, **kwargs)
+                c = Counting.active
+                if c is not None:
+                    c.alu(_elements(out), sfu(*args))
+                return out
+
+            return wrapper
+
+        return make
+
+    def atomic(original):
+        def wrapper(self, *args, **kwargs):
+            out = original(self, *args, **kwargs)
+            c = Counting.active
+            if c is not None:
+                ptr = args[1] if args and not hasattr(args[0], "data") else args[0]
+                c.atomic(_elements(ptr))
+                c.access(ptr.data, None, itemsize(ptr), store=True)
+            return out
+
+        return wrapper
+
+    hook("create_masked_load", masked_load)
+    hook("create_masked_store", masked_store)
+    hook("create_dot", dot)
+    hook(
+        "binary_op",
+        counted(
+            lambda lhs, rhs, op: (
+                getattr(op, "__name__", "") == "divide"
+                and np.issubdtype(np.asarray(lhs.data).dtype, np.floating)
+            )
+        ),
+    )
+    hook("unary_op", counted(lambda arg, op: getattr(op, "__name__", "") in SFU_UNARY))
+    hook("ternary_op", counted(lambda *a: False))
+    hook("create_fma", counted(lambda *a: False))
+    hook("create_rsqrt", counted(lambda *a: True))
+    hook("create_erf", counted(lambda *a: True))
+    hook("create_atomic_rmw", atomic)
+    hook("create_atomic_cas", atomic)
+    _hook_reductions(itp)
+    _hook_launch(itp)
+
+
+def _hook_reductions(itp: Any) -> None:
+    cls = itp.ReduceScanOpInterface
+    original = cls.apply
+    if getattr(original, _MARK, False):
+        return
+
+    @functools.wraps(original)
+    def apply(self, input):
+        c = Counting.active
+        if c is not None:
+            for t in input if isinstance(input, tuple) else (input,):
+                c.alu(_elements(getattr(t, "handle", None)))
+        return original(self, input)
+
+    setattr(apply, _MARK, True)
+    cls.apply = apply
+
+
+def _hook_launch(itp: Any) -> None:
+    cls = itp.InterpretedFunction
+    original = cls.run
+    if getattr(original, _MARK, False):
+        return
+
+    @functools.wraps(original)
+    def run(self, *args, grid, warmup, **kwargs):
+        c = Counting.active
+        if c is None or warmup or c.current is not None:
+            return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+        return _SampledGrid(self.rewrite(), self.arg_names, grid, self.pre_run_hooks, self.fn, c)(
+            *args, **kwargs
+        )
+
+    setattr(run, _MARK, True)
+    cls.run = run
+
+
+def _launch_options(kwargs: dict[str, Any]) -> dict[str, Any]:
+    keep = (
+        "num_warps",
+        "num_stages",
+        "num_ctas",
+        "maxnreg",
+        "waves_per_eu",
+        "matrix_instr_nonkdim",
+    )
+    return {k: kwargs[k] for k in keep if k in kwargs and kwargs[k] is not None}
+
+
+def _make_sampled_grid() -> type:
+    from triton.runtime import interpreter as itp
+
+    class SampledGrid(itp.GridExecutor):
+        """The interpreter's grid executor, running only the programs `Counting` asks for."""
+
+        def __init__(self, fn, arg_names, grid, pre_run_hooks, source_fn, counting):
+            super().__init__(fn, arg_names, grid, pre_run_hooks)
+            self.source_fn, self.counting = source_fn, counting
+
+        def __call__(self, *args_dev, **kwargs):
+            from torch.utils._python_dispatch import _disable_current_modes
+
+            with _disable_current_modes():  # the interpreter's own tensor work is not the kernel's
+                self._launch(*args_dev, **kwargs)
+
+        def _launch(self, *args_dev, **kwargs):
+            options = _launch_options(kwargs)
+            names = inspect.getfullargspec(self.fn).args
+            kwargs = {k: v for k, v in kwargs.items() if k in names}
+            args_hst, kwargs_hst = self._init_args_hst(args_dev, kwargs)
+            for hook in self.pre_run_hooks:
+                hook(*args_hst, **kwargs_hst)
+            scope = itp._patch_lang(self.fn)
+            loops = _sample_loops(self.fn.__globals__)
+            try:
+                call = inspect.getcallargs(self.fn, *args_hst, **kwargs_hst)
+                bound = dict(call)
+                call = {
+                    n: a if n in self.constexprs else itp._implicit_cvt(a) for n, a in call.items()
+                }
+                grid = self.grid(call) if callable(self.grid) else self.grid
+                grid = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
+                itp.interpreter_builder.set_grid_dim(*grid)
+                launch = Launch(
+                    seq=sim_written.tick(),
+                    kernel=getattr(self.source_fn, "__name__", "kernel"),
+                    fn=self.source_fn,
+                    grid=grid,  # type: ignore[arg-type]
+                    bound=bound,
+                    options=options,
+                    tensors=_tensor_args(bound),
+                )
+
+                def run_one(x: int, y: int, z: int) -> None:
+                    itp.interpreter_builder.set_grid_idx(x, y, z)
+                    self.fn(**call)
+
+                try:
+                    self.counting.run_programs(launch, run_one)
+                except Exception as exc:
+                    raise itp.InterpreterError(repr(exc)) from exc
+            finally:
+                loops()
+                scope.restore()
+            # On the CPU the interpreter ran on the arguments' own storage: nothing to copy back
+            # (the stock executor copies every argument onto itself, hundreds of MB at GPU sizes).
+            if any(
+                getattr(a, "device", None) is not None and a.device.type != "cpu" for a in args_dev
+            ):
+                self._restore_args_dev(args_dev, args_hst, kwargs, kwargs_hst)
+
+    return SampledGrid
+
+
+def _sample_loops(module_globals: dict[str, Any]) -> Callable[[], None]:
+    """Make `range` and `tl.range` in the kernel's module sampled for one launch; returns the undo."""
+    import triton.language as tl
+
+    had, old, old_tl = "range" in module_globals, module_globals.get("range"), tl.range
+    module_globals["range"] = SampledRange
+    tl.range = SampledRange  # type: ignore[assignment]
+
+    def undo() -> None:
+        tl.range = old_tl  # type: ignore[assignment]
+        if had:
+            module_globals["range"] = old
+        else:
+            module_globals.pop("range", None)
+
+    return undo
+
+
+_SAMPLED_GRID: type | None = None
+
+
+def _SampledGrid(*args: Any) -> Any:
+    global _SAMPLED_GRID
+    if _SAMPLED_GRID is None:
+        _SAMPLED_GRID = _make_sampled_grid()
+    return _SAMPLED_GRID(*args)
+
+
+def _tensor_args(bound: dict[str, Any]) -> list[TensorArg]:
+    found = []
+    for name, value in bound.items():
+        base = getattr(value, "base", value)  # a TensorWrapper / descriptor carries its tensor
+        if hasattr(base, "data_ptr") and hasattr(base, "untyped_storage"):
+            start = int(base.data_ptr())
+            span = (
+                base.numel() and (sum((s - 1) * st for s, st in zip(base.shape, base.stride())) + 1)
+            ) * base.element_size()
+            found.append(TensorArg(name, start, start + int(span)))
+    return found

@@ -1,0 +1,202 @@
+"""What a `sim:` device's count is made of: per-program counts, one launch's record and its
+JSON summary (core/harness/sim/count.py counts them; the harness parent reads the summaries).
+Imports only numpy: the harness is shipped alone."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+SECTOR = 32  # bytes: the unit of a GPU memory transaction (NVIDIA sector; AMD reads 64 B lines)
+
+
+@dataclass
+class ProgramCounts:
+    """What one program did."""
+
+    load_bytes: float = 0.0
+    store_bytes: float = 0.0
+    load_sectors: float = 0.0
+    store_sectors: float = 0.0
+    loads: int = 0
+    stores: int = 0
+    dot_flops: dict[str, float] = field(default_factory=dict)
+    alu_ops: float = 0.0
+    sfu_ops: float = 0.0
+    atomics: float = 0.0
+    loop_iterations: float = (
+        0.0  # `range`/`tl.range` iterations (pipelining needs a loop to overlap)
+    )
+    tensor_bytes: dict[str, float] = field(
+        default_factory=dict
+    )  # sector bytes requested, by tensor argument (+ STORED for writes)
+
+    def work(self) -> float:
+        """One number for 'how much this program does', to see whether programs differ."""
+        return (
+            self.load_sectors * SECTOR
+            + self.store_sectors * SECTOR
+            + sum(self.dot_flops.values()) / 64
+            + self.alu_ops / 8
+        )
+
+    def add(self, other: ProgramCounts, factor: float) -> None:
+        """Add `factor` times `other` (the counts of loop iterations that were not run)."""
+        for key in NUMERIC:
+            setattr(self, key, getattr(self, key) + factor * getattr(other, key))
+        for attr in ("dot_flops", "tensor_bytes"):
+            mine = getattr(self, attr)
+            for k, v in getattr(other, attr).items():
+                mine[k] = mine.get(k, 0.0) + factor * v
+
+    def minus(self, other: ProgramCounts) -> ProgramCounts:
+        out = ProgramCounts(**{k: getattr(self, k) - getattr(other, k) for k in NUMERIC})
+        for attr in ("dot_flops", "tensor_bytes"):
+            mine, theirs = getattr(self, attr), getattr(other, attr)
+            setattr(out, attr, {k: v - theirs.get(k, 0.0) for k, v in mine.items()})
+        return out
+
+    def copy(self) -> ProgramCounts:
+        out = ProgramCounts(**{k: getattr(self, k) for k in NUMERIC})
+        out.dot_flops, out.tensor_bytes = dict(self.dot_flops), dict(self.tensor_bytes)
+        return out
+
+
+NUMERIC = (
+    "load_bytes",
+    "store_bytes",
+    "load_sectors",
+    "store_sectors",
+    "loads",
+    "stores",
+    "alu_ops",
+    "sfu_ops",
+    "atomics",
+    "loop_iterations",
+)
+STORED = "\x00stored"  # suffix of a tensor's written sectors in ProgramCounts.tensor_bytes
+
+
+@dataclass
+class TensorArg:
+    """A tensor argument of a launch: its name and address range."""
+
+    name: str
+    start: int
+    end: int
+
+
+@dataclass
+class Launch:
+    """One kernel launch: what it is (for the AOT compile) and what its sampled programs did."""
+
+    kernel: str
+    fn: Callable[..., Any]
+    grid: tuple[int, int, int]
+    bound: dict[str, Any]
+    options: dict[str, Any]
+    tensors: list[TensorArg]
+    programs: list[ProgramCounts] = field(default_factory=list)
+    interpreter_s: float = 0.0
+    # For the value check (sim_values): when the launch started (one clock with the torch ops),
+    # the addresses its exact programs stored (by item size), and how many programs were not
+    # exact (a loop's iterations skipped, a stubbed dot, an atomic): their values are not the GPU's.
+    seq: int = 0
+    exact_stores: dict[int, list[np.ndarray]] = field(default_factory=dict)
+    inexact: int = 0
+    stores_dropped: bool = False
+
+    @property
+    def whole(self) -> bool:
+        """Every program ran, exactly, and every address it stored is known."""
+        return (
+            len(self.programs) == self.num_programs and not self.inexact and not self.stores_dropped
+        )
+
+    @property
+    def num_programs(self) -> int:
+        return self.grid[0] * self.grid[1] * self.grid[2]
+
+    def summary(self) -> dict[str, Any]:
+        """Per-program means, launch totals (means × programs), and DRAM footprint: JSON-ready."""
+        n = max(len(self.programs), 1)
+        scale = self.num_programs / n
+        mean = lambda key: sum(getattr(p, key) for p in self.programs) / n
+        dots: dict[str, float] = {}
+        for p in self.programs:
+            for dtype, flops in p.dot_flops.items():
+                dots[dtype] = dots.get(dtype, 0.0) + flops / n
+        works = [p.work() for p in self.programs]
+        avg = sum(works) / n if works else 0.0
+        cv = (math.sqrt(sum((w - avg) ** 2 for w in works) / n) / avg) if avg > 0 else 0.0
+        # DRAM: each tensor's requested sectors over all programs, but never more than the
+        # tensor itself (a tile that several programs, or one program twice, read again is
+        # taken to hit in L2: the perfect-reuse assumption; docs/simulation.md), once for what
+        # is read and once for what is written: a tensor updated in place crosses HBM twice.
+        sizes = {t.name: float(t.end - t.start) for t in self.tensors}
+        requested: dict[str, float] = {}
+        for p in self.programs:
+            for name, b in p.tensor_bytes.items():
+                requested[name] = requested.get(name, 0.0) + b * scale
+        footprint = sum(
+            min(b, sizes.get(name.removesuffix(STORED), math.inf)) for name, b in requested.items()
+        )
+        return {
+            "kernel": self.kernel,
+            "grid": list(self.grid),
+            "programs": self.num_programs,
+            "sampled": len(self.programs),
+            "work_cv": cv,
+            "options": dict(self.options),
+            "per_program": {
+                "load_bytes": mean("load_bytes"),
+                "store_bytes": mean("store_bytes"),
+                "load_sectors": mean("load_sectors"),
+                "store_sectors": mean("store_sectors"),
+                "loads": mean("loads"),
+                "stores": mean("stores"),
+                "dot_flops": dots,
+                "alu_ops": mean("alu_ops"),
+                "sfu_ops": mean("sfu_ops"),
+                "atomics": mean("atomics"),
+                "loop_iterations": mean("loop_iterations"),
+            },
+            "dram_bytes": footprint,
+            "interpreter_s": self.interpreter_s,
+        }
+
+
+def merged_summary(summaries: list[dict[str, Any]]) -> dict[str, Any]:
+    """One summary standing for several launches run one after another: their programs added
+    up (as one grid), per-program counts the program-weighted mean (so totals are the sum),
+    DRAM bytes summed, and `merged` the number of launches (each pays a launch)."""
+    programs = sum(s["programs"] for s in summaries)
+    weight = [s["programs"] / max(programs, 1) for s in summaries]
+    per: dict[str, Any] = {}
+    for key in summaries[0]["per_program"]:
+        if key == "dot_flops":
+            dots: dict[str, float] = {}
+            for w, s in zip(weight, summaries):
+                for dtype, v in s["per_program"].get("dot_flops", {}).items():
+                    dots[dtype] = dots.get(dtype, 0.0) + w * v
+            per[key] = dots
+        else:
+            per[key] = sum(w * s["per_program"].get(key, 0.0) for w, s in zip(weight, summaries))
+    first = summaries[0]
+    return {
+        **first,
+        "kernel": f"{first['kernel']} (+{len(summaries) - 1} more launches)"
+        if len(summaries) > 1
+        else first["kernel"],
+        "grid": [programs, 1, 1],
+        "programs": programs,
+        "sampled": sum(s["sampled"] for s in summaries),
+        "per_program": per,
+        "dram_bytes": sum(s["dram_bytes"] for s in summaries),
+        "merged": len(summaries),
+        "interpreter_s": sum(s.get("interpreter_s", 0.0) for s in summaries),
+    }
