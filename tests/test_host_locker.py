@@ -28,16 +28,28 @@ from core.harness.zygote import Zygote
 from tests.test_sandbox import require_sandbox
 
 GPU_JOB = {"device": {"type": "cuda", "torch_device": "cuda:0"}, "timing": {"kind": "measured"}}
-# Inside a sandbox: a process and its child, their pids as the sandbox sees them, then a wait.
-TWO_PROCESSES = (
-    "import os, time\n"
-    "child = os.fork()\n"
-    "if child == 0:\n"
-    "    time.sleep(120)\n"
-    "    os._exit(0)\n"
-    "print(os.getpid(), child, flush=True)\n"
-    "time.sleep(120)\n"
-)
+# Inside a sandbox: a process and its child (their pids as the sandbox sees them, printed), and
+# what a candidate can do there: a PID namespace of its own, whose pids repeat the sandbox's.
+TWO_PROCESSES = """
+import ctypes, os, time
+def wait():
+    time.sleep(120)
+    os._exit(0)
+made, done = os.pipe()
+child = os.fork()
+if child == 0:
+    if ctypes.CDLL(None).unshare(0x10000000 | 0x20000000) != 0:
+        os.write(done, b"-")
+    elif os.fork() == 0:
+        for _ in range(8):  # the new namespace's init, and pids 2..9 in it
+            if os.fork() == 0:
+                wait()
+        os.write(done, b"+")
+    wait()
+os.read(made, 1)
+print(os.getpid(), child, flush=True)
+wait()
+"""
 
 
 class Sandbox:
@@ -83,6 +95,28 @@ def test_a_sandbox_pid_maps_to_its_own_host_process_in_that_sandbox_only(two_san
             assert host != pid and _nspid(host)[-1] == pid  # the one its sandbox calls `pid`
             seen.add(host)
     assert len(seen) == 4  # the same number in two sandboxes: two different processes
+    nested = [
+        h for h in _below(first.proc.pid) if len(_nspid(h)) == len(_nspid(first.proc.pid)) + 2
+    ]
+    if os.geteuid() == 0:  # where a sandbox may make namespaces (as root it may): their pids
+        assert {_nspid(h)[-1] for h in nested} >= set(first.pids)  # repeat ours, and are not it
+
+
+def _below(root: int) -> list[int]:
+    parents = {}
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{name}/stat") as fh:
+                parents[int(name)] = int(fh.read().rpartition(")")[2].split()[1])
+        except OSError:
+            pass
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        kids = [c for c, p in parents.items() if p == pid]
+        found += kids
+        todo += kids
+    return found
 
 
 @pytest.mark.parametrize("which", ["not in it", "the test's own", "init"])
