@@ -19,11 +19,14 @@ worker in a state the CUDA driver vouches for:
 
 A waiting worker cannot be unlocked by a neighbour: the candidates are one unprivileged uid and
 non-dumpable, and the driver refuses such a caller such a target (304, as the probe saw in
-the sandbox's case); a neighbour can only SIGCONT or kill it, which `intact` sees.
+the sandbox's case), and the host locker answers only the harness parent, the one process
+holding its socket (locker_link.py); a neighbour can only SIGCONT or kill it, which `intact`
+sees.
 
 Each step that is unavailable or fails (a CPU device, no libcuda or no checkpoint API, a
-process the driver will not act on — a non-dumpable target of an unprivileged caller, which is
-the sandbox's case — no CUDA context, a lock timeout, a hung driver call) is a reason string,
+process the driver will not act on — a non-dumpable target of an unprivileged caller, the
+sandbox's case without the host locker —, no CUDA context, a lock timeout, a hung driver call,
+a locker that is not ready or refuses the pid) is a reason string,
 and the caller falls back to today's path: kill, and a fresh worker for the timing.
 
 Who calls the driver, behind one boundary (`Quiescer.call`, which the tests fake):
