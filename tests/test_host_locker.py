@@ -8,6 +8,7 @@ namespaces are real bubblewrap sandboxes (skipped without one here, failed under
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -158,7 +159,7 @@ def test_the_harness_names_its_pid_and_the_driver_is_asked_about_the_host_one(
 ) -> None:
     first, second = two_sandboxes
     driver = FakeDriver()
-    link, _ = _locker(lambda: driver, lambda pid: host_pid(first.proc.pid, pid))
+    link, _ = _locker(lambda: driver, locker.SandboxPids(first.proc.pid))
     assert link.ready() is None
     worker = first.pids[1]
     assert link.call("lock", worker, 100) == {"rc": 0}
@@ -169,6 +170,24 @@ def test_the_harness_names_its_pid_and_the_driver_is_asked_about_the_host_one(
     assert refused["refused"] and "is not a process of this sandbox" in refused["rc"]
     assert link.call("unlock", worker, 0) == {"rc": 0}  # one refusal breaks nothing
     assert [op for op, _ in driver.asked] == ["lock", "state", "unlock"]
+    assert {h for _, h in driver.asked} == {host}
+
+
+def test_a_worker_that_exited_is_never_answered_for_by_its_old_host_pid(two_sandboxes) -> None:
+    box = Sandbox()  # its own: one of its processes is killed here
+    try:
+        pids = locker.SandboxPids(box.proc.pid)
+        worker = box.pids[1]
+        host = pids(worker)
+        assert pids(worker) == host  # known by its pidfd now
+        os.kill(host, signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while proc_state(host) not in (None, "Z") and time.monotonic() < deadline:
+            time.sleep(0.01)  # dead (a zombie until its parent waits, or gone)
+        with pytest.raises(Refused):
+            pids(worker)
+    finally:
+        box.close()
 
 
 @pytest.fixture
@@ -179,8 +198,8 @@ def child() -> Iterator[subprocess.Popen]:
     proc.wait()
 
 
-def _same_namespace(pid: int) -> tuple[int, int]:
-    return pid, os.pidfd_open(pid)  # a test harness outside any sandbox: its pids are the host's
+def _same_namespace(pid: int) -> int:
+    return pid  # a test harness outside any sandbox: its pids are the host's
 
 
 def test_a_quiescer_holds_and_resumes_through_the_locker(child, monkeypatch) -> None:

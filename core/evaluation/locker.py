@@ -21,7 +21,8 @@ the bwrap process the engine itself started. The locker:
   another sandbox, of the host, or of a namespace a candidate made inside is refused);
 - opens a pidfd of that process before it checks it again, so the process it checked is the
   one alive under that pid when the driver is called (a pid is freed only once its process
-  is reaped, and host pids are handed out in sequence: no reuse within a call);
+  is reaped, and host pids are handed out in sequence: no reuse within a call); the pidfd
+  is kept, so a worker's later calls skip the scan (`SandboxPids`) until it exits;
 - answers each call within its timeout plus cuda_checkpoint.CALL_LIMIT_S, or says `hung`
   and exits (the driver's state in this process is unknown then); it exits when the
   harness's end closes, and with the engine (PR_SET_PDEATHSIG).
@@ -113,13 +114,35 @@ def _below(table: dict[int, tuple[int, list[int]]], pid: int, ancestor: int) -> 
     return False
 
 
-Resolve = Callable[[int], tuple[int, int]]  # the harness's pid -> (host pid, pidfd), or Refused
+class SandboxPids:
+    """The harness's pids, mapped once each: a worker is looked up in /proc at its first call
+    (`host_pid`, a scan of every process) and then known by its pidfd, which pins the process
+    (its pid namespace is fixed for life) until it exits; then it is looked up afresh."""
+
+    def __init__(self, sandbox_pid: int):
+        self.sandbox_pid = sandbox_pid
+        self._known: dict[int, tuple[int, int]] = {}  # sandbox pid -> (host pid, pidfd)
+
+    def __call__(self, pid: int) -> int:
+        known = self._known.pop(pid, None)
+        if known is not None and not _exited(known[1]):
+            self._known[pid] = known
+            return known[0]
+        if known is not None:
+            os.close(known[1])
+        for old in [p for p, (_, fd) in self._known.items() if _exited(fd)]:
+            os.close(self._known.pop(old)[1])
+        self._known[pid] = host_pid(self.sandbox_pid, pid)
+        return self._known[pid][0]
+
+
+Resolve = Callable[[int], int]  # the harness's pid -> the host's pid, or raises Refused
 
 
 def serve(conn: socket.socket, load: Callable[[], cuda_checkpoint.Call], resolve: Resolve) -> None:
     """The locker's loop: {"ready", "reason"} once `load` gave the driver's calls, then one
     answer per request ({"rc", "state"} or {"refused": why}) until the harness's end closes
-    or a call hangs. `resolve` is `host_pid` for the locker's sandbox."""
+    or a call hangs. `resolve` is the locker's sandbox's `SandboxPids`."""
     try:
         call = load()
     except OSError as exc:
@@ -136,14 +159,11 @@ def serve(conn: socket.socket, load: Callable[[], cuda_checkpoint.Call], resolve
             channel.send(conn, {"refused": f"not a request: {msg}"[:200]})
             continue
         try:
-            target, pidfd = resolve(pid)
+            target = resolve(pid)
         except Refused as exc:
             channel.send(conn, {"refused": str(exc)})
             continue
-        try:
-            reply = cuda_checkpoint.bounded(call, op, target, max(0, min(timeout_ms, 60_000)))
-        finally:
-            os.close(pidfd)
+        reply = cuda_checkpoint.bounded(call, op, target, max(0, min(timeout_ms, 60_000)))
         channel.send(conn, reply)
         if reply["rc"] == "hung":
             return
@@ -211,12 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # dies with the engine
     except (OSError, AttributeError):
         pass
-    sandbox_pid = args.sandbox_pid
-    serve(
-        socket.socket(fileno=args.fd),
-        cuda_checkpoint.load_driver,
-        lambda pid: host_pid(sandbox_pid, pid),
-    )
+    serve(socket.socket(fileno=args.fd), cuda_checkpoint.load_driver, SandboxPids(args.sandbox_pid))
     return 0
 
 
