@@ -71,6 +71,9 @@ def _exited(pidfd: int) -> bool:
     return bool(select.select([pidfd], [], [], 0)[0])  # a pidfd reads ready once its process exits
 
 
+Table = dict[int, "tuple[int, list[int]] | None"]  # host pid -> (parent, NSpid), from /proc
+
+
 def host_pid(sandbox_pid: int, pid: int) -> tuple[int, int]:
     """(host pid, pidfd) of the process that the sandbox started by `sandbox_pid` (the bwrap
     process, a host pid the engine knows) calls `pid`. Raises Refused unless exactly one
@@ -82,35 +85,47 @@ def host_pid(sandbox_pid: int, pid: int) -> tuple[int, int]:
     depth = len(root[1]) + 1
     if pid <= 1:
         raise Refused(f"pid {pid} is the sandbox's init, not a worker")
-    table: dict[int, tuple[int, list[int]]] = {}
+    table: Table = {}
     for name in os.listdir("/proc"):
         if name.isdigit() and (info := _status(name)) is not None:
             table[int(name)] = info
-    found = [
-        h
-        for h, (_, nspid) in table.items()
-        if len(nspid) == depth and nspid[-1] == pid and _below(table, h, sandbox_pid)
-    ]
+    found = [h for h in table if _same(table, h, sandbox_pid, depth, pid)]
     if len(found) != 1:
         raise Refused(f"pid {pid} is not a process of this sandbox")
     try:
         pidfd = os.pidfd_open(found[0])
     except OSError as exc:
         raise Refused(f"pid {pid} is gone ({exc})") from None
-    again = _status(found[0])  # the pidfd holds the pid now: is it still the process checked?
-    if again is None or again[1][-1:] != [pid] or len(again[1]) != depth or _exited(pidfd):
+    # The pidfd holds the pid now: is it still the process checked (in this sandbox, that pid)?
+    still = _same(_lineage(found[0], sandbox_pid), found[0], sandbox_pid, depth, pid)
+    if not still or _exited(pidfd):
         os.close(pidfd)
         raise Refused(f"pid {pid} exited while it was looked up")
     return found[0], pidfd
 
 
-def _below(table: dict[int, tuple[int, list[int]]], pid: int, ancestor: int) -> bool:
-    seen: set[int] = set()
-    while pid in table and pid not in seen:
-        seen.add(pid)
-        pid = table[pid][0]
-        if pid == ancestor:
+def _lineage(host: int, stop: int) -> Table:
+    """`host` and its ancestors up to `stop` (or init), read from /proc now."""
+    table: Table = {}
+    while host > 1 and host not in table and host != stop:
+        table[host] = info = _status(host)
+        if info is None:
+            break
+        host = info[0]
+    return table
+
+
+def _same(table: Table, host: int, sandbox_pid: int, depth: int, pid: int) -> bool:
+    """`host` is `pid` directly in the sandbox's namespace, and a descendant of its bwrap."""
+    info = table.get(host)
+    if info is None or len(info[1]) != depth or info[1][-1] != pid:
+        return False
+    seen = {host}
+    while info is not None and info[0] not in seen:
+        if info[0] == sandbox_pid:
             return True
+        seen.add(info[0])
+        info = table.get(info[0])
     return False
 
 
