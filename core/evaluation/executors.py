@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from core.devices.device import PACKAGE_ROOT, DeviceInfo, LocalDevice, parse_device, probe
-from core.evaluation import sandbox
+from core.evaluation import locker, sandbox
 from core.model import events
 from core.model.candidate import candidate_files
 
@@ -135,17 +135,21 @@ class Harness:
             raise HarnessError(f"the harness's sandbox cannot start: {exc}") from None
         self.sandboxed = sandbox.is_sandboxed(self.sandbox_status)
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - the harness process writes it for its whole life; closed in close()
+        # Sandboxed on NVIDIA: the checkpoint calls that keep workers for timing, from the host.
+        self.locker = locker.HostLocker() if locker.wanted(device.type, self.sandboxed) else None
         self.proc = sandbox.spawn(
             argv,
-            env,
+            {**env, **(self.locker.env if self.locker else {})},
             stdin=subprocess.PIPE,
             stdout=self._log,
             stderr=self._log,
-            pass_fds=(write_fd,),
+            pass_fds=(write_fd, *(self.locker.pass_fds if self.locker else ())),
             start_new_session=True,
             cwd=str(log_dir),
         )
         os.close(write_fd)
+        if self.locker is not None:
+            self.locker.start(self.proc.pid, self._log)  # told bwrap's pid by us, not the harness
         self._events = os.fdopen(read_fd, "rb", buffering=0)
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._events, selectors.EVENT_READ)
@@ -211,6 +215,8 @@ class Harness:
                         return seen
 
     def close(self) -> None:
+        if self.locker is not None:
+            self.locker.close()
         try:
             os.killpg(self.proc.pid, 9)
         except (ProcessLookupError, PermissionError):

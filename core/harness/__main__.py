@@ -11,6 +11,7 @@ import os
 import sys
 from pathlib import Path
 
+from core.harness import locker_link
 from core.harness.channel import EventWriter
 
 
@@ -98,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     from core.harness.runner import run_job
     from core.harness.zygote import Zygote
 
+    locker_link.attach_from_env()  # sandboxed on NVIDIA: the engine's host locker (quiesce.py)
     emit = EventWriter(args.events_fd)
     close = (args.events_fd,)
     _not_dumpable()

@@ -13,7 +13,8 @@ Only the performance stage needs the device to itself. So a batch with `concurre
 2. **Timed, one at a time, nothing else running.** Once every slot is idle, each candidate
    that passed is timed, interleaved with its slot's warm baseline, as before, with no other
    candidate process able to run or to have GPU work queued:
-   - **kept worker** (quiesce.py): where the CUDA driver's checkpoint API can act on it, a
+   - **kept worker** (quiesce.py): where the CUDA driver's checkpoint API can act on it (asked
+     by the harness's helper unsandboxed, by the engine's host locker sandboxed), a
      passing candidate's worker was CUDA-locked when its untimed stages ended (the lock
      completes what it had submitted and blocks further calls), then SIGSTOPped; everything
      else of it was killed, and its zygote kept (the slot goes on with a new one). At its
@@ -23,8 +24,8 @@ Only the performance stage needs the device to itself. So a batch with `concurre
      if that happened during a timing, every waiting worker is killed and the candidate just
      timed is timed again, fresh. No driver call touches a stopped process.
    - **fresh worker** (where any step is unavailable or failed: a CPU device, no checkpoint
-     API, a driver that refuses the process — the sandbox's non-dumpable workers of one
-     unprivileged uid —, a lock timeout): the worker was killed at the barrier (a killed
+     API, a driver that refuses the process, no host locker or one that failed, a lock
+     timeout): the worker was killed at the barrier (a killed
      process's CUDA context, and every kernel it queued, is torn down by the driver; a
      merely stopped one's queued kernels would still run) and the candidate gets a fresh
      worker (the same sandbox and limits; its kernels load from the JIT cache its untimed run

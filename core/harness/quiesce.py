@@ -19,37 +19,42 @@ worker in a state the CUDA driver vouches for:
 
 A waiting worker cannot be unlocked by a neighbour: the candidates are one unprivileged uid and
 non-dumpable, and the driver refuses such a caller such a target (304, as the probe saw in
-the sandbox's case); a neighbour can only SIGCONT or kill it, which `intact` sees.
+the sandbox's case), and the host locker answers only the harness parent, the one process
+holding its socket (locker_link.py); a neighbour can only SIGCONT or kill it, which `intact`
+sees.
 
 Each step that is unavailable or fails (a CPU device, no libcuda or no checkpoint API, a
-process the driver will not act on — a non-dumpable target of an unprivileged caller, which is
-the sandbox's case — no CUDA context, a lock timeout, a hung driver call) is a reason string,
+process the driver will not act on — a non-dumpable target of an unprivileged caller, the
+sandbox's case without the host locker —, no CUDA context, a lock timeout, a hung driver call,
+a locker that is not ready or refuses the pid) is a reason string,
 and the caller falls back to today's path: kill, and a fresh worker for the timing.
 
-Who calls the driver: a small helper process (`helper_main`, forked by the harness parent like
-the trusted worker: the parent itself never initialises CUDA, it forks). It loads only
-libcuda through ctypes. It shares the harness's PID namespace (the sandbox wraps the whole
-harness), so the pids the zygote reports are the ones the driver is asked about. The driver
-calls sit behind one boundary, `Quiescer.call`, which the tests fake.
+Who calls the driver, behind one boundary (`Quiescer.call`, which the tests fake):
+
+- **unsandboxed**: a small helper process (`helper_main`, forked by the harness parent like
+  the trusted worker: the parent itself never initialises CUDA, it forks). It loads only
+  libcuda through ctypes and shares the harness's PID namespace, so the pids the zygote
+  reports are the ones the driver is asked about.
+- **sandboxed**: the harness cannot (the 304 above), so the engine starts a trusted locker on
+  the host beside it (core/evaluation/locker.py) and hands the harness a socket to it
+  (locker_link.py). The harness sends its own pids; the locker maps each to the host's,
+  among this sandbox's processes only, and calls the driver with the rights the sandbox lacks.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import socket
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
-from core.harness import channel
+from core.harness import channel, locker_link
+from core.harness.cuda_checkpoint import CALL_LIMIT_S, LOCKED, RUNNING, Call, bounded, load_driver
 from core.harness.workers import Worker, WorkerDied, WorkerTimeout
 
-RUNNING, LOCKED = 0, 1  # CUprocessState
 LOCK_TIMEOUT_MS = 5000  # a worker idle after its stages drains in milliseconds
-CALL_LIMIT_S = 10.0  # a driver call that takes longer is taken as hung: the helper is dropped
 API_NAMES = {"lock": "Lock", "unlock": "Unlock", "state": "GetState"}
 RESULTS = {  # CUresult codes the probe saw, in words
     3: "the worker has no CUDA context (CUDA_ERROR_NOT_INITIALIZED)",
@@ -58,58 +63,28 @@ RESULTS = {  # CUresult codes the probe saw, in words
     600: f"the worker's submitted GPU work did not finish within {LOCK_TIMEOUT_MS} ms "
     "(CUDA_ERROR_NOT_READY)",
 }
-Call = Callable[[str, int, int], dict[str, Any]]  # (op, pid, timeout_ms) -> {"rc", "state"}
 # The job's `quiesce_cpu` (ARENA_QUIESCE_CPU=1, core/evaluation/batch.py; the tests use it):
 # keep workers on the CPU device too. Sound there: a CPU candidate has no work outside its own
 # threads, and a stopped process runs none.
-
-
-class _LockArgs(ctypes.Structure):  # CUcheckpointLockArgs
-    _fields_ = [
-        ("timeoutMs", ctypes.c_uint),
-        ("reserved0", ctypes.c_uint),
-        ("reserved1", ctypes.c_uint64 * 7),
-    ]
 
 
 def helper_main(conn: socket.socket, job: dict[str, Any]) -> None:
     """The helper: answers {"op": lock|unlock|state, "pid", "timeout_ms"} with {"rc", "state"};
     first {"ready": bool, "reason"} once libcuda is loaded and initialised."""
     try:
-        lib = ctypes.CDLL("libcuda.so.1")
-        rc = lib.cuInit(0)
-        if rc != 0:
-            raise OSError(f"cuInit returned {rc}")
-        if not hasattr(lib, "cuCheckpointProcessLock"):
-            raise OSError("the driver has no checkpoint API (cuCheckpointProcessLock)")
+        call = load_driver()
     except OSError as exc:
         channel.send(conn, {"ready": False, "reason": str(exc)})
         return
     channel.send(conn, {"ready": True})
-
-    def call(op: str, pid: int, timeout_ms: int) -> dict[str, Any]:
-        if op == "lock":
-            return {"rc": lib.cuCheckpointProcessLock(pid, ctypes.byref(_LockArgs(timeout_ms)))}
-        if op == "unlock":
-            return {"rc": lib.cuCheckpointProcessUnlock(pid, None)}
-        state = ctypes.c_int(-1)
-        rc = lib.cuCheckpointProcessGetState(pid, ctypes.byref(state))
-        return {"rc": rc, "state": state.value if rc == 0 else None}
-
     while True:
         try:
             msg, _ = channel.recv(conn)
         except (channel.ChannelClosed, OSError):
             return
-        box: list[dict[str, Any]] = []
-        args = (msg["op"], int(msg["pid"]), int(msg["timeout_ms"]))
-        worker = threading.Thread(
-            target=lambda box=box, args=args: box.append(call(*args)), daemon=True
-        )
-        worker.start()
-        worker.join(msg["timeout_ms"] / 1000 + CALL_LIMIT_S)
-        channel.send(conn, box[0] if box else {"rc": "hung"})
-        if not box:
+        reply = bounded(call, msg["op"], int(msg["pid"]), int(msg["timeout_ms"]))
+        channel.send(conn, reply)
+        if reply["rc"] == "hung":
             return  # the driver's state in this process is unknown now: no further calls
 
 
@@ -140,6 +115,7 @@ class Quiescer:
 
     def __init__(self, job: dict[str, Any], call: Call | None = None):
         self.helper: Worker | None = None
+        self.link: locker_link.LockerLink | None = None
         self.reason: str | None = None  # why nothing can be kept (None: it can be tried)
         self._lock = threading.Lock()  # the slots' threads share one helper channel
         device = job.get("device") or {}
@@ -149,6 +125,10 @@ class Quiescer:
             self.reason = "the device is not a CUDA GPU"
         elif call is None and job.get("timing", {}).get("kind") == "predicted":
             self.reason = "a simulated device"
+        elif call is None and locker_link.current() is not None:
+            self.link = (
+                locker_link.current()
+            )  # sandboxed: the engine's host locker calls the driver
         elif call is None:
             self.helper = Worker.fork("quiesce", helper_main, {})  # from the batch's main thread
         self._call = call
@@ -158,6 +138,12 @@ class Quiescer:
             return self._ready(timeout)
 
     def _ready(self, timeout: float) -> bool:
+        if self.reason is None and self.link is not None and self._call is None:
+            why = self.link.ready(timeout)
+            if why is None:
+                self._call = self.link.call
+            else:
+                self._drop(why)
         if self.reason is None and self.helper is not None and self._call is None:
             try:
                 reply, _ = self.helper.recv(timeout)
@@ -177,16 +163,16 @@ class Quiescer:
                 timeout_ms / 1000 + CALL_LIMIT_S + 5,
             )
         except (WorkerTimeout, WorkerDied) as exc:
-            reply = {"rc": f"the checkpoint helper failed: {exc}"}
+            reply = {"rc": f"failed in the checkpoint helper: {exc}"}
         return reply
 
     def call(self, op: str, pid: int, timeout_ms: int = 0) -> dict[str, Any]:
         """The one boundary to the driver; a hung or failed helper ends every later hold."""
         with self._lock:
             if self._call is None:
-                return {"rc": self.reason or "not ready"}
+                return {"rc": f"was not made: {self.reason or 'not ready'}"}
             reply = self._call(op, pid, timeout_ms)
-            if not isinstance(reply.get("rc"), int):
+            if not isinstance(reply.get("rc"), int) and not reply.get("refused"):
                 self._drop(f"the driver's {op} call {reply.get('rc')}")
             return reply
 
@@ -198,9 +184,11 @@ class Quiescer:
 
     def _expect(self, op: str, pid: int, timeout_ms: int, state: int | None = None) -> str | None:
         reply = self.call(op, pid, timeout_ms)
-        if reply.get("rc") != 0:
-            rc = reply.get("rc")
-            said = f": {RESULTS[rc]}" if isinstance(rc, int) and rc in RESULTS else ""
+        rc = reply.get("rc")
+        if not isinstance(rc, int):  # not made, hung, refused: the words say which
+            return f"cuCheckpointProcess{API_NAMES[op]} {rc}"
+        if rc != 0:
+            said = f": {RESULTS[rc]}" if rc in RESULTS else ""
             return f"cuCheckpointProcess{API_NAMES[op]} returned {rc}{said}"
         if state is not None and reply.get("state") != state:
             return f"the driver's state of the worker is {reply.get('state')}, not {state}"
