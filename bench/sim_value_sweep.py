@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 from core.devices.device import sim_info
 from core.devices.sim import sim_section
-from core.evaluation.evaluator import _spec_json
+from core.evaluation.job import spec_json
 from core.harness.sim import predict as sim_predict
 from core.harness.sim import reference as sim_reference
 from core.harness.sim import written as sim_written
@@ -68,7 +68,7 @@ def main(filters: list[str]) -> None:
                 "reference.py",
             )
         )
-        specs, outs = [_spec_json(s) for s in task.inputs], [_spec_json(s) for s in task.outputs]
+        specs, outs = [spec_json(s) for s in task.inputs], [spec_json(s) for s in task.outputs]
         names = [o["name"] for o in outs]
         rule = {
             "atol": task.correctness.atol,

@@ -23,7 +23,7 @@ CHEATS = ROOT / "tests" / "sim_cheats"
 COUNT = """
 import importlib.util, json, sys
 from core.devices.device import sim_info
-from core.evaluation.evaluator import spec_json
+from core.evaluation.job import spec_json
 from core.harness.sim import predict as sim_predict, stage as sim_stage
 from core.harness.sim.model import Constants, Target, predict_side
 from core.devices.sim import sim_section

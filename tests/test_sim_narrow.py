@@ -16,7 +16,7 @@ from tests.conftest import ROOT
 COUNT = """
 import importlib.util, json, sys
 from core.devices.device import sim_info
-from core.evaluation.evaluator import spec_json
+from core.evaluation.job import spec_json
 from core.harness.sim import narrow as sim_narrow, predict as sim_predict, stage as sim_stage
 from core.harness.sim.model import Constants, Target, predict_side
 from core.devices.sim import sim_section

@@ -30,7 +30,7 @@ JUDGE = """
 import importlib.util, json, sys
 from core.devices.device import sim_info
 from core.devices.sim import sim_section
-from core.evaluation.evaluator import _spec_json
+from core.evaluation.job import spec_json
 from core.harness.sim import predict as sim_predict, reference as sim_reference, written as sim_written
 from core.harness.workers import _entry, _module_from_source, full_fp32
 from core.tasks.discovery import find_task
@@ -42,7 +42,7 @@ out = {}
 for name, (path, task_name, axes) in json.loads(sys.argv[1]).items():
     task = find_task(task_name)
     workload = {"axes": axes, "shapes": {s.name: list(s.concrete_shape(axes)) for s in task.inputs + task.outputs if s.shape is not None}}
-    specs, outs = [_spec_json(s) for s in task.inputs], [_spec_json(s) for s in task.outputs]
+    specs, outs = [spec_json(s) for s in task.inputs], [spec_json(s) for s in task.outputs]
     sources = {n: task.file(n).read_bytes() if task.file(n).exists() else None for n in ("reference.py", "inputs.py")}
     custom = sources["inputs.py"] and _module_from_source(sources["inputs.py"], "task_inputs", str(task.file("inputs.py"))).make_inputs
     spec = importlib.util.spec_from_file_location(name, path)

@@ -24,7 +24,7 @@ CHEATS = ROOT / "tests" / "sim_cheats"
 COUNT = """
 import importlib.util, json, sys
 from core.devices.device import sim_info
-from core.evaluation.evaluator import spec_json
+from core.evaluation.job import spec_json
 from core.harness.sim import predict as sim_predict
 from core.devices.sim import sim_section
 from core.tasks.discovery import find_task
