@@ -231,15 +231,25 @@ def _untimed(side: dict[str, Any]) -> float | None:
     return round(statistics.median(per), 1) if per else None
 
 
-def kendall_tau(a: list[float], b: list[float]) -> float | None:
-    """Kendall's tau-b (ties in either ranking count as neither agreement nor disagreement)."""
+TIE_REL = 0.01  # speedups closer than this are a tie in the fidelity's tau
+
+
+def kendall_tau(a: list[float], b: list[float], tie_rel: float = 0.0) -> float | None:
+    """Kendall's tau-b (ties in either ranking count as neither agreement nor disagreement).
+    With `tie_rel`, two values within that relative distance are a tie: the timer resolves
+    speedups to about ±1% (timing.ci_target), so two candidates closer than that (the starter
+    and its copy: the same kernel) have no order for either path to get right or wrong."""
     n = len(a)
     if n < 2:
         return None
+
+    def diff(x: float, y: float) -> float:
+        return 0.0 if abs(x - y) <= tie_rel * max(abs(x), abs(y)) else x - y
+
     conc = disc = ties_a = ties_b = 0
     for i in range(n):
         for j in range(i + 1, n):
-            da, db = a[i] - a[j], b[i] - b[j]
+            da, db = diff(a[i], a[j]), diff(b[i], b[j])
             if da == 0 and db == 0:
                 continue
             if da == 0:
@@ -291,6 +301,9 @@ def fidelity(batch: dict[str, Any], singles: dict[str, Any]) -> dict[str, Any]:
         if pairs
         else None,
         "kendall_tau": kendall_tau([p["batch"] for p in pairs], [p["single"] for p in pairs]),
+        "kendall_tau_ties_1pct": kendall_tau(
+            [p["batch"] for p in pairs], [p["single"] for p in pairs], TIE_REL
+        ),
     }
 
 
