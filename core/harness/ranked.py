@@ -33,6 +33,9 @@ from core.harness.zygote import Zygote, ZygoteError
 
 
 class RankedEvaluation(RankCalls, Evaluation):
+    """An Evaluation whose candidate and baseline are `world_size` ranks each, checked by the
+    checker (ranked_checker.py) in the trusted worker's place."""
+
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.world = int(self.job["world_size"])

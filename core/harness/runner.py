@@ -3,7 +3,7 @@ compile → correctness (visible workloads) → generalization (hidden) → perf
 
 Runs in the harness parent. It never touches the GPU itself: the workers do, so the parent can
 keep forking fresh workers for later evaluations. Everything the candidate's worker sends is
-checked here before it is believed (sizes, types, which calls it kept); what the harness
+checked in this process before it is believed (sizes, types, which calls it kept); what the harness
 proves or suspects is emitted as `finding` events (docs/integrity.md).
 
 This module holds the evaluation's lifecycle (its workers, its stages in order, the checks
