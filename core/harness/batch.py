@@ -26,16 +26,10 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from core.harness.runner import Emit, Evaluation, StageFailed, await_trusted
-from core.harness.workers import (
-    TaskFileChanged,
-    Worker,
-    WorkerDied,
-    WorkerTimeout,
-    candidate_view,
-    trusted_main,
-)
-from core.harness.zygote import CANDIDATE_UID_ENV, Zygote, ZygoteError
+from core.harness.faults import await_trusted, spawn_candidate
+from core.harness.runner import Emit, Evaluation, JobRun
+from core.harness.workers import Worker, WorkerDied, WorkerTimeout, trusted_main
+from core.harness.zygote import CANDIDATE_UID_ENV, Zygote
 
 
 def grant(folder: Path) -> None:
@@ -65,12 +59,7 @@ class _Member(Evaluation):
 
     def _start_workers(self, deadline: float) -> None:
         self.trusted = self.batch.trusted_worker(self._remaining(deadline))
-        try:
-            self.candidate = Worker.spawn("candidate", self.zygote, candidate_view(self.job))
-        except (TaskFileChanged, ZygoteError, WorkerDied) as exc:
-            raise StageFailed(
-                "error", f"could not start the candidate's worker: {exc}", "infrastructure"
-            ) from None
+        self.candidate = spawn_candidate(self.zygote, self.job)
 
     def _workers(self) -> list[Worker | None]:
         return [
@@ -79,17 +68,10 @@ class _Member(Evaluation):
         ]  # the trusted worker outlives the candidate: the batch closes it
 
 
-class BatchEvaluation:
-    def __init__(
-        self,
-        job: dict[str, Any],
-        emit: Emit,
-        close_fds: tuple[int, ...],
-        zygote: Zygote | None = None,
-    ):
-        self.job, self.emit, self.close_fds = job, emit, close_fds
-        self.own_zygote = zygote is None
-        self.zygote = zygote
+class BatchEvaluation(JobRun):
+    """A batch's candidates one after another (`_Member`), sharing the batch's trusted worker."""
+
+    def _setup(self) -> None:
         self.trusted: Worker | None = None
 
     def trusted_worker(self, timeout: float) -> Worker:

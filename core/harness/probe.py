@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from core.harness.runner import versions
+from core.harness.provenance import versions
 from core.harness.timing import time_calls
 
 

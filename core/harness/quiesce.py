@@ -204,12 +204,10 @@ class Quiescer:
             why = self._expect("lock", pid, LOCK_TIMEOUT_MS)
             if why is None:
                 why = self._expect("state", pid, 0, LOCKED)
+        if why is None:
+            why = _signal(pid, signal.SIGSTOP, "stop")
         if why is not None:
             return why
-        try:
-            os.kill(pid, signal.SIGSTOP)
-        except OSError as exc:
-            return f"could not stop the worker: {exc}"
         for _ in range(200):  # the stop is asynchronous: wait until every thread has stopped
             if proc_state(pid) in ("T", "t"):
                 return None
@@ -228,13 +226,9 @@ class Quiescer:
 
     def resume(self, pid: int) -> str | None:
         """Its turn: still stopped, resumed, still locked, unlocked. None when it may be timed."""
-        why = self.intact(pid)
+        why = self.intact(pid) or _signal(pid, signal.SIGCONT, "resume")
         if why is not None:
             return why
-        try:
-            os.kill(pid, signal.SIGCONT)
-        except OSError as exc:
-            return f"could not resume the worker: {exc}"
         return (
             self._expect("state", pid, 0, LOCKED)  # no one unlocked it meanwhile
             or self._expect("unlock", pid, 0)
@@ -245,3 +239,12 @@ class Quiescer:
         if self.helper is not None:
             self.helper.kill()
             self.helper = None
+
+
+def _signal(pid: int, sig: signal.Signals, verb: str) -> str | None:
+    """Send `sig` to the worker; None when sent, else why not."""
+    try:
+        os.kill(pid, sig)
+    except OSError as exc:
+        return f"could not {verb} the worker: {exc}"
+    return None

@@ -17,33 +17,31 @@ the ranks' own sockets once every rank of the side has reached it.
 from __future__ import annotations
 
 import secrets
-import select
 import time
 from typing import Any
 
 from core.harness import ranked_checker, ranked_worker
-from core.harness.runner import Evaluation, StageFailed, _times, _workload, verdict
+from core.harness.calls import _workload
+from core.harness.correctness import verdict
+from core.harness.faults import StageFailed, await_trusted
+from core.harness.performance import _times
+from core.harness.ranked_calls import RankCalls
+from core.harness.runner import Evaluation
 from core.harness.timing import picks, summarize
-from core.harness.workers import TaskFileChanged, Worker, WorkerDied, WorkerTimeout, candidate_view
+from core.harness.workers import TaskFileChanged, Worker, WorkerDied, candidate_view
 from core.harness.zygote import Zygote, ZygoteError
 
 
-class RankedEvaluation(Evaluation):
+class RankedEvaluation(RankCalls, Evaluation):
+    """An Evaluation whose candidate and baseline are `world_size` ranks each, checked by the
+    checker (ranked_checker.py) in the trusted worker's place."""
+
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.world = int(self.job["world_size"])
         self.ranks: list[Worker] = []  # the candidate's
         self.baseline_ranks: list[Worker] = []
         self.seed_key = secrets.token_bytes(32)  # never leaves this process
-
-    def _rank_seeds(self, seed: int) -> list[int]:
-        return [ranked_worker.rank_seed(int(seed), r, self.seed_key) for r in range(self.world)]
-
-    def _per_rank(self, header: dict[str, Any]) -> list[dict[str, Any]]:
-        """One header per rank; a request's seed becomes that rank's own seed."""
-        if "seed" not in header:
-            return [header] * self.world
-        return [{**header, "seed": seed} for seed in self._rank_seeds(header["seed"])]
 
     def _workers(self) -> list[Worker | None]:
         return [*self.ranks, *self.baseline_ranks, self.trusted]
@@ -52,142 +50,11 @@ class RankedEvaluation(Evaluation):
         for worker in self.ranks:
             worker.kill()
 
-    # --- talking to every rank of a side ------------------------------------------------
-
-    def _rank_job(self, role: str, rank: int, base: dict[str, Any]) -> dict[str, Any]:
-        side = "candidate" if role == "candidate" else "baseline"
-        return {
-            **base,
-            "role": role,
-            "rank": rank,
-            "world_size": self.world,
-            "store": str(self.workdir / f"{side}.rendezvous"),
-            "group_timeout_s": self.job["limits"]["compile_s"],
-        }
-
-    def _all(
-        self,
-        ranks: list[Worker],
-        header: dict[str, Any],
-        deadline: float,
-        max_payload: int = 0,
-        candidate: bool = True,
-    ) -> list[tuple[dict[str, Any], bytearray | None]]:
-        """Send to every rank (its own seed, if the request has one), then read every reply,
-        answering the ranks' barriers on the way (`_serve_barriers`)."""
-        replies: list[tuple[dict[str, Any], bytearray | None] | None] = [None] * len(ranks)
-        try:
-            for worker, h in zip(ranks, self._per_rank(header)):
-                worker.send(h)
-            self._serve_barriers(ranks, replies, deadline, max_payload)
-        except WorkerTimeout:
-            waiting = [r for r, reply in enumerate(replies) if reply is None]
-            late = waiting[:1] + [r for r in waiting[1:] if not _answered(ranks[r])]
-            message = (
-                f"{'candidate' if candidate else 'baseline'} rank(s) {', '.join(map(str, late))} of {len(ranks)} did not finish within the "
-                "stage's time limit (a rank stuck on its own and a rank waiting for it in a collective look the same)"
-            )
-            raise StageFailed(
-                "timeout", message, "candidate" if candidate else "infrastructure"
-            ) from None
-        except WorkerDied as died:
-            if candidate:
-                raise StageFailed("crashed", f"the candidate's {died.name} {died.reason}") from None
-            raise StageFailed(
-                "error", f"the baseline's {died.name} {died.reason}", "infrastructure"
-            ) from None
-        done = [r for r in replies if r is not None]
-        if candidate:
-            for rank, (reply, _) in enumerate(done):
-                self._raise_hooks(reply, f"rank {rank}: ")
-                self._note_tampering(reply)
-        return done
-
-    def _serve_barriers(
-        self,
-        ranks: list[Worker],
-        replies: list[tuple[dict[str, Any], bytearray | None] | None],
-        deadline: float,
-        max_payload: int,
-    ) -> None:
-        """Read every rank's reply into `replies`. A rank's `{"barrier": k}` is held until every
-        rank has sent the same k, then all are told `go`; a rank that replies while others wait
-        at a barrier ends the round, and the waiting ranks are told to abort."""
-        at_barrier: dict[int, int] = {}
-        while any(reply is None for reply in replies):
-            poller = select.poll()
-            index = {}
-            for r, worker in enumerate(ranks):
-                if replies[r] is None and r not in at_barrier:
-                    poller.register(worker.conn.fileno(), select.POLLIN)
-                    index[worker.conn.fileno()] = r
-            if not index:  # everyone still running waits at a barrier that cannot complete
-                for r in list(at_barrier):
-                    ranks[r].send(
-                        {"abort": "another rank finished the request without reaching this barrier"}
-                    )
-                at_barrier.clear()
-                continue
-            ready = poller.poll(self._remaining(deadline) * 1000)
-            if not ready:
-                raise WorkerTimeout("no rank answered in time")
-            for fd, _ in ready:
-                r = index[fd]
-                msg, payload = ranks[r].recv(self._remaining(deadline), max_payload)
-                if "barrier" in msg and "ok" not in msg:
-                    at_barrier[r] = msg["barrier"]
-                    if len(at_barrier) == len(ranks) and len(set(at_barrier.values())) == 1:
-                        for worker in ranks:
-                            worker.send({"go": msg["barrier"]})
-                        at_barrier.clear()
-                    elif len(set(at_barrier.values())) > 1:
-                        for waiting in list(at_barrier):
-                            ranks[waiting].send(
-                                {
-                                    "abort": f"the ranks reached different barriers: {sorted(set(at_barrier.values()))}"
-                                }
-                            )
-                        at_barrier.clear()
-                else:
-                    replies[r] = (msg, payload)
-
-    def _note_tampering(self, reply: dict[str, Any]) -> None:
-        tampered = reply.get("tampered")
-        if isinstance(tampered, list):
-            for name in tampered[:20]:
-                if (
-                    isinstance(name, str)
-                    and name not in self.tamper_seen
-                    and len(self.tamper_seen) < 20
-                ):
-                    self.tamper_seen.add(name)
-                    self._finding(
-                        "runtime_patch", f"the candidate replaced `{name}` in its process", False
-                    )
-
-    @staticmethod
-    def _first_error(replies: list[tuple[dict[str, Any], Any]]) -> str | None:
-        for rank, (reply, _) in enumerate(replies):
-            if not reply.get("ok"):
-                return f"rank {rank}: {reply.get('error')}\n{reply.get('traceback', '')}".strip()
-        return None
-
     # --- stages --------------------------------------------------------------------------
 
     def _start_workers(self, deadline: float) -> None:
         self.trusted = Worker.fork("trusted", ranked_checker.checker_main, self.job)
-        try:
-            ready, _ = self.trusted.recv(self._remaining(deadline))
-        except (WorkerTimeout, WorkerDied) as exc:
-            raise StageFailed(
-                "error", f"the checker did not start: {exc}", "infrastructure"
-            ) from None
-        if not ready.get("ok"):
-            raise StageFailed(
-                "error",
-                f"the reference could not be loaded: {ready.get('error')}\n{ready.get('traceback', '')}",
-                "infrastructure",
-            )
+        await_trusted(self.trusted, self._remaining(deadline), "the checker", "the reference")
         for rank in range(self.world):
             self.baseline_ranks.append(
                 Worker.fork(
@@ -217,16 +84,6 @@ class RankedEvaluation(Evaluation):
                 raise StageFailed(
                     "error", f"the {side}'s process group did not form: {error}", "infrastructure"
                 )
-
-    def _all_replies(
-        self, ranks: list[Worker], deadline: float, side: str
-    ) -> list[tuple[dict[str, Any], Any]]:
-        try:
-            return [worker.recv(self._remaining(deadline)) for worker in ranks]
-        except (WorkerTimeout, WorkerDied) as exc:
-            raise StageFailed(
-                "error", f"the {side}'s ranks did not start: {exc}", "infrastructure"
-            ) from None
 
     def _compile(self, deadline: float) -> dict[str, Any]:
         self._start_workers(deadline)
@@ -385,48 +242,12 @@ class RankedEvaluation(Evaluation):
                         checked += self._check_timed_ranks(w, first, sample, calls[side], deadline)
             checked_total += checked
             figures = {side: _slowest_rank(per_rank[side]) for side in per_rank}
-            self.emit(
-                {
-                    "type": "workload_timed",
-                    "workload": w["label"],
-                    "axes": w["axes"],
-                    "mode": mode,
-                    "rounds": rounds,
-                    "candidate": {
-                        **figures["candidate"],
-                        "wall_s": sum(x["wall_s"] for x in walls["candidate"]),
-                        "rounds": walls["candidate"],
-                        "checked_calls": checked,
-                    },
-                    "baseline": {
-                        **figures["baseline"],
-                        "wall_s": sum(x["wall_s"] for x in walls["baseline"]),
-                        "rounds": walls["baseline"],
-                    },
-                    "notes": [],
-                }
-            )
+            self._emit_timed(w, mode, rounds, figures, walls, checked, [], {})
         return {
             "workloads": len(self.job["stages"]["performance"]),
             "checked_calls": checked_total,
             "world_size": self.world,
         }
-
-    def _raise_timing_error(
-        self, replies: list[tuple[dict[str, Any], Any]], w: dict[str, Any], candidate: bool
-    ) -> None:
-        error = self._first_error(replies)
-        if error is None:
-            return
-        if candidate:
-            raise StageFailed(
-                "failed", f"{w['label']}: the candidate failed while being timed: {error}"
-            )
-        raise StageFailed(
-            "error",
-            f"{w['label']}: the baseline failed while being timed: {error}",
-            "infrastructure",
-        )
 
     def _check_timed_ranks(
         self, w: dict[str, Any], first: int, sample: list[float], calls: int, deadline: float
@@ -436,17 +257,7 @@ class RankedEvaluation(Evaluation):
         want = sorted(first + 1 + k for k in picks(sample, calls))
         replies = self._all(self.ranks, {"op": "kept"}, deadline, len(want) * self._out_bytes(w))
         for rank, (reply, _) in enumerate(replies):
-            if not reply.get("ok"):
-                raise StageFailed(
-                    "failed",
-                    f"{w['label']}: rank {rank} could not return the outputs of the sampled timed calls: {reply.get('error')}",
-                )
-            if reply.get("calls") != want:
-                raise self._violation(
-                    "timed_output_mismatch",
-                    f"{w['label']}: rank {rank} returned the outputs of calls {reply.get('calls')}, not of the sampled calls {want}",
-                    w["label"],
-                )
+            self._kept_calls(w, f"rank {rank}", reply, want)
         if not want:
             return 0
         check = self._trusted_call(
@@ -460,12 +271,7 @@ class RankedEvaluation(Evaluation):
             deadline,
             b"".join(bytes(p or b"") for _, p in replies),
         )
-        if check.get("malformed"):
-            raise self._violation(
-                "timed_output_mismatch",
-                f"{w['label']}: malformed outputs of timed calls: {check['malformed']}",
-                w["label"],
-            )
+        self._malformed_timed(w, check)
         for result in check["results"]:
             for rank, outputs in enumerate(result["ranks"]):
                 for name, outcome in outputs.items():
@@ -477,15 +283,6 @@ class RankedEvaluation(Evaluation):
                             w["label"],
                         )
         return len(want)
-
-
-def _answered(worker: Worker) -> bool:
-    """Whether a reply is waiting from `worker` (read and dropped: the stage is failing)."""
-    try:
-        worker.recv(0.05)
-        return True
-    except (WorkerTimeout, WorkerDied):
-        return False
 
 
 def _slowest_rank(times_by_rank: list[list[float]]) -> dict[str, Any]:

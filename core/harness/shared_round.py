@@ -14,6 +14,7 @@ import socket
 import time
 from typing import Any
 
+from core.harness.faults import StageFailed, trusted_failed
 from core.harness.workers import WorkerDied, WorkerTimeout
 
 OLD_PATH_NOTE = "inputs drawn in the candidate's process, outputs sent over its socket"
@@ -82,8 +83,6 @@ def serve(ev: Any, request: dict[str, Any], sample: list[float], deadline: float
 def verdict(ev: Any, deadline: float) -> dict[str, Any]:
     """The trusted worker's answer once the round ended: the sampled calls' results, the number
     of calls it served, or the protocol violation it saw."""
-    from core.harness.runner import StageFailed
-
     try:
         reply, _ = ev.trusted.recv(max(0.1, deadline - time.monotonic()))
     except (WorkerDied, WorkerTimeout) as exc:
@@ -93,9 +92,5 @@ def verdict(ev: Any, deadline: float) -> dict[str, Any]:
             "infrastructure",
         ) from None
     if not reply.get("ok"):
-        raise StageFailed(
-            "error",
-            f"the reference/baseline failed: {reply.get('error')}\n{reply.get('traceback', '')}",
-            "infrastructure",
-        )
+        raise trusted_failed(reply)
     return reply

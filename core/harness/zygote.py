@@ -26,6 +26,7 @@ import select
 import signal
 import socket
 import time
+from collections.abc import Callable
 from typing import Any
 
 from core.harness import channel, ranked_worker, workers
@@ -183,44 +184,44 @@ def _serve(sock: socket.socket, parent_pid: int) -> None:
 
 
 def _fork_zygote(zsock: socket.socket, zygote_pid: int) -> int:
-    parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            parent_end.detach()
-            zsock.detach()
-            _serve(child_end, zygote_pid)  # dies with this zygote, which dies with the harness
-            code = 0
-        except BaseException:  # noqa: BLE001
-            workers._print_exc()
-        finally:
-            os._exit(code)
-    child_end.close()
-    try:
-        socket.send_fds(zsock, [json.dumps({"pid": pid}).encode()], [parent_end.fileno()])
-    finally:
-        parent_end.close()
-    return pid
+    def body(child_end: socket.socket) -> int:
+        _serve(child_end, zygote_pid)  # dies with this zygote, which dies with the harness
+        return 0
+
+    return _fork_child(zsock, socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET), body)
 
 
 def _fork_worker(zsock: socket.socket, zygote_pid: int) -> int:
-    parent_end, child_end = socket.socketpair()
+    def body(child_end: socket.socket) -> int:
+        drop_privileges()  # first: a change of uid clears the death signal _bootstrap arms
+        workers._bootstrap(child_end, zygote_pid)
+        msg, _ = channel.recv(child_end)
+        if msg.get("op") != "init":
+            return 1
+        if msg["job"].get("rank") is not None:  # a rank of a multi-rank candidate
+            ranked_worker.rank_main(child_end, msg["job"])
+        else:
+            workers.candidate_main(child_end, msg["job"])
+        return 0
+
+    return _fork_child(zsock, socket.socketpair(), body)
+
+
+def _fork_child(
+    zsock: socket.socket,
+    pair: tuple[socket.socket, socket.socket],
+    body: Callable[[socket.socket], int],
+) -> int:
+    """Fork a child that runs `body(its end of pair)` and exits with what it returns (1 if it
+    raised); the other end goes to the harness over `zsock`, with the child's pid."""
+    parent_end, child_end = pair
     pid = os.fork()
     if pid == 0:
         code = 1
         try:
             parent_end.detach()
             zsock.detach()
-            drop_privileges()  # first: a change of uid clears the death signal _bootstrap arms
-            workers._bootstrap(child_end, zygote_pid)
-            msg, _ = channel.recv(child_end)
-            if msg.get("op") == "init":
-                if msg["job"].get("rank") is not None:  # a rank of a multi-rank candidate
-                    ranked_worker.rank_main(child_end, msg["job"])
-                else:
-                    workers.candidate_main(child_end, msg["job"])
-                code = 0
+            code = body(child_end)
         except BaseException:  # noqa: BLE001
             workers._print_exc()
         finally:

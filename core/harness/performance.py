@@ -1,0 +1,340 @@
+"""The performance stage: each workload timed in rounds that alternate the candidate and the
+warm baseline (adaptive stopping at the profile's confidence target), each candidate round
+limited to K times the baseline's, its inputs served by the trusted worker where the device
+allows (shared_round.py), and sampled timed calls checked against the reference (a timed call
+must compute what the correctness runs did). A `sim:` device predicts instead (sim/stage.py)."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import TYPE_CHECKING, Any, cast
+
+from core.harness import shared_round
+from core.harness.calls import CandidateCalls, _workload
+from core.harness.faults import StageFailed
+from core.harness.timing import ci_rel, picks, summarize
+
+if TYPE_CHECKING:
+    from core.harness.runner import Evaluation
+
+TIMING_MODES = ("graph", "events", "queued", "wall")
+
+
+class PerformanceStage(CandidateCalls):
+    """`_performance` (runner.Evaluation's stage of that name) and its timed-output checks."""
+
+    def _performance(self, deadline: float) -> dict[str, Any]:
+        timing = self.job["timing"]
+        if timing.get("kind") == "predicted":  # a sim: device predicts instead of timing
+            from core.harness.sim.stage import predict_performance
+
+            return predict_performance(cast("Evaluation", self), deadline)
+        if self.second is not None:  # nothing of the candidate runs beside the timed calls
+            self.second.kill()
+            self.second = None
+        rounds = int(timing["alternations"])
+        min_rounds = max(1, min(rounds, int(timing.get("min_rounds", rounds))))
+        target = float(
+            timing.get("ci_target", 0.0)
+        )  # 0: every round runs (the protocol before adaptive stopping)
+        sampled = int(timing.get("checked_calls", 2))
+        checked_total = 0
+        for w in self.job["stages"]["performance"]:
+            sides: dict[str, list[float]] = {"candidate": [], "baseline": []}
+            walls: dict[str, list[dict[str, float]]] = {"candidate": [], "baseline": []}
+            graph = bool(w.get("graph"))
+            mode = None
+            notes = []
+            checked = 0
+            impl = None
+            done = 0
+
+            def baseline_round(request: dict[str, Any]) -> str | None:
+                """One baseline round, its walls and times kept; which of task.yaml's `baselines:` ran."""
+                t0 = time.monotonic()
+                base = self._trusted_call(request, deadline)
+                # B023: it is called only inside the workload iteration that defines it
+                walls["baseline"].append(  # noqa: B023
+                    {
+                        "wall_s": time.monotonic() - t0,
+                        "reported_s": sum(base["times_us"]) / 1e6,
+                        "calls": len(base["times_us"]),
+                    }
+                )
+                sides["baseline"] += base["times_us"]  # noqa: B023
+                return base.get("impl")  # baseline.py's IMPL
+
+            for r in range(rounds):
+                first = r * 100_000
+                request = {
+                    "op": "time",
+                    "workload": _workload(w),
+                    "seed": w["seed"],
+                    "graph": graph,
+                    "first_index": first,
+                    "budget_ms": timing["budget_ms"] / rounds,
+                    "min_calls": timing["min_calls"],
+                    "max_calls": timing["max_calls"],
+                    "sync_each_call": timing.get("sync_each_call", False),
+                }
+                # The baseline's round first: the candidate's round may then take at most
+                # K× as long (plus a floor for graph capture and warm-up), so a call that hangs
+                # ends the stage in seconds, not at the stage's limit (docs/evaluation.md).
+                if mode is not None:
+                    request["graph"] = graph
+                    impl = baseline_round(request) or impl
+                round_limit, limit_note = self._round_limit(w["label"], walls["baseline"])
+                sample = [self.rng.random() for _ in range(sampled)]
+                # Inputs drawn by the trusted worker into shared memory where the device allows
+                # (shared_round.py): the seed and the sampled calls never reach the candidate.
+                not_shared = shared_round.reason_not_shared(self, deadline) or shared_round.serve(
+                    self, request, sample, deadline
+                )
+                if not_shared and f"{shared_round.OLD_PATH_NOTE} ({not_shared})" not in notes:
+                    notes.append(f"{shared_round.OLD_PATH_NOTE} ({not_shared})")
+                t0 = time.monotonic()
+                by_round = (
+                    t0 + round_limit < deadline
+                )  # else the stage's own limit comes first, and its message
+                header = (
+                    {**request, "sample": sample}
+                    if not_shared
+                    else {**{k: v for k, v in request.items() if k != "seed"}, "shared": True}
+                )
+                reply, _ = self._candidate_call(
+                    header,
+                    t0 + round_limit if by_round else deadline,
+                    limit_note=limit_note if by_round else None,
+                )
+                wall = time.monotonic() - t0
+                served = None if not_shared else shared_round.verdict(self, deadline)
+                if served is not None and reply.get("attach_failed") and self.sharing_proven:
+                    raise self._refused(str(reply["attach_failed"])[:300])
+                if served is not None and reply.get(
+                    "attach_failed"
+                ):  # this candidate worker cannot map it: the old path from here on
+                    self._shared_reason = not_shared = (
+                        f"the candidate's worker could not map the shared memory: {reply['attach_failed']}"
+                    )
+                    notes.append(f"{shared_round.OLD_PATH_NOTE} ({not_shared})")
+                    t0 = time.monotonic()
+                    reply, _ = self._candidate_call(
+                        {**request, "sample": sample},
+                        t0 + round_limit if by_round else deadline,
+                        limit_note=limit_note if by_round else None,
+                    )
+                    wall, served = time.monotonic() - t0, None
+                if (
+                    served is not None
+                ):  # the trusted worker's input refills are not the candidate's untimed time
+                    wall = max(0.0, wall - float(served.get("serve_s") or 0.0))
+                if reply.get("timed_output_invalid"):
+                    raise self._violation(
+                        "timed_output_mismatch",
+                        f"{w['label']}: a timed call returned an invalid output where the correctness runs did not: {reply.get('error')}",
+                        w["label"],
+                    )
+                if not reply.get("ok"):
+                    raise StageFailed(
+                        "failed",
+                        f"{w['label']}: the candidate failed while being timed: {reply.get('error')}",
+                    )
+                times = _times(reply, int(timing["max_calls"]))
+                if reply.get("mode") not in TIMING_MODES:
+                    raise StageFailed(
+                        "failed",
+                        f"{w['label']}: the candidate's worker sent a malformed timing mode",
+                    )
+                walls["candidate"].append(
+                    {
+                        "wall_s": wall,
+                        "reported_s": sum(times) / 1e6,
+                        "calls": len(times),
+                        **({"serve_s": float(served.get("serve_s") or 0.0)} if served else {}),
+                    }
+                )
+                sides["candidate"] += times
+                first_round = mode is None
+                mode = reply.get("mode")
+                checked += (
+                    self._check_timed(w, first, sample, times, deadline)
+                    if served is None
+                    else self._judge_served(w, served, times)
+                )
+                if graph and mode != "graph":  # both sides are timed the same way
+                    graph = False
+                    notes.append(
+                        f"timed without CUDA graphs: {reply.get('graph_error', 'capture failed')}"
+                    )
+                if first_round:  # the first round's baseline comes after the candidate's: it needs the candidate's mode
+                    request["graph"] = graph
+                    impl = baseline_round(request) or impl
+                done = r + 1
+                if (
+                    target > 0
+                    and done >= min_rounds
+                    and all(ci_rel(sorted(sides[k])) <= target for k in sides)
+                ):
+                    break  # both medians known to ±target: more rounds would not move the speedup
+            checked_total += checked
+            figures = {side: summarize(sides[side]) for side in sides}
+            self._emit_timed(w, mode, done, figures, walls, checked, notes, {"impl": impl})
+        return {"workloads": len(self.job["stages"]["performance"]), "checked_calls": checked_total}
+
+    def _emit_timed(
+        self,
+        w: dict[str, Any],
+        mode: Any,
+        rounds: int,
+        figures: dict[str, dict[str, Any]],
+        walls: dict[str, list[dict[str, float]]],
+        checked: int,
+        notes: list[str],
+        baseline_extra: dict[str, Any],
+    ) -> None:
+        """A workload's `workload_timed` event: each side's summary (`figures`), its rounds'
+        walls, and the calls checked (ranked.py reports its slowest rank's figures)."""
+        self.emit(
+            {
+                "type": "workload_timed",
+                "workload": w["label"],
+                "axes": w["axes"],
+                "mode": mode,
+                "rounds": rounds,
+                "candidate": {
+                    **figures["candidate"],
+                    "wall_s": sum(x["wall_s"] for x in walls["candidate"]),
+                    "rounds": walls["candidate"],
+                    "checked_calls": checked,
+                },
+                "baseline": {
+                    **figures["baseline"],
+                    "wall_s": sum(x["wall_s"] for x in walls["baseline"]),
+                    "rounds": walls["baseline"],
+                    **baseline_extra,
+                },
+                "notes": notes,
+            }
+        )
+
+    def _round_limit(
+        self, label: str, baseline_rounds: list[dict[str, float]]
+    ) -> tuple[float, str | None]:
+        """Seconds a candidate's timed round may take, and what a timeout then says: K× the
+        baseline's slowest round of the workload so far plus a floor (graph capture, warm-up);
+        before the first baseline round, the job's per-call limit; else the stage's limit."""
+        timing, limits = self.job["timing"], self.job.get("limits") or {}
+        factor, floor = timing.get("round_factor"), float(timing.get("round_floor_s") or 5.0)
+        if factor and baseline_rounds:
+            base = max(x["wall_s"] for x in baseline_rounds)
+            limit = float(factor) * base + floor
+            return (
+                limit,
+                f"a timed round of {label} took more than {limit:.1f} s ({factor:g}× the baseline's round of {base:.2f} s, plus {floor:g} s)",
+            )
+        if limits.get("call_s"):
+            return (
+                float(limits["call_s"]),
+                f"the first timed round of {label} took more than the per-call limit of {float(limits['call_s']):g} s",
+            )
+        return math.inf, None
+
+    def _check_timed(
+        self,
+        w: dict[str, Any],
+        first: int,
+        sample: list[float],
+        times: list[float],
+        deadline: float,
+    ) -> int:
+        """Check the outputs the candidate's worker kept of the round's sampled calls against
+        the reference on regenerated inputs. Returns how many calls were checked."""
+        want = sorted(first + 1 + k for k in picks(sample, len(times)))
+        reply, payload = self._candidate_call(
+            {"op": "kept"}, deadline, len(want) * self._out_bytes(w)
+        )
+        self._kept_calls(w, "the candidate's worker", reply, want)
+        if not want:
+            return 0
+        check = self._trusted_call(
+            {
+                "op": "check_timed",
+                "workload": _workload(w),
+                "member": self.key_prefix,
+                "seed": w["seed"],
+                "calls": want,
+                "tensors": reply.get("tensors"),
+            },
+            deadline,
+            payload,
+        )
+        self._malformed_timed(w, check)
+        return self._timed_results(w, check["results"])
+
+    def _kept_calls(
+        self, w: dict[str, Any], who: str, reply: dict[str, Any], want: list[int]
+    ) -> None:
+        """`who`'s answer to `kept` holds the outputs of exactly the round's sampled calls
+        (ranked.py asks every rank)."""
+        if not reply.get("ok"):
+            raise StageFailed(
+                "failed",
+                f"{w['label']}: {who} could not return the outputs of the sampled timed calls: {reply.get('error')}",
+            )
+        if reply.get("calls") != want:
+            raise self._violation(
+                "timed_output_mismatch",
+                f"{w['label']}: {who} returned the outputs of calls {reply.get('calls')}, not of the sampled calls {want}",
+                w["label"],
+            )
+
+    def _malformed_timed(self, w: dict[str, Any], check: dict[str, Any]) -> None:
+        """The trusted worker (or the checker) could not read the kept outputs it was sent."""
+        if check.get("malformed"):
+            raise self._violation(
+                "timed_output_mismatch",
+                f"{w['label']}: malformed outputs of timed calls: {check['malformed']}",
+                w["label"],
+            )
+
+    def _judge_served(self, w: dict[str, Any], served: dict[str, Any], times: list[float]) -> int:
+        """The trusted worker's verdict on a round it served (shared_io.py)."""
+        if served.get("violation"):
+            raise self._violation(
+                "timed_output_mismatch", f"{w['label']}: {served['violation']}", w["label"]
+            )
+        if served.get("calls") != len(times):
+            raise self._violation(
+                "timed_output_mismatch",
+                f"{w['label']}: the candidate's worker reported {len(times)} timed calls; the trusted worker served {served.get('calls')}",
+                w["label"],
+            )
+        return self._timed_results(w, served["results"])
+
+    def _timed_results(self, w: dict[str, Any], results: list[dict[str, Any]]) -> int:
+        for result in results:
+            for name, outcome in result["outputs"].items():
+                if not outcome["passed"]:
+                    raise self._violation(
+                        "timed_output_mismatch",
+                        f"{w['label']}: timed call {result['call']} returned a wrong `{name}` ({outcome.get('message')}), "
+                        "though the correctness runs passed: the output depends on something other than this call's inputs "
+                        "(a cache keyed by address, shape or call count; work finished after the call returned; another stream)",
+                        w["label"],
+                    )
+        return len(results)
+
+
+def _times(reply: dict[str, Any], max_calls: int) -> list[float]:
+    times = reply.get("times_us")
+    if (
+        not isinstance(times, list)
+        or not 0 < len(times) <= max_calls
+        or not all(
+            isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) and t >= 0
+            for t in times
+        )
+    ):
+        raise StageFailed("failed", "the candidate's worker sent malformed timings")
+    return [float(t) for t in times]
