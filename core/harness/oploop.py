@@ -3,19 +3,23 @@ until the parent closes the channel.
 
 A worker supplies `handle(op, msg, payload) -> (reply, payload)`; an exception there is the
 candidate's (or the task's) failure and is answered with `error(exc)`, never raised, so the
-parent always gets one reply per request. `after(op, reply)` adds what every reply of that
-worker carries (the candidate's tamper report)."""
+parent always gets one reply per request. A handler that returns None has answered already
+(the trusted worker's replies that a descriptor follows, or a round answered twice) or serves
+an op that takes no reply. `after(op, reply)` adds what every reply of that worker carries (the
+candidate's tamper report)."""
 
 from __future__ import annotations
 
 import socket
 from collections.abc import Callable
+from typing import Any
 
 from core.harness import channel
 from core.harness.protocol import Op, Reply, Request
 
 Payload = bytes | bytearray | memoryview | None
-Handler = Callable[[str, Request, Payload], tuple[Reply, Payload]]
+Answer = tuple[Reply | dict[str, Any], Payload]
+Handler = Callable[[str, Request, Payload], Answer | None]
 
 
 def unknown(op: str) -> Reply:
@@ -26,8 +30,8 @@ def serve(
     conn: socket.socket,
     handle: Handler,
     *,
-    error: Callable[[BaseException], Reply],
-    after: Callable[[str, Reply], None] | None = None,
+    error: Callable[[BaseException], Reply | dict[str, Any]],
+    after: Callable[[str, Any], None] | None = None,
     on_exit: Callable[[], None] | None = None,
 ) -> None:
     while True:
@@ -41,11 +45,14 @@ def serve(
             if on_exit is not None:
                 on_exit()
             return
-        out: Payload = None
+        answer: Answer | None
         try:
-            reply, out = handle(op, msg, payload)  # type: ignore[arg-type]
+            answer = handle(op, msg, payload)  # type: ignore[arg-type]
         except Exception as exc:  # noqa: BLE001 - reported to the parent, not raised
-            reply, out = error(exc), None
+            answer = error(exc), None
+        if answer is None:  # answered by the handler itself, or an op without a reply
+            continue
+        reply, out = answer
         if after is not None:
             after(op, reply)
         channel.send(conn, dict(reply), out)
