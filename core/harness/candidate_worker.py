@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from core.harness import guard, inputs, oploop, shared_check, shared_io, shared_region, timing
-from core.harness.protocol import Op, Reply, Request
+from core.harness.protocol import Op, Reply
 from core.harness.worker_process import drop_capabilities, limit_resources, redirect_output
 from core.harness.worker_tools import (
     device_of,
@@ -40,7 +40,7 @@ from core.harness.worker_tools import (
 )
 from core.harness.worker_watch import hide_harness, replaced, report_hooks, watch, watch_hooks
 
-Answer = tuple[dict[str, Any], Any]  # a reply and its payload (raw tensor bytes, or None)
+Answer = oploop.Answer  # a reply and its payload (raw tensor bytes, or None)
 
 
 def candidate_main(conn: socket.socket, job: dict[str, Any]) -> None:
@@ -109,23 +109,21 @@ class CandidateWorker:
         self.kept: dict[int, Any] = {}
         # where the trusted worker writes correctness inputs
         self.shared = shared_check.CandidateRegion()
-        self.handlers: dict[str, Callable[[dict[str, Any]], Answer]] = {
-            Op.COMPILE.value: self.on_compile,
-            Op.RUN.value: self.on_run,
-            Op.WARM.value: self.on_warm,
-            Op.ATTACH.value: self.on_attach,
-            Op.RUN_SHARED.value: self.on_run_shared,
-            Op.PEER.value: self.on_peer,
-            Op.TIME.value: self.on_time,
-            Op.PREDICT.value: self.on_predict,
-            Op.KEPT.value: self.on_kept,
-        }
+        self.handle = oploop.dispatch(
+            {
+                Op.COMPILE.value: self.on_compile,
+                Op.RUN.value: self.on_run,
+                Op.WARM.value: self.on_warm,
+                Op.ATTACH.value: self.on_attach,
+                Op.RUN_SHARED.value: self.on_run_shared,
+                Op.PEER.value: self.on_peer,
+                Op.TIME.value: self.on_time,
+                Op.PREDICT.value: self.on_predict,
+                Op.KEPT.value: self.on_kept,
+            }
+        )
 
-    def handle(self, op: str, msg: Request, _payload: oploop.Payload) -> Answer:
-        handler = self.handlers.get(op)
-        return (oploop.unknown(op), None) if handler is None else handler(msg)  # type: ignore[arg-type, return-value]
-
-    def on_compile(self, msg: dict[str, Any]) -> Answer:
+    def on_compile(self, msg: dict[str, Any], _payload: Any) -> Answer:
         path = Path(self.job["candidate"])
         self.run = run = entry(import_file(path, f"candidate_{os.getpid()}"), str(path))
         reply: dict[str, Any] = {"ok": True}
@@ -143,7 +141,7 @@ class CandidateWorker:
                 reply["first_call_error"] = f"{type(exc).__name__}: {exc}"
         return reply, None
 
-    def on_run(self, msg: dict[str, Any]) -> Answer:
+    def on_run(self, msg: dict[str, Any], _payload: Any) -> Answer:
         assert self.run is not None, "compile first"
         return run_for_check(
             self.run,
@@ -156,14 +154,14 @@ class CandidateWorker:
             self.custom,
         )
 
-    def on_warm(self, _msg: dict[str, Any]) -> Answer:
+    def on_warm(self, _msg: dict[str, Any], _payload: Any) -> Answer:
         """Before any candidate code: the device's context, made now."""
         if self.device.type == "cuda":
             torch.cuda.init()
             torch.empty((1,), device=self.device)
         return {"ok": True}, None
 
-    def on_attach(self, msg: dict[str, Any]) -> Answer:
+    def on_attach(self, msg: dict[str, Any], _payload: Any) -> Answer:
         """The region correctness runs share with the trusted worker."""
         fds = shared_check.recv_fds(self.conn, msg.get("region"))
         try:
@@ -172,16 +170,16 @@ class CandidateWorker:
         except Exception as exc:  # noqa: BLE001 - the parent keeps the old path
             return {"ok": True, "attach_failed": f"{type(exc).__name__}: {exc}"[:300]}, None
 
-    def on_run_shared(self, msg: dict[str, Any]) -> Answer:
+    def on_run_shared(self, msg: dict[str, Any], _payload: Any) -> Answer:
         assert self.run is not None, "compile first"
         return self.shared.run(self.run, msg, self.specs, self.outs, self.device), None
 
-    def on_peer(self, _msg: dict[str, Any]) -> Answer:
+    def on_peer(self, _msg: dict[str, Any], _payload: Any) -> Answer:
         """The socket to the trusted worker, for timed rounds over shared memory."""
         self.peer = socket.socket(fileno=shared_region.recv_fd(self.conn))
         return {"ok": True}, None
 
-    def on_time(self, msg: dict[str, Any]) -> Answer:
+    def on_time(self, msg: dict[str, Any], _payload: Any) -> Answer:
         if msg.get("shared"):
             assert self.run is not None and self.peer is not None, (
                 "compile first, then get the peer socket"
@@ -194,13 +192,13 @@ class CandidateWorker:
             self.run, msg, self.specs, self.outs, self.device, self.custom, self.kept, self.hooks
         ), None
 
-    def on_predict(self, msg: dict[str, Any]) -> Answer:
+    def on_predict(self, msg: dict[str, Any], _payload: Any) -> Answer:
         assert self.run is not None and self.sim is not None, "compile first, on a sim device"
         return self.predictor.predict_candidate(
             self.run, self.specs, msg["workload"], msg["seed"], self.custom, self.sim
         ), None
 
-    def on_kept(self, _msg: dict[str, Any]) -> Answer:
+    def on_kept(self, _msg: dict[str, Any], _payload: Any) -> Answer:
         return hand_over_kept(self.kept)
 
 

@@ -1,7 +1,8 @@
 """The one op loop every harness worker runs: receive a request, answer it, until `exit` or
 until the parent closes the channel.
 
-A worker supplies `handle(op, msg, payload) -> (reply, payload)`; an exception there is the
+A worker supplies `handle(op, msg, payload) -> (reply, payload)` (`dispatch` makes one from a
+handler per op); an exception there is the
 candidate's (or the task's) failure and is answered with `error(exc)`, never raised, so the
 parent always gets one reply per request. A handler that returns None has answered already
 (the trusted worker's replies that a descriptor follows, or a round answered twice) or serves
@@ -24,6 +25,16 @@ Handler = Callable[[str, Request, Payload], Answer | None]
 
 def unknown(op: str) -> Reply:
     return {"ok": False, "error": f"unknown op {op}"}
+
+
+def dispatch(handlers: dict[str, Callable[[dict[str, Any], Payload], Answer | None]]) -> Handler:
+    """A `handle` that calls `handlers[op](msg, payload)` and answers any other op `unknown`."""
+
+    def handle(op: str, msg: Request, payload: Payload) -> Answer | None:
+        handler = handlers.get(op)
+        return (unknown(op), None) if handler is None else handler(msg, payload)  # type: ignore[arg-type]
+
+    return handle
 
 
 def serve(

@@ -17,8 +17,6 @@ reply (the parent sends the next request after them).
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,88 +32,14 @@ from core.harness import (
     shared_region,
     timing,
 )
-from core.harness.protocol import Op, Request
+from core.harness.protocol import Op
 from core.harness.trusted_checks import ReferenceCache, compare_all, independence, pool_key
+from core.harness.trusted_task import TaskCode, baseline_impl, load_task
 from core.harness.worker_process import PR_SET_DUMPABLE, libc, redirect_output
-from core.harness.worker_tools import (
-    device_of,
-    entry,
-    error_reply,
-    module_from_source,
-    read_task_file,
-    sync,
-)
+from core.harness.worker_tools import error_reply, sync
 
-Answer = tuple[dict[str, Any], None] | None  # a reply, or None: answered already, or no reply
+Answer = oploop.Answer | None  # a reply, or None: answered already, or no reply
 Entry = tuple[list[Any], list[torch.Tensor]]  # (inputs, reference outputs)
-
-
-def full_fp32(run: Callable[..., Any]) -> Callable[..., Any]:
-    """`run` with TF32 off for the length of each call: the reference in full float32. Only the
-    reference: the baseline, timed in this same worker, keeps PyTorch's defaults, as the
-    candidate's worker does (cuDNN convolutions in TF32). Off for the whole worker, it timed an
-    fp32 convolution's baseline 2.2x slower than the same code as the candidate on the H200."""
-
-    def reference(*args: Any) -> Any:
-        saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-        try:
-            return run(*args)
-        finally:
-            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
-
-    return reference
-
-
-@dataclass
-class TaskCode:
-    """The task's code, loaded from its hash-checked files."""
-
-    device: torch.device
-    sources: dict[str, bytes | None]
-    reference_run: Callable[..., Any]
-    baseline_module: Any
-    baseline_run: Callable[..., Any]
-    custom: Any  # inputs.py's make_inputs, or None
-    check: checking.Check | None
-    pooled: Any
-
-
-def load_task(job: dict[str, Any]) -> TaskCode:
-    device = device_of(job)
-    task_dir = Path(job["task_dir"])
-    sources = {
-        name: read_task_file(job, name)
-        for name in ("reference.py", "baseline.py", "inputs.py", "check.py")
-    }
-    for name in ("reference.py", "baseline.py"):
-        if sources[name] is None:
-            raise FileNotFoundError(f"the task's {name} is missing")
-    reference_source, baseline_source = sources["reference.py"], sources["baseline.py"]
-    assert reference_source is not None and baseline_source is not None  # checked above
-    reference_run = full_fp32(
-        entry(
-            module_from_source(reference_source, "arena_reference", str(task_dir / "reference.py")),
-            "reference.py",
-        )
-    )
-    baseline_module = module_from_source(
-        baseline_source, "arena_baseline", str(task_dir / "baseline.py")
-    )
-    baseline_run = entry(baseline_module, "baseline.py")
-    custom = None
-    if sources["inputs.py"] is not None:
-        custom = module_from_source(
-            sources["inputs.py"], "arena_task_inputs", str(task_dir / "inputs.py")
-        ).make_inputs
-    check, pooled = (
-        (None, None)
-        if sources["check.py"] is None
-        else checking.checks_from_source(sources["check.py"], str(task_dir / "check.py"))
-    )
-    return TaskCode(
-        device, sources, reference_run, baseline_module, baseline_run, custom, check, pooled
-    )
 
 
 def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
@@ -157,27 +81,25 @@ class TrustedWorker:
         self.regions = shared_check.CheckRegions(self.device)
         self.pending: dict[str, Entry | str] = {}
         self.collected: dict[str, list[torch.Tensor]] = {}
-        self.handlers: dict[str, Callable[[dict[str, Any], Any], Answer]] = {
-            Op.EXPECT.value: self.on_expect,
-            Op.STAGE.value: self.on_stage,
-            Op.PROBE_REGION.value: self.on_probe_region,
-            Op.COLLECT.value: self.on_collect,
-            Op.DROP.value: self.on_drop,
-            Op.RELEASE.value: self.on_release,
-            Op.CHECK.value: self.on_check,
-            Op.JUDGE.value: self.on_judge,
-            Op.CHECK_TIMED.value: self.on_check_timed,
-            Op.PEER.value: self.on_peer,
-            Op.SERVE_ROUND.value: self.on_serve_round,
-            Op.TIME.value: self.on_time,
-            Op.SYNC.value: self.on_sync,
-            Op.SIM_VALUES.value: self.on_sim_values,
-            Op.PREDICT_BASELINE.value: self.on_predict_baseline,
-        }
-
-    def handle(self, op: str, msg: Request, payload: oploop.Payload) -> Answer:
-        handler = self.handlers.get(op)
-        return (oploop.unknown(op), None) if handler is None else handler(msg, payload)  # type: ignore[arg-type, return-value]
+        self.handle = oploop.dispatch(
+            {
+                Op.EXPECT.value: self.on_expect,
+                Op.STAGE.value: self.on_stage,
+                Op.PROBE_REGION.value: self.on_probe_region,
+                Op.COLLECT.value: self.on_collect,
+                Op.DROP.value: self.on_drop,
+                Op.RELEASE.value: self.on_release,
+                Op.CHECK.value: self.on_check,
+                Op.JUDGE.value: self.on_judge,
+                Op.CHECK_TIMED.value: self.on_check_timed,
+                Op.PEER.value: self.on_peer,
+                Op.SERVE_ROUND.value: self.on_serve_round,
+                Op.TIME.value: self.on_time,
+                Op.SYNC.value: self.on_sync,
+                Op.SIM_VALUES.value: self.on_sim_values,
+                Op.PREDICT_BASELINE.value: self.on_predict_baseline,
+            }
+        )
 
     # --- helpers ---------------------------------------------------------------------------
 
@@ -200,6 +122,19 @@ class TrustedWorker:
         else:
             channel.send(self.conn, reply)
 
+    def verdict(
+        self,
+        msg: dict[str, Any],
+        got: list[torch.Tensor],
+        want: list[torch.Tensor],
+        args: list[Any],
+    ) -> dict[str, Any]:
+        """One call's outputs against the reference, pooled with its workload's other calls."""
+        return self.pool_of(msg).add(
+            pool_key(msg["workload"]),
+            compare_all(self.out_specs, got, want, args, self.rule, self.device, self.check),
+        )
+
     def judge_timed(
         self, msg: dict[str, Any], calls: list[int], got: list[torch.Tensor]
     ) -> list[dict[str, Any]]:
@@ -212,18 +147,7 @@ class TrustedWorker:
         for j, index in enumerate(calls):
             args = fresh(index)
             ref = self.reference(args)
-            verdicts = self.pool_of(msg).add(
-                pool_key(msg["workload"]),
-                compare_all(
-                    self.out_specs,
-                    got[j * n : (j + 1) * n],
-                    ref,
-                    args,
-                    self.rule,
-                    self.device,
-                    self.check,
-                ),
-            )
+            verdicts = self.verdict(msg, got[j * n : (j + 1) * n], ref, args)
             results.append({"call": index, "outputs": verdicts})
         return results
 
@@ -340,21 +264,7 @@ class TrustedWorker:
         runs: int,
     ) -> Answer:
         n = len(self.out_specs)
-        per_run = [
-            self.pool_of(msg).add(
-                pool_key(msg["workload"]),
-                compare_all(
-                    self.out_specs,
-                    got[r * n : (r + 1) * n],
-                    want,
-                    args,
-                    self.rule,
-                    self.device,
-                    self.check,
-                ),
-            )
-            for r in range(runs)
-        ]
+        per_run = [self.verdict(msg, got[r * n : (r + 1) * n], want, args) for r in range(runs)]
         found = independence(
             self.seen.setdefault(msg["workload_key"], []),
             msg["seed"],
@@ -456,11 +366,3 @@ class TrustedWorker:
         )
         impl = baseline_impl(task.baseline_module)
         return ({**reply, "impl": impl} if isinstance(reply, dict) else reply), None
-
-
-def baseline_impl(module: Any) -> str | None:
-    """Which implementation the baseline ran: its module's `IMPL`, which run() sets to the
-    name task.yaml's `baselines:` gives the candidate it used (read after the calls, so a
-    fallback taken at call time is what is reported); None where the module sets none."""
-    impl = getattr(module, "IMPL", None)
-    return impl if isinstance(impl, str) else None

@@ -11,7 +11,8 @@
   `watch_hooks`, `report_hooks`);
 - candidate_worker.py: the candidate's worker (`candidate_main`, `run_for_check`,
   `hand_over_kept`);
-- trusted_worker.py: the trusted worker (`trusted_main`, `full_fp32`, `baseline_impl`);
+- trusted_worker.py: the trusted worker (`trusted_main`); trusted_task.py: the task's code it
+  loads (`full_fp32`, `baseline_impl`);
 - trusted_checks.py: its memory of the checks (`ReferenceCache`, `compare_all`,
   `independence`, `INDEPENDENT_SAMPLE`).
 
@@ -30,7 +31,8 @@ from core.harness.trusted_checks import (
     independence,
 )
 from core.harness.trusted_checks import _sample as _sample
-from core.harness.trusted_worker import baseline_impl, full_fp32, trusted_main
+from core.harness.trusted_task import baseline_impl, full_fp32
+from core.harness.trusted_worker import trusted_main
 from core.harness.worker_process import (
     LINUX_CAPABILITY_VERSION_3,
     PR_CAPBSET_DROP,
