@@ -17,7 +17,7 @@ import torch
 
 from core.evaluation.evaluator import Evaluator
 from core.evaluation.job import Timing
-from core.harness import channel, inputs, shared_io, timing
+from core.harness import channel, inputs, shared_io, shared_region, timing
 from core.tasks.spec import load_task
 from tests.cheats.catalogue import TASKS, by_name, outcome_problems
 
@@ -108,7 +108,7 @@ def test_every_call_sees_fresh_inputs_at_the_same_addresses():
 
 def _raw_round(peer: socket.socket, frames: list[dict]) -> None:
     channel.recv(peer, 10)  # the layout
-    os.close(shared_io.recv_fd(peer))
+    os.close(shared_region.recv_fd(peer))
     for frame in frames:
         channel.send(peer, frame)
         if not frame.get("end"):
@@ -145,7 +145,7 @@ def test_a_candidate_worker_that_breaks_the_protocol_is_caught(frames, says):
 
 
 def test_the_shared_memory_cannot_be_shrunk_under_the_trusted_worker():
-    region, _, fds = shared_io.create_region(4096, CPU)
+    region, _, fds = shared_region.create_region(4096, CPU)
     try:
         seals = fcntl.fcntl(fds[0], fcntl.F_GET_SEALS)
         assert seals & fcntl.F_SEAL_SHRINK and seals & fcntl.F_SEAL_SEAL

@@ -7,7 +7,7 @@ one Python process on a GPU. Here, per run:
 
 1. The parent asks the trusted worker to `stage` it. The trusted worker draws the inputs (or
    takes them from its ReferenceCache), writes them into a region of memory the candidate's
-   worker maps (shared_io.py's regions: a sealed memfd on the CPU, CUDA IPC on a GPU; one per
+   worker maps (shared_region.py's regions: a sealed memfd on the CPU, CUDA IPC on a GPU; one per
    candidate worker, kept while it is big enough), fills the output slots with poison, and
    answers with the layout at once; only then does it compute the reference, while the
    candidate runs.
@@ -21,7 +21,7 @@ one Python process on a GPU. Here, per run:
 The parent relays only these small headers. The trusted worker reads nothing but its own
 slots: wrong dtypes or shapes are caught in the candidate's worker (an error reply, as
 before), and a worker that never writes its slots leaves the poison there. Inputs that cannot
-be shared (shared_io.Unshareable, `cannot_share`), a worker that cannot map the region, or a
+be shared (shared_region.Unshareable, `cannot_share`), a worker that cannot map the region, or a
 job with `timing.shared_io: false` keep the old path, and the stage's result says so.
 """
 
@@ -32,9 +32,9 @@ from typing import Any
 
 import torch
 
-from core.harness import inputs, shared_io, timing
+from core.harness import inputs, shared_region, timing
 from core.harness.guard import trusted
-from core.harness.shared_io import Region, Slot
+from core.harness.shared_region import Region, Slot
 
 _TB = torch._C.TensorBase
 _copy, _clone, _fill = _TB.copy_, _TB.clone, _TB.fill_
@@ -68,19 +68,19 @@ class CheckRegions:
         """Write `copies` copies of `args` into `rkey`'s region (a new one where it has none or
         too small a one) and poison their output slots. Returns the header for the parent (the
         layout, and the region's description where it is new) and the descriptors to send.
-        Raises shared_io.Unshareable where these inputs cannot be shared."""
+        Raises shared_region.Unshareable where these inputs cannot be shared."""
         if member != self.member:
             self.close()
             self.member = member
-        layouts, out_slots, nbytes = shared_io.plan_copies(args, out_specs, shapes, copies)
+        layouts, out_slots, nbytes = shared_region.plan_copies(args, out_specs, shapes, copies)
         header: dict[str, Any] = {}
         fds: list[int] = []
         region, size = self.regions.get(rkey, (None, 0))
         if region is None or size < nbytes:
             if region is not None:
                 region.close()
-            size = max(nbytes, 2 * size, shared_io.ALIGN)  # grows rarely: workloads grow
-            region, desc, fds = shared_io.create_region(size, self.device)
+            size = max(nbytes, 2 * size, shared_region.ALIGN)  # grows rarely: workloads grow
+            region, desc, fds = shared_region.create_region(size, self.device)
             size = int(desc["nbytes"])
             self.regions[rkey] = (region, size)
             header["region"] = desc
@@ -130,7 +130,7 @@ class CandidateRegion:
         if self.region is not None:
             self.region.close()
             self.region = None
-        self.region = shared_io.attach_region(desc, fds, device)
+        self.region = shared_region.attach_region(desc, fds, device)
         self.size = int(desc["nbytes"])
 
     def run(
@@ -169,7 +169,7 @@ class CandidateRegion:
 def recv_fds(conn: Any, desc: dict[str, Any] | None) -> list[int]:
     """The descriptor that follows a header describing a new memfd region, if one does."""
     if isinstance(desc, dict) and desc.get("kind") == "memfd":
-        return [shared_io.recv_fd(conn)]
+        return [shared_region.recv_fd(conn)]
     return []
 
 

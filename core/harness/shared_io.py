@@ -22,41 +22,36 @@ calls (docs/integrity.md, issue 23). Here neither enters the candidate's process
 The trusted worker believes nothing the candidate's worker says: a call index that repeats or
 goes back, outputs reported for inputs it did not write, or a sampled call never reported is a
 `timed_output_mismatch`. Devices that cannot share memory (`cannot_share`) keep the old path, and
-the result's workload notes say so.
+the result's workload notes say so. The regions themselves, their layout and the descriptor
+passing are shared_region.py's; this module is the timed round's protocol over them.
 """
 
 from __future__ import annotations
 
-import fcntl
-import json
-import math
 import os
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from core.harness import channel, inputs, timing
 from core.harness.guard import NO_HOOKS, Hooks, trusted
-
-ALIGN = 256  # bytes: every slot starts on a boundary any vector load accepts
-PEER_TIMEOUT_S = 600.0  # the parent's round limit ends a stalled round long before this
-_TB = torch._C.TensorBase
-_copy, _clone, _view, _reshape = _TB.copy_, _TB.clone, _TB.view, _TB.reshape
-_empty = torch.empty
-_perf_counter = time.perf_counter
-_SEALS = (
-    getattr(fcntl, "F_SEAL_SHRINK", 0)
-    | getattr(fcntl, "F_SEAL_GROW", 0)
-    | getattr(fcntl, "F_SEAL_SEAL", 0)
+from core.harness.shared_region import (
+    Slot,
+    Unshareable,
+    attach_region,
+    create_region,
+    plan,
+    recv_fd,
+    send_fd,
 )
 
-
-class Unshareable(ValueError):
-    """These inputs cannot travel through shared memory (the old path times the round)."""
+PEER_TIMEOUT_S = 600.0  # the parent's round limit ends a stalled round long before this
+_TB = torch._C.TensorBase
+_copy, _clone = _TB.copy_, _TB.clone
+_perf_counter = time.perf_counter
 
 
 class AttachFailed(RuntimeError):
@@ -65,212 +60,6 @@ class AttachFailed(RuntimeError):
 
 class ProtocolError(ValueError):
     """The candidate's worker broke the round's protocol: proof of tampering with the harness."""
-
-
-def cannot_share(device: torch.device) -> str | None:
-    """Why this device keeps the old path (inputs drawn in the candidate's process), or None."""
-    if device.type == "cpu":
-        return (
-            None
-            if hasattr(os, "memfd_create") and hasattr(socket, "send_fds")
-            else "this platform has no memfd_create or SCM_RIGHTS"
-        )
-    if device.type == "cuda":
-        if getattr(torch.version, "hip", None):
-            return "ROCm builds are not checked with CUDA IPC here"
-        return None
-    return f"{device.type} devices cannot share memory between processes here"
-
-
-# --- the shared region -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Slot:
-    offset: int
-    dtype: str
-    shape: tuple[int, ...]
-
-    @property
-    def nbytes(self) -> int:
-        return math.prod(self.shape) * inputs.dtype_of(self.dtype).itemsize
-
-    def to_json(self) -> dict[str, Any]:
-        return {"offset": self.offset, "dtype": self.dtype, "shape": list(self.shape)}
-
-    @classmethod
-    def from_json(cls, data: Any, size: int) -> Slot:
-        slot = cls(int(data["offset"]), str(data["dtype"]), tuple(int(n) for n in data["shape"]))
-        if slot.offset < 0 or min(slot.shape, default=1) < 0 or slot.offset + slot.nbytes > size:
-            raise ValueError(f"a slot {data!r} outside the shared region of {size} bytes")
-        return slot
-
-
-class Region:
-    """A flat uint8 tensor both workers map; `view(slot)` is a typed tensor over part of it."""
-
-    def __init__(self, base: torch.Tensor, keep: Any = None):
-        self.base, self._keep = base, keep
-
-    def view(self, slot: Slot) -> torch.Tensor:
-        with trusted():
-            raw = self.base[slot.offset : slot.offset + slot.nbytes]
-            return _reshape(_view(raw, inputs.dtype_of(slot.dtype)), slot.shape)
-
-    def close(self) -> None:
-        """Forget the region here; the mapping goes when its last tensor does."""
-        self.base, self._keep = None, None  # type: ignore[assignment]
-
-
-def _map(fd: int, nbytes: int) -> torch.Tensor:
-    """A MAP_SHARED mapping owned by a torch storage: it lives while any tensor over it lives
-    (a candidate that keeps an input, or a thread still reading one after the round, must not
-    find it unmapped)."""
-    return torch.from_file(f"/proc/self/fd/{fd}", shared=True, size=nbytes, dtype=torch.uint8)
-
-
-def create_region(nbytes: int, device: torch.device) -> tuple[Region, dict[str, Any], list[int]]:
-    """The trusted worker's side: a new region, its description and the descriptors to send."""
-    nbytes = max(nbytes, ALIGN)
-    if device.type == "cpu":
-        fd = os.memfd_create(
-            "arena-shared-io", os.MFD_CLOEXEC | getattr(os, "MFD_ALLOW_SEALING", 0)
-        )
-        try:
-            os.ftruncate(fd, nbytes)
-            if (
-                _SEALS
-            ):  # the candidate gets this descriptor: it must not shrink it under our mapping
-                fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)
-            base = _map(fd, nbytes)
-        except BaseException:
-            os.close(fd)
-            raise
-        return Region(base), {"kind": "memfd", "nbytes": nbytes}, [fd]
-    if device.type == "cuda":
-        base = _empty(nbytes, dtype=torch.uint8, device=device)
-        try:
-            (dev, handle, size, offset, ref_handle, ref_offset, event, event_sync) = (
-                base.untyped_storage()._share_cuda_()
-            )
-        except Exception as exc:  # noqa: BLE001 - a driver or build without CUDA IPC: the old path
-            raise Unshareable(
-                f"CUDA IPC is not available: {type(exc).__name__}: {exc}"[:300]
-            ) from None
-        desc = {
-            "kind": "cuda_ipc",
-            "nbytes": nbytes,
-            "device": int(dev),
-            "handle": bytes(handle).hex(),
-            "size": int(size),
-            "offset": int(offset),
-            "ref_handle": bytes(ref_handle).hex(),
-            "ref_offset": int(ref_offset),
-            "event": None if event is None else bytes(event).hex(),
-            "event_sync": bool(event_sync),
-        }
-        return Region(base, base), desc, []
-    raise Unshareable(cannot_share(device) or device.type)
-
-
-def attach_region(desc: dict[str, Any], fds: list[int], device: torch.device) -> Region:
-    """The candidate's side: map the region the trusted worker described."""
-    nbytes = int(desc["nbytes"])
-    if desc.get("kind") == "memfd":
-        if len(fds) != 1:
-            raise ValueError("the shared region's descriptor did not arrive")
-        try:
-            return Region(_map(fds[0], nbytes))
-        finally:
-            os.close(fds[0])
-    if desc.get("kind") == "cuda_ipc":
-        storage = torch.UntypedStorage._new_shared_cuda(
-            int(desc["device"]),
-            bytes.fromhex(desc["handle"]),
-            int(desc["size"]),
-            int(desc["offset"]),
-            bytes.fromhex(desc["ref_handle"]),
-            int(desc["ref_offset"]),
-            None if desc["event"] is None else bytes.fromhex(desc["event"]),
-            bool(desc["event_sync"]),
-        )
-        with trusted():
-            base = _empty((0,), dtype=torch.uint8, device=device).set_(storage, 0, (nbytes,), (1,))
-        return Region(base, storage)
-    raise ValueError(f"unknown shared region {desc.get('kind')!r}")
-
-
-def _json_value(value: Any) -> Any:
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        raise Unshareable(
-            f"a non-tensor input of type {type(value).__name__} cannot be sent"
-        ) from None
-    return value
-
-
-def plan(
-    args: list[Any], out_specs: list[dict[str, Any]], shapes: dict[str, list[int]]
-) -> tuple[list[dict[str, Any]], list[Slot], int]:
-    """Slots for the tensor inputs (as drawn) and the declared outputs; other inputs as values."""
-    layouts, outs, nbytes = plan_copies(args, out_specs, shapes, 1)
-    return layouts[0], outs[0], nbytes
-
-
-def plan_copies(
-    args: list[Any], out_specs: list[dict[str, Any]], shapes: dict[str, list[int]], copies: int
-) -> tuple[list[list[dict[str, Any]]], list[list[Slot]], int]:
-    """`plan` for `copies` runs side by side (a correctness run repeated on fresh copies of the
-    same inputs): per copy its inputs' layout and its output slots, and the bytes of them all."""
-    offset = 0
-
-    def slot(dtype: str, shape: tuple[int, ...]) -> Slot:
-        nonlocal offset
-        s = Slot(offset, dtype, shape)
-        offset += -(-s.nbytes // ALIGN) * ALIGN
-        return s
-
-    for arg in args:
-        if isinstance(arg, torch.Tensor) and (
-            type(arg) is not torch.Tensor or arg.layout != torch.strided or not arg.is_contiguous()
-        ):
-            raise Unshareable("an input is not a plain contiguous tensor")
-    values = [None if isinstance(a, torch.Tensor) else _json_value(a) for a in args]
-    layouts: list[list[dict[str, Any]]] = []
-    outs: list[list[Slot]] = []
-    for _ in range(copies):
-        layouts.append(
-            [
-                {"slot": slot(str(a.dtype).removeprefix("torch."), tuple(a.shape)).to_json()}
-                if isinstance(a, torch.Tensor)
-                else {"value": v}
-                for a, v in zip(args, values)
-            ]
-        )
-        outs.append([slot(spec["dtype"], inputs.output_shape(spec, shapes)) for spec in out_specs])
-    return layouts, outs, offset
-
-
-# --- the peer socket -------------------------------------------------------------------------
-
-
-def send_fd(sock: socket.socket, header: dict[str, Any], fd: int) -> None:
-    """A frame, then one descriptor (SCM_RIGHTS) with a byte of its own."""
-    channel.send(sock, header)
-    socket.send_fds(sock, [b"f"], [fd])
-
-
-def recv_fd(sock: socket.socket) -> int:
-    _, fds, _, _ = socket.recv_fds(sock, 1, 1)
-    if len(fds) != 1:
-        for fd in fds:
-            os.close(fd)
-        raise ValueError("expected one descriptor")
-    os.set_inheritable(
-        fds[0], False
-    )  # a process the candidate starts must not keep the round alive
-    return fds[0]
 
 
 # --- the trusted worker's side ---------------------------------------------------------------

@@ -31,6 +31,7 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -169,6 +170,39 @@ def picks(sample: Sequence[float], calls: int) -> set[int]:
     return {min(calls - 1, max(0, int(u * calls))) for u in sample} if calls > 0 else set()
 
 
+@dataclass(frozen=True)
+class Round:
+    """One timed round's parameters: about `budget_ms` of calls, between `min_calls` and
+    `max_calls`; the warm-up call gets inputs `first_index`, timed call k `first_index + 1 + k`
+    (so inputs stay fresh across alternation rounds); `graph`: CUDA graph replays;
+    `sync_each_call`: a host wait after every call instead of queuing them."""
+
+    budget_ms: float
+    min_calls: int
+    max_calls: int
+    first_index: int
+    graph: bool
+    sync_each_call: bool = False
+
+    @classmethod
+    def from_request(cls, msg: dict[str, Any]) -> Round:
+        """The round a `time` request asks for (its values as sent)."""
+        return cls(
+            msg["budget_ms"],
+            msg["min_calls"],
+            msg["max_calls"],
+            msg["first_index"],
+            msg["graph"],
+            msg.get("sync_each_call", False),
+        )
+
+    def calls_for(self, estimate_ms: float) -> int:
+        """How many calls fill the budget, given one call's estimated milliseconds."""
+        return max(
+            self.min_calls, min(self.max_calls, int(self.budget_ms / max(estimate_ms, 1e-4)))
+        )
+
+
 def time_calls(
     fn: Callable[..., Any],
     fresh: Callable[[int], list[Any]],  # inputs for the i-th call, refilled in place
@@ -183,77 +217,43 @@ def time_calls(
     keep: Keep | None = None,
     picker: Callable[[int], set[int]] | None = None,
 ) -> dict[str, Any]:
-    """Per-call times in microseconds for about `budget_ms` of calls; `first_index` keeps inputs
-    fresh across alternation rounds: the warm-up call gets inputs `first_index`, timed call k
-    gets `first_index + 1 + k`. `keep(index, result)` is called right after each sampled call;
-    `picker(calls)`, where given, names the round's sampled calls instead of `sample` (the
-    shared-memory path keeps every call: shared_io.py).
+    """`time_round` with the round's parameters one by one."""
+    rnd = Round(budget_ms, min_calls, max_calls, first_index, graph, sync_each_call)
+    return time_round(fn, fresh, device, rnd, sample, keep, picker)
+
+
+def time_round(
+    fn: Callable[..., Any],
+    fresh: Callable[[int], list[Any]],  # inputs for the i-th call, refilled in place
+    device: torch.device,
+    rnd: Round,
+    sample: Sequence[float] = (),
+    keep: Keep | None = None,
+    picker: Callable[[int], set[int]] | None = None,
+) -> dict[str, Any]:
+    """Per-call times in microseconds for one round (`Round`). `keep(index, result)` is called
+    right after each sampled call; `picker(calls)`, where given, names the round's sampled
+    calls instead of `sample` (the shared-memory path keeps every call: shared_io.py).
     Returns {"times_us": [...], "mode": "graph"|"events"|"queued"|"wall"}."""
     if device.type == "cpu":
-        return {
-            "times_us": _time_cpu(
-                fn, fresh, budget_ms, min_calls, max_calls, first_index, sample, keep, picker
-            ),
-            "mode": "wall",
-        }
-    if graph and device.type == "cuda":
+        return {"times_us": _time_cpu(fn, fresh, rnd, sample, keep, picker), "mode": "wall"}
+    if rnd.graph and device.type == "cuda":
         try:
-            return {
-                "times_us": _time_graph(
-                    fn,
-                    fresh,
-                    device,
-                    budget_ms,
-                    min_calls,
-                    max_calls,
-                    first_index,
-                    sample,
-                    keep,
-                    picker,
-                ),
-                "mode": "graph",
-            }
+            times = _time_graph(fn, fresh, device, rnd, sample, keep, picker)
+            return {"times_us": times, "mode": "graph"}
         except Exception as exc:  # noqa: BLE001 - a kernel that cannot be captured is timed eagerly
             _sync("cuda")
-            times = _time_events(
-                fn,
-                fresh,
-                device,
-                budget_ms,
-                min_calls,
-                max_calls,
-                first_index,
-                True,
-                sample,
-                keep,
-                picker,
-            )
+            eager = replace(rnd, sync_each_call=True)
+            times = _time_events(fn, fresh, device, eager, sample, keep, picker)
             return {"times_us": times, "mode": "events", "graph_error": str(exc)[:500]}
-    times = _time_events(
-        fn,
-        fresh,
-        device,
-        budget_ms,
-        min_calls,
-        max_calls,
-        first_index,
-        sync_each_call,
-        sample,
-        keep,
-        picker,
-    )
-    return {"times_us": times, "mode": "events" if sync_each_call else "queued"}
+    times = _time_events(fn, fresh, device, rnd, sample, keep, picker)
+    return {"times_us": times, "mode": "events" if rnd.sync_each_call else "queued"}
 
 
-def _calls_for(budget_ms: float, estimate_ms: float, min_calls: int, max_calls: int) -> int:
-    return max(min_calls, min(max_calls, int(budget_ms / max(estimate_ms, 1e-4))))
-
-
-def _time_cpu(
-    fn, fresh, budget_ms, min_calls, max_calls, first, sample, keep, picker=None
-) -> list[float]:
+def _time_cpu(fn, fresh, rnd: Round, sample, keep, picker=None) -> list[float]:
     """No warm-up (the compile and correctness stages ran the candidate already): the first
     timed call's time fixes the round's number of calls."""
+    first = rnd.first_index
     times: list[float] = []
     calls = chosen = None
     k = 0
@@ -264,7 +264,7 @@ def _time_cpu(
         t1 = _perf_counter()
         times.append((t1 - t0) * 1e6)
         if calls is None:
-            calls = _calls_for(budget_ms, (t1 - t0) * 1e3, min_calls, max_calls)
+            calls = rnd.calls_for((t1 - t0) * 1e3)
             chosen = picker(calls) if picker is not None else picks(sample, calls)
         if k in chosen and keep is not None:
             keep(first + 1 + k, result)
@@ -273,19 +273,8 @@ def _time_cpu(
     return times
 
 
-def _time_events(
-    fn,
-    fresh,
-    device,
-    budget_ms,
-    min_calls,
-    max_calls,
-    first,
-    sync_each_call,
-    sample,
-    keep,
-    picker=None,
-) -> list[float]:
+def _time_events(fn, fresh, device, rnd: Round, sample, keep, picker=None) -> list[float]:
+    first, sync_each_call = rnd.first_index, rnd.sync_each_call
     kind = device.type
     events = _Events(kind)
     flush = flush_buffer(device)
@@ -295,7 +284,7 @@ def _time_events(
     t0 = _perf_counter()
     fn(*args)
     _sync(kind)
-    calls = _calls_for(budget_ms, (_perf_counter() - t0) * 1e3, min_calls, max_calls)
+    calls = rnd.calls_for((_perf_counter() - t0) * 1e3)
     chosen = picker(calls) if picker is not None else picks(sample, calls)
     starts = [events.new() for _ in range(calls)]
     ends = [events.new() for _ in range(calls)]
@@ -318,9 +307,8 @@ def _time_events(
     return [events.elapsed_ms(s, e) * 1e3 for s, e in zip(starts, ends)]
 
 
-def _time_graph(
-    fn, fresh, device, budget_ms, min_calls, max_calls, first, sample, keep, picker=None
-) -> list[float]:
+def _time_graph(fn, fresh, device, rnd: Round, sample, keep, picker=None) -> list[float]:
+    first = rnd.first_index
     static = fresh(first)
     side = _Stream(device)
     side.wait_stream(_current_stream(device))
@@ -338,7 +326,7 @@ def _time_graph(
     t0 = _perf_counter()
     graph.replay()
     _sync("cuda")
-    calls = _calls_for(budget_ms, (_perf_counter() - t0) * 1e3, min_calls, max_calls)
+    calls = rnd.calls_for((_perf_counter() - t0) * 1e3)
     chosen = picker(calls) if picker is not None else picks(sample, calls)
     starts = [events.new() for _ in range(calls)]
     ends = [events.new() for _ in range(calls)]

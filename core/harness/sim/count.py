@@ -375,6 +375,6 @@ def _cv(values: list[float]) -> float:
 
 
 # Bound at import, with everything the hooks and the count share: the candidate's worker takes
-# the harness out of sys.modules after importing the candidate (workers._hide_harness), and a
+# the harness out of sys.modules after importing the candidate (worker_watch.hide_harness), and a
 # module imported after that would be a fresh copy with a Counting of its own.
 from core.harness.sim import hooks as _hooks  # noqa: E402

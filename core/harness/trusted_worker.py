@@ -1,0 +1,368 @@
+"""The trusted worker: the reference and the baseline, never the candidate.
+
+Forked from the harness parent before any candidate code exists, it reads the task's files
+(checked against the hashes in the job: worker_tools.read_task_file), computes the reference's
+outputs in full float32 (`full_fp32`), judges the candidate's outputs (checking.py, with the
+pools and the independence proof of trusted_checks.py), draws the inputs of the runs and timed
+rounds that go through shared memory (shared_check.py, shared_io.py) and times the baseline.
+It is non-dumpable: no same-user process may read its memory.
+
+Its ops (protocol.Op) each have a handler of `TrustedWorker`, answered by oploop.serve: expect,
+check, check_timed, time, sync, sim_values, predict_baseline answer once; stage and
+probe_region answer themselves (a descriptor may follow the reply), serve_round answers when
+the round's layout is sent and again with its verdicts, and collect, drop and release take no
+reply (the parent sends the next request after them).
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from core.harness import (
+    channel,
+    checking,
+    inputs,
+    oploop,
+    shared_check,
+    shared_io,
+    shared_region,
+    timing,
+)
+from core.harness.protocol import Op
+from core.harness.trusted_checks import ReferenceCache, compare_all, independence, pool_key
+from core.harness.trusted_task import TaskCode, baseline_impl, load_task
+from core.harness.worker_process import PR_SET_DUMPABLE, libc, redirect_output
+from core.harness.worker_tools import error_reply, sync
+
+Answer = oploop.Answer | None  # a reply, or None: answered already, or no reply
+Entry = tuple[list[Any], list[torch.Tensor]]  # (inputs, reference outputs)
+
+
+def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
+    workdir = Path(job["workdir"])
+    redirect_output(workdir / "trusted.log")
+    try:
+        libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # no same-user process may read its memory
+    except (OSError, AttributeError):
+        pass
+    try:
+        task = load_task(job)
+    except Exception as exc:  # noqa: BLE001 - the parent reports it as an infrastructure fault
+        channel.send(conn, error_reply(exc))
+        return
+    channel.send(conn, {"ok": True, "ready": True})
+    oploop.serve(conn, TrustedWorker(conn, job, task).handle, error=error_reply)
+
+
+class TrustedWorker:
+    """What the trusted worker keeps between requests, and a handler per op."""
+
+    def __init__(self, conn: socket.socket, job: dict[str, Any], task: TaskCode):
+        self.conn, self.job, self.task = conn, job, task
+        self.device, self.custom, self.check = task.device, task.custom, task.check
+        self.reference_run = task.reference_run
+        # Evidence of stochastic outputs, per workload, over all the checked calls of one
+        # candidate: a batch's candidates share this worker, so each `member` has a pool of its own.
+        self.pools: dict[str, checking.Pool] = {}
+        self.specs, self.out_specs = job["inputs"], job["outputs"]
+        self.rule = job["correctness"]
+        self.expected: dict[str, Entry] = {}  # key -> (inputs, reference outputs)
+        # A batch's candidates share the job's workloads and seeds: each (workload, seed)'s inputs
+        # and reference outputs are computed once and kept, within the job's byte budget.
+        self.references = ReferenceCache(int(job.get("reference_cache_bytes") or 0))
+        self.seen: dict[str, list[tuple[int, list[str], list[torch.Tensor]]]] = {}
+        self.peer: socket.socket | None = None  # to the candidate's worker (shared_io.py)
+        # Correctness runs over shared memory (shared_check.py), by member + `workload#seed`: the
+        # reference (or why it failed) of each staged run, and the outputs collected from its slots.
+        self.regions = shared_check.CheckRegions(self.device)
+        self.pending: dict[str, Entry | str] = {}
+        self.collected: dict[str, list[torch.Tensor]] = {}
+        self.handle = oploop.dispatch(
+            {
+                Op.EXPECT.value: self.on_expect,
+                Op.STAGE.value: self.on_stage,
+                Op.PROBE_REGION.value: self.on_probe_region,
+                Op.COLLECT.value: self.on_collect,
+                Op.DROP.value: self.on_drop,
+                Op.RELEASE.value: self.on_release,
+                Op.CHECK.value: self.on_check,
+                Op.JUDGE.value: self.on_judge,
+                Op.CHECK_TIMED.value: self.on_check_timed,
+                Op.PEER.value: self.on_peer,
+                Op.SERVE_ROUND.value: self.on_serve_round,
+                Op.TIME.value: self.on_time,
+                Op.SYNC.value: self.on_sync,
+                Op.SIM_VALUES.value: self.on_sim_values,
+                Op.PREDICT_BASELINE.value: self.on_predict_baseline,
+            }
+        )
+
+    # --- helpers ---------------------------------------------------------------------------
+
+    def pool_of(self, msg: dict[str, Any]) -> checking.Pool:
+        member = msg.get("member")
+        return self.pools.setdefault(
+            member if isinstance(member, str) else "", checking.Pool(self.task.pooled)
+        )
+
+    def reference(self, args: list[Any]) -> list[torch.Tensor]:
+        with torch.no_grad():
+            result = self.reference_run(*args)
+        return list(result) if isinstance(result, (tuple, list)) else [result]
+
+    def send_with_fd(self, reply: dict[str, Any], fds: list[int]) -> None:
+        """A reply, followed by the region's descriptor where it is new (shared_check.py)."""
+        if fds:
+            shared_region.send_fd(self.conn, reply, fds[0])
+            shared_check.close_fds(fds)
+        else:
+            channel.send(self.conn, reply)
+
+    def verdict(
+        self,
+        msg: dict[str, Any],
+        got: list[torch.Tensor],
+        want: list[torch.Tensor],
+        args: list[Any],
+    ) -> dict[str, Any]:
+        """One call's outputs against the reference, pooled with its workload's other calls."""
+        return self.pool_of(msg).add(
+            pool_key(msg["workload"]),
+            compare_all(self.out_specs, got, want, args, self.rule, self.device, self.check),
+        )
+
+    def judge_timed(
+        self, msg: dict[str, Any], calls: list[int], got: list[torch.Tensor]
+    ) -> list[dict[str, Any]]:
+        """The sampled timed calls' outputs against the reference on privately regenerated inputs."""
+        fresh = inputs.FreshInputs(
+            self.specs, msg["workload"], msg["seed"], self.device, self.custom
+        )
+        n = len(self.out_specs)
+        results = []
+        for j, index in enumerate(calls):
+            args = fresh(index)
+            ref = self.reference(args)
+            verdicts = self.verdict(msg, got[j * n : (j + 1) * n], ref, args)
+            results.append({"call": index, "outputs": verdicts})
+        return results
+
+    # --- correctness -------------------------------------------------------------------------
+
+    def on_expect(self, msg: dict[str, Any], _payload: Any) -> Answer:
+        self.expected.clear()  # one pending check at a time; a failed run leaves none behind
+        if msg["key"] not in self.references:
+            args = inputs.correctness_inputs(
+                self.specs, msg["workload"], msg["seed"], self.device, self.custom
+            )
+            entry = (args, self.reference(args))
+            sync(self.device)
+            if not self.references.add(msg["key"], entry):
+                self.expected[msg["key"]] = entry
+        return {"ok": True}, None
+
+    def on_stage(self, msg: dict[str, Any], _payload: Any) -> Answer:
+        """Draw a run's inputs (or take them from the cache), write them into the candidate
+        worker's region and answer; then compute the reference, while the candidate runs."""
+        if msg.get("first"):  # a new stage: what an earlier one left unjudged goes
+            self.pending.clear()
+            self.collected.clear()
+        key, pkey = msg["key"], str(msg.get("member") or "") + msg["key"]
+        cached = key in self.references
+        args = (
+            self.references.get(key)[0]
+            if cached
+            else inputs.correctness_inputs(
+                self.specs, msg["workload"], msg["seed"], self.device, self.custom
+            )
+        )
+        reply: dict[str, Any] = {"ok": True}
+        fds: list[int] = []
+        if isinstance(msg.get("region"), str):
+            try:
+                header, fds = self.regions.write(
+                    msg["region"],
+                    str(msg.get("member") or ""),
+                    args,
+                    int(msg.get("repeat", 1)),
+                    self.out_specs,
+                    msg["workload"]["shapes"],
+                )
+                reply.update(header)
+            except shared_region.Unshareable as exc:
+                reply["reason"] = str(exc)
+        self.send_with_fd(reply, fds)
+        if cached:
+            return None
+        try:
+            entry = (args, self.reference(args))
+            sync(self.device)
+        except Exception as exc:  # noqa: BLE001 - said when the run is judged (replied already)
+            self.pending[pkey] = f"{type(exc).__name__}: {exc}"
+            return None
+        if not self.references.add(key, entry):
+            self.pending[pkey] = entry
+        return None
+
+    def on_probe_region(self, msg: dict[str, Any], _payload: Any) -> Answer:
+        """Mapped before the candidate's code runs (runner.py)."""
+        try:
+            header, fds = self.regions.write(
+                msg["region"], str(msg.get("member") or ""), [], 1, [], {}
+            )
+        except shared_region.Unshareable as exc:
+            return {"ok": True, "reason": str(exc)}, None
+        self.send_with_fd({"ok": True, **header}, fds)
+        return None
+
+    def on_collect(self, msg: dict[str, Any], _payload: Any) -> Answer:
+        """No reply: the parent sends the worker's next run after it."""
+        self.collected[str(msg.get("member") or "") + msg["key"]] = self.regions.snapshot(
+            msg["region"]
+        )
+        return None
+
+    def on_drop(self, msg: dict[str, Any], _payload: Any) -> Answer:
+        """No reply: a run that will not be judged."""
+        pkey = str(msg.get("member") or "") + msg["key"]
+        self.pending.pop(pkey, None)
+        self.collected.pop(pkey, None)
+        return None
+
+    def on_release(self, msg: dict[str, Any], _payload: Any) -> Answer:
+        """No reply: the candidate's worker could not map it."""
+        self.regions.release(msg["region"])
+        return None
+
+    def _staged(
+        self, msg: dict[str, Any]
+    ) -> tuple[str, list[Any], list[torch.Tensor], int, dict[str, list[int]]]:
+        """A run's key, its inputs and reference outputs, its number of runs and its shapes."""
+        pkey = str(msg.get("member") or "") + msg["key"]
+        staged = self.pending.pop(pkey, None)
+        if isinstance(staged, str):
+            raise RuntimeError(f"the reference failed: {staged}")
+        args, want = (
+            staged
+            if staged is not None
+            else self.expected.pop(msg["key"])
+            if msg["key"] in self.expected
+            else self.references.get(msg["key"])
+        )
+        return pkey, args, want, int(msg.get("runs", 1)), msg["workload"]["shapes"]
+
+    def _verdicts(
+        self,
+        msg: dict[str, Any],
+        args: list[Any],
+        want: list[torch.Tensor],
+        got: list[torch.Tensor],
+        runs: int,
+    ) -> Answer:
+        n = len(self.out_specs)
+        per_run = [self.verdict(msg, got[r * n : (r + 1) * n], want, args) for r in range(runs)]
+        found = independence(
+            self.seen.setdefault(msg["workload_key"], []),
+            msg["seed"],
+            self.out_specs,
+            got[:n],
+            want,
+        )
+        return {"ok": True, "runs": per_run, "independent": found}, None
+
+    def on_check(self, msg: dict[str, Any], payload: Any) -> Answer:
+        """The outputs the candidate's worker sent, against the reference."""
+        _, args, want, runs, shapes = self._staged(msg)
+        try:
+            got = inputs.unpack(
+                msg.get("tensors"), payload, inputs.expected_meta(self.out_specs, shapes) * runs
+            )
+        except inputs.OutputError as exc:
+            return {"ok": True, "malformed": str(exc)}, None
+        return self._verdicts(msg, args, want, got, runs)
+
+    def on_judge(self, msg: dict[str, Any], _payload: Any) -> Answer:
+        """The outputs the candidate's worker wrote into its slots, against the reference."""
+        pkey, args, want, runs, _ = self._staged(msg)
+        return self._verdicts(msg, args, want, self.collected.pop(pkey), runs)
+
+    # --- timed rounds ------------------------------------------------------------------------
+
+    def on_check_timed(self, msg: dict[str, Any], payload: Any) -> Answer:
+        calls = [int(i) for i in msg["calls"]]
+        shapes = msg["workload"]["shapes"]
+        try:
+            got = inputs.unpack(
+                msg.get("tensors"),
+                payload,
+                inputs.expected_meta(self.out_specs, shapes) * len(calls),
+            )
+        except inputs.OutputError as exc:
+            return {"ok": True, "malformed": str(exc)}, None
+        return {"ok": True, "results": self.judge_timed(msg, calls, got)}, None
+
+    def on_peer(self, _msg: dict[str, Any], _payload: Any) -> Answer:
+        """The candidate worker's end is sent to it by the parent."""
+        self.peer = socket.socket(fileno=shared_region.recv_fd(self.conn))
+        return {
+            "ok": True,
+            "shared": shared_region.cannot_share(self.device) is None,
+            "reason": shared_region.cannot_share(self.device),
+        }, None
+
+    def on_serve_round(self, msg: dict[str, Any], _payload: Any) -> Answer:
+        assert self.peer is not None, "no peer socket"
+
+        def ready(serving: bool, reason: str | None) -> None:
+            channel.send(self.conn, {"ok": True, "serving": serving, "reason": reason})
+
+        try:
+            calls, got, count, serve_s = shared_io.serve_round(
+                self.peer, msg, self.specs, self.out_specs, self.device, self.custom, ready
+            )
+        except shared_io.ProtocolError as exc:
+            return {"ok": True, "violation": str(exc)}, None
+        except shared_io.AttachFailed as exc:
+            return {"ok": True, "attach_failed": str(exc)}, None
+        if not count:
+            return None
+        results = self.judge_timed(msg, calls, got)
+        return {"ok": True, "calls": count, "serve_s": serve_s, "results": results}, None
+
+    def on_time(self, msg: dict[str, Any], _payload: Any) -> Answer:
+        """The baseline, timed as the candidate is on the old path."""
+        fresh = inputs.FreshInputs(
+            self.specs, msg["workload"], msg["seed"], self.device, self.custom
+        )
+        timed = timing.time_round(
+            self.task.baseline_run, fresh, self.device, timing.Round.from_request(msg)
+        )
+        return {"ok": True, **timed, "impl": baseline_impl(self.task.baseline_module)}, None
+
+    def on_sync(self, msg: dict[str, Any], _payload: Any) -> Answer:
+        """A batch's next candidate starts from a clean channel (batch.py)."""
+        return {"ok": True, "sync": msg.get("nonce")}, None
+
+    # --- sim: devices ------------------------------------------------------------------------
+
+    def on_sim_values(self, msg: dict[str, Any], _payload: Any) -> Answer:
+        """A sim: device's counted call against the reference."""
+        from core.harness.sim import reference as sim_reference
+
+        return sim_reference.serve(
+            self.reference_run, self.job, self.custom, self.check, self.task.sources, msg
+        ), None
+
+    def on_predict_baseline(self, msg: dict[str, Any], _payload: Any) -> Answer:
+        from core.harness.sim import predict as sim_predict
+
+        task = self.task
+        reply = sim_predict.predict_baseline(
+            task.baseline_run, self.specs, msg["workload"], msg["seed"], self.custom, msg["formula"]
+        )
+        impl = baseline_impl(task.baseline_module)
+        return ({**reply, "impl": impl} if isinstance(reply, dict) else reply), None

@@ -1,0 +1,139 @@
+"""What every worker process (candidate, trusted, rank, checker) loads and answers with.
+
+The task's files are read as bytes checked against the hashes the engine recorded in the job
+(`read_task_file`), then executed from those bytes (`module_from_source`), so a later change on
+disk cannot matter; the candidate is imported from its path (`import_file`). `candidate_view`
+is the part of the job the candidate's process receives. A failure becomes one error reply
+(`error_reply`); `sync` waits for the device through the timer's own bound function.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import linecache
+import sys
+import traceback
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from core.harness import timing
+
+
+class TaskFileChanged(RuntimeError):
+    """A task file's bytes differ from the hash the engine recorded when it built the job."""
+
+
+def import_file(path: Path, name: str) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def read_task_file(job: dict[str, Any], name: str) -> bytes | None:
+    """A task file's bytes (None if the task has no such file): from the job itself, which
+    carries the reference, the baseline and inputs.py (so the task folder need not be visible
+    at all), else from the task folder, checked against the hash the engine recorded. What is
+    executed is these bytes, so a later change on disk cannot matter."""
+    want = (job.get("task_files") or {}).get(name)
+    sources = job.get("task_sources")
+    if sources is not None:
+        text = sources.get(name)
+        data = None if text is None else text.encode()
+    else:
+        path = Path(job["task_dir"]) / name
+        data = path.read_bytes() if path.is_file() else None
+    if data is None:
+        if want is not None:
+            raise TaskFileChanged(
+                f"{name} of task {job.get('task_id')} is missing, though the job recorded its hash"
+            )
+        return None
+    if want is not None and hashlib.sha256(data).hexdigest() != want:
+        raise TaskFileChanged(
+            f"{name} of task {job.get('task_id')} is not the file whose sha256 the job recorded"
+        )
+    return data
+
+
+def module_from_source(source: bytes, name: str, filename: str) -> types.ModuleType:
+    module = types.ModuleType(name)
+    module.__file__ = filename
+    sys.modules[name] = module
+    # Triton's @jit reads a kernel's source through inspect (linecache): the file itself is hidden
+    # in the sandbox, so the hash-checked bytes are what it reads (an imported task's baseline is
+    # the task's own Triton source; found on the H200: "@jit functions should be defined in a Python file").
+    linecache.cache[filename] = (
+        len(source),
+        None,
+        source.decode(errors="replace").splitlines(True),
+        filename,
+    )
+    exec(compile(source, filename, "exec"), module.__dict__)
+    return module
+
+
+def entry(module: types.ModuleType, path: str) -> Callable[..., Any]:
+    fn = getattr(module, "run", None)
+    if not callable(fn):
+        raise AttributeError(f"{Path(path).name} defines no function `run(*inputs)`")
+    return fn
+
+
+def candidate_view(job: dict[str, Any]) -> dict[str, Any]:
+    """The part of the job the candidate's process receives: no hidden workloads, no seeds, no
+    task folder. The task's optional inputs.py travels as its (hash-checked) source."""
+    source = read_task_file(job, "inputs.py")
+    return {
+        "device": job["device"],
+        "inputs": job["inputs"],
+        "outputs": job["outputs"],
+        "candidate": job["candidate"],
+        "workdir": job["workdir"],
+        "memory_bytes": (job.get("limits") or {}).get("candidate_memory_bytes"),
+        "task_inputs": source.decode() if source is not None else None,
+    }
+
+
+def device_of(job: dict[str, Any]) -> torch.device:
+    device = torch.device(job["device"]["torch_device"])
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    return device
+
+
+def error_reply(exc: BaseException) -> dict[str, Any]:
+    reply = {
+        "ok": False,
+        "error": f"{type(exc).__name__}: {exc}",
+        "traceback": traceback.format_exc(limit=20)[-8000:],
+    }
+    from core.harness.triton_cpu import unsupported_reason
+
+    reason = unsupported_reason(exc)
+    if reason:
+        reply["unsupported"] = reason[:500]
+    return reply
+
+
+def is_compile_error(exc: BaseException) -> bool:
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    return bool(
+        names & {"CompilationError", "CompileTimeAssertionFailure", "BuildExtensionError"}
+    ) or (isinstance(exc, RuntimeError) and "Error building extension" in str(exc))
+
+
+def sync(device: torch.device) -> None:
+    timing._sync(device.type)  # bound at import: a candidate's no-op synchronize is not ours
