@@ -126,9 +126,11 @@ class Evaluation(JobRun, CorrectnessStages, PerformanceStage):
                     status = "failed"
                     break
         finally:
-            for worker in self._workers():
-                if worker is not None:
-                    worker.kill()
+            alive = [worker for worker in self._workers() if worker is not None]
+            for worker in alive:  # all at once, then each reaped
+                worker.signal_kill()
+            for worker in alive:
+                worker.kill()
             self._after(harness_before, task_before)
             self.emit(
                 {

@@ -134,9 +134,10 @@ class Worker:
             return "stopped answering"
         return describe_exit(self.returncode)  # type: ignore[arg-type]
 
-    def kill(self) -> None:
-        """Kill the worker's whole process group: whatever it started dies with it (what left
-        the group is the zygote's to find)."""
+    def signal_kill(self) -> None:
+        """SIGKILL the worker's whole process group and return at once: several workers
+        signalled before any is waited for die together (a GPU process's exit tears down its
+        CUDA context, a few hundred ms each)."""
         for target in (
             lambda: os.killpg(self.pid, signal.SIGKILL),
             lambda: os.kill(self.pid, signal.SIGKILL),
@@ -145,6 +146,11 @@ class Worker:
                 target()
             except (ProcessLookupError, PermissionError):
                 pass
+
+    def kill(self) -> None:
+        """Kill the worker's whole process group: whatever it started dies with it (what left
+        the group is the zygote's to find)."""
+        self.signal_kill()
         self._wait(5)
         self.conn.close()
 
