@@ -171,3 +171,65 @@ def test_a_worker_that_writes_no_outputs_leaves_poison():
     again, fds = trusted_side.write("w:2", "", args, 1, OUTS, WORKLOAD["shapes"])
     assert "region" not in again and fds == []
     trusted_side.close()
+
+
+def test_every_stage_ends_with_its_regions_unmapped_then_freed(tmp_path):
+    """A mapped region pins its memory in the trusted worker (CUDA IPC), so a worker kept for
+    its timing, or a batch's later candidates, would run the device out of it: after a stage's
+    last run each candidate worker unmaps its region, and only then does the trusted worker
+    free it."""
+    import json
+    import subprocess
+    import sys
+    import textwrap
+
+    from tests.conftest import FIXTURES, ROOT
+
+    candidate = tmp_path / "solution.py"
+    candidate.write_text(CANDIDATES["right"])
+    script = textwrap.dedent(f"""
+        import json
+        from pathlib import Path
+        from core.devices.device import probe
+        from core.evaluation.evaluator import build_job
+        from core.harness import worker_process
+        from core.harness.runner import run_job
+        from core.tasks.spec import load_task
+
+        sent = []
+        send = worker_process.Worker.send
+        def record(self, header, payload=None):
+            sent.append([self.name, header.get("op")])
+            return send(self, header, payload)
+        worker_process.Worker.send = record
+        task = load_task({str(FIXTURES / "tasks" / "elementwise" / "axpy")!r})
+        job = build_job(task, Path({str(candidate)!r}), probe("cpu"), "cpu", 5, {str(tmp_path / "w")!r})
+        events = []
+        run_job(job, events.append)
+        print(json.dumps([sent, [e.get("status") for e in events if e.get("type") == "stage_finished"]]))
+    """)
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    sent, stages = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert stages[:3] == ["passed", "passed", "passed"]
+    ops = [op for _, op in sent]
+    detaches = [i for i, op in enumerate(ops) if op == "detach"]
+    assert detaches, ops
+    for i in detaches:
+        later = ops[i + 1 :]
+        # the trusted worker frees the region next, before the next stage stages a run
+        assert "release" in later, ops
+        assert "stage" not in later or later.index("release") < later.index("stage"), ops
+        # and no run of the finished stage is still to come on that worker
+        assert ops[:i].count("run_shared") > 0
+    # correctness and generalization each end so, and nothing is left mapped for the timing
+    last_run = max(i for i, op in enumerate(ops) if op == "run_shared")
+    assert any(i > last_run for i in detaches)
+    assert len(detaches) >= 2

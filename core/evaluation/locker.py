@@ -45,7 +45,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from core.harness import channel, cuda_checkpoint
+from core.harness import cuda_checkpoint
 from core.harness.locker_link import ENV
 
 OPS = ("lock", "unlock", "state")
@@ -158,30 +158,18 @@ def serve(conn: socket.socket, load: Callable[[], cuda_checkpoint.Call], resolve
     """The locker's loop: {"ready", "reason"} once `load` gave the driver's calls, then one
     answer per request ({"rc", "state"} or {"refused": why}) until the harness's end closes
     or a call hangs. `resolve` is the locker's sandbox's `SandboxPids`."""
-    try:
-        call = load()
-    except OSError as exc:
-        channel.send(conn, {"ready": False, "reason": str(exc)})
-        return
-    channel.send(conn, {"ready": True})
-    while True:
-        try:
-            msg, _ = channel.recv(conn)
-        except (channel.ChannelClosed, OSError):
-            return
+
+    def answer(call: cuda_checkpoint.Call, msg: dict) -> dict:
         op, pid, timeout_ms = msg.get("op"), msg.get("pid"), msg.get("timeout_ms")
         if op not in OPS or not isinstance(pid, int) or not isinstance(timeout_ms, int):
-            channel.send(conn, {"refused": f"not a request: {msg}"[:200]})
-            continue
+            return {"refused": f"not a request: {msg}"[:200]}
         try:
             target = resolve(pid)
         except Refused as exc:
-            channel.send(conn, {"refused": str(exc)})
-            continue
-        reply = cuda_checkpoint.bounded(call, op, target, max(0, min(timeout_ms, 60_000)))
-        channel.send(conn, reply)
-        if reply["rc"] == "hung":
-            return
+            return {"refused": str(exc)}
+        return cuda_checkpoint.bounded(call, op, target, max(0, min(timeout_ms, 60_000)))
+
+    cuda_checkpoint.serve(conn, load, answer)
 
 
 class HostLocker:

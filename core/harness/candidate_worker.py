@@ -18,6 +18,7 @@ the trusted worker: shared_io.py), predict (sim: devices).
 
 from __future__ import annotations
 
+import gc
 import os
 import socket
 from collections.abc import Callable
@@ -115,6 +116,7 @@ class CandidateWorker:
                 Op.RUN.value: self.on_run,
                 Op.WARM.value: self.on_warm,
                 Op.ATTACH.value: self.on_attach,
+                Op.DETACH.value: self.on_detach,
                 Op.RUN_SHARED.value: self.on_run_shared,
                 Op.PEER.value: self.on_peer,
                 Op.TIME.value: self.on_time,
@@ -169,6 +171,15 @@ class CandidateWorker:
             return {"ok": True}, None
         except Exception as exc:  # noqa: BLE001 - the parent keeps the old path
             return {"ok": True, "attach_failed": f"{type(exc).__name__}: {exc}"[:300]}, None
+
+    def on_detach(self, _msg: dict[str, Any], _payload: Any) -> Answer:
+        """Unmap the region and give back what this worker's allocator cached: the trusted
+        worker may then free the region, and a worker kept for its timing pins nothing."""
+        self.shared.detach()
+        gc.collect()
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+        return {"ok": True}, None
 
     def on_run_shared(self, msg: dict[str, Any], _payload: Any) -> Answer:
         assert self.run is not None, "compile first"

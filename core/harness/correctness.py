@@ -135,6 +135,8 @@ class CorrectnessStages(FanOut):
                     )
                     if message[i] is not None:
                         failures.append(f"{w['label']}: {message[i]}")
+        if shared:
+            self._detach_regions(deadline)
         if failures:
             raise StageFailed(
                 "failed",
@@ -142,6 +144,25 @@ class CorrectnessStages(FanOut):
             )
         note = f"{shared_check.OLD_PATH_NOTE} ({'; '.join(not_shared)})" if not_shared else None
         return {"workloads": len(workloads), "note": note}
+
+    def _detach_regions(self, deadline: float) -> None:
+        """At the end of a stage, every candidate worker unmaps its region, then the trusted
+        worker frees it. A mapping pins its memory in the trusted worker (the CUDA IPC producer
+        may not reuse a block its consumer still maps), and a worker kept for its timing, or one
+        killed without unmapping, would pin its region for the rest of a batch: with gigabytes
+        of KV cache per region, eight slots' worth ran the H200 out of memory."""
+        for worker in (self.candidate, self.second):
+            if worker is None or worker.pid in self.no_share:
+                continue
+            reply, _ = self._candidate_recv(worker, deadline, header={"op": "detach"})
+            if not reply.get("ok"):
+                raise StageFailed(
+                    "failed",
+                    f"the candidate's worker could not unmap its region: {reply.get('error')}",
+                )
+            self._trusted_send(
+                {"op": "release", "region": f"{self.key_prefix}{worker.name}:{worker.pid}"}
+            )
 
     def _prove_sharing(self, deadline: float) -> None:
         """Map a small region into the candidate's worker before any of the candidate's code

@@ -12,6 +12,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from core.harness import channel
+
 RUNNING, LOCKED = 0, 1  # CUprocessState
 CALL_LIMIT_S = 10.0  # a driver call that takes longer is taken as hung: its caller is dropped
 Call = Callable[[str, int, int], dict[str, Any]]  # (op, pid, timeout_ms) -> {"rc", "state"}
@@ -54,3 +56,28 @@ def bounded(call: Call, op: str, pid: int, timeout_ms: int) -> dict[str, Any]:
     worker.start()
     worker.join(timeout_ms / 1000 + CALL_LIMIT_S)
     return box[0] if box else {"rc": "hung"}
+
+
+Answer = Callable[[Call, dict[str, Any]], dict[str, Any]]
+
+
+def serve(conn: Any, load: Callable[[], Call], answer: Answer) -> None:
+    """A driver-calling process's loop (the harness's helper, the engine's host locker):
+    {"ready": bool, "reason"} once `load` gave the driver's calls, then `answer(call, request)`
+    for each request until the other end closes or a call hangs (the driver's state in this
+    process is unknown then: no further calls)."""
+    try:
+        call = load()
+    except OSError as exc:
+        channel.send(conn, {"ready": False, "reason": str(exc)})
+        return
+    channel.send(conn, {"ready": True})
+    while True:
+        try:
+            msg, _ = channel.recv(conn)
+        except (channel.ChannelClosed, OSError):
+            return
+        reply = answer(call, msg)
+        channel.send(conn, reply)
+        if reply.get("rc") == "hung":
+            return

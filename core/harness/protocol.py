@@ -36,6 +36,7 @@ class Op(str, Enum):
     PREDICT = "predict"  # sim: devices: count the candidate's work instead of timing it
     KEPT = "kept"  # the outputs kept from timed calls, for check_timed
     ATTACH = "attach"  # map the region the trusted worker made (shared_check.py)
+    DETACH = "detach"  # unmap it at the end of a stage (the trusted worker then frees it)
     RUN_SHARED = "run_shared"  # correctness calls on the region's inputs, outputs into its slots
     PEER = "peer"  # the socket to the trusted worker, for timed rounds over shared memory
     # a multi-rank candidate

@@ -50,7 +50,7 @@ import threading
 import time
 from typing import Any
 
-from core.harness import channel, locker_link
+from core.harness import cuda_checkpoint, locker_link
 from core.harness.cuda_checkpoint import CALL_LIMIT_S, LOCKED, RUNNING, Call, bounded, load_driver
 from core.harness.workers import Worker, WorkerDied, WorkerTimeout
 
@@ -71,21 +71,11 @@ RESULTS = {  # CUresult codes the probe saw, in words
 def helper_main(conn: socket.socket, job: dict[str, Any]) -> None:
     """The helper: answers {"op": lock|unlock|state, "pid", "timeout_ms"} with {"rc", "state"};
     first {"ready": bool, "reason"} once libcuda is loaded and initialised."""
-    try:
-        call = load_driver()
-    except OSError as exc:
-        channel.send(conn, {"ready": False, "reason": str(exc)})
-        return
-    channel.send(conn, {"ready": True})
-    while True:
-        try:
-            msg, _ = channel.recv(conn)
-        except (channel.ChannelClosed, OSError):
-            return
-        reply = bounded(call, msg["op"], int(msg["pid"]), int(msg["timeout_ms"]))
-        channel.send(conn, reply)
-        if reply["rc"] == "hung":
-            return  # the driver's state in this process is unknown now: no further calls
+    cuda_checkpoint.serve(
+        conn,
+        load_driver,
+        lambda call, msg: bounded(call, msg["op"], int(msg["pid"]), int(msg["timeout_ms"])),
+    )
 
 
 def _no_queue_driver() -> Call:

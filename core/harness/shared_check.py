@@ -110,6 +110,9 @@ class CheckRegions:
         self.outs.pop(rkey, None)
         if region is not None:
             region.close()
+            if self.device.type == "cuda":  # blocks no consumer maps any more go to the driver
+                torch.cuda.ipc_collect()
+                torch.cuda.empty_cache()
 
     def close(self) -> None:
         for rkey in list(self.regions):
@@ -126,10 +129,14 @@ class CandidateRegion:
         self.region: Region | None = None
         self.size = 0
 
-    def attach(self, desc: dict[str, Any], fds: list[int], device: torch.device) -> None:
+    def detach(self) -> None:
         if self.region is not None:
             self.region.close()
             self.region = None
+        self.size = 0
+
+    def attach(self, desc: dict[str, Any], fds: list[int], device: torch.device) -> None:
+        self.detach()
         self.region = shared_region.attach_region(desc, fds, device)
         self.size = int(desc["nbytes"])
 

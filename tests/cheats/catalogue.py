@@ -408,7 +408,7 @@ CHEATS = (
         "refuse_shared_memory",
         "axpy",
         "lowers its open-file limit at import so no shared region can reach its worker: a downgrade to the path where its own process draws the inputs",
-        "a region is mapped before any candidate code runs (runner.Evaluation._prove_sharing): a later failure to map is the candidate's doing",
+        "a region is mapped before any candidate code runs (core/harness/correctness.py, _prove_sharing): a later failure to map is the candidate's doing",
         "flag:shared_memory_refused",
         (),
     ),

@@ -5,7 +5,7 @@ process's limit on open files to what is open now: the descriptor of every later
 arrive (the old path needs none). The kernel itself is honest.
 
 Defense: the harness maps a small region into the worker before any candidate code runs
-(runner.Evaluation._prove_sharing). It worked, so this environment can share memory, and a
+(core/harness/correctness.py, _prove_sharing). It worked, so this environment can share memory, and a
 later failure to map is the candidate's doing: `shared_memory_refused`, the stage fails."""
 
 import os
