@@ -8,16 +8,12 @@ a GPU workload, in a subprocess with Triton's interpreter on."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import textwrap
-
 import pytest
 import torch
 
 from core.harness.sim import written as sim_written
 from tests.conftest import ROOT
+from tests.sim_counting import run_per_candidate
 
 CHEATS = ROOT / "tests" / "sim_cheats"
 
@@ -70,18 +66,7 @@ CANDIDATES = {
 
 @pytest.fixture(scope="module")
 def counted() -> dict:
-    arg = {name: [str(path), task, axes] for name, (path, task, axes) in CANDIDATES.items()}
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(COUNT), json.dumps(arg)],
-        check=False,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_per_candidate(COUNT, CANDIDATES)
 
 
 @pytest.mark.parametrize(

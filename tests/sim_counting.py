@@ -1,0 +1,28 @@
+"""The sim tests' shared runner: candidates counted in a fresh interpreter."""
+
+from __future__ import annotations
+
+
+def run_per_candidate(script: str, candidates: dict) -> dict:
+    """Run `script` (a Python program that reads {name: [path, task, axes]} from argv[1] and
+    prints one JSON line last) in a fresh interpreter on `candidates` ({name: (path, task,
+    axes)}): the sim tests count candidates there, away from this process's torch state."""
+    import json
+    import subprocess
+    import sys
+    import textwrap
+
+    from tests.conftest import ROOT
+
+    arg = {name: [str(path), task, axes] for name, (path, task, axes) in candidates.items()}
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script), json.dumps(arg)],
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
