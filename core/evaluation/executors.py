@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from core.devices.device import PACKAGE_ROOT, DeviceInfo, LocalDevice, parse_device, probe
 from core.evaluation import locker, sandbox
+from core.harness import trace
 from core.model import events
 from core.model.candidate import candidate_files
 
@@ -139,7 +140,7 @@ class Harness:
         self.locker = locker.HostLocker() if locker.wanted(device.type, self.sandboxed) else None
         self.proc = sandbox.spawn(
             argv,
-            {**env, **(self.locker.env if self.locker else {})},
+            {**env, **(self.locker.env if self.locker else {}), **_trace_env(log_dir)},
             stdin=subprocess.PIPE,
             stdout=self._log,
             stderr=self._log,
@@ -239,6 +240,18 @@ class Harness:
         self._log.close()
         if reader_done:
             self._reading.release()
+
+
+def _trace_env(log_dir: Path) -> dict[str, str]:
+    """`ARENA_HARNESS_TRACE=1` in the engine's environment (profiling, bench/turn_profile.py):
+    the harness traces its spans into the log folder (core/harness/trace.py). The sandbox drops
+    every ARENA_* variable, so it is passed on here."""
+    if os.environ.get(trace.ENV, "") in ("", "0"):
+        return {}
+    path = log_dir / trace.FILE_NAME
+    path.touch()
+    path.chmod(0o666)  # the candidate's worker runs as another user (uid 65534 under root)
+    return {trace.ENV: str(path)}
 
 
 def _stage_for_sandbox(

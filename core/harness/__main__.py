@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from core.harness import locker_link
+from core.harness import locker_link, trace
 from core.harness.channel import EventWriter
 
 
@@ -122,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
             if not path:
                 continue
             try:
-                run_job(_load(path), emit, close, zygote)
+                with trace.span("job"):
+                    run_job(_load(path), emit, close, zygote)
             except Exception as exc:  # noqa: BLE001 - one bad job must not end the warm parent
                 emit(
                     {

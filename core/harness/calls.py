@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from core.harness import inputs
+from core.harness import inputs, trace
 from core.harness.faults import StageFailed, trusted_failed
 from core.harness.workers import Worker, WorkerDied, WorkerTimeout
 from core.harness.zygote import Zygote
@@ -123,9 +123,10 @@ class CandidateCalls:
         """The reply of a candidate's worker (sending `header` first, if given), with its
         failures as the stage's and its runtime patches as findings."""
         try:
-            if header is not None:
-                worker.send(header)
-            reply, payload = worker.recv(self._remaining(deadline), max_payload)
+            with trace.span(f"{worker.name} {header.get('op') if header else 'reply'}"):
+                if header is not None:
+                    worker.send(header)
+                reply, payload = worker.recv(self._remaining(deadline), max_payload)
         except WorkerTimeout:
             raise StageFailed("timeout", self._limit_message(limit_note)) from None
         except WorkerDied as died:

@@ -18,16 +18,25 @@ the trusted worker: shared_io.py), predict (sim: devices).
 
 from __future__ import annotations
 
-import gc
 import os
 import socket
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from core.harness import guard, inputs, oploop, shared_check, shared_io, shared_region, timing
+from core.harness import (
+    guard,
+    inputs,
+    oploop,
+    shared_check,
+    shared_io,
+    shared_region,
+    timing,
+    trace,
+)
 from core.harness.protocol import Op, Reply
 from core.harness.worker_process import drop_capabilities, limit_resources, redirect_output
 from core.harness.worker_tools import (
@@ -46,6 +55,8 @@ Answer = oploop.Answer  # a reply and its payload (raw tensor bytes, or None)
 
 def candidate_main(conn: socket.socket, job: dict[str, Any]) -> None:
     """`job` is `candidate_view(full_job)`."""
+    trace.set_role("candidate")
+    started = time.monotonic()
     workdir = Path(job["workdir"])
     redirect_output(workdir / "candidate.log")
     os.environ["TORCH_EXTENSIONS_DIR"] = str(workdir / "torch_extensions")
@@ -77,6 +88,7 @@ def candidate_main(conn: socket.socket, job: dict[str, Any]) -> None:
     reported: set[str] = set()
     hide_harness()
     worker = CandidateWorker(conn, job, device, custom, hooks, sim, predictor)
+    trace.record("setup", started, time.monotonic() - started)
 
     def after(op: str, reply: Reply) -> None:
         report_hooks(reply, hooks)  # type: ignore[arg-type]
@@ -176,7 +188,6 @@ class CandidateWorker:
         """Unmap the region and give back what this worker's allocator cached: the trusted
         worker may then free the region, and a worker kept for its timing pins nothing."""
         self.shared.detach()
-        gc.collect()
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
         return {"ok": True}, None

@@ -15,7 +15,7 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from core.harness import channel
+from core.harness import channel, trace
 from core.harness.protocol import Op, Reply, Request
 
 Payload = bytes | bytearray | memoryview | None
@@ -58,7 +58,8 @@ def serve(
             return
         answer: Answer | None
         try:
-            answer = handle(op, msg, payload)  # type: ignore[arg-type]
+            with trace.span(op):
+                answer = handle(op, msg, payload)  # type: ignore[arg-type]
         except Exception as exc:  # noqa: BLE001 - reported to the parent, not raised
             answer = error(exc), None
         if answer is None:  # answered by the handler itself, or an op without a reply

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from core.harness import trace
 from core.harness.calls import Emit, _workload
 from core.harness.correctness import CorrectnessStages, verdict
 from core.harness.fan_out import evaluation_cores
@@ -127,11 +128,13 @@ class Evaluation(JobRun, CorrectnessStages, PerformanceStage):
                     break
         finally:
             alive = [worker for worker in self._workers() if worker is not None]
-            for worker in alive:  # all at once, then each reaped
-                worker.signal_kill()
-            for worker in alive:
-                worker.kill()
-            self._after(harness_before, task_before)
+            with trace.span("end: kill workers"):
+                for worker in alive:  # all at once, then each reaped
+                    worker.signal_kill()
+                for worker in alive:
+                    worker.kill()
+            with trace.span("end: leftovers and hashes"):
+                self._after(harness_before, task_before)
             self.emit(
                 {
                     "type": "evaluation_finished",
@@ -236,13 +239,15 @@ class Evaluation(JobRun, CorrectnessStages, PerformanceStage):
         evaluation computes. While it loads, the candidate's worker (no candidate code yet)
         starts its device: on a GPU both CUDA contexts are made at once, not one after the
         other."""
-        pending = Worker.fork("trusted", trusted_main, self.job)
+        with trace.span("start: fork trusted"):
+            pending = Worker.fork("trusted", trusted_main, self.job)
         try:
             view = candidate_view(self.job)
             if self.zygote is None:
                 self.zygote = Zygote()
-            self.candidate = Worker.spawn("candidate", self.zygote, view)
-            self.candidate.send({"op": "warm"})
+            with trace.span("start: spawn candidate"):
+                self.candidate = Worker.spawn("candidate", self.zygote, view)
+                self.candidate.send({"op": "warm"})
         except (TaskFileChanged, ZygoteError, WorkerDied) as exc:
             pending.kill()
             raise StageFailed(
@@ -251,8 +256,10 @@ class Evaluation(JobRun, CorrectnessStages, PerformanceStage):
         except BaseException:
             pending.kill()
             raise
-        self.trusted = await_trusted(pending, self._remaining(deadline))
-        reply, _ = self._candidate_recv(self.candidate, deadline)
+        with trace.span("start: trusted ready"):
+            self.trusted = await_trusted(pending, self._remaining(deadline))
+        with trace.span("start: candidate warm"):
+            reply, _ = self._candidate_recv(self.candidate, deadline)
         if not reply.get("ok"):
             raise StageFailed(
                 "error",
@@ -262,7 +269,8 @@ class Evaluation(JobRun, CorrectnessStages, PerformanceStage):
 
     def _compile(self, deadline: float) -> dict[str, Any]:
         self._start_workers(deadline)
-        self._prove_sharing(deadline)
+        with trace.span("start: prove sharing"):
+            self._prove_sharing(deadline)
         first = self.job["stages"]["correctness"][0]
         reply, _ = self._candidate_call(
             {"op": "compile", "workload": _workload(first), "seed": self.compile_seed}, deadline

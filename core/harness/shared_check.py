@@ -27,7 +27,9 @@ job with `timing.shared_io: false` keep the old path, and the stage's result say
 
 from __future__ import annotations
 
+import gc
 import os
+import weakref
 from typing import Any
 
 import torch
@@ -130,9 +132,15 @@ class CandidateRegion:
         self.size = 0
 
     def detach(self) -> None:
+        """Drop this worker's mapping. Every tensor over the region is a view of its base, so
+        the base outliving `close` means a reference cycle holds a view: only then is a full
+        collection worth its cost (a few hundred ms in a worker that has loaded torch)."""
         if self.region is not None:
+            base = weakref.ref(self.region.base)
             self.region.close()
             self.region = None
+            if base() is not None:
+                gc.collect()
         self.size = 0
 
     def attach(self, desc: dict[str, Any], fds: list[int], device: torch.device) -> None:

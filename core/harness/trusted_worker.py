@@ -31,6 +31,7 @@ from core.harness import (
     shared_io,
     shared_region,
     timing,
+    trace,
 )
 from core.harness.protocol import Op
 from core.harness.trusted_checks import ReferenceCache, compare_all, independence, pool_key
@@ -43,6 +44,7 @@ Entry = tuple[list[Any], list[torch.Tensor]]  # (inputs, reference outputs)
 
 
 def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
+    trace.set_role("trusted")
     workdir = Path(job["workdir"])
     redirect_output(workdir / "trusted.log")
     try:
@@ -50,7 +52,8 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
     except (OSError, AttributeError):
         pass
     try:
-        task = load_task(job)
+        with trace.span("load_task"):
+            task = load_task(job)
     except Exception as exc:  # noqa: BLE001 - the parent reports it as an infrastructure fault
         channel.send(conn, error_reply(exc))
         return

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from core.harness import channel
+from core.harness import channel, trace
 
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 4, 24, 38
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
@@ -114,8 +114,9 @@ class Worker:
         payload: bytes | bytearray | None = None,
         max_payload: int | None = None,
     ) -> tuple[dict[str, Any], bytearray | None]:
-        self.send(header, payload)
-        return self.recv(timeout, max_payload)
+        with trace.span(f"{self.name} {header.get('op')}"):
+            self.send(header, payload)
+            return self.recv(timeout, max_payload)
 
     def _wait(self, timeout: float) -> bool:
         if self.returncode is None:
