@@ -16,10 +16,10 @@ timeout 220 python3 bench/turn_profile.py --device cuda:0 --repeats 3 --out "$OU
   --tasks gemm/bf16_gemm norm/add_rmsnorm activation/silu_mul elementwise/rope \
   attention/decode_paged_gqa moe/route_topk_softmax 2>&1 | tail -120
 echo "== 2. decode batch and the cheat suite"
-timeout 260 python3 bench/batch_rewards.py --device cuda:0 \
+timeout 265 python3 bench/batch_rewards.py --device cuda:0 \
   --tasks attention/decode_paged_gqa \
   --candidates 16 --full-tasks 0 --singles 0 --phases train,cheats \
-  --budget-s 250 --cheats-s 190 --reserve-s 0 --out "$OUT/batch" 2>&1 | grep -v "^ " | tail -30
+  --budget-s 255 --cheats-s 190 --reserve-s 0 --out "$OUT/batch" 2>&1 | grep -v "^ " | tail -30
 echo "== 3. KernelBench fp32 conv"
 timeout 70 python3 bench/interop_gpu.py --tasks-dir .kbtasks --out "$OUT/kb" \
   kernelbench/l2_001_conv2d_relu_biasadd=bench/interop_candidates/kernelbench_conv_relu_bias.py 2>&1 | tail -6
