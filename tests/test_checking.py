@@ -106,3 +106,28 @@ def test_a_rule_that_tolerates_outliers_tolerates_at_least_one():
     assert not compare(one, want, 1e-3, 0.0, 1.0)["passed"]
     assert not compare(two, want, 1e-3, 0.0, 0.999)["passed"]
     assert compare(two, want, 1e-3, 0.0, 0.99)["passed"]  # 6.4 elements allowed
+
+
+def test_an_outputs_fingerprint_changes_with_any_byte_and_only_with_its_bytes(monkeypatch):
+    """Input independence compares fingerprints of outputs across seeds: computed where the
+    output lies (a keyed checksum on a GPU, BLAKE2b on the host), never by copying it out."""
+    from core.harness import trusted_checks
+    from core.harness.trusted_checks import fingerprint, keyed_checksum
+
+    monkeypatch.setattr(trusted_checks, "FINGERPRINT_CHUNK", 1000)  # several chunks below
+    out = torch.randn(37, 129).to(torch.bfloat16)
+    raw = out.reshape(-1).view(torch.uint8)
+    assert keyed_checksum(raw) == keyed_checksum(raw.clone())
+    assert fingerprint(out) == fingerprint(out.clone())
+    for flat_index in (0, 999, 1000, out.numel() - 1):  # each side of a chunk's edge
+        changed = out.clone()
+        changed.view(torch.int16).view(-1)[flat_index] ^= 1  # one bit
+        assert keyed_checksum(changed.reshape(-1).view(torch.uint8)) != keyed_checksum(raw)
+        assert fingerprint(changed) != fingerprint(out)
+    swapped = out.clone().reshape(-1)
+    swapped[[0, 1]] = swapped[[1, 0]]  # the same bytes, elsewhere: a plain sum would agree
+    if not torch.equal(swapped[:2], out.reshape(-1)[:2]):
+        assert keyed_checksum(swapped.view(torch.uint8)) != keyed_checksum(raw)
+    odd = torch.arange(3, dtype=torch.uint8)  # not a whole number of 32-bit words
+    assert keyed_checksum(odd) == keyed_checksum(odd.clone()) != keyed_checksum(odd + 1)
+    assert fingerprint(out.float()) != fingerprint(out)  # the dtype is part of it
