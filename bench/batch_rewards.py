@@ -44,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 from core.evaluation.evaluator import Evaluator
 from core.evaluation.job import Timing, build_job
+from core.harness import trace
 from core.model.result import Result
 from core.model.task import Task
 from core.tasks.discovery import discover
@@ -479,6 +480,11 @@ def main() -> int:
         help="only the cheat rows of these fixture tasks (axpy, axpy_gpu, bf16_gemm, ...)",
     )
     p.add_argument("--cheats-s", type=float, default=60.0, help="of it, kept for the cheat suite")
+    p.add_argument(
+        "--trace",
+        action="store_true",
+        help="turn the harness's trace on (core/harness/trace.py): each batch's seconds per worker op",
+    )
     p.add_argument("--seed", type=int, default=20261201)
     p.add_argument(
         "--concurrency",
@@ -487,6 +493,8 @@ def main() -> int:
     )
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args()
+    if args.trace:  # read by the engine as it starts each harness
+        os.environ[trace.ENV] = "1"
     args.out.mkdir(parents=True, exist_ok=True)
     os.environ["ARENA_BATCH_CONCURRENCY"] = str(args.concurrency)
     phases = args.phases.split(",")
@@ -542,6 +550,11 @@ def main() -> int:
             os.environ["ARENA_BATCH_CONCURRENCY"] = str(args.concurrency)
         phase = key or phase
         entry[phase] = summary(names[:count], results, time.monotonic() - t0)
+        if args.trace:  # seconds per worker op and parent request, summed over the batch's slots
+            spent = trace.totals(ev.root / trace.FILE_NAME, t0, time.monotonic())
+            entry[phase]["trace_s"] = {
+                k: round(v, 3) for k, v in sorted(spent.items(), key=lambda kv: -kv[1])[:30]
+            }
         entry[phase]["concurrency"] = slots or str(args.concurrency)
         print(
             f"{task.id}: {phase} batch of {count}: {entry[phase]['wall_s']:.1f} s, {entry[phase]['rewards_per_minute']:.1f} rewards/min, {entry[phase]['timed_in_kept_worker']} timed in kept workers, "

@@ -33,22 +33,6 @@ from core.harness import trace
 from core.tasks.discovery import discover
 
 
-def spans(path: Path, start: float, end: float) -> dict[str, float]:
-    """Seconds per span (role and name) that began within [start, end]."""
-    totals: dict[str, float] = {}
-    if not path.exists():
-        return totals
-    for line in path.read_text().splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if start <= row["start"] <= end:
-            key = f"{row['role']}: {row['name']}"
-            totals[key] = totals.get(key, 0.0) + row["seconds"]
-    return totals
-
-
 def one(ev: Evaluator, task: Any, seed: int) -> dict[str, Any]:
     """One evaluation's timeline; `spans`: the harness's trace of it."""
     marks: list[tuple[float, Any]] = []
@@ -90,7 +74,9 @@ def one(ev: Evaluator, task: Any, seed: int) -> dict[str, Any]:
             0.0,
         )
     out = {k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}
-    out["spans"] = {k: round(v, 4) for k, v in spans(ev.root / trace.FILE_NAME, t0, end).items()}
+    out["spans"] = {
+        k: round(v, 4) for k, v in trace.totals(ev.root / trace.FILE_NAME, t0, end).items()
+    }
     return out
 
 

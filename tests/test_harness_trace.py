@@ -51,3 +51,15 @@ def test_no_trace_is_written_unless_asked(tmp_path, monkeypatch):
     monkeypatch.delenv(trace.ENV, raising=False)
     status, path = _evaluate(tmp_path)
     assert status == "passed" and not path.exists()
+
+
+def test_the_totals_of_a_window_sum_each_span_and_skip_torn_lines(tmp_path):
+    path = tmp_path / trace.FILE_NAME
+    rows = [
+        {"pid": 1, "role": "trusted", "name": "judge", "start": 10.0, "seconds": 0.5},
+        {"pid": 2, "role": "trusted", "name": "judge", "start": 11.0, "seconds": 0.25},
+        {"pid": 1, "role": "candidate", "name": "compile", "start": 30.0, "seconds": 1.0},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"pid": 3, "ro\n')
+    assert trace.totals(path, 9.0, 20.0) == {"trusted: judge": 0.75}
+    assert trace.totals(tmp_path / "none.jsonl", 0.0, 1.0) == {}

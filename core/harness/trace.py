@@ -19,6 +19,7 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 ENV = "ARENA_HARNESS_TRACE"
 FILE_NAME = "harness_trace.jsonl"
@@ -60,3 +61,20 @@ def span(name: str) -> Iterator[None]:
         yield
     finally:
         record(name, start, time.monotonic() - start)
+
+
+def totals(path: Path, start: float, end: float) -> dict[str, float]:
+    """Seconds per `role: name` of the spans in the trace at `path` that began within
+    [start, end] (a window on the same monotonic clock: one evaluation, one batch)."""
+    seconds: dict[str, float] = {}
+    if not path.exists():
+        return seconds
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+            key, began, took = f"{row['role']}: {row['name']}", float(row["start"]), row["seconds"]
+        except (ValueError, KeyError, TypeError):
+            continue  # a line torn by two writers, or not the harness's
+        if start <= began <= end:
+            seconds[key] = seconds.get(key, 0.0) + float(took)
+    return seconds
