@@ -48,13 +48,16 @@ OLD_PATH_NOTE = "inputs drawn in the candidate's process, outputs sent over its 
 class CheckRegions:
     """The trusted worker's regions for correctness runs, one per candidate worker (`rkey`),
     each reused while it is big enough; a request of another member (a batch's next candidate)
-    frees the earlier member's."""
+    frees the earlier member's. Regions of timed rounds whose consumer left mid-round wait in
+    `orphans` (by the same key) until the parent says whether that worker is dead."""
 
     def __init__(self, device: torch.device):
         self.device = device
         self.regions: dict[str, tuple[Region, int]] = {}
         self.outs: dict[str, list[torch.Tensor]] = {}  # the output slots of each region's run
+        self.orphans: dict[str, list[Region]] = {}
         self.member: str | None = None
+        self.freed_dead = 0  # regions freed after their consumer died (introspection)
 
     def write(
         self,
@@ -68,7 +71,8 @@ class CheckRegions:
         """Write `copies` copies of `args` into `rkey`'s region (a new one where it has none or
         too small a one) and poison their output slots. Returns the header for the parent (the
         layout, and the region's description where it is new) and the descriptors to send.
-        Raises shared_region.Unshareable where these inputs cannot be shared."""
+        Raises shared_region.Unshareable where these inputs cannot be shared, RegionOOM where
+        the device has no memory for the region even after the stale ones are freed."""
         if member != self.member:
             self.close()
             self.member = member
@@ -78,9 +82,11 @@ class CheckRegions:
         region, size = self.regions.get(rkey, (None, 0))
         if region is None or size < nbytes:
             if region is not None:
-                region.close()
+                self.release(rkey)  # before the new one: both at once may not fit
             size = max(nbytes, 2 * size, shared_region.ALIGN)  # grows rarely: workloads grow
-            region, desc, fds = shared_region.create_region(size, self.device)
+            region, desc, fds = shared_region.create_region(
+                size, self.device, lambda: self.free_stale(rkey)
+            )
             size = int(desc["nbytes"])
             self.regions[rkey] = (region, size)
             header["region"] = desc
@@ -105,14 +111,42 @@ class CheckRegions:
         with trusted():
             return [_clone(v) for v in self.outs.get(rkey, [])]
 
-    def release(self, rkey: str) -> None:
+    def orphan(self, rkey: str, region: Region) -> None:
+        """A timed round's region whose consumer left mid-round: kept (not freed: it may still
+        map it) until `release(rkey, gone=...)` says what became of that worker."""
+        self.orphans.setdefault(rkey, []).append(region)
+
+    def release(self, rkey: str, gone: bool = False) -> None:
+        """Free `rkey`'s regions. `gone`: its worker is dead (the parent reaped it), so what
+        it never unmapped is freed too (shared_region.Region.close_for_dead_consumer)."""
         region, _ = self.regions.pop(rkey, (None, 0))
         self.outs.pop(rkey, None)
-        if region is not None:
-            region.close()
-            if self.device.type == "cuda":  # blocks no consumer maps any more go to the driver
-                torch.cuda.ipc_collect()
-                torch.cuda.empty_cache()
+        regions = ([region] if region is not None else []) + (
+            self.orphans.pop(rkey, []) if gone else []
+        )
+        for r in regions:
+            if gone:
+                r.close_for_dead_consumer()
+                self.freed_dead += 1
+            else:
+                r.close()
+        if regions:
+            shared_region.free_cached(self.device)  # what no consumer maps goes to the driver
+
+    def free_stale(self, keep: str) -> None:
+        """Before an allocation is retried: every region but `keep`'s (the parent sends each
+        worker's region again where it needs one), and what the allocator caches."""
+        for rkey in [k for k in self.regions if k != keep]:
+            self.release(rkey)
+        shared_region.free_cached(self.device)
+
+    def held(self) -> dict[str, Any]:
+        """What this worker holds now, by key (introspection: tests and bench/h200_regions.sh)."""
+        return {
+            "regions": {k: r.nbytes for k, (r, _) in self.regions.items()},
+            "orphans": {k: sum(r.nbytes for r in rs) for k, rs in self.orphans.items()},
+            "freed_dead": self.freed_dead,
+        }
 
     def close(self) -> None:
         for rkey in list(self.regions):

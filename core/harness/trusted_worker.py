@@ -9,7 +9,8 @@ It is non-dumpable: no same-user process may read its memory.
 
 Its ops (protocol.Op) each have a handler of `TrustedWorker`, answered by oploop.serve: expect,
 check, check_timed, time, sync, sim_values, predict_baseline answer once; stage and
-probe_region answer themselves (a descriptor may follow the reply), serve_round answers when
+probe_region answer themselves (a descriptor may follow the reply), regions answers with what
+it holds (introspection), serve_round answers when
 the round's layout is sent and again with its verdicts, and collect, drop and release take no
 reply (the parent sends the next request after them).
 """
@@ -89,6 +90,7 @@ class TrustedWorker:
                 Op.COLLECT.value: self.on_collect,
                 Op.DROP.value: self.on_drop,
                 Op.RELEASE.value: self.on_release,
+                Op.REGIONS.value: self.on_regions,
                 Op.CHECK.value: self.on_check,
                 Op.JUDGE.value: self.on_judge,
                 Op.CHECK_TIMED.value: self.on_check_timed,
@@ -195,6 +197,8 @@ class TrustedWorker:
                 reply.update(header)
             except shared_region.Unshareable as exc:
                 reply["reason"] = str(exc)
+            except shared_region.RegionOOM as exc:
+                reply["oom"] = str(exc)
         self.send_with_fd(reply, fds)
         if cached:
             return None
@@ -216,6 +220,8 @@ class TrustedWorker:
             )
         except shared_region.Unshareable as exc:
             return {"ok": True, "reason": str(exc)}, None
+        except shared_region.RegionOOM as exc:
+            return {"ok": True, "oom": str(exc)}, None
         self.send_with_fd({"ok": True, **header}, fds)
         return None
 
@@ -234,9 +240,21 @@ class TrustedWorker:
         return None
 
     def on_release(self, msg: dict[str, Any], _payload: Any) -> Answer:
-        """No reply: the candidate's worker could not map it."""
-        self.regions.release(msg["region"])
+        """No reply: the candidate's worker unmapped it, could not map it, or (`gone`) is dead."""
+        self.regions.release(msg["region"], gone=bool(msg.get("gone")))
         return None
+
+    def on_regions(self, _msg: dict[str, Any], _payload: Any) -> Answer:
+        """What this worker holds: its regions by key and, on a GPU, its memory (the peak
+        since it started), so a batch can show that nothing of a finished candidate stays."""
+        reply: dict[str, Any] = {"ok": True, **self.regions.held()}
+        if self.device.type == "cuda":
+            reply["cuda"] = {
+                "allocated": torch.cuda.memory_allocated(self.device),
+                "reserved": torch.cuda.memory_reserved(self.device),
+                "max_allocated": torch.cuda.max_memory_allocated(self.device),
+            }
+        return reply, None
 
     def _staged(
         self, msg: dict[str, Any]
@@ -320,9 +338,24 @@ class TrustedWorker:
         def ready(serving: bool, reason: str | None) -> None:
             channel.send(self.conn, {"ok": True, "serving": serving, "reason": reason})
 
+        consumer = msg.get("consumer")
+        orphan = None
+        if isinstance(consumer, str):  # a round its worker left: kept until that worker is dead
+
+            def orphan(region: shared_region.Region) -> None:
+                self.regions.orphan(consumer, region)
+
         try:
             calls, got, count, serve_s = shared_io.serve_round(
-                self.peer, msg, self.specs, self.out_specs, self.device, self.custom, ready
+                self.peer,
+                msg,
+                self.specs,
+                self.out_specs,
+                self.device,
+                self.custom,
+                ready,
+                orphan,
+                lambda: self.regions.free_stale(""),
             )
         except shared_io.ProtocolError as exc:
             return {"ok": True, "violation": str(exc)}, None
