@@ -124,14 +124,20 @@ class CheckRegions:
         regions = ([region] if region is not None else []) + (
             self.orphans.pop(rkey, []) if gone else []
         )
+        failed: BaseException | None = None
         for r in regions:
-            if gone:
-                r.close_for_dead_consumer()
-                self.freed_dead += 1
-            else:
-                r.close()
+            try:
+                if gone:
+                    r.close_for_dead_consumer()
+                    self.freed_dead += 1
+                else:
+                    r.close()
+            except Exception as exc:  # noqa: BLE001 - the others are freed all the same
+                failed = failed or exc
         if regions:
             shared_region.free_cached(self.device)  # what no consumer maps goes to the driver
+        if failed is not None:
+            raise failed
 
     def free_stale(self, keep: str) -> None:
         """Before an allocation is retried: every region but `keep`'s (the parent sends each

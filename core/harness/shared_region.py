@@ -111,11 +111,13 @@ class Region:
         the trusted worker's whole life. Returned here, while this side still owns the block
         (so the counter's slot is still this block's), the `close` frees it at once. Only for
         a consumer known dead (reaped): one alive would keep mapping memory given back."""
-        if self.counter is not None and self.base is not None:
-            handle, offset = self.counter
-            torch.UntypedStorage._release_ipc_counter_cuda(handle, offset)
+        try:
+            if self.counter is not None and self.base is not None:
+                handle, offset = self.counter
+                torch.UntypedStorage._release_ipc_counter_cuda(handle, offset)
+        finally:
             self.counter = None
-        self.close()
+            self.close()
 
 
 def free_cached(device: torch.device) -> None:

@@ -36,7 +36,7 @@ from core.harness import (
 from core.harness.protocol import Op
 from core.harness.trusted_checks import ReferenceCache, compare_all, independence, pool_key
 from core.harness.trusted_task import TaskCode, baseline_impl, load_task
-from core.harness.worker_process import PR_SET_DUMPABLE, libc, redirect_output
+from core.harness.worker_process import PR_SET_DUMPABLE, libc, print_exc, redirect_output
 from core.harness.worker_tools import error_reply, sync
 
 Answer = oploop.Answer | None  # a reply, or None: answered already, or no reply
@@ -241,7 +241,10 @@ class TrustedWorker:
 
     def on_release(self, msg: dict[str, Any], _payload: Any) -> Answer:
         """No reply: the candidate's worker unmapped it, could not map it, or (`gone`) is dead."""
-        self.regions.release(msg["region"], gone=bool(msg.get("gone")))
+        try:
+            self.regions.release(msg["region"], gone=bool(msg.get("gone")))
+        except Exception:  # noqa: BLE001 - an op without a reply must not answer: logged
+            print_exc()
         return None
 
     def on_regions(self, _msg: dict[str, Any], _payload: Any) -> Answer:
