@@ -46,6 +46,10 @@ CANDIDATES = {
     "hangs": SECOND_CALL.format(action="import time; time.sleep(600)"),
     # a proven flag (torch_patched): the stage fails and the worker is killed
     "flagged": SECOND_CALL.format(action="torch.allclose = lambda *a, **k: True"),
+    # right, but it keeps a tensor over its region past the stage (the mapping stays)
+    "keeps": SECOND_CALL.format(action="KEPT.append(x)").replace(
+        "CALLS = [0]", "CALLS, KEPT = [0], []"
+    ),
 }
 
 
@@ -88,7 +92,7 @@ def _held_of(line: dict, member: int) -> list[str]:
 
 
 def test_a_crashed_or_flagged_candidate_leaves_no_region_behind(axpy, tmp_path):
-    names = ["right", "exits", "segfaults", "flagged", "right"]
+    names = ["right", "exits", "segfaults", "flagged", "keeps"]
     results, lines = _batch(axpy, names, tmp_path, "2", None)
     assert [(r.status, r.failed_stage) for r in results] == [
         ("passed", None),
@@ -142,3 +146,23 @@ def test_a_round_left_mid_way_waits_for_its_worker_then_goes():
     regions.release("member0:candidate:1", gone=True)
     assert regions.held() == {"regions": {}, "orphans": {}, "freed_dead": 1}
     assert region.base is None
+
+
+def test_a_worker_that_keeps_a_tensor_over_its_region_says_so_when_it_unmaps():
+    """Its region then waits in the trusted worker until that worker is dead, instead of being
+    given back while mapped (a CUDA block it still maps would otherwise be lost for good)."""
+    cpu = shared_region.torch.device("cpu")
+    trusted_side = shared_check.CheckRegions(cpu)
+    header, fds = trusted_side.write("m0:w:1", "m0:", [], 1, [], {})
+    worker = shared_check.CandidateRegion()
+    worker.attach(header["region"], fds, cpu)
+    assert worker.detach() is True  # nothing kept: unmapped
+    header, fds = trusted_side.write("m0:w:2", "m0:", [], 1, [], {})
+    worker.attach(header["region"], fds, cpu)
+    kept = worker.region.view(shared_region.Slot(0, "uint8", (16,)))
+    assert worker.detach() is False
+    trusted_side.keep_until_gone("m0:w:2")
+    assert trusted_side.held()["orphans"] == {"m0:w:2": 256}
+    trusted_side.release("m0:w:2", gone=True)
+    assert trusted_side.held()["orphans"] == {}
+    del kept

@@ -162,8 +162,15 @@ class CorrectnessStages(FanOut):
                     "failed",
                     f"the candidate's worker could not unmap its region: {reply.get('error')}",
                 )
-            self.mapped.pop(worker.pid, None)
-            self._trusted_send({"op": "release", "region": self._region_key(worker)})
+            # Kept in `mapped` all the same: once the worker is dead, what it kept is freed.
+            self._trusted_send(
+                {
+                    "op": "release",
+                    "region": self._region_key(worker),
+                    # the candidate kept a tensor over it: it waits for the worker's death
+                    "kept": bool(reply.get("kept")),
+                }
+            )
 
     def _prove_sharing(self, deadline: float) -> None:
         """Map a small region into the candidate's worker before any of the candidate's code
@@ -215,7 +222,6 @@ class CorrectnessStages(FanOut):
         if self.sharing_proven:
             raise self._refused(str(failed)[:300])
         self.no_share[worker.pid] = f"its worker could not map the shared memory: {failed}"[:300]
-        self.mapped.pop(worker.pid, None)
         self._trusted_send({"op": "release", "region": self._region_key(worker)})
         return False
 

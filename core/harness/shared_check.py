@@ -27,10 +27,12 @@ job with `timing.shared_io: false` keep the old path, and the stage's result say
 
 from __future__ import annotations
 
+import gc
 import os
 from typing import Any
 
 import torch
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from core.harness import inputs, shared_region, timing
 from core.harness.guard import trusted
@@ -111,6 +113,15 @@ class CheckRegions:
         with trusted():
             return [_clone(v) for v in self.outs.get(rkey, [])]
 
+    def keep_until_gone(self, rkey: str) -> None:
+        """`rkey`'s worker keeps a tensor over its region after the stage: the region waits
+        with the orphans, freed once that worker is dead (a CUDA block it still maps must not
+        go back to this worker's allocator, and one freed now would never be returned)."""
+        region, _ = self.regions.pop(rkey, (None, 0))
+        self.outs.pop(rkey, None)
+        if region is not None:
+            self.orphan(rkey, region)
+
     def orphan(self, rkey: str, region: Region) -> None:
         """A timed round's region whose consumer left mid-round: kept (not freed: it may still
         map it) until `release(rkey, gone=...)` says what became of that worker."""
@@ -169,11 +180,19 @@ class CandidateRegion:
         self.region: Region | None = None
         self.size = 0
 
-    def detach(self) -> None:
+    def detach(self) -> bool:
+        """Unmap the region; True when nothing of this process maps it any more (False: the
+        candidate kept a tensor over it, which keeps the mapping, and on a GPU the trusted
+        worker's block, alive until this process dies)."""
+        gone = True
         if self.region is not None:
+            ref = StorageWeakRef(self.region.base.untyped_storage())
             self.region.close()
             self.region = None
+            gc.collect()
+            gone = ref.expired()
         self.size = 0
+        return gone
 
     def attach(self, desc: dict[str, Any], fds: list[int], device: torch.device) -> None:
         self.detach()

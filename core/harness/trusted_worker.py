@@ -242,7 +242,10 @@ class TrustedWorker:
     def on_release(self, msg: dict[str, Any], _payload: Any) -> Answer:
         """No reply: the candidate's worker unmapped it, could not map it, or (`gone`) is dead."""
         try:
-            self.regions.release(msg["region"], gone=bool(msg.get("gone")))
+            if msg.get("kept"):
+                self.regions.keep_until_gone(msg["region"])
+            else:
+                self.regions.release(msg["region"], gone=bool(msg.get("gone")))
         except Exception:  # noqa: BLE001 - an op without a reply must not answer: logged
             print_exc()
         return None
