@@ -13,5 +13,6 @@ export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1
 unset ARENA_SANDBOX
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 timeout 420 python3 bench/regions_batch.py --device cuda:0 --task attention/decode_paged_gqa \
-  --candidates 16 --phases train,dying --correctness-s 30 --out "$OUT/regions" 2>&1 | grep -v "^\s*$" | tail -60
+  --candidates 16 --phases train,dying --correctness-s 30 --out "$OUT/regions" > "$OUT/regions.log" 2>&1
 echo "exit $?"
+grep -v "^\s*$" "$OUT/regions.log" | tail -60
