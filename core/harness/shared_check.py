@@ -158,12 +158,21 @@ class CheckRegions:
         shared_region.free_cached(self.device)
 
     def held(self) -> dict[str, Any]:
-        """What this worker holds now, by key (introspection: tests and bench/h200_regions.sh)."""
-        return {
+        """What the trusted worker holds now (its `regions` op: tests and
+        bench/h200_regions.sh): its regions and orphans by key, how many regions it freed for
+        dead workers and, on a GPU, its memory (the peak since it started)."""
+        held: dict[str, Any] = {
             "regions": {k: r.nbytes for k, (r, _) in self.regions.items()},
             "orphans": {k: sum(r.nbytes for r in rs) for k, rs in self.orphans.items()},
             "freed_dead": self.freed_dead,
         }
+        if self.device.type == "cuda":
+            held["cuda"] = {
+                "allocated": torch.cuda.memory_allocated(self.device),
+                "reserved": torch.cuda.memory_reserved(self.device),
+                "max_allocated": torch.cuda.max_memory_allocated(self.device),
+            }
+        return held
 
     def close(self) -> None:
         for rkey in list(self.regions):

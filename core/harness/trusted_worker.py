@@ -251,16 +251,8 @@ class TrustedWorker:
         return None
 
     def on_regions(self, _msg: dict[str, Any], _payload: Any) -> Answer:
-        """What this worker holds: its regions by key and, on a GPU, its memory (the peak
-        since it started), so a batch can show that nothing of a finished candidate stays."""
-        reply: dict[str, Any] = {"ok": True, **self.regions.held()}
-        if self.device.type == "cuda":
-            reply["cuda"] = {
-                "allocated": torch.cuda.memory_allocated(self.device),
-                "reserved": torch.cuda.memory_reserved(self.device),
-                "max_allocated": torch.cuda.max_memory_allocated(self.device),
-            }
-        return reply, None
+        """What this worker holds (introspection: shared_check.CheckRegions.held)."""
+        return {"ok": True, **self.regions.held()}, None
 
     def _staged(
         self, msg: dict[str, Any]
