@@ -166,3 +166,33 @@ def test_a_worker_that_keeps_a_tensor_over_its_region_says_so_when_it_unmaps():
     trusted_side.release("m0:w:2", gone=True)
     assert trusted_side.held()["orphans"] == {}
     del kept
+
+
+def test_a_region_that_does_not_fit_frees_the_stale_ones_and_is_tried_once_more(monkeypatch):
+    """Out of memory: the trusted worker frees its other candidates' regions and its cache,
+    then tries again; a second failure names the size and the device (the parent makes it
+    that candidate's infrastructure error, never the batch's)."""
+    import errno
+
+    real = shared_region._create_region
+    calls = []
+
+    def tight(nbytes, device):
+        calls.append(nbytes)
+        if len(calls) == 1 or nbytes > 1 << 20:
+            raise OSError(errno.ENOMEM, "Cannot allocate memory")
+        return real(nbytes, device)
+
+    monkeypatch.setattr(shared_region, "_create_region", tight)
+    cpu = shared_region.torch.device("cpu")
+    regions = shared_check.CheckRegions(cpu)
+    stale, _, fds = real(4096, cpu)
+    for fd in fds:
+        os.close(fd)
+    regions.regions["member0:candidate:1"] = (stale, 4096)
+    _, fds = regions.write("member0:candidate:2", "member0:", [], 1, [], {})
+    for fd in fds:
+        os.close(fd)
+    assert len(calls) == 2 and "member0:candidate:1" not in regions.regions  # freed, retried
+    with pytest.raises(shared_region.RegionOOM, match=r"of 2097152 bytes on cpu"):
+        shared_region.create_region(2 << 20, cpu)
