@@ -51,6 +51,7 @@ def harness_files() -> list[tuple[Path, str]]:
             "sandbox_policy.py",
             "sandbox_paths.py",
             "sandbox_command.py",
+            "locker.py",  # the host locker beside a sandboxed NVIDIA harness
         )
     ]
     files += [(p, f"core/{p.relative_to(CORE).as_posix()}") for p in _walk(CORE / "harness")]

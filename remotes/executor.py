@@ -37,7 +37,7 @@ import asyncssh
 
 from core.devices.device import DeviceError, DeviceInfo, parse_device
 from core.devices.ids import DeviceId
-from core.evaluation import sandbox
+from core.evaluation import locker, sandbox
 from core.evaluation.executors import HarnessError, OnEvent
 from core.model import events
 from remotes.bundle import make_bundle
@@ -108,6 +108,10 @@ def job_script(
     # The harness runs in the host's sandbox (core/evaluation/sandbox.py, sent in the bundle): the job's
     # folder writable, the harness's code and the candidate read-only, nothing else of the host's.
     gpu = "" if parse_device(device).type in ("cpu", "sim") else " --gpu"
+    # An NVIDIA device: the host locker beside the sandboxed harness, on that host (the CUDA
+    # checkpoint calls that keep workers for timing; core/evaluation/locker.py).
+    if locker.wanted(parse_device(device).type, True) and not facts.rocm:
+        gpu += " --locker"
     sandboxed = (
         f'{python} -m core.evaluation.sandbox exec --writable "$D" --read-only "$D/core" --read-only "$D/candidate"{gpu} -- '
         f"{python} -m core.harness run job.json --events-fd 3"

@@ -160,6 +160,7 @@ def test_the_bundle_holds_the_harness_the_task_and_the_candidate_only(
         "core/__init__.py",
         "core/evaluation/__init__.py",
         *(f"core/evaluation/sandbox{part}.py" for part in ("", "_policy", "_paths", "_command")),
+        "core/evaluation/locker.py",  # beside a sandboxed NVIDIA harness (test_locker_beside.py)
     )
     assert {
         *shipped_core,

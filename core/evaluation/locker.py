@@ -43,7 +43,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from core.harness import cuda_checkpoint
 from core.harness.locker_link import ENV
@@ -217,6 +217,67 @@ class HostLocker:
             self.proc.kill()
             self.proc.wait()
             self.proc = None
+
+
+def spawn_beside(
+    argv: list[str],
+    env: dict[str, str],
+    want: bool,
+    log: IO[bytes] | None = None,
+    pass_fds: tuple[int, ...] = (),
+    **popen_kwargs: Any,
+) -> tuple[subprocess.Popen, HostLocker | None]:
+    """Start a wrapped harness (`argv`, bwrap first) and, with `want` (`wanted(...)`), the host
+    locker beside it, as executors.Harness does: the harness inherits its end of the pair, the
+    locker is told bwrap's pid by the caller, never by the harness. Used where the harness
+    runs on another machine: a Ray node (core/orchestration/ray_node.py) and an SSH host
+    (`python -m core.evaluation.sandbox exec --locker`, remotes/executor.py)."""
+    from core.evaluation import sandbox
+
+    host = HostLocker() if want else None
+    try:
+        proc = sandbox.spawn(
+            argv,
+            {**env, **(host.env if host else {})},
+            pass_fds=(*pass_fds, *(host.pass_fds if host else ())),
+            **popen_kwargs,
+        )
+    except BaseException:
+        if host is not None:
+            host.close()
+        raise
+    if host is not None:
+        host.start(proc.pid, log)
+    return proc, host
+
+
+def _inherited_fds() -> tuple[int, ...]:
+    """The descriptors above 2 this process would hand to a program it exec'd."""
+    fds = []
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        try:
+            if fd > 2 and os.get_inheritable(fd):
+                fds.append(fd)
+        except OSError:  # the listing's own descriptor, closed by now
+            continue
+    return tuple(fds)
+
+
+def exec_beside(argv: list[str], env: dict[str, str]) -> int:
+    """What `exec` would be for the wrapped harness, with the host locker beside it: the
+    harness runs as a child with every descriptor an exec would have passed (the events'),
+    the locker as another; a SIGTERM or SIGINT (the job's `timeout`) is passed on to bwrap;
+    returns its exit status as a shell would."""
+    proc, host = spawn_beside(argv, env, True, None, _inherited_fds())
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda signum, _frame: proc.send_signal(signum))
+    try:
+        code = proc.wait()
+    finally:
+        if host is not None:
+            host.close()
+    return 128 - code if code < 0 else code
 
 
 def wanted(device_type: str, sandboxed: bool) -> bool:

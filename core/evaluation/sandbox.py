@@ -301,9 +301,10 @@ def _warn(reason: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m core.evaluation.sandbox status` prints `sandbox_info()` as JSON (what `arena hosts check`
-    shows); `python -m core.evaluation.sandbox exec --writable D [--read-only P] [--gpu] -- CMD...`
-    becomes CMD inside the harness's policy (what a remote host's job script runs), or prints
-    one line and exits 2 where `require()` refuses."""
+    shows); `python -m core.evaluation.sandbox exec --writable D [--read-only P] [--gpu] [--locker] -- CMD...`
+    becomes CMD inside the harness's policy (what a remote host's job script runs; `--locker`:
+    with the host locker beside it where it is sandboxed), or prints one line and exits 2
+    where `require()` refuses."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m core.evaluation.sandbox")
@@ -313,6 +314,12 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--writable", action="append", type=Path, default=[])
     run.add_argument("--read-only", action="append", type=Path, default=[])
     run.add_argument("--gpu", action="store_true")
+    run.add_argument(
+        "--locker",
+        action="store_true",
+        help="start the host locker beside a sandboxed harness (an NVIDIA device: "
+        "core/evaluation/locker.py)",
+    )
     run.add_argument("argv", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     if args.command == "status":
@@ -324,11 +331,15 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(format="%(message)s")
     try:
         policy = for_harness(tuple(args.writable), tuple(args.read_only), {}, args.gpu)
-        wrapped, env, _ = wrap(command, policy)
+        wrapped, env, status = wrap(command, policy)
     except SandboxError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     sys.stdout.flush()
+    if args.locker and is_sandboxed(status):
+        from core.evaluation import locker
+
+        return locker.exec_beside(wrapped, env)
     os.execve(
         wrapped[0] if os.path.isabs(wrapped[0]) else shutil.which(wrapped[0]) or wrapped[0],
         wrapped,

@@ -21,6 +21,7 @@ evaluation_finished) with `member: k` on the first; the engine splits the stream
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 from pathlib import Path
@@ -108,6 +109,23 @@ class BatchEvaluation(JobRun):
             self.trusted.kill()
             self.trusted = None
 
+    def _record_regions(self, member: int, phase: str) -> None:
+        """Append what the trusted worker holds after a candidate's work to the job's
+        `trusted_regions.jsonl` (its regions by key, what it freed for dead workers, and on a
+        GPU its memory and peak): proof that a finished candidate's regions are gone, for
+        tests and bench/h200_regions.sh. A trusted worker that does not answer is replaced."""
+        if self.trusted is None:
+            return
+        try:
+            reply, _ = self.trusted.request({"op": "regions"}, 60.0)
+        except (WorkerTimeout, WorkerDied):
+            self.trusted.kill()
+            self.trusted = None
+            return
+        line = {"member": member, "phase": phase, "slot": getattr(self, "number", 0), **reply}
+        with open(Path(self.job["workdir"]) / "trusted_regions.jsonl", "a") as f:
+            f.write(json.dumps(line, default=str) + "\n")
+
     def _stage(self, member: dict[str, Any]) -> dict[str, str]:
         """The candidate's files, written into a fresh folder of a name no earlier candidate
         could guess, only now that every process of the earlier candidates is gone: none of
@@ -144,6 +162,7 @@ class BatchEvaluation(JobRun):
 
                 _Member(job, emit, self.close_fds, self.zygote, self, index).run()
                 self._drain()
+                self._record_regions(index, "evaluation")
         finally:
             if self.trusted is not None:
                 self.trusted.kill()

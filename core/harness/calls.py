@@ -50,6 +50,34 @@ class CandidateCalls:
     compile_seed: int
     no_share: dict[int, str]
     sharing_proven: bool
+    mapped: dict[int, str]  # pid of a candidate worker -> the key of the regions it may map
+
+    def _region_key(self, worker: Worker) -> str:
+        """The trusted worker's key of the regions this candidate worker maps."""
+        return f"{self.key_prefix}{worker.name}:{worker.pid}"
+
+    def _forget_regions(self, workers: list[Worker]) -> None:
+        """After candidate workers were killed (every path that ends one: a stage's end, its
+        failure, a timeout, a crash, a flag, a batch's end): the trusted worker frees what
+        each had mapped and never unmapped, at once, not when the batch ends. As dead
+        (`gone`: the counts a killed CUDA consumer never returned are returned for it) only
+        for a worker reaped; one still alive only loses the trusted side's reference."""
+        trusted = self.trusted
+        for worker in workers:
+            rkey = self.mapped.pop(worker.pid, None)
+            if rkey is None or trusted is None or trusted.returncode is not None:
+                continue
+            try:
+                trusted.send(
+                    {"op": "release", "region": rkey, "gone": worker.returncode is not None}
+                )
+            except WorkerDied:  # its regions went with it
+                return
+
+    def _end_worker(self, worker: Worker) -> None:
+        """Kill a candidate worker, then have the trusted worker free what it had mapped."""
+        worker.kill()
+        self._forget_regions([worker])
 
     def _remaining(self, deadline: float) -> float:
         left = deadline - time.monotonic()

@@ -187,10 +187,10 @@ class CandidateWorker:
     def on_detach(self, _msg: dict[str, Any], _payload: Any) -> Answer:
         """Unmap the region and give back what this worker's allocator cached: the trusted
         worker may then free the region, and a worker kept for its timing pins nothing."""
-        self.shared.detach()
+        gone = self.shared.detach()
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
-        return {"ok": True}, None
+        return {"ok": True, "kept": not gone}, None
 
     def on_run_shared(self, msg: dict[str, Any], _payload: Any) -> Answer:
         assert self.run is not None, "compile first"

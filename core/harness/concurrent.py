@@ -116,6 +116,7 @@ class ConcurrentBatch(JobRun):
         )
         alone.run()
         slot._drain()
+        slot._record_regions(member.index, "alone")
 
     def _unrun(self, index: int) -> None:
         """A candidate whose slot broke before it ran: an evaluation of its own that says so."""
@@ -176,6 +177,7 @@ class ConcurrentBatch(JobRun):
             member = members[k] = _Concurrent(job, slot, k, spec)
             member.untimed()
             slot._drain()
+            slot._record_regions(k, "untimed")
             if member.kept:  # its worker stays below this zygote: the next candidate gets another
                 slot.zygote = self._slot_zygote()
 
@@ -238,6 +240,7 @@ class ConcurrentBatch(JobRun):
                     member.retime("a waiting worker was resumed during its first timing")
                 member.finish()
                 member.slot._drain()
+                member.slot._record_regions(index, "timed")
                 if member.status == "passed":
                     for event in member.events:
                         self.emit(event)

@@ -75,7 +75,7 @@ class _Concurrent(_Member):
             self.timing_note = "fresh worker: no quiescing for this batch"
             return
         if self.second is not None:
-            self.second.kill()
+            self._end_worker(self.second)
             self.second = None
         why = quiescer.hold(self.candidate.pid)
         if why is None:
@@ -95,7 +95,7 @@ class _Concurrent(_Member):
             self.kept, self.keep_pid = False, None
             self.timing_note = f"fresh worker: {why}"
             if self.candidate is not None:
-                self.candidate.kill()
+                self._end_worker(self.candidate)
                 self.candidate = None
 
     def untimed(self) -> None:

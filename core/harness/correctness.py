@@ -74,6 +74,8 @@ class CorrectnessStages(FanOut):
                 },
                 deadline,
             )
+            if ack.get("oom"):
+                raise StageFailed("error", str(ack["oom"]), "infrastructure")
             reason = ack.get("reason") or self.no_share.get(worker.pid)
             if off:
                 reason = "the job's timing.shared_io is off"
@@ -160,8 +162,14 @@ class CorrectnessStages(FanOut):
                     "failed",
                     f"the candidate's worker could not unmap its region: {reply.get('error')}",
                 )
+            # Kept in `mapped` all the same: once the worker is dead, what it kept is freed.
             self._trusted_send(
-                {"op": "release", "region": f"{self.key_prefix}{worker.name}:{worker.pid}"}
+                {
+                    "op": "release",
+                    "region": self._region_key(worker),
+                    # the candidate kept a tensor over it: it waits for the worker's death
+                    "kept": bool(reply.get("kept")),
+                }
             )
 
     def _prove_sharing(self, deadline: float) -> None:
@@ -184,6 +192,8 @@ class CorrectnessStages(FanOut):
             },
             deadline,
         )
+        if ack.get("oom"):
+            raise StageFailed("error", str(ack["oom"]), "infrastructure")
         if "region" not in ack:  # this device cannot share: nothing to prove
             return
         fds = shared_check.recv_fds(self.trusted.conn, ack["region"])
@@ -204,6 +214,7 @@ class CorrectnessStages(FanOut):
             ) from None
         finally:
             shared_check.close_fds(fds)
+        self.mapped[worker.pid] = self._region_key(worker)  # from now on it may map it
         reply, _ = self._candidate_recv(worker, deadline)
         failed = reply.get("attach_failed") if reply.get("ok") else reply.get("error")
         if not failed:
@@ -211,9 +222,7 @@ class CorrectnessStages(FanOut):
         if self.sharing_proven:
             raise self._refused(str(failed)[:300])
         self.no_share[worker.pid] = f"its worker could not map the shared memory: {failed}"[:300]
-        self._trusted_send(
-            {"op": "release", "region": f"{self.key_prefix}{worker.name}:{worker.pid}"}
-        )
+        self._trusted_send({"op": "release", "region": self._region_key(worker)})
         return False
 
     def _judge(

@@ -120,7 +120,7 @@ class FanOut(CandidateCalls):
             if (
                 busy and self.second is not None
             ):  # left mid-request: its late reply must not reach a later stage
-                self.second.kill()
+                self._end_worker(self.second)
                 self.second = None
 
     def _second_candidate(self, deadline: float) -> Worker | None:

@@ -31,7 +31,7 @@ class PerformanceStage(CandidateCalls):
 
             return predict_performance(cast("Evaluation", self), deadline)
         if self.second is not None:  # nothing of the candidate runs beside the timed calls
-            self.second.kill()
+            self._end_worker(self.second)
             self.second = None
         rounds = int(timing["alternations"])
         min_rounds = max(1, min(rounds, int(timing.get("min_rounds", rounds))))

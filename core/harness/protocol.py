@@ -52,7 +52,8 @@ class Op(str, Enum):
     COLLECT = "collect"  # copy a run's output slots out (no reply)
     JUDGE = "judge"  # compare the collected outputs with the reference
     DROP = "drop"  # forget a run that will not be judged (no reply)
-    RELEASE = "release"  # free a region its worker could not map (no reply)
+    RELEASE = "release"  # free a worker's region: unmapped, unmappable, or `gone` (no reply)
+    REGIONS = "regions"  # what the trusted worker holds now (introspection)
     SERVE_ROUND = "serve_round"  # draw a timed round's inputs, check its sampled calls
     SYNC = "sync"  # a batch's next candidate starts from a clean channel
     PREDICT_BASELINE = "predict_baseline"

@@ -102,6 +102,7 @@ class Evaluation(JobRun, CorrectnessStages, PerformanceStage):
         self.compile_seed = self.rng.randrange(1 << 31)
         self.no_share: dict[int, str] = {}  # pid of a candidate worker -> why it cannot map
         self.sharing_proven = False  # a worker mapped shared memory before candidate code ran
+        self.mapped: dict[int, str] = {}  # freed in the trusted worker once its worker is dead
 
     # --- the lifecycle ----------------------------------------------------------------
 
@@ -133,6 +134,7 @@ class Evaluation(JobRun, CorrectnessStages, PerformanceStage):
                     worker.signal_kill()
                 for worker in alive:
                     worker.kill()
+            self._forget_regions(alive)
             with trace.span("end: leftovers and hashes"):
                 self._after(harness_before, task_before)
             self.emit(
@@ -150,7 +152,7 @@ class Evaluation(JobRun, CorrectnessStages, PerformanceStage):
     def _kill_candidate(self) -> None:
         for worker in (self.candidate, self.second):
             if worker is not None:
-                worker.kill()
+                self._end_worker(worker)
 
     def _after(self, harness_before: dict[str, str], task_before: dict[str, str | None]) -> None:
         """What the candidate may have left behind: processes, changed files."""

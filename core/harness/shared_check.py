@@ -29,10 +29,10 @@ from __future__ import annotations
 
 import gc
 import os
-import weakref
 from typing import Any
 
 import torch
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from core.harness import inputs, shared_region, timing
 from core.harness.guard import trusted
@@ -50,13 +50,16 @@ OLD_PATH_NOTE = "inputs drawn in the candidate's process, outputs sent over its 
 class CheckRegions:
     """The trusted worker's regions for correctness runs, one per candidate worker (`rkey`),
     each reused while it is big enough; a request of another member (a batch's next candidate)
-    frees the earlier member's."""
+    frees the earlier member's. Regions of timed rounds whose consumer left mid-round wait in
+    `orphans` (by the same key) until the parent says whether that worker is dead."""
 
     def __init__(self, device: torch.device):
         self.device = device
         self.regions: dict[str, tuple[Region, int]] = {}
         self.outs: dict[str, list[torch.Tensor]] = {}  # the output slots of each region's run
+        self.orphans: dict[str, list[Region]] = {}
         self.member: str | None = None
+        self.freed_dead = 0  # regions freed after their consumer died (introspection)
 
     def write(
         self,
@@ -70,7 +73,8 @@ class CheckRegions:
         """Write `copies` copies of `args` into `rkey`'s region (a new one where it has none or
         too small a one) and poison their output slots. Returns the header for the parent (the
         layout, and the region's description where it is new) and the descriptors to send.
-        Raises shared_region.Unshareable where these inputs cannot be shared."""
+        Raises shared_region.Unshareable where these inputs cannot be shared, RegionOOM where
+        the device has no memory for the region even after the stale ones are freed."""
         if member != self.member:
             self.close()
             self.member = member
@@ -80,9 +84,11 @@ class CheckRegions:
         region, size = self.regions.get(rkey, (None, 0))
         if region is None or size < nbytes:
             if region is not None:
-                region.close()
+                self.release(rkey)  # before the new one: both at once may not fit
             size = max(nbytes, 2 * size, shared_region.ALIGN)  # grows rarely: workloads grow
-            region, desc, fds = shared_region.create_region(size, self.device)
+            region, desc, fds = shared_region.create_region(
+                size, self.device, lambda: self.free_stale(rkey)
+            )
             size = int(desc["nbytes"])
             self.regions[rkey] = (region, size)
             header["region"] = desc
@@ -107,14 +113,66 @@ class CheckRegions:
         with trusted():
             return [_clone(v) for v in self.outs.get(rkey, [])]
 
-    def release(self, rkey: str) -> None:
+    def keep_until_gone(self, rkey: str) -> None:
+        """`rkey`'s worker keeps a tensor over its region after the stage: the region waits
+        with the orphans, freed once that worker is dead (a CUDA block it still maps must not
+        go back to this worker's allocator, and one freed now would never be returned)."""
         region, _ = self.regions.pop(rkey, (None, 0))
         self.outs.pop(rkey, None)
         if region is not None:
-            region.close()
-            if self.device.type == "cuda":  # blocks no consumer maps any more go to the driver
-                torch.cuda.ipc_collect()
-                torch.cuda.empty_cache()
+            self.orphan(rkey, region)
+
+    def orphan(self, rkey: str, region: Region) -> None:
+        """A timed round's region whose consumer left mid-round: kept (not freed: it may still
+        map it) until `release(rkey, gone=...)` says what became of that worker."""
+        self.orphans.setdefault(rkey, []).append(region)
+
+    def release(self, rkey: str, gone: bool = False) -> None:
+        """Free `rkey`'s regions. `gone`: its worker is dead (the parent reaped it), so what
+        it never unmapped is freed too (shared_region.Region.close_for_dead_consumer)."""
+        region, _ = self.regions.pop(rkey, (None, 0))
+        self.outs.pop(rkey, None)
+        regions = ([region] if region is not None else []) + (
+            self.orphans.pop(rkey, []) if gone else []
+        )
+        failed: BaseException | None = None
+        for r in regions:
+            try:
+                if gone:
+                    r.close_for_dead_consumer()
+                    self.freed_dead += 1
+                else:
+                    r.close()
+            except Exception as exc:  # noqa: BLE001 - the others are freed all the same
+                failed = failed or exc
+        if regions:
+            shared_region.free_cached(self.device)  # what no consumer maps goes to the driver
+        if failed is not None:
+            raise failed
+
+    def free_stale(self, keep: str) -> None:
+        """Before an allocation is retried: every region but `keep`'s (the parent sends each
+        worker's region again where it needs one), and what the allocator caches."""
+        for rkey in [k for k in self.regions if k != keep]:
+            self.release(rkey)
+        shared_region.free_cached(self.device)
+
+    def held(self) -> dict[str, Any]:
+        """What the trusted worker holds now (its `regions` op: tests and
+        bench/h200_regions.sh): its regions and orphans by key, how many regions it freed for
+        dead workers and, on a GPU, its memory (the peak since it started)."""
+        held: dict[str, Any] = {
+            "regions": {k: r.nbytes for k, (r, _) in self.regions.items()},
+            "orphans": {k: sum(r.nbytes for r in rs) for k, rs in self.orphans.items()},
+            "freed_dead": self.freed_dead,
+        }
+        if self.device.type == "cuda":
+            held["cuda"] = {
+                "allocated": torch.cuda.memory_allocated(self.device),
+                "reserved": torch.cuda.memory_reserved(self.device),
+                "max_allocated": torch.cuda.max_memory_allocated(self.device),
+            }
+        return held
 
     def close(self) -> None:
         for rkey in list(self.regions):
@@ -131,17 +189,22 @@ class CandidateRegion:
         self.region: Region | None = None
         self.size = 0
 
-    def detach(self) -> None:
-        """Drop this worker's mapping. Every tensor over the region is a view of its base, so
-        the base outliving `close` means a reference cycle holds a view: only then is a full
-        collection worth its cost (a few hundred ms in a worker that has loaded torch)."""
+    def detach(self) -> bool:
+        """Unmap the region; True when nothing of this process maps it any more (False: the
+        candidate kept a tensor over it, which keeps the mapping, and on a GPU the trusted
+        worker's block, alive until this process dies). A full collection runs only when the
+        storage outlives `close`, where a reference cycle may hold the last view: it costs a few
+        hundred ms in a worker that has loaded torch."""
+        gone = True
         if self.region is not None:
-            base = weakref.ref(self.region.base)
+            ref = StorageWeakRef(self.region.base.untyped_storage())
             self.region.close()
             self.region = None
-            if base() is not None:
+            if not ref.expired():
                 gc.collect()
+            gone = ref.expired()
         self.size = 0
+        return gone
 
     def attach(self, desc: dict[str, Any], fds: list[int], device: torch.device) -> None:
         self.detach()

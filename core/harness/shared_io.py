@@ -39,6 +39,7 @@ import torch
 from core.harness import channel, inputs, timing
 from core.harness.guard import NO_HOOKS, Hooks, trusted
 from core.harness.shared_region import (
+    Region,
     Slot,
     Unshareable,
     attach_region,
@@ -73,9 +74,14 @@ def serve_round(
     device: torch.device,
     custom: Any,
     ready: Callable[[bool, str | None], None],
+    orphan: Callable[[Region], None] | None = None,
+    free_stale: Callable[[], None] | None = None,
 ) -> tuple[list[int], list[torch.Tensor], int, float]:
     """Serve one timed round of the candidate's worker: `ready(serving, reason)` is called once
-    the layout is sent (or the round cannot be served). Returns the sampled calls, their
+    the layout is sent (or the round cannot be served). A round that ends early (its worker
+    left, killed or crashed, or broke the protocol) hands its region to `orphan`, not freed:
+    that worker may still map it; the parent says when it is dead (trusted_worker.py).
+    `free_stale` is what create_region frees before it retries an allocation. Returns the sampled calls, their
     outputs (private clones, in call order, outputs of one call together) and the round's
     number of calls, and the seconds spent drawing and writing inputs. Raises ProtocolError where the candidate's worker broke the protocol."""
     workload, first = msg["workload"], int(msg["first_index"])
@@ -84,10 +90,11 @@ def serve_round(
     try:
         args = fresh(first)
         layout, out_slots, nbytes = plan(args, out_specs, workload["shapes"])
-        region, desc, fds = create_region(nbytes, device)
+        region, desc, fds = create_region(nbytes, device, free_stale)
     except Unshareable as exc:
         ready(False, str(exc))
         return [], [], 0, 0.0
+    ended = False
     try:
         in_views = [
             region.view(Slot.from_json(x["slot"], nbytes)) if "slot" in x else None for x in layout
@@ -106,9 +113,14 @@ def serve_round(
         else:
             channel.send(peer, header)
         ready(True, None)
-        return _serve_calls(peer, msg, fresh, first, max_calls, in_views, out_views, device)
+        served = _serve_calls(peer, msg, fresh, first, max_calls, in_views, out_views, device)
+        ended = True
+        return served
     finally:
-        region.close()
+        if ended or orphan is None:
+            region.close()
+        else:
+            orphan(region)
 
 
 def _serve_calls(

@@ -11,6 +11,7 @@ and the correctness runs (shared_check.py).
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import math
@@ -78,11 +79,21 @@ class Slot:
         return slot
 
 
-class Region:
-    """A flat uint8 tensor both workers map; `view(slot)` is a typed tensor over part of it."""
+class RegionOOM(RuntimeError):
+    """The trusted worker could not allocate a region even after freeing what was stale: the
+    candidate's stage ends as an infrastructure error that says so."""
 
-    def __init__(self, base: torch.Tensor, keep: Any = None):
-        self.base, self._keep = base, keep
+
+class Region:
+    """A flat uint8 tensor both workers map; `view(slot)` is a typed tensor over part of it.
+    `counter`, on the trusted side of a CUDA region: torch's IPC reference counter (its
+    shared-memory file and slot), which the consumer returns when its mapping goes."""
+
+    def __init__(
+        self, base: torch.Tensor, keep: Any = None, counter: tuple[bytes, int] | None = None
+    ):
+        self.base, self._keep, self.counter = base, keep, counter
+        self.nbytes = int(base.numel())
 
     def view(self, slot: Slot) -> torch.Tensor:
         with trusted():
@@ -93,6 +104,38 @@ class Region:
         """Forget the region here; the mapping goes when its last tensor does."""
         self.base, self._keep = None, None  # type: ignore[assignment]
 
+    def close_for_dead_consumer(self) -> None:
+        """Free a region whose consumer died holding it (killed, crashed). torch keeps an
+        exported CUDA block alive, in its IPC limbo, until the consumer's count is returned,
+        and a killed consumer never returns it: without this the block stays allocated for
+        the trusted worker's whole life. Returned here, while this side still owns the block
+        (so the counter's slot is still this block's), the `close` frees it at once. Only for
+        a consumer known dead (reaped): one alive would keep mapping memory given back."""
+        try:
+            if self.counter is not None and self.base is not None:
+                handle, offset = self.counter
+                torch.UntypedStorage._release_ipc_counter_cuda(handle, offset)
+        finally:
+            self.counter = None
+            self.close()
+
+
+def free_cached(device: torch.device) -> None:
+    """Give the blocks of freed regions back to the driver (CUDA: torch's IPC limbo collected,
+    then the caching allocator emptied); nothing to do for memfd regions."""
+    if device.type == "cuda":
+        torch.cuda.ipc_collect()
+        torch.cuda.empty_cache()
+
+
+def is_oom(exc: BaseException) -> bool:
+    """The device (or, for a memfd, the host) is out of memory."""
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.ENOMEM, errno.ENOSPC)
+    return isinstance(exc, torch.OutOfMemoryError) or (
+        isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+    )
+
 
 def _map(fd: int, nbytes: int) -> torch.Tensor:
     """A MAP_SHARED mapping owned by a torch storage: it lives while any tensor over it lives
@@ -101,8 +144,34 @@ def _map(fd: int, nbytes: int) -> torch.Tensor:
     return torch.from_file(f"/proc/self/fd/{fd}", shared=True, size=nbytes, dtype=torch.uint8)
 
 
-def create_region(nbytes: int, device: torch.device) -> tuple[Region, dict[str, Any], list[int]]:
-    """The trusted worker's side: a new region, its description and the descriptors to send."""
+def create_region(
+    nbytes: int, device: torch.device, free_stale: Any = None
+) -> tuple[Region, dict[str, Any], list[int]]:
+    """The trusted worker's side: a new region, its description and the descriptors to send.
+    Where the device is out of memory, `free_stale()` (what the caller holds that is stale)
+    and the allocator's cache are freed and the allocation is tried once more; a second
+    failure raises RegionOOM naming the size and the device."""
+    try:
+        return _create_region(nbytes, device)
+    except Exception as exc:  # only memory exhaustion is retried
+        if not is_oom(exc):
+            raise
+        first = f"{type(exc).__name__}: {exc}"[:300]
+    if free_stale is not None:
+        free_stale()
+    free_cached(device)
+    try:
+        return _create_region(nbytes, device)
+    except Exception as exc:
+        if not is_oom(exc):
+            raise
+        raise RegionOOM(
+            f"the trusted worker could not allocate a shared region of {nbytes} bytes on "
+            f"{device} ({first}), also after freeing its stale regions and its allocator's cache"
+        ) from None
+
+
+def _create_region(nbytes: int, device: torch.device) -> tuple[Region, dict[str, Any], list[int]]:
     nbytes = max(nbytes, ALIGN)
     if device.type == "cpu":
         fd = os.memfd_create(
@@ -141,7 +210,7 @@ def create_region(nbytes: int, device: torch.device) -> tuple[Region, dict[str, 
             "event": None if event is None else bytes(event).hex(),
             "event_sync": bool(event_sync),
         }
-        return Region(base, base), desc, []
+        return Region(base, base, (bytes(ref_handle), int(ref_offset))), desc, []
     raise Unshareable(cannot_share(device) or device.type)
 
 

@@ -67,12 +67,15 @@ def _send_fd(worker: Any, sock: socket.socket) -> None:
 def serve(ev: Any, request: dict[str, Any], sample: list[float], deadline: float) -> str | None:
     """Ask the trusted worker to serve the round (it draws the inputs, knows the sampled calls);
     None when it does, else why not (the round then takes the old path)."""
+    consumer = ev._region_key(ev.candidate)
+    ev.mapped[ev.candidate.pid] = consumer  # freed by its key once the worker is dead
     ack = ev._trusted_call(
         {
             **request,
             "op": "serve_round",
             "sample": sample,
             "member": ev.key_prefix,
+            "consumer": consumer,
             "timeout_s": max(1.0, deadline - time.monotonic()),
         },
         deadline,

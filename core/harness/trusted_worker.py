@@ -9,7 +9,8 @@ It is non-dumpable: no same-user process may read its memory.
 
 Its ops (protocol.Op) each have a handler of `TrustedWorker`, answered by oploop.serve: expect,
 check, check_timed, time, sync, sim_values, predict_baseline answer once; stage and
-probe_region answer themselves (a descriptor may follow the reply), serve_round answers when
+probe_region answer themselves (a descriptor may follow the reply), regions answers with what
+it holds (introspection), serve_round answers when
 the round's layout is sent and again with its verdicts, and collect, drop and release take no
 reply (the parent sends the next request after them).
 """
@@ -36,7 +37,7 @@ from core.harness import (
 from core.harness.protocol import Op
 from core.harness.trusted_checks import ReferenceCache, compare_all, independence, pool_key
 from core.harness.trusted_task import TaskCode, baseline_impl, load_task
-from core.harness.worker_process import PR_SET_DUMPABLE, libc, redirect_output
+from core.harness.worker_process import PR_SET_DUMPABLE, libc, print_exc, redirect_output
 from core.harness.worker_tools import error_reply, sync
 
 Answer = oploop.Answer | None  # a reply, or None: answered already, or no reply
@@ -92,6 +93,7 @@ class TrustedWorker:
                 Op.COLLECT.value: self.on_collect,
                 Op.DROP.value: self.on_drop,
                 Op.RELEASE.value: self.on_release,
+                Op.REGIONS.value: self.on_regions,
                 Op.CHECK.value: self.on_check,
                 Op.JUDGE.value: self.on_judge,
                 Op.CHECK_TIMED.value: self.on_check_timed,
@@ -198,6 +200,8 @@ class TrustedWorker:
                 reply.update(header)
             except shared_region.Unshareable as exc:
                 reply["reason"] = str(exc)
+            except shared_region.RegionOOM as exc:
+                reply["oom"] = str(exc)
         self.send_with_fd(reply, fds)
         if cached:
             return None
@@ -219,6 +223,8 @@ class TrustedWorker:
             )
         except shared_region.Unshareable as exc:
             return {"ok": True, "reason": str(exc)}, None
+        except shared_region.RegionOOM as exc:
+            return {"ok": True, "oom": str(exc)}, None
         self.send_with_fd({"ok": True, **header}, fds)
         return None
 
@@ -237,9 +243,19 @@ class TrustedWorker:
         return None
 
     def on_release(self, msg: dict[str, Any], _payload: Any) -> Answer:
-        """No reply: the candidate's worker could not map it."""
-        self.regions.release(msg["region"])
+        """No reply: the candidate's worker unmapped it, could not map it, or (`gone`) is dead."""
+        try:
+            if msg.get("kept"):
+                self.regions.keep_until_gone(msg["region"])
+            else:
+                self.regions.release(msg["region"], gone=bool(msg.get("gone")))
+        except Exception:  # noqa: BLE001 - an op without a reply must not answer: logged
+            print_exc()
         return None
+
+    def on_regions(self, _msg: dict[str, Any], _payload: Any) -> Answer:
+        """What this worker holds (introspection: shared_check.CheckRegions.held)."""
+        return {"ok": True, **self.regions.held()}, None
 
     def _staged(
         self, msg: dict[str, Any]
@@ -323,9 +339,24 @@ class TrustedWorker:
         def ready(serving: bool, reason: str | None) -> None:
             channel.send(self.conn, {"ok": True, "serving": serving, "reason": reason})
 
+        consumer = msg.get("consumer")
+        orphan = None
+        if isinstance(consumer, str):  # a round its worker left: kept until that worker is dead
+
+            def orphan(region: shared_region.Region) -> None:
+                self.regions.orphan(consumer, region)
+
         try:
             calls, got, count, serve_s = shared_io.serve_round(
-                self.peer, msg, self.specs, self.out_specs, self.device, self.custom, ready
+                self.peer,
+                msg,
+                self.specs,
+                self.out_specs,
+                self.device,
+                self.custom,
+                ready,
+                orphan,
+                lambda: self.regions.free_stale(""),
             )
         except shared_io.ProtocolError as exc:
             return {"ok": True, "violation": str(exc)}, None

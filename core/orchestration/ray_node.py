@@ -84,7 +84,7 @@ def run_on_node(
 ) -> Iterator[Any]:
     """The Ray task's body: first a dict (node, worker and harness pids, sandbox status),
     then every event line the harness writes. Raises HarnessError when the harness fails."""
-    from core.evaluation import sandbox
+    from core.evaluation import locker, sandbox
     from core.evaluation.executors import harness_policy
 
     device = RayDevice.parse(device_id)
@@ -92,6 +92,7 @@ def run_on_node(
     root = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX))
     (root / "owner").write_text(str(os.getpid()))
     proc: subprocess.Popen | None = None
+    host_locker: locker.HostLocker | None = None
     read_fd = -1
     try:
         for name, data in files.items():
@@ -119,14 +120,18 @@ def run_on_node(
         except sandbox.SandboxError as exc:
             os.close(write_fd)
             raise HarnessError(f"the harness's sandbox cannot start on this node: {exc}") from None
+        # Sandboxed on NVIDIA: the host locker beside the harness, on this node, as locally.
+        want = locker.wanted(device.local.type, sandbox.is_sandboxed(status))
         with open(root / "harness.log", "ab") as out:
-            proc = sandbox.spawn(
+            proc, host_locker = locker.spawn_beside(
                 argv,
                 env,
+                want,
+                out,
+                (write_fd,),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=out,
-                pass_fds=(write_fd,),
                 start_new_session=True,
                 cwd=str(root),
                 preexec_fn=_die_with_parent,
@@ -137,6 +142,7 @@ def run_on_node(
             "worker_pid": os.getpid(),
             "harness_pid": proc.pid,
             "sandbox": status,
+            "locker_pid": host_locker.proc.pid if host_locker and host_locker.proc else None,
         }
         yield from _lines(
             read_fd, time.monotonic() + deadline_s + DEADLINE_SLACK_S, root / "harness.log"
@@ -146,6 +152,8 @@ def run_on_node(
         except subprocess.TimeoutExpired:
             pass
     finally:
+        if host_locker is not None:
+            host_locker.close()
         if proc is not None:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
