@@ -16,6 +16,16 @@ kernel executes on the sampled programs. `tl.dot` is stubbed out while counting 
 not needed for a prediction, and it is the interpreter's most expensive operation): a kernel
 whose control flow depends on a dot's result is counted on zeros there.
 
+Exact programs (the value check, sim_values). In every launch, `EXACT_PROGRAMS` of the programs
+the sample runs first are drawn with `random.SystemRandom` (no candidate can predict which) and
+run *exactly*: every loop iteration, the real `tl.dot` (the interpreter's, as a checked call
+computes it: fp32 accumulation for 16-bit inputs). They are billed exactly as a sampled program
+is: the counts of the loop iterations a sampled program would not have run are taken and then
+discarded, so predicted times do not move. Their stores are values a GPU would have left, so
+dot and loop kernels have known elements. The exact work of one counted call is capped at
+`EXACT_BUDGET_S` interpreter seconds; a program still running at the cap finishes as a sampled
+one (its values unknown) and the count says so (`Counting.exact_notes`).
+
 The interpreter's hooks are in sim/hooks.py, what a count records in sim/launch.py. Runs
 inside the candidate's worker (it executes the candidate's kernels). Imports only numpy, torch
 and triton: the harness is shipped alone.
@@ -78,6 +88,8 @@ PROGRAM_BUDGET_S = (
 EXACT_STORES_CAP = (
     1 << 21
 )  # stored element addresses kept per launch for the value check (sim_values)
+EXACT_PROGRAMS = 2  # programs of each launch run exactly (every iteration, the real dot)
+EXACT_BUDGET_S = 10.0  # interpreter seconds one counted call may spend on exact work
 
 
 class Counting:
@@ -105,6 +117,12 @@ class Counting:
         self.stores: list[tuple[int, np.ndarray]] = []  # its stored (item size, addresses)
         self.trials = 0  # autotune trial launches counted, predicted and not billed
         self.tuned: list[str] = []  # "kernel: N configs" per autotuned choice
+        self.exact_budget_s = EXACT_BUDGET_S
+        self.exact_spent = 0.0  # interpreter seconds spent on exact programs so far
+        self.exact_deadline: float | None = None  # set while the current program runs exactly
+        self.in_trial = False  # an autotune trial's launches run no exact program
+        self.exact_ran = 0  # exact programs that finished exactly
+        self.exact_cut: dict[str, int] = {}  # kernel -> exact programs stopped at the budget
 
     def __enter__(self) -> Counting:
         _hooks.install()
@@ -125,7 +143,11 @@ class Counting:
         launch the autotuner then makes with the config it chose is. So a candidate is billed
         the config that predicts fastest, where a GPU picks the one that measures fastest."""
         start = len(self.launches)
-        kernel_call()
+        self.in_trial = True
+        try:
+            kernel_call()
+        finally:
+            self.in_trial = False
         trial, self.launches[start:] = self.launches[start:], []
         self.trials += len(trial)
         if self.model is None:
@@ -187,16 +209,43 @@ class Counting:
                 p.tensor_bytes.get("(other)" + suffix, 0.0) + left * SECTOR
             )
 
-    def dot(self, a_shape: tuple[int, ...], b_shape: tuple[int, ...], dtype: str) -> None:
+    def running_exactly(self) -> bool:
+        """Whether the current program runs exactly (the real dot, every loop iteration). Past
+        the call's budget it stops: the rest of it runs as a sampled program."""
+        if self.exact_deadline is None:
+            return False
+        if time.perf_counter() > self.exact_deadline:
+            self.exact_deadline = None
+            self.exact = False
+            if self.current is not None:
+                name = self.current.kernel
+                self.exact_cut[name] = self.exact_cut.get(name, 0) + 1
+            return False
+        return True
+
+    def exact_notes(self) -> list[str]:
+        """What the count says about its exact programs (a result's notes)."""
+        return [
+            f"value check: {n} exact program(s) of kernel `{k}` ran past this call's "
+            f"{self.exact_budget_s:g} s budget for exact work and finished as sampled ones: "
+            "their values are not checked"
+            for k, n in self.exact_cut.items()
+        ]
+
+    def dot(self, a_shape: tuple[int, ...], b_shape: tuple[int, ...], dtype: str) -> bool:
+        """Count a dot; True when it must be computed (the program runs exactly)."""
         if self.program is None:
-            return
-        self.exact = False  # stubbed: the accumulator passes through
+            return True
+        exact = self.running_exactly()
+        if not exact:
+            self.exact = False  # stubbed: the accumulator passes through
         m, k = a_shape[-2], a_shape[-1]
         n = b_shape[-1]
         batch = math.prod(a_shape[:-2]) if len(a_shape) > 2 else 1
         self.program.dot_flops[dtype] = (
             self.program.dot_flops.get(dtype, 0.0) + 2.0 * batch * m * n * k
         )
+        return exact
 
     def alu(self, elements: int, sfu: bool = False) -> None:
         if self.program is not None:
@@ -244,6 +293,13 @@ class Counting:
                     launch.exact_stores.setdefault(itemsize, []).append(addrs)
         self.stores = []
 
+    def _exact_picks(self, first: list[int]) -> set[int]:
+        """The programs of a launch that run exactly: drawn among those its sample runs first,
+        from the operating system's randomness (a candidate cannot know which)."""
+        if self.in_trial or self.exact_spent >= self.exact_budget_s or not first:
+            return set()
+        return set(random.SystemRandom().sample(first, min(EXACT_PROGRAMS, len(first))))
+
     def run_programs(self, launch: Launch, run_one: Callable[[int, int, int], None]) -> None:
         """Run all programs of a small launch, else a stratified sample, grown where programs differ."""
         self.current = launch
@@ -251,6 +307,18 @@ class Counting:
         total = gx * gy * gz
         done: set[int] = set()
         started = time.perf_counter()
+        first = (
+            list(range(total)) if total <= self.full_grid else stratified(total, self.first_sample)
+        )
+        exact = self._exact_picks(first)
+        # The sample's growth is timed without the exact programs' extra time (an exact program
+        # counts as long as the mean sampled one), so it grows as it did before they existed.
+        timing = {"exact_s": 0.0, "exact_n": 0, "sampled_s": 0.0, "sampled_n": 0}
+
+        def elapsed() -> float:
+            mean = timing["sampled_s"] / timing["sampled_n"] if timing["sampled_n"] else 0.0
+            spent = time.perf_counter() - started
+            return spent - timing["exact_s"] + timing["exact_n"] * mean
 
         def run(indices: list[int]) -> None:
             for i in indices:
@@ -258,20 +326,34 @@ class Counting:
                     continue
                 done.add(i)
                 self.program, self.exact, self.stores = ProgramCounts(), True, []
-                run_one(i % gx, (i // gx) % gy, i // (gx * gy))
+                chosen = i in exact and self.exact_spent < self.exact_budget_s
+                started_one = time.perf_counter()
+                if chosen:
+                    self.exact_deadline = started_one + self.exact_budget_s - self.exact_spent
+                try:
+                    run_one(i % gx, (i // gx) % gy, i // (gx * gy))
+                finally:
+                    took = time.perf_counter() - started_one
+                    if chosen:
+                        self.exact_ran += int(self.exact_deadline is not None and self.exact)
+                        self.exact_deadline = None
+                        self.exact_spent += took
+                        timing["exact_s"] += took
+                        timing["exact_n"] += 1
+                    else:
+                        timing["sampled_s"] += took
+                        timing["sampled_n"] += 1
                 launch.programs.append(self.program)
                 self.program = None
                 self._keep_stores(launch)
 
         try:
             if total <= self.full_grid:
-                run(list(range(total)))
+                run(first)
             else:
-                run(stratified(total, self.first_sample))
+                run(first)
                 size = self.first_sample
-                while size < min(
-                    total, cap := self._grow_to(launch, time.perf_counter() - started)
-                ):
+                while size < min(total, cap := self._grow_to(launch, elapsed())):
                     size = min(cap, size * 2)
                     fresh = [i for i in stratified(total, size, salt=size) if i not in done]
                     need = max(0, size - len(done))  # at most `max_sample` programs in all,
@@ -281,9 +363,11 @@ class Counting:
                         else fresh[:need]
                     )  # spread, not the first ones
         finally:
-            launch.interpreter_s = time.perf_counter() - started
+            # Without the exact programs' extra time: what the autotune judge and the summary see.
+            launch.interpreter_s = elapsed()
             self.launches.append(launch)
             self.current = None
+            self.exact_deadline = None
 
 
 class SampledRange:
@@ -294,7 +378,9 @@ class SampledRange:
     the first few: a loop that does its work only in its middle iterations (a masked prologue
     and epilogue) is counted as it runs. An interpreted GEMM step costs milliseconds, so this is
     what makes LLM-sized loops countable in a second. Loop-carried values (accumulators,
-    advanced pointers) are wrong after a skipped iteration; only the counts matter here."""
+    advanced pointers) are wrong after a skipped iteration; only the counts matter here. In an
+    exact program (Counting.running_exactly) every iteration runs, in order, and the counts of
+    those a sampled program skips are dropped again."""
 
     def __init__(self, *args: Any, **_options: Any):
         self.range = range(*(_as_int(a) for a in args))
@@ -305,21 +391,33 @@ class SampledRange:
         p = c.program if c is not None else None
         if p is not None:
             p.loop_iterations += len(r)
-        if p is None or len(r) <= INTERIOR_SAMPLE + 2:
+        if c is None or p is None or len(r) <= INTERIOR_SAMPLE + 2:
             yield from r
             return
-        if c is not None:
+        if not c.running_exactly():
             c.exact = False  # iterations skipped: loop-carried values are wrong
         interior = len(r) - 2
-        picks = stratified(
-            interior, INTERIOR_SAMPLE, salt=c.salt if c is not None else 0, last=False
-        )
+        picks = stratified(interior, INTERIOR_SAMPLE, salt=c.salt, last=False)
         yield r[0]
         ran = ProgramCounts()
+        at = 0  # the next interior iteration not yet run
         for i in picks:
+            # An exact program also runs the iterations a sampled one skips, and forgets their
+            # counts: it is billed as the sampled program it stands for.
+            while at < i and c.running_exactly():
+                forget = p.copy()
+                yield r[1 + at]
+                p.restore(forget)
+                at += 1
             before = p.copy()
             yield r[1 + i]
             ran.add(p.minus(before), 1.0)
+            at = max(at, i + 1)
+        while at < interior and c.running_exactly():
+            forget = p.copy()
+            yield r[1 + at]
+            p.restore(forget)
+            at += 1
         p.add(ran, (interior - len(picks)) / len(picks))
         yield r[-1]
 

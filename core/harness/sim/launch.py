@@ -60,6 +60,12 @@ class ProgramCounts:
             setattr(out, attr, {k: v - theirs.get(k, 0.0) for k, v in mine.items()})
         return out
 
+    def restore(self, saved: ProgramCounts) -> None:
+        """Back to `saved` (a copy taken earlier), in place: callers hold this object."""
+        for key in NUMERIC:
+            setattr(self, key, getattr(saved, key))
+        self.dot_flops, self.tensor_bytes = dict(saved.dot_flops), dict(saved.tensor_bytes)
+
     def copy(self) -> ProgramCounts:
         out = ProgramCounts(**{k: getattr(self, k) for k in NUMERIC})
         out.dot_flops, out.tensor_bytes = dict(self.dot_flops), dict(self.tensor_bytes)

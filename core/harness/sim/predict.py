@@ -124,6 +124,7 @@ def predict_candidate(
     # The elements whose values are known, against the reference in the trusted worker (sim_values).
     values = sim_values.samples(result, args, counting.launches, work.work.events, seed)
     values["written_bytes"] = [done for done, _ in sizes]
+    notes += counting.exact_notes()
     del args, result
     launches = []
     for launch in counting.launches[: MAX_LAUNCHES - 1]:
@@ -157,6 +158,7 @@ def predict_candidate(
         "notes": notes,
         "seconds": time.perf_counter() - started,
         "inputs_s": made,
+        "exact_s": counting.exact_spent,
         "written": written,
         "values": values,
     }
