@@ -121,6 +121,7 @@ class Counting:
         self.exact_spent = 0.0  # interpreter seconds spent on exact programs so far
         self.exact_deadline: float | None = None  # set while the current program runs exactly
         self.in_trial = False  # an autotune trial's launches run no exact program
+        self.forgetting = 0  # inside loop iterations whose counts are dropped (SampledRange)
         self.exact_ran = 0  # exact programs that finished exactly
         self.exact_cut: dict[str, int] = {}  # kernel -> exact programs stopped at the budget
 
@@ -164,12 +165,16 @@ class Counting:
 
     def access(self, ptrs: np.ndarray, mask: np.ndarray | None, itemsize: int, store: bool) -> None:
         p, launch = self.program, self.current
-        if p is None or launch is None:
+        if p is None or launch is None or (self.forgetting and not store):
             return
         addrs = np.asarray(ptrs).reshape(-1)
         if mask is not None:
             m = np.broadcast_to(np.asarray(mask), np.shape(ptrs)).reshape(-1)
             addrs = addrs[m]
+        if self.forgetting:  # an iteration an exact program runs and forgets: only its stores
+            if self.exact:
+                self.stores.append((itemsize, addrs.astype(np.int64, copy=True)))
+            return
         n = addrs.size
         sectors = unique_sectors(addrs)
         if store:
@@ -226,8 +231,8 @@ class Counting:
     def exact_notes(self) -> list[str]:
         """What the count says about its exact programs (a result's notes)."""
         return [
-            f"value check: {n} exact program(s) of kernel `{k}` ran past this call's "
-            f"{self.exact_budget_s:g} s budget for exact work and finished as sampled ones: "
+            f"value check: {n} exact program(s) of kernel `{k}` did not fit this call's "
+            f"{self.exact_budget_s:g} s budget for exact work and ran as sampled ones: "
             "their values are not checked"
             for k, n in self.exact_cut.items()
         ]
@@ -239,6 +244,8 @@ class Counting:
         exact = self.running_exactly()
         if not exact:
             self.exact = False  # stubbed: the accumulator passes through
+        if self.forgetting:
+            return exact
         m, k = a_shape[-2], a_shape[-1]
         n = b_shape[-1]
         batch = math.prod(a_shape[:-2]) if len(a_shape) > 2 else 1
@@ -248,7 +255,7 @@ class Counting:
         return exact
 
     def alu(self, elements: int, sfu: bool = False) -> None:
-        if self.program is not None:
+        if self.program is not None and not self.forgetting:
             if sfu:
                 self.program.sfu_ops += elements
             else:
@@ -300,6 +307,17 @@ class Counting:
             return set()
         return set(random.SystemRandom().sample(first, min(EXACT_PROGRAMS, len(first))))
 
+    def _exact_affordable(self, spent: float, ran: int) -> bool:
+        """Whether one more exact program of this launch fits the call's budget, judged by
+        those of the launch that ran exactly before it; one that does not is left sampled."""
+        left = self.exact_budget_s - self.exact_spent
+        if left > 0 and (not ran or spent / ran <= left):
+            return True
+        if self.current is not None and left > 0:
+            name = self.current.kernel
+            self.exact_cut[name] = self.exact_cut.get(name, 0) + 1
+        return False
+
     def run_programs(self, launch: Launch, run_one: Callable[[int, int, int], None]) -> None:
         """Run all programs of a small launch, else a stratified sample, grown where programs differ."""
         self.current = launch
@@ -326,7 +344,7 @@ class Counting:
                     continue
                 done.add(i)
                 self.program, self.exact, self.stores = ProgramCounts(), True, []
-                chosen = i in exact and self.exact_spent < self.exact_budget_s
+                chosen = i in exact and self._exact_affordable(timing["exact_s"], timing["exact_n"])
                 started_one = time.perf_counter()
                 if chosen:
                     self.exact_deadline = started_one + self.exact_budget_s - self.exact_spent
@@ -405,24 +423,32 @@ class SampledRange:
             # An exact program also runs the iterations a sampled one skips, and forgets their
             # counts: it is billed as the sampled program it stands for.
             while at < i and c.running_exactly():
-                forget = p.copy()
-                yield r[1 + at]
-                p.restore(forget)
+                yield from _forgotten(c, p, r[1 + at])
                 at += 1
             before = p.copy()
             yield r[1 + i]
             ran.add(p.minus(before), 1.0)
             at = max(at, i + 1)
         while at < interior and c.running_exactly():
-            forget = p.copy()
-            yield r[1 + at]
-            p.restore(forget)
+            yield from _forgotten(c, p, r[1 + at])
             at += 1
         p.add(ran, (interior - len(picks)) / len(picks))
         yield r[-1]
 
     def __len__(self) -> int:
         return len(self.range)
+
+
+def _forgotten(c: Counting, p: ProgramCounts, i: int):  # type: ignore[no-untyped-def]
+    """Yield iteration `i` of an exact program's loop with its counts dropped: counting skips
+    its work (`forgetting`), and whatever was still added is undone."""
+    saved = p.copy()
+    c.forgetting += 1
+    try:
+        yield i
+    finally:
+        c.forgetting -= 1
+        p.restore(saved)
 
 
 def _as_int(value: Any) -> int:
