@@ -307,7 +307,7 @@ class Counting:
             return set()
         return set(random.SystemRandom().sample(first, min(EXACT_PROGRAMS, len(first))))
 
-    def _exact_affordable(self, spent: float, ran: int) -> bool:
+    def _exact_affordable(self, spent: float, ran: float) -> bool:
         """Whether one more exact program of this launch fits the call's budget, judged by
         those of the launch that ran exactly before it; one that does not is left sampled."""
         left = self.exact_budget_s - self.exact_spent
