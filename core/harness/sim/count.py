@@ -331,7 +331,7 @@ class Counting:
         exact = self._exact_picks(first)
         # The sample's growth is timed without the exact programs' extra time (an exact program
         # counts as long as the mean sampled one), so it grows as it did before they existed.
-        timing = {"exact_s": 0.0, "exact_n": 0, "sampled_s": 0.0, "sampled_n": 0}
+        timing = {"exact_s": 0.0, "exact_n": 0, "sampled_s": 0.0, "sampled_n": 0, "idle_exact": 0}
 
         def elapsed() -> float:
             mean = timing["sampled_s"] / timing["sampled_n"] if timing["sampled_n"] else 0.0
@@ -344,7 +344,10 @@ class Counting:
                     continue
                 done.add(i)
                 self.program, self.exact, self.stores = ProgramCounts(), True, []
-                chosen = i in exact and self._exact_affordable(timing["exact_s"], timing["exact_n"])
+                wanted = i in exact or timing["idle_exact"] > 0
+                chosen = wanted and self._exact_affordable(timing["exact_s"], timing["exact_n"])
+                if chosen and i not in exact:
+                    timing["idle_exact"] -= 1
                 started_one = time.perf_counter()
                 if chosen:
                     self.exact_deadline = started_one + self.exact_budget_s - self.exact_spent
@@ -353,6 +356,8 @@ class Counting:
                 finally:
                     took = time.perf_counter() - started_one
                     if chosen:
+                        if not self.stores:  # idle (returned early): the next program stands in
+                            timing["idle_exact"] += 1
                         self.exact_ran += int(self.exact_deadline is not None and self.exact)
                         self.exact_deadline = None
                         self.exact_spent += took
