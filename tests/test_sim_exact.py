@@ -120,3 +120,25 @@ def test_the_exact_programs_are_drawn_afresh_by_every_count():
     assert all(len(d) == sim_count.EXACT_PROGRAMS for d in draws)
     counting.in_trial = True
     assert counting._exact_picks(list(range(9))) == set(), "autotune trials run none"
+
+
+def test_an_idle_exact_program_hands_its_turn_to_the_next_until_a_busy_one_runs_exactly():
+    """A worst-case grouped-GEMM grid: only row tile 0 of each expert has rows; the others
+    return at once and store nothing. Exact programs drawn among idle ones would check nothing."""
+    import numpy as np
+
+    launch = sim_count.Launch("grouped", lambda: None, (128, 128, 4), {}, {}, [])
+    counting = sim_count.Counting()  # not entered: nothing is patched
+    busy_exact = []
+
+    def run_one(x: int, y: int, z: int) -> None:
+        program = counting.program
+        assert program is not None
+        program.load_sectors += 2 if y else 2 + 64 * 32
+        if y == 0:  # a busy program stores its tile
+            counting.stores.append((2, np.arange(16, dtype=np.int64) * 2 + 4096 * (x + 128 * z)))
+            busy_exact.append(counting.exact_deadline is not None)
+
+    counting.run_programs(launch, run_one)
+    assert any(busy_exact), "no busy program ran exactly"
+    assert launch.exact_stores, "its stores are known elements"
