@@ -49,7 +49,10 @@ from core.harness.sim.launch import (  # what a count is made of (and where call
     Launch,
     ProgramCounts,
     TensorArg,
+    _cv,
     merged_summary,
+    stratified,
+    unique_sectors,
 )
 
 __all__ = [
@@ -393,113 +396,6 @@ class Counting:
             self.exact_deadline = None
 
 
-class SampledRange:
-    """`range` (and `tl.range`) inside a counted kernel. A loop of many iterations runs its first
-    and its last (where masked tails land) and `INTERIOR_SAMPLE` iterations drawn across the
-    whole range between them, one in each equal stratum at a seeded place; the iterations not
-    run are counted as the mean of the interior ones that were. Drawn across the range, not
-    the first few: a loop that does its work only in its middle iterations (a masked prologue
-    and epilogue) is counted as it runs. An interpreted GEMM step costs milliseconds, so this is
-    what makes LLM-sized loops countable in a second. Loop-carried values (accumulators,
-    advanced pointers) are wrong after a skipped iteration; only the counts matter here. In an
-    exact program (Counting.running_exactly) every iteration runs, in order, and the counts of
-    those a sampled program skips are dropped again."""
-
-    def __init__(self, *args: Any, **_options: Any):
-        self.range = range(*(_as_int(a) for a in args))
-
-    def __iter__(self):  # type: ignore[no-untyped-def]
-        r = self.range
-        c = Counting.active
-        p = c.program if c is not None else None
-        if p is not None:
-            p.loop_iterations += len(r)
-        if c is None or p is None or len(r) <= INTERIOR_SAMPLE + 2:
-            yield from r
-            return
-        if not c.running_exactly():
-            c.exact = False  # iterations skipped: loop-carried values are wrong
-        interior = len(r) - 2
-        picks = stratified(interior, INTERIOR_SAMPLE, salt=c.salt, last=False)
-        yield r[0]
-        ran = ProgramCounts()
-        at = 0  # the next interior iteration not yet run
-        for i in picks:
-            # An exact program also runs the iterations a sampled one skips, and forgets their
-            # counts: it is billed as the sampled program it stands for.
-            while at < i and c.running_exactly():
-                yield from _forgotten(c, p, r[1 + at])
-                at += 1
-            before = p.copy()
-            yield r[1 + i]
-            ran.add(p.minus(before), 1.0)
-            at = max(at, i + 1)
-        while at < interior and c.running_exactly():
-            yield from _forgotten(c, p, r[1 + at])
-            at += 1
-        p.add(ran, (interior - len(picks)) / len(picks))
-        yield r[-1]
-
-    def __len__(self) -> int:
-        return len(self.range)
-
-
-def _forgotten(c: Counting, p: ProgramCounts, i: int):  # type: ignore[no-untyped-def]
-    """Yield iteration `i` of an exact program's loop with its counts dropped: counting skips
-    its work (`forgetting`), and whatever was still added is undone."""
-    saved = p.copy()
-    c.forgetting += 1
-    try:
-        yield i
-    finally:
-        c.forgetting -= 1
-        p.restore(saved)
-
-
-def _as_int(value: Any) -> int:
-    handle = getattr(value, "handle", None)
-    if handle is not None:
-        return int(np.asarray(handle.data).reshape(-1)[0])
-    return int(getattr(value, "value", value))
-
-
-def unique_sectors(addrs: np.ndarray) -> np.ndarray:
-    """The sorted distinct 32-byte sectors of `addrs`. A tile's addresses are usually already in
-    order (row-major tiles over row-major tensors): then one pass finds them, where np.unique
-    hashes or sorts a million addresses for each load of a large tile."""
-    sectors = addrs // SECTOR
-    if sectors.size < 2:
-        return sectors
-    head, tail = sectors[:-1], sectors[1:]  # compared, not subtracted: the addresses are unsigned
-    if (tail >= head).all():
-        return sectors[np.concatenate(([True], tail != head))]
-    return np.unique(sectors)
-
-
-def stratified(total: int, count: int, salt: int = 0, last: bool = True) -> list[int]:
-    """`count` program indices of [0, total): one in each of `count` equal strata, at a seeded
-    pseudo-random place in it (the same every run for the same launch size and `salt`), and the
-    last program (where partial tiles and tails land). A fixed place in each stratum aliases
-    with the grid: a stride that is a multiple of the grid's x size (or x·y) puts every pick on
-    one x (or y), such as a causal attention kernel's first query block, or the first row tile of
-    a worst-case MoE grid (the one row tile of each expert that has work), counted for all."""
-    rng = random.Random(total * 1_000_003 + count * 101 + salt)
-    stride = total / count
-    picks = {min(total - 1, int((k + rng.random()) * stride)) for k in range(count)}
-    if last:
-        picks.add(total - 1)
-    return sorted(picks)
-
-
-def _cv(values: list[float]) -> float:
-    if not values:
-        return 0.0
-    avg = sum(values) / len(values)
-    if avg <= 0:
-        return 0.0
-    return math.sqrt(sum((v - avg) ** 2 for v in values) / len(values)) / avg
-
-
 # --- patches of the interpreter ------------------------------------------------------------------
 
 
@@ -507,3 +403,4 @@ def _cv(values: list[float]) -> float:
 # the harness out of sys.modules after importing the candidate (worker_watch.hide_harness), and a
 # module imported after that would be a fresh copy with a Counting of its own.
 from core.harness.sim import hooks as _hooks  # noqa: E402
+from core.harness.sim.loops import SampledRange  # noqa: E402

@@ -13,8 +13,9 @@ from typing import Any
 import numpy as np
 
 from core.harness.sim import written as sim_written
-from core.harness.sim.count import Counting, SampledRange
+from core.harness.sim.count import Counting
 from core.harness.sim.launch import Launch, TensorArg
+from core.harness.sim.loops import SampledRange
 
 SFU_UNARY = {"exp", "exp2", "log", "log2", "sqrt", "sin", "cos"}
 _MARK = "_sim_count_patched"
