@@ -26,7 +26,8 @@ dot and loop kernels have known elements. The exact work of one counted call is 
 `EXACT_BUDGET_S` interpreter seconds; a program still running at the cap finishes as a sampled
 one (its values unknown) and the count says so (`Counting.exact_notes`).
 
-The interpreter's hooks are in sim/hooks.py, what a count records in sim/launch.py. Runs
+The interpreter's hooks are in sim/hooks.py, sampled loops in sim/loops.py, what a count
+records in sim/launch.py. Runs
 inside the candidate's worker (it executes the candidate's kernels). Imports only numpy, torch
 and triton: the harness is shipped alone.
 """

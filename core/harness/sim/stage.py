@@ -42,8 +42,8 @@ def check_values(
     if not known and not any(o.get("inplace_of") for o in ev.job["outputs"]):
         # Nothing to compare and nothing updated in place: the reference is not computed.
         reason = values.get("reason") or (
-            "no known elements (every program that wrote an output used a dot, a sampled loop or "
-            "an atomic, or read what a sampled launch left partial)"
+            "no known elements (no exact program stored into an output: atomics, a launch that "
+            "read what a sampled launch left partial, or exact work past its budget)"
         )
         return f"value check skipped: {str(reason)[:200]}"
     got = ev._trusted_call(
