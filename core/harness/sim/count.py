@@ -19,17 +19,18 @@ whose control flow depends on a dot's result is counted on zeros there.
 Exact programs (the value check, sim_values). In every launch, `EXACT_PROGRAMS` of the programs
 the sample runs first are drawn with `random.SystemRandom` (no candidate can predict which) and
 run *exactly*: every loop iteration, the real `tl.dot` (the interpreter's, as a checked call
-computes it: fp32 accumulation for 16-bit inputs). They are billed exactly as a sampled program
-is: the counts of the loop iterations a sampled program would not have run are taken and then
+computes it: fp32 accumulation for 16-bit inputs). One that stores nothing (an idle program of
+a worst-case grouped-GEMM grid) hands its turn to the next program the sample runs, and where
+they are cheap (under `EXACT_CHEAP_S` each) every program of the first sample runs exactly.
+They are billed exactly as a sampled program is: the counts of the loop iterations a sampled program would not have run are taken and then
 discarded, so predicted times do not move. Their stores are values a GPU would have left, so
 dot and loop kernels have known elements. The exact work of one counted call is capped at
 `EXACT_BUDGET_S` interpreter seconds; a program still running at the cap finishes as a sampled
 one (its values unknown) and the count says so (`Counting.exact_notes`).
 
 The interpreter's hooks are in sim/hooks.py, sampled loops in sim/loops.py, what a count
-records in sim/launch.py. Runs
-inside the candidate's worker (it executes the candidate's kernels). Imports only numpy, torch
-and triton: the harness is shipped alone.
+records in sim/launch.py. Runs inside the candidate's worker (it executes the candidate's
+kernels). Imports only numpy, torch and triton: the harness is shipped alone.
 """
 
 from __future__ import annotations
@@ -93,6 +94,7 @@ EXACT_STORES_CAP = (
     1 << 21
 )  # stored element addresses kept per launch for the value check (sim_values)
 EXACT_PROGRAMS = 2  # programs of each launch run exactly (every iteration, the real dot)
+EXACT_CHEAP_S = 0.05  # ... and all of its first sample where each takes less than this
 EXACT_BUDGET_S = 10.0  # interpreter seconds one counted call may spend on exact work
 
 
@@ -342,13 +344,21 @@ class Counting:
             spent = time.perf_counter() - started
             return spent - timing["exact_s"] + timing["exact_n"] * mean
 
+        first_set = set(first)
+
+        def cheap(i: int) -> bool:
+            """More exact programs where they are cheap: every program of the first sample once
+            the launch's exact programs take under `EXACT_CHEAP_S` each."""
+            n = timing["exact_n"]
+            return i in first_set and n > 0 and timing["exact_s"] / n < EXACT_CHEAP_S
+
         def run(indices: list[int]) -> None:
             for i in indices:
                 if i in done:
                     continue
                 done.add(i)
                 self.program, self.exact, self.stores = ProgramCounts(), True, []
-                wanted = i in exact or timing["idle_exact"] > 0
+                wanted = i in exact or timing["idle_exact"] > 0 or cheap(i)
                 chosen = wanted and self._exact_affordable(timing["exact_s"], timing["exact_n"])
                 if chosen and i not in exact:
                     timing["idle_exact"] -= 1
