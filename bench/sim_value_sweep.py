@@ -5,7 +5,12 @@ cost is the `reference_s` column), the counted call's known elements against it
 (`sim_wrong_output` must not fire), and the in-place outputs' written bytes against what the
 reference changed (`sim_unwritten_output`). docs/integrity.md, "Simulated devices".
 
-    PYTHONPATH=. python3 bench/sim_value_sweep.py [TASK_SUBSTRING ...] > bench/results/sim_value_sweep.json
+    PYTHONPATH=. python3 bench/sim_value_sweep.py [--billing] [TASK_SUBSTRING ...] > bench/results/sim_value_sweep.json
+
+`exact_s` is the interpreter time the count spent on its exact programs (sim_count: the time the
+value check adds to a counted call); `--billing` counts each point again without exact programs
+and says whether every launch summary is the same (`same_billing`): exact programs must not move
+a prediction.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 from core.devices.device import sim_info
 from core.devices.sim import sim_section
 from core.evaluation.job import spec_json
+from core.harness.sim import count as sim_count
 from core.harness.sim import predict as sim_predict
 from core.harness.sim import reference as sim_reference
 from core.harness.sim import written as sim_written
@@ -41,7 +47,30 @@ def _load(path: Path, name: str) -> object:
     return module
 
 
-def main(filters: list[str]) -> None:
+def _billed(reply: dict) -> list[dict]:
+    drop = ("interpreter_s", "resources")
+    return [{k: v for k, v in s.items() if k not in drop} for s in reply["launches"]]
+
+
+def _count(
+    module: object, specs: list, workload: dict, custom: object, compiler: object, exact: int
+) -> dict:
+    """One count of `module.run`, with `exact` exact programs per launch."""
+    sim_count.EXACT_PROGRAMS, kept = exact, sim_count.EXACT_PROGRAMS
+    try:
+        return sim_predict.predict_candidate(
+            module.run,  # type: ignore[attr-defined]
+            specs,
+            workload,
+            7,
+            custom,  # type: ignore[arg-type]
+            compiler,  # type: ignore[arg-type]
+        )
+    finally:
+        sim_count.EXACT_PROGRAMS = kept
+
+
+def main(filters: list[str], billing: bool = False) -> None:
     compiler = sim_predict.CompileCache(sim_section(sim_info("sim:h200"))["aot"], None)
     from core.harness.triton_cpu import enable_interpreter
 
@@ -93,15 +122,19 @@ def main(filters: list[str]) -> None:
                 }
                 started = time.time()
                 try:
-                    reply = sim_predict.predict_candidate(
-                        module.run,  # type: ignore[attr-defined]
-                        specs,
-                        workload,
-                        7,
-                        custom,
-                        compiler,
-                    )
+                    # A sample grows for a second at most, so a cold first count can be sampled
+                    # smaller than a warm one: with --billing, the counts without exact programs
+                    # come before and after the one with them, which must equal one of them.
+                    point = (module, specs, workload, custom, compiler)
+                    plain = _count(*point, 0) if billing else None
+                    started = time.time()
+                    reply = _count(*point, sim_count.EXACT_PROGRAMS)
                     counted = time.time()
+                    same = None
+                    if plain is not None:
+                        same = _billed(plain) == _billed(reply) or _billed(
+                            _count(*point, 0)
+                        ) == _billed(reply)
                     entry = sim_reference.reference_entry(
                         reference, specs, outs, workload, 7, custom, sources
                     )
@@ -115,6 +148,9 @@ def main(filters: list[str]) -> None:
                             got["changed_bytes"], reply["values"]["written_bytes"], names
                         ),
                         "count_s": round(counted - started, 1),
+                        "exact_s": round(float(reply.get("exact_s") or 0.0), 2),
+                        "same_billing": same,
+                        "notes": [n for n in reply.get("notes", []) if "exact" in n],
                         "reference_s": round(entry.get("seconds") or 0.0, 1),
                     }
                 except Exception as exc:  # noqa: BLE001 - reported
@@ -125,4 +161,4 @@ def main(filters: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main([a for a in sys.argv[1:] if a != "--billing"], "--billing" in sys.argv[1:])

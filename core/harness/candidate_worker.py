@@ -217,7 +217,13 @@ class CandidateWorker:
     def on_predict(self, msg: dict[str, Any], _payload: Any) -> Answer:
         assert self.run is not None and self.sim is not None, "compile first, on a sim device"
         return self.predictor.predict_candidate(
-            self.run, self.specs, msg["workload"], msg["seed"], self.custom, self.sim
+            self.run,
+            self.specs,
+            msg["workload"],
+            msg["seed"],
+            self.custom,
+            self.sim,
+            exact=msg.get("exact") is not False,
         ), None
 
     def on_kept(self, _msg: dict[str, Any], _payload: Any) -> Answer:

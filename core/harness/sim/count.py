@@ -16,9 +16,21 @@ kernel executes on the sampled programs. `tl.dot` is stubbed out while counting 
 not needed for a prediction, and it is the interpreter's most expensive operation): a kernel
 whose control flow depends on a dot's result is counted on zeros there.
 
-The interpreter's hooks are in sim/hooks.py, what a count records in sim/launch.py. Runs
-inside the candidate's worker (it executes the candidate's kernels). Imports only numpy, torch
-and triton: the harness is shipped alone.
+Exact programs (the value check, sim_values). In every launch, `EXACT_PROGRAMS` of the programs
+the sample runs first are drawn with `random.SystemRandom` (no candidate can predict which) and
+run *exactly*: every loop iteration, the real `tl.dot` (the interpreter's, as a checked call
+computes it: fp32 accumulation for 16-bit inputs). One that stores nothing (an idle program of
+a worst-case grouped-GEMM grid) hands its turn to the next program the sample runs, and where
+they are cheap (under `EXACT_CHEAP_S` each) every program of the first sample runs exactly.
+They are billed exactly as a sampled program is: the counts of the loop iterations a sampled program would not have run are taken and then
+discarded, so predicted times do not move. Their stores are values a GPU would have left, so
+dot and loop kernels have known elements. The exact work of one counted call is capped at
+`EXACT_BUDGET_S` interpreter seconds; a program still running at the cap finishes as a sampled
+one (its values unknown) and the count says so (`Counting.exact_notes`).
+
+The interpreter's hooks are in sim/hooks.py, sampled loops in sim/loops.py, what a count
+records in sim/launch.py. Runs inside the candidate's worker (it executes the candidate's
+kernels). Imports only numpy, torch and triton: the harness is shipped alone.
 """
 
 from __future__ import annotations
@@ -39,7 +51,10 @@ from core.harness.sim.launch import (  # what a count is made of (and where call
     Launch,
     ProgramCounts,
     TensorArg,
+    _cv,
     merged_summary,
+    stratified,
+    unique_sectors,
 )
 
 __all__ = [
@@ -78,6 +93,9 @@ PROGRAM_BUDGET_S = (
 EXACT_STORES_CAP = (
     1 << 21
 )  # stored element addresses kept per launch for the value check (sim_values)
+EXACT_PROGRAMS = 2  # programs of each launch run exactly (every iteration, the real dot)
+EXACT_CHEAP_S = 0.05  # ... and all of its first sample where each takes less than this
+EXACT_BUDGET_S = 10.0  # interpreter seconds one counted call may spend on exact work
 
 
 class Counting:
@@ -105,6 +123,13 @@ class Counting:
         self.stores: list[tuple[int, np.ndarray]] = []  # its stored (item size, addresses)
         self.trials = 0  # autotune trial launches counted, predicted and not billed
         self.tuned: list[str] = []  # "kernel: N configs" per autotuned choice
+        self.exact_budget_s = EXACT_BUDGET_S
+        self.exact_spent = 0.0  # interpreter seconds spent on exact programs so far
+        self.exact_deadline: float | None = None  # set while the current program runs exactly
+        self.in_trial = False  # an autotune trial's launches run no exact program
+        self.forgetting = 0  # inside loop iterations whose counts are dropped (SampledRange)
+        self.exact_ran = 0  # exact programs that finished exactly
+        self.exact_cut: dict[str, int] = {}  # kernel -> exact programs stopped at the budget
 
     def __enter__(self) -> Counting:
         _hooks.install()
@@ -125,7 +150,11 @@ class Counting:
         launch the autotuner then makes with the config it chose is. So a candidate is billed
         the config that predicts fastest, where a GPU picks the one that measures fastest."""
         start = len(self.launches)
-        kernel_call()
+        self.in_trial = True
+        try:
+            kernel_call()
+        finally:
+            self.in_trial = False
         trial, self.launches[start:] = self.launches[start:], []
         self.trials += len(trial)
         if self.model is None:
@@ -142,12 +171,16 @@ class Counting:
 
     def access(self, ptrs: np.ndarray, mask: np.ndarray | None, itemsize: int, store: bool) -> None:
         p, launch = self.program, self.current
-        if p is None or launch is None:
+        if p is None or launch is None or (self.forgetting and not store):
             return
         addrs = np.asarray(ptrs).reshape(-1)
         if mask is not None:
             m = np.broadcast_to(np.asarray(mask), np.shape(ptrs)).reshape(-1)
             addrs = addrs[m]
+        if self.forgetting:  # an iteration an exact program runs and forgets: only its stores
+            if self.exact:
+                self.stores.append((itemsize, addrs.astype(np.int64, copy=True)))
+            return
         n = addrs.size
         sectors = unique_sectors(addrs)
         if store:
@@ -187,19 +220,48 @@ class Counting:
                 p.tensor_bytes.get("(other)" + suffix, 0.0) + left * SECTOR
             )
 
-    def dot(self, a_shape: tuple[int, ...], b_shape: tuple[int, ...], dtype: str) -> None:
+    def running_exactly(self) -> bool:
+        """Whether the current program runs exactly (the real dot, every loop iteration). Past
+        the call's budget it stops: the rest of it runs as a sampled program."""
+        if self.exact_deadline is None:
+            return False
+        if time.perf_counter() > self.exact_deadline:
+            self.exact_deadline = None
+            self.exact = False
+            if self.current is not None:
+                name = self.current.kernel
+                self.exact_cut[name] = self.exact_cut.get(name, 0) + 1
+            return False
+        return True
+
+    def exact_notes(self) -> list[str]:
+        """What the count says about its exact programs (a result's notes)."""
+        return [
+            f"value check: {n} exact program(s) of kernel `{k}` did not fit this call's "
+            f"{self.exact_budget_s:g} s budget for exact work and ran as sampled ones: "
+            "their values are not checked"
+            for k, n in self.exact_cut.items()
+        ]
+
+    def dot(self, a_shape: tuple[int, ...], b_shape: tuple[int, ...], dtype: str) -> bool:
+        """Count a dot; True when it must be computed (the program runs exactly)."""
         if self.program is None:
-            return
-        self.exact = False  # stubbed: the accumulator passes through
+            return True
+        exact = self.running_exactly()
+        if not exact:
+            self.exact = False  # stubbed: the accumulator passes through
+        if self.forgetting:
+            return exact
         m, k = a_shape[-2], a_shape[-1]
         n = b_shape[-1]
         batch = math.prod(a_shape[:-2]) if len(a_shape) > 2 else 1
         self.program.dot_flops[dtype] = (
             self.program.dot_flops.get(dtype, 0.0) + 2.0 * batch * m * n * k
         )
+        return exact
 
     def alu(self, elements: int, sfu: bool = False) -> None:
-        if self.program is not None:
+        if self.program is not None and not self.forgetting:
             if sfu:
                 self.program.sfu_ops += elements
             else:
@@ -244,6 +306,24 @@ class Counting:
                     launch.exact_stores.setdefault(itemsize, []).append(addrs)
         self.stores = []
 
+    def _exact_picks(self, first: list[int]) -> set[int]:
+        """The programs of a launch that run exactly: drawn among those its sample runs first,
+        from the operating system's randomness (a candidate cannot know which)."""
+        if self.in_trial or self.exact_spent >= self.exact_budget_s or not first:
+            return set()
+        return set(random.SystemRandom().sample(first, min(EXACT_PROGRAMS, len(first))))
+
+    def _exact_affordable(self, spent: float, ran: float) -> bool:
+        """Whether one more exact program of this launch fits the call's budget, judged by
+        those of the launch that ran exactly before it; one that does not is left sampled."""
+        left = self.exact_budget_s - self.exact_spent
+        if left > 0 and (not ran or spent / ran <= left):
+            return True
+        if self.current is not None and left > 0:
+            name = self.current.kernel
+            self.exact_cut[name] = self.exact_cut.get(name, 0) + 1
+        return False
+
     def run_programs(self, launch: Launch, run_one: Callable[[int, int, int], None]) -> None:
         """Run all programs of a small launch, else a stratified sample, grown where programs differ."""
         self.current = launch
@@ -251,6 +331,26 @@ class Counting:
         total = gx * gy * gz
         done: set[int] = set()
         started = time.perf_counter()
+        first = (
+            list(range(total)) if total <= self.full_grid else stratified(total, self.first_sample)
+        )
+        exact = self._exact_picks(first)
+        # The sample's growth is timed without the exact programs' extra time (an exact program
+        # counts as long as the mean sampled one), so it grows as it did before they existed.
+        timing = {"exact_s": 0.0, "exact_n": 0, "sampled_s": 0.0, "sampled_n": 0, "idle_exact": 0}
+
+        def elapsed() -> float:
+            mean = timing["sampled_s"] / timing["sampled_n"] if timing["sampled_n"] else 0.0
+            spent = time.perf_counter() - started
+            return spent - timing["exact_s"] + timing["exact_n"] * mean
+
+        first_set = set(first)
+
+        def cheap(i: int) -> bool:
+            """More exact programs where they are cheap: every program of the first sample once
+            the launch's exact programs take under `EXACT_CHEAP_S` each."""
+            n = timing["exact_n"]
+            return i in first_set and n > 0 and timing["exact_s"] / n < EXACT_CHEAP_S
 
         def run(indices: list[int]) -> None:
             for i in indices:
@@ -258,20 +358,39 @@ class Counting:
                     continue
                 done.add(i)
                 self.program, self.exact, self.stores = ProgramCounts(), True, []
-                run_one(i % gx, (i // gx) % gy, i // (gx * gy))
+                wanted = i in exact or timing["idle_exact"] > 0 or cheap(i)
+                chosen = wanted and self._exact_affordable(timing["exact_s"], timing["exact_n"])
+                if chosen and i not in exact:
+                    timing["idle_exact"] -= 1
+                started_one = time.perf_counter()
+                if chosen:
+                    self.exact_deadline = started_one + self.exact_budget_s - self.exact_spent
+                try:
+                    run_one(i % gx, (i // gx) % gy, i // (gx * gy))
+                finally:
+                    took = time.perf_counter() - started_one
+                    if chosen:
+                        if not self.stores:  # idle (returned early): the next program stands in
+                            timing["idle_exact"] += 1
+                        self.exact_ran += int(self.exact_deadline is not None and self.exact)
+                        self.exact_deadline = None
+                        self.exact_spent += took
+                        timing["exact_s"] += took
+                        timing["exact_n"] += 1
+                    else:
+                        timing["sampled_s"] += took
+                        timing["sampled_n"] += 1
                 launch.programs.append(self.program)
                 self.program = None
                 self._keep_stores(launch)
 
         try:
             if total <= self.full_grid:
-                run(list(range(total)))
+                run(first)
             else:
-                run(stratified(total, self.first_sample))
+                run(first)
                 size = self.first_sample
-                while size < min(
-                    total, cap := self._grow_to(launch, time.perf_counter() - started)
-                ):
+                while size < min(total, cap := self._grow_to(launch, elapsed())):
                     size = min(cap, size * 2)
                     fresh = [i for i in stratified(total, size, salt=size) if i not in done]
                     need = max(0, size - len(done))  # at most `max_sample` programs in all,
@@ -281,94 +400,11 @@ class Counting:
                         else fresh[:need]
                     )  # spread, not the first ones
         finally:
-            launch.interpreter_s = time.perf_counter() - started
+            # Without the exact programs' extra time: what the autotune judge and the summary see.
+            launch.interpreter_s = elapsed()
             self.launches.append(launch)
             self.current = None
-
-
-class SampledRange:
-    """`range` (and `tl.range`) inside a counted kernel. A loop of many iterations runs its first
-    and its last (where masked tails land) and `INTERIOR_SAMPLE` iterations drawn across the
-    whole range between them, one in each equal stratum at a seeded place; the iterations not
-    run are counted as the mean of the interior ones that were. Drawn across the range, not
-    the first few: a loop that does its work only in its middle iterations (a masked prologue
-    and epilogue) is counted as it runs. An interpreted GEMM step costs milliseconds, so this is
-    what makes LLM-sized loops countable in a second. Loop-carried values (accumulators,
-    advanced pointers) are wrong after a skipped iteration; only the counts matter here."""
-
-    def __init__(self, *args: Any, **_options: Any):
-        self.range = range(*(_as_int(a) for a in args))
-
-    def __iter__(self):  # type: ignore[no-untyped-def]
-        r = self.range
-        c = Counting.active
-        p = c.program if c is not None else None
-        if p is not None:
-            p.loop_iterations += len(r)
-        if p is None or len(r) <= INTERIOR_SAMPLE + 2:
-            yield from r
-            return
-        if c is not None:
-            c.exact = False  # iterations skipped: loop-carried values are wrong
-        interior = len(r) - 2
-        picks = stratified(
-            interior, INTERIOR_SAMPLE, salt=c.salt if c is not None else 0, last=False
-        )
-        yield r[0]
-        ran = ProgramCounts()
-        for i in picks:
-            before = p.copy()
-            yield r[1 + i]
-            ran.add(p.minus(before), 1.0)
-        p.add(ran, (interior - len(picks)) / len(picks))
-        yield r[-1]
-
-    def __len__(self) -> int:
-        return len(self.range)
-
-
-def _as_int(value: Any) -> int:
-    handle = getattr(value, "handle", None)
-    if handle is not None:
-        return int(np.asarray(handle.data).reshape(-1)[0])
-    return int(getattr(value, "value", value))
-
-
-def unique_sectors(addrs: np.ndarray) -> np.ndarray:
-    """The sorted distinct 32-byte sectors of `addrs`. A tile's addresses are usually already in
-    order (row-major tiles over row-major tensors): then one pass finds them, where np.unique
-    hashes or sorts a million addresses for each load of a large tile."""
-    sectors = addrs // SECTOR
-    if sectors.size < 2:
-        return sectors
-    head, tail = sectors[:-1], sectors[1:]  # compared, not subtracted: the addresses are unsigned
-    if (tail >= head).all():
-        return sectors[np.concatenate(([True], tail != head))]
-    return np.unique(sectors)
-
-
-def stratified(total: int, count: int, salt: int = 0, last: bool = True) -> list[int]:
-    """`count` program indices of [0, total): one in each of `count` equal strata, at a seeded
-    pseudo-random place in it (the same every run for the same launch size and `salt`), and the
-    last program (where partial tiles and tails land). A fixed place in each stratum aliases
-    with the grid: a stride that is a multiple of the grid's x size (or x·y) puts every pick on
-    one x (or y), such as a causal attention kernel's first query block, or the first row tile of
-    a worst-case MoE grid (the one row tile of each expert that has work), counted for all."""
-    rng = random.Random(total * 1_000_003 + count * 101 + salt)
-    stride = total / count
-    picks = {min(total - 1, int((k + rng.random()) * stride)) for k in range(count)}
-    if last:
-        picks.add(total - 1)
-    return sorted(picks)
-
-
-def _cv(values: list[float]) -> float:
-    if not values:
-        return 0.0
-    avg = sum(values) / len(values)
-    if avg <= 0:
-        return 0.0
-    return math.sqrt(sum((v - avg) ** 2 for v in values) / len(values)) / avg
+            self.exact_deadline = None
 
 
 # --- patches of the interpreter ------------------------------------------------------------------
@@ -378,3 +414,4 @@ def _cv(values: list[float]) -> float:
 # the harness out of sys.modules after importing the candidate (worker_watch.hide_harness), and a
 # module imported after that would be a fresh copy with a Counting of its own.
 from core.harness.sim import hooks as _hooks  # noqa: E402
+from core.harness.sim.loops import SampledRange  # noqa: E402

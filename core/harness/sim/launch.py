@@ -5,6 +5,7 @@ Imports only numpy: the harness is shipped alone."""
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,6 +60,12 @@ class ProgramCounts:
             mine, theirs = getattr(self, attr), getattr(other, attr)
             setattr(out, attr, {k: v - theirs.get(k, 0.0) for k, v in mine.items()})
         return out
+
+    def restore(self, saved: ProgramCounts) -> None:
+        """Back to `saved` (a copy taken earlier), in place: callers hold this object."""
+        for key in NUMERIC:
+            setattr(self, key, getattr(saved, key))
+        self.dot_flops, self.tensor_bytes = dict(saved.dot_flops), dict(saved.tensor_bytes)
 
     def copy(self) -> ProgramCounts:
         out = ProgramCounts(**{k: getattr(self, k) for k in NUMERIC})
@@ -200,3 +207,40 @@ def merged_summary(summaries: list[dict[str, Any]]) -> dict[str, Any]:
         "merged": len(summaries),
         "interpreter_s": sum(s.get("interpreter_s", 0.0) for s in summaries),
     }
+
+
+def unique_sectors(addrs: np.ndarray) -> np.ndarray:
+    """The sorted distinct 32-byte sectors of `addrs`. A tile's addresses are usually already in
+    order (row-major tiles over row-major tensors): then one pass finds them, where np.unique
+    hashes or sorts a million addresses for each load of a large tile."""
+    sectors: np.ndarray = addrs // SECTOR
+    if sectors.size < 2:
+        return sectors
+    head, tail = sectors[:-1], sectors[1:]  # compared, not subtracted: the addresses are unsigned
+    if (tail >= head).all():
+        return sectors[np.concatenate(([True], tail != head))]
+    return np.unique(sectors)
+
+
+def stratified(total: int, count: int, salt: int = 0, last: bool = True) -> list[int]:
+    """`count` program indices of [0, total): one in each of `count` equal strata, at a seeded
+    pseudo-random place in it (the same every run for the same launch size and `salt`), and the
+    last program (where partial tiles and tails land). A fixed place in each stratum aliases
+    with the grid: a stride that is a multiple of the grid's x size (or x·y) puts every pick on
+    one x (or y), such as a causal attention kernel's first query block, or the first row tile of
+    a worst-case MoE grid (the one row tile of each expert that has work), counted for all."""
+    rng = random.Random(total * 1_000_003 + count * 101 + salt)
+    stride = total / count
+    picks = {min(total - 1, int((k + rng.random()) * stride)) for k in range(count)}
+    if last:
+        picks.add(total - 1)
+    return sorted(picks)
+
+
+def _cv(values: list[float]) -> float:
+    if not values:
+        return 0.0
+    avg = sum(values) / len(values)
+    if avg <= 0:
+        return 0.0
+    return math.sqrt(sum((v - avg) ** 2 for v in values) / len(values)) / avg

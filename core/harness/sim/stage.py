@@ -42,8 +42,8 @@ def check_values(
     if not known and not any(o.get("inplace_of") for o in ev.job["outputs"]):
         # Nothing to compare and nothing updated in place: the reference is not computed.
         reason = values.get("reason") or (
-            "no known elements (every program that wrote an output used a dot, a sampled loop or "
-            "an atomic, or read what a sampled launch left partial)"
+            "no known elements (no exact program stored into an output: atomics, a launch that "
+            "read what a sampled launch left partial, or exact work past its budget)"
         )
         return f"value check skipped: {str(reason)[:200]}"
     got = ev._trusted_call(
@@ -229,8 +229,11 @@ def predict_performance(ev: Evaluation, deadline: float) -> dict[str, Any]:
     seeds = [
         int(w["seed"]) for w in workloads
     ]  # drawn per evaluation by the engine (sim_reference)
+    # A task with its own check.py compares no values of the counted call (sim_reference):
+    # its count runs no exact programs (sim_count), which would cost time for nothing.
+    exact = "check.py" not in (ev.job.get("task_sources") or {})
     requests = [
-        ({"op": "predict", "workload": _workload(w), "seed": seed}, 0)
+        ({"op": "predict", "workload": _workload(w), "seed": seed, "exact": exact}, 0)
         for w, seed in zip(workloads, seeds)
     ]
     counted: dict[int, dict[str, Any]] = {}
