@@ -149,10 +149,26 @@ def test_a_failed_aot_compile_is_never_forgiven():
     )
 
 
-def test_a_candidate_that_does_nothing_when_counted_is_flagged_below_the_floor():
+def test_a_candidate_that_does_nothing_on_fake_tensors_is_counted_on_real_ones_and_caught():
+    """fake_detect returns zeros when handed fake tensors and launches its kernel on real ones:
+    the real run is the one billed, and the two counts differ (`sim_fake_pass_differs`)."""
     task = find_task("activation/silu_mul")
     with Evaluator("sim:h200") as evaluator:
         result = evaluator.evaluate(task, CHEATS / "fake_detect.py")
+    assert result.status == "failed" and result.failed_stage == "performance"
+    (stage,) = [s for s in result.stages if s.name == "performance"]
+    assert "sim_fake_pass_differs: on GPU-sized tensors the call launched 1 Triton kernel" in (
+        stage.message or ""
+    )
+
+
+def test_a_count_that_missed_the_work_is_flagged_below_the_floor():
+    """On a task whose own check.py judges the outputs (sampling), the counted call's values are
+    never compared and a pure PyTorch candidate is counted on fake tensors alone: zeros there
+    predict a time below the speed-of-light floor, and the result is flagged."""
+    task = find_task("sampling/top_k_top_p_sampling")
+    with Evaluator("sim:h200") as evaluator:
+        result = evaluator.evaluate(task, CHEATS / "fake_detect_sampling.py")
     assert result.status == "failed"
     flags = [f for f in result.integrity_flags if f.startswith("faster_than_speed_of_light")]
     assert flags and "was predicted at" in flags[0]

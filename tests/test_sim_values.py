@@ -99,10 +99,12 @@ def test_honest_triton_kernels_compute_what_the_reference_does_when_counted(judg
     assert got["unwritten"] is None and got["inplace"] is None, got
 
 
-def test_a_pure_pytorch_candidate_has_no_values_to_check(judged):
+def test_a_pure_pytorch_candidate_is_value_checked_through_its_real_run(judged):
+    """Its fake pass is cheap, so it is counted again on GPU-sized CPU tensors (the run that is
+    billed): its torch ops write densely, so every element they write is known."""
     got = judged["silu_baseline"]
-    assert got["wrong"] is None and got["checked"] == 0
-    assert got["skipped"].startswith("not applicable: pure PyTorch, counted on fake tensors")
+    assert got["wrong"] is None and got["skipped"] is None, got
+    assert got["checked"] >= 500
 
 
 def test_rows_filled_with_a_constant_when_counted_are_wrong_output(judged):

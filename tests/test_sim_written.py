@@ -2,6 +2,9 @@
 devices"): a candidate that tells the counting pass from a checked call (by its GPU-only sizes,
 its fake tensors, the harness's frames) and does part of its work there fails the performance
 stage with `sim_unwritten_output`; honest kernels, Triton and pure PyTorch, write all of theirs.
+A pure PyTorch candidate is counted on fake tensors and, where that count is small, again on
+GPU-sized CPU tensors: that run is billed and value-checked, and doing less on the fake tensors
+is `sim_fake_pass_differs`.
 
 Each candidate is counted as a candidate's worker counts it (sim_predict.predict_candidate), at
 a GPU workload, in a subprocess with Triton's interpreter on."""
@@ -21,7 +24,7 @@ COUNT = """
 import importlib.util, json, sys
 from core.devices.device import sim_info
 from core.evaluation.job import spec_json
-from core.harness.sim import predict as sim_predict
+from core.harness.sim import predict as sim_predict, stage as sim_stage
 from core.devices.sim import sim_section
 from core.tasks.discovery import find_task
 
@@ -37,7 +40,10 @@ for name, (path, task_name, axes) in json.loads(sys.argv[1]).items():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     reply = sim_predict.predict_candidate(module.run, [spec_json(s) for s in task.inputs], workload, 7, None, compiler)
-    out[name] = {"written": reply["written"], "outputs": [o.name for o in task.outputs]}
+    values = reply["values"].get("outputs") or []
+    out[name] = {"written": reply["written"], "outputs": [o.name for o in task.outputs],
+                 "fake_count": reply.get("fake_count"), "known": [v and len(v["index"]) for v in values],
+                 "differs": sim_stage.fake_pass_problem(reply, reply["launches"], reply["torch_ops"])}
 print(json.dumps(out))
 """
 
@@ -92,7 +98,6 @@ def test_honest_kernels_write_every_output_when_counted(counted, name):
     [
         ("big_half", "out", 0.6),  # Triton, GPU-sized inputs only: 60% of the rows
         ("frame_detect", "out", 0.7),  # Triton, the harness's frames: 70% of the rows
-        ("fake_half", "out", 0.5),  # pure PyTorch, fake tensors: half the rows
         (
             "norm_skip_residual",
             "residual_out",
@@ -108,6 +113,23 @@ def test_a_candidate_doing_less_when_counted_fails_on_what_it_left_unwritten(
     assert shares[output] == pytest.approx(share, abs=0.05), got
     message = sim_written.problem(got["written"], got["outputs"])
     assert message and message.startswith("sim_unwritten_output:") and f"`{output}`" in message
+
+
+@pytest.mark.parametrize("name", ["silu_baseline", "norm_baseline"])
+def test_a_pure_pytorch_candidate_is_counted_again_on_real_memory_and_value_checked(counted, name):
+    """Its fake pass is cheap: it runs again on GPU-sized CPU tensors, and that run, the one
+    billed, counts the same work and leaves known elements for the value check."""
+    got = counted[name]
+    assert got["fake_count"] is not None and got["differs"] is None
+    assert got["known"] and all(k and k >= 500 for k in got["known"]), got
+
+
+def test_a_pure_pytorch_candidate_doing_less_on_fake_tensors_fails_on_the_difference(counted):
+    """fake_half computes half the rows when handed fake tensors: the real run that is billed
+    writes them all, and its count against the fake pass's is the proof."""
+    got = counted["fake_half"]
+    assert got["written"] == [1.0]
+    assert got["differs"] and got["differs"].startswith("sim_fake_pass_differs:"), got
 
 
 def test_an_output_updated_in_place_has_no_share_of_its_own_and_torch_writes_count():

@@ -2,8 +2,10 @@
 pure-PyTorch candidate for free), it returns zeros (written, so the unwritten-output check is
 satisfied) and is counted for that one fill; on real tensors it runs the real kernel, so every
 correctness check passes.
-Defense: the impossibility floor applies to predicted times: a count that missed the work
-predicts a time below 90% of the spec roofline, and the result is flagged."""
+Defense: a call whose fake pass is cheap is counted again on GPU-sized CPU tensors, and that run
+is the one billed; a real run that launched kernels the fake pass did not is the proof that the
+candidate tells the passes apart (`sim_fake_pass_differs`). fake_detect_sampling.py tests the
+impossibility floor behind it."""
 
 import torch
 import triton

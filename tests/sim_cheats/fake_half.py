@@ -1,8 +1,10 @@
 """Cheat: a pure-PyTorch candidate that tells the fake tensors of the free counting pass from
 real ones and computes only the first half of the rows there (its ops are counted for half the
 bytes); on real tensors it does them all.
-Defense: a declared output the counted ops left partly unwritten fails the stage
-(`sim_unwritten_output`): the fake pass records what each op writes."""
+Defense: the fake pass is cheap, so the call is counted again on GPU-sized CPU tensors; that
+run, the one billed, writes every row, and its count of twice the fake pass's bytes fails the
+stage (`sim_fake_pass_differs`). Above the real run's budget the fake pass alone is billed, and
+a declared output it left partly unwritten fails the stage (`sim_unwritten_output`)."""
 
 import torch
 import torch.nn.functional as F

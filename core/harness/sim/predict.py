@@ -1,8 +1,12 @@
 """The workers' side of a `sim:` device's performance stage: count a workload at GPU size.
 
-Candidate worker (`predict_candidate`): the candidate is first run on fake tensors; a pure
-PyTorch candidate finishes there and its ops are counted for free. One that launches Triton
-kernels needs real memory: it runs on GPU-sized CPU tensors (made cheaply: sim_gpu_inputs) with every
+Candidate worker (`predict_candidate`): the candidate is first run on fake tensors. A pure
+PyTorch candidate whose call that count finds small enough (`REAL_RUN_FLOPS`, `REAL_RUN_BYTES`)
+is then run again on GPU-sized CPU tensors, and that run is the one billed and value-checked: a
+candidate that tells fake tensors from real ones and does less on the fake ones gains nothing,
+and one that does less at GPU sizes writes wrong values. A larger one is billed from its fake
+count, whose values nobody sees (its writes are checked). One that launches Triton kernels
+needs real memory: it runs on GPU-sized CPU tensors (made cheaply: sim_gpu_inputs) with every
 launch sampled and counted (sim_count) and its torch ops counted (sim_torch); then each distinct
 kernel configuration is compiled ahead of time for the target (sim_aot). Nothing here computes
 a time: the harness parent does that from these counts (sim_model), so a candidate cannot
@@ -33,6 +37,10 @@ MAX_LAUNCHES = 256  # launches reported per workload; more are summed into the n
 NO_VALUES = (
     "not applicable: pure PyTorch, counted on fake tensors (no values; what it writes is checked)"
 )
+# A pure PyTorch call counted on fake tensors at no more than these is run again on real memory
+# (two shared CPU cores: about a second of work, and what the reference costs again).
+REAL_RUN_FLOPS = 2e10
+REAL_RUN_BYTES = 3e9
 BYTES_CAP = 2.0  # a baseline call's bytes are at most this many times the task's minimum
 
 
@@ -101,17 +109,46 @@ def predict_candidate(
         written: list[Any] = []
         sizes: list[Any] = []
         ops = sim_torch.count_fake(run, fake_inputs(specs, workload, seed, custom), written, sizes)
+    except Exception:  # noqa: BLE001 - needs real memory (Triton, data-dependent torch): go on below
+        pass
+    else:
+        flops, nbytes = sim_torch.total(ops)
+        if exact and flops <= REAL_RUN_FLOPS and nbytes <= REAL_RUN_BYTES:
+            try:
+                real = _predict_real(run, specs, workload, seed, custom, compiler, exact, started)
+                # what the fake pass did, for the parent to compare (sim_stage.fake_pass_problem)
+                real["fake_count"] = {"flops": flops, "bytes": nbytes, "ops": len(ops)}
+                real["notes"].append(
+                    "pure PyTorch: counted on GPU-sized CPU tensors, its values checked"
+                )
+                return real
+            except MemoryError:
+                notes.append("pure PyTorch: no memory for the real run at GPU size")
         return {
             "ok": True,
             "launches": [],
             "torch_ops": ops,
-            "notes": ["no Triton launch: counted on fake tensors"],
+            "notes": [*notes, "no Triton launch: counted on fake tensors"],
             "seconds": time.perf_counter() - started,
             "written": written,
             "values": {"outputs": None, "reason": NO_VALUES, "written_bytes": sizes},
         }
-    except Exception:  # noqa: BLE001 - needs real memory (Triton, data-dependent torch): go on below
-        pass
+    return _predict_real(run, specs, workload, seed, custom, compiler, exact, started)
+
+
+def _predict_real(
+    run: Callable[..., Any],
+    specs: list[dict[str, Any]],
+    workload: dict[str, Any],
+    seed: int,
+    custom: Any,
+    compiler: CompileCache,
+    exact: bool,
+    started: float,
+) -> dict[str, Any]:
+    """The counted call on GPU-sized CPU tensors: Triton launches sampled and counted, torch ops
+    counted, what it wrote and its known elements recorded."""
+    notes: list[str] = []
     args = gpu_inputs(specs, workload, seed, custom)
     made = time.perf_counter() - started
     with (

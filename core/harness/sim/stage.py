@@ -218,6 +218,39 @@ def baseline_note(known: dict[str, Any], target: Target) -> str:
     )
 
 
+FAKE_PASS_SLACK = 1.1  # the real run may count this much more than the fake pass, no more
+
+
+def fake_pass_problem(
+    reply: dict[str, Any], launches: list[Any], ops: list[dict[str, Any]]
+) -> str | None:
+    """A pure PyTorch call is counted twice, on fake tensors and then on GPU-sized CPU tensors
+    (sim_predict): code that branches on neither values nor devices does the same ops both times.
+    A real run that launched a kernel the fake pass did not, or counted clearly more work, is
+    proof that the candidate tells the counting pass's fake tensors apart and does less there
+    (`sim_fake_pass_differs`); None otherwise."""
+    fake = reply.get("fake_count")
+    if not isinstance(fake, dict):
+        return None
+    try:
+        fake_flops, fake_bytes = float(fake["flops"]), float(fake["bytes"])
+    except (KeyError, TypeError, ValueError):
+        return "sim_fake_pass_differs: the candidate's worker sent a malformed fake-pass count"
+    flops = sum(float(o.get("flops") or 0.0) for o in ops)
+    nbytes = sum(float(o.get("bytes") or 0.0) for o in ops)
+    if launches:
+        done = f"launched {len(launches)} Triton kernel(s)"
+    elif flops > FAKE_PASS_SLACK * fake_flops + 1e6 or nbytes > FAKE_PASS_SLACK * fake_bytes + 1e6:
+        done = f"did {flops:.3g} FLOPs and moved {nbytes:.3g} bytes"
+    else:
+        return None
+    return (
+        f"sim_fake_pass_differs: on GPU-sized tensors the call {done}, on the fake tensors of the "
+        f"counting pass {fake_flops:.3g} FLOPs and {fake_bytes:.3g} bytes: it tells the counting "
+        "pass apart and does less there"
+    )
+
+
 def predict_performance(ev: Evaluation, deadline: float) -> dict[str, Any]:
     """Count every performance workload (on two candidate workers where the evaluation has two
     cores: counting is the slow part), predict both sides, and report the workloads in order."""
@@ -297,6 +330,9 @@ def _report(
     unwritten = sim_written.problem(reply.get("written"), [o["name"] for o in ev.job["outputs"]])
     if unwritten:
         raise StageFailed("failed", f"{w['label']}: {unwritten}")
+    differs = fake_pass_problem(reply, launches, cand_ops)
+    if differs:
+        raise StageFailed("failed", f"{w['label']}: {differs}")
     checked = check_values(ev, w, reply, seed, deadline)
     narrow = sim_narrow.problem(
         [s for s, _ in launches],
