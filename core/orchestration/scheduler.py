@@ -191,6 +191,11 @@ class Scheduler:
     def unhealthy(self) -> frozenset[str]:
         return frozenset(self._unhealthy)
 
+    @property
+    def running(self) -> tuple[str, ...]:
+        """The ids of the jobs on a slot now."""
+        return tuple(entry.job.id for entry in self._busy.values())
+
     # --- dispatch ---------------------------------------------------------------------------
 
     def _enqueue(self, entry: _Entry) -> None:
