@@ -85,6 +85,9 @@ class Timing:
     min_rounds: int | None = None
     ci_target: float = CI_TARGET
     shared_io: bool = True  # False: the old path, inputs drawn in the candidate's process (measurements: docs/integrity.md)
+    # Where the baseline is timed: None, in a worker of its own on GPUs and in the trusted
+    # worker on the CPU (core/harness/baseline_worker.py); True or False forces it (tests).
+    baseline_worker: bool | None = None
 
     @classmethod
     def for_device(cls, device_type: str, profile: Profile | str | None = None) -> Timing:

@@ -9,6 +9,12 @@
   workload's roofline is a fraction of a microsecond that no kernel launch reaches; its
   launch floor is what the fastest possible kernel takes. Results keep both: `roofline_us`
   and `roofline_fraction` without the floor, `sol_us` and `sol_fraction` with it;
+- the interval of a speedup (`speedup_interval`): what the timer's noise leaves possible. A
+  measured workload's is the ratio of its two medians' 95% intervals, widened to the range of
+  its alternations' paired ratios (each alternation times both sides on the same memory, so
+  a round-to-round mode shows there); a predicted one's is its ± band; a task's is the
+  geometric mean of its workloads' ends. A difference inside it is a tie (`tied_speedup`:
+  rewards, docs/rl.md; ranks, docs/leaderboard.md);
 - fast_p over a task set = the share of tasks that are correct with speedup > p;
 - the classic points, for comparison with AgentKernelArena: 20 for compiling, 100 for being
   correct, 100 × speedup.
@@ -102,6 +108,59 @@ def impossibility_floor_us(
         return None
     roof = roofline_us(flops, nbytes, spec, compute)
     return None if roof is None else IMPOSSIBILITY_MARGIN * roof
+
+
+Interval = tuple[float, float]
+
+
+def workload_interval(candidate: dict, baseline: dict) -> Interval | None:
+    """A measured workload's speedup interval (see the module's docstring); None where a side
+    has no median interval (results from before intervals were kept)."""
+    try:
+        c_lo, c_hi = float(candidate["ci_low_us"]), float(candidate["ci_high_us"])
+        b_lo, b_hi = float(baseline["ci_low_us"]), float(baseline["ci_high_us"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if min(c_lo, c_hi, b_lo, b_hi) <= 0:
+        return None
+    low, high = b_lo / c_hi, b_hi / c_lo
+    pairs = zip(baseline.get("rounds") or [], candidate.get("rounds") or [])
+    ratios = [
+        float(b["median_us"]) / float(c["median_us"])
+        for b, c in pairs
+        if b.get("median_us") and c.get("median_us")
+    ]
+    if ratios:
+        low, high = min(low, *ratios), max(high, *ratios)
+    return low, high
+
+
+def band_interval(speedup_: float, band: float | None) -> Interval | None:
+    """A predicted speedup's interval: its ± band."""
+    if band is None or speedup_ <= 0:
+        return None
+    return speedup_ * max(0.0, 1 - band), speedup_ * (1 + band)
+
+
+def task_interval(intervals: list[Interval | None]) -> Interval | None:
+    """A task's speedup interval: the geometric means of its workloads' ends (None unless
+    every timed workload has one)."""
+    if not intervals or any(i is None for i in intervals):
+        return None
+    return (
+        geomean(i[0] for i in intervals),  # type: ignore[index]
+        geomean(i[1] for i in intervals),  # type: ignore[index]
+    )
+
+
+def tied_speedup(speedup_: float, interval: Interval | list[float] | None) -> float:
+    """The speedup a reward or a rank should use: 1.0 where the interval holds 1.0 (the
+    difference from the baseline is inside the timer's noise), else the speedup. The same
+    source submitted twice then earns the same reward, and a trainer's advantage is not fed
+    noise (docs/rl.md)."""
+    if interval is not None and interval[0] <= 1.0 <= interval[1]:
+        return 1.0
+    return speedup_
 
 
 def effective_speedup(correct: bool, speedup: float) -> float:

@@ -157,6 +157,15 @@ def assemble(
                 notes.append(
                     f"high_speedup: {e.workload} ran {scoring.speedup(base, cand):.1f}× faster than the baseline: check it by hand"
                 )
+            band = _speedup_band(e) if e.mode == "predicted" else None
+            ratio = scoring.speedup(base, cand)
+            interval = (
+                scoring.band_interval(ratio, band)
+                if e.mode == "predicted"
+                else scoring.workload_interval(e.candidate, e.baseline)
+                if info.timing_kind == "measured"
+                else None
+            )
             timed.append(
                 WorkloadFigures(
                     label=e.workload,
@@ -170,7 +179,8 @@ def assemble(
                     sol_fraction=scoring.sol_fraction(sol_us, cand),
                     model=w.get("model"),
                     notes=e.notes,
-                    band=_speedup_band(e) if e.mode == "predicted" else None,
+                    band=band,
+                    interval=list(interval) if interval else None,
                     bandwidth=bandwidth_figures(
                         task, workload, cand, base, peaks if ranked else None
                     ),
@@ -215,6 +225,11 @@ def assemble(
     )  # type: ignore[misc]
     impl, impl_kind = baseline_ran(task, impls)
     compiled = stages["compile"].status == "passed"
+    interval = (
+        scoring.task_interval([tuple(w.interval) if w.interval else None for w in timed])  # type: ignore[misc]
+        if correct and timed
+        else None
+    )
     return Result(
         task_id=task.id,
         candidate_sha256=sha,
@@ -237,6 +252,7 @@ def assemble(
         baseline_kind=impl_kind,
         roofline_fraction=roof_fraction,
         profile=job.get("profile"),
+        speedup_interval=list(interval) if interval else None,
     )
 
 

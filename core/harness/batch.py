@@ -27,6 +27,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
+from core.harness.baseline_rounds import BaselineWorkers
 from core.harness.faults import await_trusted, spawn_candidate
 from core.harness.runner import Emit, Evaluation, JobRun
 from core.harness.workers import Worker, WorkerDied, WorkerTimeout, trusted_main
@@ -56,6 +57,7 @@ class _Member(Evaluation):
         super().__init__(job, emit, close_fds, zygote)
         self.batch, self.index = batch, index
         self.own_zygote = False
+        self.baselines = batch.baselines  # one warm baseline for the whole batch
         self.key_prefix = f"member{index}:"
 
     def _start_workers(self, deadline: float) -> None:
@@ -74,6 +76,7 @@ class BatchEvaluation(JobRun):
 
     def _setup(self) -> None:
         self.trusted: Worker | None = None
+        self.baselines = BaselineWorkers(self.job)  # forked at the first baseline round
 
     def trusted_worker(self, timeout: float) -> Worker:
         """The batch's trusted worker, forked on first use and again after one died."""
@@ -166,5 +169,6 @@ class BatchEvaluation(JobRun):
         finally:
             if self.trusted is not None:
                 self.trusted.kill()
+            self.baselines.close()
             if self.own_zygote and self.zygote is not None:
                 self.zygote.close()

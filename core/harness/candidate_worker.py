@@ -206,11 +206,11 @@ class CandidateWorker:
             assert self.run is not None and self.peer is not None, (
                 "compile first, then get the peer socket"
             )
-            return _time_shared(
+            return time_shared(
                 self.run, msg, self.specs, self.outs, self.device, self.peer, self.hooks
             ), None
         assert self.run is not None, "compile first"
-        return _time_candidate(
+        return time_own(
             self.run, msg, self.specs, self.outs, self.device, self.custom, self.kept, self.hooks
         ), None
 
@@ -265,7 +265,7 @@ def hand_over_kept(kept: dict[int, Any]) -> tuple[dict[str, Any], bytes]:
     return {"ok": True, "calls": calls, "tensors": meta}, payload
 
 
-def _time_candidate(
+def time_own(
     run: Callable[..., Any],
     msg: dict[str, Any],
     specs: list[dict[str, Any]],
@@ -302,7 +302,7 @@ def _time_candidate(
     return {"ok": True, **timed, "kept": sorted(kept)}
 
 
-def _time_shared(
+def time_shared(
     run: Callable[..., Any],
     msg: dict[str, Any],
     specs: list[dict[str, Any]],

@@ -50,6 +50,8 @@ import os
 import threading
 from typing import Any
 
+from core.harness.baseline_rounds import BaselineWorkers
+from core.harness.baseline_worker import uses_baseline_worker
 from core.harness.batch import _Member
 from core.harness.concurrent_member import _Concurrent, _Slot
 from core.harness.provenance import versions
@@ -83,6 +85,8 @@ class ConcurrentBatch(JobRun):
         self.finished = threading.Event()
         self.broken: list[str] = []  # what broke a slot's thread
         self.idle = threading.Semaphore(0)  # one release per slot whose untimed work is done
+        # One baseline worker for every slot's timings (they run one at a time, in this thread).
+        self.baselines = BaselineWorkers(self.job)
 
     def _slot_zygote(self) -> Zygote:
         assert self.zygote is not None
@@ -212,6 +216,9 @@ class ConcurrentBatch(JobRun):
             for slot in self.slots:
                 slot.prefork()
                 slot.quiescer = quiescer
+                slot.baselines = self.baselines
+            if uses_baseline_worker(self.job):
+                self.baselines.prefork()
             queue = list(range(len(batch)))
             threads = [
                 threading.Thread(target=self._slot_main, args=(slot, members, queue), daemon=True)
@@ -248,6 +255,7 @@ class ConcurrentBatch(JobRun):
                     self._alone(member)
         finally:
             quiescer.close()
+            self.baselines.close()
             for member in members:
                 if member is not None:
                     member.demote("the batch ended")  # a batch that broke off kills what waits

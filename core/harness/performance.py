@@ -7,13 +7,16 @@ must compute what the correctness runs did). A `sim:` device predicts instead (s
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from typing import TYPE_CHECKING, Any, cast
 
 from core.harness import shared_round
+from core.harness.baseline_rounds import BaselineWorkers, time_baseline
+from core.harness.baseline_worker import uses_baseline_worker
 from core.harness.calls import CandidateCalls, _workload
 from core.harness.faults import StageFailed
-from core.harness.timing import ci_rel, picks, summarize
+from core.harness.timing import picks, settled, summarize
 
 if TYPE_CHECKING:
     from core.harness.runner import Evaluation
@@ -23,6 +26,9 @@ TIMING_MODES = ("graph", "events", "queued", "wall")
 
 class PerformanceStage(CandidateCalls):
     """`_performance` (runner.Evaluation's stage of that name) and its timed-output checks."""
+
+    baselines: BaselineWorkers | None  # set in runner.Evaluation._setup (a batch's, or its own)
+    own_baselines: bool
 
     def _performance(self, deadline: float) -> dict[str, Any]:
         timing = self.job["timing"]
@@ -45,26 +51,10 @@ class PerformanceStage(CandidateCalls):
             walls: dict[str, list[dict[str, float]]] = {"candidate": [], "baseline": []}
             graph = bool(w.get("graph"))
             mode = None
-            notes = []
+            notes: list[str] = []
             checked = 0
             impl = None
             done = 0
-
-            def baseline_round(request: dict[str, Any]) -> str | None:
-                """One baseline round, its walls and times kept; which of task.yaml's `baselines:` ran."""
-                t0 = time.monotonic()
-                base = self._trusted_call(request, deadline)
-                # B023: it is called only inside the workload iteration that defines it
-                walls["baseline"].append(  # noqa: B023
-                    {
-                        "wall_s": time.monotonic() - t0,
-                        "reported_s": sum(base["times_us"]) / 1e6,
-                        "calls": len(base["times_us"]),
-                    }
-                )
-                sides["baseline"] += base["times_us"]  # noqa: B023
-                return base.get("impl")  # baseline.py's IMPL
-
             for r in range(rounds):
                 first = r * 100_000
                 request = {
@@ -78,18 +68,26 @@ class PerformanceStage(CandidateCalls):
                     "max_calls": timing["max_calls"],
                     "sync_each_call": timing.get("sync_each_call", False),
                 }
-                # The baseline's round first: the candidate's round may then take at most
-                # K× as long (plus a floor for graph capture and warm-up), so a call that hangs
-                # ends the stage in seconds, not at the stage's limit (docs/evaluation.md).
-                if mode is not None:
-                    request["graph"] = graph
-                    impl = baseline_round(request) or impl
-                round_limit, limit_note = self._round_limit(w["label"], walls["baseline"])
-                sample = [self.rng.random() for _ in range(sampled)]
                 # Inputs drawn by the trusted worker into shared memory where the device allows
                 # (shared_round.py): the seed and the sampled calls never reach the candidate.
-                not_shared = shared_round.reason_not_shared(self, deadline) or shared_round.serve(
-                    self, request, sample, deadline
+                not_shared = shared_round.reason_not_shared(self, deadline)
+                # The baseline's round first, on the region the candidate's round then uses
+                # (both sides meet the same memory); the candidate's round may then take at
+                # most K× as long (plus a floor for graph capture and warm-up), so a call that
+                # hangs ends the stage in seconds, not at the stage's limit (docs/evaluation.md).
+                base = self._baseline_round(request, not_shared is None, True, deadline)
+                if graph and base["mode"] != "graph":  # both sides are timed the same way
+                    graph = False
+                    request["graph"] = False
+                    notes.append(
+                        f"timed without CUDA graphs: {base.get('graph_error') or 'the baseline could not be captured'}"
+                    )
+                round_limit, limit_note = self._round_limit(
+                    w["label"], [*walls["baseline"], base["wall"]]
+                )
+                sample = [self.rng.random() for _ in range(sampled)]
+                not_shared = not_shared or shared_round.serve(
+                    self, request, sample, deadline, pair="close"
                 )
                 if not_shared and f"{shared_round.OLD_PATH_NOTE} ({not_shared})" not in notes:
                     notes.append(f"{shared_round.OLD_PATH_NOTE} ({not_shared})")
@@ -125,6 +123,7 @@ class PerformanceStage(CandidateCalls):
                         limit_note=limit_note if by_round else None,
                     )
                     wall, served = time.monotonic() - t0, None
+                    base = self._baseline_round(request, False, False, deadline)
                 if (
                     served is not None
                 ):  # the trusted worker's input refills are not the candidate's untimed time
@@ -146,16 +145,6 @@ class PerformanceStage(CandidateCalls):
                         "failed",
                         f"{w['label']}: the candidate's worker sent a malformed timing mode",
                     )
-                walls["candidate"].append(
-                    {
-                        "wall_s": wall,
-                        "reported_s": sum(times) / 1e6,
-                        "calls": len(times),
-                        **({"serve_s": float(served.get("serve_s") or 0.0)} if served else {}),
-                    }
-                )
-                sides["candidate"] += times
-                first_round = mode is None
                 mode = reply.get("mode")
                 checked += (
                     self._check_timed(w, first, sample, times, deadline)
@@ -164,23 +153,58 @@ class PerformanceStage(CandidateCalls):
                 )
                 if graph and mode != "graph":  # both sides are timed the same way
                     graph = False
+                    request["graph"] = False
                     notes.append(
                         f"timed without CUDA graphs: {reply.get('graph_error', 'capture failed')}"
                     )
-                if first_round:  # the first round's baseline comes after the candidate's: it needs the candidate's mode
-                    request["graph"] = graph
-                    impl = baseline_round(request) or impl
+                    # The baseline's graph round is replaced by an eager one, on a region of
+                    # its own (the candidate has mapped the alternation's).
+                    base = self._baseline_round(request, not not_shared, False, deadline)
+                walls["candidate"].append(
+                    {
+                        "wall_s": wall,
+                        "reported_s": sum(times) / 1e6,
+                        "calls": len(times),
+                        "median_us": statistics.median(times),
+                        **({"serve_s": float(served.get("serve_s") or 0.0)} if served else {}),
+                    }
+                )
+                sides["candidate"] += times
+                walls["baseline"].append(base["wall"])
+                sides["baseline"] += base["times_us"]
+                impl = base["impl"] or impl
                 done = r + 1
-                if (
-                    target > 0
-                    and done >= min_rounds
-                    and all(ci_rel(sorted(sides[k])) <= target for k in sides)
-                ):
-                    break  # both medians known to ±target: more rounds would not move the speedup
+                if target > 0 and done >= min_rounds and settled(walls, sides, target):
+                    break  # both medians and the paired ratio known: more rounds would not move it
             checked_total += checked
             figures = {side: summarize(sides[side]) for side in sides}
             self._emit_timed(w, mode, done, figures, walls, checked, notes, {"impl": impl})
         return {"workloads": len(self.job["stages"]["performance"]), "checked_calls": checked_total}
+
+    def _baseline_round(
+        self, request: dict[str, Any], shared: bool, pair: bool, deadline: float
+    ) -> dict[str, Any]:
+        """One baseline round: on a GPU in the baseline's own worker (baseline_rounds.py), over
+        shared memory where the candidate's round is; on the CPU in the trusted worker. Its
+        times, its wall clock entry (the candidate's rounds are held to K× it), its mode and
+        which of task.yaml's `baselines:` ran."""
+        t0 = time.monotonic()
+        if not uses_baseline_worker(self.job):
+            base = self._trusted_call(request, deadline)
+            times = [float(t) for t in base["times_us"]]
+            wall = {"wall_s": time.monotonic() - t0}
+            mode, impl, error = base.get("mode"), base.get("impl"), base.get("graph_error")
+        else:
+            if self.baselines is None:
+                self.baselines = BaselineWorkers(self.job)
+                self.own_baselines = True
+            got = time_baseline(self, self.baselines, request, shared, pair, deadline)
+            times, mode, impl, error = got.times_us, got.mode, got.impl, got.graph_error
+            wall = {"wall_s": got.wall_s, **({"serve_s": got.serve_s} if got.serve_s else {})}
+        wall.update(
+            reported_s=sum(times) / 1e6, calls=len(times), median_us=statistics.median(times)
+        )
+        return {"times_us": times, "wall": wall, "mode": mode, "impl": impl, "graph_error": error}
 
     def _emit_timed(
         self,

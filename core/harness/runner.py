@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from core.harness import trace
+from core.harness.baseline_rounds import BaselineWorkers
 from core.harness.calls import Emit, _workload
 from core.harness.correctness import CorrectnessStages, verdict
 from core.harness.fan_out import evaluation_cores
@@ -103,6 +104,10 @@ class Evaluation(JobRun, CorrectnessStages, PerformanceStage):
         self.no_share: dict[int, str] = {}  # pid of a candidate worker -> why it cannot map
         self.sharing_proven = False  # a worker mapped shared memory before candidate code ran
         self.mapped: dict[int, str] = {}  # freed in the trusted worker once its worker is dead
+        # The baseline's worker (GPU devices: baseline_rounds.py): a batch's, or this
+        # evaluation's own, forked when its first baseline round is timed.
+        self.baselines: BaselineWorkers | None = None
+        self.own_baselines = False
 
     # --- the lifecycle ----------------------------------------------------------------
 
@@ -129,11 +134,14 @@ class Evaluation(JobRun, CorrectnessStages, PerformanceStage):
                     break
         finally:
             alive = [worker for worker in self._workers() if worker is not None]
+            own = self.baselines.worker if self.own_baselines and self.baselines else None
             with trace.span("end: kill workers"):
-                for worker in alive:  # all at once, then each reaped
+                for worker in [*alive, *([own] if own else [])]:  # all at once, then each reaped
                     worker.signal_kill()
                 for worker in alive:
                     worker.kill()
+                if self.own_baselines and self.baselines is not None:
+                    self.baselines.close()
             self._forget_regions(alive)
             with trace.span("end: leftovers and hashes"):
                 self._after(harness_before, task_before)

@@ -28,10 +28,12 @@ passing are shared_region.py's; this module is the timed round's protocol over t
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -66,6 +68,60 @@ class ProtocolError(ValueError):
 # --- the trusted worker's side ---------------------------------------------------------------
 
 
+@dataclass
+class Paired:
+    """A round's region kept for the other side's round of the same alternation."""
+
+    key: tuple[str, int, int]
+    region: Region
+    desc: dict[str, Any]
+    nbytes: int
+    fd: int | None = None  # a memfd region's descriptor, for the second consumer
+
+    def close(self) -> None:
+        self.region.close()
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+class RoundPairs:
+    """The trusted worker's region of the alternation in progress. The baseline's round of an
+    alternation runs first (`pair: open`) and its region is kept; the candidate's round of the
+    same workload, first call and seed (`pair: close`) then runs on that same memory, and frees
+    it. Where a buffer lies in device memory moved a memory-bound kernel's time by up to 2x
+    between rounds on the H200 (docs/fidelity.md): on one region both sides meet the same
+    placement, so it cancels in their ratio. The candidate never maps a region before the
+    baseline's round on it (it could keep a view and write into the baseline's inputs)."""
+
+    def __init__(self) -> None:
+        self.held: Paired | None = None
+
+    def take(self, key: tuple[str, int, int], nbytes: int) -> Paired | None:
+        held, self.held = self.held, None
+        if held is not None and (held.key != key or held.nbytes != nbytes):
+            held.close()
+            return None
+        return held
+
+    def keep(self, paired: Paired) -> None:
+        self.clear()
+        self.held = paired
+
+    def clear(self) -> None:
+        if self.held is not None:
+            self.held.close()
+            self.held = None
+
+
+def pair_key(msg: dict[str, Any]) -> tuple[str, int, int]:
+    return (
+        json.dumps(msg["workload"]["shapes"], sort_keys=True),
+        int(msg["first_index"]),
+        int(msg["seed"]),
+    )
+
+
 def serve_round(
     peer: socket.socket,
     msg: dict[str, Any],
@@ -76,21 +132,32 @@ def serve_round(
     ready: Callable[[bool, str | None], None],
     orphan: Callable[[Region], None] | None = None,
     free_stale: Callable[[], None] | None = None,
+    pairs: RoundPairs | None = None,
 ) -> tuple[list[int], list[torch.Tensor], int, float]:
-    """Serve one timed round of the candidate's worker: `ready(serving, reason)` is called once
-    the layout is sent (or the round cannot be served). A round that ends early (its worker
-    left, killed or crashed, or broke the protocol) hands its region to `orphan`, not freed:
-    that worker may still map it; the parent says when it is dead (trusted_worker.py).
-    `free_stale` is what create_region frees before it retries an allocation. Returns the sampled calls, their
-    outputs (private clones, in call order, outputs of one call together) and the round's
-    number of calls, and the seconds spent drawing and writing inputs. Raises ProtocolError where the candidate's worker broke the protocol."""
+    """Serve one timed round of a worker (the candidate's, or the baseline's): `ready(serving,
+    reason)` is called once the layout is sent (or the round cannot be served). A round that
+    ends early (its worker left, killed or crashed, or broke the protocol) hands its region to
+    `orphan`, not freed: that worker may still map it; the parent says when it is dead
+    (trusted_worker.py). `free_stale` is what create_region frees before it retries an
+    allocation. `pairs` with the message's `pair` (`open`, `close`): the alternation's region
+    (RoundPairs). Returns the sampled calls, their outputs (private clones, in call order,
+    outputs of one call together) and the round's number of calls, and the seconds spent
+    drawing and writing inputs. Raises ProtocolError where the worker broke the protocol."""
     workload, first = msg["workload"], int(msg["first_index"])
     max_calls = int(msg["max_calls"])
+    mode = msg.get("pair") if pairs is not None else None
     fresh = inputs.FreshInputs(specs, workload, int(msg["seed"]), device, custom)
     try:
         args = fresh(first)
         layout, out_slots, nbytes = plan(args, out_specs, workload["shapes"])
-        region, desc, fds = create_region(nbytes, device, free_stale)
+        paired = (
+            pairs.take(pair_key(msg), nbytes) if pairs is not None and mode == "close" else None
+        )
+        if paired is not None:
+            region, desc = paired.region, paired.desc
+            fds = [] if paired.fd is None else [paired.fd]
+        else:
+            region, desc, fds = create_region(nbytes, device, free_stale)
     except Unshareable as exc:
         ready(False, str(exc))
         return [], [], 0, 0.0
@@ -109,7 +176,6 @@ def serve_round(
         }
         if fds:
             send_fd(peer, header, fds[0])
-            os.close(fds[0])
         else:
             channel.send(peer, header)
         ready(True, None)
@@ -117,10 +183,15 @@ def serve_round(
         ended = True
         return served
     finally:
-        if ended or orphan is None:
-            region.close()
+        if ended and mode == "open" and pairs is not None:
+            pairs.keep(Paired(pair_key(msg), region, desc, nbytes, fds[0] if fds else None))
         else:
-            orphan(region)
+            for fd in fds:
+                os.close(fd)
+            if ended or orphan is None:
+                region.close()
+            else:
+                orphan(region)
 
 
 def _serve_calls(

@@ -64,9 +64,16 @@ def _send_fd(worker: Any, sock: socket.socket) -> None:
         raise WorkerDied(worker.name, worker.exit_reason()) from None
 
 
-def serve(ev: Any, request: dict[str, Any], sample: list[float], deadline: float) -> str | None:
-    """Ask the trusted worker to serve the round (it draws the inputs, knows the sampled calls);
-    None when it does, else why not (the round then takes the old path)."""
+def serve(
+    ev: Any,
+    request: dict[str, Any],
+    sample: list[float],
+    deadline: float,
+    pair: str | None = None,
+) -> str | None:
+    """Ask the trusted worker to serve the candidate's round (it draws the inputs, knows the
+    sampled calls); None when it does, else why not (the round then takes the old path).
+    `pair`: `close` runs it on the region of the alternation's baseline round (shared_io.py)."""
     consumer = ev._region_key(ev.candidate)
     ev.mapped[ev.candidate.pid] = consumer  # freed by its key once the worker is dead
     ack = ev._trusted_call(
@@ -77,6 +84,7 @@ def serve(ev: Any, request: dict[str, Any], sample: list[float], deadline: float
             "member": ev.key_prefix,
             "consumer": consumer,
             "timeout_s": max(1.0, deadline - time.monotonic()),
+            **({"pair": pair} if pair else {}),
         },
         deadline,
     )

@@ -137,6 +137,33 @@ def ci_rel(ordered: Sequence[float]) -> float:
     return max(median - low, high - median) / median if median > 0 else 0.0
 
 
+def round_ratios(walls: dict[str, list[dict[str, Any]]]) -> list[float]:
+    """Each alternation's baseline median over its candidate median (the paired rounds of one
+    workload, in order; `walls` as the performance stage keeps them)."""
+    return [
+        float(b["median_us"]) / float(c["median_us"])
+        for b, c in zip(walls["baseline"], walls["candidate"])
+        if b.get("median_us") and c.get("median_us")
+    ]
+
+
+def settled(
+    walls: dict[str, list[dict[str, Any]]], sides: dict[str, list[float]], target: float
+) -> bool:
+    """Whether timing may stop: both medians known to ±`target` (their 95% intervals), and the
+    alternations agree on the ratio within 2·`target`. A round's calls agree with each other
+    even where the rounds do not (on the H200 a memory-bound kernel's round read 93, 107 or
+    146 µs as its buffers lay), so tight medians alone stopped inside one mode; the paired
+    ratio is what the speedup is made of, and it is what must have settled."""
+    if not all(ci_rel(sorted(sides[k])) <= target for k in sides):
+        return False
+    ratios = round_ratios(walls)
+    if len(ratios) < 2:
+        return True
+    middle = statistics.median(ratios)
+    return (max(ratios) - min(ratios)) / middle <= 2 * target if middle > 0 else True
+
+
 def summarize(times_us: list[float]) -> dict[str, Any]:
     if not times_us:
         return {"n": 0}

@@ -79,7 +79,10 @@ class TrustedWorker:
         # and reference outputs are computed once and kept, within the job's byte budget.
         self.references = ReferenceCache(int(job.get("reference_cache_bytes") or 0))
         self.seen: dict[str, list[tuple[int, list[str], list[torch.Tensor]]]] = {}
-        self.peer: socket.socket | None = None  # to the candidate's worker (shared_io.py)
+        # To the workers whose timed rounds this one serves (shared_io.py), by role: the
+        # candidate's worker and the baseline's (baseline_worker.py).
+        self.peers: dict[str, socket.socket] = {}
+        self.pairs = shared_io.RoundPairs()  # the alternation's region, shared by both sides
         # Correctness runs over shared memory (shared_check.py), by member + `workload#seed`: the
         # reference (or why it failed) of each staged run, and the outputs collected from its slots.
         self.regions = shared_check.CheckRegions(self.device)
@@ -324,9 +327,14 @@ class TrustedWorker:
             return {"ok": True, "malformed": str(exc)}, None
         return {"ok": True, "results": self.judge_timed(msg, calls, got)}, None
 
-    def on_peer(self, _msg: dict[str, Any], _payload: Any) -> Answer:
-        """The candidate worker's end is sent to it by the parent."""
-        self.peer = socket.socket(fileno=shared_region.recv_fd(self.conn))
+    def on_peer(self, msg: dict[str, Any], _payload: Any) -> Answer:
+        """A worker's end of its socket to this one, sent by the parent (`for`: `candidate`,
+        the default, or `baseline`); a new one replaces the last of that role."""
+        role = str(msg.get("for") or "candidate")
+        old = self.peers.pop(role, None)
+        if old is not None:
+            old.close()
+        self.peers[role] = socket.socket(fileno=shared_region.recv_fd(self.conn))
         return {
             "ok": True,
             "shared": shared_region.cannot_share(self.device) is None,
@@ -334,7 +342,8 @@ class TrustedWorker:
         }, None
 
     def on_serve_round(self, msg: dict[str, Any], _payload: Any) -> Answer:
-        assert self.peer is not None, "no peer socket"
+        peer = self.peers.get(str(msg.get("peer") or "candidate"))
+        assert peer is not None, "no peer socket"
 
         def ready(serving: bool, reason: str | None) -> None:
             channel.send(self.conn, {"ok": True, "serving": serving, "reason": reason})
@@ -348,7 +357,7 @@ class TrustedWorker:
 
         try:
             calls, got, count, serve_s = shared_io.serve_round(
-                self.peer,
+                peer,
                 msg,
                 self.specs,
                 self.out_specs,
@@ -356,7 +365,8 @@ class TrustedWorker:
                 self.custom,
                 ready,
                 orphan,
-                lambda: self.regions.free_stale(""),
+                self.free_stale,
+                self.pairs,
             )
         except shared_io.ProtocolError as exc:
             return {"ok": True, "violation": str(exc)}, None
@@ -367,8 +377,14 @@ class TrustedWorker:
         results = self.judge_timed(msg, calls, got)
         return {"ok": True, "calls": count, "serve_s": serve_s, "results": results}, None
 
+    def free_stale(self) -> None:
+        """Before a region's allocation is retried: every stale region, the kept pair's too."""
+        self.pairs.clear()
+        self.regions.free_stale("")
+
     def on_time(self, msg: dict[str, Any], _payload: Any) -> Answer:
-        """The baseline, timed as the candidate is on the old path."""
+        """The baseline timed here, as the candidate is on the old path: CPU devices (their
+        times are never ranked); a GPU's baseline has a worker of its own (baseline_worker.py)."""
         fresh = inputs.FreshInputs(
             self.specs, msg["workload"], msg["seed"], self.device, self.custom
         )

@@ -48,6 +48,9 @@ class WorkloadFigures:
     launch_floor_us: float | None = None
     sol_us: float | None = None
     roofline_fraction: float | None = None
+    # The speedup's interval [low, high] (core/evaluation/scoring.py): the timer's noise for a
+    # measured workload, the band for a predicted one; None for cpu times (never ranked).
+    interval: list[float] | None = None
 
 
 @dataclass
@@ -84,6 +87,9 @@ class Result:
     # (namespaces and uid, or why there was none); a remote device's carries its host.
     sandbox: dict[str, Any] | None = None
     schema_version: int = RESULT_SCHEMA_VERSION
+    # The speedup's interval [low, high]: the geometric means of the timed workloads'
+    # intervals (core/evaluation/scoring.py); a difference inside it is timer noise, a tie.
+    speedup_interval: list[float] | None = None
 
     @property
     def passed(self) -> bool:

@@ -1,0 +1,410 @@
+"""The identity invariant and the timer's fidelity, on a GPU: one script, one table.
+
+    PYTHONPATH=. python3 bench/fidelity.py identity --device cuda:0 --out DIR [--tasks ...]
+        [--profiles full,train] [--runs 3] [--batch 5] [--singles] [--budget-s 500]
+    PYTHONPATH=. python3 bench/fidelity.py conditions --device cuda:0 --out DIR [--tasks ...]
+    python3 bench/fidelity.py report DIR [DIR ...] --doc docs/fidelity.md --json bench/results/fidelity_DATE.json
+
+`identity` goes through the public API a trainer uses (`core.rl.arena.Arena`, sandboxed unless
+ARENA_SANDBOX=off): each task's own `baseline.py` submitted as the candidate, one at a time
+(`--singles`) and in batches of `--batch` copies (`aevaluate_many`, the batch path), per
+profile, `--runs` times. Each result's per-workload ratio (baseline median / candidate median),
+the spread of that ratio across the workload's rounds, and the result's speedup and interval
+are kept. The identity holds where every run's speedup is 1.00 ± 2% (`full`) or ± 3% (`train`).
+
+`conditions` times one task's baseline in this one process under the conditions that could
+differ between the two sides of an evaluation (calls queued back to back; a host wait before
+each call; a host wait and an idle gap; a second process with its own CUDA context writing the
+next call's inputs in the gap, as the trusted worker does for the candidate), alternating them
+round by round, beside `triton.testing.do_bench` (and `do_bench_cudagraph` for decode-sized
+workloads). It is how a cause is ruled in or out with a measurement.
+
+The independent check of the timer is the two together: the arena's baseline median (from
+`identity`) against `conditions`' do_bench on the same workload.
+
+`report` merges the JSON of one or more output folders into one file and regenerates the doc.
+Every subcommand saves its JSON after each step, so a call cut short keeps what it measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import multiprocessing as mp
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+# The single-device tasks whose identity the issue measured, first; every other is added after.
+DEFAULT_TASKS = [
+    "attention/prefill_gqa",
+    "elementwise/rope",
+    "elementwise/rope_qknorm",
+    "norm/add_rmsnorm",
+    "elementwise/kv_cache_write",
+    "moe/route_topk_softmax",
+    "moe/route_grouped_topk",
+    "moe/align_permute",
+    "norm/rmsnorm_fp8_quant",
+    "activation/silu_mul_fp8_quant",
+    "gemm/fp8_blockscale_gemm",
+    "activation/silu_mul",
+    "gemm/bf16_gemm",
+    "gemm/small_m_gemm",
+    "attention/decode_paged_gqa",
+    "attention/mla_decode",
+    "sampling/top_k_top_p_sampling",
+]
+BOUNDS = {"full": 0.02, "train": 0.03}
+
+
+def _stamp(t0: float, text: str) -> None:
+    print(f"[{time.monotonic() - t0:6.1f}s] {text}", flush=True)
+
+
+def _save(path: Path, raw: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(raw, indent=1, default=str))
+    tmp.replace(path)
+
+
+def _tasks(names: list[str] | None) -> list[Any]:
+    from core.tasks.discovery import discover
+
+    every = {t.id: t for t in discover() if t.world_size is None and not t.external}
+    wanted = names or [t for t in DEFAULT_TASKS if t in every] + sorted(
+        t for t in every if t not in DEFAULT_TASKS
+    )
+    missing = [t for t in wanted if t not in every]
+    if missing:
+        raise SystemExit(f"unknown or multi-rank task(s): {', '.join(missing)}")
+    return [every[t] for t in wanted]
+
+
+# --- identity: the baseline as the candidate, through the public API -----------------------
+
+
+def _figures(result: Any) -> dict[str, Any]:
+    """What the identity table needs of one Result."""
+    workloads = []
+    for w in result.workloads:
+        rounds_c = [r.get("median_us") for r in w.candidate.get("rounds") or []]
+        rounds_b = [r.get("median_us") for r in w.baseline.get("rounds") or []]
+        ratios = [b / c for b, c in zip(rounds_b, rounds_c) if b and c]
+        workloads.append(
+            {
+                "label": w.label,
+                "mode": w.mode,
+                "candidate_us": w.candidate.get("median_us"),
+                "baseline_us": w.baseline.get("median_us"),
+                "ratio": w.speedup,
+                "round_ratios": ratios,
+                "rounds_candidate_us": rounds_c,
+                "rounds_baseline_us": rounds_b,
+                "interval": getattr(w, "interval", None),
+                "notes": w.notes,
+            }
+        )
+    return {
+        "status": result.status,
+        "failed_stage": result.failed_stage,
+        "speedup": result.speedup,
+        "interval": getattr(result, "speedup_interval", None),
+        "baseline_impl": result.baseline_impl,
+        "seconds": result.seconds,
+        "workloads": workloads,
+        "message": next(
+            (s.message for s in result.stages if s.status not in ("passed", "skipped")), None
+        ),
+    }
+
+
+async def _identity(args: argparse.Namespace, raw: dict[str, Any], path: Path) -> None:
+    from core.rl.session import Arena
+
+    t0 = time.monotonic()
+    tasks = _tasks(args.tasks)
+    deadline = t0 + args.budget_s
+    async with Arena([args.device]) as arena:
+        raw.setdefault("identity", [])
+        for run in range(args.runs):
+            for task in tasks:
+                source = task.file("baseline.py").read_text()
+                for profile in args.profiles.split(","):
+                    shapes = ([1] if args.singles else []) + ([args.batch] if args.batch else [])
+                    for k in shapes:
+                        if time.monotonic() > deadline:
+                            _stamp(t0, "budget spent: stopping")
+                            return
+                        start = time.monotonic()
+                        if k == 1:
+                            rs = [await arena.aevaluate(task.id, source, profile=profile, seed=run)]
+                        else:
+                            from core.rl.requests import EvalRequest
+
+                            rs = await arena.aevaluate_many(
+                                [EvalRequest(task.id, source, profile=profile)] * k
+                            )
+                        wall = time.monotonic() - start
+                        for i, r in enumerate(rs):
+                            raw["identity"].append(
+                                {
+                                    "task": task.id,
+                                    "profile": profile,
+                                    "k": k,
+                                    "run": run,
+                                    "member": i,
+                                    "wall_s": wall,
+                                    **_figures(r.result),
+                                }
+                            )
+                        _save(path, raw)
+                        got = ", ".join(f"{r.result.speedup:.3f}" for r in rs)
+                        _stamp(t0, f"{task.id} {profile} K={k} run {run + 1}: {got} ({wall:.1f} s)")
+
+
+# --- conditions: one baseline, timed the ways the two sides could differ -------------------
+
+
+def _peer_main(conn: Any, device: str) -> None:
+    """A second process with its own CUDA context: on each request (a byte count) it writes
+    that many bytes into a buffer of its own and waits for them, as the trusted worker refills
+    the candidate's inputs between the candidate's timed calls."""
+    import torch
+
+    torch.cuda.set_device(torch.device(device))
+    buf = torch.empty(0, dtype=torch.int32, device=device)
+    gen = torch.Generator(device).manual_seed(0)
+    while True:
+        nbytes = conn.recv()
+        if nbytes is None:
+            return
+        if buf.numel() * 4 < nbytes:
+            buf = torch.empty(nbytes // 4 + 1, dtype=torch.int32, device=device)
+        buf[: nbytes // 4 + 1].random_(generator=gen)
+        torch.cuda.synchronize()
+        conn.send(True)
+
+
+class Peer:
+    """The `_peer_main` process, started once."""
+
+    def __init__(self, device: str):
+        ctx = mp.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_peer_main, args=(child, device), daemon=True)
+        self.proc.start()
+
+    def refill(self, nbytes: int) -> None:
+        self.conn.send(nbytes)
+        self.conn.recv()
+
+    def close(self) -> None:
+        self.conn.send(None)
+        self.proc.join(10)
+
+
+def _condition_rounds(task: Any, w: Any, device: str, rounds: int, peer: Peer) -> dict[str, Any]:
+    import torch
+    import triton.testing
+
+    from core.evaluation.job import GRAPH_BELOW_US, spec_json
+    from core.harness import inputs, timing
+    from core.harness.trusted_task import entry, module_from_source
+
+    dev = torch.device(device)
+    specs = [spec_json(s) for s in task.inputs]
+    shapes = {s.name: list(s.concrete_shape(w.axes)) for s in task.inputs if s.shape is not None}
+    for s in task.outputs:
+        if s.shape is not None:
+            shapes[s.name] = list(s.concrete_shape(w.axes))
+    workload = {"axes": w.axes, "shapes": shapes}
+    custom = None
+    if task.file("inputs.py").exists():
+        custom = module_from_source(
+            task.file("inputs.py").read_bytes(), "fid_inputs", str(task.file("inputs.py"))
+        ).make_inputs
+    module = module_from_source(
+        task.file("baseline.py").read_bytes(), f"fid_{task.name}", str(task.file("baseline.py"))
+    )
+    fn = entry(module, "baseline.py")
+    fresh = inputs.FreshInputs(specs, workload, 1234, dev, custom)
+    args0 = fresh(0)
+    nbytes = sum(a.numel() * a.element_size() for a in args0 if isinstance(a, torch.Tensor))
+
+    def gap(kind: str):
+        def refill(i: int) -> list[Any]:
+            got = fresh(i)
+            timing._sync("cuda")
+            if kind == "idle":
+                time.sleep(0.001)
+            elif kind == "peer":
+                peer.refill(nbytes)
+            return got
+
+        return refill
+
+    budget = 60.0
+    out: dict[str, list[float]] = {}
+    for r in range(rounds):
+        first = (r + 1) * 100_000
+        plans = {
+            "queued": (fresh, False),
+            "synced": (fresh, True),
+            "synced_idle_1ms": (gap("idle"), False),
+            "synced_peer": (gap("peer"), False),
+        }
+        for name, (refill, sync_each) in plans.items():
+            rnd = timing.Round(budget, 10, 400, first, False, sync_each)
+            got = timing.time_round(fn, refill, dev, rnd)
+            out.setdefault(name, []).append(statistics.median(got["times_us"]))
+        out.setdefault("do_bench", []).append(
+            triton.testing.do_bench(lambda: fn(*args0), warmup=25, rep=100) * 1e3
+        )
+        if statistics.median(out["queued"]) < GRAPH_BELOW_US:  # decode-sized: the arena graphs it
+            rnd = timing.Round(budget, 10, 400, first, True, False)
+            got = timing.time_round(fn, fresh, dev, rnd)
+            out.setdefault("graph", []).append(statistics.median(got["times_us"]))
+            out.setdefault("do_bench_cudagraph", []).append(
+                triton.testing.do_bench_cudagraph(lambda: fn(*args0), rep=100) * 1e3
+            )
+    return out
+
+
+def _conditions(args: argparse.Namespace, raw: dict[str, Any], path: Path) -> None:
+    t0 = time.monotonic()
+    raw.setdefault("conditions", [])
+    peer = Peer(args.device)
+    try:
+        _conditions_with(args, raw, path, peer, t0)
+    finally:
+        peer.close()
+
+
+def _conditions_with(
+    args: argparse.Namespace, raw: dict[str, Any], path: Path, peer: Peer, t0: float
+) -> None:
+    for task in _tasks(args.tasks):
+        for w in [*task.gpu.visible, *task.gpu.hidden.fixed]:
+            if time.monotonic() - t0 > args.budget_s:
+                _stamp(t0, "budget spent: stopping")
+                return
+            try:
+                got = _condition_rounds(task, w, args.device, args.rounds, peer)
+            except Exception as exc:  # noqa: BLE001 - one workload's failure is recorded, the rest go on
+                raw["conditions"].append(
+                    {"task": task.id, "label": w.label, "error": f"{type(exc).__name__}: {exc}"}
+                )
+                _stamp(t0, f"{task.id} {w.label}: {type(exc).__name__}: {exc}")
+                continue
+            raw["conditions"].append({"task": task.id, "label": w.label, "rounds_us": got})
+            _save(path, raw)
+            summary = "  ".join(f"{k} {statistics.median(v):.1f}" for k, v in got.items() if v)
+            _stamp(t0, f"{task.id} {w.label}: {summary}")
+
+
+def _device_record(device: str) -> dict[str, Any]:
+    import torch
+
+    d = torch.device(device)
+    if d.type != "cuda":
+        return {"name": device, "torch": torch.__version__, "date": time.strftime("%Y-%m-%d")}
+    props = torch.cuda.get_device_properties(d)
+    import triton
+
+    return {
+        "name": props.name,
+        "sms": props.multi_processor_count,
+        "l2_mib": props.L2_cache_size / 2**20,
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "cuda": torch.version.cuda,
+        "date": time.strftime("%Y-%m-%d"),
+    }
+
+
+# --- report -----------------------------------------------------------------------------------
+
+
+def _fmt_ratio(x: float | None) -> str:
+    return "–" if x is None or not math.isfinite(x) else f"{x:.3f}"
+
+
+def report(raws: list[dict[str, Any]]) -> str:
+    identity = [e for raw in raws for e in raw.get("identity", [])]
+    device = next((raw["device"] for raw in raws if raw.get("device")), {})
+    lines = [
+        "| task | profile | K | speedup of each run | worst |1 − x| | bound | holds |",
+        "| --- | --- | ---: | --- | ---: | ---: | --- |",
+    ]
+    groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    for e in identity:
+        groups.setdefault((e["task"], e["profile"], e["k"]), []).append(e)
+    held = 0
+    for (task, profile, k), entries in sorted(groups.items()):
+        xs = [e["speedup"] for e in entries if e["status"] == "passed"]
+        worst = max((abs(x - 1) for x in xs), default=math.inf)
+        ok = len(xs) == len(entries) and worst <= BOUNDS[profile]
+        held += ok
+        lines.append(
+            f"| {task} | {profile} | {k} | {', '.join(_fmt_ratio(x) for x in xs) or 'failed'} | "
+            f"{worst * 100:.1f}% | ±{BOUNDS[profile] * 100:.0f}% | {'yes' if ok else '**no**'} |"
+        )
+    head = [
+        f"Machine: {device.get('name', '?')}, torch {device.get('torch', '?')}, Triton {device.get('triton', '?')}, "
+        f"CUDA {device.get('cuda', '?')}, {device.get('date', '?')}.",
+        "",
+        f"The identity holds in {held} of {len(groups)} (task, profile, K) groups.",
+        "",
+    ]
+    return "\n".join(head + lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    for name in ("identity", "conditions"):
+        p = sub.add_parser(name)
+        p.add_argument("--device", default="cuda:0")
+        p.add_argument("--out", type=Path, required=True)
+        p.add_argument("--tasks", nargs="*")
+        p.add_argument("--budget-s", type=float, default=500.0)
+        p.add_argument("--rounds", type=int, default=5)
+        p.add_argument("--runs", type=int, default=3)
+        p.add_argument("--profiles", default="full,train")
+        p.add_argument("--batch", type=int, default=0)
+        p.add_argument("--singles", action="store_true")
+    rep = sub.add_parser("report")
+    rep.add_argument("dirs", nargs="+", type=Path)
+    rep.add_argument("--doc", type=Path)
+    rep.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    if args.cmd == "report":
+        raws = [json.loads(p.read_text()) for d in args.dirs for p in sorted(d.glob("*.json"))]
+        text = report(raws)
+        if args.json:
+            args.json.write_text(json.dumps(raws, indent=1))
+        if args.doc:
+            args.doc.write_text(text)
+        print(text)
+        return 0
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"{args.cmd}.json"
+    raw: dict[str, Any] = {"device": _device_record(args.device), "argv": sys.argv}
+    if args.cmd == "identity":
+        asyncio.run(_identity(args, raw, path))
+    elif args.cmd == "conditions":
+        _conditions(args, raw, path)
+    _save(path, raw)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

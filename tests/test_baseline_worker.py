@@ -1,0 +1,155 @@
+"""The baseline timed as the candidate is (core/harness/baseline_worker.py, docs/fidelity.md):
+in a worker of its own, its inputs served by the trusted worker over the same protocol, each
+alternation's two rounds on one region, and timing that does not stop inside one mode.
+
+The protocol tests run in one process over socketpairs (the trusted side in a thread); the
+end-to-end test forces the baseline's worker on the CPU device (`Timing(baseline_worker=True)`),
+where it is otherwise used only on GPUs."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import threading
+
+import pytest
+import torch
+
+from core.evaluation.evaluator import Evaluator
+from core.evaluation.job import Timing
+from core.harness import shared_io, timing
+from core.tasks.discovery import find_task
+from core.tasks.spec import load_task
+from tests.test_shared_io import CPU, OUTS, SPECS, WORKLOAD, _axpy
+
+TASK = "activation/silu_mul"
+
+
+def _serve_paired(pairs: shared_io.RoundPairs, pair: str) -> tuple[socket.socket, dict]:
+    ours, theirs = socket.socketpair()
+    out: dict = {}
+    msg = {
+        "workload": WORKLOAD,
+        "seed": 99,
+        "first_index": 200_000,
+        "max_calls": 6,
+        "sample": [],
+        "timeout_s": 20,
+        "pair": pair,
+    }
+
+    def trusted() -> None:
+        out["served"] = shared_io.serve_round(
+            theirs, msg, SPECS, OUTS, CPU, None, lambda *_: None, pairs=pairs
+        )
+        theirs.close()
+
+    out["thread"] = threading.Thread(target=trusted)
+    out["thread"].start()
+    return ours, out
+
+
+def _one_side(pairs: shared_io.RoundPairs, pair: str) -> list[torch.Tensor]:
+    """A consumer's round: the inputs of each call it was served, copied."""
+    peer, out = _serve_paired(pairs, pair)
+    fresh = shared_io.SharedInputs(peer, SPECS, OUTS, WORKLOAD["shapes"], CPU)
+    seen: list[torch.Tensor] = []
+
+    def record(*args: object) -> torch.Tensor:
+        seen.append(args[0].clone())  # type: ignore[union-attr]
+        return _axpy(*args)  # type: ignore[arg-type]
+
+    timing.time_calls(
+        record, fresh, CPU, 5.0, 4, 4, 200_000, False, False, (), fresh.keep, fresh.picker
+    )
+    fresh.finish()
+    out["thread"].join(10)
+    peer.close()
+    return seen
+
+
+def test_both_sides_of_an_alternation_run_on_one_region_and_see_the_same_inputs(monkeypatch):
+    made: list[int] = []
+    create = shared_io.create_region
+
+    def counting(nbytes, device, free_stale=None):
+        made.append(nbytes)
+        return create(nbytes, device, free_stale)
+
+    monkeypatch.setattr(shared_io, "create_region", counting)
+    pairs = shared_io.RoundPairs()
+    baseline = _one_side(pairs, "open")
+    assert pairs.held is not None  # kept for the candidate's round of this alternation
+    candidate = _one_side(pairs, "close")
+    assert len(made) == 1, "the candidate's round allocated a region of its own"
+    assert pairs.held is None  # freed once both sides ran on it
+    assert len(baseline) == len(candidate) == 4  # the four timed calls (no warm-up on the CPU)
+    for b, c in zip(baseline, candidate):
+        assert torch.equal(b, c)
+
+
+def test_a_kept_region_of_another_workload_or_call_is_freed_not_reused(monkeypatch):
+    made: list[int] = []
+    create = shared_io.create_region
+    monkeypatch.setattr(
+        shared_io, "create_region", lambda n, d, f=None: made.append(n) or create(n, d, f)
+    )
+    pairs = shared_io.RoundPairs()
+    _one_side(pairs, "open")
+    held = pairs.held
+    assert held is not None and held.fd is not None
+    stale = held.key
+    held.key = (stale[0], stale[1] + 1, stale[2])  # as if the baseline had timed another round
+    _one_side(pairs, "close")
+    assert len(made) == 2 and pairs.held is None
+    with pytest.raises(OSError):
+        os.fstat(held.fd if held.fd is not None else -1)  # its descriptor was closed
+
+
+def test_timing_does_not_stop_while_the_alternations_disagree_on_the_ratio():
+    walls = {
+        "baseline": [{"median_us": 93.0}, {"median_us": 93.2}],
+        "candidate": [{"median_us": 146.0}, {"median_us": 92.8}],
+    }
+    tight = {"candidate": [100.0] * 200, "baseline": [100.0] * 200}  # each median known to ±0%
+    assert not timing.settled(walls, tight, 0.01)  # a bimodal pair of rounds: time on
+    walls["candidate"][0]["median_us"] = 93.1
+    assert timing.settled(walls, tight, 0.01)
+    assert timing.round_ratios(walls) == pytest.approx([93.0 / 93.1, 93.2 / 92.8])
+
+
+def test_the_baseline_timed_in_its_own_worker_scores_the_identity_and_says_what_it_ran(tmp_path):
+    """The task's baseline submitted as the candidate, both sides in workers of their own,
+    each alternation's two rounds served on one region."""
+    task = find_task(TASK)
+    shared = Timing(
+        alternations=2, budget_ms=20.0, min_calls=2, max_calls=6, min_rounds=2, baseline_worker=True
+    )
+    with Evaluator("cpu", timing=shared) as ev:
+        result = ev.evaluate(task, task.file("baseline.py"), seed=5)
+    assert result.status == "passed", result.stages
+    for w in result.workloads:
+        assert len(w.baseline["rounds"]) == len(w.candidate["rounds"]) == 2
+        assert all("serve_s" in r for r in w.baseline["rounds"])  # served, as the candidate's
+        assert all(r["median_us"] > 0 for r in w.baseline["rounds"])
+    assert result.baseline_impl == "torch"
+
+
+def test_a_concurrent_batch_times_every_candidate_next_to_one_warm_baseline_worker(monkeypatch):
+    """A batch's slots each have a trusted worker; the baseline's worker is the batch's, forked
+    once before the slots' threads start and joined to whichever slot's trusted worker serves
+    the candidate being timed."""
+    from tests.test_batch_concurrent import CANDIDATES, FIXTURES
+
+    monkeypatch.setenv("ARENA_BATCH_CONCURRENCY", "2")
+    axpy = load_task(FIXTURES / "tasks" / "elementwise" / "axpy")
+    forced = Timing(alternations=2, budget_ms=20.0, min_calls=1, max_calls=5, baseline_worker=True)
+    paths = [CANDIDATES / "axpy_torch.py", CANDIDATES / "axpy_wrong.py"] * 2
+    with Evaluator("cpu", timing=forced) as ev:
+        results = asyncio.run(ev.aevaluate_batch(axpy, paths, seed=4, profile="train"))
+    assert [r.status for r in results] == ["passed", "failed", "passed", "failed"]
+    for r in (results[0], results[2]):
+        assert r.workloads and all(
+            "serve_s" in rnd for w in r.workloads for rnd in w.baseline["rounds"]
+        )
