@@ -153,3 +153,13 @@ def test_a_concurrent_batch_times_every_candidate_next_to_one_warm_baseline_work
         assert r.workloads and all(
             "serve_s" in rnd for w in r.workloads for rnd in w.baseline["rounds"]
         )
+
+
+def test_work_is_queued_ahead_of_a_call_whose_launch_outlasts_the_flush():
+    """A call's event time is the device's only if the device is still busy when the host has
+    launched it: a wrapper that takes 250 µs to launch after a 70 µs flush gets about 300 µs
+    more work queued ahead of it; a quick launch gets none, and the lead is bounded."""
+    assert timing.lead_flushes(host_us=10.0, flush_us=70.0) == 0
+    assert timing.lead_flushes(host_us=250.0, flush_us=70.0) == 5  # 6 flushes ≥ 1.5 × 250 µs
+    assert timing.lead_flushes(host_us=1e6, flush_us=70.0) == timing.MAX_LEAD_FLUSHES
+    assert timing.lead_flushes(host_us=250.0, flush_us=0.0) == 0  # no flush measured: none

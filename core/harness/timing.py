@@ -300,6 +300,27 @@ def _time_cpu(fn, fresh, rnd: Round, sample, keep, picker=None) -> list[float]:
     return times
 
 
+MAX_LEAD_FLUSHES = 12  # at most this many extra flushes before a call (about 1 ms on an H200)
+
+
+def lead_flushes(host_us: float, flush_us: float) -> int:
+    """Extra flushes to queue before a call's start event so that the GPU is still busy when
+    the host has finished launching the call (`host_us`, measured on the warm-up call): then
+    the call's event time is the device's, not the host's launch latency.
+
+    Each timed call follows a host wait (the shared-memory path's refill, or a graph-less
+    fallback), so the device is idle when the host starts it. With only the flush ahead of the
+    start event (about 70 µs on an H200), a call whose Python wrapper takes longer to launch
+    (Liger's RoPE: index_select, two copies and a Triton launch) was timed partly as the
+    host's launch time: 93 µs when hidden, 107-211 µs when not, varying with the host's speed
+    from round to round (docs/fidelity.md). The extra flushes cover it, and bring the clocks
+    up after the idle gap. A call that waits on the device itself (a host sync inside it) pays
+    its own wait whatever is queued: that is its cost."""
+    if flush_us <= 0:
+        return 0
+    return max(0, min(MAX_LEAD_FLUSHES, math.ceil(1.5 * host_us / flush_us) - 1))
+
+
 def _time_events(fn, fresh, device, rnd: Round, sample, keep, picker=None) -> list[float]:
     first, sync_each_call = rnd.first_index, rnd.sync_each_call
     kind = device.type
@@ -308,10 +329,19 @@ def _time_events(fn, fresh, device, rnd: Round, sample, keep, picker=None) -> li
     args = fresh(first)
     fn(*args)  # warm-up: lazy initialisation and compilation stay out of the numbers
     _sync(kind)
+    # The second warm-up call: its device time sizes the round, its host time (launch only,
+    # measured before the wait) how much work must be queued ahead of each call.
+    flushed, begun, done = events.new(), events.new(), events.new()
+    events.record(flushed)
+    _zero(flush)
+    events.record(begun)
     t0 = _perf_counter()
     fn(*args)
+    host_us = (_perf_counter() - t0) * 1e6
+    events.record(done)
     _sync(kind)
-    calls = rnd.calls_for((_perf_counter() - t0) * 1e3)
+    calls = rnd.calls_for(events.elapsed_ms(begun, done))
+    lead = lead_flushes(host_us, events.elapsed_ms(flushed, begun) * 1e3)
     chosen = picker(calls) if picker is not None else picks(sample, calls)
     starts = [events.new() for _ in range(calls)]
     ends = [events.new() for _ in range(calls)]
@@ -321,6 +351,8 @@ def _time_events(fn, fresh, device, rnd: Round, sample, keep, picker=None) -> li
         args = fresh(first + 1 + k)
         if sync_each_call:
             _sync(kind)
+        for _ in range(lead):
+            _zero(flush)
         _zero(flush)
         events.record(starts[k])
         result = fn(*args)

@@ -3,8 +3,9 @@
    flash_attn runs CK / aiter fmha kernels), as vLLM and SGLang call it;
 2. torch.nn.attention.varlen.varlen_attn with enable_gqa (PyTorch >= 2.13 on CUDA: its bundled
    FlashAttention-2);
-3. torch.nn.functional.scaled_dot_product_attention per sequence with is_causal and enable_gqa
-   (cuDNN / FlashAttention backends on NVIDIA, aotriton / CK on AMD, the CPU kernel on CPU).
+3. torch.nn.functional.scaled_dot_product_attention with is_causal and enable_gqa, one call per
+   distinct sequence length over the sequences of that length (cuDNN / FlashAttention backends
+   on NVIDIA, aotriton / CK on AMD, the CPU kernel on CPU).
 max_seqlen is read from cu_seqlens with one host sync (serving engines carry it on the host)."""
 
 import inspect
@@ -62,20 +63,31 @@ def _varlen(q, k, v, cu_seqlens):
 
 
 def _sdpa(q, k, v, cu_seqlens):
+    """One SDPA call per distinct sequence length: the sequences of a length are gathered into
+    a batch (a Python loop over every sequence made the H200 wait on the host's launches, and
+    its time then followed the host's speed: docs/fidelity.md)."""
     scale = 1.0 / math.sqrt(q.shape[-1])
     out = torch.empty_like(q)
     bounds = cu_seqlens.tolist()
+    starts: dict[int, list[int]] = {}
     for b in range(len(bounds) - 1):
-        s, e = bounds[b], bounds[b + 1]
+        starts.setdefault(bounds[b + 1] - bounds[b], []).append(bounds[b])
+    for length, first in starts.items():
+        if length == 0:
+            continue
+        rows = (
+            torch.tensor(first, dtype=torch.long, device=q.device)[:, None]
+            + torch.arange(length, device=q.device)[None]
+        )  # [n, S]: the tokens of each sequence of this length
         o = F.scaled_dot_product_attention(
-            q[s:e].transpose(0, 1).unsqueeze(0),
-            k[s:e].transpose(0, 1).unsqueeze(0),
-            v[s:e].transpose(0, 1).unsqueeze(0),
+            q[rows].transpose(1, 2),
+            k[rows].transpose(1, 2),
+            v[rows].transpose(1, 2),
             is_causal=True,
             scale=scale,
             enable_gqa=True,
-        )
-        out[s:e] = o[0].transpose(0, 1)
+        )  # [n, HQ, S, D]
+        out.index_copy_(0, rows.flatten(), o.transpose(1, 2).reshape(-1, *q.shape[1:]))
     return out
 
 
