@@ -30,5 +30,13 @@ validate)
   timeout 190 python3 bench/fidelity.py identity --out "$OUT/single" --profiles train --singles --runs 2 --budget-s 180 --tasks $SIX
   timeout 200 python3 bench/fidelity.py identity --out "$OUT/batch" --profiles train --batch 5 --runs 1 --budget-s 190 --tasks $SIX $MORE
   ;;
+validate2)
+  # after lead flushes and prefill's grouped baseline: the three that still failed, one at a
+  # time and in batches; every other single-device task in a batch of 5 once.
+  THREE="elementwise/rope elementwise/rope_qknorm attention/prefill_gqa"
+  REST="moe/route_grouped_topk norm/rmsnorm_fp8_quant activation/silu_mul_fp8_quant gemm/fp8_blockscale_gemm norm/add_rmsnorm activation/silu_mul gemm/bf16_gemm gemm/small_m_gemm attention/decode_paged_gqa attention/mla_decode sampling/top_k_top_p_sampling elementwise/kv_cache_write moe/route_topk_softmax moe/align_permute"
+  timeout 170 python3 bench/fidelity.py identity --out "$OUT/single" --profiles train --singles --runs 2 --budget-s 160 --tasks $THREE
+  timeout 290 python3 bench/fidelity.py identity --out "$OUT/batch" --profiles train --batch 5 --runs 1 --budget-s 280 --tasks $THREE $REST
+  ;;
 esac
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
