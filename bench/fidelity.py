@@ -3,7 +3,7 @@
     PYTHONPATH=. python3 bench/fidelity.py identity --device cuda:0 --out DIR [--tasks ...]
         [--profiles full,train] [--runs 3] [--batch 5] [--singles] [--budget-s 500]
     PYTHONPATH=. python3 bench/fidelity.py conditions --device cuda:0 --out DIR [--tasks ...]
-    python3 bench/fidelity.py report DIR [DIR ...] --doc docs/fidelity.md --json bench/results/fidelity_DATE.json
+    python3 bench/fidelity.py report bench/results/fidelity_DATE --doc docs/fidelity.md
 
 `identity` goes through the public API a trainer uses (`core.rl.arena.Arena`, sandboxed unless
 ARENA_SANDBOX=off): each task's own `baseline.py` submitted as the candidate, one at a time
@@ -22,7 +22,8 @@ workloads). It is how a cause is ruled in or out with a measurement.
 The independent check of the timer is the two together: the arena's baseline median (from
 `identity`) against `conditions`' do_bench on the same workload.
 
-`report` merges the JSON of one or more output folders into one file and regenerates the doc.
+`report` reads a folder of those JSON files (named `before_*` and `after_*`) and regenerates the
+identity section of docs/fidelity.md.
 Every subcommand saves its JSON after each step, so a call cut short keeps what it measured.
 """
 
@@ -337,34 +338,91 @@ def _fmt_ratio(x: float | None) -> str:
     return "–" if x is None or not math.isfinite(x) else f"{x:.3f}"
 
 
-def report(raws: list[dict[str, Any]]) -> str:
-    identity = [e for raw in raws for e in raw.get("identity", [])]
-    device = next((raw["device"] for raw in raws if raw.get("device")), {})
+def _round_spread(entry: dict[str, Any]) -> float | None:
+    """The largest spread, over the result's workloads, of its alternations' paired ratios
+    ((max − min) / median)."""
+    spreads = [
+        (max(w["round_ratios"]) - min(w["round_ratios"])) / statistics.median(w["round_ratios"])
+        for w in entry["workloads"]
+        if len(w.get("round_ratios") or []) >= 2
+    ]
+    return max(spreads) if spreads else None
+
+
+def identity_table(entries: list[dict[str, Any]]) -> tuple[list[str], int, int]:
+    """Rows per (task, profile, K): the speedup of the baseline as the candidate in each run
+    (a batch contributes one per member), the worst distance from 1, the widest spread of
+    one result's paired alternations, and whether the bound holds."""
     lines = [
-        "| task | profile | K | speedup of each run | worst |1 − x| | bound | holds |",
-        "| --- | --- | ---: | --- | ---: | ---: | --- |",
+        "| task | profile | K | speedup of each result | worst \\|1 − x\\| | widest round spread | bound | holds |",
+        "| --- | --- | ---: | --- | ---: | ---: | ---: | --- |",
     ]
     groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
-    for e in identity:
+    for e in entries:
         groups.setdefault((e["task"], e["profile"], e["k"]), []).append(e)
     held = 0
-    for (task, profile, k), entries in sorted(groups.items()):
-        xs = [e["speedup"] for e in entries if e["status"] == "passed"]
+    for (task, profile, k), members in sorted(groups.items()):
+        xs = [e["speedup"] for e in members if e["status"] == "passed"]
         worst = max((abs(x - 1) for x in xs), default=math.inf)
-        ok = len(xs) == len(entries) and worst <= BOUNDS[profile]
+        spreads = [x for x in (_round_spread(e) for e in members) if x is not None]
+        ok = len(xs) == len(members) and worst <= BOUNDS[profile]
         held += ok
         lines.append(
             f"| {task} | {profile} | {k} | {', '.join(_fmt_ratio(x) for x in xs) or 'failed'} | "
-            f"{worst * 100:.1f}% | ±{BOUNDS[profile] * 100:.0f}% | {'yes' if ok else '**no**'} |"
+            f"{worst * 100:.1f}% | {max(spreads) * 100:.1f}% | ±{BOUNDS[profile] * 100:.0f}% | "
+            f"{'yes' if ok else '**no**'} |"
+            if spreads
+            else f"| {task} | {profile} | {k} | {', '.join(_fmt_ratio(x) for x in xs) or 'failed'} | "
+            f"{worst * 100:.1f}% | – | ±{BOUNDS[profile] * 100:.0f}% | {'yes' if ok else '**no**'} |"
         )
-    head = [
-        f"Machine: {device.get('name', '?')}, torch {device.get('torch', '?')}, Triton {device.get('triton', '?')}, "
-        f"CUDA {device.get('cuda', '?')}, {device.get('date', '?')}.",
-        "",
-        f"The identity holds in {held} of {len(groups)} (task, profile, K) groups.",
+    return lines, held, len(groups)
+
+
+def report(raws: dict[str, dict[str, Any]]) -> str:
+    """The identity tables of docs/fidelity.md from `raws` (file stem -> its JSON): the
+    results named `before_*` (the code as the issue found it) and `after_*` (as it stands)."""
+    device = next((raw["device"] for raw in raws.values() if raw.get("device")), {})
+    out = [
+        f"Machine: {device.get('name', '?')} ({device.get('sms', '?')} SMs, {device.get('l2_mib', '?'):g} MiB L2), "
+        f"torch {device.get('torch', '?')}, Triton {device.get('triton', '?')}, CUDA {device.get('cuda', '?')}, "
+        f"{device.get('date', '?')}; sandboxed (bubblewrap) through `core.rl.session.Arena`, liger-kernel 0.8.5.",
         "",
     ]
-    return "\n".join(head + lines) + "\n"
+    for phase, title in (
+        ("after", "As it stands"),
+        ("worker", "With the baseline's own worker, before the lead flushes"),
+        ("before", "Before (the code the issue measured)"),
+    ):
+        entries = [
+            e
+            for stem, raw in raws.items()
+            if stem.startswith(phase)
+            for e in raw.get("identity", [])
+        ]
+        if not entries:
+            continue
+        lines, held, total = identity_table(entries)
+        out += [
+            f"### {title}",
+            "",
+            f"The identity holds in {held} of {total} (task, profile, K) groups.",
+            "",
+            *lines,
+            "",
+        ]
+    return "\n".join(out)
+
+
+BEGIN, END = "<!-- identity:begin (bench/fidelity.py report) -->", "<!-- identity:end -->"
+
+
+def write_doc(doc: Path, text: str) -> None:
+    """Replace the generated part of `doc` (between BEGIN and END) with `text`."""
+    old = doc.read_text()
+    if BEGIN not in old or END not in old:
+        raise SystemExit(f"{doc} has no {BEGIN} ... {END} section to regenerate")
+    head, rest = old.split(BEGIN, 1)
+    doc.write_text(f"{head}{BEGIN}\n{text}\n{END}{rest.split(END, 1)[1]}")
 
 
 def main() -> int:
@@ -382,17 +440,16 @@ def main() -> int:
         p.add_argument("--batch", type=int, default=0)
         p.add_argument("--singles", action="store_true")
     rep = sub.add_parser("report")
-    rep.add_argument("dirs", nargs="+", type=Path)
-    rep.add_argument("--doc", type=Path)
-    rep.add_argument("--json", type=Path)
+    rep.add_argument(
+        "folder", type=Path, help="a folder of identity JSON: before_*.json, after_*.json"
+    )
+    rep.add_argument("--doc", type=Path, help="regenerate this page's identity section")
     args = parser.parse_args()
     if args.cmd == "report":
-        raws = [json.loads(p.read_text()) for d in args.dirs for p in sorted(d.glob("*.json"))]
+        raws = {p.stem: json.loads(p.read_text()) for p in sorted(args.folder.glob("*.json"))}
         text = report(raws)
-        if args.json:
-            args.json.write_text(json.dumps(raws, indent=1))
         if args.doc:
-            args.doc.write_text(text)
+            write_doc(args.doc, text)
         print(text)
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
