@@ -8,7 +8,12 @@ shown as a speedup (it says `INTERPRETED` instead; `--json` keeps the number).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from core.model.result import STAGES
+
+if TYPE_CHECKING:
+    from core.store.standings import Entry
 
 # The stage legend under every table that shows stage marks. `generalization` is the stored
 # key (results, JSON, the RL API): the CLI, the app and the docs use that word, defined once here.
@@ -46,3 +51,22 @@ def speedup_cell(timing_kind: str, speedup: float | None) -> str:
 
 def sol_cell(timing_kind: str, sol_fraction: float | None) -> str:
     return INTERPRETED_CELL if timing_kind == "cpu" else percent(sol_fraction)
+
+
+def entry_cells(timing_kind: str, e: Entry) -> tuple[str, str, str, str]:
+    """A board entry's speedup, fast_p, SOL and correct cells, the same in the CLI and the app.
+    An entry with no correct result has no speedup or SOL of its own (`–`: it is not ranked,
+    docs/leaderboard.md); with no result at all it has no figure."""
+    if e.results == 0:
+        return ("–",) * 4  # type: ignore[return-value]
+    scored = e.correct > 0
+    return (
+        speedup_cell(timing_kind, e.speedup) if scored else "–",
+        "–" if e.fast_p is None else f"{e.fast_p * 100:.0f}%",
+        sol_cell(timing_kind, e.sol_fraction) if scored else "–",
+        f"{e.correct * 100:.0f}%",
+    )
+
+
+def rank_cell(e: Entry) -> str:
+    return "–" if e.rank is None else str(e.rank)
