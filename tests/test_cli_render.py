@@ -179,7 +179,10 @@ def test_attempts_with_nothing_to_score_fit_80_columns_in_their_own_column(capsy
     assert header[-2:] == ["violations", "failures"], (
         "at 80 columns too, once an entry has failures"
     )
-    assert "failures: attempts whose agent produced nothing to score" in out
+    assert (
+        "failures: failed results, and attempts whose agent produced nothing to score"
+        in " ".join(out.split())
+    )
     out = run(capsys, "runs", "show", a)
     assert "agent_error" in out and "(not scored)" in out
     assert_whole(out, ["1.23×", "3.4e-04×", "12.50×"])

@@ -35,7 +35,7 @@
   }
   const ratio = (x) => (x === null || x === undefined ? "–" : `${x.toFixed(2)}×`);
   const pct = (x, digits = 0) => (x === null || x === undefined ? "–" : `${(x * 100).toFixed(digits)}%`);
-  const us = (x) => (x === null || x === undefined ? "–" : x >= 1000 ? `${(x / 1000).toFixed(2)} ms` : `${x.toFixed(1)} µs`);
+  const us = (x) => (x === null || x === undefined ? "–" : x >= 1e6 ? `${(x / 1e6).toFixed(2)} s` : x >= 1000 ? `${(x / 1000).toFixed(2)} ms` : `${x.toFixed(1)} µs`);
   const short = (s, n) => (s.length > n ? `${s.slice(0, n - 1)}…` : s);
   // The cpu device runs Triton in its interpreter: its times are never a speedup, a fraction of
   // speed of light or a bar (arena_tui/figures.py says the same words).
@@ -295,7 +295,15 @@
     const stages = res.stages.map((s) => el("tr", {}, el("td", { text: s.name }), el("td", { class: `status-${s.status}`, text: s.status }),
       el("td", { class: "num", text: s.seconds === null || s.seconds === undefined ? "–" : `${s.seconds.toFixed(2)} s` }), el("td", { class: "msg", text: s.message || "" })));
     const kind = res.timing_kind;
-    const speedBand = (w) => (kind === "predicted" && typeof w.band === "number" ? ` ±${(w.band * 100).toFixed(0)}%` : "");
+    // a speedup's band, as arena_tui/figures.py computes it: a prediction's own; for a measured
+    // one the two sides' half interquartile spreads compounded; a mean's is its widest workload's
+    const bandOf = (w) => (kind === "predicted" ? (typeof w.band === "number" ? w.band : null)
+      : w.candidate && w.baseline && typeof w.candidate.spread === "number" && typeof w.baseline.spread === "number"
+        ? (1 + w.candidate.spread / 2) * (1 + w.baseline.spread / 2) - 1 : null);
+    const bandText = (b) => (b === null ? "" : ` ±${(b * 100).toFixed(kind === "predicted" ? 0 : 1)}%`);
+    const speedBand = (w) => bandText(bandOf(w));
+    const bands = res.workloads.map(bandOf);
+    const meanBand = bands.length && bands.every((b) => b !== null) ? Math.max(...bands) : null;
     const work = res.workloads.map((w) => el("tr", {}, el("td", { text: w.label }), el("td", { text: w.mode || "" }),
       el("td", { class: "num", text: timeText(w.candidate, kind) }), el("td", { class: "num", text: timeText(w.baseline, kind) }),
       el("td", { class: "num", text: kind === "cpu" ? INTERP : `${ratio(w.speedup)}${speedBand(w)}` }), el("td", { class: "num", text: solText(kind, w.sol_fraction) })));
@@ -304,7 +312,7 @@
     const table = (head, body) => el("div", { class: "wrap" }, el("table", {}, el("thead", {}, el("tr", {}, ...head.map((t) => el("th", { class: NUMERIC.has(t) ? "num" : null, text: t })))), el("tbody", {}, body)));
     put(target,
       el("h3", { text: `job ${d.job_id}: ${d.task_id} — ${res.status}${res.failed_stage ? ` at ${res.failed_stage}` : ""}`
-        + (kind === "cpu" ? `, ${INTERPRETED}` : res.status === "passed" ? `, speedup ${ratio(res.speedup)} (${kind}), SOL ${pct(res.sol_fraction, 1)}` : ", speedup – (failed)") }),
+        + (kind === "cpu" ? `, ${INTERPRETED}` : res.status === "passed" ? `, speedup ${ratio(res.speedup)}${bandText(meanBand)} (${kind}), SOL ${pct(res.sol_fraction, 1)}` : ", speedup – (failed)") }),
       el("p", { class: "muted", text: `run ${d.run_id} · ${d.agent || "candidate"} · device ${(res.device && (res.device.model || res.device.id)) || "?"} · ${res.timing_kind} timing · ${d.created_at}` }),
       table(["stage", "verdict", "time", "message"], stages),
       work.length ? el("h3", { text: "workloads" }) : null, work.length ? table(["workload", "mode", "candidate", "baseline", "speedup", "SOL"], work) : null,
