@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from core.evaluation import paired
 from core.model.result import STAGES
 
 if TYPE_CHECKING:
@@ -69,24 +70,14 @@ def time_cell(side: dict[str, Any] | None, timing_kind: str) -> str:
 
 
 def workload_band(w: WorkloadFigures, timing_kind: str) -> float | None:
-    """The relative ± band of one workload's speedup: a prediction's own band (`w.band`); for a
-    measured one, the two sides' half interquartile spreads compounded."""
-    if timing_kind == "predicted":
-        return w.band
-    sides = [w.candidate.get("spread"), w.baseline.get("spread")]
-    if not all(isinstance(x, (int, float)) for x in sides):
-        return None
-    return (1 + sides[0] / 2) * (1 + sides[1] / 2) - 1  # type: ignore[operator]
+    """The relative ± band of one workload's speedup (core/evaluation/paired.py says how)."""
+    return paired.speedup_band(w, timing_kind)
 
 
 def result_band(result: Result) -> float | None:
-    """The relative ± band of a result's speedup (a geometric mean): each workload's speedup lies
-    within its own band, so the mean lies within the widest of them. None where a workload has
-    none. (Where the result carries an interval of its speedup, that one is the figure to show.)"""
-    bands = [workload_band(w, result.timing_kind) for w in result.workloads]
-    if not bands or any(b is None for b in bands):
-        return None
-    return max(bands)  # type: ignore[type-var]
+    """The relative ± band of a result's speedup: its widest workload's (core/evaluation/paired.py).
+    (Where the result carries an interval of its speedup, that one is the figure to show.)"""
+    return paired.result_band(result)
 
 
 def with_band(text: str, b: float | None, timing_kind: str) -> str:

@@ -151,7 +151,7 @@ def render(out: Console, b: Board) -> None:
         Col("SOL", number=True),
         Col("correct", number=True),
         Col("results", number=True, drop=3),
-        Col("violations", number=True),
+        Col("violations", number=True, drop=0 if any(e.violations for e in b.entries) else 5),
         Col("failures", number=True, drop=0 if any(e.unscored for e in b.entries) else 4),
     ]  # all zero: the first to go on a narrow terminal
     rows = []

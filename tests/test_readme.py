@@ -25,6 +25,8 @@ NOT_RUN = {
     "arena eval --task comm/all_reduce --candidate tasks/comm/all_reduce/starter.py --world-size 4": "4 CPU ranks, 25 s: tests/test_ranked.py evaluates a multi-rank fixture task",
     "arena devices": "probes this machine: tests/test_cli_render.py",
     "arena demo --all": "every task, about 10 minutes",
+    "arena demo --task gemm/bf16_gemm": "a harness evaluation on sim:h200: tests/test_cli.py runs demo --task's path",
+    "arena compare solution.py tasks/gemm/bf16_gemm/starter.py --task gemm/bf16_gemm": "two evaluations on sim:h200: tests/test_compare.py compares two files end to end on a fixture task",
     "arena run": "the default run, 20 s on sim:h200: tests/test_app.py and tests/test_agent_runs.py",
     "arena run runs/agents.yaml": "needs agent CLIs and their API keys",
     "arena run runs/example.yaml": "many evaluations, minutes",

@@ -3,8 +3,9 @@
 The harness reports a stage when it starts and ends and each workload as it is judged; a
 candidate that hangs in `run` reports nothing until the stage's limit tears it down (three
 minutes on the CPU). `Pulse` follows an evaluation's events and, from a timer on the engine's
-event loop, sends a `Heartbeat` whenever nothing was said for `every_s` seconds: the stage, the
-workload it is on (the next one in the job's order), how long the stage has run and its limit.
+event loop, sends a `Heartbeat` every `every_s` seconds while a stage runs (the stage's start and
+end reset the count; a workload's event does not, since a compact printer shows none): the stage,
+the workload it is on (the next one in the job's order), how long the stage has run and its limit.
 It comes from the engine, not the harness, so it reaches every front end whatever executes the
 job (this machine, SSH, Ray) and whatever the candidate does.
 """
@@ -64,7 +65,8 @@ class Pulse:
             isinstance(event, events.WorkloadTimed) and self.stage == "performance"
         ):
             self.done += 1
-        self.last = now
+        if isinstance(event, (events.StageStarted, events.StageFinished)):
+            self.last = now  # a front end may print no workload event (`arena demo`): not those
         if self.on_event is not None:
             self.on_event(event)
 
@@ -84,7 +86,7 @@ class Pulse:
         )
 
     def due(self) -> events.Heartbeat | None:
-        """A heartbeat when nothing was said for `every_s` (and it is sent, as said)."""
+        """A heartbeat when `every_s` passed since the stage began or the last beat (sent, too)."""
         if self.on_beat is None or self.clock() - self.last < self.every_s:
             return None
         beat = self.beat()
