@@ -197,7 +197,6 @@ def test_the_static_snapshot_filters_and_opens_details_offline(
     assert page.eval("document.querySelectorAll('#detail figure.chart').length") == 0
     # an entry with no correct result (the caught cheat) is not ranked and has no speedup of its own
     hacker = page.eval(
-        f"{ENTRY_ROWS}.find(r => r.dataset.agent === 'reward-hacker').cells"
-        ".length && [...{ENTRY_ROWS}.find(r => r.dataset.agent === 'reward-hacker').cells].map(c => c.textContent)"
+        f"[...{ENTRY_ROWS}.find(r => r.dataset.agent === 'reward-hacker').cells].map(c => c.textContent)"
     )
     assert hacker[0] == "–" and hacker[5] == "–" and hacker[-1] == "1", hacker
