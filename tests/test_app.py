@@ -433,8 +433,30 @@ def test_x_cancels_the_whole_run(store, tmp_path):
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, lambda: "running" in table_column(app, "state"))
             await pilot.press("x")
+            # said at once, before the seconds that killing agents and harnesses take
+            assert any("stopping the run" in n.message for n in app._notifications)
             await until(pilot, lambda: app.run_state == "cancelled")
             assert not any(w.is_running for w in app.workers if w.group == "run")
+
+
+def test_the_queue_shows_the_running_stage_s_heartbeat(store, tmp_path):
+    """Which stage, which workload, how long so far and the limit, under the table."""
+    run = scripted(store, tmp_path)
+    run.play_into_store()
+
+    async def go() -> None:
+        app = make_app(run, live=False)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            job = store.jobs(run.run_id)[0]
+            beat = events.Heartbeat("correctness", 84.0, 300.0, "n=4097", 1, 2)
+            app.feed(
+                [(job.id, events.JobStateChanged(job.key, "running", "cpu", 0, 1)), (job.id, beat)]
+            )
+            app.flush(force=True)
+            await pilot.pause()
+            status = text_of(app.screen.query_one("#queue-status", Static))
+            assert "correctness: workload n=4097 (2 of 2), 84 s of 300 s" in status, status
 
     asyncio.run(go())
 
