@@ -271,11 +271,11 @@ def build(
 
 def placer(kept: Iterable[Scored], by: str = "model") -> Callable[[Scored | Failure], str]:
     """The group place (`group_place`) of each row of a board built from `kept` (its results,
-    infrastructure errors left out): the device, and the baseline a row's speedup is against. A result records its own; a failed result
-    without one (its baseline never ran: it failed before the performance stage) and an attempt
-    with nothing to score take the one their task's results on that device ran against, else
-    the one of their family's results there when it is a single one. So a failure joins the
-    group it failed in, never a group of its own."""
+    infrastructure errors left out): the device, and the baseline a row's speedup is against.
+    A result records its own. A failed result without one (its baseline never ran: it failed
+    before the performance stage) and an attempt with nothing to score take the one their task's
+    results on that device ran against, else the one of their family's results there when it is
+    a single one. So a failure joins the group it failed in, never a group of its own."""
     by_task: dict[tuple[str, str], str] = {}
     by_family: dict[tuple[str, str], set[str]] = {}
     for r in kept:
