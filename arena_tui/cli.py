@@ -41,7 +41,7 @@ EVALUATING = (
     "eval",
     "run",
     "serve",
-)  # commands that run candidates or agents on this machine
+)  # commands that run candidates or agents on this machine (and `compare --task`)
 COMMAND_MODULES = (
     "arena_tui.tasks_cmd",
     "arena_tui.runs_cmd",
@@ -103,6 +103,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument(
         "--all", action="store_true", help="every bundled task, not only the three quick ones"
+    )
+    demo.add_argument(
+        "--task",
+        action="append",
+        metavar="ID",
+        help="only this task's starter (repeat for more); e.g. --task gemm/bf16_gemm",
     )
     demo.add_argument(
         "--json", action="store_true", help="print one JSON list of result objects and nothing else"
@@ -173,7 +179,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "json", False):
         err = _JsonErrors(args)  # scripts asked for JSON: an error is one JSON object on stdout
     try:
-        if args.command in EVALUATING:
+        if args.command in EVALUATING or (
+            args.command == "compare" and getattr(args, "task", None)
+        ):
             from core.evaluation.sandbox import require
 
             require()  # no sandbox and no --unsandboxed: one line, exit 2, before anything starts
@@ -324,14 +332,21 @@ def _demo(args: argparse.Namespace, out: Console) -> int:
     as_json = getattr(args, "json", False)
     tasks = discover(args.tasks_dir)
     every = len(tasks)
-    if args.tasks_dir is None and not getattr(args, "all", False):
+    chosen = getattr(args, "task", None)
+    if chosen:  # an unknown id: UnknownTaskError with the ids it may have meant (exit 2)
+        tasks = [find_task(t, args.tasks_dir) for t in dict.fromkeys(chosen)]
+    elif args.tasks_dir is None and not getattr(args, "all", False):
         tasks = [t for t in tasks if t.id in DEMO_TASKS]
     results: list[Result] = []
     if as_json:
         out = Console(stderr=True)  # progress on stderr; stdout is the one JSON list
-    more = f" of {every} ([bold]arena demo --all[/] for every one)" if len(tasks) < every else ""
+    more = (
+        f" of {every} ([bold]arena demo --all[/] for every one, [bold]--task ID[/] for one)"
+        if len(tasks) < every and not chosen
+        else ""
+    )
     out.print(
-        f"[bold]Kernel Arena {__version__}[/]: evaluating the starters of {len(tasks)}{more} bundled tasks on [bold]{device}[/]"
+        f"[bold]Kernel Arena {__version__}[/]: evaluating the starters of {len(tasks)}{more} tasks on [bold]{device}[/]"
     )
     with Evaluator(device) as evaluator:
         out.print(f"device: {render.device_line(evaluator.info)}\n")

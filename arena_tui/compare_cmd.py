@@ -1,10 +1,13 @@
 """`arena compare RUN_A RUN_B`: paired per-task differences between two runs (A/B), with a
-bootstrap confidence interval on the geometric-mean speedup ratio (core/store/compare.py)."""
+bootstrap confidence interval on the geometric-mean speedup ratio (core/store/compare.py).
+`arena compare A.py B.py --task ID [--device D]`: two candidate files of one task, evaluated with
+the same seed and paired per workload (arena_tui/compare_files.py)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
@@ -21,20 +24,50 @@ from core.store.db import Store
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "compare",
-        help="A/B: paired per-task differences between two runs, with a confidence interval",
+        help="A/B: two runs (paired per task), or two candidate files of one task (--task: paired per workload)",
     )
     p.add_argument(
-        "run_a", metavar="RUN_A", help="a run id, or a unique prefix of one (the baseline arm)"
+        "run_a",
+        metavar="A",
+        help="a run id or a unique prefix of one (the baseline arm); with --task, a candidate file",
     )
-    p.add_argument("run_b", metavar="RUN_B", help="the run compared against it")
+    p.add_argument("run_b", metavar="B", help="the run, or the candidate file, compared against A")
+    p.add_argument(
+        "--task",
+        metavar="ID",
+        help="compare two candidate files of this task: one batch, the same seed, workloads and baseline",
+    )
+    p.add_argument(
+        "--device",
+        help="with --task: default this machine's first GPU, else sim:h200; cpu compares correctness only",
+    )
+    p.add_argument(
+        "--seed", type=int, help="with --task: the secret seed both use (default: a fresh one)"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument(
         "--resamples",
         type=int,
         default=DEFAULT_RESAMPLES,
-        help=f"bootstrap resamples (default {DEFAULT_RESAMPLES})",
+        help=f"runs: bootstrap resamples (default {DEFAULT_RESAMPLES})",
     )
-    p.set_defaults(func=_compare)
+    p.set_defaults(func=_dispatch)
+
+
+def _dispatch(args: argparse.Namespace, out: Console, err: Console) -> int:
+    if args.task is not None:
+        from arena_tui.compare_files import run
+
+        return run(args, out, err)
+    files = [x for x in (args.run_a, args.run_b) if x.endswith(".py") and Path(x).is_file()]
+    if files:
+        err.print(
+            f"error: {files[0]} is a candidate file: compare two files of one task with `arena compare A.py B.py --task ID`",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return EXIT_BAD_INPUT
+    return _compare(args, out, err)
 
 
 def outcomes(store: Store, run_id: str) -> list[Outcome]:

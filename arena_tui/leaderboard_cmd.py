@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from arena_tui.figures import INTERPRETED_NOTE, sol_cell, speedup_cell
+from arena_tui.figures import INTERPRETED_NOTE, entry_cells, rank_cell
 from arena_tui.runs_cmd import _guarded
 from arena_tui.tables import Col, fitted
 from core.model.result import EXIT_BAD_INPUT, EXIT_PASSED
@@ -151,28 +151,24 @@ def render(out: Console, b: Board) -> None:
         Col("SOL", number=True),
         Col("correct", number=True),
         Col("results", number=True, drop=3),
-        Col("violations", number=True),
-        Col("failures", number=True, drop=0 if b.failures else 4),
+        Col("violations", number=True, drop=0 if any(e.violations for e in b.entries) else 5),
+        Col("failures", number=True, drop=0 if any(e.unscored for e in b.entries) else 4),
     ]  # all zero: the first to go on a narrow terminal
     rows = []
     for n, (_family, _device, entries) in enumerate(b.groups()):
         rows += [None] if n else []
         for e in entries:
-            none = e.results == 0  # failures only: no figure to show
             rows.append(
                 [
-                    "–" if e.rank is None else str(e.rank),
+                    rank_cell(e),
                     escape(e.agent),
                     escape(e.model or "–"),
                     e.family,
                     escape(e.device),
-                    "–" if none else speedup_cell(b.timing_kind, e.speedup),
-                    "–" if e.fast_p is None or none else f"{e.fast_p * 100:.0f}%",
-                    "–" if none else sol_cell(b.timing_kind, e.sol_fraction),
-                    "–" if none else f"{e.correct * 100:.0f}%",
+                    *entry_cells(b.timing_kind, e),
                     str(e.results),
                     f"[red]{e.violations}[/]" if e.violations else "0",
-                    f"[red]{e.failures}[/]" if e.failures else "0",
+                    f"[red]{e.unscored}[/]" if e.unscored else "0",
                 ]
             )
     table = fitted(out.width, cols, rows, title=f"[bold]{escape(b.label)}[/]", title_justify="left")
@@ -180,10 +176,12 @@ def render(out: Console, b: Board) -> None:
     notes = [
         "speedup: geometric mean over results, a failed result counts 1.0 (the baseline stays)"
     ]
-    if b.failures:
+    if any(e.unscored for e in b.entries):
         notes.append(
-            "failures: attempts whose agent produced nothing to score (agent_error, no_submission), never counted as results"
+            "failures: failed results, and attempts whose agent produced nothing to score (agent_error, no_submission: never results)"
         )
+    if b.ranked and any(e.rank is None for e in b.entries):
+        notes.append("rank –: no correct result, never ranked above a correct one")
     starters = [e for e in b.entries if e.starters]
     if starters:
         notes.append(
@@ -192,7 +190,7 @@ def render(out: Console, b: Board) -> None:
         )
     if b.ranked:
         notes.append(
-            f"fast_{b.p:g}: correct and faster than {b.p:g}× the baseline; an entry with integrity violations ranks last"
+            f"fast_{b.p:g}: correct and faster than {b.p:g}× the baseline; an entry with integrity violations ranks below every honest one"
         )
     if b.timing_kind == "cpu":
         notes.append(INTERPRETED_NOTE)

@@ -71,7 +71,9 @@ class StageProgress:
     def __call__(self, event: events.Event) -> None:
         c = self.console
         prefix = f"{self.task.id:<28} " if self.compact else "  "
-        if isinstance(event, events.StageFinished):
+        if isinstance(event, events.Heartbeat):  # the engine's, while a stage runs (≤ 10 s apart)
+            c.print(f"{prefix}[dim]… {escape(event.text())}[/]", highlight=False)
+        elif isinstance(event, events.StageFinished):
             extra = f" — {event.message.splitlines()[0]}" if event.message else ""
             c.print(
                 f"{prefix}{MARK.get(event.status, '?')} {event.stage:<15} {event.status:<8} {event.seconds:6.2f} s{extra}",
@@ -100,19 +102,18 @@ class StageProgress:
             cand, base = event.candidate, event.baseline
             r = base.get("median_us", 0) / cand["median_us"] if cand.get("median_us") else 0
             c.print(
-                f"      ⏱ {event.workload}: predicted candidate {_us(cand.get('median_us'))} ±{cand.get('band', 0) * 100:.0f}% "
-                f"({cand.get('bound')}-bound), baseline {_us(base.get('median_us'))} ±{base.get('band', 0) * 100:.0f}% → {ratio(r)}",
+                f"      ⏱ {event.workload}: predicted candidate {figures.time_cell(cand, 'predicted')} "
+                f"({cand.get('bound')}-bound), baseline {figures.time_cell(base, 'predicted')} → {ratio(r)}",
                 highlight=False,
             )
         elif isinstance(event, events.WorkloadTimed) and not self.compact:
             cand, base = event.candidate, event.baseline
             r = base.get("median_us", 0) / cand["median_us"] if cand.get("median_us") else 0
-            outcome = (
-                figures.INTERPRETED if self.timing_kind == "cpu" else f"→ {ratio(r)} ({event.mode})"
-            )
+            kind = self.timing_kind or "measured"
+            outcome = figures.INTERPRETED if kind == "cpu" else f"→ {ratio(r)} ({event.mode})"
             c.print(
-                f"      ⏱ {event.workload}: candidate {_us(cand.get('median_us'))} ±{cand.get('spread', 0) * 100:.1f}%, "
-                f"baseline {_us(base.get('median_us'))} ±{base.get('spread', 0) * 100:.1f}% {outcome}",
+                f"      ⏱ {event.workload}: candidate {figures.time_cell(cand, kind)}, "
+                f"baseline {figures.time_cell(base, kind)} {outcome}",
                 highlight=False,
             )
 
@@ -145,9 +146,13 @@ def result_summary(console: Console, result: Result) -> None:
         )
     if result.workloads:
         title = (
-            "predicted times (sim): ± is the model's band, not a spread"
+            "predicted times (sim): ± is the model's band, not a spread; `measured`: measured on the GPU"
             if predicted
-            else (f"cpu times ({figures.INTERPRETED})" if interpreted else None)
+            else (
+                f"cpu times ({figures.INTERPRETED}), ± half the interquartile spread"
+                if interpreted
+                else "measured times, ± the interquartile spread"
+            )
         )
         if result.timing_kind == "external":
             title = "external task: its own commands' times and rules (arithmetic mean of per-case ratios), not this arena's protocol"
@@ -161,17 +166,15 @@ def result_summary(console: Console, result: Result) -> None:
         )
         for col in numbers:
             number_column(table, col)
-        spread = "band" if predicted else "spread"
         for w in result.workloads:
             row = [
                 w.label + (" (hidden)" if w.hidden else ""),
-                f"{_us(w.candidate.get('median_us'))} ±{w.candidate.get(spread, 0) * 100:.{0 if predicted else 1}f}%",
-                f"{_us(w.baseline.get('median_us'))} ±{w.baseline.get(spread, 0) * 100:.{0 if predicted else 1}f}%",
+                figures.time_cell(w.candidate, result.timing_kind),
+                figures.time_cell(w.baseline, result.timing_kind),
             ]
             if not interpreted:
                 row += [
-                    ratio(w.speedup)
-                    + (f" ±{w.band * 100:.0f}%" if predicted and w.band is not None else ""),
+                    figures.workload_speedup(w, result.timing_kind),
                     figures.percent(w.sol_fraction),
                 ]
             if "busbw" in numbers:
@@ -191,7 +194,7 @@ def result_summary(console: Console, result: Result) -> None:
         )
     else:
         sol = (
-            f"{result.sol_fraction * 100:.1f}% of speed of light ({result.sol_source})"
+            f"{result.sol_fraction * 100:.1f}% of speed of light ({result.sol_source} peaks)"
             if result.sol_fraction is not None
             else "no speed-of-light figure"
         )
@@ -202,7 +205,7 @@ def result_summary(console: Console, result: Result) -> None:
             else "geometric mean"
         )
         speed = (
-            f"speedup {ratio(result.speedup)} ({mean})"
+            f"speedup {figures.result_speedup(result)} ({mean}, {result.timing_kind})"
             if result.passed
             else "speedup – (failed: counted 1.00×, the baseline, in every aggregate)"
         )
@@ -242,7 +245,7 @@ def scores_table(console: Console, results: list[Result]) -> None:
             r.task_id,
             r.status,
             stage_marks(r),
-            figures.speedup_cell(r.timing_kind, r.speedup if r.passed else None),  # failed: –
+            figures.result_speedup(r),  # failed: –; with its band
             figures.sol_cell(r.timing_kind, r.sol_fraction) if r.passed else "–",
             f"{r.points:.0f}",
             r.timing_kind,

@@ -28,7 +28,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from arena_tui import figures, render
-from arena_tui.run_tables import attempts_table, run_summary
+from arena_tui.run_tables import attempts_table, candidate_name, run_summary
 from arena_tui.runs_cmd import run_json
 from arena_tui.wiring import device_prober, executor_factory
 from core.model import events
@@ -253,7 +253,20 @@ def _execute_headless(
             f"  {mark} [{finished[0]}/{total}] {text}", highlight=False, soft_wrap=True
         )
 
+    labels: dict[int, str] = {}
+
     def on_event(job_id: int | None, event: events.Event) -> None:
+        if isinstance(event, events.Heartbeat) and job_id is not None:
+            # A stage that runs long says where it stands, at least every 10 s (the engine's beat).
+            if job_id not in labels:
+                job = store.get_job(job_id)
+                labels[job_id] = (
+                    f"{job.task_id} {escape(candidate_name(job))} ({escape(job.device_id)})"
+                )
+            progress.console.print(
+                f"  [dim]… {labels[job_id]}: {escape(event.text())}[/]", highlight=False
+            )
+            return
         if (
             isinstance(event, events.JobStateChanged)
             and event.state in ("done", "failed")
@@ -337,7 +350,7 @@ def _execute_headless(
 def _verdict(r: Result) -> str:
     """passed with its speedup; a failure with its stage and no speedup (the failure rule: docs/leaderboard.md)."""
     return (
-        f"[green]passed[/] {figures.speedup_cell(r.timing_kind, r.speedup)}"
+        f"[green]passed[/] {figures.result_speedup(r)}"
         if r.passed
         else f"[red]{r.status}[/] at {r.failed_stage}"
     )

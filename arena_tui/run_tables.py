@@ -10,7 +10,6 @@ from rich.console import Console
 from rich.markup import escape
 
 from arena_tui import figures, render
-from arena_tui.figures import speedup_cell
 from arena_tui.tables import Col, fitted
 from core.model.keys import parts as key_parts
 from core.model.outcome import FAILURES
@@ -72,7 +71,7 @@ def run_summary(store: Store, run_id: str, out: Console, candidate_keys: set[str
                 job.device_id,
                 result.status,
                 render.stage_marks(result),
-                figures.speedup_cell(result.timing_kind, result.speedup if result.passed else None),
+                figures.result_speedup(result),  # with its band; failed: –
                 figures.sol_cell(result.timing_kind, result.sol_fraction) if result.passed else "–",
                 f"{result.points:.0f}",
             ]
@@ -126,9 +125,7 @@ def attempts_table(
                 escape(a.device_id),
                 stopped,
                 status,
-                speedup_cell(r.timing_kind, r.speedup if r.status == "passed" else None)
-                if r
-                else "–",
+                figures.result_speedup(r.to_result()) if r else "–",
                 f"{r.points:.0f}" if r else "–",
                 str(a.checks),
             ]

@@ -54,6 +54,12 @@ def _cell_len(cell: str) -> int:
     return max((Text.from_markup(line).cell_len for line in str(cell).splitlines()), default=0)
 
 
+def _word_len(cell: str) -> int:
+    """The longest word of a cell: a folded column narrower than it breaks the word (`(simulat`
+    / `ed)`), so its floor is that word, up to COMFORT_TEXT."""
+    return max((len(w) for w in Text.from_markup(str(cell)).plain.split()), default=0)
+
+
 def fitted(width: int, cols: list[Col], rows: list[list[str] | None], **kw: Any) -> Table:
     """A table that fits `width` (a console's, 80 in a pipe, or an app pane's): numbers and
     whole texts at their full width; optional columns dropped until each folding text column gets
@@ -67,13 +73,21 @@ def fitted(width: int, cols: list[Col], rows: list[list[str] | None], **kw: Any)
     def fixed(i: int) -> int:
         return max([_cell_len(cols[i].name)] + [_cell_len(r[i]) for r in rows])
 
+    tight = [False]  # even MIN_TEXT a column is all there is room for: words may break
+
+    def least(i: int) -> int:
+        """The narrowest a folding column may be: its longest word (capped at COMFORT_TEXT), at
+        least MIN_TEXT; MIN_TEXT alone where the width has no room for whole words."""
+        word = max([_word_len(cols[i].name)] + [_word_len(r[i]) for r in rows])
+        return min(fixed(i), MIN_TEXT if tight[0] else max(MIN_TEXT, min(word, COMFORT_TEXT)))
+
     folded: set[int] = set()  # whole texts that must fold after all: nothing else was left to drop
     while True:
         rigid = [i for i in keep if (cols[i].number or cols[i].whole) and i not in folded]
         soft = [i for i in keep if i not in rigid]
         room = width - gap * (len(keep) - 1) - sum(fixed(i) for i in rigid)
         wanted = {i: fixed(i) for i in soft}
-        floor = sum(min(MIN_TEXT, wanted[i]) for i in soft)
+        floor = sum(least(i) for i in soft)
         comfort = sum(min(COMFORT_TEXT, wanted[i]) for i in soft)
         droppable = [i for i in keep if cols[i].drop]
         wholes = [i for i in rigid if cols[i].whole]
@@ -81,6 +95,8 @@ def fitted(width: int, cols: list[Col], rows: list[list[str] | None], **kw: Any)
             keep.remove(max(droppable, key=lambda i: cols[i].drop))
         elif room >= floor:
             break
+        elif not tight[0]:
+            tight[0] = True  # words break before a whole text (an id) does
         elif wholes:
             folded.add(max(wholes, key=fixed))
         else:
@@ -90,7 +106,7 @@ def fitted(width: int, cols: list[Col], rows: list[list[str] | None], **kw: Any)
     for n, i in enumerate(
         sorted(soft, key=lambda i: wanted[i])
     ):  # narrow ones first take what they need
-        share = max(min(MIN_TEXT, wanted[i]), left // (len(soft) - n))
+        share = max(least(i), left // (len(soft) - n))
         widths[i] = min(wanted[i], share)
         left -= widths[i]
     table = plain_table(**kw)

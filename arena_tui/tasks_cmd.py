@@ -60,7 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=float,
         default=60.0,
         metavar="S",
-        help="seconds the starter's CPU evaluation may take (default 60)",
+        help="CPU seconds the starter's CPU evaluation may take (default 60; the harness's processes' CPU time, which load does not stretch)",
     )
     p.add_argument(
         "--seed",

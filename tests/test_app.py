@@ -225,8 +225,7 @@ def test_scores_show_stages_workloads_and_times_but_no_interpreted_speedup(store
                 "generalization",
                 "max abs err 3e-07",
                 "n=4097 (hidden)",
-                "41.7 µs",
-                "± IQR",
+                "41.7 µs ±4.8%",  # every time with its band (the interquartile spread)
                 "interpreted: not a performance figure",
             ):
                 assert expected in text, expected
@@ -434,8 +433,30 @@ def test_x_cancels_the_whole_run(store, tmp_path):
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, lambda: "running" in table_column(app, "state"))
             await pilot.press("x")
+            # said at once, before the seconds that killing agents and harnesses take
+            assert any("stopping the run" in n.message for n in app._notifications)
             await until(pilot, lambda: app.run_state == "cancelled")
             assert not any(w.is_running for w in app.workers if w.group == "run")
+
+
+def test_the_queue_shows_the_running_stage_s_heartbeat(store, tmp_path):
+    """Which stage, which workload, how long so far and the limit, under the table."""
+    run = scripted(store, tmp_path)
+    run.play_into_store()
+
+    async def go() -> None:
+        app = make_app(run, live=False)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            job = store.jobs(run.run_id)[0]
+            beat = events.Heartbeat("correctness", 84.0, 300.0, "n=4097", 1, 2)
+            app.feed(
+                [(job.id, events.JobStateChanged(job.key, "running", "cpu", 0, 1)), (job.id, beat)]
+            )
+            app.flush(force=True)
+            await pilot.pause()
+            status = text_of(app.screen.query_one("#queue-status", Static))
+            assert "correctness: workload n=4097 (2 of 2), 84 s of 300 s" in status, status
 
     asyncio.run(go())
 
@@ -543,10 +564,29 @@ SCREEN_KEYS = {
     "queue": (),
     "transcripts": ("2",),
     "scores": ("enter",),
+    "scores_times": ("enter", "end"),  # the times table, its long numbers whole at 80 columns
     "leaderboard": ("4",),
     "triage": ("5",),
     "help": ("question_mark",),
 }
+
+
+def long_run(store: Store, tmp_path: Path) -> ScriptedRun:
+    """What 80 columns must hold: a long agent name, a run file's long candidate path, times in
+    milliseconds, speedups of 123× and 0.01×, predicted bands and a baseline measured on the GPU,
+    an evaluation of 1m24s."""
+    return ScriptedRun(
+        store,
+        (AXPY,),
+        ("ref", "an-agent-with-a-rather-long-name", "bad"),
+        starter=STARTER,
+        folder=tmp_path / "attempts",
+        device="sim:h200",
+        speedups=(123.456, 0.0123, 2.4),
+        base_us=12345.6,
+        seconds=84.0,
+        eval_label="candidates/a-rather-long-folder-name/tuned_kernel_with_a_long_name_v2.py",
+    )
 
 
 @pytest.mark.skipif(
@@ -555,7 +595,7 @@ SCREEN_KEYS = {
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)], ids=["80x24", "200x50"])
 @pytest.mark.parametrize("screen", list(SCREEN_KEYS))
 def test_snapshots(snap_compare, store, tmp_path, fixed_ids, screen, size):
-    run = scripted(store, tmp_path)
+    run = long_run(store, tmp_path)
     run.play_into_store()
     app = make_app(run, live=False)
     assert snap_compare(app, press=list(SCREEN_KEYS[screen]), terminal_size=size)
@@ -593,6 +633,40 @@ def test_at_80x24_every_screen_shows_help_and_quit_and_the_queue_keeps_state_and
                     assert needed in shown and shown[needed].right <= 80, (
                         f"{needed} is not on screen {key}'s footer"
                     )
+
+    asyncio.run(go())
+
+
+def test_at_80_columns_the_queue_shows_every_number_whole_and_tells_long_names_apart(
+    store, tmp_path
+):
+    """A long task id gives way (its middle elided), so that every column up to `elapsed` is on
+    screen whole; a run file's long candidate path keeps its file name."""
+    run = long_run(store, tmp_path)
+    run.tasks = (AXPY, "gemm/fp8_blockscale_grouped_gemm_with_a_long_name")
+    run.__post_init__()
+    run.play_into_store()
+
+    async def go() -> None:
+        app = make_app(run, live=False)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            table = app.screen.query_one(DataTable)
+            right = 0
+            for column in table.ordered_columns:
+                right += column.get_render_width(table)
+                if str(column.label) == "elapsed":
+                    break
+            assert right <= 80, "a number column is cut at 80 columns"
+            assert "1m24s" in table_column(app, "elapsed")
+            assert "123.46× ±15%" not in table_column(app, "speedup")  # a mean, not a workload
+            assert all(
+                "…" not in c for c in table_column(app, "speedup") + table_column(app, "SOL")
+            )
+            tasks = table_column(app, "task")
+            assert any(t.startswith("gemm/") and "…" in t and t.endswith("name") for t in tasks)
+            agents = table_column(app, "agent")
+            assert "…/tuned_kernel_with_a_long_name_v2.py" in agents, agents
 
     asyncio.run(go())
 

@@ -173,3 +173,37 @@ def test_a_gpu_this_machine_lacks_is_bad_input_at_once_and_json_gets_an_error_ob
     assert code == 2 and "no GPU" in json.loads(out)["error"] and out.count("\n") == 1
     assert time.monotonic() - start < 5  # no probe, no harness started
     assert local_devices.default_device() == "sim:h200"  # what `arena` alone runs on here
+
+
+def test_demo_takes_one_task_or_more_and_names_an_unknown_one(capsys, monkeypatch):
+    """`arena demo --task ID` evaluates that task's starter alone (what ran is faked here: the
+    path to the evaluator is what is tested); an unknown id is one line and exit 2."""
+    import core.evaluation.evaluator as evaluator_module
+    from tests.test_store import make_result
+
+    ran: list[str] = []
+
+    class Fake:
+        def __init__(self, device: str) -> None:
+            from types import SimpleNamespace
+
+            self.info = SimpleNamespace(
+                id="cpu", vendor="cpu", model="x86_64", arch="x86_64", type="cpu"
+            )
+            self.info.timing_kind, self.info.sol_peaks, self.info.extra = "cpu", None, {}
+
+        def __enter__(self):  # type: ignore[no-untyped-def]
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+        def evaluate(self, task, candidate, on_event=None):  # type: ignore[no-untyped-def]
+            ran.append(task.id)
+            return make_result(task.id, device="cpu")
+
+    monkeypatch.setattr(evaluator_module, "Evaluator", Fake)
+    code, out, _ = run_cli(capsys, "demo", "--task", "norm/add_rmsnorm", "--device", "cpu")
+    assert code == 0 and ran == ["norm/add_rmsnorm"] and "norm/add_rmsnorm" in out
+    code, _, err = run_cli(capsys, "demo", "--task", "norm/nope", "--device", "cpu")
+    assert code == 2 and "unknown task `norm/nope`" in err and len(err.strip().splitlines()) == 1

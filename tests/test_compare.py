@@ -175,3 +175,70 @@ def test_an_unknown_run_is_one_line_and_exit_2(tmp_path: Path, capsys):
     assert main(["--db", str(tmp_path / "arena.db"), "compare", "r-nope", "r-nada"]) == 2
     err = capsys.readouterr().err
     assert "unknown run" in err and "Traceback" not in err
+
+
+# -- two candidate files of one task: `arena compare A.py B.py --task ID` ----------------------
+
+
+def timed(speedups: tuple[float, ...], spread: float = 0.01, passed: bool = True):
+    """A measured result with these per-workload speedups over a 100 µs baseline."""
+    from dataclasses import replace
+
+    from core.model.result import WorkloadFigures
+
+    r = make_result("gemm/a", "passed" if passed else "failed", speedup=1.0)
+    work = [
+        WorkloadFigures(
+            f"M={m}",
+            {"M": m},
+            False,
+            "event",
+            {"median_us": 100.0 / s, "spread": spread},
+            {"median_us": 100.0, "spread": spread},
+            s,
+            None,
+            None,
+        )
+        for m, s in zip((16, 4096, 77), speedups)
+    ]
+    return replace(r, workloads=work if passed else [], device={"id": "cuda:0", "model": "H200"})
+
+
+def test_two_files_are_paired_per_workload_with_an_interval_and_a_verdict():
+    from core.evaluation.paired import FASTER_A, FASTER_B, SAME, compare_results
+
+    c = compare_results(timed((1.0, 1.0, 1.0)), timed((1.5, 1.6, 1.4)), seed=7)
+    assert c.verdict == FASTER_B and [round(w.ratio, 2) for w in c.workloads] == [1.5, 1.6, 1.4]
+    low, high = c.workloads[0].interval
+    assert low < 1.5 < high and low > 1.0  # two 1% spreads: a narrow interval
+    assert c.interval[0] > 1.0 and c.seed == 7
+    assert compare_results(timed((1.5, 1.6, 1.4)), timed((1.0, 1.0, 1.0)), 7).verdict == FASTER_A
+    noisy = compare_results(timed((1.0, 1.0, 1.0), 0.3), timed((1.1, 1.1, 1.1), 0.3), 7)
+    assert noisy.verdict == SAME and noisy.interval[0] < 1 < noisy.interval[1]
+    broken = compare_results(timed((1.0,), passed=False), timed((1.1, 1.1, 1.1)), 7)
+    assert broken.verdict == "only B is correct" and broken.ratio is None
+    assert "A failed at correctness" in broken.why
+
+
+def test_the_command_evaluates_both_files_with_one_seed_and_pairs_them(tmp_path: Path, capsys):
+    """On the cpu device (interpreted: correctness only, no speed verdict), end to end: one
+    batch, the same seed, hence the same hidden workloads for both."""
+    from tests.conftest import FIXTURES
+
+    tasks = FIXTURES / "tasks"
+    a, b = tmp_path / "a" / "solution.py", tmp_path / "b" / "solution.py"  # one name, two files
+    for path in (a, b):
+        path.parent.mkdir()
+        path.write_bytes((FIXTURES / "candidates" / "axpy_torch.py").read_bytes())
+    argv = ["--tasks-dir", str(tasks), "compare", str(a), str(b), "--task", "elementwise/axpy"]
+    assert main([*argv, "--device", "cpu", "--seed", "11", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["seed"] == 11 and data["verdict"] == "both are correct"
+    hidden = [
+        [w["label"] for s in r["stages"] if s["name"] == "generalization" for w in s["workloads"]]
+        for r in (data["a"], data["b"])
+    ]
+    assert hidden[0] and hidden[0] == hidden[1]  # the same drawn hidden workloads
+    assert "interpreted" in data["why"]
+    assert main(["compare", str(a), str(b)]) == 2  # files without --task: say how
+    assert "arena compare A.py B.py --task ID" in capsys.readouterr().err

@@ -154,8 +154,51 @@ def test_equal_speedups_are_ordered_by_correctness(store):
     b = board(store, timing_kind="measured")
     assert [(e.rank, e.agent, e.speedup, e.correct) for e in b.entries] == [
         (1, "careful", pytest.approx(1.0), 1.0),
-        (2, "sloppy", pytest.approx(1.0), 0.0),
+        (None, "sloppy", pytest.approx(1.0), 0.0),
+    ]  # no correct result: listed after, never ranked
+
+
+def test_a_failed_result_never_ranks_above_a_correct_one_and_joins_the_group_it_failed_in(store):
+    """The issue's run: a tuned kernel slower than the baseline, a wrong shape and a syntax
+    error. The failures count 1.00× (the baseline stays) but rank below the correct kernel;
+    no baseline ran for them, so they sit in the tuned kernel's group, not one of their own."""
+    run = store.create_run("four files")
+    tuned = replace(result("gemm/a", 0.48, sol=0.34), baseline_impl="torch")
+    record(store, run, None, tuned, candidate="/c/tuned.py")
+    record(store, run, None, result("gemm/a", None), candidate="/c/wrongshape.py")
+    record(store, run, None, result("gemm/a", None), candidate="/c/syntax.py")
+    b = board(store, timing_kind="measured")
+    assert [(e.rank, e.agent, e.device, e.failed) for e in b.entries] == [
+        (1, "tuned.py", "NVIDIA H200 · vs torch", 0),
+        (None, "syntax.py", "NVIDIA H200 · vs torch", 1),
+        (None, "wrongshape.py", "NVIDIA H200 · vs torch", 1),
     ]
+    assert len(b.groups()) == 1
+
+
+def test_the_command_lists_failed_entries_last_with_their_failure_counts(store, capsys):
+    run = store.create_run("four files")
+    record(
+        store,
+        run,
+        None,
+        replace(result("gemm/a", 0.48), baseline_impl="torch"),
+        candidate="/c/tuned.py",
+    )
+    record(store, run, None, result("gemm/a", None), candidate="/c/syntax.py")
+    from rich.console import Console
+
+    from arena_tui.leaderboard_cmd import render
+
+    for width in (160, 80):
+        out = Console(width=width, record=True)
+        render(out, board(store, timing_kind="measured"))
+        lines = [line.split() for line in out.export_text().splitlines()]
+        tuned = next(line for line in lines if line[1:2] == ["tuned.py"])
+        syntax = next(line for line in lines if line[1:2] and line[1].startswith("syntax."))
+        assert lines.index(tuned) < lines.index(syntax)
+        assert tuned[0] == "1" and "0.48×" in tuned
+        assert syntax[0] == "–" and syntax[-1] == "1" and "1.00×" not in syntax, syntax
 
 
 def test_a_failed_result_counts_speedup_one_and_is_never_fast(store):
@@ -212,8 +255,8 @@ def test_an_integrity_violation_never_ranks_above_an_honest_result(store):
     assert [(e.rank, e.agent, e.violations) for e in b.entries] == [
         (1, "honest", 0),
         (2, "cheater", 1),
-        (3, "bold", 1),
-    ]
+        (None, "bold", 1),
+    ]  # bold has no correct result: not ranked at all
     cheater, bold = b.entries[1], b.entries[2]
     assert cheater.speedup > b.entries[0].speedup  # its numbers alone would rank it first
     assert (cheater.fast_p, cheater.correct) == (
@@ -409,8 +452,8 @@ def test_attempts_with_nothing_to_score_are_failures_of_their_entry_never_result
         0,
         0.0,
         1,
-        2,
-    ), "never correct, ranked last"
+        None,
+    ), "never correct: listed last, not ranked"
     assert b.failures == 3
 
 
@@ -488,7 +531,7 @@ def test_the_command_prints_one_table_per_timing_kind(db, capsys):
         "50%",
         "2",
         "0",
-        "0",
+        "1",
     ] in lines
     assert [
         "2",
@@ -506,20 +549,20 @@ def test_the_command_prints_one_table_per_timing_kind(db, capsys):
         "0",
     ] in lines
     assert [
-        "3",
+        "–",
         "cheater",
         "–",
         "gemm",
         "NVIDIA",
         "H200",
-        "1.00×",
+        "–",
         "0%",
         "–",
         "0%",
         "1",
         "1",
-        "0",
-    ] in lines
+        "1",
+    ] in lines  # no correct result: not ranked, no speedup of its own, its failure counted
     assert "a failed result counts 1.0" in measured
     # A cpu board: interpreted times are no performance figure, so no speedup or SOL is printed (--json keeps them).
     assert [
@@ -556,7 +599,7 @@ def test_the_command_prints_one_json_object(db, capsys):
     assert [(e["rank"], e["agent"], e["model"], e["fast_p"]) for e in measured["entries"]] == [
         (1, "claude", "opus", 0.5),
         (2, "codex", "gpt-5", 0.0),
-        (3, "cheater", None, 0.0),
+        (None, "cheater", None, 0.0),
     ]
     assert (
         data["boards"]["cpu"]["ranked"] is False

@@ -125,6 +125,44 @@ def test_add_model_re_records_the_task_yaml_it_edits(shipped, capsys):
         manifest.stage_task(task_dir)
 
 
+def test_a_task_the_user_makes_in_the_tasks_folder_is_theirs_never_a_mismatch(shipped, capsys):
+    """`arena tasks new` in a checkout writes beside the shipped tasks: the manifest ships none of
+    it, so it stages (evaluates, validates) like a task anywhere else, add-model leaves the
+    manifest alone, and `check` names it without failing."""
+    from arena_tui.cli import main
+
+    assert main(["--tasks-dir", str(shipped / "tasks"), "tasks", "new", "moe/my_kernel"]) == 0
+    folder = shipped / "tasks" / "moe" / "my_kernel"
+    staged = manifest.stage_task(folder)
+    assert set(staged.named(folder)) == {"task.yaml", "reference.py", "baseline.py", "starter.py"}
+    assert not manifest.is_bundled(folder / "task.yaml")
+    assert manifest.is_bundled(shipped / "tasks" / "elementwise" / "axpy" / "task.yaml")
+    assert manifest.user_task_folders() == ["tasks/moe/my_kernel"]
+    assert manifest.differences() == [] and manifest.main(["check"]) == 0
+    assert "tasks/moe/my_kernel: a user's task" in capsys.readouterr().out
+    before = manifest.MANIFEST.read_text()
+    manifest.record([folder / "task.yaml"])
+    assert manifest.MANIFEST.read_text() == before
+    assert manifest.shipped_task_ids() == ["elementwise/axpy", "norm/add_rmsnorm"]
+
+
+def test_every_task_folder_git_tracks_is_shipped_in_the_manifest():
+    """A new bundled task is committed with its manifest entries (a folder the manifest does not
+    know is a user's own task, which the check above lets pass)."""
+    import subprocess
+
+    tracked = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "tasks/*/*/task.yaml"],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    if tracked.returncode != 0:
+        pytest.skip("not a git checkout")
+    ids = sorted("/".join(line.split("/")[1:3]) for line in tracked.stdout.split())
+    assert ids and set(ids) <= set(manifest.shipped_task_ids())
+
+
 def test_the_committed_manifest_matches_the_bundled_files():
     """Editing a bundled task or core/data by hand? Run `python -m core.tasks.manifest update`."""
     assert manifest.PACKAGE_ROOT == ROOT

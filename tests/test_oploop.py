@@ -72,3 +72,29 @@ def test_a_round_is_read_from_a_time_request():
     assert [rnd.calls_for(ms) for ms in (100.0, 1.0, 0.0)] == [3, 10, 50]
     with pytest.raises(KeyError):
         timing.Round.from_request({"budget_ms": 10.0})
+
+
+def test_an_error_reply_leads_with_the_code_that_raised_not_the_harness(tmp_path):
+    """A candidate's exception reaches it through the op loop and the import machinery; the
+    reply's traceback starts at the candidate's own line, as if it had run on its own, and a
+    syntax error is its file, line and caret."""
+    from core.harness import worker_tools
+
+    raising = tmp_path / "crash.py"
+    raising.write_text("def helper():\n    raise ValueError('my kernel')\n\nhelper()\n")
+    broken = tmp_path / "syntax.py"
+    broken.write_text("def run(x)\n    return x\n")
+    # The handler as the harness runs it: a frame in core/harness that calls the candidate.
+    handler = "def handle(path, name):\n    try:\n        import_file(path, name)\n    except Exception as exc:\n        return error_reply(exc)\n"
+    scope = {"import_file": worker_tools.import_file, "error_reply": worker_tools.error_reply}
+    exec(compile(handler, str(worker_tools.HARNESS_DIR / "oploop.py"), "exec"), scope)
+
+    reply = scope["handle"](raising, "crash_mod")
+    lines = reply["traceback"].splitlines()
+    assert lines[0] == "Traceback (most recent call last):" and "crash.py" in lines[1], lines
+    assert "core/harness" not in reply["traceback"] and "importlib" not in reply["traceback"]
+    assert lines[-1] == "ValueError: my kernel" and reply["error"] == "ValueError: my kernel"
+
+    reply = scope["handle"](broken, "syntax_mod")
+    assert reply["traceback"].lstrip().startswith(f'File "{broken}", line 1'), reply["traceback"]
+    assert "Traceback" not in reply["traceback"] and "core/harness" not in reply["traceback"]

@@ -19,7 +19,9 @@ def _run(capsys, *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def test_a_scaffolded_task_validates_as_generated(capsys, tmp_path: Path, cpu_evaluator):
+def test_a_scaffolded_task_validates_as_generated(capsys, tmp_path: Path):
+    """The checks that need no harness here; tests/test_readme.py runs the README's `arena tasks
+    new` and `arena tasks validate` end to end, the baseline's and starter's evaluations too."""
     code, out, err = _run(capsys, "tasks", "new", "norm/my_scale", "--tasks-dir", str(tmp_path))
     assert code == 0, err
     folder = tmp_path / "norm" / "my_scale"
@@ -32,15 +34,9 @@ def test_a_scaffolded_task_validates_as_generated(capsys, tmp_path: Path, cpu_ev
     assert "# " in (folder / "task.yaml").read_text(), "the template explains itself in comments"
     task = load_task(folder)
     assert task.id == "norm/my_scale" and task.model_workloads is not None
-    report = validate_task(folder, ValidateOptions(), cpu_evaluator)
+    report = validate_task(folder, ValidateOptions(evaluate=False))
     assert report.passed, [c for c in report.checks if not c.passed]
-    assert {c.name for c in report.checks} >= {
-        "baseline_passes",
-        "starter_passes",
-        "zeros_fail",
-        "inputs_matter",
-        "cpu_budget",
-    }
+    assert {c.name for c in report.checks} >= {"zeros_fail", "inputs_matter", "formulas"}
 
 
 def test_it_refuses_to_overwrite(capsys, tmp_path: Path):

@@ -118,3 +118,45 @@ def test_cli_exit_codes_and_one_line_per_failed_check(capsys):
         and "unknown task `elementwise/nope`" in err
         and len(err.strip().splitlines()) == 1
     )
+
+
+def test_the_cpu_budget_counts_the_cpu_seconds_of_the_evaluation_not_the_wall_time_load_stretches():
+    """On a loaded machine a starter's evaluation takes longer in wall time, not in CPU time:
+    the budget reads the harness's CPU seconds where the executor can tell, else says it used
+    the wall time."""
+    from dataclasses import replace
+
+    from core.evaluation.validate import check_cpu_budget
+    from core.tasks.spec import load_task
+    from tests.conftest import FIXTURES
+    from tests.test_store import make_result
+
+    task = load_task(FIXTURES / "tasks" / "elementwise" / "axpy")
+    loaded = replace(make_result(device="cpu"), seconds=240.0)  # 4 × a quiet machine's time
+    options = ValidateOptions(cpu_budget_s=60)
+    fine = check_cpu_budget(task, loaded, options, cpu_s=12.0)
+    assert fine.passed and "12.0 CPU s" in fine.message, fine.message
+    blind = check_cpu_budget(task, loaded, options, cpu_s=None)
+    assert not blind.passed and "240.0 s of wall time" in blind.message, blind.message
+
+
+def test_the_cpu_seconds_of_a_process_tree_count_its_reaped_children():
+    import subprocess
+    import sys
+
+    from core.evaluation.cpu_time import tree_cpu_seconds
+
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.4: pass"
+    root = subprocess.Popen(
+        ["sh", "-c", f'"{sys.executable}" -c "{burn}"; echo done; sleep 30'],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert root.stdout is not None and root.stdout.readline() == "done\n"
+        used = tree_cpu_seconds(root.pid)
+        assert used is not None and 0.35 <= used < 5, used
+    finally:
+        root.kill()
+        root.wait()
+    assert tree_cpu_seconds(root.pid) is None  # gone

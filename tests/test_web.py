@@ -184,3 +184,19 @@ def test_the_static_snapshot_filters_and_opens_details_offline(
     page.eval("document.querySelector('#detail tr.result a').click()")
     page.wait_for("document.querySelector('#result pre.source') !== null")
     assert "stage" in page.eval("document.getElementById('result').innerText")
+
+    # cpu times are Triton interpreted: never a speedup, a SOL or a bar, on the board or in details
+    cpu = page.eval(
+        f"{ENTRY_ROWS}.filter(r => r.dataset.kind === 'cpu').map(r => [r.cells[5].textContent, r.cells[6].textContent, r.querySelectorAll('svg').length])"
+    )
+    assert cpu and all(c == ["interp.", "interp.", 0] for c in cpu), cpu
+    page.eval(f"{ENTRY_ROWS}.find(r => r.dataset.kind === 'cpu').click()")
+    page.wait_for("!document.getElementById('detail').hidden")
+    detail = page.eval("document.getElementById('detail').innerText")
+    assert "×" not in detail and "interpreted: not a performance figure" in detail, detail
+    assert page.eval("document.querySelectorAll('#detail figure.chart').length") == 0
+    # an entry with no correct result (the caught cheat) is not ranked and has no speedup of its own
+    hacker = page.eval(
+        f"[...{ENTRY_ROWS}.find(r => r.dataset.agent === 'reward-hacker').cells].map(c => c.textContent)"
+    )
+    assert hacker[0] == "–" and hacker[5] == "–" and hacker[-1] == "1", hacker

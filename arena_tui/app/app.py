@@ -150,6 +150,17 @@ class ArenaApp(App[int]):
         self.notify(f"run cancelled; resume with: arena run --resume {self.source.run_id}")
 
     async def _stop_run(self) -> None:
+        # Stopping takes seconds (agents and harnesses are killed and waited for): say so first,
+        # and let the screen draw it before anything blocks.
+        counts = self.model.counts()
+        busy = sum(n for state, n in counts.items() if state not in ("done", "failed", "cancelled"))
+        self.sub_title = f"run {self.source.run_id} — stopping: {busy} unfinished rows"
+        self.notify(
+            f"stopping the run: its agents and evaluations ({busy} unfinished) are being killed; "
+            f"it stays resumable (arena run --resume {self.source.run_id})",
+            timeout=60,
+        )
+        await asyncio.sleep(0.05)
         for worker in list(self.workers):
             if worker.group == "run" and worker.is_running:
                 worker.cancel()

@@ -63,6 +63,12 @@ class Row:
     marked_infrastructure: bool = (
         False  # a person said so in triage (kept in the store: `Store.mark_infrastructure`)
     )
+    beat: events.Heartbeat | None = None  # the running stage's last heartbeat (engine, ≤ 10 s old)
+
+    @property
+    def heartbeat(self) -> str:
+        """Where the running stage stands (`compile: workload n=1000 (1 of 2), 84 s of 180 s`)."""
+        return self.beat.text() if self.beat is not None else ""
 
     def elapsed(self, now: float) -> float | None:
         if self.started is None:
@@ -270,7 +276,7 @@ class RunModel:
                 row.started = now
             if event.state in ENDED_STATES:
                 row.ended = now
-                row.stage = ""
+                row.stage, row.beat = "", None
                 if event.state == "failed":
                     row.error = event.reason
             return row.key, event.state == "done"
@@ -279,10 +285,13 @@ class RunModel:
         row = self._row_for_job(job_id)
         if row is None:
             return None, False
-        if isinstance(event, events.StageStarted):
-            row.stage = event.stage
+        if isinstance(event, events.Heartbeat):
+            row.stage, row.beat = event.stage, event
+        elif isinstance(event, events.StageStarted):
+            row.stage, row.beat = event.stage, None
         elif isinstance(event, events.StageFinished):
             row.stages[event.stage] = event.status
+            row.beat = None
         elif isinstance(event, events.WorkloadTimed):
             cand, base = event.candidate.get("median_us"), event.baseline.get("median_us")
             if cand and base:
@@ -311,7 +320,7 @@ class RunModel:
             row.workload_speedups.clear()
         else:
             row.ended = now
-            row.stage = ""
+            row.stage, row.beat = "", None
         if report.result is not None:
             row.result = report.result
             self.results_version += 1

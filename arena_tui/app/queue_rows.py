@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from rich.text import Text
 
 from arena_tui.app.model import Row
-from arena_tui.figures import INTERPRETED_CELL, ratio
+from arena_tui.figures import INTERPRETED_CELL, ratio, result_speedup
 
 # Where a row stands (state, stage) and its outcome (correct, speedup) first: at 80 columns the
 # table scrolls sideways, and what a person scans for must be on screen; who and where after.
@@ -81,6 +81,45 @@ def visible(rows: list[Row], flt: Filter, sort: int, reverse: bool) -> list[Row]
     return sorted(kept, key=key, reverse=reverse)  # type: ignore[arg-type]
 
 
+def elide(text: str, width: int) -> str:
+    """`text` in at most `width` cells, its middle left out (`elementwi…/axpy`): both ends tell
+    rows apart, the start (the family) and the end (the name)."""
+    if len(text) <= width or width < 5:
+        return text
+    head = (width - 1) // 2
+    return f"{text[:head]}…{text[len(text) - (width - 1 - head) :]}"
+
+
+def elide_path(text: str, width: int) -> str:
+    """A candidate's name in at most `width` cells. A path keeps its file name (`…/tuned.py`):
+    two files in one folder differ at the end, never at a shared folder prefix; a name that is no
+    path keeps both ends (`elide`)."""
+    if len(text) <= width or width < 5:
+        return text
+    if "/" not in text:
+        return elide(text, width)
+    name = text.rsplit("/", 1)[1]
+    return f"…/{name}" if len(name) + 2 <= width else "…" + name[len(name) - (width - 1) :]
+
+
+AGENT_WIDTH = 40  # after the numbers (the table scrolls there): a long path keeps its file name
+DEVICE_WIDTH = 20
+MIN_TASK = 12
+
+
+def fit_task_width(rows: list[tuple[Text | str, ...]], width: int) -> int:
+    """How wide the task column may be so that every column up to `elapsed` fits `width` cells
+    (DataTable pads each column by one cell a side): at 80 columns the numbers stay on screen
+    whole, and the task id gives way (middle elided), never a number."""
+    last = COLUMNS.index("elapsed")
+    others = [
+        max([len(COLUMNS[i])] + [len(str(r[i])) for r in rows])
+        for i in range(last + 1)
+        if COLUMNS[i] != "task"
+    ]
+    return max(MIN_TASK, width - sum(others) - 2 * (last + 1) - 1)
+
+
 def elapsed_text(seconds: float | None) -> str:
     if seconds is None:
         return "–"
@@ -129,6 +168,8 @@ def cells(row: Row, now: float) -> tuple[Text | str, ...]:
     }[row.correct]
     sol = f"{row.sol * 100:.1f}%" if row.sol is not None else "–"
     speedup = ratio_text(row.speedup)
+    if row.result is not None and row.result.workloads:  # a verdict: its speedup with its band
+        speedup = result_speedup(row.result)
     if interpreted(row):
         speedup = sol = INTERPRETED_CELL if row.speedup is not None else "–"
     return (
@@ -140,6 +181,13 @@ def cells(row: Row, now: float) -> tuple[Text | str, ...]:
         speedup,
         sol,
         elapsed_text(row.elapsed(now)),
-        row.agent,
-        row.device,
+        elide_path(row.agent, AGENT_WIDTH),
+        elide(row.device, DEVICE_WIDTH),
     )
+
+
+def fitted_cells(rows: list[Row], now: float, width: int) -> list[tuple[Text | str, ...]]:
+    """Every row's cells for a table `width` cells wide (`fit_task_width`)."""
+    found = [cells(r, now) for r in rows]
+    task_width = fit_task_width(found, width)
+    return [(c[0], elide(str(c[1]), task_width), *c[2:]) for c in found]

@@ -31,8 +31,14 @@ def scripted_result(
     speedups: tuple[float, ...] = (1.6, 0.9, 2.4),
     log: str = "",
     flags: tuple[str, ...] = (),
+    device: str = "cpu",
+    base_us: float = 100.0,
+    seconds: float = 2.0,
 ) -> Result:
-    """A plausible result: passed, or failed at `failed_stage` (later stages skipped)."""
+    """A plausible result: passed, or failed at `failed_stage` (later stages skipped), on
+    `device` (`cpu`: interpreted times; `sim:…`: predicted, with bands; else measured), the
+    baseline taking `base_us` per workload."""
+    kind = "cpu" if device == "cpu" else "predicted" if device.startswith("sim:") else "measured"
     stages, failed = [], False
     for name in STAGES:
         if failed:
@@ -65,18 +71,29 @@ def scripted_result(
         )
         failed = status == "failed"
     passed = failed_stage is None and not flags
+
+    def side(median: float, iqr: float) -> dict[str, float]:
+        if kind == "predicted":  # a prediction's band; the baseline measured on the GPU itself
+            return (
+                {"median_us": median, "band": 0.15}
+                if median != base_us
+                else {"median_us": median, "band": 0.0, "source": "measured"}
+            )
+        return {"median_us": median, "iqr_us": iqr, "spread": iqr / median}
+
     timed = (
         [
             WorkloadFigures(
                 f"n={n}",
                 {"n": n},
                 i == 2,
-                None,
-                {"median_us": 100.0 / s, "iqr_us": 2.0},
-                {"median_us": 100.0, "iqr_us": 1.5},
+                "predicted" if kind == "predicted" else None,
+                side(base_us / s, 2.0),
+                side(base_us, 1.5),
                 s,
-                None,
-                None,
+                None if kind == "cpu" else base_us * 0.3,
+                None if kind == "cpu" else min(1.0, 0.3 * s),
+                band=0.15 if kind == "predicted" else None,
             )
             for i, (n, s) in enumerate(zip((1000, 65536, 4097), speedups))
         ]
@@ -87,23 +104,25 @@ def scripted_result(
     for s in speedups:
         geo *= s
     speedup = geo ** (1 / len(speedups)) if timed else 0.0
+    model = {"cpu": "cpu", "predicted": "NVIDIA H200 (simulated)"}.get(kind, "NVIDIA H200")
+    sols = [w.sol_fraction for w in timed if w.sol_fraction is not None]
     return Result(
         task,
         "0" * 64,
-        {"id": "cpu", "model": "cpu", "vendor": "cpu"},
-        "cpu",
+        {"id": device, "model": model, "vendor": "cpu" if kind == "cpu" else "nvidia"},
+        kind,
         "passed" if passed else "failed",
         failed_stage or ("performance" if flags else None),
         stages,
         timed,
         speedup,
-        None,
-        None,
+        (sum(sols) / len(sols)) if sols and passed else None,
+        "measured" if sols and passed else None,
         (120 + 100 * speedup) if passed else (20 if failed_stage != "compile" else 0),
         list(flags),
         [],
         {},
-        2.0,
+        seconds,
     )
 
 
@@ -122,6 +141,11 @@ class ScriptedRun:
     folder: Path = Path(".")
     pace_s: float = 0.0
     gate: asyncio.Event | None = None
+    device: str = "cpu"
+    speedups: tuple[float, ...] = (1.6, 0.9, 2.4)  # the passing attempts' per workload
+    base_us: float = 100.0  # the baseline's time per workload
+    seconds: float = 2.0  # each evaluation's
+    eval_label: str = "starter"  # the plain evaluation's candidate, as a run file names it
     run_id: str = ""
     attempt_ids: dict[tuple[str, str], str] = field(default_factory=dict)
     eval_job: int = 0
@@ -135,7 +159,7 @@ class ScriptedRun:
         counter = itertools.count(1)
         for task in self.tasks:
             for agent in self.agents:
-                key = attempt_key(agent, task, "cpu", "default", 0)
+                key = attempt_key(agent, task, self.device, "default", 0)
                 self.attempt_ids[(agent, task)] = self.store.add_attempt(
                     self.run_id,
                     next(counter),
@@ -144,14 +168,14 @@ class ScriptedRun:
                     agent_kind="reference",
                     model=None,
                     task_id=task,
-                    device_id="cpu",
+                    device_id=self.device,
                     variant="default",
                 )
-        self.eval_key = f"{self.tasks[0]}|starter|cpu|0"
+        self.eval_key = f"{self.tasks[0]}|{self.eval_label}|{self.device}|0"
         self.eval_job = self.store.add_job(
             self.run_id,
             task_id=self.tasks[0],
-            device_id="cpu",
+            device_id=self.device,
             candidate=self.starter,
             key=self.eval_key,
         )
@@ -187,11 +211,11 @@ class ScriptedRun:
                     job = self.store.add_job(
                         self.run_id,
                         task_id=task,
-                        device_id="cpu",
+                        device_id=self.device,
                         candidate=candidate,
                         agent=agent,
                         variant="default",
-                        key=final_key(attempt_key(agent, task, "cpu", "default", 0)),
+                        key=final_key(attempt_key(agent, task, self.device, "default", 0)),
                     )
                     self.store.record_result(job, result)
                     self.store.set_attempt_state(aid, "done", job_id=job, stop_reason="final")
@@ -200,7 +224,7 @@ class ScriptedRun:
                         aid,
                         agent,
                         task,
-                        "cpu",
+                        self.device,
                         "default",
                         state,
                         "final" if result else None,
@@ -217,7 +241,7 @@ class ScriptedRun:
                 if result is not None and job_id is not None:
                     self.store.record_result(job_id, result)
                     self.store.set_job_state(job_id, "done")
-                on_event(job_id, events.JobStateChanged(key, state, "cpu", 0, 1))
+                on_event(job_id, events.JobStateChanged(key, state, self.device, 0, 1))
 
             return step
 
@@ -286,9 +310,7 @@ class ScriptedRun:
                         is_error=bool(outcome),
                     ),
                     say(aid, agent, "final", text="Submitted solution.py."),
-                    report(
-                        aid, agent, task, "done", scripted_result(task, outcome, log=log), candidate
-                    ),
+                    report(aid, agent, task, "done", self._result(task, outcome, log), candidate),
                 ]
         second += [
             stage(self.eval_job, "correctness", "passed"),
@@ -296,10 +318,23 @@ class ScriptedRun:
                 self.eval_key,
                 "done",
                 self.eval_job,
-                scripted_result(self.tasks[0], speedups=(1.0, 1.0, 1.0)),
+                self._result(self.tasks[0], None, "", speedups=(1.0, 1.0, 1.0)),
             ),
         ]
         self.steps, self.half = first + second, len(first)
+
+    def _result(
+        self, task: str, outcome: str | None, log: str, speedups: tuple[float, ...] | None = None
+    ) -> Result:
+        return scripted_result(
+            task,
+            outcome,
+            speedups or self.speedups,
+            log=log,
+            device=self.device,
+            base_us=self.base_us,
+            seconds=self.seconds,
+        )
 
     def _candidate(self, aid: str, broken: bool) -> Path | None:
         if self.starter is None:

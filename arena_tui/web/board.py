@@ -26,10 +26,6 @@ from core.store.standings import TIMING_KINDS, Scored
 MAX_SOURCE = 512 << 10  # a candidate is at most 1 MiB; the page shows the first half MiB
 
 
-def _place(r: Scored, by: str) -> str:
-    return leaderboard.group_place(r, by)  # the board's own grouping, baseline included
-
-
 def _geomean(rows: Iterable[Scored]) -> float:
     logs = [math.log(r.effective_speedup) for r in rows]
     return math.exp(statistics.fmean(logs)) if logs else 1.0
@@ -57,10 +53,11 @@ def boards_json(
         if not mine:
             continue
         b = leaderboard.build(mine, timing_kind=kind, p=p, by=by)
+        kept = [r for r in mine if r.status != "infrastructure_error"]
+        place = leaderboard.placer(kept, by)  # the board's own grouping, baseline included
         members: dict[tuple[str, str, str, str | None], list[Scored]] = {}
-        for r in mine:
-            if r.status != "infrastructure_error":
-                members.setdefault((r.family, _place(r, by), r.agent, r.model), []).append(r)
+        for r in kept:
+            members.setdefault((r.family, place(r), r.agent, r.model), []).append(r)
         entries = []
         for e in b.entries:
             results = members.get((e.family, e.device, e.agent, e.model), [])

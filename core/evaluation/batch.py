@@ -98,6 +98,7 @@ async def evaluate_batch(
     """`on_result(k, result)` is called as soon as candidate k's result is known (a run records
     it then, so an interrupted batch keeps what it finished); `first` numbers them from there."""
     from core.evaluation.evaluator import check_candidate
+    from core.evaluation.heartbeat import Pulse
     from core.evaluation.job import build_job, job_deadline_s, task_dtypes
     from core.evaluation.verdict import assemble
 
@@ -185,7 +186,11 @@ async def evaluate_batch(
             )
 
     try:
-        await evaluator.executor.run(job, job_dir, job_deadline_s(limits) * len(paths), collect)
+        # a heartbeat while a member's stage runs, to the caller only (never among its events)
+        pulse = Pulse(job, collect, on_beat=on_event or (lambda event: None))
+        await pulse.around(
+            evaluator.executor.run(job, job_dir, job_deadline_s(limits) * len(paths), pulse)
+        )
         broken: HarnessError | None = None
     except HarnessError as exc:
         broken = exc

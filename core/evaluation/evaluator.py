@@ -21,6 +21,7 @@ from typing import Any
 
 from core.evaluation import scan, scoring
 from core.evaluation.executors import Executor, HarnessError, LocalExecutor
+from core.evaluation.heartbeat import Pulse
 from core.evaluation.job import Timing, build_job, job_deadline_s, task_dtypes
 from core.evaluation.profiles import Profile, parse_profile
 from core.evaluation.verdict import assemble, infrastructure_result
@@ -215,7 +216,8 @@ class Evaluator:
         )
         watched = (("task_files_modified", staged), ("engine_data_modified", self.engine_data))
         before = [(what, files.on_disk()) for what, files in watched]
-        seen = await self.executor.run(job, job_dir, job_deadline_s(limits), on_event)
+        pulse = Pulse(job, on_event)  # a heartbeat while a stage runs, whatever the candidate does
+        seen = await pulse.around(self.executor.run(job, job_dir, job_deadline_s(limits), pulse))
         result = assemble(task, job, self.info, sha, seen, scan_notes)
         result.sandbox = self.sandbox_record()
         for what, files_before in before:

@@ -336,6 +336,17 @@ class LocalExecutor:
             self.close()  # the next job starts a fresh harness
             raise
 
+    def cpu_clock(self) -> tuple[int, float] | None:
+        """(the harness's pid, the CPU seconds its process tree has used), None with no harness
+        running or where /proc cannot tell: a budget that does not grow with the machine's load
+        (core/evaluation/cpu_time.py)."""
+        from core.evaluation.cpu_time import tree_cpu_seconds
+
+        if self.harness is None:
+            return None
+        used = tree_cpu_seconds(self.harness.proc.pid)
+        return None if used is None else (self.harness.proc.pid, used)
+
     def _fits(self, job: dict[str, Any], job_dir: Path) -> bool:
         """The running sandbox can write the job's folder and hides its task folder (when the
         job carries the task's sources)."""

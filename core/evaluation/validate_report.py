@@ -6,7 +6,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-CPU_BUDGET_S = 60.0  # the whole CPU evaluation of a task's starter (the brief's figure)
+CPU_BUDGET_S = (
+    60.0  # CPU seconds of the whole CPU evaluation of a task's starter (the brief's figure)
+)
 ROOFLINE_DEVICE = ("h200", "NVIDIA H200")  # peaks-table key and the name torch reports for it
 CHECK_NAMES = (  # in the order they run
     "schema",

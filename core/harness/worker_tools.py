@@ -114,11 +114,42 @@ def device_of(job: dict[str, Any]) -> torch.device:
     return device
 
 
+HARNESS_DIR = Path(__file__).resolve().parent
+TRACEBACK_FRAMES = 20  # the innermost ones: where it went wrong
+
+
+def _ours(filename: str) -> bool:
+    """A frame of the harness itself, or of the import machinery it calls the code through."""
+    if filename.startswith("<frozen importlib"):
+        return True
+    try:
+        return Path(filename).resolve().parent == HARNESS_DIR
+    except (OSError, ValueError):
+        return False
+
+
+def code_traceback(exc: BaseException) -> str:
+    """The traceback of an exception raised by the code the harness called (a candidate, a task's
+    reference or baseline), as if that code had been run on its own: the harness's frames that
+    lead to it are dropped, so it starts at the candidate's own line. An exception with no frame
+    outside the harness (its own fault) keeps every frame; a syntax error in the code is its file,
+    line and caret."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    first = next((i for i, f in enumerate(frames) if not _ours(f.filename)), None)
+    if first is not None:
+        frames = traceback.StackSummary.from_list(frames[first:])
+    elif isinstance(exc, SyntaxError) and exc.filename and not _ours(exc.filename):
+        frames = traceback.StackSummary()  # the file, the line and the caret say it all
+    lines = traceback.format_list(frames[-TRACEBACK_FRAMES:]) if frames else []
+    head = ["Traceback (most recent call last):\n"] if lines else []
+    return "".join(head + lines + traceback.format_exception_only(type(exc), exc))[-8000:]
+
+
 def error_reply(exc: BaseException) -> dict[str, Any]:
     reply = {
         "ok": False,
         "error": f"{type(exc).__name__}: {exc}",
-        "traceback": traceback.format_exc(limit=20)[-8000:],
+        "traceback": code_traceback(exc),
     }
     from core.harness.triton_cpu import unsupported_reason
 

@@ -96,6 +96,31 @@ class EvaluationFinished:
 
 
 @dataclass(frozen=True)
+class Heartbeat:
+    """While a stage runs, at least every 10 s: which stage, which workload (the next one in the
+    job's order: `done` of `total` finished), how long the stage has run and its limit. Sent by
+    the engine (core/evaluation/heartbeat.py), not the harness, so that a candidate that hangs
+    still shows progress; a front end shows it and forgets it (it is never stored)."""
+
+    type: ClassVar[str] = "heartbeat"
+    stage: str
+    elapsed_s: float
+    limit_s: float | None = None
+    workload: str | None = None
+    done: int = 0
+    total: int | None = None
+
+    def text(self) -> str:
+        """`correctness: workload n=4097 (2 of 3), 12 s of 300 s`, as every front end says it."""
+        where = ""
+        if self.workload is not None:
+            count = f" ({self.done + 1} of {self.total})" if self.total else ""
+            where = f": workload {self.workload}{count}"
+        limit = f" of {self.limit_s:.0f} s" if self.limit_s else ""
+        return f"{self.stage}{where}, {self.elapsed_s:.0f} s{limit}"
+
+
+@dataclass(frozen=True)
 class HarnessReady:
     type: ClassVar[str] = "harness_ready"
     pid: int
@@ -187,6 +212,7 @@ Event = (
     | WorkloadTimed
     | Finding
     | EvaluationFinished
+    | Heartbeat
     | HarnessReady
     | JobStateChanged
     | DeviceHealthChanged

@@ -118,7 +118,8 @@ async def execute(
     checks = itertools.count(1)
 
     def emit(job_id: int | None, event: events.Event) -> None:
-        store.append_event(run_id, job_id, event)
+        if not isinstance(event, events.Heartbeat):  # progress while waiting, not history
+            store.append_event(run_id, job_id, event)
         if on_event is not None:
             on_event(job_id, event)
 

@@ -37,16 +37,21 @@ device in the group's key, so the device column reads `NVIDIA H200 · vs liger` 
 baseline is recorded (older results without one group as before).
 
 Rows are ranked within each (family, device) group by speedup, ties by correctness (equal
-numbers share a rank). Timing kinds never mix: `board()` takes one kind, `boards()` gives one
-board per kind present. `cpu` boards (Triton in its interpreter) are for information: no rank,
-no fast_p, and rows in name order.
+numbers share a rank). A failed result never ranks above a correct one: an entry with no correct
+result (every result failed, or only attempts with nothing to score) has no rank and is listed
+after the ranked entries of its group, with its failure counts. A failed result has no baseline
+of its own (none ran for it): it joins the group of the results of its task (else of its family)
+on the same device, so a group whose baseline never ran is never made of failures alone beside
+the real one. Timing kinds never mix: `board()` takes one kind, `boards()` gives one board per
+kind present. `cpu` boards (Triton in its interpreter) are for information: no rank, no fast_p,
+and rows in name order.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from pathlib import Path
 
@@ -243,15 +248,9 @@ def build(
     groups: dict[
         tuple[str, str], dict[tuple[str, str | None], tuple[list[Scored], list[Failure]]]
     ] = {}
-    # a failure has no result, hence no baseline: it joins the group its task's results are in
-    impl_of = {(r.task_id, device_place(r, by)): r.baseline_impl for r in kept if r.baseline_impl}
+    place_of = placer(kept, by)
     for item in (*kept, *lost):
-        impl = (
-            item.baseline_impl
-            if isinstance(item, Scored)
-            else impl_of.get((item.task_id, device_place(item, by)))
-        )
-        place = group_place(item, by, impl)
+        place = place_of(item)
         member = groups.setdefault((item.family, place), {}).setdefault(
             (item.agent, item.model), ([], [])
         )
@@ -268,6 +267,31 @@ def build(
         )
     filters = {"device": device, "vendor": vendor, "family": family, "run": run}
     return Board(timing_kind, p, by, tuple(entries), len(mine) - len(kept), filters, len(lost))
+
+
+def placer(kept: Iterable[Scored], by: str = "model") -> Callable[[Scored | Failure], str]:
+    """The group place (`group_place`) of each row of a board built from `kept` (its results,
+    infrastructure errors left out): the device, and the baseline a row's speedup is against.
+    A result records its own. A failed result without one (its baseline never ran: it failed
+    before the performance stage) and an attempt with nothing to score take the one their task's
+    results on that device ran against, else the one of their family's results there when it is
+    a single one. So a failure joins the group it failed in, never a group of its own."""
+    by_task: dict[tuple[str, str], str] = {}
+    by_family: dict[tuple[str, str], set[str]] = {}
+    for r in kept:
+        if r.baseline_impl:
+            place = device_place(r, by)
+            by_task.setdefault((r.task_id, place), r.baseline_impl)
+            by_family.setdefault((r.family, place), set()).add(r.baseline_impl)
+
+    def impl_of(item: Scored | Failure) -> str | None:
+        if isinstance(item, Scored) and (item.baseline_impl or item.correct):
+            return item.baseline_impl  # a correct result without one: an old result, as it was
+        place = device_place(item, by)
+        family = by_family.get((item.family, place), set())
+        return by_task.get((item.task_id, place)) or (min(family) if len(family) == 1 else None)
+
+    return lambda item: group_place(item, by, impl_of(item))
 
 
 def _entry(
@@ -305,6 +329,7 @@ def _entry(
         correct=sum(r.correct for r in results) / len(results) if results else 0.0,
         results=len(results),
         violations=sum(r.violation for r in results),
+        failed=sum(not r.correct for r in results),
         tasks=len({r.task_id for r in results}),
         failures=len(fails),
         agent_errors=sum(f.outcome == "agent_error" for f in fails),
@@ -314,23 +339,32 @@ def _entry(
 
 
 def _rank(group: list[Entry]) -> list[Entry]:
-    """Honest entries first, then entries with results, then by speedup, then correctness;
-    equal numbers share a rank (1, 1, 3)."""
+    """Entries with a correct result are ranked: honest ones first, then by speedup, then by
+    correctness; equal numbers share a rank (1, 1, 3). Entries with no correct result (every
+    result failed, or attempts with nothing to score only) are not ranked: a failed result never
+    ranks above a correct one, even where the failure rule's 1.00× beats a slow correct kernel.
+    They follow, those with results first."""
 
-    def merit(e: Entry) -> tuple[bool, bool, float, float]:
+    def merit(e: Entry) -> tuple[bool, float, float]:
         return (
             e.violations > 0,
-            e.results == 0,
             -round(e.speedup, 9),
             -e.correct,
         )  # rounded: 4 and 1 tie with 2 and 2
 
-    ordered = sorted(group, key=lambda e: (*merit(e), -e.results, e.agent, e.model or ""))
+    ordered = sorted(
+        (e for e in group if e.correct > 0),
+        key=lambda e: (*merit(e), -e.results, e.agent, e.model or ""),
+    )
     out: list[Entry] = []
     for i, e in enumerate(ordered):
         rank = out[-1].rank if out and merit(ordered[i - 1]) == merit(e) else i + 1
         out.append(Entry(**{**asdict(e), "rank": rank}))
-    return out
+    apart = sorted(
+        (e for e in group if e.correct == 0),
+        key=lambda e: (e.results == 0, e.violations > 0, -e.results, e.agent, e.model or ""),
+    )
+    return out + apart
 
 
 def _matches(

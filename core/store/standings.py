@@ -87,7 +87,7 @@ class Failure:
 class Entry:
     rank: (
         int | None
-    )  # 1-based within its (family, device) group; None on a cpu board (never ranked)
+    )  # 1-based within its (family, device) group; None on a cpu board (never ranked) and for an entry with no correct result
     agent: str
     model: str | None
     family: str
@@ -102,10 +102,21 @@ class Entry:
     results: int
     violations: int  # results with a proven integrity violation
     tasks: int  # distinct tasks among the results
+    failed: int = 0  # results that failed (a stage failed, or an integrity violation)
     failures: int = 0  # attempts that produced nothing to score (agent_error + no_submission): not in any figure above
     agent_errors: int = 0
     no_submissions: int = 0
     starters: int = 0  # results that are the unchanged starter, submitted on purpose
+
+    @property
+    def ranked(self) -> bool:
+        """Ranked on its board: it has a correct result (and the board ranks)."""
+        return self.rank is not None
+
+    @property
+    def unscored(self) -> int:
+        """What the failures column counts: failed results and attempts with nothing to score."""
+        return self.failed + self.failures
 
 
 @dataclass(frozen=True)

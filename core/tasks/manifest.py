@@ -9,6 +9,11 @@ The user is trusted, candidates are not: `arena tasks add-model` edits bundled t
 and re-records their entries (`record`); a contributor who edits a bundled task or data file
 by hand runs `python -m core.tasks.manifest update`, and tests/test_manifest.py fails until they do.
 See docs/sandbox.md.
+
+The manifest covers the shipped tasks only. A task folder is bundled when the manifest lists
+files in it; a folder it knows nothing of (`arena tasks new moe/my_kernel` in a checkout) is the
+user's own task, never a mismatch: it validates and evaluates like a task in any other folder.
+`update` ships every task folder there is (a contributor adding a bundled task runs it).
 """
 
 from __future__ import annotations
@@ -58,9 +63,52 @@ def rel(path: Path) -> str:
     return Path(path).resolve().relative_to(PACKAGE_ROOT.resolve()).as_posix()
 
 
-def is_bundled(path: Path) -> bool:
+def is_bundled(path: Path, manifest: dict[str, str] | None = None) -> bool:
+    """A file (or folder) the manifest vouches for: the engine's data, and the shipped tasks. A
+    task folder is shipped when the manifest lists a file in it (`manifest`: the loaded one, else
+    it is read); a folder it does not know is the user's own task (`user_task`)."""
+    p = Path(path).resolve()
+    data = DATA_DIR.resolve()
+    if p == data or data in p.parents:
+        return True
+    return in_bundled_roots(p) and not user_task(p, manifest)
+
+
+def in_bundled_roots(path: Path) -> bool:
+    """Under the bundled tasks folder or the engine's data, shipped or not."""
     p = Path(path).resolve()
     return any(p == root or root in p.parents for root in (TASKS_DIR.resolve(), DATA_DIR.resolve()))
+
+
+def task_folder_key(path: Path) -> str | None:
+    """`tasks/FAMILY/NAME` of a path in a task folder of the bundled tasks folder, else None."""
+    p = Path(path).resolve()
+    tasks = TASKS_DIR.resolve()
+    if tasks not in p.parents:
+        return None
+    parts = p.relative_to(tasks).parts
+    return rel(tasks / parts[0] / parts[1]) if len(parts) >= 2 else None
+
+
+def user_task(path: Path, manifest: dict[str, str] | None = None) -> bool:
+    """A path in a task folder of the bundled tasks folder that the manifest lists nothing in:
+    a task the user made there (`arena tasks new`), not a shipped one."""
+    key = task_folder_key(path)
+    if key is None:
+        return False
+    try:
+        known = manifest if manifest is not None else load()
+    except ManifestMismatch:
+        return False  # no manifest to go by: treated as shipped, so the missing manifest is said
+    return not any(k.startswith(key + "/") for k in known)
+
+
+def shipped_task_ids(manifest: dict[str, str] | None = None) -> list[str]:
+    """The ids (`gemm/bf16_gemm`) of the tasks the manifest ships."""
+    known = manifest if manifest is not None else load()
+    return sorted(
+        {"/".join(k.split("/")[1:3]) for k in known if k.startswith("tasks/") and k.count("/") >= 3}
+    )
 
 
 def files_under(folder: Path) -> list[Path]:
@@ -117,9 +165,11 @@ def stage(paths: Iterable[Path], manifest: dict[str, str] | None = None) -> Stag
     """Read `paths` once; a bundled one (or a folder's file the manifest does not know, in a
     bundled folder) that does not match the manifest raises ManifestMismatch."""
     files = {Path(p): read(Path(p)) for p in paths}
-    bundled = [p for p in files if is_bundled(p)]
+    candidates = [p for p in files if in_bundled_roots(p)]
+    known = manifest if manifest is not None or not candidates else load()
+    bundled = [p for p in candidates if is_bundled(p, known)]
     if bundled:
-        known = manifest if manifest is not None else load()
+        assert known is not None
         for p in bundled:
             data, want = files[p], known.get(rel(p))
             if data is None and want is None:
@@ -142,8 +192,8 @@ def stage_task(folder: Path) -> Staged:
     (a file the manifest lists but the folder lacks is a mismatch too)."""
     folder = Path(folder).resolve()
     paths = {p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")}
-    if is_bundled(folder):
-        manifest = load()
+    manifest = load() if in_bundled_roots(folder) else None
+    if manifest is not None and is_bundled(folder, manifest):
         prefix = rel(folder) + "/"
         paths |= {
             PACKAGE_ROOT.resolve() / key
@@ -151,7 +201,7 @@ def stage_task(folder: Path) -> Staged:
             if key.startswith(prefix) and "/" not in key[len(prefix) :]
         }
         return stage(sorted(paths), manifest)
-    return stage(sorted(paths))
+    return stage(sorted(paths), manifest)
 
 
 def stage_engine_data() -> Staged:
@@ -172,22 +222,38 @@ def stage_engine_data() -> Staged:
 def record(paths: Iterable[Path]) -> None:
     """Re-record the manifest entries of bundled `paths` as they are now (the user edited them:
     `arena tasks add-model`)."""
-    bundled = [Path(p) for p in paths if is_bundled(p)]
+    manifest = load()
+    bundled = [Path(p) for p in paths if is_bundled(p, manifest)]  # a user's task has no entry
     if not bundled:
         return
-    manifest = load()
     for p in bundled:
         manifest[rel(p)] = sha256(p.read_bytes())
     save(manifest)
 
 
 def differences() -> list[str]:
-    """What differs between the files and the manifest, one line each."""
+    """What differs between the shipped files and the manifest, one line each (a user's own
+    task folder is no difference: `user_task_folders`)."""
     now, shipped = compute(), load()
+    mine = set(user_task_folders(shipped))
+    now = {k: v for k, v in now.items() if "/".join(k.split("/")[:3]) not in mine}
     lines = [f"changed: {k}" for k in sorted(now) if k in shipped and now[k] != shipped[k]]
     lines += [f"not in the manifest: {k}" for k in sorted(set(now) - set(shipped))]
     lines += [f"missing: {k}" for k in sorted(set(shipped) - set(now))]
     return lines
+
+
+def user_task_folders(manifest: dict[str, str] | None = None) -> list[str]:
+    """The task folders (`tasks/FAMILY/NAME`) in the bundled tasks folder that the manifest
+    ships nothing of: the user's own tasks."""
+    known = manifest if manifest is not None else load()
+    if not TASKS_DIR.is_dir():
+        return []
+    return [
+        rel(folder)
+        for folder in sorted(TASKS_DIR.glob("*/*"))
+        if folder.is_dir() and (folder / "task.yaml").is_file() and user_task(folder, known)
+    ]
 
 
 def read(path: Path) -> bytes | None:
@@ -209,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     if args in ([], ["check"]):
         lines = differences()
         print("\n".join(lines) if lines else f"every bundled file matches {MANIFEST}")
+        for folder in user_task_folders():
+            print(f"{folder}: a user's task (not shipped, not checked; `update` would ship it)")
         return 1 if lines else 0
     print("usage: python -m core.tasks.manifest [check|update]", file=sys.stderr)
     return 2

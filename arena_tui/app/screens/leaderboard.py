@@ -16,7 +16,7 @@ from textual.widgets import Header, Static
 from arena_tui.app.keys import Key, bindings, commands
 from arena_tui.app.screens.base import RunScreen
 from arena_tui.app.widgets.footer import ArenaFooter
-from arena_tui.figures import INTERPRETED_NOTE, sol_cell, speedup_cell
+from arena_tui.figures import INTERPRETED_NOTE, entry_cells, rank_cell
 from arena_tui.tables import Col, fitted
 from core.store import leaderboard
 
@@ -41,21 +41,12 @@ def board_table(board: leaderboard.Board, width: int = 200) -> Table:
     ]
     rows = [
         [
-            str(e.rank) if e.rank is not None else "·",
+            rank_cell(e),
             escape(e.agent),
             escape(e.model or ""),
             e.family,
             escape(e.device),
-            *(
-                ["–"] * 4
-                if e.results == 0
-                else [  # failures only: no figure to show (as leaderboard_cmd.render)
-                    speedup_cell(board.timing_kind, e.speedup),
-                    f"{e.fast_p * 100:.0f}%" if e.fast_p is not None else "–",
-                    sol_cell(board.timing_kind, e.sol_fraction),
-                    f"{e.correct * 100:.0f}%",
-                ]
-            ),
+            *entry_cells(board.timing_kind, e),  # as leaderboard_cmd.render
             str(e.results),
             flag,
         ]
@@ -67,6 +58,8 @@ def board_table(board: leaderboard.Board, width: int = 200) -> Table:
         if board.infrastructure_errors
         else []
     )
+    if board.ranked and any(e.rank is None for e in board.entries):
+        notes.append("rank –: no correct result, never ranked above a correct one")
     if board.timing_kind == "cpu":
         notes.append(INTERPRETED_NOTE)
     if notes:
@@ -75,9 +68,10 @@ def board_table(board: leaderboard.Board, width: int = 200) -> Table:
 
 
 def _flags(e: leaderboard.Entry) -> str:
-    """Violations, failures (attempts with nothing to score) and unchanged starters, said in words (markup)."""
-    parts = [f"{e.violations} violations"] * bool(e.violations) + [f"{e.failures} failures"] * bool(
-        e.failures
+    """Violations, failures (failed results and attempts with nothing to score) and unchanged
+    starters, said in words (markup)."""
+    parts = [f"{e.violations} violations"] * bool(e.violations) + [f"{e.unscored} failures"] * bool(
+        e.unscored
     )
     text = f"[red]{', '.join(parts)}[/]" if parts else ""
     if e.starters:

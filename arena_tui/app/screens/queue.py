@@ -10,7 +10,7 @@ from textual.widgets import DataTable, Header, Input, Static
 
 from arena_tui.app.keys import Key, bindings, commands
 from arena_tui.app.model import Row
-from arena_tui.app.queue_rows import COLUMNS, SORTS, Filter, cells, interpreted, visible
+from arena_tui.app.queue_rows import COLUMNS, SORTS, Filter, fitted_cells, interpreted, visible
 from arena_tui.app.screens.base import ROW_KEYS, RowActions, RunScreen
 from arena_tui.app.widgets.footer import ArenaFooter
 from arena_tui.figures import INTERPRETED, INTERPRETED_CELL
@@ -88,13 +88,14 @@ class QueueScreen(RowActions, RunScreen):
         rows = visible(list(self.model.rows.values()), self.filter, self.sort_index, self.reverse)
         now = self.model.clock()
         keys = [r.key for r in rows]
+        fitted = dict(zip(keys, fitted_cells(rows, now, self.size.width or 80)))
         if keys != self._shown:
             # Rows came, went or moved: rebuild, keeping the cursor on the same row.
             current = self._cursor_key()
             table.clear()
             self._cells = {}
             for row in rows:
-                self._cells[row.key] = cells(row, now)
+                self._cells[row.key] = fitted[row.key]
                 table.add_row(*self._cells[row.key], key=row.key)
             self._shown = keys
             if current in keys:
@@ -102,7 +103,7 @@ class QueueScreen(RowActions, RunScreen):
         else:
             # Same rows: update only the cells that changed (cheap under a stream of events).
             for row in rows:
-                new = cells(row, now)
+                new = fitted[row.key]
                 old = self._cells.get(row.key, ())
                 for col, before, after in zip(COLUMNS, old, new):
                     if before != after:
@@ -114,9 +115,23 @@ class QueueScreen(RowActions, RunScreen):
             f"{len(rows)} of {len(self.model.rows)} shown" if self.filter else f"{len(rows)} rows"
         )
         note = f" · {INTERPRETED_CELL} = {INTERPRETED}" if any(interpreted(r) for r in rows) else ""
+        beating = self._beating(rows)
         self.query_one("#queue-status", Static).update(
-            f"{shown} · sort: {sort_name} · {counts}{note}"
+            (f"{beating}\n" if beating else "") + f"{shown} · sort: {sort_name} · {counts}{note}"
         )
+
+    def _beating(self, rows: list[Row]) -> str:
+        """The highlighted row's running stage, else the first running one's: which stage, which
+        workload, how long so far and its limit (the engine's heartbeat, at most 10 s old)."""
+        key = self._cursor_key()
+        chosen = self.model.rows.get(key) if key else None
+        if chosen is None or not chosen.heartbeat:
+            chosen = next((r for r in rows if r.heartbeat), None)
+        return f"{chosen.label} {chosen.task}: {chosen.heartbeat}" if chosen else ""
+
+    def on_resize(self) -> None:
+        self._shown = []  # the task column's width follows the screen's
+        self.redraw()
 
     def _cursor_key(self) -> str | None:
         table = self.query_one(DataTable)

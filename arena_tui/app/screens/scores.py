@@ -42,7 +42,11 @@ class ScoresScreen(RunScreen):
         yield ArenaFooter()
 
     def redraw(self) -> None:
-        self.query_one("#scores", Static).update(score_card(self.selected_row()))
+        width = max(40, self.size.width - 2)  # the vertical scrollbar's share
+        self.query_one("#scores", Static).update(score_card(self.selected_row(), width))
+
+    def on_resize(self) -> None:
+        self.redraw()  # the tables are fitted to the width
 
     def _step(self, step: int) -> None:
         keys = list(self.model.rows)

@@ -5,13 +5,14 @@ Built from the recorded `Result` when there is one, else from the live stage sta
 from __future__ import annotations
 
 from rich.console import Group, RenderableType
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from arena_tui.app.model import Row
-from arena_tui.app.queue_rows import ratio_text
 from arena_tui.app.widgets.speedup_chart import speedup_bars
-from arena_tui.figures import INTERPRETED
+from arena_tui.figures import INTERPRETED, result_speedup, time_cell, workload_speedup
+from arena_tui.tables import Col, fitted
 from core.model.result import STAGES, Result
 
 MARK = {
@@ -23,12 +24,6 @@ MARK = {
     "skipped": ("·", "dim"),
 }
 LOG_TAIL = 20
-
-
-def _us(x: object) -> str:
-    if not isinstance(x, (int, float)):
-        return "–"
-    return f"{x / 1000:.2f} ms" if x >= 1000 else f"{x:.1f} µs"
 
 
 def _mark(status: str) -> Text:
@@ -45,11 +40,9 @@ def header(row: Row) -> Text:
     return text
 
 
-def stage_table(row: Row) -> Table:
-    table = Table(title="stages", title_justify="left", show_edge=False, header_style="bold")
-    for col in ("stage", "status", "seconds", "message"):
-        table.add_column(col, no_wrap=col != "message")
+def stage_table(row: Row, width: int = 200) -> Table:
     stages = {s.name: s for s in row.result.stages} if row.result else {}
+    rows: list[list[str] | None] = []
     for name in STAGES:
         s = stages.get(name)
         status = (
@@ -57,27 +50,30 @@ def stage_table(row: Row) -> Table:
         )
         seconds = f"{s.seconds:.2f}" if s and s.seconds is not None else ""
         message = (s.message or "").splitlines()[0] if s and s.message else ""
-        table.add_row(
-            name, _mark(status), seconds, message
-        )  # the result's own stage names (figures.STAGE_LEGEND)
-    return table
+        if not s and row.stage == name and row.heartbeat:  # the stage running now: how far it is
+            message = row.heartbeat
+        # the result's own stage names (figures.STAGE_LEGEND)
+        rows.append([name, _mark(status).markup, seconds, escape(message)])
+    cols = [
+        Col("stage", whole=True),
+        Col("status", whole=True),
+        Col("seconds", number=True),
+        Col("message"),
+    ]
+    return fitted(width, cols, rows, title="stages", title_justify="left")
 
 
-def correctness_table(result: Result) -> Table | None:
-    rows = [
+def correctness_table(result: Result, width: int = 200) -> Table | None:
+    found = [
         (stage.name, w)
         for stage in result.stages
         if stage.name in ("correctness", "generalization")
         for w in stage.workloads
     ]
-    if not rows:
+    if not found:
         return None
-    table = Table(
-        title="correctness per workload", title_justify="left", show_edge=False, header_style="bold"
-    )
-    for col in ("workload", "set", "ok", "worst error"):
-        table.add_column(col, no_wrap=col != "worst error")
-    for name, w in rows:
+    rows: list[list[str] | None] = []
+    for name, w in found:
         worst = w.get("worst") or {}
         err = worst.get("max_abs_err")
         detail = (
@@ -85,13 +81,16 @@ def correctness_table(result: Result) -> Table | None:
             if isinstance(err, (int, float))
             else (w.get("message") or worst.get("error") or "")
         )
-        table.add_row(
-            str(w.get("label")),
-            "hidden" if name == "generalization" else "visible",
-            _mark("passed" if w.get("passed") else "failed"),
-            str(detail).splitlines()[0] if detail else "",
+        rows.append(
+            [
+                escape(str(w.get("label"))),
+                "hidden" if name == "generalization" else "visible",
+                _mark("passed" if w.get("passed") else "failed").markup,
+                escape(str(detail).splitlines()[0] if detail else ""),
+            ]
         )
-    return table
+    cols = [Col("workload"), Col("set", whole=True), Col("ok", whole=True), Col("worst error")]
+    return fitted(width, cols, rows, title="correctness per workload", title_justify="left")
 
 
 def untimed_reason(result: Result, stage: str) -> str:
@@ -106,7 +105,10 @@ def untimed_reason(result: Result, stage: str) -> str:
     return "not timed"
 
 
-def timing_table(result: Result) -> Table | None:
+def timing_table(result: Result, width: int = 200) -> Table | None:
+    """Each timed workload's times, each with its band, and its speedup (never an interpreted
+    one); every checked workload that has no times, with the reason. Numbers are never cut: on a
+    narrow screen the labels and notes fold."""
     checked = [
         (stage.name, w)
         for stage in result.stages
@@ -121,45 +123,43 @@ def timing_table(result: Result) -> Table | None:
     ]
     if not result.workloads and not untimed:
         return None
-    interpreted = result.timing_kind == "cpu"
-    title = f"times ({result.timing_kind}{': ' + INTERPRETED if interpreted else ''})"
-    table = Table(title=title, title_justify="left", show_edge=False, header_style="bold")
-    columns = ("workload", "candidate", "± IQR", "baseline", "± IQR") + (
-        () if interpreted else ("speedup", "SOL")
-    )
-    for col in columns:
-        table.add_column(col, justify="left" if col == "workload" else "right", no_wrap=True)
+    kind = result.timing_kind
+    interpreted = kind == "cpu"
+    what = {
+        "cpu": INTERPRETED,
+        "predicted": "± the model's band; measured: on the GPU",
+    }.get(kind, "± the interquartile spread")
+    cols = [Col("workload"), Col("candidate", number=True), Col("baseline", number=True)]
+    if not interpreted:
+        cols += [Col("speedup", number=True), Col("SOL", number=True)]
     if untimed:
-        table.add_column(
-            "note", ratio=1
-        )  # why a checked workload has no times; wraps, the numbers never do
+        cols.append(Col("note"))  # why a checked workload has no times; it folds, numbers never do
+    rows: list[list[str] | None] = []
     for w in result.workloads:
         row = [
-            w.label + (" (hidden)" if w.hidden else ""),
-            _us(w.candidate.get("median_us")),
-            _us(w.candidate.get("iqr_us")),
-            _us(w.baseline.get("median_us")),
-            _us(w.baseline.get("iqr_us")),
+            escape(w.label + (" (hidden)" if w.hidden else "")),
+            time_cell(w.candidate, kind),
+            time_cell(w.baseline, kind),
         ]
         if not interpreted:
             row += [
-                ratio_text(w.speedup),
+                workload_speedup(w, kind),
                 f"{w.sol_fraction * 100:.1f}%" if w.sol_fraction is not None else "–",
             ]
-        table.add_row(*row, *([""] if untimed else []))
+        rows.append(row + ([""] if untimed else []))
     seen: set[tuple[str, str]] = set()
     for name, w in untimed:
         label = str(w.get("label"))
         if (name, label) in seen:
             continue
         seen.add((name, label))
-        reason = Text(untimed_reason(result, name), style="dim")
-        table.add_row(
-            label + (" (hidden)" if name == "generalization" else ""),
-            *(["–"] * (len(columns) - 1)),
-            reason,
+        reason = f"[dim]{escape(untimed_reason(result, name))}[/]"
+        rows.append(
+            [escape(label + (" (hidden)" if name == "generalization" else ""))]
+            + ["–"] * (len(cols) - 2)
+            + [reason]
         )
-    return table
+    return fitted(width, cols, rows, title=f"times ({kind}: {what})", title_justify="left")
 
 
 def summary_line(result: Result) -> Text:
@@ -170,7 +170,7 @@ def summary_line(result: Result) -> Text:
     if result.timing_kind == "cpu":
         text.append(f"   {INTERPRETED}")
     else:
-        text.append(f"   speedup {ratio_text(result.speedup)}   SOL ")
+        text.append(f"   speedup {result_speedup(result)}   SOL ")
         text.append(f"{result.sol_fraction * 100:.1f}%" if result.sol_fraction is not None else "–")
     text.append(f"   points {result.points:.0f}   timing {result.timing_kind}")
     return text
@@ -195,7 +195,8 @@ def compile_log(result: Result) -> Text | None:
     return Text("compile log (last lines)\n", style="bold") + Text("\n".join(lines), style="dim")
 
 
-def score_card(row: Row | None) -> RenderableType:
+def score_card(row: Row | None, width: int = 200) -> RenderableType:
+    """The row's scores for a pane `width` columns wide: the tables fit it, numbers whole."""
     if row is None:
         return Text("Pick a row in the queue (1) and press enter.", style="dim")
     parts: list[RenderableType] = [header(row)]
@@ -203,9 +204,9 @@ def score_card(row: Row | None) -> RenderableType:
         parts.append(summary_line(row.result))
     elif row.error:
         parts.append(Text(row.error, style="red"))
-    parts += [Text(""), stage_table(row)]
+    parts += [Text(""), stage_table(row, width)]
     if row.result is not None:
-        for part in (correctness_table(row.result), timing_table(row.result)):
+        for part in (correctness_table(row.result, width), timing_table(row.result, width)):
             if part is not None:
                 parts += [Text(""), part]
         if (
@@ -214,7 +215,7 @@ def score_card(row: Row | None) -> RenderableType:
             parts += [
                 Text(""),
                 Text("speedup per workload", style="bold"),
-                speedup_bars(row.result.workloads),
+                speedup_bars(row.result.workloads, width=max(10, min(30, width - 40))),
             ]
         for part in (flags(row.result), compile_log(row.result)):
             if part is not None:

@@ -35,8 +35,24 @@
   }
   const ratio = (x) => (x === null || x === undefined ? "–" : `${x.toFixed(2)}×`);
   const pct = (x, digits = 0) => (x === null || x === undefined ? "–" : `${(x * 100).toFixed(digits)}%`);
-  const us = (x) => (x === null || x === undefined ? "–" : x >= 1000 ? `${(x / 1000).toFixed(2)} ms` : `${x.toFixed(1)} µs`);
+  const us = (x) => (x === null || x === undefined ? "–" : x >= 1e6 ? `${(x / 1e6).toFixed(2)} s` : x >= 1000 ? `${(x / 1000).toFixed(2)} ms` : `${x.toFixed(1)} µs`);
   const short = (s, n) => (s.length > n ? `${s.slice(0, n - 1)}…` : s);
+  // The cpu device runs Triton in its interpreter: its times are never a speedup, a fraction of
+  // speed of light or a bar (arena_tui/figures.py says the same words).
+  const INTERP = "interp.";
+  const INTERPRETED = "interpreted: not a performance figure";
+  const speedText = (kind, x) => (kind === "cpu" ? INTERP : ratio(x));
+  const solText = (kind, x) => (kind === "cpu" ? INTERP : pct(x, 1));
+  // beside a time: the spread of a measured one, the band of a predicted one, or "measured" for a
+  // time a sim: result takes from a measurement (a baseline measured on the GPU itself)
+  function band(side, kind) {
+    if (!side) return "";
+    if (kind === "predicted" && side.source === "measured") return " (measured)";
+    if (typeof side.band === "number") return ` ±${(side.band * 100).toFixed(0)}%`;
+    if (typeof side.spread === "number") return ` ±${(side.spread * 100).toFixed(1)}%`;
+    return "";
+  }
+  const timeText = (side, kind) => (side ? `${us(side.median_us)}${band(side, kind)}` : "–");
   const clamp = (x, lo, hi) => Math.max(lo, Math.min(hi, x));
 
   // --- data ------------------------------------------------------------------------------
@@ -129,29 +145,34 @@
       el("th", { class: "col-family", text: "family" }), el("th", { class: "col-device", text: place }), el("th", { class: "num", text: "speedup" }),
       b.ranked ? el("th", { class: "num col-fast", text: `fast_${b.p}` }) : null, el("th", { class: "num", text: "SOL" }),
       el("th", { class: "num", text: "correct" }), el("th", { class: "num col-results", text: "results" }),
-      el("th", { class: "num col-violations", text: "violations" }));
+      el("th", { class: "num col-violations", text: "violations" }), el("th", { class: "num col-failures", text: "failures" }));
     const body = el("tbody");
     let group = null;
     for (const e of entries) {
       const g = `${e.family} · ${e.device}`;
       if (g !== group) {
         group = g;
-        body.append(el("tr", { class: "group" }, el("td", { colspan: b.ranked ? 11 : 10, text: g })));
+        body.append(el("tr", { class: "group" }, el("td", { colspan: b.ranked ? 12 : 11, text: g })));
       }
       const fresh = e.result_list.some((r) => state.fresh.has(r.job_id));
+      // no correct result: no speedup of its own and no rank (listed after the ranked entries)
+      const scored = e.correct > 0;
+      const unscored = (e.failed || 0) + (e.failures || 0);
       const row = el("tr", {
-        class: `entry${fresh ? " fresh" : ""}${state.entry === e.id ? " selected" : ""}`, tabindex: 0,
+        class: `entry${fresh ? " fresh" : ""}${state.entry === e.id ? " selected" : ""}${scored ? "" : " unranked"}`, tabindex: 0,
         dataset: { entryId: e.id, agent: e.agent, kind },
         onclick: () => selectEntry(e.id), onkeydown: (ev) => { if (ev.key === "Enter") selectEntry(e.id); },
       },
         el("td", { class: "num", text: e.rank === null ? "–" : String(e.rank) }),
         el("td", e.violations ? { class: "bad", title: `${e.violations} result(s) with a proven integrity violation: ranked last`, text: `${e.agent} ⚠` } : { text: e.agent }),
         el("td", { class: "col-model", text: e.model || "–" }), el("td", { class: "col-family", text: e.family }), el("td", { class: "col-device", text: e.device }),
-        el("td", { class: "num" }, ratio(e.speedup), speedBar(e.speedup)),
-        b.ranked ? el("td", { class: "num col-fast", text: pct(e.fast_p) }) : null,
-        el("td", { class: "num", text: pct(e.sol_fraction, 1) }), el("td", { class: "num", text: pct(e.correct) }),
+        kind === "cpu" || !scored ? el("td", { class: "num", text: scored ? INTERP : "–", title: scored ? INTERPRETED : "no correct result" })
+          : el("td", { class: "num" }, ratio(e.speedup), speedBar(e.speedup)),
+        b.ranked ? el("td", { class: "num col-fast", text: e.results ? pct(e.fast_p) : "–" }) : null,
+        el("td", { class: "num", text: scored ? solText(kind, e.sol_fraction) : "–" }), el("td", { class: "num", text: e.results ? pct(e.correct) : "–" }),
         el("td", { class: "num col-results", text: String(e.results) }),
-        el("td", { class: `num col-violations${e.violations ? " bad" : ""}`, text: String(e.violations) }));
+        el("td", { class: `num col-violations${e.violations ? " bad" : ""}`, text: String(e.violations) }),
+        el("td", { class: `num col-failures${unscored ? " bad" : ""}`, title: "failed results and attempts with nothing to score", text: String(unscored) }));
       body.append(row);
     }
     return el("div", { class: "wrap" }, el("table", { dataset: { kind } }, el("thead", {}, head), body));
@@ -239,18 +260,21 @@
     const [kind, b, e] = found;
     const speed = { signed: true, of: (v) => clamp(Math.log2(v), -3, 3) / 3, text: ratio, axis: "1× (bars: ½ … 8×, log scale)" };
     const sol = { signed: false, of: (v) => clamp(v, 0, 1), text: (v) => pct(v, 1), axis: "0 — fraction of speed of light — 100%" };
+    const passed = (r) => r.status === "passed" && !r.violation;  // a failed result has no speedup of its own
     const rows = e.result_list.map((r) => el("tr", { class: "result", dataset: { jobId: r.job_id } },
       el("td", {}, el("a", { href: `#entry=${encodeURIComponent(e.id)}&result=${r.job_id}`, text: `job ${r.job_id}`,
         onclick: (ev) => { ev.preventDefault(); state.result = String(r.job_id); writeAddress(); showResult(); } })),
       el("td", { text: r.task_id }), el("td", { class: r.violation ? "bad" : `status-${r.status}`, text: r.violation ? "integrity violation" : r.status }),
-      el("td", { class: "num", text: ratio(r.speedup) }), el("td", { class: "num", text: pct(r.sol_fraction, 1) }),
+      el("td", { class: "num", text: passed(r) ? speedText(kind, r.speedup) : "–" }), el("td", { class: "num", text: passed(r) ? solText(kind, r.sol_fraction) : "–" }),
       el("td", { class: "muted", text: `${r.run_id} ${(r.created_at || "").slice(0, 19).replace("T", " ")}` })));
     put(box,
       el("button", { class: "close", type: "button", text: "close", onclick: () => selectEntry(e.id) }),
       el("h2", { text: `${e.agent}${e.model ? ` (${e.model})` : ""} — ${e.family} on ${e.device}` }),
-      el("p", { class: "muted", text: `${kind} board${e.rank ? `, rank ${e.rank}` : ""}: speedup ${ratio(e.speedup)}, ${pct(e.correct)} correct over ${e.results} result(s) on ${e.tasks} task(s)` }),
-      el("div", { class: "charts" }, barChart("speedup per task", e.per_task, (r) => r.speedup, speed),
-        barChart("speed of light per task", e.per_task, (r) => r.sol_fraction, sol), historyChart(e.history)),
+      el("p", { class: "muted", text: `${kind} board${e.rank ? `, rank ${e.rank}` : b.ranked ? ", not ranked (no correct result)" : ""}: `
+        + `speedup ${kind === "cpu" ? INTERPRETED : e.correct > 0 ? ratio(e.speedup) : "–"}, ${pct(e.correct)} correct over ${e.results} result(s) on ${e.tasks} task(s)` }),
+      kind === "cpu" ? el("p", { class: "muted", text: `cpu timing (${INTERPRETED}): no speedup or speed-of-light chart` })
+        : el("div", { class: "charts" }, barChart("speedup per task", e.per_task, (r) => r.speedup, speed),
+          barChart("speed of light per task", e.per_task, (r) => r.sol_fraction, sol), historyChart(e.history)),
       el("h3", { text: "results" }),
       el("div", { class: "wrap" }, el("table", { class: "results" }, el("thead", {}, el("tr", {}, ...["result", "task", "status", "speedup", "SOL", "run"].map((t) => el("th", { class: NUMERIC.has(t) ? "num" : null, text: t })))),
         el("tbody", {}, rows))),
@@ -270,14 +294,25 @@
     const res = d.result;
     const stages = res.stages.map((s) => el("tr", {}, el("td", { text: s.name }), el("td", { class: `status-${s.status}`, text: s.status }),
       el("td", { class: "num", text: s.seconds === null || s.seconds === undefined ? "–" : `${s.seconds.toFixed(2)} s` }), el("td", { class: "msg", text: s.message || "" })));
+    const kind = res.timing_kind;
+    // a speedup's band, as arena_tui/figures.py computes it: a prediction's own; for a measured
+    // one the two sides' half interquartile spreads compounded; a mean's is its widest workload's
+    const bandOf = (w) => (kind === "predicted" ? (typeof w.band === "number" ? w.band : null)
+      : w.candidate && w.baseline && typeof w.candidate.spread === "number" && typeof w.baseline.spread === "number"
+        ? (1 + w.candidate.spread / 2) * (1 + w.baseline.spread / 2) - 1 : null);
+    const bandText = (b) => (b === null ? "" : ` ±${(b * 100).toFixed(kind === "predicted" ? 0 : 1)}%`);
+    const speedBand = (w) => bandText(bandOf(w));
+    const bands = res.workloads.map(bandOf);
+    const meanBand = bands.length && bands.every((b) => b !== null) ? Math.max(...bands) : null;
     const work = res.workloads.map((w) => el("tr", {}, el("td", { text: w.label }), el("td", { text: w.mode || "" }),
-      el("td", { class: "num", text: us(w.candidate && w.candidate.median_us) }), el("td", { class: "num", text: us(w.baseline && w.baseline.median_us) }),
-      el("td", { class: "num", text: ratio(w.speedup) }), el("td", { class: "num", text: pct(w.sol_fraction, 1) })));
+      el("td", { class: "num", text: timeText(w.candidate, kind) }), el("td", { class: "num", text: timeText(w.baseline, kind) }),
+      el("td", { class: "num", text: kind === "cpu" ? INTERP : `${ratio(w.speedup)}${speedBand(w)}` }), el("td", { class: "num", text: solText(kind, w.sol_fraction) })));
     const flags = [...d.integrity_flags.map((t) => el("li", { class: "bad", text: `integrity: ${t}` })),
       ...d.review_notes.map((t) => el("li", { text: `review: ${t}` })), ...d.infrastructure_marks.map((t) => el("li", { class: "muted", text: `marked infrastructure: ${t}` }))];
     const table = (head, body) => el("div", { class: "wrap" }, el("table", {}, el("thead", {}, el("tr", {}, ...head.map((t) => el("th", { class: NUMERIC.has(t) ? "num" : null, text: t })))), el("tbody", {}, body)));
     put(target,
-      el("h3", { text: `job ${d.job_id}: ${d.task_id} — ${res.status}${res.failed_stage ? ` at ${res.failed_stage}` : ""}, speedup ${ratio(res.speedup)}, SOL ${pct(res.sol_fraction, 1)}` }),
+      el("h3", { text: `job ${d.job_id}: ${d.task_id} — ${res.status}${res.failed_stage ? ` at ${res.failed_stage}` : ""}`
+        + (kind === "cpu" ? `, ${INTERPRETED}` : res.status === "passed" ? `, speedup ${ratio(res.speedup)}${bandText(meanBand)} (${kind}), SOL ${pct(res.sol_fraction, 1)}` : ", speedup – (failed)") }),
       el("p", { class: "muted", text: `run ${d.run_id} · ${d.agent || "candidate"} · device ${(res.device && (res.device.model || res.device.id)) || "?"} · ${res.timing_kind} timing · ${d.created_at}` }),
       table(["stage", "verdict", "time", "message"], stages),
       work.length ? el("h3", { text: "workloads" }) : null, work.length ? table(["workload", "mode", "candidate", "baseline", "speedup", "SOL"], work) : null,
