@@ -75,8 +75,8 @@ def workload_band(w: WorkloadFigures, timing_kind: str) -> float | None:
 
 
 def result_band(result: Result) -> float | None:
-    """The relative ± band of a result's speedup: its widest workload's (core/evaluation/paired.py).
-    (Where the result carries an interval of its speedup, that one is the figure to show.)"""
+    """The relative ± band of a result's speedup: its interval's, else its widest workload's
+    (core/evaluation/paired.py)."""
     return paired.result_band(result)
 
 

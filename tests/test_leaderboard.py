@@ -158,6 +158,23 @@ def test_equal_speedups_are_ordered_by_correctness(store):
     ]  # no correct result: listed after, never ranked
 
 
+def test_speedups_whose_intervals_overlap_share_a_rank(store):
+    """A difference inside the timer's noise is a tie: entries whose speedups' intervals (the
+    geometric means of their results' `speedup_interval`) overlap share a rank; a clear gap
+    does not."""
+    run = store.create_run("noise")
+
+    def timed(task: str, speedup: float, low: float, high: float) -> Result:
+        return replace(result(task, speedup), speedup_interval=[low, high])
+
+    record(store, run, "a", timed("gemm/a", 1.52, 1.48, 1.56))
+    record(store, run, "b", timed("gemm/a", 1.50, 1.46, 1.54))  # inside a's noise
+    record(store, run, "c", timed("gemm/a", 1.20, 1.18, 1.22))  # clearly slower
+    b = board(store, timing_kind="measured")
+    assert [(e.rank, e.agent) for e in b.entries] == [(1, "a"), (1, "b"), (3, "c")]
+    assert b.entries[0].speedup_low == pytest.approx(1.48)
+
+
 def test_a_failed_result_never_ranks_above_a_correct_one_and_joins_the_group_it_failed_in(store):
     """The issue's run: a tuned kernel slower than the baseline, a wrong shape and a syntax
     error. The failures count 1.00× (the baseline stays) but rank below the correct kernel;

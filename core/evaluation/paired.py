@@ -24,11 +24,23 @@ from core.model.result import Result, WorkloadFigures
 FASTER_B, FASTER_A, SAME = "B is faster", "A is faster", "no difference beyond the noise"
 
 
+def interval_band(value: float, interval: list[float] | tuple[float, float] | None) -> float | None:
+    """An interval [low, high] around `value` as a relative ± band (its wider side)."""
+    if not interval or value <= 0:
+        return None
+    low, high = interval
+    return max(high / value - 1, 1 - low / value, 0.0)
+
+
 def speedup_band(w: WorkloadFigures, timing_kind: str) -> float | None:
     """The relative ± band of one workload's speedup: a prediction's own (`w.band`); for a
-    measured (or cpu) one, the two sides' half interquartile spreads compounded."""
+    measured one its interval (core/evaluation/scoring.py: the medians' intervals and the
+    alternations' paired ratios); else (results from before intervals were kept, cpu) the two
+    sides' half interquartile spreads compounded."""
     if timing_kind == "predicted":
         return w.band
+    if w.interval:
+        return interval_band(w.speedup, w.interval)
     sides = [w.candidate.get("spread"), w.baseline.get("spread")]
     if not all(isinstance(x, (int, float)) for x in sides):
         return None
@@ -36,8 +48,11 @@ def speedup_band(w: WorkloadFigures, timing_kind: str) -> float | None:
 
 
 def result_band(result: Result) -> float | None:
-    """The relative ± band of a result's speedup, a geometric mean over workloads: each lies
-    within its own band, so the mean lies within the widest. None where a workload has none."""
+    """The relative ± band of a result's speedup: its interval where it carries one (the
+    geometric means of its workloads' ends), else the widest workload's band (each lies within
+    its own band, so the geometric mean lies within the widest). None where a workload has none."""
+    if result.speedup_interval and result.timing_kind == "measured":
+        return interval_band(result.speedup, result.speedup_interval)
     bands = [speedup_band(w, result.timing_kind) for w in result.workloads]
     if not bands or any(b is None for b in bands):
         return None

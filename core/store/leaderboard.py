@@ -54,6 +54,7 @@ import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from core.devices.ids import timing_kind_of
 from core.evaluation import scoring
@@ -106,9 +107,21 @@ def scored(store: Store, run: str | None = None) -> list[Scored]:
                     integrity_flags=res.integrity_flags,
                     starter=job.id in attempts and attempts[job.id].outcome == "starter",
                     baseline_impl=res.result.get("baseline_impl"),
+                    speedup_interval=_interval(res.result.get("speedup_interval")),
                 )
             )
     return rows
+
+
+def _interval(value: Any) -> tuple[float, float] | None:
+    """A stored result's `speedup_interval`, where it is a pair of positive numbers."""
+    if (
+        isinstance(value, (list, tuple))
+        and len(value) == 2
+        and all(isinstance(x, (int, float)) and x > 0 for x in value)
+    ):
+        return float(value[0]), float(value[1])
+    return None
 
 
 def failures(store: Store, run: str | None = None) -> list[Failure]:
@@ -308,6 +321,7 @@ def _entry(
     at all the figures are what the failure rule gives: speedup 1.0, nothing correct."""
     sols = [r.sol_fraction for r in results if r.correct and r.sol_fraction is not None]
     vendors = sorted({x.device_vendor for x in (*results, *fails) if x.device_vendor})
+    ends = [r.effective_interval for r in results]
     return Entry(
         rank=None,
         agent=agent,
@@ -335,12 +349,23 @@ def _entry(
         agent_errors=sum(f.outcome == "agent_error" for f in fails),
         no_submissions=sum(f.outcome == "no_submission" for f in fails),
         starters=sum(r.starter for r in results),
+        speedup_low=scoring.geomean(e[0] for e in ends) if ends else None,
+        speedup_high=scoring.geomean(e[1] for e in ends) if ends else None,
     )
+
+
+def _tied(a: Entry, b: Entry) -> bool:
+    """Two ranked entries whose speedups' intervals overlap: their difference is inside the
+    timer's noise, so they share a rank (docs/leaderboard.md)."""
+    if None in (a.speedup_low, a.speedup_high, b.speedup_low, b.speedup_high):
+        return False
+    return a.speedup_low <= b.speedup_high and b.speedup_low <= a.speedup_high  # type: ignore[operator]
 
 
 def _rank(group: list[Entry]) -> list[Entry]:
     """Entries with a correct result are ranked: honest ones first, then by speedup, then by
-    correctness; equal numbers share a rank (1, 1, 3). Entries with no correct result (every
+    correctness; equal numbers share a rank (1, 1, 3), and so do neighbours whose speedups'
+    intervals overlap (a difference inside the timer's noise is a tie). Entries with no correct result (every
     result failed, or attempts with nothing to score only) are not ranked: a failed result never
     ranks above a correct one, even where the failure rule's 1.00× beats a slow correct kernel.
     They follow, those with results first."""
@@ -358,7 +383,16 @@ def _rank(group: list[Entry]) -> list[Entry]:
     )
     out: list[Entry] = []
     for i, e in enumerate(ordered):
-        rank = out[-1].rank if out and merit(ordered[i - 1]) == merit(e) else i + 1
+        prev = ordered[i - 1] if i else None
+        same = prev is not None and (
+            merit(prev) == merit(e)
+            or (
+                (prev.violations > 0) == (e.violations > 0)
+                and prev.correct == e.correct
+                and _tied(prev, e)
+            )
+        )
+        rank = out[-1].rank if same else i + 1
         out.append(Entry(**{**asdict(e), "rank": rank}))
     apart = sorted(
         (e for e in group if e.correct == 0),

@@ -49,6 +49,9 @@ class Scored:
     integrity_flags: tuple[str, ...] = ()
     starter: bool = False  # an agent submitted the unchanged starter on purpose
     baseline_impl: str | None = None  # which baseline implementation the speedup is against
+    # The speedup's interval [low, high] (core/evaluation/scoring.py); None for results from
+    # before intervals were kept, and for cpu times.
+    speedup_interval: tuple[float, float] | None = None
 
     @property
     def violation(self) -> bool:
@@ -57,6 +60,14 @@ class Scored:
     @property
     def correct(self) -> bool:
         return self.status == "passed" and not self.violation
+
+    @property
+    def effective_interval(self) -> tuple[float, float]:
+        """The interval of `effective_speedup`: a correct result's own (the speedup itself where
+        it has none); a failure's is exactly 1.0."""
+        if not self.correct:
+            return (scoring.FAILED_SPEEDUP, scoring.FAILED_SPEEDUP)
+        return self.speedup_interval or (self.speedup, self.speedup)
 
     @property
     def effective_speedup(self) -> float:
@@ -107,6 +118,10 @@ class Entry:
     agent_errors: int = 0
     no_submissions: int = 0
     starters: int = 0  # results that are the unchanged starter, submitted on purpose
+    # The interval of `speedup`: the geometric means of its results' interval ends. Entries whose
+    # intervals overlap share a rank: the difference is inside the timer's noise.
+    speedup_low: float | None = None
+    speedup_high: float | None = None
 
     @property
     def ranked(self) -> bool:
