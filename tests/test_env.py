@@ -27,7 +27,12 @@ SCRIPT = [COMPILE_ERROR, WRONG, SLOW, AXPY]
 @pytest.fixture(scope="module")
 def env():
     with KernelEnv(
-        "elementwise/axpy", device="cpu", max_turns=4, tasks_dir=FIXTURE_TASKS, timing=FAST
+        "elementwise/axpy",
+        device="cpu",
+        max_turns=4,
+        tasks_dir=FIXTURE_TASKS,
+        timing=FAST,
+        profile="full",  # every visible workload timed, so the feedback lists each
     ) as e:
         yield e
 

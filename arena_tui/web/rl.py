@@ -31,6 +31,7 @@ from arena_tui.web.inflight import InflightEvaluations
 from arena_tui.web.recorder import Recorder
 from arena_tui.web.schema import SCHEMA
 from core import __version__
+from core.rl.groups import MAX_GROUP, GroupGather
 
 
 @dataclass
@@ -53,6 +54,7 @@ class RLService(InflightEvaluations):
         reward: str = "default",
         recorder: Recorder | None = None,
         max_queue: int = 256,
+        group_wait_s: float = 60.0,
     ):
         if max_episodes < 1 or max_turns < 1 or max_queue < 1:
             raise ValueError("--max-episodes, --max-turns and --max-queue must be at least 1")
@@ -67,6 +69,11 @@ class RLService(InflightEvaluations):
         self.draining = False
         self.started = time.time()
         self._device_cycle = itertools.cycle(arena.devices)
+        # Single /evaluate calls that name a GRPO group wait for its other members (verl's
+        # reward workers send one sample each) and are evaluated as one batch.
+        self._gather = GroupGather(
+            lambda requests: arena.aevaluate_many(list(requests)), group_wait_s
+        )
         self._inflight: dict[asyncio.Task[Any], int] = {}  # evaluation task -> evaluations it holds
 
     def routes(self) -> list[Route]:
@@ -169,7 +176,9 @@ class RLService(InflightEvaluations):
         from core.tasks.fields import UnknownTaskError
 
         body = json_object(await request.body())
-        no_unknown(body, ("task_id", "seed", "max_turns", "device", "episode_id", "agent"))
+        no_unknown(
+            body, ("task_id", "seed", "max_turns", "device", "episode_id", "agent", "profile")
+        )
         task_id = take(body, "task_id", str, '"elementwise/axpy" (see GET /tasks)', required=True)
         seed = seed_field(body)
         max_turns = take(body, "max_turns", int, "a positive integer such as 4")
@@ -177,6 +186,7 @@ class RLService(InflightEvaluations):
         if max_turns < 1:
             raise HttpError(400, f"`max_turns` is {max_turns}: give 1 or more", "max_turns")
         device = self._device(body)
+        profile = _profile(body)
         agent = take(body, "agent", str, '"my-policy" (the name the leaderboard shows)')
         episode_id = take(body, "episode_id", str, "a new, unused id (or leave it out)")
         if episode_id is not None and (
@@ -200,6 +210,7 @@ class RLService(InflightEvaluations):
             max_turns=max_turns,
             reward=self.reward,
             arena=self.arena,
+            profile=profile or "full",
         )
         try:
             observation = await env.areset(seed=seed)
@@ -212,7 +223,7 @@ class RLService(InflightEvaluations):
             "observation": observation.to_json(),
             "reward": None,
             "done": False,
-            "info": {"task_id": task_id, "device": env.device},
+            "info": {"task_id": task_id, "device": env.device, "profile": env.profile},
         }
 
     async def step(self, request: Request) -> dict[str, Any]:
@@ -297,7 +308,8 @@ class RLService(InflightEvaluations):
         from core.tasks.fields import UnknownTaskError
 
         body = json_object(await request.body())
-        fields = ("task_id", "code", "seed", "visible_only", "device", "agent")
+        fields = ("task_id", "code", "seed", "visible_only", "device", "agent", "profile")
+        group, group_size = None, None
         if "candidates" in body:
             no_unknown(body, ("candidates", "agent"))
             items = take(
@@ -321,7 +333,12 @@ class RLService(InflightEvaluations):
                 )
             default_agent = take(body, "agent", str, '"my-policy"')
         else:
-            items, default_agent = [body], None
+            no_unknown(body, (*fields, "group", "group_size"))
+            group, group_size = _group(body)
+            items, default_agent = (
+                [{k: v for k, v in body.items() if k not in ("group", "group_size")}],
+                None,
+            )
         requests, agents = [], []
         for i, item in enumerate(items):
             where = f"candidates[{i}]." if "candidates" in body else ""
@@ -350,11 +367,14 @@ class RLService(InflightEvaluations):
             )
             visible_only = take(item, "visible_only", bool, "true or false", where=where) or False
             device = self._device(item, where)
+            profile = _profile(item, where) or "full"
             seed = seed_field(item, where)
             agents.append(take(item, "agent", str, '"my-policy"', where=where) or default_agent)
             try:
                 self.arena.task(task_id)
-                requests.append(EvalRequest(task_id, code, seed, device, visible_only))
+                requests.append(
+                    EvalRequest(task_id, code, seed, device, visible_only, profile=profile)
+                )
             except UnknownTaskError as exc:
                 raise HttpError(400, str(exc), f"{where}task_id") from None
             except (TypeError, ValueError) as exc:
@@ -362,7 +382,10 @@ class RLService(InflightEvaluations):
         if "candidates" not in body:
             rr = await self._tracked(
                 self._recorded(
-                    requests[0], lambda: self.arena.submit(requests[0]), agents[0], "evaluate"
+                    requests[0],
+                    lambda: self._gather.submit(group, group_size, requests[0]),
+                    agents[0],
+                    "evaluate",
                 )
             )
             return rr.to_json(public=True)
@@ -408,6 +431,35 @@ class RLService(InflightEvaluations):
         episode_id, _ = self._episode(body)
         del self.episodes[episode_id]
         return {"episode_id": episode_id, "closed": True}
+
+
+def _group(body: dict[str, Any]) -> tuple[str | None, int | None]:
+    """A single /evaluate's GRPO group: its name and size, both or neither (core/rl/groups.py)."""
+    group = take(body, "group", str, '"rope#17" (a task and a dataset row)')
+    size = take(body, "group_size", int, "the group's member count, e.g. 8")
+    if (group is None) != (size is None):
+        missing = "group_size" if size is None else "group"
+        raise HttpError(
+            400, f"`{missing}` is missing: a group needs both `group` and `group_size`", missing
+        )
+    if size is not None and not 1 <= size <= MAX_GROUP:
+        raise HttpError(400, f"`group_size` is {size}: give 1..{MAX_GROUP}", "group_size")
+    return group, size
+
+
+def _profile(body: dict[str, Any], where: str = "") -> str | None:
+    """The request's evaluation profile (`train`: the cheap one a trainer asks for; `full`, the
+    default, what the leaderboard ranks): docs/evaluation.md, "Profiles"."""
+    from core.evaluation.profiles import PROFILES
+
+    profile = take(body, "profile", str, '"train" or "full"', where=where)
+    if profile is not None and profile not in PROFILES:
+        raise HttpError(
+            400,
+            f"`{where}profile` is {profile[:40]}: use one of {', '.join(PROFILES)} (train: what a trainer asks for)",
+            f"{where}profile",
+        )
+    return profile
 
 
 __all__ = ["RLService", "endpoint"]

@@ -121,3 +121,18 @@ def fast_p(results: Iterable[tuple[bool, float]], p: float) -> float:
     if not pairs:
         return 0.0
     return sum(1 for correct, s in pairs if correct and s > p) / len(pairs)
+
+
+def gap_closed(speedup: float, sol_fraction: float | None) -> float | None:
+    """The share of the gap between the baseline's time and the speed of light that the
+    candidate closed, (T_baseline − T_candidate) / (T_baseline − T_sol), as SOL-ExecBench scores:
+    0 at the baseline's speed, 1 at the speed of light, negative when slower than the baseline.
+    Unlike the speedup it cannot grow past 1 against a weak baseline. From the figures a Result
+    has (speedup = T_b / T_c, sol_fraction = T_sol / T_c) it is (speedup − 1) / (speedup − fraction).
+    None where there is no speed of light, no time, or the baseline is already at or past it."""
+    if sol_fraction is None or speedup <= 0 or sol_fraction <= 0:
+        return None
+    gap = speedup - sol_fraction  # (T_b − T_sol) / T_c
+    if gap <= 1e-12 * speedup:
+        return None
+    return (speedup - 1.0) / gap

@@ -32,7 +32,7 @@ from core.orchestration.scheduler import (
     slots_for,
 )
 from core.rl.requests import EvalRequest, RewardedResult
-from core.rl.rewards import RewardFn, get_reward, reward_name
+from core.rl.rewards import NO_CODE_NOTE, RewardFn, get_reward, has_code, reward_name
 from core.tasks.discovery import find_task
 
 
@@ -63,6 +63,22 @@ def _synthetic(
 ) -> Result:
     """A Result for an evaluation that never reached the harness (core.model.result.unevaluated)."""
     return unevaluated(task_id, device, timing_kind, sha, message, status=status, profile=profile)
+
+
+def _no_code(task: Task, device: str, request: EvalRequest) -> Result:
+    """A source with no code at all (empty, only comments): the policy abstained. Scored as its
+    own outcome, below a compile failure (core/rl/rewards.py), without reaching a harness."""
+    result = _synthetic(
+        task.id,
+        _device_json(None, device),
+        timing_kind_of(device).value,
+        hashlib.sha256(request.source.encode(errors="replace")).hexdigest(),
+        "failed",
+        "no code: the candidate is empty (a reply needs its module in one ```python block)",
+        request.profile,
+    )
+    result.stages[0].note = NO_CODE_NOTE
+    return result
 
 
 # --- the arena ---------------------------------------------------------------------------------
@@ -263,8 +279,11 @@ class Arena:
             raise RuntimeError("this Arena is closed: make a new one")
         self._check_device(request.device)
         task = self.task(request.task_id)
-        folder, path = _write_candidate(request.source)
         fn, label = self._reward(reward)
+        if not has_code(request.source):
+            result = _no_code(task, request.device or self.devices[0], request)
+            return RewardedResult(result, fn(result), label, request.visible_only, task)
+        folder, path = _write_candidate(request.source)
         job = Job(
             f"rl-{next(self._ids)}",
             tuple([request.device] if request.device else self.devices),
@@ -315,8 +334,19 @@ class Arena:
             )
         self._check_device(first.device)
         task = self.task(first.task_id)
-        folders, paths = (list(x) for x in zip(*(_write_candidate(r.source) for r in requests)))
         fn, label = self._reward(reward)
+        coded = [r for r in requests if has_code(r.source)]
+        if len(coded) < len(requests):  # abstentions never reach the batch
+            done = iter(await self.submit_batch(coded, reward) if coded else [])
+            out = []
+            for r in requests:
+                if has_code(r.source):
+                    out.append(next(done))
+                    continue
+                result = _no_code(task, r.device or self.devices[0], r)
+                out.append(RewardedResult(result, fn(result), label, r.visible_only, task))
+            return out
+        folders, paths = (list(x) for x in zip(*(_write_candidate(r.source) for r in requests)))
         job = Job(
             f"rl-{next(self._ids)}",
             tuple([first.device] if first.device else self.devices),

@@ -33,7 +33,7 @@ def _libraries() -> tuple[Any, Any]:
         import verifiers
     except ImportError:
         raise ImportError(
-            "the verifiers adapter needs verifiers: pip install 'kernel-arena[verifiers]'"
+            "the verifiers adapter needs verifiers: pip install -e '.[verifiers]' in the kernel-arena checkout (README, Install)"
         ) from None
     try:
         import datasets
