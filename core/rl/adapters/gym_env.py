@@ -35,7 +35,9 @@ def in_charset(text: str) -> str:
     observation is always in the observation space."""
     if all(c in _CHARS for c in text):
         return text
-    return "".join(c if c in _CHARS else c.encode("ascii", "backslashreplace").decode() for c in text)
+    return "".join(
+        c if c in _CHARS else c.encode("ascii", "backslashreplace").decode() for c in text
+    )
 
 
 _CHARS = frozenset(CHARSET)
