@@ -149,6 +149,9 @@ def render(out: Console, b: Board) -> None:
         Col("speedup", number=True),
         Col(f"fast_{b.p:g}", number=True),
         Col("SOL", number=True),
+        Col(
+            "gap", number=True, drop=5
+        ),  # the first to go on a narrow terminal (docs/leaderboard.md)
         Col("correct", number=True),
         Col("results", number=True, drop=3),
         Col("violations", number=True),
@@ -169,6 +172,7 @@ def render(out: Console, b: Board) -> None:
                     "–" if none else speedup_cell(b.timing_kind, e.speedup),
                     "–" if e.fast_p is None or none else f"{e.fast_p * 100:.0f}%",
                     "–" if none else sol_cell(b.timing_kind, e.sol_fraction),
+                    "–" if none or e.gap_closed is None else f"{e.gap_closed * 100:.0f}%",
                     "–" if none else f"{e.correct * 100:.0f}%",
                     str(e.results),
                     f"[red]{e.violations}[/]" if e.violations else "0",

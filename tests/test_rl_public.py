@@ -6,9 +6,11 @@ DeprecationWarning that names the new home."""
 from __future__ import annotations
 
 import importlib
+import re
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -88,3 +90,22 @@ def test_moved_modules_still_import_with_a_deprecation_warning(
     assert getattr(module, name) is getattr(importlib.import_module(new), name)
     with pytest.raises(AttributeError, match=f"moved to {new}"):
         module.not_a_name  # noqa: B018
+
+
+def test_no_install_command_or_hint_names_the_package_index_s_kernel_arena() -> None:
+    """The package index's `kernel-arena` is another project: extras install from the checkout
+    (`pip install -e ".[trl]"`), and nothing in the repository says otherwise."""
+    root = Path(__file__).resolve().parents[1]
+    files = [root / "README.md", root / ".ci" / "run", root / "pyproject.toml"]
+    for folder in ("docs", "core", "arena_tui", "remotes", "bench"):
+        files += [p for p in (root / folder).rglob("*") if p.suffix in (".md", ".py", ".sh")]
+    # `kernel-arena[...]`, or kernel-arena as a package argument of a pip command
+    bad = re.compile(
+        r"kernel-arena\[|pip3? install [^`\n]*?(?<!the )(?<![\w/.-])kernel-arena(?![\w/.-])(?! checkout)"
+    )
+    offenders = [
+        f"{p.relative_to(root)}: {m.group(0)}"
+        for p in files
+        for m in bad.finditer(p.read_text(errors="replace"))
+    ]
+    assert not offenders, offenders

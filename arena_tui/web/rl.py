@@ -179,7 +179,7 @@ class RLService(InflightEvaluations):
         no_unknown(
             body, ("task_id", "seed", "max_turns", "device", "episode_id", "agent", "profile")
         )
-        task_id = take(body, "task_id", str, '"elementwise/axpy" (see GET /tasks)', required=True)
+        task_id = take(body, "task_id", str, '"elementwise/rope" (see GET /tasks)', required=True)
         seed = seed_field(body)
         max_turns = take(body, "max_turns", int, "a positive integer such as 4")
         max_turns = self.max_turns if max_turns is None else max_turns
@@ -316,7 +316,7 @@ class RLService(InflightEvaluations):
                 body,
                 "candidates",
                 list,
-                '[{"task_id": "elementwise/axpy", "code": "..."}, ...]',
+                '[{"task_id": "elementwise/rope", "code": "..."}, ...]',
                 required=True,
             )
             if not items:
@@ -353,7 +353,7 @@ class RLService(InflightEvaluations):
                 item,
                 "task_id",
                 str,
-                '"elementwise/axpy" (see GET /tasks)',
+                '"elementwise/rope" (see GET /tasks)',
                 required=True,
                 where=where,
             )

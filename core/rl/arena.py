@@ -1,7 +1,7 @@
 """The reward API for trainers: a candidate's source text in, a scored Result and a reward out.
 
     from core.rl.arena import evaluate, evaluate_many, EvalRequest
-    r = evaluate("elementwise/axpy", source, device="cpu")          # one, on a fresh harness
+    r = evaluate("elementwise/rope", source, device="cpu")          # one, on a fresh harness
     rs = evaluate_many([EvalRequest(t, s) for t, s in batch], devices=["cuda:0", "cuda:1"])
 
 For many calls keep an `Arena` open: one scheduler (core/orchestration/scheduler.py) over every device it is

@@ -1,7 +1,7 @@
 """A multi-turn kernel-optimization environment: reset to a task, step with a candidate's
 source, get feedback an agent can act on and a reward.
 
-    env = KernelEnv("elementwise/axpy", device="cpu", max_turns=4)
+    env = KernelEnv("elementwise/rope", device="cpu", max_turns=4)
     obs = env.reset(seed=0)
     obs, reward, done, info = env.step(source)            # a turn: visible workloads only
     obs, reward, done, info = env.step(None, final=True)  # end now: the best candidate, hidden workloads too
@@ -186,7 +186,7 @@ class KernelEnv:
         task_id = task_id or self.task_id
         if not task_id:
             raise EpisodeError(
-                "task_id: name a task at reset or in KernelEnv(task_id=...), e.g. elementwise/axpy"
+                "task_id: name a task at reset or in KernelEnv(task_id=...), e.g. elementwise/rope"
             )
         if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
             raise ValueError(f"seed: give a non-negative integer or None, got {seed!r}")

@@ -33,7 +33,7 @@ class EvalRequest:
     def __post_init__(self) -> None:
         if not isinstance(self.task_id, str) or not self.task_id:
             raise ValueError(
-                f"task_id: give a task id such as elementwise/axpy, got {self.task_id!r}"
+                f"task_id: give a task id such as elementwise/rope, got {self.task_id!r}"
             )
         check_source(self.source)
         if self.seed is not None and (

@@ -59,6 +59,14 @@ class Scored:
         return self.status == "passed" and not self.violation
 
     @property
+    def gap_closed(self) -> float | None:
+        """The share of the baseline-to-speed-of-light gap it closed where correct (a failure
+        closes none: 0.0); None without a speed of light (core/evaluation/scoring.py)."""
+        if not self.correct:
+            return 0.0
+        return scoring.gap_closed(self.speedup, self.sol_fraction)
+
+    @property
     def effective_speedup(self) -> float:
         """What the user gets: the candidate's speedup where it is correct, else 1.0 (the baseline stays)."""
         return scoring.effective_speedup(self.correct, self.speedup)
@@ -106,6 +114,10 @@ class Entry:
     agent_errors: int = 0
     no_submissions: int = 0
     starters: int = 0  # results that are the unchanged starter, submitted on purpose
+    # mean share of the baseline-to-speed-of-light gap closed, a failure counting 0 (the baseline
+    # stays); None where no correct result has a speed of light. Unlike the speedup it cannot
+    # pass 1 against a weak baseline (SOL-ExecBench's score)
+    gap_closed: float | None = None
 
 
 @dataclass(frozen=True)

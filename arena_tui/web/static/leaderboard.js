@@ -128,6 +128,7 @@
       el("th", { class: "num", text: "rank" }), el("th", { text: "agent" }), el("th", { class: "col-model", text: "model" }),
       el("th", { class: "col-family", text: "family" }), el("th", { class: "col-device", text: place }), el("th", { class: "num", text: "speedup" }),
       b.ranked ? el("th", { class: "num col-fast", text: `fast_${b.p}` }) : null, el("th", { class: "num", text: "SOL" }),
+      el("th", { class: "num col-gap", title: "mean share of the baseline-to-speed-of-light gap closed (a failure 0%)", text: "gap" }),
       el("th", { class: "num", text: "correct" }), el("th", { class: "num col-results", text: "results" }),
       el("th", { class: "num col-violations", text: "violations" }));
     const body = el("tbody");
@@ -136,7 +137,7 @@
       const g = `${e.family} · ${e.device}`;
       if (g !== group) {
         group = g;
-        body.append(el("tr", { class: "group" }, el("td", { colspan: b.ranked ? 11 : 10, text: g })));
+        body.append(el("tr", { class: "group" }, el("td", { colspan: b.ranked ? 12 : 11, text: g })));
       }
       const fresh = e.result_list.some((r) => state.fresh.has(r.job_id));
       const row = el("tr", {
@@ -149,7 +150,8 @@
         el("td", { class: "col-model", text: e.model || "–" }), el("td", { class: "col-family", text: e.family }), el("td", { class: "col-device", text: e.device }),
         el("td", { class: "num" }, ratio(e.speedup), speedBar(e.speedup)),
         b.ranked ? el("td", { class: "num col-fast", text: pct(e.fast_p) }) : null,
-        el("td", { class: "num", text: pct(e.sol_fraction, 1) }), el("td", { class: "num", text: pct(e.correct) }),
+        el("td", { class: "num", text: pct(e.sol_fraction, 1) }), el("td", { class: "num col-gap", text: pct(e.gap_closed) }),
+        el("td", { class: "num", text: pct(e.correct) }),
         el("td", { class: "num col-results", text: String(e.results) }),
         el("td", { class: `num col-violations${e.violations ? " bad" : ""}`, text: String(e.violations) }));
       body.append(row);

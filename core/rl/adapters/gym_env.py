@@ -1,7 +1,7 @@
 """Gymnasium adapter: KernelEnv as a `gymnasium.Env` with text observations and text actions.
 
     from core.rl.adapters.gym_env import make_env
-    env = make_env("elementwise/axpy", device="cpu", max_turns=4)
+    env = make_env("elementwise/rope", device="cpu", max_turns=4)
     obs, info = env.reset(seed=0)                 # obs: the prompt and the starter, as text
     obs, reward, terminated, truncated, info = env.step(source)
 

@@ -1,7 +1,7 @@
 """`verifiers` adapter: kernel tasks as a multi-turn verifiers environment.
 
     from core.rl.adapters.verifiers_env import load_environment
-    vf_env = load_environment(task_ids=["elementwise/axpy"], device="cuda:0", max_turns=4)
+    vf_env = load_environment(task_ids=["elementwise/rope"], device="cuda:0", max_turns=4)
 
 Each dataset row is one task (its prompt and starter). A rollout keeps a KernelEnv in its
 state; every assistant message is a turn: its last fenced ```python block is the candidate,
