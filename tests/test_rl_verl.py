@@ -212,3 +212,37 @@ def test_a_second_process_reaching_for_a_locked_gpu_is_told_to_share_one_server(
         assert "ARENA_SERVER" in second.stderr and "reward.num_workers=1" in second.stderr
     finally:
         holder.communicate("", timeout=30)
+
+
+def test_without_a_server_a_worker_s_own_arena_gathers_its_group(monkeypatch):
+    """No ARENA_SERVER: the worker process's arena (ARENA_DEVICES) scores the samples, a group's
+    members again evaluated together. verl's managers await the coroutine in their own loop,
+    while the arena lives in the scorer's: each call crosses over and back."""
+    monkeypatch.delenv("ARENA_SERVER", raising=False)
+    monkeypatch.setenv("ARENA_DEVICES", "cpu")
+    monkeypatch.setenv("ARENA_TASKS", str(FIXTURE_TASKS))
+    monkeypatch.setenv("ARENA_GROUP_SIZE", "2")
+    adapter.reset()
+    info = {"task_id": "elementwise/axpy", "index": 5}
+
+    async def score():
+        return await asyncio.gather(
+            *(
+                adapter.compute_score(
+                    data_source="kernel_arena",
+                    solution_str=reply,
+                    ground_truth="elementwise/axpy",
+                    extra_info=dict(info),
+                )
+                for reply in (RIGHT, WRONG)
+            )
+        )
+
+    try:
+        right, wrong = asyncio.run(score())
+        gather = adapter.local_arena().gather
+        assert gather is not None and gather.batches == [2]
+    finally:
+        adapter.reset()
+    assert (right["outcome"], wrong["outcome"]) == ("correct", "incorrect")
+    assert right["score"] > 0 > wrong["score"] == -0.25 and right["profile"] == "train"

@@ -119,8 +119,8 @@ class BatchScorer:
         batch: list[tuple[int, EvalRequest]] = []
         for i, item in enumerate(items):
             code = extract_candidate(item.completion)
-            if code is not None and item.episode_id is not None:
-                scores[i] = self._step(item.episode_id, code)
+            if item.episode_id is not None:  # a step of its episode; no code is a turn's no_code
+                scores[i] = self._step(item.episode_id, code or "")
                 continue
             try:
                 request = EvalRequest(
@@ -139,7 +139,7 @@ class BatchScorer:
             batch.append((i, request))
         if batch:
             for (i, _), rr in zip(batch, self._run(self._arena_call([r for _, r in batch]))):
-                score = scores[i] = _from_rewarded(rr)
+                score = scores[i] = score_of(rr)
                 if rr.outcome == NO_CODE and extract_candidate(items[i].completion) is None:
                     score.reason = NO_BLOCK
         return [s for s in scores if s is not None]
@@ -206,7 +206,8 @@ class BatchScorer:
         )
 
 
-def _from_rewarded(rr: Any) -> Score:
+def score_of(rr: Any) -> Score:
+    """A RewardedResult as a trainer logs it: reward, outcome, the failing stage's message."""
     result = rr.result
     failed = result.failed_stage
     reason = ""

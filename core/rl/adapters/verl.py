@@ -46,7 +46,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from core.rl.adapters.completions import NO_BLOCK, NO_CODE, BatchScorer, extract_candidate
+from core.rl.adapters.completions import (
+    NO_BLOCK,
+    NO_CODE,
+    BatchScorer,
+    extract_candidate,
+    score_of,
+)
 from core.rl.adapters.serve_client import ArenaClient, EvaluateResult
 from core.rl.groups import GroupGather
 from core.rl.requests import EvalRequest, RewardedResult
@@ -232,21 +238,9 @@ async def compute_score(
 
 
 def _from_rewarded(rr: RewardedResult, no_block: bool) -> dict[str, Any]:
-    result = rr.result
-    reason = ""
-    if rr.integrity_flags:
-        reason = "integrity: " + ", ".join(rr.integrity_flags)
-    elif result.failed_stage:
-        stage = result.stage(result.failed_stage)
-        reason = f"{result.failed_stage}: {stage.message or stage.status}"
-    return _score(
-        rr.reward,
-        rr.outcome,
-        NO_BLOCK if no_block and rr.outcome == NO_CODE else reason,
-        rr.speedup if rr.outcome == "correct" else None,
-        rr.gap_closed,
-        rr.profile,
-    )
+    score = score_of(rr)  # the same reason and speedup TRL logs
+    reason = NO_BLOCK if no_block and rr.outcome == NO_CODE else score.reason
+    return _score(rr.reward, rr.outcome, reason, score.speedup, rr.gap_closed, rr.profile)
 
 
 def _from_answer(answer: EvaluateResult, no_block: bool) -> dict[str, Any]:
