@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from arena_tui.web.errors import HttpError
-from arena_tui.web.rl import _group
+from arena_tui.web.rl_fields import group_fields, profile_field
 from core.rl.groups import GroupError, GroupGather
 from core.rl.requests import EvalRequest
 
@@ -73,9 +73,17 @@ def test_a_group_named_inconsistently_is_refused_with_the_fix():
 
 
 def test_the_server_takes_a_group_only_with_its_size():
-    assert _group({"group": "rope#1", "group_size": 8}) == ("rope#1", 8)
-    assert _group({}) == (None, None)
+    assert group_fields({"group": "rope#1", "group_size": 8}) == ("rope#1", 8)
+    assert group_fields({}) == (None, None)
     with pytest.raises(HttpError, match="`group_size` is missing"):
-        _group({"group": "rope#1"})
+        group_fields({"group": "rope#1"})
     with pytest.raises(HttpError, match="`group_size` is 0"):
-        _group({"group": "rope#1", "group_size": 0})
+        group_fields({"group": "rope#1", "group_size": 0})
+
+
+def test_the_server_takes_a_known_profile_and_names_the_field_otherwise():
+    assert profile_field({"profile": "train"}) == "train" and profile_field({}) is None
+    with pytest.raises(
+        HttpError, match=r"`candidates\[2\]\.profile` is fast: use one of full, train"
+    ):
+        profile_field({"profile": "fast"}, "candidates[2].")

@@ -29,9 +29,10 @@ from arena_tui.web.errors import (
 )
 from arena_tui.web.inflight import InflightEvaluations
 from arena_tui.web.recorder import Recorder
+from arena_tui.web.rl_fields import group_fields, profile_field
 from arena_tui.web.schema import SCHEMA
 from core import __version__
-from core.rl.groups import MAX_GROUP, GroupGather
+from core.rl.groups import GroupGather
 
 
 @dataclass
@@ -186,7 +187,7 @@ class RLService(InflightEvaluations):
         if max_turns < 1:
             raise HttpError(400, f"`max_turns` is {max_turns}: give 1 or more", "max_turns")
         device = self._device(body)
-        profile = _profile(body)
+        profile = profile_field(body)
         agent = take(body, "agent", str, '"my-policy" (the name the leaderboard shows)')
         episode_id = take(body, "episode_id", str, "a new, unused id (or leave it out)")
         if episode_id is not None and (
@@ -334,7 +335,7 @@ class RLService(InflightEvaluations):
             default_agent = take(body, "agent", str, '"my-policy"')
         else:
             no_unknown(body, (*fields, "group", "group_size"))
-            group, group_size = _group(body)
+            group, group_size = group_fields(body)
             items, default_agent = (
                 [{k: v for k, v in body.items() if k not in ("group", "group_size")}],
                 None,
@@ -367,7 +368,7 @@ class RLService(InflightEvaluations):
             )
             visible_only = take(item, "visible_only", bool, "true or false", where=where) or False
             device = self._device(item, where)
-            profile = _profile(item, where) or "full"
+            profile = profile_field(item, where) or "full"
             seed = seed_field(item, where)
             agents.append(take(item, "agent", str, '"my-policy"', where=where) or default_agent)
             try:
@@ -431,35 +432,6 @@ class RLService(InflightEvaluations):
         episode_id, _ = self._episode(body)
         del self.episodes[episode_id]
         return {"episode_id": episode_id, "closed": True}
-
-
-def _group(body: dict[str, Any]) -> tuple[str | None, int | None]:
-    """A single /evaluate's GRPO group: its name and size, both or neither (core/rl/groups.py)."""
-    group = take(body, "group", str, '"rope#17" (a task and a dataset row)')
-    size = take(body, "group_size", int, "the group's member count, e.g. 8")
-    if (group is None) != (size is None):
-        missing = "group_size" if size is None else "group"
-        raise HttpError(
-            400, f"`{missing}` is missing: a group needs both `group` and `group_size`", missing
-        )
-    if size is not None and not 1 <= size <= MAX_GROUP:
-        raise HttpError(400, f"`group_size` is {size}: give 1..{MAX_GROUP}", "group_size")
-    return group, size
-
-
-def _profile(body: dict[str, Any], where: str = "") -> str | None:
-    """The request's evaluation profile (`train`: the cheap one a trainer asks for; `full`, the
-    default, what the leaderboard ranks): docs/evaluation.md, "Profiles"."""
-    from core.evaluation.profiles import PROFILES
-
-    profile = take(body, "profile", str, '"train" or "full"', where=where)
-    if profile is not None and profile not in PROFILES:
-        raise HttpError(
-            400,
-            f"`{where}profile` is {profile[:40]}: use one of {', '.join(PROFILES)} (train: what a trainer asks for)",
-            f"{where}profile",
-        )
-    return profile
 
 
 __all__ = ["RLService", "endpoint"]

@@ -133,6 +133,3 @@ def policy_text(text: str) -> str:
         in_frame = False
         out.append(_scrub_paths(line))
     return "\n".join(out)
-
-
-# --- results the harness never produced ------------------------------------------------------

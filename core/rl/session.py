@@ -21,7 +21,7 @@ from core.devices.ids import timing_kind_of
 from core.evaluation.evaluator import BadCandidate, Evaluator, check_candidate
 from core.evaluation.executors import LocalExecutor
 from core.evaluation.job import Timing
-from core.model.result import Result, unevaluated
+from core.model.result import Result
 from core.model.task import Task
 from core.orchestration.pool import EvaluatorPool, ExecutorFactory
 from core.orchestration.scheduler import (
@@ -32,7 +32,8 @@ from core.orchestration.scheduler import (
     slots_for,
 )
 from core.rl.requests import EvalRequest, RewardedResult
-from core.rl.rewards import NO_CODE_NOTE, RewardFn, get_reward, has_code, reward_name
+from core.rl.rewards import RewardFn, get_reward, has_code, reward_name
+from core.rl.unevaluated import device_json, no_code, not_a_candidate, synthetic
 from core.tasks.discovery import find_task
 
 
@@ -45,64 +46,7 @@ def _write_candidate(source: str) -> tuple[Path, Path]:
     return folder, path
 
 
-def _device_json(evaluator: Evaluator | None, device: str) -> dict[str, Any]:
-    if evaluator is None:
-        return {"id": device, "model": None, "vendor": None, "arch": None}
-    info = evaluator.info
-    return {"id": info.id, "model": info.model, "vendor": info.vendor, "arch": info.arch}
-
-
-def _synthetic(
-    task_id: str,
-    device: dict[str, Any],
-    timing_kind: str,
-    sha: str,
-    status: str,
-    message: str,
-    profile: str | None = None,
-) -> Result:
-    """A Result for an evaluation that never reached the harness (core.model.result.unevaluated)."""
-    return unevaluated(task_id, device, timing_kind, sha, message, status=status, profile=profile)
-
-
-def _no_code(task: Task, device: str, request: EvalRequest) -> Result:
-    """A source with no code at all (empty, only comments): the policy abstained. Scored as its
-    own outcome, below a compile failure (core/rl/rewards.py), without reaching a harness."""
-    result = _synthetic(
-        task.id,
-        _device_json(None, device),
-        timing_kind_of(device).value,
-        hashlib.sha256(request.source.encode(errors="replace")).hexdigest(),
-        "failed",
-        "no code: the candidate is empty (a reply needs its module in one ```python block)",
-        request.profile,
-    )
-    result.stages[0].note = NO_CODE_NOTE
-    return result
-
-
 # --- the arena ---------------------------------------------------------------------------------
-
-
-def _not_a_candidate(
-    task: Task,
-    path: Path,
-    exc: Exception,
-    evaluator: Evaluator,
-    slot: Slot,
-    request: EvalRequest,
-) -> Result:
-    """A source that cannot be a candidate (no `run`, NUL bytes): the policy's mistake, scored
-    as a compile failure without reaching the harness; the message names no temporary path."""
-    return _synthetic(
-        task.id,
-        _device_json(evaluator, slot.device),
-        evaluator.info.timing_kind,
-        hashlib.sha256(path.read_bytes()).hexdigest(),
-        "failed",
-        str(exc).replace(str(path), "candidate.py"),
-        request.profile,
-    )
 
 
 @dataclass
@@ -281,7 +225,7 @@ class Arena:
         task = self.task(request.task_id)
         fn, label = self._reward(reward)
         if not has_code(request.source):
-            result = _no_code(task, request.device or self.devices[0], request)
+            result = no_code(task, request.device or self.devices[0], request)
             return RewardedResult(result, fn(result), label, request.visible_only, task)
         folder, path = _write_candidate(request.source)
         job = Job(
@@ -296,9 +240,9 @@ class Arena:
                 raise
             sha = hashlib.sha256(request.source.encode(errors="replace")).hexdigest()
             device = request.device or self.devices[0]
-            result = _synthetic(
+            result = synthetic(
                 task.id,
-                _device_json(None, device),
+                device_json(None, device),
                 timing_kind_of(device).value,
                 sha,
                 "infrastructure_error",
@@ -343,7 +287,7 @@ class Arena:
                 if has_code(r.source):
                     out.append(next(done))
                     continue
-                result = _no_code(task, r.device or self.devices[0], r)
+                result = no_code(task, r.device or self.devices[0], r)
                 out.append(RewardedResult(result, fn(result), label, r.visible_only, task))
             return out
         folders, paths = (list(x) for x in zip(*(_write_candidate(r.source) for r in requests)))
@@ -359,9 +303,9 @@ class Arena:
                 raise
             device = first.device or self.devices[0]
             results = [
-                _synthetic(
+                synthetic(
                     task.id,
-                    _device_json(None, device),
+                    device_json(None, device),
                     timing_kind_of(device).value,
                     hashlib.sha256(r.source.encode(errors="replace")).hexdigest(),
                     "infrastructure_error",
@@ -391,7 +335,7 @@ class Arena:
         try:
             check_candidate(work.path)
         except (BadCandidate, ValueError) as exc:  # ValueError: NUL bytes, which ast refuses
-            return _not_a_candidate(work.task, work.path, exc, evaluator, slot, work.request)
+            return not_a_candidate(work.task, work.path, exc, evaluator, slot, work.request)
         with self.pool.guarded(slot):
             return await evaluator.aevaluate(
                 work.task,
@@ -411,7 +355,7 @@ class Arena:
                 check_candidate(path)
                 good.append(i)
             except (BadCandidate, ValueError) as exc:  # a compile failure, outside the batch
-                results[i] = _not_a_candidate(work.task, path, exc, evaluator, slot, work.request)
+                results[i] = not_a_candidate(work.task, path, exc, evaluator, slot, work.request)
         r = work.request
         with self.pool.guarded(slot):
             if good:
