@@ -129,5 +129,13 @@ def entry_cells(timing_kind: str, e: Entry) -> tuple[str, str, str, str]:
     )
 
 
+def gap_cell(timing_kind: str, e: Entry) -> str:
+    """The share of the baseline-to-speed-of-light gap the entry closed (docs/leaderboard.md):
+    `–` where it has no correct result or its times are interpreted (cpu)."""
+    if e.correct == 0 or timing_kind == "cpu" or e.gap_closed is None:
+        return "–"
+    return f"{e.gap_closed * 100:.0f}%"
+
+
 def rank_cell(e: Entry) -> str:
     return "–" if e.rank is None else str(e.rank)

@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from arena_tui.figures import INTERPRETED_NOTE, entry_cells, rank_cell
+from arena_tui.figures import INTERPRETED_NOTE, entry_cells, gap_cell, rank_cell
 from arena_tui.runs_cmd import _guarded
 from arena_tui.tables import Col, fitted
 from core.model.result import EXIT_BAD_INPUT, EXIT_PASSED
@@ -149,6 +149,9 @@ def render(out: Console, b: Board) -> None:
         Col("speedup", number=True),
         Col(f"fast_{b.p:g}", number=True),
         Col("SOL", number=True),
+        Col(
+            "gap", number=True, drop=5
+        ),  # the first to go on a narrow terminal (docs/leaderboard.md)
         Col("correct", number=True),
         Col("results", number=True, drop=3),
         Col("violations", number=True, drop=0 if any(e.violations for e in b.entries) else 5),
@@ -165,7 +168,9 @@ def render(out: Console, b: Board) -> None:
                     escape(e.model or "–"),
                     e.family,
                     escape(e.device),
-                    *entry_cells(b.timing_kind, e),
+                    *entry_cells(b.timing_kind, e)[:3],
+                    gap_cell(b.timing_kind, e),
+                    entry_cells(b.timing_kind, e)[3],
                     str(e.results),
                     f"[red]{e.violations}[/]" if e.violations else "0",
                     f"[red]{e.unscored}[/]" if e.unscored else "0",

@@ -79,7 +79,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--reward",
         default="default",
-        help="the reward function's name (default, sol, fast_p, fast_<p>; docs/rl.md)",
+        help="the reward function's name (default, gap_closed, sol, fast_p, fast_<p>; docs/rl.md)",
     )
     p.add_argument(
         "--max-turns",

@@ -27,7 +27,12 @@ SCRIPT = [COMPILE_ERROR, WRONG, SLOW, AXPY]
 @pytest.fixture(scope="module")
 def env():
     with KernelEnv(
-        "elementwise/axpy", device="cpu", max_turns=4, tasks_dir=FIXTURE_TASKS, timing=FAST
+        "elementwise/axpy",
+        device="cpu",
+        max_turns=4,
+        tasks_dir=FIXTURE_TASKS,
+        timing=FAST,
+        profile="full",  # every visible workload timed, so the feedback lists each
     ) as e:
         yield e
 
@@ -67,6 +72,13 @@ def test_scripted_policy_reward_rises_and_hidden_stays_hidden(env: KernelEnv) ->
     first, second = infos[0][0], infos[1][0]
     assert rewards[0] == -0.5 and first.last["outcome"] == "compile_failed"
     assert "SyntaxError" in first.last["compile_error"] and "SyntaxError" in first.feedback
+    # The candidate's own error first, its traceback cut to its own frames: no harness frame,
+    # no path of the arena's (the trainer's full Result keeps the whole log).
+    assert first.last["compile_error"].startswith("SyntaxError")
+    assert 'File "candidate.py", line' in first.feedback
+    assert "core/harness" not in first.feedback and "/tmp/" not in first.feedback
+    whole = env.episode.turns[0].rewarded.result.stage("compile")
+    assert "core/harness" in f"{whole.message}\n{whole.log}"  # the trainer keeps it all
     assert rewards[1] == -0.25 and second.last["mismatch"]["workload"] in (
         "N=64,D=128",
         "N=16,D=256",

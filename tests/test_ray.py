@@ -31,7 +31,7 @@ try:
 except ImportError:
     if os.environ.get("CI") == "true":
         raise  # .ci/run installs ray: here it must run, not skip
-    pytest.skip("ray is not installed: pip install 'kernel-arena[ray]'", allow_module_level=True)
+    pytest.skip("ray is not installed: pip install -e '.[ray]'", allow_module_level=True)
 
 from core.orchestration.ray_executor import INSTALL_HINT, RayExecutor, capacities, job_files, offers
 from tests.candidates import AXPY, WRONG
@@ -302,9 +302,9 @@ def test_without_ray_the_arena_says_how_to_install_it(monkeypatch, capsys, tmp_p
     monkeypatch.setitem(sys.modules, "ray", None)  # as if it were not installed
     assert main(["devices", "--ray", "auto"]) == 2
     assert INSTALL_HINT in capsys.readouterr().err
-    with pytest.raises(ValueError, match=r"pip install 'kernel-arena\[ray\]'"):
+    with pytest.raises(ValueError, match=r"pip install -e '\.\[ray\]'"):
         rl.Arena(["ray:cuda"])
     run_file = tmp_path / "run.yaml"
     run_file.write_text("tasks: [activation/silu_mul]\ndevices: [ray:cuda]\n")
     assert main(["run", str(run_file), "--headless"]) == 2
-    assert "pip install 'kernel-arena[ray]'" in capsys.readouterr().err
+    assert "pip install -e '.[ray]'" in capsys.readouterr().err

@@ -53,11 +53,19 @@ def make(
     )
 
 
-BUILTINS = ["default", "log_speedup", "sol", "fast_p", "fast_1.5", "fast_0"]
+BUILTINS = ["default", "log_speedup", "sol", "gap_closed", "fast_p", "fast_1.5", "fast_0"]
+
+
+def no_code() -> Result:
+    """A reply that held no candidate, as the arena records it (core/rl/session.py)."""
+    r = make("failed", "compile")
+    r.stages[0].note = rewards.NO_CODE_NOTE
+    return r
 
 
 def test_default_values_by_outcome() -> None:
     r = rewards.get_reward("default")
+    assert r(no_code()) == -0.75  # abstaining is the lowest honest outcome
     assert r(make("failed", "compile")) == -0.5
     assert r(make("failed", "correctness")) == -0.25
     assert r(make("failed", "generalization")) == -0.25  # hidden-shape failures are incorrect too
@@ -77,6 +85,65 @@ def test_default_rises_with_speedup_inside_the_cap() -> None:
     values = [r(make(speedup=s)) for s in (0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)]
     assert values == sorted(values) and len(set(values)) == len(values)
     assert all(0 < v <= 1 for v in values)
+
+
+@pytest.mark.parametrize("name", BUILTINS)
+def test_the_ladder_no_code_compile_wrong_slow_fast_never_descends(name: str) -> None:
+    """So that abstaining never pays: each rung a policy climbs (write code, make it compile,
+    make it right, make it fast) never lowers its reward, for every built-in."""
+    fn = rewards.get_reward(name)
+    ladder = [
+        no_code(),
+        make("failed", "compile"),
+        make("failed", "correctness"),
+        make(speedup=0.5, sol=0.05),
+        make(speedup=2.0, sol=0.2),
+    ]
+    values = [fn(r) for r in ladder]
+    assert all(v is not None for v in values)
+    assert values == sorted(values), f"{name}: {values}"  # type: ignore[type-var]
+    if not name.startswith("fast_"):  # fast_p is 0/1 by definition: flat below its threshold
+        assert len(set(values)) == len(values), f"{name}: every rung is strictly above the last"
+
+
+def test_every_builtin_reads_the_speedup_through_one_function(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The one place where a speedup adjusted for measurement noise replaces the raw one."""
+    fast, tied = make(speedup=3.0, sol=0.3), make(speedup=1.0, sol=0.1)
+    speed_rewards = [n for n in BUILTINS if n != "sol"]  # sol reads the fraction, not the speedup
+    before = {n: rewards.get_reward(n)(fast) for n in speed_rewards}
+    monkeypatch.setattr(rewards, "reward_speedup", lambda result: 1.0)  # 3x counted as a tie
+    after = {n: rewards.get_reward(n)(fast) for n in speed_rewards}
+    assert after == {n: rewards.get_reward(n)(tied) for n in speed_rewards}
+    assert all(after[n] < before[n] for n in ("default", "gap_closed", "fast_p", "fast_1.5"))
+
+
+def test_gap_closed_survives_a_weak_baseline() -> None:
+    """The share of the baseline-to-speed-of-light gap closed: 0 at the baseline, 1 at the
+    limit, whatever the speedup; against a weak baseline a huge speedup is still at most 1."""
+    from core.evaluation.scoring import gap_closed
+
+    assert gap_closed(1.0, 0.1) == pytest.approx(0.0)
+    assert gap_closed(10.0, 1.0) == pytest.approx(1.0)  # at the speed of light
+    # baseline 100 us, limit 10 us, candidate 55 us: half the gap closed
+    assert gap_closed(100 / 55, 10 / 55) == pytest.approx(0.5)
+    # a weak baseline (1000 us) and a candidate at 20 us: 50x, but 98% of the gap, not more
+    assert gap_closed(1000 / 20, 10 / 20) == pytest.approx(980 / 990)
+    assert gap_closed(0.5, 0.05) < 0  # slower than the baseline
+    assert gap_closed(2.0, None) is None and gap_closed(0.0, 0.1) is None
+    assert gap_closed(0.5, 0.5) is None  # a baseline already at the limit: no gap to close
+    r = rewards.get_reward("gap_closed")
+    assert r(make(speedup=1.0, sol=0.1)) == pytest.approx(
+        0.525
+    )  # the baseline's speed, as the default
+    assert r(make(speedup=10.0, sol=1.0)) == pytest.approx(1.0)
+    assert r(make(speedup=2.0, sol=None)) == rewards.get_reward("default")(make(speedup=2.0))
+    assert (
+        r(make(speedup=1000 / 20, sol=10 / 20))
+        < 1.0
+        == rewards.get_reward("default")(make(speedup=1000 / 20))
+    )
 
 
 def test_fast_p_and_sol() -> None:
@@ -159,6 +226,11 @@ def test_review_notes_change_nothing(name: str) -> None:
 
 
 def test_outcome_order() -> None:
+    assert rewards.outcome(no_code()) == "no_code"
+    assert rewards.has_code("def run(x):\n    return x\n") and rewards.has_code("this is prose")
+    assert not any(
+        rewards.has_code(s) for s in ("", "  \n", "# only a comment\n", '"""a docstring"""\n')
+    )
     assert (
         rewards.outcome(make("infrastructure_error", "performance", flags=("x",)))
         == "integrity_violation"
@@ -167,3 +239,31 @@ def test_outcome_order() -> None:
     assert rewards.outcome(make("failed", "compile")) == "compile_failed"
     assert rewards.outcome(make("failed", "generalization")) == "incorrect"
     assert rewards.outcome(make()) == "correct"
+
+
+def test_a_difference_from_the_baseline_inside_the_results_noise_is_a_tie() -> None:
+    """The baseline submitted as the candidate reads 0.99 or 1.01 as the timer's noise falls:
+    both earn the reward of exactly 1.0 while their intervals hold 1.0; a clear gain does not."""
+    default = rewards.get_reward("default")
+    at_baseline = default(make(speedup=1.0))
+    for speed, interval in ((0.99, [0.97, 1.01]), (1.01, [0.99, 1.03])):
+        r = dataclasses.replace(make(speedup=speed), speedup_interval=interval)
+        assert default(r) == at_baseline
+    gain = dataclasses.replace(make(speedup=1.2), speedup_interval=[1.15, 1.25])
+    assert default(gain) > at_baseline
+
+
+def test_a_groups_members_inside_each_others_noise_earn_one_reward() -> None:
+    """One source submitted twice in a GRPO group, timed at 1.50 and 1.53 with overlapping
+    intervals, earns one reward (their cluster's geometric mean); a member clearly faster, and
+    a failed one, keep their own."""
+    twice = [
+        dataclasses.replace(make(speedup=1.50), speedup_interval=[1.46, 1.54]),
+        dataclasses.replace(make(speedup=1.53), speedup_interval=[1.49, 1.57]),
+        dataclasses.replace(make(speedup=2.40), speedup_interval=[2.35, 2.45]),
+        make("failed", "correctness"),
+    ]
+    got = rewards.group_rewards(rewards.get_reward("default"), twice)
+    assert got[0] == got[1]
+    assert got[2] > got[0] > got[3]
+    assert twice[0].speedup == 1.50  # the results keep what was measured

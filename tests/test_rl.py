@@ -66,8 +66,10 @@ def test_policy_mistakes_are_compile_failures(loop, arena: Arena) -> None:
     )
     nul = loop.run(arena.aevaluate("elementwise/axpy", "def run(x, b):\n    return x\x00\n"))
     assert nul.outcome == "compile_failed" and nul.reward == -0.5
-    empty = loop.run(arena.aevaluate("elementwise/axpy", ""))
-    assert empty.reward == -0.5
+    for nothing in ("", "# I would fuse the loads\n"):  # no code at all: the lowest honest rung
+        empty = loop.run(arena.aevaluate("elementwise/axpy", nothing))
+        assert empty.outcome == "no_code" and empty.reward == -0.75 < no_run.reward
+        assert empty.result.status == "failed" and empty.result.profile == "full"
 
 
 def test_visible_only_leaves_hidden_workloads_out_of_the_job(loop, arena: Arena) -> None:

@@ -73,13 +73,39 @@ def test_missing_libraries_give_a_clear_error(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setitem(sys.modules, "gymnasium", None)  # None: import raises ImportError
     monkeypatch.setitem(sys.modules, "verifiers", None)
     gym_env = _fresh("core.rl.adapters.gym_env")  # importing the adapter never imports the library
-    with pytest.raises(ImportError, match=r"pip install 'kernel-arena\[gym\]'"):
+    with pytest.raises(
+        ImportError, match=r"pip install -e '\.\[gym\]' in the kernel-arena checkout"
+    ):
         gym_env.make_env("elementwise/axpy")
     verifiers_env = _fresh("core.rl.adapters.verifiers_env")
-    with pytest.raises(ImportError, match=r"pip install 'kernel-arena\[verifiers\]'"):
+    with pytest.raises(
+        ImportError, match=r"pip install -e '\.\[verifiers\]' in the kernel-arena checkout"
+    ):
         verifiers_env.load_environment()
     import core.rl.arena
     import core.rl.env  # noqa: F401 - the core stands without them
+
+
+def test_a_verifiers_release_with_another_api_is_refused_with_the_reason(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    v04 = types.ModuleType("verifiers")
+    v04.__version__ = "0.4.0"  # type: ignore[attr-defined]  # its API lives in verifiers.v1
+    _, ds = _fake_verifiers()
+    monkeypatch.setitem(sys.modules, "verifiers", v04)
+    monkeypatch.setitem(sys.modules, "datasets", ds)
+    verifiers_env = _fresh("core.rl.adapters.verifiers_env")
+    with pytest.raises(ImportError, match=r"0\.4 replaced the API with verifiers\.v1"):
+        verifiers_env.load_environment(task_ids=["elementwise/axpy"], tasks_dir=FIXTURE_TASKS)
+
+
+def test_gym_observations_always_lie_in_the_observation_space() -> None:
+    from core.rl.adapters.gym_env import CHARSET, in_charset
+
+    text = "2·N·D bytes, 1.3× faster — within ≤ 1 µs; ok"
+    assert in_charset(text) == text  # the arena's own symbols stay as they are
+    odd = in_charset("RuntimeError: 形状 mismatch")  # a candidate's own message
+    assert set(odd) <= set(CHARSET) and "\\u5f62" in odd
 
 
 def test_gym_adapter_against_a_stand_in(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -160,8 +186,8 @@ def test_gym_adapter_with_the_real_library() -> None:
     try:
         assert isinstance(env, gymnasium.Env)
         obs, _ = env.reset(seed=1)
-        assert env.observation_space.contains(obs[:100])
-        _, reward, terminated, _, _ = env.step(AXPY)
-        assert terminated and reward > 0
+        assert env.observation_space.contains(obs)  # the whole prompt, its · and × included
+        obs, reward, terminated, _, _ = env.step(AXPY)
+        assert terminated and reward > 0 and env.observation_space.contains(obs)
     finally:
         env.close()

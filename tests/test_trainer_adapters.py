@@ -4,6 +4,7 @@ rewards come back in the trainer's order; failures are rewards, never exceptions
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import types
@@ -67,11 +68,13 @@ def test_a_batch_gets_its_rewards_in_order_one_correct_one_broken_one_cheating(s
         )
     finally:
         scorer._arena_call = original
-    assert calls == [3], "one arena call for the batch; the reply without code never reaches it"
+    assert calls == [4], "one arena call for the batch"
     assert [s.outcome for s in scores] == ["correct", "incorrect", "integrity_violation", NO_CODE]
     correct, broken, cheat, prose = (s.reward for s in scores)
-    assert correct > 0 > broken > cheat == -1.0 and prose == 0.0
+    # the ladder: writing no code is below writing wrong code, a cheat below everything
+    assert correct > 0 > broken > prose > cheat == -1.0 and prose == -0.75
     assert "no ```python block" in scores[3].reason and scores[2].reason.startswith("integrity: ")
+    assert {s.info["profile"] for s in scores} == {"train"}  # a trainer's default profile
 
 
 def _grpo_calculate_rewards():
@@ -90,7 +93,7 @@ def test_trl_calls_the_reward_function_and_gets_one_reward_per_completion(scorer
             pytest.fail(
                 "CI installs TRL (.ci/run): the reward function must be tested against TRL's own call"
             )
-        pytest.skip("TRL is not installed: pip install 'kernel-arena[trl]'")
+        pytest.skip("TRL is not installed: pip install -e '.[trl]'")
     import torch
 
     reward = kernel_reward()
@@ -114,7 +117,7 @@ def test_trl_calls_the_reward_function_and_gets_one_reward_per_completion(scorer
     inputs = [{"prompt": "p", "task_id": "elementwise/axpy"} for _ in range(3)]
     rewards = calculate(trainer, inputs, ["p"] * 3, [CORRECT, PROSE, BROKEN], [[1]] * 3)
     values = rewards[:, 0].tolist()
-    assert values[0] > 0 and values[1] == 0.0 and values[2] < 0
+    assert values[0] > 0 > values[2] > values[1] == -0.75  # no code scores below wrong code
     assert extra["arena_outcome"] == ["correct", NO_CODE, "incorrect"] and extra[
         "arena/correct"
     ] == pytest.approx(1 / 3)
@@ -151,45 +154,13 @@ def test_an_infrastructure_fault_that_persists_is_no_reward():
     with Down() as s:
         score = s.score([Item("elementwise/axpy", CORRECT)])[0]
     assert score.reward is None and score.outcome == "infrastructure_error"
-    verl.use_scorer(Down())
-    try:
-        # verl has no "no reward": 0.0, with retry set for the recipe to filter on
-        assert verl.compute_score("kernel_arena", CORRECT, "elementwise/axpy", {}) == {
-            "score": 0.0,
-            "outcome": "infrastructure_error",
-            "reason": "compile: harness died",
-            "speedup": 0.0,
-            "retry": True,
-        }
-    finally:
-        verl.use_scorer(None)
 
 
-def test_verl_calls_it_per_sample_and_per_batch(scorer):
-    """As verl 0.9's reward managers call a custom reward function: NaiveRewardManager with
-    data_source/solution_str/ground_truth/extra_info keywords, BatchRewardManager with their
-    plurals. verl itself is not installed in CI (it pulls Ray, transformers and wandb): these
-    are its call shapes, pinned from verl/workers/reward_manager/{naive,batch}.py."""
-    verl.use_scorer(scorer)
-    try:
-        one = verl.compute_score(
-            data_source="kernel_arena",
-            solution_str=CORRECT,
-            ground_truth="elementwise/axpy",
-            extra_info={"num_turns": None},
-        )
-        assert one["outcome"] == "correct" and one["score"] > 0 and one["retry"] is False
-        many = verl.compute_score(
-            data_sources=["kernel_arena"] * 2,
-            solution_strs=[PROSE, BROKEN],
-            ground_truths=["elementwise/axpy"] * 2,
-            extra_infos=[{"task_id": "elementwise/axpy", "rollout_reward_scores": {}}, {}],
-        )
-        assert [m["outcome"] for m in many] == [NO_CODE, "incorrect"] and [
-            m["score"] for m in many
-        ] == [0.0, -0.25]
-    finally:
-        verl.use_scorer(None)
+def test_verl_compute_score_refuses_prime_reward_manager_s_process_pool():
+    """PrimeRewardManager calls the function positionally in a pool of 64 processes, each of
+    which would start its own arena on the same GPUs: refused, with the reason."""
+    with pytest.raises(TypeError, match=r"PrimeRewardManager.*pool of 64 processes"):
+        asyncio.run(verl.compute_score("kernel_arena", CORRECT, "elementwise/axpy", {}))
 
 
 def test_dataset_export_writes_a_prompt_row_per_task(tmp_path, capsys):

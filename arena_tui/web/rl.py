@@ -29,8 +29,10 @@ from arena_tui.web.errors import (
 )
 from arena_tui.web.inflight import InflightEvaluations
 from arena_tui.web.recorder import Recorder
+from arena_tui.web.rl_fields import group_fields, profile_field
 from arena_tui.web.schema import SCHEMA
 from core import __version__
+from core.rl.groups import GroupGather
 
 
 @dataclass
@@ -53,6 +55,7 @@ class RLService(InflightEvaluations):
         reward: str = "default",
         recorder: Recorder | None = None,
         max_queue: int = 256,
+        group_wait_s: float = 60.0,
     ):
         if max_episodes < 1 or max_turns < 1 or max_queue < 1:
             raise ValueError("--max-episodes, --max-turns and --max-queue must be at least 1")
@@ -67,6 +70,11 @@ class RLService(InflightEvaluations):
         self.draining = False
         self.started = time.time()
         self._device_cycle = itertools.cycle(arena.devices)
+        # Single /evaluate calls that name a GRPO group wait for its other members (verl's
+        # reward workers send one sample each) and are evaluated as one batch.
+        self._gather = GroupGather(
+            lambda requests: arena.aevaluate_many(list(requests)), group_wait_s
+        )
         self._inflight: dict[asyncio.Task[Any], int] = {}  # evaluation task -> evaluations it holds
 
     def routes(self) -> list[Route]:
@@ -169,14 +177,17 @@ class RLService(InflightEvaluations):
         from core.tasks.fields import UnknownTaskError
 
         body = json_object(await request.body())
-        no_unknown(body, ("task_id", "seed", "max_turns", "device", "episode_id", "agent"))
-        task_id = take(body, "task_id", str, '"elementwise/axpy" (see GET /tasks)', required=True)
+        no_unknown(
+            body, ("task_id", "seed", "max_turns", "device", "episode_id", "agent", "profile")
+        )
+        task_id = take(body, "task_id", str, '"elementwise/rope" (see GET /tasks)', required=True)
         seed = seed_field(body)
         max_turns = take(body, "max_turns", int, "a positive integer such as 4")
         max_turns = self.max_turns if max_turns is None else max_turns
         if max_turns < 1:
             raise HttpError(400, f"`max_turns` is {max_turns}: give 1 or more", "max_turns")
         device = self._device(body)
+        profile = profile_field(body)
         agent = take(body, "agent", str, '"my-policy" (the name the leaderboard shows)')
         episode_id = take(body, "episode_id", str, "a new, unused id (or leave it out)")
         if episode_id is not None and (
@@ -200,6 +211,7 @@ class RLService(InflightEvaluations):
             max_turns=max_turns,
             reward=self.reward,
             arena=self.arena,
+            profile=profile or "full",
         )
         try:
             observation = await env.areset(seed=seed)
@@ -212,7 +224,7 @@ class RLService(InflightEvaluations):
             "observation": observation.to_json(),
             "reward": None,
             "done": False,
-            "info": {"task_id": task_id, "device": env.device},
+            "info": {"task_id": task_id, "device": env.device, "profile": env.profile},
         }
 
     async def step(self, request: Request) -> dict[str, Any]:
@@ -297,14 +309,15 @@ class RLService(InflightEvaluations):
         from core.tasks.fields import UnknownTaskError
 
         body = json_object(await request.body())
-        fields = ("task_id", "code", "seed", "visible_only", "device", "agent")
+        fields = ("task_id", "code", "seed", "visible_only", "device", "agent", "profile")
+        group, group_size = None, None
         if "candidates" in body:
             no_unknown(body, ("candidates", "agent"))
             items = take(
                 body,
                 "candidates",
                 list,
-                '[{"task_id": "elementwise/axpy", "code": "..."}, ...]',
+                '[{"task_id": "elementwise/rope", "code": "..."}, ...]',
                 required=True,
             )
             if not items:
@@ -321,7 +334,12 @@ class RLService(InflightEvaluations):
                 )
             default_agent = take(body, "agent", str, '"my-policy"')
         else:
-            items, default_agent = [body], None
+            no_unknown(body, (*fields, "group", "group_size"))
+            group, group_size = group_fields(body)
+            items, default_agent = (
+                [{k: v for k, v in body.items() if k not in ("group", "group_size")}],
+                None,
+            )
         requests, agents = [], []
         for i, item in enumerate(items):
             where = f"candidates[{i}]." if "candidates" in body else ""
@@ -336,7 +354,7 @@ class RLService(InflightEvaluations):
                 item,
                 "task_id",
                 str,
-                '"elementwise/axpy" (see GET /tasks)',
+                '"elementwise/rope" (see GET /tasks)',
                 required=True,
                 where=where,
             )
@@ -350,11 +368,14 @@ class RLService(InflightEvaluations):
             )
             visible_only = take(item, "visible_only", bool, "true or false", where=where) or False
             device = self._device(item, where)
+            profile = profile_field(item, where) or "full"
             seed = seed_field(item, where)
             agents.append(take(item, "agent", str, '"my-policy"', where=where) or default_agent)
             try:
                 self.arena.task(task_id)
-                requests.append(EvalRequest(task_id, code, seed, device, visible_only))
+                requests.append(
+                    EvalRequest(task_id, code, seed, device, visible_only, profile=profile)
+                )
             except UnknownTaskError as exc:
                 raise HttpError(400, str(exc), f"{where}task_id") from None
             except (TypeError, ValueError) as exc:
@@ -362,7 +383,10 @@ class RLService(InflightEvaluations):
         if "candidates" not in body:
             rr = await self._tracked(
                 self._recorded(
-                    requests[0], lambda: self.arena.submit(requests[0]), agents[0], "evaluate"
+                    requests[0],
+                    lambda: self._gather.submit(group, group_size, requests[0]),
+                    agents[0],
+                    "evaluate",
                 )
             )
             return rr.to_json(public=True)

@@ -72,6 +72,10 @@ SCHEMA: dict[str, Any] = {
             "max_turns": {"type": "integer", "minimum": 1},
             "device": {"type": "string"},
             "episode_id": {"type": "string"},
+            "profile": {
+                "enum": ["train", "full"],
+                "description": "train: the cheap profile a trainer asks for; full (default): what the leaderboard ranks",
+            },
         },
     },
     "evaluate": {
@@ -84,6 +88,10 @@ SCHEMA: dict[str, Any] = {
             "seed": {"type": "integer", "minimum": 0},
             "visible_only": {"type": "boolean"},
             "device": {"type": "string"},
+            "profile": {
+                "enum": ["train", "full"],
+                "description": "train: the cheap profile a trainer asks for; full (default): what the leaderboard ranks",
+            },
         },
     },
     "reward": "null means an infrastructure fault: not the candidate's fault; retry the request",
@@ -93,6 +101,11 @@ _CANDIDATE = SCHEMA["evaluate"]["properties"]
 SCHEMA["evaluate"]["properties"] = {
     **_CANDIDATE,
     "agent": {"type": "string", "description": "the name the leaderboard shows (default: serve)"},
+    "group": {
+        "type": "string",
+        "description": "a GRPO group's name: its members are held until group_size arrived, then evaluated as one batch",
+    },
+    "group_size": {"type": "integer", "minimum": 1},
 }
 SCHEMA["evaluate_batch"] = {
     "type": "object",

@@ -163,6 +163,31 @@ def tied_speedup(speedup_: float, interval: Interval | list[float] | None) -> fl
     return speedup_
 
 
+def group_ties(members: list[tuple[float, Interval | list[float] | None]]) -> list[float]:
+    """The speedups of a group of results (a GRPO group: one task, one batch) with the
+    differences inside their noise removed: sorted by speedup, each joins the cluster of the
+    fastest member whose interval overlaps its own, and every member of a cluster gets the
+    cluster's geometric mean. The same source submitted twice then earns the same figure."""
+    order = sorted(range(len(members)), key=lambda i: -members[i][0])
+    out = [m[0] for m in members]
+    clusters: list[list[int]] = []
+    for i in order:
+        speed, interval = members[i]
+        head = clusters[-1][0] if clusters else None
+        if head is not None and interval and members[head][1]:
+            h_low, h_high = members[head][1]  # type: ignore[misc]
+            if speed > 0 and interval[0] <= h_high and h_low <= interval[1]:
+                clusters[-1].append(i)
+                continue
+        clusters.append([i])
+    for cluster in clusters:
+        if len(cluster) > 1:
+            mean = geomean(members[i][0] for i in cluster)
+            for i in cluster:
+                out[i] = mean
+    return out
+
+
 def effective_speedup(correct: bool, speedup: float) -> float:
     """The failure rule (docs/leaderboard.md), written once: in every aggregate a result counts
     its speedup where it is correct, else 1.0 — the user keeps the baseline. A failure is not
@@ -180,3 +205,18 @@ def fast_p(results: Iterable[tuple[bool, float]], p: float) -> float:
     if not pairs:
         return 0.0
     return sum(1 for correct, s in pairs if correct and s > p) / len(pairs)
+
+
+def gap_closed(speedup: float, sol_fraction: float | None) -> float | None:
+    """The share of the gap between the baseline's time and the speed of light that the
+    candidate closed, (T_baseline − T_candidate) / (T_baseline − T_sol), as SOL-ExecBench scores:
+    0 at the baseline's speed, 1 at the speed of light, negative when slower than the baseline.
+    Unlike the speedup it cannot grow past 1 against a weak baseline. From the figures a Result
+    has (speedup = T_b / T_c, sol_fraction = T_sol / T_c) it is (speedup − 1) / (speedup − fraction).
+    None where there is no speed of light, no time, or the baseline is already at or past it."""
+    if sol_fraction is None or speedup <= 0 or sol_fraction <= 0:
+        return None
+    gap = speedup - sol_fraction  # (T_b − T_sol) / T_c
+    if gap <= 1e-12 * speedup:
+        return None
+    return (speedup - 1.0) / gap

@@ -15,7 +15,7 @@ from typing import Any
 from core.devices.device import PACKAGE_ROOT, DeviceError, LocalDevice
 
 PREFIX = "ray:"
-INSTALL_HINT = "Ray devices need the `ray` package: pip install 'kernel-arena[ray]'"
+INSTALL_HINT = "Ray devices need the `ray` package: pip install -e '.[ray]' in the kernel-arena checkout (README, Install)"
 LOCAL = "local"  # the address that starts a Ray instance on this machine
 
 

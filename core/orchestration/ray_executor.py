@@ -24,7 +24,7 @@ Ray error (a node died, a worker crashed, the harness failed) is a HarnessError,
 scheduler treats as an infrastructure fault and retries on another slot; a candidate's failure
 is an event like any other and is never retried.
 
-`ray` is an optional extra (`pip install 'kernel-arena[ray]'`); this module imports it only
+`ray` is an optional extra (`pip install -e ".[ray]"` from the checkout); this module imports it only
 when a Ray device is used. What runs on the node is core.orchestration.ray_node; device ids,
 connecting and the cluster's offers are core.orchestration.ray_cluster (all importable here).
 """

@@ -1,7 +1,7 @@
 """The reward API for trainers: a candidate's source text in, a scored Result and a reward out.
 
-    from core.rl.arena import evaluate, evaluate_many, EvalRequest
-    r = evaluate("elementwise/axpy", source, device="cpu")          # one, on a fresh harness
+    from core.rl import evaluate, evaluate_many, EvalRequest     # core.rl: the import that stays put
+    r = evaluate("elementwise/rope", source, device="cpu", profile="train")   # one, on a fresh harness
     rs = evaluate_many([EvalRequest(t, s) for t, s in batch], devices=["cuda:0", "cuda:1"])
 
 For many calls keep an `Arena` open: one scheduler (core/orchestration/scheduler.py) over every device it is
@@ -18,8 +18,9 @@ is scored as a compile failure, not raised.
 What may reach a policy (the HTTP server, the environment's observations) goes through
 `public_result`, which names no hidden workload.
 
-This module is the API's one import: the one-call helpers are here; `Arena` lives in
-core.rl.session, the requests and results in core.rl.requests, `public_result` in core.rl.public.
+The one-call helpers are here; `Arena` lives in core.rl.session, the requests and results in
+core.rl.requests, `public_result` in core.rl.public; `core.rl` re-exports them all (the public
+surface, pinned by tests/test_rl_public.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A multi-turn kernel-optimization environment: reset to a task, step with a candidate's
 source, get feedback an agent can act on and a reward.
 
-    env = KernelEnv("elementwise/axpy", device="cpu", max_turns=4)
+    env = KernelEnv("elementwise/rope", device="cpu", max_turns=4)
     obs = env.reset(seed=0)
     obs, reward, done, info = env.step(source)            # a turn: visible workloads only
     obs, reward, done, info = env.step(None, final=True)  # end now: the best candidate, hidden workloads too
@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from core.evaluation.job import Timing
+from core.evaluation.profiles import parse_profile
 from core.model.task import Task
 from core.rl.arena import Arena, ExecutorFactory, RewardedResult, check_source
 from core.rl.feedback import (
@@ -112,6 +113,7 @@ class KernelEnv:
         arena: Arena | None = None,
         executor_factory: ExecutorFactory | None = None,
         timing: Timing | None = None,
+        profile: str = "train",
     ):
         if not isinstance(max_turns, int) or isinstance(max_turns, bool) or max_turns < 1:
             raise ValueError(f"max_turns: give a positive integer, got {max_turns!r}")
@@ -121,6 +123,7 @@ class KernelEnv:
             )
         self.task_id, self.device, self.max_turns = task_id, device, max_turns
         self.reward_spec = reward
+        self.profile = parse_profile(profile).value  # `train` by default: a trainer's episodes
         self.reward_fn, self.reward_label = get_reward(reward), reward_name(reward)
         self.tasks_dir, self.executor_factory, self.timing = tasks_dir, executor_factory, timing
         self.arena, self._own_arena = arena, arena is None
@@ -183,7 +186,7 @@ class KernelEnv:
         task_id = task_id or self.task_id
         if not task_id:
             raise EpisodeError(
-                "task_id: name a task at reset or in KernelEnv(task_id=...), e.g. elementwise/axpy"
+                "task_id: name a task at reset or in KernelEnv(task_id=...), e.g. elementwise/rope"
             )
         if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
             raise ValueError(f"seed: give a non-negative integer or None, got {seed!r}")
@@ -226,6 +229,7 @@ class KernelEnv:
                 device=self.device,
                 visible_only=True,
                 reward=self.reward_spec,
+                profile=self.profile,
             )
             if rr.reward is None:
                 info.update(
@@ -256,6 +260,7 @@ class KernelEnv:
                 seed=ep.rng.getrandbits(62),
                 device=self.device,
                 reward=self.reward_spec,
+                profile=self.profile,
             )
             if rr.reward is None:
                 return None
@@ -316,6 +321,7 @@ class KernelEnv:
             "turn": len(ep.turns),
             "max_turns": self.max_turns,
             "reward_name": self.reward_label,
+            "profile": self.profile,
             "turn_rewards": [t.rewarded.reward for t in ep.turns],
             "best_turn": ep.best + 1 if ep.best is not None else None,
             **extra,
@@ -351,6 +357,7 @@ class KernelEnv:
             "final_reward": ep.final.reward if ep.final else None,
             "device": self.device,
             "reward_name": self.reward_label,
+            "profile": self.profile,
         }
 
 

@@ -1,10 +1,13 @@
 """What may reach a policy of a Result: `public_result`, the Result as JSON with every hidden
-workload anonymised (labels, axes and their shapes in free text). The HTTP server, the
-environment's observations and the public board go through it; the trainer keeps the full Result."""
+workload anonymised (labels, axes and their shapes in free text) and every traceback cut to the
+candidate's own frames (`policy_text`: no harness frame, no path of the arena's). The HTTP
+server, the environment's observations and the public board go through it; the trainer keeps
+the full Result."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 from core.model.result import Result
@@ -65,6 +68,8 @@ def public_result(result: Result, task: Task | None = None) -> dict[str, Any]:
         return value
 
     for stage in data["stages"]:
+        stage["message"] = policy_text(stage["message"]) if stage["message"] else stage["message"]
+        stage["log"] = policy_text(stage["log"] or "")
         if stage["name"] == "generalization":
             works = stage["workloads"]
             wrong = sum(1 for w in works if not w.get("passed"))
@@ -85,4 +90,46 @@ def public_result(result: Result, task: Task | None = None) -> dict[str, Any]:
     return scrub(data)
 
 
-# --- results the harness never produced ------------------------------------------------------
+# --- tracebacks as a policy may read them ---------------------------------------------------------
+
+_FRAME = re.compile(r'^  File "(?P<path>[^"]+)", line (?P<line>\d+)(?P<rest>.*)$')
+_ARENA_ROOT = str(
+    Path(__file__).resolve().parents[2]
+)  # the checkout or site-packages holding core/
+# A candidate's files as the harness lays them out (`<tmp>/arena-.../candidate/candidate.py`).
+_CANDIDATE_PATH = re.compile(r"(?:/[^\s\"':()]+)*/candidate/(?P<name>[^\s\"':(),/]+)")
+_TEMP_PATH = re.compile(r"(?:/[^\s\"':()]+)*/arena-[^\s\"':()]*")
+
+
+def _is_candidate(path: str) -> bool:
+    return "/candidate/" in path or ("/" not in path and not path.startswith("<"))
+
+
+def _scrub_paths(line: str) -> str:
+    line = _CANDIDATE_PATH.sub(lambda m: m["name"], line)
+    line = _TEMP_PATH.sub("<arena>", line)
+    return line.replace(_ARENA_ROOT, "<arena>")
+
+
+def policy_text(text: str) -> str:
+    """A log or message as a policy may read it: in each traceback only the frames of the
+    candidate's own files, named by file name (its error stays last, where Python puts it); no
+    frame of the harness or of importlib, and no path of the arena's folders. The trainer's
+    Result keeps the whole log."""
+    out: list[str] = []
+    in_frame = keep = False
+    for line in text.splitlines():
+        frame = _FRAME.match(line)
+        if frame:
+            in_frame, keep = True, _is_candidate(frame["path"])
+            if keep:
+                name = _CANDIDATE_PATH.sub(lambda m: m["name"], frame["path"])
+                out.append(f'  File "{Path(name).name}", line {frame["line"]}{frame["rest"]}')
+            continue
+        if in_frame and line.startswith("    "):  # the frame's source line and its carets
+            if keep:
+                out.append(line)
+            continue
+        in_frame = False
+        out.append(_scrub_paths(line))
+    return "\n".join(out)

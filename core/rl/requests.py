@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.evaluation.profiles import parse_profile
+from core.evaluation.scoring import gap_closed
 from core.model.result import Result
 from core.model.task import Task
 from core.rl.public import public_result
@@ -32,7 +33,7 @@ class EvalRequest:
     def __post_init__(self) -> None:
         if not isinstance(self.task_id, str) or not self.task_id:
             raise ValueError(
-                f"task_id: give a task id such as elementwise/axpy, got {self.task_id!r}"
+                f"task_id: give a task id such as elementwise/rope, got {self.task_id!r}"
             )
         check_source(self.source)
         if self.seed is not None and (
@@ -115,6 +116,18 @@ class RewardedResult:
         return self.result.sol_fraction
 
     @property
+    def gap_closed(self) -> float | None:
+        """The share of the baseline-to-speed-of-light gap closed (core/evaluation/scoring.py);
+        None unless correct and the device has a speed of light."""
+        if self.outcome != "correct":
+            return None
+        return gap_closed(self.result.speedup, self.result.sol_fraction)
+
+    @property
+    def profile(self) -> str | None:
+        return self.result.profile
+
+    @property
     def integrity_flags(self) -> list[str]:
         return self.result.integrity_flags
 
@@ -130,5 +143,7 @@ class RewardedResult:
             "outcome": self.outcome,
             "retry": self.retry,
             "visible_only": self.visible_only,
+            "profile": self.profile,
+            "gap_closed": self.gap_closed,
             "result": public_result(self.result, self.task) if public else self.result.to_json(),
         }

@@ -21,7 +21,7 @@ from core.devices.ids import timing_kind_of
 from core.evaluation.evaluator import BadCandidate, Evaluator, check_candidate
 from core.evaluation.executors import LocalExecutor
 from core.evaluation.job import Timing
-from core.model.result import Result, unevaluated
+from core.model.result import Result
 from core.model.task import Task
 from core.orchestration.pool import EvaluatorPool, ExecutorFactory
 from core.orchestration.scheduler import (
@@ -32,7 +32,8 @@ from core.orchestration.scheduler import (
     slots_for,
 )
 from core.rl.requests import EvalRequest, RewardedResult
-from core.rl.rewards import RewardFn, get_reward, reward_name
+from core.rl.rewards import RewardFn, get_reward, group_rewards, has_code, reward_name
+from core.rl.unevaluated import device_json, no_code, not_a_candidate, synthetic
 from core.tasks.discovery import find_task
 
 
@@ -45,48 +46,7 @@ def _write_candidate(source: str) -> tuple[Path, Path]:
     return folder, path
 
 
-def _device_json(evaluator: Evaluator | None, device: str) -> dict[str, Any]:
-    if evaluator is None:
-        return {"id": device, "model": None, "vendor": None, "arch": None}
-    info = evaluator.info
-    return {"id": info.id, "model": info.model, "vendor": info.vendor, "arch": info.arch}
-
-
-def _synthetic(
-    task_id: str,
-    device: dict[str, Any],
-    timing_kind: str,
-    sha: str,
-    status: str,
-    message: str,
-    profile: str | None = None,
-) -> Result:
-    """A Result for an evaluation that never reached the harness (core.model.result.unevaluated)."""
-    return unevaluated(task_id, device, timing_kind, sha, message, status=status, profile=profile)
-
-
 # --- the arena ---------------------------------------------------------------------------------
-
-
-def _not_a_candidate(
-    task: Task,
-    path: Path,
-    exc: Exception,
-    evaluator: Evaluator,
-    slot: Slot,
-    request: EvalRequest,
-) -> Result:
-    """A source that cannot be a candidate (no `run`, NUL bytes): the policy's mistake, scored
-    as a compile failure without reaching the harness; the message names no temporary path."""
-    return _synthetic(
-        task.id,
-        _device_json(evaluator, slot.device),
-        evaluator.info.timing_kind,
-        hashlib.sha256(path.read_bytes()).hexdigest(),
-        "failed",
-        str(exc).replace(str(path), "candidate.py"),
-        request.profile,
-    )
 
 
 @dataclass
@@ -263,8 +223,11 @@ class Arena:
             raise RuntimeError("this Arena is closed: make a new one")
         self._check_device(request.device)
         task = self.task(request.task_id)
-        folder, path = _write_candidate(request.source)
         fn, label = self._reward(reward)
+        if not has_code(request.source):
+            result = no_code(task, request.device or self.devices[0], request)
+            return RewardedResult(result, fn(result), label, request.visible_only, task)
+        folder, path = _write_candidate(request.source)
         job = Job(
             f"rl-{next(self._ids)}",
             tuple([request.device] if request.device else self.devices),
@@ -277,9 +240,9 @@ class Arena:
                 raise
             sha = hashlib.sha256(request.source.encode(errors="replace")).hexdigest()
             device = request.device or self.devices[0]
-            result = _synthetic(
+            result = synthetic(
                 task.id,
-                _device_json(None, device),
+                device_json(None, device),
                 timing_kind_of(device).value,
                 sha,
                 "infrastructure_error",
@@ -315,8 +278,19 @@ class Arena:
             )
         self._check_device(first.device)
         task = self.task(first.task_id)
-        folders, paths = (list(x) for x in zip(*(_write_candidate(r.source) for r in requests)))
         fn, label = self._reward(reward)
+        coded = [r for r in requests if has_code(r.source)]
+        if len(coded) < len(requests):  # abstentions never reach the batch
+            done = iter(await self.submit_batch(coded, reward) if coded else [])
+            out = []
+            for r in requests:
+                if has_code(r.source):
+                    out.append(next(done))
+                    continue
+                result = no_code(task, r.device or self.devices[0], r)
+                out.append(RewardedResult(result, fn(result), label, r.visible_only, task))
+            return out
+        folders, paths = (list(x) for x in zip(*(_write_candidate(r.source) for r in requests)))
         job = Job(
             f"rl-{next(self._ids)}",
             tuple([first.device] if first.device else self.devices),
@@ -329,9 +303,9 @@ class Arena:
                 raise
             device = first.device or self.devices[0]
             results = [
-                _synthetic(
+                synthetic(
                     task.id,
-                    _device_json(None, device),
+                    device_json(None, device),
                     timing_kind_of(device).value,
                     hashlib.sha256(r.source.encode(errors="replace")).hexdigest(),
                     "infrastructure_error",
@@ -343,9 +317,10 @@ class Arena:
         finally:
             for folder in folders:
                 shutil.rmtree(folder, ignore_errors=True)
+        rewards = group_rewards(fn, list(results))
         return [
-            RewardedResult(result, fn(result), label, r.visible_only, task)
-            for r, result in zip(requests, results)
+            RewardedResult(result, reward_value, label, r.visible_only, task)
+            for r, result, reward_value in zip(requests, results, rewards)
         ]
 
     async def _evaluator(self, slot: Slot) -> Evaluator:
@@ -361,7 +336,7 @@ class Arena:
         try:
             check_candidate(work.path)
         except (BadCandidate, ValueError) as exc:  # ValueError: NUL bytes, which ast refuses
-            return _not_a_candidate(work.task, work.path, exc, evaluator, slot, work.request)
+            return not_a_candidate(work.task, work.path, exc, evaluator, slot, work.request)
         with self.pool.guarded(slot):
             return await evaluator.aevaluate(
                 work.task,
@@ -381,7 +356,7 @@ class Arena:
                 check_candidate(path)
                 good.append(i)
             except (BadCandidate, ValueError) as exc:  # a compile failure, outside the batch
-                results[i] = _not_a_candidate(work.task, path, exc, evaluator, slot, work.request)
+                results[i] = not_a_candidate(work.task, path, exc, evaluator, slot, work.request)
         r = work.request
         with self.pool.guarded(slot):
             if good:

@@ -14,6 +14,10 @@ Per entry, over its results (every result counts: iterations, runs and tasks are
 - fast_p: the share of results that are correct and faster than p × the baseline (p = 1.0 by
   default); a failure or an integrity violation counts speedup 0, so it is never fast;
 - SOL: the median fraction of speed of light over correct results (None where none has one);
+- gap closed: the mean share of the gap between the baseline's time and the speed of light that
+  the results closed (0 at the baseline's speed, 1 at the limit; a failure counts 0, the
+  baseline staying), a figure a weak baseline cannot inflate; None where no correct result has
+  a speed of light;
 - correct: the share of results that passed without an integrity violation;
 - violations: the results with a proven integrity violation (`integrity_flags`). They fail, and
   an entry with any violation ranks below every entry without one, whatever its numbers;
@@ -320,6 +324,8 @@ def _entry(
     """One entry's figures over its results; its failures are only counted. With no result
     at all the figures are what the failure rule gives: speedup 1.0, nothing correct."""
     sols = [r.sol_fraction for r in results if r.correct and r.sol_fraction is not None]
+    gaps = [r.gap_closed for r in results]
+    known = [g for g in gaps if g is not None]
     vendors = sorted({x.device_vendor for x in (*results, *fails) if x.device_vendor})
     ends = [r.effective_interval for r in results]
     return Entry(
@@ -351,6 +357,9 @@ def _entry(
         starters=sum(r.starter for r in results),
         speedup_low=scoring.geomean(e[0] for e in ends) if ends else None,
         speedup_high=scoring.geomean(e[1] for e in ends) if ends else None,
+        gap_closed=statistics.fmean(known)
+        if any(r.correct and g is not None for r, g in zip(results, gaps))
+        else None,
     )
 
 

@@ -70,6 +70,14 @@ class Scored:
         return self.speedup_interval or (self.speedup, self.speedup)
 
     @property
+    def gap_closed(self) -> float | None:
+        """The share of the baseline-to-speed-of-light gap it closed where correct (a failure
+        closes none: 0.0); None without a speed of light (core/evaluation/scoring.py)."""
+        if not self.correct:
+            return 0.0
+        return scoring.gap_closed(self.speedup, self.sol_fraction)
+
+    @property
     def effective_speedup(self) -> float:
         """What the user gets: the candidate's speedup where it is correct, else 1.0 (the baseline stays)."""
         return scoring.effective_speedup(self.correct, self.speedup)
@@ -132,6 +140,11 @@ class Entry:
     def unscored(self) -> int:
         """What the failures column counts: failed results and attempts with nothing to score."""
         return self.failed + self.failures
+
+    # mean share of the baseline-to-speed-of-light gap closed, a failure counting 0 (the baseline
+    # stays); None where no correct result has a speed of light. Unlike the speedup it cannot
+    # pass 1 against a weak baseline (SOL-ExecBench's score)
+    gap_closed: float | None = None
 
 
 @dataclass(frozen=True)

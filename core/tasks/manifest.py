@@ -158,7 +158,10 @@ def restore_hint(path: Path) -> str:
     """The command that puts a bundled file back as shipped: git in a checkout, pip otherwise."""
     if (PACKAGE_ROOT / ".git").exists():
         return f"restore it with `git -C {PACKAGE_ROOT} checkout -- {rel(path)}`, or if you changed it on purpose, `python -m core.tasks.manifest update`"
-    return "restore it with `pip install --force-reinstall --no-deps kernel-arena`"
+    return (
+        "restore it with `pip install --force-reinstall --no-deps PATH`, PATH being the kernel-arena "
+        "checkout or wheel it was installed from (the package index's kernel-arena is another project)"
+    )
 
 
 def stage(paths: Iterable[Path], manifest: dict[str, str] | None = None) -> Staged:

@@ -144,6 +144,7 @@
       el("th", { class: "num", text: "rank" }), el("th", { text: "agent" }), el("th", { class: "col-model", text: "model" }),
       el("th", { class: "col-family", text: "family" }), el("th", { class: "col-device", text: place }), el("th", { class: "num", text: "speedup" }),
       b.ranked ? el("th", { class: "num col-fast", text: `fast_${b.p}` }) : null, el("th", { class: "num", text: "SOL" }),
+      el("th", { class: "num col-gap", title: "mean share of the baseline-to-speed-of-light gap closed (a failure 0%)", text: "gap" }),
       el("th", { class: "num", text: "correct" }), el("th", { class: "num col-results", text: "results" }),
       el("th", { class: "num col-violations", text: "violations" }), el("th", { class: "num col-failures", text: "failures" }));
     const body = el("tbody");
@@ -169,7 +170,9 @@
         kind === "cpu" || !scored ? el("td", { class: "num", text: scored ? INTERP : "–", title: scored ? INTERPRETED : "no correct result" })
           : el("td", { class: "num" }, ratio(e.speedup), speedBar(e.speedup)),
         b.ranked ? el("td", { class: "num col-fast", text: e.results ? pct(e.fast_p) : "–" }) : null,
-        el("td", { class: "num", text: scored ? solText(kind, e.sol_fraction) : "–" }), el("td", { class: "num", text: e.results ? pct(e.correct) : "–" }),
+        el("td", { class: "num", text: scored ? solText(kind, e.sol_fraction) : "–" }),
+        el("td", { class: "num col-gap", text: scored && kind !== "cpu" ? pct(e.gap_closed) : "–" }),
+        el("td", { class: "num", text: e.results ? pct(e.correct) : "–" }),
         el("td", { class: "num col-results", text: String(e.results) }),
         el("td", { class: `num col-violations${e.violations ? " bad" : ""}`, text: String(e.violations) }),
         el("td", { class: `num col-failures${unscored ? " bad" : ""}`, title: "failed results and attempts with nothing to score", text: String(unscored) }));

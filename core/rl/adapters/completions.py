@@ -1,10 +1,12 @@
 """Scoring a trainer's batch of completions: the shared core of the TRL and verl reward functions.
 
 A completion is a model's reply (a string, or a list of chat messages whose last assistant
-message is the reply). Its candidate is the last fenced Python block; a reply without one gets
-a reward of 0.0 and the reason `no_code`, never an exception. Every other completion of the
-batch goes to the arena in one call (`Arena.aevaluate_many`), on the devices the scorer was
-given, and the rewards come back in the batch's order.
+message is the reply). Its candidate is the last fenced Python block; a reply without one is
+the outcome `no_code`, the lowest honest rung of the reward ladder (core/rl/rewards.py), never
+an exception. The batch goes to the arena in one call (`Arena.aevaluate_many`, whose batches
+keep a GRPO group together), on the devices the scorer was given, in the scorer's profile
+(`train` by default: docs/evaluation.md, "Profiles"), and the rewards come back in the batch's
+order.
 
 Failures are rewards: a compile error, a wrong answer or a cheat gets the reward function's
 value for it. An infrastructure fault is retried by the arena's scheduler on another slot; one
@@ -18,6 +20,7 @@ steps of that episode on an `arena serve` server, through `core.rl.adapters.serv
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import re
 import threading
 from collections.abc import Callable, Sequence
@@ -25,11 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.evaluation.profiles import parse_profile
 from core.rl.arena import Arena, EvalRequest, ExecutorFactory
-from core.rl.rewards import RewardFn
+from core.rl.rewards import LADDER, RewardFn
 
 FENCE = re.compile(r"```[ \t]*(?:python|py)[ \t]*\n(.*?)```", re.DOTALL)
-NO_CODE = "no_code"
+NO_CODE = "no_code"  # core.rl.rewards' outcome for a reply without a candidate
+NO_BLOCK = "the completion has no ```python block holding the candidate module"
 
 
 def completion_text(completion: Any) -> str:
@@ -95,8 +100,10 @@ class BatchScorer:
         visible_only: bool = False,
         server: Any = None,
         arena_factory: Callable[[], Arena] | None = None,
+        profile: str = "train",
     ):
         self.visible_only = visible_only
+        self.profile = parse_profile(profile).value
         self.server = server  # a serve_client.ArenaClient for episode steps
         self._make_arena = arena_factory or (
             lambda: Arena(list(devices), reward, tasks_dir, executor_factory)
@@ -112,32 +119,29 @@ class BatchScorer:
         batch: list[tuple[int, EvalRequest]] = []
         for i, item in enumerate(items):
             code = extract_candidate(item.completion)
-            if code is None:
-                scores[i] = Score(
-                    0.0,
-                    NO_CODE,
-                    "the completion has no ```python block holding the candidate module",
+            if item.episode_id is not None:  # a step of its episode; no code is a turn's no_code
+                scores[i] = self._step(item.episode_id, code or "")
+                continue
+            try:
+                request = EvalRequest(
+                    item.task_id,
+                    "" if code is None else code,  # no code: the arena's `no_code`, never a harness
+                    seed=item.seed,
+                    visible_only=self.visible_only,
+                    profile=self.profile,
                 )
-            elif item.episode_id is not None:
-                scores[i] = self._step(item.episode_id, code)
-            else:
-                try:
-                    batch.append(
-                        (
-                            i,
-                            EvalRequest(
-                                item.task_id, code, seed=item.seed, visible_only=self.visible_only
-                            ),
-                        )
-                    )
-                except (
-                    TypeError,
-                    ValueError,
-                ) as exc:  # a source over the size limit: the policy's mistake
-                    scores[i] = Score(0.0, "compile_failed", str(exc))
+            except (
+                TypeError,
+                ValueError,
+            ) as exc:  # over the size limit: the policy's compile failure
+                scores[i] = Score(LADDER["compile_failed"], "compile_failed", str(exc))
+                continue
+            batch.append((i, request))
         if batch:
             for (i, _), rr in zip(batch, self._run(self._arena_call([r for _, r in batch]))):
-                scores[i] = _from_rewarded(rr)
+                score = scores[i] = score_of(rr)
+                if rr.outcome == NO_CODE and extract_candidate(items[i].completion) is None:
+                    score.reason = NO_BLOCK
         return [s for s in scores if s is not None]
 
     def close(self) -> None:
@@ -163,6 +167,12 @@ class BatchScorer:
         if self._arena is None:
             self._arena = self._make_arena()
         return await self._arena.aevaluate_many(requests)
+
+    def submit(self, coro: Any) -> concurrent.futures.Future[Any]:
+        """Run `coro` in the scorer's event loop (where its arena lives), from any thread."""
+        self._run(asyncio.sleep(0))  # the loop, started
+        assert self._loop is not None
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
     def _run(self, coro: Any) -> Any:
         with self._lock:
@@ -196,7 +206,8 @@ class BatchScorer:
         )
 
 
-def _from_rewarded(rr: Any) -> Score:
+def score_of(rr: Any) -> Score:
+    """A RewardedResult as a trainer logs it: reward, outcome, the failing stage's message."""
     result = rr.result
     failed = result.failed_stage
     reason = ""
@@ -213,6 +224,8 @@ def _from_rewarded(rr: Any) -> Score:
         {
             "stages": rr.stages,
             "sol_fraction": rr.sol_fraction,
+            "gap_closed": rr.gap_closed,
+            "profile": result.profile,
             "review_notes": rr.review_notes,
             "retry": rr.retry,
         },

@@ -1,7 +1,7 @@
 """Gymnasium adapter: KernelEnv as a `gymnasium.Env` with text observations and text actions.
 
     from core.rl.adapters.gym_env import make_env
-    env = make_env("elementwise/axpy", device="cpu", max_turns=4)
+    env = make_env("elementwise/rope", device="cpu", max_turns=4)
     obs, info = env.reset(seed=0)                 # obs: the prompt and the starter, as text
     obs, reward, terminated, truncated, info = env.step(source)
 
@@ -10,6 +10,11 @@ out), or a mapping `{"code": ..., "final": bool}`. `terminated` is True once the
 (the turn limit or `final`: the final evaluation is part of the episode, so it never
 truncates). Gymnasium wants a float reward: an infrastructure fault (core reward None) is
 given as 0.0 with `info["retry"]` True; that step used no turn, so send it again.
+
+Every observation lies in `observation_space` (a `Text` space): its charset is the printable
+ASCII characters and the symbols the arena's prompts and feedback use (·, ×, —, ≤, µ, ...);
+any other character (from a candidate's own error message, say) is written as a `\\u` escape.
+The episode runs in the `train` profile unless `make_env(..., profile="full")` says otherwise.
 """
 
 from __future__ import annotations
@@ -20,6 +25,22 @@ from typing import Any, ClassVar
 from core.rl.env import KernelEnv, extract_code
 
 MAX_TEXT = 1 << 20  # the longest candidate core/rl/arena.py accepts
+# The symbols task statements and feedback are written with (task.yaml formulas, times, ranges).
+SYMBOLS = "·×—–−±µ≤≥≈→←Σσθ²³ᵀ⌊⌋⊙…°√∞"
+CHARSET = string.printable + SYMBOLS
+
+
+def in_charset(text: str) -> str:
+    """`text` with every character outside CHARSET written as a backslash escape, so that the
+    observation is always in the observation space."""
+    if all(c in _CHARS for c in text):
+        return text
+    return "".join(
+        c if c in _CHARS else c.encode("ascii", "backslashreplace").decode() for c in text
+    )
+
+
+_CHARS = frozenset(CHARSET)
 _CLASS: type | None = None
 
 
@@ -28,7 +49,7 @@ def _gymnasium() -> Any:
         import gymnasium
     except ImportError:
         raise ImportError(
-            "the Gymnasium adapter needs gymnasium: pip install 'kernel-arena[gym]'"
+            "the Gymnasium adapter needs gymnasium: pip install -e '.[gym]' in the kernel-arena checkout (README, Install)"
         ) from None
     return gymnasium
 
@@ -40,7 +61,6 @@ def _env_class() -> type:
     if _CLASS is not None:
         return _CLASS
     gym = _gymnasium()
-    charset = string.printable  # source text; contains() is not used to police actions
 
     class KernelGymEnv(gym.Env):
         metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
@@ -49,8 +69,10 @@ def _env_class() -> type:
             self, task_id: str | None = None, render_mode: str | None = None, **kwargs: Any
         ):
             self.kernel_env = KernelEnv(task_id, **kwargs)
-            self.observation_space = gym.spaces.Text(max_length=MAX_TEXT, charset=charset)
-            self.action_space = gym.spaces.Text(max_length=MAX_TEXT, charset=charset)
+            self.observation_space = gym.spaces.Text(max_length=MAX_TEXT, charset=CHARSET)
+            self.action_space = gym.spaces.Text(
+                max_length=MAX_TEXT, charset=CHARSET
+            )  # source text; contains() is not used to police actions
             self.render_mode = render_mode
             self._last = ""
 
@@ -59,7 +81,7 @@ def _env_class() -> type:
         ) -> tuple[str, dict[str, Any]]:
             super().reset(seed=seed)
             obs = self.kernel_env.reset((options or {}).get("task_id"), seed=seed)
-            self._last = obs.text()
+            self._last = in_charset(obs.text())
             return self._last, {"observation": obs.to_json()}
 
         def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
@@ -68,7 +90,7 @@ def _env_class() -> type:
             else:
                 code, final = extract_code(str(action)), False
             obs, reward, done, info = self.kernel_env.step(code, final=final)
-            self._last = obs.text()
+            self._last = in_charset(obs.text())
             info = {**info, "observation": obs.to_json(), "retry": reward is None}
             return self._last, 0.0 if reward is None else float(reward), done, False, info
 

@@ -11,6 +11,10 @@ package. Every call has a timeout; connection failures, 429 (too many episodes) 
 answers are retried with exponential back-off; a 4xx answer raises `ArenaRequestError` with
 the server's message, which names the field and the fix. The shapes follow docs/rl.md
 ("The server"), OpenEnv's reset/step/state.
+
+Evaluations ask for the client's `profile`: `train` by default (the cheap profile a trainer
+wants: docs/evaluation.md, "Profiles"), `full` for leaderboard-grade timing; each call may
+override it. Every result says which profile it ran (`EvaluateResult.profile`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from core.evaluation.profiles import parse_profile
 
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 
@@ -61,6 +67,8 @@ class EvaluateResult:
     retry: bool
     result: dict[str, Any]
     reward_name: str | None = None
+    profile: str | None = None
+    gap_closed: float | None = None
 
 
 class ArenaClient:
@@ -74,7 +82,9 @@ class ArenaClient:
         timeout_s: float = 600.0,
         retries: int = 3,
         backoff_s: float = 0.5,
+        profile: str = "train",
     ):
+        self.profile = parse_profile(profile).value
         self.url, self.token, self.timeout_s, self.retries, self.backoff_s = (
             url.rstrip("/"),
             token,
@@ -96,9 +106,17 @@ class ArenaClient:
         seed: int | None = None,
         max_turns: int | None = None,
         device: str | None = None,
+        profile: str | None = None,
     ) -> ResetResult:
+        """A new episode; its evaluations run in `profile` (default: the client's)."""
         body = _without_none(
-            {"task_id": task_id, "seed": seed, "max_turns": max_turns, "device": device}
+            {
+                "task_id": task_id,
+                "seed": seed,
+                "max_turns": max_turns,
+                "device": device,
+                "profile": profile or self.profile,
+            }
         )
         a = self._call("POST", "/reset", body)
         return ResetResult(a["episode_id"], a.get("observation") or {}, a.get("info") or {})
@@ -131,7 +149,13 @@ class ArenaClient:
         seed: int | None = None,
         visible_only: bool = False,
         device: str | None = None,
+        profile: str | None = None,
+        group: str | None = None,
+        group_size: int | None = None,
     ) -> EvaluateResult:
+        """One candidate scored in `profile` (default: the client's). `group` and `group_size`:
+        the server holds this candidate until the group's other members arrive (from any
+        client) and evaluates them as one batch (core/rl/groups.py)."""
         body = _without_none(
             {
                 "task_id": task_id,
@@ -139,6 +163,9 @@ class ArenaClient:
                 "seed": seed,
                 "visible_only": visible_only or None,
                 "device": device,
+                "profile": profile or self.profile,
+                "group": group,
+                "group_size": group_size,
             }
         )
         return _evaluated(self._call("POST", "/evaluate", body))
@@ -148,9 +175,14 @@ class ArenaClient:
     ) -> list[EvaluateResult]:
         """A batch in one request (`POST /evaluate {candidates: [...]}`): the server scores it
         through its batch path and answers in order. Each request is (task_id, code) or a
-        mapping with the /evaluate fields (seed, visible_only, device)."""
+        mapping with the /evaluate fields (seed, visible_only, device, profile: the client's
+        where left out)."""
         candidates = [
-            dict(r) if isinstance(r, dict) else {"task_id": r[0], "code": r[1]} for r in requests
+            {
+                "profile": self.profile,
+                **(r if isinstance(r, dict) else {"task_id": r[0], "code": r[1]}),
+            }
+            for r in requests
         ]
         answer = self._call(
             "POST", "/evaluate", _without_none({"candidates": candidates, "agent": agent})
@@ -212,6 +244,8 @@ def _evaluated(a: dict[str, Any]) -> EvaluateResult:
         bool(a.get("retry")),
         a.get("result") or {},
         a.get("reward_name"),
+        a.get("profile") or (a.get("result") or {}).get("profile"),
+        a.get("gap_closed"),
     )
 
 

@@ -78,10 +78,16 @@ def kernel_reward(
     task_column: str = "task_id",
     visible_only: bool = False,
     server: Any = None,
+    profile: str = "train",
 ) -> KernelReward:
-    """A TRL reward function scoring completions on `devices` with the named reward (core/rl/rewards.py)."""
+    """A TRL reward function scoring completions on `devices` with the named reward
+    (core/rl/rewards.py) in `profile` (`train`, the cheap one, by default; `full` times every
+    workload: docs/evaluation.md, "Profiles")."""
     return KernelReward(
-        BatchScorer(devices, reward, tasks_dir, executor_factory, visible_only, server), task_column
+        BatchScorer(
+            devices, reward, tasks_dir, executor_factory, visible_only, server, profile=profile
+        ),
+        task_column,
     )
 
 

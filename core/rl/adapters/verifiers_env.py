@@ -1,7 +1,7 @@
 """`verifiers` adapter: kernel tasks as a multi-turn verifiers environment.
 
     from core.rl.adapters.verifiers_env import load_environment
-    vf_env = load_environment(task_ids=["elementwise/axpy"], device="cuda:0", max_turns=4)
+    vf_env = load_environment(task_ids=["elementwise/rope"], device="cuda:0", max_turns=4)
 
 Each dataset row is one task (its prompt and starter). A rollout keeps a KernelEnv in its
 state; every assistant message is a turn: its last fenced ```python block is the candidate,
@@ -11,8 +11,14 @@ is the episode's final reward (the best candidate on every workload, hidden ones
 an episode cut short by the trainer's own turn limit is finished there, so it still gets one.
 An infrastructure fault gives 0.0 with `state["retry"]` set.
 
-Written against verifiers' async `MultiTurnEnv` (env_response/is_completed coroutines, reward
-functions that take `state`); the library is imported on first use.
+A message without a ```python block is no code (the lowest honest rung of the reward ladder,
+core/rl/rewards.py). Episodes run in `profile` (`train` by default).
+
+Written against verifiers 0.1's async `MultiTurnEnv` (env_response/is_completed coroutines,
+reward functions that take `state`); the library is imported on first use. verifiers 0.2 and
+0.3 changed the rollout's state handling, and 0.4 replaced the API with `verifiers.v1`
+(tasksets and agent harnesses run in sandboxed runtimes; there is no `MultiTurnEnv`): a newer
+version is refused with that reason, and the `[verifiers]` extra pins `<0.2`.
 """
 
 from __future__ import annotations
@@ -21,11 +27,24 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from core.rl.adapters.completions import extract_candidate
 from core.rl.arena import Arena
-from core.rl.env import KernelEnv, extract_code, signature, task_prompt
+from core.rl.env import KernelEnv, signature, task_prompt
 from core.tasks.discovery import discover, find_task
 
 FINAL = re.compile(r"^\s*FINAL\s*$", re.MULTILINE)
+SUPPORTED = (0, 1)  # verifiers 0.1.x: the MultiTurnEnv API this adapter is written against
+
+
+def _check_version(vf: Any) -> None:
+    version = str(getattr(vf, "__version__", "0"))
+    parts = tuple(int(p) for p in re.findall(r"\d+", version)[:2]) or (0,)
+    if parts[:2] > SUPPORTED or not hasattr(vf, "MultiTurnEnv"):
+        raise ImportError(
+            f"the verifiers adapter is written against verifiers 0.1 (MultiTurnEnv); {version} is installed. "
+            "0.2-0.3 changed the rollout's state and 0.4 replaced the API with verifiers.v1 (no MultiTurnEnv): "
+            "pip install -e '.[verifiers]' in the kernel-arena checkout installs a 0.1 release"
+        )
 
 
 def _libraries() -> tuple[Any, Any]:
@@ -33,7 +52,7 @@ def _libraries() -> tuple[Any, Any]:
         import verifiers
     except ImportError:
         raise ImportError(
-            "the verifiers adapter needs verifiers: pip install 'kernel-arena[verifiers]'"
+            "the verifiers adapter needs verifiers: pip install -e '.[verifiers]' in the kernel-arena checkout (README, Install)"
         ) from None
     try:
         import datasets
@@ -41,6 +60,7 @@ def _libraries() -> tuple[Any, Any]:
         raise ImportError(
             "the verifiers adapter needs datasets (a dependency of verifiers): pip install datasets"
         ) from None
+    _check_version(verifiers)
     return verifiers, datasets
 
 
@@ -62,6 +82,7 @@ def load_environment(
     reward: str | None = None,
     tasks_dir: str | None = None,
     arena: Arena | None = None,
+    profile: str = "train",
     **kwargs: Any,
 ) -> Any:
     """The verifiers environment over `task_ids` (default: every task). Evaluations go
@@ -113,6 +134,7 @@ def load_environment(
                 reward=reward,
                 tasks_dir=tasks_dir,
                 arena=_arena(),
+                profile=profile,
             )
             await env.areset()
             state["kernel_env"], state["done"] = env, False
@@ -129,7 +151,7 @@ def load_environment(
             env: KernelEnv = state["kernel_env"]
             reply = _text(messages[-1]) if messages else ""
             obs, reward, done, info = await env.astep(
-                extract_code(reply), final=bool(FINAL.search(reply))
+                extract_candidate(reply) or "", final=bool(FINAL.search(reply))
             )
             state["done"], state["retry"] = done, reward is None
             state.setdefault("turn_rewards", []).append(info.get("turn_reward"))
