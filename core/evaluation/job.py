@@ -276,6 +276,8 @@ def build_job(
     performance = []
     for w in timed:
         roof = roofline_for(task, w, info)
+        known = sim_baseline(task, w, info, roof) if simulated else None
+        stale = bool(known and known.get("stale"))
         performance.append(
             {
                 **w.to_json(),
@@ -298,11 +300,9 @@ def build_job(
                     if simulated
                     else {}
                 ),
-                **(
-                    {"measured_baseline": known}
-                    if simulated and (known := sim_baseline(task, w, info, roof))
-                    else {}
-                ),
+                **({"measured_baseline": known} if known and not stale else {}),
+                # measured with another baseline: predicted, and the result says why (verdict.assemble)
+                **({"baseline_note": known["note"]} if known and stale else {}),
             }
         )
     timing = timing or Timing.for_device("cpu" if simulated else info.type, profile)

@@ -169,7 +169,7 @@ def assemble(
                     roofline_us=roof,
                     sol_fraction=scoring.sol_fraction(sol_us, cand),
                     model=w.get("model"),
-                    notes=e.notes,
+                    notes=e.notes + ([w["baseline_note"]] if w.get("baseline_note") else []),
                     band=_speedup_band(e) if e.mode == "predicted" else None,
                     bandwidth=bandwidth_figures(
                         task, workload, cand, base, peaks if ranked else None

@@ -102,11 +102,14 @@ def sim_baseline(
     """The baseline's time for one performance workload on a simulated device, from the measured
     table (core/devices/sim/baselines.py), of the implementation that GPU would run (`impl`): measured
     there, or the task's fitted model; None where the table has nothing for the task on that
-    GPU (the baseline is then predicted from counts)."""
+    GPU (the baseline is then predicted from counts); {"stale": True, "note"} where the figures
+    were measured with another baseline than the task's today (predicted too, and the note says so)."""
     from core.devices.sim.baselines import baseline_on
+    from core.devices.sim.provenance import task_code
 
     key = info.peaks_key or info.id.removeprefix("sim:")
     order = [
         b.impl for b in getattr(task, "baselines", ())
     ]  # task.yaml's `baselines:`, in preference
-    return baseline_on(key, task.id, order, dict(workload.axes), roofline_us)
+    code = task_code(task.path).code_sha256
+    return baseline_on(key, task.id, order, dict(workload.axes), roofline_us, code)
