@@ -44,17 +44,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-import sim_baselines  # noqa: E402 (bench/: the table builder)
-import torch  # noqa: E402
-from baseline_impls import TaskBench, measure_task  # noqa: E402
-from sim_published import KERNELS  # noqa: E402
+import sim_baselines
+import torch
+from baseline_impls import TaskBench, measure_task
+from sim_published import KERNELS
 
-from core.devices.device import probe  # noqa: E402
-from core.devices.sim.baselines import TABLE_FILE  # noqa: E402
-from core.devices.sim.provenance import library_versions, task_code  # noqa: E402
-from core.model.task import Task  # noqa: E402
-from core.model.workload import Workload  # noqa: E402
-from core.tasks.discovery import discover  # noqa: E402
+from core.devices.device import probe
+from core.devices.sim.baselines import TABLE_FILE
+from core.devices.sim.provenance import library_versions, task_code
+from core.model.task import Task
+from core.model.workload import Workload
+from core.tasks.discovery import discover
 
 SOURCE_NAME = "bench/results/sim_h200.json"  # where the lead commits this run's records
 

@@ -308,7 +308,7 @@ def build_job(
     timing = timing or Timing.for_device("cpu" if simulated else info.type, profile)
     default_memory = {"cpu": CPU_CANDIDATE_MEMORY, "sim": SIM_CANDIDATE_MEMORY}.get(info.type)
     memory = candidate_memory_bytes if candidate_memory_bytes is not None else default_memory
-    sim = sim_section(info) if simulated else None
+    sim = sim_section(info, task.family) if simulated else None
     return {
         "version": 1,
         "task_id": task.id,

@@ -368,6 +368,10 @@ def _report(
     candidate["count_s"] = (
         float(seconds) if isinstance(seconds, (int, float)) and math.isfinite(seconds) else None
     )
+    if isinstance(
+        reply.get("impl"), str
+    ):  # what the candidate says it ran (a label: sim_predict.ran_impl)
+        candidate["impl"] = reply["impl"][:40]
     baseline["source"] = base.get("source")
     baseline["impl"] = base.get("impl")
     notes = [str(n)[:300] for n in (reply.get("notes") or [])[:8] if isinstance(n, str)]
