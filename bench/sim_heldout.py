@@ -181,9 +181,9 @@ def _count(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
             )
             ran = getattr(module, "IMPL", None)
             launches = sim_stage.checked_launches(reply)
-            problem = sim_stage.refused_launch(reply) or (
-                sim_stage.uncounted_launch(reply) or (None,)
-            )[0]
+            problem = (
+                sim_stage.refused_launch(reply) or (sim_stage.uncounted_launch(reply) or (None,))[0]
+            )
             row.update(
                 ran=ran,
                 refused=problem,
@@ -206,9 +206,7 @@ def _count(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def predict(jobs: int, only: list[str] | None) -> None:
     path = run_file()
     points = [
-        p
-        for p in measured_points(path)
-        if not only or p["task"] in only or p.get("kernel") in only
+        p for p in measured_points(path) if not only or p["task"] in only or p.get("kernel") in only
     ]
     kept = []
     if only and POINTS.is_file():
@@ -346,7 +344,10 @@ def fit() -> None:
     fitted["library_fit"] = {
         "data": str(POINTS.relative_to(ROOT)),
         "command": "PYTHONPATH=. python3 bench/sim_heldout.py fit",
-        "points": {"torch compositions": len(torch_rows), "Triton (graph launch)": len(triton_rows)},
+        "points": {
+            "torch compositions": len(torch_rows),
+            "Triton (graph launch)": len(triton_rows),
+        },
     }
     CONSTANTS_FILE.write_text(json.dumps(data, indent=2) + "\n")
     print(f"wrote {CONSTANTS_FILE}: " + ", ".join(f"{k}={getattr(c, k):.4g}" for k in names))
@@ -441,12 +442,8 @@ def report() -> None:
 
 def _figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
     ratios = [r["ratio"] for r in rows if r.get("ratio")]
-    decisive = [
-        r for r in rows if r.get("ratio") and abs(r["measured_speedup"] - 1) > 0.1
-    ]
-    right = [
-        r for r in decisive if (r["predicted_speedup"] > 1) == (r["measured_speedup"] > 1)
-    ]
+    decisive = [r for r in rows if r.get("ratio") and abs(r["measured_speedup"] - 1) > 0.1]
+    right = [r for r in decisive if (r["predicted_speedup"] > 1) == (r["measured_speedup"] > 1)]
     covered = [r for r in rows if r.get("covered") is not None]
     return {
         "points": len(rows),
@@ -488,7 +485,9 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "heldout_by_family": {
             f: _figures([r for r in held if r["task"].startswith(f + "/")]) for f in families
         },
-        "heldout_by_source": {s: _figures([r for r in held if r.get("source") == s]) for s in sources},
+        "heldout_by_source": {
+            s: _figures([r for r in held if r.get("source") == s]) for s in sources
+        },
         "identity_tasks": identity_tasks,
     }
 
@@ -548,7 +547,9 @@ def main() -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("predict")
     p.add_argument("--jobs", type=int, default=2)
-    p.add_argument("--only", nargs="*", help="these tasks or kernels only (the others' counts are kept)")
+    p.add_argument(
+        "--only", nargs="*", help="these tasks or kernels only (the others' counts are kept)"
+    )
     sub.add_parser("fit")
     sub.add_parser("report")
     args = parser.parse_args()

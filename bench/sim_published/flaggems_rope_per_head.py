@@ -4,7 +4,6 @@ launch for q and one for k, each program rotating one head vector in float32 (ne
 the cos/sin of the token's position read from the cache. Written here for the task's signature
 (in place); no code copied."""
 
-import torch
 import triton
 import triton.language as tl
 

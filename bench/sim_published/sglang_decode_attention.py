@@ -20,9 +20,24 @@ BLOCK_N = 64
 
 @triton.jit
 def _stage1(
-    q_ptr, k_ptr, v_ptr, table_ptr, lens_ptr, part_ptr, lse_ptr, scale,
-    n_pages_max, HQ, HKV, G, VALID_H, P,
-    D: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, SPLITS: tl.constexpr,
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    table_ptr,
+    lens_ptr,
+    part_ptr,
+    lse_ptr,
+    scale,
+    n_pages_max,
+    HQ,
+    HKV,
+    G,
+    VALID_H,
+    P,
+    D: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    SPLITS: tl.constexpr,
 ):
     b = tl.program_id(0).to(tl.int64)
     hid = tl.program_id(1)
@@ -85,9 +100,26 @@ def run(q, k_cache, v_cache, block_table, seq_lens):
     part = torch.empty((B, HQ, SPLITS, D), dtype=torch.float32, device=q.device)
     lse = torch.empty((B, HQ, SPLITS), dtype=torch.float32, device=q.device)
     _stage1[(B, triton.cdiv(HQ, valid), SPLITS)](
-        q, k_cache, v_cache, block_table, seq_lens, part, lse, 1.0 / math.sqrt(D),
-        block_table.shape[1], HQ, HKV, G, valid, P,
-        D=D, BLOCK_H=BLOCK_H, BLOCK_N=BLOCK_N, SPLITS=SPLITS, num_warps=4, num_stages=2,
+        q,
+        k_cache,
+        v_cache,
+        block_table,
+        seq_lens,
+        part,
+        lse,
+        1.0 / math.sqrt(D),
+        block_table.shape[1],
+        HQ,
+        HKV,
+        G,
+        valid,
+        P,
+        D=D,
+        BLOCK_H=BLOCK_H,
+        BLOCK_N=BLOCK_N,
+        SPLITS=SPLITS,
+        num_warps=4,
+        num_stages=2,
     )
     o = torch.empty_like(q)
     _stage2[(B, HQ)](part, lse, o, HQ, D=D, SPLITS=SPLITS, num_warps=4)

@@ -4,14 +4,21 @@ head) over q's heads then k's, each normalising its head vector in float32 with 
 rotating it (neox halves) before one store in place; no intermediate is written. Written here
 in Triton for the task's signature; no code copied."""
 
-import torch
 import triton
 import triton.language as tl
 
 
 @triton.jit
 def _qknorm_rope(
-    pos_ptr, q_ptr, k_ptr, qw_ptr, kw_ptr, cache_ptr, n_qh, n_kh, eps,
+    pos_ptr,
+    q_ptr,
+    k_ptr,
+    qw_ptr,
+    kw_ptr,
+    cache_ptr,
+    n_qh,
+    n_kh,
+    eps,
     HALF: tl.constexpr,
 ):
     t = tl.program_id(0).to(tl.int64)
@@ -40,7 +47,16 @@ def run(positions, q, k, q_weight, k_weight, cos_sin_cache, eps):
     T, n_qh, d = q.shape
     n_kh = k.shape[1]
     _qknorm_rope[(T, n_qh + n_kh)](
-        positions, q, k, q_weight, k_weight, cos_sin_cache, n_qh, n_kh, eps,
-        HALF=d // 2, num_warps=1,
+        positions,
+        q,
+        k,
+        q_weight,
+        k_weight,
+        cos_sin_cache,
+        n_qh,
+        n_kh,
+        eps,
+        HALF=d // 2,
+        num_warps=1,
     )
     return q, k

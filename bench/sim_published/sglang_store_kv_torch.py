@@ -4,8 +4,6 @@ flattened caches, cache[slots] = k (one index_put kernel per cache). The task's 
 (slot -1) are dropped first with a mask, which a GPU turns into a host sync (nonzero). Written
 here for the task's signature (in place); no code copied."""
 
-import torch
-
 
 def run(k, v, key_cache, value_cache, slot_mapping):
     NB, BS, h, d = key_cache.shape

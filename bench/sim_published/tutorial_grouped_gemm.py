@@ -12,8 +12,17 @@ import triton.language as tl
 
 @triton.jit
 def _grouped(
-    a_ptr, b_ptr, offs_ptr, y_ptr, n_groups, N, K, n_programs,
-    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+    a_ptr,
+    b_ptr,
+    offs_ptr,
+    y_ptr,
+    n_groups,
+    N,
+    K,
+    n_programs,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
 ):
     tile = tl.program_id(0)
     tiles_n = tl.cdiv(N, BN)
@@ -30,10 +39,22 @@ def _grouped(
             rk = tl.arange(0, BK)
             acc = tl.zeros([BM, BN], dtype=tl.float32)
             for k in range(0, K, BK):
-                a = tl.load(a_ptr + rm[:, None].to(tl.int64) * K + (k + rk)[None, :], mask=(rm[:, None] < end_row) & ((k + rk)[None, :] < K), other=0)
-                b = tl.load(b_ptr + (g * N).to(tl.int64) * K + rn[None, :] * K + (k + rk)[:, None], mask=(rn[None, :] < N) & ((k + rk)[:, None] < K), other=0)
+                a = tl.load(
+                    a_ptr + rm[:, None].to(tl.int64) * K + (k + rk)[None, :],
+                    mask=(rm[:, None] < end_row) & ((k + rk)[None, :] < K),
+                    other=0,
+                )
+                b = tl.load(
+                    b_ptr + (g * N).to(tl.int64) * K + rn[None, :] * K + (k + rk)[:, None],
+                    mask=(rn[None, :] < N) & ((k + rk)[:, None] < K),
+                    other=0,
+                )
                 acc = tl.dot(a, b, acc)
-            tl.store(y_ptr + rm[:, None].to(tl.int64) * N + rn[None, :], acc.to(y_ptr.dtype.element_ty), mask=(rm[:, None] < end_row) & (rn[None, :] < N))
+            tl.store(
+                y_ptr + rm[:, None].to(tl.int64) * N + rn[None, :],
+                acc.to(y_ptr.dtype.element_ty),
+                mask=(rm[:, None] < end_row) & (rn[None, :] < N),
+            )
             tile += n_programs
         seen += tiles
         start_row = end_row

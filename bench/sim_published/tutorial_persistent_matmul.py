@@ -11,8 +11,17 @@ import triton.language as tl
 
 @triton.jit
 def _persistent(
-    x_ptr, w_ptr, y_ptr, M, N, K, n_programs,
-    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+    x_ptr,
+    w_ptr,
+    y_ptr,
+    M,
+    N,
+    K,
+    n_programs,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+    GROUP_M: tl.constexpr,
 ):
     start = tl.program_id(0)
     tiles_m, tiles_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
@@ -27,10 +36,22 @@ def _persistent(
         rk = tl.arange(0, BK)
         acc = tl.zeros([BM, BN], dtype=tl.float32)
         for k in range(0, K, BK):
-            a = tl.load(x_ptr + rm[:, None] * K + (k + rk)[None, :], mask=(rm[:, None] < M) & ((k + rk)[None, :] < K), other=0)
-            b = tl.load(w_ptr + rn[None, :] * K + (k + rk)[:, None], mask=(rn[None, :] < N) & ((k + rk)[:, None] < K), other=0)
+            a = tl.load(
+                x_ptr + rm[:, None] * K + (k + rk)[None, :],
+                mask=(rm[:, None] < M) & ((k + rk)[None, :] < K),
+                other=0,
+            )
+            b = tl.load(
+                w_ptr + rn[None, :] * K + (k + rk)[:, None],
+                mask=(rn[None, :] < N) & ((k + rk)[:, None] < K),
+                other=0,
+            )
             acc = tl.dot(a, b, acc)
-        tl.store(y_ptr + rm[:, None] * N + rn[None, :], acc.to(y_ptr.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
+        tl.store(
+            y_ptr + rm[:, None] * N + rn[None, :],
+            acc.to(y_ptr.dtype.element_ty),
+            mask=(rm[:, None] < M) & (rn[None, :] < N),
+        )
 
 
 def run(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:

@@ -4,7 +4,6 @@ its slot, returns at once for a padding token (slot < 0), and otherwise copies t
 Hkv · d keys and values into page slot // BS, offset slot % BS, in blocks of the flattened head
 dimension. Written here for the task's signature (in place); no code copied."""
 
-import torch
 import triton
 import triton.language as tl
 
@@ -33,7 +32,14 @@ def run(k, v, key_cache, value_cache, slot_mapping):
     n = h * d
     block = min(triton.next_power_of_2(n), 2048)
     _reshape_and_cache[(T,)](
-        k, v, key_cache, value_cache, slot_mapping, block_size, n=n, BLOCK=block,
+        k,
+        v,
+        key_cache,
+        value_cache,
+        slot_mapping,
+        block_size,
+        n=n,
+        BLOCK=block,
         num_warps=4 if block >= 512 else 1,
     )
     return key_cache, value_cache

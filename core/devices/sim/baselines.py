@@ -15,6 +15,11 @@ axes), and regenerated from device runs by bench/sim_baselines.py. Which impleme
 where a run recorded the baseline's own choice (`selected`), that one; elsewhere the first of
 the task's `baselines:` (its order of preference) measured on that GPU, e.g. `liger` for
 norm/add_rmsnorm on the H200, `torch` where no library was measured.
+
+Every entry carries its provenance (core/devices/sim/provenance.py): the hash of the baseline
+code it was measured with, and the library versions. Figures of another code than the task's
+today are stale: `baseline_on` answers so, with the note that names the command re-measuring
+them, and the baseline is predicted instead (docs/simulation.md, "Provenance").
 """
 
 from __future__ import annotations
