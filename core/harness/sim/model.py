@@ -72,6 +72,9 @@ class Constants:
     # arena's timer), kernels start back to back: a launch costs less. 0: as eager.
     launch_graph_us: float = 0.0  # a Triton launch inside a graph
     glue_graph_us: float = 0.0  # a torch kernel inside a graph
+    next_graph_us: float = (
+        0.0  # each kernel after the first of one call inside a graph (back to back)
+    )
     # The vendor library behind a candidate's torch calls (glue_time), by what the call does:
     gemm_eff: float = (
         0.75  # share of the matrix peak a cuBLAS GEMM reaches (mm, matmul, bmm, linear, ...)
@@ -87,6 +90,12 @@ class Constants:
     )
     sort_fixed_us: float = 0.0  # a sort, top-k or sampling call: several kernels (radix passes)
     sort_mem_eff: float = 0.8  # share of HBM bandwidth per pass of a sort
+    reduce_mem_eff: float = (
+        0.8  # share of HBM bandwidth a reduction (sum, amax, vector norms, softmax, cumsum) reaches
+    )
+    glue_mem_eff: float = (
+        0.8  # share of HBM bandwidth any other torch kernel (elementwise, gathers, copies) reaches
+    )
     band: float = (
         0.35  # ± of a prediction with Triton launches (80th percentile of held-out errors)
     )
@@ -291,11 +300,33 @@ GEMM_CALLS = {
 }
 ATTENTION_CALLS = {"scaled_dot_product_attention", "varlen_attn", "flex_attention"}
 SORT_CALLS = {"sort", "argsort", "topk", "msort", "kthvalue", "unique", "multinomial"}
+REDUCE_CALLS = {
+    "sum",
+    "mean",
+    "amax",
+    "amin",
+    "max",
+    "min",
+    "argmax",
+    "argmin",
+    "norm",
+    "linalg_vector_norm",
+    "vector_norm",
+    "softmax",
+    "log_softmax",
+    "cumsum",
+    "var",
+    "std",
+    "logsumexp",
+    "prod",
+    "any",
+    "all",
+}
 
 
 def glue_kind(name: str) -> str:
-    """What kind of library kernel a torch call is: `gemm`, `attention`, `sort` or `other`
-    (elementwise, reductions, gathers, copies)."""
+    """What kind of library kernel a torch call is: `gemm`, `attention`, `sort`, `reduce` or
+    `other` (elementwise, gathers, copies)."""
     base = name.rsplit(".", 1)[-1]
     if base in GEMM_CALLS:
         return "gemm"
@@ -303,6 +334,8 @@ def glue_kind(name: str) -> str:
         return "attention"
     if base in SORT_CALLS:
         return "sort"
+    if base in REDUCE_CALLS:
+        return "reduce"
     return "other"
 
 
@@ -334,9 +367,10 @@ def glue_time(op: dict[str, Any], target: Target, c: Constants, graph: bool = Fa
         terms = {"compute": 0.0, "memory": nbytes / (hbm * c.sort_mem_eff) * 1e6}
         fixed = c.sort_fixed_us
     else:
+        eff = c.reduce_mem_eff if kind == "reduce" else c.glue_mem_eff
         terms = {
             "compute": flops / (peak * c.lib_mm_eff) * 1e6 if flops else 0.0,
-            "memory": nbytes / (hbm * GLUE_MEM_EFF) * 1e6,
+            "memory": nbytes / (hbm * eff) * 1e6,
         }
     bound = max(terms, key=lambda k: terms[k])
     launch = c.glue_graph_us if graph and c.glue_graph_us > 0 else c.glue_launch_us
@@ -361,9 +395,21 @@ def predict_side(
     launches cost `launch_graph_us` and `glue_graph_us` (where fitted)."""
     if graph and c.launch_graph_us > 0:
         c = c.with_values(launch_us=c.launch_graph_us)
-    parts = [launch_time(s, r, target, c) for s, r in launches] + [
-        glue_time(op, target, c, graph) if op.get("glue") else torch_op_time(op, target, c)
-        for op in torch_ops
+    # In a graph the kernels after the first start back to back: a call of eight small kernels
+    # replays in far less than eight times one kernel's replay (`next_graph_us`, where fitted).
+    later = (
+        c.with_values(launch_us=c.next_graph_us, glue_launch_us=c.next_graph_us, glue_graph_us=0.0)
+        if graph and c.next_graph_us > 0
+        else c
+    )
+    parts = [launch_time(s, r, target, c if i == 0 else later) for i, (s, r) in enumerate(launches)]
+    parts += [
+        (
+            glue_time(op, target, c if not parts and i == 0 else later, graph)
+            if op.get("glue")
+            else torch_op_time(op, target, c)
+        )
+        for i, op in enumerate(torch_ops)
     ]
     total = sum(b.time_us for b in parts)
     slowest = max(parts, key=lambda b: b.time_us) if parts else None
