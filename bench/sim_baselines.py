@@ -120,8 +120,11 @@ class Run:
         return m
 
 
-def collect(paths: list[Path], legacy: dict[str, Any] | None = None) -> Found:
-    """(gpu, task, impl) -> code_sha256 -> what was measured of it."""
+def collect(
+    paths: list[Path], legacy: dict[str, Any] | None = None, names: dict[Path, str] | None = None
+) -> Found:
+    """(gpu, task, impl) -> code_sha256 -> what was measured of it. `names`: what to call a
+    run file in the sources (a GPU call's file before it is committed under bench/results)."""
     legacy = legacy if legacy is not None else _read_legacy()
     found: Found = {}
     runs = [(path, json.loads(path.read_text())) for path in paths]
@@ -131,7 +134,7 @@ def collect(paths: list[Path], legacy: dict[str, Any] | None = None) -> Found:
         device = data.get("device") or {}
         peaks = device.get("peaks")
         run = Run(
-            _name(path),
+            (names or {}).get(path) or _name(path),
             order,
             data.get("provenance") or {},
             (legacy.get("files") or {}).get(path.name) or {},

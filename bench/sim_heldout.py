@@ -362,6 +362,9 @@ def fit() -> None:
         },
     }
     CONSTANTS_FILE.write_text(json.dumps(data, indent=2) + "\n")
+    from core.tasks import manifest
+
+    manifest.record([CONSTANTS_FILE])  # bundled engine data
     print(f"wrote {CONSTANTS_FILE}: " + ", ".join(f"{k}={getattr(c, k):.4g}" for k in names))
     print(f"bands by family: {bands}")
 

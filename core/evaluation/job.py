@@ -289,6 +289,9 @@ def build_job(
                 and info.type == "cuda"
                 and roof is not None
                 and roof < GRAPH_BELOW_US,
+                # the GPU would replay this workload from a CUDA graph (the arena's timer does
+                # below GRAPH_BELOW_US of roofline): its launches cost what a graph's do (sim/model.py)
+                **({"gpu_graph": roof is not None and roof < GRAPH_BELOW_US} if simulated else {}),
                 **(
                     {
                         "formula": {
