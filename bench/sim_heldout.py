@@ -134,8 +134,24 @@ def _load(path: Path, name: str) -> Any:
     return module
 
 
+POINT_TIMEOUT_S = 180.0  # a point counted longer than this is recorded as not counted
+
+
+class TooSlow(Exception):
+    pass
+
+
+def _alarm(_signum: int, _frame: Any) -> None:
+    raise TooSlow(f"not counted within {POINT_TIMEOUT_S:.0f} s")
+
+
 def _count(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Count a batch of points in this process, as a sim:h200 candidate worker would."""
+    """Count a batch of points in this process, as a sim:h200 candidate worker would. A point
+    whose counting takes longer than POINT_TIMEOUT_S (a torch composition run for real at GPU
+    size, such as prefill's chunked attention) is recorded as not counted."""
+    import signal
+
+    signal.signal(signal.SIGALRM, _alarm)
     from core.devices.device import sim_info
     from core.devices.sim import sim_section
     from core.evaluation.job import spec_json
@@ -176,9 +192,13 @@ def _count(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if str(path) not in modules:
                 modules[str(path)] = _load(path, f"candidate_{len(modules)}_{n}")
             module = modules[str(path)]
-            reply = sim_predict.predict_candidate(
-                module.run, specs, workload, 1, custom, compiler, exact=False
-            )
+            signal.alarm(int(POINT_TIMEOUT_S))
+            try:
+                reply = sim_predict.predict_candidate(
+                    module.run, specs, workload, 1, custom, compiler, exact=False
+                )
+            finally:
+                signal.alarm(0)
             ran = getattr(module, "IMPL", None)
             launches = sim_stage.checked_launches(reply)
             problem = (
@@ -344,7 +364,9 @@ def fit() -> None:
         if (p["kind"] == "identity" and p.get("impl") != "torch")
         or (p["kind"] == "published" and p["split"] == "fit")
     ]
-    c = coordinate_fit([p for p in torch_rows + triton_rows if graph_timed(p)], target, start, LAUNCH)
+    c = coordinate_fit(
+        [p for p in torch_rows + triton_rows if graph_timed(p)], target, start, LAUNCH
+    )
     c = coordinate_fit(torch_rows, target, c, GLUE)
     c = coordinate_fit([p for p in torch_rows + triton_rows if graph_timed(p)], target, c, LAUNCH)
     bands = family_bands(points, target, c)
