@@ -127,3 +127,16 @@ def test_the_result_says_which_implementation_was_predicted_against_which():
     assert _implementations_note(_timed({}, {"impl": "liger"})) == [], (
         "a candidate that says nothing"
     )
+
+
+def test_reading_the_simulated_gpu_is_not_noted_but_any_other_environment_read_is():
+    from core.evaluation.scan import scan_source
+
+    offered = (
+        'import os\ndef run(x):\n    return x.is_cuda or bool(os.environ.get("ARENA_SIM_GPU"))\n'
+    )
+    assert scan_source(offered) == [], "what a sim: device offers, no more than x.is_cuda tells"
+    other = (
+        'import os\ndef run(x):\n    return os.environ.get("ARENA_SIM_GPU") or os.getenv("SEED")\n'
+    )
+    assert any(n.startswith("scan:environment") for n in scan_source(other))
