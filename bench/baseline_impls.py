@@ -50,6 +50,98 @@ def impls_of(task: Task) -> tuple[Any, dict[str, Callable | None]]:
     return mod, dict(impls)
 
 
+class TaskBench:
+    """What timing any implementation of one task needs: its reference, input maker, checker and
+    rule, loaded once."""
+
+    def __init__(self, task: Task, info: DeviceInfo, device: torch.device):
+        self.task, self.info, self.device = task, info, device
+        self.ref = _module(
+            task.file("reference.py"), f"bench_reference_{task.id.replace('/', '_')}"
+        ).run
+        self.custom = (
+            _module(task.file("inputs.py"), "bench_inputs").make_inputs
+            if task.file("inputs.py").is_file()
+            else None
+        )
+        self.check = checking.load_check(task.path)
+        self.specs = [spec_json(s) for s in task.inputs]
+        self.out_specs = [spec_json(s) for s in task.outputs]
+        self.rule = {
+            "atol": task.correctness.atol,
+            "rtol": task.correctness.rtol,
+            "min_match": task.correctness.min_match,
+        }
+
+    def workload(self, w: Any) -> dict[str, Any]:
+        shapes = {
+            s.name: list(s.concrete_shape(w.axes))
+            for s in self.task.inputs + self.task.outputs
+            if s.shape is not None
+        }
+        return {"axes": w.axes, "shapes": shapes}
+
+    def measure(
+        self,
+        fn: Callable,
+        w: Any,
+        floors: dict[str, float | None],
+        budget_ms: float = 100.0,
+    ) -> dict[str, Any]:
+        """One correctness run of `fn` against the reference, then the harness's timer at
+        workload `w`: {correct, message, median_us, spread, mode, ...}."""
+        wl = self.workload(w)
+        roof = roofline_for(self.task, w, self.info) if self.info.sol_peaks else None
+        graph = self.device.type == "cuda" and roof is not None and roof < GRAPH_BELOW_US
+        rec: dict[str, Any] = {}
+        try:
+            args = inputs.correctness_inputs(self.specs, wl, 1234, self.device, self.custom)
+            ref_args = [
+                a.clone() if isinstance(a, torch.Tensor) else a for a in args
+            ]  # in-place tasks write args
+            with torch.no_grad():
+                want = self.ref(*ref_args)
+                got = fn(*args)
+            want = list(want) if isinstance(want, (tuple, list)) else [want]
+            got = list(got) if isinstance(got, (tuple, list)) else [got]
+            verdict = checking.judge(
+                self.out_specs,
+                [g.to(self.device) for g in got],
+                want,
+                ref_args,
+                self.rule,
+                self.check,
+            )
+            bad = {k: v.get("message") for k, v in verdict.items() if not v.get("passed")}
+            rec["correct"] = not bad
+            rec["message"] = "; ".join(f"{k}: {v}" for k, v in bad.items())[:300] or None
+            fresh = inputs.FreshInputs(self.specs, wl, 99, self.device, self.custom)
+            timed = timing.time_calls(fn, fresh, self.device, budget_ms, 3, 1000, 0, graph)
+            s = timing.summarize(timed["times_us"])
+            floor = floors.get("graph" if timed["mode"] == "graph" else "eager")
+            sol_us = scoring.reachable_us(roof, floor)
+            rec.update(
+                median_us=s["median_us"],
+                spread=s["spread"],
+                ci_rel=s.get("ci_rel"),
+                calls=s["n"],
+                mode=timed["mode"],
+                roofline_us=roof,
+                launch_floor_us=floor,
+                sol_us=sol_us,
+                sol_fraction=scoring.sol_fraction(sol_us, s["median_us"]),
+                roofline_fraction=scoring.sol_fraction(roof, s["median_us"]),
+                graph_error=timed.get("graph_error"),
+            )
+        except Exception as exc:  # noqa: BLE001 - one implementation failing must not hide the others
+            rec.update(
+                correct=False,
+                message=f"{type(exc).__name__}: {exc}"[:300],
+                error=traceback.format_exc()[-1500:],
+            )
+        return rec
+
+
 def measure_task(
     task: Task,
     info: DeviceInfo,
@@ -59,37 +151,18 @@ def measure_task(
     budget_ms: float = 100.0,
     only: list[str] | None = None,
     log: Callable[[str], None] = print,
+    workloads: list[Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """One record per (workload, implementation)."""
+    """One record per (workload, implementation); `workloads`: the task's visible ones unless given."""
     mod, impls = impls_of(task)
-    ref = _module(task.file("reference.py"), f"bench_reference_{task.id.replace('/', '_')}").run
-    custom = (
-        _module(task.file("inputs.py"), "bench_inputs").make_inputs
-        if task.file("inputs.py").is_file()
-        else None
-    )
-    check = checking.load_check(task.path)
-    specs = [spec_json(s) for s in task.inputs]
-    out_specs = [spec_json(s) for s in task.outputs]
-    rule = {
-        "atol": task.correctness.atol,
-        "rtol": task.correctness.rtol,
-        "min_match": task.correctness.min_match,
-    }
+    bench = TaskBench(task, info, device)
     records = []
-    sets = task.workloads(cpu=cpu)
-    for w in sets.visible:
-        shapes = {
-            s.name: list(s.concrete_shape(w.axes))
-            for s in task.inputs + task.outputs
-            if s.shape is not None
-        }
-        wl = {"axes": w.axes, "shapes": shapes}
-        roof = roofline_for(task, w, info) if info.sol_peaks else None
-        graph = device.type == "cuda" and roof is not None and roof < GRAPH_BELOW_US
+    for w in workloads if workloads is not None else task.workloads(cpu=cpu).visible:
         selected = None  # what run() itself picks for this workload on this device (its IMPL)
         try:
-            mod.run(*inputs.correctness_inputs(specs, wl, 7, device, custom))
+            mod.run(
+                *inputs.correctness_inputs(bench.specs, bench.workload(w), 7, device, bench.custom)
+            )
             selected = (
                 getattr(mod, "IMPL", None) if hasattr(mod, "IMPLS") else task.baselines[0].impl
             )
@@ -110,45 +183,7 @@ def measure_task(
                 "selected": name == selected,  # the implementation the task's baseline runs here
             }
             t0 = time.monotonic()
-            try:
-                args = inputs.correctness_inputs(specs, wl, 1234, device, custom)
-                ref_args = [
-                    a.clone() if isinstance(a, torch.Tensor) else a for a in args
-                ]  # in-place tasks write args
-                with torch.no_grad():
-                    want = ref(*ref_args)
-                    got = fn(*args)
-                want = list(want) if isinstance(want, (tuple, list)) else [want]
-                got = list(got) if isinstance(got, (tuple, list)) else [got]
-                verdict = checking.judge(
-                    out_specs, [g.to(device) for g in got], want, ref_args, rule, check
-                )
-                bad = {k: v.get("message") for k, v in verdict.items() if not v.get("passed")}
-                rec["correct"] = not bad
-                rec["message"] = "; ".join(f"{k}: {v}" for k, v in bad.items())[:300] or None
-                fresh = inputs.FreshInputs(specs, wl, 99, device, custom)
-                timed = timing.time_calls(fn, fresh, device, budget_ms, 3, 1000, 0, graph)
-                s = timing.summarize(timed["times_us"])
-                floor = floors.get("graph" if timed["mode"] == "graph" else "eager")
-                sol_us = scoring.reachable_us(roof, floor)
-                rec.update(
-                    median_us=s["median_us"],
-                    spread=s["spread"],
-                    calls=s["n"],
-                    mode=timed["mode"],
-                    roofline_us=roof,
-                    launch_floor_us=floor,
-                    sol_us=sol_us,
-                    sol_fraction=scoring.sol_fraction(sol_us, s["median_us"]),
-                    roofline_fraction=scoring.sol_fraction(roof, s["median_us"]),
-                    graph_error=timed.get("graph_error"),
-                )
-            except Exception as exc:  # noqa: BLE001 - one implementation failing must not hide the others
-                rec.update(
-                    correct=False,
-                    message=f"{type(exc).__name__}: {exc}"[:300],
-                    error=traceback.format_exc()[-1500:],
-                )
+            rec.update(bench.measure(fn, w, floors, budget_ms))
             rec["seconds"] = round(time.monotonic() - t0, 2)
             records.append(rec)
             log(

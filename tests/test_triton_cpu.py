@@ -61,6 +61,13 @@ with interpreter_on():
         tl.store(prod_ptr + offs, x * y, mask=mask)
 
     @triton.jit
+    def cast_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        x = tl.load(x_ptr + offs, mask=mask)
+        tl.store(out_ptr + offs, x.to(out_ptr.dtype.element_ty), mask=mask)
+
+    @triton.jit
     def matmul_kernel(
         x_ptr,
         w_ptr,
@@ -397,3 +404,17 @@ def test_autotune_with_custom_benchmark_settings_needs_no_gpu_driver():
         x, out, 100
     )
     assert torch.equal(out, x * 2)
+
+
+@pytest.mark.parametrize("src", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dst", [torch.float8_e4m3fn, torch.float8_e5m2])
+def test_a_cast_to_fp8_rounds_to_nearest_even_and_saturates_like_the_gpu(src, dst):
+    # Out of the box the interpreter drops the carry of its rounding at a binade's edge (7.95
+    # became 4.0, 127 became 64) and neither rounds ties to even nor saturates; production fp8
+    # quantization kernels store y.to(tl.float8e4nv), which a GPU rounds and saturates.
+    edges = [7.95, 127.0, 15.9, 0.0, -3.3, 1e-4, 300.0, 447.0, 500.0, -1000.0, 2.0**-9]
+    x = torch.cat([torch.tensor(edges), torch.randn(1000) * 50]).to(src)
+    out = torch.empty(x.shape, dtype=dst)
+    cast_kernel[(triton.cdiv(x.numel(), 256),)](x, out, x.numel(), BLOCK=256)
+    finite = torch.finfo(dst).max
+    assert torch.equal(out.float(), x.float().clamp(-finite, finite).to(dst).float())

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import yaml
 
-from core.devices.ids import timing_kind_for_type
+from core.devices.ids import DeviceId, DeviceIdError, timing_kind_for_type
 
 BUNDLED_PEAKS = Path(__file__).resolve().parents[1] / "data" / "peaks.yaml"
 USER_PEAKS = (
@@ -188,7 +188,15 @@ class LocalDevice:
 
 
 def parse_device(device_id: str) -> LocalDevice:
-    device_id = device_id.strip()
+    """A device of this machine from its id; options (`sim:h200?escalate=1.0&to=cuda:0`) are
+    checked here and left out of the device (Evaluator reads them: core/devices/ids.py)."""
+    parsed = DeviceId.parse(device_id)
+    if parsed.options:
+        try:
+            parsed.escalation()
+        except DeviceIdError as exc:
+            raise DeviceError(str(exc)) from None
+    device_id = parsed.bare
     if _ID.match(device_id):
         device = LocalDevice(device_id)
         if device.type == "cuda" and not device.indices:  # cuda:3-1
@@ -339,7 +347,8 @@ def info_from_probe(device_id: str, data: dict[str, Any]) -> DeviceInfo:
 def sim_info(device_id: str) -> DeviceInfo:
     """A simulated GPU: the named peaks-table entry, run on this machine's CPU (no probe: the
     harness reports its versions when an evaluation starts)."""
-    key = parse_device(device_id).id[4:]
+    device_id = parse_device(device_id).id  # the id without its options
+    key = device_id[4:]
     entry = load_peaks().get(key)
     if entry is None:
         raise DeviceError(f"`{device_id}`: the peaks table has no `{key}` entry")

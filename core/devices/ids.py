@@ -1,5 +1,10 @@
-"""Device ids, parsed in one place: `[host/]local`, where local is `cpu`, `cuda:N`, `cuda:A-B`
-(a device group), `xpu:N` or `sim:<gpu>`, and a Ray pool is `ray:<type>`.
+"""Device ids, parsed in one place: `[host/]local[?options]`, where local is `cpu`, `cuda:N`,
+`cuda:A-B` (a device group), `xpu:N` or `sim:<gpu>`, and a Ray pool is `ray:<type>`.
+
+A simulated GPU takes options after a `?`, `&`-separated: `sim:h200?escalate=1.0&to=cuda:0`
+sends a result whose predicted speedup band straddles 1.0 (the decision a trainer makes on it)
+to the GPU `cuda:0` to be measured (core/evaluation/escalate.py; docs/simulation.md,
+"Escalation"). Without `to`, the GPU is the one named by ARENA_ESCALATE_TO, where set.
 
 Every question the engine asks of an id alone (which host, which kind of device, the timing
 kind of its results, how many GPUs it names, whether it runs on the CPU) is answered here, so
@@ -9,25 +14,88 @@ against what exists (a known simulated GPU, a non-empty group) is `core.devices.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+import os
+from dataclasses import dataclass, field
 
 from core.model.statuses import TimingKind
 
 SIM_PREFIX = "sim:"
+ESCALATE_ENV = "ARENA_ESCALATE_TO"  # the GPU an `escalate=` option sends to, without `to=`
+OPTIONS = {"escalate", "to"}
+
+
+class DeviceIdError(ValueError):
+    """An id's options that cannot be used (core.devices.device.DeviceError wraps it)."""
+
+
+@dataclass(frozen=True)
+class Escalation:
+    """`sim:<gpu>?escalate=T[&to=DEVICE]`: a prediction whose speedup band straddles T goes to
+    DEVICE (or ARENA_ESCALATE_TO) to be measured; `to` None where neither names one."""
+
+    threshold: float
+    to: str | None
 
 
 @dataclass(frozen=True)
 class DeviceId:
-    """One device id, split: `host` (None for a local device) and the `local` id on that host."""
+    """One device id, split: `host` (None for a local device), the `local` id on that host, and
+    its `options` (after a `?`: only simulated GPUs take any)."""
 
     host: str | None
     local: str
+    options: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     @classmethod
     def parse(cls, device_id: str) -> DeviceId:
-        text = device_id.strip()
+        text, _, query = device_id.strip().partition("?")
+        options = tuple(
+            (k.strip(), v.strip())
+            for k, _, v in (part.partition("=") for part in query.split("&") if part.strip())
+        )
         host, sep, local = text.rpartition("/")
-        return cls(host or None, local) if sep else cls(None, text)
+        return cls(host or None, local, options) if sep else cls(None, text, options)
+
+    @property
+    def bare(self) -> str:
+        """The id without its options (`box1/sim:h200`)."""
+        return f"{self.host}/{self.local}" if self.host else self.local
+
+    def escalation(self) -> Escalation | None:
+        """The `escalate` option, checked (DeviceIdError says what is wrong and how to write it)."""
+        given = dict(self.options)
+        unknown = sorted(set(given) - OPTIONS)
+        if unknown:
+            raise DeviceIdError(
+                f"device `{self.bare}`: unknown option `{unknown[0]}` (options: escalate=SPEEDUP, to=DEVICE)"
+            )
+        if given and self.sim_gpu is None:
+            raise DeviceIdError(
+                f"device `{self.bare}` takes no options: only simulated GPUs do (sim:h200?escalate=1.0&to=cuda:0)"
+            )
+        if "escalate" not in given:
+            if "to" in given:
+                raise DeviceIdError(
+                    f"device `{self.bare}`: `to` without `escalate`: write sim:h200?escalate=1.0&to={given['to']}"
+                )
+            return None
+        try:
+            threshold = float(given["escalate"])
+        except ValueError:
+            threshold = math.nan
+        if not math.isfinite(threshold) or threshold <= 0:
+            raise DeviceIdError(
+                f"device `{self.bare}`: escalate={given['escalate']!r} is not a speedup: write a positive number, e.g. escalate=1.0"
+            )
+        to = given.get("to") or os.environ.get(ESCALATE_ENV) or None
+        if to is not None:
+            target = DeviceId.parse(to)
+            if target.options or target.kind in ("cpu", "sim", "ray") or target.host:
+                raise DeviceIdError(
+                    f"device `{self.bare}`: escalate to `{to}`: name a GPU of this machine (cuda:N, xpu:N)"
+                )
+        return Escalation(threshold, to)
 
     @property
     def kind(self) -> str:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from core.evaluation import scan, scoring
+from core.evaluation.escalate import escalated
 from core.evaluation.executors import Executor, HarnessError, LocalExecutor
 from core.evaluation.heartbeat import Pulse
 from core.evaluation.job import Timing, build_job, job_deadline_s, task_dtypes
@@ -109,6 +110,8 @@ class Evaluator:
             executor = LocalExecutor(device_id, self.root)
         self.executor = executor
         self.info = executor.info
+        # `sim:h200?escalate=...` (core/devices/ids.py): undecided predictions go to a GPU
+        self.escalation = getattr(executor, "escalation", None)
         self.count = 0
 
     def __enter__(self) -> Evaluator:
@@ -224,6 +227,19 @@ class Evaluator:
             self._flag_changes(
                 result, what, [p for p, data in files_before.items() if manifest.read(p) != data]
             )
+        if self.escalation is not None:
+            result = await escalated(
+                result,
+                self.escalation,
+                task,
+                candidate,
+                seed=seed,
+                limits=limits,
+                performance=performance,
+                visible_only=visible_only,
+                world_size=world_size,
+                profile=profile,
+            )
         return result
 
     def _evaluate_external(
@@ -315,18 +331,36 @@ class Evaluator:
         to score it instead)."""
         from core.evaluation.batch import evaluate_batch
 
-        return await evaluate_batch(
+        paths = [Path(c) for c in candidates]
+        results = await evaluate_batch(
             self,
             task,
-            [Path(c) for c in candidates],
+            paths,
             seed,
             on_event,
             limits,
             performance,
             visible_only,
             profile,
-            on_result,
+            on_result if self.escalation is None else None,
         )
+        if self.escalation is None:
+            return results
+        for k, (path, result) in enumerate(zip(paths, results)):
+            results[k] = await escalated(
+                result,
+                self.escalation,
+                task,
+                path,
+                seed=seed,
+                limits=limits,
+                performance=performance,
+                visible_only=visible_only,
+                profile=profile,
+            )
+            if on_result is not None:
+                on_result(k, results[k])
+        return results
 
 
 def evaluate(

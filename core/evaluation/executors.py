@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from core.devices.device import PACKAGE_ROOT, DeviceInfo, LocalDevice, parse_device, probe
+from core.devices.ids import DeviceId
 from core.evaluation import locker, sandbox
 from core.harness import trace
 from core.model import events
@@ -290,6 +291,9 @@ class LocalExecutor:
 
     def __init__(self, device_id: str, log_dir: Path):
         self.device: LocalDevice = parse_device(device_id)
+        # `sim:h200?escalate=...`: where the Evaluator sends a prediction that cannot decide
+        self.escalation = DeviceId.parse(device_id).escalation()
+        device_id = self.device.id
         self.device_id = device_id
         # Before anything runs: no sandbox and no --unsandboxed is one line and exit 2.
         self.sandbox_info: sandbox.SandboxInfo = sandbox.require()

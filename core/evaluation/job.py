@@ -279,6 +279,8 @@ def build_job(
     performance = []
     for w in timed:
         roof = roofline_for(task, w, info)
+        known = sim_baseline(task, w, info, roof) if simulated else None
+        stale = bool(known and known.get("stale"))
         performance.append(
             {
                 **w.to_json(),
@@ -290,6 +292,9 @@ def build_job(
                 and info.type == "cuda"
                 and roof is not None
                 and roof < GRAPH_BELOW_US,
+                # the GPU would replay this workload from a CUDA graph (the arena's timer does
+                # below GRAPH_BELOW_US of roofline): its launches cost what a graph's do (sim/model.py)
+                **({"gpu_graph": roof is not None and roof < GRAPH_BELOW_US} if simulated else {}),
                 **(
                     {
                         "formula": {
@@ -301,17 +306,15 @@ def build_job(
                     if simulated
                     else {}
                 ),
-                **(
-                    {"measured_baseline": known}
-                    if simulated and (known := sim_baseline(task, w, info, roof))
-                    else {}
-                ),
+                **({"measured_baseline": known} if known and not stale else {}),
+                # measured with another baseline: predicted, and the result says why (verdict.assemble)
+                **({"baseline_note": known["note"]} if known and stale else {}),
             }
         )
     timing = timing or Timing.for_device("cpu" if simulated else info.type, profile)
     default_memory = {"cpu": CPU_CANDIDATE_MEMORY, "sim": SIM_CANDIDATE_MEMORY}.get(info.type)
     memory = candidate_memory_bytes if candidate_memory_bytes is not None else default_memory
-    sim = sim_section(info) if simulated else None
+    sim = sim_section(info, task.family) if simulated else None
     return {
         "version": 1,
         "task_id": task.id,

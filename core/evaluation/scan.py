@@ -253,11 +253,18 @@ _LOWER = {
 }
 
 
+# The one environment read the arena itself offers code: which GPU a sim: device stands for
+# (core/harness/protocol.py SIM_GPU_ENV), so that a task's baseline.py takes the GPU's Triton
+# branch there. It tells nothing `x.is_cuda` does not (a sim: device's tensors are CPU tensors),
+# so reading it is not noted; any other read of the environment still is.
+_OFFERED_ENV = re.compile(r"""\bos\.environ\.get\(\s*["']ARENA_SIM_GPU["']\s*\)""")
+
+
 def scan_source(source: str, task_dtypes: Iterable[str] = (), native: bool = False) -> list[str]:
     """Review notes for one source text. `task_dtypes` are the dtypes the task declares: a
     lower precision it does not declare is noted."""
     text = source if native else _strip_comments_and_docstrings(source)
-    lines = text.splitlines()
+    lines = [_OFFERED_ENV.sub("_offered_", line) for line in text.splitlines()]
     hits: dict[str, list[tuple[int, str]]] = {}
     for rule in RULES:
         rx = rule.regex()

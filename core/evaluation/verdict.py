@@ -178,7 +178,9 @@ def assemble(
                     roofline_us=roof,
                     sol_fraction=scoring.sol_fraction(sol_us, cand),
                     model=w.get("model"),
-                    notes=e.notes,
+                    notes=e.notes
+                    + ([w["baseline_note"]] if w.get("baseline_note") else [])
+                    + _implementations_note(e),
                     band=band,
                     interval=list(interval) if interval else None,
                     bandwidth=bandwidth_figures(
@@ -276,6 +278,20 @@ def baseline_ran(task: Task, reported: list[str | None]) -> tuple[str | None, st
     ran = sorted(names, key=lambda n: (order.index(n) if n in order else len(order), n))  # type: ignore[arg-type]
     kinds = {b.kind for b in task.baselines if b.impl in ran}
     return "+".join(ran), (kinds.pop() if len(kinds) == 1 else None)  # type: ignore[arg-type]
+
+
+def _implementations_note(e: events.WorkloadTimed) -> list[str]:
+    """Where a predicted candidate says it ran another implementation than the baseline it is
+    divided by (a task's baseline.py on a sim: device runs its torch composition where the GPU
+    runs a vendor CUDA library that cannot run on a CPU), the note that says which was
+    predicted against which."""
+    ran, against = e.candidate.get("impl"), e.baseline.get("impl")
+    if e.mode != "predicted" or not isinstance(ran, str) or not against or ran == against:
+        return []
+    return [
+        f"implementations: the candidate ran `{ran}` here (predicted), the baseline it is divided by is `{against}`"
+        f" ({e.baseline.get('source') or 'predicted'}): the two are not the same code"
+    ]
 
 
 def _speedup_band(e: events.WorkloadTimed) -> float | None:

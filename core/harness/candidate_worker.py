@@ -37,7 +37,7 @@ from core.harness import (
     timing,
     trace,
 )
-from core.harness.protocol import Op, Reply
+from core.harness.protocol import SIM_GPU_ENV, Op, Reply
 from core.harness.worker_process import drop_capabilities, limit_resources, redirect_output
 from core.harness.worker_tools import (
     device_of,
@@ -69,6 +69,10 @@ def candidate_main(conn: socket.socket, job: dict[str, Any]) -> None:
         from core.harness.sim import predict as sim_predict
 
         predictor = sim_predict
+        # Code that picks an implementation per device (a task's baseline.py: Liger where a GPU
+        # is) takes the GPU's branch where that branch is Triton, which this device counts in
+        # its interpreter: the GPU it stands for, by its id (docs/simulation.md, "The identity").
+        os.environ[SIM_GPU_ENV] = str(job["device"].get("id") or "sim")
         sim = sim_predict.CompileCache(
             job["device"]["aot"], str(workdir / "triton_cache")
         )  # before the interpreter

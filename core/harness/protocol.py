@@ -21,6 +21,10 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, Literal, TypedDict
 
+# Set in a `sim:` device's candidate worker to the simulated GPU's id (`sim:h200`): code that
+# picks an implementation per device (a task's baseline.py) takes the GPU's Triton branch there.
+SIM_GPU_ENV = "ARENA_SIM_GPU"
+
 
 class Op(str, Enum):
     """Every op a harness worker, the trusted worker, a rank or the zygote answers."""

@@ -46,6 +46,7 @@ def enable_interpreter() -> None:
         _bench_autotune_without_driver,
         _fast_half_dot,
         _fix_bf16,
+        _fix_fp8_casts,
         _patch_language_once_per_launch,
         _table_np_dtypes,
         _float_arguments_as_fp32,
@@ -351,3 +352,4 @@ def _float_arguments_as_fp32() -> None:
 # fresh copy); triton_libdevice reads this module's names at call time.
 from core.harness import triton_libdevice  # noqa: E402
 from core.harness.triton_bf16 import _fix_bf16  # noqa: E402
+from core.harness.triton_fp8 import _fix_fp8_casts  # noqa: E402

@@ -15,6 +15,11 @@ axes), and regenerated from device runs by bench/sim_baselines.py. Which impleme
 where a run recorded the baseline's own choice (`selected`), that one; elsewhere the first of
 the task's `baselines:` (its order of preference) measured on that GPU, e.g. `liger` for
 norm/add_rmsnorm on the H200, `torch` where no library was measured.
+
+Every entry carries its provenance (core/devices/sim/provenance.py): the hash of the baseline
+code it was measured with, and the library versions. Figures of another code than the task's
+today are stale: `baseline_on` answers so, with the note that names the command re-measuring
+them, and the baseline is predicted instead (docs/simulation.md, "Provenance").
 """
 
 from __future__ import annotations
@@ -27,7 +32,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from core.devices.sim.provenance import remeasure_command
+
 TABLE_FILE = Path(__file__).resolve().parents[2] / "data" / "sim_baselines.json"
+NOTED_VERSIONS = ("torch", "triton", "liger-kernel", "flashinfer-python", "vllm", "sgl-kernel")
 DEFAULT_IMPL = (
     "torch"  # the task's own PyTorch composition (records made before baseline_impl existed)
 )
@@ -123,13 +131,16 @@ def baseline_for(
     if not entry:
         return None
     measured = entry.get("workloads", {}).get(axes_key(axes))
+    versions = (entry.get("provenance") or {}).get("versions") or {}
     if measured is not None:
         return {
             "median_us": float(measured["median_us"]),
             "source": "measured",
-            "band": 0.0,
+            # the figure's own uncertainty (its runs' spread, at least the run-to-run floor)
+            "band": float(measured.get("band", 0.0)),
             "runs": measured.get("runs", 1),
             "impl": impl,
+            "versions": {k: versions[k] for k in NOTED_VERSIONS if k in versions},
         }
     model = entry.get("model")
     if model and roofline_us is not None and roofline_us > 0:
@@ -145,15 +156,42 @@ def baseline_for(
 
 
 def baseline_on(
-    gpu: str, task_id: str, order: Sequence[str], axes: dict[str, Any], roofline_us: float | None
+    gpu: str,
+    task_id: str,
+    order: Sequence[str],
+    axes: dict[str, Any],
+    roofline_us: float | None,
+    code: str | None = None,
 ) -> dict[str, Any] | None:
     """The baseline's time for one workload on `gpu`, of the implementation that GPU would run:
     the one a measured run selected at this workload, else the first of `order` (task.yaml's
     `baselines:`, in preference; empty: `torch`) with measurements on `gpu`. None where the
-    table has nothing of the task's implementations there (the baseline is then predicted)."""
+    table has nothing of the task's implementations there (the baseline is then predicted).
+
+    `code`: today's code hash of the task's baseline (provenance.task_code). Figures measured
+    with other code are not the baseline's any more: the answer is then {"stale": True, "note"}
+    and the baseline is predicted, labelled so (docs/simulation.md, "Provenance")."""
     entries = load_table().get("gpus", {}).get(gpu, {}).get(task_id, {})
     order = list(order) or [DEFAULT_IMPL]
     key = axes_key(axes)
     chosen = next((i for i in order if key in (entries.get(i) or {}).get("selected", ())), None)
     chosen = chosen or next((i for i in order if entries.get(i)), None)
-    return baseline_for(gpu, task_id, chosen, axes, roofline_us) if chosen else None
+    if not chosen:
+        return None
+    measured_code = (entries[chosen].get("provenance") or {}).get("code_sha256")
+    if code is not None and measured_code != code:
+        return {
+            "stale": True,
+            "impl": chosen,
+            "note": stale_note(gpu, task_id, chosen, measured_code, code),
+        }
+    return baseline_for(gpu, task_id, chosen, axes, roofline_us)
+
+
+def stale_note(gpu: str, task_id: str, impl: str, measured: str | None, today: str) -> str:
+    then = f"code {measured[:12]}" if measured else "no recorded code"
+    return (
+        f"baseline: predicted, not measured: the {gpu.upper()} figures of `{impl}` in core/data/sim_baselines.json "
+        f"were measured with another baseline ({then}; today {today[:12]}); re-measure them on an {gpu.upper()} "
+        f"with `{remeasure_command(task_id)}`"
+    )

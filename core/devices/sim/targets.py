@@ -29,8 +29,11 @@ def calibration_label(key: str) -> str:
     return fitted["label"] if fitted else "uncalibrated"
 
 
-def sim_section(info: DeviceInfo) -> dict[str, Any]:
-    """The job's `sim` section for a simulated device."""
+def sim_section(info: DeviceInfo, family: str | None = None) -> dict[str, Any]:
+    """The job's `sim` section for a simulated device. `family`: the task's (gemm, norm, ...):
+    its prediction's band is the one fitted for its family where the device has one (the
+    held-out errors of published kernels of that family: bench/sim_heldout.py), else the
+    device's single band."""
     data = load_constants()
     key = info.peaks_key or info.id.removeprefix("sim:")
     arch = data["arch"].get(info.arch)
@@ -48,10 +51,16 @@ def sim_section(info: DeviceInfo) -> dict[str, Any]:
     fitted = data["fitted"].get(key)
     if fitted:
         constants = dict(fitted["constants"])
+        bands = fitted.get("bands") or {}
+        if family in bands:
+            constants["band"] = max(float(bands[family]), 0.05)
     else:
         # An uncalibrated device is never given a tighter band than a calibrated one earned.
         fitted_bands = [f["constants"] for f in data["fitted"].values()]
-        band = max([data["uncalibrated_band"]] + [c["band"] for c in fitted_bands])
+        family_bands = [
+            float(b) for f in data["fitted"].values() for b in (f.get("bands") or {}).values()
+        ]
+        band = max([data["uncalibrated_band"]] + [c["band"] for c in fitted_bands] + family_bands)
         lib_band = max(
             [data["uncalibrated_band"], data["default"]["lib_band"]]
             + [c["lib_band"] for c in fitted_bands]
@@ -102,11 +111,14 @@ def sim_baseline(
     """The baseline's time for one performance workload on a simulated device, from the measured
     table (core/devices/sim/baselines.py), of the implementation that GPU would run (`impl`): measured
     there, or the task's fitted model; None where the table has nothing for the task on that
-    GPU (the baseline is then predicted from counts)."""
+    GPU (the baseline is then predicted from counts); {"stale": True, "note"} where the figures
+    were measured with another baseline than the task's today (predicted too, and the note says so)."""
     from core.devices.sim.baselines import baseline_on
+    from core.devices.sim.provenance import task_code
 
     key = info.peaks_key or info.id.removeprefix("sim:")
     order = [
         b.impl for b in getattr(task, "baselines", ())
     ]  # task.yaml's `baselines:`, in preference
-    return baseline_on(key, task.id, order, dict(workload.axes), roofline_us)
+    code = task_code(task.path).code_sha256
+    return baseline_on(key, task.id, order, dict(workload.axes), roofline_us, code)

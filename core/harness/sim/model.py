@@ -68,6 +68,34 @@ class Constants:
     lib_mm_eff: float = 0.75
     lib_mem_eff: float = 0.8
     glue_launch_us: float = 3.3  # a torch kernel a candidate launches around its own (fitted on the baselines run as candidates)
+    # Where the GPU would replay the workload from a CUDA graph (a roofline under 50 µs: the
+    # arena's timer), kernels start back to back: a launch costs less. 0: as eager.
+    launch_graph_us: float = 0.0  # a Triton launch inside a graph
+    glue_graph_us: float = 0.0  # a torch kernel inside a graph
+    next_graph_us: float = (
+        0.0  # each kernel after the first of one call inside a graph (back to back)
+    )
+    # The vendor library behind a candidate's torch calls (glue_time), by what the call does:
+    gemm_eff: float = (
+        0.75  # share of the matrix peak a cuBLAS GEMM reaches (mm, matmul, bmm, linear, ...)
+    )
+    gemm_mem_eff: float = (
+        0.8  # share of HBM bandwidth a memory-bound GEMM (a GEMV at decode) reaches
+    )
+    gemm_fixed_us: float = (
+        0.0  # what a GEMM costs beyond one launch (cuBLAS picks and sets up a kernel)
+    )
+    attn_eff: float = (
+        0.5  # share of the matrix peak fused attention (scaled_dot_product_attention) reaches
+    )
+    sort_fixed_us: float = 0.0  # a sort, top-k or sampling call: several kernels (radix passes)
+    sort_mem_eff: float = 0.8  # share of HBM bandwidth per pass of a sort
+    reduce_mem_eff: float = (
+        0.8  # share of HBM bandwidth a reduction (sum, amax, vector norms, softmax, cumsum) reaches
+    )
+    glue_mem_eff: float = (
+        0.8  # share of HBM bandwidth any other torch kernel (elementwise, gathers, copies) reaches
+    )
     band: float = (
         0.35  # ± of a prediction with Triton launches (80th percentile of held-out errors)
     )
@@ -253,27 +281,104 @@ def torch_op_time(op: dict[str, Any], target: Target, c: Constants) -> Breakdown
 
 
 GLUE_MEM_EFF = 0.8  # share of HBM bandwidth one torch elementwise/copy kernel reaches (estimate: large copies reach 85-90% on the H200)
+GEMM_CALLS = {
+    "mm",
+    "matmul",
+    "__matmul__",
+    "__rmatmul__",
+    "bmm",
+    "addmm",
+    "baddbmm",
+    "addbmm",
+    "linear",
+    "einsum",
+    "mv",
+    "addmv",
+    "_grouped_mm",
+    "_scaled_mm",
+    "_scaled_grouped_mm",
+}
+ATTENTION_CALLS = {"scaled_dot_product_attention", "varlen_attn", "flex_attention"}
+SORT_CALLS = {"sort", "argsort", "topk", "msort", "kthvalue", "unique", "multinomial"}
+REDUCE_CALLS = {
+    "sum",
+    "mean",
+    "amax",
+    "amin",
+    "max",
+    "min",
+    "argmax",
+    "argmin",
+    "norm",
+    "linalg_vector_norm",
+    "vector_norm",
+    "softmax",
+    "log_softmax",
+    "cumsum",
+    "var",
+    "std",
+    "logsumexp",
+    "prod",
+    "any",
+    "all",
+}
 
 
-def glue_time(op: dict[str, Any], target: Target, c: Constants) -> Breakdown:
-    """A torch call a candidate makes around its kernels: one launch (`glue_launch_us`, fitted on
-    the H200 timings of the baselines submitted as candidates), plus the larger of its FLOPs at
-    the vendor library's efficiency and its bytes near HBM bandwidth."""
+def glue_kind(name: str) -> str:
+    """What kind of library kernel a torch call is: `gemm`, `attention`, `sort`, `reduce` or
+    `other` (elementwise, gathers, copies)."""
+    base = name.rsplit(".", 1)[-1]
+    if base in GEMM_CALLS:
+        return "gemm"
+    if base in ATTENTION_CALLS or base.startswith("_scaled_dot_product"):
+        return "attention"
+    if base in SORT_CALLS:
+        return "sort"
+    if base in REDUCE_CALLS:
+        return "reduce"
+    return "other"
+
+
+def glue_time(op: dict[str, Any], target: Target, c: Constants, graph: bool = False) -> Breakdown:
+    """A torch call a candidate makes (a pure-PyTorch candidate: every call): one launch
+    (`glue_launch_us`, or `glue_graph_us` where the GPU replays the workload from a CUDA graph)
+    plus what the vendor kernel behind it costs, by kind (`glue_kind`): a GEMM at the library's
+    share of the matrix peak or, memory-bound, of HBM bandwidth, plus its set-up; fused attention
+    at its share of the matrix peak; a sort's fixed passes plus its bytes; anything else its
+    bytes near HBM bandwidth. Fitted on the H200 timings of the baselines submitted as
+    candidates (bench/sim_heldout.py fit)."""
     flops, nbytes = float(op.get("flops", 0.0)), float(op.get("bytes", 0.0))
-    terms = {
-        "compute": flops
-        / (target.dot_tflops(op.get("dtype") or "bf16") * 1e12 * c.lib_mm_eff)
-        * 1e6
-        if flops
-        else 0.0,
-        "memory": nbytes / (target.hbm_tbps * 1e12 * GLUE_MEM_EFF) * 1e6,
-    }
+    kind = glue_kind(str(op.get("name") or ""))
+    peak = target.dot_tflops(op.get("dtype") or "bf16") * 1e12
+    hbm = target.hbm_tbps * 1e12
+    fixed = 0.0
+    if kind == "gemm":
+        terms = {
+            "compute": flops / (peak * c.gemm_eff) * 1e6 if flops else 0.0,
+            "memory": nbytes / (hbm * c.gemm_mem_eff) * 1e6,
+        }
+        fixed = c.gemm_fixed_us
+    elif kind == "attention":
+        terms = {
+            "compute": flops / (peak * c.attn_eff) * 1e6 if flops else 0.0,
+            "memory": nbytes / (hbm * GLUE_MEM_EFF) * 1e6,
+        }
+    elif kind == "sort":
+        terms = {"compute": 0.0, "memory": nbytes / (hbm * c.sort_mem_eff) * 1e6}
+        fixed = c.sort_fixed_us
+    else:
+        eff = c.reduce_mem_eff if kind == "reduce" else c.glue_mem_eff
+        terms = {
+            "compute": flops / (peak * c.lib_mm_eff) * 1e6 if flops else 0.0,
+            "memory": nbytes / (hbm * eff) * 1e6,
+        }
     bound = max(terms, key=lambda k: terms[k])
+    launch = c.glue_graph_us if graph and c.glue_graph_us > 0 else c.glue_launch_us
     return Breakdown(
-        time_us=c.glue_launch_us + terms[bound],
+        time_us=launch + fixed + terms[bound],
         bound=bound,
         terms_us=terms,
-        detail={"op": op.get("name"), "launches": 1},
+        detail={"op": op.get("name"), "launches": 1, "kind": kind},
     )
 
 
@@ -282,12 +387,29 @@ def predict_side(
     torch_ops: list[dict[str, Any]],
     target: Target,
     c: Constants,
+    graph: bool = False,
 ) -> dict[str, Any]:
     """One side of a workload (the candidate's launches and torch ops, or the baseline's ops),
-    run one after the other on one stream: the sum. JSON-ready, with the ± band."""
-    parts = [launch_time(s, r, target, c) for s, r in launches] + [
-        glue_time(op, target, c) if op.get("glue") else torch_op_time(op, target, c)
-        for op in torch_ops
+    run one after the other on one stream: the sum. JSON-ready, with the ± band. `graph`: the
+    GPU would time this workload as a CUDA graph replay (its roofline is under 50 µs), where
+    launches cost `launch_graph_us` and `glue_graph_us` (where fitted)."""
+    if graph and c.launch_graph_us > 0:
+        c = c.with_values(launch_us=c.launch_graph_us)
+    # In a graph the kernels after the first start back to back: a call of eight small kernels
+    # replays in far less than eight times one kernel's replay (`next_graph_us`, where fitted).
+    later = (
+        c.with_values(launch_us=c.next_graph_us, glue_launch_us=c.next_graph_us, glue_graph_us=0.0)
+        if graph and c.next_graph_us > 0
+        else c
+    )
+    parts = [launch_time(s, r, target, c if i == 0 else later) for i, (s, r) in enumerate(launches)]
+    parts += [
+        (
+            glue_time(op, target, c if not parts and i == 0 else later, graph)
+            if op.get("glue")
+            else torch_op_time(op, target, c)
+        )
+        for i, op in enumerate(torch_ops)
     ]
     total = sum(b.time_us for b in parts)
     slowest = max(parts, key=lambda b: b.time_us) if parts else None

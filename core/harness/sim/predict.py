@@ -44,6 +44,15 @@ REAL_RUN_BYTES = 3e9
 BYTES_CAP = 2.0  # a baseline call's bytes are at most this many times the task's minimum
 
 
+def ran_impl(run: Callable[..., Any]) -> str | None:
+    """The implementation a candidate says its last call ran (a module's `IMPL`, as a task's
+    baseline.py keeps it): the result then says which implementation was predicted against
+    which measured one (a vendor CUDA library the GPU selects cannot run here). A label only:
+    nothing is billed or checked by it."""
+    impl = getattr(run, "__globals__", {}).get("IMPL")
+    return impl[:40] if isinstance(impl, str) else None
+
+
 def fake_inputs(
     specs: list[dict[str, Any]], workload: dict[str, Any], seed: int, custom: Any
 ) -> Callable[[], list[Any]]:
@@ -126,6 +135,7 @@ def predict_candidate(
                 notes.append("pure PyTorch: no memory for the real run at GPU size")
         return {
             "ok": True,
+            "impl": ran_impl(run),
             "launches": [],
             "torch_ops": ops,
             "notes": [*notes, "no Triton launch: counted on fake tensors"],
@@ -195,6 +205,7 @@ def _predict_real(
         )
     return {
         "ok": True,
+        "impl": ran_impl(run),
         "launches": launches,
         "torch_ops": work.ops,
         "notes": notes,
@@ -214,8 +225,18 @@ def predict_baseline(
     custom: Any,
     formula: dict[str, Any],
 ) -> dict[str, Any]:
-    """The baseline's call at GPU size (FLOPs counted, bytes of its tensors), or the task's
-    formulas where fake tensors fail."""
+    """The baseline at GPU size, for a GPU without measured figures of it (or figures of
+    another baseline: core/devices/sim/provenance.py): its torch calls counted on fake tensors
+    and priced as a candidate's are (sim_model.glue_time, calibrated on the H200's baselines),
+    so a baseline predicted against itself comes out as it does as a candidate; where that
+    count fails, the call as a whole (FLOPs counted, bytes of its tensors), or the task's
+    formulas where fake tensors fail altogether."""
+    try:
+        ops = sim_torch.count_fake(run, fake_inputs(specs, workload, seed, custom))
+        if ops and sim_torch.math_isfinite(ops):
+            return {"ok": True, "torch_ops": ops, "source": "counted"}
+    except Exception:  # noqa: BLE001 - data-dependent: the call as a whole, below
+        pass
     try:
         call = sim_torch.count_call_fake(run, fake_inputs(specs, workload, seed, custom))
         if call["ops"] and sim_torch.math_isfinite([call]):

@@ -341,7 +341,8 @@ def _report(
     )
     if narrow:
         raise StageFailed("failed", f"{w['label']}: {narrow}")
-    candidate = predict_side(launches, cand_ops, target, constants)
+    graph = bool(w.get("gpu_graph"))  # a graph replay on the GPU: its launch costs (sim_model)
+    candidate = predict_side(launches, cand_ops, target, constants, graph)
     known = w.get("measured_baseline")
     if (
         isinstance(known, dict)
@@ -363,11 +364,17 @@ def _report(
             },
             deadline,
         )
-        baseline = predict_side([], checked_ops(base["torch_ops"], "baseline"), target, constants)
+        baseline = predict_side(
+            [], checked_ops(base["torch_ops"], "baseline"), target, constants, graph
+        )
     seconds = reply.get("seconds")
     candidate["count_s"] = (
         float(seconds) if isinstance(seconds, (int, float)) and math.isfinite(seconds) else None
     )
+    if isinstance(
+        reply.get("impl"), str
+    ):  # what the candidate says it ran (a label: sim_predict.ran_impl)
+        candidate["impl"] = reply["impl"][:40]
     baseline["source"] = base.get("source")
     baseline["impl"] = base.get("impl")
     notes = [str(n)[:300] for n in (reply.get("notes") or [])[:8] if isinstance(n, str)]

@@ -71,7 +71,12 @@ def _composition(q, k, v, sinks, cu_seqlens, window):
     return out
 
 
+IMPL = "torch"  # which implementation the last call used (the result's baseline_impl)
+# task.yaml's `baselines:`, in its order; None where it cannot run here.
+IMPLS = {"torch-varlen": _varlen if varlen_attn is not None else None, "torch": _composition}
+
+
 def run(q, k, v, sinks, cu_seqlens, window):
-    if q.device.type == "cuda" and varlen_attn is not None:
-        return _varlen(q, k, v, sinks, cu_seqlens, window)
-    return _composition(q, k, v, sinks, cu_seqlens, window)
+    global IMPL
+    IMPL = "torch-varlen" if q.device.type == "cuda" and varlen_attn is not None else "torch"
+    return IMPLS[IMPL](q, k, v, sinks, cu_seqlens, window)

@@ -5,6 +5,8 @@ after a gather of the tokens' cache rows); else the torch composition (gather th
 rows, two multiplies and an add per half, copy back into q and k). `IMPL` names the one the
 last call used: the harness records it as the result's baseline_impl."""
 
+import os
+
 import torch
 
 try:
@@ -51,6 +53,13 @@ def _torch(positions, q, k, cos_sin_cache):
     return q, k
 
 
+def _gpu(x: torch.Tensor) -> bool:
+    """A GPU, or a simulated one (`sim:` devices set ARENA_SIM_GPU in the candidate's process):
+    Liger's kernels are Triton, which the simulator counts in its interpreter, so `sim:h200`
+    predicts the kernel the H200 runs and was measured with."""
+    return x.is_cuda or bool(os.environ.get("ARENA_SIM_GPU"))
+
+
 # task.yaml's `baselines:`, in its order; None where the library does not import here.
 IMPLS = {
     "flashinfer": _flashinfer if _fi_rope else None,
@@ -62,6 +71,6 @@ IMPLS = {
 def run(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_sin_cache: torch.Tensor):
     global IMPL
     for name, fn in IMPLS.items():
-        if fn is not None and (name == "torch" or q.is_cuda):
+        if fn is not None and (name == "torch" or q.is_cuda or (name == "liger" and _gpu(q))):
             IMPL = name
             return fn(positions, q, k, cos_sin_cache)

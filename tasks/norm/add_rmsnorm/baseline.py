@@ -3,6 +3,8 @@ kernel writes the sum and the normalised row); else the torch composition: a bf1
 (computed in float32, rounded once) and torch.nn.functional.rms_norm, two kernels and an
 extra round trip of the residual. `IMPL` names the one the last call used."""
 
+import os
+
 import torch
 import torch.nn.functional as F
 
@@ -25,10 +27,17 @@ def _torch(x, residual, weight, eps):
     return out, residual_out
 
 
+def _gpu(x: torch.Tensor) -> bool:
+    """A GPU, or a simulated one (`sim:` devices set ARENA_SIM_GPU in the candidate's process):
+    Liger's kernels are Triton, which the simulator counts in its interpreter, so `sim:h200`
+    predicts the kernel the H200 runs and was measured with."""
+    return x.is_cuda or bool(os.environ.get("ARENA_SIM_GPU"))
+
+
 IMPLS = {"liger": _liger if _liger_add_rms else None, "torch": _torch}
 
 
 def run(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float):
     global IMPL
-    IMPL = "liger" if x.is_cuda and _liger_add_rms is not None else "torch"
+    IMPL = "liger" if _gpu(x) and _liger_add_rms is not None else "torch"
     return IMPLS[IMPL](x, residual, weight, eps)

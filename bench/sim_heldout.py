@@ -1,0 +1,609 @@
+"""`sim:h200` against the H200: the identity, the held-out published kernels and the band, on
+the CPU, from the GPU call's records (bench/sim_h200.py).
+
+    PYTHONPATH=. python3 bench/sim_heldout.py predict [--jobs 2]   # count every point (~10-20 min on 2 cores)
+    PYTHONPATH=. python3 bench/sim_heldout.py fit                  # the library constants and the bands -> core/data/sim_constants.json
+    PYTHONPATH=. python3 bench/sim_heldout.py report               # figures -> bench/results/sim_heldout_h200.json, docs/simulation.md
+
+Points (a candidate at a workload, with its measured H200 time), from `RUN`
+(bench/results/sim_h200.json; before that call, the production-baseline run
+bench/results/h200_baselines.json stands in for the baselines):
+- `identity`: each task's baseline.py submitted as the candidate, at every workload where the
+  implementation it runs on `sim:` (Liger through the interpreter, else its torch composition)
+  was measured: the predicted time against that implementation's measured time. A `sim:`
+  speedup of the baseline against itself divides the implementation the GPU selects, which is
+  another one where it cannot run on the CPU (a vendor CUDA library): those points say which was
+  predicted against which;
+- `published`: the kernels of bench/sim_published/ (Liger, FlagGems, Unsloth, vLLM, SGLang, the
+  Triton tutorials), `fit` or `heldout` by their catalogue entry: the predicted speedup (the
+  table's measured baseline over the predicted time) against the measured one (the same run's
+  baseline over the kernel's measured time).
+
+`predict` counts each point as a `sim:h200` evaluation's performance stage counts it
+(core/harness/sim/predict.py, the parent's checks in sim/stage.py) and keeps the counts, so that
+`fit` and `report` re-price them with any constants in seconds. `fit` fits the constants of the
+library model behind torch calls (model.glue_time) on the identity points of the torch
+compositions only, and the launch costs inside CUDA graphs on them and the fit half of the
+published set; the held-out half never enters it. The ± bands are then the 80th percentile of
+the held-out published points' errors per family, compounded with each baseline's own
+uncertainty, so that a band covers the measured speedup in at least 80% of cases.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import multiprocessing
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+RESULTS = ROOT / "bench" / "results"
+RUN = RESULTS / "sim_h200.json"
+STAND_IN = RESULTS / "h200_baselines.json"  # until RUN exists: the baselines measured 2026-12-01
+POINTS = RESULTS / "sim_heldout_points_h200.json"
+REPORT = RESULTS / "sim_heldout_h200.json"
+DOC = ROOT / "docs" / "simulation.md"
+BEGIN, END = "<!-- sim_heldout:begin -->", "<!-- sim_heldout:end -->"
+ON_CPU = ("torch", "liger")  # the implementations a baseline.py runs on a sim: device
+COVER = 0.8  # a band covers this share of the held-out cases
+
+
+def run_file() -> Path:
+    return RUN if RUN.is_file() else STAND_IN
+
+
+def measured_points(path: Path) -> list[dict[str, Any]]:
+    """Every point of one GPU run: identity points (baselines on the CPU's implementations) and
+    published kernels, with the workload's measured baselines by implementation."""
+    from core.devices.sim.baselines import axes_key
+
+    data = json.loads(path.read_text())
+    baselines: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in data.get("records") or []:
+        if r.get("correct") and r.get("median_us"):
+            b = baselines.setdefault((r["task"], axes_key(r["axes"])), {})
+            b[r["baseline_impl"]] = {
+                "median_us": r["median_us"],
+                "spread": r.get("spread"),
+                "mode": r.get("mode"),
+                "selected": bool(r.get("selected")),
+            }
+    points = []
+    for r in data.get("records") or []:
+        if not (r.get("correct") and r.get("median_us")) or r["baseline_impl"] not in ON_CPU:
+            continue
+        impls = baselines[(r["task"], axes_key(r["axes"]))]
+        selected = next((i for i, b in impls.items() if b["selected"]), r["baseline_impl"])
+        points.append(
+            {
+                "kind": "identity",
+                "task": r["task"],
+                "candidate": "baseline.py",
+                "impl": r["baseline_impl"],
+                "axes": r["axes"],
+                "label": r.get("workload"),
+                "note": r.get("model"),
+                "measured_us": r["median_us"],
+                "mode": r.get("mode"),
+                "split": "fit",  # the library constants (torch) and graph launch costs (Liger)
+                "baseline_impl": selected,
+                "measured_baseline_us": impls[selected]["median_us"],
+                "baseline_spread": impls[selected].get("spread"),
+            }
+        )
+    for r in data.get("published") or []:
+        if not (r.get("correct") and r.get("median_us")):
+            continue
+        impls = baselines.get((r["task"], axes_key(r["axes"]))) or {}
+        selected = next((i for i, b in impls.items() if b["selected"]), None)
+        points.append(
+            {
+                "kind": "published",
+                "task": r["task"],
+                "candidate": f"bench/sim_published/{r['kernel']}.py",
+                "kernel": r["kernel"],
+                "source": r.get("source"),
+                "split": r.get("split", "heldout"),
+                "axes": r["axes"],
+                "label": r.get("workload"),
+                "measured_us": r["median_us"],
+                "mode": r.get("mode"),
+                "baseline_impl": selected,
+                "measured_baseline_us": impls[selected]["median_us"] if selected else None,
+                "baseline_spread": impls[selected].get("spread") if selected else None,
+            }
+        )
+    return points
+
+
+def _load(path: Path, name: str) -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+POINT_TIMEOUT_S = 180.0  # a point counted longer than this is recorded as not counted
+
+
+class TooSlow(Exception):
+    pass
+
+
+def _alarm(_signum: int, _frame: Any) -> None:
+    raise TooSlow(f"not counted within {POINT_TIMEOUT_S:.0f} s")
+
+
+def _count(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Count a batch of points in this process, as a sim:h200 candidate worker would. A point
+    whose counting takes longer than POINT_TIMEOUT_S (a torch composition run for real at GPU
+    size, such as prefill's chunked attention) is recorded as not counted."""
+    import signal
+
+    signal.signal(signal.SIGALRM, _alarm)
+    from core.devices.device import sim_info
+    from core.devices.sim import sim_section
+    from core.evaluation.job import spec_json
+    from core.harness.protocol import SIM_GPU_ENV
+    from core.harness.sim import predict as sim_predict
+    from core.harness.sim import stage as sim_stage
+    from core.harness.triton_cpu import enable_interpreter
+    from core.tasks.discovery import find_task
+
+    section = sim_section(sim_info("sim:h200"))
+    compiler = sim_predict.CompileCache(section["aot"], None)
+    enable_interpreter()
+    modules: dict[str, Any] = {}
+    out = []
+    for n, p in enumerate(batch):
+        task = find_task(p["task"])
+        specs = [spec_json(s) for s in task.inputs]
+        shapes = {
+            s.name: list(s.concrete_shape(p["axes"]))
+            for s in task.inputs + task.outputs
+            if s.shape is not None
+        }
+        workload = {"axes": p["axes"], "shapes": shapes}
+        custom = (
+            _load(task.file("inputs.py"), f"inputs_{n}").make_inputs
+            if task.file("inputs.py").is_file()
+            else None
+        )
+        path = task.file("baseline.py") if p["kind"] == "identity" else ROOT / p["candidate"]
+        # a sim: device's candidate worker sets this: baseline.py takes Liger's Triton branch
+        if p.get("impl") == "torch":
+            os.environ.pop(SIM_GPU_ENV, None)
+        else:
+            os.environ[SIM_GPU_ENV] = "sim:h200"
+        t0 = time.perf_counter()
+        row = dict(p)
+        try:
+            if str(path) not in modules:
+                modules[str(path)] = _load(path, f"candidate_{len(modules)}_{n}")
+            module = modules[str(path)]
+            signal.alarm(int(POINT_TIMEOUT_S))
+            try:
+                reply = sim_predict.predict_candidate(
+                    module.run, specs, workload, 1, custom, compiler, exact=False
+                )
+            finally:
+                signal.alarm(0)
+            ran = getattr(module, "IMPL", None)
+            launches = sim_stage.checked_launches(reply)
+            problem = (
+                sim_stage.refused_launch(reply) or (sim_stage.uncounted_launch(reply) or (None,))[0]
+            )
+            row.update(
+                ran=ran,
+                refused=problem,
+                notes=reply.get("notes", [])[:8],
+                launches=[[s, r] for s, r in launches],
+                torch_ops=sim_stage.checked_ops(reply.get("torch_ops", []), "candidate"),
+            )
+        except Exception as exc:  # noqa: BLE001 - recorded: a point the sim could not count
+            row.update(error=f"{type(exc).__name__}: {exc}"[:300])
+        row["count_s"] = round(time.perf_counter() - t0, 2)
+        print(
+            f"{p['kind']:9s} {p['task']:36s} {(p.get('kernel') or p.get('impl'))[:26]:26s} "
+            f"{str(p['label'])[:34]:34s} {row['count_s']:6.2f} s {row.get('error') or ''}",
+            flush=True,
+        )
+        out.append(row)
+    return out
+
+
+def predict(jobs: int, only: list[str] | None) -> None:
+    path = run_file()
+    points = [
+        p for p in measured_points(path) if not only or p["task"] in only or p.get("kernel") in only
+    ]
+    kept = []
+    if only and POINTS.is_file():
+        kept = [
+            p
+            for p in json.loads(POINTS.read_text())["points"]
+            if not (p["task"] in only or p.get("kernel") in only)
+        ]
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for p in points:  # one candidate's points in one process (its module, its compiles)
+        groups.setdefault(f"{p['task']}:{p.get('kernel') or p.get('impl')}", []).append(p)
+    batches: list[list[dict[str, Any]]] = [[] for _ in range(max(1, jobs))]
+    for g in sorted(groups.values(), key=len, reverse=True):
+        min(batches, key=len).extend(g)
+    print(f"{len(points)} points from {path.relative_to(ROOT)} on {jobs} processes", flush=True)
+    with multiprocessing.get_context("spawn").Pool(max(1, jobs)) as pool:
+        rows = [r for part in pool.map(_count, batches) for r in part]
+    POINTS.write_text(
+        json.dumps(
+            {"run": str(path.relative_to(ROOT)), "device": "sim:h200", "points": kept + rows},
+            indent=1,
+            default=str,
+        )
+    )
+    print(f"wrote {POINTS}: {len(rows)} points counted")
+
+
+# --- pricing, fitting, figures -----------------------------------------------------------
+
+
+def _target_constants() -> tuple[Any, Any]:
+    from core.devices.device import sim_info
+    from core.devices.sim import sim_section
+    from core.harness.sim.model import Constants, Target
+
+    section = sim_section(sim_info("sim:h200"))
+    return Target.from_json(section["target"]), Constants.from_json(section["constants"])
+
+
+def graph_timed(p: dict[str, Any]) -> bool:
+    """Whether the GPU timed this point as a CUDA graph replay (the arena's rule: a roofline
+    under 50 µs); the record's own mode where it has one."""
+    if p.get("mode"):
+        return p["mode"] == "graph"
+    from core.devices.device import sim_info
+    from core.evaluation.job import GRAPH_BELOW_US, roofline_for
+    from core.model.workload import Workload
+    from core.tasks.discovery import find_task
+
+    roof = roofline_for(find_task(p["task"]), Workload(p["axes"]), sim_info("sim:h200"))
+    return roof is not None and roof < GRAPH_BELOW_US
+
+
+def price(p: dict[str, Any], target: Any, c: Any) -> float | None:
+    from core.harness.sim.model import predict_side
+
+    if p.get("error") or p.get("launches") is None:
+        return None
+    side = predict_side(
+        [(s, r) for s, r in p["launches"]], p["torch_ops"], target, c, graph=graph_timed(p)
+    )
+    return side["median_us"] or None
+
+
+GLUE = {  # name: (low, high): the library model behind torch calls
+    "glue_launch_us": (1.0, 5.0),  # the eager launch measured by the probe: 4.4 µs
+    "glue_graph_us": (0.5, 6.0),
+    "gemm_eff": (0.2, 1.0),
+    "gemm_mem_eff": (0.3, 1.0),
+    "gemm_fixed_us": (0.0, 20.0),
+    "attn_eff": (0.05, 1.0),
+    "sort_fixed_us": (0.0, 60.0),
+    "sort_mem_eff": (0.02, 1.0),
+    "reduce_mem_eff": (0.1, 1.0),
+    "glue_mem_eff": (0.1, 1.0),
+}
+LAUNCH = {"launch_graph_us": (1.0, 6.0), "next_graph_us": (0.5, 5.0)}
+
+
+def _loss(rows: list[dict[str, Any]], target: Any, c: Any) -> float:
+    """Mean |log(predicted / measured)|: robust to the few points no constant can reach (a
+    backend's pathological shape), which a squared loss would let pull every other point."""
+    errs = []
+    for p in rows:
+        t = price(p, target, c)
+        if t:
+            errs.append(abs(math.log(t / p["measured_us"])))
+    return statistics.fmean(errs) if errs else float("inf")
+
+
+def coordinate_fit(
+    rows: list[dict[str, Any]], target: Any, start: Any, bounds: dict[str, tuple[float, float]]
+) -> Any:
+    """Coordinate search in log space, each constant in turn over a shrinking bracket (as
+    bench/sim_fit.py fits the Triton constants)."""
+    best, best_loss = start, _loss(rows, target, start)
+    for r in range(6):
+        for name, (lo, hi) in bounds.items():
+            value = getattr(best, name) or (lo + hi) / 2
+            span = 2.0 ** (2.0 / (r + 1))
+            for k in range(-4, 5):
+                v = min(hi, max(lo, value * span ** (k / 4)))
+                trial = best.with_values(**{name: v})
+                trial_loss = _loss(rows, target, trial)
+                if trial_loss < best_loss:
+                    best, best_loss = trial, trial_loss
+    return best
+
+
+def _points() -> list[dict[str, Any]]:
+    if not POINTS.is_file():
+        raise SystemExit(f"{POINTS} is missing: run `python3 bench/sim_heldout.py predict` first")
+    return json.loads(POINTS.read_text())["points"]
+
+
+def fit() -> None:
+    """The library constants on the torch compositions' identity points; the graph launch cost
+    of Triton kernels on Liger's identity points and the fit half of the published set. Then
+    the bands (report's coverage) into core/data/sim_constants.json."""
+    from core.devices.sim.targets import CONSTANTS_FILE
+
+    target, start = _target_constants()
+    # a point whose candidate ran other code than was measured (its IMPL says so) fits nothing
+    points = [
+        p
+        for p in _points()
+        if not p.get("error")
+        and not p.get("refused")
+        and (p["kind"] != "identity" or p.get("ran") in (None, p.get("impl")))
+    ]
+    torch_rows = [p for p in points if p["kind"] == "identity" and p.get("impl") == "torch"]
+    triton_rows = [
+        p
+        for p in points
+        if (p["kind"] == "identity" and p.get("impl") != "torch")
+        or (p["kind"] == "published" and p["split"] == "fit")
+    ]
+    c = coordinate_fit(
+        [p for p in torch_rows + triton_rows if graph_timed(p)], target, start, LAUNCH
+    )
+    c = coordinate_fit(torch_rows, target, c, GLUE)
+    c = coordinate_fit([p for p in torch_rows + triton_rows if graph_timed(p)], target, c, LAUNCH)
+    bands = family_bands(points, target, c)
+    data = json.loads(CONSTANTS_FILE.read_text())
+    fitted = data["fitted"]["h200"]
+    names = list(GLUE) + list(LAUNCH)
+    fitted["constants"].update({k: round(getattr(c, k), 4) for k in names})
+    fitted["bands"] = bands
+    fitted["library_fit"] = {
+        "data": str(POINTS.relative_to(ROOT)),
+        "command": "PYTHONPATH=. python3 bench/sim_heldout.py fit",
+        "points": {
+            "torch compositions": len(torch_rows),
+            "Triton (graph launch)": len(triton_rows),
+        },
+    }
+    CONSTANTS_FILE.write_text(json.dumps(data, indent=2) + "\n")
+    from core.tasks import manifest
+
+    manifest.record([CONSTANTS_FILE])  # bundled engine data
+    print(f"wrote {CONSTANTS_FILE}: " + ", ".join(f"{k}={getattr(c, k):.4g}" for k in names))
+    print(f"bands by family: {bands}")
+
+
+def speedups(p: dict[str, Any], predicted_us: float) -> tuple[float, float] | None:
+    """(predicted, measured) speedup of a point: the table's measured baseline (the one a
+    sim:h200 evaluation divides by) over the predicted time, and the same run's baseline over
+    the measured time."""
+    base = p.get("measured_baseline_us")
+    if not base or not predicted_us:
+        return None
+    return base / predicted_us, base / p["measured_us"]
+
+
+def family_bands(points: list[dict[str, Any]], target: Any, c: Any) -> dict[str, float]:
+    """Per family: the band that covers COVER of the held-out points' speedups once compounded
+    with the baseline's own uncertainty (core/evaluation/verdict.py compounds the two the same
+    way): the COVER quantile of |log(pred / meas)| less the baseline's, as a ± fraction."""
+    by: dict[str, list[float]] = {}
+    for p in points:
+        if p["kind"] != "published" or p["split"] != "heldout":
+            continue
+        t = price(p, target, c)
+        if not t:
+            continue
+        family = p["task"].split("/")[0]
+        base_band = max(0.02, float(p.get("baseline_spread") or 0.0) / 2)
+        need = abs(math.log(t / p["measured_us"])) - math.log1p(base_band)
+        by.setdefault(family, []).append(max(0.0, need))
+    bands = {}
+    for family, needs in sorted(by.items()):
+        needs.sort()
+        q = needs[min(len(needs) - 1, math.ceil(COVER * len(needs)) - 1)]
+        bands[family] = round(max(0.05, math.expm1(q)), 3)
+    return bands
+
+
+def report() -> None:
+    target, c = _target_constants()
+    from core.devices.sim.targets import load_constants
+
+    bands = load_constants()["fitted"]["h200"].get("bands") or {}
+    rows = []
+    for p in _points():
+        t = price(p, target, c)
+        row = {
+            k: p.get(k)
+            for k in (
+                "kind",
+                "task",
+                "candidate",
+                "kernel",
+                "source",
+                "impl",
+                "ran",
+                "split",
+                "label",
+                "measured_us",
+                "baseline_impl",
+                "measured_baseline_us",
+                "refused",
+                "error",
+            )
+        }
+        row["predicted_us"] = t
+        row["time_ratio"] = t / p["measured_us"] if t else None
+        s = speedups(p, t) if t else None
+        if s:
+            row["predicted_speedup"], row["measured_speedup"] = s
+            row["ratio"] = s[0] / s[1]
+            family = p["task"].split("/")[0]
+            band = bands.get(family, c.band)
+            base_band = max(0.02, float(p.get("baseline_spread") or 0.0) / 2)
+            total = (1 + band) * (1 + base_band) - 1
+            row["band"] = total
+            row["covered"] = abs(math.log(row["ratio"])) <= math.log1p(total)
+        rows.append(row)
+    summary = summarize(rows)
+    REPORT.write_text(
+        json.dumps(
+            {"run": json.loads(POINTS.read_text()).get("run"), **summary, "points": rows},
+            indent=1,
+            default=str,
+        )
+    )
+    write_docs(summary)
+    print(json.dumps({k: v for k, v in summary.items() if k != "identity_tasks"}, indent=1))
+    print(f"wrote {REPORT} and {DOC.relative_to(ROOT)}")
+
+
+def _figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    ratios = [r["ratio"] for r in rows if r.get("ratio")]
+    decisive = [r for r in rows if r.get("ratio") and abs(r["measured_speedup"] - 1) > 0.1]
+    right = [r for r in decisive if (r["predicted_speedup"] > 1) == (r["measured_speedup"] > 1)]
+    covered = [r for r in rows if r.get("covered") is not None]
+    return {
+        "points": len(rows),
+        "priced": len(ratios),
+        "median_error": statistics.median(abs(x - 1) for x in ratios) if ratios else None,
+        "decisive": len(decisive),
+        "right_side": len(right) / len(decisive) if decisive else None,
+        "band_coverage": (
+            sum(1 for r in covered if r["covered"]) / len(covered) if covered else None
+        ),
+    }
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    published = [r for r in rows if r["kind"] == "published"]
+    held = [r for r in published if r["split"] == "heldout"]
+    families = sorted({r["task"].split("/")[0] for r in published})
+    sources = sorted({r.get("source") or "" for r in published})
+    identity: dict[str, Any] = {}
+    for r in rows:
+        if r["kind"] != "identity" or not r.get("time_ratio"):
+            continue
+        ran = r.get("ran") or r["impl"]
+        name = (
+            f"{r['task']} [{ran}]"
+            if ran == r["impl"]
+            else f"{r['task']} [{ran}, against the measured {r['impl']}]"
+        )
+        e = identity.setdefault(name, {"ratios": [], "against": set()})
+        e["ratios"].append(r["time_ratio"])
+        e["against"].add(r.get("baseline_impl"))
+    identity_tasks = {
+        k: {
+            "workloads": len(v["ratios"]),
+            "geomean": math.exp(statistics.fmean(math.log(x) for x in v["ratios"])),
+            "worst": max(v["ratios"], key=lambda x: abs(math.log(x))),
+            "within_10pct": sum(1 for x in v["ratios"] if abs(x - 1) <= 0.1),
+            "divided_by": sorted(str(a) for a in v["against"]),
+        }
+        for k, v in sorted(identity.items())
+    }
+    return {
+        "heldout": _figures(held),
+        "fit": _figures([r for r in published if r["split"] == "fit"]),
+        "heldout_by_family": {
+            f: _figures([r for r in held if r["task"].startswith(f + "/")]) for f in families
+        },
+        "heldout_by_source": {
+            s: _figures([r for r in held if r.get("source") == s]) for s in sources
+        },
+        "identity_tasks": identity_tasks,
+    }
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:.0f}%"
+
+
+def write_docs(summary: dict[str, Any]) -> None:
+    """docs/simulation.md's tables between BEGIN and END, from the report's figures."""
+    lines = [
+        BEGIN,
+        "",
+        f"*Generated by `bench/sim_heldout.py report` from {json.loads(POINTS.read_text()).get('run')}; do not edit by hand.*",
+        "",
+        "**Held-out published kernels** (never in any fit): predicted speedup over measured.",
+        "",
+        "| set | points | median \\|pred/meas − 1\\| | right side of 1× (decisive) | band covers |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+
+    def row(name: str, f: dict[str, Any]) -> str:
+        side = f"{_pct(f['right_side'])} of {f['decisive']}" if f["decisive"] else "–"
+        return f"| {name} | {f['priced']} | {_pct(f['median_error'])} | {side} | {_pct(f['band_coverage'])} |"
+
+    lines.append(row("**all held out**", summary["heldout"]))
+    for family, f in summary["heldout_by_family"].items():
+        lines.append(row(family, f))
+    for source, f in summary["heldout_by_source"].items():
+        lines.append(row(f"from {source}", f))
+    lines.append(row("the fit half (for comparison)", summary["fit"]))
+    lines += [
+        "",
+        "**The identity**: each task's baseline.py as the candidate, predicted time over the measured time "
+        "of the implementation it runs on `sim:` (geometric mean over the task's measured workloads).",
+        "",
+        "| task [implementation predicted] | workloads | predicted / measured | worst | within ±10% | a sim: speedup divides by |",
+        "| --- | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for name, t in summary["identity_tasks"].items():
+        lines.append(
+            f"| {name} | {t['workloads']} | {t['geomean']:.2f} | {t['worst']:.2f} | "
+            f"{t['within_10pct']} of {t['workloads']} | {', '.join(f'`{a}`' for a in t['divided_by'])} |"
+        )
+    lines += ["", END]
+    text = DOC.read_text()
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        tail = rest.split(END, 1)[1]
+        DOC.write_text(head + "\n".join(lines) + tail)
+    else:
+        DOC.write_text(text.rstrip("\n") + "\n\n" + "\n".join(lines) + "\n")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("predict")
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument(
+        "--only", nargs="*", help="these tasks or kernels only (the others' counts are kept)"
+    )
+    sub.add_parser("fit")
+    sub.add_parser("report")
+    args = parser.parse_args()
+    if args.cmd == "predict":
+        predict(args.jobs, args.only)
+    elif args.cmd == "fit":
+        fit()
+    else:
+        report()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
