@@ -57,6 +57,15 @@ def test_the_same_evaluation_twice_predicts_the_same_times_and_uses_the_measured
     assert [w.candidate["median_us"] for w in first.workloads] == [
         w.candidate["median_us"] for w in second.workloads
     ]
+    from tests.test_sim_baselines import AWAITING_H200
+
+    if task.id in AWAITING_H200:
+        # figures of another baseline.py: not divided by; the baseline is predicted, and each
+        # workload says so and names the command that re-measures it
+        for w in first.workloads:
+            assert w.baseline["source"] != "measured"
+            assert any("predicted, not measured" in n and "sim_h200.py" in n for n in w.notes)
+        return
     for w in first.workloads:
         assert w.baseline["source"] in ("measured", "model") and any(
             n.startswith("baseline: ") for n in w.notes
