@@ -171,7 +171,7 @@ class ArenaApp(App[int]):
             self.stopped_by = sig
             if self.running:
                 await self._stop_run()  # agents and harnesses end; the engine marks the run
-            self.exit(128 + sig)
+            self.exit(return_code=128 + sig)
 
     def on_unmount(self) -> None:
         self._remove_signals()

@@ -190,6 +190,31 @@ class Evaluator:
         ):  # its own commands and rules, not the harness (core/evaluation/external.py)
             return await asyncio.to_thread(self._evaluate_external, task, candidate, profile)
         limits = limits or task.limits
+        # Reading and hashing the candidate and the task's files, building the job, and judging
+        # the events afterwards take milliseconds to tens of them (more on a cold cache): off
+        # the event loop, which may be a server's that answers every other request meanwhile.
+        sha, scan_notes, job_dir, job, before = await asyncio.to_thread(
+            self._prepare,
+            task,
+            candidate,
+            seed,
+            limits,
+            performance=performance,
+            visible_only=visible_only,
+            world_size=world_size,
+            profile=profile,
+        )
+        seen = await self.executor.run(job, job_dir, job_deadline_s(limits), on_event)
+        return await asyncio.to_thread(self._judge, task, job, sha, seen, scan_notes, before)
+
+    def _prepare(
+        self,
+        task: Task,
+        candidate: Path,
+        seed: int | None,
+        limits: Limits,
+        **options: Any,
+    ) -> tuple[str, list[str], Path, dict[str, Any], list[tuple[str, dict[Path, bytes | None]]]]:
         sha = check_candidate(candidate)
         scan_notes = scan.scan_candidate(
             candidate, task_dtypes(task)
@@ -207,15 +232,22 @@ class Evaluator:
             self.graphs,
             self.sync_each_call,
             self.timing,
-            performance=performance,
-            visible_only=visible_only,
-            world_size=world_size,
-            profile=profile,
             files=staged.named(task.path.resolve()),
+            **options,
         )
         watched = (("task_files_modified", staged), ("engine_data_modified", self.engine_data))
         before = [(what, files.on_disk()) for what, files in watched]
-        seen = await self.executor.run(job, job_dir, job_deadline_s(limits), on_event)
+        return sha, scan_notes, job_dir, job, before
+
+    def _judge(
+        self,
+        task: Task,
+        job: dict[str, Any],
+        sha: str,
+        seen: list[Any],
+        scan_notes: list[str],
+        before: list[tuple[str, dict[Path, bytes | None]]],
+    ) -> Result:
         result = assemble(task, job, self.info, sha, seen, scan_notes)
         result.sandbox = self.sandbox_record()
         for what, files_before in before:

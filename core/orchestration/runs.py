@@ -50,7 +50,7 @@ from core.orchestration.scheduler import (
     slots_for,
 )
 from core.store.db import Store
-from core.store.errors import StoreError
+from core.store.errors import StorageFault, StoreError
 from core.tasks.discovery import find_task
 
 
@@ -145,7 +145,10 @@ async def _execute(
     checks = itertools.count(1)
 
     def emit(job_id: int | None, event: events.Event) -> None:
-        store.append_event(run_id, job_id, event)
+        # A refused write stops the run (the store told `owned`): the log loses this event, the
+        # front end still hears it. Results are never swallowed so: their jobs stay pending.
+        with contextlib.suppress(StorageFault):
+            store.append_event(run_id, job_id, event)
         if on_event is not None:
             on_event(job_id, event)
 
@@ -167,11 +170,12 @@ async def _execute(
             and job_id is not None
             and event.state in ("queued", "running", "retrying", "cancelled")
         ):
-            store.set_job_state(
-                job_id,
-                "queued" if event.state in ("retrying", "cancelled") else event.state,
-                attempts=event.attempt,
-            )
+            with contextlib.suppress(StorageFault):  # as in emit
+                store.set_job_state(
+                    job_id,
+                    "queued" if event.state in ("retrying", "cancelled") else event.state,
+                    attempts=event.attempt,
+                )
         if keys.is_check(
             scheduler_id
         ):  # an agent's `arena check`: shown, not kept in the run's log

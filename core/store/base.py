@@ -5,6 +5,7 @@ that raise StoreError, the change listeners that live front ends hang on, and re
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -245,11 +246,13 @@ def storage_fault(path: Path, what: str, exc: sqlite3.Error) -> StorageFault | N
     code = getattr(exc, "sqlite_errorcode", None)
     primary = code & 0xFF if isinstance(code, int) else None
     text = str(exc)
+    if primary in (SQLITE_CANTOPEN, SQLITE_IOERR, SQLITE_PERM) and _read_only_fs(path):
+        primary = SQLITE_READONLY  # SQLite could not make its files there: say why
     if primary == SQLITE_FULL or "disk is full" in text:
         why = "the disk is full"
         fix = "free space on it (or use a store on another disk: --db PATH)"
     elif primary == SQLITE_READONLY or "readonly" in text:
-        why = "the store is read-only"
+        why = "the store is read-only" + (" (its file system is)" if _read_only_fs(path) else "")
         fix = (
             "make the file and its folder writable (or use another store: --db PATH); "
             "reading it still works (`arena runs list`, `arena leaderboard`)"
@@ -262,3 +265,10 @@ def storage_fault(path: Path, what: str, exc: sqlite3.Error) -> StorageFault | N
     return StorageFault(
         f"cannot {what} in {path}: {why} ({text}); nothing of it was stored. Fix: {fix}"
     )
+
+
+def _read_only_fs(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path.parent).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False

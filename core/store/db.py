@@ -137,7 +137,9 @@ class Store(JobStore, AttemptStore, LeaseStore):
                 db.execute("SELECT count(*) FROM runs").fetchone()
             except sqlite3.Error as exc:
                 last = exc
-                continue
+                if storage_fault(path, "read", exc) is None:
+                    break  # not the disk: no fallback reads it either
+                continue  # no shared-memory file on a read-only file system: immutable
             if version > len(MIGRATIONS) or version < READABLE_FROM:
                 db.close()
                 raise StoreError(
