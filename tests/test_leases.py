@@ -75,6 +75,8 @@ def test_an_owner_is_this_very_process_not_its_number():
     reused = Owner(me.pid, me.host, me.token.split(":")[0] + ":1")  # same id, another start
     assert reused.alive() is False
     assert Owner(1, "another-host", "x:1").alive() is None  # judged by its heartbeat instead
+    boot, ticks, _ = me.token.split(":")
+    assert Owner(me.pid, me.host, f"{boot}:{ticks}:1").alive() is None  # another container's id
 
 
 def test_a_live_owner_is_named_and_a_second_process_is_refused(store, other_process):
@@ -221,6 +223,7 @@ def test_a_killed_arena_run_leaves_a_stale_run_that_the_next_one_resumes(tmp_pat
     env["ARENA_FAKE_DELAY_S"] = "0"
     done = subprocess.run(
         [*argv, "--unsandboxed", "run", "--resume", run.id, "--skip-preflight", "--headless"],
+        check=False,
         env=env,
         capture_output=True,
         text=True,

@@ -75,7 +75,7 @@ def test_each_signal_stops_arena_run_with_its_exit_code_and_the_resume_command(t
                                    "--headless", delay_s=1.0, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE))  # fmt: skip
     for sig, (folder, proc) in runs.items():
-        wait_for(lambda: results(folder / "arena.db") >= 2)
+        wait_for(lambda db=folder / "arena.db": results(db) >= 2)
         proc.send_signal(sig)
     resumes = {}
     for sig, (folder, proc) in runs.items():

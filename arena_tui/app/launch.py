@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 
@@ -71,4 +72,9 @@ def run_default(
     )
     with Store.open(db) as store:
         run_id = store.create_run(spec.name, spec.to_json())
-        return run_app(store, run_id, spec, executor_factory)
+        where = [
+            *(["--db", str(db)] if db else []),
+            *(["--tasks-dir", str(tasks_dir)] if tasks_dir else []),
+        ]
+        resume = shlex.join(["arena", *where, "run", "--resume", run_id])
+        return run_app(store, run_id, spec, executor_factory, resume=resume)

@@ -24,6 +24,15 @@ def _boot_id() -> str:
         return ""
 
 
+def _pid_namespace() -> str:
+    """This process's PID namespace (its inode): two containers of one host may share a host
+    name and a boot, but a process id means something only inside its own namespace."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return ""
+
+
 def _start_ticks(pid: int) -> str:
     """The process's start time in clock ticks since boot (/proc/PID/stat, field 22), or ""."""
     try:
@@ -39,7 +48,7 @@ def _start_ticks(pid: int) -> str:
 class Owner:
     pid: int
     host: str
-    token: str  # "<boot id>:<start ticks>": this process, not only this number
+    token: str  # "<boot id>:<start ticks>:<pid namespace>": this process, not only this number
 
     @classmethod
     def me(cls) -> Owner:
@@ -48,20 +57,16 @@ class Owner:
     @classmethod
     def of(cls, pid: int) -> Owner:
         """The process `pid` of this host as it runs now (tests: another live process)."""
-        return cls(pid, socket.gethostname(), f"{_boot_id()}:{_start_ticks(pid)}")
-
-    @property
-    def here(self) -> bool:
-        """On this host (and since its last boot, where the boot id is known)."""
-        boot = self.token.split(":", 1)[0]
-        return self.host == socket.gethostname() and (not boot or boot == _boot_id())
+        return cls(
+            pid, socket.gethostname(), f"{_boot_id()}:{_start_ticks(pid)}:{_pid_namespace()}"
+        )
 
     def alive(self) -> bool | None:
         """True when this very process still runs, False when it does not, None when that cannot
-        be told from here (another host, or a host rebooted since: judge by the heartbeat)."""
-        if self.host != socket.gethostname():
-            return None
-        boot, _, ticks = self.token.partition(":")
+        be told from here (another host or PID namespace: judge by the heartbeat)."""
+        boot, ticks, namespace = (self.token.split(":") + ["", ""])[:3]
+        if self.host != socket.gethostname() or (namespace and namespace != _pid_namespace()):
+            return None  # another host, or another container of this one: its ids are not ours
         if boot and boot != _boot_id():
             return False  # the host rebooted: every process of the old boot is gone
         try:
