@@ -351,6 +351,7 @@ def main() -> int:
         t0 = time.perf_counter()
         last = phase("sigterm", during=sigterm, after=max(1, args.evaluations // 4))
         code = server.proc.wait(timeout=args.phase_timeout)
+        slow = [line for line in server.lines if " took " in line and "Executing" in line]
         last.notes["exit_code"] = code
         last.notes["drain_s"] = round(time.perf_counter() - last.notes.pop("signalled_at", t0), 2)
         left = [p.name for p in tmp.glob("arena-*")]
@@ -370,6 +371,9 @@ def main() -> int:
             "grace_s": args.grace,
             "store_full_phase": "tmpfs" if mounted else f"skipped: {why}",
             "phases": account(phases, db),
+            # With PYTHONASYNCIODEBUG=1: every step of the server's loop that took > 100 ms.
+            "slow_loop_steps": [line[-300:] for line in slow],
+            "server_log_tail": [line[-300:] for line in server.lines if line not in slow][-40:],
             "after_sigterm": {
                 "exit_code": code,
                 "folders_left": left,

@@ -86,9 +86,9 @@ def test_health_answers_in_100_ms_while_slow_requests_are_in_flight(tmp_path, mo
     on the loop at every GET /tasks; here it takes 1 s (a sleep, as slow code would), evaluations
     take 1 s and the board 1 s, and /health must not wait for any of them."""
     import arena_tui.web.board as board
-    import core.tasks.discovery as discovery
+    import arena_tui.web.catalog as catalog
 
-    slow_discover, slow_board = discovery.discover, board.boards_json
+    slow_discover, slow_board = catalog.discover, board.boards_json
 
     def slowly(fn):  # type: ignore[no-untyped-def]
         def slow(*args: Any, **kw: Any) -> Any:
@@ -97,7 +97,7 @@ def test_health_answers_in_100_ms_while_slow_requests_are_in_flight(tmp_path, mo
 
         return slow
 
-    monkeypatch.setattr(discovery, "discover", slowly(slow_discover))
+    monkeypatch.setattr(catalog, "discover", slowly(slow_discover))
     monkeypatch.setattr(board, "boards_json", slowly(slow_board))
     monkeypatch.setattr(FakeExecutor, "delay_s", 1.0)
     tasks = tmp_path / "tasks"

@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from arena_tui.web.errors import HttpError
+from core.rl.env import signature
+from core.tasks.discovery import discover, tasks_root
+from core.tasks.fields import TaskError, UnknownTaskError
 
 
 def fingerprint(root: Path) -> tuple[tuple[str, int, int], ...]:
@@ -39,8 +42,6 @@ class TaskCatalog:
         self.builds = 0  # how many times the answer was built (tests)
 
     async def tasks(self) -> dict[str, Any]:
-        from core.tasks.discovery import tasks_root
-
         stamp = await asyncio.to_thread(fingerprint, tasks_root(self.tasks_dir))
         if self._answer is not None and self._answer[0] == stamp:
             return self._answer[1]
@@ -56,9 +57,6 @@ class TaskCatalog:
         return answer
 
     def _build(self) -> dict[str, Any]:
-        from core.rl.env import signature
-        from core.tasks.discovery import discover
-
         self.builds += 1
         return {
             "tasks": [
@@ -81,8 +79,6 @@ class TaskCatalog:
 async def find(arena: Any, task_id: str, field: str = "task_id") -> Any:
     """`arena.task(task_id)` in a thread (the first time it reads the task's folder); a task id
     that names no task, or cannot be a path at all (a NUL byte, too long), is a 400."""
-    from core.tasks.fields import TaskError, UnknownTaskError
-
     if "\x00" in task_id or len(task_id) > os.pathconf("/", "PC_PATH_MAX"):
         raise HttpError(400, f"`{field}` is not a task id: use one GET /tasks lists", field)
     try:

@@ -399,7 +399,7 @@ async def _execute(
     finally:
         if control is not None:
             control._live = None
-        pool.close()  # every harness ends here
+        await pool.aclose()  # every harness ends here (in threads: the loop may be the app's)
         shutil.rmtree(root, ignore_errors=True)
     store.finish_run(run_id, "finished")
     return outcome
