@@ -211,7 +211,7 @@ def kill_harness(server: Server) -> dict[str, Any]:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    return {"harnesses_killed": len(pids)}
+    return {"harness_processes_killed": len(pids)}  # the parents, their zygotes and workers, bwrap
 
 
 @contextlib.contextmanager
@@ -285,9 +285,15 @@ def account(phases: list[Phase], db: Path, gone_after: float | None = None) -> d
                 )
             counts[kind] = counts.get(kind, 0) + 1
         latency = sorted(r["seconds"] for r in phase.answers.values() if r["status"] == 200)
+        verdicts: dict[str, int] = {}  # what the answered evaluations scored
+        for r in phase.answers.values():
+            if r["status"] == 200:
+                status = r["body"]["result"]["status"]
+                verdicts[status] = verdicts.get(status, 0) + 1
         out[phase.name] = {
             "requests": len(phase.answers),
             "outcomes": counts,
+            "verdicts": verdicts,
             "violations": violations,
             "seconds": round(phase.seconds, 2),
             "evaluations_per_min": round(60 * counts.get("result", 0) / phase.seconds, 1)

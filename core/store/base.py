@@ -84,13 +84,16 @@ class StoreBase:
         """Call `listener(fault)` whenever a write through this handle fails for the disk's sake
         (StorageFault), in the writing thread, before the writer sees it: a run stops at its
         first one (core/orchestration/runs.py), wherever the write was. Returns its remover."""
+        return self._subscribe(self._fault_listeners, listener)
+
+    def _subscribe(self, listeners: list[Any], listener: Any) -> Callable[[], None]:
         with self._lock:
-            self._fault_listeners.append(listener)
+            listeners.append(listener)
 
         def remove() -> None:
             with self._lock:
-                if listener in self._fault_listeners:
-                    self._fault_listeners.remove(listener)
+                if listener in listeners:
+                    listeners.remove(listener)
 
         return remove
 
@@ -119,15 +122,7 @@ class StoreBase:
         result (`record_result`, `mark_infrastructure`), in the writing thread. It must be quick
         and must not raise (what it raises is ignored: the write is already kept). Returns a
         function that removes it."""
-        with self._lock:
-            self._listeners.append(listener)
-
-        def remove() -> None:
-            with self._lock:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
-
-        return remove
+        return self._subscribe(self._listeners, listener)
 
     def _notify(self, job_id: int) -> None:
         with self._lock:
