@@ -30,6 +30,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from arena_tui import figures, render
 from arena_tui.run_tables import attempts_table, candidate_name, run_summary
 from arena_tui.runs_cmd import run_json
+from arena_tui.signals import Interrupted, cancel_on_signal
+from arena_tui.stopping import stopped_run, sweep_leftovers
 from arena_tui.wiring import device_prober, executor_factory
 from core.model import events
 from core.model.keys import parts as key_parts
@@ -40,7 +42,7 @@ from core.orchestration.planning import plan, plan_attempts
 from core.orchestration.runfile import DEFAULT_RUN, RunFileError, RunSpec, load_run_file
 from core.orchestration.runs import AttemptReport, execute
 from core.store.db import Store
-from core.store.errors import StoreError
+from core.store.errors import RunOwnedError, StorageFault, StoreError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -150,15 +152,17 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     except StoreError as exc:
         err.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
         return EXIT_INFRASTRUCTURE
+    sweep_leftovers(Console(stderr=True))
     with store:
         try:
             if args.resume:
                 spec = _with_ray(
                     RunSpec.from_json(store.get_run(args.resume).spec), args, default=False
                 )
+                store.check_lease(args.resume)  # before the preflight's seconds
                 if not _preflight(spec, args, out, err):
                     return EXIT_BAD_INPUT
-                record = store.resume_run(args.resume)
+                record = store.resume_run(args.resume)  # takes the lease, or refuses
                 run_id = record.id
             else:
                 spec = (
@@ -180,7 +184,13 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         if interactive(getattr(args, "headless", False) or getattr(args, "json", False)):
             from arena_tui.app.launch import run_app
 
-            return run_app(store, run_id, spec, executor_factory(args.hosts, spec.ray))
+            return run_app(
+                store,
+                run_id,
+                spec,
+                executor_factory(args.hosts, spec.ray),
+                resume=resume_command(run_id, args),
+            )
         return _execute(store, run_id, spec, args, out)
 
 
@@ -312,29 +322,25 @@ def _execute_headless(
                 f"{report.attempt_id} {label}: {escape(report.error or report.state)}",
             )
 
-    interrupted = False
+    stopped: BaseException | None = None
     with progress:
         try:
             outcome = asyncio.run(
-                execute(
-                    store,
-                    run_id,
-                    spec,
-                    executor_factory(args.hosts, spec.ray),
-                    on_event,
-                    on_attempt,
+                cancel_on_signal(
+                    lambda: execute(
+                        store,
+                        run_id,
+                        spec,
+                        executor_factory(args.hosts, spec.ray),
+                        on_event,
+                        on_attempt,
+                    )
                 )
             )
-        except KeyboardInterrupt:
-            interrupted = True
-    if interrupted:
-        store.finish_run(run_id, "interrupted")
-        out.print(
-            f"[yellow]interrupted[/]: {len(store.results(run_id))} of {total} results kept. Resume with:",
-            highlight=False,
-        )
-        out.print(escape(resume_command(run_id, args)), highlight=False, soft_wrap=True)
-        return 130
+        except (Interrupted, KeyboardInterrupt, StorageFault, RunOwnedError) as exc:
+            stopped = exc
+    if stopped is not None:
+        return stopped_run(store, run_id, total, stopped, resume_command(run_id, args), out)
     run_summary(store, run_id, out, candidate_keys)
     if attempts:
         results = {r.job_id: r for r in store.results(run_id)}

@@ -20,9 +20,15 @@ from arena_tui.tables import Col, fitted
 from core.model.result import EXIT_BAD_INPUT, EXIT_PASSED
 from core.store.db import Store
 from core.store.errors import StoreError, UnknownRunError
-from core.store.rows import JOB_STATES, Run
+from core.store.rows import JOB_STATES, STALE, Run
 
-RUN_STYLE = {"running": "cyan", "finished": "green", "interrupted": "yellow", "cancelled": "dim"}
+RUN_STYLE = {
+    "running": "cyan",
+    "finished": "green",
+    "interrupted": "yellow",
+    "stale": "yellow",  # left running by a process that is gone: resume it
+    "cancelled": "dim",
+}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -67,11 +73,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _guarded(command):  # type: ignore[no-untyped-def]
-    """Open the store for `command` and turn its errors into one line and exit code 2."""
+    """Open the store for `command` and turn its errors into one line and exit code 2. These
+    commands only read: a store that cannot be written (a read-only file system) is read
+    through SQLite's read-only mode."""
 
     def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         try:
-            with Store.open(getattr(args, "db", None)) as store:
+            with Store.open(getattr(args, "db", None), mode="auto") as store:
                 return command(store, args, out, err)
         except UnknownRunError as exc:
             # `--json`: an `error:` line, which the CLI turns into the JSON error object
@@ -117,7 +125,8 @@ def _list(store: Store, args: argparse.Namespace, out: Console, err: Console) ->
     ]
     table = fitted(out.width, cols, rows)
     out.print(table)
-    out.print(f"[dim]{len(runs)} runs in {escape(str(store.path))}[/]", highlight=False)
+    shown = escape(str(store.path)) + (" (read-only)" if store.read_only else "")
+    out.print(f"[dim]{len(runs)} runs in {shown}[/]", highlight=False)
     return EXIT_PASSED
 
 
@@ -129,6 +138,14 @@ def _show(store: Store, args: argparse.Namespace, out: Console, err: Console) ->
         return EXIT_PASSED
     ended = f", ended {_when(run.finished_at)}" if run.finished_at else ""
     out.print(f"[bold]{run.id}[/] {escape(run.name)} — {_run_status(run)}", highlight=False)
+    if run.lease is not None and run.status in ("running", STALE):
+        owner = escape(run.lease.describe())
+        out.print(
+            f"  executed by {owner}"
+            if run.status == "running"
+            else f"  left running by {owner}, which is gone: `arena run --resume {run.id}` finishes it",
+            highlight=False,
+        )
     out.print(f"created {_when(run.created_at)} UTC{ended}", highlight=False)
     out.print(f"jobs: {_job_counts(run)}; results: {_result_counts(run)}", highlight=False)
     if run.spec:

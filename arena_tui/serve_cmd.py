@@ -11,7 +11,7 @@ and the live leaderboard page; `--leaderboard-only` serves the board alone (read
 
 The web code is in arena_tui/web/ (Starlette on uvicorn; docs/web.md). Bound to 127.0.0.1 by
 default; any other address needs a token (`--token` or ARENA_SERVE_TOKEN), sent as
-`Authorization: Bearer <token>` on every request but /health. Ctrl-C (or SIGTERM) drains:
+`Authorization: Bearer <token>` on every request but /health. Ctrl-C, SIGTERM or SIGHUP drains:
 new evaluations are refused, those in flight get `--grace` seconds, the rest are cancelled
 and recorded so; a second Ctrl-C cancels at once.
 """
@@ -21,13 +21,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import signal
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 
+from arena_tui.signals import exit_code, install, signal_name
+from arena_tui.stopping import retire_stale_serve_runs, say, sweep_leftovers
 from arena_tui.web import DEFAULT_PORT, MIB, TOKEN_ENV
 from core.model.result import EXIT_BAD_INPUT, EXIT_PASSED
 
@@ -177,10 +178,13 @@ def _serve(args: argparse.Namespace, out: Console, err: Console) -> int:
             f"refusing to serve on {args.host} without a token: anyone who can reach it could run code on this machine's devices. "
             f"Pass --token or set {TOKEN_ENV}, or bind 127.0.0.1 (or serve --leaderboard-only, which runs nothing)",
         )
-    try:
-        store = Store.open(args.db)
+    try:  # a board alone only reads: a read-only store will do
+        store = Store.open(args.db, mode="auto" if args.leaderboard_only else "rw")
     except StoreError as exc:
         return _fail(err, str(exc))
+    sweep_leftovers(out)  # what a killed server left: its folders, its run
+    if not args.leaderboard_only:
+        retire_stale_serve_runs(store, out)
     arena = None
     try:
         if not args.leaderboard_only:
@@ -215,17 +219,17 @@ def _serve(args: argparse.Namespace, out: Console, err: Console) -> int:
         loop = asyncio.get_running_loop()
         presses = 0
 
-        def on_signal() -> None:
+        def on_signal(sig: int) -> None:
             nonlocal presses
             presses += 1
+            received.append(sig)
             stop.set()
             if presses > 1 and server.rl is not None:
                 server.rl.draining = True
-                for task in list(server.rl._inflight):  # a second Ctrl-C: cancel now
+                for task in list(server.rl._inflight):  # a second signal: cancel now
                     task.cancel()
 
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, on_signal)
+        remove_handlers = install(on_signal, loop)  # SIGINT, SIGTERM, SIGHUP alike
         try:
             host, port = await server.start()
             shown = f"[{host}]" if ":" in host else host
@@ -254,24 +258,29 @@ def _serve(args: argparse.Namespace, out: Console, err: Console) -> int:
         finally:
             await server.aclose()
             if arena is not None:
-                await arena.aclose()
+                await arena.aclose()  # every harness ends here
+            remove_handlers()
             finished, cancelled = server.drained
             if finished or cancelled:
-                out.print(
+                say(
+                    out,
                     f"arena serve: {finished} evaluation(s) finished, {cancelled} cancelled"
                     + (
                         f" (recorded in run {server.recorder.run_id})"
                         if server.recorder and server.recorder.run_id
                         else ""
                     ),
-                    highlight=False,
                 )
 
+    received: list[int] = []
     try:
         asyncio.run(main())
     except OSError as exc:
         return _fail(err, f"cannot serve on {args.host}:{args.port}: {exc}")
     finally:
         store.close()
-    out.print("stopped")
+    if received:  # stopped by a signal: 128 + its number, as for `arena run` (README)
+        say(out, f"stopped by {signal_name(received[0])}")
+        return exit_code(received[0])
+    say(out, "stopped")
     return EXIT_PASSED

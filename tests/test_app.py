@@ -713,7 +713,7 @@ def test_arena_opens_the_app_on_the_default_run_only_when_interactive(monkeypatc
     monkeypatch.setattr(
         launch,
         "run_app",
-        lambda store, run_id, spec, factory=None: opened.append((run_id, spec)) or 0,
+        lambda store, run_id, spec, factory=None, **kw: opened.append((run_id, spec)) or 0,
     )
     assert launch.interactive() is False  # capsys: not a terminal, so the printer as before
     monkeypatch.setattr(launch, "interactive", lambda headless=False: not headless)
@@ -746,7 +746,7 @@ def test_arena_run_runfile_opens_the_app_when_interactive(monkeypatch, tmp_path)
     )
     opened = []
     monkeypatch.setattr(
-        launch, "run_app", lambda store, run_id, spec, factory=None: opened.append(spec) or 0
+        launch, "run_app", lambda store, run_id, spec, factory=None, **kw: opened.append(spec) or 0
     )
     monkeypatch.setattr(launch, "interactive", lambda headless=False: not headless)
     assert main(["--tasks-dir", str(FIXTURES), "run", str(runfile)]) == 0

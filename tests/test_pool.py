@@ -86,4 +86,4 @@ def test_the_rl_arena_and_runs_share_the_one_pool():
     from core.orchestration import runs
 
     assert isinstance(Arena(["cpu"]).pool, EvaluatorPool)
-    assert "EvaluatorPool(" in inspect.getsource(runs.execute)
+    assert "EvaluatorPool(" in inspect.getsource(runs._execute)

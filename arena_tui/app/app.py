@@ -80,10 +80,15 @@ class ArenaApp(App[int]):
         self._last_tick = 0.0
         self.events_seen = 0
         self.last_edited: str | None = None  # the file triage last opened in $EDITOR
+        self.stopped_by: int | None = None  # the signal that stopped the app, if one did
 
     # -- the run --------------------------------------------------------------------------
 
     def on_mount(self) -> None:
+        from arena_tui.signals import install
+
+        # SIGINT, SIGTERM, SIGHUP: stop the run as the quit key does (arena_tui/signals.py).
+        self._remove_signals = install(lambda sig: self.run_worker(self._stop_on_signal(sig)))
         self._update_subtitle()
         self.set_interval(self.flush_interval, self.flush)
         if self.source.start is not None:
@@ -171,6 +176,16 @@ class ArenaApp(App[int]):
         if self.run_state == "running":
             self.run_state = "cancelled"
         self.flush(force=True)
+
+    async def _stop_on_signal(self, sig: int) -> None:
+        if self.stopped_by is None:
+            self.stopped_by = sig
+            if self.running:
+                await self._stop_run()  # agents and harnesses end; the engine marks the run
+            self.exit(return_code=128 + sig)
+
+    def on_unmount(self) -> None:
+        self._remove_signals()
 
     async def action_quit(self) -> None:
         if self.running:

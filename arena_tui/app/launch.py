@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
+
+from rich.console import Console
 
 from core.model.result import EXIT_FAILED, EXIT_INFRASTRUCTURE, EXIT_PASSED
 from core.orchestration.runfile import DEFAULT_RUN, RunSpec
@@ -17,15 +20,30 @@ def interactive(headless: bool = False) -> bool:
     return not headless and sys.stdout.isatty() and sys.stdin.isatty()
 
 
-def run_app(store: Store, run_id: str, spec: RunSpec, executor_factory=None) -> int:  # type: ignore[no-untyped-def]
-    """Execute the run inside the app; the exit code is the headless one (130 when cancelled)."""
+def run_app(
+    store: Store, run_id: str, spec: RunSpec, executor_factory=None, resume: str | None = None
+) -> int:  # type: ignore[no-untyped-def]
+    """Execute the run inside the app; the exit code is the headless one: 130 when cancelled,
+    128 + N when signal N (SIGINT, SIGTERM, SIGHUP) stopped it (arena_tui/signals.py)."""
     from arena_tui.app.app import ArenaApp
     from arena_tui.app.source import live_source
+    from arena_tui.signals import exit_code, signal_name
+    from arena_tui.stopping import say
 
+    resume = resume or f"arena run --resume {run_id}"
     app = ArenaApp(live_source(store, run_id, spec, executor_factory))
     app.run()
+    out = Console()
+    if app.stopped_by is not None:
+        kept = len(store.results(run_id))
+        say(
+            out,
+            f"run {run_id} interrupted by {signal_name(app.stopped_by)}: {kept} results kept. Resume with:",
+        )
+        say(out, resume)
+        return exit_code(app.stopped_by)
     if app.run_state == "cancelled" or (app.run_state == "running"):
-        print(f"run {run_id} interrupted; resume it with: arena run --resume {run_id}")
+        print(f"run {run_id} interrupted; resume it with: {resume}")
         return 130
     if app.run_state == "error":
         return EXIT_INFRASTRUCTURE
@@ -54,4 +72,9 @@ def run_default(
     )
     with Store.open(db) as store:
         run_id = store.create_run(spec.name, spec.to_json())
-        return run_app(store, run_id, spec, executor_factory)
+        where = [
+            *(["--db", str(db)] if db else []),
+            *(["--tasks-dir", str(tasks_dir)] if tasks_dir else []),
+        ]
+        resume = shlex.join(["arena", *where, "run", "--resume", run_id])
+        return run_app(store, run_id, spec, executor_factory, resume=resume)

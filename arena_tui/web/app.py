@@ -26,7 +26,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from arena_tui.web import DEFAULT_PORT, TOKEN_ENV, board
-from arena_tui.web.errors import HttpError, endpoint, error_payload
+from arena_tui.web.errors import INT_RANGE, HttpError, SafeJSONResponse, endpoint, error_payload
 from arena_tui.web.feed import StoreFeed
 from arena_tui.web.guard import Guard, Limits, is_loopback
 from arena_tui.web.recorder import Recorder
@@ -81,7 +81,11 @@ def _board_routes(store: Store, feed: StoreFeed, tasks_dir: Path | None) -> list
 
     async def result(request: Request) -> dict[str, Any]:
         job_id = request.path_params["job_id"]
-        found = await asyncio.to_thread(board.result_json, store, job_id, tasks_dir)
+        found = (
+            await asyncio.to_thread(board.result_json, store, job_id, tasks_dir)
+            if job_id <= INT_RANGE[1]  # SQLite's integers: a larger id names no job
+            else None
+        )
         if found is None:
             raise HttpError(
                 404,
@@ -147,7 +151,7 @@ def make_app(
             message = f"no endpoint {path}: use one of {', '.join(paths)}"
         else:
             message = exc.detail
-        return JSONResponse(
+        return SafeJSONResponse(
             error_payload(exc.status_code, message),
             status_code=exc.status_code,
             headers=exc.headers,

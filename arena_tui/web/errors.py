@@ -6,8 +6,10 @@ Every refusal is `{"error": {"status", "field", "message"}}`: the status, the fi
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -40,7 +42,7 @@ class HttpError(Exception):
         return error_payload(self.status, self.message, self.field)
 
     def response(self) -> JSONResponse:
-        return JSONResponse(self.payload(), status_code=self.status, headers=self.headers)
+        return SafeJSONResponse(self.payload(), status_code=self.status, headers=self.headers)
 
 
 class BodyTooLarge(Exception):
@@ -56,27 +58,123 @@ class BodyTooLarge(Exception):
         return HttpError(413, str(self))
 
 
+class SafeJSONResponse(JSONResponse):
+    """Starlette's JSONResponse, except that what it cannot encode as it does (a lone surrogate
+    in a message, a NaN in a figure) is still an answer: ASCII escapes, and null for a
+    non-finite number, never a 500 from inside the error handler."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except (UnicodeEncodeError, ValueError):
+            return json.dumps(_finite(content), ensure_ascii=True, separators=(",", ":")).encode()
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
 def error_payload(status: int, message: str, field_name: str | None = None) -> dict[str, Any]:
     return {"error": {"status": status, "field": field_name, "message": message}}
 
 
+MAX_DEPTH = 32  # nesting of a request body: the deepest field of any endpoint is 3 levels down
+INT_RANGE = (-(2**63), 2**63 - 1)  # what SQLite, numpy and torch seeds hold
+PARSE_OFF_LOOP = 64 << 10  # bodies larger than this are parsed in a thread: the loop serves others
+
+
+async def json_body(request: Request) -> dict[str, Any]:
+    """The request's body as one JSON object, checked (`json_object`); a large one is parsed
+    off the event loop."""
+    body = await request.body()
+    if len(body) > PARSE_OFF_LOOP:
+        return await asyncio.to_thread(json_object, body)
+    return json_object(body)
+
+
 def json_object(body: bytes) -> dict[str, Any]:
-    """The body as one JSON object; an empty body is {}."""
+    """The body as one JSON object; an empty body is {}. Refused with a 400 that names the
+    field: invalid JSON, another JSON type, nesting deeper than MAX_DEPTH, an integer outside
+    64 bits, a string that is not valid Unicode (a lone surrogate such as \\ud800)."""
     if not body.strip():
         return {}
     try:
         data = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except RecursionError:
+        raise HttpError(
+            400, f"the body is nested too deeply: at most {MAX_DEPTH} levels of objects and lists"
+        ) from None
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError, an integer of 4300+ digits
         raise HttpError(
             400,
-            f"the body is not valid JSON ({exc}): send one JSON object with Content-Type: application/json",
+            f"the body is not valid JSON ({str(exc)[:200]}): send one JSON object with Content-Type: application/json",
         ) from None
     if not isinstance(data, dict):
         raise HttpError(
             400,
             f'the body is a JSON {type(data).__name__}: send one JSON object, e.g. {{"task_id": "elementwise/axpy"}}',
         )
+    _check_values(data)
     return data
+
+
+def _check_values(data: dict[str, Any]) -> None:
+    """Walk the body once (no recursion): depth, integer range, valid Unicode."""
+    todo: list[tuple[str, Any, int]] = [("", data, 1)]
+    while todo:
+        path, value, depth = todo.pop()
+        if isinstance(value, (dict, list)):
+            if depth > MAX_DEPTH:
+                raise HttpError(
+                    400,
+                    f"`{path}` is nested {depth} levels deep: at most {MAX_DEPTH} levels of objects and lists",
+                    path,
+                )
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            for key, item in items:
+                if isinstance(key, str) and not _unicode(key):
+                    raise HttpError(
+                        400,
+                        f"a field name in `{path or 'the body'}` is not valid Unicode (a lone surrogate): send UTF-8 text",
+                        path or None,
+                    )
+                if isinstance(key, str) and len(key) > 60:
+                    key = key[:57] + "..."
+                where = (
+                    f"{path}[{key}]"
+                    if isinstance(value, list)
+                    else f"{path}.{key}"
+                    if path
+                    else key
+                )
+                todo.append((where, item, depth + 1))
+        elif isinstance(value, str) and not _unicode(value):
+            raise HttpError(
+                400,
+                f"`{path}` is not valid Unicode: it holds a lone surrogate (\\ud800-\\udfff); send UTF-8 text",
+                path,
+            )
+        elif isinstance(value, int) and not isinstance(value, bool):
+            if not INT_RANGE[0] <= value <= INT_RANGE[1]:
+                raise HttpError(
+                    400,
+                    f"`{path}` is an integer of {len(str(abs(value)))} digits, outside 64 bits: give one between -2**63 and 2**63-1",
+                    path,
+                )
+
+
+def _unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
 
 
 def take(
@@ -97,8 +195,14 @@ def take(
     value = body[name]
     kinds = kind if isinstance(kind, tuple) else (kind,)
     if not isinstance(value, kind) or (isinstance(value, bool) and bool not in kinds):
-        raise HttpError(400, f"`{path}` is {json.dumps(value)[:60]}: it must be {example}", path)
+        raise HttpError(400, f"`{path}` is {_shown(value)}: it must be {example}", path)
     return value
+
+
+def _shown(value: Any) -> str:
+    """A value in a message: short, and always encodable (no lone surrogate reaches a reply)."""
+    text = json.dumps(value, ensure_ascii=True)  # checked values: finite depth, 64-bit integers
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def no_unknown(body: dict[str, Any], allowed: tuple[str, ...], where: str = "") -> None:
@@ -131,12 +235,12 @@ def endpoint(fn: Handler) -> Callable[[Request], Awaitable[JSONResponse]]:
 
     async def handle(request: Request) -> JSONResponse:
         try:
-            return JSONResponse(await fn(request))
+            return SafeJSONResponse(await fn(request))
         except HttpError as exc:
             return exc.response()
         except Exception as exc:
             log.exception("arena serve: %s %s failed", request.method, request.url.path)
-            return JSONResponse(
+            return SafeJSONResponse(
                 error_payload(
                     500, f"internal error ({type(exc).__name__}: {exc}); see the server's log"
                 ),

@@ -83,14 +83,15 @@ class Guard:
             return
         limit = self.limits.max_body
         length = headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > limit):
+        digits = length is not None and length.isascii() and length.isdigit()
+        if length is not None and (not digits or int(length) > limit):
             await _send_json(
                 send,
-                413 if length.isdigit() else 400,
+                413 if digits else 400,
                 error_payload(
-                    413 if length.isdigit() else 400,
+                    413 if digits else 400,
                     f"the body is {length} bytes, more than the {limit} allowed: a candidate is at most 1 MiB; split a batch"
-                    if length.isdigit()
+                    if digits
                     else f"Content-Length is {length!r}: give the body's size in bytes",
                 ),
             )

@@ -19,10 +19,11 @@ from typing import Any
 from starlette.requests import Request
 from starlette.routing import Route
 
+from arena_tui.web.catalog import TaskCatalog, find
 from arena_tui.web.errors import (
     HttpError,
     endpoint,
-    json_object,
+    json_body,
     no_unknown,
     seed_field,
     take,
@@ -76,6 +77,7 @@ class RLService(InflightEvaluations):
             lambda requests: arena.aevaluate_many(list(requests)), group_wait_s
         )
         self._inflight: dict[asyncio.Task[Any], int] = {}  # evaluation task -> evaluations it holds
+        self.catalog = TaskCatalog(arena.tasks_dir)
 
     def routes(self) -> list[Route]:
         r = [
@@ -109,25 +111,7 @@ class RLService(InflightEvaluations):
         }
 
     async def tasks(self, request: Request) -> dict[str, Any]:
-        from core.rl.env import signature
-        from core.tasks.discovery import discover
-
-        return {
-            "tasks": [
-                {
-                    "id": t.id,
-                    "description": t.description,
-                    "signature": signature(t),
-                    "languages": list(t.languages),
-                    "baseline": t.baseline,
-                    "visible_workloads": {
-                        "gpu": [w.to_json() for w in t.gpu.visible],
-                        "cpu": [w.to_json() for w in t.cpu.visible],
-                    },
-                }
-                for t in discover(self.arena.tasks_dir)
-            ]
-        }
+        return await self.catalog.tasks()  # built off the loop, kept until the tasks change
 
     async def schema(self, request: Request) -> dict[str, Any]:
         return SCHEMA
@@ -176,7 +160,7 @@ class RLService(InflightEvaluations):
         from core.rl.env import EpisodeError, KernelEnv
         from core.tasks.fields import UnknownTaskError
 
-        body = json_object(await request.body())
+        body = await json_body(request)
         no_unknown(
             body, ("task_id", "seed", "max_turns", "device", "episode_id", "agent", "profile")
         )
@@ -204,6 +188,7 @@ class RLService(InflightEvaluations):
                 "the server is shutting down: start the episode on another server",
                 headers={"Retry-After": "5"},
             )
+        await find(self.arena, task_id)  # read off the loop; KernelEnv finds it cached
         self._make_room()
         env = KernelEnv(
             task_id,
@@ -230,7 +215,7 @@ class RLService(InflightEvaluations):
     async def step(self, request: Request) -> dict[str, Any]:
         from core.rl.env import EpisodeError
 
-        body = json_object(await request.body())
+        body = await json_body(request)
         no_unknown(body, ("episode_id", "action", "timeout_s", "request_id"))
         episode_id, episode = self._episode(body)
         action = take(
@@ -306,9 +291,8 @@ class RLService(InflightEvaluations):
         """One candidate (`{task_id, code, ...}`) or several (`{candidates: [...]}`: one batch
         through the core's batch API, answers in the candidates' order)."""
         from core.rl.arena import EvalRequest
-        from core.tasks.fields import UnknownTaskError
 
-        body = json_object(await request.body())
+        body = await json_body(request)
         fields = ("task_id", "code", "seed", "visible_only", "device", "agent", "profile")
         group, group_size = None, None
         if "candidates" in body:
@@ -371,13 +355,11 @@ class RLService(InflightEvaluations):
             profile = profile_field(item, where) or "full"
             seed = seed_field(item, where)
             agents.append(take(item, "agent", str, '"my-policy"', where=where) or default_agent)
+            await find(self.arena, task_id, f"{where}task_id")  # off the loop, cached
             try:
-                self.arena.task(task_id)
                 requests.append(
                     EvalRequest(task_id, code, seed, device, visible_only, profile=profile)
                 )
-            except UnknownTaskError as exc:
-                raise HttpError(400, str(exc), f"{where}task_id") from None
             except (TypeError, ValueError) as exc:
                 raise HttpError(400, str(exc), f"{where}code") from None
         if "candidates" not in body:
@@ -417,17 +399,13 @@ class RLService(InflightEvaluations):
         return rrs
 
     async def state(self, request: Request) -> dict[str, Any]:
-        body = (
-            dict(request.query_params)
-            if request.method == "GET"
-            else json_object(await request.body())
-        )
+        body = dict(request.query_params) if request.method == "GET" else await json_body(request)
         no_unknown(body, ("episode_id",))
         episode_id, episode = self._episode(body)
         return {"episode_id": episode_id, **episode.env.state(), "busy": episode.lock.locked()}
 
     async def close(self, request: Request) -> dict[str, Any]:
-        body = json_object(await request.body())
+        body = await json_body(request)
         no_unknown(body, ("episode_id",))
         episode_id, _ = self._episode(body)
         del self.episodes[episode_id]

@@ -194,6 +194,46 @@ class Evaluator:
         ):  # its own commands and rules, not the harness (core/evaluation/external.py)
             return await asyncio.to_thread(self._evaluate_external, task, candidate, profile)
         limits = limits or task.limits
+        # Reading and hashing the candidate and the task's files, building the job, and judging
+        # the events afterwards take milliseconds to tens of them (more on a cold cache): off
+        # the event loop, which may be a server's that answers every other request meanwhile.
+        sha, scan_notes, job_dir, job, before = await asyncio.to_thread(
+            self._prepare,
+            task,
+            candidate,
+            seed,
+            limits,
+            performance=performance,
+            visible_only=visible_only,
+            world_size=world_size,
+            profile=profile,
+        )
+        pulse = Pulse(job, on_event)  # a heartbeat while a stage runs, whatever the candidate does
+        seen = await pulse.around(self.executor.run(job, job_dir, job_deadline_s(limits), pulse))
+        result = await asyncio.to_thread(self._judge, task, job, sha, seen, scan_notes, before)
+        if self.escalation is not None:  # a prediction whose band straddles the decision
+            result = await escalated(
+                result,
+                self.escalation,
+                task,
+                candidate,
+                seed=seed,
+                limits=limits,
+                performance=performance,
+                visible_only=visible_only,
+                world_size=world_size,
+                profile=profile,
+            )
+        return result
+
+    def _prepare(
+        self,
+        task: Task,
+        candidate: Path,
+        seed: int | None,
+        limits: Limits,
+        **options: Any,
+    ) -> tuple[str, list[str], Path, dict[str, Any], list[tuple[str, dict[Path, bytes | None]]]]:
         sha = check_candidate(candidate)
         scan_notes = scan.scan_candidate(
             candidate, task_dtypes(task)
@@ -211,34 +251,27 @@ class Evaluator:
             self.graphs,
             self.sync_each_call,
             self.timing,
-            performance=performance,
-            visible_only=visible_only,
-            world_size=world_size,
-            profile=profile,
             files=staged.named(task.path.resolve()),
+            **options,
         )
         watched = (("task_files_modified", staged), ("engine_data_modified", self.engine_data))
         before = [(what, files.on_disk()) for what, files in watched]
-        pulse = Pulse(job, on_event)  # a heartbeat while a stage runs, whatever the candidate does
-        seen = await pulse.around(self.executor.run(job, job_dir, job_deadline_s(limits), pulse))
+        return sha, scan_notes, job_dir, job, before
+
+    def _judge(
+        self,
+        task: Task,
+        job: dict[str, Any],
+        sha: str,
+        seen: list[Any],
+        scan_notes: list[str],
+        before: list[tuple[str, dict[Path, bytes | None]]],
+    ) -> Result:
         result = assemble(task, job, self.info, sha, seen, scan_notes)
         result.sandbox = self.sandbox_record()
         for what, files_before in before:
             self._flag_changes(
                 result, what, [p for p, data in files_before.items() if manifest.read(p) != data]
-            )
-        if self.escalation is not None:
-            result = await escalated(
-                result,
-                self.escalation,
-                task,
-                candidate,
-                seed=seed,
-                limits=limits,
-                performance=performance,
-                visible_only=visible_only,
-                world_size=world_size,
-                profile=profile,
             )
         return result
 

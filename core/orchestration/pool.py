@@ -40,6 +40,7 @@ class EvaluatorPool:
         self.timing = timing
         self.keep_folders = keep_folders
         self._evaluators: dict[Slot, Evaluator] = {}
+        self._closing: set[asyncio.Future[None]] = set()  # harnesses `drop` is stopping
 
     def folder(self, slot: Slot) -> Path:
         return self._root() / f"{slot.device.replace('/', '_').replace(':', '_')}-{slot.index}"
@@ -64,10 +65,21 @@ class EvaluatorPool:
         )
 
     def drop(self, slot: Slot) -> None:
-        """Stop the slot's harness and everything it started (after a harness error or a cancel)."""
+        """Stop the slot's harness and everything it started (after a harness error or a cancel).
+        Killing a harness waits for it to die, which takes up to seconds: inside a running
+        loop that happens in a worker thread (`aclose` waits for it), so the loop goes on
+        serving the other slots and requests; the slot gets a fresh evaluator at once."""
         evaluator = self._evaluators.pop(slot, None)
-        if evaluator is not None:
+        if evaluator is None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
             evaluator.executor.close()
+            return
+        closing = loop.run_in_executor(None, evaluator.executor.close)
+        self._closing.add(closing)
+        closing.add_done_callback(self._closing.discard)
 
     @contextlib.contextmanager
     def guarded(self, slot: Slot) -> Iterator[None]:
@@ -92,6 +104,8 @@ class EvaluatorPool:
             evaluator.close()
 
     async def aclose(self) -> None:
+        if self._closing:
+            await asyncio.wait(set(self._closing))  # every dropped harness is dead too
         evaluators, self._evaluators = list(self._evaluators.values()), {}
         for evaluator in evaluators:
             await asyncio.to_thread(evaluator.close)  # a harness takes a moment to die

@@ -16,9 +16,10 @@ and reason and no final evaluation.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import secrets
-import tempfile
+import shutil
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -27,8 +28,10 @@ from core.evaluation.evaluator import BadCandidate, Evaluator, check_candidate
 from core.evaluation.executors import Executor, LocalExecutor
 from core.model import events, keys
 from core.model.result import Result
+from core.model.scratch import owned_tempdir
 from core.orchestration.attempt import AttemptContext, run_attempt
 from core.orchestration.control import LiveRun, Queued, RunControl
+from core.orchestration.lease import owned
 from core.orchestration.planning import plan, plan_attempts, select_tasks
 from core.orchestration.pool import EvaluatorPool, ExecutorFactory
 from core.orchestration.reports import (
@@ -47,6 +50,7 @@ from core.orchestration.scheduler import (
     slots_for,
 )
 from core.store.db import Store
+from core.store.errors import StorageFault, StoreError
 from core.tasks.discovery import find_task
 
 
@@ -74,7 +78,32 @@ async def execute(
 
     Each evaluation job draws its secret seed (hidden workloads, inputs) when it first runs and
     keeps it in the store (`jobs.seed`): a retry, a resume and a `RunControl.rerun` reuse it. The
-    seed goes to the harness only; no event, result or workspace carries it."""
+    seed goes to the harness only; no event, result or workspace carries it.
+
+    One process at a time executes a run: this one takes its lease first (RunOwnedError when
+    another live process holds it) and renews it while it runs. The first write the store's
+    disk refuses (full, read-only) stops the run like a cancellation, keeping every result
+    committed before it, and is raised as that StorageFault: the run stays resumable
+    (core/orchestration/lease.py)."""
+    return await owned(
+        store,
+        run_id,
+        lambda: _execute(
+            store, run_id, spec, executor_factory, on_event, on_attempt, attempts_root, control
+        ),
+    )
+
+
+async def _execute(
+    store: Store,
+    run_id: str,
+    spec: RunSpec,
+    executor_factory: ExecutorFactory,
+    on_event: OnRunEvent | None,
+    on_attempt: OnAttempt | None,
+    attempts_root: Path | None,
+    control: RunControl | None,
+) -> RunOutcome:
     planned = {p.key: p for p in plan(spec)}
     for p in planned.values():
         store.add_job(
@@ -111,15 +140,17 @@ async def execute(
     rows = {row.key: row for row in store.attempts(run_id)}
     open_attempts = [a for a in attempts if rows[a.key].state != "done"]
     outcome = RunOutcome(run_id)
-    root = Path(tempfile.mkdtemp(prefix="arena-run-"))
     folders = attempts_root or store.path.parent / "attempts" / run_id
-    pool = EvaluatorPool(executor_factory, lambda: root, keep_folders=False)
     job_ids: dict[str, int] = {}
     checks = itertools.count(1)
 
     def emit(job_id: int | None, event: events.Event) -> None:
-        if not isinstance(event, events.Heartbeat):  # progress while waiting, not history
-            store.append_event(run_id, job_id, event)
+        # A refused write stops the run (the store told `owned`): the log loses this event, the
+        # front end still hears it. Results are never swallowed so: their jobs stay pending.
+        # Heartbeats are progress while waiting, not history: never stored.
+        if not isinstance(event, events.Heartbeat):
+            with contextlib.suppress(StorageFault):
+                store.append_event(run_id, job_id, event)
         if on_event is not None:
             on_event(job_id, event)
 
@@ -141,11 +172,12 @@ async def execute(
             and job_id is not None
             and event.state in ("queued", "running", "retrying", "cancelled")
         ):
-            store.set_job_state(
-                job_id,
-                "queued" if event.state in ("retrying", "cancelled") else event.state,
-                attempts=event.attempt,
-            )
+            with contextlib.suppress(StorageFault):  # as in emit
+                store.set_job_state(
+                    job_id,
+                    "queued" if event.state in ("retrying", "cancelled") else event.state,
+                    attempts=event.attempt,
+                )
         if keys.is_check(
             scheduler_id
         ):  # an agent's `arena check`: shown, not kept in the run's log
@@ -260,6 +292,8 @@ async def execute(
     if not devices:
         store.finish_run(run_id, "finished")
         return outcome
+    root = owned_tempdir("arena-run-")  # removed by the next start if this process is killed
+    pool = EvaluatorPool(executor_factory, lambda: root)  # each slot's folder under root
     capacities: dict[str, int] = {}
     if spec.ray or any(d.startswith("ray:") for d in devices):  # slots from the cluster's resources
         from core.orchestration import ray_executor
@@ -269,12 +303,12 @@ async def execute(
             executor_factory = ray_executor.with_ray(None, spec.ray)
     slots = slots_for(devices, cpu_slots=spec.cpu_slots, capacities=capacities)
     attempt_tasks: list[asyncio.Task] = []
+    futures: dict[str, asyncio.Future] = {}  # the run's jobs (a batch's members each its own)
     extra: dict[str, asyncio.Future] = {}  # jobs a RunControl added while the run executes
     try:
         async with Scheduler(
             slots, runner, max_retries=spec.max_retries, on_event=on_scheduler_event
         ) as scheduler:
-            futures = {}
             alone, together = batches(list(pending))
             for key in alone:
                 job = pending[key]
@@ -353,18 +387,22 @@ async def execute(
                     store.set_job_state(job_ids[key], "failed")
             if control is not None:
                 control._live = None
-    except asyncio.CancelledError:
+    except BaseException:  # cancelled (Ctrl-C, a signal, a storage fault) or a bug: stop it all
         outcome.interrupted = True
-        for task in attempt_tasks:
-            task.cancel()
+        for future in [*futures.values(), *extra.values(), *attempt_tasks]:
+            if future.done() and not future.cancelled():
+                future.exception()  # seen: the run stops for one reason, raised below
+            future.cancel()
         if attempt_tasks:
             await asyncio.wait(attempt_tasks)  # each stops its agent and records it cancelled
-        store.finish_run(run_id, "interrupted")
+        with contextlib.suppress(StoreError):  # a full disk: the run shows `stale` once we exit
+            store.finish_run(run_id, "interrupted")
         raise
     finally:
         if control is not None:
             control._live = None
-        pool.close()
+        await pool.aclose()  # every harness ends here (in threads: the loop may be the app's)
+        shutil.rmtree(root, ignore_errors=True)
     store.finish_run(run_id, "finished")
     return outcome
 

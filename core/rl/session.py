@@ -22,6 +22,7 @@ from core.evaluation.evaluator import BadCandidate, Evaluator, check_candidate
 from core.evaluation.executors import LocalExecutor
 from core.evaluation.job import Timing
 from core.model.result import Result
+from core.model.scratch import owned_tempdir
 from core.model.task import Task
 from core.orchestration.pool import EvaluatorPool, ExecutorFactory
 from core.orchestration.scheduler import (
@@ -37,9 +38,10 @@ from core.rl.unevaluated import device_json, no_code, not_a_candidate, synthetic
 from core.tasks.discovery import find_task
 
 
-def _write_candidate(source: str) -> tuple[Path, Path]:
-    """The source in a private folder (mode 700) outside every harness's folders: (folder, file)."""
-    folder = Path(tempfile.mkdtemp(prefix="arena-cand-"))
+def _write_candidate(source: str, parent: Path) -> tuple[Path, Path]:
+    """The source in a private folder (mode 700) under `parent`, outside every harness's folders:
+    (folder, file)."""
+    folder = Path(tempfile.mkdtemp(dir=parent))
     path = folder / "candidate.py"
     path.write_text(source)
     path.chmod(0o600)
@@ -126,9 +128,10 @@ class Arena:
         self.timing = timing
         self.slots = slots_for(devices, cpu_slots=cpu_slots, capacities=capacities)
         self.scheduler = Scheduler(self.slots, self._run, max_retries=max_retries)
-        self._root: Path | None = (
-            None  # made on the first evaluation: a refused server leaves nothing behind
-        )
+        # Made on the first evaluation (a refused server leaves nothing behind), each with an
+        # owner file: the next server removes them if this process is killed (core/model/scratch.py).
+        self._root: Path | None = None
+        self._sources: Path | None = None
         self.pool = EvaluatorPool(self.factory, lambda: self.root, timing=timing)
         self._tasks: dict[str, Task] = {}
         self._ids = itertools.count(1)
@@ -147,15 +150,23 @@ class Arena:
         self._closed = True
         await self.scheduler.close()
         await self.pool.aclose()
-        if self._root is not None:
-            shutil.rmtree(self._root, ignore_errors=True)
+        for folder in (self._root, self._sources):
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
 
     @property
     def root(self) -> Path:
         """The evaluators' working folders (job files, harness logs)."""
         if self._root is None:
-            self._root = Path(tempfile.mkdtemp(prefix="arena-rl-"))
+            self._root = owned_tempdir("arena-rl-")
         return self._root
+
+    @property
+    def sources(self) -> Path:
+        """The candidates' sources while they are evaluated, one private folder each."""
+        if self._sources is None:
+            self._sources = owned_tempdir("arena-cand-")
+        return self._sources
 
     def task(self, task_id: str) -> Task:
         """The task by id (cached); UnknownTaskError names the close matches."""
@@ -227,7 +238,7 @@ class Arena:
         if not has_code(request.source):
             result = no_code(task, request.device or self.devices[0], request)
             return RewardedResult(result, fn(result), label, request.visible_only, task)
-        folder, path = _write_candidate(request.source)
+        folder, path = _write_candidate(request.source, self.sources)
         job = Job(
             f"rl-{next(self._ids)}",
             tuple([request.device] if request.device else self.devices),
@@ -290,7 +301,9 @@ class Arena:
                 result = no_code(task, r.device or self.devices[0], r)
                 out.append(RewardedResult(result, fn(result), label, r.visible_only, task))
             return out
-        folders, paths = (list(x) for x in zip(*(_write_candidate(r.source) for r in requests)))
+        folders, paths = (
+            list(x) for x in zip(*(_write_candidate(r.source, self.sources) for r in requests))
+        )
         job = Job(
             f"rl-{next(self._ids)}",
             tuple([first.device] if first.device else self.devices),

@@ -20,24 +20,31 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from core.model.owner import Owner
 from core.model.paths import default_path  # the store opens it when given no path
 from core.store import rows
 from core.store.attempts import AttemptStore
-from core.store.errors import StoreError
+from core.store.base import storage_fault
+from core.store.errors import StorageFault, StoreError
 from core.store.jobs import JobStore
+from core.store.leases import LeaseStore
+from core.store.migrations import MIGRATIONS, READABLE_FROM
 from core.store.migrations import migrate as _migrate
 from core.store.rows import (
     BUSY_TIMEOUT_MS,
     EXPORT_VERSION,
     RUN_STATUSES,
+    STALE,
     Attempt,
     Job,
     Run,
     dumps,
 )
 
+HINT = "pass --db PATH or set ARENA_DB to use another file"
 
-class Store(JobStore, AttemptStore):
+
+class Store(JobStore, AttemptStore, LeaseStore):
     """A handle on one store file. Use `Store.open()`; close it, or use it as a context manager.
 
     Thread safety: one connection guarded by one lock. Every public method holds the lock for
@@ -49,18 +56,34 @@ class Store(JobStore, AttemptStore):
     # -- opening -------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | Path | None = None) -> Store:
-        """Open (creating if needed) the store at `path`, default `default_path()`, and migrate it."""
+    def open(cls, path: str | Path | None = None, *, mode: str = "rw") -> Store:
+        """Open the store at `path`, default `default_path()`. `mode`:
+
+        - `rw` (writers): create it if needed and migrate it;
+        - `ro`: SQLite's read-only mode; the file must exist and is never changed;
+        - `auto` (readers: `arena runs`, `arena leaderboard`): as `rw`, and where the store
+          cannot be written (a read-only file system, a file that is not ours) as `ro`.
+        """
         path = Path(path).expanduser() if path is not None else default_path()
-        hint = "pass --db PATH or set ARENA_DB to use another file"
+        if mode == "ro":
+            return cls._open_read_only(path)
+        try:
+            return cls._open_writable(path)
+        except StorageFault:
+            if mode != "auto":
+                raise
+            return cls._open_read_only(path)
+
+    @classmethod
+    def _open_writable(cls, path: Path) -> Store:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(
-                f"cannot create the folder of the results store {path}: {exc.strerror or exc}; {hint}"
+                f"cannot create the folder of the results store {path}: {exc.strerror or exc}; {HINT}"
             ) from None
         if path.is_dir():
-            raise StoreError(f"the results store {path} is a folder: {hint}")
+            raise StoreError(f"the results store {path} is a folder: {HINT}")
         try:
             # isolation_level=None: no implicit transactions; every write below says BEGIN itself.
             db = sqlite3.connect(
@@ -68,26 +91,67 @@ class Store(JobStore, AttemptStore):
             )
             db.row_factory = sqlite3.Row
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot open the results store {path}: {exc}; {hint}") from None
+            raise StoreError(f"cannot open the results store {path}: {exc}; {HINT}") from None
         try:
             db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise StoreError(
-                    f"the results store {path} cannot use WAL mode (got {mode}): put it on a local file system; {hint}"
+                    f"the results store {path} cannot use WAL mode (got {mode}): put it on a local file system; {HINT}"
                 )
             db.execute("PRAGMA synchronous = NORMAL")
             db.execute("PRAGMA foreign_keys = ON")
             _migrate(db, path)
         except sqlite3.DatabaseError as exc:
             db.close()
+            fault = storage_fault(path, "open the results store", exc)
+            if fault is not None:  # the disk, not the file: full, read-only, failing
+                raise fault from None
             raise StoreError(
-                f"cannot use the results store {path}: {exc}; is it an arena database? {hint}"
+                f"cannot use the results store {path}: {exc}; is it an arena database? {HINT}"
             ) from None
         except BaseException:
             db.close()
             raise
         return cls(path, db)
+
+    @classmethod
+    def _open_read_only(cls, path: Path) -> Store:
+        """Through SQLite's read-only mode: `mode=ro`, else (a WAL file on a read-only file
+        system, where SQLite cannot make the shared-memory file) `immutable=1`, which is safe
+        there because nothing can write it. Writes raise StorageFault (read-only)."""
+        if not path.is_file():
+            raise StoreError(f"there is no results store at {path}: {HINT}")
+        last: sqlite3.Error | None = None
+        for query in ("mode=ro", "mode=ro&immutable=1"):
+            try:
+                db = sqlite3.connect(
+                    f"{path.resolve().as_uri()}?{query}",
+                    uri=True,
+                    timeout=BUSY_TIMEOUT_MS / 1000,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
+                db.row_factory = sqlite3.Row
+                version = db.execute("PRAGMA user_version").fetchone()[0]
+                db.execute("SELECT count(*) FROM runs").fetchone()
+            except sqlite3.Error as exc:
+                last = exc
+                if storage_fault(path, "read", exc) is None:
+                    break  # not the disk: no fallback reads it either
+                continue  # no shared-memory file on a read-only file system: immutable
+            if version > len(MIGRATIONS) or version < READABLE_FROM:
+                db.close()
+                raise StoreError(
+                    f"the results store {path} is read-only and at schema {version}, which this arena cannot read "
+                    f"without migrating it: open it once where it is writable (any `arena run`), or upgrade kernel-arena"
+                )
+            store = cls(path, db)
+            store.read_only = True
+            return store
+        raise StoreError(
+            f"cannot read the results store {path} even in read-only mode: {last}; is it an arena database? {HINT}"
+        )
 
     def __enter__(self) -> Store:
         return self
@@ -97,8 +161,12 @@ class Store(JobStore, AttemptStore):
 
     # -- runs ----------------------------------------------------------------------------
 
-    def create_run(self, name: str, spec: Mapping[str, Any] | None = None) -> str:
-        """A new run in state `running`; returns its id, `r-YYYYMMDD-xxxx`."""
+    def create_run(
+        self, name: str, spec: Mapping[str, Any] | None = None, owner: Owner | None = None
+    ) -> str:
+        """A new run in state `running`, its lease held by `owner` (default: this process:
+        core/store/leases.py); returns its id, `r-YYYYMMDD-xxxx`."""
+        owner = owner or Owner.me()
         spec_json = dumps(dict(spec or {}), "the run spec")
         now = rows.utc_now()
         day = now[:10].replace("-", "")
@@ -113,6 +181,8 @@ class Store(JobStore, AttemptStore):
                 "INSERT INTO runs (id, name, created_at, status, spec) VALUES (?, ?, ?, 'running', ?)",
                 (run_id, name, now, spec_json),
             )
+            if self.leases:
+                self._claim(db, run_id, owner)
         return run_id
 
     def get_run(self, run_id: str) -> Run:
@@ -129,16 +199,25 @@ class Store(JobStore, AttemptStore):
                 f"a run finishes as one of {', '.join(RUN_STATUSES[1:])}, not `{status}`"
             )
         full = self._resolve_run(run_id)
-        with self._write(f"finish run {full}") as db:
+        lease = (
+            ", owner_pid = NULL, owner_host = NULL, owner_token = NULL, heartbeat_at = NULL"
+            if self.leases
+            else ""
+        )
+        with self._write(f"finish run {full}") as db:  # and let its lease go
             db.execute(
-                "UPDATE runs SET status = ?, finished_at = ? WHERE id = ?",
+                f"UPDATE runs SET status = ?, finished_at = ?{lease} WHERE id = ?",
                 (status, rows.utc_now(), full),
             )
 
-    def resume_run(self, run_id: str) -> Run:
-        """Mark a run `running` again (its pending jobs are still there: see `pending_jobs`)."""
+    def resume_run(self, run_id: str, owner: Owner | None = None) -> Run:
+        """Mark a run `running` again, its lease held by `owner` (default: this process); its
+        pending jobs are still there (see `pending_jobs`). A run whose owner is alive is not
+        resumed: RunOwnedError names that process."""
         full = self._resolve_run(run_id)
         with self._write(f"resume run {full}") as db:
+            if self.leases:
+                self._claim(db, full, owner or Owner.me())
             db.execute(
                 "UPDATE runs SET status = 'running', finished_at = NULL WHERE id = ?", (full,)
             )
@@ -173,7 +252,7 @@ class Store(JobStore, AttemptStore):
         for job in self.jobs(run.id):
             row = results.get(job.id)
             secret = (
-                ("seed",) if run.status == "running" else ()
+                ("seed",) if run.status in ("running", STALE) else ()
             )  # the seed is a secret until the run is over
             yield {
                 "type": "job",

@@ -134,7 +134,20 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE attempts ADD COLUMN outcome TEXT;
     ALTER TABLE attempts ADD COLUMN outcome_reason TEXT;
     """,
+    # 5: the lease of the process that executes a run (core/store/leases.py): its id, host and
+    # start token, and its last heartbeat. A `running` run whose owner is gone is shown `stale`
+    # and resumes; one whose owner lives is never run by a second process. Old runs: NULL.
+    """
+    ALTER TABLE runs ADD COLUMN owner_pid INTEGER;
+    ALTER TABLE runs ADD COLUMN owner_host TEXT;
+    ALTER TABLE runs ADD COLUMN owner_token TEXT;
+    ALTER TABLE runs ADD COLUMN heartbeat_at TEXT;
+    """,
 )
+
+# The oldest schema a read-only store may have and still be read (it cannot be migrated): the
+# lease columns of schema 5 are read where present.
+READABLE_FROM = 4
 
 
 def statements(script: str) -> Iterator[str]:

@@ -10,10 +10,16 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 from typing import Any
 
+from core.model.owner import Owner
 from core.model.result import Result, StageResult, WorkloadFigures
 from core.store.errors import StoreError
 
 RUN_STATUSES = ("running", "finished", "interrupted", "cancelled")
+# Shown, never stored: a `running` run whose owner process is gone (killed, crashed, its host
+# down) is `stale`; it resumes like an interrupted one (core/store/leases.py).
+STALE = "stale"
+HEARTBEAT_S = 10.0  # how often a run's owner renews its lease (core/store/leases.py)
+STALE_AFTER_S = 60.0  # an owner on another host whose heartbeat is older than this is gone
 JOB_STATES = ("queued", "running", "done", "failed", "cancelled")
 PENDING_STATES = ("queued", "running")
 JOB_KINDS = ("evaluation",)
@@ -39,6 +45,38 @@ class Run:
     result_statuses: dict[str, int] = field(
         default_factory=dict
     )  # passed | failed | infrastructure_error -> number
+    lease: Lease | None = None  # who executes it (a running run), or who last did (a stale one)
+
+
+@dataclass(frozen=True)
+class Lease:
+    """The process that executes a run: it took the lease when it created or resumed the run
+    and renews `heartbeat_at` every HEARTBEAT_S while it runs."""
+
+    owner: Owner
+    heartbeat_at: str
+
+    def age_s(self, now: datetime | None = None) -> float:
+        beat = datetime.fromisoformat(self.heartbeat_at.replace("Z", "+00:00"))
+        return ((now or datetime.now(timezone.utc)) - beat).total_seconds()
+
+    def live(self, stale_after_s: float) -> bool:
+        """Its process still runs: checked directly on this host; elsewhere, a heartbeat
+        younger than `stale_after_s` says so."""
+        alive = self.owner.alive()
+        return self.age_s() < stale_after_s if alive is None else alive
+
+    def describe(self) -> str:
+        return f"{self.owner.describe()} (last heartbeat {self.age_s():.0f} s ago)"
+
+
+def lease_from(r: sqlite3.Row) -> Lease | None:
+    if r["owner_pid"] is None:
+        return None
+    return Lease(
+        Owner(int(r["owner_pid"]), r["owner_host"] or "", r["owner_token"] or ""),
+        r["heartbeat_at"] or "",
+    )
 
 
 @dataclass(frozen=True)
