@@ -61,6 +61,13 @@ def register(tsub: argparse._SubParsersAction, tasks_dir_option: Callable[..., N
         metavar="FILE",
         help="with --zoo: the page whose coverage table to rewrite (default docs/tasks.md of this checkout)",
     )
+    p.add_argument(
+        "--task",
+        action="append",
+        default=None,
+        metavar="ID",
+        help="only this task (repeat for more); the coverage table still counts every task",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object and nothing else")
     tasks_dir_option(p, "the folder of task folders to edit")
     p.set_defaults(func=_add_model)
@@ -92,6 +99,12 @@ def _add_model(args: argparse.Namespace, out: Console, err: Console) -> int:
         return _error(err, str(exc))
     root = getattr(args, "tasks_dir", None)
     tasks = discover(root)
+    if args.task:
+        unknown = sorted(set(args.task) - {t.id for t in tasks})
+        if unknown:
+            return _error(
+                err, f"--task {unknown[0]}: unknown task: run `arena tasks list` to see the ids"
+            )
     report: dict[str, Any] = {
         "models": [],
         "dry_run": args.dry_run,
@@ -114,7 +127,7 @@ def _add_model(args: argparse.Namespace, out: Console, err: Console) -> int:
 
         changes = add_model(
             config,
-            tasks,
+            [t for t in tasks if not args.task or t.id in args.task],
             dry_run=args.dry_run,
             into="visible" if args.visible else "models",
             probe=not args.no_probe,
@@ -160,11 +173,7 @@ def _print_changes(out: Console, err: Console, changes: list[Any], dry_run: bool
         out.print("no task gained a row")
     for c in changes:
         for why in ([c.reason] if c.reason else []) + c.skipped:
-            out.print(
-                f"[dim]skipped {escape(c.task_id)}: {escape(why)}[/]",
-                highlight=False,
-                soft_wrap=True,
-            )
+            out.print(f"[dim]skipped {escape(c.task_id)}: {escape(why)}[/]", highlight=False)
         if c.error:
             err.print(
                 f"[red]error:[/] {escape(c.task_id)}: {escape(c.error)}",

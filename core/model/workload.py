@@ -94,7 +94,9 @@ class ModelWorkloads:
     `excludes` keys, and the values `only` lists. `expert_parallel` declares the convention that
     gives `local_experts` (num_experts // expert_parallel); `probe` the axis values of the small
     run that checks a row (default: each list axis at its smallest value); `phases` the serving
-    phases whose time the task covers (docs/tasks.md's coverage table); `note` what the rows are."""
+    phases whose time the task covers (docs/tasks.md's coverage table; none for a step around
+    the operation, such as the routing layout or the experts' all-to-all); `note` what the rows
+    are."""
 
     requires: tuple[str, ...]
     axes: dict[str, str | tuple[int, ...]]

@@ -65,15 +65,15 @@ def model_keys(a: Arch) -> Keys:
         k["mla"] = 1
     k.update(a.linear_attn)
     k.update(_traits(a))
-    if a.linear_format == "fp8_block":
-        k["weights_fp8_block"] = 1
     return k
 
 
 def legacy_keys(a: Arch) -> Keys:
     """The keys of a section without `op` (one row set per model): the model-wide keys, plus the
-    window and chunk where some layer has one."""
+    window and chunk where some layer has one, and weights_fp8_block for an fp8 model."""
     k = model_keys(a)
+    if a.linear_format == "fp8_block":
+        k["weights_fp8_block"] = 1
     if a.window:
         k["sliding_window"] = a.window
     if a.chunk:

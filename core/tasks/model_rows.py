@@ -213,7 +213,7 @@ def write(task: Task, config: ModelConfig, change: TaskChange, into: str = "mode
         return
     try:
         text = insert_rows(text, lines, into)
-        text = set_model_listed(text, config.name, _still_listed(text, config.name))
+        text = set_model_listed(text, config.name, still_listed(text, config.name))
     except (ValueError, yaml.YAMLError) as exc:
         change.error = f"task.yaml left unchanged: {exc}"
         change.added = []
@@ -233,7 +233,7 @@ def write(task: Task, config: ModelConfig, change: TaskChange, into: str = "mode
     manifest.record([spec])
 
 
-def _still_listed(text: str, model: str) -> bool:
+def still_listed(text: str, model: str) -> bool:
     data = yaml.safe_load(text)
     w = data.get("workloads", {})
     rows = (

@@ -184,7 +184,7 @@ def read_section(path: Path, f: Fields, axes: dict[str, str]) -> ModelWorkloads:
             )
         probes[str(axis)] = str(rule)
     phases = f.get("phases", list, f"some of {', '.join(PHASES)}", list(PHASES))
-    if not phases or any(p not in PHASES for p in phases):
+    if not isinstance(phases, list) or any(p not in PHASES for p in phases):
         f.fail(f"{phases!r} is not a list of phases", f"use some of {', '.join(PHASES)}", "phases")
     return ModelWorkloads(
         requires=requires,
