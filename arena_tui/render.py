@@ -340,6 +340,12 @@ def task_detail(console: Console, task: Task) -> None:
         for w in ws:
             table.add_row(*(str(w.axes[a]) for a in task.axes), w.model or "", w.note or "")
         console.print(table)
+    if task.model_rows:
+        models = sorted({w.model or "" for w in task.model_rows})
+        console.print(
+            f"model rows (workloads.models, not timed): {len(task.model_rows)} from {len(models)} model(s); "
+            "`--json` lists them"
+        )
     console.print("[dim]hidden workloads are never shown[/]")
 
 
@@ -375,4 +381,5 @@ def task_json(task: Task) -> dict[str, Any]:
             "gpu": [w.to_json() for w in task.gpu.visible],
             "cpu": [w.to_json() for w in task.cpu.visible],
         },
+        "model_rows": [w.to_json() for w in task.model_rows],
     }

@@ -236,10 +236,11 @@ def table(covs: list[Coverage], serving: Serving) -> str:
     ]
     for c in covs:
         total = {p: sum(o.seconds[p] for o in c.ops) or 1.0 for p in PHASES}
-        gaps = [
+        gaps = [  # uncovered somewhere, and at least half a percent of that phase's time
             o
             for o in c.ops
-            if o.op.kind != "tp_all_reduce" and not all(o.tasks.get(p) for p in PHASES)
+            if o.op.kind != "tp_all_reduce"
+            and any(not o.tasks.get(p) and o.seconds[p] >= 0.005 * total[p] for p in PHASES)
         ]
         gaps.sort(key=lambda o: -max(o.seconds[p] / total[p] for p in PHASES if not o.tasks.get(p)))
         text = ", ".join(
@@ -250,6 +251,30 @@ def table(covs: list[Coverage], serving: Serving) -> str:
             f"| {c.model} | {_pct(c.share('decode'))} | {_pct(c.share('prefill'))} | {text or 'none'} |"
         )
     return "\n".join(lines) + "\n"
+
+
+ZOO_INTRO = """## The model zoo and its coverage
+
+`tasks/models.yaml` lists the models the catalogue follows, each with its config.json as its
+authors publish it. `arena tasks add-model --zoo` reads every one, lists the operations each
+runs (every linear layer, each attention layer type, the routed experts, the norms, ...),
+writes each operation's shapes as rows of the tasks that implement it (task.yaml
+`workloads.models`, each row first run at a small size by the task's own reference and
+baseline, and never one they reject), and rewrites the table below. A model row is public and
+not timed by evaluations (`--visible` puts rows in the visible set instead);
+docs/task-format.md ("model_workloads") says how a task maps operations to its axes, and
+`arena tasks add-model CONFIG.json` does the same for a model of your own.
+"""
+
+
+def zoo_section(tasks: list[Task], zoo_file: Path | None = None) -> str:
+    """docs/tasks.md's zoo section: the intro, and the coverage table between its markers."""
+    from core.tasks.model_zoo import read_zoo
+
+    zoo = read_zoo(zoo_file)
+    peaks = h200_peaks(zoo.serving.gpu)
+    covs = [coverage(m, tasks, zoo.serving, peaks) for m in zoo.models]
+    return f"{ZOO_INTRO}\n{BEGIN}\n{table(covs, zoo.serving)}{END}\n"
 
 
 def write_table(doc: Path, text: str) -> bool:

@@ -34,7 +34,17 @@ def _flashinfer(q, k_cache, v_cache, block_table, seq_lens, k_scale, v_scale):
     indptr[1:] = torch.cumsum(pages, 0)
     used = torch.arange(block_table.shape[1], device=q.device)[None, :] < pages[:, None]
     last = (seq_lens - (pages - 1) * P).to(torch.int32)
-    wrapper.plan(indptr, block_table[used], last, HQ, HKV, D, P, q_data_type=q.dtype, kv_data_type=k_cache.dtype)
+    wrapper.plan(
+        indptr,
+        block_table[used],
+        last,
+        HQ,
+        HKV,
+        D,
+        P,
+        q_data_type=q.dtype,
+        kv_data_type=k_cache.dtype,
+    )
     return wrapper.run(q, (k_cache, v_cache), k_scale=float(k_scale), v_scale=float(v_scale))
 
 

@@ -24,7 +24,11 @@ def make_inputs(axes, generator):
         torch.randperm(B * MP, generator=generator, device=dev).to(torch.int32).view(B, MP)
     )
     q = torch.empty(B, HQ, D, dtype=torch.bfloat16, device=dev).normal_(generator=generator)
-    k_cache = (torch.randn(B * MP, P, HKV, D, generator=generator, device=dev) * 24).to(torch.float8_e4m3fn)
-    v_cache = (torch.randn(B * MP, P, HKV, D, generator=generator, device=dev) * 24).to(torch.float8_e4m3fn)
+    k_cache = (torch.randn(B * MP, P, HKV, D, generator=generator, device=dev) * 24).to(
+        torch.float8_e4m3fn
+    )
+    v_cache = (torch.randn(B * MP, P, HKV, D, generator=generator, device=dev) * 24).to(
+        torch.float8_e4m3fn
+    )
     scales = 1.0 / (16.0 + 16.0 * torch.rand((2, 1), generator=generator, device=dev))
     return [q, k_cache, v_cache, block_table, lens, scales[0].clone(), scales[1].clone()]

@@ -21,7 +21,9 @@ def _pairs(center, spread, B, generator, dev):
 
 
 def make_inputs(axes, generator):
-    B, L, P, HQ, HKV, D, W, C, SK = (axes[a] for a in ("B", "L", "P", "HQ", "HKV", "D", "W", "C", "SK"))
+    B, L, P, HQ, HKV, D, W, C, SK = (
+        axes[a] for a in ("B", "L", "P", "HQ", "HKV", "D", "W", "C", "SK")
+    )
     dev = generator.device
     cap = L + 3 * L // 4
     if C == 1:
@@ -33,12 +35,27 @@ def make_inputs(axes, generator):
         starts = whole * W
         lens = starts + inside
     MP = (cap + P - 1) // P
-    block_table = torch.randperm(B * MP, generator=generator, device=dev).to(torch.int32).view(B, MP)
+    block_table = (
+        torch.randperm(B * MP, generator=generator, device=dev).to(torch.int32).view(B, MP)
+    )
     q = torch.empty(B, HQ, D, dtype=torch.bfloat16, device=dev).normal_(generator=generator)
-    k_cache = torch.empty(B * MP, P, HKV, D, dtype=torch.bfloat16, device=dev).normal_(generator=generator)
-    v_cache = torch.empty(B * MP, P, HKV, D, dtype=torch.bfloat16, device=dev).normal_(generator=generator)
+    k_cache = torch.empty(B * MP, P, HKV, D, dtype=torch.bfloat16, device=dev).normal_(
+        generator=generator
+    )
+    v_cache = torch.empty(B * MP, P, HKV, D, dtype=torch.bfloat16, device=dev).normal_(
+        generator=generator
+    )
     if SK == 1:
         sinks = torch.randn(HQ, generator=generator, device=dev)
     else:
         sinks = torch.full((HQ,), float("-inf"), device=dev)
-    return [q, k_cache, v_cache, block_table, lens.to(torch.int32), starts.to(torch.int32), sinks, W]
+    return [
+        q,
+        k_cache,
+        v_cache,
+        block_table,
+        lens.to(torch.int32),
+        starts.to(torch.int32),
+        sinks,
+        W,
+    ]

@@ -57,7 +57,11 @@ def _decode_kernel(
     heads = kvh * G + offs_g % G
     limit = n - Q + qi  # the last key this row sees
     q = tl.load(
-        q_ptr + b * stride_qb + qi[:, None] * stride_qq + heads[:, None] * stride_qh + offs_d[None, :],
+        q_ptr
+        + b * stride_qb
+        + qi[:, None] * stride_qq
+        + heads[:, None] * stride_qh
+        + offs_d[None, :],
         mask=g_ok[:, None] & d_ok[None, :],
         other=0.0,
     )
@@ -99,7 +103,11 @@ def _decode_kernel(
         m_i = m_new
     acc = acc / l_i[:, None]
     tl.store(
-        o_ptr + b * stride_ob + qi[:, None] * stride_oq + heads[:, None] * stride_oh + offs_d[None, :],
+        o_ptr
+        + b * stride_ob
+        + qi[:, None] * stride_oq
+        + heads[:, None] * stride_oh
+        + offs_d[None, :],
         acc.to(o_ptr.dtype.element_ty),
         mask=g_ok[:, None] & d_ok[None, :],
     )

@@ -21,7 +21,9 @@ def _flash_attn(q, k, v, cu_seqlens, scale):
     S = int((cu_seqlens[1:] - cu_seqlens[:-1]).max())
     DV = v.shape[2]
     vp = F.pad(v, (0, q.shape[2] - DV))
-    o = flash_attn_varlen_func(q, k, vp, cu_seqlens, cu_seqlens, S, S, softmax_scale=scale, causal=True)
+    o = flash_attn_varlen_func(
+        q, k, vp, cu_seqlens, cu_seqlens, S, S, softmax_scale=scale, causal=True
+    )
     return o[..., :DV].contiguous()
 
 

@@ -25,5 +25,7 @@ def run(q, k, v, cu_seqlens, scale):
             rows = torch.arange(c0, c1, device=q.device)[:, None]
             cols = torch.arange(c1, device=q.device)[None, :]
             scores.masked_fill_(cols > rows, float("-inf"))
-            out[s + c0 : s + c1] = torch.matmul(torch.softmax(scores, dim=-1), vb[:, :c1]).permute(1, 0, 2)
+            out[s + c0 : s + c1] = torch.matmul(torch.softmax(scores, dim=-1), vb[:, :c1]).permute(
+                1, 0, 2
+            )
     return out

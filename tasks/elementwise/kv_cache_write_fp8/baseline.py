@@ -16,7 +16,9 @@ IMPL = "torch"
 
 
 def _vllm(k, v, key_cache, value_cache, slot_mapping, k_scale, v_scale):
-    _vllm_ops.reshape_and_cache_flash(k, v, key_cache, value_cache, slot_mapping, "fp8", k_scale, v_scale)
+    _vllm_ops.reshape_and_cache_flash(
+        k, v, key_cache, value_cache, slot_mapping, "fp8", k_scale, v_scale
+    )
     return key_cache, value_cache
 
 
@@ -25,8 +27,20 @@ def _torch(k, v, key_cache, value_cache, slot_mapping, k_scale, v_scale):
     T = slot_mapping.shape[0]
     kc = key_cache.view(torch.uint8).view(NB * BS, H * d)
     vc = value_cache.view(torch.uint8).view(NB * BS, H * d)
-    kq = (k.float() / k_scale).clamp_(-448.0, 448.0).to(torch.float8_e4m3fn).view(torch.uint8).view(T, H * d)
-    vq = (v.float() / v_scale).clamp_(-448.0, 448.0).to(torch.float8_e4m3fn).view(torch.uint8).view(T, H * d)
+    kq = (
+        (k.float() / k_scale)
+        .clamp_(-448.0, 448.0)
+        .to(torch.float8_e4m3fn)
+        .view(torch.uint8)
+        .view(T, H * d)
+    )
+    vq = (
+        (v.float() / v_scale)
+        .clamp_(-448.0, 448.0)
+        .to(torch.float8_e4m3fn)
+        .view(torch.uint8)
+        .view(T, H * d)
+    )
     valid = slot_mapping >= 0
     if T + 1 > NB * BS:  # no slot is sure to be free: select the valid tokens (a host sync)
         slots = slot_mapping[valid]

@@ -26,7 +26,17 @@ def _round_e4m3(v):
 
 @triton.jit
 def _cache_write_fp8_kernel(
-    k_ptr, v_ptr, kc_ptr, vc_ptr, slot_ptr, ks_ptr, vs_ptr, HD, stride_k, stride_v, BLOCK: tl.constexpr
+    k_ptr,
+    v_ptr,
+    kc_ptr,
+    vc_ptr,
+    slot_ptr,
+    ks_ptr,
+    vs_ptr,
+    HD,
+    stride_k,
+    stride_v,
+    BLOCK: tl.constexpr,
 ):
     t = tl.program_id(0).to(tl.int64)
     slot = tl.load(slot_ptr + t)
@@ -43,7 +53,9 @@ def _cache_write_fp8_kernel(
 
 def run(k, v, key_cache, value_cache, slot_mapping, k_scale, v_scale):
     T, H, d = k.shape
-    assert key_cache.is_contiguous() and value_cache.is_contiguous(), "written in place: caches must be contiguous"
+    assert key_cache.is_contiguous() and value_cache.is_contiguous(), (
+        "written in place: caches must be contiguous"
+    )
     k, v = k.contiguous(), v.contiguous()
     _cache_write_fp8_kernel[(T,)](
         k, v, key_cache, value_cache, slot_mapping, k_scale, v_scale, H * d, k.stride(0), v.stride(0),

@@ -94,4 +94,6 @@ IMPLS = {"torch": _torch}
 def run(hidden, topk_ids, topk_weights, w13, w13_scale, b13, w2, w2_scale, b2, swiglu_limit):
     global IMPL
     IMPL = "torch"
-    return _torch(hidden, topk_ids, topk_weights, w13, w13_scale, b13, w2, w2_scale, b2, swiglu_limit)
+    return _torch(
+        hidden, topk_ids, topk_weights, w13, w13_scale, b13, w2, w2_scale, b2, swiglu_limit
+    )

@@ -70,16 +70,22 @@ def _mxfp4_gemm_kernel(
         k_ok = offs_k + k < KD
         a = tl.load(a_rows + (k + offs_k)[None, :], mask=row_ok[:, None] & k_ok[None, :], other=0.0)
         p_ok = offs_p + k // 2 < KD // 2
-        packed = tl.load(w_rows + (k // 2 + offs_p)[None, :], mask=n_ok[:, None] & p_ok[None, :], other=0)
+        packed = tl.load(
+            w_rows + (k // 2 + offs_p)[None, :], mask=n_ok[:, None] & p_ok[None, :], other=0
+        )
         packed = packed.to(tl.int32)
         values = tl.join(_e2m1(packed & 15), _e2m1(packed >> 4))  # [BN, BK/2, 2]: low nibble first
         values = tl.reshape(values, (BLOCK_N, BLOCK_K // 32, 32))
         g_ok = offs_g + k // 32 < KD // 32
-        scale = tl.load(s_rows + (k // 32 + offs_g)[None, :], mask=n_ok[:, None] & g_ok[None, :], other=127)
+        scale = tl.load(
+            s_rows + (k // 32 + offs_g)[None, :], mask=n_ok[:, None] & g_ok[None, :], other=127
+        )
         factor = tl.exp2(scale.to(tl.float32) - 127.0)
         w = tl.reshape(values * factor[:, :, None], (BLOCK_N, BLOCK_K))
         acc = tl.dot(a, tl.trans(w.to(tl.bfloat16)), acc)
-    acc += tl.load(bias_ptr + e * stride_bias + offs_n, mask=n_ok, other=0.0).to(tl.float32)[None, :]
+    acc += tl.load(bias_ptr + e * stride_bias + offs_n, mask=n_ok, other=0.0).to(tl.float32)[
+        None, :
+    ]
     if MUL_WEIGHT:
         acc = acc * tl.load(weight_ptr + rows, mask=row_ok, other=0.0)[:, None]
     c_ptrs = c_ptr + rows.to(tl.int64)[:, None] * stride_cm + offs_n[None, :]
