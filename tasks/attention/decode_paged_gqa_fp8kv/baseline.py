@@ -55,8 +55,9 @@ def _torch(q, k_cache, v_cache, block_table, seq_lens, k_scale, v_scale):
     idx = block_table.long()
     # fp8 -> bfloat16 is exact; the scales fold into q (k_scale) and the output (v_scale), so
     # nothing is rounded that a fused kernel would keep.
-    k = k_cache[idx].to(q.dtype).view(B, N, HKV, D).transpose(1, 2)
-    v = v_cache[idx].to(q.dtype).view(B, N, HKV, D).transpose(1, 2)
+    f8 = k_cache.dtype  # gathered as bytes: indexing float8 tensors is not implemented everywhere
+    k = k_cache.view(torch.uint8)[idx].view(f8).to(q.dtype).view(B, N, HKV, D).transpose(1, 2)
+    v = v_cache.view(torch.uint8)[idx].view(f8).to(q.dtype).view(B, N, HKV, D).transpose(1, 2)
     qs = (q.float() * k_scale).to(q.dtype).view(B, HKV, HQ // HKV, D)
     mask = (torch.arange(N, device=q.device)[None, :] < seq_lens[:, None])[:, None, None, :]
     o = F.scaled_dot_product_attention(qs, k, v, attn_mask=mask, scale=1.0 / math.sqrt(D))

@@ -1,5 +1,6 @@
 """Paged GQA decode over an fp8 cache in float32: for sequence b with n = seq_lens[b] tokens,
-key token t is k_scale · k_cache[block_table[b, t // P], t % P] (value likewise with v_scale); query head h reads kv head h // (HQ / HKV) and
+key token t is k_scale · k_cache[block_table[b, t // P], t % P] (value likewise with v_scale);
+query head h reads kv head h // (HQ / HKV) and
 o[b, h] = softmax_t(q[b, h] · k[t] / sqrt(D)) · v[t] over t < n.
 
 Sequences are taken a chunk at a time, padded to the chunk's longest and masked, so a call
@@ -30,8 +31,16 @@ def run(q, k_cache, v_cache, block_table, seq_lens, k_scale, v_scale):
         if m == 0:
             continue
         pages = block_table[start : start + b, : (m + P - 1) // P].long()  # [b, pages]
-        k = k_cache[pages].reshape(b, -1, HKV, D)[:, :m].float() * k_scale.float()  # [b, m, HKV, D]
-        v = v_cache[pages].reshape(b, -1, HKV, D)[:, :m].float() * v_scale.float()
+        # gathered as bytes: indexing float8 tensors is not implemented everywhere
+        f8 = k_cache.dtype
+        k = (
+            k_cache.view(torch.uint8)[pages].view(f8).reshape(b, -1, HKV, D)[:, :m].float()
+            * k_scale.float()
+        )
+        v = (
+            v_cache.view(torch.uint8)[pages].view(f8).reshape(b, -1, HKV, D)[:, :m].float()
+            * v_scale.float()
+        )
         qb = q[start : start + b].float().view(b, HKV, G, D)
         scores = torch.einsum("bhgd,bthd->bhgt", qb, k) / math.sqrt(D)
         valid = torch.arange(m, device=q.device)[None, :] < n[:, None]  # [b, m]
