@@ -4,7 +4,7 @@
 2. torch.nn.functional.scaled_dot_product_attention per sequence with is_causal, q and k of
    DQK dims and v of DV (the memory-efficient or cuDNN backend on NVIDIA, which take DV ≠ DQK;
    the CPU kernel on CPU).
-The sequence bounds are read from cu_seqlens with one host sync (serving engines carry them)."""
+The sequence bounds and the scale are read to the host (serving engines carry both there)."""
 
 import torch
 import torch.nn.functional as F
@@ -18,6 +18,7 @@ IMPL = "torch"  # which implementation the last call used (the result's baseline
 
 
 def _flash_attn(q, k, v, cu_seqlens, scale):
+    scale = float(scale)  # a host sync, as the bounds are
     S = int((cu_seqlens[1:] - cu_seqlens[:-1]).max())
     DV = v.shape[2]
     vp = F.pad(v, (0, q.shape[2] - DV))
@@ -28,6 +29,7 @@ def _flash_attn(q, k, v, cu_seqlens, scale):
 
 
 def _sdpa(q, k, v, cu_seqlens, scale):
+    scale = float(scale)  # a host sync, as the bounds are
     T, H, _ = q.shape
     out = torch.empty(T, H, v.shape[2], dtype=q.dtype, device=q.device)
     bounds = cu_seqlens.tolist()

@@ -18,7 +18,7 @@ def _prefill_kernel(
     v_ptr,
     o_ptr,
     cu_ptr,
-    scale,
+    scale_ptr,
     DQK,
     DV,
     stride_qt,
@@ -60,7 +60,7 @@ def _prefill_kernel(
     m_i = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
     l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
     acc = tl.zeros((BLOCK_M, BLOCK_DV), dtype=tl.float32)
-    qk_scale = scale * 1.4426950408889634  # exp(x) = exp2(x · log2 e)
+    qk_scale = tl.load(scale_ptr) * 1.4426950408889634  # exp(x) = exp2(x · log2 e)
     hi = tl.minimum(seqlen, m_start + BLOCK_M)
     for n_start in range(0, hi, BLOCK_N):
         cols = n_start + offs_n
@@ -105,7 +105,7 @@ def run(q, k, v, cu_seqlens, scale):
     BLOCK_M, BLOCK_N = (64, 32) if gpu else (32, 32)
     grid = (triton.cdiv(max_len, BLOCK_M), B, H)
     _prefill_kernel[grid](
-        q, k, v, o, cu_seqlens, float(scale), DQK, DV,
+        q, k, v, o, cu_seqlens, scale, DQK, DV,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), o.stride(0), o.stride(1),
         BLOCK_M=BLOCK_M,
         BLOCK_N=BLOCK_N,
