@@ -59,7 +59,7 @@ def register(tsub: argparse._SubParsersAction, tasks_dir_option: Callable[..., N
         type=Path,
         default=None,
         metavar="FILE",
-        help="with --zoo: the page whose coverage table to rewrite (default docs/tasks.md of this checkout)",
+        help="with --zoo: the page whose coverage table to rewrite (default docs/tasks.md of this checkout, for the bundled zoo only)",
     )
     p.add_argument(
         "--task",
@@ -198,7 +198,8 @@ def _coverage(
     text = table(covs, serving)
     doc = args.docs or (PACKAGE_ROOT / "docs" / "tasks.md")
     written = False
-    if not args.dry_run and doc.is_file():
+    # The page's table is the bundled zoo's: another zoo file writes it only where --docs says.
+    if not args.dry_run and doc.is_file() and (args.zoo is True or args.docs is not None):
         written = write_table(doc, text)
         if not written and not args.json:
             err.print(
