@@ -273,12 +273,18 @@ def tasks_table(console: Console, tasks: list[Task]) -> None:
     # One line per task at every width: the first model and how many more below WIDE columns,
     # every model above, and the signature's names from 200 columns up.
     table = plain_table()
-    for col in ("id", "baseline"):
-        table.add_column(col, no_wrap=True)
+    # The id and the baseline keep their width: the models list (every model from WIDE
+    # columns, up to the whole zoo) is what gives way.
+    widths = [
+        max([len(r[i]) for r in rows] + [len(col)]) for i, col in enumerate(("id", "baseline"))
+    ]
+    for width, col in zip(widths, ("id", "baseline")):
+        table.add_column(col, no_wrap=True, min_width=width)
     signature = console.width >= 200
     if signature:
         table.add_column("inputs → outputs", no_wrap=True, overflow="ellipsis", max_width=60)
-    table.add_column("models", no_wrap=True, overflow="ellipsis")
+    room = console.width - sum(widths) - (62 if signature else 0) - 3 * (3 if signature else 2)
+    table.add_column("models", no_wrap=True, overflow="ellipsis", max_width=max(12, room))
     for r in rows:
         table.add_row(r[0], r[1], *([r[2]] if signature else []), r[3])
     console.print(table)
@@ -343,6 +349,12 @@ def task_detail(console: Console, task: Task) -> None:
         for w in ws:
             table.add_row(*(str(w.axes[a]) for a in task.axes), w.model or "", w.note or "")
         console.print(table)
+    if task.model_rows:
+        models = sorted({w.model or "" for w in task.model_rows})
+        console.print(
+            f"model rows (workloads.models, not timed): {len(task.model_rows)} from {len(models)} model(s); "
+            "`--json` lists them"
+        )
     console.print("[dim]hidden workloads are never shown[/]")
 
 
@@ -378,4 +390,5 @@ def task_json(task: Task) -> dict[str, Any]:
             "gpu": [w.to_json() for w in task.gpu.visible],
             "cpu": [w.to_json() for w in task.cpu.visible],
         },
+        "model_rows": [w.to_json() for w in task.model_rows],
     }

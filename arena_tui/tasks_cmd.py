@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from arena_tui import render
+from arena_tui import add_model_cmd, render
 from arena_tui.tables import plain_table
 from core.model.result import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_PASSED
 from core.tasks.discovery import discover, find_task, tasks_root
@@ -84,20 +84,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     tasks_dir_option(p, "create it under this folder instead of the tasks folder")
     p.set_defaults(func=_new)
 
-    p = tsub.add_parser(
-        "add-model",
-        help="add a model's workloads (from its config.json) to every task that uses it",
-    )
-    p.add_argument(
-        "config", type=Path, metavar="CONFIG.json", help="a Hugging Face style config.json"
-    )
-    p.add_argument(
-        "--name",
-        help="the model's name in task.yaml (default: the config's _name_or_path, else its folder's name for a config.json, else the file's stem)",
-    )
-    p.add_argument("--dry-run", action="store_true", help="say what would be added; write nothing")
-    tasks_dir_option(p, "the folder of task folders to edit")
-    p.set_defaults(func=_add_model)
+    add_model_cmd.register(tsub, tasks_dir_option)
 
 
 def _error(err: Console, message: str) -> int:
@@ -208,45 +195,3 @@ def _new(args: argparse.Namespace, out: Console, err: Console) -> int:
         highlight=False,
     )
     return EXIT_PASSED
-
-
-# --- add-model -------------------------------------------------------------------------------
-
-
-def _add_model(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from core.tasks.model_config import ModelConfigError, add_model, read_config
-
-    try:
-        config = read_config(args.config, args.name)
-    except ModelConfigError as exc:
-        return _error(err, str(exc))
-    root = getattr(args, "tasks_dir", None)
-    tasks = discover(root)
-    out.print(
-        f"{escape(config.name)}: " + ", ".join(f"{k}={v}" for k, v in config.keys.items()),
-        highlight=False,
-    )
-    changes = add_model(config, tasks, dry_run=args.dry_run)
-    table = plain_table(title="would add" if args.dry_run else "added", title_justify="left")
-    table.add_column("task", no_wrap=True)
-    table.add_column("workloads added", overflow="fold")
-    for c in changes:
-        if c.added:
-            table.add_row(
-                c.task_id,
-                "\n".join(",".join(f"{k}={v}" for k, v in row.items()) for row in c.added),
-            )
-    if table.row_count:
-        out.print(table)
-    else:
-        out.print("no task gained a workload")
-    for c in changes:
-        for why in ([c.reason] if c.reason else []) + c.skipped:
-            out.print(f"[dim]skipped {escape(c.task_id)}: {escape(why)}[/]", highlight=False)
-        if c.error:
-            err.print(
-                f"[red]error:[/] {escape(c.task_id)}: {escape(c.error)}",
-                highlight=False,
-                soft_wrap=True,
-            )
-    return EXIT_FAILED if any(c.error for c in changes) else EXIT_PASSED

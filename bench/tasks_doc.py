@@ -22,6 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.tasks_gpu import table
 from core.tasks.discovery import discover
+from core.tasks.model_coverage import zoo_section
 
 HEADER = """# Tasks
 
@@ -247,6 +248,8 @@ def main() -> int:
     print(HEADER)
     print(f"## The catalogue ({len(tasks)} tasks)\n")
     print(catalogue(tasks))
+    print()
+    print(zoo_section(tasks), end="")
     if args.baselines:
         starters: dict[tuple[str, str], float] = {}
         for path in args.gpu:

@@ -266,7 +266,12 @@ def test_add_model_lists_the_workloads_it_would_add_whole(capsys, monkeypatch):
 
     monkeypatch.setenv("COLUMNS", str(WIDTH))
     out = run(
-        capsys, "tasks", "add-model", str(FIXTURES / "models" / "gpt-oss-20b.json"), "--dry-run"
+        capsys,
+        "tasks",
+        "add-model",
+        str(FIXTURES / "models" / "gpt-oss-20b.json"),
+        "--dry-run",
+        "--no-probe",
     )
     assert (
         out.startswith("gpt-oss-20b: ") and "would add" in out

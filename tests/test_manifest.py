@@ -14,13 +14,10 @@ import pytest
 from core.evaluation.evaluator import Evaluator
 from core.tasks import manifest
 from core.tasks.manifest import ManifestMismatch
-from core.tasks.model_config import add_model, read_config
+from core.tasks.model_config import read_config
+from core.tasks.model_rows import add_model
 from core.tasks.spec import load_task
 from tests.conftest import FIXTURES, ROOT
-
-SECTION = (
-    "model_workloads:\n  requires: [hidden_size]\n  axes:\n    T: [1, 2048]\n    H: hidden_size\n"
-)
 
 
 @pytest.fixture
@@ -34,8 +31,6 @@ def shipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     shutil.copytree(
         ROOT / "tasks" / "norm" / "add_rmsnorm", root / "tasks" / "norm" / "add_rmsnorm"
     )
-    spec = root / "tasks" / "norm" / "add_rmsnorm" / "task.yaml"
-    spec.write_text(spec.read_text() + SECTION)
     shutil.copytree(
         ROOT / "core" / "data",
         root / "core" / "data",
@@ -112,11 +107,11 @@ def test_a_changed_or_added_bundled_task_file_is_refused_before_anything_runs(sh
 def test_add_model_re_records_the_task_yaml_it_edits(shipped, capsys):
     task_dir = shipped / "tasks" / "norm" / "add_rmsnorm"
     changes = add_model(
-        read_config(FIXTURES / "models" / "Qwen3-30B-A3B.json"), [load_task(task_dir)]
+        read_config(FIXTURES / "models" / "DeepSeek-V3.json"), [load_task(task_dir)]
     )
     assert changes[0].added and not changes[0].error, changes
     staged = manifest.stage_task(task_dir)  # the user's edit: the manifest followed it
-    assert b"Qwen3-30B-A3B" in staged.named(task_dir)["task.yaml"]
+    assert b"note: residual add + RMSNorm" in staged.named(task_dir)["task.yaml"]
     spec = task_dir / "task.yaml"
     spec.write_text(spec.read_text() + "# an edit by hand\n")  # not through add-model: refused
     with pytest.raises(

@@ -109,8 +109,8 @@ def check_hidden_sets(task: Task) -> CheckResult:
 
 
 def _all_workloads(task: Task) -> list[tuple[str, Workload]]:
-    """Every workload a formula can meet: the fixed ones, and each fixed hidden one with its
-    drawn axes at both ends of their ranges."""
+    """Every workload a formula can meet: the fixed ones, each fixed hidden one with its drawn
+    axes at both ends of their ranges, and the model rows."""
     found: list[tuple[str, Workload]] = []
     for where, sets in (("workloads", task.gpu), ("workloads.cpu", task.cpu)):
         found += [(f"{where}.visible {w.label}", w) for w in sets.visible]
@@ -120,6 +120,7 @@ def _all_workloads(task: Task) -> list[tuple[str, Workload]]:
                 for end in (0, 1):
                     axes = {**w.axes, **{a: r[end] for a, r in sets.hidden.draw.ranges.items()}}
                     found.append((f"{where}.hidden.draw {Workload(axes).label}", Workload(axes)))
+    found += [(f"workloads.models {w.label}", w) for w in task.model_rows]  # add-model's rows
     if (
         task.world_size is not None
     ):  # formulas of a multi-rank task meet every world size it supports

@@ -160,7 +160,11 @@ class Task:
     cpu: WorkloadSets
     limits: Limits = field(default_factory=Limits)
     vendor_notes: str = ""
-    model_workloads: ModelWorkloads | None = None
+    # How a model's config gives rows (`arena tasks add-model`): one or more sections.
+    model_workloads: tuple[ModelWorkloads, ...] = ()
+    # `workloads.models`: the rows add-model wrote from the model zoo (GPU sizes, public, not
+    # timed by an evaluation: the catalogue's record of every shape the models run).
+    model_rows: tuple[Workload, ...] = ()
     world_size: WorldSize | None = None
     collective: Collective | None = None
     # Where an imported task came from and what its importer derived (docs/interop.md).

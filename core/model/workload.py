@@ -5,7 +5,7 @@ a task's axes (`ModelWorkloads`). core/tasks/spec.py builds them from task.yaml.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from core.model.formulas import evaluate_formula, formula_names
@@ -83,27 +83,42 @@ class WorkloadSets:
 
 @dataclass(frozen=True)
 class ModelWorkloads:
-    """How a task's axes derive from a model config (`arena tasks add-model`): each axis is an
-    expression over MODEL_KEYS or a list of integers; the cross product of the lists gives the
-    workloads a model adds. The task applies to a model only if it has every `requires` key
-    and none of the `excludes` keys (softmax top-k routing is not for a model that routes by
-    sigmoid over expert groups, which has `n_group`)."""
+    """How a task's axes derive from a model (`arena tasks add-model`), one section of a task's
+    `model_workloads`. `op` names the kind of operation the rows come from: a model runs a list
+    of operations (core/tasks/model_ops.py: each linear layer, each attention layer type, the
+    routed experts...), and each operation of that kind gives its own rows, its keys being the
+    model's plus its own (a linear layer's in_features and out_features). `op: model` (the
+    default) gives one set of rows per model from the model-level keys. Each axis is an
+    expression over those keys or a list of integers; the cross product of the lists gives the
+    rows. The section applies to an operation only if it has every `requires` key, none of the
+    `excludes` keys, and the values `only` lists. `expert_parallel` declares the convention that
+    gives `local_experts` (num_experts // expert_parallel); `probe` the axis values of the small
+    run that checks a row (default: each list axis at its smallest value); `phases` the serving
+    phases whose time the task covers (docs/tasks.md's coverage table; none for a step around
+    the operation, such as the routing layout or the experts' all-to-all); `note` what the rows
+    are."""
 
     requires: tuple[str, ...]
     axes: dict[str, str | tuple[int, ...]]
     excludes: tuple[str, ...] = ()
+    op: str = "model"
+    only: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    expert_parallel: int | None = None
+    probe: dict[str, str] = field(default_factory=dict)
+    phases: tuple[str, ...] = ("decode", "prefill")
+    note: str = ""
 
-    def workloads(self, config: dict[str, int]) -> list[dict[str, int]]:
-        """Axis values for a model's normalized config, in the task's axis order; raises
-        KeyError naming a key the config lacks and ValueError for a value that is not a
-        positive integer."""
+    def workloads(self, config: dict[str, float]) -> list[dict[str, int]]:
+        """Axis values for a model's (or an operation's) normalized keys, in the task's axis
+        order; raises KeyError naming a key the config lacks and ValueError for a value that is
+        not a positive integer."""
         fixed: dict[str, int] = {}
         for axis, rule in self.axes.items():
             if isinstance(rule, str):
                 missing = sorted(formula_names(rule) - set(config))
                 if missing:
                     raise KeyError(missing[0])
-                value = evaluate_formula(rule, config)
+                value = evaluate_formula(rule, config)  # type: ignore[arg-type]
                 if value != int(value) or value <= 0:
                     raise ValueError(
                         f"{axis} = {rule} is {value:g} for this model, not a positive integer"
@@ -114,3 +129,13 @@ class ModelWorkloads:
             choices = [fixed[axis]] if isinstance(rule, str) else list(rule)
             rows = [{**row, axis: v} for row in rows for v in choices]
         return rows
+
+    def probe_axes(self, row: dict[str, int]) -> dict[str, int]:
+        """The axes of the small run that checks `row`: each list axis at its smallest value,
+        then `probe`'s expressions over the row's axes (e.g. `E: K`, the fewest experts)."""
+        axes = {
+            a: (min(rule) if isinstance(rule, tuple) else row[a]) for a, rule in self.axes.items()
+        }
+        for axis, expr in self.probe.items():
+            axes[axis] = int(evaluate_formula(expr, {**row, **{k: v for k, v in axes.items()}}))
+        return axes

@@ -1,24 +1,22 @@
 """The sections of task.yaml that need more than one field read: inputs and outputs (`tensor`),
 workloads and the hidden set (`workload_sets`), a multi-rank task's `world_size` and `collective`,
-the declared `baselines` and `model_workloads`. Each raises TaskError naming the field."""
+the declared `baselines`. Each raises TaskError naming the field."""
 
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
 from typing import Any
 
-from core.model.formulas import EXPRESSION_NODES, formula_names
+from core.model.formulas import formula_names
 from core.model.task import DEFAULT_IMPL, BaselineImpl, Collective, TensorSpec, WorldSize
-from core.model.workload import WORLD_AXIS, Draw, HiddenSet, ModelWorkloads, Workload, WorkloadSets
+from core.model.workload import WORLD_AXIS, Draw, HiddenSet, Workload, WorkloadSets
 from core.tasks.fields import Fields, TaskError
 from core.tasks.vocabulary import (
     BASELINE_KINDS,
     COLLECTIVES,
     DTYPES,
     INIT_DISTS,
-    MODEL_KEYS,
     WORKLOAD_META,
 )
 
@@ -209,7 +207,7 @@ def _is_axis_expr(dim: str, axes: dict[str, str]) -> bool:
         return False
 
 
-def _workloads(path: Path, raw: Any, where: str, axes: dict[str, str]) -> tuple[Workload, ...]:
+def read_workloads(path: Path, raw: Any, where: str, axes: dict[str, str]) -> tuple[Workload, ...]:
     if not isinstance(raw, list) or not raw:
         raise TaskError(
             path,
@@ -232,7 +230,7 @@ def _workloads(path: Path, raw: Any, where: str, axes: dict[str, str]) -> tuple[
 
 
 def read_workload_sets(path: Path, f: Fields, axes: dict[str, str]) -> WorkloadSets:
-    visible = _workloads(
+    visible = read_workloads(
         path, f.get("visible", list, "list the visible workloads"), f.at("visible"), axes
     )
     h = Fields(
@@ -241,7 +239,7 @@ def read_workload_sets(path: Path, f: Fields, axes: dict[str, str]) -> WorkloadS
         f.at("hidden"),
     )
     h.no_unknown(("fixed", "draw"))
-    fixed = _workloads(
+    fixed = read_workloads(
         path, h.get("fixed", list, "list the fixed hidden workloads"), h.at("fixed"), axes
     )
     draw = None
@@ -286,106 +284,6 @@ def read_workload_sets(path: Path, f: Fields, axes: dict[str, str]) -> WorkloadS
             "add a workload with an odd or irregular size (e.g. M=77)",
         )
     return WorkloadSets(visible, HiddenSet(fixed, draw))
-
-
-_MODEL_EXPR_NODES = (
-    *EXPRESSION_NODES,
-    ast.Add,
-    ast.Sub,
-    ast.Mult,
-    ast.FloorDiv,
-    ast.USub,
-)
-
-
-def _model_expr_problem(expr: str) -> str | None:
-    """Why `expr` is not integer arithmetic over MODEL_KEYS (+ - * // and parentheses), or None."""
-    try:
-        tree = ast.parse(expr, mode="eval")
-    except SyntaxError:
-        return f"`{expr}` is not an expression"
-    for node in ast.walk(tree):
-        if not isinstance(node, _MODEL_EXPR_NODES) or (
-            isinstance(node, ast.Constant) and (type(node.value) is not int)
-        ):
-            return f"`{expr}` uses `{ast.unparse(node)}`; only integers, + - * // and parentheses are allowed"
-    unknown = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - set(MODEL_KEYS))
-    if unknown:
-        return f"`{expr}` uses unknown config key(s) {', '.join(unknown)}"
-    return None
-
-
-def read_model_workloads(path: Path, top: Fields, axes: dict[str, str]) -> ModelWorkloads | None:
-    """The optional `model_workloads` section: every axis derived, every key a normalized one."""
-    if "model_workloads" not in top.data:
-        return None
-    keys = ", ".join(MODEL_KEYS)
-    f = Fields(path, top.data["model_workloads"], "model_workloads")
-    f.no_unknown(("requires", "excludes", "axes"))
-    requires = f.get(
-        "requires",
-        list,
-        f"list the normalized config keys the model must have, e.g. [num_experts] (one of {keys})",
-    )
-    excludes = f.data.get("excludes", [])
-    if not isinstance(excludes, list):
-        f.fail(
-            f"{excludes!r} is not a list",
-            "list the normalized config keys the model must not have, e.g. [n_group]",
-            "excludes",
-        )
-    for field_name, listed in (("requires", requires), ("excludes", excludes)):
-        for key in listed:
-            if key not in MODEL_KEYS:
-                f.fail(f"`{key}` is not a normalized config key", f"use one of {keys}", field_name)
-    rules = Fields(
-        path,
-        f.get("axes", dict, "give every axis an expression over config keys or a list of integers"),
-        "model_workloads.axes",
-    )
-    derived: dict[str, str | tuple[int, ...]] = {}
-    for axis, rule in rules.data.items():
-        axis = str(axis)
-        if axis not in axes:
-            rules.fail(
-                f"`{axis}` is not a declared axis",
-                f"derive only the axes declared under `axes:` ({', '.join(axes)})",
-                axis,
-            )
-        if isinstance(rule, list):
-            if not rule or not all(
-                isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in rule
-            ):
-                rules.fail(
-                    f"{rule!r} is not a list of positive integers",
-                    "give token buckets such as [1, 128, 4096]",
-                    axis,
-                )
-            derived[axis] = tuple(rule)
-        elif isinstance(rule, (str, int)) and not isinstance(rule, bool):
-            problem = _model_expr_problem(str(rule))
-            if problem:
-                rules.fail(
-                    problem, f"write arithmetic (+ - * // and parentheses) over {keys}", axis
-                )
-            derived[axis] = str(rule)
-        else:
-            rules.fail(
-                f"{rule!r} is neither an expression nor a list of integers",
-                "e.g. `E: num_experts` or `T: [1, 128, 4096]`",
-                axis,
-            )
-    missing = [a for a in axes if a not in derived]
-    if missing:
-        rules.fail(
-            f"axis(es) {', '.join(missing)} have no rule",
-            "give every declared axis an expression or a list of integers",
-        )
-    return ModelWorkloads(
-        requires=tuple(str(k) for k in requires),
-        axes={a: derived[a] for a in axes},
-        excludes=tuple(str(k) for k in excludes),
-    )
 
 
 def _power_of_two(n: int) -> bool:

@@ -16,10 +16,10 @@ import yaml
 from core.model.task import MIN_SEEDS, Correctness, Limits, Task
 from core.model.workload import WORLD_AXIS
 from core.tasks.fields import Fields, TaskError, read_list
+from core.tasks.model_sections import read_model_rows, read_model_workloads
 from core.tasks.sections import (
     read_baselines,
     read_collective,
-    read_model_workloads,
     read_tensor,
     read_workload_sets,
     read_world_size,
@@ -227,8 +227,9 @@ def load_task(task_dir: Path | str, tasks_root: Path | str | None = None) -> Tas
         top.get("workloads", dict, "add `workloads:` with visible, hidden and cpu sets"),
         "workloads",
     )
-    wl.no_unknown(("visible", "hidden", "cpu"))
+    wl.no_unknown(("visible", "hidden", "cpu", "models"))
     gpu_sets = read_workload_sets(spec_path, wl, axes)
+    model_rows = read_model_rows(spec_path, wl, axes, gpu_sets)
     cpu_sets = read_workload_sets(
         spec_path,
         Fields(
@@ -270,6 +271,7 @@ def load_task(task_dir: Path | str, tasks_root: Path | str | None = None) -> Tas
         cpu=cpu_sets,
         limits=limits,
         model_workloads=read_model_workloads(spec_path, top, axes),
+        model_rows=model_rows,
         world_size=world_size,
         collective=collective,
         provenance=top.get("provenance", dict, "a mapping: source, file, license, derived", None),
