@@ -6,6 +6,7 @@ path, or the job as one line of JSON);
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -100,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     from core.harness.zygote import Zygote
 
     locker_link.attach_from_env()  # sandboxed on NVIDIA: the engine's host locker (quiesce.py)
+    # What is imported now lives as long as the parent: out of the collector's reach, so the
+    # trusted workers forked from it collect only what they make themselves (zygote.py too).
+    gc.freeze()
     emit = EventWriter(args.events_fd)
     close = (args.events_fd,)
     _not_dumpable()
