@@ -62,15 +62,18 @@ MAX_SLOTS = 8
 
 def slot_count(job: dict[str, Any]) -> int:
     """How many candidates run their untimed stages at once: the job's `concurrency`, or with
-    0 (`auto`) half this host's cores, at most MAX_SLOTS (each candidate's worker and its
-    slot's trusted worker keep a core busy); never more than the batch has candidates."""
+    0 (`auto`) half this host's cores on a GPU (each candidate's worker and its slot's trusted
+    worker keep a core busy), every core on the CPU and `sim:` devices (a candidate's worker
+    is the busy one there: the trusted side's references are computed once per slot), at most
+    MAX_SLOTS; never more than the batch has candidates."""
     asked = int(job.get("concurrency") or 0)
     if asked <= 0:
         try:
             cores = len(os.sched_getaffinity(0))
         except AttributeError:  # not Linux
             cores = os.cpu_count() or 1
-        asked = min(MAX_SLOTS, cores // 2)
+        on_cpu = (job.get("device") or {}).get("type") in ("cpu", "sim")
+        asked = min(MAX_SLOTS, cores if on_cpu else cores // 2)
     return max(1, min(asked, len(job["batch"])))
 
 
@@ -172,7 +175,9 @@ class ConcurrentBatch(JobRun):
                 slot.zygote.close()
                 slot.zygote = self._slot_zygote()
             spec = self.job["batch"][k]
-            job = {**self.job, **slot._stage(spec)}
+            # Beside other slots, a candidate runs on one worker: the slots share the cores
+            # that a lone evaluation's two workers would use (fan_out.py).
+            job = {**self.job, **slot._stage(spec), "fan_out": len(self.slots) == 1}
             job.pop("batch")
             member = members[k] = _Concurrent(job, slot, k, spec)
             member.untimed()
