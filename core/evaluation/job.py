@@ -335,6 +335,7 @@ def build_job(
             "performance": performance if timed_stage else [],
         },
         "profile": profile.value,
+        "autotune_configs": spec.autotune_configs,
         "timing": {
             "kind": info.timing_kind,
             "sync_each_call": sync_each_call,

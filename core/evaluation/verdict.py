@@ -237,6 +237,7 @@ def assemble(
         baseline_kind=impl_kind,
         roofline_fraction=roof_fraction,
         profile=job.get("profile"),
+        autotune=finished.autotune if finished else None,
     )
 
 

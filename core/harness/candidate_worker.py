@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from core.harness import (
+    autotune,
     guard,
     inputs,
     oploop,
@@ -76,6 +77,9 @@ def candidate_main(conn: socket.socket, job: dict[str, Any]) -> None:
         from core.harness.triton_cpu import enable_interpreter
 
         enable_interpreter()
+    # `train`'s budget on @triton.autotune (None in `full`: every configuration), before any
+    # candidate code: its kernels' autotuners are made when its module is imported.
+    autotune.install(job.get("autotune_configs"))
     custom = None
     if job.get("task_inputs"):
         custom = module_from_source(
@@ -97,6 +101,9 @@ def candidate_main(conn: socket.socket, job: dict[str, Any]) -> None:
             if new:
                 reported.update(new)
                 reply["tampered"] = new
+            tuned = autotune.LOG.report()
+            if tuned:
+                reply["autotune"] = tuned
 
     oploop.serve(conn, worker.handle, error=error_reply, after=after)
 

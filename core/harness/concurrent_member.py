@@ -185,6 +185,7 @@ class _Concurrent(_Member):
                 "status": self.status,
                 "fault": self.fault,
                 "seconds": self.spent,
+                "autotune": self._autotune_summary(),
             }
         )
 

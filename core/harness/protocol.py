@@ -206,6 +206,7 @@ class Reply(TypedDict, total=False):
     compile_error: bool
     first_call_error: str  # the first call failed, but not as a build failure
     tampered: list[str]  # torch names the candidate replaced (reported on the next reply)
+    autotune: dict[str, list[int]]  # per kernel: tunings, tried, offered (autotune.py)
     tensors: list[dict[str, Any]]  # the meta of the raw tensor bytes that follow the header
     malformed: str  # outputs that could not be unpacked
     runs: list[Any]  # check: verdicts per run

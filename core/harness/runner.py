@@ -103,6 +103,7 @@ class Evaluation(JobRun, CorrectnessStages, PerformanceStage):
         self.no_share: dict[int, str] = {}  # pid of a candidate worker -> why it cannot map
         self.sharing_proven = False  # a worker mapped shared memory before candidate code ran
         self.mapped: dict[int, str] = {}  # freed in the trusted worker once its worker is dead
+        self.tuned: dict[int, dict[str, list[int]]] = {}  # what its autotuners tried, per worker
 
     # --- the lifecycle ----------------------------------------------------------------
 
@@ -143,6 +144,7 @@ class Evaluation(JobRun, CorrectnessStages, PerformanceStage):
                     "status": status,
                     "fault": fault,
                     "seconds": time.monotonic() - started,
+                    "autotune": self._autotune_summary(),
                 }
             )
 

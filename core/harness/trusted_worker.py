@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from core.harness import (
+    autotune,
     channel,
     checking,
     inputs,
@@ -52,6 +53,9 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
         libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # no same-user process may read its memory
     except (OSError, AttributeError):
         pass
+    # The baseline's autotuners under the candidate's budget (autotune.py): the same code is
+    # tuned alike on both sides in every profile.
+    autotune.install(job.get("autotune_configs"), autotune.AutotuneLog())
     try:
         with trace.span("load_task"):
             task = load_task(job)
