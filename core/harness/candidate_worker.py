@@ -37,6 +37,7 @@ from core.harness import (
     shared_region,
     timing,
     trace,
+    triton_trace,
 )
 from core.harness.protocol import Op, Reply
 from core.harness.worker_process import drop_capabilities, limit_resources, redirect_output
@@ -80,6 +81,7 @@ def candidate_main(conn: socket.socket, job: dict[str, Any]) -> None:
     # `train`'s budget on @triton.autotune (None in `full`: every configuration), before any
     # candidate code: its kernels' autotuners are made when its module is imported.
     autotune.install(job.get("autotune_configs"))
+    triton_trace.install()  # the trace on only: Triton's compiles, builds, autotune trials
     custom = None
     if job.get("task_inputs"):
         custom = module_from_source(
@@ -146,15 +148,17 @@ class CandidateWorker:
 
     def on_compile(self, msg: dict[str, Any], _payload: Any) -> Answer:
         path = Path(self.job["candidate"])
-        self.run = run = entry(import_file(path, f"candidate_{os.getpid()}"), str(path))
+        with trace.span("compile: import"):  # the module's own imports and top-level code
+            self.run = run = entry(import_file(path, f"candidate_{os.getpid()}"), str(path))
         reply: dict[str, Any] = {"ok": True}
         try:  # the first call builds JIT kernels: a build failure is a compile failure
             with guard.trusted():  # (the seed is one no check uses: the parent's draw)
                 args = inputs.correctness_inputs(
                     self.specs, msg["workload"], msg["seed"], self.device, self.custom
                 )
-            run(*args)
-            sync(self.device)
+            with trace.span("compile: first call"):  # JIT compiles, autotuning, launchers
+                run(*args)
+                sync(self.device)
         except Exception as exc:  # noqa: BLE001
             if is_compile_error(exc):
                 reply = error_reply(exc)

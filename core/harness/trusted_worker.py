@@ -34,6 +34,7 @@ from core.harness import (
     shared_region,
     timing,
     trace,
+    triton_trace,
 )
 from core.harness.protocol import Op
 from core.harness.trusted_checks import ReferenceCache, compare_all, independence, pool_key
@@ -56,6 +57,7 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
     # The baseline's autotuners under the candidate's budget (autotune.py): the same code is
     # tuned alike on both sides in every profile.
     autotune.install(job.get("autotune_configs"), autotune.AutotuneLog())
+    triton_trace.install()  # the trace on only
     try:
         with trace.span("load_task"):
             task = load_task(job)
