@@ -97,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         from torch._subclasses.fake_tensor import FakeTensorMode
 
         FakeTensorMode()  # the first one imports torch._dynamo (3 s): done here, not in every worker
+    from core.harness.preload import Preloader
     from core.harness.runner import run_job
     from core.harness.zygote import Zygote
 
@@ -110,9 +111,12 @@ def main(argv: list[str] | None = None) -> int:
     # The zygote forks every candidate worker; forked now, before any job is read, it holds
     # no job in its memory, and so neither do they.
     zygote = Zygote()
+    preloader = Preloader()  # each task's libraries, imported once (preload.py)
     try:
         if args.command == "run":
-            run_job(_load(args.job), emit, close, zygote)
+            job = _load(args.job)
+            zygote = preloader.prepare(job, zygote)
+            run_job(job, emit, close, zygote)
             return 0
         emit({"type": "harness_ready", "pid": os.getpid()})
         while True:
@@ -127,7 +131,9 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             try:
                 with trace.span("job"):
-                    run_job(_load(path), emit, close, zygote)
+                    job = _load(path)
+                    zygote = preloader.prepare(job, zygote)
+                    run_job(job, emit, close, zygote)
             except Exception as exc:  # noqa: BLE001 - one bad job must not end the warm parent
                 emit(
                     {
