@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from core.harness.faults import await_trusted, spawn_candidate
-from core.harness.runner import Emit, Evaluation, JobRun
+from core.harness.runner import Emit, Evaluation, JobRun, keep_trusted_jit
 from core.harness.workers import Worker, WorkerDied, WorkerTimeout, trusted_main
 from core.harness.zygote import CANDIDATE_UID_ENV, Zygote
 
@@ -165,6 +165,7 @@ class BatchEvaluation(JobRun):
                 self._record_regions(index, "evaluation")
         finally:
             if self.trusted is not None:
+                keep_trusted_jit(self.trusted)  # drained after its last candidate
                 self.trusted.kill()
             if self.own_zygote and self.zygote is not None:
                 self.zygote.close()

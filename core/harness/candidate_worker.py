@@ -31,6 +31,7 @@ from core.harness import (
     autotune,
     guard,
     inputs,
+    jit_cache,
     oploop,
     shared_check,
     shared_io,
@@ -62,6 +63,8 @@ def candidate_main(conn: socket.socket, job: dict[str, Any]) -> None:
     workdir = Path(job["workdir"])
     redirect_output(workdir / "candidate.log")
     os.environ["TORCH_EXTENSIONS_DIR"] = str(workdir / "torch_extensions")
+    # Triton's cache: this candidate's own folder, seeded by the parent (jit_cache.py)
+    os.environ["TRITON_CACHE_DIR"] = str(jit_cache.candidate_dir(workdir))
     device = device_of(job)
     sim = None
     predictor: Any = None

@@ -50,11 +50,12 @@ import os
 import threading
 from typing import Any
 
+from core.harness import jit_cache
 from core.harness.batch import _Member
 from core.harness.concurrent_member import _Concurrent, _Slot
 from core.harness.provenance import versions
 from core.harness.quiesce import Quiescer
-from core.harness.runner import JobRun
+from core.harness.runner import JobRun, keep_trusted_jit
 from core.harness.zygote import Zygote
 
 MAX_SLOTS = 8
@@ -86,6 +87,9 @@ class ConcurrentBatch(JobRun):
         self.finished = threading.Event()
         self.broken: list[str] = []  # what broke a slot's thread
         self.idle = threading.Semaphore(0)  # one release per slot whose untimed work is done
+        # Each member's source digest, and those a slot has started (a copy waits: _next)
+        self.keys = [jit_cache.spec_key(m) for m in self.job["batch"]]
+        self.started: set[str] = set()
 
     def _slot_zygote(self) -> Zygote:
         assert self.zygote is not None
@@ -170,7 +174,7 @@ class ConcurrentBatch(JobRun):
             with self.lock:
                 if not queue:
                     return
-                k = queue.pop(0)
+                k = self._next(queue)
             if not slot.zygote.alive():  # the last candidate killed it: a clean one for the next
                 slot.zygote.close()
                 slot.zygote = self._slot_zygote()
@@ -185,6 +189,25 @@ class ConcurrentBatch(JobRun):
             slot._record_regions(k, "untimed")
             if member.kept:  # its worker stays below this zygote: the next candidate gets another
                 slot.zygote = self._slot_zygote()
+
+    def _next(self, queue: list[int]) -> int:
+        """The candidate a free slot takes: the first whose source no slot has started yet or
+        whose first copy's kernels are kept already (jit_cache.py: the copy then loads them
+        instead of compiling them beside it), else the first. Under the lock."""
+        pick = next(
+            (
+                i
+                for i, k in enumerate(queue)
+                if self.keys[k] is None
+                or self.keys[k] not in self.started
+                or jit_cache.STORE.has(self.keys[k])
+            ),
+            0,
+        )
+        k = queue.pop(pick)
+        if self.keys[k] is not None:
+            self.started.add(self.keys[k])  # type: ignore[arg-type]
+        return k
 
     @staticmethod
     def _disturbed(members: list[_Concurrent | None], current: _Concurrent) -> bool:
@@ -259,6 +282,7 @@ class ConcurrentBatch(JobRun):
                     member.release()
             self.finished.set()
             for slot in self.slots:
+                keep_trusted_jit(slot.trusted)  # drained after its last candidate
                 for worker in (slot.trusted, slot.pending):
                     if worker is not None:
                         worker.kill()

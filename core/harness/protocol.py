@@ -56,6 +56,7 @@ class Op(str, Enum):
     REGIONS = "regions"  # what the trusted worker holds now (introspection)
     SERVE_ROUND = "serve_round"  # draw a timed round's inputs, check its sampled calls
     SYNC = "sync"  # a batch's next candidate starts from a clean channel
+    JIT = "jit"  # what it compiled (Triton's cache entries), for the next trusted workers
     PREDICT_BASELINE = "predict_baseline"
     SIM_VALUES = (
         "sim_values"  # sim: devices: the counted call's known elements against the reference

@@ -17,7 +17,9 @@ reply (the parent sends the next request after them).
 
 from __future__ import annotations
 
+import os
 import socket
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ from core.harness import (
     channel,
     checking,
     inputs,
+    jit_cache,
     oploop,
     shared_check,
     shared_io,
@@ -58,6 +61,11 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
     # tuned alike on both sides in every profile.
     autotune.install(job.get("autotune_configs"), autotune.AutotuneLog())
     triton_trace.install()  # the trace on only
+    # Triton's cache in this process's memory (jit_cache.py): what the parent's store holds
+    # (inherited at fork), and what it compiles itself; never what lies on a shared disk.
+    jit_cache.TrustedCache.install(
+        jit_cache.STORE.trusted, os.path.join(tempfile.gettempdir(), jit_cache.TRUSTED_ROOT)
+    )
     try:
         with trace.span("load_task"):
             task = load_task(job)
@@ -107,6 +115,7 @@ class TrustedWorker:
                 Op.SERVE_ROUND.value: self.on_serve_round,
                 Op.TIME.value: self.on_time,
                 Op.SYNC.value: self.on_sync,
+                Op.JIT.value: self.on_jit,
                 Op.SIM_VALUES.value: self.on_sim_values,
                 Op.PREDICT_BASELINE.value: self.on_predict_baseline,
             }
@@ -329,6 +338,11 @@ class TrustedWorker:
         except inputs.OutputError as exc:
             return {"ok": True, "malformed": str(exc)}, None
         return {"ok": True, "results": self.judge_timed(msg, calls, got)}, None
+
+    def on_jit(self, _msg: dict[str, Any], _payload: Any) -> Answer:
+        """What this worker compiled since it last said (jit_cache.py), for the parent's store."""
+        fresh, jit_cache.TrustedCache.fresh = jit_cache.TrustedCache.fresh, {}
+        return jit_cache.pack(fresh)
 
     def on_peer(self, _msg: dict[str, Any], _payload: Any) -> Answer:
         """The candidate worker's end is sent to it by the parent."""
