@@ -49,7 +49,7 @@ MAX_KEYED = 16 << 20  # ... nor one whose files hold more bytes
 SHARED_PREFIXES = ("cuda_utils", "hip_utils")  # driver utilities: the same for every job
 _NAME = re.compile(r"^[A-Za-z0-9_=-]{1,128}/[A-Za-z0-9_.=+-]{1,200}$")  # `key/filename`
 GROUP = "__grp__"  # Triton's group files: the children of one compile
-KEEP_WRITTEN = 16  # folders the trusted worker's cache wrote that stay (Triton has read them)
+KEEP_WRITTEN = 32  # folders the trusted worker's cache wrote that stay (Triton has read them)
 TRUSTED_ROOT = "arena-trusted-jit"  # in the temporary folder: each trusted worker's own inside
 
 
@@ -222,9 +222,13 @@ class TrustedCache:
     def __init__(self, key: str, override: bool = False, dump: bool = False):
         self.key = key
         self.off = override or dump  # Triton's override and dump folders: not this cache's
+        self.folder: Path | None = None  # this manager's (one compile's) files, made on first use
 
     @classmethod
-    def install(cls, inherited: dict[str, bytes], root: str) -> bool:
+    def install(cls, inherited: dict[str, bytes], root: str, device_type: str = "cpu") -> bool:
+        """Triton's cache of this process from here on; on a GPU, Triton's driver utilities
+        are built (or loaded from what the parent inherited) now, so that the parent can hand
+        them to candidates (`seed`) after this worker's first evaluation."""
         try:
             from triton import knobs
         except ImportError:
@@ -233,21 +237,30 @@ class TrustedCache:
         os.makedirs(root, mode=0o700, exist_ok=True)
         cls.root = tempfile.mkdtemp(prefix="triton-", dir=root)
         knobs.cache.manager_class = cls
+        if device_type in ("cuda", "hip"):
+            try:
+                from triton.runtime import driver
+
+                driver.active.utils  # noqa: B018 - built here: gcc, once per harness
+            except Exception:  # noqa: BLE001 - no driver here: a candidate builds its own
+                pass
         return True
 
     def _write(self, files: dict[str, bytes]) -> dict[str, str]:
-        """`files` in a new folder of the private root, for Triton to read at once (it reads
-        a kernel's files and loads a module right after asking); the oldest folders go."""
-        top = Path(tempfile.mkdtemp(dir=self.root))
-        folder = top / self.key
-        folder.mkdir()
+        """`files` in this manager's new folder of the private root, for Triton to read at once
+        (Triton makes a manager per compile or build, reads a kernel's files when it is done
+        and loads a module right after asking); the folders of older managers go."""
+        if self.folder is None:
+            top = Path(tempfile.mkdtemp(dir=self.root))
+            self.folder = top / self.key
+            self.folder.mkdir()
+            type(self).recent.append(top)
+            while len(self.recent) > KEEP_WRITTEN:
+                shutil.rmtree(self.recent.pop(0), ignore_errors=True)
         paths = {}
         for filename, data in files.items():
-            (folder / filename).write_bytes(data)
-            paths[filename] = str(folder / filename)
-        type(self).recent.append(top)
-        while len(self.recent) > KEEP_WRITTEN:
-            shutil.rmtree(self.recent.pop(0), ignore_errors=True)
+            (self.folder / filename).write_bytes(data)
+            paths[filename] = str(self.folder / filename)
         return paths
 
     def get_file(self, filename: str) -> str | None:

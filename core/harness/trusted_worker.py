@@ -64,7 +64,9 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
     # Triton's cache in this process's memory (jit_cache.py): what the parent's store holds
     # (inherited at fork), and what it compiles itself; never what lies on a shared disk.
     jit_cache.TrustedCache.install(
-        jit_cache.STORE.trusted, os.path.join(tempfile.gettempdir(), jit_cache.TRUSTED_ROOT)
+        jit_cache.STORE.trusted,
+        os.path.join(tempfile.gettempdir(), jit_cache.TRUSTED_ROOT),
+        job["device"].get("type", "cpu"),
     )
     try:
         with trace.span("load_task"):
