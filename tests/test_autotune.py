@@ -51,3 +51,21 @@ def test_a_worker_report_is_kept_only_when_well_formed() -> None:
     assert autotune.summary(into, 4) == [
         {"kernel": "k", "tunings": 3, "tried": 4, "offered": 6, "budget": 4}
     ]
+
+
+def test_train_shortens_only_tritons_own_benchmark_of_a_trial() -> None:
+    import triton.testing
+
+    class Tuner:  # the two ways an autotuner benchmarks: Triton's do_bench, or its own
+        def __init__(self, own=None):
+            self._do_bench = own
+
+        @property
+        def do_bench(self):
+            return self._do_bench or triton.testing.do_bench
+
+    autotune._shorten_trials(Tuner, 20.0)
+    short = Tuner().do_bench
+    assert short.func is triton.testing.do_bench and short.keywords == {"warmup": 5.0, "rep": 20.0}
+    own = object()
+    assert Tuner(own).do_bench is own

@@ -336,6 +336,7 @@ def build_job(
         },
         "profile": profile.value,
         "autotune_configs": spec.autotune_configs,
+        "autotune_rep_ms": spec.autotune_rep_ms,
         "timing": {
             "kind": info.timing_kind,
             "sync_each_call": sync_each_call,

@@ -6,7 +6,8 @@
 - `train` (what a trainer asks for): one timed workload per regime the task's workloads
   declare (decode and prefill, from their notes, else from their size), up to 4 rounds of at
   most 64 calls (at least 2 rounds), compile limit at most 60 s, an `@triton.autotune` kernel
-  tries its first 4 configurations per new key (core/harness/autotune.py). It never skips
+  tries its first 4 configurations per new key, each measured for 20 ms instead of 100
+  (core/harness/autotune.py). It never skips
   hidden correctness (unless the request itself is visible-only, an episode's turn) nor the
   sampled checks of timed outputs.
 
@@ -56,6 +57,7 @@ class ProfileSpec:
     # An @triton.autotune kernel tries at most this many configurations per new key, the first
     # ones it lists (core/harness/autotune.py); None: every one, as Triton does.
     autotune_configs: int | None = None
+    autotune_rep_ms: float | None = None  # each trial's benchmark (None: Triton's 100 ms)
 
 
 SPECS = {
@@ -69,6 +71,7 @@ SPECS = {
         round_floor_s=5.0,
         per_regime=True,
         autotune_configs=4,
+        autotune_rep_ms=20.0,
     ),
 }
 CI_TARGET = 0.01  # the median's 95% interval within ±1% on both sides: timing stops

@@ -20,6 +20,7 @@ anything there: nothing scored reads it), into the result's `autotune`.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,15 +65,19 @@ LOG = AutotuneLog()  # this worker's: one candidate per process
 _MARK = "_arena_autotune_budget"
 
 
-def install(configs: int | None, log: AutotuneLog = LOG) -> bool:
+def install(configs: int | None, log: AutotuneLog = LOG, rep_ms: float | None = None) -> bool:
     """Cap every autotuner of this process at `configs` configurations per tuning (None: no
-    cap) and record what each tuning tried in `log`. Before the candidate is imported; False
-    where this Triton has no autotuner to cap (no Triton, another layout)."""
+    cap), benchmark each trial for `rep_ms` (a quarter of it warm-up; None: Triton's 100 and
+    25) where the autotuner uses Triton's own benchmark, and record what each tuning tried in
+    `log`. Before the candidate is imported; False where this Triton has no autotuner to cap
+    (no Triton, another layout)."""
     try:
         from triton.runtime import autotuner
     except ImportError:
         return False
     cls = autotuner.Autotuner
+    if rep_ms:
+        _shorten_trials(cls, float(rep_ms))
     current = cls.__dict__.get("prune_configs")
     if current is None:
         return False
@@ -87,6 +92,31 @@ def install(configs: int | None, log: AutotuneLog = LOG) -> bool:
     setattr(prune_configs, _MARK, original)
     cls.prune_configs = prune_configs
     return True
+
+
+def _shorten_trials(cls: Any, rep_ms: float) -> None:
+    """A trial of one configuration measured for `rep_ms` instead of Triton's 100 ms (and 25 of
+    warm-up): the median of thousands of calls for a microsecond kernel, of a few for a
+    millisecond one, whose configurations differ by more. Only Triton's own benchmark is
+    shortened: an autotuner given its own `do_bench`, and the interpreter's (triton_cpu.py),
+    keep theirs."""
+    current = cls.__dict__.get("do_bench")
+    if not isinstance(current, property) or current.fget is None:
+        return
+    getter = getattr(current.fget, _MARK, current.fget)  # installed twice: wrap the first
+
+    def do_bench(self: Any) -> Any:
+        bench = getter(self)
+        try:
+            import triton.testing
+        except ImportError:
+            return bench
+        if getattr(self, "_do_bench", None) is None and bench is triton.testing.do_bench:
+            return functools.partial(bench, warmup=max(1.0, rep_ms / 4), rep=rep_ms)
+        return bench
+
+    setattr(do_bench, _MARK, getter)
+    cls.do_bench = property(do_bench)
 
 
 def _kernel_name(tuner: Any) -> str:

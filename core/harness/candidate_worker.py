@@ -83,7 +83,7 @@ def candidate_main(conn: socket.socket, job: dict[str, Any]) -> None:
         enable_interpreter()
     # `train`'s budget on @triton.autotune (None in `full`: every configuration), before any
     # candidate code: its kernels' autotuners are made when its module is imported.
-    autotune.install(job.get("autotune_configs"))
+    autotune.install(job.get("autotune_configs"), rep_ms=job.get("autotune_rep_ms"))
     triton_trace.install()  # the trace on only: Triton's compiles, builds, autotune trials
     custom = None
     if job.get("task_inputs"):

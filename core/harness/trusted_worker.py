@@ -59,7 +59,9 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
         pass
     # The baseline's autotuners under the candidate's budget (autotune.py): the same code is
     # tuned alike on both sides in every profile.
-    autotune.install(job.get("autotune_configs"), autotune.AutotuneLog())
+    autotune.install(
+        job.get("autotune_configs"), autotune.AutotuneLog(), rep_ms=job.get("autotune_rep_ms")
+    )
     triton_trace.install()  # the trace on only
     # Triton's cache in this process's memory (jit_cache.py): what the parent's store holds
     # (inherited at fork), and what it compiles itself; never what lies on a shared disk.
