@@ -403,7 +403,10 @@ class Bench:
                 sources = [
                     starter + f"\n# variant {rep} {kind} {i}\n" for i in range(self.args.ratio_n)
                 ]
-                async with Arena([self.args.device]) as arena:
+                # One slot per two cores of this process's affinity (the scheduler's default
+                # counts the machine's cores, not those it may use: taskset in h200_issue42.sh).
+                slots = max(1, len(os.sched_getaffinity(0)) // 2)
+                async with Arena([self.args.device], cpu_slots=slots) as arena:
                     await arena.aevaluate(
                         task.id, starter, seed=7, profile="train"
                     )  # harness start

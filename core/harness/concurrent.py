@@ -280,9 +280,10 @@ class ConcurrentBatch(JobRun):
                 if member is not None:
                     member.demote("the batch ended")  # a batch that broke off kills what waits
                     member.release()
+            for slot in self.slots:  # before the threads end (a worker dies with its thread)
+                keep_trusted_jit(slot.trusted)  # drained after its last candidate
             self.finished.set()
             for slot in self.slots:
-                keep_trusted_jit(slot.trusted)  # drained after its last candidate
                 for worker in (slot.trusted, slot.pending):
                     if worker is not None:
                         worker.kill()
