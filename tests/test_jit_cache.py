@@ -115,3 +115,48 @@ def test_a_candidate_caches_in_its_own_evaluation_folder(tmp_path: Path) -> None
     line = next(x for x in result.stage("compile").log.splitlines() if "TRITON_CACHE_DIR=" in x)
     folder = Path(line.split("=", 1)[1])
     assert folder.name == jit_cache.CANDIDATE_DIR and ".triton" not in str(folder)
+
+
+def _compile_for_h100():
+    """One real Triton compile, for a GPU target, on this CPU machine (as the sim device's
+    ahead-of-time compile does): Triton's own use of the cache manager, groups included."""
+    import triton
+    import triton.language as tl
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    @triton.jit
+    def double(x_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+    signature = {"x_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}
+    src = ASTSource(fn=double, signature=signature, constexprs={"BLOCK": 128})
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32))
+
+
+def test_triton_compiles_into_and_loads_from_each_roles_cache(tmp_path: Path, monkeypatch):
+    from triton import knobs
+
+    # A candidate: compiled into its folder; an identical copy, seeded, loads it.
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(jit_cache.candidate_dir(tmp_path / "first")))
+    first = _compile_for_h100()
+    store = jit_cache.JitStore()
+    store.harvest(tmp_path / "first", "same")
+    store.seed(tmp_path / "copy", "same")
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(jit_cache.candidate_dir(tmp_path / "copy")))
+    hits = []
+    monkeypatch.setattr(knobs.compilation, "listener", lambda **kw: hits.append(kw["cache_hit"]))
+    assert _compile_for_h100().asm["cubin"] == first.asm["cubin"] and hits == [True]
+    # The trusted worker: compiled into memory, a later one (inheriting it) loads it.
+    saved = knobs.cache.manager_class
+    try:
+        jit_cache.TrustedCache.install({}, str(tmp_path / "trusted"))
+        _compile_for_h100()
+        compiled = dict(jit_cache.TrustedCache.fresh)
+        assert {n.split("/")[1] for n in compiled} >= {"double.cubin", "double.json"}
+        jit_cache.TrustedCache.install(compiled, str(tmp_path / "trusted"))
+        assert _compile_for_h100().asm["cubin"] == first.asm["cubin"] and hits[-1] is True
+        assert jit_cache.TrustedCache.fresh == {}  # nothing new: loaded from memory
+    finally:
+        knobs.cache.manager_class = saved
