@@ -98,16 +98,7 @@ KERNELS: dict[str, list[tuple[str, Path, tuple[str, str]]]] = {
     ],
 }
 TASKS = tuple(KERNELS)
-BROKEN = """
 
-_run_right = run
-
-
-def run(*args):
-    out = _run_right(*args)
-    (out[0] if isinstance(out, (tuple, list)) else out).add_(1)  # wrong on purpose
-    return out
-"""
 # The harness's trace spans, grouped: where a candidate's seconds go (core/harness/trace.py,
 # core/harness/triton_trace.py). A name matches a group if it starts with one of its prefixes.
 GROUPS = {
@@ -140,6 +131,8 @@ def batch_of(task: Any, count: int = 16) -> list[tuple[str, str]]:
     """The batch's (name, source), in submission order: the starter, the baseline as a
     candidate, a broken one, each published kernel, an edited variant of each, then copies
     (byte-identical) of the published kernels and the starter until `count`."""
+    from batch_rewards import BROKEN  # the starter, its first output plus one
+
     starter = task.file("starter.py").read_text()
     kernels = [(name, path.read_text(), edit) for name, path, edit in KERNELS[task.id]]
     made = [
