@@ -569,7 +569,7 @@ def render(report: dict[str, Any]) -> str:
         "",
         f"`{report.get('command', '')}`",
         "",
-        "| task | `train` batch of 16 | rewards/min | verdicts | timed in kept workers | median s (compile / correctness / generalization / performance) |",
+        "| task | `train` batch | rewards/min | verdicts | timed in kept workers | median s (compile / correctness / generalization / performance) |",
         "| --- | ---: | ---: | --- | ---: | --- |",
     ]
     for tid, e in report["tasks"].items():
@@ -579,7 +579,7 @@ def render(report: dict[str, Any]) -> str:
         st = " / ".join(f"{v:.2f}" if v is not None else "-" for v in t["median_stage_s"].values())
         passed = t["statuses"].count("p")
         lines.append(
-            f"| {tid} | {t['wall_s']} s | **{t['rewards_per_minute']}** | `{t['statuses']}` | {t['timed_in_kept_worker']} of {passed} | {st} |"
+            f"| {tid} | {len(t['statuses'])} in {t['wall_s']} s | **{t['rewards_per_minute']}** | `{t['statuses']}` | {t['timed_in_kept_worker']} of {passed} | {st} |"
         )
     lines += [
         "",
