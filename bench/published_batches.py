@@ -14,13 +14,14 @@ default), the harness's trace on (core/harness/trace.py).
     python3 bench/published_batches.py --render /tmp/pb/published_batches.json   # the tables again
 
 Phases (`--phases`, in this order, each skipped with a note when `--budget-s` has run out):
-- `warmup`: a batch of 4 of the first task: the harness's start, the slots' first forks;
-- `batches`: each task's batch of 16 in `train` (aevaluate_many): rewards per minute, every
-  candidate's status, speedup, stage seconds and what its autotuners tried, and the trace summed
-  over the batch (where its seconds went: import, Triton compile, cache hits, launcher builds,
-  autotune trials, CUDA contexts, correctness runs, timing);
+- `warmup`: a batch of 4 of the first task (other bytes than the measured ones, another seed):
+  the harness's start, the slots' first forks, the task's libraries preloaded;
 - `turn`: warm visible-only `train` turns (an episode's) of an autotuned candidate: the same
   source 4 times (the first cold), then 2 edits of it (new sources, compiled afresh);
+- `batches`: each task's batch of 16 in `train` (aevaluate_many), gemm last: rewards per
+  minute, every candidate's status, speedup, stage seconds and what its autotuners tried, and
+  the trace summed over the batch (where its seconds went: import, Triton compile, cache hits,
+  launcher builds, autotune trials, CUDA contexts, correctness runs, timing);
 - `singles`: candidates of each batch one at a time in `full` (what `arena eval`, boards and
   runs pay), round-robin over the tasks: `full` evaluations per minute, the trace per candidate,
   and the batch's verdicts and speedups against these (the fidelity issue's bounds);
@@ -79,11 +80,6 @@ KERNELS: dict[str, list[tuple[str, Path, tuple[str, str]]]] = {
             ('"BLOCK_H": 32}, num_warps=8', '"BLOCK_H": 32}, num_warps=4'),
         ),
     ],
-    "gemm/bf16_gemm": [
-        ("tutorial*", PUBLISHED / "gemm_tutorial.py", ('"GROUP_SIZE_M": 8', '"GROUP_SIZE_M": 4')),
-        ("flaggems*", PUBLISHED / "gemm_flaggems.py", ('"GROUP_M": 8', '"GROUP_M": 4')),
-        ("persistent", PUBLISHED / "gemm_persistent.py", ("GROUP_M=8", "GROUP_M=4")),
-    ],
     "moe/route_topk_softmax": [
         (
             "vllm",
@@ -95,6 +91,11 @@ KERNELS: dict[str, list[tuple[str, Path, tuple[str, str]]]] = {
             PUBLISHED / "topk_rows.py",
             ('"ROWS": 32}, num_warps=8', '"ROWS": 32}, num_warps=4'),
         ),
+    ],
+    "gemm/bf16_gemm": [
+        ("tutorial*", PUBLISHED / "gemm_tutorial.py", ('"GROUP_SIZE_M": 8', '"GROUP_SIZE_M": 4')),
+        ("flaggems*", PUBLISHED / "gemm_flaggems.py", ('"GROUP_M": 8', '"GROUP_M": 4')),
+        ("persistent", PUBLISHED / "gemm_persistent.py", ("GROUP_M=8", "GROUP_M=4")),
     ],
 }
 TASKS = tuple(KERNELS)
@@ -254,7 +255,7 @@ class Bench:
         }
 
     async def run(self) -> None:
-        from core.rl.arena import Arena
+        from core.rl.arena import Arena, EvalRequest
 
         phases = self.args.phases.split(",")
         chosen = [self.tasks[t] for t in self.args.tasks]
@@ -267,11 +268,18 @@ class Bench:
             if "warmup" in phases:
                 t0 = time.monotonic()
                 first = chosen[0]
+                # Other sources than the measured batches' (a comment added): nothing of them is
+                # reused by a batch's identical-source seeding; another seed, too.
                 await arena.aevaluate_many(
-                    [(first.id, s) for _, s in batch_of(first)[:4]]
-                )  # `full`, another seed: nothing of it is reused by the measured batches
+                    [
+                        EvalRequest(first.id, s + "\n# warm-up\n", seed=seed + 1, profile="train")
+                        for _, s in batch_of(first)[:4]
+                    ]
+                )
                 self.report["warmup_s"] = round(time.monotonic() - t0, 2)
                 print(f"warm-up batch of 4 ({first.id}): {self.report['warmup_s']} s", flush=True)
+            if "turn" in phases:  # early: the budget may end inside the batches
+                await self.turns(arena, seed)
             made = {t.id: batch_of(t, self.args.candidates) for t in chosen}
             for task in chosen:
                 entry = self.report["tasks"].setdefault(task.id, {})
@@ -289,8 +297,6 @@ class Bench:
                     flush=True,
                 )
                 self.save()
-            if "turn" in phases:
-                await self.turns(arena, seed)
             if "singles" in phases:
                 await self.singles(arena, chosen, made, seed)
         self.save()
@@ -299,7 +305,7 @@ class Bench:
         """Warm visible-only turns of an autotuned candidate (the tutorial's matmul on gemm)."""
         task = self.tasks[self.args.turn_task]
         name, path, (old, new) = next(k for k in KERNELS[task.id] if k[0].endswith("*"))
-        source = path.read_text()
+        source = path.read_text() + "\n# an episode's turn\n"  # not a batch member's bytes
         sources = [("same", source)] * 4 + [
             (f"edit{i}", source.replace(old, new, 1) + f"\n# edit {i}\n") for i in (1, 2)
         ]
