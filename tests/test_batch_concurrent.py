@@ -137,8 +137,11 @@ def run(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def test_no_neighbour_is_alive_while_a_candidate_is_timed(
-    concurrent_evaluator: Evaluator, axpy, tmp_path: Path
+    concurrent_evaluator: Evaluator, axpy, tmp_path: Path, monkeypatch
 ) -> None:
+    # Timed in a fresh worker, so the observer's timing runs in a process of its own (kept
+    # workers, the CPU device's default, have their own test: tests/test_quiesce.py).
+    monkeypatch.setenv("ARENA_QUIESCE_CPU", "0")
     paths = []
     for name, source in (("observer", OBSERVER), ("hostile", HOSTILE)):
         (tmp_path / name).mkdir()

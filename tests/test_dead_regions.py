@@ -68,12 +68,16 @@ def _batch(axpy, names: list[str], tmp_path: Path, concurrency: str, limits: Lim
         paths.append(path)
     saved = os.environ.get("ARENA_BATCH_CONCURRENCY")
     os.environ["ARENA_BATCH_CONCURRENCY"] = concurrency
+    # Fresh workers for timing: a kept worker (the CPU device's default) lives on, stopped,
+    # with whatever it maps, until its turn; here every candidate's worker ends with its stages.
+    os.environ["ARENA_QUIESCE_CPU"] = "0"
     try:
         with Evaluator("cpu", timing=FAST, workdir=tmp_path / "work") as evaluator:
             results = asyncio.run(
                 evaluator.aevaluate_batch(axpy, paths, seed=5, limits=limits, profile="train")
             )
     finally:
+        os.environ.pop("ARENA_QUIESCE_CPU", None)
         if saved is None:
             os.environ.pop("ARENA_BATCH_CONCURRENCY", None)
         else:

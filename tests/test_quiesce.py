@@ -2,7 +2,8 @@
 worker its untimed stages ran in only while the driver vouches that every other waiting worker
 is idle (CUDA locked, then stopped); any step that fails falls back to a fresh worker, and the
 result says which worker timed it and why. The driver calls are faked at `Quiescer.call`'s
-boundary; the batch tests use the CPU device's queue-less driver (ARENA_QUIESCE_CPU=1)."""
+boundary; the batch tests use the CPU device's queue-less driver (its default; ARENA_QUIESCE_CPU=0
+turns it off)."""
 
 from __future__ import annotations
 
@@ -151,7 +152,7 @@ def test_the_cpu_device_times_in_fresh_workers_and_keeps_its_verdicts(
     evaluator: Evaluator, axpy, monkeypatch
 ) -> None:
     monkeypatch.setenv("ARENA_BATCH_CONCURRENCY", "2")
-    monkeypatch.delenv("ARENA_QUIESCE_CPU", raising=False)
+    monkeypatch.setenv("ARENA_QUIESCE_CPU", "0")  # kept by default: asked not to here
     paths = [CANDIDATES / "axpy_torch.py", CANDIDATES / "axpy_wrong.py"]
     batch = asyncio.run(evaluator.aevaluate_batch(axpy, paths, seed=5, profile="train"))
     assert [(r.status, r.failed_stage) for r in batch] == [

@@ -39,12 +39,13 @@ CONCURRENCY_ENV = (
 
 def concurrency(evaluator: Evaluator) -> int:
     """How many of a batch's candidates run their untimed stages (compile, correctness,
-    generalization) at once; timing stays one at a time (core/harness/concurrent.py).
-    0 means `auto`: the harness takes half its host's cores, at most 8. Only on a GPU (a CPU
-    device's correctness runs need the cores) and only where candidates cannot write the task
-    or engine files (sandboxed, or unsandboxed as root: uid 65534), since concurrent
-    candidates make such a change no single candidate's. `ARENA_BATCH_CONCURRENCY` (a number,
-    or `auto`) overrides the choice."""
+    generalization; on a `sim:` device the prediction too) at once; timing stays one at a time
+    (core/harness/concurrent.py). 0 means `auto`: the harness takes half its host's cores on a
+    GPU, every core on the CPU and `sim:` devices (there each candidate then runs on one
+    worker instead of two, and the batch keeps both cores busy: docs/performance.md), at most
+    8. Only where candidates cannot write the task or engine files (sandboxed, or unsandboxed
+    as root: uid 65534), since concurrent candidates make such a change no single candidate's.
+    `ARENA_BATCH_CONCURRENCY` (a number, or `auto`) overrides the choice."""
     asked = os.environ.get(CONCURRENCY_ENV, "").strip().lower()
     if asked:
         if asked == "auto":
@@ -54,8 +55,6 @@ def concurrency(evaluator: Evaluator) -> int:
                 f"{CONCURRENCY_ENV}={asked!r}: use a positive number of slots, or `auto`"
             )
         return int(asked)
-    if evaluator.info.type in ("cpu", "sim"):
-        return 1
     sandbox = evaluator.sandbox_record() or {}
     protected = sandbox.get("mode") not in (None, "unsandboxed") or (
         hasattr(os, "geteuid") and os.geteuid() == 0
@@ -150,8 +149,9 @@ async def evaluate_batch(
     )
     job["batch"] = members
     job["concurrency"] = concurrency(evaluator)
-    # Opt-in: keep CPU candidates' workers for their timing too (core/harness/quiesce.py).
-    job["quiesce_cpu"] = os.environ.get("ARENA_QUIESCE_CPU") == "1"
+    # Keep CPU candidates' workers for their timing too (core/harness/quiesce.py: a stopped
+    # process is the whole proof there, no device queue), unless ARENA_QUIESCE_CPU=0.
+    job["quiesce_cpu"] = os.environ.get("ARENA_QUIESCE_CPU", "1") != "0"
     job["reference_cache_bytes"] = (
         CPU_CACHE_BYTES if evaluator.info.type in ("cpu", "sim") else GPU_CACHE_BYTES
     )

@@ -341,6 +341,8 @@ def build_job(
             "performance": performance if timed_stage else [],
         },
         "profile": profile.value,
+        "autotune_configs": spec.autotune_configs,
+        "autotune_rep_ms": spec.autotune_rep_ms,
         "timing": {
             "kind": info.timing_kind,
             "sync_each_call": sync_each_call,

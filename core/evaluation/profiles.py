@@ -5,8 +5,11 @@
   known to ±1% (at least 2 rounds); compile limit at most 180 s.
 - `train` (what a trainer asks for): one timed workload per regime the task's workloads
   declare (decode and prefill, from their notes, else from their size), up to 4 rounds of at
-  most 64 calls (at least 2 rounds), compile limit at most 60 s. It never skips hidden correctness (unless the
-  request itself is visible-only, an episode's turn) nor the sampled checks of timed outputs.
+  most 64 calls (at least 2 rounds), compile limit at most 60 s, an `@triton.autotune` kernel
+  tries its first 4 configurations per new key, each measured for 20 ms instead of 100
+  (core/harness/autotune.py). It never skips
+  hidden correctness (unless the request itself is visible-only, an episode's turn) nor the
+  sampled checks of timed outputs.
 
 Both profiles cap each timed round of the candidate at K× the baseline's round (plus a floor)
 and each correctness run at the profile's per-call limit (docs/evaluation.md, "Limits").
@@ -51,6 +54,10 @@ class ProfileSpec:
     round_factor: float  # a candidate's timed round: at most this × the baseline's round ...
     round_floor_s: float  # ... plus this (graph capture, warm-up)
     per_regime: bool  # time one workload per regime instead of every one
+    # An @triton.autotune kernel tries at most this many configurations per new key, the first
+    # ones it lists (core/harness/autotune.py); None: every one, as Triton does.
+    autotune_configs: int | None = None
+    autotune_rep_ms: float | None = None  # each trial's benchmark (None: Triton's 100 ms)
 
 
 SPECS = {
@@ -58,7 +65,13 @@ SPECS = {
         compile_cap_s=180.0, call_s=120.0, round_factor=10.0, round_floor_s=5.0, per_regime=False
     ),
     Profile.TRAIN: ProfileSpec(
-        compile_cap_s=60.0, call_s=60.0, round_factor=10.0, round_floor_s=5.0, per_regime=True
+        compile_cap_s=60.0,
+        call_s=60.0,
+        round_factor=10.0,
+        round_floor_s=5.0,
+        per_regime=True,
+        autotune_configs=4,
+        autotune_rep_ms=20.0,
     ),
 }
 CI_TARGET = 0.01  # the median's 95% interval within ±1% on both sides: timing stops

@@ -255,6 +255,7 @@ def assemble(
         roofline_fraction=roof_fraction,
         profile=job.get("profile"),
         speedup_interval=list(interval) if interval else None,
+        autotune=finished.autotune if finished else None,
     )
 
 

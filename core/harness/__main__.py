@@ -6,6 +6,7 @@ path, or the job as one line of JSON);
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -96,19 +97,26 @@ def main(argv: list[str] | None = None) -> int:
         from torch._subclasses.fake_tensor import FakeTensorMode
 
         FakeTensorMode()  # the first one imports torch._dynamo (3 s): done here, not in every worker
+    from core.harness.preload import Preloader
     from core.harness.runner import run_job
     from core.harness.zygote import Zygote
 
     locker_link.attach_from_env()  # sandboxed on NVIDIA: the engine's host locker (quiesce.py)
+    # What is imported now lives as long as the parent: out of the collector's reach, so the
+    # trusted workers forked from it collect only what they make themselves (zygote.py too).
+    gc.freeze()
     emit = EventWriter(args.events_fd)
     close = (args.events_fd,)
     _not_dumpable()
     # The zygote forks every candidate worker; forked now, before any job is read, it holds
     # no job in its memory, and so neither do they.
     zygote = Zygote()
+    preloader = Preloader()  # each task's libraries, imported once (preload.py)
     try:
         if args.command == "run":
-            run_job(_load(args.job), emit, close, zygote)
+            job = _load(args.job)
+            zygote = preloader.prepare(job, zygote)
+            run_job(job, emit, close, zygote)
             return 0
         emit({"type": "harness_ready", "pid": os.getpid()})
         while True:
@@ -123,7 +131,9 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             try:
                 with trace.span("job"):
-                    run_job(_load(path), emit, close, zygote)
+                    job = _load(path)
+                    zygote = preloader.prepare(job, zygote)
+                    run_job(job, emit, close, zygote)
             except Exception as exc:  # noqa: BLE001 - one bad job must not end the warm parent
                 emit(
                     {

@@ -32,10 +32,11 @@ from typing import Any
 
 import torch
 
-from core.harness import channel, oploop, shared_region, trace
+from core.harness import channel, jit_cache, oploop, shared_region, trace
 from core.harness.candidate_worker import time_own, time_shared
 from core.harness.protocol import Op
 from core.harness.trusted_task import baseline_impl
+from core.harness.trusted_worker import install_trusted_triton
 from core.harness.worker_process import PR_SET_DUMPABLE, libc, redirect_output
 from core.harness.worker_tools import (
     device_of,
@@ -67,6 +68,7 @@ def baseline_main(conn: socket.socket, job: dict[str, Any]) -> None:
         libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # no same-user process may read its memory
     except (OSError, AttributeError):
         pass
+    install_trusted_triton(job)  # its kernels cached as the trusted worker caches them
     try:
         device = device_of(job)
         source = read_task_file(job, "baseline.py")
@@ -113,6 +115,7 @@ class BaselineWorker:
                 Op.PEER.value: self.on_peer,
                 Op.TIME.value: self.on_time,
                 Op.SYNC.value: self.on_sync,
+                Op.JIT.value: self.on_jit,
             }
         )
 
@@ -131,6 +134,11 @@ class BaselineWorker:
         else:
             reply = time_own(self.run, msg, self.specs, self.outs, self.device, self.custom, {})
         return {**reply, "impl": baseline_impl(self.module)}, None
+
+    def on_jit(self, _msg: dict[str, Any], _payload: Any) -> Answer:
+        """What it compiled since it last said, for the parent's store (jit_cache.py)."""
+        fresh, jit_cache.TrustedCache.fresh = jit_cache.TrustedCache.fresh, {}
+        return jit_cache.pack(fresh)
 
     def on_sync(self, msg: dict[str, Any], _payload: Any) -> Answer:
         return {"ok": True, "sync": msg.get("nonce")}, None

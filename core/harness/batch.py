@@ -29,7 +29,7 @@ from typing import Any
 
 from core.harness.baseline_rounds import BaselineWorkers
 from core.harness.faults import await_trusted, spawn_candidate
-from core.harness.runner import Emit, Evaluation, JobRun
+from core.harness.runner import Emit, Evaluation, JobRun, keep_trusted_jit
 from core.harness.workers import Worker, WorkerDied, WorkerTimeout, trusted_main
 from core.harness.zygote import CANDIDATE_UID_ENV, Zygote
 
@@ -168,7 +168,9 @@ class BatchEvaluation(JobRun):
                 self._record_regions(index, "evaluation")
         finally:
             if self.trusted is not None:
+                keep_trusted_jit(self.trusted)  # drained after its last candidate
                 self.trusted.kill()
+            keep_trusted_jit(self.baselines.worker)  # the baseline's kernels, too
             self.baselines.close()
             if self.own_zygote and self.zygote is not None:
                 self.zygote.close()

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from core.harness import inputs, trace
+from core.harness import autotune, inputs, trace
 from core.harness.faults import StageFailed, trusted_failed
 from core.harness.workers import Worker, WorkerDied, WorkerTimeout
 from core.harness.zygote import Zygote
@@ -51,6 +51,7 @@ class CandidateCalls:
     no_share: dict[int, str]
     sharing_proven: bool
     mapped: dict[int, str]  # pid of a candidate worker -> the key of the regions it may map
+    tuned: dict[int, dict[str, list[int]]]  # pid -> what its autotuners tried (autotune.py)
 
     def _region_key(self, worker: Worker) -> str:
         """The trusted worker's key of the regions this candidate worker maps."""
@@ -161,7 +162,14 @@ class CandidateCalls:
             raise StageFailed("crashed", f"the candidate's process {died.reason}") from None
         self._raise_hooks(reply)
         self._note_tampering(reply)
+        if "autotune" in reply:
+            autotune.merge(self.tuned, worker.pid, reply["autotune"])
         return reply, payload
+
+    def _autotune_summary(self) -> list[dict[str, Any]] | None:
+        """What the candidate's autotuners tried (a diagnostic: the candidate wrote it), for
+        the evaluation_finished event."""
+        return autotune.summary(self.tuned, self.job.get("autotune_configs")) or None
 
     def _note_tampering(self, reply: dict[str, Any]) -> None:
         """The names a candidate's worker saw replaced in its process, each a finding once."""

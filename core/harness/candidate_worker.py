@@ -28,14 +28,17 @@ from typing import Any
 import torch
 
 from core.harness import (
+    autotune,
     guard,
     inputs,
+    jit_cache,
     oploop,
     shared_check,
     shared_io,
     shared_region,
     timing,
     trace,
+    triton_trace,
 )
 from core.harness.protocol import SIM_GPU_ENV, Op, Reply
 from core.harness.worker_process import drop_capabilities, limit_resources, redirect_output
@@ -60,6 +63,8 @@ def candidate_main(conn: socket.socket, job: dict[str, Any]) -> None:
     workdir = Path(job["workdir"])
     redirect_output(workdir / "candidate.log")
     os.environ["TORCH_EXTENSIONS_DIR"] = str(workdir / "torch_extensions")
+    # Triton's cache: this candidate's own folder, seeded by the parent (jit_cache.py)
+    os.environ["TRITON_CACHE_DIR"] = str(jit_cache.candidate_dir(workdir))
     device = device_of(job)
     sim = None
     predictor: Any = None
@@ -80,6 +85,10 @@ def candidate_main(conn: socket.socket, job: dict[str, Any]) -> None:
         from core.harness.triton_cpu import enable_interpreter
 
         enable_interpreter()
+    # `train`'s budget on @triton.autotune (None in `full`: every configuration), before any
+    # candidate code: its kernels' autotuners are made when its module is imported.
+    autotune.install(job.get("autotune_configs"), rep_ms=job.get("autotune_rep_ms"))
+    triton_trace.install()  # the trace on only: Triton's compiles, builds, autotune trials
     custom = None
     if job.get("task_inputs"):
         custom = module_from_source(
@@ -101,6 +110,9 @@ def candidate_main(conn: socket.socket, job: dict[str, Any]) -> None:
             if new:
                 reported.update(new)
                 reply["tampered"] = new
+            tuned = autotune.LOG.report()
+            if tuned:
+                reply["autotune"] = tuned
 
     oploop.serve(conn, worker.handle, error=error_reply, after=after)
 
@@ -143,15 +155,17 @@ class CandidateWorker:
 
     def on_compile(self, msg: dict[str, Any], _payload: Any) -> Answer:
         path = Path(self.job["candidate"])
-        self.run = run = entry(import_file(path, f"candidate_{os.getpid()}"), str(path))
+        with trace.span("compile: import"):  # the module's own imports and top-level code
+            self.run = run = entry(import_file(path, f"candidate_{os.getpid()}"), str(path))
         reply: dict[str, Any] = {"ok": True}
         try:  # the first call builds JIT kernels: a build failure is a compile failure
             with guard.trusted():  # (the seed is one no check uses: the parent's draw)
                 args = inputs.correctness_inputs(
                     self.specs, msg["workload"], msg["seed"], self.device, self.custom
                 )
-            run(*args)
-            sync(self.device)
+            with trace.span("compile: first call"):  # JIT compiles, autotuning, launchers
+                run(*args)
+                sync(self.device)
         except Exception as exc:  # noqa: BLE001
             if is_compile_error(exc):
                 reply = error_reply(exc)

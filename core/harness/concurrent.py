@@ -50,13 +50,14 @@ import os
 import threading
 from typing import Any
 
+from core.harness import jit_cache
 from core.harness.baseline_rounds import BaselineWorkers
 from core.harness.baseline_worker import uses_baseline_worker
 from core.harness.batch import _Member
 from core.harness.concurrent_member import _Concurrent, _Slot
 from core.harness.provenance import versions
 from core.harness.quiesce import Quiescer
-from core.harness.runner import JobRun
+from core.harness.runner import JobRun, keep_trusted_jit
 from core.harness.zygote import Zygote
 
 MAX_SLOTS = 8
@@ -64,15 +65,18 @@ MAX_SLOTS = 8
 
 def slot_count(job: dict[str, Any]) -> int:
     """How many candidates run their untimed stages at once: the job's `concurrency`, or with
-    0 (`auto`) half this host's cores, at most MAX_SLOTS (each candidate's worker and its
-    slot's trusted worker keep a core busy); never more than the batch has candidates."""
+    0 (`auto`) half this host's cores on a GPU (each candidate's worker and its slot's trusted
+    worker keep a core busy), every core on the CPU and `sim:` devices (a candidate's worker
+    is the busy one there: the trusted side's references are computed once per slot), at most
+    MAX_SLOTS; never more than the batch has candidates."""
     asked = int(job.get("concurrency") or 0)
     if asked <= 0:
         try:
             cores = len(os.sched_getaffinity(0))
         except AttributeError:  # not Linux
             cores = os.cpu_count() or 1
-        asked = min(MAX_SLOTS, cores // 2)
+        on_cpu = (job.get("device") or {}).get("type") in ("cpu", "sim")
+        asked = min(MAX_SLOTS, cores if on_cpu else cores // 2)
     return max(1, min(asked, len(job["batch"])))
 
 
@@ -87,6 +91,9 @@ class ConcurrentBatch(JobRun):
         self.idle = threading.Semaphore(0)  # one release per slot whose untimed work is done
         # One baseline worker for every slot's timings (they run one at a time, in this thread).
         self.baselines = BaselineWorkers(self.job)
+        # Each member's source digest, and those a slot has started (a copy waits: _next)
+        self.keys = [jit_cache.spec_key(m) for m in self.job["batch"]]
+        self.started: set[str] = set()
 
     def _slot_zygote(self) -> Zygote:
         assert self.zygote is not None
@@ -171,12 +178,14 @@ class ConcurrentBatch(JobRun):
             with self.lock:
                 if not queue:
                     return
-                k = queue.pop(0)
+                k = self._next(queue)
             if not slot.zygote.alive():  # the last candidate killed it: a clean one for the next
                 slot.zygote.close()
                 slot.zygote = self._slot_zygote()
             spec = self.job["batch"][k]
-            job = {**self.job, **slot._stage(spec)}
+            # Beside other slots, a candidate runs on one worker: the slots share the cores
+            # that a lone evaluation's two workers would use (fan_out.py).
+            job = {**self.job, **slot._stage(spec), "fan_out": len(self.slots) == 1}
             job.pop("batch")
             member = members[k] = _Concurrent(job, slot, k, spec)
             member.untimed()
@@ -184,6 +193,25 @@ class ConcurrentBatch(JobRun):
             slot._record_regions(k, "untimed")
             if member.kept:  # its worker stays below this zygote: the next candidate gets another
                 slot.zygote = self._slot_zygote()
+
+    def _next(self, queue: list[int]) -> int:
+        """The candidate a free slot takes: the first whose source no slot has started yet or
+        whose first copy's kernels are kept already (jit_cache.py: the copy then loads them
+        instead of compiling them beside it), else the first. Under the lock."""
+        pick = next(
+            (
+                i
+                for i, k in enumerate(queue)
+                if self.keys[k] is None
+                or self.keys[k] not in self.started
+                or jit_cache.STORE.has(self.keys[k])
+            ),
+            0,
+        )
+        k = queue.pop(pick)
+        if self.keys[k] is not None:
+            self.started.add(self.keys[k])  # type: ignore[arg-type]
+        return k
 
     @staticmethod
     def _disturbed(members: list[_Concurrent | None], current: _Concurrent) -> bool:
@@ -255,11 +283,14 @@ class ConcurrentBatch(JobRun):
                     self._alone(member)
         finally:
             quiescer.close()
+            keep_trusted_jit(self.baselines.worker)  # the baseline's kernels, for later jobs
             self.baselines.close()
             for member in members:
                 if member is not None:
                     member.demote("the batch ended")  # a batch that broke off kills what waits
                     member.release()
+            for slot in self.slots:  # before the threads end (a worker dies with its thread)
+                keep_trusted_jit(slot.trusted)  # drained after its last candidate
             self.finished.set()
             for slot in self.slots:
                 for worker in (slot.trusted, slot.pending):

@@ -59,6 +59,11 @@ class _Concurrent(_Member):
         self.private_zygote = False  # the zygote that holds its kept worker is its own now
         self.timing_note = "fresh worker"  # which worker its timing ran in, and why
         self.mark = 0  # where its timed events start (a re-timing replaces them)
+        # A `sim:` device's performance stage predicts (it counts, it does not time): nothing
+        # in it needs the device alone, so it runs in the untimed phase, in the worker the
+        # checks ran in, beside the other slots (no second compile, no wait for its turn).
+        self.predicted = job["timing"].get("kind") == "predicted"
+        self.performed = False  # its performance stage ran in the untimed phase
 
     def _refresh(self) -> None:
         if not self.private_zygote:
@@ -69,7 +74,7 @@ class _Concurrent(_Member):
         (quiesce.py): lock its CUDA, stop it; its other processes die in the cleanup that
         follows (`keep_pid`). Anything else: killed, as before, and timed in a fresh worker."""
         quiescer = self.slot.quiescer
-        if self.status != "passed" or not self.job["stages"]["performance"]:
+        if self.status != "passed" or not self.job["stages"]["performance"] or self.performed:
             return
         if quiescer is None or self.candidate is None:
             self.timing_note = "fresh worker: no quiescing for this batch"
@@ -115,8 +120,9 @@ class _Concurrent(_Member):
             Path(self.job["task_dir"]), sorted(self.job.get("task_files") or {})
         )
         try:
-            for stage in UNTIMED:
+            for stage in (*UNTIMED, "performance") if self.predicted else UNTIMED:
                 ok, fault = self._stage(stage)
+                self.performed = stage == "performance"
                 if not ok:
                     self.status, self.fault = "failed", fault
                     break
@@ -138,7 +144,7 @@ class _Concurrent(_Member):
             Path(self.job["task_dir"]), sorted(self.job.get("task_files") or {})
         )
         try:
-            if self.status == "passed":
+            if self.status == "passed" and not self.performed:
                 ok, fault = self._stage("performance")
                 if not ok:
                     self.status, self.fault = "failed", fault
@@ -179,6 +185,7 @@ class _Concurrent(_Member):
                 "status": self.status,
                 "fault": self.fault,
                 "seconds": self.spent,
+                "autotune": self._autotune_summary(),
             }
         )
 
@@ -196,7 +203,10 @@ class _Concurrent(_Member):
 
     def _performance(self, deadline: float) -> dict[str, Any]:
         """A fresh worker for the timed rounds (the untimed phase's was killed), compiled as
-        the compile stage did, then timed as a one-at-a-time member is."""
+        the compile stage did, then timed as a one-at-a-time member is; a prediction in the
+        untimed phase (`predicted`) in the worker it has."""
+        if self.predicted and self.stage == "performance" and not self.performed:
+            return super()._performance(deadline)
         if self.kept and self.candidate is not None and self.slot.quiescer is not None:
             why = self.slot.quiescer.resume(self.candidate.pid)
             if why is None:

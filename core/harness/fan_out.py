@@ -62,6 +62,7 @@ class FanOut(CandidateCalls):
         if (
             len(requests) > 1
             and self.job["device"].get("type") in ON_CPU
+            and self.job.get("fan_out", True)  # False: a concurrent batch's slots share the cores
             and evaluation_cores() > 1
         ):
             if self.second is None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.harness import jit_cache
 from core.harness.workers import TaskFileChanged, Worker, WorkerDied, WorkerTimeout, candidate_view
 from core.harness.zygote import Zygote, ZygoteError
 
@@ -61,6 +62,8 @@ def cannot_evaluate(reply: dict[str, Any]) -> None:
 def spawn_candidate(zygote: Zygote | None, job: dict[str, Any]) -> Worker:
     """A candidate's worker forked by `zygote` for `job`; one that cannot start is the
     harness's failure."""
+    # Its own Triton cache folder, seeded with what it may share (jit_cache.py)
+    jit_cache.STORE.seed(job["workdir"], jit_cache.source_key(job["candidate"]))
     try:
         return Worker.spawn("candidate", zygote, candidate_view(job))
     except (TaskFileChanged, ZygoteError, WorkerDied) as exc:

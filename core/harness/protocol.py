@@ -60,6 +60,7 @@ class Op(str, Enum):
     REGIONS = "regions"  # what the trusted worker holds now (introspection)
     SERVE_ROUND = "serve_round"  # draw a timed round's inputs, check its sampled calls
     SYNC = "sync"  # a batch's next candidate starts from a clean channel
+    JIT = "jit"  # what it compiled (Triton's cache entries), for the next trusted workers
     PREDICT_BASELINE = "predict_baseline"
     SIM_VALUES = (
         "sim_values"  # sim: devices: the counted call's known elements against the reference
@@ -210,6 +211,7 @@ class Reply(TypedDict, total=False):
     compile_error: bool
     first_call_error: str  # the first call failed, but not as a build failure
     tampered: list[str]  # torch names the candidate replaced (reported on the next reply)
+    autotune: dict[str, list[int]]  # per kernel: tunings, tried, offered (autotune.py)
     tensors: list[dict[str, Any]]  # the meta of the raw tensor bytes that follow the header
     malformed: str  # outputs that could not be unpacked
     runs: list[Any]  # check: verdicts per run

@@ -36,6 +36,7 @@ import hashlib
 import hmac
 import os
 import socket
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from core.harness import channel, guard, inputs, oploop, timing, workers
+from core.harness import channel, guard, inputs, jit_cache, oploop, timing, workers
 from core.harness.protocol import Op, Reply, Request
 
 # Bound at import, before any candidate code runs (as timing.py binds its clocks).
@@ -130,6 +131,12 @@ def rank_main(conn: socket.socket, job: dict[str, Any]) -> None:
         except (OSError, AttributeError):
             pass
     os.environ["TORCH_EXTENSIONS_DIR"] = str(workdir / "torch_extensions")
+    if role == "candidate":  # Triton's cache: the candidate's own folder (jit_cache.py)
+        os.environ["TRITON_CACHE_DIR"] = str(jit_cache.candidate_dir(workdir))
+    else:  # the baseline's ranks: in memory, as the trusted worker's
+        jit_cache.TrustedCache.install(
+            jit_cache.STORE.trusted, os.path.join(tempfile.gettempdir(), jit_cache.TRUSTED_ROOT)
+        )
     try:
         device = rank_device(job["device"], rank)
         if device.type == "cpu" and role == "candidate":

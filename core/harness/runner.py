@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from core.harness import trace
+from core.harness import jit_cache, trace
 from core.harness.baseline_rounds import BaselineWorkers
 from core.harness.calls import Emit, _workload
 from core.harness.correctness import CorrectnessStages, verdict
@@ -31,6 +31,7 @@ from core.harness.workers import (
     TaskFileChanged,
     Worker,
     WorkerDied,
+    WorkerTimeout,
     candidate_view,
     trusted_main,
 )
@@ -108,6 +109,9 @@ class Evaluation(JobRun, CorrectnessStages, PerformanceStage):
         # evaluation's own, forked when its first baseline round is timed.
         self.baselines: BaselineWorkers | None = None
         self.own_baselines = False
+        self.tuned: dict[int, dict[str, list[int]]] = {}  # what its autotuners tried, per worker
+        # Its files' digest: an identical earlier candidate's compiled kernels are its seed
+        self.source_key = jit_cache.source_key(self.job["candidate"])
 
     # --- the lifecycle ----------------------------------------------------------------
 
@@ -133,6 +137,8 @@ class Evaluation(JobRun, CorrectnessStages, PerformanceStage):
                     status = "failed"
                     break
         finally:
+            if status == "passed" and self.trusted in self._workers():
+                self._keep_trusted_jit()  # its own trusted worker: what it compiled, kept
             alive = [worker for worker in self._workers() if worker is not None]
             own = self.baselines.worker if self.own_baselines and self.baselines else None
             with trace.span("end: kill workers"):
@@ -151,11 +157,21 @@ class Evaluation(JobRun, CorrectnessStages, PerformanceStage):
                     "status": status,
                     "fault": fault,
                     "seconds": time.monotonic() - started,
+                    "autotune": self._autotune_summary(),
                 }
             )
 
     def _workers(self) -> list[Worker | None]:
         return [self.candidate, self.second, self.trusted]
+
+    def _keep_trusted_jit(self) -> None:
+        """What the trusted worker compiled (the baseline's kernels, their launchers) into the
+        parent's store, for every later trusted worker (jit_cache.py). Asked only of a worker
+        whose channel is clean (after a passed evaluation, a batch's drain); one that fails to
+        answer gives nothing."""
+        keep_trusted_jit(self.trusted)
+        if self.own_baselines and self.baselines is not None:
+            keep_trusted_jit(self.baselines.worker)  # the baseline's kernels, too
 
     def _kill_candidate(self) -> None:
         for worker in (self.candidate, self.second):
@@ -256,6 +272,7 @@ class Evaluation(JobRun, CorrectnessStages, PerformanceStage):
             if self.zygote is None:
                 self.zygote = Zygote()
             with trace.span("start: spawn candidate"):
+                jit_cache.STORE.seed(self.job["workdir"], self.source_key)
                 self.candidate = Worker.spawn("candidate", self.zygote, view)
                 self.candidate.send({"op": "warm"})
         except (TaskFileChanged, ZygoteError, WorkerDied) as exc:
@@ -290,7 +307,21 @@ class Evaluation(JobRun, CorrectnessStages, PerformanceStage):
             raise StageFailed(
                 "failed", f"{reply.get('error')}\n{reply.get('traceback', '')}".strip()
             )
+        with trace.span("compile: harvest"):  # for a later identical source (jit_cache.py)
+            jit_cache.STORE.harvest(self.job["workdir"], self.source_key)
         return {"log": self._log("candidate.log"), "note": reply.get("first_call_error")}
+
+
+def keep_trusted_jit(trusted: Worker | None) -> None:
+    """`Evaluation._keep_trusted_jit` for any trusted worker (a batch's, a slot's)."""
+    if trusted is None or trusted.returncode is not None:
+        return
+    try:
+        with trace.span("end: keep the baseline's kernels"):
+            reply, payload = trusted.request({"op": "jit"}, 30.0)
+    except (WorkerDied, WorkerTimeout):
+        return
+    jit_cache.STORE.add_trusted(jit_cache.unpack(reply, payload))
 
 
 def run_job(

@@ -17,22 +17,27 @@ reply (the parent sends the next request after them).
 
 from __future__ import annotations
 
+import os
 import socket
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from core.harness import (
+    autotune,
     channel,
     checking,
     inputs,
+    jit_cache,
     oploop,
     shared_check,
     shared_io,
     shared_region,
     timing,
     trace,
+    triton_trace,
 )
 from core.harness.protocol import Op
 from core.harness.trusted_checks import ReferenceCache, compare_all, independence, pool_key
@@ -44,6 +49,23 @@ Answer = oploop.Answer | None  # a reply, or None: answered already, or no reply
 Entry = tuple[list[Any], list[torch.Tensor]]  # (inputs, reference outputs)
 
 
+def install_trusted_triton(job: dict[str, Any]) -> None:
+    """Triton as a trusted process of the harness runs it (this worker, the baseline's)."""
+    # The baseline's autotuners under the candidate's budget (autotune.py): the same code is
+    # tuned alike on both sides in every profile.
+    autotune.install(
+        job.get("autotune_configs"), autotune.AutotuneLog(), rep_ms=job.get("autotune_rep_ms")
+    )
+    triton_trace.install()  # the trace on only
+    # Triton's cache in this process's memory (jit_cache.py): what the parent's store holds
+    # (inherited at fork), and what it compiles itself; never what lies on a shared disk.
+    jit_cache.TrustedCache.install(
+        jit_cache.STORE.trusted,
+        os.path.join(tempfile.gettempdir(), jit_cache.TRUSTED_ROOT),
+        job["device"].get("type", "cpu"),
+    )
+
+
 def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
     trace.set_role("trusted")
     workdir = Path(job["workdir"])
@@ -52,6 +74,7 @@ def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
         libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # no same-user process may read its memory
     except (OSError, AttributeError):
         pass
+    install_trusted_triton(job)
     try:
         with trace.span("load_task"):
             task = load_task(job)
@@ -104,6 +127,7 @@ class TrustedWorker:
                 Op.SERVE_ROUND.value: self.on_serve_round,
                 Op.TIME.value: self.on_time,
                 Op.SYNC.value: self.on_sync,
+                Op.JIT.value: self.on_jit,
                 Op.SIM_VALUES.value: self.on_sim_values,
                 Op.PREDICT_BASELINE.value: self.on_predict_baseline,
             }
@@ -340,6 +364,11 @@ class TrustedWorker:
             "shared": shared_region.cannot_share(self.device) is None,
             "reason": shared_region.cannot_share(self.device),
         }, None
+
+    def on_jit(self, _msg: dict[str, Any], _payload: Any) -> Answer:
+        """What this worker compiled since it last said (jit_cache.py), for the parent's store."""
+        fresh, jit_cache.TrustedCache.fresh = jit_cache.TrustedCache.fresh, {}
+        return jit_cache.pack(fresh)
 
     def on_serve_round(self, msg: dict[str, Any], _payload: Any) -> Answer:
         peer = self.peers.get(str(msg.get("peer") or "candidate"))

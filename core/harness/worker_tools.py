@@ -104,6 +104,8 @@ def candidate_view(job: dict[str, Any]) -> dict[str, Any]:
         "workdir": job["workdir"],
         "memory_bytes": (job.get("limits") or {}).get("candidate_memory_bytes"),
         "task_inputs": source.decode() if source is not None else None,
+        "autotune_configs": job.get("autotune_configs"),  # the profile's budget (autotune.py)
+        "autotune_rep_ms": job.get("autotune_rep_ms"),
     }
 
 

@@ -93,6 +93,9 @@ class EvaluationFinished:
     fault: str | None = None
     seconds: float | None = None
     error: str | None = None
+    # What the candidate's @triton.autotune kernels tried (core/harness/autotune.py): per
+    # kernel {kernel, tunings, tried, offered, budget}; None where none autotuned.
+    autotune: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)

