@@ -78,7 +78,8 @@ def test_scripted_policy_reward_rises_and_hidden_stays_hidden(env: KernelEnv) ->
     assert 'File "candidate.py", line' in first.feedback
     assert "core/harness" not in first.feedback and "/tmp/" not in first.feedback
     whole = env.episode.turns[0].rewarded.result.stage("compile")
-    assert "core/harness" in f"{whole.message}\n{whole.log}"  # the trainer keeps it all
+    # the trainer keeps the whole message: the candidate's file where the arena ran it
+    assert "/candidate/candidate.py" in f"{whole.message}\n{whole.log}"
     assert rewards[1] == -0.25 and second.last["mismatch"]["workload"] in (
         "N=64,D=128",
         "N=16,D=256",

@@ -81,6 +81,7 @@ def test_the_documented_command_composes_with_verl_s_own_config(tmp_path):
     assert env["ARENA_GROUP_SIZE"] == next(
         o.split("=")[1] for o in overrides if o.startswith("actor_rollout_ref.rollout.n=")
     ), "the group size is the rollout's n"
+    _verl()  # skips here (fails under CI) without verl, before the tokenizer needs its stack
     config = compose_documented(tmp_path, trained_tokenizer(["a b c"]))
     reward = config.reward  # the live keys, which verl 0.9's reward loop reads
     assert reward.custom_reward_function.path == "pkg://core.rl.adapters.verl"
