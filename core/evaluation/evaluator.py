@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from core.evaluation import scan, scoring
+from core.evaluation.adapter import adapted, adapts, needs_adapter
 from core.evaluation.executors import Executor, HarnessError, LocalExecutor
 from core.evaluation.job import Timing, build_job, job_deadline_s, task_dtypes
 from core.evaluation.profiles import Profile, parse_profile
@@ -55,9 +56,16 @@ def check_candidate(path: Path, task: Task | None = None) -> str:
     except SyntaxError:
         tree = None  # a syntax error is the candidate's compile failure, reported by the harness
     if tree is not None and not _defines_run(tree):
-        raise BadCandidate(
-            f"{path} defines no `run`: add `def run(*inputs)` returning the task's outputs"
-        )
+        name = adapts(task) if task is not None else None
+        if name is None:
+            raise BadCandidate(
+                f"{path} defines no `run`: add `def run(*inputs)` returning the task's outputs"
+            )
+        if not needs_adapter(task, path):  # type: ignore[arg-type]
+            raise BadCandidate(
+                f"{path} defines neither `run` nor `{name}`: add `def run(*inputs)` returning the task's outputs, "
+                f"or define `{name}` as {task.id}'s own benchmark expects (docs/interop.md)"  # type: ignore[union-attr]
+            )
     return hashlib.sha256(source).hexdigest()
 
 
@@ -190,7 +198,7 @@ class Evaluator:
         ):  # its own commands and rules, not the harness (core/evaluation/external.py)
             return await asyncio.to_thread(self._evaluate_external, task, candidate, profile)
         limits = limits or task.limits
-        sha = check_candidate(candidate)
+        sha = check_candidate(candidate, task)
         scan_notes = scan.scan_candidate(
             candidate, task_dtypes(task)
         )  # before it runs: it may rewrite itself
@@ -198,7 +206,7 @@ class Evaluator:
         staged = self.stage_task(task)
         job = build_job(
             task,
-            candidate,
+            adapted(task, candidate, job_dir),  # a KernelBench ModelNew file, say (adapter.py)
             self.info,
             self.executor.torch_device(),
             seed if seed is not None else secrets.randbits(63),

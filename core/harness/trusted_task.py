@@ -62,6 +62,12 @@ def load_task(job: dict[str, Any]) -> TaskCode:
             raise FileNotFoundError(f"the task's {name} is missing")
     reference_source, baseline_source = sources["reference.py"], sources["baseline.py"]
     assert reference_source is not None and baseline_source is not None  # checked above
+    if device.type == "cpu":
+        # A Triton baseline (an imported AgentKernelArena task's own kernel) runs in the
+        # interpreter here, as the candidate's does: its @triton.jit must see it switched on.
+        from core.harness.triton_cpu import enable_interpreter
+
+        enable_interpreter()
     reference_run = full_fp32(
         entry(
             module_from_source(reference_source, "arena_reference", str(task_dir / "reference.py")),

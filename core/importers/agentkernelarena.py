@@ -28,7 +28,9 @@ and image tasks are reported, with the reason.
 
 from __future__ import annotations
 
+import fnmatch
 import re
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,68 +38,144 @@ from typing import Any
 
 import yaml
 
-from core.importers.aka_files import (
-    LICENSE,
+from core.importers.aka_check import (
+    CPU_CAP_BYTES,
+    KERNEL_CPU_S,
+    LARGE_KERNEL_CPU_S,
+    LINE_BUDGET,
+    Checked,
+    check_workload,
+    own_kernel_passes,
+)
+from core.importers.aka_files import LICENSE, task_yaml
+from core.importers.aka_modules import (
+    adapter_module,
     entry_module,
     inputs_module,
     reference_module,
-    task_yaml,
 )
-from core.importers.aka_runner import Runner, capture_call, capture_reference, output_shapes
-from core.importers.aka_shapes import hidden_shapes, read_layout
-from core.importers.isolate import isolated
+from core.importers.aka_replay import (
+    KernelOutput,
+    ReferenceCall,
+    capture_call,
+    capture_reference,
+    kernel_call,
+)
+from core.importers.aka_runner import Runner
+from core.importers.aka_shapes import hidden_candidates, read_layout, volume
+from core.importers.isolate import Budget, isolated_all
 from core.importers.kernelbench_problem import ProblemError
+from core.importers.ref_check import BrokenWorkload, Rule
 from core.importers.report import Converted, ImportReport, Skipped
+from core.importers.work import TooMuchWork, counted, cpu_limited
 
 FAMILY = "agentkernelarena"
 OnTask = Callable[[int, int, str, "Converted | Skipped"], None]
+BUDGET = Budget(cpu_s=300.0)
 
 
 @dataclass(frozen=True)
 class Options:
-    timeout_s: float = 120.0
+    budget: Budget = BUDGET  # one task's conversion: CPU seconds, not wall-clock (isolate.py)
     external: bool = (
         True  # tasks that do not convert become external tasks (core/importers/aka_external.py)
     )
+    workers: int = 1  # tasks converted at once (one CPU each)
+    only: tuple[str, ...] = ()  # glob patterns on the task's path (`*/vllm/triton_bmm`): only those
 
 
-def find_tasks(root: Path) -> list[Path]:
+def find_tasks(root: Path, only: tuple[str, ...] = ()) -> list[Path]:
     """Every task folder (one holding config.yaml) under the checkout's tasks/ folder."""
     base = root / "tasks" if (root / "tasks").is_dir() else root
-    return sorted(p.parent for p in base.rglob("config.yaml") if ".git" not in p.parts)
+    found = sorted(p.parent for p in base.rglob("config.yaml") if ".git" not in p.parts)
+    if only:
+        found = [
+            f for f in found if any(fnmatch.fnmatch(str(f.relative_to(base)), pat) for pat in only)
+        ]
+    return found
 
 
 def import_agentkernelarena(
     root: Path | str, out: Path | str, options: Options = Options(), on_task: OnTask | None = None
 ) -> ImportReport:
+    """Template Triton tasks convert in forked children, `options.workers` at a time; every other
+    task is decided from its config.yaml alone, here, running none of its code."""
     root, out = Path(root).resolve(), Path(out).resolve()
     if not root.is_dir():
         raise FileNotFoundError(
             f"{root}: no such folder; give the path of an AgentKernelArena checkout"
         )
-    folders = find_tasks(root)
+    folders = find_tasks(root, options.only)
     if not folders:
         raise FileNotFoundError(
-            f"{root}: no AgentKernelArena tasks (expected tasks/**/config.yaml); give the checkout's root"
+            f"{root}: no AgentKernelArena tasks (expected tasks/**/config.yaml"
+            + (f" matching {', '.join(options.only)}" if options.only else "")
+            + "); give the checkout's root"
         )
     report = ImportReport("agentkernelarena", str(root), str(out))
-    for i, folder in enumerate(folders, 1):
-        source = str(folder.relative_to(root))
-        outcome = isolated(
-            _convert_one, (folder, source, out, options.external), source, options.timeout_s
-        )
+    sources = [str(f.relative_to(root)) for f in folders]
+    outcomes: list[Converted | Skipped | None] = [None] * len(folders)
+    done = [0]
+
+    def finished(k: int, outcome: Converted | Skipped) -> None:
         if (
             options.external
             and isinstance(outcome, Skipped)
-            and outcome.kind in ("timeout", "crash")
+            and outcome.kind in ("hang", "cpu_limit", "crash")
         ):
-            outcome = _as_external(
-                folder, source, out, f"{outcome.kind}: {outcome.reason}"
-            )  # copying files runs none of its code
-        (report.converted if isinstance(outcome, Converted) else report.skipped).append(outcome)  # type: ignore[arg-type]
+            outcome = _as_external(  # copying files runs none of its code
+                folders[k], sources[k], out, f"{outcome.kind}: {outcome.reason}"
+            )
+        outcomes[k] = outcome
+        done[0] += 1
         if on_task:
-            on_task(i, len(folders), source, outcome)
+            on_task(done[0], len(folders), sources[k], outcome)
+
+    native = []
+    for k, folder in enumerate(folders):
+        if _converts(folder):
+            native.append(k)
+        else:
+            finished(k, _convert_one(folder, sources[k], out, options.external))
+    if native:
+        _warm_up()
+        isolated_all(
+            [
+                (_convert_one, (folders[k], sources[k], out, options.external), sources[k])
+                for k in native
+            ],
+            options.budget,
+            options.workers,
+            lambda j, outcome: finished(native[j], outcome),
+        )
+    for outcome in outcomes:
+        (report.converted if isinstance(outcome, Converted) else report.skipped).append(outcome)  # type: ignore[arg-type]
     return report
+
+
+def _converts(folder: Path) -> bool:
+    """Whether the task might convert to an ordinary one (a Triton-to-Triton task with a
+    runner): only those run any of their code at import."""
+    try:
+        config = yaml.safe_load((folder / "config.yaml").read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return False
+    return (
+        config.get("task_type") == "triton2triton"
+        and (folder / "scripts" / "task_runner.py").is_file()
+    )
+
+
+def _warm_up() -> None:
+    """Import what every conversion needs once, here: each runs in a forked child, which would
+    otherwise import torch and Triton again (seconds each)."""
+    import torch  # noqa: F401
+    import triton
+    import triton.language
+    import triton.runtime.interpreter  # noqa: F401
+
+    import core.harness.compare
+    import core.harness.triton_cpu  # noqa: F401
 
 
 def category_of(source: str) -> str:
@@ -160,37 +238,141 @@ def convert(folder: Path, source: str, out: Path) -> Converted:
     sizes = [i for i, v in enumerate(runner.shapes[0]) if type(v) is int]
     if not sizes:
         raise ProblemError("off_template", "TEST_SHAPES holds no integer sizes to scale")
-    hidden = hidden_shapes(runner, source_file, usable, sizes)
-    if not hidden:
+    rule = Rule(runner.tolerance.atol, runner.tolerance.rtol)
+    by_volume = sorted(usable, key=lambda s: volume(s, sizes))
+    with counted(LINE_BUDGET):
+        # The arguments first (cheap, and the commonest reason not to convert): every one that
+        # varies across the shapes must be a tensor or read off one (aka_shapes.py).
+        early = [capture_call(runner, s) for s in by_volume[:3]]
+        read_layout(runner, source_file, early, [[] for _ in early], by_volume[:3], sizes)
+        reference = capture_reference(runner, by_volume[0])
+    try:
+        with cpu_limited(KERNEL_CPU_S):
+            outputs, _, returns_none = kernel_call(runner, source_file, early[0])
+    except TooMuchWork as exc:
         raise ProblemError(
-            "no_hidden",
-            "no scaled shape builds its inputs and runs the kernel: hidden workloads are impossible",
-        )
-    shapes = usable + hidden
-    calls = [capture_call(runner, source_file, s) for s in shapes]
-    runs = [output_shapes(runner, source_file, s) for s in shapes]
-    layout = read_layout(runner, source_file, calls, runs, shapes, sizes)
-    outputs = runs[0]
-    reference = capture_reference(runner, source_file, usable[0])
+            "interpreter",
+            f"its kernel needs {exc.what} in Triton's CPU interpreter at {by_volume[0]}",
+        ) from None
 
-    name = task_name(folder)
-    target = out / FAMILY / name
-    target.mkdir(parents=True, exist_ok=True)
     notes = [
         f"entry: {runner.entry}",
         f"shapes used: {len(usable)} of {len(runner.shapes)} (the first shape's flags)",
     ]
+    visible: list[Checked] = []
+    for shape in usable:
+        try:
+            visible.append(check_workload(runner, reference, outputs, shape, rule))
+        except BrokenWorkload as exc:
+            notes.append(f"visible shape {shape} left out: {exc.reason}")
+    if not visible:
+        raise ProblemError(
+            "reference",
+            "no TEST_SHAPES entry passes the reference's checks: " + "; ".join(notes[2:4]),
+        )
+    by_size = sorted(visible, key=lambda c: volume(c.shape, sizes))
+    cpu_visible = [c for c in by_size if c.nbytes <= CPU_CAP_BYTES][:2]
+    if not cpu_visible:
+        raise ProblemError(
+            "cpu_size", f"no shape moves under {CPU_CAP_BYTES / 1e6:.0f} MB: no CPU workload"
+        )
+    for at in cpu_visible:  # the task's own kernel must pass its own task where the CPU runs it
+        try:
+            own_kernel_passes(runner, source_file, outputs, at, rule, KERNEL_CPU_S)
+        except TooMuchWork as exc:
+            raise ProblemError(
+                "interpreter",
+                f"its kernel needs {exc.what} in Triton's CPU interpreter at {at.shape}: too slow for the CPU device",
+            ) from None
+    hidden = _hidden(runner, source_file, reference, outputs, visible, sizes, rule, notes)
+    cpu_hidden = [h for h in hidden[1:] if h.nbytes <= CPU_CAP_BYTES]
+    if not cpu_hidden:
+        raise ProblemError(
+            "cpu_size", f"the small hidden shape moves over {CPU_CAP_BYTES / 1e6:.0f} MB"
+        )
+
+    everything = visible + hidden
+    runs = [
+        [
+            (tuple(e.shape), o.dtype, o.arg if o.kind == "inplace" else None)
+            for e, o in zip(c.expected, outputs)
+        ]
+        for c in everything
+    ]
+    shapes = [c.shape for c in everything]
+    layout = read_layout(runner, source_file, [c.call for c in everything], runs, shapes, sizes)
+
+    name = task_name(folder)
+    target = out / FAMILY / name
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
     (target / "task.yaml").write_text(
-        task_yaml(config, source, runner, usable, hidden, sizes, layout, outputs, notes)
+        task_yaml(
+            config,
+            source,
+            runner,
+            [c.shape for c in visible],
+            [c.shape for c in hidden],
+            [c.shape for c in cpu_visible],
+            [c.shape for c in cpu_hidden],
+            sizes,
+            layout,
+            outputs,
+            reference.on_cpu,
+            notes,
+        )
     )
-    entry = entry_module(
-        source_file, source, runner, layout, [i for _, _, i in outputs if i is not None]
-    )
+    entry = entry_module(source_file, source, runner, layout, outputs, returns_none)
     (target / "baseline.py").write_text(entry)
     (target / "starter.py").write_text(entry)
+    (target / "adapter.py").write_text(
+        adapter_module(source, runner, layout, outputs, returns_none)
+    )
     (target / "reference.py").write_text(reference_module(runner, source, layout, reference))
-    (target / "inputs.py").write_text(inputs_module(runner, source, sizes, usable[0]))
+    (target / "inputs.py").write_text(inputs_module(runner, source, usable[0]))
     return Converted(source, f"{FAMILY}/{name}", str(target), tuple(notes))
+
+
+def _hidden(
+    runner: Runner,
+    source_file: Path,
+    reference: ReferenceCall,
+    outputs: list[KernelOutput],
+    visible: list[Checked],
+    sizes: list[int],
+    rule: Rule,
+    notes: list[str],
+) -> list[Checked]:
+    """The large hidden shape, then the small one: the first candidate of each group where the
+    reference passes its checks and the task's own kernel passes the reference in the
+    interpreter (a kernel that assumes divisible sizes fails at some; the next candidate rounds
+    to a multiple). The small one is checked first and fully; the large one's kernel check gets a
+    few CPU seconds and is noted where they do not suffice."""
+    large, small = hidden_candidates([c.shape for c in visible], sizes)
+    found: list[Checked | None] = [None, None]
+    for slot, group, budget in ((1, small, KERNEL_CPU_S), (0, large, LARGE_KERNEL_CPU_S)):
+        for shape in group:
+            try:
+                checked = check_workload(runner, reference, outputs, shape, rule)
+                own_kernel_passes(runner, source_file, outputs, checked, rule, budget)
+            except TooMuchWork as exc:
+                notes.append(
+                    f"the task's kernel was not run at hidden shape {shape} here (it needs {exc.what} in the interpreter)"
+                )
+            except (BrokenWorkload, ProblemError) as exc:
+                notes.append(f"hidden shape {shape} not used: {exc.reason}")
+                continue
+            found[slot] = checked
+            break
+    if found[0] is None or found[1] is None:
+        raise ProblemError(
+            "no_hidden",
+            "no scaled shape passes the reference's checks and the task's own kernel: hidden workloads are impossible ("
+            + "; ".join(n for n in notes if n.startswith("hidden"))[:600]
+            + ")",
+        )
+    return [found[0], found[1]]
 
 
 def _modes(shape: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.importers.aka_runner import Captured, Runner, capture_call, output_shapes
+from core.importers.aka_replay import Captured
+from core.importers.aka_runner import Runner
 from core.importers.kernelbench_problem import ProblemError, not_power_of_two
 
 HIDDEN_FACTORS = (0.7, 1.3)  # the visible shapes scaled by these give the hidden ones
@@ -148,32 +149,30 @@ def _dim_expr(sizes: list[int], axes: list[dict[str, int]]) -> str | int:
     )
 
 
-def hidden_shapes(
-    runner: Runner, source_file: Path, usable: list[tuple[Any, ...]], sizes: list[int]
-) -> list[tuple[Any, ...]]:
-    """The largest and the smallest shape, scaled to sizes that are not powers of two, where the
-    runner still builds inputs for them and the kernel runs."""
+def hidden_candidates(
+    usable: list[tuple[Any, ...]], sizes: list[int]
+) -> list[list[tuple[Any, ...]]]:
+    """Two groups of hidden shapes to try in order, the first that passes the checks taken from
+    each: the largest shape scaled by 1.3 and the smallest by 0.7, to sizes that are not powers
+    of two (plain, then multiples of 8, 16, 64 and 256 where the kernel needs divisible sizes)."""
     picks = [
         max(usable, key=lambda s: volume(s, sizes)),
         min(usable, key=lambda s: volume(s, sizes)),
     ]
-    found: list[tuple[Any, ...]] = []
+    groups: list[list[tuple[Any, ...]]] = []
+    seen: list[tuple[Any, ...]] = list(usable)
     for base, factor in zip(picks, HIDDEN_FACTORS[::-1]):
-        for multiple in (1, 8, 16, 64):
+        group = []
+        for multiple in (1, 8, 16, 64, 256):
             shape = tuple(
                 not_power_of_two(v * factor, multiple) if i in sizes and v >= 4 else v
                 for i, v in enumerate(base)
             )
-            if shape in usable or shape in found or shape == base:
-                continue
-            try:
-                capture_call(runner, source_file, shape)
-                output_shapes(runner, source_file, shape)
-            except ProblemError:
-                continue
-            found.append(shape)
-            break
-    return found
+            if shape not in seen and shape != base:
+                group.append(shape)
+                seen.append(shape)
+        groups.append(group)
+    return groups
 
 
 def volume(shape: tuple[Any, ...], sizes: list[int]) -> int:

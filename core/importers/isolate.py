@@ -32,7 +32,9 @@ class Budget:
     idle_s: float = 120.0
 
 
-def isolated(fn: Callable[..., Outcome], args: tuple[Any, ...], source: str, budget: Budget) -> Outcome:
+def isolated(
+    fn: Callable[..., Outcome], args: tuple[Any, ...], source: str, budget: Budget
+) -> Outcome:
     """`fn(*args)` in a forked child (see the module's docstring): a hang is a `hang`, CPU time
     past the budget a `cpu_limit`, a death a `crash`, each reported as that problem's outcome."""
     return isolated_all([(fn, args, source)], budget, workers=1)[0]
@@ -49,7 +51,9 @@ def isolated_all(
     import multiprocessing as mp
     from multiprocessing.connection import wait
 
-    ctx = mp.get_context("fork")  # torch is imported already and no GPU is touched: forking is cheap
+    ctx = mp.get_context(
+        "fork"
+    )  # torch is imported already and no GPU is touched: forking is cheap
     outcomes: list[Outcome | None] = [None] * len(items)
     pending = list(range(len(items)))[::-1]
     running: dict[int, _Child] = {}

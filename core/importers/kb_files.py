@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from core.importers.kb_sizes import BYTE_AXIS, FLOP_AXIS, numel_of, peak_for, probe_flops
+from core.importers.kb_sizes import BYTE_AXIS, FLOP_AXIS, peak_for, probe_flops
 from core.importers.kernelbench_problem import (
     Probe,
     Problem,
@@ -149,7 +149,11 @@ def task_yaml(
         "baseline_kind": "torch_composition",
         "baseline": "the problem's Model in eager PyTorch (KernelBench's own baseline)",
         "baselines": [
-            Flow(impl="eager", kind="torch_composition", calls="the problem's Model, eager (KernelBench's default baseline)"),
+            Flow(
+                impl="eager",
+                kind="torch_composition",
+                calls="the problem's Model, eager (KernelBench's default baseline)",
+            ),
             Flow(
                 impl="torch_compile",
                 kind="torch_composition",

@@ -25,7 +25,9 @@ from typing import Any
 
 from core.importers.kernelbench_problem import Probe, Problem
 
-SEED = 42  # KernelBench's eval: set_seed(42) before get_init_inputs() and before building each model
+SEED = (
+    42  # KernelBench's eval: set_seed(42) before get_init_inputs() and before building each model
+)
 BASELINE_DOC = "The baseline: the problem's Model in the problem's precision, eager or torch.compile (`IMPLS`)."
 STARTER_DOC = "The starter: the problem's Model in eager PyTorch; replace `run` (or the Model) with your kernel."
 REFERENCE_DOC = "The reference: the problem's Model in its precision, with PyTorch's default TF32 settings, as KernelBench compares."

@@ -8,9 +8,10 @@ The caps, each stated in the task's provenance and docs/interop.md:
   1 GB (a problem already at gigabytes is only scaled down), and at most 1/8 of the target
   device's memory (the harness holds a workload several times: the candidate's and the trusted
   process's inputs, the reference's and the candidate's outputs, the next timed call's inputs);
-- a CPU workload aims at 2 MB and 5·10⁷ FLOPs, never scales a constant below 8 (or its own
-  value, where smaller: a sequence of one hides a missing causal mask), and must stay under
-  100 MB and 2·10⁹ FLOPs, else the problem has no CPU workload and is not converted.
+- a CPU workload aims at 2 MB and 5·10⁷ FLOPs, scales no constant below 8 (or its own value,
+  where smaller: a sequence of one hides a missing causal mask) unless the model's own size
+  leaves nothing else under the caps (then 4, 2, 1), and must stay under 100 MB and 2·10⁹
+  FLOPs, else the problem has no CPU workload and is not converted.
 """
 
 from __future__ import annotations
@@ -25,9 +26,13 @@ from core.importers.kernelbench_problem import (
     not_power_of_two,
 )
 
-CPU_BYTES = 2 << 20  # a CPU workload aims at moving at most this much (inputs, parameters, outputs) ...
+CPU_BYTES = (
+    2 << 20
+)  # a CPU workload aims at moving at most this much (inputs, parameters, outputs) ...
 CPU_FLOPS = 5e7  # ... and computing at most this much, where the scalable constants allow
-CPU_CAP_BYTES = 100 * 10**6  # ... and never more than this (the model's own size may force it up to here)
+CPU_CAP_BYTES = (
+    100 * 10**6
+)  # ... and never more than this (the model's own size may force it up to here)
 CPU_CAP_FLOPS = 2e9
 CPU_FLOOR = 8  # no constant is scaled below min(this, its own value) for the CPU
 HIDDEN_FACTORS = (0.75, 1.3)  # the fixed hidden GPU workloads, relative to the problem's sizes
@@ -103,30 +108,23 @@ def _near(value: int, factor: float, multiple: int) -> int:
     return n
 
 
-def cpu_ladder(problem: Problem, base: Probe, scalable: list[str]) -> tuple[list[Probe], str | None]:
+def cpu_ladder(
+    problem: Problem, base: Probe, scalable: list[str]
+) -> tuple[list[Probe], str | None]:
     """CPU workloads to choose from, the preferred first: the largest common down-scaling of the
-    scalable constants that fits the CPU's aim (each constant at least min(8, its value)), then
-    the larger settings above it that stay within the caps (used where the preferred one is
-    degenerate: a lazy output passes there). A note where the aim could not be met; ProblemError
-    (`cpu_size`) where nothing fits the caps."""
-    floors = {c: min(CPU_FLOOR, base.constants[c]) for c in scalable}
+    scalable constants that fits the CPU's aim (each constant at least min(8, its value); 4, 2,
+    then 1 only where the model's own size leaves nothing else under the caps), then the larger
+    settings above it that stay within the caps (used where the preferred one is degenerate: a
+    lazy output passes there). A note where the aim could not be met; ProblemError (`cpu_size`)
+    where nothing fits the caps."""
     tried: list[Probe] = []
-    previous: dict[str, int] | None = None
-    for k in range(0, 24):
-        setting = {c: max(floors[c], int(base.constants[c] * 0.5**k)) for c in scalable}
-        if setting == previous:
-            break  # every constant at its floor
-        previous = setting
-        try:
-            probe = problem.probe(setting)
-        except ProblemError:
-            continue
-        tried.append(probe)
-        if probe.nbytes <= CPU_BYTES and probe_flops(probe) <= CPU_FLOPS:
+    for floor in (CPU_FLOOR, 4, 2, 1):
+        tried = _halvings(problem, base, scalable, floor)
+        if any(_within(p) for p in tried):
             break
     if not tried:
         raise ProblemError("cpu_size", "no down-scaled size runs on the meta device")
-    within = [p for p in tried if p.nbytes <= CPU_CAP_BYTES and probe_flops(p) <= CPU_CAP_FLOPS]
+    within = [p for p in tried if _within(p)]
     if not within:
         low = tried[-1]
         raise ProblemError(
@@ -143,6 +141,31 @@ def cpu_ladder(problem: Problem, base: Probe, scalable: list[str]) -> tuple[list
         else f"the CPU workload moves {best.nbytes / 1e6:.1f} MB and {probe_flops(best):.2g} FLOPs (the model's own sizes do not scale further)"
     )
     return ladder, note
+
+
+def _halvings(problem: Problem, base: Probe, scalable: list[str], floor: int) -> list[Probe]:
+    """The problem with every scalable constant halved k = 0, 1, 2, ... times (never below
+    min(floor, its value)), largest first, until a setting meets the CPU's aim."""
+    floors = {c: min(floor, base.constants[c]) for c in scalable}
+    tried: list[Probe] = []
+    previous: dict[str, int] | None = None
+    for k in range(0, 24):
+        setting = {c: max(floors[c], int(base.constants[c] * 0.5**k)) for c in scalable}
+        if setting == previous:
+            break  # every constant at its floor
+        previous = setting
+        try:
+            probe = problem.probe(setting)
+        except ProblemError:
+            continue
+        tried.append(probe)
+        if probe.nbytes <= CPU_BYTES and probe_flops(probe) <= CPU_FLOPS:
+            break
+    return tried
+
+
+def _within(p: Probe) -> bool:
+    return p.nbytes <= CPU_CAP_BYTES and probe_flops(p) <= CPU_CAP_FLOPS
 
 
 def probe_flops(p: Probe) -> int:

@@ -61,6 +61,7 @@ from core.importers.report import Converted, ImportReport, Skipped
 
 FAMILY = "kernelbench"
 
+BUDGET = Budget(cpu_s=120.0)
 OnProblem = Callable[
     [int, int, str, "Converted | Skipped"], None
 ]  # (index, total, source, outcome)
@@ -70,7 +71,7 @@ OnProblem = Callable[
 class Options:
     precision: str = "fp32"
     levels: tuple[int, ...] = (1, 2, 3, 4)
-    budget: Budget = Budget()  # one problem's conversion: CPU seconds, not wall-clock (isolate.py)
+    budget: Budget = BUDGET  # one problem's conversion: CPU seconds, not wall-clock (isolate.py)
     device_gb: float = DEFAULT_DEVICE_GB  # the target device's memory: caps the hidden workloads
     workers: int = 1  # problems converted at once (one CPU each)
     only: tuple[str, ...] = ()  # glob patterns on the problem's path (`level1/19_*`): only those

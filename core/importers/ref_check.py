@@ -10,8 +10,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from core.harness import compare
-
 
 @dataclass(frozen=True)
 class Rule:
@@ -65,13 +63,28 @@ def lazy_passes(want: Any, inputs: Sequence[Any], rule: Rule) -> str | None:
         flat = ref.double()
         mean = float(flat.mean())
         value: float | int | bool = (
-            mean if ref.is_floating_point() else (mean >= 0.5 if ref.dtype == torch.bool else round(mean))
+            mean
+            if ref.is_floating_point()
+            else (mean >= 0.5 if ref.dtype == torch.bool else round(mean))
         )
         tries.append(("a constant output (the expected mean)", torch.full_like(ref, value)))
     for i, x in enumerate(inputs):
         if isinstance(x, torch.Tensor) and x.shape == ref.shape and x.data_ptr() != ref.data_ptr():
             tries.append((f"input {i} handed back", x.detach().to(ref.dtype)))
     for what, got in tries:
-        if compare.compare(got, ref, rule.atol, rule.rtol, rule.min_match)["passed"]:
+        if passes(got, ref, rule):
             return what
     return None
+
+
+def passes(got: Any, want: Any, rule: Rule) -> bool:
+    """compare.compare's verdict alone (core/harness/compare.py), without its report: NaN/Inf
+    in `got` never pass, at most (1 - min_match) of the elements may miss."""
+    import torch
+
+    work = torch.float64 if want.dtype == torch.float64 else torch.float32
+    g, w = got.to(work), want.to(work)
+    ok = (g - w).abs() <= rule.atol + rule.rtol * w.abs()  # NaN and Inf compare False
+    n = w.numel()
+    allowed = max((1 - rule.min_match) * n, 1.0 if rule.min_match < 1 else 0.0)
+    return n - int(ok.sum()) <= allowed + 1e-9

@@ -228,7 +228,7 @@ async def execute(
             try:
                 if planned[key].task.external is not None:
                     raise BadCandidate("external tasks run their own commands, never in a batch")
-                check_candidate(planned[key].candidate)
+                check_candidate(planned[key].candidate, planned[key].task)
             except (BadCandidate, ValueError):
                 alone.append(key)  # reported by its own evaluation, as ever
                 continue
