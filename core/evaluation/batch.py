@@ -150,6 +150,7 @@ async def evaluate_batch(
         visible_only=visible_only,
         profile=profile,
         files=staged.named(task.path.resolve()),
+        baseline_impl=evaluator.baseline_impl,
     )
     job["batch"] = members
     job["concurrency"] = concurrency(evaluator)

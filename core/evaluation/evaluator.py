@@ -97,12 +97,16 @@ class Evaluator:
         sync_each_call: bool = False,
         executor: Executor | None = None,
         timing: Timing | None = None,
+        baseline_impl: str | None = None,
     ):
         """`graphs=False` times decode-sized workloads eagerly too; `sync_each_call=True` makes
         the host wait for the device after every timed call (both for timer studies: the
         default queues a round's calls back to back, see docs/fidelity.md); `timing` replaces
-        the device's timing budget (the cheat suite's short one, say)."""
+        the device's timing budget (the cheat suite's short one, say); `baseline_impl` times
+        against that one of a task's `baselines:` where the task declares it (the result's
+        `baseline_impl` records what ran)."""
         self.graphs, self.sync_each_call, self.timing = graphs, sync_each_call, timing
+        self.baseline_impl = baseline_impl
         # What judges candidates is read once, checked against the manifest, before any of them
         # runs (a mismatch raises ManifestMismatch: exit 2); later evaluations use these bytes.
         self.engine_data = manifest.stage_engine_data()
@@ -220,6 +224,7 @@ class Evaluator:
             world_size=world_size,
             profile=profile,
             files=staged.named(task.path.resolve()),
+            baseline_impl=self.baseline_impl,
         )
         watched = (("task_files_modified", staged), ("engine_data_modified", self.engine_data))
         before = [(what, files.on_disk()) for what, files in watched]

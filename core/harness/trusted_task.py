@@ -78,6 +78,8 @@ def load_task(job: dict[str, Any]) -> TaskCode:
         baseline_source, "arena_baseline", str(task_dir / "baseline.py")
     )
     baseline_run = entry(baseline_module, "baseline.py")
+    if job.get("baseline_impl"):
+        baseline_run = chosen_impl(baseline_module, job["baseline_impl"])
     custom = None
     if sources["inputs.py"] is not None:
         custom = module_from_source(
@@ -91,6 +93,28 @@ def load_task(job: dict[str, Any]) -> TaskCode:
     return TaskCode(
         device, sources, reference_run, baseline_module, baseline_run, custom, check, pooled
     )
+
+
+def chosen_impl(module: Any, name: str) -> Callable[..., Any]:
+    """The baseline implementation a run asked for by name (`arena eval --baseline-impl`, a run
+    file's `baseline_impl:`): baseline.py's `IMPLS[name]`, reported as that name; an error where
+    it has none or it did not import here (the evaluation is then an infrastructure fault that
+    says so, never a silent fall back to another baseline)."""
+    impls = getattr(module, "IMPLS", None)
+    run = impls.get(name) if isinstance(impls, dict) else None
+    if not callable(run):
+        available = [k for k, v in impls.items() if callable(v)] if isinstance(impls, dict) else []
+        raise RuntimeError(
+            f"the run asks for baseline `{name}`, which baseline.py cannot run here "
+            f"(its IMPLS that import here: {', '.join(available) or 'none'})"
+        )
+
+    def chosen(*args: Any) -> Any:
+        out = run(*args)
+        module.IMPL = name
+        return out
+
+    return chosen
 
 
 def baseline_impl(module: Any) -> str | None:

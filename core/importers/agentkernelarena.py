@@ -241,8 +241,8 @@ def convert(folder: Path, source: str, out: Path) -> Converted:
     rule = Rule(runner.tolerance.atol, runner.tolerance.rtol)
     by_volume = sorted(usable, key=lambda s: volume(s, sizes))
     with counted(LINE_BUDGET):
-        # The arguments first (cheap, and the commonest reason not to convert): every one that
-        # varies across the shapes must be a tensor or read off one (aka_shapes.py).
+        # The arguments first (the commonest reason not to convert): every one that varies
+        # across the shapes must be a tensor or read off one (aka_shapes.py).
         early = [capture_call(runner, s) for s in by_volume[:3]]
         read_layout(runner, source_file, early, [[] for _ in early], by_volume[:3], sizes)
         reference = capture_reference(runner, by_volume[0])
@@ -260,14 +260,16 @@ def convert(folder: Path, source: str, out: Path) -> Converted:
         f"shapes used: {len(usable)} of {len(runner.shapes)} (the first shape's flags)",
     ]
     visible: list[Checked] = []
+    broken: list[BrokenWorkload] = []
     for shape in usable:
         try:
             visible.append(check_workload(runner, reference, outputs, shape, rule))
         except BrokenWorkload as exc:
+            broken.append(exc)
             notes.append(f"visible shape {shape} left out: {exc.reason}")
     if not visible:
         raise ProblemError(
-            "reference",
+            broken[0].kind,
             "no TEST_SHAPES entry passes the reference's checks: " + "; ".join(notes[2:4]),
         )
     by_size = sorted(visible, key=lambda c: volume(c.shape, sizes))
@@ -351,8 +353,13 @@ def _hidden(
     few CPU seconds and is noted where they do not suffice."""
     large, small = hidden_candidates([c.shape for c in visible], sizes)
     found: list[Checked | None] = [None, None]
+    rounding = (
+        1  # the small shape's: the large one starts there (a kernel's divisibility is its own)
+    )
     for slot, group, budget in ((1, small, KERNEL_CPU_S), (0, large, LARGE_KERNEL_CPU_S)):
-        for shape in group:
+        for multiple, shape in group:
+            if slot == 0 and multiple < rounding:
+                continue
             try:
                 checked = check_workload(runner, reference, outputs, shape, rule)
                 own_kernel_passes(runner, source_file, outputs, checked, rule, budget)
@@ -363,7 +370,7 @@ def _hidden(
             except (BrokenWorkload, ProblemError) as exc:
                 notes.append(f"hidden shape {shape} not used: {exc.reason}")
                 continue
-            found[slot] = checked
+            found[slot], rounding = checked, multiple
             break
     if found[0] is None or found[1] is None:
         raise ProblemError(

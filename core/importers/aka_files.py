@@ -63,11 +63,6 @@ def task_yaml(
     byte_terms = (
         " + ".join(f"{_numel_expr(dims)} * {_itemsize(dtype)}" for dims, dtype in moved) or "1"
     )
-    views = [
-        f"output {k} is a view of `{layout.arg_names[o.arg]}` (`run` returns a copy of it)"  # type: ignore[index]
-        for k, o in enumerate(outputs)
-        if o.kind == "view"
-    ]
     spec = {
         "schema_version": 1,
         "description": " ".join(str(prompt).split())
@@ -85,8 +80,7 @@ def task_yaml(
                 "reference": f"the runner's own {'reference_* function'}, called as run_correctness calls it"
                 + (" (on CPU copies, as the runner does)" if reference_on_cpu else ""),
                 "tolerance": tol.how,
-                "outputs": "; ".join(_output_note(o, layout) for o in outputs)
-                + "".join(f"; {v}" for v in views),
+                "outputs": "; ".join(_output_note(o, layout) for o in outputs),
                 "flops": "unknown (the task states none): 1, so the speed of light is the bytes' alone",
                 "bytes": "the sizes of the tensor arguments and of the outputs",
                 "fixed_arguments": {k: repr(v) for k, v in layout.fixed.items()},
@@ -123,7 +117,11 @@ def _output_note(o: KernelOutput, layout: Layout) -> str:
     if o.kind == "returned":
         return "returned"
     arg = layout.arg_names[o.arg]  # type: ignore[index]
-    return f"written in place into `{arg}`" if o.kind == "inplace" else f"a view of `{arg}`"
+    return (
+        f"written in place into `{arg}`"
+        if o.kind == "inplace"
+        else f"a view of `{arg}`, which `run` returns as a copy (the harness takes no output that shares an input's memory)"
+    )
 
 
 def _numel_expr(dims: list[str | int]) -> str:

@@ -14,6 +14,13 @@ from core.importers.aka_runner import Runner
 from core.importers.kernelbench_problem import ProblemError, not_power_of_two
 
 HIDDEN_FACTORS = (0.7, 1.3)  # the visible shapes scaled by these give the hidden ones
+MULTIPLES = (
+    1,
+    8,
+    16,
+    64,
+    256,
+)  # hidden sizes rounded to these, in turn, where a kernel needs divisible sizes
 
 
 @dataclass
@@ -151,25 +158,26 @@ def _dim_expr(sizes: list[int], axes: list[dict[str, int]]) -> str | int:
 
 def hidden_candidates(
     usable: list[tuple[Any, ...]], sizes: list[int]
-) -> list[list[tuple[Any, ...]]]:
-    """Two groups of hidden shapes to try in order, the first that passes the checks taken from
-    each: the largest shape scaled by 1.3 and the smallest by 0.7, to sizes that are not powers
-    of two (plain, then multiples of 8, 16, 64 and 256 where the kernel needs divisible sizes)."""
+) -> list[list[tuple[int, tuple[Any, ...]]]]:
+    """Two groups of (multiple, hidden shape) to try in order, the first that passes the checks
+    taken from each: the largest shape scaled by 1.3 and the smallest by 0.7, to sizes that are
+    not powers of two (plain, then multiples of 8, 16, 64 and 256 where the kernel needs
+    divisible sizes)."""
     picks = [
         max(usable, key=lambda s: volume(s, sizes)),
         min(usable, key=lambda s: volume(s, sizes)),
     ]
-    groups: list[list[tuple[Any, ...]]] = []
+    groups: list[list[tuple[int, tuple[Any, ...]]]] = []
     seen: list[tuple[Any, ...]] = list(usable)
     for base, factor in zip(picks, HIDDEN_FACTORS[::-1]):
         group = []
-        for multiple in (1, 8, 16, 64, 256):
+        for multiple in MULTIPLES:
             shape = tuple(
                 not_power_of_two(v * factor, multiple) if i in sizes and v >= 4 else v
                 for i, v in enumerate(base)
             )
             if shape not in seen and shape != base:
-                group.append(shape)
+                group.append((multiple, shape))
                 seen.append(shape)
         groups.append(group)
     return groups

@@ -32,7 +32,7 @@ def check_outputs(outputs: Sequence[Any], inputs: Sequence[Any], rule: Rule, whe
     import torch
 
     for k, out in enumerate(outputs):
-        name = f"output {k}" if len(outputs) > 1 else "the output"
+        name = f"output {k}" if len(outputs) > 1 else "output"
         if not isinstance(out, torch.Tensor):
             raise BrokenWorkload(
                 "reference_outputs", f"{name} at {where} is a {type(out).__name__}, not a tensor"
@@ -40,13 +40,13 @@ def check_outputs(outputs: Sequence[Any], inputs: Sequence[Any], rule: Rule, whe
         if out.is_floating_point() and not bool(torch.isfinite(out.float()).all()):
             raise BrokenWorkload(
                 "reference_nonfinite",
-                f"the reference's {name} has NaN or Inf at {where}: no candidate can pass there (NaN/Inf never pass)",
+                f"the reference's {name} has NaN or Inf at {where}: no candidate can pass there (NaN and Inf never pass here)",
             )
         lazy = lazy_passes(out, inputs, rule)
         if lazy:
             raise BrokenWorkload(
                 "degenerate",
-                f"{lazy} passes the correctness rule (atol {rule.atol:g}, rtol {rule.rtol:g}) for {name} at {where}: "
+                f"{lazy} passes the correctness rule (atol {rule.atol:g}, rtol {rule.rtol:g}) for the reference's {name} at {where}: "
                 "a candidate that computes nothing would pass",
             )
 

@@ -113,7 +113,9 @@ async def execute(
     outcome = RunOutcome(run_id)
     root = Path(tempfile.mkdtemp(prefix="arena-run-"))
     folders = attempts_root or store.path.parent / "attempts" / run_id
-    pool = EvaluatorPool(executor_factory, lambda: root, keep_folders=False)
+    pool = EvaluatorPool(
+        executor_factory, lambda: root, keep_folders=False, baseline_impl=spec.baseline_impl
+    )
     job_ids: dict[str, int] = {}
     checks = itertools.count(1)
 
