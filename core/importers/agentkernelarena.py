@@ -71,7 +71,7 @@ from core.importers.work import TooMuchWork, counted, cpu_limited
 
 FAMILY = "agentkernelarena"
 OnTask = Callable[[int, int, str, "Converted | Skipped"], None]
-BUDGET = Budget(cpu_s=300.0)
+BUDGET = Budget(cpu_s=120.0)
 
 
 @dataclass(frozen=True)
@@ -372,6 +372,8 @@ def _hidden(
                 continue
             found[slot], rounding = checked, multiple
             break
+        if found[slot] is None:
+            break  # no small hidden shape: the large ones would cost more and fail the same way
     if found[0] is None or found[1] is None:
         raise ProblemError(
             "no_hidden",

@@ -25,7 +25,7 @@ from core.importers.kernelbench_problem import ProblemError
 from core.importers.ref_check import BrokenWorkload, Rule, check_outputs
 from core.importers.work import TooMuchWork, counted, cpu_limited
 
-LINE_BUDGET = 2_000_000  # Python lines to build one workload's inputs and run its reference
+LINE_BUDGET = 1_000_000  # Python lines to build one workload's inputs and run its reference
 KERNEL_CPU_S = 20.0  # CPU seconds for one call of the task's kernel in Triton's interpreter
 LARGE_KERNEL_CPU_S = (
     5.0  # ... at the large hidden shape, where it is a check beyond the CPU's needs
@@ -94,6 +94,11 @@ def check_workload(
         ) from None
     except ProblemError as exc:
         raise BrokenWorkload(exc.kind, exc.reason) from None
+    except MemoryError:
+        raise BrokenWorkload(
+            "too_large",
+            f"building the inputs and running the reference at {where} needs more memory than the import allows",
+        ) from None
     except Exception as exc:  # noqa: BLE001 - the runner's reference may raise anything
         raise BrokenWorkload(
             "reference_raises",

@@ -259,6 +259,7 @@ def kernel_call(
     values = call.values
     try:
         spec.loader.exec_module(module)  # type: ignore[union-attr]
+        _first_configs_only(module)
         before = [a.clone() if isinstance(a, torch.Tensor) else a for a in values]
         result = getattr(module, runner.entry)(*call.call_args, **call.call_kwargs)
     except TooMuchWork:
@@ -302,6 +303,20 @@ def kernel_call(
             "outputs", f"`{runner.entry}` returns nothing and changes none of its inputs"
         )
     return found, tensors, result is None
+
+
+def _first_configs_only(module: Any) -> None:
+    """Each @triton.autotune kernel of the module keeps its first config: at import only the
+    kernel's outputs matter, and the interpreter would run every config to time it (eleven
+    runs of a scan kernel took a minute of CPU)."""
+    from triton.runtime.autotuner import Autotuner
+
+    for value in vars(module).values():
+        seen = 0
+        while value is not None and seen < 8:  # heuristics and autotuners wrap each other by .fn
+            if isinstance(value, Autotuner) and len(value.configs) > 1:
+                value.configs = value.configs[:1]
+            value, seen = getattr(value, "fn", None), seen + 1
 
 
 def _shares(a: Any, b: Any) -> bool:

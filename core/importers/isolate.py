@@ -26,10 +26,13 @@ Item = tuple[Callable[..., Outcome], tuple[Any, ...], str]  # (function, its arg
 @dataclass(frozen=True)
 class Budget:
     """What one problem's conversion may use: `cpu_s` CPU seconds (all its threads; the kernel
-    stops it past them), and `idle_s` seconds without using the CPU at all before it counts as hung."""
+    stops it past them), `idle_s` seconds without using the CPU at all before it counts as hung,
+    and `memory_bytes` of memory of its own."""
 
     cpu_s: float = 120.0
     idle_s: float = 120.0
+    memory_bytes: int = 4 << 30  # RLIMIT_DATA: its allocations past this raise MemoryError (a reference at a
+    # GPU-sized shape materialising a huge intermediate), never the machine's OOM killer
 
 
 def isolated(
@@ -158,6 +161,7 @@ def _child(
     limit = max(1, int(budget.cpu_s))
     resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + 5))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_DATA, (budget.memory_bytes, budget.memory_bytes))
     try:
         import torch
 

@@ -1,6 +1,6 @@
 """A converted KernelBench problem's reference, run at each of its workloads at import from the
-files just written (ref_check.py says what is checked). Workloads that move at most 100 MB and
-compute at most 2·10⁹ FLOPs run for real on the CPU (every CPU workload does); larger GPU ones
+files just written (ref_check.py says what is checked). Every CPU workload runs for real on the
+CPU, and so do GPU-sized ones that move at most 100 MB and compute at most 2·10⁹ FLOPs; larger ones
 ran on the meta device while they were sized (shapes and dtypes; their values are the harness's
 to check on the device). A hidden or CPU workload that fails is left out (the next size tried
 takes its place); the problem's own sizes failing means the problem is not converted."""
@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from core.importers.kb_files import Layout
-from core.importers.kb_sizes import CPU_CAP_BYTES, CPU_CAP_FLOPS, probe_flops
+from core.importers.kb_sizes import CPU_CAP_BYTES, probe_flops
 from core.importers.kernelbench_problem import Probe, ProblemError
 from core.importers.ref_check import BrokenWorkload, Rule, check_outputs
 
-RUN_BYTES, RUN_FLOPS = CPU_CAP_BYTES, CPU_CAP_FLOPS  # what runs for real at import
+RUN_BYTES, RUN_FLOPS = CPU_CAP_BYTES, 2e9  # GPU-sized workloads run for real at import up to these
 HIDDEN_WANTED = 2  # hidden workloads kept per set (GPU and CPU)
 CHECK_SEED = 0  # the inputs the checks draw: the same at every import
 
@@ -67,14 +67,14 @@ def checked_workloads(
         raise ProblemError("no_hidden", "; ".join(notes[1:]) or "no hidden workload passes")
     for rung, hidden in zip(ladder, cpu_hidden):
         try:
-            run.check(rung, "the CPU workload " + _label(rung, base))
+            run.check(rung, "the CPU workload " + _label(rung, base), always=True)
         except BrokenWorkload as exc:
             notes.append(f"CPU size {_label(rung, base)} not used: {exc.reason}")
             continue
         passing = []
         for p in hidden:
             try:
-                run.check(p, "the CPU workload " + _label(p, base))
+                run.check(p, "the CPU workload " + _label(p, base), always=True)
                 passing.append(p)
             except BrokenWorkload as exc:
                 notes.append(f"CPU hidden size {_label(p, base)} left out: {exc.reason}")
@@ -107,10 +107,11 @@ class _Reference:
         self.reference = _load(folder / "reference.py", f"kb_check_reference_{tag}")
         self.layout, self.rule = layout, rule
 
-    def check(self, p: Probe, where: str) -> bool:
+    def check(self, p: Probe, where: str, always: bool = False) -> bool:
         """True where it ran for real and passed; False where it is too large to run here (its
-        meta-device probe stands); BrokenWorkload where it fails."""
-        if p.nbytes > RUN_BYTES or probe_flops(p) > RUN_FLOPS:
+        meta-device probe stands; `always` runs it anyway: a CPU workload); BrokenWorkload where
+        it fails."""
+        if not always and (p.nbytes > RUN_BYTES or probe_flops(p) > RUN_FLOPS):
             return False
         import torch
 
