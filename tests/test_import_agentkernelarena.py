@@ -247,3 +247,19 @@ def test_the_real_set_converts_most_vllm_triton_tasks(tmp_path):
     report = import_agentkernelarena(os.environ["AGENTKERNELARENA_PATH"], tmp_path)
     done, total = report.by_group(category_of)["triton2triton/vllm"]
     assert total >= 100 and done >= total // 3
+
+
+def test_the_work_of_a_reference_is_counted_not_timed():
+    # a reference written as Python loops stops at the same line on any machine, under any load
+    from core.importers.work import TooMuchWork, counted
+
+    def loops(n: int) -> int:
+        total = 0
+        for i in range(n):
+            total += i
+        return total
+
+    with counted(10_000):
+        assert loops(1000) == 499500
+    with pytest.raises(TooMuchWork, match="more than 10,000 Python lines"), counted(10_000):
+        loops(100_000)

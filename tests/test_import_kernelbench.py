@@ -318,3 +318,27 @@ def test_the_real_kernelbench_level_1_converts(tmp_path):
     done, total = report.by_group(level_of)["level 1"]
     assert total == 100 and done >= 85
     shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def _spin(source: str) -> None:
+    while True:
+        pass
+
+
+def _wait(source: str) -> None:
+    import time
+
+    time.sleep(60)
+
+
+def test_a_conversion_is_limited_by_cpu_time_and_a_blocked_one_is_a_hang():
+    # CPU seconds, not a wall clock: a busy machine slows a child down but gives it the same
+    # CPU seconds for the same work, so the outcome does not change with the load
+    from core.importers.isolate import Budget, isolated_all
+
+    outcomes = isolated_all(
+        [(_spin, ("spin.py",), "spin.py"), (_wait, ("wait.py",), "wait.py")],
+        Budget(cpu_s=1, idle_s=3),
+        workers=2,
+    )
+    assert [(o.source, o.kind) for o in outcomes] == [("spin.py", "cpu_limit"), ("wait.py", "hang")]

@@ -155,7 +155,9 @@ def _child(
     send: Any, fn: Callable[..., Any], args: tuple[Any, ...], source: str, budget: Budget
 ) -> None:
     import resource
+    import warnings
 
+    warnings.simplefilter("ignore")  # the problem's own code's warnings (numpy's in the interpreter) are not the import's
     # Level 4 loads configs and weights from a hub at import: use what is cached, never wait on a network.
     os.environ["HF_HUB_OFFLINE"] = "1"
     limit = max(1, int(budget.cpu_s))
