@@ -240,12 +240,18 @@ def convert(folder: Path, source: str, out: Path) -> Converted:
         raise ProblemError("off_template", "TEST_SHAPES holds no integer sizes to scale")
     rule = Rule(runner.tolerance.atol, runner.tolerance.rtol)
     by_volume = sorted(usable, key=lambda s: volume(s, sizes))
-    with counted(LINE_BUDGET):
-        # The arguments first (the commonest reason not to convert): every one that varies
-        # across the shapes must be a tensor or read off one (aka_shapes.py).
-        early = [capture_call(runner, s) for s in by_volume[:3]]
-        read_layout(runner, source_file, early, [[] for _ in early], by_volume[:3], sizes)
-        reference = capture_reference(runner, by_volume[0])
+    try:
+        with counted(LINE_BUDGET):
+            # The arguments first (the commonest reason not to convert): every one that varies
+            # across the shapes must be a tensor or read off one (aka_shapes.py).
+            early = [capture_call(runner, s) for s in by_volume[:3]]
+            read_layout(runner, source_file, early, [[] for _ in early], by_volume[:3], sizes)
+            reference = capture_reference(runner, by_volume[0])
+    except TooMuchWork as exc:
+        raise ProblemError(
+            "too_much_work",
+            f"building the inputs and finding the reference's call at the smallest shapes took {exc.what}",
+        ) from None
     try:
         with cpu_limited(KERNEL_CPU_S):
             outputs, _, returns_none = kernel_call(runner, source_file, early[0])

@@ -89,9 +89,7 @@ def read_layout(
                 dims_of(name, tensor_shapes[name]),
                 str(column[0].dtype).removeprefix("torch."),
             )
-        elif column[0] is None or all(
-            v == column[0] and type(v) is type(column[0]) for v in column
-        ):
+        elif all(_same(v, column[0]) for v in column):
             fixed[name] = column[0]
         else:
             varying.append((name, column))
@@ -101,6 +99,24 @@ def read_layout(
         label = f"out{k}" if len(runs[0]) > 1 else "out"
         outputs.append([] if inplace is not None else dims_of(label, [r[k][0] for r in runs]))
     return Layout(names, tensor, fixed, kw_names, n_pos, outputs, shapes, derived, from_shape)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether an argument is the same at two shapes: plain values compared; a tensor or a
+    list of tensors (a set of weights) is never a value `run` could fix."""
+    import torch
+
+    def holds_tensors(x: Any) -> bool:
+        return isinstance(x, torch.Tensor) or (
+            isinstance(x, (list, tuple)) and any(holds_tensors(y) for y in x)
+        )
+
+    if type(a) is not type(b) or holds_tensors(a) or holds_tensors(b):
+        return False
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - a value whose == raises is not one run can fix
+        return False
 
 
 def _shape_source(

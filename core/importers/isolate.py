@@ -31,7 +31,9 @@ class Budget:
 
     cpu_s: float = 120.0
     idle_s: float = 120.0
-    memory_bytes: int = 4 << 30  # RLIMIT_DATA: its allocations past this raise MemoryError (a reference at a
+    memory_bytes: int = (
+        4 << 30
+    )  # RLIMIT_DATA: its allocations past this raise MemoryError (a reference at a
     # GPU-sized shape materialising a huge intermediate), never the machine's OOM killer
 
 
@@ -157,7 +159,9 @@ def _child(
     import resource
     import warnings
 
-    warnings.simplefilter("ignore")  # the problem's own code's warnings (numpy's in the interpreter) are not the import's
+    warnings.simplefilter(
+        "ignore"
+    )  # the problem's own code's warnings (numpy's in the interpreter) are not the import's
     # Level 4 loads configs and weights from a hub at import: use what is cached, never wait on a network.
     os.environ["HF_HUB_OFFLINE"] = "1"
     limit = max(1, int(budget.cpu_s))

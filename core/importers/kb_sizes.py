@@ -33,7 +33,9 @@ CPU_FLOPS = 5e7  # ... and computing at most this much, where the scalable const
 CPU_CAP_BYTES = (
     100 * 10**6
 )  # ... and never more than this (the model's own size may force it up to here)
-CPU_CAP_FLOPS = 1e10  # ... and 10 GFLOPs (a ResNet block at batch 1: seconds in eager PyTorch on a core)
+CPU_CAP_FLOPS = (
+    1e10  # ... and 10 GFLOPs (a ResNet block at batch 1: seconds in eager PyTorch on a core)
+)
 CPU_FLOOR = 8  # no constant is scaled below min(this, its own value) for the CPU
 HIDDEN_FACTORS = (0.75, 1.3)  # the fixed hidden GPU workloads, relative to the problem's sizes
 FALLBACK_FACTORS = (0.6, 0.9, 0.5)  # tried, in order, where a factor above would pass the cap
