@@ -181,7 +181,7 @@ def table(data: dict[str, Any]) -> str:
     device = data.get("device", {})
     lines = [
         f"{device.get('model', '?')}, {data.get('date', '?')}, torch {device.get('versions', {}).get('torch', '?')}; "
-        f"{data.get('seconds', 0):.0f} s for {len(data['records'])} evaluations",
+        f"profile {data.get('profile', '?')}; {data.get('seconds', 0):.0f} s for {len(data['records'])} evaluations",
         "",
         "| task | kind | candidate | baseline | status | baseline µs (visible) | candidate µs | speedup | s |",
         "| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: |",
@@ -231,7 +231,11 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     candidates = args.out / "candidates"
     t0 = time.monotonic()
-    data: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "records": []}
+    data: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d"),
+        "profile": args.profile,
+        "records": [],
+    }
     with Evaluator(args.device) as evaluator:
         data["device"] = {**evaluator.info.to_json(), "versions": evaluator.info.versions}
         plan = PLAN
@@ -266,7 +270,7 @@ def main() -> int:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(make(task.path, role == "wrong"))
                 evaluator.baseline_impl = impl
-                result = evaluator.evaluate(task, path, seed=1234)
+                result = evaluator.evaluate(task, path, seed=1234, profile=args.profile)
                 r = record(task, role, impl, result, time.monotonic() - start)
             except Exception:  # noqa: BLE001 - one broken task must not hide the others
                 r = {
