@@ -210,7 +210,13 @@ def main() -> int:
     parser.add_argument("--aka-dir", type=Path, default=Path(".akatasks"))
     parser.add_argument("--out", type=Path, default=Path("."))
     parser.add_argument(
-        "--budget-s", type=float, default=210.0, help="start no evaluation after this many seconds"
+        "--budget-s", type=float, default=200.0, help="start no evaluation after this many seconds"
+    )
+    parser.add_argument(
+        "--profile",
+        default="train",
+        choices=("train", "full"),
+        help="train (default: one timed workload per regime, to fit a short device call) or full",
     )
     parser.add_argument("--table", type=Path, help="regenerate the table from this JSON and stop")
     parser.add_argument(

@@ -342,3 +342,21 @@ def test_a_conversion_is_limited_by_cpu_time_and_a_blocked_one_is_a_hang():
         workers=2,
     )
     assert [(o.source, o.kind) for o in outcomes] == [("spin.py", "cpu_limit"), ("wait.py", "hang")]
+
+
+def test_a_run_file_names_the_baseline_for_its_whole_run(imported, tmp_path):
+    from core.orchestration.pool import EvaluatorPool
+    from core.orchestration.runfile import RunFileError, load_run_file
+
+    out, _ = imported
+    run = tmp_path / "run.yaml"
+    run.write_text("tasks: [kernelbench/l1_001_scaled_add]\nbaseline_impl: torch_compile\n")
+    spec = load_run_file(run, tasks_dir=out)
+    assert spec.baseline_impl == "torch_compile"
+    pool = EvaluatorPool(
+        lambda device, folder: None, lambda: tmp_path, baseline_impl=spec.baseline_impl
+    )
+    assert pool.baseline_impl == "torch_compile"  # every evaluator the run makes gets it
+    run.write_text("tasks: [kernelbench/l1_001_scaled_add]\nbaseline_impl: [a, b]\n")
+    with pytest.raises(RunFileError, match="baseline_impl"):
+        load_run_file(run, tasks_dir=out)
