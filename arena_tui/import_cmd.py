@@ -16,7 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from core.importers.kb_sizes import DEFAULT_DEVICE_GB
+from core.importers.kb_sizes import CPU_CAP_BYTES, DEFAULT_DEVICE_GB
 from core.model.result import EXIT_BAD_INPUT, EXIT_PASSED
 
 
@@ -76,6 +76,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=DEFAULT_DEVICE_GB,
         metavar="GB",
         help=f"the target GPU's memory: hidden workloads move at most 1/8 of it (default {DEFAULT_DEVICE_GB:g}, KernelBench's H100)",
+    )
+    p.add_argument(
+        "--cpu-memory",
+        type=float,
+        default=CPU_CAP_BYTES / 1e6,
+        metavar="MB",
+        help=f"a CPU workload moves less than this (default {CPU_CAP_BYTES / 1e6:g}); a problem whose parameters alone are more has no CPU workload and is not converted",
     )
     _common(p, "level1/19_*,level2/*")
     p.add_argument(
@@ -142,6 +149,7 @@ def _kernelbench(args: argparse.Namespace, out: Console, err: Console) -> int:
                 device_gb=args.device_memory,
                 workers=max(1, args.jobs),
                 only=_patterns(args.only),
+                cpu_mb=args.cpu_memory,
             ),
             on_problem=progress,
         ),

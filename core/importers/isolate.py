@@ -99,10 +99,11 @@ class _Child:
 
     def poll(self, ready: list[Any], budget: Budget, source: str) -> Outcome | None:
         """The outcome once the child answered or ended; None while it runs."""
-        if self.answer is None and self.receive in ready:
-            try:
-                self.answer = self.receive.recv()
-            except EOFError:  # it died before answering: its exit code says how
+        if self.answer is None and (self.receive in ready or not self.process.is_alive()):
+            try:  # an answer sent just before the child ended is read too (the pipe keeps it)
+                if self.receive.poll(0):
+                    self.answer = self.receive.recv()
+            except (EOFError, OSError):  # it died before answering: its exit code says how
                 pass
         if self.answer is not None or not self.process.is_alive():
             self.process.join(5.0)

@@ -71,6 +71,11 @@ def checked_workloads(
         except BrokenWorkload as exc:
             notes.append(f"CPU size {_label(rung, base)} not used: {exc.reason}")
             continue
+        if not hidden:
+            notes.append(
+                f"CPU size {_label(rung, base)} not used: no other size near it stays under the CPU cap"
+            )
+            continue
         passing = []
         for p in hidden:
             try:
@@ -81,7 +86,12 @@ def checked_workloads(
         if passing:
             return Chosen(kept, rung, passing[:HIDDEN_WANTED], notes)
     failures = [n for n in notes if n.startswith("CPU")]
-    lazy = all("passes the correctness rule" in n for n in failures)
+    lazy = bool(failures) and all("passes the correctness rule" in n for n in failures)
+    if failures and all("stays under the CPU cap" in n for n in failures):
+        raise ProblemError(
+            "cpu_size",
+            f"{failures[0]}: a CPU hidden workload needs a second size, and none fits (its parameters are most of it)",
+        )
     raise ProblemError(
         "degenerate" if lazy else "cpu_workload",
         (

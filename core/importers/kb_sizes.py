@@ -111,7 +111,7 @@ def _near(value: int, factor: float, multiple: int) -> int:
 
 
 def cpu_ladder(
-    problem: Problem, base: Probe, scalable: list[str]
+    problem: Problem, base: Probe, scalable: list[str], cap_bytes: int = CPU_CAP_BYTES
 ) -> tuple[list[Probe], str | None]:
     """CPU workloads to choose from, the preferred first: the largest common down-scaling of the
     scalable constants that fits the CPU's aim (each constant at least min(8, its value); 4, 2,
@@ -122,17 +122,17 @@ def cpu_ladder(
     tried: list[Probe] = []
     for floor in (CPU_FLOOR, 4, 2, 1):
         tried = _halvings(problem, base, scalable, floor)
-        if any(_within(p) for p in tried):
+        if any(_within(p, cap_bytes) for p in tried):
             break
     if not tried:
         raise ProblemError("cpu_size", "no down-scaled size runs on the meta device")
-    within = [p for p in tried if _within(p)]
+    within = [p for p in tried if _within(p, cap_bytes)]
     if not within:
         low = tried[-1]
         raise ProblemError(
             "cpu_size",
             f"its smallest CPU size still moves {low.nbytes / 1e6:.0f} MB and computes {probe_flops(low):.2g} FLOPs "
-            f"(caps {CPU_CAP_BYTES / 1e6:.0f} MB, {CPU_CAP_FLOPS:.0e}; its parameters alone are "
+            f"(caps {cap_bytes / 1e6:.0f} MB, {CPU_CAP_FLOPS:.0e}; its parameters alone are "
             f"{sum(p.nbytes for p in low.params) / 1e6:.0f} MB): no CPU workload",
         )
     ladder = [within[-1], *within[-2::-1]]  # the smallest first, then larger ones
@@ -166,8 +166,8 @@ def _halvings(problem: Problem, base: Probe, scalable: list[str], floor: int) ->
     return tried
 
 
-def _within(p: Probe) -> bool:
-    return p.nbytes <= CPU_CAP_BYTES and probe_flops(p) <= CPU_CAP_FLOPS
+def _within(p: Probe, cap_bytes: int) -> bool:
+    return p.nbytes <= cap_bytes and probe_flops(p) <= CPU_CAP_FLOPS
 
 
 def probe_flops(p: Probe) -> int:

@@ -75,6 +75,7 @@ class Options:
     device_gb: float = DEFAULT_DEVICE_GB  # the target device's memory: caps the hidden workloads
     workers: int = 1  # problems converted at once (one CPU each)
     only: tuple[str, ...] = ()  # glob patterns on the problem's path (`level1/19_*`): only those
+    cpu_mb: float = CPU_CAP_BYTES / 1e6  # a CPU workload moves less than this (`--cpu-memory`)
 
 
 def find_problems(
@@ -205,9 +206,10 @@ def convert(path: Path, source: str, out: Path, options: Options, commit: str | 
             "no_hidden",
             f"no scaled size runs on the meta device within {cap / 1e9:.1f} GB: hidden workloads are impossible",
         )
-    ladder, cpu_note = cpu_ladder(problem, base, scalable)
+    cpu_cap = int(options.cpu_mb * 1e6)
+    ladder, cpu_note = cpu_ladder(problem, base, scalable, cpu_cap)
     cpu_hidden = [
-        hidden_probes(problem, p, scalable, (0.7, 1.4), avoid=[p], cap=CPU_CAP_BYTES, want=2)
+        hidden_probes(problem, p, scalable, (0.7, 1.4), avoid=[p], cap=cpu_cap, want=2)
         for p in ladder[:4]
     ]
 
@@ -239,7 +241,7 @@ def convert(path: Path, source: str, out: Path, options: Options, commit: str | 
         caps = (
             f"hidden GPU workloads at most {cap / 1e9:.2f} GB (the larger of upstream's own "
             f"{base.nbytes / 1e9:.2f} GB and 1 GB, and 1/8 of a {options.device_gb:g} GB device); "
-            f"CPU workloads under {CPU_CAP_BYTES / 1e6:.0f} MB, no constant below min(8, its own value)"
+            f"CPU workloads under {options.cpu_mb:g} MB, no constant below min(8, its own value)"
         )
         (stage / "task.yaml").write_text(
             task_yaml(
