@@ -152,6 +152,11 @@ def _parser() -> argparse.ArgumentParser:
         default="full",
         help="full (default: every timed workload, leaderboards) or train (one timed workload per regime, shorter limits: docs/evaluation.md)",
     )
+    ev.add_argument(
+        "--baseline-impl",
+        metavar="NAME",
+        help="time against this one of the task's `baselines:` (`arena tasks show` lists them; an imported KernelBench task has eager and torch_compile); the result records it as baseline_impl",
+    )
 
     for name in COMMAND_MODULES:
         try:
@@ -260,11 +265,18 @@ def _eval(args: argparse.Namespace, out: Console, err: Console) -> int:
     local_devices.require_here(args.device)
     try:
         check_candidate(args.candidate, task)
+        if args.baseline_impl and task.baseline_impl(args.baseline_impl) is None:
+            names = ", ".join(b.impl for b in task.baselines)
+            raise BadCandidate(
+                f"--baseline-impl {args.baseline_impl}: {task.id} has no such baseline; its baselines: {names}"
+            )
     except BadCandidate as exc:
         _error(err, exc)
         return EXIT_BAD_INPUT
     progress = None if args.json else render.StageProgress(out, task)
-    with Evaluator(args.device, workdir=args.workdir) as evaluator:
+    with Evaluator(
+        args.device, workdir=args.workdir, baseline_impl=args.baseline_impl
+    ) as evaluator:
         try:
             world = world_size_for(task, evaluator.info, args.world_size)
         except WorldSizeError as exc:

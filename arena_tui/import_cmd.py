@@ -9,13 +9,33 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 
+from core.importers.kb_sizes import CPU_CAP_BYTES, DEFAULT_DEVICE_GB
 from core.model.result import EXIT_BAD_INPUT, EXIT_PASSED
+
+
+def _common(p: argparse.ArgumentParser, example: str) -> None:
+    """Options both importers take."""
+    p.add_argument(
+        "--only",
+        metavar="GLOB,…",
+        default="",
+        help=f"only the problems whose path matches one of these patterns, e.g. `{example}`",
+    )
+    p.add_argument(
+        "--jobs",
+        "-j",
+        type=int,
+        default=min(2, os.cpu_count() or 1),
+        metavar="N",
+        help="problems converted at once, one CPU each (default: 2, or 1 on a one-CPU machine); the outcome does not depend on it",
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -51,6 +71,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="the problems' precision, as KernelBench's --precision (default fp32)",
     )
     p.add_argument(
+        "--device-memory",
+        type=float,
+        default=DEFAULT_DEVICE_GB,
+        metavar="GB",
+        help=f"the target GPU's memory: hidden workloads move at most 1/8 of it (default {DEFAULT_DEVICE_GB:g}, KernelBench's H100)",
+    )
+    p.add_argument(
+        "--cpu-memory",
+        type=float,
+        default=CPU_CAP_BYTES / 1e6,
+        metavar="MB",
+        help=f"a CPU workload moves less than this (default {CPU_CAP_BYTES / 1e6:g}); a problem whose parameters alone are more has no CPU workload and is not converted",
+    )
+    _common(p, "level1/19_*,level2/*")
+    p.add_argument(
         "--validate",
         action="store_true",
         help="then check each converted task (schema, reference, rule's teeth; no harness evaluation)",
@@ -85,6 +120,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="report the tasks that do not convert instead of writing them as external tasks (their own commands, scored by their own rules)",
     )
+    _common(p, "triton2triton/vllm/*")
     p.add_argument("--json", action="store_true", help="print one JSON report and nothing else")
     p.set_defaults(func=_agentkernelarena)
 
@@ -107,7 +143,14 @@ def _kernelbench(args: argparse.Namespace, out: Console, err: Console) -> int:
         lambda progress: import_kernelbench(
             args.path,
             args.out,
-            Options(precision=args.precision, levels=levels),
+            Options(
+                precision=args.precision,
+                levels=levels,
+                device_gb=args.device_memory,
+                workers=max(1, args.jobs),
+                only=_patterns(args.only),
+                cpu_mb=args.cpu_memory,
+            ),
             on_problem=progress,
         ),
         level_of,
@@ -117,7 +160,9 @@ def _kernelbench(args: argparse.Namespace, out: Console, err: Console) -> int:
 def _agentkernelarena(args: argparse.Namespace, out: Console, err: Console) -> int:
     from core.importers.agentkernelarena import Options, category_of, import_agentkernelarena
 
-    options = Options(external=not args.no_external)
+    options = Options(
+        external=not args.no_external, workers=max(1, args.jobs), only=_patterns(args.only)
+    )
     return _import(
         args,
         out,
@@ -125,6 +170,10 @@ def _agentkernelarena(args: argparse.Namespace, out: Console, err: Console) -> i
         lambda progress: import_agentkernelarena(args.path, args.out, options, on_task=progress),
         category_of,
     )
+
+
+def _patterns(text: str) -> tuple[str, ...]:
+    return tuple(p.strip() for p in text.split(",") if p.strip())
 
 
 def _import(args: argparse.Namespace, out: Console, err: Console, run: Any, group_of: Any) -> int:

@@ -16,6 +16,8 @@ from arena_tui.tables import Col, fitted
 from core.model.result import EXIT_BAD_INPUT, EXIT_PASSED
 from core.store.db import Store
 from core.store.leaderboard import board, boards
+from core.store.peer_scores import FAMILY as KB_FAMILY
+from core.store.peer_scores import KERNELBENCH_P, PeerScore, kernelbench_scores
 from core.store.standings import DEFAULT_P, GROUP_BY, TIMING_KINDS, Board, LeaderboardError
 
 
@@ -80,6 +82,11 @@ def _leaderboard(store: Store, args: argparse.Namespace, out: Console, err: Cons
     except LeaderboardError as exc:
         err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return EXIT_BAD_INPUT
+    peers = (
+        kernelbench_scores(store, args.run)
+        if args.family in (None, KB_FAMILY) and args.timing in (None, "measured", "predicted")
+        else []
+    )
     if args.json:
         out.print_json(
             json.dumps(
@@ -88,6 +95,7 @@ def _leaderboard(store: Store, args: argparse.Namespace, out: Console, err: Cons
                     "by": args.by,
                     "filters": filters,
                     "boards": {k: b.to_json() for k, b in found.items()},
+                    "kernelbench": [s.to_json() for s in peers],
                 }
             )
         )
@@ -111,7 +119,40 @@ def _leaderboard(store: Store, args: argparse.Namespace, out: Console, err: Cons
         if i:
             out.print()
         render(out, b)
+    if any(s.timing_kind in ("measured", "predicted") for s in peers):
+        out.print()
+        render_kernelbench(out, [s for s in peers if s.timing_kind in ("measured", "predicted")])
     return EXIT_PASSED
+
+
+def render_kernelbench(out: Console, scores: list[PeerScore]) -> None:
+    """KernelBench's fast_p table (core/store/peer_scores.py says how it is computed)."""
+    out.print(
+        "[bold]KernelBench's own scores[/] on kernelbench/ tasks: fast_p = share of results correct and "
+        "faster than p × the baseline at KernelBench's sizes (its score.py; hidden workloads must pass too)",
+        highlight=False,
+        soft_wrap=True,
+    )
+    cols = [
+        Col("agent"),
+        Col("device"),
+        Col("baseline"),
+        Col("n", number=True),
+        *(Col(f"fast_{p:g}", number=True) for p in KERNELBENCH_P),
+        Col("geomean (correct)", number=True),
+    ]
+    rows = [
+        [
+            escape(s.agent + (f" · {s.model}" if s.model else "")),
+            escape(s.device + ("" if s.timing_kind == "measured" else f" ({s.timing_kind})")),
+            escape(s.baseline_impl or "–"),
+            str(s.samples),
+            *(f"{s.fast_p[str(p)] * 100:.0f}%" for p in KERNELBENCH_P),
+            f"{s.geomean_correct:.2f}×" if s.correct else "–",
+        ]
+        for s in scores
+    ]
+    out.print(fitted(out.width, cols, rows))
 
 
 def _html(store: Store, args: argparse.Namespace, out: Console, err: Console) -> int:

@@ -96,6 +96,7 @@ async def evaluate_batch(
 ) -> list[Result]:
     """`on_result(k, result)` is called as soon as candidate k's result is known (a run records
     it then, so an interrupted batch keeps what it finished); `first` numbers them from there."""
+    from core.evaluation.adapter import adapted
     from core.evaluation.evaluator import check_candidate
     from core.evaluation.heartbeat import Pulse
     from core.evaluation.job import build_job, job_deadline_s, task_dtypes
@@ -122,12 +123,15 @@ async def evaluate_batch(
         or not getattr(evaluator.executor, "batches", False)
     ):
         return [done(k, await evaluator.aevaluate(task, p, **single)) for k, p in enumerate(paths)]  # type: ignore[arg-type]
-    shas = [check_candidate(p) for p in paths]
+    shas = [check_candidate(p, task) for p in paths]
     notes = [
         scan.scan_candidate(p, task_dtypes(task)) for p in paths
     ]  # before any runs: one may rewrite another's file
-    members = [{"entry": p.name, "sources": candidate_files(p)} for p in paths]
     job_dir = evaluator._job_dir()
+    members = [
+        {"entry": p.name, "sources": candidate_files(adapted(task, p, job_dir / f"member-{k}"))}
+        for k, p in enumerate(paths)
+    ]  # a KernelBench ModelNew file, say, with its task's adapter.py (core/evaluation/adapter.py)
     staged = evaluator.stage_task(
         task
     )  # judged with the task's files as staged before any candidate ran
@@ -146,6 +150,7 @@ async def evaluate_batch(
         visible_only=visible_only,
         profile=profile,
         files=staged.named(task.path.resolve()),
+        baseline_impl=evaluator.baseline_impl,
     )
     job["batch"] = members
     job["concurrency"] = concurrency(evaluator)

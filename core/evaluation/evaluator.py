@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from core.evaluation import scan, scoring
+from core.evaluation.adapter import adapted, adapts, needs_adapter
 from core.evaluation.escalate import escalated
 from core.evaluation.executors import Executor, HarnessError, LocalExecutor
 from core.evaluation.heartbeat import Pulse
@@ -57,9 +58,16 @@ def check_candidate(path: Path, task: Task | None = None) -> str:
     except SyntaxError:
         tree = None  # a syntax error is the candidate's compile failure, reported by the harness
     if tree is not None and not _defines_run(tree):
-        raise BadCandidate(
-            f"{path} defines no `run`: add `def run(*inputs)` returning the task's outputs"
-        )
+        name = adapts(task) if task is not None else None
+        if name is None:
+            raise BadCandidate(
+                f"{path} defines no `run`: add `def run(*inputs)` returning the task's outputs"
+            )
+        if not needs_adapter(task, path):  # type: ignore[arg-type]
+            raise BadCandidate(
+                f"{path} defines neither `run` nor `{name}`: add `def run(*inputs)` returning the task's outputs, "
+                f"or define `{name}` as {task.id}'s own benchmark expects (docs/interop.md)"  # type: ignore[union-attr]
+            )
     return hashlib.sha256(source).hexdigest()
 
 
@@ -91,12 +99,16 @@ class Evaluator:
         sync_each_call: bool = False,
         executor: Executor | None = None,
         timing: Timing | None = None,
+        baseline_impl: str | None = None,
     ):
         """`graphs=False` times decode-sized workloads eagerly too; `sync_each_call=True` makes
         the host wait for the device after every timed call (both for timer studies: the
         default queues a round's calls back to back, see docs/fidelity.md); `timing` replaces
-        the device's timing budget (the cheat suite's short one, say)."""
+        the device's timing budget (the cheat suite's short one, say); `baseline_impl` times
+        against that one of a task's `baselines:` where the task declares it (the result's
+        `baseline_impl` records what ran)."""
         self.graphs, self.sync_each_call, self.timing = graphs, sync_each_call, timing
+        self.baseline_impl = baseline_impl
         # What judges candidates is read once, checked against the manifest, before any of them
         # runs (a mismatch raises ManifestMismatch: exit 2); later evaluations use these bytes.
         self.engine_data = manifest.stage_engine_data()
@@ -234,7 +246,7 @@ class Evaluator:
         limits: Limits,
         **options: Any,
     ) -> tuple[str, list[str], Path, dict[str, Any], list[tuple[str, dict[Path, bytes | None]]]]:
-        sha = check_candidate(candidate)
+        sha = check_candidate(candidate, task)
         scan_notes = scan.scan_candidate(
             candidate, task_dtypes(task)
         )  # before it runs: it may rewrite itself
@@ -242,7 +254,7 @@ class Evaluator:
         staged = self.stage_task(task)
         job = build_job(
             task,
-            candidate,
+            adapted(task, candidate, job_dir),  # a KernelBench ModelNew file, say (adapter.py)
             self.info,
             self.executor.torch_device(),
             seed if seed is not None else secrets.randbits(63),
@@ -252,6 +264,7 @@ class Evaluator:
             self.sync_each_call,
             self.timing,
             files=staged.named(task.path.resolve()),
+            baseline_impl=self.baseline_impl,
             **options,
         )
         watched = (("task_files_modified", staged), ("engine_data_modified", self.engine_data))

@@ -200,6 +200,7 @@ def build_job(
     world_size: int | None = None,
     profile: Profile | str | None = None,
     files: dict[str, bytes] | None = None,
+    baseline_impl: str | None = None,
 ) -> dict[str, Any]:
     """The resolved job the harness runs: nothing in it needs the engine to interpret.
 
@@ -212,7 +213,10 @@ def build_job(
     `world_size` runs a multi-rank task on that many ranks (default: `world_size_for`); its
     workloads then carry the axis W. `profile` (docs/evaluation.md): `full` (default) or
     `train`: which workloads are timed, the timing budget, and the limits. `files` are the task's
-    files as staged before any candidate ran (`Evaluator` passes them; default: read now)."""
+    files as staged before any candidate ran (`Evaluator` passes them; default: read now).
+    `baseline_impl` names one of task.yaml's `baselines:` to time against (the run's choice: an
+    imported KernelBench task's `eager` or `torch_compile`); where the task declares no such
+    one, the task's own order applies."""
     profile = parse_profile(profile)
     spec = SPECS[profile]
     limits = limits or task.limits
@@ -359,6 +363,11 @@ def build_job(
             "candidate_memory_bytes": memory,
         },
         "workdir": str(workdir),
+        **(
+            {"baseline_impl": baseline_impl}
+            if baseline_impl and task.baseline_impl(baseline_impl) is not None
+            else {}
+        ),
         **({"world_size": world} if world is not None else {}),
         **({"sim": sim} if sim else {}),
         **({"predicted_collectives": predicted} if predicted else {}),

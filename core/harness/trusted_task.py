@@ -62,6 +62,12 @@ def load_task(job: dict[str, Any]) -> TaskCode:
             raise FileNotFoundError(f"the task's {name} is missing")
     reference_source, baseline_source = sources["reference.py"], sources["baseline.py"]
     assert reference_source is not None and baseline_source is not None  # checked above
+    if device.type == "cpu":
+        # A Triton baseline (an imported AgentKernelArena task's own kernel) runs in the
+        # interpreter here, as the candidate's does: its @triton.jit must see it switched on.
+        from core.harness.triton_cpu import enable_interpreter
+
+        enable_interpreter()
     reference_run = full_fp32(
         entry(
             module_from_source(reference_source, "arena_reference", str(task_dir / "reference.py")),
@@ -72,6 +78,8 @@ def load_task(job: dict[str, Any]) -> TaskCode:
         baseline_source, "arena_baseline", str(task_dir / "baseline.py")
     )
     baseline_run = entry(baseline_module, "baseline.py")
+    if job.get("baseline_impl"):
+        baseline_run = chosen_impl(baseline_module, job["baseline_impl"])
     custom = None
     if sources["inputs.py"] is not None:
         custom = module_from_source(
@@ -85,6 +93,28 @@ def load_task(job: dict[str, Any]) -> TaskCode:
     return TaskCode(
         device, sources, reference_run, baseline_module, baseline_run, custom, check, pooled
     )
+
+
+def chosen_impl(module: Any, name: str) -> Callable[..., Any]:
+    """The baseline implementation a run asked for by name (`arena eval --baseline-impl`, a run
+    file's `baseline_impl:`): baseline.py's `IMPLS[name]`, reported as that name; an error where
+    it has none or it did not import here (the evaluation is then an infrastructure fault that
+    says so, never a silent fall back to another baseline)."""
+    impls = getattr(module, "IMPLS", None)
+    run = impls.get(name) if isinstance(impls, dict) else None
+    if not callable(run):
+        available = [k for k, v in impls.items() if callable(v)] if isinstance(impls, dict) else []
+        raise RuntimeError(
+            f"the run asks for baseline `{name}`, which baseline.py cannot run here "
+            f"(its IMPLS that import here: {', '.join(available) or 'none'})"
+        )
+
+    def chosen(*args: Any) -> Any:
+        out = run(*args)
+        module.IMPL = name
+        return out
+
+    return chosen
 
 
 def baseline_impl(module: Any) -> str | None:

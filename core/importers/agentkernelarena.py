@@ -8,19 +8,16 @@ for each shape, seeds torch, builds the inputs, calls the source's entry functio
 `run_compile()` asserts with `hasattr`) and compares it with a PyTorch reference. Those convert:
 
 - the inputs are the ones the runner itself builds (`inputs.py` replays its `run_correctness`
-  at the workload's shape, on the evaluation's device and seed, and stops it at the entry call,
-  before any kernel runs), so their dtypes, layouts (a transposed cache) and value ranges
-  (indices, quantised weights) are the task's own;
-- the axes are the names `run_correctness` unpacks each shape into, the visible workloads its
-  `TEST_SHAPES`, the hidden ones those shapes scaled to sizes that are not powers of two;
-- `reference.py`, `baseline.py` and `starter.py` are the task's source file with a `run` that calls
-  its entry: the reference is the task's original kernel, which AgentKernelArena's own check
-  accepts and which is its baseline (its `reference_*` functions are code inside a loop, not a
-  function of the inputs); the tolerance is the runner's own `allclose` tolerance;
-- arguments that do not change across the shapes used (a flag, an activation's name) are fixed
-  in `run`; shapes whose non-size entries differ from the first shape's are left out.
+  at the workload's shape, on the evaluation's device and seed, and stops it at the entry call);
+- the reference is the runner's own `reference_*` function, called as run_correctness calls it,
+  the rule its own (exact where it compares with torch.equal), and the entry's outputs what its
+  kernel returns or writes in place, found by calling it once in Triton's interpreter;
+- every workload's reference runs at import, and the task's own kernel must pass it where the
+  CPU runs it (aka_convert.py, aka_check.py); the task's source file is accepted as a candidate
+  as it is (adapter.py).
 
-Everything else (HIP, CUDA and FlyDSL tasks, runners off the template, template tasks whose
+Only template Triton tasks run any code at import, each in a forked child limited by CPU time
+and memory (isolate.py), `Options.workers` at a time. Everything else (HIP, CUDA and FlyDSL tasks, runners off the template, template tasks whose
 conversion fails) becomes an external task (core/importers/aka_external.py): its own commands
 in this arena's sandbox, scored by its own rules; HIP ones run only on AMD devices. Repository
 and image tasks are reported, with the reason.
@@ -28,76 +25,125 @@ and image tasks are reported, with the reason.
 
 from __future__ import annotations
 
-import re
+import fnmatch
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml
 
-from core.importers.aka_files import (
-    LICENSE,
-    entry_module,
-    inputs_module,
-    reference_module,
-    task_yaml,
-)
-from core.importers.aka_runner import Runner, capture_call, capture_reference, output_shapes
-from core.importers.aka_shapes import hidden_shapes, read_layout
-from core.importers.isolate import isolated
+from core.importers.aka_convert import FAMILY, convert, task_name
+from core.importers.aka_files import LICENSE
+from core.importers.isolate import Budget, isolated_all
 from core.importers.kernelbench_problem import ProblemError
 from core.importers.report import Converted, ImportReport, Skipped
 
-FAMILY = "agentkernelarena"
 OnTask = Callable[[int, int, str, "Converted | Skipped"], None]
+BUDGET = Budget(cpu_s=120.0)
 
 
 @dataclass(frozen=True)
 class Options:
-    timeout_s: float = 120.0
+    budget: Budget = BUDGET  # one task's conversion: CPU seconds, not wall-clock (isolate.py)
     external: bool = (
         True  # tasks that do not convert become external tasks (core/importers/aka_external.py)
     )
+    workers: int = 1  # tasks converted at once (one CPU each)
+    only: tuple[str, ...] = ()  # glob patterns on the task's path (`*/vllm/triton_bmm`): only those
 
 
-def find_tasks(root: Path) -> list[Path]:
+def find_tasks(root: Path, only: tuple[str, ...] = ()) -> list[Path]:
     """Every task folder (one holding config.yaml) under the checkout's tasks/ folder."""
     base = root / "tasks" if (root / "tasks").is_dir() else root
-    return sorted(p.parent for p in base.rglob("config.yaml") if ".git" not in p.parts)
+    found = sorted(p.parent for p in base.rglob("config.yaml") if ".git" not in p.parts)
+    if only:
+        found = [
+            f for f in found if any(fnmatch.fnmatch(str(f.relative_to(base)), pat) for pat in only)
+        ]
+    return found
 
 
 def import_agentkernelarena(
     root: Path | str, out: Path | str, options: Options = Options(), on_task: OnTask | None = None
 ) -> ImportReport:
+    """Template Triton tasks convert in forked children, `options.workers` at a time; every other
+    task is decided from its config.yaml alone, here, running none of its code."""
     root, out = Path(root).resolve(), Path(out).resolve()
     if not root.is_dir():
         raise FileNotFoundError(
             f"{root}: no such folder; give the path of an AgentKernelArena checkout"
         )
-    folders = find_tasks(root)
+    folders = find_tasks(root, options.only)
     if not folders:
         raise FileNotFoundError(
-            f"{root}: no AgentKernelArena tasks (expected tasks/**/config.yaml); give the checkout's root"
+            f"{root}: no AgentKernelArena tasks (expected tasks/**/config.yaml"
+            + (f" matching {', '.join(options.only)}" if options.only else "")
+            + "); give the checkout's root"
         )
     report = ImportReport("agentkernelarena", str(root), str(out))
-    for i, folder in enumerate(folders, 1):
-        source = str(folder.relative_to(root))
-        outcome = isolated(
-            _convert_one, (folder, source, out, options.external), source, options.timeout_s
-        )
+    sources = [str(f.relative_to(root)) for f in folders]
+    outcomes: list[Converted | Skipped | None] = [None] * len(folders)
+    done = [0]
+
+    def finished(k: int, outcome: Converted | Skipped) -> None:
         if (
             options.external
             and isinstance(outcome, Skipped)
-            and outcome.kind in ("timeout", "crash")
+            and outcome.kind in ("hang", "cpu_limit", "crash")
         ):
-            outcome = _as_external(
-                folder, source, out, f"{outcome.kind}: {outcome.reason}"
-            )  # copying files runs none of its code
-        (report.converted if isinstance(outcome, Converted) else report.skipped).append(outcome)  # type: ignore[arg-type]
+            outcome = _as_external(  # copying files runs none of its code
+                folders[k], sources[k], out, f"{outcome.kind}: {outcome.reason}"
+            )
+        outcomes[k] = outcome
+        done[0] += 1
         if on_task:
-            on_task(i, len(folders), source, outcome)
+            on_task(done[0], len(folders), sources[k], outcome)
+
+    native = []
+    for k, folder in enumerate(folders):
+        if _converts(folder):
+            native.append(k)
+        else:
+            finished(k, _convert_one(folder, sources[k], out, options.external))
+    if native:
+        _warm_up()
+        isolated_all(
+            [
+                (_convert_one, (folders[k], sources[k], out, options.external), sources[k])
+                for k in native
+            ],
+            options.budget,
+            options.workers,
+            lambda j, outcome: finished(native[j], outcome),
+        )
+    for outcome in outcomes:
+        (report.converted if isinstance(outcome, Converted) else report.skipped).append(outcome)  # type: ignore[arg-type]
     return report
+
+
+def _converts(folder: Path) -> bool:
+    """Whether the task might convert to an ordinary one (a Triton-to-Triton task with a
+    runner): only those run any of their code at import."""
+    try:
+        config = yaml.safe_load((folder / "config.yaml").read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return False
+    return (
+        config.get("task_type") == "triton2triton"
+        and (folder / "scripts" / "task_runner.py").is_file()
+    )
+
+
+def _warm_up() -> None:
+    """Import what every conversion needs once, here: each runs in a forked child, which would
+    otherwise import torch and Triton again (seconds each)."""
+    import torch  # noqa: F401
+    import triton
+    import triton.language
+    import triton.runtime.interpreter  # noqa: F401
+
+    import core.harness.compare
+    import core.harness.triton_cpu  # noqa: F401
 
 
 def category_of(source: str) -> str:
@@ -105,11 +151,6 @@ def category_of(source: str) -> str:
     parts = Path(source).parts
     start = 1 if parts and parts[0] == "tasks" else 0
     return "/".join(parts[start : start + 2])
-
-
-def task_name(folder: Path) -> str:
-    parts = [p for p in folder.parts[-3:] if p not in ("tasks", "triton2triton")]
-    return re.sub(r"[^a-z0-9]+", "_", "_".join(parts).lower()).strip("_").replace("triton_", "", 1)
 
 
 # --- one task ------------------------------------------------------------------------------------
@@ -139,60 +180,13 @@ def _as_external(folder: Path, source: str, out: Path, why: str) -> Converted | 
         return Skipped(source, exc.kind, exc.reason)
 
 
-def convert(folder: Path, source: str, out: Path) -> Converted:
-    config = yaml.safe_load((folder / "config.yaml").read_text()) or {}
-    kind = str(config.get("task_type", ""))
-    if kind != "triton2triton":
-        amd = " (HIP: AMD devices only)" if "hip" in kind else ""
-        raise ProblemError(
-            kind or "unknown",
-            f"a `{kind}` task{amd}: only Triton-to-Triton tasks convert to ordinary tasks",
-        )
-    sources = config.get("source_file_path") or []
-    if len(sources) != 1:
-        raise ProblemError(
-            "off_template",
-            f"source_file_path lists {len(sources)} files: one source module converts",
-        )
-    source_file = folder / sources[0]
-    runner = Runner.read(folder, config)
-    usable = [s for s in runner.shapes if _modes(s) == _modes(runner.shapes[0])]
-    sizes = [i for i, v in enumerate(runner.shapes[0]) if type(v) is int]
-    if not sizes:
-        raise ProblemError("off_template", "TEST_SHAPES holds no integer sizes to scale")
-    hidden = hidden_shapes(runner, source_file, usable, sizes)
-    if not hidden:
-        raise ProblemError(
-            "no_hidden",
-            "no scaled shape builds its inputs and runs the kernel: hidden workloads are impossible",
-        )
-    shapes = usable + hidden
-    calls = [capture_call(runner, source_file, s) for s in shapes]
-    runs = [output_shapes(runner, source_file, s) for s in shapes]
-    layout = read_layout(runner, source_file, calls, runs, shapes, sizes)
-    outputs = runs[0]
-    reference = capture_reference(runner, source_file, usable[0])
-
-    name = task_name(folder)
-    target = out / FAMILY / name
-    target.mkdir(parents=True, exist_ok=True)
-    notes = [
-        f"entry: {runner.entry}",
-        f"shapes used: {len(usable)} of {len(runner.shapes)} (the first shape's flags)",
-    ]
-    (target / "task.yaml").write_text(
-        task_yaml(config, source, runner, usable, hidden, sizes, layout, outputs, notes)
-    )
-    entry = entry_module(
-        source_file, source, runner, layout, [i for _, _, i in outputs if i is not None]
-    )
-    (target / "baseline.py").write_text(entry)
-    (target / "starter.py").write_text(entry)
-    (target / "reference.py").write_text(reference_module(runner, source, layout, reference))
-    (target / "inputs.py").write_text(inputs_module(runner, source, sizes, usable[0]))
-    return Converted(source, f"{FAMILY}/{name}", str(target), tuple(notes))
-
-
-def _modes(shape: tuple[Any, ...]) -> tuple[Any, ...]:
-    """A shape's non-size entries (flags, names, floats): shapes that differ there are other tasks."""
-    return tuple(v for v in shape if type(v) is not int)
+__all__ = [
+    "FAMILY",
+    "LICENSE",
+    "Options",
+    "category_of",
+    "convert",
+    "find_tasks",
+    "import_agentkernelarena",
+    "task_name",
+]

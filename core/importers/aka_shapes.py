@@ -9,10 +9,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.importers.aka_runner import Captured, Runner, capture_call, output_shapes
+from core.importers.aka_replay import Captured
+from core.importers.aka_runner import Runner
 from core.importers.kernelbench_problem import ProblemError, not_power_of_two
 
 HIDDEN_FACTORS = (0.7, 1.3)  # the visible shapes scaled by these give the hidden ones
+MULTIPLES = (
+    1,
+    8,
+    16,
+    64,
+    256,
+)  # hidden sizes rounded to these, in turn, where a kernel needs divisible sizes
 
 
 @dataclass
@@ -81,9 +89,7 @@ def read_layout(
                 dims_of(name, tensor_shapes[name]),
                 str(column[0].dtype).removeprefix("torch."),
             )
-        elif column[0] is None or all(
-            v == column[0] and type(v) is type(column[0]) for v in column
-        ):
+        elif all(_same(v, column[0]) for v in column):
             fixed[name] = column[0]
         else:
             varying.append((name, column))
@@ -93,6 +99,24 @@ def read_layout(
         label = f"out{k}" if len(runs[0]) > 1 else "out"
         outputs.append([] if inplace is not None else dims_of(label, [r[k][0] for r in runs]))
     return Layout(names, tensor, fixed, kw_names, n_pos, outputs, shapes, derived, from_shape)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether an argument is the same at two shapes: plain values compared; a tensor or a
+    list of tensors (a set of weights) is never a value `run` could fix."""
+    import torch
+
+    def holds_tensors(x: Any) -> bool:
+        return isinstance(x, torch.Tensor) or (
+            isinstance(x, (list, tuple)) and any(holds_tensors(y) for y in x)
+        )
+
+    if type(a) is not type(b) or holds_tensors(a) or holds_tensors(b):
+        return False
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - a value whose == raises is not one run can fix
+        return False
 
 
 def _shape_source(
@@ -148,32 +172,31 @@ def _dim_expr(sizes: list[int], axes: list[dict[str, int]]) -> str | int:
     )
 
 
-def hidden_shapes(
-    runner: Runner, source_file: Path, usable: list[tuple[Any, ...]], sizes: list[int]
-) -> list[tuple[Any, ...]]:
-    """The largest and the smallest shape, scaled to sizes that are not powers of two, where the
-    runner still builds inputs for them and the kernel runs."""
+def hidden_candidates(
+    usable: list[tuple[Any, ...]], sizes: list[int]
+) -> list[list[tuple[int, tuple[Any, ...]]]]:
+    """Two groups of (multiple, hidden shape) to try in order, the first that passes the checks
+    taken from each: the largest shape scaled by 1.3 and the smallest by 0.7, to sizes that are
+    not powers of two (plain, then multiples of 8, 16, 64 and 256 where the kernel needs
+    divisible sizes)."""
     picks = [
         max(usable, key=lambda s: volume(s, sizes)),
         min(usable, key=lambda s: volume(s, sizes)),
     ]
-    found: list[tuple[Any, ...]] = []
+    groups: list[list[tuple[int, tuple[Any, ...]]]] = []
+    seen: list[tuple[Any, ...]] = list(usable)
     for base, factor in zip(picks, HIDDEN_FACTORS[::-1]):
-        for multiple in (1, 8, 16, 64):
+        group = []
+        for multiple in MULTIPLES:
             shape = tuple(
                 not_power_of_two(v * factor, multiple) if i in sizes and v >= 4 else v
                 for i, v in enumerate(base)
             )
-            if shape in usable or shape in found or shape == base:
-                continue
-            try:
-                capture_call(runner, source_file, shape)
-                output_shapes(runner, source_file, shape)
-            except ProblemError:
-                continue
-            found.append(shape)
-            break
-    return found
+            if shape not in seen and shape != base:
+                group.append((multiple, shape))
+                seen.append(shape)
+        groups.append(group)
+    return groups
 
 
 def volume(shape: tuple[Any, ...], sizes: list[int]) -> int:

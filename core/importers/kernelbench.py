@@ -1,21 +1,22 @@
 """`arena import kernelbench PATH`: KernelBench's problems as arena tasks.
 
-One task per problem, `kernelbench/l<level>_<number>_<name>`:
+One task per problem, `kernelbench/l<level>_<number>_<name>`, as KernelBench's own eval would
+judge it (src/kernelbench/eval.py):
 
 - the candidate's `run(*inputs)` takes the forward's arguments (`get_inputs()`, in order)
-  followed by the model's parameters (`named_parameters()`, in order), so a kernel sees every
-  tensor it computes with; buffers (batch-norm statistics) stay inside the model;
-- `reference.py` is the problem's own module followed by a `run` that calls its `Model` with
-  those parameters (`torch.func.functional_call`), in float64 where the model runs in it;
-- `baseline.py` and `starter.py` are the same module in the problem's precision: KernelBench's
-  baseline is the model in eager PyTorch, and a candidate starts from it;
-- `inputs.py` re-runs the problem's constants and `get_inputs()` at the workload's sizes with the
-  evaluation's seed (so integer targets, masks and value ranges are the problem's own) and draws
-  the parameters as PyTorch's default initialisation would (uniform in ±1/sqrt(fan_in));
+  followed by the model's parameters (`named_parameters()`, in order); the parameters are
+  KernelBench's: the Model built under seed 42 with its own initialisation, the same at every
+  call. A file with KernelBench's `ModelNew` and no `run` is accepted as it is (adapter.py);
+- reference, baseline (eager, or `torch.compile` by name), starter, inputs and adapter modules
+  are written by kb_modules.py; the tolerance is KernelBench's for the precision;
 - workloads: the problem's sizes are the visible GPU workload; hidden ones scale the *scalable*
-  constants (core/importers/kernelbench_problem.py) to sizes that are not powers of two; the CPU
-  sets scale them down until a call fits the CPU device. A problem with no scalable constant
-  gets no hidden workloads, and is reported as not converted.
+  constants (core/importers/kernelbench_problem.py) to sizes that are not powers of two, within
+  the caps of kb_sizes.py (the target device's memory, upstream's own size); the CPU sets
+  scale them down until a call fits the CPU device. A problem with no scalable constant gets no
+  hidden workloads, and is reported as not converted;
+- every workload's reference runs at import (kb_check.py): on the CPU where it is small enough,
+  else on the meta device; a workload that breaks it, or where a lazy output passes, is not
+  written, and a problem whose own sizes do is not converted;
 - FLOPs are torch's FlopCounterMode on the meta device (one per output element where it counts
   none), bytes the sizes of every input, parameter and output: per workload, as the derived axes
   `flop_count` and `byte_count`, named in the task's `provenance`.
@@ -23,23 +24,34 @@ One task per problem, `kernelbench/l<level>_<number>_<name>`:
 
 from __future__ import annotations
 
+import fnmatch
 import re
+import shutil
 import subprocess
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.importers.isolate import isolated
-from core.importers.kb_files import (
-    BASELINE_DOC,
-    PRECISIONS,
-    STARTER_DOC,
-    Layout,
-    entry_module,
+from core.importers.isolate import Budget, isolated_all
+from core.importers.kb_check import checked_workloads
+from core.importers.kb_files import PRECISIONS, TOLERANCE, Layout, task_yaml
+from core.importers.kb_modules import (
+    adapter_module,
+    baseline_module,
     inputs_module,
-    task_yaml,
+    reference_module,
+    starter_module,
 )
-from core.importers.kb_sizes import HIDDEN_FACTORS, cpu_probe, hidden_probes, scalable_constants
+from core.importers.kb_sizes import (
+    CPU_CAP_BYTES,
+    DEFAULT_DEVICE_GB,
+    FALLBACK_FACTORS,
+    HIDDEN_FACTORS,
+    cpu_ladder,
+    hidden_cap,
+    hidden_probes,
+    scalable_constants,
+)
 from core.importers.kernelbench_problem import (
     Problem,
     ProblemError,
@@ -49,6 +61,7 @@ from core.importers.report import Converted, ImportReport, Skipped
 
 FAMILY = "kernelbench"
 
+BUDGET = Budget(cpu_s=120.0)
 OnProblem = Callable[
     [int, int, str, "Converted | Skipped"], None
 ]  # (index, total, source, outcome)
@@ -58,16 +71,29 @@ OnProblem = Callable[
 class Options:
     precision: str = "fp32"
     levels: tuple[int, ...] = (1, 2, 3, 4)
-    timeout_s: float = 120.0  # one problem's conversion (its module code and every probe)
+    budget: Budget = BUDGET  # one problem's conversion: CPU seconds, not wall-clock (isolate.py)
+    device_gb: float = DEFAULT_DEVICE_GB  # the target device's memory: caps the hidden workloads
+    workers: int = 1  # problems converted at once (one CPU each)
+    only: tuple[str, ...] = ()  # glob patterns on the problem's path (`level1/19_*`): only those
+    cpu_mb: float = CPU_CAP_BYTES / 1e6  # a CPU workload moves less than this (`--cpu-memory`)
 
 
-def find_problems(root: Path, levels: Iterable[int] = (1, 2, 3, 4)) -> list[Path]:
+def find_problems(
+    root: Path, levels: Iterable[int] = (1, 2, 3, 4), only: Iterable[str] = ()
+) -> list[Path]:
     """The problem files of a KernelBench checkout (or of its `KernelBench/` folder)."""
     base = root / "KernelBench" if (root / "KernelBench").is_dir() else root
+    patterns = list(only)
     found = []
     for level in levels:
         folder = base / f"level{level}"
         found += sorted(folder.glob("*.py"), key=lambda p: (_number(p), p.name))
+    if patterns:
+        found = [
+            p
+            for p in found
+            if any(fnmatch.fnmatch(f"{p.parent.name}/{p.name}", pat) for pat in patterns)
+        ]
     return found
 
 
@@ -84,22 +110,35 @@ def import_kernelbench(
         raise ValueError(
             f"precision `{options.precision}` is unknown; use one of {', '.join(PRECISIONS)}"
         )
-    problems = find_problems(root, options.levels)
+    problems = find_problems(root, options.levels, options.only)
     if not problems:
         raise FileNotFoundError(
-            f"{root}: no KernelBench problems (expected KernelBench/level1/*.py); give the checkout's root"
+            f"{root}: no KernelBench problems (expected KernelBench/level1/*.py"
+            + (f" matching {', '.join(options.only)}" if options.only else "")
+            + "); give the checkout's root"
         )
     report = ImportReport("kernelbench", str(root), str(out))
     commit = _commit(root)
     _warm_up()
-    for i, path in enumerate(problems, 1):
-        source = str(path.relative_to(root))
-        outcome = isolated(
-            _convert_one, (path, source, out, options, commit), source, options.timeout_s
-        )
-        (report.converted if isinstance(outcome, Converted) else report.skipped).append(outcome)  # type: ignore[arg-type]
+    sources = [str(p.relative_to(root)) for p in problems]
+    done = [0]
+
+    def finished(k: int, outcome: Converted | Skipped) -> None:
+        done[0] += 1
         if on_problem:
-            on_problem(i, len(problems), source, outcome)
+            on_problem(done[0], len(problems), sources[k], outcome)
+
+    outcomes = isolated_all(
+        [
+            (_convert_one, (path, source, out, options, commit), source)
+            for path, source in zip(problems, sources)
+        ],
+        options.budget,
+        options.workers,
+        finished,
+    )
+    for outcome in outcomes:
+        (report.converted if isinstance(outcome, Converted) else report.skipped).append(outcome)  # type: ignore[arg-type]
     return report
 
 
@@ -108,6 +147,8 @@ def _warm_up() -> None:
     would otherwise import it again (seconds each)."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
+
+    import core.harness.compare  # noqa: F401 - the reference checks' rule
 
     with torch.device("meta"), FlopCounterMode(display=False):
         a = torch.nn.Linear(4, 4)(torch.rand(2, 4))
@@ -156,35 +197,71 @@ def convert(path: Path, source: str, out: Path, options: Options, commit: str | 
     doubled = {c: problem.probe({c: 2 * base.constants[c]}) for c in scalable}
     layout = Layout.infer(base, doubled, scalable)
 
-    gpu_hidden = hidden_probes(problem, base, scalable, HIDDEN_FACTORS)
+    cap = hidden_cap(base, options.device_gb)
+    gpu_hidden = hidden_probes(
+        problem, base, scalable, HIDDEN_FACTORS + FALLBACK_FACTORS, cap=cap, want=4
+    )
     if not gpu_hidden:
         raise ProblemError(
-            "no_hidden", "no scaled size runs on the meta device: hidden workloads are impossible"
+            "no_hidden",
+            f"no scaled size runs on the meta device within {cap / 1e9:.1f} GB: hidden workloads are impossible",
         )
-    cpu_visible, cpu_note = cpu_probe(problem, base, scalable)
-    cpu_hidden = hidden_probes(problem, cpu_visible, scalable, (0.7, 1.4), avoid=[cpu_visible])
-    if not cpu_hidden:
-        raise ProblemError("no_hidden", "no scaled CPU size runs on the meta device")
+    cpu_cap = int(options.cpu_mb * 1e6)
+    ladder, cpu_note = cpu_ladder(problem, base, scalable, cpu_cap)
+    cpu_hidden = [
+        hidden_probes(problem, p, scalable, (0.7, 1.4), avoid=[p], cap=cpu_cap, want=2)
+        for p in ladder[:4]
+    ]
 
-    notes = [f"scaled: {', '.join(scalable)}"] + dropped + ([cpu_note] if cpu_note else [])
-    if any(p.flops == 0 for p in [base, *gpu_hidden]):
-        notes.append(
-            "flops: torch counts none (no matmul, conv or attention); one per input element"
+    name = task_name(path)
+    folder = out / FAMILY / name
+    stage = out / FAMILY / f".{name}.importing"
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir(parents=True)
+    try:
+        dtype = PRECISIONS[options.precision]
+        for file, write in (
+            ("reference.py", reference_module),
+            ("baseline.py", baseline_module),
+            ("starter.py", starter_module),
+            ("inputs.py", inputs_module),
+            ("adapter.py", adapter_module),
+        ):
+            (stage / file).write_text(write(problem, source, base, dtype))
+        chosen = checked_workloads(
+            stage, layout, base, gpu_hidden, ladder, cpu_hidden, TOLERANCE[options.precision]
         )
-    folder = out / FAMILY / task_name(path)
-    folder.mkdir(parents=True, exist_ok=True)
-    spec = task_yaml(
-        problem, source, commit, options, layout, base, gpu_hidden, cpu_visible, cpu_hidden, notes
-    )
-    (folder / "task.yaml").write_text(spec)
-    dtype = PRECISIONS[options.precision]
-    (folder / "reference.py").write_text(
-        entry_module(problem, source, len(base.inputs), base, "float64", "reference")
-    )
-    baseline = entry_module(problem, source, len(base.inputs), base, dtype, "baseline")
-    (folder / "baseline.py").write_text(baseline)
-    (folder / "starter.py").write_text(baseline.replace(BASELINE_DOC, STARTER_DOC))
-    (folder / "inputs.py").write_text(inputs_module(problem, source, base, dtype))
+        notes = [f"scaled: {', '.join(scalable)}", *dropped, *chosen.notes]
+        if cpu_note and chosen.cpu_visible is ladder[0]:
+            notes.append(cpu_note)
+        if any(p.flops == 0 for p in [base, *chosen.gpu_hidden]):
+            notes.append(
+                "flops: torch counts none (no matmul, conv or attention); one per input element"
+            )
+        caps = (
+            f"hidden GPU workloads at most {cap / 1e9:.2f} GB (the larger of upstream's own "
+            f"{base.nbytes / 1e9:.2f} GB and 1 GB, and 1/8 of a {options.device_gb:g} GB device); "
+            f"CPU workloads under {options.cpu_mb:g} MB, no constant below min(8, its own value)"
+        )
+        (stage / "task.yaml").write_text(
+            task_yaml(
+                problem,
+                source,
+                commit,
+                options,
+                layout,
+                base,
+                chosen.gpu_hidden,
+                chosen.cpu_visible,
+                chosen.cpu_hidden,
+                notes,
+                caps,
+            )
+        )
+        shutil.rmtree(folder, ignore_errors=True)
+        stage.rename(folder)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
     return Converted(source, f"{FAMILY}/{folder.name}", str(folder), tuple(notes))
 
 

@@ -34,10 +34,12 @@ class EvaluatorPool:
         *,
         timing: Timing | None = None,
         keep_folders: bool = True,
+        baseline_impl: str | None = None,
     ):
         self.factory = factory
         self._root = root
         self.timing = timing
+        self.baseline_impl = baseline_impl  # the run's choice among tasks' `baselines:`
         self.keep_folders = keep_folders
         self._evaluators: dict[Slot, Evaluator] = {}
         self._closing: set[asyncio.Future[None]] = set()  # harnesses `drop` is stopping
@@ -61,7 +63,10 @@ class EvaluatorPool:
         except Exception as exc:
             raise InfrastructureFault(f"{slot.device}: {exc}") from exc
         return Evaluator(
-            executor=executor, workdir=folder if self.keep_folders else None, timing=self.timing
+            executor=executor,
+            workdir=folder if self.keep_folders else None,
+            timing=self.timing,
+            baseline_impl=self.baseline_impl,
         )
 
     def drop(self, slot: Slot) -> None:

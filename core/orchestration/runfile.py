@@ -69,6 +69,9 @@ class RunSpec:
     profile: str = (
         "full"  # the evaluation profile of the run's jobs: full or train (docs/evaluation.md)
     )
+    # which of each task's `baselines:` to time against where a task declares it (an imported
+    # KernelBench task's `eager` or `torch_compile`); None: each task's own order
+    baseline_impl: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = {k: list(v) if isinstance(v, tuple) else v for k, v in self.__dict__.items()}
@@ -137,6 +140,7 @@ def load_run_file(path: Path | str, tasks_dir: Path | None = None) -> RunSpec:
         "parallelism",
         "ray",
         "profile",
+        "baseline_impl",
     )
     unknown = sorted(set(raw) - set(allowed))
     if unknown:
@@ -193,6 +197,7 @@ def load_run_file(path: Path | str, tasks_dir: Path | None = None) -> RunSpec:
         parallelism=positive("parallelism", None),
         ray=_ray_address(path, raw.get("ray")),
         profile=_profile(path, raw.get("profile", "full")),
+        baseline_impl=_baseline_impl(path, raw.get("baseline_impl")),
     )
     from core.orchestration.planning import plan, plan_attempts  # planning reads RunSpec from here
 
@@ -223,6 +228,19 @@ def _ray_address(path: Path, raw: Any) -> str | None:
             "write e.g. `ray: auto`, `ray: ray://head:10001` or `ray: local` (docs/ray.md)",
         )
     return raw.strip() if raw else None
+
+
+def _baseline_impl(path: Path, raw: Any) -> str | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, str) or not raw.strip():
+        raise RunFileError(
+            path,
+            "baseline_impl",
+            f"must be a baseline's name, got {raw!r}",
+            "write e.g. `baseline_impl: torch_compile` (an imported KernelBench task's compile baseline)",
+        )
+    return raw.strip()
 
 
 def _profile(path: Path, raw: Any) -> str:

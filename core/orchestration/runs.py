@@ -261,7 +261,7 @@ async def _execute(
             try:
                 if planned[key].task.external is not None:
                     raise BadCandidate("external tasks run their own commands, never in a batch")
-                check_candidate(planned[key].candidate)
+                check_candidate(planned[key].candidate, planned[key].task)
             except (BadCandidate, ValueError):
                 alone.append(key)  # reported by its own evaluation, as ever
                 continue
@@ -293,7 +293,9 @@ async def _execute(
         store.finish_run(run_id, "finished")
         return outcome
     root = owned_tempdir("arena-run-")  # removed by the next start if this process is killed
-    pool = EvaluatorPool(executor_factory, lambda: root)  # each slot's folder under root
+    pool = EvaluatorPool(  # each slot's folder under root
+        executor_factory, lambda: root, baseline_impl=spec.baseline_impl
+    )
     capacities: dict[str, int] = {}
     if spec.ray or any(d.startswith("ray:") for d in devices):  # slots from the cluster's resources
         from core.orchestration import ray_executor

@@ -347,7 +347,7 @@ class Arena:
         work: _Work = job.payload
         evaluator = await self._evaluator(slot)
         try:
-            check_candidate(work.path)
+            check_candidate(work.path, work.task)
         except (BadCandidate, ValueError) as exc:  # ValueError: NUL bytes, which ast refuses
             return not_a_candidate(work.task, work.path, exc, evaluator, slot, work.request)
         with self.pool.guarded(slot):
@@ -366,7 +366,7 @@ class Arena:
         good: list[int] = []
         for i, path in enumerate(work.paths):
             try:
-                check_candidate(path)
+                check_candidate(path, work.task)
                 good.append(i)
             except (BadCandidate, ValueError) as exc:  # a compile failure, outside the batch
                 results[i] = not_a_candidate(work.task, path, exc, evaluator, slot, work.request)
