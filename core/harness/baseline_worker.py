@@ -35,7 +35,7 @@ import torch
 from core.harness import channel, jit_cache, oploop, shared_region, trace
 from core.harness.candidate_worker import time_own, time_shared
 from core.harness.protocol import Op
-from core.harness.trusted_task import baseline_impl
+from core.harness.trusted_task import baseline_impl, chosen_impl
 from core.harness.trusted_worker import install_trusted_triton
 from core.harness.worker_process import PR_SET_DUMPABLE, libc, redirect_output
 from core.harness.worker_tools import (
@@ -83,13 +83,18 @@ def baseline_main(conn: socket.socket, job: dict[str, Any]) -> None:
             custom = module_from_source(
                 inputs_source, "arena_task_inputs", str(Path(job["task_dir"]) / "inputs.py")
             ).make_inputs
+        run = (  # the run's choice among task.yaml's `baselines:`, else baseline.py's own
+            chosen_impl(module, job["baseline_impl"])
+            if job.get("baseline_impl")
+            else entry(module, "baseline.py")
+        )
         if device.type == "cuda":  # the context, as the candidate's worker makes it (`warm`)
             torch.cuda.init()
             torch.empty((1,), device=device)
     except Exception as exc:  # noqa: BLE001 - the parent reports it as an infrastructure fault
         channel.send(conn, error_reply(exc))
         return
-    worker = BaselineWorker(conn, job, device, module, custom)
+    worker = BaselineWorker(conn, job, device, module, custom, run)
     trace.record("setup", started, time.monotonic() - started)
     channel.send(conn, {"ok": True, "ready": True})
     oploop.serve(conn, worker.handle, error=error_reply)
@@ -105,9 +110,10 @@ class BaselineWorker:
         device: torch.device,
         module: Any,
         custom: Any,
+        run: Any,
     ):
         self.conn, self.device, self.module, self.custom = conn, device, module, custom
-        self.run = entry(module, "baseline.py")
+        self.run = run
         self.specs, self.outs = job["inputs"], job["outputs"]
         self.peer: socket.socket | None = None
         self.handle = oploop.dispatch(
