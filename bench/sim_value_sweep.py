@@ -27,10 +27,13 @@ sys.path.insert(0, str(ROOT))
 from core.devices.device import sim_info
 from core.devices.sim import sim_section
 from core.evaluation.job import spec_json
+from core.evaluation.sim_scaled import scaled_json
 from core.harness.sim import count as sim_count
 from core.harness.sim import predict as sim_predict
 from core.harness.sim import reference as sim_reference
+from core.harness.sim import stage as sim_stage
 from core.harness.sim import written as sim_written
+from core.harness.sim.model import Constants, Target
 from core.harness.workers import _entry, _module_from_source, full_fp32
 from core.tasks.discovery import discover
 
@@ -53,7 +56,14 @@ def _billed(reply: dict) -> list[dict]:
 
 
 def _count(
-    module: object, specs: list, workload: dict, custom: object, compiler: object, exact: int
+    module: object,
+    specs: list,
+    workload: dict,
+    custom: object,
+    compiler: object,
+    exact: int,
+    outs: list | None = None,
+    scaled: dict | None = None,
 ) -> dict:
     """One count of `module.run`, with `exact` exact programs per launch."""
     sim_count.EXACT_PROGRAMS, kept = exact, sim_count.EXACT_PROGRAMS
@@ -65,13 +75,36 @@ def _count(
             7,
             custom,  # type: ignore[arg-type]
             compiler,  # type: ignore[arg-type]
+            outputs=outs,
+            scaled=scaled,
         )
     finally:
         sim_count.EXACT_PROGRAMS = kept
 
 
+def _problems(
+    reply: dict, task: object, specs: list, outs: list, w: object, section: dict
+) -> str | None:
+    """What a `sim:` evaluation's harness parent fails before it asks the reference
+    (sim_stage.count_problems): strays, unknown ops, exact programs unlike their twins, the
+    task's formulas, outputs with no known element."""
+    target, constants = (
+        Target.from_json(section["target"]),
+        Constants.from_json(section["constants"]),
+    )
+    launches = sim_stage.checked_launches(reply)
+    ops = sim_stage.checked_ops(reply.get("torch_ops", []), "candidate")
+    formula = {"flops": task.flops_for(w), "bytes": task.bytes_for(w), "dtype": task.peak}  # type: ignore[attr-defined]
+    judged = not task.file("check.py").exists()  # type: ignore[attr-defined]
+    found, _, _ = sim_stage.count_problems(
+        reply, launches, ops, {"inputs": specs, "outputs": outs}, formula, target, constants, judged
+    )
+    return found
+
+
 def main(filters: list[str], billing: bool = False) -> None:
-    compiler = sim_predict.CompileCache(sim_section(sim_info("sim:h200"))["aot"], None)
+    section = sim_section(sim_info("sim:h200"))
+    compiler = sim_predict.CompileCache(section["aot"], None)
     from core.harness.triton_cpu import enable_interpreter
 
     enable_interpreter()
@@ -126,21 +159,25 @@ def main(filters: list[str], billing: bool = False) -> None:
                     # smaller than a warm one: with --billing, the counts without exact programs
                     # come before and after the one with them, which must equal one of them.
                     point = (module, specs, workload, custom, compiler)
-                    plain = _count(*point, 0) if billing else None
+                    plain = _count(*point, 0, outs) if billing else None
                     started = time.time()
-                    reply = _count(*point, sim_count.EXACT_PROGRAMS)
+                    scaled = scaled_json(task, w)
+                    reply = _count(*point, sim_count.EXACT_PROGRAMS, outs, scaled)
                     counted = time.time()
                     same = None
                     if plain is not None:
                         same = _billed(plain) == _billed(reply) or _billed(
                             _count(*point, 0)
                         ) == _billed(reply)
+                    problem = _problems(reply, task, specs, outs, w, section)
+                    where = reply["values"].get("workload") or workload
                     entry = sim_reference.reference_entry(
-                        reference, specs, outs, workload, 7, custom, sources
+                        reference, specs, outs, where, 7, custom, sources
                     )
                     got = sim_reference.judge(entry, reply["values"], outs, rule)
                     row = {
                         "checked": got["checked"],
+                        "problem": problem,
                         "wrong": got["wrong"],
                         "skipped": got["skipped"],
                         "unwritten": sim_written.problem(reply["written"], names)

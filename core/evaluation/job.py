@@ -16,6 +16,7 @@ from core.devices.ids import gpus_in
 from core.devices.sim import sim_baseline, sim_section
 from core.evaluation import scoring
 from core.evaluation.profiles import CI_TARGET, SPECS, Profile, parse_profile, per_regime
+from core.evaluation.sim_scaled import scaled_json
 from core.model import events
 from core.model.task import Limits, Task, TensorSpec
 from core.model.workload import Workload
@@ -116,6 +117,7 @@ def spec_json(spec: TensorSpec) -> dict[str, Any]:
         "init": spec.init,
         "value": spec.value,
         "inplace_of": spec.inplace_of,
+        **({"atomic": True} if spec.atomic else {}),
     }
 
 
@@ -301,6 +303,11 @@ def build_job(
                 **(
                     {"measured_baseline": known}
                     if simulated and (known := sim_baseline(task, w, info, roof))
+                    else {}
+                ),
+                **(
+                    {"scaled": scaled}
+                    if simulated and (scaled := scaled_json(task, w)) is not None
                     else {}
                 ),
             }

@@ -103,6 +103,7 @@ class Evaluation(JobRun, CorrectnessStages, PerformanceStage):
         self.no_share: dict[int, str] = {}  # pid of a candidate worker -> why it cannot map
         self.sharing_proven = False  # a worker mapped shared memory before candidate code ran
         self.mapped: dict[int, str] = {}  # freed in the trusted worker once its worker is dead
+        self.isolation_note: str | None = None  # why its worker sees other evaluations' files
 
     # --- the lifecycle ----------------------------------------------------------------
 
@@ -268,6 +269,10 @@ class Evaluation(JobRun, CorrectnessStages, PerformanceStage):
                 f"the candidate's worker could not start its device: {reply.get('error')}",
                 "infrastructure",
             )
+        if reply.get("isolation"):  # it sees what other evaluations left (isolation.py)
+            self.isolation_note = (
+                f"not isolated from other evaluations: {str(reply['isolation'])[:200]}"
+            )
 
     def _compile(self, deadline: float) -> dict[str, Any]:
         self._start_workers(deadline)
@@ -282,7 +287,8 @@ class Evaluation(JobRun, CorrectnessStages, PerformanceStage):
             raise StageFailed(
                 "failed", f"{reply.get('error')}\n{reply.get('traceback', '')}".strip()
             )
-        return {"log": self._log("candidate.log"), "note": reply.get("first_call_error")}
+        notes = [n for n in (reply.get("first_call_error"), self.isolation_note) if n]
+        return {"log": self._log("candidate.log"), "note": "; ".join(notes) or None}
 
 
 def run_job(

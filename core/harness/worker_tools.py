@@ -104,6 +104,7 @@ def candidate_view(job: dict[str, Any]) -> dict[str, Any]:
         "workdir": job["workdir"],
         "memory_bytes": (job.get("limits") or {}).get("candidate_memory_bytes"),
         "task_inputs": source.decode() if source is not None else None,
+        "isolation": job.get("isolation"),  # what its process covers (core/harness/isolation.py)
     }
 
 

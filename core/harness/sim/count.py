@@ -39,6 +39,7 @@ import math
 import random
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -96,6 +97,8 @@ EXACT_STORES_CAP = (
 EXACT_PROGRAMS = 2  # programs of each launch run exactly (every iteration, the real dot)
 EXACT_CHEAP_S = 0.05  # ... and all of its first sample where each takes less than this
 EXACT_BUDGET_S = 10.0  # interpreter seconds one counted call may spend on exact work
+EXACT_FIRST_S = 60.0  # ... except each launch's first exact program, which always runs to the end unless it takes this long
+STRAY_CAP = 1 << 16  # stray sectors kept per launch and kind, to resolve (sim_values) and report
 
 
 class Counting:
@@ -130,6 +133,10 @@ class Counting:
         self.forgetting = 0  # inside loop iterations whose counts are dropped (SampledRange)
         self.exact_ran = 0  # exact programs that finished exactly
         self.exact_cut: dict[str, int] = {}  # kernel -> exact programs stopped at the budget
+        self.atomic_stores: list[tuple[int, np.ndarray]] = []  # the current program's atomics
+        self.did_atomic = False  # the current program ran an atomic
+        self.differs: list[dict[str, Any]] = []  # exact programs that counted unlike their twins
+        self.exact_slow: list[str] = []  # kernels whose first exact program passed EXACT_FIRST_S
 
     def __enter__(self) -> Counting:
         _hooks.install()
@@ -180,6 +187,7 @@ class Counting:
         if self.forgetting:  # an iteration an exact program runs and forgets: only its stores
             if self.exact:
                 self.stores.append((itemsize, addrs.astype(np.int64, copy=True)))
+            self._strays(launch, unique_sectors(addrs), True)
             return
         n = addrs.size
         sectors = unique_sectors(addrs)
@@ -196,29 +204,78 @@ class Counting:
         if sectors.size:
             self._attribute(launch, p, sectors, STORED if store else "")
 
+    def atomic(self, ptrs: np.ndarray, mask: np.ndarray | None, itemsize: int) -> None:
+        """An atomic read-modify-write: billed as a load and a store of the lanes it updates
+        (and counted in `atomics`). Its addresses are not known values (their order is the
+        programs'), but the program's other stores stay exact (sim_values)."""
+        p, launch = self.program, self.current
+        if p is None or launch is None:
+            return
+        addrs = np.asarray(ptrs).reshape(-1)
+        if mask is not None:
+            m = np.broadcast_to(np.asarray(mask), np.shape(ptrs)).reshape(-1)
+            addrs = addrs[m]
+        self.did_atomic = True
+        keep = addrs.astype(np.int64, copy=True)
+        self.atomic_stores.append((itemsize, keep))
+        if self.forgetting:
+            self._strays(launch, unique_sectors(addrs), True)
+            return
+        p.atomics += addrs.size
+        self.access(ptrs, mask, itemsize, store=False)
+        # As a store, but not a known value: counted here, not through access().
+        sectors = unique_sectors(addrs)
+        p.store_bytes += addrs.size * itemsize
+        p.store_sectors += sectors.size
+        p.stores += 1
+        if sectors.size:
+            self._attribute(launch, p, sectors, STORED)
+
     def _attribute(
         self, launch: Launch, p: ProgramCounts, sectors: np.ndarray, suffix: str = ""
     ) -> None:
         """Each sector to the tensor argument it lies in (`sectors` sorted: two binary searches
-        per tensor, not a pass over the sectors)."""
+        per tensor, not a pass over the sectors); what lies in none is `(other)`, and what lies
+        outside every argument's whole storage is a stray (`_strays`)."""
         addrs = sectors * SECTOR
-        left = sectors.size
+        spans = []
         for t in launch.tensors:
-            inside = int(
-                np.searchsorted(addrs, t.end, "left")
-                - np.searchsorted(addrs, t.start - SECTOR, "left")
-            )
-            if inside:
+            lo = int(np.searchsorted(addrs, t.start - SECTOR, "left"))
+            hi = int(np.searchsorted(addrs, t.end, "left"))
+            if hi > lo:
                 p.tensor_bytes[t.name + suffix] = (
-                    p.tensor_bytes.get(t.name + suffix, 0.0) + inside * SECTOR
+                    p.tensor_bytes.get(t.name + suffix, 0.0) + (hi - lo) * SECTOR
                 )
-                left -= inside
-                if left <= 0:
-                    return
+                spans.append((lo, hi))
+        left = sectors.size - _covered(spans)
         if left > 0:
             p.tensor_bytes["(other)" + suffix] = (
                 p.tensor_bytes.get("(other)" + suffix, 0.0) + left * SECTOR
             )
+            self._strays(launch, sectors, bool(suffix))
+
+    def _strays(self, launch: Launch, sectors: np.ndarray, store: bool) -> None:
+        """Record the sectors outside every tensor argument's storage. An honest kernel never
+        reaches them: its pointers are its arguments' (or, through a pointer array, the call's
+        own tensors: sim_values resolves those). Kept for the stage to judge (sim_stage)."""
+        if not sectors.size:
+            return
+        addrs = sectors * SECTOR
+        outside = np.ones(sectors.size, dtype=bool)
+        for t in launch.tensors:
+            lo = int(np.searchsorted(addrs, t.storage_start - SECTOR, "right"))
+            hi = int(np.searchsorted(addrs, t.storage_end, "left"))
+            outside[lo:hi] = False
+        found = addrs[outside]
+        if not found.size:
+            return
+        kept = launch.stray_stores if store else launch.stray_loads
+        if store:
+            launch.stray_store_sectors += found.size
+        else:
+            launch.stray_load_sectors += found.size
+        if sum(a.size for a in kept) < STRAY_CAP:
+            kept.append(found[:STRAY_CAP].astype(np.int64, copy=True))
 
     def running_exactly(self) -> bool:
         """Whether the current program runs exactly (the real dot, every loop iteration). Past
@@ -267,11 +324,6 @@ class Counting:
             else:
                 self.program.alu_ops += elements
 
-    def atomic(self, elements: int) -> None:
-        if self.program is not None:
-            self.exact = False  # its result depends on programs that may not run
-            self.program.atomics += elements
-
     # --- what the launch hook calls -------------------------------------------------------
 
     def _grow_to(self, launch: Launch, elapsed: float) -> int:
@@ -294,28 +346,33 @@ class Counting:
             return SPARSE_SAMPLE if elapsed < SPARSE_BUDGET_S else n
         return self.max_sample
 
-    def _keep_stores(self, launch: Launch) -> None:
-        if not self.exact:
+    def _keep(self, launch: Launch, run: _Ran) -> None:
+        """A program's counts and what its stores tell the value check (sim_values)."""
+        launch.programs.append(run.counts)
+        if run.atomic_stores:
+            _keep_capped(launch, launch.atomic_addrs, run.atomic_stores)
+        if not run.exact:
             launch.inexact += 1
-        elif not launch.stores_dropped:
-            kept = sum(a.size for arrays in launch.exact_stores.values() for a in arrays)
-            if kept + sum(a.size for _, a in self.stores) > EXACT_STORES_CAP:
-                launch.stores_dropped = True
-            else:
-                for itemsize, addrs in self.stores:
-                    launch.exact_stores.setdefault(itemsize, []).append(addrs)
-        self.stores = []
+            return
+        if not _keep_capped(launch, launch.exact_stores, run.stores):
+            return
+        if run.did_atomic:  # its plain stores may hold what an atomic returned
+            _keep_capped(launch, launch.tainted_stores, run.stores)
 
     def _exact_picks(self, first: list[int]) -> set[int]:
         """The programs of a launch that run exactly: drawn among those its sample runs first,
         from the operating system's randomness (a candidate cannot know which)."""
-        if self.in_trial or self.exact_spent >= self.exact_budget_s or not first:
+        if self.in_trial or self.exact_budget_s <= 0 or not first:
             return set()
         return set(random.SystemRandom().sample(first, min(EXACT_PROGRAMS, len(first))))
 
-    def _exact_affordable(self, spent: float, ran: float) -> bool:
+    def _exact_affordable(self, spent: float, ran: float, first: bool) -> bool:
         """Whether one more exact program of this launch fits the call's budget, judged by
-        those of the launch that ran exactly before it; one that does not is left sampled."""
+        those of the launch that ran exactly before it; one that does not is left sampled.
+        The launch's first exact program (none stored anything yet) always runs: every launch
+        gets known elements, however costly its programs are made (up to `EXACT_FIRST_S`)."""
+        if first:
+            return True
         left = self.exact_budget_s - self.exact_spent
         if left > 0 and (not ran or spent / ran <= left):
             return True
@@ -323,6 +380,64 @@ class Counting:
             name = self.current.kernel
             self.exact_cut[name] = self.exact_cut.get(name, 0) + 1
         return False
+
+    def _run(
+        self,
+        run_one: Callable[[int, int, int], None],
+        i: int,
+        grid: tuple[int, int, int],
+        deadline: float | None,
+    ) -> _Ran:
+        """Program `i` once: exactly until `deadline` (None: as a sampled program)."""
+        gx, gy, _ = grid
+        self.program, self.exact, self.stores = ProgramCounts(), True, []
+        self.atomic_stores, self.did_atomic = [], False
+        self.exact_deadline = deadline
+        started = time.perf_counter()
+        try:
+            run_one(i % gx, (i // gx) % gy, i // (gx * gy))
+        finally:
+            ran = _Ran(
+                counts=self.program,
+                exact=self.exact,
+                finished_exactly=self.exact_deadline is not None and self.exact,
+                stores=self.stores,
+                atomic_stores=self.atomic_stores,
+                did_atomic=self.did_atomic,
+                took=time.perf_counter() - started,
+            )
+            self.program, self.exact_deadline = None, None
+            self.stores, self.atomic_stores = [], []
+        return ran
+
+    def _exact_with_twin(
+        self, launch: Launch, run_one: Callable[[int, int, int], None], i: int, deadline: float
+    ) -> tuple[_Ran, float]:
+        """Program `i` run exactly, after its twin: the same program run first as any sampled
+        one is (a stubbed dot, sampled loops), which no kernel can tell from the programs
+        that are billed. An honest program counts the same both ways (an exact program is
+        billed as the sampled one it stands for), so any difference in loads, stores, FLOPs
+        or loop trips is a kernel that tells its exact programs apart and does something else
+        when it is not watched (`differs`). A twin that ran no dot and no sampled loop was
+        exact itself and stands for the exact run. Returns the exact run and the seconds both
+        took."""
+        twin = self._run(run_one, i, launch.grid, None)
+        if twin.exact:
+            return twin, twin.took
+        exact = self._run(run_one, i, launch.grid, deadline)
+        if twin.did_atomic or exact.did_atomic:
+            launch.reran_atomics = True  # its atomics were applied twice
+        found = _differs(exact.counts, twin.counts)
+        if found and len(self.differs) < 8:
+            gx, gy, _ = launch.grid
+            self.differs.append(
+                {
+                    "kernel": launch.kernel,
+                    "program": [i % gx, (i // gx) % gy, i // (gx * gy)],
+                    **found,
+                }
+            )
+        return exact, twin.took + exact.took
 
     def run_programs(self, launch: Launch, run_one: Callable[[int, int, int], None]) -> None:
         """Run all programs of a small launch, else a stratified sample, grown where programs differ."""
@@ -337,7 +452,14 @@ class Counting:
         exact = self._exact_picks(first)
         # The sample's growth is timed without the exact programs' extra time (an exact program
         # counts as long as the mean sampled one), so it grows as it did before they existed.
-        timing = {"exact_s": 0.0, "exact_n": 0, "sampled_s": 0.0, "sampled_n": 0, "idle_exact": 0}
+        timing = {
+            "exact_s": 0.0,
+            "exact_n": 0,
+            "sampled_s": 0.0,
+            "sampled_n": 0,
+            "idle_exact": 0,
+            "stored": 0,
+        }
 
         def elapsed() -> float:
             mean = timing["sampled_s"] / timing["sampled_n"] if timing["sampled_n"] else 0.0
@@ -357,32 +479,36 @@ class Counting:
                 if i in done:
                     continue
                 done.add(i)
-                self.program, self.exact, self.stores = ProgramCounts(), True, []
-                wanted = i in exact or timing["idle_exact"] > 0 or cheap(i)
-                chosen = wanted and self._exact_affordable(timing["exact_s"], timing["exact_n"])
-                if chosen and i not in exact:
+                wanted = self.exact_budget_s > 0 and (
+                    i in exact or timing["idle_exact"] > 0 or cheap(i)
+                )
+                leading = not timing["stored"]  # no exact program of this launch stored yet
+                chosen = wanted and self._exact_affordable(
+                    timing["exact_s"], timing["exact_n"], leading
+                )
+                if chosen and i not in exact and timing["idle_exact"] > 0:
                     timing["idle_exact"] -= 1
-                started_one = time.perf_counter()
-                if chosen:
-                    self.exact_deadline = started_one + self.exact_budget_s - self.exact_spent
-                try:
-                    run_one(i % gx, (i // gx) % gy, i // (gx * gy))
-                finally:
-                    took = time.perf_counter() - started_one
-                    if chosen:
-                        if not self.stores:  # idle (returned early): the next program stands in
-                            timing["idle_exact"] += 1
-                        self.exact_ran += int(self.exact_deadline is not None and self.exact)
-                        self.exact_deadline = None
-                        self.exact_spent += took
-                        timing["exact_s"] += took
-                        timing["exact_n"] += 1
+                if not chosen:
+                    ran = self._run(run_one, i, launch.grid, None)
+                    timing["sampled_s"] += ran.took
+                    timing["sampled_n"] += 1
+                else:
+                    now = time.perf_counter()
+                    deadline = now + (
+                        EXACT_FIRST_S if leading else self.exact_budget_s - self.exact_spent
+                    )
+                    ran, took = self._exact_with_twin(launch, run_one, i, deadline)
+                    if not ran.stores:  # idle (returned early): the next program stands in
+                        timing["idle_exact"] += 1
                     else:
-                        timing["sampled_s"] += took
-                        timing["sampled_n"] += 1
-                launch.programs.append(self.program)
-                self.program = None
-                self._keep_stores(launch)
+                        timing["stored"] += 1
+                    self.exact_ran += int(ran.finished_exactly or ran.exact)
+                    self.exact_spent += ran.took  # its twin ran as a sampled program does
+                    timing["exact_s"] += took
+                    timing["exact_n"] += 1
+                    if leading and not ran.exact and ran.stores:
+                        self.exact_slow.append(launch.kernel)
+                self._keep(launch, ran)
 
         try:
             if total <= self.full_grid:
@@ -405,6 +531,83 @@ class Counting:
             self.launches.append(launch)
             self.current = None
             self.exact_deadline = None
+
+
+@dataclass
+class _Ran:
+    """One run of one program: its counts, and what it stored (sim_values)."""
+
+    counts: ProgramCounts
+    exact: bool
+    finished_exactly: bool
+    stores: list[tuple[int, np.ndarray]]
+    atomic_stores: list[tuple[int, np.ndarray]]
+    did_atomic: bool
+    took: float
+
+
+HELD = (  # what an exact program and its twin must count alike
+    "loop_iterations",
+    "loads",
+    "stores",
+    "atomics",
+    "load_bytes",
+    "store_bytes",
+    "alu_ops",
+    "sfu_ops",
+)
+SECTOR_SLACK = (
+    0.1  # their sectors may differ this much: a skipped iteration leaves a pointer behind
+)
+
+
+def _differs(exact: ProgramCounts, twin: ProgramCounts) -> dict[str, Any] | None:
+    """The first count in which an exact program and its sampled twin differ, or None."""
+    for key in HELD:
+        a, b = getattr(exact, key), getattr(twin, key)
+        if abs(a - b) > 1e-9 * max(abs(a), abs(b), 1.0):
+            return {"count": key, "exact": a, "sampled": b}
+    for dtype in set(exact.dot_flops) | set(twin.dot_flops):
+        a, b = exact.dot_flops.get(dtype, 0.0), twin.dot_flops.get(dtype, 0.0)
+        if abs(a - b) > 1e-9 * max(abs(a), abs(b), 1.0):
+            return {"count": f"{dtype} dot FLOPs", "exact": a, "sampled": b}
+    for key in ("load_sectors", "store_sectors"):
+        a, b = getattr(exact, key), getattr(twin, key)
+        if abs(a - b) > SECTOR_SLACK * max(a, b) + 1:
+            return {"count": key, "exact": a, "sampled": b}
+    return None
+
+
+def _keep_capped(
+    launch: Launch, into: dict[int, list[np.ndarray]], stores: list[tuple[int, np.ndarray]]
+) -> bool:
+    """Append a program's stored addresses to `into`, by item size; past `EXACT_STORES_CAP`
+    addresses kept in the launch, nothing more is kept and the launch's stores are no longer
+    all known (False)."""
+    if launch.stores_dropped:
+        return False
+    kept = sum(
+        a.size
+        for table in (launch.exact_stores, launch.atomic_addrs, launch.tainted_stores)
+        for arrays in table.values()
+        for a in arrays
+    )
+    if kept + sum(a.size for _, a in stores) > EXACT_STORES_CAP:
+        launch.stores_dropped = True
+        return False
+    for itemsize, addrs in stores:
+        into.setdefault(itemsize, []).append(addrs)
+    return True
+
+
+def _covered(spans: list[tuple[int, int]]) -> int:
+    """How many indices the half-open intervals `spans` cover together."""
+    done, reach = 0, 0
+    for lo, hi in sorted(spans):
+        if hi > reach:
+            done += hi - max(lo, reach)
+            reach = hi
+    return done
 
 
 # --- patches of the interpreter ------------------------------------------------------------------

@@ -14,6 +14,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from core.harness.sim import count as sim_count
+from core.harness.sim import judge as sim_judge
 from core.harness.sim import narrow as sim_narrow
 from core.harness.sim import written as sim_written
 from core.harness.sim.model import Constants, Target, predict_side
@@ -31,7 +32,9 @@ def check_values(
 ) -> str:
     """The counted call against the reference (sim_values, sim_reference): wrong values are
     `sim_wrong_output`, an in-place output written for less than `MIN_WRITTEN` of the elements
-    the reference changes is `sim_unwritten_output`. Returns the workload's note on it."""
+    the reference changes is `sim_unwritten_output`. Returns the workload's note on it. The
+    values of a pure PyTorch call above the real run's budget come from its run at a scaled
+    workload, and are judged against the reference there (sim_scaled_run)."""
     from core.harness.runner import StageFailed, _workload
 
     values = reply.get("values")
@@ -41,13 +44,14 @@ def check_values(
     known = isinstance(given, list) and any(isinstance(o, dict) and o.get("index") for o in given)
     if not known and not any(o.get("inplace_of") for o in ev.job["outputs"]):
         # Nothing to compare and nothing updated in place: the reference is not computed.
-        reason = values.get("reason") or (
-            "no known elements (no exact program stored into an output: atomics, a launch that "
-            "read what a sampled launch left partial, or exact work past its budget)"
-        )
+        reason = values.get("reason") or "no known elements"
         return f"value check skipped: {str(reason)[:200]}"
+    where = _workload(w)
+    scaled = values.get("workload")
+    if isinstance(scaled, dict) and isinstance(w.get("scaled"), dict):
+        where = {"axes": w["scaled"]["axes"], "shapes": w["scaled"]["shapes"]}
     got = ev._trusted_call(
-        {"op": "sim_values", "workload": _workload(w), "seed": seed, "values": values}, deadline
+        {"op": "sim_values", "workload": where, "seed": seed, "values": values}, deadline
     )
     label = w["label"]
     if got.get("malformed"):
@@ -65,7 +69,12 @@ def check_values(
         raise StageFailed("failed", f"{label}: {unwritten}")
     if got.get("skipped"):
         return f"value check skipped: {str(got['skipped'])[:200]}"
-    return f"value check: {int(got.get('checked') or 0)} elements of the counted call match the reference"
+    at = (
+        f" (at the scaled workload {w['scaled'].get('label')})"
+        if where is not _workload(w) and isinstance(w.get("scaled"), dict)
+        else ""
+    )
+    return f"value check: {int(got.get('checked') or 0)} elements of the counted call match the reference{at}"
 
 
 class MalformedCounts(ValueError):
@@ -224,6 +233,26 @@ FAKE_PASS_SLACK = 1.1  # the real run may count this much more than the fake pas
 def fake_pass_problem(
     reply: dict[str, Any], launches: list[Any], ops: list[dict[str, Any]]
 ) -> str | None:
+    scaled = reply.get("scaled_check")
+    if isinstance(scaled, dict):  # above the budget: compared at the scaled workload
+        try:
+            real_ops = checked_ops(scaled.get("torch_ops", []), "scaled")
+        except MalformedCounts:
+            return "sim_fake_pass_differs: the candidate's worker sent a malformed scaled count"
+        found = _fake_pass_differs(
+            {"fake_count": scaled.get("fake")},
+            [None] * int(_number(scaled.get("launches", 0), "launches")),
+            real_ops,
+        )
+        return found and found.replace(
+            "on GPU-sized tensors", f"at {str(scaled.get('label'))[:120]}"
+        )
+    return _fake_pass_differs(reply, launches, ops)
+
+
+def _fake_pass_differs(
+    reply: dict[str, Any], launches: list[Any], ops: list[dict[str, Any]]
+) -> str | None:
     """A pure PyTorch call is counted twice, on fake tensors and then on GPU-sized CPU tensors
     (sim_predict): code that branches on neither values nor devices does the same ops both times.
     A real run that launched a kernel the fake pass did not, or counted clearly more work, is
@@ -266,7 +295,16 @@ def predict_performance(ev: Evaluation, deadline: float) -> dict[str, Any]:
     # its count runs no exact programs (sim_count), which would cost time for nothing.
     exact = "check.py" not in (ev.job.get("task_sources") or {})
     requests = [
-        ({"op": "predict", "workload": _workload(w), "seed": seed, "exact": exact}, 0)
+        (
+            {
+                "op": "predict",
+                "workload": _workload(w),
+                "seed": seed,
+                "exact": exact,
+                **({"scaled": w["scaled"]} if w.get("scaled") else {}),
+            },
+            0,
+        )
         for w, seed in zip(workloads, seeds)
     ]
     counted: dict[int, dict[str, Any]] = {}
@@ -294,6 +332,44 @@ def predict_performance(ev: Evaluation, deadline: float) -> dict[str, Any]:
             )
             reported += 1
     return {"workloads": len(workloads), "note": f"predicted for {sim['label']}, not measured"}
+
+
+def count_problems(
+    reply: dict[str, Any],
+    launches: list[tuple[dict[str, Any], dict[str, Any] | None]],
+    cand_ops: list[dict[str, Any]],
+    job: dict[str, Any],
+    formula: Any,
+    target: Target,
+    constants: Constants,
+    judged: bool,
+) -> tuple[str | None, dict[str, Any], list[str]]:
+    """(the first failure of a candidate's counts, its predicted side, notes on its values):
+    every check sim_judge, sim_written, sim_narrow and the fake pass make before the reference
+    is asked. `judged`: the task's values are compared (no check.py of its own). Pure, so that
+    bench/sim_value_sweep.py applies what a `sim:` evaluation applies."""
+    outputs = job["outputs"]
+    found = (
+        sim_judge.stray_problem(reply)
+        or sim_judge.unknown_op_problem(reply)
+        or sim_judge.differs_problem(reply)
+        or sim_judge.slow_problem(reply)
+        or sim_written.problem(reply.get("written"), [o["name"] for o in outputs])
+        or fake_pass_problem(reply, launches, cand_ops)
+        or sim_judge.formula_problem(formula, launches, cand_ops)
+        or sim_narrow.problem(
+            [s for s, _ in launches],
+            cand_ops,
+            [str(x.get("dtype")) for x in job["inputs"] + outputs if x.get("dtype")],
+        )
+    )
+    candidate = predict_side(launches, cand_ops, target, constants)
+    if found or not judged:
+        return found, candidate, []
+    unchecked, notes = sim_judge.unchecked_problem(
+        reply.get("values"), outputs, launches, candidate["median_us"], target, constants
+    )
+    return unchecked, candidate, notes
 
 
 def _report(
@@ -327,21 +403,13 @@ def _report(
         raise StageFailed(
             "failed" if fault == "candidate" else "error", f"{w['label']}: {message}", fault
         )
-    unwritten = sim_written.problem(reply.get("written"), [o["name"] for o in ev.job["outputs"]])
-    if unwritten:
-        raise StageFailed("failed", f"{w['label']}: {unwritten}")
-    differs = fake_pass_problem(reply, launches, cand_ops)
-    if differs:
-        raise StageFailed("failed", f"{w['label']}: {differs}")
-    checked = check_values(ev, w, reply, seed, deadline)
-    narrow = sim_narrow.problem(
-        [s for s, _ in launches],
-        cand_ops,
-        [str(x.get("dtype")) for x in ev.job["inputs"] + ev.job["outputs"] if x.get("dtype")],
+    judged = "check.py" not in (ev.job.get("task_sources") or {})  # values compared at all
+    found, candidate, value_notes = count_problems(
+        reply, launches, cand_ops, ev.job, w.get("formula"), target, constants, judged
     )
-    if narrow:
-        raise StageFailed("failed", f"{w['label']}: {narrow}")
-    candidate = predict_side(launches, cand_ops, target, constants)
+    if found:
+        raise StageFailed("failed", f"{w['label']}: {found}")
+    checked = check_values(ev, w, reply, seed, deadline)
     known = w.get("measured_baseline")
     if (
         isinstance(known, dict)
@@ -373,7 +441,7 @@ def _report(
     notes = [str(n)[:300] for n in (reply.get("notes") or [])[:8] if isinstance(n, str)]
     if base.get("note"):
         notes.append(str(base["note"]))
-    notes.append(checked)
+    notes += [*value_notes, checked]
     ev.emit(
         {
             "type": "workload_timed",

@@ -128,6 +128,10 @@ def written_bytes(
             got = sum(p.tensor_bytes.get(arg.name + STORED, 0.0) for p in launch.programs) * scale
             if got:
                 stored.append((arg.start, arg.end, min(got, float(arg.end - arg.start))))
+        for lo, hi in getattr(launch, "resolved_writes", ()):  # through a pointer array
+            got = 32.0 * scale * sum(int(((a >= lo) & (a < hi)).sum()) for a in launch.stray_stores)
+            if got:
+                stored.append((lo, hi, min(got, float(hi - lo))))
     found: list[tuple[float | None, int]] = []
     for t in _tensors(result):
         if not isinstance(t, torch.Tensor) or not t.numel():
