@@ -64,8 +64,10 @@ def _count(
     exact: int,
     outs: list | None = None,
     scaled: dict | None = None,
+    judged: bool = True,
 ) -> dict:
-    """One count of `module.run`, with `exact` exact programs per launch."""
+    """One count of `module.run`, with `exact` exact programs per launch (none where the task
+    judges with its own check.py: the stage asks for none there either)."""
     sim_count.EXACT_PROGRAMS, kept = exact, sim_count.EXACT_PROGRAMS
     try:
         return sim_predict.predict_candidate(
@@ -75,6 +77,7 @@ def _count(
             7,
             custom,  # type: ignore[arg-type]
             compiler,  # type: ignore[arg-type]
+            exact=judged,
             outputs=outs,
             scaled=scaled,
         )
@@ -162,7 +165,8 @@ def main(filters: list[str], billing: bool = False) -> None:
                     plain = _count(*point, 0, outs) if billing else None
                     started = time.time()
                     scaled = scaled_json(task, w)
-                    reply = _count(*point, sim_count.EXACT_PROGRAMS, outs, scaled)
+                    judged = not task.file("check.py").exists()
+                    reply = _count(*point, sim_count.EXACT_PROGRAMS, outs, scaled, judged)
                     counted = time.time()
                     same = None
                     if plain is not None:
@@ -171,10 +175,23 @@ def main(filters: list[str], billing: bool = False) -> None:
                         ) == _billed(reply)
                     problem = _problems(reply, task, specs, outs, w, section)
                     where = reply["values"].get("workload") or workload
-                    entry = sim_reference.reference_entry(
-                        reference, specs, outs, where, 7, custom, sources
+                    entry = (
+                        sim_reference.reference_entry(
+                            reference, specs, outs, where, 7, custom, sources
+                        )
+                        if judged
+                        else {}
                     )
-                    got = sim_reference.judge(entry, reply["values"], outs, rule)
+                    got = (
+                        sim_reference.judge(entry, reply["values"], outs, rule)
+                        if judged
+                        else {
+                            "checked": 0,
+                            "wrong": None,
+                            "skipped": "not applicable: the task has its own check.py",
+                            "changed_bytes": [None] * len(outs),
+                        }
+                    )
                     row = {
                         "checked": got["checked"],
                         "problem": problem,

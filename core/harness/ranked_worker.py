@@ -43,7 +43,16 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from core.harness import channel, guard, inputs, oploop, timing, workers
+from core.harness import (
+    channel,
+    guard,
+    inputs,
+    oploop,
+    ranked_inputs,
+    shared_region,
+    timing,
+    workers,
+)
 from core.harness.protocol import Op, Reply, Request
 
 # Bound at import, before any candidate code runs (as timing.py binds its clocks).
@@ -176,6 +185,7 @@ def rank_main(conn: socket.socket, job: dict[str, Any]) -> None:
         workers.hide_harness()
     specs, outs = job["inputs"], job["outputs"]
     kept: dict[int, list[torch.Tensor]] = {}
+    peer: list[socket.socket | None] = [None]
 
     def handle(op: str, msg: Request, _payload: oploop.Payload) -> tuple[Reply, oploop.Payload]:
         nonlocal fn
@@ -200,18 +210,31 @@ def rank_main(conn: socket.socket, job: dict[str, Any]) -> None:
                     else {"ok": True, "first_call_error": f"{type(exc).__name__}: {exc}"}
                 ), None
             return {"ok": True}, None
-        if op == Op.RUN:
+        if op == Op.RUN:  # the baseline's ranks (trusted): inputs from their own seed
             assert fn is not None, "import first"
             w, seed = rank_workload(msg["workload"], rank), int(msg["seed"])
             return workers.run_for_check(
                 fn, specs, outs, w, seed, int(msg.get("repeat", 1)), device, custom
             )
+        if op == Op.RUN_GIVEN:  # inputs the checker drew (ranked_inputs.py)
+            assert fn is not None, "import first"
+            return ranked_inputs.run_given(fn, msg, _payload, specs, outs, device)
+        if op == Op.PEER:  # the socket to the checker, for timed rounds over shared memory
+            peer[0] = socket.socket(fileno=shared_region.recv_fd(conn))
+            return {"ok": True}, None
         if op == Op.ESTIMATE:
             assert fn is not None, "import first"
             return {
                 "ok": True,
                 "ms": _estimate(fn, msg, specs, rank, device, custom, conn, hooks),
             }, None
+        if op == Op.TIME and msg.get("shared"):
+            assert fn is not None and peer[0] is not None, "import first, then the peer socket"
+            from core.harness import ranked_rounds
+
+            return ranked_rounds.time_shared(
+                fn, msg, specs, outs, device, conn, peer[0], hooks
+            ), None
         if op == Op.TIME:
             assert fn is not None, "import first"
             return _time_rank(

@@ -182,7 +182,7 @@ class Counting:
             return
         addrs = np.asarray(ptrs).reshape(-1)
         if mask is not None:
-            m = np.broadcast_to(np.asarray(mask), np.shape(ptrs)).reshape(-1)
+            m = np.broadcast_to(np.asarray(mask), np.shape(ptrs)).reshape(-1).astype(bool)
             addrs = addrs[m]
         if self.forgetting:  # an iteration an exact program runs and forgets: only its stores
             if self.exact:
@@ -213,7 +213,7 @@ class Counting:
             return
         addrs = np.asarray(ptrs).reshape(-1)
         if mask is not None:
-            m = np.broadcast_to(np.asarray(mask), np.shape(ptrs)).reshape(-1)
+            m = np.broadcast_to(np.asarray(mask), np.shape(ptrs)).reshape(-1).astype(bool)
             addrs = addrs[m]
         self.did_atomic = True
         keep = addrs.astype(np.int64, copy=True)

@@ -60,6 +60,7 @@ class _Writer:
     exact: dict[int, np.ndarray] = field(default_factory=dict)  # item size -> sorted addresses
     atomic: dict[int, np.ndarray] = field(default_factory=dict)
     tainted: dict[int, np.ndarray] = field(default_factory=dict)
+    elementwise: Any = None  # sim_written.TorchEvent.elementwise
 
 
 def _sorted(table: dict[int, list[np.ndarray]]) -> dict[int, np.ndarray]:
@@ -133,7 +134,7 @@ def _writers(launches: list[Any], events: list[sim_written.TorchEvent]) -> list[
                 tainted=_sorted(launch.tainted_stores),
             )
         )
-    found += [_Writer(e.seq, e.reads, e.writes) for e in events]
+    found += [_Writer(e.seq, e.reads, e.writes, elementwise=e.elementwise) for e in events]
     found.sort(key=lambda w: w.seq)
     unknown: list[tuple[int, int, frozenset[int]]] = []  # (start, end, roots)
     for w in found:
@@ -157,14 +158,32 @@ def _holds(table: dict[int, np.ndarray], address: int, itemsize: int) -> bool:
 
 
 def _known(
-    writers: list[_Writer], address: int, itemsize: int, inplace: bool, atomic_output: bool
+    writers: list[_Writer],
+    address: int,
+    itemsize: int,
+    inplace: bool,
+    atomic_output: bool,
+    upto: int | None = None,
 ) -> tuple[bool, str, set[int]]:
     """Whether the element at `address` holds what a GPU would have left there; if not, why
-    (`sampled`, `chained`, `atomic`, `torch_partial`, `unwritten`) and the chain's roots."""
-    for w in reversed(writers):
+    (`sampled`, `chained`, `atomic`, `torch_partial`, `unwritten`) and the chain's roots.
+    `upto`: only the writers before this position count (an elementwise op's inputs)."""
+    for at in range(len(writers) - 1 if upto is None else upto - 1, -1, -1):
+        w = writers[at]
         if not any(a <= address < b for a, b, _ in w.writes):
             continue
         if w.launch is None:
+            if w.elementwise is not None:  # element i from the inputs' elements i
+                (start, size), ins = w.elementwise
+                if (address - start) % size == 0:
+                    i = (address - start) // size
+                    for in_start, in_size in ins:
+                        known, reason, roots = _known(  # an input nobody wrote is the call's own
+                            writers, in_start + i * in_size, in_size, True, atomic_output, at
+                        )
+                        if not known:
+                            return False, reason, roots
+                    return True, "", set()
             if not w.clean:
                 return False, "chained", w.roots
             dense = any(a <= address < b and d for a, b, d in w.writes)
@@ -207,6 +226,30 @@ def samples(
     return {"outputs": found, "reason": None}
 
 
+def _stored_indices(writers: list[_Writer], base: int, n: int, itemsize: int) -> np.ndarray:
+    """Flat indices of a contiguous tensor at `base` that exact programs stored, directly or
+    into the input of an elementwise op that wrote it (a cast of a kernel's output)."""
+    end = base + n * itemsize
+    pool = [
+        (a[(a >= base) & (a < end)] - base) // itemsize
+        for w in writers
+        for s, a in w.exact.items()
+        if s == itemsize
+    ]
+    for w in writers:
+        if w.elementwise is None or w.elementwise[0][0] != base:
+            continue
+        for in_start, in_size in w.elementwise[1]:
+            stop = in_start + n * in_size
+            pool += [
+                (a[(a >= in_start) & (a < stop)] - in_start) // in_size
+                for v in writers
+                for s, a in v.exact.items()
+                if s == in_size
+            ]
+    return np.concatenate(pool) if pool else np.zeros(0, dtype=np.int64)
+
+
 def _sample(
     t: torch.Tensor, writers: list[_Writer], inplace: bool, atomic_output: bool, rng: Any
 ) -> dict[str, Any]:
@@ -214,14 +257,9 @@ def _sample(
     strides, shape = t.stride(), t.shape
     candidates = list(rng.integers(0, n, SAMPLES // 2))
     if t.is_contiguous():  # exact stores map back to flat indices
-        end = base + n * itemsize
-        pool = [
-            a[(a >= base) & (a < end)] for w in writers for s, a in w.exact.items() if s == itemsize
-        ]
-        stored = np.concatenate(pool) if pool else np.zeros(0, dtype=np.int64)
+        stored = _stored_indices(writers, base, n, itemsize)
         if stored.size:
-            picks = stored[rng.integers(0, stored.size, SAMPLES // 2)]
-            candidates += list((picks - base) // itemsize)
+            candidates += list(stored[rng.integers(0, stored.size, SAMPLES // 2)])
     index: list[int] = []
     why: Counter[str] = Counter()
     roots: set[int] = set()
