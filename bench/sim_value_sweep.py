@@ -5,7 +5,10 @@ cost is the `reference_s` column), the counted call's known elements against it
 (`sim_wrong_output` must not fire), and the in-place outputs' written bytes against what the
 reference changed (`sim_unwritten_output`). docs/integrity.md, "Simulated devices".
 
-    PYTHONPATH=. python3 bench/sim_value_sweep.py [--billing] [TASK_SUBSTRING ...] > bench/results/sim_value_sweep.json
+    PYTHONPATH=. python3 bench/sim_value_sweep.py [--billing] [--extra TASK=PATH ...] [TASK_SUBSTRING ...] > bench/results/sim_value_sweep.json
+
+`--extra activation/silu_mul=/path/kernel.py` adds a candidate of one's own (a published kernel
+wrapped as a candidate, kept outside the repository) to that task's sides.
 
 `exact_s` is the interpreter time the count spent on its exact programs (sim_count: the time the
 value check adds to a counted call); `--billing` counts each point again without exact programs
@@ -28,7 +31,9 @@ from core.devices.device import sim_info
 from core.devices.sim import sim_section
 from core.evaluation.job import spec_json
 from core.evaluation.sim_scaled import scaled_json
+from core.harness import checking
 from core.harness.sim import count as sim_count
+from core.harness.sim import hybrid as sim_hybrid
 from core.harness.sim import predict as sim_predict
 from core.harness.sim import reference as sim_reference
 from core.harness.sim import stage as sim_stage
@@ -98,7 +103,8 @@ def _problems(
     launches = sim_stage.checked_launches(reply)
     ops = sim_stage.checked_ops(reply.get("torch_ops", []), "candidate")
     formula = {"flops": task.flops_for(w), "bytes": task.bytes_for(w), "dtype": task.peak}  # type: ignore[attr-defined]
-    judged = not task.file("check.py").exists()  # type: ignore[attr-defined]
+    checks = {n: task.file(n).read_bytes() for n in ("check.py",) if task.file(n).exists()}  # type: ignore[attr-defined]
+    judged = sim_hybrid.values_compared(checks)
     found, _, _ = sim_stage.count_problems(
         reply, launches, ops, {"inputs": specs, "outputs": outs}, formula, target, constants, judged
     )
@@ -134,6 +140,14 @@ def main(filters: list[str], billing: bool = False) -> None:
             )
         )
         specs, outs = [spec_json(s) for s in task.inputs], [spec_json(s) for s in task.outputs]
+        check_source = (
+            task.file("check.py").read_bytes() if task.file("check.py").exists() else None
+        )
+        check = (
+            checking.check_from_source(check_source, str(task.file("check.py")))
+            if check_source
+            else None
+        )
         names = [o["name"] for o in outs]
         rule = {
             "atol": task.correctness.atol,
@@ -144,6 +158,7 @@ def main(filters: list[str], billing: bool = False) -> None:
         workloads = visible[:1] + visible[-1:] if len(visible) > 1 else visible
         sides = [("starter", task.file("starter.py")), ("baseline", task.file("baseline.py"))]
         sides += [(p, ROOT / "tests/published" / p) for p in PUBLISHED.get(task.id, [])]
+        sides += [(Path(p).name, Path(p)) for t, p in EXTRA if t == task.id]
         for side, path in sides:
             module = _load(path, f"{side.replace('.', '_')}_{tag}")
             for w in workloads:
@@ -165,7 +180,13 @@ def main(filters: list[str], billing: bool = False) -> None:
                     plain = _count(*point, 0, outs) if billing else None
                     started = time.time()
                     scaled = scaled_json(task, w)
-                    judged = not task.file("check.py").exists()
+                    judged = sim_hybrid.values_compared(
+                        {
+                            n: task.file(n).read_bytes()
+                            for n in ("check.py",)
+                            if task.file(n).exists()
+                        }
+                    )
                     reply = _count(*point, sim_count.EXACT_PROGRAMS, outs, scaled, judged)
                     counted = time.time()
                     same = None
@@ -183,7 +204,14 @@ def main(filters: list[str], billing: bool = False) -> None:
                         else {}
                     )
                     got = (
-                        sim_reference.judge(entry, reply["values"], outs, rule)
+                        sim_reference.serve(
+                            reference,
+                            {"inputs": specs, "outputs": outs, "correctness": rule},
+                            custom,
+                            check,
+                            {**sources, "check.py": check_source},
+                            {"workload": where, "seed": 7, "values": reply["values"]},
+                        )
                         if judged
                         else {
                             "checked": 0,
@@ -214,5 +242,15 @@ def main(filters: list[str], billing: bool = False) -> None:
     print(json.dumps(rows, indent=1))
 
 
+EXTRA: list[tuple[str, str]] = []  # (task id, candidate path) from --extra
+
 if __name__ == "__main__":
-    main([a for a in sys.argv[1:] if a != "--billing"], "--billing" in sys.argv[1:])
+    args, rest = sys.argv[1:], []
+    while args:
+        arg = args.pop(0)
+        if arg == "--extra" and args:
+            task_id, _, path = args.pop(0).partition("=")
+            EXTRA.append((task_id, path))
+        elif arg != "--billing":
+            rest.append(arg)
+    main(rest, "--billing" in sys.argv[1:])

@@ -21,7 +21,8 @@ from core.devices.device import sim_info
 from core.devices.sim import sim_section
 from core.evaluation.job import spec_json
 from core.evaluation.sim_scaled import scaled_json
-from core.harness.sim import predict as sim_predict, reference as sim_reference, stage as sim_stage
+from core.harness import checking
+from core.harness.sim import hybrid as sim_hybrid, predict as sim_predict, reference as sim_reference, stage as sim_stage
 from core.harness.sim.model import Constants, Target
 from core.harness.workers import _entry, _module_from_source, full_fp32
 from core.model.workload import Workload
@@ -44,18 +45,22 @@ for name, (path, task_name, axes) in json.loads(sys.argv[1]).items():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     scaled = scaled_json(task, w)
-    reply = sim_predict.predict_candidate(module.run, specs, workload, 7, custom or None, compiler, outputs=outs, scaled=scaled)
+    exact = sim_hybrid.values_compared({"check.py": task.file("check.py").read_bytes()} if task.file("check.py").exists() else {})
+    reply = sim_predict.predict_candidate(module.run, specs, workload, 7, custom or None, compiler, exact=exact, outputs=outs, scaled=scaled)
     launches = sim_stage.checked_launches(reply)
     ops = sim_stage.checked_ops(reply.get("torch_ops", []), "candidate")
     formula = {"flops": task.flops_for(w), "bytes": task.bytes_for(w), "dtype": task.peak}
-    problem, side, notes = sim_stage.count_problems(reply, launches, ops, {"inputs": specs, "outputs": outs}, formula, target, constants, True)
+    check_source = task.file("check.py").read_bytes() if task.file("check.py").exists() else None
+    check = check_source and checking.check_from_source(check_source, str(task.file("check.py")))
+    judged = sim_hybrid.values_compared({"check.py": check_source} if check_source else {})
+    problem, side, notes = sim_stage.count_problems(reply, launches, ops, {"inputs": specs, "outputs": outs}, formula, target, constants, judged)
     got = {"wrong": None, "checked": 0}
     if problem is None:
         where = reply["values"].get("workload") or workload
         reference = full_fp32(_entry(_module_from_source(sources["reference.py"], "ref", str(task.file("reference.py"))), "reference.py"))
-        entry = sim_reference.reference_entry(reference, specs, outs, where, 7, custom or None, sources)
         rule = {"atol": task.correctness.atol, "rtol": task.correctness.rtol, "min_match": task.correctness.min_match}
-        got = sim_reference.judge(entry, reply["values"], outs, rule)
+        job = {"inputs": specs, "outputs": outs, "correctness": rule}
+        got = sim_reference.serve(reference, job, custom or None, check or None, {**sources, "check.py": check_source}, {"workload": where, "seed": 7, "values": reply["values"]})
     out[name] = {"problem": problem, "wrong": got["wrong"], "checked": got["checked"], "us": side["median_us"], "notes": notes}
 print(json.dumps(out))
 """
@@ -63,10 +68,11 @@ print(json.dumps(out))
 SILU = ("activation/silu_mul", {"T": 2048, "I": 14336})
 NORM = ("norm/add_rmsnorm", {"T": 2048, "H": 4096})
 GEMM = ("gemm/bf16_gemm", {"M": 1000, "N": 4096, "K": 4096})
-GEMM_BIG = (
-    "gemm/bf16_gemm",
-    {"M": 4096, "N": 5120, "K": 2048},
-)  # 8.6e10 FLOPs: above the real run's budget
+GEMM_BIG = ("gemm/bf16_gemm", {"M": 4096, "N": 5120, "K": 2048})  # above the real run's budget
+FP8 = (
+    "gemm/fp8_blockscale_gemm",
+    {"M": 64, "N": 2048, "K": 4096},
+)  # its check.py judges; under 64 MB: filled
 TASKS = ROOT / "tasks"
 CANDIDATES = {
     "silu_starter": (TASKS / "activation/silu_mul/starter.py", *SILU),
@@ -86,6 +92,8 @@ CANDIDATES = {
     "foreach_silu": (CHEATS / "foreach_silu.py", *SILU),
     "numpy_offload": (CHEATS / "numpy_offload.py", *SILU),
     "cdist_gemm": (CHEATS / "cdist_gemm.py", *GEMM),
+    "fp8_starter": (TASKS / "gemm/fp8_blockscale_gemm/starter.py", *FP8),
+    "fp8_gemm_short_k": (CHEATS / "fp8_gemm_short_k.py", *FP8),
 }
 
 
@@ -95,7 +103,15 @@ def judged() -> dict:
 
 
 @pytest.mark.parametrize(
-    "name", ["silu_starter", "silu_baseline", "norm_starter", "gemm_starter", "gemm_baseline_big"]
+    "name",
+    [
+        "silu_starter",
+        "silu_baseline",
+        "norm_starter",
+        "gemm_starter",
+        "gemm_baseline_big",
+        "fp8_starter",
+    ],
 )
 def test_honest_kernels_pass_every_check_and_are_value_checked(judged, name):
     got = judged[name]
@@ -120,6 +136,14 @@ def test_honest_kernels_pass_every_check_and_are_value_checked(judged, name):
 def test_a_blind_spot_gamed_fails_the_stage(judged, name, problem):
     got = judged[name]
     assert got["problem"] and got["problem"].startswith(problem), got
+
+
+def test_a_task_with_an_elementwise_check_py_is_value_checked_by_it(judged):
+    """fp8_blockscale_gemm's check.py judges every element on its own: the counted call's known
+    elements, set into the reference, are judged by it, and 85% of the K loop fails."""
+    got = judged["fp8_gemm_short_k"]
+    assert got["problem"] is None, "within the formulas' margin: only the values show it"
+    assert got["wrong"] and "fails the task's check.py" in got["wrong"], got
 
 
 @pytest.mark.parametrize("name", ["stray_scratch", "atomic_max_skip"])

@@ -12,12 +12,13 @@ namespace of its own (inside a user namespace of its own, which needs no privile
 - the folders that hold other evaluations (the evaluations' root, the harness's log folder:
   `hide`, from the job) are covered by empty ones;
 - its own folders (`keep`: its evaluation folder, its candidate's folder) are bound back where
-  they were, so every path in its job still works.
+  they were, so every path in its job still works, and so are the folders Python and the
+  harness run from where they lie inside a covered one (a `PYTHONPATH` folder under /tmp).
 
 Then it drops every capability of that namespace (no unmount, no remount) and becomes not
 dumpable: another candidate of the same user cannot open its /proc/PID/root, cwd or fd, the
-one way left into its namespace. A mask never covers a folder the harness itself runs from
-(Python, the harness's package): there the folder stays, as the sandbox leaves it.
+one way left into its namespace. A folder that holds one Python or the harness runs from is
+never covered.
 
 Linux only; where user namespaces are not available the evaluation runs without this, and the
 caller reports why (`isolate` returns the reason).
@@ -53,9 +54,10 @@ def _check(result: int, what: str) -> None:
         raise IsolationError(err, f"{what}: {os.strerror(err)}")
 
 
-def _needed() -> list[Path]:
-    """Folders the harness runs from: never covered (Python, its site-packages, the harness's
-    package; not the working folder, which `python -m` puts on sys.path)."""
+def _needed(hide: list[str]) -> list[Path]:
+    """Folders the harness runs from (Python, its site-packages and `sys.path`, the harness's
+    package): never hidden. Not the working folder, which `python -m` puts on sys.path, nor
+    anything inside a folder to hide."""
     import site
 
     import core
@@ -66,19 +68,23 @@ def _needed() -> list[Path]:
         sites = [*site.getsitepackages(), site.getusersitepackages()]
     except AttributeError:  # a virtual environment's old site module
         sites = []
-    found |= {Path(p).resolve() for p in sites if os.path.isdir(p)}
-    return sorted(found)
+    here = Path(os.getcwd()).resolve()
+    paths = [p for p in sys.path if p and os.path.isabs(p) and Path(p).resolve() != here]
+    found |= {Path(p).resolve() for p in [*sites, *paths] if os.path.isdir(p)}
+    hidden = [Path(h).resolve() for h in hide]
+    return sorted(p for p in found if p.is_dir() and not any(_within(p, h) for h in hidden))
 
 
 def _within(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
-def plan(hide: list[str], keep: list[str]) -> list[tuple[Path, int]]:
-    """The folders to cover, shallowest first, each with its size: the temporary folders and
-    `hide`, less those that are not there, that hold a folder the harness needs, or that lie
-    inside one already covered."""
-    needed = [n for n in _needed() if not any(_within(n, Path(k).resolve()) for k in keep)]
+def plan(hide: list[str], keep: list[str]) -> tuple[list[tuple[Path, int]], list[Path]]:
+    """The folders to cover, shallowest first, each with its size (the temporary folders and
+    `hide`, less those that are not there, that lie inside a folder the harness needs, or
+    inside one already covered), and the folders the harness needs inside them, which are
+    bound back with `keep`."""
+    needed = _needed(hide)
     wanted = [(Path(t), TMP_BYTES) for t in TEMPORARY] + [(Path(h), MASK_BYTES) for h in hide]
     chosen: list[tuple[Path, int]] = []
     for path, size in sorted(wanted, key=lambda ps: len(ps[0].parts)):
@@ -90,10 +96,16 @@ def plan(hide: list[str], keep: list[str]) -> list[tuple[Path, int]]:
             continue
         if any(_within(path, c) for c, _ in chosen):
             continue
-        if any(_within(n, path) for n in needed):
-            continue
+        if any(_within(path, n) for n in needed):
+            continue  # a folder the harness runs from holds it
         chosen.append((path, size))
-    return chosen
+    kept = [Path(k).resolve() for k in keep]
+    inside = [
+        n
+        for n in needed
+        if any(_within(n, c) for c, _ in chosen) and not any(_within(n, k) for k in kept)
+    ]
+    return chosen, inside
 
 
 def enter(job: dict[str, object]) -> str | None:
@@ -118,7 +130,8 @@ def isolate(hide: list[str], keep: list[str], as_root: bool = False) -> str | No
     failed half way. Call before any candidate code runs."""
     lib = _libc()
     keep_paths = [Path(k).resolve() for k in keep if os.path.isdir(k)]
-    covers = plan(hide, [str(k) for k in keep_paths])
+    covers, needed = plan(hide, [str(k) for k in keep_paths])
+    keep_paths += needed  # bound back where they were
     fds: list[int] = []
     home = os.environ.get("HOME")
     uid, gid = os.getuid(), os.getgid()
@@ -160,7 +173,9 @@ def isolate(hide: list[str], keep: list[str], as_root: bool = False) -> str | No
         if home and any(_within(Path(home), c) for c, _ in covers):
             _make_dirs(Path(home), covers)
         if keep_paths:
-            os.chdir(keep_paths[0])  # a cwd in a covered folder would still reach it
+            os.chdir(
+                keep_paths[0]
+            )  # a cwd in a covered folder would still reach it (its own folder)
     except (OSError, IsolationError) as exc:
         # Half set up: this process must not run a candidate; the caller fails the evaluation.
         raise IsolationError(getattr(exc, "errno", 0) or 1, f"isolation failed: {exc}") from None

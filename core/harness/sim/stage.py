@@ -14,6 +14,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from core.harness.sim import count as sim_count
+from core.harness.sim import hybrid as sim_hybrid
 from core.harness.sim import judge as sim_judge
 from core.harness.sim import narrow as sim_narrow
 from core.harness.sim import written as sim_written
@@ -299,7 +300,7 @@ def predict_performance(ev: Evaluation, deadline: float) -> dict[str, Any]:
     ]  # drawn per evaluation by the engine (sim_reference)
     # A task with its own check.py compares no values of the counted call (sim_reference):
     # its count runs no exact programs (sim_count), which would cost time for nothing.
-    exact = "check.py" not in (ev.job.get("task_sources") or {})
+    exact = sim_hybrid.values_compared(ev.job.get("task_sources"))
     requests = [
         (
             {
@@ -409,7 +410,7 @@ def _report(
         raise StageFailed(
             "failed" if fault == "candidate" else "error", f"{w['label']}: {message}", fault
         )
-    judged = "check.py" not in (ev.job.get("task_sources") or {})  # values compared at all
+    judged = sim_hybrid.values_compared(ev.job.get("task_sources"))  # values compared at all
     found, candidate, value_notes = count_problems(
         reply, launches, cand_ops, ev.job, w.get("formula"), target, constants, judged
     )
