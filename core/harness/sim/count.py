@@ -376,7 +376,7 @@ class Counting:
         left = self.exact_budget_s - self.exact_spent
         if left > 0 and (not ran or spent / ran <= left):
             return True
-        if self.current is not None and left > 0:
+        if self.current is not None:
             name = self.current.kernel
             self.exact_cut[name] = self.exact_cut.get(name, 0) + 1
         return False
