@@ -28,8 +28,14 @@ dot and loop kernels have known elements. The exact work of one counted call is 
 `EXACT_BUDGET_S` interpreter seconds; a program still running at the cap finishes as a sampled
 one (its values unknown) and the count says so (`Counting.exact_notes`).
 
+Twins (issue 37). Each exact program first runs as its twin, a sampled program like every
+billed one; the two must count alike (sim/twins.py), or the kernel tells the programs it is
+watched in apart (`differs`, failed by sim_judge). A twin that stubbed no dot and sampled no loop
+was exact itself and stands for the exact run. The first exact program of a launch always runs to
+its end (up to `EXACT_FIRST_S`), whatever the call's budget.
+
 The interpreter's hooks are in sim/hooks.py, sampled loops in sim/loops.py, what a count
-records in sim/launch.py. Runs inside the candidate's worker (it executes the candidate's
+records in sim/launch.py, what an access counts (and strays) in sim/access.py. Runs inside the candidate's worker (it executes the candidate's
 kernels). Imports only numpy, torch and triton: the harness is shipped alone.
 """
 
@@ -39,12 +45,12 @@ import math
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from core.harness import triton_cpu, triton_libdevice
+from core.harness.sim.access import Accesses
 from core.harness.sim.launch import (  # what a count is made of (and where callers find it)
     NUMERIC,
     SECTOR,
@@ -57,6 +63,7 @@ from core.harness.sim.launch import (  # what a count is made of (and where call
     stratified,
     unique_sectors,
 )
+from core.harness.sim.twins import Ran, differs, keep_capped
 
 __all__ = [
     "NUMERIC",
@@ -91,17 +98,13 @@ INTERIOR_SAMPLE = (
 PROGRAM_BUDGET_S = (
     1.0  # interpreter seconds one launch may spend on its sample before it stops growing
 )
-EXACT_STORES_CAP = (
-    1 << 21
-)  # stored element addresses kept per launch for the value check (sim_values)
 EXACT_PROGRAMS = 2  # programs of each launch run exactly (every iteration, the real dot)
 EXACT_CHEAP_S = 0.05  # ... and all of its first sample where each takes less than this
 EXACT_BUDGET_S = 10.0  # interpreter seconds one counted call may spend on exact work
 EXACT_FIRST_S = 60.0  # ... except each launch's first exact program, which always runs to the end unless it takes this long
-STRAY_CAP = 1 << 16  # stray sectors kept per launch and kind, to resolve (sim_values) and report
 
 
-class Counting:
+class Counting(Accesses):
     """While active (a context manager), Triton launches in this process are sampled and counted
     into `launches`. One at a time; `install()` must have run (it is idempotent)."""
 
@@ -176,107 +179,6 @@ class Counting:
 
     # --- what the builder hooks call ------------------------------------------------------
 
-    def access(self, ptrs: np.ndarray, mask: np.ndarray | None, itemsize: int, store: bool) -> None:
-        p, launch = self.program, self.current
-        if p is None or launch is None or (self.forgetting and not store):
-            return
-        addrs = np.asarray(ptrs).reshape(-1)
-        if mask is not None:
-            m = np.broadcast_to(np.asarray(mask), np.shape(ptrs)).reshape(-1).astype(bool)
-            addrs = addrs[m]
-        if self.forgetting:  # an iteration an exact program runs and forgets: only its stores
-            if self.exact:
-                self.stores.append((itemsize, addrs.astype(np.int64, copy=True)))
-            self._strays(launch, unique_sectors(addrs), True)
-            return
-        n = addrs.size
-        sectors = unique_sectors(addrs)
-        if store:
-            if self.exact:
-                self.stores.append((itemsize, addrs.astype(np.int64, copy=True)))
-            p.store_bytes += n * itemsize
-            p.store_sectors += sectors.size
-            p.stores += 1
-        else:
-            p.load_bytes += n * itemsize
-            p.load_sectors += sectors.size
-            p.loads += 1
-        if sectors.size:
-            self._attribute(launch, p, sectors, STORED if store else "")
-
-    def atomic(self, ptrs: np.ndarray, mask: np.ndarray | None, itemsize: int) -> None:
-        """An atomic read-modify-write: billed as a load and a store of the lanes it updates
-        (and counted in `atomics`). Its addresses are not known values (their order is the
-        programs'), but the program's other stores stay exact (sim_values)."""
-        p, launch = self.program, self.current
-        if p is None or launch is None:
-            return
-        addrs = np.asarray(ptrs).reshape(-1)
-        if mask is not None:
-            m = np.broadcast_to(np.asarray(mask), np.shape(ptrs)).reshape(-1).astype(bool)
-            addrs = addrs[m]
-        self.did_atomic = True
-        keep = addrs.astype(np.int64, copy=True)
-        self.atomic_stores.append((itemsize, keep))
-        if self.forgetting:
-            self._strays(launch, unique_sectors(addrs), True)
-            return
-        p.atomics += addrs.size
-        self.access(ptrs, mask, itemsize, store=False)
-        # As a store, but not a known value: counted here, not through access().
-        sectors = unique_sectors(addrs)
-        p.store_bytes += addrs.size * itemsize
-        p.store_sectors += sectors.size
-        p.stores += 1
-        if sectors.size:
-            self._attribute(launch, p, sectors, STORED)
-
-    def _attribute(
-        self, launch: Launch, p: ProgramCounts, sectors: np.ndarray, suffix: str = ""
-    ) -> None:
-        """Each sector to the tensor argument it lies in (`sectors` sorted: two binary searches
-        per tensor, not a pass over the sectors); what lies in none is `(other)`, and what lies
-        outside every argument's whole storage is a stray (`_strays`)."""
-        addrs = sectors * SECTOR
-        spans = []
-        for t in launch.tensors:
-            lo = int(np.searchsorted(addrs, t.start - SECTOR, "left"))
-            hi = int(np.searchsorted(addrs, t.end, "left"))
-            if hi > lo:
-                p.tensor_bytes[t.name + suffix] = (
-                    p.tensor_bytes.get(t.name + suffix, 0.0) + (hi - lo) * SECTOR
-                )
-                spans.append((lo, hi))
-        left = sectors.size - _covered(spans)
-        if left > 0:
-            p.tensor_bytes["(other)" + suffix] = (
-                p.tensor_bytes.get("(other)" + suffix, 0.0) + left * SECTOR
-            )
-            self._strays(launch, sectors, bool(suffix))
-
-    def _strays(self, launch: Launch, sectors: np.ndarray, store: bool) -> None:
-        """Record the sectors outside every tensor argument's storage. An honest kernel never
-        reaches them: its pointers are its arguments' (or, through a pointer array, the call's
-        own tensors: sim_values resolves those). Kept for the stage to judge (sim_stage)."""
-        if not sectors.size:
-            return
-        addrs = sectors * SECTOR
-        outside = np.ones(sectors.size, dtype=bool)
-        for t in launch.tensors:
-            lo = int(np.searchsorted(addrs, t.storage_start - SECTOR, "right"))
-            hi = int(np.searchsorted(addrs, t.storage_end, "left"))
-            outside[lo:hi] = False
-        found = addrs[outside]
-        if not found.size:
-            return
-        kept = launch.stray_stores if store else launch.stray_loads
-        if store:
-            launch.stray_store_sectors += found.size
-        else:
-            launch.stray_load_sectors += found.size
-        if sum(a.size for a in kept) < STRAY_CAP:
-            kept.append(found[:STRAY_CAP].astype(np.int64, copy=True))
-
     def running_exactly(self) -> bool:
         """Whether the current program runs exactly (the real dot, every loop iteration). Past
         the call's budget it stops: the rest of it runs as a sampled program."""
@@ -346,18 +248,18 @@ class Counting:
             return SPARSE_SAMPLE if elapsed < SPARSE_BUDGET_S else n
         return self.max_sample
 
-    def _keep(self, launch: Launch, run: _Ran) -> None:
+    def _keep(self, launch: Launch, run: Ran) -> None:
         """A program's counts and what its stores tell the value check (sim_values)."""
         launch.programs.append(run.counts)
         if run.atomic_stores:
-            _keep_capped(launch, launch.atomic_addrs, run.atomic_stores)
+            keep_capped(launch, launch.atomic_addrs, run.atomic_stores)
         if not run.exact:
             launch.inexact += 1
             return
-        if not _keep_capped(launch, launch.exact_stores, run.stores):
+        if not keep_capped(launch, launch.exact_stores, run.stores):
             return
         if run.did_atomic:  # its plain stores may hold what an atomic returned
-            _keep_capped(launch, launch.tainted_stores, run.stores)
+            keep_capped(launch, launch.tainted_stores, run.stores)
 
     def _exact_picks(self, first: list[int]) -> set[int]:
         """The programs of a launch that run exactly: drawn among those its sample runs first,
@@ -387,7 +289,7 @@ class Counting:
         i: int,
         grid: tuple[int, int, int],
         deadline: float | None,
-    ) -> _Ran:
+    ) -> Ran:
         """Program `i` once: exactly until `deadline` (None: as a sampled program)."""
         gx, gy, _ = grid
         self.program, self.exact, self.stores = ProgramCounts(), True, []
@@ -397,7 +299,7 @@ class Counting:
         try:
             run_one(i % gx, (i // gx) % gy, i // (gx * gy))
         finally:
-            ran = _Ran(
+            ran = Ran(
                 counts=self.program,
                 exact=self.exact,
                 finished_exactly=self.exact_deadline is not None and self.exact,
@@ -412,7 +314,7 @@ class Counting:
 
     def _exact_with_twin(
         self, launch: Launch, run_one: Callable[[int, int, int], None], i: int, deadline: float
-    ) -> tuple[_Ran, float]:
+    ) -> tuple[Ran, float]:
         """Program `i` run exactly, after its twin: the same program run first as any sampled
         one is (a stubbed dot, sampled loops), which no kernel can tell from the programs
         that are billed. An honest program counts the same both ways (an exact program is
@@ -427,7 +329,7 @@ class Counting:
         exact = self._run(run_one, i, launch.grid, deadline)
         if twin.did_atomic or exact.did_atomic:
             launch.reran_atomics = True  # its atomics were applied twice
-        found = _differs(exact.counts, twin.counts)
+        found = differs(exact.counts, twin.counts)
         if found and len(self.differs) < 8:
             gx, gy, _ = launch.grid
             self.differs.append(
@@ -533,84 +435,7 @@ class Counting:
             self.exact_deadline = None
 
 
-@dataclass
-class _Ran:
-    """One run of one program: its counts, and what it stored (sim_values)."""
-
-    counts: ProgramCounts
-    exact: bool
-    finished_exactly: bool
-    stores: list[tuple[int, np.ndarray]]
-    atomic_stores: list[tuple[int, np.ndarray]]
-    did_atomic: bool
-    took: float
-
-
-HELD = (  # what an exact program and its twin must count alike
-    "loop_iterations",
-    "loads",
-    "stores",
-    "atomics",
-    "load_bytes",
-    "store_bytes",
-    "alu_ops",
-    "sfu_ops",
-)
-SECTOR_SLACK = (
-    0.1  # their sectors may differ this much: a skipped iteration leaves a pointer behind
-)
-
-
-def _differs(exact: ProgramCounts, twin: ProgramCounts) -> dict[str, Any] | None:
-    """The first count in which an exact program and its sampled twin differ, or None."""
-    for key in HELD:
-        a, b = getattr(exact, key), getattr(twin, key)
-        if abs(a - b) > 1e-9 * max(abs(a), abs(b), 1.0):
-            return {"count": key, "exact": a, "sampled": b}
-    for dtype in set(exact.dot_flops) | set(twin.dot_flops):
-        a, b = exact.dot_flops.get(dtype, 0.0), twin.dot_flops.get(dtype, 0.0)
-        if abs(a - b) > 1e-9 * max(abs(a), abs(b), 1.0):
-            return {"count": f"{dtype} dot FLOPs", "exact": a, "sampled": b}
-    for key in ("load_sectors", "store_sectors"):
-        a, b = getattr(exact, key), getattr(twin, key)
-        if abs(a - b) > SECTOR_SLACK * max(a, b) + 1:
-            return {"count": key, "exact": a, "sampled": b}
-    return None
-
-
-def _keep_capped(
-    launch: Launch, into: dict[int, list[np.ndarray]], stores: list[tuple[int, np.ndarray]]
-) -> bool:
-    """Append a program's stored addresses to `into`, by item size; past `EXACT_STORES_CAP`
-    addresses kept in the launch, nothing more is kept and the launch's stores are no longer
-    all known (False)."""
-    if launch.stores_dropped:
-        return False
-    kept = sum(
-        a.size
-        for table in (launch.exact_stores, launch.atomic_addrs, launch.tainted_stores)
-        for arrays in table.values()
-        for a in arrays
-    )
-    if kept + sum(a.size for _, a in stores) > EXACT_STORES_CAP:
-        launch.stores_dropped = True
-        return False
-    for itemsize, addrs in stores:
-        into.setdefault(itemsize, []).append(addrs)
-    return True
-
-
-def _covered(spans: list[tuple[int, int]]) -> int:
-    """How many indices the half-open intervals `spans` cover together."""
-    done, reach = 0, 0
-    for lo, hi in sorted(spans):
-        if hi > reach:
-            done += hi - max(lo, reach)
-            reach = hi
-    return done
-
-
-# --- patches of the interpreter ------------------------------------------------------------------
+# --- patches of the interpreter ---# --- patches of the interpreter ------------------------------------------------------------------
 
 
 # Bound at import, with everything the hooks and the count share: the candidate's worker takes
