@@ -56,8 +56,8 @@ def _check(result: int, what: str) -> None:
 
 def _needed(hide: list[str]) -> list[Path]:
     """Folders the harness runs from (Python, its site-packages and `sys.path`, the harness's
-    package): never hidden. Not the working folder, which `python -m` puts on sys.path, nor
-    anything inside a folder to hide."""
+    package): never hidden. Of sys.path, not the working folder, which `python -m` puts there,
+    nor anything inside a folder to hide."""
     import site
 
     import core
@@ -68,11 +68,15 @@ def _needed(hide: list[str]) -> list[Path]:
         sites = [*site.getsitepackages(), site.getusersitepackages()]
     except AttributeError:  # a virtual environment's old site module
         sites = []
+    found |= {Path(p).resolve() for p in sites if os.path.isdir(p)}
     here = Path(os.getcwd()).resolve()
-    paths = [p for p in sys.path if p and os.path.isabs(p) and Path(p).resolve() != here]
-    found |= {Path(p).resolve() for p in [*sites, *paths] if os.path.isdir(p)}
     hidden = [Path(h).resolve() for h in hide]
-    return sorted(p for p in found if p.is_dir() and not any(_within(p, h) for h in hidden))
+    for p in sys.path:  # not the working folder, nor anything in a folder to hide
+        if p and os.path.isabs(p) and os.path.isdir(p):
+            path = Path(p).resolve()
+            if path != here and not any(_within(path, h) for h in hidden):
+                found.add(path)
+    return sorted(p for p in found if p.is_dir())
 
 
 def _within(path: Path, root: Path) -> bool:

@@ -9,9 +9,10 @@ group. Timing alternates the two sides round by round, as on a single device, an
 slowest rank's median (a collective is as fast as its slowest rank).
 
 Two things only the parent holds (docs/integrity.md, class 2): the key of the ranks' seeds (a
-request's seed becomes one seed per rank, `ranked_worker.rank_seed`, and each rank is sent only
-its own; the checker gets all), and the barrier before every timed call, which it answers over
-the ranks' own sockets once every rank of the side has reached it.
+request's seed becomes one seed per rank, `ranked_worker.rank_seed`; the checker gets all, and
+draws the candidate's ranks' inputs itself: ranked_shared.py), and the barrier before every
+timed call, which it answers over the ranks' own sockets once every rank of the side has reached
+it. On CPU ranks it also meters the loopback traffic of each side's timed calls (traffic.py).
 """
 
 from __future__ import annotations

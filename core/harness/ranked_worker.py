@@ -8,14 +8,16 @@ Candidate ranks are forked by the zygote like the single-device candidate worker
 same treatment (limits, no capabilities, the harness hidden, patches reported); baseline ranks
 are forked from the harness parent and never see the candidate.
 
-Every rank draws its inputs from its own seed, which the parent derives from the request's
-seed with a keyed hash (`rank_seed`: HMAC-SHA256 under a key that exists only in the parent's
-memory) and sends to that rank alone: a rank cannot compute its peers' seeds, so it cannot
-regenerate their inputs and skip the communication. The checker, a trusted process, gets every
-rank's seed, regenerates every rank's inputs, runs the task's `reference.run_all(inputs_by_rank)`
-(every rank's outputs, computed in one process without communication, so the reference never
-depends on the collective under test) and judges each rank's outputs with the task's rule or
-check.py.
+A candidate rank holds no seed that any check uses (ranked_inputs.py, issue 37): its
+correctness inputs come from the checker as bytes, its timed inputs from the checker's region,
+fetched after the barrier right before its timer (ranked_rounds.py); the compile's first call
+and the estimate draw from seeds the parent draws for them alone. The baseline's ranks, which
+are trusted, still draw their own from the parent's keyed seeds (`rank_seed`: HMAC-SHA256 under a
+key that exists only in the parent's memory), and so does a candidate's on a device that cannot
+share memory. The checker, a trusted process, gets every rank's seed, regenerates every rank's
+inputs, runs the task's `reference.run_all(inputs_by_rank)` (every rank's outputs, computed in
+one process without communication, so the reference never depends on the collective under test)
+and judges each rank's outputs with the task's rule or check.py.
 
 Timing is the single-device protocol made collective: fresh inputs before every call, a
 barrier so that every rank enters the call together, then the L2 flush queued ahead of the
