@@ -30,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from core.evaluation import sandbox
 from core.evaluation.evaluator import Evaluator
 from core.model.task import Limits
 from core.tasks.discovery import discover
@@ -236,7 +237,8 @@ def check(row: Row, result) -> list[str]:
             n for w in result.workloads for n in (w.notes or [])
         ]
         lost = [t for t in texts if any(n in t for n in ISOLATION_NOTES)]
-        if lost:
+        if lost and sandbox.is_sandboxed(sandbox.sandbox_status()):  # unsandboxed as root the
+            # candidate's uid cannot open root's CUDA IPC handles: the old path is legitimate there
             problems.append(f"isolated or shared less than it should be: {lost[0][:200]}")
         return problems
     problems = outcome_problems(row.expect, row.notes, result)
