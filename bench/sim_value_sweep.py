@@ -5,7 +5,10 @@ cost is the `reference_s` column), the counted call's known elements against it
 (`sim_wrong_output` must not fire), and the in-place outputs' written bytes against what the
 reference changed (`sim_unwritten_output`). docs/integrity.md, "Simulated devices".
 
-    PYTHONPATH=. python3 bench/sim_value_sweep.py [--billing] [TASK_SUBSTRING ...] > bench/results/sim_value_sweep.json
+    PYTHONPATH=. python3 bench/sim_value_sweep.py [--billing] [--extra TASK=PATH ...] [TASK_SUBSTRING ...] > bench/results/sim_value_sweep.json
+
+`--extra activation/silu_mul=/path/kernel.py` adds a candidate of one's own (a published kernel
+wrapped as a candidate, kept outside the repository) to that task's sides.
 
 `exact_s` is the interpreter time the count spent on its exact programs (sim_count: the time the
 value check adds to a counted call); `--billing` counts each point again without exact programs
@@ -27,10 +30,15 @@ sys.path.insert(0, str(ROOT))
 from core.devices.device import sim_info
 from core.devices.sim import sim_section
 from core.evaluation.job import spec_json
+from core.evaluation.sim_scaled import scaled_json
+from core.harness import checking
 from core.harness.sim import count as sim_count
+from core.harness.sim import hybrid as sim_hybrid
 from core.harness.sim import predict as sim_predict
 from core.harness.sim import reference as sim_reference
+from core.harness.sim import stage as sim_stage
 from core.harness.sim import written as sim_written
+from core.harness.sim.model import Constants, Target
 from core.harness.workers import _entry, _module_from_source, full_fp32
 from core.tasks.discovery import discover
 
@@ -53,9 +61,18 @@ def _billed(reply: dict) -> list[dict]:
 
 
 def _count(
-    module: object, specs: list, workload: dict, custom: object, compiler: object, exact: int
+    module: object,
+    specs: list,
+    workload: dict,
+    custom: object,
+    compiler: object,
+    exact: int,
+    outs: list | None = None,
+    scaled: dict | None = None,
+    judged: bool = True,
 ) -> dict:
-    """One count of `module.run`, with `exact` exact programs per launch."""
+    """One count of `module.run`, with `exact` exact programs per launch (none where the task
+    judges with its own check.py: the stage asks for none there either)."""
     sim_count.EXACT_PROGRAMS, kept = exact, sim_count.EXACT_PROGRAMS
     try:
         return sim_predict.predict_candidate(
@@ -65,13 +82,38 @@ def _count(
             7,
             custom,  # type: ignore[arg-type]
             compiler,  # type: ignore[arg-type]
+            exact=judged,
+            outputs=outs,
+            scaled=scaled,
         )
     finally:
         sim_count.EXACT_PROGRAMS = kept
 
 
+def _problems(
+    reply: dict, task: object, specs: list, outs: list, w: object, section: dict
+) -> str | None:
+    """What a `sim:` evaluation's harness parent fails before it asks the reference
+    (sim_stage.count_problems): strays, unknown ops, exact programs unlike their twins, the
+    task's formulas, outputs with no known element."""
+    target, constants = (
+        Target.from_json(section["target"]),
+        Constants.from_json(section["constants"]),
+    )
+    launches = sim_stage.checked_launches(reply)
+    ops = sim_stage.checked_ops(reply.get("torch_ops", []), "candidate")
+    formula = {"flops": task.flops_for(w), "bytes": task.bytes_for(w), "dtype": task.peak}  # type: ignore[attr-defined]
+    checks = {n: task.file(n).read_bytes() for n in ("check.py",) if task.file(n).exists()}  # type: ignore[attr-defined]
+    judged = sim_hybrid.values_compared(checks)
+    found, _, _ = sim_stage.count_problems(
+        reply, launches, ops, {"inputs": specs, "outputs": outs}, formula, target, constants, judged
+    )
+    return found
+
+
 def main(filters: list[str], billing: bool = False) -> None:
-    compiler = sim_predict.CompileCache(sim_section(sim_info("sim:h200"))["aot"], None)
+    section = sim_section(sim_info("sim:h200"))
+    compiler = sim_predict.CompileCache(section["aot"], None)
     from core.harness.triton_cpu import enable_interpreter
 
     enable_interpreter()
@@ -98,6 +140,14 @@ def main(filters: list[str], billing: bool = False) -> None:
             )
         )
         specs, outs = [spec_json(s) for s in task.inputs], [spec_json(s) for s in task.outputs]
+        check_source = (
+            task.file("check.py").read_bytes() if task.file("check.py").exists() else None
+        )
+        check = (
+            checking.check_from_source(check_source, str(task.file("check.py")))
+            if check_source
+            else None
+        )
         names = [o["name"] for o in outs]
         rule = {
             "atol": task.correctness.atol,
@@ -108,6 +158,7 @@ def main(filters: list[str], billing: bool = False) -> None:
         workloads = visible[:1] + visible[-1:] if len(visible) > 1 else visible
         sides = [("starter", task.file("starter.py")), ("baseline", task.file("baseline.py"))]
         sides += [(p, ROOT / "tests/published" / p) for p in PUBLISHED.get(task.id, [])]
+        sides += [(Path(p).name, Path(p)) for t, p in EXTRA if t == task.id]
         for side, path in sides:
             module = _load(path, f"{side.replace('.', '_')}_{tag}")
             for w in workloads:
@@ -126,21 +177,52 @@ def main(filters: list[str], billing: bool = False) -> None:
                     # smaller than a warm one: with --billing, the counts without exact programs
                     # come before and after the one with them, which must equal one of them.
                     point = (module, specs, workload, custom, compiler)
-                    plain = _count(*point, 0) if billing else None
+                    plain = _count(*point, 0, outs) if billing else None
                     started = time.time()
-                    reply = _count(*point, sim_count.EXACT_PROGRAMS)
+                    scaled = scaled_json(task, w)
+                    judged = sim_hybrid.values_compared(
+                        {
+                            n: task.file(n).read_bytes()
+                            for n in ("check.py",)
+                            if task.file(n).exists()
+                        }
+                    )
+                    reply = _count(*point, sim_count.EXACT_PROGRAMS, outs, scaled, judged)
                     counted = time.time()
                     same = None
                     if plain is not None:
                         same = _billed(plain) == _billed(reply) or _billed(
                             _count(*point, 0)
                         ) == _billed(reply)
-                    entry = sim_reference.reference_entry(
-                        reference, specs, outs, workload, 7, custom, sources
+                    problem = _problems(reply, task, specs, outs, w, section)
+                    where = reply["values"].get("workload") or workload
+                    entry = (
+                        sim_reference.reference_entry(
+                            reference, specs, outs, where, 7, custom, sources
+                        )
+                        if judged
+                        else {}
                     )
-                    got = sim_reference.judge(entry, reply["values"], outs, rule)
+                    got = (
+                        sim_reference.serve(
+                            reference,
+                            {"inputs": specs, "outputs": outs, "correctness": rule},
+                            custom,
+                            check,
+                            {**sources, "check.py": check_source},
+                            {"workload": where, "seed": 7, "values": reply["values"]},
+                        )
+                        if judged
+                        else {
+                            "checked": 0,
+                            "wrong": None,
+                            "skipped": "not applicable: the task has its own check.py",
+                            "changed_bytes": [None] * len(outs),
+                        }
+                    )
                     row = {
                         "checked": got["checked"],
+                        "problem": problem,
                         "wrong": got["wrong"],
                         "skipped": got["skipped"],
                         "unwritten": sim_written.problem(reply["written"], names)
@@ -160,5 +242,15 @@ def main(filters: list[str], billing: bool = False) -> None:
     print(json.dumps(rows, indent=1))
 
 
+EXTRA: list[tuple[str, str]] = []  # (task id, candidate path) from --extra
+
 if __name__ == "__main__":
-    main([a for a in sys.argv[1:] if a != "--billing"], "--billing" in sys.argv[1:])
+    args, rest = sys.argv[1:], []
+    while args:
+        arg = args.pop(0)
+        if arg == "--extra" and args:
+            task_id, _, path = args.pop(0).partition("=")
+            EXTRA.append((task_id, path))
+        elif arg != "--billing":
+            rest.append(arg)
+    main(rest, "--billing" in sys.argv[1:])

@@ -73,14 +73,26 @@ def test_concurrent_verdicts_are_those_of_one_at_a_time(
     assert kinds.count("EvaluationStarted") == kinds.count("EvaluationFinished") == len(paths)
 
 
+# The two candidates meet on an abstract Unix socket (the sandbox's network namespace is theirs
+# to share): no folder is, since each candidate's worker sees only its own (issue 37).
+MEET = "\0arena-meet-{token}"
+
 HEARTBEAT = """
-import os, pathlib, threading, time
-SHARED = pathlib.Path(__file__).resolve().parents[2] / "meet"  # the batch's folder: visible in the sandbox too
-SHARED.mkdir(exist_ok=True)
+import os, socket, threading, time
+
+def _ears():  # every observer process listens on a name of its own: MEET + its pid
+    with open("/proc/net/unix") as f:
+        names = [line.split()[-1] for line in f.read().splitlines()[1:] if len(line.split()) > 7]
+    return ["\\0" + n[1:] for n in names if n.startswith("@" + MEET[1:])]
 
 def _beat(name):
+    out = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     while True:
-        (SHARED / name).write_text(str(time.time()))
+        for ear in _ears():
+            try:
+                out.sendto(name.encode(), ear)
+            except OSError:
+                pass  # gone
         time.sleep(0.01)
 
 # A thread of its own worker and a process that leaves the worker's process group (double fork,
@@ -109,28 +121,37 @@ def run(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 )
 
 OBSERVER = """
-import os, pathlib, time
+import os, pathlib, socket, time
 import torch
-SHARED = pathlib.Path(__file__).resolve().parents[2] / "meet"  # the batch's folder: visible in the sandbox too
-SHARED.mkdir(exist_ok=True)
-with open(SHARED / "observer-processes", "a") as fh:
+HERE = pathlib.Path(os.getcwd())  # its own evaluation folder: the test reads it afterwards
+with open(HERE / "observer-processes", "a") as fh:
     fh.write(f"{{os.getpid()}}\\n")
-FIRST = len((SHARED / "observer-processes").read_text().split()) == 1
+FIRST = len((HERE / "observer-processes").read_text().split()) == 1
+_ear = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+_ear.bind(MEET + str(os.getpid()))
+_ear.setblocking(False)
+
+def _heard():
+    got = set()
+    while True:
+        try:
+            got.add(_ear.recv(64).decode())
+        except BlockingIOError:
+            return got
+
 if FIRST:  # the untimed worker: wait until the neighbour beats, so the two surely overlap
     for _ in range(500):
-        if (SHARED / "hb-process").exists():
+        if "hb-process" in _heard():
             break
         time.sleep(0.01)
 
-def _alive():  # a heartbeat that changes while we watch (a recent one alone may be the last)
-    def beats():
-        return [(SHARED / n).read_text() if (SHARED / n).exists() else "" for n in ("hb-thread", "hb-process")]
-    before = beats()
+def _alive():  # a beat that arrives while we watch (one heard before may be the last)
+    _heard()
     time.sleep(0.03)  # three beats
-    return beats() != before
+    return bool(_heard())
 
 def run(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    with open(SHARED / f"observer-{{os.getpid()}}", "a") as fh:
+    with open(HERE / f"observer-{{os.getpid()}}", "a") as fh:
         fh.write("1" if _alive() else "0")
     return x * 2 + b
 """
@@ -143,15 +164,18 @@ def test_no_neighbour_is_alive_while_a_candidate_is_timed(
     # workers, the CPU device's default, have their own test: tests/test_quiesce.py).
     monkeypatch.setenv("ARENA_QUIESCE_CPU", "0")
     paths = []
+    meet = f"MEET = {MEET.format(token=os.getpid())!r}\n"
     for name, source in (("observer", OBSERVER), ("hostile", HOSTILE)):
         (tmp_path / name).mkdir()
-        (tmp_path / name / "candidate.py").write_text(source.replace("{{", "{").replace("}}", "}"))
+        text = meet + source.replace("{{", "{").replace("}}", "}")
+        (tmp_path / name / "candidate.py").write_text(text)
         paths.append(tmp_path / name / "candidate.py")
     observer, hostile = asyncio.run(
         concurrent_evaluator.aevaluate_batch(axpy, paths, seed=3, profile="train")
     )
     assert observer.status == "passed" and observer.workloads, [s.message for s in observer.stages]
-    shared = max(concurrent_evaluator.root.glob("eval-*"), key=lambda p: p.stat().st_mtime) / "meet"
+    batch = max(concurrent_evaluator.root.glob("eval-*"), key=lambda p: p.stat().st_mtime)
+    (shared,) = [p.parent for p in batch.glob("member-*/observer-processes")]
     pids = (shared / "observer-processes").read_text().split()
     # Its last process is the timing worker (started once every untimed stage had ended).
     untimed, timed = (

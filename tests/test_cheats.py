@@ -242,6 +242,52 @@ def test_a_queued_job_never_lies_on_disk_while_another_candidate_runs(tmp_path):
     assert not list((tmp_path / "runs").glob("*/job.json"))
 
 
+def test_a_later_candidate_finds_nothing_an_earlier_one_left(tmp_path):
+    """One warm harness, as `arena serve` and the reward API's slots keep one: a candidate that
+    fills /tmp, then one that looks for every earlier candidate's files (and rewrites them),
+    then one that checks /tmp: each sees only its own evaluation (core/harness/isolation.py),
+    and no candidate's staged files outlive its evaluation."""
+    task = _task("axpy")
+    with Evaluator("cpu", workdir=tmp_path / "runs", timing=FAST) as evaluator:
+        honest = evaluator.evaluate(
+            task, FIXTURES / "candidates" / "axpy_torch.py", limits=LIMITS, performance=False
+        )
+        hog = evaluator.evaluate(task, by_name("tmp_hog").path, limits=LIMITS, performance=False)
+        snoop = evaluator.evaluate(
+            task, by_name("earlier_candidates").path, limits=LIMITS, performance=False
+        )
+        check = evaluator.evaluate(
+            task, by_name("tmp_check").path, limits=LIMITS, performance=False
+        )
+    for result in (honest, hog, snoop, check):
+        assert result.status == "passed", _describe(result)
+        assert not any("not isolated" in (s.note or "") for s in result.stages), _describe(result)
+    if sandbox.is_sandboxed(sandbox.sandbox_status()):
+        leftovers = [p for p in (tmp_path / "runs").rglob("*.py")]
+        assert leftovers == [], f"candidate files outlived their evaluation: {leftovers}"
+
+
+def test_batch_members_cannot_see_each_other(tmp_path):
+    """A batch runs its members in one job folder: a member that looks for the others' files
+    (and the harness's own copies) finds nothing."""
+    import asyncio
+
+    from core.evaluation.batch import evaluate_batch
+
+    task = _task("axpy")
+    paths = [
+        FIXTURES / "candidates" / "axpy_torch.py",
+        by_name("earlier_candidates").path,
+        TASKS["axpy"] / "starter.py",
+        by_name("earlier_candidates").path,
+    ]
+    with Evaluator("cpu", workdir=tmp_path / "runs", timing=FAST) as evaluator:
+        results = asyncio.run(
+            evaluate_batch(evaluator, task, paths, None, None, LIMITS, False, False, None)
+        )
+    assert [r.status for r in results] == ["passed"] * 4, [_describe(r) for r in results]
+
+
 HONEST = [
     ("axpy", FIXTURES / "candidates" / "axpy_torch.py"),
     ("axpy", TASKS["axpy"] / "starter.py"),

@@ -114,7 +114,9 @@ def test_inflated_num_stages_on_a_loop_free_kernel_buys_nothing(counted):
 
 
 def test_large_inputs_are_drawn_so_zero_pages_do_not_reveal_the_count(counted):
-    assert counted["zero_pages"]["us"] == pytest.approx(counted["starter"]["us"], rel=0.02), (
+    # It does all its rows (the input was not zero); its check for zeros is billed as the
+    # arithmetic it is (issue 37: `tl.abs` and friends), a few percent over the starter.
+    assert counted["zero_pages"]["us"] == pytest.approx(counted["starter"]["us"], rel=0.1), (
         "it did all its rows: the input was not zero"
     )
 
@@ -162,16 +164,21 @@ def test_a_candidate_that_does_nothing_on_fake_tensors_is_counted_on_real_ones_a
     )
 
 
-def test_a_count_that_missed_the_work_is_flagged_below_the_floor():
+def test_a_count_that_missed_the_work_fails_the_task_formulas_before_the_floor():
     """On a task whose own check.py judges the outputs (sampling), the counted call's values are
     never compared and a pure PyTorch candidate is counted on fake tensors alone: zeros there
-    predict a time below the speed-of-light floor, and the result is flagged."""
+    move a sliver of the bytes the task's formula says any implementation moves
+    (`sim_less_work`, issue 37); behind that, such a count predicts a time below the
+    speed-of-light floor (`faster_than_speed_of_light`)."""
     task = find_task("sampling/top_k_top_p_sampling")
     with Evaluator("sim:h200") as evaluator:
         result = evaluator.evaluate(task, CHEATS / "fake_detect_sampling.py")
     assert result.status == "failed"
+    (stage,) = [s for s in result.stages if s.name == "performance"]
     flags = [f for f in result.integrity_flags if f.startswith("faster_than_speed_of_light")]
-    assert flags and "was predicted at" in flags[0]
+    assert "sim_less_work: the counted call moves" in (stage.message or "") or (
+        flags and "was predicted at" in flags[0]
+    ), (stage.message, result.integrity_flags)
 
 
 def test_rows_filled_with_a_constant_when_counted_fail_the_stage_as_wrong_output():
@@ -182,4 +189,10 @@ def test_rows_filled_with_a_constant_when_counted_fail_the_stage_as_wrong_output
         result = evaluator.evaluate(task, CHEATS / "constant_rows.py")
     assert result.status == "failed" and result.failed_stage == "performance"
     (stage,) = [s for s in result.stages if s.name == "performance"]
-    assert "sim_wrong_output: the counted call's output `out` differs" in (stage.message or "")
+    # Its constant rows read nothing: below the byte formula (sim_less_work) before its
+    # values are even compared (sim_wrong_output: tests/test_sim_values.py).
+    message = stage.message or ""
+    assert (
+        "sim_wrong_output: the counted call's output `out` differs" in message
+        or "sim_less_work: the counted call moves" in message
+    ), message

@@ -109,9 +109,12 @@ def test_a_dot_or_loop_kernel_that_computes_less_when_counted_is_wrong_output(ju
 
 
 def test_an_exact_program_past_the_budget_is_said_in_the_notes_never_flagged(judged):
+    """The launch's first exact program always runs to its end (every launch gets known
+    elements: issue 37); the others share the call's budget, and one that does not fit runs as
+    a sampled program, said in the notes."""
     got = judged["gemm_tight"]
-    assert got["wrong"] is None and got["checked"] == 0, got
-    assert got["same_billing"] is True, "a program stopped mid-loop is billed as a sampled one"
+    assert got["wrong"] is None and got["checked"] > 0, got
+    assert got["same_billing"] is True, "a program left sampled is billed as a sampled one"
     assert any("did not fit this call's 0.01 s budget for exact work" in n for n in got["notes"])
 
 
@@ -136,7 +139,6 @@ def test_an_idle_exact_program_hands_its_turn_to_the_next_until_a_busy_one_runs_
 
     launch = sim_count.Launch("grouped", lambda: None, (128, 128, 4), {}, {}, [])
     counting = sim_count.Counting()  # not entered: nothing is patched
-    busy_exact = []
 
     def run_one(x: int, y: int, z: int) -> None:
         program = counting.program
@@ -144,8 +146,8 @@ def test_an_idle_exact_program_hands_its_turn_to_the_next_until_a_busy_one_runs_
         program.load_sectors += 2 if y else 2 + 64 * 32
         if y == 0:  # a busy program stores its tile
             counting.stores.append((2, np.arange(16, dtype=np.int64) * 2 + 4096 * (x + 128 * z)))
-            busy_exact.append(counting.exact_deadline is not None)
 
     counting.run_programs(launch, run_one)
-    assert any(busy_exact), "no busy program ran exactly"
-    assert launch.exact_stores, "its stores are known elements"
+    # A program with no dot and no long loop is exact as its twin already: it stands for the
+    # exact run (no deadline set); either way a busy program's stores are known elements.
+    assert launch.exact_stores, "a busy program ran exactly: its stores are known elements"

@@ -282,6 +282,16 @@ def _stage_for_sandbox(
     return job
 
 
+def _forget_staged(job: dict[str, Any], staged: dict[str, Any], job_dir: Path) -> None:
+    """Once its evaluation ends, the copies made for it go: the candidate's files staged into
+    its folder, and its builds. No later candidate, in this harness or the next, finds them."""
+    folders = [job_dir / name for name in ("torch_extensions", "triton_cache")]
+    if staged.get("candidate") != job.get("candidate"):
+        folders.append(Path(staged["candidate"]).parent)
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 class LocalExecutor:
     """A device of this machine, evaluated through one warm harness, restarted when it dies."""
 
@@ -331,11 +341,20 @@ class LocalExecutor:
                     self.device, (self.log_dir, job_dir.parent), tuple(sorted(self.task_roots))
                 )
                 self.harness = Harness(self.device, self.log_dir, policy)
+            staged = job
             if self.harness.sandboxed:
-                job = _stage_for_sandbox(job, job_dir, self.harness.policy)
+                staged = _stage_for_sandbox(job, job_dir, self.harness.policy)
+            # Each candidate's worker covers the folders of every other evaluation and the
+            # harness's logs (core/harness/isolation.py), and sees its own folder only.
+            staged = {**staged, "isolation": {"hide": [str(self.log_dir), str(job_dir.parent)]}}
             sandbox.grant(job_dir)  # as root, the candidate is uid 65534, sandboxed or not
-            # the job travels on the pipe, never as a file; a batch ends after one evaluation per member
-            return self.harness.run(job, deadline_s, on_event, len(job.get("batch") or ()) or 1)
+            try:
+                # the job travels on the pipe, never as a file; a batch ends after one evaluation per member
+                return self.harness.run(
+                    staged, deadline_s, on_event, len(job.get("batch") or ()) or 1
+                )
+            finally:
+                _forget_staged(job, staged, job_dir)
         except HarnessError:
             self.close()  # the next job starts a fresh harness
             raise

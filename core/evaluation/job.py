@@ -16,6 +16,7 @@ from core.devices.ids import gpus_in
 from core.devices.sim import sim_baseline, sim_section
 from core.evaluation import scoring
 from core.evaluation.profiles import CI_TARGET, SPECS, Profile, parse_profile, per_regime
+from core.evaluation.sim_scaled import scaled_json
 from core.model import events
 from core.model.task import Limits, Task, TensorSpec
 from core.model.workload import Workload
@@ -119,6 +120,7 @@ def spec_json(spec: TensorSpec) -> dict[str, Any]:
         "init": spec.init,
         "value": spec.value,
         "inplace_of": spec.inplace_of,
+        **({"atomic": True} if spec.atomic else {}),
     }
 
 
@@ -313,6 +315,11 @@ def build_job(
                 **({"measured_baseline": known} if known and not stale else {}),
                 # measured with another baseline: predicted, and the result says why (verdict.assemble)
                 **({"baseline_note": known["note"]} if known and stale else {}),
+                **(
+                    {"scaled": scaled}
+                    if simulated and (scaled := scaled_json(task, w)) is not None
+                    else {}
+                ),
             }
         )
     timing = timing or Timing.for_device("cpu" if simulated else info.type, profile)

@@ -27,6 +27,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
+from core.harness import isolation
 from core.harness.baseline_rounds import BaselineWorkers
 from core.harness.faults import await_trusted, spawn_candidate
 from core.harness.runner import Emit, Evaluation, JobRun, keep_trusted_jit
@@ -164,6 +165,10 @@ class BatchEvaluation(JobRun):
                     self.emit(event)
 
                 _Member(job, emit, self.close_fds, self.zygote, self, index).run()
+                # Its files and builds go with it: no later member can read or rewrite them.
+                isolation.forget(
+                    Path(job["workdir"]), Path(job["candidate"]).parent, Path(self.job["workdir"])
+                )
                 self._drain()
                 self._record_regions(index, "evaluation")
         finally:

@@ -191,7 +191,7 @@ class CandidateWorker:
         if self.device.type == "cuda":
             torch.cuda.init()
             torch.empty((1,), device=self.device)
-        return {"ok": True}, None
+        return {"ok": True, "isolation": self.job.get("isolation_note")}, None
 
     def on_attach(self, msg: dict[str, Any], _payload: Any) -> Answer:
         """The region correctness runs share with the trusted worker."""
@@ -242,6 +242,8 @@ class CandidateWorker:
             self.custom,
             self.sim,
             exact=msg.get("exact") is not False,
+            outputs=self.outs,
+            scaled=msg.get("scaled") if isinstance(msg.get("scaled"), dict) else None,
         ), None
 
     def on_kept(self, _msg: dict[str, Any], _payload: Any) -> Answer:

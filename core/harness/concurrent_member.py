@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from core.harness import isolation
 from core.harness.batch import BatchEvaluation, _Member
 from core.harness.calls import _workload
 from core.harness.faults import StageFailed, await_trusted, spawn_candidate
@@ -179,6 +180,12 @@ class _Concurrent(_Member):
 
     def finish(self) -> None:
         self.release()
+        # Its files and builds go with it (core/harness/isolation.py).
+        isolation.forget(
+            Path(self.job["workdir"]),
+            Path(self.job["candidate"]).parent,
+            Path(self.job["workdir"]).parent,
+        )
         self.events.append(
             {
                 "type": "evaluation_finished",

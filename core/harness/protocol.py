@@ -47,6 +47,10 @@ class Op(str, Enum):
     IMPORT = "import"
     FIRST_CALL = "first_call"
     ESTIMATE = "estimate"
+    RUN_GIVEN = "run_given"  # correctness calls on the inputs the checker drew (ranked_inputs.py)
+    # the checker of a multi-rank evaluation
+    INPUTS = "inputs"  # every rank's inputs for one correctness run, as raw bytes
+    SERVE_RANKS = "serve_ranks"  # every rank's timed round over shared memory, then its verdict
     # the trusted worker (reference and baseline)
     EXPECT = "expect"  # compute the reference outputs for one (workload, seed)
     CHECK = "check"  # compare the candidate's outputs with them
@@ -179,7 +183,8 @@ class Request(TypedDict, total=False):
     first_index, calls, ... | predict: workload, seed | kept | expect: key, workload, seed |
     check: key, workload, workload_key, member, seed, runs, tensors | check_timed: workload,
     member, seed, calls, tensors | sync: nonce | predict_baseline: workload, seed, formula | sim_values: workload, seed, values |
-    import, first_call, estimate: a rank's | spawn, wait (pid, timeout), cleanup: the zygote's."""
+    import, first_call, estimate, run_given: a rank's | inputs, serve_ranks, peer: the
+    checker's | spawn, wait (pid, timeout), cleanup: the zygote's."""
 
     op: str  # an Op's value
     job: Job
@@ -200,6 +205,7 @@ class Request(TypedDict, total=False):
     formula: dict[str, Any]
     pid: int
     timeout: float
+    rank: int  # peer: whose socket follows (the checker of a multi-rank evaluation)
 
 
 class Reply(TypedDict, total=False):
@@ -220,6 +226,10 @@ class Reply(TypedDict, total=False):
     impl: str | None  # the baseline's implementation
     sync: str
     ms: float
+    ranks: list[Any]  # inputs: every rank's input descriptions (the checker)
+    sizes: list[int]  # ... and the bytes of each
+    shared: bool  # peer: this device can share memory
+    reason: str | None  # ... or why not
 
 
 Message = Request | Reply

@@ -9,9 +9,10 @@ group. Timing alternates the two sides round by round, as on a single device, an
 slowest rank's median (a collective is as fast as its slowest rank).
 
 Two things only the parent holds (docs/integrity.md, class 2): the key of the ranks' seeds (a
-request's seed becomes one seed per rank, `ranked_worker.rank_seed`, and each rank is sent only
-its own; the checker gets all), and the barrier before every timed call, which it answers over
-the ranks' own sockets once every rank of the side has reached it.
+request's seed becomes one seed per rank, `ranked_worker.rank_seed`; the checker gets all, and
+draws the candidate's ranks' inputs itself: ranked_shared.py), and the barrier before every
+timed call, which it answers over the ranks' own sockets once every rank of the side has reached
+it. On CPU ranks it also meters the loopback traffic of each side's timed calls (traffic.py).
 """
 
 from __future__ import annotations
@@ -20,19 +21,20 @@ import secrets
 import time
 from typing import Any
 
-from core.harness import ranked_checker, ranked_worker
+from core.harness import ranked_checker, ranked_worker, traffic
 from core.harness.calls import _workload
 from core.harness.correctness import verdict
 from core.harness.faults import StageFailed, await_trusted
 from core.harness.performance import _times
 from core.harness.ranked_calls import RankCalls
+from core.harness.ranked_shared import RankShared
 from core.harness.runner import Evaluation
 from core.harness.timing import picks, summarize
 from core.harness.workers import TaskFileChanged, Worker, WorkerDied, candidate_view
 from core.harness.zygote import Zygote, ZygoteError
 
 
-class RankedEvaluation(RankCalls, Evaluation):
+class RankedEvaluation(RankShared, RankCalls, Evaluation):
     """An Evaluation whose candidate and baseline are `world_size` ranks each, checked by the
     checker (ranked_checker.py) in the trusted worker's place."""
 
@@ -42,6 +44,8 @@ class RankedEvaluation(RankCalls, Evaluation):
         self.ranks: list[Worker] = []  # the candidate's
         self.baseline_ranks: list[Worker] = []
         self.seed_key = secrets.token_bytes(32)  # never leaves this process
+        self.device_type = str(self.job["device"]["torch_device"]).split(":")[0]
+        self.peers_joined: str | bool | None = False  # False: not yet; None: joined; else why not
 
     def _workers(self) -> list[Worker | None]:
         return [*self.ranks, *self.baseline_ranks, self.trusted]
@@ -91,9 +95,9 @@ class RankedEvaluation(RankCalls, Evaluation):
         if error:
             raise StageFailed("failed", error)
         first = self.job["stages"]["correctness"][0]
-        replies = self._all(
+        replies = self._all(  # a seed no check uses (ranked_inputs.py)
             self.ranks,
-            {"op": "first_call", "workload": _workload(first), "seed": first["seeds"][0]},
+            {"op": "first_call", "workload": _workload(first), "seed": self.compile_seed},
             deadline,
         )
         error = self._first_error(replies)
@@ -118,9 +122,10 @@ class RankedEvaluation(RankCalls, Evaluation):
                 repeat = 2 if j == 0 else 1  # the first seed runs twice on the same inputs
                 replies = self._all(
                     self.ranks,
-                    {"op": "run", "workload": _workload(w), "seed": seed, "repeat": repeat},
+                    {"op": "run_given", "workload": _workload(w), "repeat": repeat},
                     deadline,
                     repeat * self._out_bytes(w),
+                    own=self._checker_inputs(w, seed, deadline),
                 )
                 error = self._first_error(replies)
                 if error:
@@ -179,6 +184,7 @@ class RankedEvaluation(RankCalls, Evaluation):
             }
             walls: dict[str, list[dict[str, float]]] = {"candidate": [], "baseline": []}
             calls: dict[str, int] = {}
+            meters = {"candidate": traffic.Meter(), "baseline": traffic.Meter()}
             mode = None
             checked = 0
             for r in range(rounds):
@@ -187,9 +193,14 @@ class RankedEvaluation(RankCalls, Evaluation):
                 for side, ranks in (("candidate", self.ranks), ("baseline", self.baseline_ranks)):
                     is_candidate = side == "candidate"
                     if side not in calls:
+                        estimate = (  # the candidate's from a seed no check uses
+                            {**base_request, "seed": self.rng.getrandbits(62)}
+                            if is_candidate
+                            else base_request
+                        )
                         replies = self._all(
                             ranks,
-                            {"op": "estimate", **base_request},
+                            {"op": "estimate", **estimate},
                             deadline,
                             candidate=is_candidate,
                         )
@@ -201,12 +212,21 @@ class RankedEvaluation(RankCalls, Evaluation):
                             min(int(timing["max_calls"]), int(per_round / max(slowest, 1e-4))),
                         )
                     sample = [self.rng.random() for _ in range(sampled)] if is_candidate else []
+                    shared = is_candidate and self._serve_ranks(w, first, sample, deadline)
+                    request = {"op": "time", **base_request, "calls": calls[side]}
+                    if shared:  # no seed and no sample: the checker has both (ranked_rounds.py)
+                        request = {
+                            "op": "time",
+                            "workload": _workload(w),
+                            "first_index": first,
+                            "calls": calls[side],
+                            "shared": True,
+                        }
+                    elif is_candidate:
+                        request["sample"] = sample
                     t0 = time.monotonic()
                     replies = self._all(
-                        ranks,
-                        {"op": "time", **base_request, "calls": calls[side], "sample": sample},
-                        deadline,
-                        candidate=is_candidate,
+                        ranks, request, deadline, candidate=is_candidate, meter=meters[side]
                     )
                     wall = time.monotonic() - t0
                     if is_candidate and any(
@@ -239,7 +259,15 @@ class RankedEvaluation(RankCalls, Evaluation):
                     )
                     if is_candidate:
                         mode = replies[0][0].get("mode")
-                        checked += self._check_timed_ranks(w, first, sample, calls[side], deadline)
+                        checked += (
+                            self._ranks_verdict(w, calls[side], deadline)
+                            if shared
+                            else self._check_timed_ranks(w, first, sample, calls[side], deadline)
+                        )
+            if self.device_type == "cpu":  # gloo on the loopback: every byte is counted
+                found = traffic.problem(meters["candidate"], meters["baseline"], w["label"])
+                if found:
+                    raise StageFailed("failed", found)
             checked_total += checked
             figures = {side: _slowest_rank(per_rank[side]) for side in per_rank}
             self._emit_timed(w, mode, rounds, figures, walls, checked, [], {})

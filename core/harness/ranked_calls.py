@@ -49,14 +49,18 @@ class RankCalls(CandidateCalls):
         deadline: float,
         max_payload: int = 0,
         candidate: bool = True,
+        own: list[tuple[dict[str, Any], bytes]] | None = None,
+        meter: Any = None,
     ) -> list[tuple[dict[str, Any], bytearray | None]]:
-        """Send to every rank (its own seed, if the request has one), then read every reply,
-        answering the ranks' barriers on the way (`_serve_barriers`)."""
+        """Send to every rank (its own seed, if the request has one; `own[r]`: fields and a
+        payload for rank r alone), then read every reply, answering the ranks' barriers on the
+        way (`_serve_barriers`; `meter` sees each call's window: traffic.py)."""
         replies: list[tuple[dict[str, Any], bytearray | None] | None] = [None] * len(ranks)
         try:
-            for worker, h in zip(ranks, self._per_rank(header)):
-                worker.send(h)
-            self._serve_barriers(ranks, replies, deadline, max_payload)
+            for r, (worker, h) in enumerate(zip(ranks, self._per_rank(header))):
+                extra, payload = own[r] if own is not None else ({}, None)
+                worker.send({**h, **extra}, payload)
+            self._serve_barriers(ranks, replies, deadline, max_payload, meter)
         except WorkerTimeout:
             waiting = [r for r, reply in enumerate(replies) if reply is None]
             late = waiting[:1] + [r for r in waiting[1:] if not _answered(ranks[r])]
@@ -86,6 +90,7 @@ class RankCalls(CandidateCalls):
         replies: list[tuple[dict[str, Any], bytearray | None] | None],
         deadline: float,
         max_payload: int,
+        meter: Any = None,
     ) -> None:
         """Read every rank's reply into `replies`. A rank's `{"barrier": k}` is held until every
         rank has sent the same k, then all are told `go`; a rank that replies while others wait
@@ -112,8 +117,12 @@ class RankCalls(CandidateCalls):
                 r = index[fd]
                 msg, payload = ranks[r].recv(self._remaining(deadline), max_payload)
                 if "barrier" in msg and "ok" not in msg:
+                    if meter is not None and not at_barrier:
+                        meter.arrive()  # the first rank out of its call: that call's window ends
                     at_barrier[r] = msg["barrier"]
                     if len(at_barrier) == len(ranks) and len(set(at_barrier.values())) == 1:
+                        if meter is not None:  # every rank enters the next call now
+                            meter.go()
                         for worker in ranks:
                             worker.send({"go": msg["barrier"]})
                         at_barrier.clear()
@@ -126,6 +135,8 @@ class RankCalls(CandidateCalls):
                             )
                         at_barrier.clear()
                 else:
+                    if meter is not None:
+                        meter.arrive()  # a rank finished the round: the last call's window ends
                     replies[r] = (msg, payload)
 
     @staticmethod

@@ -18,7 +18,16 @@ from typing import Any
 
 import torch
 
-from core.harness import channel, checking, inputs, oploop, workers
+from core.harness import (
+    channel,
+    checking,
+    inputs,
+    oploop,
+    ranked_inputs,
+    ranked_rounds,
+    shared_region,
+    workers,
+)
 from core.harness.protocol import Op, Reply, Request
 from core.harness.ranked_worker import rank_device, rank_inputs, rank_workload
 
@@ -92,7 +101,33 @@ def checker_main(conn: socket.socket, job: dict[str, Any]) -> None:
             for r in range(world)
         ]
 
+    def judge_timed(
+        msg: dict[str, Any], calls: list[int], got: list[list[torch.Tensor]]
+    ) -> list[dict[str, Any]]:
+        """Each timed call's outputs of every rank (`got[r]`: rank r's, call after call)
+        against the reference on every rank's inputs of that call, regenerated."""
+        seeds = _rank_seeds(msg, world)
+        fresh = [
+            inputs.FreshInputs(specs, rank_workload(msg["workload"], r), seeds[r], device, custom)
+            for r in range(world)
+        ]
+        n = len(out_specs)
+        results = []
+        for j, index in enumerate(calls):
+            args, want = expected(functools.partial(rank_inputs, fresh, index))
+            results.append(
+                {
+                    "call": index,
+                    "ranks": judge_ranks([g[j * n : (j + 1) * n] for g in got], args, want),
+                }
+            )
+        return results
+
     def handle(op: str, msg: Request, payload: oploop.Payload) -> tuple[Reply, oploop.Payload]:
+        if op == Op.PEER:  # rank r's end of its peer socket, for timed rounds
+            peers[int(msg["rank"])] = socket.socket(fileno=shared_region.recv_fd(conn))
+            reason = shared_region.cannot_share(device)
+            return {"ok": True, "shared": reason is None, "reason": reason}, None
         shapes = msg["workload"]["shapes"]
         per_rank = inputs.expected_meta(out_specs, shapes)
         if op == Op.CHECK:
@@ -118,26 +153,24 @@ def checker_main(conn: socket.socket, job: dict[str, Any]) -> None:
                 got = _unpack_ranks(msg, payload, per_rank * len(calls), world)
             except inputs.OutputError as exc:
                 return {"ok": True, "malformed": str(exc)}, None
+            return {"ok": True, "results": judge_timed(msg, calls, got)}, None
+        if op == Op.INPUTS:  # every rank's inputs of one correctness run (ranked_inputs.py)
             seeds = _rank_seeds(msg, world)
-            fresh = [
-                inputs.FreshInputs(
-                    specs, rank_workload(msg["workload"], r), seeds[r], device, custom
+            metas, chunks = [], []
+            for r in range(world):
+                meta, data = ranked_inputs.pack_inputs(
+                    inputs.correctness_inputs(
+                        specs, rank_workload(msg["workload"], r), seeds[r], device, custom
+                    )
                 )
-                for r in range(world)
-            ]
-            n = len(out_specs)
-            results = []
-            for j, index in enumerate(calls):
-                args, want = expected(functools.partial(rank_inputs, fresh, index))
-                results.append(
-                    {
-                        "call": index,
-                        "ranks": judge_ranks([g[j * n : (j + 1) * n] for g in got], args, want),
-                    }
-                )
-            return {"ok": True, "results": results}, None
+                metas.append(meta)
+                chunks.append(data)
+            return {"ok": True, "ranks": metas, "sizes": [len(c) for c in chunks]}, b"".join(chunks)
+        if op == Op.SERVE_RANKS:
+            return ranked_rounds.serve(conn, msg, peers, job, custom, judge_timed), None
         return oploop.unknown(op), None
 
+    peers: dict[int, socket.socket] = {}
     oploop.serve(conn, handle, error=workers.error_reply)
 
 

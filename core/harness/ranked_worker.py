@@ -8,14 +8,16 @@ Candidate ranks are forked by the zygote like the single-device candidate worker
 same treatment (limits, no capabilities, the harness hidden, patches reported); baseline ranks
 are forked from the harness parent and never see the candidate.
 
-Every rank draws its inputs from its own seed, which the parent derives from the request's
-seed with a keyed hash (`rank_seed`: HMAC-SHA256 under a key that exists only in the parent's
-memory) and sends to that rank alone: a rank cannot compute its peers' seeds, so it cannot
-regenerate their inputs and skip the communication. The checker, a trusted process, gets every
-rank's seed, regenerates every rank's inputs, runs the task's `reference.run_all(inputs_by_rank)`
-(every rank's outputs, computed in one process without communication, so the reference never
-depends on the collective under test) and judges each rank's outputs with the task's rule or
-check.py.
+A candidate rank holds no seed that any check uses (ranked_inputs.py, issue 37): its
+correctness inputs come from the checker as bytes, its timed inputs from the checker's region,
+fetched after the barrier right before its timer (ranked_rounds.py); the compile's first call
+and the estimate draw from seeds the parent draws for them alone. The baseline's ranks, which
+are trusted, still draw their own from the parent's keyed seeds (`rank_seed`: HMAC-SHA256 under a
+key that exists only in the parent's memory), and so does a candidate's on a device that cannot
+share memory. The checker, a trusted process, gets every rank's seed, regenerates every rank's
+inputs, runs the task's `reference.run_all(inputs_by_rank)` (every rank's outputs, computed in
+one process without communication, so the reference never depends on the collective under test)
+and judges each rank's outputs with the task's rule or check.py.
 
 Timing is the single-device protocol made collective: fresh inputs before every call, a
 barrier so that every rank enters the call together, then the L2 flush queued ahead of the
@@ -44,7 +46,17 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from core.harness import channel, guard, inputs, jit_cache, oploop, timing, workers
+from core.harness import (
+    channel,
+    guard,
+    inputs,
+    jit_cache,
+    oploop,
+    ranked_inputs,
+    shared_region,
+    timing,
+    workers,
+)
 from core.harness.protocol import Op, Reply, Request
 
 # Bound at import, before any candidate code runs (as timing.py binds its clocks).
@@ -183,6 +195,7 @@ def rank_main(conn: socket.socket, job: dict[str, Any]) -> None:
         workers.hide_harness()
     specs, outs = job["inputs"], job["outputs"]
     kept: dict[int, list[torch.Tensor]] = {}
+    peer: list[socket.socket | None] = [None]
 
     def handle(op: str, msg: Request, _payload: oploop.Payload) -> tuple[Reply, oploop.Payload]:
         nonlocal fn
@@ -207,18 +220,31 @@ def rank_main(conn: socket.socket, job: dict[str, Any]) -> None:
                     else {"ok": True, "first_call_error": f"{type(exc).__name__}: {exc}"}
                 ), None
             return {"ok": True}, None
-        if op == Op.RUN:
+        if op == Op.RUN:  # the baseline's ranks (trusted): inputs from their own seed
             assert fn is not None, "import first"
             w, seed = rank_workload(msg["workload"], rank), int(msg["seed"])
             return workers.run_for_check(
                 fn, specs, outs, w, seed, int(msg.get("repeat", 1)), device, custom
             )
+        if op == Op.RUN_GIVEN:  # inputs the checker drew (ranked_inputs.py)
+            assert fn is not None, "import first"
+            return ranked_inputs.run_given(fn, msg, _payload, specs, outs, device)
+        if op == Op.PEER:  # the socket to the checker, for timed rounds over shared memory
+            peer[0] = socket.socket(fileno=shared_region.recv_fd(conn))
+            return {"ok": True}, None
         if op == Op.ESTIMATE:
             assert fn is not None, "import first"
             return {
                 "ok": True,
                 "ms": _estimate(fn, msg, specs, rank, device, custom, conn, hooks),
             }, None
+        if op == Op.TIME and msg.get("shared"):
+            assert fn is not None and peer[0] is not None, "import first, then the peer socket"
+            from core.harness import ranked_rounds
+
+            return ranked_rounds.time_shared(
+                fn, msg, specs, outs, device, conn, peer[0], hooks
+            ), None
         if op == Op.TIME:
             assert fn is not None, "import first"
             return _time_rank(

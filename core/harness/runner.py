@@ -112,6 +112,7 @@ class Evaluation(JobRun, CorrectnessStages, PerformanceStage):
         self.tuned: dict[int, dict[str, list[int]]] = {}  # what its autotuners tried, per worker
         # Its files' digest: an identical earlier candidate's compiled kernels are its seed
         self.source_key = jit_cache.source_key(self.job["candidate"])
+        self.isolation_note: str | None = None  # why its worker sees other evaluations' files
 
     # --- the lifecycle ----------------------------------------------------------------
 
@@ -293,6 +294,10 @@ class Evaluation(JobRun, CorrectnessStages, PerformanceStage):
                 f"the candidate's worker could not start its device: {reply.get('error')}",
                 "infrastructure",
             )
+        if reply.get("isolation"):  # it sees what other evaluations left (isolation.py)
+            self.isolation_note = (
+                f"not isolated from other evaluations: {str(reply['isolation'])[:200]}"
+            )
 
     def _compile(self, deadline: float) -> dict[str, Any]:
         self._start_workers(deadline)
@@ -309,7 +314,8 @@ class Evaluation(JobRun, CorrectnessStages, PerformanceStage):
             )
         with trace.span("compile: harvest"):  # for a later identical source (jit_cache.py)
             jit_cache.STORE.harvest(self.job["workdir"], self.source_key)
-        return {"log": self._log("candidate.log"), "note": reply.get("first_call_error")}
+        notes = [n for n in (reply.get("first_call_error"), self.isolation_note) if n]
+        return {"log": self._log("candidate.log"), "note": "; ".join(notes) or None}
 
 
 def keep_trusted_jit(trusted: Worker | None) -> None:

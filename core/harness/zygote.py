@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from core.harness import channel, ranked_worker, workers
+from core.harness import channel, isolation, ranked_worker, workers
 
 PR_SET_CHILD_SUBREAPER = 36
 REQUEST_SLACK_S = 30.0
@@ -214,11 +214,15 @@ def _fork_zygote(zsock: socket.socket, zygote_pid: int) -> int:
 
 def _fork_worker(zsock: socket.socket, zygote_pid: int) -> int:
     def body(child_end: socket.socket) -> int:
-        drop_privileges()  # first: a change of uid clears the death signal _bootstrap arms
         workers._bootstrap(child_end, zygote_pid)
         msg, _ = channel.recv(child_end)
         if msg.get("op") != "init":
             return 1
+        # Its own view of the files (core/harness/isolation.py), made before the uid changes:
+        # as root a mount namespace needs no user namespace, which would lose root's reads.
+        msg["job"]["isolation_note"] = isolation.enter(msg["job"])
+        drop_privileges()
+        workers.die_with_parent(zygote_pid)  # a change of uid clears the death signal: again
         if msg["job"].get("rank") is not None:  # a rank of a multi-rank candidate
             ranked_worker.rank_main(child_end, msg["job"])
         else:

@@ -28,7 +28,10 @@ class SpecKind(str, Enum):
 @dataclass(frozen=True)
 class TensorSpec:
     """One input or output of the task's `run`: a tensor has a shape, a scalar input has
-    `value` and no shape, an in-place output names the input it writes (`inplace_of`)."""
+    `value` and no shape, an in-place output names the input it writes (`inplace_of`). An
+    output that honest kernels write with atomics (its elements' order or values depend on
+    which program got there first) says so (`atomic`): a `sim:` device does not hold what a
+    program that ran an atomic stored there to the reference (docs/integrity.md)."""
 
     name: str
     dtype: str
@@ -36,6 +39,7 @@ class TensorSpec:
     init: dict[str, Any] | None = None
     value: float | int | None = None
     inplace_of: str | None = None
+    atomic: bool = False
 
     @property
     def kind(self) -> SpecKind:

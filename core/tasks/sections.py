@@ -146,7 +146,7 @@ def read_collective(
 def read_tensor(path: Path, raw: Any, where: str, axes: dict[str, str], output: bool) -> TensorSpec:
     f = Fields(path, raw, where)
     f.no_unknown(
-        ("name", "shape", "dtype", "inplace_of")
+        ("name", "shape", "dtype", "inplace_of", "atomic")
         if output
         else ("name", "shape", "dtype", "init", "value")
     )
@@ -197,6 +197,7 @@ def read_tensor(path: Path, raw: Any, where: str, axes: dict[str, str], output: 
         init=init,
         value=value,
         inplace_of=f.get("inplace_of", str, "an input's name", None),
+        atomic=f.get("atomic", bool, "true where honest kernels write it with atomics", False),
     )
 
 

@@ -7,7 +7,9 @@ Checked calls see new buffers (the thread watches only the timed loop's), so the
 honestly and pass.
 
 Defense: each rank's inputs are refilled after the barrier, right before its timer starts, so
-anything a thread publishes of them lies inside the timed call."""
+anything a thread publishes of them lies inside the timed call; and (issue 37) a timed call
+whose collective moves nothing over the process group fails the performance stage
+(`collective_outside_timed_calls`: the files carry the data, the loopback carries nothing)."""
 
 import os
 import tempfile
@@ -82,7 +84,8 @@ def run(x):
     out = x.clone()
     dist.all_reduce(out)
     if _watch["dir"] is None:
-        name = [tempfile.mkdtemp(prefix="arena-prefetch-") if rank == 0 else None]
+        # A folder the ranks share: their evaluation's (each rank's /tmp is its own now).
+        name = [tempfile.mkdtemp(prefix="arena-prefetch-", dir=os.getcwd()) if rank == 0 else None]
         dist.broadcast_object_list(name, src=0)
         _watch["dir"] = name[0]
     # A new buffer: watch it (its next refill is generation 1 of a new round)

@@ -30,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from core.evaluation import sandbox
 from core.evaluation.evaluator import Evaluator
 from core.model.task import Limits
 from core.tasks.discovery import discover
@@ -171,13 +172,27 @@ ROWS = [
         "the trusted worker draws the timed inputs (CUDA IPC): no seed in the candidate's process",
     ),
     _cpu_cheat("seed_hunt", "axpy_gpu"),
+    # Issue 37: one warm harness runs every row, as `arena serve` does: a candidate that fills
+    # /tmp, one that looks for every earlier candidate's files, one that checks /tmp. Each
+    # worker's own mount namespace (core/harness/isolation.py) must also leave CUDA IPC and the
+    # device working: the honest rows say so (no old-path note, no isolation note).
+    _cpu_cheat("tmp_hog", "axpy_gpu"),
+    _cpu_cheat("earlier_candidates", "axpy_gpu"),
+    _cpu_cheat("tmp_check", "axpy_gpu"),
 ]
 # Not run here: memory_hog (no memory limit on GPU devices without the sandbox's cgroup: it
 # would take the host's RAM), cache_content (numpy on the host), the sandbox-only cheats, the
 # CPU variants of precompute_from_frames and thread_after_return (GPU variants above), and the
 # two that rewrite files (tests/test_cheats.py covers them; nothing there is GPU-specific).
 # peer_seed runs only when --only names it (it needs a device group of two GPUs or more).
-ROWS_WITH_PEERS = [_cpu_cheat("peer_seed")]
+ROWS_WITH_PEERS = [
+    _cpu_cheat("peer_seed"),
+    _cpu_cheat("rank_seed_swap"),
+    # The loopback meter is the CPU ranks' (traffic.py): on GPUs a side channel between ranks
+    # is open (docs/integrity.md), so this row only shows what it gets.
+    _cpu_cheat("rank_side_channel", expect="gap"),
+]
+ISOLATION_NOTES = ("not isolated", "inputs drawn in the candidate's process")
 
 
 def honest_rows() -> list[Row]:
@@ -218,6 +233,13 @@ def check(row: Row, result) -> list[str]:
             )
         if result.integrity_flags:
             problems.append(f"an honest candidate was flagged: {result.integrity_flags}")
+        texts = [s.note or "" for s in result.stages] + [
+            n for w in result.workloads for n in (w.notes or [])
+        ]
+        lost = [t for t in texts if any(n in t for n in ISOLATION_NOTES)]
+        if lost and sandbox.is_sandboxed(sandbox.sandbox_status()):  # unsandboxed as root the
+            # candidate's uid cannot open root's CUDA IPC handles: the old path is legitimate there
+            problems.append(f"isolated or shared less than it should be: {lost[0][:200]}")
         return problems
     problems = outcome_problems(row.expect, row.notes, result)
     if row.marker:

@@ -28,8 +28,14 @@ dot and loop kernels have known elements. The exact work of one counted call is 
 `EXACT_BUDGET_S` interpreter seconds; a program still running at the cap finishes as a sampled
 one (its values unknown) and the count says so (`Counting.exact_notes`).
 
+Twins (issue 37). Each exact program first runs as its twin, a sampled program like every
+billed one; the two must count alike (sim/twins.py), or the kernel tells the programs it is
+watched in apart (`differs`, failed by sim_judge). A twin that stubbed no dot and sampled no loop
+was exact itself and stands for the exact run. The first exact program of a launch always runs to
+its end (up to `EXACT_FIRST_S`), whatever the call's budget.
+
 The interpreter's hooks are in sim/hooks.py, sampled loops in sim/loops.py, what a count
-records in sim/launch.py. Runs inside the candidate's worker (it executes the candidate's
+records in sim/launch.py, what an access counts (and strays) in sim/access.py. Runs inside the candidate's worker (it executes the candidate's
 kernels). Imports only numpy, torch and triton: the harness is shipped alone.
 """
 
@@ -44,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from core.harness import triton_cpu, triton_libdevice
+from core.harness.sim.access import Accesses
 from core.harness.sim.launch import (  # what a count is made of (and where callers find it)
     NUMERIC,
     SECTOR,
@@ -56,6 +63,7 @@ from core.harness.sim.launch import (  # what a count is made of (and where call
     stratified,
     unique_sectors,
 )
+from core.harness.sim.twins import Ran, differs, keep_capped
 
 __all__ = [
     "NUMERIC",
@@ -90,15 +98,13 @@ INTERIOR_SAMPLE = (
 PROGRAM_BUDGET_S = (
     1.0  # interpreter seconds one launch may spend on its sample before it stops growing
 )
-EXACT_STORES_CAP = (
-    1 << 21
-)  # stored element addresses kept per launch for the value check (sim_values)
 EXACT_PROGRAMS = 2  # programs of each launch run exactly (every iteration, the real dot)
 EXACT_CHEAP_S = 0.05  # ... and all of its first sample where each takes less than this
 EXACT_BUDGET_S = 10.0  # interpreter seconds one counted call may spend on exact work
+EXACT_FIRST_S = 60.0  # ... except each launch's first exact program, which always runs to the end unless it takes this long
 
 
-class Counting:
+class Counting(Accesses):
     """While active (a context manager), Triton launches in this process are sampled and counted
     into `launches`. One at a time; `install()` must have run (it is idempotent)."""
 
@@ -130,6 +136,10 @@ class Counting:
         self.forgetting = 0  # inside loop iterations whose counts are dropped (SampledRange)
         self.exact_ran = 0  # exact programs that finished exactly
         self.exact_cut: dict[str, int] = {}  # kernel -> exact programs stopped at the budget
+        self.atomic_stores: list[tuple[int, np.ndarray]] = []  # the current program's atomics
+        self.did_atomic = False  # the current program ran an atomic
+        self.differs: list[dict[str, Any]] = []  # exact programs that counted unlike their twins
+        self.exact_slow: list[str] = []  # kernels whose first exact program passed EXACT_FIRST_S
 
     def __enter__(self) -> Counting:
         _hooks.install()
@@ -168,57 +178,6 @@ class Counting:
         return sum(launch_time(t.summary(), None, target, constants).time_us for t in trial) / 1e3
 
     # --- what the builder hooks call ------------------------------------------------------
-
-    def access(self, ptrs: np.ndarray, mask: np.ndarray | None, itemsize: int, store: bool) -> None:
-        p, launch = self.program, self.current
-        if p is None or launch is None or (self.forgetting and not store):
-            return
-        addrs = np.asarray(ptrs).reshape(-1)
-        if mask is not None:
-            m = np.broadcast_to(np.asarray(mask), np.shape(ptrs)).reshape(-1)
-            addrs = addrs[m]
-        if self.forgetting:  # an iteration an exact program runs and forgets: only its stores
-            if self.exact:
-                self.stores.append((itemsize, addrs.astype(np.int64, copy=True)))
-            return
-        n = addrs.size
-        sectors = unique_sectors(addrs)
-        if store:
-            if self.exact:
-                self.stores.append((itemsize, addrs.astype(np.int64, copy=True)))
-            p.store_bytes += n * itemsize
-            p.store_sectors += sectors.size
-            p.stores += 1
-        else:
-            p.load_bytes += n * itemsize
-            p.load_sectors += sectors.size
-            p.loads += 1
-        if sectors.size:
-            self._attribute(launch, p, sectors, STORED if store else "")
-
-    def _attribute(
-        self, launch: Launch, p: ProgramCounts, sectors: np.ndarray, suffix: str = ""
-    ) -> None:
-        """Each sector to the tensor argument it lies in (`sectors` sorted: two binary searches
-        per tensor, not a pass over the sectors)."""
-        addrs = sectors * SECTOR
-        left = sectors.size
-        for t in launch.tensors:
-            inside = int(
-                np.searchsorted(addrs, t.end, "left")
-                - np.searchsorted(addrs, t.start - SECTOR, "left")
-            )
-            if inside:
-                p.tensor_bytes[t.name + suffix] = (
-                    p.tensor_bytes.get(t.name + suffix, 0.0) + inside * SECTOR
-                )
-                left -= inside
-                if left <= 0:
-                    return
-        if left > 0:
-            p.tensor_bytes["(other)" + suffix] = (
-                p.tensor_bytes.get("(other)" + suffix, 0.0) + left * SECTOR
-            )
 
     def running_exactly(self) -> bool:
         """Whether the current program runs exactly (the real dot, every loop iteration). Past
@@ -267,11 +226,6 @@ class Counting:
             else:
                 self.program.alu_ops += elements
 
-    def atomic(self, elements: int) -> None:
-        if self.program is not None:
-            self.exact = False  # its result depends on programs that may not run
-            self.program.atomics += elements
-
     # --- what the launch hook calls -------------------------------------------------------
 
     def _grow_to(self, launch: Launch, elapsed: float) -> int:
@@ -294,35 +248,98 @@ class Counting:
             return SPARSE_SAMPLE if elapsed < SPARSE_BUDGET_S else n
         return self.max_sample
 
-    def _keep_stores(self, launch: Launch) -> None:
-        if not self.exact:
+    def _keep(self, launch: Launch, run: Ran) -> None:
+        """A program's counts and what its stores tell the value check (sim_values)."""
+        launch.programs.append(run.counts)
+        if run.atomic_stores:
+            keep_capped(launch, launch.atomic_addrs, run.atomic_stores)
+        if not run.exact:
             launch.inexact += 1
-        elif not launch.stores_dropped:
-            kept = sum(a.size for arrays in launch.exact_stores.values() for a in arrays)
-            if kept + sum(a.size for _, a in self.stores) > EXACT_STORES_CAP:
-                launch.stores_dropped = True
-            else:
-                for itemsize, addrs in self.stores:
-                    launch.exact_stores.setdefault(itemsize, []).append(addrs)
-        self.stores = []
+            return
+        if not keep_capped(launch, launch.exact_stores, run.stores):
+            return
+        if run.did_atomic:  # its plain stores may hold what an atomic returned
+            keep_capped(launch, launch.tainted_stores, run.stores)
 
     def _exact_picks(self, first: list[int]) -> set[int]:
         """The programs of a launch that run exactly: drawn among those its sample runs first,
         from the operating system's randomness (a candidate cannot know which)."""
-        if self.in_trial or self.exact_spent >= self.exact_budget_s or not first:
+        if self.in_trial or self.exact_budget_s <= 0 or not first:
             return set()
         return set(random.SystemRandom().sample(first, min(EXACT_PROGRAMS, len(first))))
 
-    def _exact_affordable(self, spent: float, ran: float) -> bool:
+    def _exact_affordable(self, spent: float, ran: float, first: bool) -> bool:
         """Whether one more exact program of this launch fits the call's budget, judged by
-        those of the launch that ran exactly before it; one that does not is left sampled."""
+        those of the launch that ran exactly before it; one that does not is left sampled.
+        The launch's first exact program (none stored anything yet) always runs: every launch
+        gets known elements, however costly its programs are made (up to `EXACT_FIRST_S`)."""
+        if first:
+            return True
         left = self.exact_budget_s - self.exact_spent
         if left > 0 and (not ran or spent / ran <= left):
             return True
-        if self.current is not None and left > 0:
+        if self.current is not None:
             name = self.current.kernel
             self.exact_cut[name] = self.exact_cut.get(name, 0) + 1
         return False
+
+    def _run(
+        self,
+        run_one: Callable[[int, int, int], None],
+        i: int,
+        grid: tuple[int, int, int],
+        deadline: float | None,
+    ) -> Ran:
+        """Program `i` once: exactly until `deadline` (None: as a sampled program)."""
+        gx, gy, _ = grid
+        self.program, self.exact, self.stores = ProgramCounts(), True, []
+        self.atomic_stores, self.did_atomic = [], False
+        self.exact_deadline = deadline
+        started = time.perf_counter()
+        try:
+            run_one(i % gx, (i // gx) % gy, i // (gx * gy))
+        finally:
+            ran = Ran(
+                counts=self.program,
+                exact=self.exact,
+                finished_exactly=self.exact_deadline is not None and self.exact,
+                stores=self.stores,
+                atomic_stores=self.atomic_stores,
+                did_atomic=self.did_atomic,
+                took=time.perf_counter() - started,
+            )
+            self.program, self.exact_deadline = None, None
+            self.stores, self.atomic_stores = [], []
+        return ran
+
+    def _exact_with_twin(
+        self, launch: Launch, run_one: Callable[[int, int, int], None], i: int, deadline: float
+    ) -> tuple[Ran, float]:
+        """Program `i` run exactly, after its twin: the same program run first as any sampled
+        one is (a stubbed dot, sampled loops), which no kernel can tell from the programs
+        that are billed. An honest program counts the same both ways (an exact program is
+        billed as the sampled one it stands for), so any difference in loads, stores, FLOPs
+        or loop trips is a kernel that tells its exact programs apart and does something else
+        when it is not watched (`differs`). A twin that ran no dot and no sampled loop was
+        exact itself and stands for the exact run. Returns the exact run and the seconds both
+        took."""
+        twin = self._run(run_one, i, launch.grid, None)
+        if twin.exact:
+            return twin, twin.took
+        exact = self._run(run_one, i, launch.grid, deadline)
+        if twin.did_atomic or exact.did_atomic:
+            launch.reran_atomics = True  # its atomics were applied twice
+        found = differs(exact.counts, twin.counts)
+        if found and len(self.differs) < 8:
+            gx, gy, _ = launch.grid
+            self.differs.append(
+                {
+                    "kernel": launch.kernel,
+                    "program": [i % gx, (i // gx) % gy, i // (gx * gy)],
+                    **found,
+                }
+            )
+        return exact, twin.took + exact.took
 
     def run_programs(self, launch: Launch, run_one: Callable[[int, int, int], None]) -> None:
         """Run all programs of a small launch, else a stratified sample, grown where programs differ."""
@@ -337,7 +354,14 @@ class Counting:
         exact = self._exact_picks(first)
         # The sample's growth is timed without the exact programs' extra time (an exact program
         # counts as long as the mean sampled one), so it grows as it did before they existed.
-        timing = {"exact_s": 0.0, "exact_n": 0, "sampled_s": 0.0, "sampled_n": 0, "idle_exact": 0}
+        timing = {
+            "exact_s": 0.0,
+            "exact_n": 0,
+            "sampled_s": 0.0,
+            "sampled_n": 0,
+            "idle_exact": 0,
+            "stored": 0,
+        }
 
         def elapsed() -> float:
             mean = timing["sampled_s"] / timing["sampled_n"] if timing["sampled_n"] else 0.0
@@ -357,32 +381,36 @@ class Counting:
                 if i in done:
                     continue
                 done.add(i)
-                self.program, self.exact, self.stores = ProgramCounts(), True, []
-                wanted = i in exact or timing["idle_exact"] > 0 or cheap(i)
-                chosen = wanted and self._exact_affordable(timing["exact_s"], timing["exact_n"])
-                if chosen and i not in exact:
+                wanted = self.exact_budget_s > 0 and (
+                    i in exact or timing["idle_exact"] > 0 or cheap(i)
+                )
+                leading = not timing["stored"]  # no exact program of this launch stored yet
+                chosen = wanted and self._exact_affordable(
+                    timing["exact_s"], timing["exact_n"], leading
+                )
+                if chosen and i not in exact and timing["idle_exact"] > 0:
                     timing["idle_exact"] -= 1
-                started_one = time.perf_counter()
-                if chosen:
-                    self.exact_deadline = started_one + self.exact_budget_s - self.exact_spent
-                try:
-                    run_one(i % gx, (i // gx) % gy, i // (gx * gy))
-                finally:
-                    took = time.perf_counter() - started_one
-                    if chosen:
-                        if not self.stores:  # idle (returned early): the next program stands in
-                            timing["idle_exact"] += 1
-                        self.exact_ran += int(self.exact_deadline is not None and self.exact)
-                        self.exact_deadline = None
-                        self.exact_spent += took
-                        timing["exact_s"] += took
-                        timing["exact_n"] += 1
+                if not chosen:
+                    ran = self._run(run_one, i, launch.grid, None)
+                    timing["sampled_s"] += ran.took
+                    timing["sampled_n"] += 1
+                else:
+                    now = time.perf_counter()
+                    deadline = now + (
+                        EXACT_FIRST_S if leading else self.exact_budget_s - self.exact_spent
+                    )
+                    ran, took = self._exact_with_twin(launch, run_one, i, deadline)
+                    if not ran.stores:  # idle (returned early): the next program stands in
+                        timing["idle_exact"] += 1
                     else:
-                        timing["sampled_s"] += took
-                        timing["sampled_n"] += 1
-                launch.programs.append(self.program)
-                self.program = None
-                self._keep_stores(launch)
+                        timing["stored"] += 1
+                    self.exact_ran += int(ran.finished_exactly or ran.exact)
+                    self.exact_spent += ran.took  # its twin ran as a sampled program does
+                    timing["exact_s"] += took
+                    timing["exact_n"] += 1
+                    if leading and not ran.exact and ran.stores:
+                        self.exact_slow.append(launch.kernel)
+                self._keep(launch, ran)
 
         try:
             if total <= self.full_grid:
@@ -407,7 +435,7 @@ class Counting:
             self.exact_deadline = None
 
 
-# --- patches of the interpreter ------------------------------------------------------------------
+# --- patches of the interpreter ---# --- patches of the interpreter ------------------------------------------------------------------
 
 
 # Bound at import, with everything the hooks and the count share: the candidate's worker takes

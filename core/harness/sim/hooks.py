@@ -18,6 +18,7 @@ from core.harness.sim.launch import Launch, TensorArg
 from core.harness.sim.loops import SampledRange
 
 SFU_UNARY = {"exp", "exp2", "log", "log2", "sqrt", "sin", "cos"}
+BILLED_OTHER = ("create_idiv", "create_umulhi", "create_gather", "create_histogram", "create_fabs")
 _MARK = "_sim_count_patched"
 
 
@@ -93,13 +94,13 @@ def install() -> None:
 
     def atomic(original):
         def wrapper(self, *args, **kwargs):
-            out = original(self, *args, **kwargs)
             c = Counting.active
             if c is not None:
-                ptr = args[1] if args and not hasattr(args[0], "data") else args[0]
-                c.atomic(_elements(ptr))
-                c.access(ptr.data, None, itemsize(ptr), store=True)
-            return out
+                rmw = bool(args) and not hasattr(args[0], "data")  # (op, ptr, val, mask, ...)
+                ptr = args[1] if rmw else args[0]
+                mask = args[3] if rmw and len(args) > 3 else None
+                c.atomic(ptr.data, getattr(mask, "data", None), itemsize(ptr))
+            return original(self, *args, **kwargs)
 
         return wrapper
 
@@ -122,6 +123,11 @@ def install() -> None:
     hook("create_erf", counted(lambda *a: True))
     hook("create_atomic_rmw", atomic)
     hook("create_atomic_cas", atomic)
+    # Work done outside binary_op/unary_op: billed as arithmetic on the elements it returns
+    # (conversions, pointer arithmetic and layout changes stay free: a GPU folds them into the
+    # loads, stores and arithmetic around them).
+    for name in BILLED_OTHER:
+        hook(name, counted(lambda *a: False))
     _hook_reductions(itp)
     _hook_launch(itp)
 
@@ -277,5 +283,10 @@ def _tensor_args(bound: dict[str, Any]) -> list[TensorArg]:
             span = (
                 base.numel() and (sum((s - 1) * st for s, st in zip(base.shape, base.stride())) + 1)
             ) * base.element_size()
-            found.append(TensorArg(name, start, start + int(span)))
+            try:
+                storage = base.untyped_storage()
+                lo, size = int(storage.data_ptr()), int(storage.nbytes())
+            except (RuntimeError, NotImplementedError, AttributeError):
+                lo, size = start, int(span)
+            found.append(TensorArg(name, start, start + int(span), lo, lo + size))
     return found

@@ -90,11 +90,19 @@ STORED = "\x00stored"  # suffix of a tensor's written sectors in ProgramCounts.t
 
 @dataclass
 class TensorArg:
-    """A tensor argument of a launch: its name and address range."""
+    """A tensor argument of a launch: its name, the address range of its view (what its bytes
+    are billed against) and of its whole storage (what an access may reach without being a
+    stray: sim_count)."""
 
     name: str
     start: int
     end: int
+    storage_start: int = -1
+    storage_end: int = -1
+
+    def __post_init__(self) -> None:
+        if self.storage_start < 0 or self.storage_end < self.storage_start:
+            self.storage_start, self.storage_end = self.start, self.end
 
 
 @dataclass
@@ -116,6 +124,20 @@ class Launch:
     exact_stores: dict[int, list[np.ndarray]] = field(default_factory=dict)
     inexact: int = 0
     stores_dropped: bool = False
+    # Addresses written by atomics (any program), and plain stores of exact programs that also
+    # ran an atomic: unknown where the atomics' order matters (sim_values), by item size.
+    atomic_addrs: dict[int, list[np.ndarray]] = field(default_factory=dict)
+    tainted_stores: dict[int, list[np.ndarray]] = field(default_factory=dict)
+    reran_atomics: bool = False  # a program that ran an atomic ran twice (its twin: sim_count)
+    # Sectors (addresses of 32-byte sectors) accessed outside every tensor argument's storage:
+    # loads and stores, kept up to STRAY_CAP each, and how many there were (sim_count).
+    stray_loads: list[np.ndarray] = field(default_factory=list)
+    stray_stores: list[np.ndarray] = field(default_factory=list)
+    stray_load_sectors: int = 0
+    stray_store_sectors: int = 0
+    # What sim_values resolves the strays to: storages of tensors the call made or was given.
+    resolved_reads: list[tuple[int, int]] = field(default_factory=list)
+    resolved_writes: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def whole(self) -> bool:

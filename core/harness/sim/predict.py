@@ -28,6 +28,7 @@ from core.harness import inputs
 from core.harness.sim import aot as sim_aot
 from core.harness.sim import count as sim_count
 from core.harness.sim import host as sim_host
+from core.harness.sim import scaled_run as sim_scaled_run
 from core.harness.sim import torch_ops as sim_torch
 from core.harness.sim import values as sim_values
 from core.harness.sim import written as sim_written
@@ -109,41 +110,58 @@ def predict_candidate(
     custom: Any,
     compiler: CompileCache,
     exact: bool = True,
+    outputs: list[dict[str, Any]] | None = None,
+    scaled: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """`exact`: run exact programs for the value check (not where the task judges its outputs
-    with its own check.py: no values of the counted call are compared there)."""
+    with its own check.py: no values of the counted call are compared there). `outputs`: the
+    task's output specs (those written by atomics: sim_values). `scaled`: where a pure PyTorch
+    call is too large to run for real, the workload its values are checked at (sim_scaled)."""
     started = time.perf_counter()
     notes: list[str] = []
+    atomic = [bool(o.get("atomic")) for o in outputs or []]
     try:
         written: list[Any] = []
         sizes: list[Any] = []
-        ops = sim_torch.count_fake(run, fake_inputs(specs, workload, seed, custom), written, sizes)
+        found: dict[str, Any] = {}
+        make = fake_inputs(specs, workload, seed, custom)
+        ops = sim_torch.count_fake(run, make, written, sizes, found)
     except Exception:  # noqa: BLE001 - needs real memory (Triton, data-dependent torch): go on below
         pass
     else:
         flops, nbytes = sim_torch.total(ops)
-        if exact and flops <= REAL_RUN_FLOPS and nbytes <= REAL_RUN_BYTES:
+        fits = flops <= REAL_RUN_FLOPS and nbytes <= REAL_RUN_BYTES
+        if exact and (fits or scaled):
+            real_workload = workload if fits else scaled
+            assert real_workload is not None
             try:
-                real = _predict_real(run, specs, workload, seed, custom, compiler, exact, started)
-                # what the fake pass did, for the parent to compare (sim_stage.fake_pass_problem)
-                real["fake_count"] = {"flops": flops, "bytes": nbytes, "ops": len(ops)}
-                real["notes"].append(
-                    "pure PyTorch: counted on GPU-sized CPU tensors, its values checked"
+                real = _predict_real(
+                    run, specs, real_workload, seed, custom, compiler, exact, started, atomic
                 )
-                return real
             except MemoryError:
-                notes.append("pure PyTorch: no memory for the real run at GPU size")
+                notes.append("pure PyTorch: no memory for the real run")
+            else:
+                if fits:  # what the fake pass did, for the parent to compare (sim_stage)
+                    real["fake_count"] = {"flops": flops, "bytes": nbytes, "ops": len(ops)}
+                    real["notes"].append(
+                        "pure PyTorch: counted on GPU-sized CPU tensors, its values checked"
+                    )
+                    return real
+                return sim_scaled_run.billed_from_fake(
+                    real, ops, written, sizes, found, real_workload, specs, seed, custom, run
+                )
         return {
             "ok": True,
             "impl": ran_impl(run),
             "launches": [],
             "torch_ops": ops,
+            "unknown_ops": found.get("unknown", []),
             "notes": [*notes, "no Triton launch: counted on fake tensors"],
             "seconds": time.perf_counter() - started,
             "written": written,
             "values": {"outputs": None, "reason": NO_VALUES, "written_bytes": sizes},
         }
-    return _predict_real(run, specs, workload, seed, custom, compiler, exact, started)
+    return _predict_real(run, specs, workload, seed, custom, compiler, exact, started, atomic)
 
 
 def _predict_real(
@@ -155,6 +173,7 @@ def _predict_real(
     compiler: CompileCache,
     exact: bool,
     started: float,
+    atomic: list[bool] | None = None,
 ) -> dict[str, Any]:
     """The counted call on GPU-sized CPU tensors: Triton launches sampled and counted, torch ops
     counted, what it wrote and its known elements recorded."""
@@ -170,11 +189,14 @@ def _predict_real(
         if not exact:
             counting.exact_budget_s = 0.0
         result = run(*args)
+        # Accesses outside the launches' arguments, resolved against the call's own tensors.
+        reach = sim_torch.storages(sim_torch._tensors(list(args)) + sim_torch._tensors(result))
+        strays = sim_values.resolve_strays(counting.launches, reach + work.work.storages)
         # What it wrote of what it returned (sim_written): a call that does less when counted shows it.
         written = sim_written.shares(result, args, work.work.written, counting.launches)
         sizes = sim_written.written_bytes(result, args, work.work.written, counting.launches)
     # The elements whose values are known, against the reference in the trusted worker (sim_values).
-    values = sim_values.samples(result, args, counting.launches, work.work.events, seed)
+    values = sim_values.samples(result, args, counting.launches, work.work.events, seed, atomic)
     values["written_bytes"] = [done for done, _ in sizes]
     notes += counting.exact_notes()
     del args, result
@@ -214,6 +236,12 @@ def _predict_real(
         "exact_s": counting.exact_spent,
         "written": written,
         "values": values,
+        # What the stage fails (sim_stage.count_problems): accesses outside every tensor of the
+        # call, exact programs that counted unlike their sampled twins, ops of unknown cost.
+        "strays": strays,
+        "exact_differs": counting.differs,
+        "exact_slow": counting.exact_slow,
+        "unknown_ops": work.work.unknown,
     }
 
 

@@ -6,7 +6,8 @@ min_match).
 Where the reference does not finish within its budget (`ARENA_SIM_REFERENCE_S`, default
 `BUDGET_S` seconds per workload), the reply says the check was skipped and why, and the
 workload's notes say so. A task with its own check.py (a statistical check of a sampler) is
-not value-checked: a few thousand elements are not what its check judges.
+not value-checked: a few thousand elements are not what its check judges; one whose check.py
+declares itself elementwise is judged by it on a hybrid output (sim_hybrid).
 
 Seed and cache. The counted call's seed is the workload's performance seed, drawn per
 evaluation from the engine's secret (never known to a candidate before its counted call, so no
@@ -36,6 +37,7 @@ from typing import Any
 import torch
 
 from core.harness import compare
+from core.harness.sim import hybrid
 
 BUDGET_S = 30.0  # seconds the reference may take at one GPU workload
 MEMORY_BYTES = 2 << 30  # the trusted worker's cache of reference results
@@ -296,6 +298,23 @@ def serve(
 ) -> dict[str, Any]:
     """The trusted worker's `sim_values` request: {workload, seed, values}."""
     out_specs = job["outputs"]
+    if check is not None and hybrid.elementwise(sources.get("check.py")):
+        workload, seed = msg["workload"], int(msg["seed"])
+        entry = reference_entry(
+            reference_run, job["inputs"], out_specs, workload, seed, custom, sources
+        )
+        from core.harness.sim import predict as sim_predict
+
+        reply = hybrid.judge(
+            entry,
+            msg.get("values"),
+            out_specs,
+            job["correctness"],
+            check,
+            lambda: sim_predict.gpu_inputs(job["inputs"], workload, seed, custom),
+        )
+        reply["reference_s"] = entry.get("seconds")
+        return reply
     if check is not None:
         return {
             "ok": True,

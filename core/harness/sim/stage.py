@@ -13,17 +13,27 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from core.harness.sim import count as sim_count
+from core.harness.sim import count as sim_count  # noqa: F401 - where callers find NUMERIC
+from core.harness.sim import hybrid as sim_hybrid
+from core.harness.sim import judge as sim_judge
 from core.harness.sim import narrow as sim_narrow
 from core.harness.sim import written as sim_written
+from core.harness.sim.checked import (  # noqa: F401 - re-exported: where callers find them
+    FAKE_PASS_SLACK,
+    MAX_LAUNCHES,
+    PER_PROGRAM_KEYS,
+    RESOURCE_KEYS,
+    MalformedCounts,
+    checked_launches,
+    checked_ops,
+    fake_pass_problem,
+    refused_launch,
+    uncounted_launch,
+)
 from core.harness.sim.model import Constants, Target, predict_side
 
 if TYPE_CHECKING:
     from core.harness.runner import Evaluation
-
-MAX_LAUNCHES = 256
-RESOURCE_KEYS = ("registers", "spill_bytes", "shared_bytes", "num_warps", "num_stages")
-PER_PROGRAM_KEYS = sim_count.NUMERIC  # what a launch summary holds per program
 
 
 def check_values(
@@ -31,7 +41,9 @@ def check_values(
 ) -> str:
     """The counted call against the reference (sim_values, sim_reference): wrong values are
     `sim_wrong_output`, an in-place output written for less than `MIN_WRITTEN` of the elements
-    the reference changes is `sim_unwritten_output`. Returns the workload's note on it."""
+    the reference changes is `sim_unwritten_output`. Returns the workload's note on it. The
+    values of a pure PyTorch call above the real run's budget come from its run at a scaled
+    workload, and are judged against the reference there (sim_scaled_run)."""
     from core.harness.runner import StageFailed, _workload
 
     values = reply.get("values")
@@ -41,13 +53,14 @@ def check_values(
     known = isinstance(given, list) and any(isinstance(o, dict) and o.get("index") for o in given)
     if not known and not any(o.get("inplace_of") for o in ev.job["outputs"]):
         # Nothing to compare and nothing updated in place: the reference is not computed.
-        reason = values.get("reason") or (
-            "no known elements (no exact program stored into an output: atomics, a launch that "
-            "read what a sampled launch left partial, or exact work past its budget)"
-        )
+        reason = values.get("reason") or "no known elements"
         return f"value check skipped: {str(reason)[:200]}"
+    where = _workload(w)
+    scaled = values.get("workload")
+    if isinstance(scaled, dict) and isinstance(w.get("scaled"), dict):
+        where = {"axes": w["scaled"]["axes"], "shapes": w["scaled"]["shapes"]}
     got = ev._trusted_call(
-        {"op": "sim_values", "workload": _workload(w), "seed": seed, "values": values}, deadline
+        {"op": "sim_values", "workload": where, "seed": seed, "values": values}, deadline
     )
     label = w["label"]
     if got.get("malformed"):
@@ -65,126 +78,12 @@ def check_values(
         raise StageFailed("failed", f"{label}: {unwritten}")
     if got.get("skipped"):
         return f"value check skipped: {str(got['skipped'])[:200]}"
-    return f"value check: {int(got.get('checked') or 0)} elements of the counted call match the reference"
-
-
-class MalformedCounts(ValueError):
-    """The candidate's worker sent counts that are not numbers of the expected shape."""
-
-
-def _number(value: Any, where: str) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value < 0
-    ):
-        raise MalformedCounts(f"{where} is {value!r}, not a finite non-negative number")
-    return float(value)
-
-
-def checked_launches(reply: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
-    """The (summary, resources) pairs of a candidate's `predict` reply, validated and rebuilt
-    from known keys only."""
-    launches = reply.get("launches")
-    if not isinstance(launches, list) or len(launches) > MAX_LAUNCHES:
-        raise MalformedCounts("launches is not a list of at most 256 entries")
-    out = []
-    for i, s in enumerate(launches):
-        if not isinstance(s, dict) or not isinstance(s.get("per_program"), dict):
-            raise MalformedCounts(f"launch {i} is not a launch summary")
-        p = s["per_program"]
-        dots = p.get("dot_flops") or {}
-        if not isinstance(dots, dict):
-            raise MalformedCounts(f"launch {i}: dot_flops is not a mapping")
-        grid = s.get("grid")
-        if not isinstance(grid, list) or len(grid) != 3:
-            raise MalformedCounts(f"launch {i}: grid is not three numbers")
-        summary = {
-            "kernel": str(s.get("kernel"))[:120],
-            "grid": [int(_number(g, f"launch {i} grid")) for g in grid],
-            "programs": int(_number(s.get("programs"), f"launch {i} programs")),
-            "sampled": int(_number(s.get("sampled", 0), f"launch {i} sampled")),
-            "options": {
-                k: int(_number(v, f"launch {i} {k}"))
-                for k, v in (s.get("options") or {}).items()
-                if k in ("num_warps", "num_stages")
-            },
-            "per_program": {
-                **{k: _number(p.get(k, 0.0), f"launch {i} {k}") for k in PER_PROGRAM_KEYS},
-                "dot_flops": {
-                    str(k)[:16]: _number(v, f"launch {i} dot_flops") for k, v in dots.items()
-                },
-            },
-            "dram_bytes": _number(s.get("dram_bytes", 0.0), f"launch {i} dram_bytes"),
-            "merged": max(1, int(_number(s.get("merged", 1), f"launch {i} merged"))),
-        }
-        r = s.get("resources")
-        resources = None
-        if isinstance(r, dict) and r.get("ok"):
-            resources = {
-                "ok": True,
-                "mma": r.get("mma")
-                if r.get("mma") in ("wgmma", "tcgen05", "mma", "mfma", None)
-                else None,
-                **{
-                    k: int(_number(r[k], f"launch {i} {k}"))
-                    for k in RESOURCE_KEYS
-                    if r.get(k) is not None
-                },
-            }
-        out.append((summary, resources))
-    return out
-
-
-def refused_launch(reply: dict[str, Any]) -> str | None:
-    """What the target's compiler said about the first kernel it refused to build, or None."""
-    for s in reply.get("launches") or []:
-        r = s.get("resources") if isinstance(s, dict) else None
-        if isinstance(r, dict) and r.get("rejected") is True:
-            return f"kernel `{str(s.get('kernel'))[:80]}` does not build for the target ({str(r.get('error'))[:500]})"
-    return None
-
-
-def uncounted_launch(reply: dict[str, Any]) -> tuple[str, str] | None:
-    """(message, fault) for the first launch the counts cannot stand for, or None: a kernel
-    whose body calls host Python (interpreted, that runs outside the count; the candidate's
-    fault), or one whose AOT compile failed in the simulator without the target refusing it
-    (nothing to predict its occupancy and matrix path from: this device cannot evaluate it).
-    Neither is forgiven with assumed figures any more: a kernel could hide there."""
-    for s in reply.get("launches") or []:
-        r = s.get("resources") if isinstance(s, dict) else None
-        if not isinstance(r, dict):
-            continue
-        kernel = str(s.get("kernel"))[:80]
-        calls = r.get("host_calls")
-        if isinstance(calls, list) and calls:
-            return (
-                f"kernel `{kernel}` calls host Python from its body ({', '.join(str(c)[:80] for c in calls[:4])}): interpreted, that runs "
-                "on every program outside the count (on a GPU, once at compile time); make it @triton.jit or @triton.constexpr_function"
-            ), "candidate"
-        if not r.get("ok") and not r.get("rejected"):
-            return (
-                f"cannot evaluate on this device: the simulator's AOT compile of kernel `{kernel}` failed ({str(r.get('error'))[:300]})",
-                "infrastructure",
-            )
-    return None
-
-
-def checked_ops(ops: Any, where: str) -> list[dict[str, Any]]:
-    if not isinstance(ops, list):
-        raise MalformedCounts(f"{where}: torch ops is not a list")
-    return [
-        {
-            "name": str(o.get("name"))[:80],
-            "flops": _number(o.get("flops", 0.0), f"{where} flops"),
-            "bytes": _number(o.get("bytes", 0.0), f"{where} bytes"),
-            "dtype": str(o.get("dtype") or "bf16")[:16],
-            "glue": o.get("glue") is True,
-        }
-        for o in ops
-        if isinstance(o, dict)
-    ]
+    at = (
+        f" (at the scaled workload {w['scaled'].get('label')})"
+        if where is not _workload(w) and isinstance(w.get("scaled"), dict)
+        else ""
+    )
+    return f"value check: {int(got.get('checked') or 0)} elements of the counted call match the reference{at}"
 
 
 def known_baseline(known: dict[str, Any], target: Target) -> dict[str, Any]:
@@ -218,39 +117,6 @@ def baseline_note(known: dict[str, Any], target: Target) -> str:
     )
 
 
-FAKE_PASS_SLACK = 1.1  # the real run may count this much more than the fake pass, no more
-
-
-def fake_pass_problem(
-    reply: dict[str, Any], launches: list[Any], ops: list[dict[str, Any]]
-) -> str | None:
-    """A pure PyTorch call is counted twice, on fake tensors and then on GPU-sized CPU tensors
-    (sim_predict): code that branches on neither values nor devices does the same ops both times.
-    A real run that launched a kernel the fake pass did not, or counted clearly more work, is
-    proof that the candidate tells the counting pass's fake tensors apart and does less there
-    (`sim_fake_pass_differs`); None otherwise."""
-    fake = reply.get("fake_count")
-    if not isinstance(fake, dict):
-        return None
-    try:
-        fake_flops, fake_bytes = float(fake["flops"]), float(fake["bytes"])
-    except (KeyError, TypeError, ValueError):
-        return "sim_fake_pass_differs: the candidate's worker sent a malformed fake-pass count"
-    flops = sum(float(o.get("flops") or 0.0) for o in ops)
-    nbytes = sum(float(o.get("bytes") or 0.0) for o in ops)
-    if launches:
-        done = f"launched {len(launches)} Triton kernel(s)"
-    elif flops > FAKE_PASS_SLACK * fake_flops + 1e6 or nbytes > FAKE_PASS_SLACK * fake_bytes + 1e6:
-        done = f"did {flops:.3g} FLOPs and moved {nbytes:.3g} bytes"
-    else:
-        return None
-    return (
-        f"sim_fake_pass_differs: on GPU-sized tensors the call {done}, on the fake tensors of the "
-        f"counting pass {fake_flops:.3g} FLOPs and {fake_bytes:.3g} bytes: it tells the counting "
-        "pass apart and does less there"
-    )
-
-
 def predict_performance(ev: Evaluation, deadline: float) -> dict[str, Any]:
     """Count every performance workload (on two candidate workers where the evaluation has two
     cores: counting is the slow part), predict both sides, and report the workloads in order."""
@@ -264,9 +130,18 @@ def predict_performance(ev: Evaluation, deadline: float) -> dict[str, Any]:
     ]  # drawn per evaluation by the engine (sim_reference)
     # A task with its own check.py compares no values of the counted call (sim_reference):
     # its count runs no exact programs (sim_count), which would cost time for nothing.
-    exact = "check.py" not in (ev.job.get("task_sources") or {})
+    exact = sim_hybrid.values_compared(ev.job.get("task_sources"))
     requests = [
-        ({"op": "predict", "workload": _workload(w), "seed": seed, "exact": exact}, 0)
+        (
+            {
+                "op": "predict",
+                "workload": _workload(w),
+                "seed": seed,
+                "exact": exact,
+                **({"scaled": w["scaled"]} if w.get("scaled") else {}),
+            },
+            0,
+        )
         for w, seed in zip(workloads, seeds)
     ]
     counted: dict[int, dict[str, Any]] = {}
@@ -294,6 +169,46 @@ def predict_performance(ev: Evaluation, deadline: float) -> dict[str, Any]:
             )
             reported += 1
     return {"workloads": len(workloads), "note": f"predicted for {sim['label']}, not measured"}
+
+
+def count_problems(
+    reply: dict[str, Any],
+    launches: list[tuple[dict[str, Any], dict[str, Any] | None]],
+    cand_ops: list[dict[str, Any]],
+    job: dict[str, Any],
+    formula: Any,
+    target: Target,
+    constants: Constants,
+    judged: bool,
+    graph: bool = False,
+) -> tuple[str | None, dict[str, Any], list[str]]:
+    """(the first failure of a candidate's counts, its predicted side, notes on its values):
+    every check sim_judge, sim_written, sim_narrow and the fake pass make before the reference
+    is asked. `judged`: the task's values are compared (no check.py of its own); `graph`: the
+    GPU would replay the workload in a CUDA graph (its launch costs). Pure, so that
+    bench/sim_value_sweep.py applies what a `sim:` evaluation applies."""
+    outputs = job["outputs"]
+    found = (
+        sim_judge.stray_problem(reply)
+        or sim_judge.unknown_op_problem(reply)
+        or sim_judge.differs_problem(reply)
+        or sim_judge.slow_problem(reply)
+        or sim_written.problem(reply.get("written"), [o["name"] for o in outputs])
+        or fake_pass_problem(reply, launches, cand_ops)
+        or sim_judge.formula_problem(formula, launches, cand_ops)
+        or sim_narrow.problem(
+            [s for s, _ in launches],
+            cand_ops,
+            [str(x.get("dtype")) for x in job["inputs"] + outputs if x.get("dtype")],
+        )
+    )
+    candidate = predict_side(launches, cand_ops, target, constants, graph)
+    if found or not judged:
+        return found, candidate, []
+    unchecked, notes = sim_judge.unchecked_problem(
+        reply.get("values"), outputs, launches, candidate["median_us"], target, constants
+    )
+    return unchecked, candidate, notes
 
 
 def _report(
@@ -327,22 +242,14 @@ def _report(
         raise StageFailed(
             "failed" if fault == "candidate" else "error", f"{w['label']}: {message}", fault
         )
-    unwritten = sim_written.problem(reply.get("written"), [o["name"] for o in ev.job["outputs"]])
-    if unwritten:
-        raise StageFailed("failed", f"{w['label']}: {unwritten}")
-    differs = fake_pass_problem(reply, launches, cand_ops)
-    if differs:
-        raise StageFailed("failed", f"{w['label']}: {differs}")
-    checked = check_values(ev, w, reply, seed, deadline)
-    narrow = sim_narrow.problem(
-        [s for s, _ in launches],
-        cand_ops,
-        [str(x.get("dtype")) for x in ev.job["inputs"] + ev.job["outputs"] if x.get("dtype")],
-    )
-    if narrow:
-        raise StageFailed("failed", f"{w['label']}: {narrow}")
+    judged = sim_hybrid.values_compared(ev.job.get("task_sources"))  # values compared at all
     graph = bool(w.get("gpu_graph"))  # a graph replay on the GPU: its launch costs (sim_model)
-    candidate = predict_side(launches, cand_ops, target, constants, graph)
+    found, candidate, value_notes = count_problems(
+        reply, launches, cand_ops, ev.job, w.get("formula"), target, constants, judged, graph
+    )
+    if found:
+        raise StageFailed("failed", f"{w['label']}: {found}")
+    checked = check_values(ev, w, reply, seed, deadline)
     known = w.get("measured_baseline")
     if (
         isinstance(known, dict)
@@ -380,7 +287,7 @@ def _report(
     notes = [str(n)[:300] for n in (reply.get("notes") or [])[:8] if isinstance(n, str)]
     if base.get("note"):
         notes.append(str(base["note"]))
-    notes.append(checked)
+    notes += [*value_notes, checked]
     ev.emit(
         {
             "type": "workload_timed",

@@ -3,11 +3,16 @@ counter (its registry of formulas per aten op) and bytes from the tensors each o
 writes. What is counted is the unfused traffic the vendor library moves: each kernel reads its
 inputs and writes its outputs once.
 
-Views, metadata and allocation ops move nothing and are skipped. Scaled dot-product attention on
-the CPU dispatches to an op the FLOP registry lacks; its FLOPs are 4·B·H·Sq·Sk·D, halved for a
-causal mask. Run under a `FakeTensorMode`, counting a GPU-sized call costs no memory and no time;
-code that needs real values (data-dependent shapes, `.item()`) raises there, and the caller
-falls back.
+Every aten op is billed (docs/integrity.md, "Simulated devices"): an allow-list of free ops
+(views, metadata, allocation, an op that returns its own input unchanged) moves nothing; an op
+with a FLOP formula (torch's registry, plus the grouped and integer matrix products it lacks) is
+billed its FLOPs and bytes; every other op its bytes and a launch, `_foreach_*` included. An op
+that does a matrix product, a convolution, attention or linear algebra without a formula here is
+one whose cost the model does not know: it is recorded (`TorchWork.unknown`) and fails the stage
+(`sim_unknown_op`), never billed as free. Scaled dot-product attention on the CPU dispatches to
+an op the FLOP registry lacks; its FLOPs are 4·B·H·Sq·Sk·D, halved for a causal mask. Run under
+a `FakeTensorMode`, counting a GPU-sized call costs no memory and no time; code that needs real
+values (data-dependent shapes, `.item()`) raises there, and the caller falls back.
 """
 
 from __future__ import annotations
@@ -29,13 +34,8 @@ _FREE = {
     "detach",
     "alias",
     "lift_fresh",
-    "lift_fresh_copy",
-    "_to_copy_noop",
-    "resolve_conj",
-    "resolve_neg",
     "set_",
     "is_same_size",
-    "_local_scalar_dense",
     "sym_size",
     "sym_stride",
     "sym_numel",
@@ -73,12 +73,61 @@ _SCATTERS = {
     "index_fill_",
     "masked_scatter_",
 }
+# Work whose cost is its FLOPs: without a formula (torch's registry, `_EXTRA_FLOPS`) the model
+# cannot bill it, and a candidate could hide a matrix product there.
+_COMPUTE = (
+    "mm",
+    "conv",
+    "attention",
+    "matmul",
+    "linear",
+    "fft",
+    "linalg",
+    "cholesky",
+    "svd",
+    "eig",
+    "solve",
+    "lstsq",
+    "inverse",
+    "det",
+    "dist",
+    "euclidean",
+    "tensordot",
+    "einsum",
+    "dot",
+    "addmv",
+    "ger",
+    "kron",
+)
 _DTYPE = {
     torch.bfloat16: "bf16",
     torch.float16: "fp16",
     torch.float32: "fp32",
     torch.float64: "fp64",
 }
+
+
+def storages(tensors: list[torch.Tensor]) -> list[tuple[int, int]]:
+    """The byte ranges of the real (not fake) CPU storages of `tensors`."""
+    found = []
+    for t in tensors:
+        if t.device.type != "cpu" or type(t).__name__ == "FakeTensor":
+            continue
+        try:
+            storage = t.untyped_storage()
+            lo = int(storage.data_ptr())
+            found.append((lo, lo + int(storage.nbytes())))
+        except (RuntimeError, NotImplementedError):
+            pass
+    return found
+
+
+def _returns_input(func: Any, ins: list[torch.Tensor], outs: list[torch.Tensor]) -> bool:
+    """An op that changes nothing and returns one of its inputs (resolve_conj without a
+    conjugate bit): nothing ran. An in-place op also returns its input, having written it."""
+    if getattr(func._schema, "is_mutable", True):
+        return False
+    return bool(outs) and all(any(o is i for i in ins) for o in outs)
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
@@ -123,19 +172,24 @@ class TorchWork(TorchDispatchMode):
             sim_written.Span
         ] = []  # what each op wrote: the counted call's outputs must be (sim_written)
         self.events: list[sim_written.TorchEvent] = []  # real-memory ops, for sim_values
+        self.storages: list[tuple[int, int]] = []  # every real storage an op returned (sim_values)
+        self.unknown: list[str] = []  # ops whose cost the model does not know (sim_stage)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         name = func.overloadpacket.__name__
+        ins, outs = _tensors(args) + _tensors(kwargs), _tensors(out)
+        self.storages += storages(outs)
         if (
             name in _FREE
             or getattr(func, "is_view", False)
-            or name.startswith("_foreach_")
-            or getattr(func, "namespace", "") == "prim"
-        ):  # prim: metadata (device, layout)
+            or getattr(func, "namespace", "") == "prim"  # metadata (device, layout)
+            or _returns_input(func, ins, outs)
+        ):
             return out
-        ins, outs = _tensors(args) + _tensors(kwargs), _tensors(out)
+        if cost_unknown(func, name) and name not in self.unknown:
+            self.unknown.append(name)
         sim_written.note(self.written, outs)
         event = sim_written.torch_event(func, name, ins, outs)
         if event is not None:
@@ -161,9 +215,46 @@ class TorchWork(TorchDispatchMode):
         return out
 
 
+def _grouped_flops(args: tuple[Any, ...], out: Any) -> float:
+    """2·M·N·K of a grouped product: a 2-D × 2-D one groups its K (the output [G, M, N] holds G
+    partial products of the same rows); otherwise every output element sums over K."""
+    a, b = args[0], args[1]
+    if a.dim() == 2 and b.dim() == 2:
+        return 2.0 * a.shape[0] * a.shape[1] * b.shape[-1]
+    return 2.0 * out.numel() * a.shape[-1]
+
+
+_EXTRA_FLOPS = {  # matrix products torch's FLOP registry lacks
+    "_grouped_mm": _grouped_flops,
+    "_scaled_grouped_mm": _grouped_flops,
+    "_int_mm": lambda args, out: 2.0 * out.numel() * args[0].shape[-1],
+    "_weight_int8pack_mm": lambda args, out: 2.0 * out.numel() * args[0].shape[-1],
+}
+
+
+def has_formula(func: Any, name: str) -> bool:
+    from torch.utils.flop_counter import flop_registry
+
+    return name in _SDPA or name in _EXTRA_FLOPS or func.overloadpacket in flop_registry
+
+
+def cost_unknown(func: Any, name: str) -> bool:
+    """An op that computes (a product, a convolution, attention, linear algebra) and has no
+    formula: its cost is not its bytes, and the model has no other."""
+    tags = {str(t).rsplit(".", 1)[-1] for t in getattr(func, "tags", ())}
+    if "pointwise" in tags or "reduction" in tags or name.startswith("_foreach_"):
+        return False
+    return any(word in name for word in _COMPUTE) and not has_formula(func, name)
+
+
 def _flops(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> float:
     if name in _SDPA:
         return _sdpa_flops(args, kwargs)
+    if name in _EXTRA_FLOPS:
+        try:
+            return float(_EXTRA_FLOPS[name](args, out))
+        except Exception:  # noqa: BLE001 - unexpected arguments: the op is unknown, said elsewhere
+            return 0.0
     from torch.utils.flop_counter import flop_registry
 
     formula = flop_registry.get(func.overloadpacket)
@@ -240,11 +331,16 @@ def _call_entry(
 
 
 def count_fake(
-    fn: Any, make_args: Any, written: list[Any] | None = None, sizes: list[Any] | None = None
+    fn: Any,
+    make_args: Any,
+    written: list[Any] | None = None,
+    sizes: list[Any] | None = None,
+    found: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """A candidate's torch calls of `fn(*make_args())` (TorchCalls), both run on fake tensors (no
     memory, no time). Raises what the fake run raises (data-dependent code). `written`, where
-    given, receives the share of each returned tensor that the ops wrote (sim_written.shares)."""
+    given, receives the share of each returned tensor that the ops wrote (sim_written.shares);
+    `found["unknown"]` the ops whose cost the model does not know."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     with FakeTensorMode(allow_non_fake_inputs=True):
@@ -256,6 +352,8 @@ def count_fake(
             written[:] = sim_written.shares(result, list(args), spans)
         if sizes is not None:  # bytes written per output (the in-place ones: sim_reference)
             sizes[:] = [done for done, _ in sim_written.written_bytes(result, list(args), spans)]
+    if found is not None:
+        found["unknown"] = list(calls.work.unknown)
     return calls.ops
 
 

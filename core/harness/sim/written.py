@@ -128,6 +128,10 @@ def written_bytes(
             got = sum(p.tensor_bytes.get(arg.name + STORED, 0.0) for p in launch.programs) * scale
             if got:
                 stored.append((arg.start, arg.end, min(got, float(arg.end - arg.start))))
+        for lo, hi in getattr(launch, "resolved_writes", ()):  # through a pointer array
+            got = 32.0 * scale * sum(int(((a >= lo) & (a < hi)).sum()) for a in launch.stray_stores)
+            if got:
+                stored.append((lo, hi, min(got, float(hi - lo))))
     found: list[tuple[float | None, int]] = []
     for t in _tensors(result):
         if not isinstance(t, torch.Tensor) or not t.numel():
@@ -206,11 +210,37 @@ PARTIAL = ("index", "scatter", "masked", "put", "slice_scatter", "select_scatter
 @dataclass
 class TorchEvent:
     """A torch op of a real-memory count: when, the byte ranges it read, and those it wrote
-    (absolute addresses, `dense`: every byte of the range is an element it wrote)."""
+    (absolute addresses, `dense`: every byte of the range is an element it wrote). An
+    elementwise op (`elementwise`: its output's and each input's (start, item size), all of
+    one element count, contiguous) computes element i from the inputs' elements i only, so
+    an element of its output is known where those are (sim_values)."""
 
     seq: int
     reads: list[tuple[int, int]]
     writes: list[tuple[int, int, bool]]
+    elementwise: tuple[tuple[int, int], list[tuple[int, int]]] | None = None
+
+
+ELEMENTWISE = {"_to_copy", "copy_", "clone"}  # besides the ops torch tags pointwise
+
+
+def _elementwise(
+    func: Any, name: str, ins: list[Any], outs: list[Any]
+) -> tuple[tuple[int, int], list[tuple[int, int]]] | None:
+    tags = {str(t).rsplit(".", 1)[-1] for t in getattr(func, "tags", ())}
+    if len(outs) != 1 or not ("pointwise" in tags or name in ELEMENTWISE):
+        return None
+    out = outs[0]
+    if _is_fake(out) or not out.is_contiguous():
+        return None
+    found = []
+    for t in ins:
+        if t is out and name in OVERWRITES:
+            continue
+        if t.numel() != out.numel() or not t.is_contiguous() or _is_fake(t):
+            return None
+        found.append((t.data_ptr(), t.element_size()))
+    return (out.data_ptr(), out.element_size()), found
 
 
 def _absolute(t: torch.Tensor) -> tuple[int, int] | None:
@@ -242,4 +272,4 @@ def torch_event(func: Any, name: str, ins: list[Any], outs: list[Any]) -> TorchE
             writes.append((r[0], r[1], not partial and t.is_contiguous()))
     if not writes:
         return None
-    return TorchEvent(tick(), reads, writes)
+    return TorchEvent(tick(), reads, writes, _elementwise(func, name, ins, outs))

@@ -24,6 +24,10 @@ import torch
 from core.harness.compare import compare
 
 DIFF_MAX = 1e-3
+# Every element is judged on its own (rule 2; rule 1 is the whole output's): a `sim:` device may
+# judge the counted call's known elements set into the reference with this check
+# (core/harness/sim/hybrid.py).
+ELEMENTWISE = True
 RTOL = 1e-2
 ATOL_RMS = 5e-2
 
