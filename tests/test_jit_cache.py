@@ -138,6 +138,8 @@ def _compile_for_h100():
 def test_triton_compiles_into_and_loads_from_each_roles_cache(tmp_path: Path, monkeypatch):
     from triton import knobs
 
+    # compiled for the GPU, whatever an earlier test of this process set for the interpreter
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
     # A candidate: compiled into its folder; an identical copy, seeded, loads it.
     monkeypatch.setenv("TRITON_CACHE_DIR", str(jit_cache.candidate_dir(tmp_path / "first")))
     first = _compile_for_h100()

@@ -621,7 +621,7 @@ def test_arena_eval_still_prints_its_result_when_the_store_cannot_be_opened(
     import core.evaluation.evaluator
 
     class CannedEvaluator:  # the evaluation itself is covered elsewhere; here only the store matters
-        def __init__(self, device: str, workdir=None):
+        def __init__(self, device: str, workdir=None, **_options):
             self.info = None
 
         def __enter__(self):

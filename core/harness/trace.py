@@ -26,6 +26,27 @@ FILE_NAME = "harness_trace.jsonl"
 
 _path = os.environ.get(ENV) or None
 _role = "harness"
+# The file, held open: a worker opens it again right after it closed what it inherited
+# (`reopen`, from worker_process.bootstrap), so a candidate's worker still writes its spans after
+# its own mount namespace covers the harness's folders (core/harness/isolation.py). Each write
+# first checks that the descriptor is still this file's (O_APPEND keeps each line whole).
+_held: tuple[int, int] | None = None  # (descriptor, the file's inode)
+
+
+def reopen() -> None:
+    """Hold the trace file open in this process (a no-op when tracing is off)."""
+    global _held
+    _held = None
+    if _path is None:
+        return
+    try:
+        fd = os.open(_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        _held = (fd, os.fstat(fd).st_ino)
+    except OSError:
+        _held = None
+
+
+reopen()
 
 
 def enabled() -> bool:
@@ -45,8 +66,11 @@ def record(name: str, start: float, seconds: float) -> None:
         {"pid": os.getpid(), "role": _role, "name": name, "start": start, "seconds": seconds}
     )
     try:
-        with open(_path, "a") as out:
-            out.write(line + "\n")
+        if _held is not None and os.fstat(_held[0]).st_ino == _held[1]:
+            os.write(_held[0], (line + "\n").encode())
+        else:
+            with open(_path, "a") as out:
+                out.write(line + "\n")
     except OSError:
         pass
 

@@ -4,6 +4,8 @@ and a task's own generator run with its large random fills made cheap (CheapFill
 
 from __future__ import annotations
 
+import math
+import mmap
 import weakref
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -45,7 +47,7 @@ def gpu_inputs(
             made.append(spec["value"])
             continue
         shape = tuple(workload["shapes"][spec["name"]])
-        t = torch.empty(shape, dtype=inputs.dtype_of(spec["dtype"]))
+        t = untouched(shape, inputs.dtype_of(spec["dtype"]))
         flat = t.view(-1)
         inputs._fill(flat[: min(TILE, flat.numel())], spec, gen)
         nbytes = t.numel() * t.element_size()
@@ -58,6 +60,19 @@ def gpu_inputs(
                 budget -= nbytes
         made.append(t)
     return made
+
+
+def untouched(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """An uninitialised tensor; a large floating-point one on fresh anonymous pages, so that
+    what is never written reads zero and costs no memory. `torch.empty` gives that only where
+    the C allocator maps each large block anew (glibc does, past its mmap threshold); in a long
+    process it can hand back a block freed earlier, garbage included."""
+    numel = math.prod(shape)
+    nbytes = numel * torch.empty((), dtype=dtype).element_size()
+    if not (dtype.is_floating_point and nbytes > UNTOUCHED_BYTES):
+        return torch.empty(shape, dtype=dtype)
+    pages = mmap.mmap(-1, nbytes)  # the tensor keeps the mapping alive (torch.frombuffer)
+    return torch.frombuffer(pages, dtype=dtype, count=numel).view(shape)
 
 
 def _repeat_prefix(flat: torch.Tensor, done: int) -> None:
@@ -171,12 +186,12 @@ class CheapFills(TorchDispatchMode):
         meta: torch.Tensor,
         fill: str,
     ) -> torch.Tensor:
-        out = torch.empty_strided(meta.shape, meta.stride(), dtype=meta.dtype)
+        out = _like(meta)
         gen = kwargs.get("generator")
         return self._fill(out, lambda flat: getattr(flat, fill)(generator=gen))
 
     def _blank(self, meta: torch.Tensor) -> torch.Tensor:
-        out = torch.empty_strided(meta.shape, meta.stride(), dtype=meta.dtype)
+        out = _like(meta)
         if _large_float(out):
             self._remember(out)
         else:
@@ -204,6 +219,13 @@ class CheapFills(TorchDispatchMode):
         else:
             self.unwritten.pop(address, None)
         return bool(alive)
+
+
+def _like(meta: torch.Tensor) -> torch.Tensor:
+    """A CPU tensor of `meta`'s shape, strides and dtype (`untouched` where it is contiguous)."""
+    if meta.is_contiguous():
+        return untouched(tuple(meta.shape), meta.dtype)
+    return torch.empty_strided(meta.shape, meta.stride(), dtype=meta.dtype)
 
 
 def _large_float(t: torch.Tensor) -> bool:
