@@ -13,6 +13,7 @@
 #   3  issue 42: published-kernel batches and warm turns (bench/published_batches.py, with the
 #      CPU and sim ratios on two cores beside it); then issue 43's new tasks, each baseline as its
 #      own candidate and each starter (bench/tasks_gpu.py): about 9 minutes.
+#   4  the shared regions' fix checked (see the step).
 OUT=${1:-.}
 STEP=${2:-1}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
@@ -49,6 +50,17 @@ case "$STEP" in
   timeout 220 python3 bench/tasks_gpu.py --device cuda:0 --out "$OUT/tasks" --tasks \
     elementwise/kv_cache_write_fp8 attention/decode_paged_gqa_fp8kv attention/decode_paged_multi_query \
     attention/decode_paged_local attention/mla_prefill moe/mxfp4_moe 2>&1 | tail -30
+  ;;
+4)
+  # after the regions became exported allocations (core/harness/cuda_vmm.py): the mapping
+  # itself from an isolated worker, the identity where the old path broke it, the honest rows
+  # that must share, one published-kernel batch: about 4 minutes.
+  timeout 60 python3 tests/gpu/check_shared_memory.py || exit 1
+  timeout 70 python3 bench/fidelity.py identity --out "$OUT/fix" --profiles train --batch 5 --runs 1 \
+    --budget-s 55 --tasks attention/mla_decode activation/silu_mul
+  timeout 80 python3 tests/gpu/run_cheats.py --out "$OUT/issue37" --only honest/activation/silu_mul/ tmp_hog 2>&1 | tail -8
+  timeout 75 python3 bench/published_batches.py --device cuda:0 --tasks activation/silu_mul \
+    --phases batches --budget-s 55 --out "$OUT/pb" 2>&1 | grep -v "^- \|^|" | cut -c1-300
   ;;
 esac
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader

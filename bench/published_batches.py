@@ -187,6 +187,9 @@ def row(name: str, rr: Any) -> dict[str, Any]:
         "flags": r.integrity_flags,
         "workloads": {w.label: w.speedup for w in r.workloads},
         "baseline_impl": r.baseline_impl,
+        # what a failure said: the H200 batches of 2026-12-02 failed as infrastructure
+        # errors and the rows kept no word of why (docs/performance.md)
+        "message": (r.stage(r.failed_stage).message or "")[:500] if r.failed_stage else None,
     }
 
 
@@ -296,6 +299,11 @@ class Bench:
                     f"{t['statuses']}, kept {t['timed_in_kept_worker']}, per candidate {t['per_candidate_s']}",
                     flush=True,
                 )
+                odd = next((r for r in t["rows"] if r["status"] == "infrastructure_error"), None)
+                if odd is not None:  # the harness's failure, not a candidate's: said at once
+                    print(
+                        f"  infrastructure error ({odd['candidate']}): {odd['message']}", flush=True
+                    )
                 self.save()
             if "singles" in phases:
                 await self.singles(arena, chosen, made, seed)

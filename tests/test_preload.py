@@ -82,3 +82,30 @@ def test_a_library_that_starts_a_thread_is_refused_and_its_zygote_replaced(libra
         for z in (zygote, fresh):
             if z is not None:
                 z.close()
+
+
+def test_a_cuda_driver_initialised_without_torch_knowing_is_unsafe(monkeypatch) -> None:
+    """`torch.cuda.is_available()` at import initialises the driver (cudaGetDeviceCount) but not
+    torch's own flag: the check asks the driver itself where libcuda is loaded."""
+    import ctypes
+
+    from core.harness import preload
+
+    class Driver:
+        def __init__(self, answer: int):
+            self.answer = answer
+
+        def cuDeviceGetCount(self, _count) -> int:  # the driver's name
+            return self.answer
+
+    monkeypatch.setattr(ctypes, "CDLL", lambda *a, **k: Driver(0))
+    assert preload.cuda_driver_initialised()
+    assert preload.import_here([])["unsafe"] == "importing it initialised CUDA"
+    monkeypatch.setattr(ctypes, "CDLL", lambda *a, **k: Driver(preload.CUDA_ERROR_NOT_INITIALIZED))
+    assert not preload.cuda_driver_initialised()
+
+    def not_loaded(*_a, **_k):
+        raise OSError("libcuda.so.1: cannot open shared object file")
+
+    monkeypatch.setattr(ctypes, "CDLL", not_loaded)
+    assert not preload.cuda_driver_initialised() and preload.import_here([])["unsafe"] is None

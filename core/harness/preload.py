@@ -20,8 +20,10 @@ never imports those modules itself; the workers then import them, as before.
 from __future__ import annotations
 
 import ast
+import ctypes
 import gc
 import importlib
+import os
 import sys
 import threading
 import time
@@ -80,11 +82,27 @@ def import_here(modules: list[str]) -> dict[str, Any]:
             failed[name] = f"{type(exc).__name__}: {exc}"[:200]
     unsafe = None
     torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_initialized():
+    if (torch is not None and torch.cuda.is_initialized()) or cuda_driver_initialised():
         unsafe = "importing it initialised CUDA"
     elif threading.active_count() > threads:
         unsafe = "importing it started a thread"
     return {"imported": imported, "failed": failed, "unsafe": unsafe}
+
+
+CUDA_ERROR_NOT_INITIALIZED = 3
+
+
+def cuda_driver_initialised() -> bool:
+    """Whether this process has initialised the CUDA driver, torch or not: a library that asks
+    `torch.cuda.is_available()` at import (cudaGetDeviceCount) initialises the driver and leaves
+    torch's own flag (`torch.cuda.is_initialized`) unset, and a process forked after that cannot
+    use the GPU (Triton then finds "0 active drivers")."""
+    try:  # only where libcuda is loaded already: loading it here would change nothing
+        lib = ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+    except OSError:
+        return False
+    count = ctypes.c_int()
+    return lib.cuDeviceGetCount(ctypes.byref(count)) != CUDA_ERROR_NOT_INITIALIZED
 
 
 class Preloader:

@@ -245,8 +245,8 @@ class CandidateRegion:
 
 
 def recv_fds(conn: Any, desc: dict[str, Any] | None) -> list[int]:
-    """The descriptor that follows a header describing a new memfd region, if one does."""
-    if isinstance(desc, dict) and desc.get("kind") == "memfd":
+    """The descriptor that follows a header describing a new region, if it travels as one."""
+    if shared_region.carries_fd(desc):
         return [shared_region.recv_fd(conn)]
     return []
 

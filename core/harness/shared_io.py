@@ -45,6 +45,7 @@ from core.harness.shared_region import (
     Slot,
     Unshareable,
     attach_region,
+    carries_fd,
     create_region,
     plan,
     recv_fd,
@@ -76,7 +77,7 @@ class Paired:
     region: Region
     desc: dict[str, Any]
     nbytes: int
-    fd: int | None = None  # a memfd region's descriptor, for the second consumer
+    fd: int | None = None  # a region's descriptor (memfd, cuda_vmm), for the second consumer
 
     def close(self) -> None:
         self.region.close()
@@ -306,7 +307,7 @@ class SharedInputs:
         if not isinstance(layout, dict):
             raise RuntimeError(f"the trusted worker sent no layout: {str(header)[:200]}")
         desc = layout["region"]
-        fds = [recv_fd(peer)] if desc.get("kind") == "memfd" else []
+        fds = [recv_fd(peer)] if carries_fd(desc) else []
         try:
             self.region = attach_region(desc, fds, device)
         except Exception as exc:  # noqa: BLE001 - said to both sides; the parent times the round the old way

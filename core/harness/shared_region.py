@@ -1,8 +1,10 @@
 """The memory both workers of an evaluation map, and how it is laid out.
 
-A region is a flat uint8 tensor: a sealed memfd on the CPU (its descriptor sent over a socket
-with SCM_RIGHTS: `send_fd`, `recv_fd`), a CUDA IPC handle of the trusted worker's own
-allocation on a GPU (`create_region` on the trusted side, `attach_region` on the candidate's).
+A region is a flat uint8 tensor: a sealed memfd on the CPU, an allocation of the CUDA driver's
+exported as a descriptor on a GPU (cuda_vmm.py), both sent over a socket with SCM_RIGHTS
+(`send_fd`, `recv_fd`); where the driver cannot export one, a CUDA IPC handle of the trusted
+worker's own allocation (`create_region` on the trusted side, `attach_region` on the
+candidate's).
 `plan` and `plan_copies` lay inputs and declared outputs out in `Slot`s, each on a 256-byte
 boundary; inputs that cannot be shared raise `Unshareable` (the old path is kept), and
 `cannot_share` says why a device keeps the old path. Used by the timed rounds (shared_io.py)
@@ -22,7 +24,7 @@ from typing import Any
 
 import torch
 
-from core.harness import channel, inputs
+from core.harness import channel, cuda_vmm, inputs
 from core.harness.guard import trusted
 
 ALIGN = 256  # bytes: every slot starts on a boundary any vector load accepts
@@ -189,6 +191,12 @@ def _create_region(nbytes: int, device: torch.device) -> tuple[Region, dict[str,
             raise
         return Region(base), {"kind": "memfd", "nbytes": nbytes}, [fd]
     if device.type == "cuda":
+        try:
+            base, fd = cuda_vmm.export(nbytes, device)
+        except cuda_vmm.Unavailable:
+            pass  # CUDA IPC handles, for whom the driver lets open them (cuda_vmm.py says who)
+        else:
+            return Region(base), {"kind": "cuda_vmm", "nbytes": int(base.numel())}, [fd]
         base = _empty(nbytes, dtype=torch.uint8, device=device)
         try:
             (dev, handle, size, offset, ref_handle, ref_offset, event, event_sync) = (
@@ -214,6 +222,11 @@ def _create_region(nbytes: int, device: torch.device) -> tuple[Region, dict[str,
     raise Unshareable(cannot_share(device) or device.type)
 
 
+def carries_fd(desc: Any) -> bool:
+    """A region so described travels as a descriptor that follows its header."""
+    return isinstance(desc, dict) and desc.get("kind") in ("memfd", "cuda_vmm")
+
+
 def attach_region(desc: dict[str, Any], fds: list[int], device: torch.device) -> Region:
     """The candidate's side: map the region the trusted worker described."""
     nbytes = int(desc["nbytes"])
@@ -222,6 +235,14 @@ def attach_region(desc: dict[str, Any], fds: list[int], device: torch.device) ->
             raise ValueError("the shared region's descriptor did not arrive")
         try:
             return Region(_map(fds[0], nbytes))
+        finally:
+            os.close(fds[0])
+    if desc.get("kind") == "cuda_vmm":
+        if len(fds) != 1:
+            raise ValueError("the shared region's descriptor did not arrive")
+        try:
+            with trusted():
+                return Region(cuda_vmm.import_fd(fds[0], nbytes, device))
         finally:
             os.close(fds[0])
     if desc.get("kind") == "cuda_ipc":
