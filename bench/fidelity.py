@@ -22,8 +22,8 @@ workloads). It is how a cause is ruled in or out with a measurement.
 The independent check of the timer is the two together: the arena's baseline median (from
 `identity`) against `conditions`' do_bench on the same workload.
 
-`report` reads a folder of those JSON files (identity runs named `before_*`, `worker_*` and
-`after_*`; `conditions --only queued,do_bench,graph` runs named `timer_*`) and regenerates the
+`report` reads a folder of those JSON files (identity runs named `before_*`, `worker_*`,
+`oldpath_*` and `after_*`; `conditions --only queued,do_bench,graph` runs named `timer_*`) and regenerates the
 identity section of docs/fidelity.md.
 Every subcommand saves its JSON after each step, so a call cut short keeps what it measured.
 """
@@ -453,6 +453,10 @@ def report(raws: dict[str, dict[str, Any]]) -> str:
     for phase, title in (
         ("after", "As it stands"),
         ("worker", "With the baseline's own worker, before the lead flushes"),
+        (
+            "oldpath",
+            "While isolated candidates could not map CUDA IPC handles (the old path, fixed since)",
+        ),
         ("before", "Before (the code the issue measured)"),
     ):
         entries = [

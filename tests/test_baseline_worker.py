@@ -163,3 +163,27 @@ def test_work_is_queued_ahead_of_a_call_whose_launch_outlasts_the_flush():
     assert timing.lead_flushes(host_us=250.0, flush_us=70.0) == 5  # 6 flushes ≥ 1.5 × 250 µs
     assert timing.lead_flushes(host_us=1e6, flush_us=70.0) == timing.MAX_LEAD_FLUSHES
     assert timing.lead_flushes(host_us=250.0, flush_us=0.0) == 0  # no flush measured: none
+
+
+def test_the_baseline_workers_own_failure_is_the_one_reported(tmp_path):
+    """A baseline that fails in its own worker ends the shared round early; the result says why
+    the baseline failed, not only that the round ended without its outputs (an imported task's
+    inputs.py failed so on the H200 and said nothing more)."""
+    import shutil
+
+    from tests.test_batch_concurrent import FIXTURES
+
+    task_dir = tmp_path / "tasks" / "elementwise" / "axpy"
+    shutil.copytree(FIXTURES / "tasks" / "elementwise" / "axpy", task_dir)
+    (task_dir / "baseline.py").write_text(
+        "import sys\nimport torch\n\n\n"
+        "def run(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:\n"
+        "    if sys.modules['core.harness.trace']._role == 'baseline':\n"
+        "        raise RuntimeError('the baseline broke in its own worker')\n"
+        "    return torch.add(b, x, alpha=2)\n"
+    )
+    forced = Timing(alternations=2, budget_ms=20.0, min_calls=1, max_calls=5, baseline_worker=True)
+    with Evaluator("cpu", timing=forced) as ev:
+        result = ev.evaluate(load_task(task_dir), task_dir / "starter.py", seed=3)
+    assert result.status == "infrastructure_error", result.stages
+    assert "the baseline broke in its own worker" in result.stage("performance").message

@@ -132,6 +132,8 @@ def time_baseline(
                 served, _ = ev.trusted.recv(max(0.1, deadline - time.monotonic()))
                 if not served.get("ok"):
                     raise trusted_failed(served)
+                if not reply.get("ok"):  # its own failure first: the round's end only follows it
+                    raise trusted_failed(reply)
                 if served.get("violation") or served.get("attach_failed"):
                     raise StageFailed(
                         "error",

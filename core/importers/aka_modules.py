@@ -180,12 +180,14 @@ def make_inputs(axes, generator):
     seed, manual_seed = generator.initial_seed(), torch.manual_seed
     torch.manual_seed = lambda _ignored: manual_seed(seed)  # the runner seeds 42 + i: the evaluation's seed instead
     try:
-        ns["run_correctness"]()
+        said = ns["run_correctness"]()
     except _Captured as call:
         args, kwargs = call.args
         values = list(args) + list(kwargs.values())
         return [v.to(device) for v in values if isinstance(v, torch.Tensor)]
     finally:
         torch.manual_seed = manual_seed
-    raise RuntimeError(f"the runner never called {{_ENTRY}} at {{shape}}")
+    # The runner catches what failed before the call and returns it: say it, not only that
+    why = said[1] if isinstance(said, tuple) and len(said) > 1 and said[1] else said
+    raise RuntimeError(f"the runner never called {{_ENTRY}} at {{shape}}: it returned {{why!r}}")
 '''
