@@ -94,7 +94,12 @@ class Run:
 
     def code_of(self, task: str) -> tuple[str, dict[str, str]]:
         entry = self.provenance.get(task) or self.legacy.get(task) or {}
-        return entry.get("code_sha256") or "unknown", entry.get("files") or {}
+        files = entry.get("files") or {}
+        today = _today(task)
+        if today is not None and files and files == today.files:
+            # the same bytes are the same code, whatever hash the run's Python gave it
+            return today.code_sha256, files
+        return entry.get("code_sha256") or "unknown", files
 
     def add(
         self,
@@ -118,6 +123,14 @@ class Run:
         m.files = files or m.files
         m.order = max(m.order, self.order)
         return m
+
+
+def _today(task_id: str) -> Any:
+    """Today's code of a bundled task (provenance.TaskCode), or None for one gone."""
+    try:
+        return task_code(find_task(task_id).path)
+    except TaskError:
+        return None
 
 
 def collect(

@@ -74,7 +74,25 @@ def code_digest(source: str) -> str:
             and isinstance(body[0].value.value, str)
         ):
             node.body = body[1:] or [ast.Pass()]  # type: ignore[attr-defined]
-    return hashlib.sha256(ast.dump(tree, include_attributes=False).encode()).hexdigest()
+    return hashlib.sha256(_canonical(tree).encode()).hexdigest()
+
+
+def _canonical(node: Any) -> str:
+    """A syntax tree as text, the same on every Python: `ast.dump` is not (3.12 added
+    `type_params=[]` to every function, so an H200's Python 3.12 hashed the same file other
+    than a 3.11 machine did, and every figure it measured read as another baseline's). Fields
+    that are empty or None are left out: a field a newer Python adds is empty in code that an
+    older one parses."""
+    if isinstance(node, ast.AST):
+        fields = [
+            f"{name}={_canonical(value)}"
+            for name, value in ast.iter_fields(node)
+            if value is not None and value != []
+        ]
+        return f"{type(node).__name__}({','.join(fields)})"
+    if isinstance(node, list):
+        return "[" + ",".join(_canonical(item) for item in node) + "]"
+    return repr(node)
 
 
 def local_imports(source: str, folder: Path) -> list[str]:
