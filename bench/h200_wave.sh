@@ -36,18 +36,8 @@ case "$STEP" in
   tail -30 "$OUT/issue37.log"
   ;;
 3)
-  mkdir -p "$OUT/pb" "$OUT/ratio_cpu" "$OUT/ratio_sim"
-  (
-    CUDA_VISIBLE_DEVICES= timeout 140 taskset -c 14,15 python3 bench/published_batches.py --device cpu \
-      --phases ratio --ratio-n 6 --ratio-repeats 2 --budget-s 125 --out "$OUT/ratio_cpu" > "$OUT/ratio_cpu/log" 2>&1
-    CUDA_VISIBLE_DEVICES= timeout 140 taskset -c 14,15 python3 bench/published_batches.py --device sim:h200 \
-      --phases ratio --ratio-n 4 --ratio-repeats 2 --budget-s 125 --out "$OUT/ratio_sim" > "$OUT/ratio_sim/log" 2>&1
-  ) &
-  timeout 300 taskset -c 0-13 python3 bench/published_batches.py --device cuda:0 --budget-s 270 \
-    --out "$OUT/pb" 2>&1 | tee "$OUT/pb/log" | grep -v "^- \|^|" | cut -c1-300
-  wait
-  tail -3 "$OUT/ratio_cpu/log" "$OUT/ratio_sim/log"
-  timeout 220 python3 bench/tasks_gpu.py --device cuda:0 --out "$OUT/tasks" --tasks \
+  sh bench/h200_issue42.sh "$OUT" 195   # 2026-12-02 ran it so, in the last minutes of device time
+  timeout 150 python3 bench/tasks_gpu.py --device cuda:0 --out "$OUT/tasks" --tasks \
     elementwise/kv_cache_write_fp8 attention/decode_paged_gqa_fp8kv attention/decode_paged_multi_query \
     attention/decode_paged_local attention/mla_prefill moe/mxfp4_moe 2>&1 | tail -30
   ;;
