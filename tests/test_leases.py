@@ -182,6 +182,35 @@ def test_a_killed_processes_folders_are_swept_and_no_others(tmp_path, monkeypatc
     assert mine.is_dir() and stranger.is_dir() and elsewhere.is_dir() and not killed.exists()
 
 
+def test_a_folder_still_being_written_as_it_is_removed_is_removed_all_the_same(tmp_path):
+    """A harness told to end may still write a log into the run's folder while it is removed:
+    one pass of rmtree then leaves the folder (CI saw it under SIGTERM on a loaded machine)."""
+    import threading
+    import time
+
+    from core.model.scratch import remove_tree
+
+    folder = owned_tempdir("arena-run-", tmp_path)
+    stop = time.monotonic() + 0.15
+
+    def writer() -> None:
+        i = 0
+        while time.monotonic() < stop:
+            try:
+                (folder / f"log-{i}").write_text("x")
+            except OSError:  # the folder went: make it again, as a late writer's makedirs would
+                folder.mkdir(exist_ok=True)
+            i += 1
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        assert remove_tree(folder)
+    finally:
+        thread.join()
+    assert not folder.exists() or remove_tree(folder)
+
+
 def test_a_killed_arena_run_leaves_a_stale_run_that_the_next_one_resumes(tmp_path):
     """kill -9 in the middle of `arena run`: the run shows stale, its folder is swept by the
     next start, and `--resume` finishes it with one result per job."""

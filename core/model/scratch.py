@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,18 @@ def owned_tempdir(prefix: str, parent: Path | None = None) -> Path:
         json.dumps({"pid": me.pid, "host": me.host, "token": me.token})
     )
     return folder
+
+
+def remove_tree(folder: Path, tries: int = 5) -> bool:
+    """Remove `folder`, trying again a few times: a process that was just told to end (a
+    harness, its logger) may still write a file into it, and one pass then leaves the folder
+    behind (`arena run`'s temporary folder under SIGTERM on a loaded machine). True once gone."""
+    for attempt in range(tries):
+        shutil.rmtree(folder, ignore_errors=True)
+        if not folder.exists():
+            return True
+        time.sleep(0.05 * 2**attempt)
+    return not folder.exists()
 
 
 def owner_of(folder: Path) -> Owner | None:

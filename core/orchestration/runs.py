@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import itertools
 import secrets
-import shutil
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from core.evaluation.evaluator import BadCandidate, Evaluator, check_candidate
 from core.evaluation.executors import Executor, LocalExecutor
 from core.model import events, keys
 from core.model.result import Result
-from core.model.scratch import owned_tempdir
+from core.model.scratch import owned_tempdir, remove_tree
 from core.orchestration.attempt import AttemptContext, run_attempt
 from core.orchestration.control import LiveRun, Queued, RunControl
 from core.orchestration.lease import owned
@@ -404,7 +403,7 @@ async def _execute(
         if control is not None:
             control._live = None
         await pool.aclose()  # every harness ends here (in threads: the loop may be the app's)
-        shutil.rmtree(root, ignore_errors=True)
+        await asyncio.to_thread(remove_tree, root)
     store.finish_run(run_id, "finished")
     return outcome
 
