@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -144,7 +145,12 @@ def test_the_owner_renews_its_lease_and_stops_when_another_took_it(store, monkey
     assert 0 < len(store.results(run_id)) < 10  # it stopped, keeping what it had
 
 
-def test_arena_run_resume_of_a_running_run_is_one_line_and_exit_2(store, other_process, capsys):
+def test_arena_run_resume_of_a_running_run_is_one_line_and_exit_2(
+    store, other_process, capsys, tmp_path, monkeypatch
+):
+    # its own temporary folder: what killed processes left in the machine's /tmp would be swept
+    # at start, with a line of its own on stderr
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     run_id = store.create_run("theirs", spec().to_json(), owner=Owner.of(other_process.pid))
     code = main(
         ["--db", str(store.path), "run", "--resume", run_id, "--skip-preflight", "--headless"]
