@@ -9,7 +9,9 @@ The candidates are made from the imported task folders, as a user of the other b
 them, and go through the task's adapter (core/evaluation/adapter.py):
 
 - KernelBench `own`: the problem's Model as a `ModelNew` file (the module, Model renamed);
-  `wrong`: the same with its output scaled by 1.001 (KernelBench's fp32 tolerance is 1e-4);
+  `wrong`: the same with its output x 1.001 + 1e-3: outside KernelBench's fp32 tolerance
+  (atol = rtol = 1e-4) at every magnitude (x 1.001 alone stayed inside it for LeNet-5's small
+  logits on the H200, 2026-12-02);
   `own` against `torch_compile`: the same file timed against KernelBench's compile baseline;
 - AgentKernelArena converted `own`: the task's source file as it ships (baseline.py before its
   arena entry); `wrong`: the same with the entry's outputs changed (x 1.01 + 0.01, or + 1);
@@ -57,7 +59,8 @@ ARENA_ENTRY = "\n# --- arena entry, written by `arena import"
 
 def kb_candidate(folder: Path, wrong: bool) -> str:
     """The problem's module with Model renamed ModelNew (what a KernelBench user writes when the
-    kernel is PyTorch's own); `wrong` scales its output by 1.001."""
+    kernel is PyTorch's own); `wrong` changes its output by 0.001 x |out| + 0.001, which no
+    element passes: |d| > atol + rtol |out| for atol = rtol = 1e-4 (KernelBench's fp32)."""
     source = (folder / "starter.py").read_text().split(ARENA_ENTRY, 1)[0]
     text = re.sub(r"\bModel\b", "ModelNew", source)
     if wrong:
@@ -65,7 +68,8 @@ def kb_candidate(folder: Path, wrong: bool) -> str:
             "\n\n_arena_forward = ModelNew.forward\n\n\n"
             "def _arena_wrong(self, *args):\n"
             "    out = _arena_forward(self, *args)\n"
-            "    return tuple(o * 1.001 for o in out) if isinstance(out, tuple) else out * 1.001\n\n\n"
+            "    bump = lambda o: o + (o.abs() + 1) * 1e-3 * o.sign()  # away from zero, same dtype\n"
+            "    return tuple(bump(o) for o in out) if isinstance(out, tuple) else bump(out)\n\n\n"
             "ModelNew.forward = _arena_wrong\n"
         )
     return text
