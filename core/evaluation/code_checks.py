@@ -4,26 +4,16 @@ and a random output must fail it, and every tensor input must change some output
 
 from __future__ import annotations
 
-import importlib.util
 import time
-import types
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.evaluation.validate_report import CheckResult
 from core.model.task import Task
 from core.model.workload import Workload
+from core.tasks.modules import load_module
 
 if TYPE_CHECKING:
     import torch
-
-
-def _import(path: Path, name: str) -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def one_line(exc: BaseException) -> str:
@@ -42,10 +32,10 @@ class CodeChecks:
         tag = task.id.replace("/", "_")
         # Multi-rank tasks: every call is made on `world` ranks, each with inputs of its own.
         self.world = task.world_size.cpu if task.world_size else None
-        reference = _import(task.file("reference.py"), f"arena_validate_ref_{tag}")
+        reference = load_module(task.file("reference.py"), f"arena_validate_ref_{tag}")
         self.reference = reference.run_all if self.world else reference.run
         self.custom = (
-            _import(task.file("inputs.py"), f"arena_validate_inputs_{tag}").make_inputs
+            load_module(task.file("inputs.py"), f"arena_validate_inputs_{tag}").make_inputs
             if task.file("inputs.py").is_file()
             else None
         )
@@ -55,26 +45,8 @@ class CodeChecks:
             "rtol": task.correctness.rtol,
             "min_match": task.correctness.min_match,
         }
-        self.specs = [
-            {
-                "name": s.name,
-                "dtype": s.dtype,
-                "shape": list(s.shape) if s.shape else None,
-                "init": s.init,
-                "value": s.value,
-                "inplace_of": s.inplace_of,
-            }
-            for s in task.inputs
-        ]
-        self.out_specs = [
-            {
-                "name": s.name,
-                "dtype": s.dtype,
-                "shape": list(s.shape) if s.shape else None,
-                "inplace_of": s.inplace_of,
-            }
-            for s in task.outputs
-        ]
+        self.specs = [s.to_json() for s in task.inputs]
+        self.out_specs = [s.to_json() for s in task.outputs]
         self.expected: list[
             tuple[Workload, list[Any], list[torch.Tensor]]
         ] = []  # visible: (workload, inputs, reference outputs)

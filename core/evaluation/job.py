@@ -113,15 +113,7 @@ class Timing:
 
 
 def spec_json(spec: TensorSpec) -> dict[str, Any]:
-    return {
-        "name": spec.name,
-        "dtype": spec.dtype,
-        "shape": list(spec.shape) if spec.shape else None,
-        "init": spec.init,
-        "value": spec.value,
-        "inplace_of": spec.inplace_of,
-        **({"atomic": True} if spec.atomic else {}),
-    }
+    return spec.to_json()
 
 
 def roofline_for(

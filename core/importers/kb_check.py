@@ -7,8 +7,6 @@ takes its place); the problem's own sizes failing means the problem is not conve
 
 from __future__ import annotations
 
-import importlib.util
-import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +15,7 @@ from core.importers.kb_files import Layout
 from core.importers.kb_sizes import CPU_CAP_BYTES, probe_flops
 from core.importers.kernelbench_problem import Probe, ProblemError
 from core.importers.ref_check import BrokenWorkload, Rule, check_outputs
+from core.tasks.modules import load_module
 
 RUN_BYTES, RUN_FLOPS = CPU_CAP_BYTES, 2e9  # GPU-sized workloads run for real at import up to these
 HIDDEN_WANTED = 2  # hidden workloads kept per set (GPU and CPU)
@@ -113,8 +112,8 @@ class _Reference:
 
     def __init__(self, folder: Path, layout: Layout, rule: Rule):
         tag = folder.name.strip(".").replace(".", "_")
-        self.inputs = _load(folder / "inputs.py", f"kb_check_inputs_{tag}")
-        self.reference = _load(folder / "reference.py", f"kb_check_reference_{tag}")
+        self.inputs = load_module(folder / "inputs.py", f"kb_check_inputs_{tag}")
+        self.reference = load_module(folder / "reference.py", f"kb_check_reference_{tag}")
         self.layout, self.rule = layout, rule
 
     def check(self, p: Probe, where: str, always: bool = False) -> bool:
@@ -146,11 +145,3 @@ class _Reference:
             )
         check_outputs(outs, args, self.rule, where)
         return True
-
-
-def _load(path: Path, name: str) -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module

@@ -41,6 +41,18 @@ class TensorSpec:
     inplace_of: str | None = None
     atomic: bool = False
 
+    def to_json(self) -> dict[str, Any]:
+        """The spec as a job carries it to the harness (core.harness.inputs reads it)."""
+        return {
+            "name": self.name,
+            "dtype": self.dtype,
+            "shape": list(self.shape) if self.shape else None,
+            "init": self.init,
+            "value": self.value,
+            "inplace_of": self.inplace_of,
+            **({"atomic": True} if self.atomic else {}),
+        }
+
     @property
     def kind(self) -> SpecKind:
         if self.inplace_of is not None:

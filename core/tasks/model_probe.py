@@ -11,24 +11,14 @@ judged with its check.py), so a row that passes here is one the harness can run.
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import types
-from pathlib import Path
 from typing import Any
 
 from core.model.task import Task
+from core.tasks.modules import load_module
 
 # A probe whose inputs would exceed this is not run: the section's `probe` should shrink it.
 PROBE_BYTES = 2 << 30
-
-
-def _import(path: Path, name: str) -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _first_line(exc: BaseException) -> str:
@@ -46,13 +36,15 @@ class Prober:
         self.task = task
         tag = task.id.replace("/", "_")
         self.world = task.world_size.cpu if task.world_size else None
-        ref = _import(task.file("reference.py"), f"arena_probe_ref_{tag}")
+        ref = load_module(task.file("reference.py"), f"arena_probe_ref_{tag}")
         self.reference = ref.run_all if self.world else ref.run
         self.baseline = (
-            None if self.world else _import(task.file("baseline.py"), f"arena_probe_base_{tag}").run
+            None
+            if self.world
+            else load_module(task.file("baseline.py"), f"arena_probe_base_{tag}").run
         )
         self.custom = (
-            _import(task.file("inputs.py"), f"arena_probe_inputs_{tag}").make_inputs
+            load_module(task.file("inputs.py"), f"arena_probe_inputs_{tag}").make_inputs
             if task.file("inputs.py").is_file()
             else None
         )
@@ -62,26 +54,8 @@ class Prober:
             "rtol": task.correctness.rtol,
             "min_match": task.correctness.min_match,
         }
-        self.in_specs = [
-            {
-                "name": s.name,
-                "dtype": s.dtype,
-                "shape": list(s.shape) if s.shape else None,
-                "init": s.init,
-                "value": s.value,
-                "inplace_of": s.inplace_of,
-            }
-            for s in task.inputs
-        ]
-        self.out_specs = [
-            {
-                "name": s.name,
-                "dtype": s.dtype,
-                "shape": list(s.shape) if s.shape else None,
-                "inplace_of": s.inplace_of,
-            }
-            for s in task.outputs
-        ]
+        self.in_specs = [s.to_json() for s in task.inputs]
+        self.out_specs = [s.to_json() for s in task.outputs]
         self.seen: dict[tuple[tuple[str, int], ...], str | None] = {}
 
     def shapes(self, axes: dict[str, int]) -> dict[str, list[int]]:
