@@ -49,6 +49,7 @@ from core.harness.worker_tools import (
     import_file,
     is_compile_error,
     module_from_source,
+    run_packed,
     sync,
 )
 from core.harness.worker_watch import hide_harness, replaced, report_hooks, watch, watch_hooks
@@ -262,19 +263,15 @@ def run_for_check(
 ) -> tuple[dict[str, Any], bytes]:
     """`repeat` calls on the same freshly drawn inputs, into poisoned memory; their outputs,
     checked for type and packed for the trusted side (a reply and its payload)."""
-    shapes = workload["shapes"]
-    metas: list[dict[str, Any]] = []
-    chunks: list[bytes] = []
-    for _ in range(repeat):
-        args = inputs.correctness_inputs(specs, workload, seed, device, custom)
-        inputs.poison(outs, shapes, device)
-        result = fn(*args)
-        sync(device)
-        meta, data = inputs.pack(inputs.collect_outputs(result, outs, specs, args, shapes, device))
-        metas += meta
-        chunks.append(data)
-        del result, args
-    return {"ok": True, "tensors": metas}, b"".join(chunks)
+    return run_packed(
+        fn,
+        lambda: inputs.correctness_inputs(specs, workload, seed, device, custom),
+        repeat,
+        specs,
+        outs,
+        workload["shapes"],
+        device,
+    )
 
 
 def hand_over_kept(kept: dict[int, Any]) -> tuple[dict[str, Any], bytes]:

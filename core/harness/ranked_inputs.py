@@ -25,7 +25,7 @@ import torch
 
 from core.harness import inputs
 from core.harness.guard import trusted
-from core.harness.worker_tools import sync
+from core.harness.worker_tools import run_packed
 
 
 def pack_inputs(args: list[Any]) -> tuple[list[dict[str, Any]], bytes]:
@@ -75,16 +75,12 @@ def run_given(
 ) -> tuple[dict[str, Any], bytes]:
     """`repeat` calls, each on a fresh copy of the inputs the checker drew, into poisoned
     memory; their outputs checked for type and packed (a reply and its payload)."""
-    shapes = msg["workload"]["shapes"]
-    metas: list[dict[str, Any]] = []
-    chunks: list[bytes] = []
-    for _ in range(int(msg.get("repeat", 1))):
-        args = unpack_inputs(msg.get("inputs"), payload, device)
-        inputs.poison(outs, shapes, device)
-        result = fn(*args)
-        sync(device)
-        meta, data = inputs.pack(inputs.collect_outputs(result, outs, specs, args, shapes, device))
-        metas += meta
-        chunks.append(data)
-        del result, args
-    return {"ok": True, "tensors": metas}, b"".join(chunks)
+    return run_packed(
+        fn,
+        lambda: unpack_inputs(msg.get("inputs"), payload, device),
+        int(msg.get("repeat", 1)),
+        specs,
+        outs,
+        msg["workload"]["shapes"],
+        device,
+    )

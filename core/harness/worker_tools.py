@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from core.harness import timing
+from core.harness import inputs, timing
 
 
 class TaskFileChanged(RuntimeError):
@@ -171,3 +171,28 @@ def is_compile_error(exc: BaseException) -> bool:
 
 def sync(device: torch.device) -> None:
     timing._sync(device.type)  # bound at import: a candidate's no-op synchronize is not ours
+
+
+def run_packed(
+    fn: Callable[..., Any],
+    draw: Callable[[], list[Any]],
+    repeat: int,
+    specs: list[dict[str, Any]],
+    outs: list[dict[str, Any]],
+    shapes: dict[str, list[int]],
+    device: torch.device,
+) -> tuple[dict[str, Any], bytes]:
+    """`repeat` calls, each on a fresh copy of the inputs `draw` makes, into poisoned memory;
+    their outputs checked for type and packed for the trusted side (a reply and its payload)."""
+    metas: list[dict[str, Any]] = []
+    chunks: list[bytes] = []
+    for _ in range(repeat):
+        args = draw()
+        inputs.poison(outs, shapes, device)
+        result = fn(*args)
+        sync(device)
+        meta, data = inputs.pack(inputs.collect_outputs(result, outs, specs, args, shapes, device))
+        metas += meta
+        chunks.append(data)
+        del result, args
+    return {"ok": True, "tensors": metas}, b"".join(chunks)
