@@ -23,6 +23,25 @@ from core.harness import checking, inputs
 MARKER = re.compile(rb"^ELEMENTWISE\s*=\s*True\b", re.MULTILINE)
 
 
+def well_formed(index: Any, value: Any, numel: int, most: int | None = None) -> bool:
+    """A candidate's sampled values of one output: {index: [...], value: [...]}, of one length
+    (at most `most`), every index an element of the output and every value a number."""
+    return (
+        isinstance(index, list)
+        and isinstance(value, list)
+        and len(index) == len(value)
+        and (most is None or len(index) <= most)
+        and all(isinstance(j, int) and not isinstance(j, bool) and 0 <= j < numel for j in index)
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+    )
+
+
+def malformed(name: str) -> str:
+    return (
+        f"the values of output `{name}` are not {{index: [...], value: [...]}} within its elements"
+    )
+
+
 def elementwise(check_source: bytes | str | None) -> bool:
     """Whether a task's check.py declares its rule elementwise (the text, as the job carries it)."""
     if check_source is None:
@@ -72,19 +91,8 @@ def judge(
         sample = given[i] if i < len(given) else None
         if isinstance(sample, dict) and sample.get("index"):
             index, value = sample.get("index"), sample.get("value")
-            if (
-                not isinstance(index, list)
-                or not isinstance(value, list)
-                or len(index) != len(value)
-                or not all(
-                    isinstance(j, int) and not isinstance(j, bool) and 0 <= j < out.numel()
-                    for j in index
-                )
-                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
-            ):
-                reply["malformed"] = (
-                    f"the values of output `{spec['name']}` are not {{index: [...], value: [...]}} within its elements"
-                )
+            if not well_formed(index, value, out.numel()):
+                reply["malformed"] = malformed(spec["name"])
                 return reply
             out[torch.tensor(index, dtype=torch.long)] = torch.tensor(value).to(out.dtype)
             reply["checked"] += len(index)

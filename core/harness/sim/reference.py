@@ -252,20 +252,8 @@ def judge(
             (sample.get("index"), sample.get("value")) if isinstance(sample, dict) else (None, None)
         )
         want = outs[i].reshape(-1)
-        if (
-            not isinstance(index, list)
-            or not isinstance(value, list)
-            or len(index) != len(value)
-            or len(index) > MAX_SAMPLES
-            or not all(
-                isinstance(j, int) and not isinstance(j, bool) and 0 <= j < want.numel()
-                for j in index
-            )
-            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
-        ):
-            reply["malformed"] = (
-                f"the values of output `{out_specs[i]['name']}` are not {{index: [...], value: [...]}} within its elements"
-            )
+        if not hybrid.well_formed(index, value, want.numel(), MAX_SAMPLES):
+            reply["malformed"] = hybrid.malformed(out_specs[i]["name"])
             return reply
         if not index:
             continue
