@@ -26,7 +26,6 @@ the fitted constants on it, the out-of-sample figure.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 import statistics
@@ -123,10 +122,26 @@ def measured_points(extra: list[Path], committed: bool = True) -> list[dict[str,
 
 
 def _load(path: Path, name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
+    from core.tasks.modules import load_module
+
+    return load_module(path, name)
+
+
+def point_job(task: Any, axes: dict[str, Any], n: int) -> tuple[list[dict], dict, Any]:
+    """What the harness's counting takes for one measured point: the input specs, the workload
+    (axes and concrete shapes) and the task's make_inputs (its inputs.py, loaded as `inputs_n`)."""
+    specs = [s.to_json() for s in task.inputs]
+    shapes = {
+        s.name: list(s.concrete_shape(axes))
+        for s in task.inputs + task.outputs
+        if s.shape is not None
+    }
+    custom = (
+        _load(task.file("inputs.py"), f"inputs_{n}").make_inputs
+        if task.file("inputs.py").is_file()
+        else None
+    )
+    return specs, {"axes": axes, "shapes": shapes}, custom
 
 
 def features(
@@ -137,7 +152,6 @@ def features(
     existing file; without `committed`, only the points of `extra` (the validation set)."""
     from core.devices.device import sim_info
     from core.devices.sim import sim_section
-    from core.evaluation.job import spec_json
     from core.harness.sim import predict as sim_predict
     from core.harness.triton_cpu import enable_interpreter
     from core.tasks.discovery import find_task
@@ -158,18 +172,7 @@ def features(
         task = find_task(p["task"])
         if any(a not in p["axes"] for a in task.axes):
             continue  # the task's axes changed since it was timed
-        specs = [spec_json(s) for s in task.inputs]
-        shapes = {
-            s.name: list(s.concrete_shape(p["axes"]))
-            for s in task.inputs + task.outputs
-            if s.shape is not None
-        }
-        workload = {"axes": p["axes"], "shapes": shapes}
-        custom = (
-            _load(task.file("inputs.py"), f"inputs_{n}").make_inputs
-            if task.file("inputs.py").is_file()
-            else None
-        )
+        specs, workload, custom = point_job(task, p["axes"], n)
         t0 = time.perf_counter()
         if p["kind"] == "triton":
             path = (

@@ -128,15 +128,6 @@ def measured_points(path: Path) -> list[dict[str, Any]]:
     return points
 
 
-def _load(path: Path, name: str) -> Any:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
-
-
 POINT_TIMEOUT_S = 180.0  # a point counted longer than this is recorded as not counted
 
 
@@ -155,14 +146,16 @@ def _count(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
     import signal
 
     signal.signal(signal.SIGALRM, _alarm)
+    from sim_fit import point_job  # the same job a measured point is counted with there
+
     from core.devices.device import sim_info
     from core.devices.sim import sim_section
-    from core.evaluation.job import spec_json
     from core.harness.protocol import SIM_GPU_ENV
     from core.harness.sim import predict as sim_predict
     from core.harness.sim import stage as sim_stage
     from core.harness.triton_cpu import enable_interpreter
     from core.tasks.discovery import find_task
+    from core.tasks.modules import load_module as _load
 
     section = sim_section(sim_info("sim:h200"))
     compiler = sim_predict.CompileCache(section["aot"], None)
@@ -171,18 +164,7 @@ def _count(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for n, p in enumerate(batch):
         task = find_task(p["task"])
-        specs = [spec_json(s) for s in task.inputs]
-        shapes = {
-            s.name: list(s.concrete_shape(p["axes"]))
-            for s in task.inputs + task.outputs
-            if s.shape is not None
-        }
-        workload = {"axes": p["axes"], "shapes": shapes}
-        custom = (
-            _load(task.file("inputs.py"), f"inputs_{n}").make_inputs
-            if task.file("inputs.py").is_file()
-            else None
-        )
+        specs, workload, custom = point_job(task, p["axes"], n)
         path = task.file("baseline.py") if p["kind"] == "identity" else ROOT / p["candidate"]
         # a sim: device's candidate worker sets this: baseline.py takes Liger's Triton branch
         if p.get("impl") == "torch":
