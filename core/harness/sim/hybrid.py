@@ -23,10 +23,13 @@ from core.harness import checking, inputs
 MARKER = re.compile(rb"^ELEMENTWISE\s*=\s*True\b", re.MULTILINE)
 
 
-def well_formed(index: Any, value: Any, numel: int, most: int | None = None) -> bool:
-    """A candidate's sampled values of one output: {index: [...], value: [...]}, of one length
-    (at most `most`), every index an element of the output and every value a number."""
-    return (
+def well_formed(
+    index: Any, value: Any, numel: int, most: int | None = None
+) -> tuple[list[int], list[float]] | None:
+    """A candidate's sampled values of one output, (index, value), where they are well formed:
+    two lists of one length (at most `most`), every index an element of the output and every
+    value a number; else None."""
+    ok = (
         isinstance(index, list)
         and isinstance(value, list)
         and len(index) == len(value)
@@ -34,6 +37,7 @@ def well_formed(index: Any, value: Any, numel: int, most: int | None = None) -> 
         and all(isinstance(j, int) and not isinstance(j, bool) and 0 <= j < numel for j in index)
         and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
     )
+    return (index, value) if ok else None
 
 
 def malformed(name: str) -> str:
@@ -90,10 +94,11 @@ def judge(
         out = ref.detach().to(inputs.dtype_of(spec["dtype"])).clone().reshape(-1)
         sample = given[i] if i < len(given) else None
         if isinstance(sample, dict) and sample.get("index"):
-            index, value = sample.get("index"), sample.get("value")
-            if not well_formed(index, value, out.numel()):
+            pair = well_formed(sample.get("index"), sample.get("value"), out.numel())
+            if pair is None:
                 reply["malformed"] = malformed(spec["name"])
                 return reply
+            index, value = pair
             out[torch.tensor(index, dtype=torch.long)] = torch.tensor(value).to(out.dtype)
             reply["checked"] += len(index)
         hybrid.append(out.reshape(ref.shape))

@@ -252,9 +252,11 @@ def judge(
             (sample.get("index"), sample.get("value")) if isinstance(sample, dict) else (None, None)
         )
         want = outs[i].reshape(-1)
-        if not hybrid.well_formed(index, value, want.numel(), MAX_SAMPLES):
+        pair = hybrid.well_formed(index, value, want.numel(), MAX_SAMPLES)
+        if pair is None:
             reply["malformed"] = hybrid.malformed(out_specs[i]["name"])
             return reply
+        index, value = pair
         if not index:
             continue
         got = torch.tensor(value, dtype=torch.float32)
