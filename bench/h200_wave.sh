@@ -53,6 +53,30 @@ case "$STEP" in
   timeout 75 python3 bench/published_batches.py --device cuda:0 --tasks activation/silu_mul \
     --phases batches --budget-s 55 --out "$OUT/pb" 2>&1 | grep -v "^- \|^|" | cut -c1-300
   ;;
+5)
+  # 2026-12-02, third session: why every published batch of 16 ended in infrastructure errors
+  # (the harness's own log now comes back with the rows), then issue 43's new tasks, then
+  # issue 37's rows beside issue 44's imported tasks, as in step 2: about 8 minutes.
+  timeout 100 python3 bench/published_batches.py --device cuda:0 --tasks activation/silu_mul \
+    --phases batches --budget-s 80 --out "$OUT/pb" 2>&1 | grep -v "^- \|^|" | cut -c1-600
+  timeout 150 python3 bench/tasks_gpu.py --device cuda:0 --out "$OUT/tasks" --tasks \
+    elementwise/kv_cache_write_fp8 attention/decode_paged_gqa_fp8kv attention/decode_paged_multi_query \
+    attention/decode_paged_local attention/mla_prefill moe/mxfp4_moe 2>&1 | tail -12
+  timeout 200 python3 tests/gpu/run_cheats.py --out "$OUT/issue37" --only tmp_hog earlier_candidates \
+    tmp_check seed_hunt gpu/precompute honest/activation/silu_mul/ honest/gemm/bf16_gemm/starter \
+    honest/norm/add_rmsnorm/starter honest/published honest/axpy_gpu/axpy_torch > "$OUT/issue37.log" 2>&1 &
+  timeout 195 python3 bench/interop_gpu.py --kb-dir .kbtasks --aka-dir .akatasks --out "$OUT/interop" 2>&1 | tail -30
+  wait
+  tail -30 "$OUT/issue37.log"
+  ;;
+6)
+  # after NVML was shut down behind the preload (core/harness/preload.py release_nvml): issue
+  # 42's published batches, turns and singles on the GPU alone (the CPU and sim ratios are
+  # measured on a 2-core machine instead): about 9 minutes.
+  mkdir -p "$OUT/pb"
+  timeout 500 python3 bench/published_batches.py --device cuda:0 --budget-s 440 --out "$OUT/pb" \
+    2>&1 | tee "$OUT/pb/log" | grep -v "^- \|^|" | cut -c1-400
+  ;;
 esac
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
 # At most 8 files come back from a device call (2026-12-02's step 3 lost tasks_gpu.json so):

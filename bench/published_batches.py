@@ -193,6 +193,16 @@ def row(name: str, rr: Any) -> dict[str, Any]:
     }
 
 
+def harness_logs(root: Path, lines: int = 40) -> dict[str, str]:
+    """The last lines of each harness's log under the Arena's folder (gone when it closes): what
+    the harness itself said of an infrastructure error."""
+    logs = {}
+    for path in sorted(root.rglob("harness.log")):
+        text = path.read_text(errors="replace").splitlines()
+        logs[str(path.relative_to(root))] = "\n".join(text[-lines:])
+    return logs
+
+
 def median(values: list[float]) -> float | None:
     return round(statistics.median(values), 3) if values else None
 
@@ -304,6 +314,9 @@ class Bench:
                     print(
                         f"  infrastructure error ({odd['candidate']}): {odd['message']}", flush=True
                     )
+                    t["harness_logs"] = harness_logs(arena.root)
+                    for name, tail in t["harness_logs"].items():
+                        print(f"  {name} (last lines):\n{tail}", flush=True)
                 self.save()
             if "singles" in phases:
                 await self.singles(arena, chosen, made, seed)

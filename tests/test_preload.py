@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from core.harness.preload import Preloader, task_libraries
+
+ROOT = Path(__file__).resolve().parent.parent
 from core.harness.zygote import Zygote
 
 BASELINE = """
@@ -98,6 +100,9 @@ def test_a_cuda_driver_initialised_without_torch_knowing_is_unsafe(monkeypatch) 
         def cuDeviceGetCount(self, _count) -> int:  # the driver's name
             return self.answer
 
+        def nvmlShutdown(self) -> int:  # NVML's, asked first: never initialised here
+            return 1
+
     monkeypatch.setattr(ctypes, "CDLL", lambda *a, **k: Driver(0))
     assert preload.cuda_driver_initialised()
     assert preload.import_here([])["unsafe"] == "importing it initialised CUDA"
@@ -109,3 +114,40 @@ def test_a_cuda_driver_initialised_without_torch_knowing_is_unsafe(monkeypatch) 
 
     monkeypatch.setattr(ctypes, "CDLL", not_loaded)
     assert not preload.cuda_driver_initialised() and preload.import_here([])["unsafe"] is None
+
+
+FAKE_NVML = r"""
+static int initialised = 0;
+int nvmlInit(void) { initialised++; return 0; }
+int nvmlShutdown(void) { if (!initialised) return 1; initialised--; return 0; }
+int fake_nvml_initialised(void) { return initialised; }
+"""
+
+
+def test_an_import_that_started_nvml_leaves_it_shut_down_for_the_forks(tmp_path) -> None:
+    """torch's NVML-based availability check (what Liger asks at import) initialises NVML and
+    never shuts it down; forked workers closed its descriptors and later found no GPU. After a
+    preload NVML is shut down as many times as it was initialised, so each fork starts it anew."""
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc to build a stand-in libnvidia-ml")
+    (tmp_path / "nvml.c").write_text(FAKE_NVML)
+    lib = tmp_path / "libnvidia-ml.so.1"
+    subprocess.run(
+        ["gcc", "-shared", "-fPIC", "-Wl,-soname,libnvidia-ml.so.1", "-o", str(lib), str(tmp_path / "nvml.c")],
+        check=True,
+    )
+    script = f"""
+import ctypes, sys
+sys.path.insert(0, {str(ROOT)!r})
+nvml = ctypes.CDLL({str(lib)!r})
+for _ in range(3):
+    nvml.nvmlInit()  # torch.cuda.is_available() three times, as an import may ask
+from core.harness import preload
+print(preload.release_nvml(), nvml.fake_nvml_initialised(), preload.release_nvml())
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["3", "0", "0"]

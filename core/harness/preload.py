@@ -80,6 +80,7 @@ def import_here(modules: list[str]) -> dict[str, Any]:
             imported.append(name)
         except Exception as exc:  # noqa: BLE001 - not installed, or broken here: the worker will say
             failed[name] = f"{type(exc).__name__}: {exc}"[:200]
+    release_nvml()
     unsafe = None
     torch = sys.modules.get("torch")
     if (torch is not None and torch.cuda.is_initialized()) or cuda_driver_initialised():
@@ -103,6 +104,31 @@ def cuda_driver_initialised() -> bool:
         return False
     count = ctypes.c_int()
     return lib.cuDeviceGetCount(ctypes.byref(count)) != CUDA_ERROR_NOT_INITIALIZED
+
+
+NVML_SUCCESS = 0
+MAX_NVML_SHUTDOWNS = 256
+
+
+def release_nvml() -> int:
+    """Shut NVML down in this process if an import initialised it; how many times it was.
+
+    With PYTORCH_NVML_BASED_CUDA_CHECK (set in the harness parent, __main__.py),
+    `torch.cuda.is_available()` asks NVML, and torch never shuts it down: Liger asks at import
+    (`infer_device`). NVML then holds descriptors of the driver's device nodes, which every
+    forked worker closes (`workers.close_inherited`) and may reuse for its own sockets and
+    files, while its copy of NVML still counts itself initialised: NVML's next answer in a
+    grandchild (a batch slot's zygote forks the workers) was "no GPU", torch said CUDA was
+    unavailable and Triton found "0 active drivers" (every H200 batch of 2026-12-02). Shut
+    down here, each process that forks from this one starts NVML afresh when it asks."""
+    try:  # only where libnvidia-ml is loaded already
+        lib = ctypes.CDLL("libnvidia-ml.so.1", mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+    except OSError:
+        return 0
+    released = 0
+    while released < MAX_NVML_SHUTDOWNS and lib.nvmlShutdown() == NVML_SUCCESS:
+        released += 1  # one per nvmlInit: torch's availability check inits each time it asks
+    return released
 
 
 class Preloader:

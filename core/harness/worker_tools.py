@@ -9,9 +9,11 @@ is the part of the job the candidate's process receives. A failure becomes one e
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import importlib.util
 import linecache
+import os
 import sys
 import traceback
 import types
@@ -158,8 +160,28 @@ def error_reply(exc: BaseException) -> dict[str, Any]:
 
     reason = unsupported_reason(exc)
     if reason:
+        if "0 active drivers" in reason and os.environ.get("CUDA_VISIBLE_DEVICES", "") != "":
+            reason = f"{reason} ({gpu_visibility()})"  # on a GPU the harness's fault: say why
         reply["unsupported"] = reason[:500]
     return reply
+
+
+def gpu_visibility() -> str:
+    """What this process's torch and CUDA driver say of the GPU, for a worker on a GPU device
+    that Triton found without one (its cause was NVML state inherited across forks)."""
+    parts = [f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}"]
+    try:
+        parts.append(f"torch.cuda.is_available()={torch.cuda.is_available()}")
+        parts.append(f"torch.cuda.is_initialized()={torch.cuda.is_initialized()}")
+    except Exception as exc:  # noqa: BLE001 - a diagnosis must not raise
+        parts.append(f"torch.cuda: {type(exc).__name__}")
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+        count = ctypes.c_int(-1)
+        parts.append(f"cuInit={lib.cuInit(0)}, cuDeviceGetCount={lib.cuDeviceGetCount(ctypes.byref(count))}/{count.value}")
+    except OSError as exc:
+        parts.append(f"libcuda: {exc}")
+    return ", ".join(parts)
 
 
 def is_compile_error(exc: BaseException) -> bool:
