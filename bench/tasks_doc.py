@@ -138,7 +138,46 @@ def _pct(x) -> str:
     return f"{x * 100:.1f}%" if x is not None else "–"
 
 
-def baselines_section(path: Path, tasks, starters: dict[tuple[str, str], float]) -> str:
+def pipeline_rows(tasks, pipeline: dict[str, dict], low: dict[str, float]) -> list[str]:
+    """Tasks with no `--impls` run yet: their baseline per visible workload as the full pipeline
+    timed it, submitted as its own candidate (a `--gpu` run), with that identity's ratio; a task
+    under 10% of its roofline goes into `low`."""
+    measured = [t for t in tasks if (pipeline.get(t.id) or {}).get("baseline")]
+    if not measured:
+        return []
+    out = [
+        "",
+        "Measured through the full pipeline only (each baseline submitted as its own candidate, "
+        "`bench/tasks_gpu.py`; no `--impls` run of these yet): *identity* = the baseline's median "
+        "over the same code's as the candidate, beside it in the same evaluation.",
+        "",
+        "| task | workload | model | baseline (µs) | spread | roofline (µs) | roofline fraction | identity | starter speedup |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for t in measured:
+        record = pipeline[t.id]
+        starter = {w["label"]: w for w in (record.get("starter") or {}).get("workloads", [])}
+        for w in record["baseline"]["workloads"]:
+            if w["hidden"] or not w.get("baseline"):
+                continue
+            base, roof = w["baseline"]["median_us"], w.get("roofline_us")
+            same = w["candidate"]["median_us"]
+            st = starter.get(w["label"])
+            ratio = f"{base / st['candidate']['median_us']:.2f}×" if st else "–"
+            model = next((v.model for v in t.gpu.visible if v.label == w["label"]), None)
+            if roof and roof / base < 0.10:
+                low[t.id] = min(low.get(t.id, 1.0), roof / base)
+            out.append(
+                f"| {t.id} | {w['label']} | {model or ''} | {base:.2f} | ±{w['baseline']['spread'] * 100:.1f}% | "
+                f"{f'{roof:.2f}' if roof else '–'} | {_pct(roof / base) if roof else '–'} | {base / same:.3f} | "
+                f"{ratio} |"
+            )
+    return out
+
+
+def baselines_section(
+    path: Path, tasks, starters: dict[tuple[str, str], float], pipeline: dict[str, dict] | None = None
+) -> str:
     """The baseline table from a `--impls` run, and the tasks under 10% of SOL with the
     sentence their task.yaml gives (or a warning where it gives none)."""
     data = json.loads(path.read_text())
@@ -188,6 +227,9 @@ def baselines_section(path: Path, tasks, starters: dict[tuple[str, str], float])
             )
             if sel.get("sol_fraction") is not None and sel["sol_fraction"] < 0.10:
                 low[t.id] = min(low.get(t.id, 1.0), sel["sol_fraction"])
+    out += pipeline_rows(
+        [t for t in tasks if not any(k[0] == t.id for k in by)], pipeline or {}, low
+    )
     out += [
         "",
         "Baselines under 10% of the speed of light on some workload, and why nothing faster runs there:",
@@ -252,12 +294,18 @@ def main() -> int:
     print(zoo_section(tasks), end="")
     if args.baselines:
         starters: dict[tuple[str, str], float] = {}
+        pipeline: dict[str, dict] = {}
         for path in args.gpu:
             for record in json.loads(path.read_text())["records"]:
+                pipeline[record["task"]] = record
                 for w in (record.get("starter") or {}).get("workloads", []):
                     starters[(record["task"], w["label"])] = w["candidate"]["median_us"]
         print()
-        print(baselines_section(args.baselines, [t for t in tasks if not t.multi_rank], starters))
+        print(
+            baselines_section(
+                args.baselines, [t for t in tasks if not t.multi_rank], starters, pipeline
+            )
+        )
         if args.figures:
             write_figures(args.baselines, args.figures)
         return 0
