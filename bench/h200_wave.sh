@@ -85,10 +85,10 @@ case "$STEP" in
     sampling/top_k_top_p_sampling gemm/small_m_gemm attention/prefill_sliding_window_sinks gemm/bf16_grouped_gemm \
     gemm/fp8_blockscale_grouped_gemm moe/fused_moe elementwise/kv_cache_write_fp8 attention/decode_paged_gqa_fp8kv \
     attention/decode_paged_multi_query attention/decode_paged_local attention/mla_prefill moe/mxfp4_moe"
-  timeout 390 python3 bench/fidelity.py identity --out "$OUT/batch" --profiles train --batch 5 --runs 1 \
-    --budget-s 375 --tasks $UNCOVERED 2>&1 | tail -25
-  timeout 110 python3 bench/fidelity.py identity --out "$OUT/full" --profiles full --singles --runs 1 \
-    --budget-s 100 --tasks activation/silu_mul norm/add_rmsnorm elementwise/rope 2>&1 | tail -8
+  timeout 345 python3 bench/fidelity.py identity --out "$OUT/batch" --profiles train --batch 5 --runs 1 \
+    --budget-s 330 --tasks $UNCOVERED 2>&1 | tail -25
+  timeout 100 python3 bench/fidelity.py identity --out "$OUT/full" --profiles full --singles --runs 1 \
+    --budget-s 90 --tasks activation/silu_mul norm/add_rmsnorm elementwise/rope 2>&1 | tail -8
   ;;
 esac
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
