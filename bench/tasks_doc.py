@@ -176,7 +176,10 @@ def pipeline_rows(tasks, pipeline: dict[str, dict], low: dict[str, float]) -> li
 
 
 def baselines_section(
-    path: Path, tasks, starters: dict[tuple[str, str], float], pipeline: dict[str, dict] | None = None
+    path: Path,
+    tasks,
+    starters: dict[tuple[str, str], float],
+    pipeline: dict[str, dict] | None = None,
 ) -> str:
     """The baseline table from a `--impls` run, and the tasks under 10% of SOL with the
     sentence their task.yaml gives (or a warning where it gives none)."""

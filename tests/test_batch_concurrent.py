@@ -191,3 +191,51 @@ def test_no_neighbour_is_alive_while_a_candidate_is_timed(
         hostile.integrity_flags
     )
     assert not observer.integrity_flags
+
+
+def test_a_candidate_out_of_memory_is_rerun_alone_without_the_kept_workers(
+    concurrent_evaluator: Evaluator, axpy
+) -> None:
+    """Workers kept for their timing hold the device memory their candidates keep alive. A
+    candidate that ran out of memory beside them is evaluated again alone only after they are
+    given up (its verdict is the one it gets alone); they are timed in fresh workers, and say so."""
+    paths = [
+        CANDIDATES / "axpy_out_of_memory.py",
+        CANDIDATES / "axpy_torch.py",
+        CANDIDATES / "axpy_torch.py",
+    ]
+    batch = asyncio.run(concurrent_evaluator.aevaluate_batch(axpy, paths, seed=12, profile="train"))
+    assert [r.status for r in batch] == ["failed", "passed", "passed"]
+    assert "out of memory" in (batch[0].stage(batch[0].failed_stage).message or "")
+    for result in batch[1:]:
+        assert "a neighbour ran out of memory" in (result.stage("performance").message or "")
+
+
+def test_a_gpu_batch_runs_as_many_candidates_at_once_as_its_memory_holds() -> None:
+    """The slots of a GPU batch are bounded by the device's memory and the job's largest
+    workload (inputs and outputs, about four times over, plus two contexts), never by the
+    cores alone; a CPU batch is not bounded so."""
+    from core.harness.concurrent import memory_slots, slot_count
+
+    def job(device_type: str, memory_gb: float, n: int) -> dict:
+        return {
+            "device": {"type": device_type, "memory_bytes": int(memory_gb * 1e9)},
+            "inputs": [{"name": "x", "dtype": "bfloat16"}],
+            "outputs": [{"name": "out", "dtype": "float32"}],
+            "stages": {
+                "correctness": [{"shapes": {"x": [1024, 1024], "out": [1024, 1024]}}],
+                "generalization": [{"shapes": {"x": [n, 1 << 20], "out": [n, 1 << 20]}}],
+                "performance": [],
+            },
+            "batch": [{}] * 16,
+            "concurrency": 8,
+        }
+
+    # 4096 x 2^20 elements: 8 GiB of bf16 in, 16 GiB of fp32 out; 4 x 24 GiB + 2 GiB a slot
+    assert memory_slots(job("cuda", 141, 4096)) == 1
+    assert slot_count(job("cuda", 141, 4096)) == 1
+    assert memory_slots(job("cuda", 141, 256)) == int(
+        0.75 * 141e9 // (4 * 256 * 6 * (1 << 20) + (2 << 30))
+    )
+    assert slot_count(job("cuda", 141, 16)) == 8  # small workloads: the asked-for count
+    assert memory_slots(job("cpu", 141, 4096)) is None

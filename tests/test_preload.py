@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from core.harness.preload import Preloader, task_libraries
+from core.harness.zygote import Zygote
 
 ROOT = Path(__file__).resolve().parent.parent
-from core.harness.zygote import Zygote
 
 BASELINE = """
 import math
@@ -137,7 +137,15 @@ def test_an_import_that_started_nvml_leaves_it_shut_down_for_the_forks(tmp_path)
     (tmp_path / "nvml.c").write_text(FAKE_NVML)
     lib = tmp_path / "libnvidia-ml.so.1"
     subprocess.run(
-        ["gcc", "-shared", "-fPIC", "-Wl,-soname,libnvidia-ml.so.1", "-o", str(lib), str(tmp_path / "nvml.c")],
+        [
+            "gcc",
+            "-shared",
+            "-fPIC",
+            "-Wl,-soname,libnvidia-ml.so.1",
+            "-o",
+            str(lib),
+            str(tmp_path / "nvml.c"),
+        ],
         check=True,
     )
     script = f"""

@@ -330,6 +330,12 @@ def build_job(
             "type": info.type,
             "torch_device": torch_device,
             **({"aot": sim["aot"]} if sim else {}),
+            # a GPU's memory bounds how many of a batch's candidates run at once (concurrent.py)
+            **(
+                {"memory_bytes": int(info.memory_gb * 1e9)}
+                if info.memory_gb and info.type not in ("cpu", "sim")
+                else {}
+            ),
         },
         "inputs": [spec_json(s) for s in task.inputs],
         "outputs": [spec_json(s) for s in task.outputs],

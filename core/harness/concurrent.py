@@ -46,6 +46,7 @@ harness files after a candidate cannot tell which of K concurrent candidates cha
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from typing import Any
@@ -63,6 +64,60 @@ from core.harness.zygote import Zygote
 MAX_SLOTS = 8
 
 
+# A GPU slot in flight holds, for the largest workload it runs, the trusted worker's inputs
+# and reference outputs, the shared region (inputs and outputs again, per copy) and the
+# candidate's own temporaries: about four times the workload's tensors, plus two CUDA contexts
+# and allocator slack. The slots may take three quarters of the device; the rest is for the
+# workers kept for their timing and the baseline's.
+SLOT_FOOTPRINT = 4
+SLOT_OVERHEAD_BYTES = 2 << 30
+DEVICE_SHARE = 0.75
+
+
+def workload_bytes(job: dict[str, Any], workload: dict[str, Any]) -> int:
+    """The bytes of a workload's declared input and output tensors."""
+    from core.harness.inputs import dtype_of
+
+    shapes = workload.get("shapes") or {}
+    total = 0
+    for spec in [*job.get("inputs", []), *job.get("outputs", [])]:
+        shape = shapes.get(spec.get("name"))
+        if shape is not None:
+            total += math.prod(shape) * dtype_of(spec["dtype"]).itemsize
+    return total
+
+
+def memory_slots(job: dict[str, Any]) -> int | None:
+    """How many candidates' untimed stages a GPU's memory holds at once, from the job's largest
+    workload (None where the device's memory is not known, or it is not a GPU). Without the
+    bound, five slots of a task whose hidden workloads take tens of GB ran out of device memory
+    (decode_paged_local, mxfp4_moe on the H200, 2026-12-02)."""
+    device = job.get("device") or {}
+    total = device.get("memory_bytes")
+    if not total or device.get("type") in ("cpu", "sim"):
+        return None
+    largest = max(
+        (
+            workload_bytes(job, w)
+            for stage in ("correctness", "generalization", "performance")
+            for w in job["stages"].get(stage) or []
+        ),
+        default=0,
+    )
+    per_slot = SLOT_FOOTPRINT * largest + SLOT_OVERHEAD_BYTES
+    return max(1, int(DEVICE_SHARE * total // per_slot))
+
+
+def ran_out_of_memory(events: list[dict[str, Any]]) -> bool:
+    """Whether a member's failure was the device's (or the host's) memory running out."""
+    return any(
+        e.get("type") == "stage_finished"
+        and e.get("status") != "passed"
+        and "out of memory" in str(e.get("message") or "").lower()
+        for e in events
+    )
+
+
 def slot_count(job: dict[str, Any]) -> int:
     """How many candidates run their untimed stages at once: the job's `concurrency`, or with
     0 (`auto`) half this host's cores on a GPU (each candidate's worker and its slot's trusted
@@ -77,6 +132,9 @@ def slot_count(job: dict[str, Any]) -> int:
             cores = os.cpu_count() or 1
         on_cpu = (job.get("device") or {}).get("type") in ("cpu", "sim")
         asked = min(MAX_SLOTS, cores if on_cpu else cores // 2)
+    fits = memory_slots(job)
+    if fits is not None:
+        asked = min(asked, fits)
     return max(1, min(asked, len(job["batch"])))
 
 
@@ -280,6 +338,16 @@ class ConcurrentBatch(JobRun):
                     for event in member.events:
                         self.emit(event)
                 else:
+                    if ran_out_of_memory(member.events):
+                        # The workers kept for their timing hold their device memory (what
+                        # their candidates keep alive): given up, so the candidate's run
+                        # alone has the device's memory as it would alone; they are timed
+                        # in fresh workers instead.
+                        for other in members:
+                            if other is not None and other is not member:
+                                other.demote(
+                                    "a neighbour ran out of memory beside the kept workers"
+                                )
                     self._alone(member)
         finally:
             quiescer.close()

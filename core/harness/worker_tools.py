@@ -178,7 +178,9 @@ def gpu_visibility() -> str:
     try:
         lib = ctypes.CDLL("libcuda.so.1")
         count = ctypes.c_int(-1)
-        parts.append(f"cuInit={lib.cuInit(0)}, cuDeviceGetCount={lib.cuDeviceGetCount(ctypes.byref(count))}/{count.value}")
+        parts.append(
+            f"cuInit={lib.cuInit(0)}, cuDeviceGetCount={lib.cuDeviceGetCount(ctypes.byref(count))}/{count.value}"
+        )
     except OSError as exc:
         parts.append(f"libcuda: {exc}")
     return ", ".join(parts)
