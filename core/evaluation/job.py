@@ -5,6 +5,7 @@ and `build_job`, which resolves workloads, seeds, limits and settings into one `
 from __future__ import annotations
 
 import hashlib
+import os
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ OnEvent = Callable[[events.Event], None]
 
 
 GRAPH_BELOW_US = 50.0  # decode-sized: the launch would rival the kernel, so time graph replays
+TIMING_CPU_ENV = "ARENA_TIMING_CPU"  # the CPU a GPU's timed rounds run on: a number, auto, off
 CHECKED_CALLS_PER_ROUND = 2  # timed calls per round whose outputs are checked (docs/integrity.md)
 CPU_CANDIDATE_MEMORY = 2 << 30  # private memory a candidate may add on the CPU device (RLIMIT_DATA)
 SIM_CANDIDATE_MEMORY = (
@@ -358,6 +360,8 @@ def build_job(
             "checked_calls": CHECKED_CALLS_PER_ROUND,
             **timing.to_job(),
             "round_factor": spec.round_factor,
+            # the CPU a GPU's timed rounds run on, both sides (core/harness/performance.py)
+            "pin_cpu": os.environ.get(TIMING_CPU_ENV, "auto"),
             "round_floor_s": spec.round_floor_s,
         },
         "limits": {

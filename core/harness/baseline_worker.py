@@ -43,6 +43,7 @@ from core.harness.worker_tools import (
     entry,
     error_reply,
     module_from_source,
+    pinned,
     read_task_file,
 )
 
@@ -134,11 +135,12 @@ class BaselineWorker:
         return {"ok": True}, None
 
     def on_time(self, msg: dict[str, Any], _payload: Any) -> Answer:
-        if msg.get("shared"):
-            assert self.peer is not None, "join the trusted worker first (peer)"
-            reply = time_shared(self.run, msg, self.specs, self.outs, self.device, self.peer)
-        else:
-            reply = time_own(self.run, msg, self.specs, self.outs, self.device, self.custom, {})
+        with pinned(msg.get("cpu")):  # the CPU the candidate's rounds run on too
+            if msg.get("shared"):
+                assert self.peer is not None, "join the trusted worker first (peer)"
+                reply = time_shared(self.run, msg, self.specs, self.outs, self.device, self.peer)
+            else:
+                reply = time_own(self.run, msg, self.specs, self.outs, self.device, self.custom, {})
         return {**reply, "impl": baseline_impl(self.module)}, None
 
     def on_jit(self, _msg: dict[str, Any], _payload: Any) -> Answer:

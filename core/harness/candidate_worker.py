@@ -49,6 +49,7 @@ from core.harness.worker_tools import (
     import_file,
     is_compile_error,
     module_from_source,
+    pinned,
     run_packed,
     sync,
 )
@@ -221,17 +222,25 @@ class CandidateWorker:
         return {"ok": True}, None
 
     def on_time(self, msg: dict[str, Any], _payload: Any) -> Answer:
-        if msg.get("shared"):
-            assert self.run is not None and self.peer is not None, (
-                "compile first, then get the peer socket"
-            )
-            return time_shared(
-                self.run, msg, self.specs, self.outs, self.device, self.peer, self.hooks
+        with pinned(msg.get("cpu")):  # the CPU the baseline's rounds run on too
+            if msg.get("shared"):
+                assert self.run is not None and self.peer is not None, (
+                    "compile first, then get the peer socket"
+                )
+                return time_shared(
+                    self.run, msg, self.specs, self.outs, self.device, self.peer, self.hooks
+                ), None
+            assert self.run is not None, "compile first"
+            return time_own(
+                self.run,
+                msg,
+                self.specs,
+                self.outs,
+                self.device,
+                self.custom,
+                self.kept,
+                self.hooks,
             ), None
-        assert self.run is not None, "compile first"
-        return time_own(
-            self.run, msg, self.specs, self.outs, self.device, self.custom, self.kept, self.hooks
-        ), None
 
     def on_predict(self, msg: dict[str, Any], _payload: Any) -> Answer:
         assert self.run is not None and self.sim is not None, "compile first, on a sim device"

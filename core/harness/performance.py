@@ -7,6 +7,7 @@ must compute what the correctness runs did). A `sim:` device predicts instead (s
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import time
 from typing import TYPE_CHECKING, Any, cast
@@ -22,6 +23,25 @@ if TYPE_CHECKING:
     from core.harness.runner import Evaluation
 
 TIMING_MODES = ("graph", "events", "queued", "wall")
+
+
+def timing_cpu(job: dict[str, Any]) -> int | None:
+    """The one CPU both sides' timed rounds run on (worker_tools.pinned) on a GPU: the job's
+    `timing.pin_cpu` (a number, `auto` for the last CPU this harness may use, or `off`; the
+    engine takes it from `ARENA_TIMING_CPU`). None (no pinning) on the CPU and `sim:` devices,
+    whose timed code computes on the host's cores."""
+    if (job.get("device") or {}).get("type") in ("cpu", "sim"):
+        return None
+    asked = str((job.get("timing") or {}).get("pin_cpu", "auto")).strip().lower()
+    if asked == "off":
+        return None
+    try:
+        allowed = os.sched_getaffinity(0)
+    except (AttributeError, OSError):  # not Linux
+        return None
+    if asked.isdigit() and int(asked) in allowed:
+        return int(asked)
+    return max(allowed)
 
 
 class PerformanceStage(CandidateCalls):
@@ -46,6 +66,7 @@ class PerformanceStage(CandidateCalls):
         )  # 0: every round runs (the protocol before adaptive stopping)
         sampled = int(timing.get("checked_calls", 2))
         checked_total = 0
+        pin = timing_cpu(self.job)
         for w in self.job["stages"]["performance"]:
             sides: dict[str, list[float]] = {"candidate": [], "baseline": []}
             walls: dict[str, list[dict[str, float]]] = {"candidate": [], "baseline": []}
@@ -67,6 +88,7 @@ class PerformanceStage(CandidateCalls):
                     "min_calls": timing["min_calls"],
                     "max_calls": timing["max_calls"],
                     "sync_each_call": timing.get("sync_each_call", False),
+                    "cpu": pin,  # both sides' rounds on one CPU: the host's part the same
                 }
                 # Inputs drawn by the trusted worker into shared memory where the device allows
                 # (shared_round.py): the seed and the sampled calls never reach the candidate.

@@ -17,7 +17,8 @@ import os
 import sys
 import traceback
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -220,3 +221,42 @@ def run_packed(
         chunks.append(data)
         del result, args
     return {"ok": True, "tensors": metas}, b"".join(chunks)
+
+
+@contextmanager
+def pinned(cpu: int | None) -> Iterator[None]:
+    """Every thread of this process on one CPU for the duration of a timed round, then back
+    where it was. The parent names the same CPU for the candidate's round and the baseline's
+    (performance.py `timing_cpu`): a call that waits for the GPU inside it (a `.tolist()`, an
+    `.item()`) is timed with the host's part in it, and on the H200 such a call read up to 10%
+    apart between the two processes, each consistent over its rounds (prefill_gqa, mla_prefill,
+    2026-12-02): the host's side of the identity was not the same. `None`: as it is."""
+    if cpu is None:
+        yield
+        return
+    try:
+        saved = os.sched_getaffinity(0)
+    except (AttributeError, OSError):  # not Linux
+        yield
+        return
+    if cpu not in saved:  # another CPU set than the parent's (a remote worker): leave it
+        yield
+        return
+    _set_threads({cpu})
+    try:
+        yield
+    finally:
+        _set_threads(saved)
+
+
+def _set_threads(cpus: set[int]) -> None:
+    """`sched_setaffinity` for each thread of this process (one call sets one thread's)."""
+    try:
+        threads = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        threads = [0]
+    for tid in threads:
+        try:
+            os.sched_setaffinity(tid, cpus)
+        except OSError:
+            pass  # a thread that ended meanwhile
