@@ -150,6 +150,8 @@ def _count(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
     from core.devices.device import sim_info
     from core.devices.sim import sim_section
+    from core.devices.sim.anchors import counter_code
+    from core.devices.sim.provenance import task_code
     from core.harness.protocol import SIM_GPU_ENV
     from core.harness.sim import predict as sim_predict
     from core.harness.sim import stage as sim_stage
@@ -199,6 +201,9 @@ def _count(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
         except Exception as exc:  # noqa: BLE001 - recorded: a point the sim could not count
             row.update(error=f"{type(exc).__name__}: {exc}"[:300])
         row["count_s"] = round(time.perf_counter() - t0, 2)
+        # what counted it: an anchor is only the model's count while both are today's (anchors)
+        row["counter_sha256"] = counter_code()
+        row["code_sha256"] = task_code(task.path).code_sha256
         print(
             f"{p['kind']:9s} {p['task']:36s} {(p.get('kernel') or p.get('impl'))[:26]:26s} "
             f"{str(p['label'])[:34]:34s} {row['count_s']:6.2f} s {row.get('error') or ''}",
@@ -208,18 +213,28 @@ def _count(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def predict(jobs: int, only: list[str] | None) -> None:
+def predict(jobs: int, only: list[str] | None, anchor_points: bool = False) -> None:
+    """Count the points (`only`: of these tasks or kernels; `anchor_points`: only the identity
+    points of the implementation baseline.py runs on sim:, what `anchors` keeps), keeping the
+    other points' counts from POINTS."""
     path = run_file()
-    points = [
-        p for p in measured_points(path) if not only or p["task"] in only or p.get("kernel") in only
-    ]
+
+    def chosen(p: dict[str, Any], sim_impls: dict[str, str]) -> bool:
+        if anchor_points and not (p["kind"] == "identity" and p["impl"] == sim_impls[p["task"]]):
+            return False
+        return not only or p["task"] in only or p.get("kernel") in only
+
+    every = measured_points(path)
+    sim_impls: dict[str, str] = {}
+    for p in every:
+        if p["kind"] == "identity":
+            sim_impls[p["task"]] = (
+                "liger" if "liger" in (sim_impls.get(p["task"]), p["impl"]) else "torch"
+            )
+    points = [p for p in every if chosen(p, sim_impls)]
     kept = []
-    if only and POINTS.is_file():
-        kept = [
-            p
-            for p in json.loads(POINTS.read_text())["points"]
-            if not (p["task"] in only or p.get("kernel") in only)
-        ]
+    if (only or anchor_points) and POINTS.is_file():
+        kept = [p for p in json.loads(POINTS.read_text())["points"] if not chosen(p, sim_impls)]
     groups: dict[str, list[dict[str, Any]]] = {}
     for p in points:  # one candidate's points in one process (its module, its compiles)
         groups.setdefault(f"{p['task']}:{p.get('kernel') or p.get('impl')}", []).append(p)
@@ -630,6 +645,51 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {**figures, "identity_tasks": identity_tasks}
 
 
+def write_anchors() -> None:
+    """core/data/sim_anchors.json from POINTS: per task, the counts of the identity points of
+    the implementation baseline.py runs on sim: (`anchors`), with the provenance they were
+    counted under; a task with a point counted from other code than today's is left out (and
+    named), so the file never holds a count of code that is not there any more."""
+    from core.devices.sim.anchors import ANCHORS_FILE, counter_code
+    from core.devices.sim.provenance import task_code
+    from core.tasks.discovery import find_task
+
+    counter = counter_code()
+    tasks: dict[str, Any] = {}
+    stale: set[str] = set()
+    for (task_id, key), p in sorted(anchors(_points()).items()):
+        code = task_code(find_task(task_id).path).code_sha256
+        if p.get("counter_sha256") != counter or p.get("code_sha256") != code:
+            stale.add(task_id)
+            continue
+        entry = tasks.setdefault(
+            task_id,
+            {"impl": p["impl"], "code_sha256": code, "counter_sha256": counter, "workloads": {}},
+        )
+        launches = [{**summary, "resources": r} for summary, r in p["launches"]]
+        entry["workloads"][key] = {"launches": launches, "torch_ops": p["torch_ops"]}
+    for task_id in stale:
+        tasks.pop(task_id, None)
+    ANCHORS_FILE.write_text(
+        json.dumps(
+            {
+                "command": "PYTHONPATH=. python3 bench/sim_heldout.py predict --anchors && "
+                "PYTHONPATH=. python3 bench/sim_heldout.py anchors",
+                "gpus": {"h200": tasks},
+            },
+            indent=1,
+            sort_keys=True,
+        )
+        + "\n"
+    )
+    from core.tasks import manifest
+
+    manifest.record([ANCHORS_FILE])  # bundled engine data
+    print(f"wrote {ANCHORS_FILE.relative_to(ROOT)}: {len(tasks)} tasks")
+    if stale:
+        print(f"left out, counted from other code than today's: {', '.join(sorted(stale))}")
+
+
 def anchor_report() -> None:
     """Whether to anchor, decided on the fit half only: the fit's own loss (mean |log(predicted
     / measured speedup)|, as coordinate_fit) of the published fit half anchored in part, the
@@ -743,16 +803,22 @@ def main() -> int:
     p.add_argument(
         "--only", nargs="*", help="these tasks or kernels only (the others' counts are kept)"
     )
+    p.add_argument(
+        "--anchors", action="store_true", help="only baseline.py's points on sim: (for `anchors`)"
+    )
     sub.add_parser("fit")
     sub.add_parser("report")
     sub.add_parser("anchor-report")
+    sub.add_parser("anchors")
     args = parser.parse_args()
     if args.cmd == "predict":
-        predict(args.jobs, args.only)
+        predict(args.jobs, args.only, args.anchors)
     elif args.cmd == "fit":
         fit()
     elif args.cmd == "anchor-report":
         anchor_report()
+    elif args.cmd == "anchors":
+        write_anchors()
     else:
         report()
     return 0
