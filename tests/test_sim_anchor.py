@@ -29,7 +29,7 @@ H200 = Target(
 @pytest.mark.parametrize(
     "task_id,impl",
     [
-        ("norm/add_rmsnorm", "liger"),  # Liger's Triton kernel, counted in the interpreter
+        ("activation/silu_mul", "liger"),  # Liger's Triton kernel, counted in the interpreter
         ("moe/route_topk_softmax", "torch"),  # a torch composition, priced by the library model
     ],
 )
