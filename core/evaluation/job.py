@@ -14,7 +14,7 @@ from typing import Any
 
 from core.devices.device import DeviceInfo, Peaks
 from core.devices.ids import gpus_in
-from core.devices.sim import sim_baseline, sim_section
+from core.devices.sim import sim_anchor, sim_baseline, sim_section
 from core.evaluation import scoring
 from core.evaluation.profiles import CI_TARGET, SPECS, Profile, parse_profile, per_regime
 from core.evaluation.sim_scaled import scaled_json
@@ -281,6 +281,8 @@ def build_job(
         roof = roofline_for(task, w, info)
         known = sim_baseline(task, w, info, roof) if simulated else None
         stale = bool(known and known.get("stale"))
+        # the model's count of the baseline, to anchor the candidate's prediction (sim/anchors.py)
+        anchor = sim_anchor(task, w, info) if simulated and known and not stale else None
         performance.append(
             {
                 **w.to_json(),
@@ -309,6 +311,7 @@ def build_job(
                 **({"measured_baseline": known} if known and not stale else {}),
                 # measured with another baseline: predicted, and the result says why (verdict.assemble)
                 **({"baseline_note": known["note"]} if known and stale else {}),
+                **({"anchor": anchor} if anchor else {}),
                 **(
                     {"scaled": scaled}
                     if simulated and (scaled := scaled_json(task, w)) is not None

@@ -3,13 +3,20 @@ for a target (targets.py) and the alpha-beta model of collectives (collectives.p
 and the time model run in the harness (core/harness/sim_*.py). docs/simulation.md."""
 
 from core.devices.sim.collectives import Prediction, predict_collective
-from core.devices.sim.targets import calibration_label, load_constants, sim_baseline, sim_section
+from core.devices.sim.targets import (
+    calibration_label,
+    load_constants,
+    sim_anchor,
+    sim_baseline,
+    sim_section,
+)
 
 __all__ = [
     "Prediction",
     "calibration_label",
     "load_constants",
     "predict_collective",
+    "sim_anchor",
     "sim_baseline",
     "sim_section",
 ]

@@ -54,6 +54,9 @@ def sim_section(info: DeviceInfo, family: str | None = None) -> dict[str, Any]:
         bands = fitted.get("bands") or {}
         if family in bands:
             constants["band"] = max(float(bands[family]), 0.05)
+        # an anchored prediction's band (sim_anchor): the fit half's errors once anchored
+        anchored = (fitted.get("anchored_bands") or {}).get(family)
+        anchored_band = max(float(anchored), 0.05) if anchored is not None else None
     else:
         # An uncalibrated device is never given a tighter band than a calibrated one earned.
         fitted_bands = [f["constants"] for f in data["fitted"].values()]
@@ -68,6 +71,7 @@ def sim_section(info: DeviceInfo, family: str | None = None) -> dict[str, Any]:
         constants = {**data["default"], "band": band, "lib_band": lib_band}
         if info.spec and info.spec.launch_overhead_us:
             constants["launch_us"] = info.spec.launch_overhead_us
+        anchored_band = None
     target = {
         "key": key,
         "units": info.units,
@@ -94,6 +98,7 @@ def sim_section(info: DeviceInfo, family: str | None = None) -> dict[str, Any]:
         "calibration": calibration,
         "target": target,
         "constants": constants,
+        **({"anchored_band": anchored_band} if anchored_band is not None else {}),
         "peaks_source": peaks.source,
         # the candidate's worker predicts autotune trials with these to choose a config (never its billed time: the parent computes that)
         "aot": {
@@ -122,3 +127,15 @@ def sim_baseline(
     ]  # task.yaml's `baselines:`, in preference
     code = task_code(task.path).code_sha256
     return baseline_on(key, task.id, order, dict(workload.axes), roofline_us, code)
+
+
+def sim_anchor(task: Any, workload: Any, info: DeviceInfo) -> dict[str, Any] | None:
+    """The anchor of one performance workload on a simulated device (core/devices/sim/anchors.py):
+    the model's count of the task's baseline and its measured time, so that the harness predicts
+    the candidate at model(candidate) × measured / model(baseline); None where there is none
+    (not anchored), {"stale": True, "note"} where it was counted from other code than today's."""
+    from core.devices.sim.anchors import anchor_for
+    from core.devices.sim.provenance import task_code
+
+    key = info.peaks_key or info.id.removeprefix("sim:")
+    return anchor_for(key, task.id, dict(workload.axes), task_code(task.path).code_sha256)

@@ -284,9 +284,17 @@ def _report(
         candidate["impl"] = reply["impl"][:40]
     baseline["source"] = base.get("source")
     baseline["impl"] = base.get("impl")
+    anchor = w.get("anchor")
+    anchored = (
+        anchor_candidate(candidate, anchor, baseline, target, constants, graph, ev.job["sim"])
+        if isinstance(anchor, dict)
+        else None
+    )
     notes = [str(n)[:300] for n in (reply.get("notes") or [])[:8] if isinstance(n, str)]
     if base.get("note"):
         notes.append(str(base["note"]))
+    if anchored:
+        notes.append(anchored)
     notes += [*value_notes, checked]
     ev.emit(
         {
@@ -299,4 +307,49 @@ def _report(
             "baseline": baseline,
             "notes": notes,
         }
+    )
+
+
+def anchor_candidate(
+    candidate: dict[str, Any],
+    anchor: dict[str, Any],
+    baseline: dict[str, Any],
+    target: Target,
+    constants: Constants,
+    graph: bool,
+    sim: dict[str, Any],
+) -> str | None:
+    """Anchor the candidate's predicted time to the measured baseline, in place: × measured /
+    model(baseline), the engine's count of the implementation baseline.py runs here
+    (core/devices/sim/anchors.py) priced with the same constants, so that the speedup over that
+    implementation is model(baseline) / model(candidate). Its band is the anchored fit's
+    (sim["anchored_band"]) and, where the speedup divides another implementation's figure than
+    the anchor's, compounded with the anchor figure's own band (the divided-by figure's band is
+    the baseline side's). Returns the workload's note, None where the anchor prices to nothing."""
+    try:
+        launches = checked_launches({"launches": anchor.get("launches") or []})
+        ops = checked_ops(anchor.get("torch_ops") or [], "baseline")
+    except MalformedCounts as exc:
+        return f"not anchored: the anchor's counts are malformed ({exc})"
+    model_us = predict_side(launches, ops, target, constants, graph)["median_us"]
+    measured_us = float(anchor.get("measured_us") or 0.0)
+    if not (model_us > 0 and measured_us > 0 and math.isfinite(model_us)):
+        return None
+    factor = measured_us / model_us
+    impl = str(anchor.get("impl") or "torch")[:40]
+    band = float(sim.get("anchored_band", candidate["band"]))
+    if impl != baseline.get("impl"):
+        band = (1 + band) * (1 + float(anchor.get("band") or 0.02)) - 1
+    t = candidate["median_us"] * factor
+    candidate.update(
+        median_us=t,
+        low_us=t / (1 + band),
+        high_us=t * (1 + band),
+        band=band,
+        anchor={"impl": impl, "model_us": model_us, "measured_us": measured_us, "factor": factor},
+    )
+    return (
+        f"anchored: the candidate's modelled time × {factor:.3f}, the measured time of `{impl}` "
+        f"({measured_us:.1f} µs) over the model's count of it ({model_us:.1f} µs, "
+        "core/data/sim_anchors.json)"
     )
