@@ -451,7 +451,12 @@ def report(raws: dict[str, dict[str, Any]]) -> str:
         "",
     ]
     for phase, title in (
-        ("after", "As it stands"),
+        (
+            "third",
+            "The tasks not covered above, after the NVML fix (third call of 2026-12-02; before "
+            "the memory bound on a batch's slots and the pinned timing CPU)",
+        ),
+        ("after", "The second call of 2026-12-02, after the lead flushes"),
         ("worker", "With the baseline's own worker, before the lead flushes"),
         (
             "oldpath",
