@@ -418,3 +418,43 @@ def test_a_cast_to_fp8_rounds_to_nearest_even_and_saturates_like_the_gpu(src, ds
     cast_kernel[(triton.cdiv(x.numel(), 256),)](x, out, x.numel(), BLOCK=256)
     finite = torch.finfo(dst).max
     assert torch.equal(out.float(), x.float().clamp(-finite, finite).to(dst).float())
+
+
+IMPORTED_BEFORE = """
+import sys
+sys.path.insert(0, {root!r})
+import torch, triton, triton.language as tl
+from triton.language.extra.libdevice import rsqrt  # bound before the interpreter, as Liger does
+
+@triton.jit
+def kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, rsqrt(tl.load(x_ptr + offs, mask=offs < n)), mask=offs < n)
+
+from core.harness.triton_cpu import enable_interpreter
+enable_interpreter()
+x = torch.rand(8) + 0.5
+out = torch.empty_like(x)
+kernel[(1,)](x, out, 8, BLOCK=8)
+print(torch.allclose(out, torch.rsqrt(x), rtol=1e-5))
+"""
+
+
+def test_libdevice_names_bound_before_the_interpreter_still_compute() -> None:
+    """A task library the harness preloads into every worker (preload.py) is imported before
+    the CPU worker switches the interpreter on, so its `from ... libdevice import rsqrt` held
+    the stub, which returned None there: Liger's fused add + RMSNorm, the add_rmsnorm baseline
+    on `sim:` devices, failed with "cannot convert None ... to tensor"."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parent.parent)
+    out = subprocess.run(
+        [sys.executable, "-c", IMPORTED_BEFORE.format(root=root)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.stdout.strip() == "True", out.stderr[-2000:]

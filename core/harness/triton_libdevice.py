@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -152,11 +153,28 @@ def _libdevice_on_numpy() -> None:
 
     if getattr(libdevice, _MARK, False):
         return
+    patched: dict[int, Callable[..., Any]] = {}
     for name, stub in list(vars(libdevice).items()):
         if not (inspect.isfunction(stub) and stub.__module__ == libdevice.__name__):
             continue
-        setattr(libdevice, name, _libdevice_function(name, stub, tl, itp))
+        patched[id(stub)] = _libdevice_function(name, stub, tl, itp)
+        setattr(libdevice, name, patched[id(stub)])
     setattr(libdevice, _MARK, True)
+    _rebind_imported(patched)
+
+
+def _rebind_imported(patched: dict[int, Callable[..., Any]]) -> None:
+    """A module imported before the interpreter was switched on bound the stubs themselves
+    (`from triton.language.extra.libdevice import rsqrt`, as Liger does), and its kernels read
+    them from its globals: a task library the harness preloads into every worker
+    (preload.py) is imported so. Each such name is pointed at the patched function."""
+    for module in list(sys.modules.values()):
+        names = getattr(module, "__dict__", None)
+        if not isinstance(names, dict):
+            continue
+        for key, value in list(names.items()):
+            if id(value) in patched and inspect.isfunction(value):
+                names[key] = patched[id(value)]
 
 
 def _libdevice_function(
