@@ -21,6 +21,15 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --tar
 export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1
 unset ARENA_SANDBOX
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv,noheader
+# Issue 37's cheat rows and issue 44's imported tasks side by side, within $1 seconds.
+cheats_and_interop() {
+  timeout "$1" python3 tests/gpu/run_cheats.py --out "$OUT/issue37" --only tmp_hog earlier_candidates \
+    tmp_check seed_hunt gpu/precompute honest/activation/silu_mul/ honest/gemm/bf16_gemm/starter \
+    honest/norm/add_rmsnorm/starter honest/published honest/axpy_gpu/axpy_torch > "$OUT/issue37.log" 2>&1 &
+  timeout $(($1 - 5)) python3 bench/interop_gpu.py --kb-dir .kbtasks --aka-dir .akatasks --out "$OUT/interop" 2>&1 | tail -30
+  wait
+  tail -30 "$OUT/issue37.log"
+}
 case "$STEP" in
 1)
   REST="attention/prefill_gqa activation/silu_mul gemm/small_m_gemm attention/mla_decode sampling/top_k_top_p_sampling elementwise/kv_cache_write moe/route_topk_softmax moe/align_permute attention/prefill_sliding_window_sinks gemm/bf16_grouped_gemm gemm/fp8_blockscale_grouped_gemm moe/fused_moe"
@@ -29,12 +38,7 @@ case "$STEP" in
   ;;
 2)
   timeout 320 python3 bench/sim_h200.py --out "$OUT/sim" --budget-s 285 2>&1 | tail -40
-  timeout 230 python3 tests/gpu/run_cheats.py --out "$OUT/issue37" --only tmp_hog earlier_candidates \
-    tmp_check seed_hunt gpu/precompute honest/activation/silu_mul/ honest/gemm/bf16_gemm/starter \
-    honest/norm/add_rmsnorm/starter honest/published honest/axpy_gpu/axpy_torch > "$OUT/issue37.log" 2>&1 &
-  timeout 225 python3 bench/interop_gpu.py --kb-dir .kbtasks --aka-dir .akatasks --out "$OUT/interop" 2>&1 | tail -30
-  wait
-  tail -30 "$OUT/issue37.log"
+  cheats_and_interop 230
   ;;
 3)
   sh bench/h200_issue42.sh "$OUT" 195   # 2026-12-02 ran it so, in the last minutes of device time
@@ -62,12 +66,7 @@ case "$STEP" in
   timeout 150 python3 bench/tasks_gpu.py --device cuda:0 --out "$OUT/tasks" --tasks \
     elementwise/kv_cache_write_fp8 attention/decode_paged_gqa_fp8kv attention/decode_paged_multi_query \
     attention/decode_paged_local attention/mla_prefill moe/mxfp4_moe 2>&1 | tail -12
-  timeout 200 python3 tests/gpu/run_cheats.py --out "$OUT/issue37" --only tmp_hog earlier_candidates \
-    tmp_check seed_hunt gpu/precompute honest/activation/silu_mul/ honest/gemm/bf16_gemm/starter \
-    honest/norm/add_rmsnorm/starter honest/published honest/axpy_gpu/axpy_torch > "$OUT/issue37.log" 2>&1 &
-  timeout 195 python3 bench/interop_gpu.py --kb-dir .kbtasks --aka-dir .akatasks --out "$OUT/interop" 2>&1 | tail -30
-  wait
-  tail -30 "$OUT/issue37.log"
+  cheats_and_interop 200
   ;;
 6)
   # after NVML was shut down behind the preload (core/harness/preload.py release_nvml): issue

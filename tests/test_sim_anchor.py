@@ -11,19 +11,10 @@ import pytest
 
 from core.devices.sim import anchors
 from core.evaluation.evaluator import Evaluator
-from core.harness.sim.model import Constants, Target, predict_side
+from core.harness.sim.model import Constants, predict_side
 from core.harness.sim.stage import anchor_candidate
 from core.tasks.discovery import find_task
-
-H200 = Target(
-    key="h200",
-    units=132,
-    bf16_tflops=788.0,
-    fp8_tflops=1576.0,
-    fp32_tflops=60.0,
-    hbm_tbps=4.25,
-    l2_tbps=10.0,
-)
+from tests.sim_target import H200
 
 
 @pytest.mark.parametrize(

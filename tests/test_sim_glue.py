@@ -9,17 +9,8 @@ import torch
 import torch.nn.functional as F
 
 from core.harness.sim import torch_ops as sim_torch
-from core.harness.sim.model import Constants, Target, predict_side
-
-H200 = Target(
-    key="h200",
-    units=132,
-    bf16_tflops=788.0,
-    fp8_tflops=1576.0,
-    fp32_tflops=60.0,
-    hbm_tbps=4.25,
-    l2_tbps=10.0,
-)
+from core.harness.sim.model import Constants, predict_side
+from tests.sim_target import H200
 
 
 def _count(fn, *make):

@@ -15,19 +15,11 @@ import pytest
 
 from core.evaluation.verdict import _implementations_note
 from core.harness.sim import predict as sim_predict
-from core.harness.sim.model import Constants, Target, glue_kind, glue_time, predict_side
+from core.harness.sim.model import Constants, glue_kind, glue_time, predict_side
 from core.model import events
+from tests.sim_target import H200
 
 ROOT = Path(__file__).resolve().parent.parent
-H200 = Target(
-    key="h200",
-    units=132,
-    bf16_tflops=788.0,
-    fp8_tflops=1576.0,
-    fp32_tflops=60.0,
-    hbm_tbps=4.25,
-    l2_tbps=10.0,
-)
 
 
 def test_a_liger_baseline_takes_the_gpus_triton_branch_on_a_simulated_gpu():
