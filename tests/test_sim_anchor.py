@@ -17,6 +17,13 @@ from core.tasks.discovery import find_task
 from tests.sim_target import H200
 
 
+@pytest.fixture(scope="module")
+def sim_h200():
+    """One warm `sim:h200` harness for every task below (each evaluation forks its own workers)."""
+    with Evaluator("sim:h200") as evaluator:
+        yield evaluator
+
+
 @pytest.mark.parametrize(
     "task_id,impl",
     [
@@ -25,15 +32,18 @@ from tests.sim_target import H200
         # interpreter (the harness preloads it): it failed correctness here until the patch
         # reached names bound earlier (triton_libdevice._rebind_imported)
         ("norm/add_rmsnorm", "liger"),
+        ("norm/rmsnorm_fp8_quant", "liger"),
+        ("elementwise/rope", "liger"),
+        ("elementwise/rope_qknorm", "liger"),
+        ("activation/silu_mul_fp8_quant", "liger"),
         ("moe/route_topk_softmax", "torch"),  # a torch composition, priced by the library model
     ],
 )
-def test_the_baseline_as_the_candidate_scores_exactly_1x_on_sim_h200(task_id, impl):
+def test_the_baseline_as_the_candidate_scores_exactly_1x_on_sim_h200(sim_h200, task_id, impl):
     if impl == "liger":
         pytest.importorskip("liger_kernel")
     task = find_task(task_id)
-    with Evaluator("sim:h200") as evaluator:
-        result = evaluator.evaluate(task, task.file("baseline.py"))
+    result = sim_h200.evaluate(task, task.file("baseline.py"))
     assert result.status == "passed", [s.message for s in result.stages]
     measured = [w for w in result.workloads if w.baseline.get("source") == "measured"]
     assert measured, "the task's workloads have measured H200 baselines"
