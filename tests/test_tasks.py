@@ -89,6 +89,8 @@ def _broken(tmp_path: Path, fixture_tasks: Path, edit) -> Path:
             "low < high",
         ),
         (lambda s: s.update(peak="tf32"), "peak", "bf16"),
+        (lambda s: s.update(bytes_hold=1.5), "bytes_hold", "a share in (0, 1]"),
+        (lambda s: s.update(bytes_hold="most"), "bytes_hold", "moves on every input"),
         (lambda s: s.update(colour="red"), "(top level)", "use only"),
     ],
 )
@@ -130,3 +132,34 @@ def test_hidden_draws_are_secret_seeded_and_new(fixture_tasks):
     assert first[-1].label not in labels
     draws = {tuple(task.gpu.hidden.resolve(random.Random(s))[-1].axes.items()) for s in range(20)}
     assert len(draws) > 5, "different seeds draw different shapes"
+
+
+def test_a_routed_task_declares_how_much_of_its_byte_formula_every_call_moves() -> None:
+    """`bytes` of a routed MoE task counts the experts uniform routing touches: an expectation
+    over the drawn routing. With skewed routing at a few tokens a correct call touches fewer
+    (mxfp4_moe at T = 3: 8 of 11.6 on average), so the task says what share every call moves
+    (`bytes_hold`), which a `sim:` device's count is held to; every other task keeps 0.8."""
+    from core.model.task import DEFAULT_BYTES_HOLD
+    from core.tasks.discovery import discover
+
+    holds = {t.id: t.bytes_hold for t in discover()}
+    assert holds["moe/mxfp4_moe"] == 0.4 and holds["moe/fused_moe"] == 0.6
+    assert {h for tid, h in holds.items() if tid not in ("moe/mxfp4_moe", "moe/fused_moe")} == {
+        DEFAULT_BYTES_HOLD
+    }
+
+
+def test_the_sim_holds_a_count_to_the_tasks_own_share_of_its_byte_formula() -> None:
+    from core.harness.sim.judge import formula_problem
+
+    launch = ({"bytes": 0.5e6, "flops": 0.0}, None)
+    formula = {"bytes": 1e6, "flops": 0.0, "dtype": "bf16"}
+    with pytest.MonkeyPatch.context() as mp:
+        import core.harness.sim.judge as judge
+
+        mp.setattr(judge, "counted_work", lambda launches, ops: (0.5e6, 0.0))
+        assert "sim_less_work" in (formula_problem(formula, [launch], []) or "")
+        assert formula_problem({**formula, "bytes_hold": 0.4}, [launch], []) is None
+        assert "at least 80%" in (
+            formula_problem({**formula, "bytes_hold": 0.0}, [launch], []) or ""
+        )

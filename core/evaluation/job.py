@@ -302,6 +302,7 @@ def build_job(
                         "formula": {
                             "flops": task.flops_for(w),
                             "bytes": task.bytes_for(w),
+                            "bytes_hold": task.bytes_hold,
                             "dtype": task.peak,
                         }
                     }

@@ -14,6 +14,7 @@ from core.model.formulas import evaluate_formula
 from core.model.workload import WORLD_AXIS, ModelWorkloads, Workload, WorkloadSets
 
 MIN_SEEDS = 3
+DEFAULT_BYTES_HOLD = 0.8  # `bytes_hold`: a task's byte formula is what any correct call moves
 
 
 class SpecKind(str, Enum):
@@ -191,6 +192,10 @@ class Task:
     baseline_note: str = ""
     # An external task's spec (core/tasks/external.py): it runs its own commands, scored by its own rules.
     external: Any = None
+    # The share of `bytes` a correct call moves on every input the task draws (a `sim:` device
+    # fails a counted call below it: sim_less_work). Below DEFAULT_BYTES_HOLD only where `bytes`
+    # is an expectation over data-dependent traffic, as the experts a routed batch touches.
+    bytes_hold: float = DEFAULT_BYTES_HOLD
 
     def baseline_impl(self, impl: str | None) -> BaselineImpl | None:
         """The declared candidate named `impl`; None (a task with one candidate: that one)."""

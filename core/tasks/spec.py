@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from core.model.task import MIN_SEEDS, Correctness, Limits, Task
+from core.model.task import DEFAULT_BYTES_HOLD, MIN_SEEDS, Correctness, Limits, Task
 from core.model.workload import WORLD_AXIS
 from core.tasks.fields import Fields, TaskError, read_list
 from core.tasks.model_sections import read_model_rows, read_model_workloads
@@ -100,6 +100,7 @@ def load_task(task_dir: Path | str, tasks_root: Path | str | None = None) -> Tas
             "provenance",
             "baselines",
             "baseline_note",
+            "bytes_hold",
         )
     )
     version = top.get("schema_version", int, "write `schema_version: 1`")
@@ -194,6 +195,19 @@ def load_task(task_dir: Path | str, tasks_root: Path | str | None = None) -> Tas
             top.fail(f"uses undeclared symbol(s) {', '.join(sorted(unknown))}", fix, key)
         formulas[key] = expr
 
+    bytes_hold = top.get(
+        "bytes_hold",
+        (int, float),
+        "the share of `bytes` a correct call moves on every input the task draws, e.g. 0.5",
+        DEFAULT_BYTES_HOLD,
+    )
+    if isinstance(bytes_hold, bool) or not 0 < float(bytes_hold) <= 1:
+        top.fail(
+            f"is {bytes_hold!r}",
+            "give a share in (0, 1]: lower than 0.8 only where `bytes` is an expectation over "
+            "data-dependent traffic (routing), low enough for its smallest workloads",
+            "bytes_hold",
+        )
     peak = top.get("peak", str, f"name the compute peak that bounds it: {', '.join(PEAKS)}")
     if peak not in PEAKS:
         top.fail(f"`{peak}` is unknown", f"use one of {', '.join(PEAKS)}", "peak")
@@ -266,6 +280,7 @@ def load_task(task_dir: Path | str, tasks_root: Path | str | None = None) -> Tas
         correctness=correctness,
         flops=formulas["flops"],
         bytes=formulas["bytes"],
+        bytes_hold=float(bytes_hold),
         peak=peak,
         gpu=gpu_sets,
         cpu=cpu_sets,
