@@ -74,12 +74,7 @@ class TaskBench:
         }
 
     def workload(self, w: Any) -> dict[str, Any]:
-        shapes = {
-            s.name: list(s.concrete_shape(w.axes))
-            for s in self.task.inputs + self.task.outputs
-            if s.shape is not None
-        }
-        return {"axes": w.axes, "shapes": shapes}
+        return {"axes": w.axes, "shapes": self.task.tensor_shapes(w.axes)}
 
     def measure(
         self,

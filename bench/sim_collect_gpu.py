@@ -524,11 +524,7 @@ def load(path: Path, name: str) -> Any:
 
 def fresh_inputs(task: Task, w: Workload, device: torch.device) -> inputs.FreshInputs:
     specs = [spec_json(s) for s in task.inputs]
-    shapes = {
-        s.name: list(s.concrete_shape(w.axes))
-        for s in task.inputs + task.outputs
-        if s.shape is not None
-    }
+    shapes = task.tensor_shapes(w.axes)
     custom = (
         load(task.file("inputs.py"), f"inputs_{task.id.replace('/', '_')}").make_inputs
         if task.file("inputs.py").is_file()

@@ -131,11 +131,7 @@ def point_job(task: Any, axes: dict[str, Any], n: int) -> tuple[list[dict], dict
     """What the harness's counting takes for one measured point: the input specs, the workload
     (axes and concrete shapes) and the task's make_inputs (its inputs.py, loaded as `inputs_n`)."""
     specs = [s.to_json() for s in task.inputs]
-    shapes = {
-        s.name: list(s.concrete_shape(axes))
-        for s in task.inputs + task.outputs
-        if s.shape is not None
-    }
+    shapes = task.tensor_shapes(axes)
     custom = (
         _load(task.file("inputs.py"), f"inputs_{n}").make_inputs
         if task.file("inputs.py").is_file()

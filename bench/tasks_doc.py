@@ -230,9 +230,8 @@ def baselines_section(
             )
             if sel.get("sol_fraction") is not None and sel["sol_fraction"] < 0.10:
                 low[t.id] = min(low.get(t.id, 1.0), sel["sol_fraction"])
-    out += pipeline_rows(
-        [t for t in tasks if not any(k[0] == t.id for k in by)], pipeline or {}, low
-    )
+    timed_impls = {task_id for task_id, _ in by}
+    out += pipeline_rows([t for t in tasks if t.id not in timed_impls], pipeline or {}, low)
     out += [
         "",
         "Baselines under 10% of the speed of light on some workload, and why nothing faster runs there:",

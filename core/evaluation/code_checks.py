@@ -56,11 +56,7 @@ class CodeChecks:
         return [self.task.at_world(w, self.world) for w in ws] if self.world else list(ws)
 
     def shapes(self, w: Workload) -> dict[str, list[int]]:
-        return {
-            s.name: list(s.concrete_shape(w.axes))
-            for s in self.task.inputs + self.task.outputs
-            if s.shape is not None
-        }
+        return self.task.tensor_shapes(w.axes)
 
     def inputs(self, w: Workload, seed: int) -> list[Any]:
         """One call's inputs; on a multi-rank task a list of every rank's, each drawn as the

@@ -230,11 +230,7 @@ def build_job(
         )
 
     def shapes(w: Workload) -> dict[str, list[int]]:
-        return {
-            s.name: list(s.concrete_shape(w.axes))
-            for s in task.inputs + task.outputs
-            if s.shape is not None
-        }
+        return task.tensor_shapes(w.axes)
 
     def checked(ws: list[Workload] | tuple[Workload, ...]) -> list[dict[str, Any]]:
         return [

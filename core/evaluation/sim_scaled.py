@@ -113,10 +113,6 @@ def scaled_json(task: Task, w: Workload) -> dict[str, Any] | None:
         return None
     return {
         "axes": dict(scaled.axes),
-        "shapes": {
-            s.name: list(s.concrete_shape(scaled.axes))
-            for s in task.inputs + task.outputs
-            if s.shape is not None
-        },
+        "shapes": task.tensor_shapes(scaled.axes),
         "label": ", ".join(f"{k}={v}" for k, v in scaled.axes.items()),
     }

@@ -56,6 +56,7 @@ from core.harness.baseline_rounds import BaselineWorkers
 from core.harness.baseline_worker import uses_baseline_worker
 from core.harness.batch import _Member
 from core.harness.concurrent_member import _Concurrent, _Slot
+from core.harness.inputs import dtype_of
 from core.harness.provenance import versions
 from core.harness.quiesce import Quiescer
 from core.harness.runner import JobRun, keep_trusted_jit
@@ -76,8 +77,6 @@ DEVICE_SHARE = 0.75
 
 def workload_bytes(job: dict[str, Any], workload: dict[str, Any]) -> int:
     """The bytes of a workload's declared input and output tensors."""
-    from core.harness.inputs import dtype_of
-
     shapes = workload.get("shapes") or {}
     total = 0
     for spec in [*job.get("inputs", []), *job.get("outputs", [])]:

@@ -231,15 +231,11 @@ def pinned(cpu: int | None) -> Iterator[None]:
     `.item()`) is timed with the host's part in it, and on the H200 such a call read up to 10%
     apart between the two processes, each consistent over its rounds (prefill_gqa, mla_prefill,
     2026-12-02): the host's side of the identity was not the same. `None`: as it is."""
-    if cpu is None:
-        yield
-        return
     try:
         saved = os.sched_getaffinity(0)
     except (AttributeError, OSError):  # not Linux
-        yield
-        return
-    if cpu not in saved:  # another CPU set than the parent's (a remote worker): leave it
+        saved = set()
+    if cpu is None or cpu not in saved:  # or another CPU set than the parent's: leave it
         yield
         return
     _set_threads({cpu})

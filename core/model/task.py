@@ -233,5 +233,14 @@ class Task:
     def bytes_for(self, w: Workload) -> float:
         return evaluate_formula(self.bytes, w.axes)
 
+    def tensor_shapes(self, axes: dict[str, int]) -> dict[str, list[int]]:
+        """Each declared tensor's concrete shape at `axes` (inputs and outputs that have one),
+        as a job's workload carries them to the harness."""
+        return {
+            s.name: list(s.concrete_shape(axes))
+            for s in self.inputs + self.outputs
+            if s.shape is not None
+        }
+
     def file(self, name: str) -> Path:
         return self.path / name

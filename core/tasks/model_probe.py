@@ -59,11 +59,7 @@ class Prober:
         self.seen: dict[tuple[tuple[str, int], ...], str | None] = {}
 
     def shapes(self, axes: dict[str, int]) -> dict[str, list[int]]:
-        return {
-            s.name: list(s.concrete_shape(axes))
-            for s in self.task.inputs + self.task.outputs
-            if s.shape is not None
-        }
+        return self.task.tensor_shapes(axes)
 
     def input_bytes(self, axes: dict[str, int]) -> int:
         from core.harness.inputs import dtype_of

@@ -201,7 +201,7 @@ def load_task(task_dir: Path | str, tasks_root: Path | str | None = None) -> Tas
         "the share of `bytes` a correct call moves on every input the task draws, e.g. 0.5",
         DEFAULT_BYTES_HOLD,
     )
-    if isinstance(bytes_hold, bool) or not 0 < float(bytes_hold) <= 1:
+    if not 0 < float(bytes_hold) <= 1:
         top.fail(
             f"is {bytes_hold!r}",
             "give a share in (0, 1]: lower than 0.8 only where `bytes` is an expectation over "

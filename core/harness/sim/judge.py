@@ -117,10 +117,8 @@ def formula_problem(
         return None
     want_bytes, want_flops = _num(formula.get("bytes")), _num(formula.get("flops"))
     # the task's own share where its byte formula is an expectation over the drawn data
-    # (task.yaml `bytes_hold`: the experts a routed batch touches); never above BYTES_HOLD's
-    # strictness by accident of a malformed job
+    # (task.yaml `bytes_hold`, checked in (0, 1] by the loader: the experts a routed batch touches)
     hold = _num(formula.get("bytes_hold")) or BYTES_HOLD
-    hold = min(max(hold, 0.05), 1.0)
     nbytes, arith = counted_work(launches, ops)
     if want_bytes > 0 and nbytes < hold * want_bytes:
         return (
