@@ -440,6 +440,27 @@ def timer_table(entries: list[dict[str, Any]]) -> tuple[list[str], int, int]:
     return lines, held, total
 
 
+# The oldest call whose code still stands for the table "as it stands" (the lead flushes; the
+# calls before measured code that has changed since).
+AS_IT_STANDS_FROM = "after"
+
+
+def _newest_groups(raws: dict[str, dict[str, Any]], phases: list[str]) -> list[dict[str, Any]]:
+    """Every identity entry of the newest of `phases` (newest first) that measured its (task,
+    profile, K)."""
+    chosen: dict[tuple[str, str, int], str] = {}
+    entries: list[dict[str, Any]] = []
+    for phase in phases:
+        for stem, raw in raws.items():
+            if not stem.startswith(phase):
+                continue
+            for e in raw.get("identity", []):
+                group = (e["task"], e["profile"], int(e.get("k") or 1))
+                if chosen.setdefault(group, phase) == phase:
+                    entries.append(e)
+    return entries
+
+
 def report(raws: dict[str, dict[str, Any]]) -> str:
     """The identity tables of docs/fidelity.md from `raws` (file stem -> its JSON): the
     results named `before_*` (the code as the issue found it) and `after_*` (as it stands)."""
@@ -450,7 +471,18 @@ def report(raws: dict[str, dict[str, Any]]) -> str:
         f"{device.get('date', '?')}; sandboxed (bubblewrap) through `core.rl.session.Arena`, liger-kernel 0.8.5.",
         "",
     ]
-    for phase, title in (
+    phases = (
+        (
+            "fifth",
+            "After the slots' trusted workers give back their memory and the extra rounds while "
+            "unsettled (fifth call of 2026-12-02): the tasks the fourth found out of memory, noisy "
+            "or did not reach",
+        ),
+        (
+            "fourth",
+            "After the memory bound on a batch's slots and the pinned timing CPU (fourth call of "
+            "2026-12-02)",
+        ),
         (
             "third",
             "The tasks not covered above, after the NVML fix (third call of 2026-12-02; before "
@@ -463,7 +495,21 @@ def report(raws: dict[str, dict[str, Any]]) -> str:
             "While isolated candidates could not map CUDA IPC handles (the old path, fixed since)",
         ),
         ("before", "Before (the code the issue measured)"),
-    ):
+    )
+    names = [phase for phase, _ in phases]
+    newest = _newest_groups(raws, names[: names.index(AS_IT_STANDS_FROM) + 1])
+    if newest:
+        lines, held, total = identity_table(newest)
+        out += [
+            "### As it stands: each (task, profile, K) from the newest call that measured it",
+            "",
+            f"The identity holds in {held} of {total} (task, profile, K) groups. The sections below "
+            "are the calls one by one, newest first.",
+            "",
+            *lines,
+            "",
+        ]
+    for phase, title in phases:
         entries = [
             e
             for stem, raw in raws.items()

@@ -119,6 +119,43 @@ def test_timing_does_not_stop_while_the_alternations_disagree_on_the_ratio():
     assert timing.round_ratios(walls) == pytest.approx([93.0 / 93.1, 93.2 / 92.8])
 
 
+def test_rounds_whose_ratios_have_not_settled_are_extended_up_to_the_extra_rounds():
+    """`alternations` rounds at most when the ratio has settled (and as few as `min_rounds`),
+    up to `extra_rounds` more while it has not, and only while another round fits the stage."""
+    plan = (4, 2, 4, 0.01)  # train on a GPU: 4 rounds, at least 2, up to 4 more
+
+    def rounds_run(settled_after: int | None, room: bool = True, plan=plan) -> int:
+        done = 0
+        while True:
+            done += 1
+            more = timing.more_rounds(
+                done,
+                plan,
+                lambda done=done: settled_after is not None and done >= settled_after,
+                lambda: room,
+            )
+            if not more:
+                return done
+
+    assert rounds_run(settled_after=1) == 2  # never fewer than min_rounds
+    assert rounds_run(settled_after=3) == 3
+    assert rounds_run(settled_after=6) == 6  # past the planned four while unsettled
+    assert rounds_run(settled_after=None) == 8  # at most four more
+    assert rounds_run(settled_after=None, room=False) == 4  # no room left in the stage
+    assert rounds_run(settled_after=None, plan=(4, 2, 0, 0.01)) == 4  # no extra rounds asked
+    assert (
+        rounds_run(settled_after=None, plan=(4, 2, 4, 0.0)) == 4
+    )  # target 0: every round, no more
+
+
+def test_a_gpu_profile_allows_extra_rounds_and_the_cpu_device_none():
+    from core.evaluation.job import Timing as T
+
+    assert T.for_device("cuda", "train").to_job()["extra_rounds"] == 4
+    assert T.for_device("cuda", "full").to_job()["extra_rounds"] == 5
+    assert T.for_device("cpu", "train").to_job()["extra_rounds"] == 0
+
+
 def test_the_baseline_timed_in_its_own_worker_scores_the_identity_and_says_what_it_ran(tmp_path):
     """The task's baseline submitted as the candidate, both sides in workers of their own,
     each alternation's two rounds served on one region."""

@@ -5,6 +5,7 @@ no other candidate process alive; every verdict the one the candidate gets alone
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from pathlib import Path
 
@@ -209,6 +210,27 @@ def test_a_candidate_out_of_memory_is_rerun_alone_without_the_kept_workers(
     assert "out of memory" in (batch[0].stage(batch[0].failed_stage).message or "")
     for result in batch[1:]:
         assert "a neighbour ran out of memory" in (result.stage("performance").message or "")
+
+
+def test_the_slots_trusted_workers_give_back_what_they_keep_for_speed_before_timing_and_reruns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, axpy
+) -> None:
+    """The slots' trusted workers keep their references and their allocator's free blocks (on
+    an H200 their peaks, 29-38 GiB each, left a rerun alone no room): once the untimed stages
+    are over, and again before a candidate that ran out of memory is evaluated alone, each
+    gives them back (the `trim` op); what is needed later is computed afresh."""
+    from core.harness import trace
+
+    monkeypatch.setenv("ARENA_BATCH_CONCURRENCY", "2")
+    monkeypatch.setenv(trace.ENV, "1")
+    paths = [CANDIDATES / "axpy_out_of_memory.py", CANDIDATES / "axpy_torch.py"]
+    with Evaluator("cpu", workdir=tmp_path / "ev", timing=FAST) as evaluator:
+        batch = asyncio.run(evaluator.aevaluate_batch(axpy, paths, seed=12, profile="train"))
+        rows = (evaluator.root / trace.FILE_NAME).read_text().splitlines()
+    assert [r.status for r in batch] == ["failed", "passed"]
+    trims = [row["pid"] for row in map(json.loads, rows) if row["name"] == "trim"]
+    # each slot's trusted worker: once before the timing, once before the rerun
+    assert sorted(trims.count(pid) for pid in set(trims)) == [2, 2], trims
 
 
 def test_a_gpu_batch_runs_as_many_candidates_at_once_as_its_memory_holds() -> None:

@@ -77,9 +77,12 @@ def world_size_for(task: Task, info: DeviceInfo, asked: int | None = None) -> in
 @dataclass(frozen=True)
 class Timing:
     """How long each side is timed per workload, in rounds that alternate candidate and
-    baseline: at most `alternations` rounds of `budget_ms / alternations` a side, and fewer
-    once both medians' 95% intervals are within ±`ci_target` after at least `min_rounds`
-    (None: every round; `ci_target` 0: no early stop)."""
+    baseline: `alternations` rounds of `budget_ms / alternations` a side, fewer once both
+    medians' 95% intervals are within ±`ci_target` and the rounds' paired ratios agree after at
+    least `min_rounds` (None: every round; `ci_target` 0: no early stop), and up to
+    `extra_rounds` more while they have not settled: a large kernel whose rounds read a few
+    percent apart (prefill attention on the H200: 0.93-1.05 in four rounds of one identical
+    source) is timed until its ratio is known rather than cut at a fixed count."""
 
     alternations: int
     budget_ms: float
@@ -87,6 +90,7 @@ class Timing:
     max_calls: int
     min_rounds: int | None = None
     ci_target: float = CI_TARGET
+    extra_rounds: int = 0
     shared_io: bool = True  # False: the old path, inputs drawn in the candidate's process (measurements: docs/integrity.md)
     # Where the baseline is timed: None, in a worker of its own on GPUs and in the trusted
     # worker on the CPU (core/harness/baseline_worker.py); True or False forces it (tests).
@@ -104,8 +108,22 @@ class Timing:
             # At most 64 calls a round: the median's interval is within ±1% after a few dozen
             # calls, and each call costs the harness 0.1-0.5 ms (refill, flush) whatever the
             # kernel's own time (docs/performance.md).
-            return cls(alternations=4, budget_ms=40.0, min_calls=3, max_calls=64, min_rounds=2)
-        return cls(alternations=5, budget_ms=100.0, min_calls=3, max_calls=1000, min_rounds=2)
+            return cls(
+                alternations=4,
+                budget_ms=40.0,
+                min_calls=3,
+                max_calls=64,
+                min_rounds=2,
+                extra_rounds=4,
+            )
+        return cls(
+            alternations=5,
+            budget_ms=100.0,
+            min_calls=3,
+            max_calls=1000,
+            min_rounds=2,
+            extra_rounds=5,
+        )
 
     def to_job(self) -> dict[str, Any]:
         return {

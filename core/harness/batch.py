@@ -113,6 +113,19 @@ class BatchEvaluation(JobRun):
             self.trusted.kill()
             self.trusted = None
 
+    def _trim(self) -> None:
+        """Have the trusted worker give the device back its cached references and its
+        allocator's free blocks (a member ran out of memory: concurrent.py). A trusted worker
+        that does not answer is replaced."""
+        self._drain()  # its channel clean first: the reply read next is the trim's
+        if self.trusted is None:
+            return
+        try:
+            self.trusted.request({"op": "trim"}, 60.0)
+        except (WorkerTimeout, WorkerDied):
+            self.trusted.kill()
+            self.trusted = None
+
     def _record_regions(self, member: int, phase: str) -> None:
         """Append what the trusted worker holds after a candidate's work to the job's
         `trusted_regions.jsonl` (its regions by key, what it freed for dead workers, and on a

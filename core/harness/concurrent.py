@@ -313,6 +313,11 @@ class ConcurrentBatch(JobRun):
                 thread.start()
             for _ in threads:
                 self.idle.acquire()
+            # The untimed stages are over: what the slots' trusted workers kept for them (the
+            # cached references, their allocator's free blocks) goes back to the device, so the
+            # timed processes' allocations are not squeezed by it.
+            for slot in self.slots:
+                slot._trim()
             # Every slot is idle and every candidate process gone: time them one at a time.
             for index, member in enumerate(members):
                 if member is None:  # its slot broke before it ran
@@ -341,12 +346,16 @@ class ConcurrentBatch(JobRun):
                         # The workers kept for their timing hold their device memory (what
                         # their candidates keep alive): given up, so the candidate's run
                         # alone has the device's memory as it would alone; they are timed
-                        # in fresh workers instead.
+                        # in fresh workers instead. Every slot's trusted worker gives back
+                        # its cached references and free blocks too (their peaks, 29-38 GiB
+                        # each, left a rerun no room on the H200).
                         for other in members:
                             if other is not None and other is not member:
                                 other.demote(
                                     "a neighbour ran out of memory beside the kept workers"
                                 )
+                        for slot in self.slots:
+                            slot._trim()
                     self._alone(member)
         finally:
             quiescer.close()

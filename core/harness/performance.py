@@ -6,6 +6,7 @@ must compute what the correctness runs did). A `sim:` device predicts instead (s
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import statistics
@@ -17,7 +18,7 @@ from core.harness.baseline_rounds import BaselineWorkers, time_baseline
 from core.harness.baseline_worker import uses_baseline_worker
 from core.harness.calls import CandidateCalls, _workload
 from core.harness.faults import StageFailed
-from core.harness.timing import picks, settled, summarize
+from core.harness.timing import more_rounds, picks, settled, summarize
 
 if TYPE_CHECKING:
     from core.harness.runner import Evaluation
@@ -64,6 +65,8 @@ class PerformanceStage(CandidateCalls):
         target = float(
             timing.get("ci_target", 0.0)
         )  # 0: every round runs (the protocol before adaptive stopping)
+        # Rounds past `alternations` while the paired ratios have not settled (job.Timing)
+        extra = int(timing.get("extra_rounds", 0)) if target > 0 else 0
         sampled = int(timing.get("checked_calls", 2))
         checked_total = 0
         pin = timing_cpu(self.job)
@@ -76,7 +79,7 @@ class PerformanceStage(CandidateCalls):
             checked = 0
             impl = None
             done = 0
-            for r in range(rounds):
+            for r in range(rounds + extra):
                 first = r * 100_000
                 request = {
                     "op": "time",
@@ -197,12 +200,28 @@ class PerformanceStage(CandidateCalls):
                 sides["baseline"] += base["times_us"]
                 impl = base["impl"] or impl
                 done = r + 1
-                if target > 0 and done >= min_rounds and settled(walls, sides, target):
-                    break  # both medians and the paired ratio known: more rounds would not move it
+                if not more_rounds(
+                    done,
+                    (rounds, min_rounds, extra, target),
+                    functools.partial(settled, walls, sides, target),
+                    functools.partial(self._room_for_another, walls, deadline),
+                ):
+                    break
+            if done > rounds:
+                notes.append(
+                    f"timed in {done} rounds: the paired ratios of the first {rounds} had not settled"
+                )
             checked_total += checked
             figures = {side: summarize(sides[side]) for side in sides}
             self._emit_timed(w, mode, done, figures, walls, checked, notes, {"impl": impl})
         return {"workloads": len(self.job["stages"]["performance"]), "checked_calls": checked_total}
+
+    @staticmethod
+    def _room_for_another(walls: dict[str, list[dict[str, float]]], deadline: float) -> bool:
+        """Whether one more round of both sides fits well inside the stage's limit: an extra
+        round is for the ratio's sake, never a reason for the stage to run out of time."""
+        last = sum(float(side[-1]["wall_s"]) for side in walls.values() if side)
+        return time.monotonic() + 4 * last + 1.0 < deadline
 
     def _baseline_round(
         self, request: dict[str, Any], shared: bool, pair: bool, deadline: float

@@ -64,6 +64,7 @@ class Op(str, Enum):
     REGIONS = "regions"  # what the trusted worker holds now (introspection)
     SERVE_ROUND = "serve_round"  # draw a timed round's inputs, check its sampled calls
     SYNC = "sync"  # a batch's next candidate starts from a clean channel
+    TRIM = "trim"  # give the device back the cached references and the allocator's free blocks
     JIT = "jit"  # what it compiled (Triton's cache entries), for the next trusted workers
     PREDICT_BASELINE = "predict_baseline"
     SIM_VALUES = (

@@ -164,6 +164,25 @@ def settled(
     return (max(ratios) - min(ratios)) / middle <= 2 * target if middle > 0 else True
 
 
+def more_rounds(
+    done: int,
+    plan: tuple[int, int, int, float],
+    settled_now: Callable[[], bool],
+    room: Callable[[], bool],
+) -> bool:
+    """Whether a workload's timing takes another alternation after `done` of them. `plan` is
+    (rounds, min_rounds, extra, target): at least `min_rounds`; then it stops once both medians
+    and the paired ratio have settled (`settled_now`, within ±`target`; 0: never early); past
+    `rounds` only while they have not, up to `extra` more, and only while one more round fits
+    the stage's limit (`room`)."""
+    rounds, min_rounds, extra, target = plan
+    if done >= rounds + extra:
+        return False
+    if target > 0 and done >= min_rounds and settled_now():
+        return False  # both medians and the paired ratio known: more rounds would not move it
+    return done < rounds or (target > 0 and room())
+
+
 def summarize(times_us: list[float]) -> dict[str, Any]:
     if not times_us:
         return {"n": 0}

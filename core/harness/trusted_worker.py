@@ -8,7 +8,7 @@ rounds that go through shared memory (shared_check.py, shared_io.py) and times t
 It is non-dumpable: no same-user process may read its memory.
 
 Its ops (protocol.Op) each have a handler of `TrustedWorker`, answered by oploop.serve: expect,
-check, check_timed, time, sync, sim_values, predict_baseline answer once; stage and
+check, check_timed, time, sync, trim, sim_values, predict_baseline answer once; stage and
 probe_region answer themselves (a descriptor may follow the reply), regions answers with what
 it holds (introspection), serve_round answers when
 the round's layout is sent and again with its verdicts, and collect, drop and release take no
@@ -47,6 +47,11 @@ from core.harness.worker_tools import error_reply, sync
 
 Answer = oploop.Answer | None  # a reply, or None: answered already, or no reply
 Entry = tuple[list[Any], list[torch.Tensor]]  # (inputs, reference outputs)
+# Device memory the allocator may keep free after a reference (its float32 temporaries) before
+# it is given back. A batch has one trusted worker per slot: each kept the peak of its largest
+# reference, and five of them (38 and 29 GiB among them) left a member's reference no room on the
+# H200 (fp8_blockscale_grouped_gemm, 2026-12-02).
+REFERENCE_SLACK_BYTES = 1 << 30
 
 
 def install_trusted_triton(job: dict[str, Any]) -> None:
@@ -64,6 +69,19 @@ def install_trusted_triton(job: dict[str, Any]) -> None:
         os.path.join(tempfile.gettempdir(), jit_cache.TRUSTED_ROOT),
         job["device"].get("type", "cpu"),
     )
+
+
+def give_back_slack(device: torch.device) -> None:
+    """Return the allocator's free blocks to the device where they pass REFERENCE_SLACK_BYTES:
+    what the reference freed is of no use to this worker's next request, and other workers of
+    a batch may need it. Never in a timed process: only the trusted worker calls this."""
+    if device.type != "cuda":
+        return
+    if (
+        torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        > REFERENCE_SLACK_BYTES
+    ):
+        torch.cuda.empty_cache()
 
 
 def trusted_main(conn: socket.socket, job: dict[str, Any]) -> None:
@@ -127,6 +145,7 @@ class TrustedWorker:
                 Op.SERVE_ROUND.value: self.on_serve_round,
                 Op.TIME.value: self.on_time,
                 Op.SYNC.value: self.on_sync,
+                Op.TRIM.value: self.on_trim,
                 Op.JIT.value: self.on_jit,
                 Op.SIM_VALUES.value: self.on_sim_values,
                 Op.PREDICT_BASELINE.value: self.on_predict_baseline,
@@ -144,6 +163,7 @@ class TrustedWorker:
     def reference(self, args: list[Any]) -> list[torch.Tensor]:
         with torch.no_grad():
             result = self.reference_run(*args)
+        give_back_slack(self.device)
         return list(result) if isinstance(result, (tuple, list)) else [result]
 
     def send_with_fd(self, reply: dict[str, Any], fds: list[int]) -> None:
@@ -421,6 +441,16 @@ class TrustedWorker:
             self.task.baseline_run, fresh, self.device, timing.Round.from_request(msg)
         )
         return {"ok": True, **timed, "impl": baseline_impl(self.task.baseline_module)}, None
+
+    def on_trim(self, _msg: dict[str, Any], _payload: Any) -> Answer:
+        """Give the device back what is kept only for speed: the cached references and the
+        allocator's free blocks (a batch member ran out of memory beside them: concurrent.py).
+        A later run computes its reference again."""
+        self.references = ReferenceCache(self.references.budget)
+        self.expected.clear()
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+        return {"ok": True}, None
 
     def on_sync(self, msg: dict[str, Any], _payload: Any) -> Answer:
         """A batch's next candidate starts from a clean channel (batch.py)."""
