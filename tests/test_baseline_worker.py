@@ -148,6 +148,32 @@ def test_rounds_whose_ratios_have_not_settled_are_extended_up_to_the_extra_round
     )  # target 0: every round, no more
 
 
+def test_the_candidates_round_times_as_many_calls_as_the_baselines_unless_far_slower():
+    """Both sides' medians over the same inputs: call k of an alternation gets the same drawn
+    inputs on both sides, so a workload whose cost depends on them (drawn lengths, routing)
+    is compared call for call. A candidate too slow to time them within MATCH_SLACK budgets
+    times what its budget holds."""
+    rnd = timing.Round(budget_ms=10.0, min_calls=3, max_calls=64, first_index=0, graph=False)
+    assert rnd.calls_for(2.3) == 4  # its own count: 10 ms of 2.3 ms calls
+    matched = timing.Round(10.0, 3, 64, 0, False, match_calls=5)
+    assert matched.calls_for(2.3) == 5  # the baseline timed 5: so does the candidate
+    assert matched.calls_for(9.0) == 3  # 5 calls of 9 ms: over MATCH_SLACK (4) budgets
+    assert (
+        timing.Round(10.0, 3, 64, 0, False, match_calls=500).calls_for(0.001) == 64
+    )  # never past max
+
+
+def test_a_timed_round_of_the_identity_matches_the_baselines_calls_in_every_round():
+    task = find_task(TASK)
+    tight = Timing(alternations=3, budget_ms=3.0, min_calls=1, max_calls=1000, min_rounds=3)
+    with Evaluator("cpu", timing=tight) as ev:
+        result = ev.evaluate(task, task.file("baseline.py"), seed=3, profile="train")
+    assert result.status == "passed", result.stages
+    for w in result.workloads:
+        ours = [r["calls"] for r in w.candidate["rounds"]]
+        assert ours == [r["calls"] for r in w.baseline["rounds"]], w.label
+
+
 def test_a_gpu_profile_allows_extra_rounds_and_the_cpu_device_none():
     from core.evaluation.job import Timing as T
 

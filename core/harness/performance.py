@@ -121,10 +121,12 @@ class PerformanceStage(CandidateCalls):
                 by_round = (
                     t0 + round_limit < deadline
                 )  # else the stage's own limit comes first, and its message
+                # the calls the baseline's round timed: the candidate's times the same inputs
+                matched = {**request, "match_calls": len(base["times_us"])}
                 header = (
-                    {**request, "sample": sample}
+                    {**matched, "sample": sample}
                     if not_shared
-                    else {**{k: v for k, v in request.items() if k != "seed"}, "shared": True}
+                    else {**{k: v for k, v in matched.items() if k != "seed"}, "shared": True}
                 )
                 reply, _ = self._candidate_call(
                     header,
@@ -144,7 +146,7 @@ class PerformanceStage(CandidateCalls):
                     notes.append(f"{shared_round.OLD_PATH_NOTE} ({not_shared})")
                     t0 = time.monotonic()
                     reply, _ = self._candidate_call(
-                        {**request, "sample": sample},
+                        {**matched, "sample": sample},
                         t0 + round_limit if by_round else deadline,
                         limit_note=limit_note if by_round else None,
                     )

@@ -216,12 +216,17 @@ def picks(sample: Sequence[float], calls: int) -> set[int]:
     return {min(calls - 1, max(0, int(u * calls))) for u in sample} if calls > 0 else set()
 
 
+MATCH_SLACK = 4.0  # the candidate matches the baseline's count unless that takes over 4 budgets
+
+
 @dataclass(frozen=True)
 class Round:
     """One timed round's parameters: about `budget_ms` of calls, between `min_calls` and
     `max_calls`; the warm-up call gets inputs `first_index`, timed call k `first_index + 1 + k`
     (so inputs stay fresh across alternation rounds); `graph`: CUDA graph replays;
-    `sync_each_call`: a host wait after every call instead of queuing them."""
+    `sync_each_call`: a host wait after every call instead of queuing them; `match_calls`: the
+    number of calls the baseline's round of this alternation timed (0: none), which the
+    candidate's round times too, on the same inputs (`calls_for`)."""
 
     budget_ms: float
     min_calls: int
@@ -229,6 +234,7 @@ class Round:
     first_index: int
     graph: bool
     sync_each_call: bool = False
+    match_calls: int = 0
 
     @classmethod
     def from_request(cls, msg: dict[str, Any]) -> Round:
@@ -240,13 +246,24 @@ class Round:
             msg["first_index"],
             msg["graph"],
             msg.get("sync_each_call", False),
+            int(msg.get("match_calls") or 0),
         )
 
     def calls_for(self, estimate_ms: float) -> int:
-        """How many calls fill the budget, given one call's estimated milliseconds."""
-        return max(
-            self.min_calls, min(self.max_calls, int(self.budget_ms / max(estimate_ms, 1e-4)))
-        )
+        """How many calls fill the budget, given one call's estimated milliseconds; with
+        `match_calls`, that many (the baseline's round's, so both sides' medians are over the
+        same inputs) unless at this speed they would take more than MATCH_SLACK budgets.
+
+        Each side counted its own calls before: where a workload's work depends on its drawn
+        inputs (lengths, routing, group sizes), a median of 4 calls against one of 5 compared
+        different inputs, and the identity read 0.67-1.21 from round to round on the H200
+        (fp8_blockscale_grouped_gemm, mla_prefill; docs/fidelity.md)."""
+        own = max(self.min_calls, min(self.max_calls, int(self.budget_ms / max(estimate_ms, 1e-4))))
+        if 0 < self.match_calls <= self.max_calls and estimate_ms * self.match_calls <= (
+            MATCH_SLACK * self.budget_ms
+        ):
+            return self.match_calls
+        return own
 
 
 def time_calls(
