@@ -100,6 +100,41 @@ case "$STEP" in
   timeout 470 python3 bench/fidelity.py identity --out "$OUT/batch" --profiles train --batch 5 --runs 1 \
     --budget-s 455 --tasks $TASKS8 2>&1 | tail -25
   ;;
+9)
+  # issue 35 after the candidate's round times the baseline's calls (the same drawn inputs) on
+  # the three tasks whose work depends on them; issue 42's batches of two families after this
+  # session's timing changes (the cost of the extra rounds); `full` one at a time on four
+  # tasks: about 8 minutes.
+  timeout 170 python3 bench/fidelity.py identity --out "$OUT/batch" --profiles train --batch 5 --runs 1 \
+    --budget-s 160 --tasks gemm/fp8_blockscale_grouped_gemm attention/mla_prefill \
+    attention/prefill_sliding_window_sinks 2>&1 | tail -8
+  mkdir -p "$OUT/pb"
+  timeout 170 python3 bench/published_batches.py --device cuda:0 --tasks activation/silu_mul \
+    norm/add_rmsnorm --phases warmup,batches --budget-s 160 --out "$OUT/pb" 2>&1 | grep -v "^- \|^|" | cut -c1-300
+  timeout 150 python3 bench/fidelity.py identity --out "$OUT/full" --profiles full --singles --runs 1 \
+    --budget-s 140 --tasks elementwise/rope attention/prefill_gqa elementwise/kv_cache_write \
+    moe/route_topk_softmax 2>&1 | tail -8
+  ;;
+10)
+  # issue 35: are the host-bound workloads' round-to-round modes the batch's (many CUDA
+  # contexts alive) or the task's? One at a time, pinned and not: about 4 minutes.
+  timeout 75 python3 bench/fidelity.py identity --out "$OUT/single_pinned" --profiles train --singles \
+    --runs 3 --budget-s 65 --tasks gemm/fp8_blockscale_grouped_gemm 2>&1 | tail -4
+  ARENA_TIMING_CPU=off timeout 75 python3 bench/fidelity.py identity --out "$OUT/single_unpinned" \
+    --profiles train --singles --runs 3 --budget-s 65 --tasks gemm/fp8_blockscale_grouped_gemm 2>&1 | tail -4
+  timeout 75 python3 bench/fidelity.py identity --out "$OUT/single_mla" --profiles train --singles \
+    --runs 3 --budget-s 65 --tasks attention/mla_prefill 2>&1 | tail -4
+  ;;
+11)
+  # after extra rounds became only for ratios over 6% apart (timing.wide): silu_mul's batch
+  # (step 9 measured the cost of extending every unsettled workload) and prefill_gqa's
+  # identity, which still extends: about 3 minutes.
+  mkdir -p "$OUT/pb"
+  timeout 115 python3 bench/published_batches.py --device cuda:0 --tasks activation/silu_mul \
+    --phases warmup,batches --budget-s 105 --out "$OUT/pb" 2>&1 | grep "batch of" | cut -c1-200
+  timeout 45 python3 bench/fidelity.py identity --out "$OUT/batch" --profiles train --batch 5 --runs 1 \
+    --budget-s 40 --tasks attention/prefill_gqa 2>&1 | tail -3
+  ;;
 esac
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
 # At most 8 files come back from a device call (2026-12-02's step 3 lost tasks_gpu.json so):

@@ -174,6 +174,22 @@ def test_a_timed_round_of_the_identity_matches_the_baselines_calls_in_every_roun
         assert ours == [r["calls"] for r in w.baseline["rounds"]], w.label
 
 
+def test_only_ratios_far_apart_are_worth_extra_rounds():
+    """Past the planned rounds, timing goes on only where the paired ratios lie more than
+    WIDE_SPREAD apart (prefill attention's 0.93-1.05): a small kernel's few percent (silu_mul's
+    0.98-1.02) already give a median within the bound, and timing on cost it time."""
+
+    def walls(ratios: list[float]) -> dict:
+        return {
+            "baseline": [{"median_us": 100.0 * r} for r in ratios],
+            "candidate": [{"median_us": 100.0} for _ in ratios],
+        }
+
+    assert timing.wide(walls([0.965, 1.053, 0.955, 0.926]))
+    assert not timing.wide(walls([0.98, 1.02, 1.0, 0.99]))
+    assert not timing.wide(walls([0.5]))  # one round: nothing to compare
+
+
 def test_a_gpu_profile_allows_extra_rounds_and_the_cpu_device_none():
     from core.evaluation.job import Timing as T
 

@@ -18,7 +18,7 @@ from core.harness.baseline_rounds import BaselineWorkers, time_baseline
 from core.harness.baseline_worker import uses_baseline_worker
 from core.harness.calls import CandidateCalls, _workload
 from core.harness.faults import StageFailed
-from core.harness.timing import more_rounds, picks, settled, summarize
+from core.harness.timing import more_rounds, picks, settled, summarize, wide
 
 if TYPE_CHECKING:
     from core.harness.runner import Evaluation
@@ -206,7 +206,7 @@ class PerformanceStage(CandidateCalls):
                     done,
                     (rounds, min_rounds, extra, target),
                     functools.partial(settled, walls, sides, target),
-                    functools.partial(self._room_for_another, walls, deadline),
+                    functools.partial(self._worth_another, walls, deadline),
                 ):
                     break
             if done > rounds:
@@ -219,9 +219,12 @@ class PerformanceStage(CandidateCalls):
         return {"workloads": len(self.job["stages"]["performance"]), "checked_calls": checked_total}
 
     @staticmethod
-    def _room_for_another(walls: dict[str, list[dict[str, float]]], deadline: float) -> bool:
-        """Whether one more round of both sides fits well inside the stage's limit: an extra
-        round is for the ratio's sake, never a reason for the stage to run out of time."""
+    def _worth_another(walls: dict[str, list[dict[str, float]]], deadline: float) -> bool:
+        """Past the planned rounds: whether the paired ratios are still far apart (timing.wide)
+        and one more round of both sides fits well inside the stage's limit (an extra round is
+        for the ratio's sake, never a reason for the stage to run out of time)."""
+        if not wide(walls):
+            return False
         last = sum(float(side[-1]["wall_s"]) for side in walls.values() if side)
         return time.monotonic() + 4 * last + 1.0 < deadline
 

@@ -164,6 +164,24 @@ def settled(
     return (max(ratios) - min(ratios)) / middle <= 2 * target if middle > 0 else True
 
 
+WIDE_SPREAD = (
+    0.06  # paired ratios further apart than this (max - min over the median) get extra rounds
+)
+
+
+def wide(walls: dict[str, list[dict[str, Any]]]) -> bool:
+    """Whether the rounds' paired ratios lie more than WIDE_SPREAD apart: then one round's
+    ratio can be off by more than `train`'s ±3% bound, and more rounds are worth their time. A
+    small kernel's ratios a few percent apart already give its median within the bound (the
+    identity held on them before extra rounds existed); timing them on cost 0.9 s a candidate
+    on the H200 (silu_mul, 2026-12-02)."""
+    ratios = round_ratios(walls)
+    if len(ratios) < 2:
+        return False
+    middle = statistics.median(ratios)
+    return middle > 0 and (max(ratios) - min(ratios)) / middle > WIDE_SPREAD
+
+
 def more_rounds(
     done: int,
     plan: tuple[int, int, int, float],
@@ -173,8 +191,8 @@ def more_rounds(
     """Whether a workload's timing takes another alternation after `done` of them. `plan` is
     (rounds, min_rounds, extra, target): at least `min_rounds`; then it stops once both medians
     and the paired ratio have settled (`settled_now`, within ±`target`; 0: never early); past
-    `rounds` only while they have not, up to `extra` more, and only while one more round fits
-    the stage's limit (`room`)."""
+    `rounds` only while they have not, up to `extra` more, and only while another is worth its
+    time (`room`: the ratios still far apart, and one more round fits the stage's limit)."""
     rounds, min_rounds, extra, target = plan
     if done >= rounds + extra:
         return False
