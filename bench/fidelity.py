@@ -473,6 +473,21 @@ def report(raws: dict[str, dict[str, Any]]) -> str:
     ]
     phases = (
         (
+            "eighth",
+            "After extra rounds became only for paired ratios over 6% apart (eighth call of "
+            "2026-12-02)",
+        ),
+        (
+            "seventh",
+            "One at a time: the host-bound tasks' round-to-round modes are the task's, not the "
+            "batch's (seventh call of 2026-12-02)",
+        ),
+        (
+            "sixth",
+            "After the candidate's round times the baseline's calls, on the same drawn inputs "
+            "(sixth call of 2026-12-02); `full` one at a time on four more tasks",
+        ),
+        (
             "fifth",
             "After the slots' trusted workers give back their memory and the extra rounds while "
             "unsettled (fifth call of 2026-12-02): the tasks the fourth found out of memory, noisy "
@@ -489,6 +504,11 @@ def report(raws: dict[str, dict[str, Any]]) -> str:
             "the memory bound on a batch's slots and the pinned timing CPU)",
         ),
         ("after", "The second call of 2026-12-02, after the lead flushes"),
+        (
+            "unpinned",
+            "The seventh call's fp8_blockscale_grouped_gemm one at a time with "
+            "`ARENA_TIMING_CPU=off` (a diagnosis: not the default)",
+        ),
         ("worker", "With the baseline's own worker, before the lead flushes"),
         (
             "oldpath",
