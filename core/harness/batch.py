@@ -115,8 +115,9 @@ class BatchEvaluation(JobRun):
 
     def _trim(self) -> None:
         """Have the trusted worker give the device back its cached references and its
-        allocator's free blocks (a member ran out of memory: concurrent.py). A trusted worker
-        that does not answer is replaced."""
+        allocator's free blocks: when a concurrent batch's untimed stages end, and before a
+        member that ran out of memory runs again alone (concurrent.py). A trusted worker that
+        does not answer is replaced."""
         self._drain()  # its channel clean first: the reply read next is the trim's
         if self.trusted is None:
             return

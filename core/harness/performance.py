@@ -65,7 +65,7 @@ class PerformanceStage(CandidateCalls):
         target = float(
             timing.get("ci_target", 0.0)
         )  # 0: every round runs (the protocol before adaptive stopping)
-        # Rounds past `alternations` while the paired ratios have not settled (job.Timing)
+        # Rounds past `alternations` while the paired ratios lie far apart (job.Timing)
         extra = int(timing.get("extra_rounds", 0)) if target > 0 else 0
         sampled = int(timing.get("checked_calls", 2))
         checked_total = 0
