@@ -18,7 +18,7 @@ from core.harness.baseline_rounds import BaselineWorkers, time_baseline
 from core.harness.baseline_worker import uses_baseline_worker
 from core.harness.calls import CandidateCalls, _workload
 from core.harness.faults import StageFailed
-from core.harness.timing import more_rounds, picks, settled, summarize, wide
+from core.harness.timing import WIDE_SPREAD, more_rounds, picks, settled, summarize, wide
 
 if TYPE_CHECKING:
     from core.harness.runner import Evaluation
@@ -211,7 +211,7 @@ class PerformanceStage(CandidateCalls):
                     break
             if done > rounds:
                 notes.append(
-                    f"timed in {done} rounds: the paired ratios of the first {rounds} had not settled"
+                    f"timed in {done} rounds: the paired ratios of the first {rounds} lay over {WIDE_SPREAD:.0%} apart"
                 )
             checked_total += checked
             figures = {side: summarize(sides[side]) for side in sides}
