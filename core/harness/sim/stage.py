@@ -73,6 +73,7 @@ def check_values(
         got.get("changed_bytes"),
         values.get("written_bytes"),
         [o["name"] for o in ev.job["outputs"]],
+        values.get("written_bytes_high"),
     )
     if unwritten:
         raise StageFailed("failed", f"{label}: {unwritten}")
@@ -138,6 +139,8 @@ def predict_performance(ev: Evaluation, deadline: float) -> dict[str, Any]:
                 "workload": _workload(w),
                 "seed": seed,
                 "exact": exact,
+                # what a count of sampled launches that falls short is confirmed against (a recount)
+                **({"formula": w["formula"]} if isinstance(w.get("formula"), dict) else {}),
                 **({"scaled": w["scaled"]} if w.get("scaled") else {}),
             },
             0,
@@ -193,7 +196,9 @@ def count_problems(
         or sim_judge.unknown_op_problem(reply)
         or sim_judge.differs_problem(reply)
         or sim_judge.slow_problem(reply)
-        or sim_written.problem(reply.get("written"), [o["name"] for o in outputs])
+        or sim_written.problem(
+            reply.get("written"), [o["name"] for o in outputs], reply.get("written_high")
+        )
         or fake_pass_problem(reply, launches, cand_ops)
         or sim_judge.formula_problem(formula, launches, cand_ops)
         or sim_narrow.problem(
