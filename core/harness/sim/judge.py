@@ -141,19 +141,28 @@ def formula_problem(
     once, and the products it must form. A count below them is work the simulator did not see
     (numpy, host code) or work skipped where only the count looks.
 
-    A count that sampled its launches' programs fails only where it falls short by more
+    Where the drawn inputs need less than the byte formula (padding tokens that move nothing:
+    `bytes_share`, from the task's reference.py through the trusted worker), the hold is of that
+    share. A count that sampled its launches' programs fails only where it falls short by more
     than `z` standard errors of its samples (`z=0`: its point estimate, as the candidate's
     worker judges whether to recount with more programs, sim_predict)."""
     if not isinstance(formula, dict):
         return None
-    want_bytes, want_flops = _num(formula.get("bytes")), _num(formula.get("flops"))
+    share = formula.get("bytes_share")
+    share = min(1.0, max(0.0, _num(share))) if share is not None else 1.0
+    want_bytes, want_flops = share * _num(formula.get("bytes")), _num(formula.get("flops"))
     # the task's own share where its byte formula is an expectation over the drawn data
     # (task.yaml `bytes_hold`, checked in (0, 1] by the loader: the experts a routed batch touches)
     hold = _num(formula.get("bytes_hold")) or BYTES_HOLD
     found = counted(launches, ops)
     nbytes, arith = found.nbytes, found.arith
     if want_bytes > 0 and nbytes + z * found.bytes_se < hold * want_bytes:
-        need = f"the task's byte formula says any implementation reads and writes (at least {100 * hold:.0f}%)"
+        need = (
+            f"any implementation reads and writes on these drawn inputs ({100 * share:.0f}% of the "
+            f"task's byte formula; at least {100 * hold:.0f}%)"
+            if share < 1
+            else f"the task's byte formula says any implementation reads and writes (at least {100 * hold:.0f}%)"
+        )
         return (
             f"sim_less_work: the counted call moves {nbytes:.4g} bytes{_spread(found.bytes_se, z)}, "
             f"{100 * nbytes / want_bytes:.0f}% of the {want_bytes:.4g} {need}: work the count does not see, "

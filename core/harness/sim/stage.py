@@ -216,6 +216,19 @@ def count_problems(
     return unchecked, candidate, notes
 
 
+def drawn_share(ev: Evaluation, w: dict[str, Any], seed: int, deadline: float) -> float | None:
+    """The share of the task's byte formula the workload's drawn inputs need (the task's
+    reference.py `bytes_share`, run by the trusted worker on the inputs the count was given), or
+    None where the task does not say. Asked only of a count that falls short of the formula."""
+    from core.harness.runner import _workload
+
+    got = ev._trusted_call({"op": "sim_share", "workload": _workload(w), "seed": seed}, deadline)
+    share = got.get("share")
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
+        return None
+    return float(share)
+
+
 def _report(
     ev: Evaluation,
     w: dict[str, Any],
@@ -249,8 +262,14 @@ def _report(
         )
     judged = sim_hybrid.values_compared(ev.job.get("task_sources"))  # values compared at all
     graph = bool(w.get("gpu_graph"))  # a graph replay on the GPU: its launch costs (sim_model)
+    formula = w.get("formula")
+    if isinstance(formula, dict) and sim_judge.formula_problem(formula, launches, cand_ops):
+        # short of the byte formula: what do the drawn inputs need? (padding tokens move nothing)
+        share = drawn_share(ev, w, seed, deadline)
+        if share is not None:
+            formula = {**formula, "bytes_share": share}
     found, candidate, value_notes = count_problems(
-        reply, launches, cand_ops, ev.job, w.get("formula"), target, constants, judged, graph
+        reply, launches, cand_ops, ev.job, formula, target, constants, judged, graph
     )
     if found:
         raise StageFailed("failed", f"{w['label']}: {found}")
