@@ -248,7 +248,7 @@ class Counting(Accesses):
         than one in eight."""
         works = [p.work() for p in launch.programs]
         n, top = len(works), max(works, default=0.0)
-        if self.confirm:
+        if self.confirm and not self.in_trial:  # an autotune trial only picks a config
             return self._confirm_size(launch, works, elapsed)
         if top <= EMPTY_WORK:
             return SPARSE_SAMPLE if elapsed < EMPTY_BUDGET_S else n
@@ -458,7 +458,7 @@ class Counting(Accesses):
         finally:
             # Without the exact programs' extra time: what the autotune judge and the summary see.
             launch.interpreter_s = elapsed()
-            if self.confirm:
+            if self.confirm and not self.in_trial:
                 self.confirm_spent += launch.interpreter_s
             self.launches.append(launch)
             self.current = None
