@@ -4,6 +4,7 @@ at GPU sizes), one warm harness, wall clock per task.
 
     PYTHONPATH=. python3 bench/sim_speed.py --device sim:h200 --json bench/results/sim_speed.json
     PYTHONPATH=. python3 bench/sim_speed.py --tasks gemm/bf16_gemm,moe/fused_moe
+    PYTHONPATH=. python3 bench/sim_speed.py --tasks elementwise/kv_cache_write --seeds 0,1,2,3
 
 Target (issue 10, issue 36: the median task): at most 15 s per task on 2 CPU cores. Prints one
 line per task (wall clock, and the CPU seconds of the harness's process tree: on a shared
@@ -104,7 +105,14 @@ def main() -> int:
         "--tasks", nargs="*", help="task ids, space- or comma-separated (default: all)"
     )
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--seeds",
+        default="1",
+        help="evaluation seeds, comma-separated: each task is evaluated once per seed (the "
+        "seed draws the hidden workloads and every workload's inputs)",
+    )
     args = parser.parse_args()
+    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     wanted = task_filter(args.tasks)
     tasks = [t for t in discover() if not wanted or t.id in wanted]
     unknown = wanted - {t.id for t in tasks}
@@ -112,19 +120,21 @@ def main() -> int:
         parser.error(f"no such task: {', '.join(sorted(unknown))}")
     records = []
     with Evaluator(args.device) as evaluator:
-        for task in tasks:
+        for task, seed in [(t, s) for t in tasks for s in seeds]:
             t0, cpu0 = time.monotonic(), tree_cpu_s(os.getpid())
-            result = evaluator.evaluate(task, task.file("starter.py"), seed=1)
+            result = evaluator.evaluate(task, task.file("starter.py"), seed=seed)
             wall = time.monotonic() - t0
             cpu = tree_cpu_s(os.getpid()) - cpu0
             stages = {s.name: round(s.seconds or 0.0, 2) for s in result.stages}
-            failed = result.stage(result.failed_stage).message if result.failed_stage else None
+            stage = result.stage(result.failed_stage) if result.failed_stage else None
+            failed = (stage.message or f"{stage.name}: {stage.status}") if stage else None
             slowest = max(
                 result.workloads, key=lambda w: w.candidate.get("count_s") or 0.0, default=None
             )
             records.append(
                 {
                     "task": task.id,
+                    "seed": seed,
                     "status": result.status,
                     "wall_s": round(wall, 2),
                     # what it cost on 2 idle cores, at best: its CPU seconds over two
@@ -137,8 +147,9 @@ def main() -> int:
                     "predictions": predictions(result),
                 }
             )
+            label = task.id if len(seeds) == 1 else f"{task.id} seed {seed}"
             print(
-                f"{task.id:42s} {result.status:8s} {wall:6.1f} s  cpu {cpu:6.1f} s  {stages} {(failed or '')[:300]}",
+                f"{label:42s} {result.status:8s} {wall:6.1f} s  cpu {cpu:6.1f} s  {stages} {(failed or '')[:300]}",
                 flush=True,
             )
     walls = [r["wall_s"] for r in records]

@@ -33,6 +33,7 @@ from core.evaluation.job import spec_json
 from core.evaluation.sim_scaled import scaled_json
 from core.harness import checking
 from core.harness.sim import count as sim_count
+from core.harness.sim import gpu_inputs as sim_gpu_inputs
 from core.harness.sim import hybrid as sim_hybrid
 from core.harness.sim import predict as sim_predict
 from core.harness.sim import reference as sim_reference
@@ -70,9 +71,11 @@ def _count(
     outs: list | None = None,
     scaled: dict | None = None,
     judged: bool = True,
+    formula: dict | None = None,
 ) -> dict:
     """One count of `module.run`, with `exact` exact programs per launch (none where the task
-    judges with its own check.py: the stage asks for none there either)."""
+    judges with its own check.py: the stage asks for none there either); `formula`, as the
+    stage sends it: a count of sampled launches that falls short of it is recounted."""
     sim_count.EXACT_PROGRAMS, kept = exact, sim_count.EXACT_PROGRAMS
     try:
         return sim_predict.predict_candidate(
@@ -85,24 +88,44 @@ def _count(
             exact=judged,
             outputs=outs,
             scaled=scaled,
+            formula=formula,
         )
     finally:
         sim_count.EXACT_PROGRAMS = kept
 
 
+def _formula(task: object, w: object) -> dict:
+    """The workload's formulas, as a job carries them."""
+    return {
+        "flops": task.flops_for(w),  # type: ignore[attr-defined]
+        "bytes": task.bytes_for(w),  # type: ignore[attr-defined]
+        "bytes_hold": task.bytes_hold,  # type: ignore[attr-defined]
+        "dtype": task.peak,  # type: ignore[attr-defined]
+    }
+
+
 def _problems(
-    reply: dict, task: object, specs: list, outs: list, w: object, section: dict
+    reply: dict,
+    task: object,
+    specs: list,
+    outs: list,
+    w: object,
+    section: dict,
+    share: float | None = None,
 ) -> str | None:
     """What a `sim:` evaluation's harness parent fails before it asks the reference
     (sim_stage.count_problems): strays, unknown ops, exact programs unlike their twins, the
-    task's formulas, outputs with no known element."""
+    task's formulas (of `share` of the bytes: reference.py's bytes_share at the drawn inputs),
+    outputs with no known element."""
     target, constants = (
         Target.from_json(section["target"]),
         Constants.from_json(section["constants"]),
     )
     launches = sim_stage.checked_launches(reply)
     ops = sim_stage.checked_ops(reply.get("torch_ops", []), "candidate")
-    formula = {"flops": task.flops_for(w), "bytes": task.bytes_for(w), "dtype": task.peak}  # type: ignore[attr-defined]
+    formula = _formula(task, w)
+    if share is not None:
+        formula["bytes_share"] = share
     checks = {n: task.file(n).read_bytes() for n in ("check.py",) if task.file(n).exists()}  # type: ignore[attr-defined]
     judged = sim_hybrid.values_compared(checks)
     found, _, _ = sim_stage.count_problems(
@@ -131,14 +154,11 @@ def main(filters: list[str], billing: bool = False) -> None:
             custom = _module_from_source(
                 sources["inputs.py"], f"inputs_{tag}", str(task.file("inputs.py"))
             ).make_inputs
-        reference = full_fp32(
-            _entry(
-                _module_from_source(
-                    sources["reference.py"], f"ref_{tag}", str(task.file("reference.py"))
-                ),
-                "reference.py",
-            )
+        reference_module = _module_from_source(
+            sources["reference.py"], f"ref_{tag}", str(task.file("reference.py"))
         )
+        reference = full_fp32(_entry(reference_module, "reference.py"))
+        bytes_share = getattr(reference_module, "bytes_share", None)
         specs, outs = [spec_json(s) for s in task.inputs], [spec_json(s) for s in task.outputs]
         check_source = (
             task.file("check.py").read_bytes() if task.file("check.py").exists() else None
@@ -187,14 +207,19 @@ def main(filters: list[str], billing: bool = False) -> None:
                             if task.file(n).exists()
                         }
                     )
-                    reply = _count(*point, sim_count.EXACT_PROGRAMS, outs, scaled, judged)
+                    reply = _count(
+                        *point, sim_count.EXACT_PROGRAMS, outs, scaled, judged, _formula(task, w)
+                    )
                     counted = time.time()
                     same = None
                     if plain is not None:
                         same = _billed(plain) == _billed(reply) or _billed(
                             _count(*point, 0)
                         ) == _billed(reply)
-                    problem = _problems(reply, task, specs, outs, w, section)
+                    share = sim_gpu_inputs.drawn_share(
+                        bytes_share, specs, workload, 7, custom
+                    )  # what the trusted worker says where the count falls short of `bytes`
+                    problem = _problems(reply, task, specs, outs, w, section, share)
                     where = reply["values"].get("workload") or workload
                     entry = (
                         sim_reference.reference_entry(

@@ -254,6 +254,7 @@ class CandidateWorker:
             exact=msg.get("exact") is not False,
             outputs=self.outs,
             scaled=msg.get("scaled") if isinstance(msg.get("scaled"), dict) else None,
+            formula=msg.get("formula") if isinstance(msg.get("formula"), dict) else None,
         ), None
 
     def on_kept(self, _msg: dict[str, Any], _payload: Any) -> Answer:

@@ -70,6 +70,7 @@ class Op(str, Enum):
     SIM_VALUES = (
         "sim_values"  # sim: devices: the counted call's known elements against the reference
     )
+    SIM_SHARE = "sim_share"  # sim: devices: the share of the byte formula the drawn inputs need
     # the zygote
     SPAWN = "spawn"
     WAIT = "wait"

@@ -48,6 +48,9 @@ class TaskCode:
     custom: Any  # inputs.py's make_inputs, or None
     check: checking.Check | None
     pooled: Any
+    # reference.py's bytes_share(axes, inputs): the share of the byte formula drawn inputs need
+    # (a `sim:` device's hold, sim_stage.drawn_share), or None
+    bytes_share: Any = None
 
 
 def load_task(job: dict[str, Any]) -> TaskCode:
@@ -68,12 +71,11 @@ def load_task(job: dict[str, Any]) -> TaskCode:
         from core.harness.triton_cpu import enable_interpreter
 
         enable_interpreter()
-    reference_run = full_fp32(
-        entry(
-            module_from_source(reference_source, "arena_reference", str(task_dir / "reference.py")),
-            "reference.py",
-        )
+    reference = module_from_source(
+        reference_source, "arena_reference", str(task_dir / "reference.py")
     )
+    reference_run = full_fp32(entry(reference, "reference.py"))
+    bytes_share = getattr(reference, "bytes_share", None)
     baseline_module = module_from_source(
         baseline_source, "arena_baseline", str(task_dir / "baseline.py")
     )
@@ -91,7 +93,15 @@ def load_task(job: dict[str, Any]) -> TaskCode:
         else checking.checks_from_source(sources["check.py"], str(task_dir / "check.py"))
     )
     return TaskCode(
-        device, sources, reference_run, baseline_module, baseline_run, custom, check, pooled
+        device,
+        sources,
+        reference_run,
+        baseline_module,
+        baseline_run,
+        custom,
+        check,
+        pooled,
+        bytes_share if callable(bytes_share) else None,
     )
 
 

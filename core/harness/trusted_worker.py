@@ -149,6 +149,7 @@ class TrustedWorker:
                 Op.JIT.value: self.on_jit,
                 Op.SIM_VALUES.value: self.on_sim_values,
                 Op.PREDICT_BASELINE.value: self.on_predict_baseline,
+                Op.SIM_SHARE.value: self.on_sim_share,
             }
         )
 
@@ -465,6 +466,18 @@ class TrustedWorker:
         return sim_reference.serve(
             self.reference_run, self.job, self.custom, self.check, self.task.sources, msg
         ), None
+
+    def on_sim_share(self, msg: dict[str, Any], _payload: Any) -> Answer:
+        """The share of the task's byte formula a sim: device's counted call needs on its
+        drawn inputs (inputs.py's `bytes_share`), or None where the task does not say."""
+        from core.harness.sim import gpu_inputs as sim_gpu_inputs
+
+        return {
+            "ok": True,
+            "share": sim_gpu_inputs.drawn_share(
+                self.task.bytes_share, self.specs, msg["workload"], msg["seed"], self.custom
+            ),
+        }, None
 
     def on_predict_baseline(self, msg: dict[str, Any], _payload: Any) -> Answer:
         from core.harness.sim import predict as sim_predict

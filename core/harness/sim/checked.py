@@ -47,25 +47,29 @@ def checked_launches(reply: dict[str, Any]) -> list[tuple[dict[str, Any], dict[s
         grid = s.get("grid")
         if not isinstance(grid, list) or len(grid) != 3:
             raise MalformedCounts(f"launch {i}: grid is not three numbers")
-        summary = {
+        programs = int(_number(s.get("programs"), f"launch {i} programs"))
+        per_program = {k: _number(p.get(k, 0.0), f"launch {i} {k}") for k in PER_PROGRAM_KEYS}
+        flops = {str(k)[:16]: _number(v, f"launch {i} dot_flops") for k, v in dots.items()}
+        nbytes = _number(s.get("dram_bytes", 0.0), f"launch {i} dram_bytes")
+        arith = programs * (sum(flops.values()) + per_program["alu_ops"] + per_program["sfu_ops"])
+        summary: dict[str, Any] = {
             "kernel": str(s.get("kernel"))[:120],
             "grid": [int(_number(g, f"launch {i} grid")) for g in grid],
-            "programs": int(_number(s.get("programs"), f"launch {i} programs")),
+            "programs": programs,
             "sampled": int(_number(s.get("sampled", 0), f"launch {i} sampled")),
             "options": {
                 k: int(_number(v, f"launch {i} {k}"))
                 for k, v in (s.get("options") or {}).items()
                 if k in ("num_warps", "num_stages")
             },
-            "per_program": {
-                **{k: _number(p.get(k, 0.0), f"launch {i} {k}") for k in PER_PROGRAM_KEYS},
-                "dot_flops": {
-                    str(k)[:16]: _number(v, f"launch {i} dot_flops") for k, v in dots.items()
-                },
-            },
-            "dram_bytes": _number(s.get("dram_bytes", 0.0), f"launch {i} dram_bytes"),
+            "per_program": {**per_program, "dot_flops": flops},
+            "dram_bytes": nbytes,
             "merged": max(1, int(_number(s.get("merged", 1), f"launch {i} merged"))),
         }
+        # the sampling errors of its extrapolated totals (judge.formula_problem), none above the
+        # total itself (a sample's error is that large only where it saw a single busy program)
+        summary["dram_se"] = min(_number(s.get("dram_se", 0.0), f"launch {i} dram_se"), nbytes)
+        summary["arith_se"] = min(_number(s.get("arith_se", 0.0), f"launch {i} arith_se"), arith)
         r = s.get("resources")
         resources = None
         if isinstance(r, dict) and r.get("ok"):

@@ -53,6 +53,7 @@ from core.harness import triton_cpu, triton_libdevice
 from core.harness.sim.access import Accesses
 from core.harness.sim.launch import (  # what a count is made of (and where callers find it)
     NUMERIC,
+    SAMPLING_Z,
     SECTOR,
     STORED,
     Launch,
@@ -67,6 +68,7 @@ from core.harness.sim.twins import Ran, differs, keep_capped
 
 __all__ = [
     "NUMERIC",
+    "SAMPLING_Z",
     "SECTOR",
     "STORED",
     "Counting",
@@ -98,6 +100,8 @@ INTERIOR_SAMPLE = (
 PROGRAM_BUDGET_S = (
     1.0  # interpreter seconds one launch may spend on its sample before it stops growing
 )
+CONFIRM_SAMPLE = 8192  # programs a launch's recount may run (every one of a smaller launch) ...
+CONFIRM_BUDGET_S = 6.0  # ... within this many interpreter seconds for the whole call
 EXACT_PROGRAMS = 2  # programs of each launch run exactly (every iteration, the real dot)
 EXACT_CHEAP_S = 0.05  # ... and all of its first sample where each takes less than this
 EXACT_BUDGET_S = 10.0  # interpreter seconds one counted call may spend on exact work
@@ -116,11 +120,16 @@ class Counting(Accesses):
         first_sample: int = FIRST_SAMPLE,
         max_sample: int = MAX_SAMPLE,
         model: dict[str, Any] | None = None,
+        confirm: bool = False,
     ):
         """`model` ({target, constants}, as the job's sim section has them) predicts autotune
-        trials; without it a trial is judged by its interpreter time."""
+        trials; without it a trial is judged by its interpreter time. `confirm`: a recount
+        (sim_predict), whose launches grow their samples as far as `CONFIRM_SAMPLE` programs
+        where those differ, within `CONFIRM_BUDGET_S` for the call."""
         self.full_grid, self.first_sample, self.max_sample = full_grid, first_sample, max_sample
         self.model = model
+        self.confirm = confirm
+        self.confirm_spent = 0.0  # interpreter seconds the recount's launches spent so far
         self.salt = 0  # seeds where loop iterations are drawn (the workload's seed: the same evaluation counts the same)
         self.launches: list[Launch] = []
         self.current: Launch | None = None
@@ -239,6 +248,8 @@ class Counting(Accesses):
         than one in eight."""
         works = [p.work() for p in launch.programs]
         n, top = len(works), max(works, default=0.0)
+        if self.confirm and not self.in_trial:  # an autotune trial only picks a config
+            return self._confirm_size(launch, works, elapsed)
         if top <= EMPTY_WORK:
             return SPARSE_SAMPLE if elapsed < EMPTY_BUDGET_S else n
         if elapsed > PROGRAM_BUDGET_S or _cv(works) <= ENLARGE_CV:
@@ -247,6 +258,23 @@ class Counting(Accesses):
         if idle * 2 > n:
             return SPARSE_SAMPLE if elapsed < SPARSE_BUDGET_S else n
         return self.max_sample
+
+    def _confirm_size(self, launch: Launch, works: list[float], elapsed: float) -> int:
+        """How large a recount's sample should grow now. A recount follows a count whose point
+        estimate fell short of a hold (the task's formulas, the outputs written) while some of
+        its launches ran only a sample: where the sampled programs differ (idle and busy ones,
+        data-dependent tiles), or none of them worked yet, the sample grows for as many
+        programs as the call's `CONFIRM_BUDGET_S` affords at the launch's mean program time (all
+        of a launch that fits), up to `CONFIRM_SAMPLE`. Programs alike stand as they are: their
+        mean is already the launch's."""
+        n = len(works)
+        if max(works, default=0.0) > EMPTY_WORK and _cv(works) <= ENLARGE_CV:
+            return n
+        left = CONFIRM_BUDGET_S - self.confirm_spent - elapsed
+        if left <= 0 or n == 0:
+            return n
+        per = max(elapsed / n, 1e-6)
+        return min(CONFIRM_SAMPLE, n + int(left / per))
 
     def _keep(self, launch: Launch, run: Ran) -> None:
         """A program's counts and what its stores tell the value check (sim_values)."""
@@ -430,6 +458,8 @@ class Counting(Accesses):
         finally:
             # Without the exact programs' extra time: what the autotune judge and the summary see.
             launch.interpreter_s = elapsed()
+            if self.confirm and not self.in_trial:
+                self.confirm_spent += launch.interpreter_s
             self.launches.append(launch)
             self.current = None
             self.exact_deadline = None

@@ -62,6 +62,29 @@ def gpu_inputs(
     return made
 
 
+def drawn_share(
+    share: Callable[..., Any] | None,
+    specs: list[dict[str, Any]],
+    workload: dict[str, Any],
+    seed: int,
+    custom: Any,
+) -> float | None:
+    """What a task's reference.py says of the inputs a `sim:` device's counted call was given
+    (the same ones: `gpu_inputs` at the same seed): `bytes_share(axes, inputs)`, the share of
+    its byte formula they need any implementation to move (a padding token moves nothing, so a
+    batch of three tokens with one padded needs about two thirds). None where the task has no
+    `bytes_share` or it gave no share in [0, 1] (the formula stands). Run by the trusted worker
+    (the candidate's never loads reference.py): the candidate cannot choose it."""
+    if share is None:
+        return None
+    found = share(dict(workload["axes"]), gpu_inputs(specs, workload, seed, custom))
+    if isinstance(found, torch.Tensor) and found.numel() == 1:
+        found = found.item()
+    if isinstance(found, bool) or not isinstance(found, (int, float)) or not 0 <= found <= 1:
+        return None
+    return float(found)
+
+
 def untouched(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
     """An uninitialised tensor; a large floating-point one on fresh anonymous pages, so that
     what is never written reads zero and costs no memory. `torch.empty` gives that only where

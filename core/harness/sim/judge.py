@@ -21,8 +21,11 @@ the job; sim_stage raises their messages. Imports only the harness.
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any
 
+from core.harness.sim.launch import SAMPLING_Z
 from core.harness.sim.model import Constants, Target, launch_time
 
 BYTES_HOLD = 0.8  # share of the task's byte formula the counted call must move
@@ -88,11 +91,27 @@ def slow_problem(reply: dict[str, Any]) -> str | None:
     )
 
 
+@dataclass
+class Counted:
+    """What the count bills (launches' extrapolated totals and torch ops), and the standard
+    errors of the launches' sample extrapolations (independent samples: in quadrature)."""
+
+    nbytes: float
+    arith: float
+    bytes_se: float = 0.0
+    arith_se: float = 0.0
+
+
 def counted_work(
     launches: list[tuple[dict[str, Any], Any]], ops: list[dict[str, Any]]
 ) -> tuple[float, float]:
     """(bytes, arithmetic) the count bills: launches' DRAM bytes and torch ops' bytes; dot FLOPs,
     ALU and special-function operations, and torch ops' FLOPs."""
+    found = counted(launches, ops)
+    return found.nbytes, found.arith
+
+
+def counted(launches: list[tuple[dict[str, Any], Any]], ops: list[dict[str, Any]]) -> Counted:
     nbytes = sum(_num(s.get("dram_bytes")) for s, _ in launches)
     arith = 0.0
     for s, _ in launches:
@@ -102,38 +121,72 @@ def counted_work(
         arith += per * _num(s.get("programs"))
     nbytes += sum(_num(o.get("bytes")) for o in ops)
     arith += sum(_num(o.get("flops")) for o in ops)
-    return nbytes, arith
+    return Counted(
+        nbytes,
+        arith,
+        math.sqrt(sum(_num(s.get("dram_se")) ** 2 for s, _ in launches)),
+        math.sqrt(sum(_num(s.get("arith_se")) ** 2 for s, _ in launches)),
+    )
 
 
 def formula_problem(
-    formula: Any, launches: list[tuple[dict[str, Any], Any]], ops: list[dict[str, Any]]
+    formula: Any,
+    launches: list[tuple[dict[str, Any], Any]],
+    ops: list[dict[str, Any]],
+    z: float = SAMPLING_Z,
 ) -> str | None:
     """`sim_less_work` where the counted call moves less than `BYTES_HOLD` of the task's byte
     formula, or (a task bound by a matrix unit) computes less than `FLOPS_HOLD` of its FLOP
     formula. The formulas are the task's minimum: what any implementation reads and writes
     once, and the products it must form. A count below them is work the simulator did not see
-    (numpy, host code) or work skipped where only the count looks."""
+    (numpy, host code) or work skipped where only the count looks.
+
+    Where the drawn inputs need less than the byte formula (padding tokens that move nothing:
+    `bytes_share`, from the task's reference.py through the trusted worker), the hold is of that
+    share. A count that sampled its launches' programs fails only where it falls short by more
+    than `z` standard errors of its samples (`z=0`: its point estimate, as the candidate's
+    worker judges whether to recount with more programs, sim_predict)."""
     if not isinstance(formula, dict):
         return None
-    want_bytes, want_flops = _num(formula.get("bytes")), _num(formula.get("flops"))
+    share = formula.get("bytes_share")
+    share = min(1.0, max(0.0, _num(share))) if share is not None else 1.0
+    want_bytes, want_flops = share * _num(formula.get("bytes")), _num(formula.get("flops"))
     # the task's own share where its byte formula is an expectation over the drawn data
     # (task.yaml `bytes_hold`, checked in (0, 1] by the loader: the experts a routed batch touches)
     hold = _num(formula.get("bytes_hold")) or BYTES_HOLD
-    nbytes, arith = counted_work(launches, ops)
-    if want_bytes > 0 and nbytes < hold * want_bytes:
+    found = counted(launches, ops)
+    nbytes, arith = found.nbytes, found.arith
+    if want_bytes > 0 and nbytes + z * found.bytes_se < hold * want_bytes:
+        need = (
+            f"any implementation reads and writes on these drawn inputs ({100 * share:.0f}% of the "
+            f"task's byte formula; at least {100 * hold:.0f}%)"
+            if share < 1
+            else f"the task's byte formula says any implementation reads and writes (at least {100 * hold:.0f}%)"
+        )
         return (
-            f"sim_less_work: the counted call moves {nbytes:.4g} bytes, {100 * nbytes / want_bytes:.0f}% of the "
-            f"{want_bytes:.4g} the task's byte formula says any implementation reads and writes (at least "
-            f"{100 * hold:.0f}%): work the count does not see, or skipped at GPU sizes"
+            f"sim_less_work: the counted call moves {nbytes:.4g} bytes{_spread(found.bytes_se, z)}, "
+            f"{100 * nbytes / want_bytes:.0f}% of the {want_bytes:.4g} {need}: work the count does not see, "
+            "or skipped at GPU sizes"
         )
     dtype = str(formula.get("dtype") or "")
-    if want_flops > 0 and dtype.startswith(MATRIX_PEAKS) and arith < FLOPS_HOLD * want_flops:
+    if (
+        want_flops > 0
+        and dtype.startswith(MATRIX_PEAKS)
+        and arith + z * found.arith_se < FLOPS_HOLD * want_flops
+    ):
         return (
-            f"sim_less_work: the counted call computes {arith:.4g} FLOPs, {100 * arith / want_flops:.0f}% of the "
-            f"{want_flops:.4g} the task's FLOP formula says it must (at least {100 * FLOPS_HOLD:.0f}%): work the "
-            "count does not see, or skipped at GPU sizes"
+            f"sim_less_work: the counted call computes {arith:.4g} FLOPs{_spread(found.arith_se, z)}, "
+            f"{100 * arith / want_flops:.0f}% of the {want_flops:.4g} the task's FLOP formula says it must "
+            f"(at least {100 * FLOPS_HOLD:.0f}%): work the count does not see, or skipped at GPU sizes"
         )
     return None
+
+
+def _spread(se: float, z: float) -> str:
+    """How far the sampled programs let the figure be off, for a failure's message."""
+    if z * se <= 0:
+        return ""
+    return f" (± {z * se:.3g}: {z:g} standard errors of its sampled programs)"
 
 
 def unchecked_problem(

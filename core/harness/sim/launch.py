@@ -13,6 +13,11 @@ from typing import Any
 import numpy as np
 
 SECTOR = 32  # bytes: the unit of a GPU memory transaction (NVIDIA sector; AMD reads 64 B lines)
+# A hold (the task's formulas, the outputs written) fails a sampled count only where it falls
+# short by more than this many standard errors of its sample: about 2% of honest counts that
+# sit right at the hold, far fewer above it, and a call that does a fraction less at every
+# program (no spread) is held exactly (judge.py, written.py).
+SAMPLING_Z = 2.0
 
 
 @dataclass
@@ -174,6 +179,12 @@ class Launch:
         footprint = sum(
             min(b, sizes.get(name.removesuffix(STORED), math.inf)) for name, b in requested.items()
         )
+        # The footprint's sampling error: only tensors below their cap can move it upwards.
+        open_names = [
+            name
+            for name, b in requested.items()
+            if b < sizes.get(name.removesuffix(STORED), math.inf)
+        ]
         return {
             "kernel": self.kernel,
             "grid": list(self.grid),
@@ -195,8 +206,23 @@ class Launch:
                 "loop_iterations": mean("loop_iterations"),
             },
             "dram_bytes": footprint,
+            # standard errors of the launch totals a sample extrapolates (0 when every program ran)
+            "dram_se": self.sampling_se(
+                lambda p: sum(p.tensor_bytes.get(n, 0.0) for n in open_names)
+            ),
+            "arith_se": self.sampling_se(
+                lambda p: sum(p.dot_flops.values()) + p.alu_ops + p.sfu_ops
+            ),
             "interpreter_s": self.interpreter_s,
         }
+
+    def sampling_se(self, per_program: Callable[[ProgramCounts], float]) -> float:
+        """The standard error of `num_programs` × the sample's mean of `per_program`, as a
+        simple random sample without replacement of the launch's programs estimates its total.
+        0 where every program ran; where the sampled programs differ it says how far the
+        extrapolated total may be from the launch's true one (judge.py holds a call to the
+        task's formulas only where the shortfall exceeds it)."""
+        return total_se([per_program(p) for p in self.programs], self.num_programs)
 
 
 def merged_summary(summaries: list[dict[str, Any]]) -> dict[str, Any]:
@@ -226,9 +252,24 @@ def merged_summary(summaries: list[dict[str, Any]]) -> dict[str, Any]:
         "sampled": sum(s["sampled"] for s in summaries),
         "per_program": per,
         "dram_bytes": sum(s["dram_bytes"] for s in summaries),
+        # independent samples: their errors add in quadrature
+        "dram_se": math.sqrt(sum(s.get("dram_se", 0.0) ** 2 for s in summaries)),
+        "arith_se": math.sqrt(sum(s.get("arith_se", 0.0) ** 2 for s in summaries)),
         "merged": len(summaries),
         "interpreter_s": sum(s.get("interpreter_s", 0.0) for s in summaries),
     }
+
+
+def total_se(values: list[float], total: int) -> float:
+    """The standard error of `total` × mean(`values`), the values being a sample without
+    replacement of `total` programs' (the finite-population correction makes a whole launch's
+    total exact)."""
+    n = len(values)
+    if n < 2 or n >= total:
+        return 0.0
+    mean = sum(values) / n
+    var = sum((v - mean) ** 2 for v in values) / (n - 1)
+    return total * math.sqrt(var / n * (1 - n / total))
 
 
 def unique_sectors(addrs: np.ndarray) -> np.ndarray:

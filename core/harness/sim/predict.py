@@ -28,6 +28,7 @@ from core.harness import inputs
 from core.harness.sim import aot as sim_aot
 from core.harness.sim import count as sim_count
 from core.harness.sim import host as sim_host
+from core.harness.sim import judge as sim_judge
 from core.harness.sim import scaled_run as sim_scaled_run
 from core.harness.sim import torch_ops as sim_torch
 from core.harness.sim import values as sim_values
@@ -112,11 +113,14 @@ def predict_candidate(
     exact: bool = True,
     outputs: list[dict[str, Any]] | None = None,
     scaled: dict[str, Any] | None = None,
+    formula: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """`exact`: run exact programs for the value check (not where the task judges its outputs
     with its own check.py: no values of the counted call are compared there). `outputs`: the
     task's output specs (those written by atomics: sim_values). `scaled`: where a pure PyTorch
-    call is too large to run for real, the workload its values are checked at (sim_scaled)."""
+    call is too large to run for real, the workload its values are checked at (sim_scaled).
+    `formula`: the workload's FLOP and byte formulas and hold (the job's), which a count of
+    sampled launches that falls short of them is confirmed against by a recount (`doubted`)."""
     started = time.perf_counter()
     notes: list[str] = []
     atomic = [bool(o.get("atomic")) for o in outputs or []]
@@ -137,7 +141,7 @@ def predict_candidate(
             try:
                 real = _predict_real(
                     run, specs, real_workload, seed, custom, compiler, exact, started, atomic
-                )
+                )  # no launch, nothing sampled: no recount, so no formula
             except MemoryError:
                 notes.append("pure PyTorch: no memory for the real run")
             else:
@@ -161,7 +165,30 @@ def predict_candidate(
             "written": written,
             "values": {"outputs": None, "reason": NO_VALUES, "written_bytes": sizes},
         }
-    return _predict_real(run, specs, workload, seed, custom, compiler, exact, started, atomic)
+    return _predict_real(
+        run, specs, workload, seed, custom, compiler, exact, started, atomic, formula
+    )
+
+
+def doubted(reply: dict[str, Any], formula: dict[str, Any] | None) -> str | None:
+    """Why a count should be confirmed by a recount with more programs, or None: its point
+    estimate falls short of a hold the stage judges (an output written less than
+    `MIN_WRITTEN`, the task's formulas: sim_judge.formula_problem at z = 0) while some launch
+    ran only a sample of its programs, so that the shortfall may be the sample's (an honest
+    kernel whose programs differ: idle tiles of a worst-case grid, padding tokens). A count of
+    whole launches is exact: nothing to confirm. The recount is the billed count (the stage
+    judges it, at its samples' error bound): a kernel that does less only where it is counted
+    gains nothing from it."""
+    launches = reply.get("launches") or []
+    if not any(s.get("sampled", 0) < s.get("programs", 0) for s in launches):
+        return None
+    for i, share in enumerate(reply.get("written") or []):
+        if isinstance(share, float) and share < sim_written.MIN_WRITTEN:
+            return f"its sampled programs wrote {100 * share:.0f}% of output #{i}"
+    short = sim_judge.formula_problem(
+        formula, [(s, None) for s in launches], reply.get("torch_ops") or [], z=0.0
+    )
+    return short.removeprefix("sim_less_work: ").split(" (at least", 1)[0] if short else None
 
 
 def _predict_real(
@@ -174,14 +201,49 @@ def _predict_real(
     exact: bool,
     started: float,
     atomic: list[bool] | None = None,
+    formula: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The counted call on GPU-sized CPU tensors: Triton launches sampled and counted, torch ops
+    """The counted call on GPU-sized CPU tensors (`_count_real`), and where its sample leaves a
+    hold in doubt (`doubted`), a recount on fresh inputs of the same seed whose sampled
+    launches grow as far as `CONFIRM_BUDGET_S` affords (sim_count.Counting's `confirm`): that
+    one is reported."""
+    first = _count_real(run, specs, workload, seed, custom, compiler, exact, started, atomic)
+    why = doubted(first, formula)
+    if why is None:
+        return first
+    again = _count_real(
+        run, specs, workload, seed, custom, compiler, exact, started, atomic, confirm=True
+    )
+    sampled = sum(int(s.get("sampled", 0)) for s in first["launches"])
+    resampled = sum(int(s.get("sampled", 0)) for s in again["launches"])
+    again["notes"].insert(
+        0,
+        f"recounted: the first count's sample ({sampled} programs) fell short ({why[:160]}); "
+        f"this count ran {resampled}",
+    )
+    return again
+
+
+def _count_real(
+    run: Callable[..., Any],
+    specs: list[dict[str, Any]],
+    workload: dict[str, Any],
+    seed: int,
+    custom: Any,
+    compiler: CompileCache,
+    exact: bool,
+    started: float,
+    atomic: list[bool] | None = None,
+    confirm: bool = False,
+) -> dict[str, Any]:
+    """One counted call on GPU-sized CPU tensors: Triton launches sampled and counted, torch ops
     counted, what it wrote and its known elements recorded."""
     notes: list[str] = []
+    begun = time.perf_counter()
     args = gpu_inputs(specs, workload, seed, custom)
-    made = time.perf_counter() - started
+    made = time.perf_counter() - begun
     with (
-        sim_count.Counting(model=compiler.target.get("trial_model")) as counting,
+        sim_count.Counting(model=compiler.target.get("trial_model"), confirm=confirm) as counting,
         sim_torch.TorchCalls() as work,
         torch.no_grad(),
     ):
@@ -195,9 +257,16 @@ def _predict_real(
         # What it wrote of what it returned (sim_written): a call that does less when counted shows it.
         written = sim_written.shares(result, args, work.work.written, counting.launches)
         sizes = sim_written.written_bytes(result, args, work.work.written, counting.launches)
+        # ... and as much as its samples cannot rule out (the stage holds these: sim_written.problem)
+        z = sim_count.SAMPLING_Z
+        written_high = sim_written.shares(result, args, work.work.written, counting.launches, z)
+        sizes_high = sim_written.written_bytes(
+            result, args, work.work.written, counting.launches, z
+        )
     # The elements whose values are known, against the reference in the trusted worker (sim_values).
     values = sim_values.samples(result, args, counting.launches, work.work.events, seed, atomic)
     values["written_bytes"] = [done for done, _ in sizes]
+    values["written_bytes_high"] = [done for done, _ in sizes_high]
     notes += counting.exact_notes()
     del args, result
     launches = []
@@ -235,6 +304,7 @@ def _predict_real(
         "inputs_s": made,
         "exact_s": counting.exact_spent,
         "written": written,
+        "written_high": written_high,
         "values": values,
         # What the stage fails (sim_stage.count_problems): accesses outside every tensor of the
         # call, exact programs that counted unlike their sampled twins, ops of unknown cost.

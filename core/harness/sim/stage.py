@@ -73,6 +73,7 @@ def check_values(
         got.get("changed_bytes"),
         values.get("written_bytes"),
         [o["name"] for o in ev.job["outputs"]],
+        values.get("written_bytes_high"),
     )
     if unwritten:
         raise StageFailed("failed", f"{label}: {unwritten}")
@@ -138,6 +139,8 @@ def predict_performance(ev: Evaluation, deadline: float) -> dict[str, Any]:
                 "workload": _workload(w),
                 "seed": seed,
                 "exact": exact,
+                # what a count of sampled launches that falls short is confirmed against (a recount)
+                **({"formula": w["formula"]} if isinstance(w.get("formula"), dict) else {}),
                 **({"scaled": w["scaled"]} if w.get("scaled") else {}),
             },
             0,
@@ -193,7 +196,9 @@ def count_problems(
         or sim_judge.unknown_op_problem(reply)
         or sim_judge.differs_problem(reply)
         or sim_judge.slow_problem(reply)
-        or sim_written.problem(reply.get("written"), [o["name"] for o in outputs])
+        or sim_written.problem(
+            reply.get("written"), [o["name"] for o in outputs], reply.get("written_high")
+        )
         or fake_pass_problem(reply, launches, cand_ops)
         or sim_judge.formula_problem(formula, launches, cand_ops)
         or sim_narrow.problem(
@@ -209,6 +214,19 @@ def count_problems(
         reply.get("values"), outputs, launches, candidate["median_us"], target, constants
     )
     return unchecked, candidate, notes
+
+
+def drawn_share(ev: Evaluation, w: dict[str, Any], seed: int, deadline: float) -> float | None:
+    """The share of the task's byte formula the workload's drawn inputs need (the task's
+    reference.py `bytes_share`, run by the trusted worker on the inputs the count was given), or
+    None where the task does not say. Asked only of a count that falls short of the formula."""
+    from core.harness.runner import _workload
+
+    got = ev._trusted_call({"op": "sim_share", "workload": _workload(w), "seed": seed}, deadline)
+    share = got.get("share")
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
+        return None
+    return float(share)
 
 
 def _report(
@@ -244,8 +262,14 @@ def _report(
         )
     judged = sim_hybrid.values_compared(ev.job.get("task_sources"))  # values compared at all
     graph = bool(w.get("gpu_graph"))  # a graph replay on the GPU: its launch costs (sim_model)
+    formula = w.get("formula")
+    if isinstance(formula, dict) and sim_judge.formula_problem(formula, launches, cand_ops):
+        # short of the byte formula: what do the drawn inputs need? (padding tokens move nothing)
+        share = drawn_share(ev, w, seed, deadline)
+        if share is not None:
+            formula = {**formula, "bytes_share": share}
     found, candidate, value_notes = count_problems(
-        reply, launches, cand_ops, ev.job, w.get("formula"), target, constants, judged, graph
+        reply, launches, cand_ops, ev.job, formula, target, constants, judged, graph
     )
     if found:
         raise StageFailed("failed", f"{w['label']}: {found}")

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from core.harness.sim.launch import STORED
+from core.harness.sim.launch import STORED, total_se
 
 MIN_WRITTEN = 0.8  # share of an output's bytes the counted call must write
 Span = tuple[int, int, int]  # (storage key, first byte, end byte), relative to the storage
@@ -80,15 +80,20 @@ def _tensors(value: Any) -> list[Any]:
 
 
 def shares(
-    result: Any, args: list[Any], torch_written: list[Span], launches: Iterable[Any] = ()
+    result: Any,
+    args: list[Any],
+    torch_written: list[Span],
+    launches: Iterable[Any] = (),
+    z: float = 0.0,
 ) -> list[float | None]:
     """Per returned tensor (in order), the share of its bytes the counted call wrote; None for
     what is not judged (not a tensor, empty, sharing storage with an input: sim_values judges
     those against the elements the reference changes). `launches` are sim_count.Launch objects
-    of a real-memory count (their addresses are absolute)."""
+    of a real-memory count (their addresses are absolute). `z`: the share plus that many
+    standard errors of the launches' samples (written_bytes)."""
     found: list[float | None] = []
     for (done, size), inplace in zip(
-        written_bytes(result, args, torch_written, launches), _inplace(result, args)
+        written_bytes(result, args, torch_written, launches, z), _inplace(result, args)
     ):
         found.append(None if inplace or done is None or size <= 0 else min(1.0, done / size))
     return found
@@ -117,15 +122,25 @@ def _inplace(result: Any, args: list[Any]) -> list[bool]:
 
 
 def written_bytes(
-    result: Any, args: list[Any], torch_written: list[Span], launches: Iterable[Any] = ()
+    result: Any,
+    args: list[Any],
+    torch_written: list[Span],
+    launches: Iterable[Any] = (),
+    z: float = 0.0,
 ) -> list[tuple[float | None, int]]:
     """Per returned tensor, (bytes of it the counted call wrote, its bytes); (None, 0) for what
-    is not a tensor with storage."""
+    is not a tensor with storage. A launch's stores are extrapolated from its sampled programs;
+    `z` > 0 gives their upper bound instead, the estimate plus `z` standard errors of each
+    sample (launch.total_se; a whole launch's stores are exact): what the count cannot rule
+    out that the call wrote, which the stage holds to `MIN_WRITTEN`."""
     stored: list[tuple[int, int, float]] = []  # (start, end, bytes stored) per launch argument
     for launch in launches:
         scale = launch.num_programs / max(len(launch.programs), 1)
         for arg in launch.tensors:
-            got = sum(p.tensor_bytes.get(arg.name + STORED, 0.0) for p in launch.programs) * scale
+            each = [p.tensor_bytes.get(arg.name + STORED, 0.0) for p in launch.programs]
+            got = sum(each) * scale
+            if got and z:
+                got += z * total_se(each, launch.num_programs)
             if got:
                 stored.append((arg.start, arg.end, min(got, float(arg.end - arg.start))))
         for lo, hi in getattr(launch, "resolved_writes", ()):  # through a pointer array
@@ -163,38 +178,60 @@ def _is_fake(t: torch.Tensor) -> bool:
     return type(t).__name__ == "FakeTensor"
 
 
-def problem(written: Any, names: list[str]) -> str | None:
+def _number(values: Any, i: int) -> float | None:
+    value = values[i] if isinstance(values, list) and i < len(values) else None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def problem(written: Any, names: list[str], high: Any = None) -> str | None:
     """The stage's failure message for a reply's `written` shares, or None when every judged
-    output was written (at least MIN_WRITTEN of it)."""
+    output was written (at least MIN_WRITTEN of it). `high`: the shares at their samples' upper
+    bound (shares with z = SAMPLING_Z): a share estimated from sampled programs fails only
+    where that bound, too, falls short."""
     if not isinstance(written, list):
         return None
-    for i, share in enumerate(written):
-        if isinstance(share, (int, float)) and not isinstance(share, bool) and share < MIN_WRITTEN:
+    for i in range(len(written)):
+        share = _number(written, i)
+        bound = _number(high, i)
+        bound = share if bound is None or share is None else max(share, bound)
+        if share is not None and bound is not None and bound < MIN_WRITTEN:
             name = names[i] if i < len(names) else f"#{i}"
+            sampled = (
+                f", at most {100 * bound:.0f}% within its sampled programs' error"
+                if bound > share
+                else ""
+            )
             return (
-                f"sim_unwritten_output: the counted call wrote {100 * max(share, 0.0):.0f}% of output `{name}` (at least "
-                f"{100 * MIN_WRITTEN:.0f}% must be written: a kernel that does less when it is counted than when it is checked "
-                "is predicted for work it does not do)"
+                f"sim_unwritten_output: the counted call wrote {100 * max(share, 0.0):.0f}% of output `{name}`{sampled} (at "
+                f"least {100 * MIN_WRITTEN:.0f}% must be written: a kernel that does less when it is counted than when it is "
+                "checked is predicted for work it does not do)"
             )
     return None
 
 
-def inplace_problem(changed: Any, written: Any, names: list[str]) -> str | None:
+def inplace_problem(changed: Any, written: Any, names: list[str], high: Any = None) -> str | None:
     """The stage's failure for an output updated in place whose counted call wrote fewer bytes
     than `MIN_WRITTEN` of those the reference changes (`changed`, from the trusted worker;
-    `written`, the candidate worker's written_bytes), or None."""
+    `written`, the candidate worker's written_bytes; `high`, the same at its samples' upper
+    bound, which is what must fall short), or None."""
     changed = changed if isinstance(changed, list) else []
-    written = written if isinstance(written, list) else []
     for i, want in enumerate(changed):
         if isinstance(want, bool) or not isinstance(want, (int, float)) or want <= 0:
             continue
-        done = written[i] if i < len(written) else None
-        done = float(done) if isinstance(done, (int, float)) and not isinstance(done, bool) else 0.0
-        if done < MIN_WRITTEN * want:
+        done = _number(written, i) or 0.0
+        bound = max(done, _number(high, i) or 0.0)
+        if bound < MIN_WRITTEN * want:
             name = names[i] if i < len(names) else f"#{i}"
+            sampled = (
+                f", at most {100 * bound / want:.0f}% within its sampled programs' error"
+                if bound > done
+                else ""
+            )
             return (
                 f"sim_unwritten_output: the counted call wrote {100 * max(done, 0.0) / want:.0f}% as many bytes of "
-                f"in-place output `{name}` as the reference changes (at least {100 * MIN_WRITTEN:.0f}%: a kernel "
+                f"in-place output `{name}` as the reference changes{sampled} (at least {100 * MIN_WRITTEN:.0f}%: a kernel "
                 "that does less when it is counted than when it is checked is predicted for work it does not do)"
             )
     return None

@@ -12,3 +12,12 @@ def run(k, v, key_cache, value_cache, slot_mapping):
     kc[slot_mapping[valid]] = k[valid]
     vc[slot_mapping[valid]] = v[valid]
     return kc.view(NB, BS, H, d), vc.view(NB, BS, H, d)
+
+
+def bytes_share(axes, inputs):
+    """The share of task.yaml's `bytes` these inputs need (a `sim:` device holds a counted call
+    to it): a padding token moves nothing, so only the live tokens' k and v rows are read and
+    written into the caches, while every token's slot is read."""
+    T, H, d = axes["T"], axes["Hkv"], axes["d"]
+    live = int((inputs[4] >= 0).sum())
+    return (2 * (2 * 2 * live * H * d) + 8 * T) / (2 * (2 * 2 * T * H * d) + 8 * T)

@@ -19,3 +19,14 @@ def run(k, v, key_cache, value_cache, slot_mapping, k_scale, v_scale):
     vc[slot_mapping[valid]] = _fp8(v[valid], v_scale).view(torch.uint8)
     f8 = torch.float8_e4m3fn
     return kc.view(f8).view(NB, BS, H, d), vc.view(f8).view(NB, BS, H, d)
+
+
+def bytes_share(axes, inputs):
+    """The share of task.yaml's `bytes` these inputs need (a `sim:` device holds a counted call
+    to it): a padding token moves nothing, so only the live tokens' k and v rows are read and
+    written into the caches, while every token's slot and both scales are read."""
+    T, H, d = axes["T"], axes["Hkv"], axes["d"]
+    live = int((inputs[4] >= 0).sum())
+    return (2 * (2 * live * H * d + live * H * d) + 8 * T + 8) / (
+        2 * (2 * T * H * d + T * H * d) + 8 * T + 8
+    )
