@@ -93,6 +93,8 @@ def predictions(result: object) -> list[dict]:
             "candidate_us": w.candidate.get("median_us"),
             "baseline_us": w.baseline.get("median_us"),
             "count_s": w.candidate.get("count_s"),
+            # its first count's sample fell short of a hold: counted again with more programs
+            "recounted": any(str(n).startswith("recounted") for n in w.notes or []),
         }
         for w in result.workloads  # type: ignore[attr-defined]
     ]

@@ -237,15 +237,23 @@ def test_kv_cache_writes_starter_passes_at_the_seeds_it_failed_and_a_half_skippi
 
 @pytest.mark.slow
 def test_the_grouped_gemms_starter_passes_where_its_sample_wrote_60_percent_and_a_cheat_does_not():
-    """M = 616 with skewed routing: about 1 program in 15 of the 81,920 has rows. At this seed
-    (s = 2's) a first sample of 256 programs saw 17 busy ones and estimated 60% of `out`
-    written; the recount runs thousands of programs. The cheat skips odd column tiles."""
+    """M = 616 with skewed routing: 3,840 of the 81,920 programs have rows, and half the rows of
+    `out` lie in 320 of them (the hot experts' full row tiles). At this seed (s = 2's) a first
+    sample of 256 programs estimated 60% of `out` written; the recount runs thousands of
+    programs. The cheat skips odd column tiles; it is counted at M = 24 (576 of 3,072 programs
+    busy, one row each), where the recount pins the share it wrote to within a few percent. At
+    M = 616 the recount's error is still about ±10% of the bytes, so the cheat fails there by
+    a small margin only (docs/integrity.md, "Issue 37: what stays open")."""
     case = {"axes": GROUPED_M616, "seed": 1095896909697}
     got = run_per_candidate(
         COUNT,
         {
             "starter": (ROOT / "tasks" / GROUPED / "starter.py", GROUPED, case),
-            "skip_half": (CHEATS / "grouped_skip_half.py", GROUPED, case),
+            "skip_half": (
+                CHEATS / "grouped_skip_half.py",
+                GROUPED,
+                {"axes": {"M": 24, "E": 128, "N": 1536, "K": 2048, "S": 1}, "seed": 981758150271},
+            ),
         },
     )
     assert got["starter"]["problem"] is None, got["starter"]

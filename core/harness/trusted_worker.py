@@ -469,7 +469,7 @@ class TrustedWorker:
 
     def on_sim_share(self, msg: dict[str, Any], _payload: Any) -> Answer:
         """The share of the task's byte formula a sim: device's counted call needs on its
-        drawn inputs (inputs.py's `bytes_share`), or None where the task does not say."""
+        drawn inputs (reference.py's `bytes_share`), or None where the task does not say."""
         from core.harness.sim import gpu_inputs as sim_gpu_inputs
 
         return {
