@@ -17,6 +17,7 @@ import ast
 import shutil
 from pathlib import Path
 
+from core.harness.pysource import parse_module
 from core.model.candidate import native_siblings
 from core.model.task import Task
 
@@ -29,7 +30,7 @@ def adapts(task: Task) -> str | None:
     if not path.is_file():
         return None
     try:
-        tree = ast.parse(path.read_text())
+        tree = parse_module(path.read_text(), str(path))
     except SyntaxError:
         return None
     for node in tree.body:
@@ -50,7 +51,7 @@ def needs_adapter(task: Task, candidate: Path) -> bool:
     if name is None:
         return False
     try:
-        tree = ast.parse(candidate.read_bytes(), filename=str(candidate))
+        tree = parse_module(candidate.read_bytes(), str(candidate))
     except (SyntaxError, OSError, ValueError):
         return False
     defined = top_level_names(tree)

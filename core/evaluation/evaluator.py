@@ -27,6 +27,7 @@ from core.evaluation.heartbeat import Pulse
 from core.evaluation.job import Timing, build_job, job_deadline_s, task_dtypes
 from core.evaluation.profiles import Profile, parse_profile
 from core.evaluation.verdict import assemble, infrastructure_result
+from core.harness.pysource import parse_module
 from core.model import events
 from core.model.result import Result
 from core.model.task import Limits, Task
@@ -54,7 +55,7 @@ def check_candidate(path: Path, task: Task | None = None) -> str:
         )
     source = path.read_bytes()
     try:
-        tree = ast.parse(source, filename=str(path))
+        tree = parse_module(source, str(path))
     except SyntaxError:
         tree = None  # a syntax error is the candidate's compile failure, reported by the harness
     if tree is not None and not _defines_run(tree):

@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.harness.pysource import parse_module
 from core.model.candidate import native_siblings
 
 MAX_LINES_SHOWN = 3
@@ -322,7 +323,7 @@ def _strip_comments_and_docstrings(source: str) -> str:
     does not tokenize or parse (a syntax error is the harness's to report)."""
     lines = source.splitlines(keepends=True)
     try:
-        tree = ast.parse(source)
+        tree = parse_module(source)
         for node in ast.walk(tree):
             if (
                 isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
@@ -347,7 +348,7 @@ def _strip_comments_and_docstrings(source: str) -> str:
 
 def _ast_hits(source: str) -> list[tuple[str, int, str]]:
     try:
-        tree = ast.parse(source)
+        tree = parse_module(source)
     except SyntaxError:
         return []
     aliases: dict[str, str] = {}

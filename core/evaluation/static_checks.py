@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 
 from core.evaluation.validate_report import ROOFLINE_DEVICE, CheckResult
+from core.harness.pysource import parse_module
 from core.model.task import Task
 from core.model.workload import Workload
 
@@ -28,7 +29,7 @@ def check_external(task: Task) -> CheckResult:
 
 def _defines(path: Path, name: str) -> bool:
     """A top-level def, assignment or import of `name` (the way evaluate.check_candidate looks)."""
-    tree = ast.parse(path.read_bytes(), filename=str(path))
+    tree = parse_module(path.read_bytes(), str(path))
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
             return True

@@ -30,6 +30,7 @@ import time
 from typing import Any
 
 from core.harness import trace
+from core.harness.pysource import parse_module
 from core.harness.worker_tools import read_task_file
 
 # Already in every worker, or not a library: never preloaded.
@@ -48,7 +49,7 @@ def task_libraries(job: dict[str, Any]) -> list[str]:
     if source is None:
         return []
     try:
-        tree = ast.parse(source)
+        tree = parse_module(source)
     except SyntaxError:
         return []
     names: list[str] = []

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.harness.pysource import parse_module
 from core.importers.kernelbench_problem import ProblemError
 
 
@@ -30,7 +31,7 @@ class Runner:
             raise ProblemError(
                 "external", "has no scripts/task_runner.py: it runs its own commands"
             )
-        tree = ast.parse(path.read_text(), filename=str(path))
+        tree = parse_module(path.read_text(), str(path))
         defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
         shapes = _test_shapes(tree)
         if shapes is None or not {"run_correctness", "load_module", "run_compile"} <= set(defs):

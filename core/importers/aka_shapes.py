@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.harness.pysource import parse_module
 from core.importers.aka_replay import Captured
 from core.importers.aka_runner import Runner
 from core.importers.kernelbench_problem import ProblemError, not_power_of_two
@@ -138,7 +139,7 @@ def _shape_source(
 
 def _parameters(source_file: Path, entry: str) -> list[str]:
     """The entry's positional parameter names, from the source file (nothing is imported)."""
-    for node in ast.walk(ast.parse(source_file.read_text())):
+    for node in ast.walk(parse_module(source_file.read_text(), str(source_file))):
         if isinstance(node, ast.FunctionDef) and node.name == entry:
             return [a.arg for a in node.args.posonlyargs + node.args.args]
     return []

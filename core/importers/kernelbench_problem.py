@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.harness.pysource import parse_module
+
 SKIP_NAMES = frozenset(
     {
         "dim",
@@ -91,7 +93,7 @@ class Problem:
     def load(cls, path: Path) -> Problem:
         source = path.read_text()
         try:
-            tree = ast.parse(source, filename=str(path))
+            tree = parse_module(source, str(path))
         except SyntaxError as exc:
             raise ProblemError("syntax", f"does not parse: {exc.msg} (line {exc.lineno})") from None
         defs = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
@@ -244,7 +246,7 @@ def _with_overrides(tree: ast.Module, names: set[str]) -> ast.Module:
         body.append(node)
         assigned = set(_assigned_names(ast.Module(body=[node], type_ignores=[])))
         for name in sorted(assigned & names):
-            body.append(ast.parse(f"{name} = {OVERRIDES}[{name!r}]").body[0])
+            body.append(parse_module(f"{name} = {OVERRIDES}[{name!r}]").body[0])
     return ast.fix_missing_locations(ast.Module(body=body, type_ignores=[]))
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 import math
 
+from core.harness.pysource import compile_expression, parse_expression
+
 _FORMULA_FUNCS = {"min": min, "max": max, "ceil": math.ceil, "floor": math.floor, "log2": math.log2}
 # The nodes of any arithmetic over names; each grammar adds the operators (and calls) it allows.
 EXPRESSION_NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Load)
@@ -25,7 +27,7 @@ _FORMULA_NODES = (
 
 
 def formula_names(expr: str) -> set[str]:
-    tree = ast.parse(expr, mode="eval")
+    tree = parse_expression(expr)
     for node in ast.walk(tree):
         if not isinstance(node, _FORMULA_NODES):
             raise ValueError(f"`{ast.unparse(node)}` is not plain arithmetic")
@@ -40,5 +42,5 @@ def formula_names(expr: str) -> set[str]:
 def evaluate_formula(expr: str, axes: dict[str, int]) -> float:
     """Evaluate a FLOP or byte formula: arithmetic over the axes, nothing else."""
     formula_names(expr)  # rejects anything but arithmetic
-    code = compile(ast.parse(expr, mode="eval"), "<formula>", "eval")
+    code = compile_expression(parse_expression(expr), "<formula>")
     return float(eval(code, {"__builtins__": {}, **_FORMULA_FUNCS}, dict(axes)))

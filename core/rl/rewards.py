@@ -51,6 +51,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from core.evaluation.scoring import gap_closed, group_ties, tied_speedup
+from core.harness.pysource import parse_module
 from core.model.result import Result
 
 RewardFn = Callable[[Result], "float | None"]
@@ -88,7 +89,7 @@ def has_code(source: str) -> bool:
     if not source.strip():
         return False
     try:
-        body = ast.parse(source).body
+        body = parse_module(source).body
     except (SyntaxError, ValueError):
         return True
     return any(

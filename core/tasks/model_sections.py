@@ -7,6 +7,7 @@ import ast
 from pathlib import Path
 from typing import Any
 
+from core.harness.pysource import parse_expression
 from core.model.formulas import EXPRESSION_NODES, formula_names
 from core.model.workload import ModelWorkloads, Workload, WorkloadSets
 from core.tasks.fields import Fields, TaskError
@@ -37,7 +38,7 @@ _MODEL_EXPR_NODES = (
 def _expr_problem(expr: str, names: tuple[str, ...] | list[str], over: str) -> str | None:
     """Why `expr` is not integer arithmetic (+ - * // and parentheses) over `names`, or None."""
     try:
-        tree = ast.parse(expr, mode="eval")
+        tree = parse_expression(expr)
     except SyntaxError:
         return f"`{expr}` is not an expression"
     for node in ast.walk(tree):

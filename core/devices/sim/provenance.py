@@ -28,6 +28,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from core.harness.pysource import parse_module
+
 # Distributions whose version a baseline's time can depend on (what the bundled baselines import).
 LIBRARIES = (
     "torch",
@@ -60,7 +62,7 @@ def code_digest(source: str) -> str:
     comment or docstring, different for any change to what runs. A file that does not parse is
     hashed as its bytes (it cannot run anyway; any edit shows)."""
     try:
-        tree = ast.parse(source)
+        tree = parse_module(source)
     except SyntaxError:
         return hashlib.sha256(source.encode()).hexdigest()
     for node in ast.walk(tree):
@@ -99,7 +101,7 @@ def local_imports(source: str, folder: Path) -> list[str]:
     """File names in `folder` that `source` imports (`import helper`, `from helper import x`,
     `from . import helper`): the task's own modules, which run as part of its baseline."""
     try:
-        tree = ast.parse(source)
+        tree = parse_module(source)
     except SyntaxError:
         return []
     names: set[str] = set()
