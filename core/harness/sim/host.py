@@ -20,8 +20,6 @@ import inspect
 import textwrap
 from typing import Any
 
-from core.harness.pysource import parse_module
-
 
 def host_calls(fn: Any, _seen: set[int] | None = None) -> list[str]:
     """`module.name` of every host Python callable the kernel `fn` (a Python function, or a
@@ -33,7 +31,7 @@ def host_calls(fn: Any, _seen: set[int] | None = None) -> list[str]:
         return []
     seen.add(id(fn))
     try:
-        tree = parse_module(textwrap.dedent(inspect.getsource(fn)))
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
     except (OSError, TypeError, SyntaxError):
         return []
     local = {
