@@ -15,7 +15,7 @@
 #      CPU and sim ratios on two cores beside it); then issue 43's new tasks, each baseline as its
 #      own candidate and each starter (bench/tasks_gpu.py): about 9 minutes.
 #   4  the shared regions' fix checked (see the step).
-#   5-8  2026-12-02's later calls: each says what it measures.
+#   5-12  2026-12-02's later calls: each says what it measures.
 OUT=${1:-.}
 STEP=${2:-1}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
@@ -134,6 +134,11 @@ case "$STEP" in
     --phases warmup,batches --budget-s 105 --out "$OUT/pb" 2>&1 | grep "batch of" | cut -c1-200
   timeout 45 python3 bench/fidelity.py identity --out "$OUT/batch" --profiles train --batch 5 --runs 1 \
     --budget-s 40 --tasks attention/prefill_gqa 2>&1 | tail -3
+  ;;
+12)
+  # issue 35: the two host-bound baselines against themselves outside the arena, by condition
+  # (bench/host_bound.py; not yet run as of 2026-12-02's fifth session): about 7 minutes.
+  timeout 520 python3 bench/host_bound.py --out "$OUT/host_bound.json" --rounds 16 --budget-s 420 2>&1 | tail -30
   ;;
 esac
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader

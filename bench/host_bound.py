@@ -16,6 +16,7 @@ conditions an evaluation differs by:
 - `two_unpinned`: two processes, no pinning.
 
     PYTHONPATH=. python3 bench/host_bound.py --out bench/results/host_bound.json [--rounds 16]
+    sh bench/h200_wave.sh $OUT 12                      # the same on the H200, in one device call
 
 Per condition and workload: each side's round medians, the paired ratios (side A's round over
 side B's round after it), their spread (max/min) and the two sides' own round-to-round spread.
