@@ -45,7 +45,8 @@ WORKLOADS = [
     ("attention/mla_prefill", {"B": 8, "L": 512, "K": 4, "H": 16, "DQK": 192, "DV": 128}),
     ("gemm/fp8_blockscale_grouped_gemm", {"B": 32, "E": 32, "N": 4096, "K": 7168, "S": 1}),
 ]
-CONDITIONS = ["inproc", "two", "two_spin", "two_yield", "two_block", "two_nogc", "two_unpinned"]
+# inproc last: it makes a CUDA context in this process, which the others must not have beside them
+CONDITIONS = ["two", "two_spin", "two_yield", "two_block", "two_nogc", "two_unpinned", "inproc"]
 SCHED = {"spin": 1, "yield": 2, "block": 4}  # CU_CTX_SCHED_*
 INPUT_SETS = 24  # distinct drawn inputs, cycled (both sides see the same index per call)
 BUDGET_MS = 30.0
