@@ -26,7 +26,11 @@ FILL_BUDGET = (
 
 
 def gpu_inputs(
-    specs: list[dict[str, Any]], workload: dict[str, Any], seed: int, custom: Any
+    specs: list[dict[str, Any]],
+    workload: dict[str, Any],
+    seed: int,
+    custom: Any,
+    fill_floats: bool = True,
 ) -> list[Any]:
     """Inputs at GPU size on the CPU. Drawing hundreds of MB of random bf16 on two cores takes
     minutes, so each tensor repeats one block of `TILE` values drawn as its spec says: values of
@@ -35,7 +39,9 @@ def gpu_inputs(
     fresh zero pages the allocator mapped, never written, so it costs nothing; counting needs its
     addresses, not its values. A task's own generator (inputs.py) builds structure (block
     tables, routing) and is called as it is, with its random fills made cheap and its large
-    floating-point tensors left unwritten the same way (CheapFills)."""
+    floating-point tensors left unwritten the same way (CheapFills). `fill_floats=False` (a fake
+    pass wants only the integer inputs' values: sim_known) leaves every floating-point tensor
+    with its first block: the same draws, hence the same integers, at no memory."""
     gen = torch.Generator("cpu").manual_seed(seed)
     if custom is not None:
         with CheapFills():
@@ -54,7 +60,9 @@ def gpu_inputs(
         # Drawn values everywhere, large tensors too, while the workload's budget lasts: a
         # kernel must not tell the counted call from a real one by the zero pages of an
         # unwritten weight. Past the budget (KV caches of gigabytes), the rest stays unwritten.
-        if not (t.dtype.is_floating_point and nbytes > UNTOUCHED_BYTES) or nbytes <= budget:
+        if t.dtype.is_floating_point and not fill_floats:
+            pass
+        elif not (t.dtype.is_floating_point and nbytes > UNTOUCHED_BYTES) or nbytes <= budget:
             _repeat_prefix(flat, min(TILE, flat.numel()))
             if t.dtype.is_floating_point and nbytes > UNTOUCHED_BYTES:
                 budget -= nbytes

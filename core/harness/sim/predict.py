@@ -65,6 +65,15 @@ def fake_inputs(
     return make
 
 
+def real_integers(
+    specs: list[dict[str, Any]], workload: dict[str, Any], seed: int, custom: Any
+) -> Callable[[], list[Any]]:
+    """The inputs the real run makes (`gpu_inputs`, same seed), for the fake pass to know the
+    values of its integer inputs (sim_known): a grouped product's `offs` says which experts'
+    weights it reads. Floating-point ones are left unfilled: only the integers are used."""
+    return lambda: gpu_inputs(specs, workload, seed, custom, fill_floats=False)
+
+
 class CompileCache:
     """One AOT compile per kernel configuration for the whole evaluation."""
 
@@ -129,7 +138,8 @@ def predict_candidate(
         sizes: list[Any] = []
         found: dict[str, Any] = {}
         make = fake_inputs(specs, workload, seed, custom)
-        ops = sim_torch.count_fake(run, make, written, sizes, found)
+        integers = real_integers(specs, workload, seed, custom)
+        ops = sim_torch.count_fake(run, make, written, sizes, found, integers)
     except Exception:  # noqa: BLE001 - needs real memory (Triton, data-dependent torch): go on below
         pass
     else:
@@ -330,7 +340,11 @@ def predict_baseline(
     count fails, the call as a whole (FLOPs counted, bytes of its tensors), or the task's
     formulas where fake tensors fail altogether."""
     try:
-        ops = sim_torch.count_fake(run, fake_inputs(specs, workload, seed, custom))
+        ops = sim_torch.count_fake(
+            run,
+            fake_inputs(specs, workload, seed, custom),
+            real_args=real_integers(specs, workload, seed, custom),
+        )
         if ops and sim_torch.math_isfinite(ops):
             return {"ok": True, "torch_ops": ops, "source": "counted"}
     except Exception:  # noqa: BLE001 - data-dependent: the call as a whole, below

@@ -35,7 +35,11 @@ def billed_from_fake(
     from core.harness.sim import torch_ops as sim_torch
 
     started = time.perf_counter()
-    fake = sim_torch.count_fake(run, sim_predict.fake_inputs(specs, scaled, seed, custom))
+    fake = sim_torch.count_fake(
+        run,
+        sim_predict.fake_inputs(specs, scaled, seed, custom),
+        real_args=sim_predict.real_integers(specs, scaled, seed, custom),
+    )
     flops, nbytes = sim_torch.total(fake)
     values = dict(real["values"])
     values["workload"] = {"axes": scaled["axes"], "shapes": scaled["shapes"]}

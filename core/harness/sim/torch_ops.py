@@ -21,8 +21,9 @@ import math
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
+from core.harness.sim import known as sim_known
 from core.harness.sim import written as sim_written
 
 _FREE = {
@@ -165,8 +166,10 @@ def _sdpa_flops(args: tuple[Any, ...], kwargs: dict[str, Any]) -> float:
 class TorchWork(TorchDispatchMode):
     """While active, every aten op that does work is recorded as {name, flops, bytes, dtype}."""
 
-    def __init__(self) -> None:
+    def __init__(self, known: sim_known.KnownInts | None = None) -> None:
         super().__init__()
+        # the values of the fake pass's integer tensors (sim_known); a real run's are its own
+        self.known = known if known is not None else sim_known.KnownInts()
         self.ops: list[dict[str, Any]] = []
         self.written: list[
             sim_written.Span
@@ -178,6 +181,7 @@ class TorchWork(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
+        self.known.after(func, args, kwargs, out)
         name = func.overloadpacket.__name__
         ins, outs = _tensors(args) + _tensors(kwargs), _tensors(out)
         self.storages += storages(outs)
@@ -208,6 +212,7 @@ class TorchWork(TorchDispatchMode):
             nbytes = sum(_nbytes(t) for t in ins) + sum(
                 _nbytes(t) for t in outs
             )  # in place: read, then written back
+            nbytes -= unused_group_bytes(func, name, args, kwargs, self.known)
         flops = _flops(func, name, args, kwargs, out)
         self.ops.append(
             {"name": name, "flops": flops, "bytes": float(nbytes), "dtype": _dtype_name(ins)}
@@ -222,6 +227,44 @@ def _grouped_flops(args: tuple[Any, ...], out: Any) -> float:
     if a.dim() == 2 and b.dim() == 2:
         return 2.0 * a.shape[0] * a.shape[1] * b.shape[-1]
     return 2.0 * out.numel() * a.shape[-1]
+
+
+def unused_group_bytes(
+    func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], known: sim_known.KnownInts
+) -> int:
+    """The bytes a grouped matrix product (`_grouped_mm`, `_scaled_grouped_mm`) does not read:
+    of its 3-D operand (the experts' weights of a 2-D × 3-D product, or the 3-D side of a 3-D ×
+    2-D one) and that operand's scales, the groups its `offs` gives no row (offs[g] = offs[g-1],
+    offs[-1] taken as 0); a GPU kernel (CUTLASS's grouped GEMM) never loads them. 0 where the
+    values of `offs` are not known (a fake tensor no known op made: sim_known): the full bill."""
+    if "grouped_mm" not in name:
+        return 0
+    bound = _bound(func, args, kwargs)
+    a, b, offs = bound.get("self"), bound.get("mat2"), known.of(bound.get("offs"))
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or offs is None:
+        return 0
+    if a.dim() == 2 and b.dim() == 3:
+        grouped, scale = b, bound.get("scale_b")
+    elif a.dim() == 3 and b.dim() == 2:
+        grouped, scale = a, bound.get("scale_a")
+    else:  # 2-D × 2-D groups the reduction (every operand is read); 3-D × 3-D is batched
+        return 0
+    groups = offs.numel()
+    if offs.dim() != 1 or groups != grouped.shape[0] or groups == 0:
+        return 0
+    with _disable_current_modes():  # real values, read outside the fake mode
+        ends = [int(v) for v in offs.tolist()]
+    unused = sum(end <= start for start, end in zip([0, *ends], ends))
+    read = _nbytes(grouped) + (_nbytes(scale) if isinstance(scale, torch.Tensor) else 0)
+    return read * unused // groups
+
+
+def _bound(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """An op's arguments by their schema's names."""
+    found = dict(kwargs)
+    for arg, value in zip(func._schema.arguments, args):
+        found[arg.name] = value
+    return found
 
 
 _EXTRA_FLOPS = {  # matrix products torch's FLOP registry lacks
@@ -274,7 +317,7 @@ class TorchCalls:
     metadata) are free. Each entry is {name, flops, bytes, dtype, glue: True}: the model bills
     a launch per entry at the measured launch cost (sim_model.glue_time)."""
 
-    def __init__(self) -> None:
+    def __init__(self, known: sim_known.KnownInts | None = None) -> None:
         from torch.overrides import TorchFunctionMode
 
         calls = self
@@ -298,7 +341,7 @@ class TorchCalls:
                 return out
 
         self.ops: list[dict[str, Any]] = []
-        self.work = TorchWork()
+        self.work = TorchWork(known)
         self.calls = _Calls()
 
     def __enter__(self) -> TorchCalls:
@@ -336,16 +379,26 @@ def count_fake(
     written: list[Any] | None = None,
     sizes: list[Any] | None = None,
     found: dict[str, Any] | None = None,
+    real_args: Any = None,
 ) -> list[dict[str, Any]]:
     """A candidate's torch calls of `fn(*make_args())` (TorchCalls), both run on fake tensors (no
     memory, no time). Raises what the fake run raises (data-dependent code). `written`, where
     given, receives the share of each returned tensor that the ops wrote (sim_written.shares);
-    `found["unknown"]` the ops whose cost the model does not know."""
+    `found["unknown"]` the ops whose cost the model does not know. `real_args`, where given,
+    makes the same inputs for real (sim_gpu_inputs): the values of the integer ones are known
+    to the count (sim_known), never to `fn`."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
+    known = sim_known.KnownInts()
     with FakeTensorMode(allow_non_fake_inputs=True):
         args = make_args()
-        with TorchCalls() as calls, torch.no_grad():
+        if real_args is not None and any(
+            isinstance(t, torch.Tensor) and sim_known.integral(t) for t in args
+        ):
+            with _disable_current_modes():
+                known.seed(list(args), list(real_args()))
+        calls = TorchCalls(known)
+        with calls, torch.no_grad():
             result = fn(*args)
             spans = list(calls.work.written)
         if written is not None:
