@@ -41,7 +41,8 @@ def _full_bill() -> float:
 
 
 def _real_bytes(fn, args: list[torch.Tensor]) -> float:  # type: ignore[no-untyped-def]
-    with sim_torch.TorchCalls() as calls, torch.no_grad():
+    """As the real run counts (sim_predict._count_real): it knows its integer inputs."""
+    with sim_torch.TorchCalls(sim_known.KnownInts.of_run(args)) as calls, torch.no_grad():
         fn(*args)
     return sim_torch.total(calls.ops)[1]
 
@@ -77,6 +78,28 @@ def test_offs_computed_inside_the_call_are_followed_through_integer_ops():
     real = _real_bytes(composed, make())
     assert fake == pytest.approx(real)
     assert _real_bytes(_grouped, _inputs()) < real < _full_bill(), "the weights of 3 groups"
+
+
+def test_offs_made_by_a_float_op_are_known_to_neither_count():
+    """Counts per expert through `histc` (a float op): the fake pass cannot know them, so the
+    real run does not either, and both bill every group: a pure PyTorch call is never flagged
+    for its two counts differing (`sim_fake_pass_differs`) over what only one of them knew."""
+
+    def through_histc(a: torch.Tensor, b: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        counts = torch.histc(ids.float(), bins=G, min=0, max=G - 1)
+        offs = torch.cumsum(counts, 0).to(torch.int32)
+        return torch._grouped_mm(a, b.transpose(-2, -1), offs=offs)
+
+    def make() -> list[torch.Tensor]:
+        a, b, _ = _inputs()
+        ends = OFFS
+        ids = [g for g, (s, e) in enumerate(zip([0, *ends], ends)) for _ in range(e - s)]
+        return [a, b, torch.tensor(ids, dtype=torch.int32)]
+
+    fake = sim_torch.count_fake(through_histc, make, real_args=make)
+    real = _real_bytes(through_histc, make())
+    assert sim_torch.total(fake)[1] == pytest.approx(real)
+    assert fake[-1]["bytes"] == pytest.approx(_full_bill()), "every group's weights"
 
 
 def test_code_that_reads_values_on_the_host_still_raises_in_the_fake_pass():

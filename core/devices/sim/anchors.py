@@ -36,7 +36,7 @@ SIM_DIR = Path(__file__).resolve().parents[2] / "harness" / "sim"
 # The parent's side of core/harness/sim prices and judges counts; it changes no count. model.py
 # prices them with the job's constants at evaluation time, so its changes are picked up live.
 NOT_COUNTING = ("model.py", "stage.py", "judge.py")
-RECOUNT = "PYTHONPATH=. python3 bench/sim_heldout.py predict --anchors && PYTHONPATH=. python3 bench/sim_heldout.py anchors"
+RECOUNT = "PYTHONPATH=. python3 bench/sim_heldout.py predict --anchors --point-timeout-s 900 && PYTHONPATH=. python3 bench/sim_heldout.py anchors"
 
 
 def counter_code() -> str:

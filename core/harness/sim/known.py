@@ -11,8 +11,13 @@ the same routing), and every op whose inputs are all known and whose outputs are
 tensors is run again on the real values (a cumsum of expert counts, a cast to int32, a view).
 The fake tensors stay fake: code that reads values on the host (`.tolist()`, `.item()`, a
 data-dependent shape) raises in the fake pass as before, and the candidate sees nothing of
-this. What is known is used for billing only, the same way the real run bills real tensors, so
-the fake pass and the real run of a call count alike (sim_checked.fake_pass_problem).
+this. What is known is used for billing only.
+
+The real run of the same call (GPU-sized CPU tensors) knows by the same rule (`KnownInts.of_run`):
+its integer inputs, and what integer ops make of them, never a tensor the fake pass could not
+know (counts from `histc` over floats, an index a Triton kernel wrote). Both count alike, so a
+pure PyTorch call is not flagged for its fake pass and real run differing
+(sim_checked.fake_pass_problem) where the two would only have known different things.
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils.weak import WeakIdKeyDictionary
 
-MAX_NUMEL = 1 << 22  # integer outputs larger than this (elements, all outputs) are not followed
+# Integer tensors larger than this (elements; an op's outputs together) are data, not structure
+# (an mxfp4 expert's packed weights): never known, so never kept alive nor followed.
+MAX_NUMEL = 1 << 22
 
 
 def is_fake(t: torch.Tensor) -> bool:
@@ -40,6 +47,17 @@ class KnownInts:
 
     def __init__(self) -> None:
         self.values: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        self.real = False  # a real run's: its own tensors, known by provenance (`of_run`)
+
+    @classmethod
+    def of_run(cls, args: list[Any]) -> KnownInts:
+        """A real run's knowledge: its integer inputs, and then what `after` follows from them."""
+        known = cls()
+        known.real = True
+        for t in args:
+            if isinstance(t, torch.Tensor) and integral(t) and t.numel() <= MAX_NUMEL:
+                known.values[t] = t
+        return known
 
     def seed(self, fakes: list[Any], reals: list[Any]) -> None:
         """The call's inputs: each fake integer tensor of `fakes` gets the real tensor at the
@@ -51,6 +69,7 @@ class KnownInts:
                 and is_fake(fake)
                 and not is_fake(real)
                 and integral(fake)
+                and fake.numel() <= MAX_NUMEL
                 and fake.shape == real.shape
                 and fake.dtype == real.dtype
             ):
@@ -60,7 +79,7 @@ class KnownInts:
         """The values of `t`: itself where it is real, what is known of a fake one, else None."""
         if not isinstance(t, torch.Tensor):
             return None
-        if not is_fake(t):
+        if not is_fake(t) and not self.real:
             return t
         return self.values.get(t)
 
@@ -75,6 +94,10 @@ class KnownInts:
         real = self._real_arguments(args, kwargs)
         if real is None:
             self._forget_written(func, args, kwargs)
+            return
+        if self.real:  # the op ran on the values themselves: its outputs are known as they are
+            for t in outs:
+                self.values[t] = t
             return
         with _disable_current_modes():  # on real CPU tensors, outside the fake mode
             got = func(*real[0], **real[1])
@@ -91,7 +114,7 @@ class KnownInts:
             return False
         return (
             bool(outs)
-            and all(is_fake(t) and integral(t) for t in outs)
+            and all((self.real or is_fake(t)) and integral(t) for t in outs)
             and sum(t.numel() for t in outs) <= MAX_NUMEL
         )
 

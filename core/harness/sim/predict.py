@@ -29,6 +29,7 @@ from core.harness.sim import aot as sim_aot
 from core.harness.sim import count as sim_count
 from core.harness.sim import host as sim_host
 from core.harness.sim import judge as sim_judge
+from core.harness.sim import known as sim_known
 from core.harness.sim import scaled_run as sim_scaled_run
 from core.harness.sim import torch_ops as sim_torch
 from core.harness.sim import values as sim_values
@@ -254,7 +255,7 @@ def _count_real(
     made = time.perf_counter() - begun
     with (
         sim_count.Counting(model=compiler.target.get("trial_model"), confirm=confirm) as counting,
-        sim_torch.TorchCalls() as work,
+        sim_torch.TorchCalls(sim_known.KnownInts.of_run(list(args))) as work,
         torch.no_grad(),
     ):
         counting.salt = int(seed) & 0xFFFFFFFF
