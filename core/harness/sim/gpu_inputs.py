@@ -41,7 +41,8 @@ def gpu_inputs(
     tables, routing) and is called as it is, with its random fills made cheap and its large
     floating-point tensors left unwritten the same way (CheapFills). `fill_floats=False` (a fake
     pass wants only the integer inputs' values: sim_known) leaves every floating-point tensor
-    with its first block: the same draws, hence the same integers, at no memory."""
+    with its first block: the same draws, hence the same integers, without filling the floats
+    (integer tensors are still made whole: packed mxfp4 weights cost their bytes again)."""
     gen = torch.Generator("cpu").manual_seed(seed)
     if custom is not None:
         with CheapFills():
