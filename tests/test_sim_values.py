@@ -167,6 +167,31 @@ def test_a_reference_over_its_budget_is_skipped_and_says_why(tmp_path, monkeypat
     assert reply["skipped"] and reply["wrong"] is None
 
 
+def test_a_sim_jobs_performance_limit_holds_the_value_checks_of_every_gpu_workload(
+    tmp_path, monkeypatch
+):
+    """The trusted side's reference at GPU size is the arena's work: on two slow cores ten of
+    them filled fp8_blockscale_grouped_gemm's 300 s stage before any count was slow, and the
+    starter ended `infrastructure_error`. The stage's limit (and the job's) grows by the
+    references' budgets; a GPU's does not."""
+    from core.devices.device import sim_info
+    from core.evaluation.job import VALUE_CHECK_BUDGETS, build_job, job_deadline_s
+    from core.tasks.discovery import find_task
+
+    monkeypatch.setenv("ARENA_SIM_REFERENCE_S", "10")
+    task = find_task("gemm/fp8_blockscale_grouped_gemm")
+    job = build_job(task, task.file("starter.py"), sim_info("sim:h200"), "cpu", 1, tmp_path)
+    timed = len(job["stages"]["performance"])
+    assert timed >= 10
+    allowance = VALUE_CHECK_BUDGETS * 10 * timed
+    assert job["limits"]["performance_s"] == task.limits.performance_s + allowance
+    assert job_deadline_s(job) >= task.limits.performance_s + allowance
+    visible = build_job(
+        task, task.file("starter.py"), sim_info("sim:h200"), "cpu", 1, tmp_path, performance=False
+    )
+    assert visible["limits"]["performance_s"] == task.limits.performance_s
+
+
 def test_values_outside_the_output_are_malformed():
     entry = {"outputs": [torch.zeros(4)], "changed": [None]}
     bad = {"outputs": [{"index": [0, 9], "value": [0.0, 0.0]}]}

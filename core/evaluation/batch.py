@@ -194,7 +194,7 @@ async def evaluate_batch(
         # a heartbeat while a member's stage runs, to the caller only (never among its events)
         pulse = Pulse(job, collect, on_beat=on_event or (lambda event: None))
         await pulse.around(
-            evaluator.executor.run(job, job_dir, job_deadline_s(limits) * len(paths), pulse)
+            evaluator.executor.run(job, job_dir, job_deadline_s(job) * len(paths), pulse)
         )
         broken: HarnessError | None = None
     except HarnessError as exc:

@@ -222,7 +222,7 @@ class Evaluator:
             profile=profile,
         )
         pulse = Pulse(job, on_event)  # a heartbeat while a stage runs, whatever the candidate does
-        seen = await pulse.around(self.executor.run(job, job_dir, job_deadline_s(limits), pulse))
+        seen = await pulse.around(self.executor.run(job, job_dir, job_deadline_s(job), pulse))
         result = await asyncio.to_thread(self._judge, task, job, sha, seen, scan_notes, before)
         if self.escalation is not None:  # a prediction whose band straddles the decision
             result = await escalated(
