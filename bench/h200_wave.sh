@@ -15,7 +15,7 @@
 #      CPU and sim ratios on two cores beside it); then issue 43's new tasks, each baseline as its
 #      own candidate and each starter (bench/tasks_gpu.py): about 9 minutes.
 #   4  the shared regions' fix checked (see the step).
-#   5-12  2026-12-02's later calls: each says what it measures.
+#   5-13  2026-12-02's later calls: each says what it measures.
 OUT=${1:-.}
 STEP=${2:-1}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
@@ -139,6 +139,38 @@ case "$STEP" in
   # issue 35: the two host-bound baselines against themselves outside the arena, by condition
   # (bench/host_bound.py; not yet run as of 2026-12-02's fifth session): about 7 minutes.
   timeout 520 python3 bench/host_bound.py --out "$OUT/host_bound.json" --rounds 16 --budget-s 420 2>&1 | tail -30
+  ;;
+13)
+  # issue 35: step 12 (2026-12-02, sixth session) found the two baselines' pinned rounds tracking
+  # each other outside the arena (ratio medians 0.985-0.998) where the arena's read 0.86-1.12.
+  # Where a worker was born (NUMA), and the arena's own identity sandboxed and not: about 8 minutes.
+  lscpu | grep -i "numa\|model name\|socket\|thread\|^cpu(s)"
+  timeout 200 python3 bench/host_bound.py --out "$OUT/host_bound.json" --rounds 24 --budget-s 170 2>&1 | tail -30
+  timeout 140 python3 bench/fidelity.py identity --out "$OUT/sandboxed" --profiles train --singles --runs 2 \
+    --budget-s 130 --tasks attention/mla_prefill gemm/fp8_blockscale_grouped_gemm 2>&1 | tail -6
+  ARENA_SANDBOX=off timeout 140 python3 bench/fidelity.py identity --out "$OUT/unsandboxed" --profiles train \
+    --singles --runs 2 --budget-s 130 --tasks attention/mla_prefill gemm/fp8_blockscale_grouped_gemm 2>&1 | tail -6
+  ;;
+14)
+  # issue 35: step 13 found one NUMA node and the sandbox not at fault, and two pinned processes'
+  # rounds bimodal where one process's are not. Another CUDA context alone (inproc_ctx), the
+  # same under MPS, the host's steal time meanwhile; then `full` one at a time, three runs, on
+  # two tasks the identity table has no `full` row for: about 8 minutes.
+  nvidia-smi -q | grep -i "compute mode"
+  head -1 /proc/stat
+  timeout 170 python3 bench/host_bound.py --out "$OUT/host_bound.json" --rounds 24 --budget-s 140 \
+    --conditions two,two_spin,inproc,inproc_ctx 2>&1 | tail -14
+  head -1 /proc/stat
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps/log
+  mkdir -p /tmp/mps/pipe /tmp/mps/log
+  if nvidia-cuda-mps-control -d; then
+    timeout 100 python3 bench/host_bound.py --out "$OUT/host_bound_mps.json" --rounds 24 --budget-s 80 \
+      --conditions two,two_spin 2>&1 | tail -8
+    echo quit | nvidia-cuda-mps-control
+  fi
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+  timeout 170 python3 bench/fidelity.py identity --out "$OUT/full" --profiles full --singles --runs 3 \
+    --budget-s 160 --tasks gemm/bf16_gemm moe/align_permute 2>&1 | tail -8
   ;;
 esac
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader

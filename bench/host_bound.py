@@ -13,7 +13,15 @@ conditions an evaluation differs by:
 - `two_spin`, `two_yield`, `two_block`: the same with the CUDA context's host wait set to spin,
   yield or block (cuDevicePrimaryCtxSetFlags before torch makes the context);
 - `two_nogc`: the same with Python's garbage collector frozen and off in both workers;
-- `two_unpinned`: two processes, no pinning.
+- `two_unpinned`: two processes, no pinning;
+- `inproc_ctx`: as `inproc`, with a second process holding an idle CUDA context on the GPU
+  meanwhile (an evaluation always has two): whether another context alone makes the rounds
+  bimodal;
+- `numa_local`, `numa_remote`: two pinned processes, each started (its imports, its heap) on
+  the CPUs of one NUMA node and only then pinned to the timing CPU: side B on the timing CPU's
+  node in the first, on another node in the second (skipped on a one-node machine). A worker's
+  memory lies where it first ran, so a gap between the two says that where a worker was born
+  is part of what its host-bound calls cost.
 
     PYTHONPATH=. python3 bench/host_bound.py --out bench/results/host_bound.json [--rounds 16]
     sh bench/h200_wave.sh $OUT 12                      # the same on the H200, in one device call
@@ -45,8 +53,20 @@ WORKLOADS = [
     ("attention/mla_prefill", {"B": 8, "L": 512, "K": 4, "H": 16, "DQK": 192, "DV": 128}),
     ("gemm/fp8_blockscale_grouped_gemm", {"B": 32, "E": 32, "N": 4096, "K": 7168, "S": 1}),
 ]
-# inproc last: it makes a CUDA context in this process, which the others must not have beside them
-CONDITIONS = ["two", "two_spin", "two_yield", "two_block", "two_nogc", "two_unpinned", "inproc"]
+# inproc and inproc_ctx last: they make a CUDA context in this process, which the others must
+# not have beside them
+CONDITIONS = [
+    "two",
+    "numa_local",
+    "numa_remote",
+    "two_spin",
+    "two_yield",
+    "two_block",
+    "two_nogc",
+    "two_unpinned",
+    "inproc",
+    "inproc_ctx",
+]
 SCHED = {"spin": 1, "yield": 2, "block": 4}  # CU_CTX_SCHED_*
 INPUT_SETS = 24  # distinct drawn inputs, cycled (both sides see the same index per call)
 BUDGET_MS = 30.0
@@ -58,6 +78,21 @@ def _module(path: Path, name: str) -> Any:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def numa_nodes() -> list[set[int]]:
+    """Each NUMA node's CPUs (those this process may use), from sysfs; one set where unknown."""
+    allowed = os.sched_getaffinity(0)
+    nodes = []
+    for path in sorted(Path("/sys/devices/system/node").glob("node[0-9]*/cpulist")):
+        cpus: set[int] = set()
+        for part in path.read_text().strip().split(","):
+            if part:
+                lo, _, hi = part.partition("-")
+                cpus.update(range(int(lo), int(hi or lo) + 1))
+        if cpus & allowed:
+            nodes.append(cpus & allowed)
+    return nodes or [allowed]
 
 
 def _set_sched(mode: str | None) -> None:
@@ -74,14 +109,16 @@ def _set_sched(mode: str | None) -> None:
 class Side:
     """One side's baseline and inputs for every workload, timed round by round."""
 
-    def __init__(self, cpu: int | None, sched: str | None, nogc: bool):
+    def __init__(self, cpu: int | None, sched: str | None, nogc: bool, late: bool = False):
+        """`late`: pinned to `cpu` only once everything is loaded and drawn (as an arena
+        worker is, for its rounds), so that its memory lies where it was started."""
         _set_sched(sched)
         import torch
 
         from core.harness import timing
 
         self.torch, self.timing = torch, timing
-        if cpu is not None:
+        if cpu is not None and not late:
             os.sched_setaffinity(0, {cpu})
         if nogc:
             gc.collect()
@@ -99,6 +136,8 @@ class Side:
                 sets.append(make(dict(axes), gen))
             self.inputs.append(sets)
         torch.cuda.synchronize()
+        if cpu is not None and late:
+            os.sched_setaffinity(0, {cpu})
 
     def round(self, w: int, first: int) -> float:
         sets = self.inputs[w]
@@ -107,23 +146,65 @@ class Side:
         return statistics.median(got["times_us"])
 
 
-def _serve(conn: Any, cpu: int | None, sched: str | None, nogc: bool) -> None:
-    side = Side(cpu, sched, nogc)
+def _serve(conn: Any, cpu: int | None, sched: str | None, nogc: bool, late: bool) -> None:
+    side = Side(cpu, sched, nogc, late)
     conn.send("ready")
     while (msg := conn.recv()) is not None:
         conn.send(side.round(*msg))
+
+
+def _idle_context(conn: Any) -> None:
+    """A process that makes a CUDA context, then does nothing on the GPU until told to end."""
+    import torch
+
+    torch.zeros(1, device="cuda:0")
+    torch.cuda.synchronize()
+    conn.send("ready")
+    conn.recv()
+
+
+_INPROC: list[Side] = []  # the in-process side, made once (its context stays for the process)
 
 
 def _spread(xs: list[float]) -> float:
     return max(xs) / min(xs) if xs and min(xs) > 0 else float("nan")
 
 
+def _start_on(proc: Any, cpus: set[int] | None) -> None:
+    """Start `proc` with `cpus` as its first affinity (a spawned child inherits the parent's)."""
+    saved = os.sched_getaffinity(0)
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+    try:
+        proc.start()
+    finally:
+        os.sched_setaffinity(0, saved)
+
+
 def measure(condition: str, rounds: int, cpu: int) -> list[dict[str, Any]]:
     pinned = None if condition == "two_unpinned" else cpu
-    if condition == "inproc":
-        side = Side(pinned, None, False)
-        a = b = side.round
+    nodes = numa_nodes()
+    home = next(n for n in nodes if cpu in n)
+    away = next((n for n in nodes if cpu not in n), None)
+    if condition == "numa_remote" and away is None:
+        print(f"{condition}: one NUMA node ({sorted(home)}): nothing to compare", flush=True)
+        return []
+    births = {"numa_local": [home, home], "numa_remote": [home, away]}.get(condition, [None, None])
+    if condition in ("inproc", "inproc_ctx"):
+        if not _INPROC:
+            _INPROC.append(Side(pinned, None, False))
+        a = b = _INPROC[0].round
         close = lambda: None
+        if condition == "inproc_ctx":
+            parent, child = multiprocessing.get_context("spawn").Pipe()
+            idle = multiprocessing.get_context("spawn").Process(target=_idle_context, args=(child,))
+            idle.start()
+            assert parent.recv() == "ready"
+
+            def close() -> None:
+                parent.send(None)
+                idle.join(10)
+
     else:
         sched = (
             condition.split("_", 1)[1]
@@ -132,10 +213,13 @@ def measure(condition: str, rounds: int, cpu: int) -> list[dict[str, Any]]:
         )
         ctx = multiprocessing.get_context("spawn")
         pipes, procs = [], []
-        for _ in range(2):
+        for birth in births:
             parent, child = ctx.Pipe()
-            proc = ctx.Process(target=_serve, args=(child, pinned, sched, condition == "two_nogc"))
-            proc.start()
+            proc = ctx.Process(
+                target=_serve,
+                args=(child, pinned, sched, condition == "two_nogc", birth is not None),
+            )
+            _start_on(proc, birth)
             pipes.append(parent)
             procs.append(proc)
         for p in pipes:
@@ -197,6 +281,9 @@ def main() -> None:
     ap.add_argument("--budget-s", type=float, default=400)
     args = ap.parse_args()
     cpu = max(os.sched_getaffinity(0))
+    print(
+        f"timing CPU {cpu}; NUMA nodes {[f'{min(n)}-{max(n)}' for n in numa_nodes()]}", flush=True
+    )
     started, rows = time.time(), []
     for condition in args.conditions.split(","):
         if time.time() - started > args.budget_s:
