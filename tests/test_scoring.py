@@ -13,6 +13,7 @@ from core.evaluation.scoring import (
     roofline_us,
     sol_fraction,
     speedup,
+    workload_speedup,
 )
 
 H200_SPEC = Peaks(source="spec", bf16_tflops=989, fp32_tflops=67, hbm_tbps=4.8)
@@ -21,6 +22,36 @@ H200_SPEC = Peaks(source="spec", bf16_tflops=989, fp32_tflops=67, hbm_tbps=4.8)
 def test_speedup_is_baseline_over_candidate():
     assert speedup(100.0, 50.0) == 2.0
     assert speedup(100.0, 0.0) == 0.0
+
+
+def _side(median_us: float, rounds: list[float]) -> dict:
+    return {"median_us": median_us, "rounds": [{"median_us": r} for r in rounds]}
+
+
+def test_a_measured_speedup_comes_from_the_alternations_so_a_host_drift_cancels():
+    """The same code on both sides while the host swings between a fast and a slow mode (a
+    host-bound baseline's rounds read 300 or 800 µs on the H200): each alternation's two
+    rounds agree, the pooled medians need not (here the candidate's calls fell in slow rounds
+    more often)."""
+    baseline = _side(300.0, [300, 800, 310, 790, 305])
+    candidate = _side(790.0, [302, 795, 312, 800, 300])
+    assert speedup(300.0, 790.0) < 0.4
+    assert workload_speedup("measured", candidate, baseline) == pytest.approx(1.0, abs=0.01)
+
+
+def test_one_alternation_caught_in_a_slow_mode_moves_the_speedup_little():
+    baseline = _side(100.0, [100, 100, 100, 100, 100])
+    candidate = _side(100.0, [100, 99, 101, 100, 166])  # the last ratio 0.6
+    assert workload_speedup("measured", candidate, baseline) == pytest.approx(1.0, abs=0.02)
+
+
+def test_without_two_alternations_or_measured_times_the_speedup_is_the_medians_ratio():
+    one = workload_speedup("measured", _side(50.0, [50]), _side(100.0, [100]))
+    assert one == 2.0
+    assert workload_speedup("measured", {"median_us": 50.0}, {"median_us": 100.0}) == 2.0
+    drifted = (_side(50.0, [50, 80]), _side(100.0, [100, 80]))
+    assert workload_speedup("predicted", *drifted) == 2.0
+    assert workload_speedup("cpu", *drifted) == 2.0
 
 
 def test_geomean_counts_failures_as_zero_never_drops_them():

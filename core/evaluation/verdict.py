@@ -153,12 +153,12 @@ def assemble(
             # (bf16 matmul on a CPU varies tenfold between identical calls).
             if info.timing_kind != "cpu":
                 notes += wall_notes
-            if info.timing_kind != "cpu" and scoring.speedup(base, cand) > HIGH_SPEEDUP:
+            ratio = scoring.workload_speedup(info.timing_kind, e.candidate, e.baseline)
+            if info.timing_kind != "cpu" and ratio > HIGH_SPEEDUP:
                 notes.append(
-                    f"high_speedup: {e.workload} ran {scoring.speedup(base, cand):.1f}× faster than the baseline: check it by hand"
+                    f"high_speedup: {e.workload} ran {ratio:.1f}× faster than the baseline: check it by hand"
                 )
             band = _speedup_band(e) if e.mode == "predicted" else None
-            ratio = scoring.speedup(base, cand)
             interval = (
                 scoring.band_interval(ratio, band)
                 if e.mode == "predicted"
@@ -174,7 +174,7 @@ def assemble(
                     mode=e.mode,
                     candidate=e.candidate,
                     baseline=e.baseline,
-                    speedup=scoring.speedup(base, cand),
+                    speedup=ratio,
                     roofline_us=roof,
                     sol_fraction=scoring.sol_fraction(sol_us, cand),
                     model=w.get("model"),
