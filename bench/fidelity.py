@@ -503,6 +503,16 @@ def report(raws: dict[str, dict[str, Any]]) -> str:
     ]
     phases = (
         (
+            "eleventh",
+            "`full` one at a time, three runs, on eight more tasks (eleventh call of 2026-12-02: "
+            "bench/h200_wave.sh step 15; the last of them cut by the device budget)",
+        ),
+        (
+            "tenth",
+            "`full` one at a time, three runs, on two tasks (tenth call of 2026-12-02: "
+            "bench/h200_wave.sh step 14)",
+        ),
+        (
             "ninth",
             "One at a time, sandboxed and not (`ARENA_SANDBOX=off`), the two host-bound tasks "
             "(ninth call of 2026-12-02: bench/h200_wave.sh step 13)",

@@ -15,7 +15,7 @@
 #      CPU and sim ratios on two cores beside it); then issue 43's new tasks, each baseline as its
 #      own candidate and each starter (bench/tasks_gpu.py): about 9 minutes.
 #   4  the shared regions' fix checked (see the step).
-#   5-13  2026-12-02's later calls: each says what it measures.
+#   5-15  2026-12-02's later calls: each says what it measures.
 OUT=${1:-.}
 STEP=${2:-1}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
@@ -171,6 +171,16 @@ case "$STEP" in
   unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
   timeout 170 python3 bench/fidelity.py identity --out "$OUT/full" --profiles full --singles --runs 3 \
     --budget-s 160 --tasks gemm/bf16_gemm moe/align_permute 2>&1 | tail -8
+  ;;
+15)
+  # issue 35: `full` one at a time, three runs, on eight tasks the identity table had no `full`
+  # row for (2026-12-02 ran it so with the device's last 5 minutes: the budget stopped it
+  # after 19 of the 24 results): about 6 minutes.
+  mkdir -p "$OUT/full"
+  timeout 330 python3 bench/fidelity.py identity --out "$OUT/full" --profiles full --singles --runs 3 \
+    --budget-s 310 --tasks attention/decode_paged_gqa attention/mla_decode gemm/fp8_blockscale_gemm \
+    elementwise/rope_qknorm moe/route_grouped_topk sampling/top_k_top_p_sampling gemm/small_m_gemm \
+    activation/silu_mul_fp8_quant 2>&1 | tail -30
   ;;
 esac
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
