@@ -482,6 +482,44 @@ def rescored(entry: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def estimators(raws: dict[str, dict[str, Any]], prefixes: tuple[str, ...]) -> str:
+    """Per (call, task, profile, K) group of the files whose stem starts with one of
+    `prefixes`: the worst |1 - x| of its results scored from the pooled medians (as first
+    reported) and from the paired alternations (`rescored`), and how many groups hold each way.
+
+        python3 bench/fidelity.py estimators bench/results/fidelity_2026-12-02 \\
+            --calls fourth fifth sixth seventh eighth ninth unpinned
+    """
+    groups: dict[tuple[str, str, str, int], dict[str, list[float]]] = {}
+    for stem, raw in sorted(raws.items()):
+        call = next((c for c in prefixes if stem.startswith(c)), None)
+        if call is None:
+            continue
+        for e in raw.get("identity", []):
+            again = rescored(e)
+            if "speedup_reported" not in again:
+                continue  # failed, or a workload without two alternations
+            key = (call, e["task"], e["profile"], int(e.get("k") or 1))
+            got = groups.setdefault(key, {"pooled": [], "paired": []})
+            got["pooled"].append(float(again["speedup_reported"]))
+            got["paired"].append(float(again["speedup"]))
+    lines, held = [], {"pooled": 0, "paired": 0}
+    for (call, task, profile, k), got in sorted(groups.items()):
+        bound = BOUNDS[profile]
+        worst = {name: max(abs(1 - x) for x in xs) for name, xs in got.items()}
+        for name in held:
+            held[name] += worst[name] <= bound
+        lines.append(
+            f"{call:10s} {task:40s} {profile:5s} K={k}  pooled {worst['pooled']:6.1%}  "
+            f"paired {worst['paired']:6.1%}"
+        )
+    lines.append(
+        f"holds in {held['pooled']} of {len(groups)} groups from the pooled medians, "
+        f"{held['paired']} from the paired alternations"
+    )
+    return "\n".join(lines)
+
+
 def report(raws: dict[str, dict[str, Any]]) -> str:
     """The identity tables of docs/fidelity.md from `raws` (file stem -> its JSON): the
     results named `before_*` (the code as the issue found it) and `after_*` (as it stands)."""
@@ -647,7 +685,14 @@ def main() -> int:
         "folder", type=Path, help="a folder of identity JSON: before_*.json, after_*.json"
     )
     rep.add_argument("--doc", type=Path, help="regenerate this page's identity section")
+    est = sub.add_parser("estimators")
+    est.add_argument("folder", type=Path, help="a folder of identity JSON")
+    est.add_argument("--calls", nargs="+", required=True, help="file-name prefixes: the calls")
     args = parser.parse_args()
+    if args.cmd == "estimators":
+        raws = {p.stem: json.loads(p.read_text()) for p in sorted(args.folder.glob("*.json"))}
+        print(estimators(raws, tuple(args.calls)))
+        return 0
     if args.cmd == "report":
         raws = {p.stem: json.loads(p.read_text()) for p in sorted(args.folder.glob("*.json"))}
         text = report(raws)

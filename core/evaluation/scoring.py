@@ -7,8 +7,8 @@
   workloads. Each alternation times both sides within milliseconds of each other, so what
   drifts on the host between alternations (a host-bound call read 300 µs in some rounds and
   800 µs in others on the H200, both sides alike) cancels in its ratio and not in the pooled
-  medians: re-scored, the stored identity results held ±3% in 27 of 35 groups this way
-  against 20 of 35 from the medians (docs/fidelity.md);
+  medians: re-scored, the stored identity results held ±3% in 25 of 33 groups this way
+  against 20 of 33 from the medians (docs/fidelity.md);
 - fraction of speed of light = speed of light / candidate time, where the speed of light is
   the larger of the roofline time (the task's FLOP and byte formulas against the device's
   peaks, measured where recorded, else spec) and the device's launch floor (the time of the
