@@ -103,6 +103,14 @@ def _figures(result: Any) -> dict[str, Any]:
     for w in result.workloads:
         rounds_c = [r.get("median_us") for r in w.candidate.get("rounds") or []]
         rounds_b = [r.get("median_us") for r in w.baseline.get("rounds") or []]
+        # what each side's rounds cost the host's clock, and how many calls they timed
+        walls = {
+            side: [
+                [round(float(r.get("wall_s") or 0.0), 4), int(r.get("calls") or 0)]
+                for r in (getattr(w, side).get("rounds") or [])
+            ]
+            for side in ("candidate", "baseline")
+        }
         ratios = [b / c for b, c in zip(rounds_b, rounds_c) if b and c]
         workloads.append(
             {
@@ -116,10 +124,12 @@ def _figures(result: Any) -> dict[str, Any]:
                 "rounds_baseline_us": rounds_b,
                 "interval": getattr(w, "interval", None),
                 "notes": w.notes,
+                "round_walls": walls,
             }
         )
     return {
         "status": result.status,
+        "stage_s": {s.name: round(s.seconds or 0.0, 3) for s in result.stages},
         "failed_stage": result.failed_stage,
         "speedup": result.speedup,
         "interval": getattr(result, "speedup_interval", None),
@@ -138,7 +148,18 @@ async def _identity(args: argparse.Namespace, raw: dict[str, Any], path: Path) -
     t0 = time.monotonic()
     tasks = _tasks(args.tasks)
     deadline = t0 + args.budget_s
-    async with Arena([args.device]) as arena:
+    timing = None
+    if args.round_wall_ms:
+        from dataclasses import replace
+
+        from core.evaluation.job import Timing
+
+        if args.profiles not in ("full", "train"):
+            raise SystemExit("--round-wall-ms needs one profile: `--profiles full` or `train`")
+        cap = None if args.round_wall_ms == "off" else float(args.round_wall_ms)
+        timing = replace(Timing.for_device("cuda", args.profiles), round_wall_ms=cap)
+        raw["round_wall_ms"] = cap
+    async with Arena([args.device], timing=timing) as arena:
         raw.setdefault("identity", [])
         for run in range(args.runs):
             for task in tasks:
@@ -675,6 +696,11 @@ def main() -> int:
         p.add_argument("--profiles", default="full,train")
         p.add_argument("--batch", type=int, default=0)
         p.add_argument("--singles", action="store_true")
+        p.add_argument(
+            "--round-wall-ms",
+            help="identity in one profile: the rounds' wall cap instead of the profile's (a "
+            "number, or `off`: the timer before the cap), for a before/after in one call",
+        )
         p.add_argument(
             "--only",
             default=",".join(CONDITIONS),

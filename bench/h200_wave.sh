@@ -15,7 +15,7 @@
 #      CPU and sim ratios on two cores beside it); then issue 43's new tasks, each baseline as its
 #      own candidate and each starter (bench/tasks_gpu.py): about 9 minutes.
 #   4  the shared regions' fix checked (see the step).
-#   5-15  2026-12-02's later calls: each says what it measures.
+#   5-19  later calls (2026-12-02 and 12-03): each says what it measures.
 OUT=${1:-.}
 STEP=${2:-1}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
@@ -181,6 +181,49 @@ case "$STEP" in
     --budget-s 310 --tasks attention/decode_paged_gqa attention/mla_decode gemm/fp8_blockscale_gemm \
     elementwise/rope_qknorm moe/route_grouped_topk sampling/top_k_top_p_sampling gemm/small_m_gemm \
     activation/silu_mul_fp8_quant 2>&1 | tail -30
+  ;;
+16)
+  # issue 42 / 35 (2026-12-03): `full` one at a time with each timed round capped at 80 ms of
+  # the host's clock (job.Timing.round_wall_ms): first four small-kernel tasks as before the
+  # cap (`--round-wall-ms off`), then seven tasks with it, three runs each (the identity must
+  # still hold within 2%): about 8 minutes.
+  SMALL="activation/silu_mul norm/add_rmsnorm elementwise/rope elementwise/kv_cache_write"
+  mkdir -p "$OUT/before" "$OUT/after"
+  timeout 150 python3 bench/fidelity.py identity --out "$OUT/before" --profiles full --singles --runs 1 \
+    --round-wall-ms off --budget-s 130 --tasks $SMALL 2>&1 | tail -8
+  timeout 330 python3 bench/fidelity.py identity --out "$OUT/after" --profiles full --singles --runs 3 \
+    --budget-s 300 --tasks $SMALL moe/route_topk_softmax norm/rmsnorm_fp8_quant gemm/bf16_gemm 2>&1 | tail -30
+  ;;
+17)
+  # issue 42 (2026-12-03): the published-kernel batches, warm turns and `full` singles again
+  # after the wall cap and 4 ms autotune trials: about 9 minutes.
+  timeout 540 python3 bench/published_batches.py --device cuda:0 --out "$OUT/pb" --budget-s 500 \
+    --tasks activation/silu_mul norm/add_rmsnorm gemm/bf16_gemm --phases warmup,turn,batches,singles \
+    --singles 4 2>&1 | tail -40
+  ;;
+18)
+  # issue 42 / 35 (2026-12-03): `train` in batches of 5 with each timed round capped at 25 ms
+  # of the host's clock against no cap, on four small-kernel tasks, in one call: what the cap
+  # saves of the timed phase and whether the identity still holds within 3%: about 8 minutes.
+  SMALL="activation/silu_mul norm/add_rmsnorm elementwise/rope elementwise/kv_cache_write"
+  mkdir -p "$OUT/off" "$OUT/cap25"
+  timeout 250 python3 bench/fidelity.py identity --out "$OUT/off" --profiles train --batch 5 --runs 1 \
+    --round-wall-ms off --budget-s 230 --tasks $SMALL 2>&1 | tail -8
+  timeout 250 python3 bench/fidelity.py identity --out "$OUT/cap25" --profiles train --batch 5 --runs 1 \
+    --round-wall-ms 25 --budget-s 230 --tasks $SMALL 2>&1 | tail -8
+  ;;
+19)
+  # steps 16 and 17 in one call where the device time holds only one (2026-12-03): `full`
+  # before and after the wall cap on two tasks, after it on five, two runs; then gemm's
+  # published batch (two autotuned kernels), warm turns and singles: about 9 minutes.
+  mkdir -p "$OUT/before" "$OUT/after"
+  timeout 80 python3 bench/fidelity.py identity --out "$OUT/before" --profiles full --singles --runs 1 \
+    --round-wall-ms off --budget-s 70 --tasks activation/silu_mul norm/add_rmsnorm 2>&1 | tail -4
+  timeout 150 python3 bench/fidelity.py identity --out "$OUT/after" --profiles full --singles --runs 2 \
+    --budget-s 140 --tasks activation/silu_mul norm/add_rmsnorm elementwise/rope \
+    elementwise/kv_cache_write moe/route_topk_softmax 2>&1 | tail -12
+  timeout 320 python3 bench/published_batches.py --device cuda:0 --out "$OUT/pb" --budget-s 300 \
+    --tasks gemm/bf16_gemm --phases warmup,turn,batches,singles --singles 2 2>&1 | tail -30
   ;;
 esac
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader

@@ -163,6 +163,43 @@ def test_the_candidates_round_times_as_many_calls_as_the_baselines_unless_far_sl
     )  # never past max
 
 
+def test_a_round_with_a_wall_cap_counts_each_calls_refill_and_flushes():
+    """`full` times 20 ms of device time a round; a 10 µs kernel whose refill and flushes cost
+    the host 0.6 ms a call would fill it with 1,000 calls (0.6 s). The round's wall cap sizes
+    it by what a call costs the host's clock instead; the candidate still matches the
+    baseline's count (the cap shaped that count already)."""
+    rnd = timing.Round.from_request(
+        {"budget_ms": 20.0, "min_calls": 3, "max_calls": 1000, "first_index": 0, "graph": False}
+    )
+    assert rnd.wall_ms is None and rnd.calls_for(0.01, 0.6) == 1000  # no cap: device time only
+    capped = timing.Round.from_request(
+        {
+            "budget_ms": 20.0,
+            "min_calls": 3,
+            "max_calls": 1000,
+            "first_index": 0,
+            "graph": False,
+            "round_wall_ms": 80.0,
+        }
+    )
+    assert capped.wall_ms == 80.0
+    assert capped.calls_for(0.01, 0.6) == 133  # 80 ms of 0.6 ms calls
+    assert capped.calls_for(2.0, 2.5) == 10  # a 2 ms kernel: its device budget binds first
+    assert capped.calls_for(0.01, 100.0) == 3  # never fewer than min_calls
+    assert capped.calls_for(0.01) == 1000  # no measured wall cost: the budget alone
+    assert (
+        timing.Round(20.0, 3, 1000, 0, False, match_calls=133, wall_ms=80.0).calls_for(0.01, 0.6)
+        == 133
+    )
+
+
+def test_full_caps_a_rounds_wall_clock_on_a_gpu_and_train_keeps_its_call_cap():
+    full, train = Timing.for_device("cuda", "full"), Timing.for_device("cuda", "train")
+    assert full.round_wall_ms == 80.0 and full.to_job()["round_wall_ms"] == 80.0
+    assert train.round_wall_ms is None and train.max_calls == 64
+    assert Timing.for_device("cpu", "full").round_wall_ms is None  # the CPU's rounds are wall time
+
+
 def test_a_timed_round_of_the_identity_matches_the_baselines_calls_in_every_round():
     task = find_task(TASK)
     tight = Timing(alternations=3, budget_ms=3.0, min_calls=1, max_calls=1000, min_rounds=3)

@@ -91,6 +91,9 @@ class Timing:
     min_rounds: int | None = None
     ci_target: float = CI_TARGET
     extra_rounds: int = 0
+    # A side's round on a GPU at most this long on the host's clock, each call's refill and
+    # flushes included (timing.Round.wall_ms); None: only `budget_ms` (device time) counts.
+    round_wall_ms: float | None = None
     shared_io: bool = True  # False: the old path, inputs drawn in the candidate's process (measurements: docs/integrity.md)
     # Where the baseline is timed: None, in a worker of its own on GPUs and in the trusted
     # worker on the CPU (core/harness/baseline_worker.py); True or False forces it (tests).
@@ -116,6 +119,10 @@ class Timing:
                 min_rounds=2,
                 extra_rounds=4,
             )
+        # A round of at most 1,000 calls and 80 ms on the host's clock: without the clock's
+        # cap a microsecond kernel's rounds filled their 20 ms of device time with 1,000
+        # calls whose refills and flushes cost the host 0.3-1 ms each, and `full` spent
+        # 23-27 s of a 9-workload evaluation timing it (docs/performance.md).
         return cls(
             alternations=5,
             budget_ms=100.0,
@@ -123,6 +130,7 @@ class Timing:
             max_calls=1000,
             min_rounds=2,
             extra_rounds=5,
+            round_wall_ms=80.0,
         )
 
     def to_job(self) -> dict[str, Any]:

@@ -1,14 +1,15 @@
 """Evaluation profiles: how much work one reward costs, named and recorded in every Result.
 
 - `full` (leaderboards, `arena eval`'s default): every visible and hidden-fixed workload timed,
-  up to 5 alternating rounds of the device's budget, stopping early once both medians are
+  up to 5 alternating rounds of the device's budget (on a GPU each at most 80 ms of the
+  host's clock, every call's refill and flushes counted), stopping early once both medians are
   known to ±1% (at least 2 rounds), and up to 5 more on a GPU while the rounds' paired ratios
   lie over 6% apart; compile limit at most 180 s.
 - `train` (what a trainer asks for): one timed workload per regime the task's workloads
   declare (decode and prefill, from their notes, else from their size), up to 4 rounds of at
   most 64 calls (at least 2 rounds; up to 4 more on a GPU while their paired ratios lie over
   6% apart), compile limit at most 60 s, an `@triton.autotune` kernel tries its first 4
-  configurations per new key, each measured for 20 ms instead of 100
+  configurations per new key, each measured for 4 ms instead of 100
   (core/harness/autotune.py). It never skips
   hidden correctness (unless the request itself is visible-only, an episode's turn) nor the
   sampled checks of timed outputs.
@@ -73,7 +74,7 @@ SPECS = {
         round_floor_s=5.0,
         per_regime=True,
         autotune_configs=4,
-        autotune_rep_ms=20.0,
+        autotune_rep_ms=4.0,
     ),
 }
 CI_TARGET = 0.01  # the median's 95% interval within ±1% on both sides: timing stops

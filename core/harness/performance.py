@@ -90,6 +90,7 @@ class PerformanceStage(CandidateCalls):
                     "budget_ms": timing["budget_ms"] / rounds,
                     "min_calls": timing["min_calls"],
                     "max_calls": timing["max_calls"],
+                    "round_wall_ms": timing.get("round_wall_ms"),
                     "sync_each_call": timing.get("sync_each_call", False),
                     "cpu": pin,  # both sides' rounds on one CPU: the host's part the same
                 }

@@ -253,6 +253,10 @@ class Round:
     graph: bool
     sync_each_call: bool = False
     match_calls: int = 0
+    # The round's wall clock, each call's refill and flushes included (None: no cap). The
+    # budget counts the device's time only; a 10 µs kernel whose refill and flushes cost the
+    # host 0.5 ms would otherwise fill a 20 ms budget with 1,000 calls and half a second.
+    wall_ms: float | None = None
 
     @classmethod
     def from_request(cls, msg: dict[str, Any]) -> Round:
@@ -265,18 +269,24 @@ class Round:
             msg["graph"],
             msg.get("sync_each_call", False),
             int(msg.get("match_calls") or 0),
+            float(msg["round_wall_ms"]) if msg.get("round_wall_ms") else None,
         )
 
-    def calls_for(self, estimate_ms: float) -> int:
-        """How many calls fill the budget, given one call's estimated milliseconds; with
-        `match_calls`, that many (the baseline's round's, so both sides' medians are over the
-        same inputs) unless at this speed they would take more than MATCH_SLACK budgets.
+    def calls_for(self, estimate_ms: float, call_wall_ms: float = 0.0) -> int:
+        """How many calls fill the budget, given one call's estimated milliseconds on the device
+        and, where the round has a `wall_ms` cap, one call's whole cost to the host
+        (`call_wall_ms`: its refill, flushes, launch and wait); with `match_calls`, that many
+        (the baseline's round's, so both sides' medians are over the same inputs) unless at
+        this speed they would take more than MATCH_SLACK budgets.
 
         Each side counted its own calls before: where a workload's work depends on its drawn
         inputs (lengths, routing, group sizes), a median of 4 calls against one of 5 compared
         different inputs, and the identity read 0.67-1.21 from round to round on the H200
         (fp8_blockscale_grouped_gemm, mla_prefill; docs/fidelity.md)."""
-        own = max(self.min_calls, min(self.max_calls, int(self.budget_ms / max(estimate_ms, 1e-4))))
+        most = self.max_calls
+        if self.wall_ms and call_wall_ms > 0:
+            most = min(most, int(self.wall_ms / call_wall_ms))
+        own = max(self.min_calls, min(most, int(self.budget_ms / max(estimate_ms, 1e-4))))
         if 0 < self.match_calls <= self.max_calls and estimate_ms * self.match_calls <= (
             MATCH_SLACK * self.budget_ms
         ):
@@ -380,7 +390,10 @@ def _time_events(fn, fresh, device, rnd: Round, sample, keep, picker=None) -> li
     kind = device.type
     events = _Events(kind)
     flush = flush_buffer(device)
+    t0 = _perf_counter()
     args = fresh(first)
+    _sync(kind)
+    refill_ms = (_perf_counter() - t0) * 1e3  # what each call's refill costs the host
     fn(*args)  # warm-up: lazy initialisation and compilation stay out of the numbers
     _sync(kind)
     # The second warm-up call: its device time sizes the round, its host time (launch only,
@@ -394,8 +407,12 @@ def _time_events(fn, fresh, device, rnd: Round, sample, keep, picker=None) -> li
     host_us = (_perf_counter() - t0) * 1e6
     events.record(done)
     _sync(kind)
-    calls = rnd.calls_for(events.elapsed_ms(begun, done))
-    lead = lead_flushes(host_us, events.elapsed_ms(flushed, begun) * 1e3)
+    device_ms, flush_ms = events.elapsed_ms(begun, done), events.elapsed_ms(flushed, begun)
+    lead = lead_flushes(host_us, flush_ms * 1e3)
+    # One timed call's cost to the round's wall clock: the refill, then the flushes and the
+    # call queued while the host launches it, then the wait before the next refill.
+    call_wall_ms = refill_ms + max(host_us / 1e3, (lead + 1) * flush_ms + device_ms)
+    calls = rnd.calls_for(device_ms, call_wall_ms)
     chosen = picker(calls) if picker is not None else picks(sample, calls)
     starts = [events.new() for _ in range(calls)]
     ends = [events.new() for _ in range(calls)]
@@ -422,7 +439,10 @@ def _time_events(fn, fresh, device, rnd: Round, sample, keep, picker=None) -> li
 
 def _time_graph(fn, fresh, device, rnd: Round, sample, keep, picker=None) -> list[float]:
     first = rnd.first_index
+    t_refill = _perf_counter()
     static = fresh(first)
+    _sync("cuda")
+    refill_ms = (_perf_counter() - t_refill) * 1e3
     side = _Stream(device)
     side.wait_stream(_current_stream(device))
     with _stream_ctx(side):
@@ -437,9 +457,13 @@ def _time_graph(fn, fresh, device, rnd: Round, sample, keep, picker=None) -> lis
     events = _Events("cuda")
     flush = flush_buffer(device)
     t0 = _perf_counter()
+    _zero(flush)
+    _sync("cuda")
+    t1 = _perf_counter()
     graph.replay()
     _sync("cuda")
-    calls = rnd.calls_for((_perf_counter() - t0) * 1e3)
+    replay_ms, flush_ms = (_perf_counter() - t1) * 1e3, (t1 - t0) * 1e3
+    calls = rnd.calls_for(replay_ms, refill_ms + flush_ms + replay_ms)
     chosen = picker(calls) if picker is not None else picks(sample, calls)
     starts = [events.new() for _ in range(calls)]
     ends = [events.new() for _ in range(calls)]
