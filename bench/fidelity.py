@@ -562,6 +562,20 @@ def report(raws: dict[str, dict[str, Any]]) -> str:
     ]
     phases = (
         (
+            "thirteenth",
+            "`full` one at a time with that cap, once, on the 22 other single-device tasks (second "
+            "call of 2026-12-03: bench/h200_wave.sh step 20)",
+        ),
+        (
+            "twelfth",
+            "`full` one at a time, each timed round at most 80 ms of the host's clock, two runs on "
+            "five tasks (first call of 2026-12-03: bench/h200_wave.sh step 19)",
+        ),
+        (
+            "uncapped",
+            "The same call's `full` without that cap (`--round-wall-ms off`): the timer before it",
+        ),
+        (
             "eleventh",
             "`full` one at a time, three runs, on eight more tasks (eleventh call of 2026-12-02: "
             "bench/h200_wave.sh step 15; the last of them cut by the device budget)",

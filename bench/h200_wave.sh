@@ -225,6 +225,47 @@ case "$STEP" in
   timeout 320 python3 bench/published_batches.py --device cuda:0 --out "$OUT/pb" --budget-s 300 \
     --tasks gemm/bf16_gemm --phases warmup,turn,batches,singles --singles 2 2>&1 | tail -30
   ;;
+20)
+  # issue 42 / 35 (2026-12-03, second call): `full` one at a time, once, on the 22 single-device
+  # tasks step 19 did not time with the 80 ms wall cap: the median task's evaluations per
+  # minute, and the identity within 2% on each; first where an autotuning's seconds go
+  # (bench/autotune_cost.py, `train`'s budget and `full`'s): about 9 minutes.
+  mkdir -p "$OUT/after"
+  timeout 90 python3 bench/autotune_cost.py --out "$OUT/autotune_train.json" --profile 2>&1 | tail -6
+  timeout 100 python3 bench/autotune_cost.py --out "$OUT/autotune_full.json" --configs 0 --rep-ms 0 2>&1 | tail -6
+  timeout 390 python3 bench/fidelity.py identity --out "$OUT/after" --profiles full --singles --runs 1 \
+    --budget-s 370 --tasks activation/silu_mul_fp8_quant attention/decode_paged_gqa \
+    attention/decode_paged_gqa_fp8kv attention/decode_paged_local attention/decode_paged_multi_query \
+    attention/mla_decode attention/mla_prefill attention/prefill_gqa \
+    attention/prefill_sliding_window_sinks elementwise/kv_cache_write_fp8 elementwise/rope_qknorm \
+    gemm/bf16_gemm gemm/bf16_grouped_gemm gemm/fp8_blockscale_gemm gemm/fp8_blockscale_grouped_gemm \
+    gemm/small_m_gemm moe/align_permute moe/fused_moe moe/mxfp4_moe moe/route_grouped_topk \
+    norm/rmsnorm_fp8_quant sampling/top_k_top_p_sampling 2>&1 | tail -30
+  ;;
+21)
+  # issue 42 (2026-12-03, third call): `train`'s shortened autotune trials, in effect at last
+  # (Triton 3.6's `do_bench` is a cached_property: the wrapper had never applied on a GPU), and
+  # at most 50 calls a trial: one tuning's cost, the warm autotuned turn, three families'
+  # batches of 16 with autotuned published kernels: about 6 minutes.
+  timeout 60 python3 bench/autotune_cost.py --out "$OUT/autotune_train.json" 2>&1 | tail -6
+  timeout 330 python3 bench/published_batches.py --device cuda:0 --out "$OUT/pb" --budget-s 310 \
+    --tasks gemm/bf16_gemm activation/silu_mul moe/route_topk_softmax --phases warmup,turn,batches \
+    2>&1 | tail -40
+  ;;
+22)
+  # issue 42 / 35 (2026-12-03, fourth call): the autotuned published kernels' copies in a batch
+  # after step 21's shorter trials (do the copies still agree?), rope and the router: 3 minutes.
+  timeout 190 python3 bench/published_batches.py --device cuda:0 --out "$OUT/pb" --budget-s 175 \
+    --tasks elementwise/rope moe/route_topk_softmax --phases batches 2>&1 | grep -v '^- same\|^- edit' | tail -25
+  ;;
+23)
+  # issue 35 (2026-12-03, fifth call): decode_paged_local in `full` one at a time after drawn
+  # workloads were bounded by the largest declared one's bytes (its trusted worker ran out of
+  # memory on a 17x draw in step 20): under 2 minutes.
+  mkdir -p "$OUT/after"
+  timeout 110 python3 bench/fidelity.py identity --out "$OUT/after" --profiles full --singles --runs 1 \
+    --budget-s 90 --tasks attention/decode_paged_local 2>&1 | tail -4
+  ;;
 esac
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
 # At most 8 files come back from a device call (2026-12-02's step 3 lost tasks_gpu.json so):

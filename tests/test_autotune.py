@@ -5,6 +5,7 @@ the result says how many it tried; `full` tries every one."""
 from __future__ import annotations
 
 import asyncio
+import functools
 from pathlib import Path
 
 import pytest
@@ -60,12 +61,88 @@ def test_train_shortens_only_tritons_own_benchmark_of_a_trial() -> None:
         def __init__(self, own=None):
             self._do_bench = own
 
-        @property
+        @functools.cached_property  # as Triton 3.6 has it (a property before)
         def do_bench(self):
             return self._do_bench or triton.testing.do_bench
 
     autotune._shorten_trials(Tuner, 20.0)
     short = Tuner().do_bench
-    assert short.func is triton.testing.do_bench and short.keywords == {"warmup": 5.0, "rep": 20.0}
+    assert isinstance(short, autotune.CappedBench)
+    assert (short.bench, short.rep_ms) == (triton.testing.do_bench, 20.0)
     own = object()
     assert Tuner(own).do_bench is own
+
+
+def test_the_installed_triton_autotuner_gets_the_shortened_trials() -> None:
+    """On the real class, not a stand-in: Triton 3.6 made `do_bench` a cached_property, and a
+    wrapper that only knew `property` left every trial at Triton's 100 ms on the H200."""
+    from triton.runtime import autotuner
+
+    probe = type("Probe", (), {"do_bench": autotuner.Autotuner.__dict__["do_bench"]})
+    autotune._shorten_trials(probe, 4.0)
+    installed = probe.__dict__["do_bench"]
+    assert isinstance(installed, property)
+    original = autotuner.Autotuner.__dict__["do_bench"]
+    found = getattr(original, "func", None) or original.fget  # Triton's (or a wrapper of it)
+    assert getattr(installed.fget, autotune._MARK) is getattr(found, autotune._MARK, found)
+
+
+class FakeDevice:
+    """Triton's device interface where every call takes `call_ms` of the device's time."""
+
+    def __init__(self, call_ms: float):
+        self.call_ms, self.calls = call_ms, 0
+
+    def synchronize(self) -> None:
+        pass
+
+    def Event(self, enable_timing: bool):  # Triton's name for it
+        device = self
+
+        class Event:
+            def record(self) -> None:
+                self.at = device.calls * device.call_ms
+
+            def elapsed_time(self, end) -> float:
+                return end.at - self.at
+
+        return Event()
+
+
+class FakeDriver:
+    def __init__(self, call_ms: float):
+        self.device = FakeDevice(call_ms)
+
+    def get_device_interface(self) -> FakeDevice:
+        return self.device
+
+    def get_empty_cache_for_benchmark(self) -> object:
+        return object()
+
+    def clear_cache(self, cache: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("call_ms", "rep", "warmup"),
+    [
+        (1.0, 4.0, 1.0),  # a millisecond kernel: the device's 4 ms, as before (4 calls)
+        (0.01, 0.5, 0.125),  # a 10 µs kernel: 50 calls (400 by the device's time alone)
+    ],
+)
+def test_a_trial_in_train_times_at_most_fifty_calls(call_ms, rep, warmup) -> None:
+    driver = FakeDriver(call_ms)
+    asked = {}
+
+    def do_bench(fn, warmup=25, rep=100, quantiles=None):
+        asked.update(warmup=warmup, rep=rep, quantiles=quantiles)
+        return [1.0, 0.9, 1.1]
+
+    def call() -> None:
+        driver.device.calls += 1
+
+    bench = autotune.CappedBench(do_bench, rep_ms=4.0, driver=driver)
+    assert bench(call, quantiles=(0.5, 0.2, 0.8)) == [1.0, 0.9, 1.1]
+    assert asked["rep"] == pytest.approx(rep) and asked["warmup"] == pytest.approx(warmup)
+    assert asked["quantiles"] == (0.5, 0.2, 0.8)
+    assert asked["rep"] / call_ms <= autotune.TRIAL_CALLS

@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from core.evaluation.job import DRAWN_BYTES_FACTOR, within_declared_bytes
 from core.model.formulas import evaluate_formula
+from core.model.task import TensorSpec
+from core.model.workload import Workload
 from core.tasks.discovery import discover, find_task
 from core.tasks.fields import TaskError, UnknownTaskError
 from core.tasks.spec import load_task
@@ -132,6 +135,47 @@ def test_hidden_draws_are_secret_seeded_and_new(fixture_tasks):
     assert first[-1].label not in labels
     draws = {tuple(task.gpu.hidden.resolve(random.Random(s))[-1].axes.items()) for s in range(20)}
     assert len(draws) > 5, "different seeds draw different shapes"
+
+
+def test_a_drawn_workload_takes_at_most_twice_the_largest_declared_ones_bytes() -> None:
+    """A draw re-picks the ranged axes on a fixed workload's others: decode_paged_local drew 245
+    sequences on its 20,000-token base, two 16 GiB KV caches, 17 times its largest declared
+    workload, and its trusted worker ran out of an H200's memory. Every bundled task still
+    draws its full count within the bound (at least half of a hidden set is drawn)."""
+    for task in discover():
+        for cpu in (False, True):
+            sets = task.workloads(cpu=cpu)
+            if sets.hidden.draw is None:
+                continue
+            declared = [*sets.visible, *sets.hidden.fixed]
+            largest = max(task.tensor_bytes(w.axes) or 0 for w in declared)
+            fits = within_declared_bytes(task, declared)
+            for seed in range(6):
+                hidden = sets.hidden.resolve(random.Random(seed), fits)
+                drawn = hidden[len(sets.hidden.fixed) :]
+                assert len(drawn) == sets.hidden.drawn_count, (task.id, cpu, seed)
+                for w in drawn:
+                    size = task.tensor_bytes(w.axes)
+                    assert size is None or size <= DRAWN_BYTES_FACTOR * largest, (task.id, w.label)
+    local = find_task("attention/decode_paged_local")
+    sets = local.workloads(cpu=False)
+    fits = within_declared_bytes(local, [*sets.visible, *sets.hidden.fixed])
+    too_large = {"B": 245, "L": 20000, "P": 64, "HQ": 40, "HKV": 8, "D": 128, "W": 8192}
+    assert not fits(Workload({**too_large, "C": 2, "SK": 2}, None, "drawn"))
+
+
+def test_a_tensors_bytes_come_from_its_declared_shape_and_dtype(fixture_tasks) -> None:
+    task = load_task(fixture_tasks / "elementwise" / "axpy")  # x, b, y: [N, D] float32
+    assert task.tensor_bytes({"N": 64, "D": 128}) == 3 * 64 * 128 * 4
+    assert task.tensor_bytes({"N": 64}) is None  # D unknown: not sized
+    assert [
+        TensorSpec("t", d).itemsize for d in ("bfloat16", "float8_e4m3fn", "int64", "bool")
+    ] == [
+        2,
+        1,
+        8,
+        1,
+    ]
 
 
 def test_a_routed_task_declares_how_much_of_its_byte_formula_every_call_moves() -> None:

@@ -205,6 +205,27 @@ def task_sources(task: Task, files: dict[str, bytes] | None = None) -> dict[str,
     return {name: files[name].decode() for name in TASK_SOURCES if name in files}
 
 
+DRAWN_BYTES_FACTOR = 2.0  # a drawn workload's tensors: at most this × the largest declared's
+
+
+def within_declared_bytes(task: Task, declared: list[Workload]) -> Callable[[Workload], bool]:
+    """Which drawn hidden workloads a job takes: those whose declared tensors take at most
+    DRAWN_BYTES_FACTOR times the bytes of the task's largest visible or fixed hidden workload.
+    A draw re-picks axes within the task's ranges on a fixed workload's others, so a batch
+    axis drawn at its top on a long-context base made tensors 17 times the largest declared
+    workload's (decode_paged_local: two 16 GiB KV caches, out of an H200's memory in the
+    trusted worker, 2026-12-03). A shape that cannot be sized here (a multi-rank task's, before
+    its world size) is taken."""
+    sizes = [task.tensor_bytes(w.axes) for w in declared]
+    largest = max((b for b in sizes if b is not None), default=0)
+
+    def fits(w: Workload) -> bool:
+        size = task.tensor_bytes(w.axes)
+        return not largest or size is None or size <= DRAWN_BYTES_FACTOR * largest
+
+    return fits
+
+
 def build_job(
     task: Task,
     candidate: Path,
@@ -248,7 +269,13 @@ def build_job(
     )  # correctness as the CPU device does; performance predicted at GPU sizes
     world = world_size_for(task, info, world_size)
     sets = task.workloads(cpu=info.type in ("cpu", "sim"))
-    hidden = [] if visible_only else sets.hidden.resolve(rng)
+    hidden = (
+        []
+        if visible_only
+        else sets.hidden.resolve(
+            rng, within_declared_bytes(task, [*sets.visible, *sets.hidden.fixed])
+        )
+    )
     visible, fixed_hidden = list(sets.visible), list(sets.hidden.fixed)
     if world is not None:
         visible, fixed_hidden, hidden = (

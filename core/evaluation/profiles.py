@@ -9,8 +9,8 @@
   declare (decode and prefill, from their notes, else from their size), up to 4 rounds of at
   most 64 calls (at least 2 rounds; up to 4 more on a GPU while their paired ratios lie over
   6% apart), compile limit at most 60 s, an `@triton.autotune` kernel tries its first 4
-  configurations per new key, each measured for 4 ms instead of 100
-  (core/harness/autotune.py). It never skips
+  configurations per new key, each measured for 4 ms and at most 50 calls instead of Triton's
+  100 ms (core/harness/autotune.py). It never skips
   hidden correctness (unless the request itself is visible-only, an episode's turn) nor the
   sampled checks of timed outputs.
 

@@ -67,8 +67,9 @@ _MARK = "_arena_autotune_budget"
 
 def install(configs: int | None, log: AutotuneLog = LOG, rep_ms: float | None = None) -> bool:
     """Cap every autotuner of this process at `configs` configurations per tuning (None: no
-    cap), benchmark each trial for `rep_ms` (a quarter of it warm-up; None: Triton's 100 and
-    25) where the autotuner uses Triton's own benchmark, and record what each tuning tried in
+    cap), benchmark each trial for `rep_ms` and at most TRIAL_CALLS calls (a quarter of that
+    warm-up; None: Triton's 100 and 25 ms) where the autotuner uses Triton's own benchmark, and
+    record what each tuning tried in
     `log`. Before the candidate is imported; False where this Triton has no autotuner to cap
     (no Triton, another layout)."""
     try:
@@ -94,16 +95,23 @@ def install(configs: int | None, log: AutotuneLog = LOG, rep_ms: float | None = 
     return True
 
 
+TRIAL_CALLS = 50  # a trial's timed calls at most in `train` (its warm-up, a quarter of that)
+
+
 def _shorten_trials(cls: Any, rep_ms: float) -> None:
     """A trial of one configuration measured for `rep_ms` instead of Triton's 100 ms (and 25 of
-    warm-up): the median of thousands of calls for a microsecond kernel, of a few for a
-    millisecond one, whose configurations differ by more. Only Triton's own benchmark is
-    shortened: an autotuner given its own `do_bench`, and the interpreter's (triton_cpu.py),
-    keep theirs."""
+    warm-up), and for at most TRIAL_CALLS calls (`CappedBench`): the median of tens of calls
+    for a microsecond kernel, of a few for a millisecond one, whose configurations differ by
+    more. Only Triton's own benchmark is shortened: an autotuner given its own `do_bench`, and
+    the interpreter's (triton_cpu.py), keep theirs."""
     current = cls.__dict__.get("do_bench")
-    if not isinstance(current, property) or current.fget is None:
+    if isinstance(current, functools.cached_property):  # Triton 3.6's
+        found = current.func
+    elif isinstance(current, property) and current.fget is not None:  # older, and the interpreter's
+        found = current.fget
+    else:
         return
-    getter = getattr(current.fget, _MARK, current.fget)  # installed twice: wrap the first
+    getter = getattr(found, _MARK, found)  # installed twice: wrap the first
 
     def do_bench(self: Any) -> Any:
         bench = getter(self)
@@ -112,11 +120,55 @@ def _shorten_trials(cls: Any, rep_ms: float) -> None:
         except ImportError:
             return bench
         if getattr(self, "_do_bench", None) is None and bench is triton.testing.do_bench:
-            return functools.partial(bench, warmup=max(1.0, rep_ms / 4), rep=rep_ms)
+            return CappedBench(bench, rep_ms)
         return bench
 
     setattr(do_bench, _MARK, getter)
     cls.do_bench = property(do_bench)
+
+
+@dataclass(frozen=True)
+class CappedBench:
+    """Triton's `do_bench` for `rep_ms` of the device's time and at most TRIAL_CALLS calls.
+
+    Triton sizes a trial by the device's time alone (`rep / estimate`), so a kernel of a few
+    microseconds gets hundreds of calls, and each costs the host far more than the device (the
+    autotuner's hooks, a launch, two events, a cache clear): on the H200, 0.11 s a trial for
+    4 ms of the device's time, 4 of a tuned matmul's 5 s visible-only turn
+    (bench/autotune_cost.py, docs/performance.md). Triton's own estimate, made here first (the
+    same five calls, each after a cache clear), shortens `rep` and `warmup` to that many calls;
+    Triton's benchmark then measures as it always does."""
+
+    bench: Any  # triton.testing.do_bench
+    rep_ms: float
+    driver: Any = None  # Triton's active driver (a test gives its own)
+
+    def __call__(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        kwargs.pop("warmup", None)
+        kwargs.pop("rep", None)
+        estimate_ms = self.estimate_ms(fn)
+        rep = min(self.rep_ms, TRIAL_CALLS * estimate_ms)
+        warmup = max(min(self.rep_ms, TRIAL_CALLS * estimate_ms) / 4, 1e-3)
+        return self.bench(fn, *args, warmup=warmup, rep=rep, **kwargs)
+
+    def estimate_ms(self, fn: Any) -> float:
+        driver = self.driver
+        if driver is None:
+            from triton import runtime
+
+            driver = runtime.driver.active
+        device = driver.get_device_interface()
+        fn()  # the first call (a compile, a cache load) kept out of the estimate, as Triton does
+        device.synchronize()
+        cache = driver.get_empty_cache_for_benchmark()
+        start, end = device.Event(enable_timing=True), device.Event(enable_timing=True)
+        start.record()
+        for _ in range(5):
+            driver.clear_cache(cache)
+            fn()
+        end.record()
+        device.synchronize()
+        return max(start.elapsed_time(end) / 5, 1e-6)
 
 
 def _kernel_name(tuner: Any) -> str:

@@ -4,6 +4,8 @@ and the `Task` itself. core/tasks/spec.py loads and validates them from task.yam
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -87,6 +89,13 @@ class TensorSpec:
         return tuple(
             d if isinstance(d, int) else int(evaluate_formula(d, axes)) for d in self.shape
         )
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element, from the dtype's bit width (`bfloat16` 2, `float8_e4m3fn` 1;
+        `bool` 1): every dtype of core/tasks/vocabulary.py names its width but `bool`."""
+        bits = re.search(r"\d+", self.dtype)
+        return max(1, int(bits.group()) // 8) if bits else 1
 
 
 @dataclass(frozen=True)
@@ -241,6 +250,18 @@ class Task:
             for s in self.inputs + self.outputs
             if s.shape is not None
         }
+
+    def tensor_bytes(self, axes: dict[str, int]) -> int | None:
+        """The bytes of the declared tensors (inputs and outputs) at `axes`; None where a shape
+        cannot be computed from these axes (a multi-rank task's, before its world size)."""
+        try:
+            return sum(
+                math.prod(s.concrete_shape(axes)) * s.itemsize
+                for s in self.inputs + self.outputs
+                if s.shape is not None
+            )
+        except (NameError, KeyError, ValueError, TypeError, ZeroDivisionError):
+            return None
 
     def file(self, name: str) -> Path:
         return self.path / name

@@ -5,6 +5,7 @@ a task's axes (`ModelWorkloads`). core/tasks/spec.py builds them from task.yaml.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,8 +55,11 @@ class HiddenSet:
         at least half of a hidden set is drawn (docs/integrity.md, class 5)."""
         return 0 if self.draw is None else max(self.draw.count, len(self.fixed))
 
-    def resolve(self, rng: random.Random) -> list[Workload]:
-        """The fixed workloads plus `drawn_count` drawn ones (never a copy of a fixed one)."""
+    def resolve(
+        self, rng: random.Random, fits: Callable[[Workload], bool] | None = None
+    ) -> list[Workload]:
+        """The fixed workloads plus `drawn_count` drawn ones (never a copy of a fixed one, and
+        only ones that `fits` allows: a shape drawn too large is drawn again)."""
         drawn: list[Workload] = []
         if self.draw is not None:
             taken = {w.label for w in self.fixed}
@@ -69,7 +73,7 @@ class HiddenSet:
                 for axis, (low, high) in self.draw.ranges.items():
                     axes[axis] = rng.randint(low, high)
                 w = Workload(axes, base.model, "drawn")
-                if w.label not in taken:
+                if w.label not in taken and (fits is None or fits(w)):
                     taken.add(w.label)
                     drawn.append(w)
         return list(self.fixed) + drawn
