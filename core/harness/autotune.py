@@ -69,9 +69,8 @@ def install(configs: int | None, log: AutotuneLog = LOG, rep_ms: float | None = 
     """Cap every autotuner of this process at `configs` configurations per tuning (None: no
     cap), benchmark each trial for `rep_ms` and at most TRIAL_CALLS calls (a quarter of that
     warm-up; None: Triton's 100 and 25 ms) where the autotuner uses Triton's own benchmark, and
-    record what each tuning tried in
-    `log`. Before the candidate is imported; False where this Triton has no autotuner to cap
-    (no Triton, another layout)."""
+    record what each tuning tried in `log`. Before the candidate is imported; False where this
+    Triton has no autotuner to cap (no Triton, another layout)."""
     try:
         from triton.runtime import autotuner
     except ImportError:
@@ -148,7 +147,7 @@ class CappedBench:
         kwargs.pop("rep", None)
         estimate_ms = self.estimate_ms(fn)
         rep = min(self.rep_ms, TRIAL_CALLS * estimate_ms)
-        warmup = max(min(self.rep_ms, TRIAL_CALLS * estimate_ms) / 4, 1e-3)
+        warmup = max(rep / 4, 1e-3)
         return self.bench(fn, *args, warmup=warmup, rep=rep, **kwargs)
 
     def estimate_ms(self, fn: Any) -> float:
