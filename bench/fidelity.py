@@ -149,16 +149,23 @@ async def _identity(args: argparse.Namespace, raw: dict[str, Any], path: Path) -
     tasks = _tasks(args.tasks)
     deadline = t0 + args.budget_s
     timing = None
-    if args.round_wall_ms:
+    if args.round_wall_ms or args.max_calls:
         from dataclasses import replace
 
         from core.evaluation.job import Timing
 
         if args.profiles not in ("full", "train"):
-            raise SystemExit("--round-wall-ms needs one profile: `--profiles full` or `train`")
-        cap = None if args.round_wall_ms == "off" else float(args.round_wall_ms)
-        timing = replace(Timing.for_device("cuda", args.profiles), round_wall_ms=cap)
-        raw["round_wall_ms"] = cap
+            raise SystemExit(
+                "--round-wall-ms and --max-calls need one profile: `--profiles full` or `train`"
+            )
+        timing = Timing.for_device("cuda", args.profiles)
+        if args.round_wall_ms:
+            cap = None if args.round_wall_ms == "off" else float(args.round_wall_ms)
+            timing = replace(timing, round_wall_ms=cap)
+            raw["round_wall_ms"] = cap
+        if args.max_calls:
+            timing = replace(timing, max_calls=args.max_calls)
+            raw["max_calls"] = args.max_calls
     async with Arena([args.device], timing=timing) as arena:
         raw.setdefault("identity", [])
         for run in range(args.runs):
@@ -562,6 +569,12 @@ def report(raws: dict[str, dict[str, Any]]) -> str:
     ]
     phases = (
         (
+            "fourteenth",
+            "decode_paged_local in `full` after drawn workloads were bounded by the largest "
+            "declared one's bytes (first call of 2026-12-03's second session: bench/h200_wave.sh "
+            "step 24)",
+        ),
+        (
             "thirteenth",
             "`full` one at a time with that cap, once, on the 22 other single-device tasks (second "
             "call of 2026-12-03: bench/h200_wave.sh step 20)",
@@ -714,6 +727,11 @@ def main() -> int:
             "--round-wall-ms",
             help="identity in one profile: the rounds' wall cap instead of the profile's (a "
             "number, or `off`: the timer before the cap), for a before/after in one call",
+        )
+        p.add_argument(
+            "--max-calls",
+            type=int,
+            help="identity in one profile: at most this many calls a round instead of the profile's",
         )
         p.add_argument(
             "--only",

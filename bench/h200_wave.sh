@@ -15,7 +15,7 @@
 #      CPU and sim ratios on two cores beside it); then issue 43's new tasks, each baseline as its
 #      own candidate and each starter (bench/tasks_gpu.py): about 9 minutes.
 #   4  the shared regions' fix checked (see the step).
-#   5-19  later calls (2026-12-02 and 12-03): each says what it measures.
+#   5-26  later calls (2026-12-02 and 12-03): each says what it measures.
 OUT=${1:-.}
 STEP=${2:-1}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
@@ -265,6 +265,51 @@ case "$STEP" in
   mkdir -p "$OUT/after"
   timeout 110 python3 bench/fidelity.py identity --out "$OUT/after" --profiles full --singles --runs 1 \
     --budget-s 90 --tasks attention/decode_paged_local 2>&1 | tail -4
+  ;;
+24)
+  # issue 35 and 42 (2026-12-03, session 9, first call): step 23's check of the bounded draws,
+  # then three families' `train` batches of 16, each after a warm-up batch of its own task (the
+  # task's libraries preloaded once per harness, as a trainer's later batches find them), with
+  # each batch's raw trace and its wall clock split into phases: about 6 minutes.
+  mkdir -p "$OUT/after"
+  timeout 110 python3 bench/fidelity.py identity --out "$OUT/after" --profiles full --singles --runs 1 \
+    --budget-s 90 --tasks attention/decode_paged_local 2>&1 | tail -4
+  timeout 420 python3 bench/published_batches.py --device cuda:0 --out "$OUT/pb" --budget-s 400 \
+    --tasks activation/silu_mul elementwise/rope norm/add_rmsnorm --phases batches --warmup-each \
+    2>&1 | grep -v '^- ' | tail -40
+  ;;
+25)
+  # issue 42 / 35 (session 9, second call): `train` with at most 32 calls a timed round against
+  # the 64 it has (a round's fixed cost is about 0.8 ms a call, step 24's trace): the identity
+  # one at a time and in batches of 5 on six launch-bound tasks, 32 first, then 64, each in an
+  # Arena of its own; then two published batches with 32 after their warm-ups: about 9 minutes.
+  # First, where a timed call's host time goes: py-spy (carried in .whl/) samples every process
+  # of four `train` evaluations one at a time, idle stacks included.
+  T="activation/silu_mul elementwise/rope norm/add_rmsnorm moe/route_topk_softmax elementwise/kv_cache_write elementwise/rope_qknorm"
+  mkdir -p "$OUT/c32" "$OUT/c64" "$OUT/prof"
+  timeout 90 /tmp/site/bin/py-spy record --subprocesses --idle --format raw -r 250 -o "$OUT/prof/spy.txt" -- \
+    python3 bench/fidelity.py identity --out "$OUT/prof" --profiles train --singles --runs 4 \
+    --budget-s 70 --tasks activation/silu_mul 2>&1 | tail -3
+  timeout 165 python3 bench/fidelity.py identity --out "$OUT/c32" --profiles train --singles --batch 5 \
+    --runs 1 --max-calls 32 --budget-s 150 --tasks $T 2>&1 | tail -14
+  timeout 165 python3 bench/fidelity.py identity --out "$OUT/c64" --profiles train --singles --batch 5 \
+    --runs 1 --budget-s 150 --tasks $T 2>&1 | tail -14
+  timeout 130 python3 bench/published_batches.py --device cuda:0 --out "$OUT/pb32" --budget-s 115 \
+    --tasks activation/silu_mul norm/add_rmsnorm --phases batches --warmup-each --max-calls 32 \
+    2>&1 | grep -v '^- ' | tail -16
+  ;;
+26)
+  # issue 42 / 35 (session 9, third call), as it stands: `train` at 32 calls a round and Triton's
+  # once-a-process costs paid in the harness parent (core/harness/triton_warm.py), nothing
+  # overridden: the warm autotuned turn and every family's published batch after its own
+  # warm-up, then the identity one at a time and in batches of 5 on six tasks: about 8 minutes.
+  mkdir -p "$OUT/pb" "$OUT/id"
+  timeout 360 python3 bench/published_batches.py --device cuda:0 --out "$OUT/pb" --budget-s 345 \
+    --tasks activation/silu_mul norm/add_rmsnorm elementwise/rope moe/route_topk_softmax gemm/bf16_gemm \
+    --phases turn,batches --warmup-each 2>&1 | grep -v '^- ' | tail -30
+  timeout 130 python3 bench/fidelity.py identity --out "$OUT/id" --profiles train --singles --batch 5 \
+    --runs 1 --budget-s 118 --tasks activation/silu_mul elementwise/rope norm/add_rmsnorm \
+    moe/route_topk_softmax elementwise/kv_cache_write elementwise/rope_qknorm 2>&1 | tail -14
   ;;
 esac
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gzip
 import json
 import os
 import platform
@@ -193,6 +194,57 @@ def row(name: str, rr: Any) -> dict[str, Any]:
     }
 
 
+def trace_lines(root: Path, start: float, end: float) -> list[dict[str, Any]]:
+    """The trace's spans that began within [start, end], every process's, by start."""
+    from core.harness import trace
+
+    rows = []
+    for path in root.rglob(trace.FILE_NAME):
+        for line in path.read_text().splitlines():
+            try:
+                row = json.loads(line)
+                began = float(row["start"])
+            except (ValueError, KeyError, TypeError):
+                continue
+            if start <= began <= end:
+                rows.append(row)
+    return sorted(rows, key=lambda r: r["start"])
+
+
+TIMED = ("candidate: time", "baseline: time")  # the device alone: one side's timed round
+
+
+def timeline(rows: list[dict[str, Any]], start: float, end: float) -> dict[str, Any]:
+    """A batch's wall clock in its phases: the task's preload, the untimed phase (K slots at
+    once, until the first timed round), the timed phase (one candidate at a time) and, inside
+    it, the seconds of timed rounds against everything between them (resuming a kept worker,
+    the baseline's worker, the rounds' set-up), and how many candidate processes were busy on
+    average in the untimed phase (their top-level ops: no nested spans)."""
+
+    def key(r: dict[str, Any]) -> str:
+        return f"{r['role']}: {r['name']}"
+
+    timed = [r for r in rows if key(r) in TIMED]
+    first = min((r["start"] for r in timed), default=end)
+    preload = sum(r["seconds"] for r in rows if key(r) == "harness: start: preload")
+    busy = sum(
+        min(r["seconds"], first - r["start"])
+        for r in rows
+        if r["role"] == "candidate" and ":" not in r["name"] and r["start"] < first
+    )
+    untimed = first - start
+    rounds = sum(r["seconds"] for r in timed)
+    return {
+        "preload_s": round(preload, 2),
+        "untimed_s": round(untimed, 2),
+        "untimed_busy_candidates": round(busy / max(untimed - preload, 1e-9), 2),
+        "timed_s": round(end - first, 2),
+        "timed_rounds_s": round(rounds, 2),
+        "timed_between_rounds_s": round(end - first - rounds, 2),
+        "timed_round_count": len(timed),
+    }
+
+
 def harness_logs(root: Path, lines: int = 40) -> dict[str, str]:
     """The last lines of each harness's log under the Arena's folder (gone when it closes): what
     the harness itself said of an infrastructure error."""
@@ -244,9 +296,16 @@ class Bench:
         results = await arena.aevaluate_many(
             [EvalRequest(task.id, source, seed=seed, profile="train") for _, source in cands]
         )
-        wall = time.monotonic() - t0
+        t1 = time.monotonic()
+        wall = t1 - t0
         rows = [row(name, rr) for (name, _), rr in zip(cands, results)]
-        spans = spans_between(arena.root, t0, time.monotonic())
+        spans = spans_between(arena.root, t0, t1)
+        lines = trace_lines(arena.root, t0, t1)
+        if self.args.out and lines:  # the raw spans, for a timeline drawn later
+            self.args.out.mkdir(parents=True, exist_ok=True)
+            name = task.id.replace("/", "_")
+            with gzip.open(self.args.out / f"trace_{name}.jsonl.gz", "wt") as out:
+                out.writelines(json.dumps(r) + "\n" for r in lines)
         passed = [x for x in rows if x["status"] == "passed"]
         return {
             "composition": [name for name, _ in cands],
@@ -261,6 +320,7 @@ class Bench:
                 1 for x in passed if (x["timing_worker"] or "").startswith("its own worker")
             ),
             "per_candidate_s": {k: round(v / len(rows), 3) for k, v in groups(spans).items()},
+            "timeline": timeline(lines, t0, t1),
             "spans_s": {
                 k: round(v, 3) for k, v in sorted(spans.items(), key=lambda kv: -kv[1])[:40]
             },
@@ -268,7 +328,7 @@ class Bench:
         }
 
     async def run(self) -> None:
-        from core.rl.arena import Arena, EvalRequest
+        from core.rl.arena import Arena
 
         phases = self.args.phases.split(",")
         chosen = [self.tasks[t] for t in self.args.tasks]
@@ -277,20 +337,17 @@ class Bench:
             await self.ratio()
         if not set(phases) & {"warmup", "batches", "turn", "singles"}:
             return
-        async with Arena([self.args.device]) as arena:
+        timing = None
+        if self.args.max_calls:  # a before/after of `train`'s calls a round, in one call
+            from dataclasses import replace
+
+            from core.evaluation.job import Timing
+
+            timing = replace(Timing.for_device("cuda", "train"), max_calls=self.args.max_calls)
+            self.report["max_calls"] = self.args.max_calls
+        async with Arena([self.args.device], timing=timing) as arena:
             if "warmup" in phases:
-                t0 = time.monotonic()
-                first = chosen[0]
-                # Other sources than the measured batches' (a comment added): nothing of them is
-                # reused by a batch's identical-source seeding; another seed, too.
-                await arena.aevaluate_many(
-                    [
-                        EvalRequest(first.id, s + "\n# warm-up\n", seed=seed + 1, profile="train")
-                        for _, s in batch_of(first)[:4]
-                    ]
-                )
-                self.report["warmup_s"] = round(time.monotonic() - t0, 2)
-                print(f"warm-up batch of 4 ({first.id}): {self.report['warmup_s']} s", flush=True)
+                self.report["warmup_s"] = await self.warm_up(arena, chosen[0], seed)
             if "turn" in phases:  # early: the budget may end inside the batches
                 await self.turns(arena, seed)
             made = {t.id: batch_of(t, self.args.candidates) for t in chosen}
@@ -302,6 +359,8 @@ class Bench:
                 if self.left() < self.args.reserve_s:
                     self.skip(f"{task.id}: train batch")
                     continue
+                if self.args.warmup_each and (task is not chosen[0] or "warmup" not in phases):
+                    entry["warmup_s"] = await self.warm_up(arena, task, seed)
                 entry["train"] = await self.batch(arena, task, made[task.id], seed)
                 t = entry["train"]
                 print(
@@ -321,6 +380,25 @@ class Bench:
             if "singles" in phases:
                 await self.singles(arena, chosen, made, seed)
         self.save()
+
+    async def warm_up(self, arena: Any, task: Any, seed: int) -> float:
+        """A batch of 4 of `task`: the harness's start, the slots' first forks, the task's
+        libraries preloaded (once per task and harness: what a trainer's first batch of a task
+        pays and its later ones do not)."""
+        from core.rl.arena import EvalRequest
+
+        t0 = time.monotonic()
+        # Other sources than the measured batches' (a comment added): nothing of them is
+        # reused by a batch's identical-source seeding; another seed, too.
+        await arena.aevaluate_many(
+            [
+                EvalRequest(task.id, s + "\n# warm-up\n", seed=seed + 1, profile="train")
+                for _, s in batch_of(task)[:4]
+            ]
+        )
+        wall = round(time.monotonic() - t0, 2)
+        print(f"warm-up batch of 4 ({task.id}): {wall} s", flush=True)
+        return wall
 
     async def turns(self, arena: Any, seed: int) -> None:
         """Warm visible-only turns of an autotuned candidate (the tutorial's matmul on gemm)."""
@@ -608,6 +686,24 @@ def render(report: dict[str, Any]) -> str:
         lines.append(
             f"| {tid} | {len(t['statuses'])} in {t['wall_s']} s | **{t['rewards_per_minute']}** | `{t['statuses']}` | {t['timed_in_kept_worker']} of {passed} | {st} |"
         )
+    spans = [
+        (tid, e["train"]["timeline"])
+        for tid, e in report["tasks"].items()
+        if (e.get("train") or {}).get("timeline")
+    ]
+    if spans:
+        lines += [
+            "",
+            "The batch's wall clock in its phases (the trace; the untimed phase runs K slots at once, the timed one a candidate at a time):",
+            "",
+            "| task | warm-up batch of 4 before it | preload | untimed phase | busy candidates (mean) | timed phase | its timed rounds | between rounds |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for tid, t in spans:
+            warm = report["tasks"][tid].get("warmup_s")
+            lines.append(
+                f"| {tid} | {f'{warm} s' if warm is not None else '-'} | {t['preload_s']} s | {t['untimed_s']} s | {t['untimed_busy_candidates']} | {t['timed_s']} s | {t['timed_rounds_s']} s ({t['timed_round_count']}) | {t['timed_between_rounds_s']} s |"
+            )
     lines += [
         "",
         "Composition (in order; `*` autotuned, `-copy` byte-identical, `-edit` one constant changed):",
@@ -692,6 +788,16 @@ def main() -> int:
     p.add_argument("--tasks", nargs="*", default=list(TASKS))
     p.add_argument("--candidates", type=int, default=16)
     p.add_argument("--phases", default="warmup,batches,turn,singles")
+    p.add_argument(
+        "--max-calls",
+        type=int,
+        help="GPU `train` only: at most this many calls a timed round instead of the profile's",
+    )
+    p.add_argument(
+        "--warmup-each",
+        action="store_true",
+        help="a warm-up batch of 4 before each task's batch (the task's libraries preloaded)",
+    )
     p.add_argument("--budget-s", type=float, default=480.0)
     p.add_argument(
         "--reserve-s", type=float, default=20.0, help="a batch starts only with this much left"

@@ -196,7 +196,7 @@ def test_a_round_with_a_wall_cap_counts_each_calls_refill_and_flushes():
 def test_full_caps_a_rounds_wall_clock_on_a_gpu_and_train_keeps_its_call_cap():
     full, train = Timing.for_device("cuda", "full"), Timing.for_device("cuda", "train")
     assert full.round_wall_ms == 80.0 and full.to_job()["round_wall_ms"] == 80.0
-    assert train.round_wall_ms is None and train.max_calls == 64
+    assert train.round_wall_ms is None and train.max_calls == 32
     assert Timing.for_device("cpu", "full").round_wall_ms is None  # the CPU's rounds are wall time
 
 

@@ -166,6 +166,10 @@ class LocalDevice:
             env["ARENA_SIM_PRELOAD"] = (
                 "1"  # the warm parent imports fake tensors once (core/harness/__main__.py)
             )
+        if self.type != "cpu":
+            # Triton's key and lazy imports, once in the warm parent instead of in every worker's
+            # first compile (core/harness/triton_warm.py); the CPU device only interprets.
+            env["ARENA_TRITON_WARM"] = "1"
         if self.type in ("cpu", "sim"):
             # Triton's interpreter multiplies each tl.dot tile with numpy: on OpenBLAS's threads, a
             # 64x128x64 tile on a busy 2-core machine takes 5 ms of spinning instead of 0.3 ms.

@@ -108,14 +108,15 @@ class Timing:
                 return cls(alternations=2, budget_ms=200.0, min_calls=1, max_calls=50, min_rounds=1)
             return cls(alternations=3, budget_ms=500.0, min_calls=1, max_calls=50, min_rounds=2)
         if train:
-            # At most 64 calls a round: the median's interval is within ±1% after a few dozen
-            # calls, and each call costs the harness 0.1-0.5 ms (refill, flush) whatever the
-            # kernel's own time (docs/performance.md).
+            # At most 32 calls a round: each call costs the harness about 0.8 ms (the trusted
+            # worker's refill, a frame each way, a flush) whatever the kernel's own time, and a
+            # microsecond kernel's rounds never stop early; the identity held with 32 as with 64
+            # on the H200 and a batch's timed phase fell by a third (docs/performance.md).
             return cls(
                 alternations=4,
                 budget_ms=40.0,
                 min_calls=3,
-                max_calls=64,
+                max_calls=32,
                 min_rounds=2,
                 extra_rounds=4,
             )

@@ -7,7 +7,7 @@
   lie over 6% apart; compile limit at most 180 s.
 - `train` (what a trainer asks for): one timed workload per regime the task's workloads
   declare (decode and prefill, from their notes, else from their size), up to 4 rounds of at
-  most 64 calls (at least 2 rounds; up to 4 more on a GPU while their paired ratios lie over
+  most 32 calls (at least 2 rounds; up to 4 more on a GPU while their paired ratios lie over
   6% apart), compile limit at most 60 s, an `@triton.autotune` kernel tries its first 4
   configurations per new key, each measured for 4 ms and at most 50 calls instead of Triton's
   100 ms (core/harness/autotune.py). It never skips

@@ -91,6 +91,11 @@ def main(argv: list[str] | None = None) -> int:
         import triton  # noqa: F401
     except ImportError:
         pass
+    else:
+        from core.harness import triton_warm
+
+        if triton_warm.wanted():  # a device whose workers compile: each would pay it again
+            triton_warm.warm()
     if os.environ.get(
         "ARENA_SIM_PRELOAD"
     ):  # a sim: device counts on fake tensors: 4 s of imports, once
