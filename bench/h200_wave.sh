@@ -301,15 +301,14 @@ case "$STEP" in
 26)
   # issue 42 / 35 (session 9, third call), as it stands: `train` at 32 calls a round and Triton's
   # once-a-process costs paid in the harness parent (core/harness/triton_warm.py), nothing
-  # overridden: the warm autotuned turn and every family's published batch after its own
-  # warm-up, then the identity one at a time and in batches of 5 on six tasks: about 8 minutes.
+  # overridden: the warm autotuned turn and three families' published batches, each after its
+  # own warm-up, then the identity one at a time and in a batch of 5 on three tasks: 5 minutes.
   mkdir -p "$OUT/pb" "$OUT/id"
-  timeout 360 python3 bench/published_batches.py --device cuda:0 --out "$OUT/pb" --budget-s 345 \
-    --tasks activation/silu_mul norm/add_rmsnorm elementwise/rope moe/route_topk_softmax gemm/bf16_gemm \
+  timeout 225 python3 bench/published_batches.py --device cuda:0 --out "$OUT/pb" --budget-s 215 \
+    --tasks elementwise/rope moe/route_topk_softmax gemm/bf16_gemm \
     --phases turn,batches --warmup-each 2>&1 | grep -v '^- ' | tail -30
-  timeout 130 python3 bench/fidelity.py identity --out "$OUT/id" --profiles train --singles --batch 5 \
-    --runs 1 --budget-s 118 --tasks activation/silu_mul elementwise/rope norm/add_rmsnorm \
-    moe/route_topk_softmax elementwise/kv_cache_write elementwise/rope_qknorm 2>&1 | tail -14
+  timeout 80 python3 bench/fidelity.py identity --out "$OUT/id" --profiles train --singles --batch 5 \
+    --runs 1 --budget-s 70 --tasks activation/silu_mul norm/add_rmsnorm elementwise/rope 2>&1 | tail -8
   ;;
 esac
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
