@@ -569,6 +569,15 @@ def report(raws: dict[str, dict[str, Any]]) -> str:
     ]
     phases = (
         (
+            "sixteenth",
+            "`train` at 32 calls a round, what it is since (second call of 2026-12-03's second "
+            "session: bench/h200_wave.sh step 25, `--max-calls 32`), one at a time and a batch of 5",
+        ),
+        (
+            "fifteenth",
+            "The same call's `train` at 64 calls a round, as it was: the control",
+        ),
+        (
             "fourteenth",
             "decode_paged_local in `full` after drawn workloads were bounded by the largest "
             "declared one's bytes (first call of 2026-12-03's second session: bench/h200_wave.sh "

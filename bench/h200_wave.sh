@@ -302,13 +302,13 @@ case "$STEP" in
   # issue 42 / 35 (session 9, third call), as it stands: `train` at 32 calls a round and Triton's
   # once-a-process costs paid in the harness parent (core/harness/triton_warm.py), nothing
   # overridden: the warm autotuned turn and three families' published batches, each after its
-  # own warm-up, then the identity one at a time and in a batch of 5 on three tasks: 5 minutes.
+  # own warm-up, then the identity one at a time and in a batch of 5 on three tasks: 4 minutes.
   mkdir -p "$OUT/pb" "$OUT/id"
-  timeout 225 python3 bench/published_batches.py --device cuda:0 --out "$OUT/pb" --budget-s 215 \
-    --tasks elementwise/rope moe/route_topk_softmax gemm/bf16_gemm \
+  timeout 175 python3 bench/published_batches.py --device cuda:0 --out "$OUT/pb" --budget-s 165 \
+    --tasks gemm/bf16_gemm moe/route_topk_softmax elementwise/rope \
     --phases turn,batches --warmup-each 2>&1 | grep -v '^- ' | tail -30
-  timeout 80 python3 bench/fidelity.py identity --out "$OUT/id" --profiles train --singles --batch 5 \
-    --runs 1 --budget-s 70 --tasks activation/silu_mul norm/add_rmsnorm elementwise/rope 2>&1 | tail -8
+  timeout 70 python3 bench/fidelity.py identity --out "$OUT/id" --profiles train --singles --batch 5 \
+    --runs 1 --budget-s 60 --tasks activation/silu_mul norm/add_rmsnorm elementwise/rope 2>&1 | tail -8
   ;;
 esac
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
