@@ -569,6 +569,12 @@ def report(raws: dict[str, dict[str, Any]]) -> str:
     ]
     phases = (
         (
+            "seventeenth",
+            "As it stands: `train` at 32 calls a round and Triton's once-a-process costs paid in "
+            "the harness parent, nothing overridden (third call of 2026-12-03's second session: "
+            "bench/h200_wave.sh step 26)",
+        ),
+        (
             "sixteenth",
             "`train` at 32 calls a round, what it is since (second call of 2026-12-03's second "
             "session: bench/h200_wave.sh step 25, `--max-calls 32`), one at a time and a batch of 5",
