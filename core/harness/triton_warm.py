@@ -7,10 +7,10 @@ change between processes:
   and of libtriton.so (415 MB in Triton 3.6), 0.4-0.9 s, kept in an lru_cache;
 - its first launch imports the Gluon modules the JIT's argument binder asks for (Triton 3.6).
 
-Sampled with py-spy on the H200 (docs/performance.md, "Triton's once-a-process costs"), these
-were 1.5 s of CPU an evaluation: in every candidate's compile stage and in the baseline worker's
-first timed round. Paid here, once per harness, every process forked afterwards (the zygotes,
-every worker) inherits both.
+Sampled with py-spy on the H200 (docs/performance.md, "Where a warm batch's wall clock
+goes"), these were 1.5 s of CPU an evaluation: in every candidate's compile stage and in the
+baseline worker's first timed round. Paid here, once per harness, every process forked
+afterwards (the zygotes, every worker) inherits both.
 
 Nothing here runs a kernel or asks for a GPU (the parent must not initialise the driver before
 it forks), and nothing here depends on a job: the key is a function of the installed Triton's
