@@ -163,14 +163,18 @@ def groups(spans: dict[str, float]) -> dict[str, float]:
     return out
 
 
+def trace_lines(root: Path, start: float, end: float) -> list[dict[str, Any]]:
+    """The trace's spans that began within [start, end], every process's, by start."""
+    from core.harness import trace
+
+    rows = [row for path in root.rglob(trace.FILE_NAME) for row in trace.spans(path, start, end)]
+    return sorted(rows, key=lambda r: r["start"])
+
+
 def spans_between(root: Path, start: float, end: float) -> dict[str, float]:
     from core.harness import trace
 
-    total: dict[str, float] = {}
-    for path in root.rglob(trace.FILE_NAME):
-        for key, seconds in trace.totals(path, start, end).items():
-            total[key] = total.get(key, 0.0) + seconds
-    return total
+    return trace.by_name(trace_lines(root, start, end))
 
 
 def row(name: str, rr: Any) -> dict[str, Any]:
@@ -192,23 +196,6 @@ def row(name: str, rr: Any) -> dict[str, Any]:
         # errors and the rows kept no word of why (docs/performance.md)
         "message": (r.stage(r.failed_stage).message or "")[:500] if r.failed_stage else None,
     }
-
-
-def trace_lines(root: Path, start: float, end: float) -> list[dict[str, Any]]:
-    """The trace's spans that began within [start, end], every process's, by start."""
-    from core.harness import trace
-
-    rows = []
-    for path in root.rglob(trace.FILE_NAME):
-        for line in path.read_text().splitlines():
-            try:
-                row = json.loads(line)
-                began = float(row["start"])
-            except (ValueError, KeyError, TypeError):
-                continue
-            if start <= began <= end:
-                rows.append(row)
-    return sorted(rows, key=lambda r: r["start"])
 
 
 TIMED = ("candidate: time", "baseline: time")  # the device alone: one side's timed round
@@ -290,6 +277,7 @@ class Bench:
     async def batch(
         self, arena: Any, task: Any, cands: list[tuple[str, str]], seed: int
     ) -> dict[str, Any]:
+        from core.harness import trace
         from core.rl.arena import EvalRequest
 
         t0 = time.monotonic()
@@ -299,8 +287,8 @@ class Bench:
         t1 = time.monotonic()
         wall = t1 - t0
         rows = [row(name, rr) for (name, _), rr in zip(cands, results)]
-        spans = spans_between(arena.root, t0, t1)
         lines = trace_lines(arena.root, t0, t1)
+        spans = trace.by_name(lines)
         if self.args.out and lines:  # the raw spans, for a timeline drawn later
             self.args.out.mkdir(parents=True, exist_ok=True)
             name = task.id.replace("/", "_")

@@ -102,6 +102,7 @@ def job_script(
         "PYTHONUNBUFFERED": "1",
         **sandbox_switch(),
         **parse_device(device).visibility_env(facts.rocm),
+        **parse_device(device).warm_env(),
     }
     env_words = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
     python = shell_word_python(host.python)

@@ -74,6 +74,19 @@ def test_only_devices_whose_workers_compile_ask_for_it():
     assert triton_warm.ENV not in parse_device("cpu").harness_env()
 
 
+def test_a_remote_hosts_harness_is_asked_the_same_way():
+    from remotes.connection import HostFacts
+    from remotes.executor import job_script
+    from remotes.hosts import Host
+
+    def script(device: str) -> str:
+        facts = HostFacts(python="3.11", home="/home/u")
+        return job_script(Host("box", "h"), facts, "/home/u/jobs/j1", device, 60.0, 10)
+
+    assert f"{triton_warm.ENV}=1" in script("cuda:0")
+    assert triton_warm.ENV not in script("cpu")
+
+
 def test_the_parent_warms_only_when_asked(monkeypatch):
     monkeypatch.delenv(triton_warm.ENV, raising=False)
     assert not triton_warm.wanted()

@@ -166,15 +166,18 @@ class LocalDevice:
             env["ARENA_SIM_PRELOAD"] = (
                 "1"  # the warm parent imports fake tensors once (core/harness/__main__.py)
             )
-        if self.type != "cpu":
-            # Triton's key and lazy imports, once in the warm parent instead of in every worker's
-            # first compile (core/harness/triton_warm.py); the CPU device only interprets.
-            env["ARENA_TRITON_WARM"] = "1"
+        env.update(self.warm_env())
         if self.type in ("cpu", "sim"):
             # Triton's interpreter multiplies each tl.dot tile with numpy: on OpenBLAS's threads, a
             # 64x128x64 tile on a busy 2-core machine takes 5 ms of spinning instead of 0.3 ms.
             env["OPENBLAS_NUM_THREADS"] = os.environ.get("OPENBLAS_NUM_THREADS", "1")
         return {**env, **self.visibility_env(_is_rocm_build() if self.type == "cuda" else False)}
+
+    def warm_env(self) -> dict[str, str]:
+        """What the harness parent prepares once for the workers it forks: Triton's key and lazy
+        imports, where the workers compile (core/harness/triton_warm.py; the CPU device only
+        interprets). A remote host's job script passes it too (remotes/executor.py)."""
+        return {} if self.type == "cpu" else {"ARENA_TRITON_WARM": "1"}
 
     def visibility_env(self, rocm: bool) -> dict[str, str]:
         """The variable that pins the harness to this device, for a torch build that is ROCm's

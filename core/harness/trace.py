@@ -17,9 +17,10 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 ENV = "ARENA_HARNESS_TRACE"
 FILE_NAME = "harness_trace.jsonl"
@@ -87,18 +88,31 @@ def span(name: str) -> Iterator[None]:
         record(name, start, time.monotonic() - start)
 
 
-def totals(path: Path, start: float, end: float) -> dict[str, float]:
-    """Seconds per `role: name` of the spans in the trace at `path` that began within
-    [start, end] (a window on the same monotonic clock: one evaluation, one batch)."""
-    seconds: dict[str, float] = {}
+def spans(path: Path, start: float, end: float) -> Iterator[dict[str, Any]]:
+    """The spans in the trace at `path` that began within [start, end] (a window on the same
+    monotonic clock: one evaluation, one batch), in file order."""
     if not path.exists():
-        return seconds
+        return
     for line in path.read_text().splitlines():
         try:
             row = json.loads(line)
-            key, began, took = f"{row['role']}: {row['name']}", float(row["start"]), row["seconds"]
+            row["start"], row["seconds"] = float(row["start"]), float(row["seconds"])
         except (ValueError, KeyError, TypeError):
             continue  # a line torn by two writers, or not the harness's
-        if start <= began <= end:
-            seconds[key] = seconds.get(key, 0.0) + float(took)
+        if "role" in row and "name" in row and start <= row["start"] <= end:
+            yield row
+
+
+def by_name(rows: Iterable[dict[str, Any]]) -> dict[str, float]:
+    """Seconds per `role: name` of these spans."""
+    seconds: dict[str, float] = {}
+    for row in rows:
+        key = f"{row['role']}: {row['name']}"
+        seconds[key] = seconds.get(key, 0.0) + row["seconds"]
     return seconds
+
+
+def totals(path: Path, start: float, end: float) -> dict[str, float]:
+    """Seconds per `role: name` of the spans in the trace at `path` that began within
+    [start, end]."""
+    return by_name(spans(path, start, end))
