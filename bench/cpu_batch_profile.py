@@ -14,7 +14,7 @@ os.environ["ARENA_HARNESS_TRACE"] = "1"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(1, os.path.join(ROOT, "bench"))
-from published_batches import spans_between
+from published_batches import spans_between, timeline, trace_lines
 
 from core.rl.arena import Arena, EvalRequest
 from core.tasks.discovery import discover
@@ -34,6 +34,7 @@ async def main():
         wall = time.monotonic() - t0
         sp = spans_between(arena.root, t0, time.monotonic())
         print("batch wall", round(wall, 2), [r.result.status for r in out])
+        print("timeline", timeline(trace_lines(arena.root, t0, t0 + wall), t0, t0 + wall))
         for k, v in sorted(sp.items(), key=lambda kv: -kv[1])[:30]:
             print(f"{v / 6:7.3f}  {k}")
         t0 = time.monotonic()

@@ -15,7 +15,7 @@
 #      CPU and sim ratios on two cores beside it); then issue 43's new tasks, each baseline as its
 #      own candidate and each starter (bench/tasks_gpu.py): about 9 minutes.
 #   4  the shared regions' fix checked (see the step).
-#   5-26  later calls (2026-12-02 and 12-03): each says what it measures.
+#   5-27  later calls (2026-12-02 and 12-03): each says what it measures.
 OUT=${1:-.}
 STEP=${2:-1}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
@@ -309,6 +309,24 @@ case "$STEP" in
     --phases turn,batches --warmup-each 2>&1 | grep -v '^- ' | tail -30
   timeout 70 python3 bench/fidelity.py identity --out "$OUT/id" --profiles train --singles --batch 5 \
     --runs 1 --budget-s 60 --tasks activation/silu_mul norm/add_rmsnorm elementwise/rope 2>&1 | tail -8
+  ;;
+27)
+  # issue 42 (session 10, first call): a tuning's configurations compiled at once before its
+  # trials (core/harness/autotune.py compile_ahead) against one by one in them
+  # (ARENA_AUTOTUNE_COMPILE_AHEAD=off), the warm autotuned turn alternately on, off, on; then
+  # gemm's published batch with it, and the identity one at a time and in a batch of 5 on
+  # three tasks, the GEMM's autotuned baseline among them: about 7 minutes.
+  mkdir -p "$OUT/on1" "$OUT/off" "$OUT/on2" "$OUT/pb" "$OUT/id"
+  for run in on1 off on2; do
+    case $run in off) export ARENA_AUTOTUNE_COMPILE_AHEAD=off ;; *) unset ARENA_AUTOTUNE_COMPILE_AHEAD ;; esac
+    timeout 100 python3 bench/published_batches.py --device cuda:0 --out "$OUT/$run" --budget-s 90 \
+      --phases turn 2>&1 | grep -v '^- ' | tail -12
+  done
+  unset ARENA_AUTOTUNE_COMPILE_AHEAD
+  timeout 120 python3 bench/published_batches.py --device cuda:0 --out "$OUT/pb" --budget-s 110 \
+    --tasks gemm/bf16_gemm --phases batches --warmup-each 2>&1 | grep -v '^- ' | tail -12
+  timeout 100 python3 bench/fidelity.py identity --out "$OUT/id" --profiles train --singles --batch 5 \
+    --runs 1 --budget-s 90 --tasks gemm/bf16_gemm activation/silu_mul norm/add_rmsnorm 2>&1 | tail -8
   ;;
 esac
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader

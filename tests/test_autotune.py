@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import threading
 from pathlib import Path
 
 import pytest
@@ -146,3 +147,81 @@ def test_a_trial_in_train_times_at_most_fifty_calls(call_ms, rep, warmup) -> Non
     assert asked["rep"] == pytest.approx(rep) and asked["warmup"] == pytest.approx(warmup)
     assert asked["quantiles"] == (0.5, 0.2, 0.8)
     assert asked["rep"] / call_ms <= autotune.TRIAL_CALLS
+
+
+class _Config:
+    def __init__(self, block: int):
+        self.block = block
+
+    def all_kwargs(self) -> dict[str, int]:
+        return {"BLOCK": self.block, "num_warps": 4}
+
+
+class _Kernel:
+    """A stand-in for a @triton.jit function's `run`: where Triton's asynchronous compile mode
+    is active, its compile goes to the mode's pool, as JITFunction._do_compile does."""
+
+    def __init__(self, barrier: threading.Barrier | None = None, broken: int | None = None):
+        self.barrier, self.broken = barrier, broken
+        self.compiled: dict[int, str] = {}  # BLOCK -> the thread it compiled on
+        self.runs: list[dict] = []
+
+    def run(self, *args, grid, warmup, **kwargs):
+        from triton.runtime import _async_compile
+
+        self.runs.append({"args": args, "grid": grid, "warmup": warmup, **kwargs})
+        block = kwargs["BLOCK"]
+
+        def compile_() -> str:
+            if block == self.broken:
+                raise RuntimeError("out of shared memory")
+            if self.barrier is not None:
+                self.barrier.wait(timeout=30)  # every configuration compiling at once
+            return threading.current_thread().name
+
+        mode = _async_compile.active_mode.get()
+        assert mode is not None, "compiled outside Triton's asynchronous mode"
+        return mode.submit(block, compile_, lambda name: self.compiled.__setitem__(block, name))
+
+
+class _Tuner:
+    def __init__(self, fn: _Kernel):
+        self.fn, self.nargs = fn, {"x": "x-tensor", "n": 4096}
+
+
+def test_a_tunings_configurations_compile_at_once_before_its_trials() -> None:
+    from triton.runtime import _async_compile
+
+    configs = [_Config(b) for b in (32, 64, 128, 256)]
+    kernel = _Kernel(barrier=threading.Barrier(len(configs)))
+    autotune.compile_ahead(
+        _Tuner(kernel), configs, {"grid": (1,), "warmup": False, "alpha": 2.0}, threads=4
+    )
+    # All four compiled together on the pool (the barrier needs all four at once) and are in
+    # the function's cache when the trials start; the arguments are the tuning's own.
+    assert sorted(kernel.compiled) == [32, 64, 128, 256]
+    assert all(name.startswith("arena-compile") for name in kernel.compiled.values())
+    assert {(r["args"], r["warmup"], r["grid"], r["alpha"]) for r in kernel.runs} == {
+        (("x-tensor", 4096), True, None, 2.0)
+    }
+    assert _async_compile.active_mode.get() is None  # the mode ends with the tuning's compiles
+
+
+def test_a_configuration_that_fails_to_compile_ahead_is_left_to_its_trial() -> None:
+    configs = [_Config(b) for b in (32, 64, 128)]
+    kernel = _Kernel(broken=64)
+    autotune.compile_ahead(_Tuner(kernel), configs, {"grid": (1,), "warmup": False}, threads=2)
+    assert sorted(kernel.compiled) == [32, 128]  # 64 compiles (and fails) again in its trial
+    # A configuration that clashes with the call's own arguments fails at once, and the rest
+    # still compile (its trial raises Triton's own "Conflicting meta-parameters").
+    clash = _Kernel()
+    autotune.compile_ahead(_Tuner(clash), configs, {"BLOCK": 16, "warmup": False}, threads=2)
+    assert clash.compiled == {}
+
+
+def test_configurations_compile_ahead_only_where_triton_compiles() -> None:
+    on = {"autotune_compile_ahead": True}
+    assert autotune.compile_threads(on, "cpu") == 0  # the interpreter compiles nothing
+    assert autotune.compile_threads(on, "sim") == 0
+    assert autotune.compile_threads({"autotune_compile_ahead": False}, "cuda") == 0
+    assert 1 <= autotune.compile_threads(on, "cuda") <= autotune.MAX_COMPILE_THREADS

@@ -7,6 +7,7 @@ fixes both; these tests hold it to torch's CPU bf16 results."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 
 import numpy as np
@@ -458,3 +459,38 @@ def test_libdevice_names_bound_before_the_interpreter_still_compute() -> None:
         timeout=300,
     )
     assert out.stdout.strip() == "True", out.stderr[-2000:]
+
+
+with interpreter_on():
+
+    @triton.jit
+    def int_affine_kernel(x_ptr, out_ptr, k, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs) * k + 7)
+
+
+def test_int32_arithmetic_wraps_as_on_a_gpu_without_the_dead_overflow_checks(monkeypatch):
+    from core.harness.sim import hooks
+
+    compares: list[int] = []
+    original = interpreter.InterpreterBuilder.create_icmpSLE
+    monkeypatch.setattr(
+        interpreter.InterpreterBuilder,
+        "create_icmpSLE",
+        lambda self, *a: compares.append(1) or original(self, *a),
+    )
+    x = torch.tensor([1, -3, 2**30, 2**31 - 1], dtype=torch.int32)
+    out = torch.empty_like(x)
+    int_affine_kernel[(1,)](x, out, 4, BLOCK=4)
+    # int32 wraps (the GPU's two's complement), and the overflow checks, whose assert does
+    # nothing without debug, computed nothing (they compare against int32's max in int64).
+    assert out.tolist() == (x.to(torch.int64) * 4 + 7).to(torch.int32).tolist()
+    assert compares == []
+    # Where a `sim:` device hooks the interpreter to count its operations, they run: its stored
+    # anchors were counted with them.
+    load = interpreter.InterpreterBuilder.create_masked_load
+    hooked = functools.wraps(load)(lambda self, *a, **k: load(self, *a, **k))
+    setattr(hooked, hooks._MARK, True)
+    monkeypatch.setattr(interpreter.InterpreterBuilder, "create_masked_load", hooked)
+    int_affine_kernel[(1,)](x, out, 4, BLOCK=4)
+    assert len(compares) == 2  # the `*` and the `+`

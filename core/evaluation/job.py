@@ -27,6 +27,9 @@ OnEvent = Callable[[events.Event], None]
 
 GRAPH_BELOW_US = 50.0  # decode-sized: the launch would rival the kernel, so time graph replays
 TIMING_CPU_ENV = "ARENA_TIMING_CPU"  # the CPU a GPU's timed rounds run on: a number, auto, off
+# `off`: an autotuner's configurations compiled one by one in its trials (a diagnosis: the
+# default compiles them at once beforehand, core/harness/autotune.py compile_ahead)
+COMPILE_AHEAD_ENV = "ARENA_AUTOTUNE_COMPILE_AHEAD"
 CHECKED_CALLS_PER_ROUND = 2  # timed calls per round whose outputs are checked (docs/integrity.md)
 CPU_CANDIDATE_MEMORY = 2 << 30  # private memory a candidate may add on the CPU device (RLIMIT_DATA)
 SIM_CANDIDATE_MEMORY = (
@@ -408,6 +411,7 @@ def build_job(
         "profile": profile.value,
         "autotune_configs": spec.autotune_configs,
         "autotune_rep_ms": spec.autotune_rep_ms,
+        "autotune_compile_ahead": os.environ.get(COMPILE_AHEAD_ENV, "on") != "off",
         "timing": {
             "kind": info.timing_kind,
             "sync_each_call": sync_each_call,

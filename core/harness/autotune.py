@@ -21,6 +21,7 @@ anything there: nothing scored reads it), into the result's `autotune`.
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,12 +66,19 @@ LOG = AutotuneLog()  # this worker's: one candidate per process
 _MARK = "_arena_autotune_budget"
 
 
-def install(configs: int | None, log: AutotuneLog = LOG, rep_ms: float | None = None) -> bool:
+def install(
+    configs: int | None,
+    log: AutotuneLog = LOG,
+    rep_ms: float | None = None,
+    compile_threads: int = 0,
+) -> bool:
     """Cap every autotuner of this process at `configs` configurations per tuning (None: no
     cap), benchmark each trial for `rep_ms` and at most TRIAL_CALLS calls (a quarter of that
-    warm-up; None: Triton's 100 and 25 ms) where the autotuner uses Triton's own benchmark, and
-    record what each tuning tried in `log`. Before the candidate is imported; False where this
-    Triton has no autotuner to cap (no Triton, another layout)."""
+    warm-up; None: Triton's 100 and 25 ms) where the autotuner uses Triton's own benchmark,
+    compile a tuning's configurations on `compile_threads` threads before its trials (0: one
+    by one, in its trials, as Triton does; `compile_ahead`), and record what each tuning tried
+    in `log`. Before the candidate is imported; False where this Triton has no autotuner to cap
+    (no Triton, another layout)."""
     try:
         from triton.runtime import autotuner
     except ImportError:
@@ -87,11 +95,63 @@ def install(configs: int | None, log: AutotuneLog = LOG, rep_ms: float | None = 
         offered = list(original(self, kwargs))
         tried = offered[:configs] if configs else offered
         log.add(_kernel_name(self), len(tried), len(offered))
+        if compile_threads > 1 and len(tried) > 1:
+            compile_ahead(self, tried, kwargs, compile_threads)
         return tried
 
     setattr(prune_configs, _MARK, original)
     cls.prune_configs = prune_configs
     return True
+
+
+MAX_COMPILE_THREADS = 8
+
+
+def compile_threads(job: dict[str, Any], device_type: str) -> int:
+    """The threads a worker compiles a tuning's configurations on (`compile_ahead`): none on the
+    CPU and `sim:` devices, whose kernels run in Triton's interpreter, nor where the job turns
+    it off; else one per configuration, up to the CPUs this process may use and 8."""
+    if not job.get("autotune_compile_ahead") or device_type in ("cpu", "sim"):
+        return 0
+    return min(MAX_COMPILE_THREADS, len(os.sched_getaffinity(0)))
+
+
+def compile_ahead(tuner: Any, configs: list[Any], kwargs: dict[str, Any], threads: int) -> None:
+    """Compile the configurations a tuning is about to try, several at once, before its trials.
+
+    Triton compiles each configuration inside its trial, one after another: for a GEMM's four
+    configurations at a new specialisation, most of a warm visible-only turn (docs/performance.md,
+    "Compiling a tuning's configurations at once"). Triton's own asynchronous compile mode
+    (`AsyncCompileMode`) runs each compile on a pool thread, where ptxas and the compiler's
+    passes overlap, and puts the kernels in the function's cache, so the trials that follow load
+    them. What is tried, in what order, and how each is measured do not change. A configuration
+    that fails to compile here is left for its trial, which compiles it again and fails as
+    Triton always has (an out-of-resources configuration is skipped, anything else is raised)."""
+    try:
+        from concurrent.futures import ThreadPoolExecutor
+
+        from triton.runtime._async_compile import AsyncCompileMode
+    except ImportError:
+        return
+    nargs = getattr(tuner, "nargs", None)
+    if not isinstance(nargs, dict) or getattr(tuner, "cache_results", False):
+        return  # Triton's own disk cache of tunings decides there whether trials run at all
+    args = list(nargs.values())
+    meta = {k: v for k, v in kwargs.items() if k not in ("grid", "warmup")}
+    with ThreadPoolExecutor(min(threads, len(configs)), "arena-compile") as pool:
+        try:
+            mode = AsyncCompileMode(pool, ignore_errors=True)
+            mode.__enter__()
+        except RuntimeError:  # the candidate's own asynchronous compile is active
+            return
+        try:
+            for config in configs:
+                try:
+                    tuner.fn.run(*args, grid=None, warmup=True, **meta, **config.all_kwargs())
+                except Exception:  # noqa: BLE001 - its trial meets the same error and says it
+                    continue
+        finally:
+            mode.__exit__(None, None, None)  # waits for every compile; errors are left
 
 
 TRIAL_CALLS = 50  # a trial's timed calls at most in `train` (its warm-up, a quarter of that)

@@ -89,7 +89,11 @@ def candidate_main(conn: socket.socket, job: dict[str, Any]) -> None:
         enable_interpreter()
     # `train`'s budget on @triton.autotune (None in `full`: every configuration), before any
     # candidate code: its kernels' autotuners are made when its module is imported.
-    autotune.install(job.get("autotune_configs"), rep_ms=job.get("autotune_rep_ms"))
+    autotune.install(
+        job.get("autotune_configs"),
+        rep_ms=job.get("autotune_rep_ms"),
+        compile_threads=autotune.compile_threads(job, device.type),
+    )
     triton_trace.install()  # the trace on only: Triton's compiles, builds, autotune trials
     custom = None
     if job.get("task_inputs"):

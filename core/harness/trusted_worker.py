@@ -59,7 +59,10 @@ def install_trusted_triton(job: dict[str, Any]) -> None:
     # The baseline's autotuners under the candidate's budget (autotune.py): the same code is
     # tuned alike on both sides in every profile.
     autotune.install(
-        job.get("autotune_configs"), autotune.AutotuneLog(), rep_ms=job.get("autotune_rep_ms")
+        job.get("autotune_configs"),
+        autotune.AutotuneLog(),
+        rep_ms=job.get("autotune_rep_ms"),
+        compile_threads=autotune.compile_threads(job, job["device"].get("type", "cpu")),
     )
     triton_trace.install()  # the trace on only
     # Triton's cache in this process's memory (jit_cache.py): what the parent's store holds

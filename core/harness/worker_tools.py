@@ -109,6 +109,7 @@ def candidate_view(job: dict[str, Any]) -> dict[str, Any]:
         "task_inputs": source.decode() if source is not None else None,
         "autotune_configs": job.get("autotune_configs"),  # the profile's budget (autotune.py)
         "autotune_rep_ms": job.get("autotune_rep_ms"),
+        "autotune_compile_ahead": job.get("autotune_compile_ahead"),
         "isolation": job.get("isolation"),  # what its process covers (core/harness/isolation.py)
     }
 
