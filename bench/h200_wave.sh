@@ -15,7 +15,7 @@
 #      CPU and sim ratios on two cores beside it); then issue 43's new tasks, each baseline as its
 #      own candidate and each starter (bench/tasks_gpu.py): about 9 minutes.
 #   4  the shared regions' fix checked (see the step).
-#   5-27  later calls (2026-12-02 and 12-03): each says what it measures.
+#   5-28  later calls (2026-12-02 and 12-03): each says what it measures.
 OUT=${1:-.}
 STEP=${2:-1}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
@@ -327,6 +327,23 @@ case "$STEP" in
     --tasks gemm/bf16_gemm --phases batches --warmup-each 2>&1 | grep -v '^- ' | tail -12
   timeout 100 python3 bench/fidelity.py identity --out "$OUT/id" --profiles train --singles --batch 5 \
     --runs 1 --budget-s 90 --tasks gemm/bf16_gemm activation/silu_mul norm/add_rmsnorm 2>&1 | tail -8
+  ;;
+28)
+  # issue 42 (session 10, second call), as it stands after step 27: the CPU and sim batch ratios
+  # on two idle cores each of the host (taskset 12,13 and 14,15, batches of 8, three repeats;
+  # Triton's interpreter cheaper per program, bench/interpreter_cost.py) beside the GPU on cores
+  # 0-11 (its timed rounds on core 11): the warm autotuned turn, then four families' published
+  # batches, each after its own warm-up: about 8 minutes.
+  mkdir -p "$OUT/ratio_cpu" "$OUT/ratio_sim" "$OUT/pb"
+  CUDA_VISIBLE_DEVICES= timeout 440 taskset -c 12,13 python3 bench/published_batches.py --device cpu \
+    --phases ratio --ratio-n 8 --ratio-repeats 3 --budget-s 420 --out "$OUT/ratio_cpu" > "$OUT/ratio_cpu/log" 2>&1 &
+  CUDA_VISIBLE_DEVICES= timeout 440 taskset -c 14,15 python3 bench/published_batches.py --device sim:h200 \
+    --phases ratio --ratio-n 6 --ratio-repeats 3 --budget-s 420 --out "$OUT/ratio_sim" > "$OUT/ratio_sim/log" 2>&1 &
+  timeout 420 taskset -c 0-11 python3 bench/published_batches.py --device cuda:0 --out "$OUT/pb" --budget-s 400 \
+    --tasks activation/silu_mul norm/add_rmsnorm elementwise/rope moe/route_topk_softmax \
+    --phases turn,batches --warmup-each 2>&1 | grep -v '^- ' | tail -30
+  wait
+  tail -6 "$OUT/ratio_cpu/log" "$OUT/ratio_sim/log"
   ;;
 esac
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
