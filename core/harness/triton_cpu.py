@@ -159,6 +159,28 @@ def _patch_language_once_per_launch() -> None:
     interpreter._patch_lang = patch_lang
 
 
+_TRITONS = object()  # a shortcut's answer: "ask Triton's own method"
+
+
+def _shortcut(name: str, shortcut: Callable[..., object]) -> None:
+    """Put `shortcut(self, *args)` in front of Triton's `TritonSemantic.<name>`: its answer
+    where it has one, Triton's where it returns _TRITONS."""
+    from triton.language import semantic
+
+    cls = semantic.TritonSemantic
+    original = getattr(cls, name)
+    if getattr(original, _MARK, False):
+        return
+
+    @functools.wraps(original)
+    def wrapper(self, *args):
+        answer = shortcut(self, *args)
+        return original(self, *args) if answer is _TRITONS else answer
+
+    setattr(wrapper, _MARK, True)
+    setattr(cls, name, wrapper)
+
+
 def _skip_dead_overflow_checks() -> None:
     # The interpreter's options ask for integer-overflow checks (sanitize_overflow), but their
     # assert is a no-op without `debug` (TritonSemantic.device_assert returns at once), so each
@@ -168,38 +190,22 @@ def _skip_dead_overflow_checks() -> None:
     # run and assert as before; so they do in a `sim:` device's process once it hooks the
     # interpreter to count its operations (core/harness/sim/hooks.py): its stored anchors were
     # counted with them.
-    from triton.language import semantic
     from triton.runtime import interpreter
 
-    cls = semantic.TritonSemantic
-    original = cls.binary_op_sanitize_overflow_impl
-    if getattr(original, _MARK, False):
-        return
-
-    @functools.wraps(original)
     def checked_only_in_debug(self, lhs, rhs, binary_op):
         counted = getattr(interpreter.InterpreterBuilder.create_masked_load, SIM_HOOKED, False)
         if not (self.builder.options.debug or counted) and _interpreting():
             return None
-        return original(self, lhs, rhs, binary_op)
+        return _TRITONS
 
-    setattr(checked_only_in_debug, _MARK, True)
-    cls.binary_op_sanitize_overflow_impl = checked_only_in_debug
+    _shortcut("binary_op_sanitize_overflow_impl", checked_only_in_debug)
 
 
 def _same_shapes_not_broadcast() -> None:
     # Every binary operation asks whether its operands' shapes must be broadcast; for two blocks
     # of one shape (most of them) Triton's answer walks both shapes and returns them unchanged,
     # a seventh of an elementwise starter's interpreted time after the patches above.
-    from triton.language import semantic
-
-    cls = semantic.TritonSemantic
-    original = cls.broadcast_impl_value
-    if getattr(original, _MARK, False):
-        return
-
-    @functools.wraps(original)
-    def broadcast_impl_value(self, lhs, rhs):
+    def same_shapes(self, lhs, rhs):
         left, right = lhs.type, rhs.type
         if left is right or (
             left.is_block()
@@ -208,10 +214,9 @@ def _same_shapes_not_broadcast() -> None:
             and getattr(left.shape, "values", left.shape) == getattr(right.shape, "values", 0)
         ):
             return lhs, rhs
-        return original(self, lhs, rhs)
+        return _TRITONS
 
-    setattr(broadcast_impl_value, _MARK, True)
-    cls.broadcast_impl_value = broadcast_impl_value
+    _shortcut("broadcast_impl_value", same_shapes)
 
 
 def _interned_block_types() -> None:
