@@ -15,7 +15,7 @@
 #      CPU and sim ratios on two cores beside it); then issue 43's new tasks, each baseline as its
 #      own candidate and each starter (bench/tasks_gpu.py): about 9 minutes.
 #   4  the shared regions' fix checked (see the step).
-#   5-28  later calls (2026-12-02 and 12-03): each says what it measures.
+#   5-29  later calls (2026-12-02 and 12-03): each says what it measures.
 OUT=${1:-.}
 STEP=${2:-1}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
@@ -344,6 +344,17 @@ case "$STEP" in
     --phases turn,batches --warmup-each 2>&1 | grep -v '^- ' | tail -30
   wait
   tail -6 "$OUT/ratio_cpu/log" "$OUT/ratio_sim/log"
+  ;;
+29)
+  # issue 35 / 42 (session 10, third call): the warm autotuned turn alone on an idle host (step
+  # 28 ran it beside the CPU ratios), then the three groups the fidelity table still fails (the
+  # host-bound mla_prefill and grouped fp8 GEMM in `train`), as they stand: three runs one at a
+  # time and two batches of 5 each: about 6 minutes.
+  mkdir -p "$OUT/turn" "$OUT/id"
+  timeout 100 python3 bench/published_batches.py --device cuda:0 --out "$OUT/turn" --budget-s 90 \
+    --phases turn 2>&1 | grep -v '^- ' | tail -4
+  timeout 280 python3 bench/fidelity.py identity --out "$OUT/id" --profiles train --singles --batch 5 \
+    --runs 2 --budget-s 265 --tasks attention/mla_prefill gemm/fp8_blockscale_grouped_gemm 2>&1 | tail -8
   ;;
 esac
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
