@@ -348,8 +348,8 @@ case "$STEP" in
 29)
   # issue 35 / 42 (session 10, third call): the warm autotuned turn alone on an idle host (step
   # 28 ran it beside the CPU ratios), then the three groups the fidelity table still fails (the
-  # host-bound mla_prefill and grouped fp8 GEMM in `train`), as they stand: three runs one at a
-  # time and two batches of 5 each: about 6 minutes.
+  # host-bound mla_prefill and grouped fp8 GEMM in `train`), as they stand: two runs one at a
+  # time and two batches of 5 of each: about 6 minutes.
   mkdir -p "$OUT/turn" "$OUT/id"
   timeout 100 python3 bench/published_batches.py --device cuda:0 --out "$OUT/turn" --budget-s 90 \
     --phases turn 2>&1 | grep -v '^- ' | tail -4
