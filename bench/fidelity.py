@@ -569,6 +569,12 @@ def report(raws: dict[str, dict[str, Any]]) -> str:
     ]
     phases = (
         (
+            "eighteenth",
+            "The two host-bound tasks in `train` as they stand, with a tuning's configurations "
+            "compiled at once, two runs one at a time and two batches of 5 (third call of "
+            "2026-12-03's third session: bench/h200_wave.sh step 29)",
+        ),
+        (
             "seventeenth",
             "As it stands: `train` at 32 calls a round and Triton's once-a-process costs paid in "
             "the harness parent, nothing overridden (third call of 2026-12-03's second session: "
