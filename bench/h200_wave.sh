@@ -15,7 +15,7 @@
 #      CPU and sim ratios on two cores beside it); then issue 43's new tasks, each baseline as its
 #      own candidate and each starter (bench/tasks_gpu.py): about 9 minutes.
 #   4  the shared regions' fix checked (see the step).
-#   5-29  later calls (2026-12-02 and 12-03): each says what it measures.
+#   5-30  later calls (2026-12-02 and 12-03): each says what it measures.
 OUT=${1:-.}
 STEP=${2:-1}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
@@ -355,6 +355,14 @@ case "$STEP" in
     --phases turn 2>&1 | grep -v '^- ' | tail -4
   timeout 280 python3 bench/fidelity.py identity --out "$OUT/id" --profiles train --singles --batch 5 \
     --runs 2 --budget-s 265 --tasks attention/mla_prefill gemm/fp8_blockscale_grouped_gemm 2>&1 | tail -8
+  ;;
+30)
+  # issue 35 (session 10, fourth call): does the host's CPU itself run in slow and fast modes?
+  # Pure Python and a small CUDA launch-and-synchronize call, timed in windows on each of the 16
+  # CPUs in turn, then a long series on CPU 15 (where the timed rounds run): about 2 minutes.
+  timeout 150 python3 bench/host_modes.py --cuda --out "$OUT/host_modes_all.json" 2>&1 | tail -40
+  timeout 90 python3 bench/host_modes.py --cuda --cpus 15 --windows 300 --reps 10 --gap-s 0.02 \
+    --out "$OUT/host_modes_cpu15.json" 2>&1 | tail -4
   ;;
 esac
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
