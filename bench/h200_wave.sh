@@ -15,7 +15,7 @@
 #      CPU and sim ratios on two cores beside it); then issue 43's new tasks, each baseline as its
 #      own candidate and each starter (bench/tasks_gpu.py): about 9 minutes.
 #   4  the shared regions' fix checked (see the step).
-#   5-30  later calls (2026-12-02 and 12-03): each says what it measures.
+#   5-31  later calls (2026-12-02 and 12-03): each says what it measures.
 OUT=${1:-.}
 STEP=${2:-1}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
@@ -363,6 +363,15 @@ case "$STEP" in
   timeout 150 python3 bench/host_modes.py --cuda --out "$OUT/host_modes_all.json" 2>&1 | tail -40
   timeout 90 python3 bench/host_modes.py --cuda --cpus 15 --windows 300 --reps 10 --gap-s 0.02 \
     --out "$OUT/host_modes_cpu15.json" 2>&1 | tail -4
+  ;;
+31)
+  # issue 42 (session 10, fifth call): gemm's published kernels, two of them autotuned (8 and
+  # 12 configurations, every one tried and compiled at once in `full`), in a `train` batch of 16
+  # and then one at a time in `full`: the verdicts and speedups of the two side by side, with
+  # `full`'s seconds a candidate: about 4 minutes.
+  mkdir -p "$OUT/pb"
+  timeout 270 python3 bench/published_batches.py --device cuda:0 --out "$OUT/pb" --budget-s 255 \
+    --tasks gemm/bf16_gemm --phases batches,singles --warmup-each --singles 6 2>&1 | grep -v '^- ' | tail -24
   ;;
 esac
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
