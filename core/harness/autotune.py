@@ -110,7 +110,8 @@ MAX_COMPILE_THREADS = 8
 def compile_threads(job: dict[str, Any], device_type: str) -> int:
     """The threads a worker compiles a tuning's configurations on (`compile_ahead`): none on the
     CPU and `sim:` devices, whose kernels run in Triton's interpreter, nor where the job turns
-    it off; else one per configuration, up to the CPUs this process may use and 8."""
+    it off; else one per CPU this process may use, at most 8 (a tuning takes one per
+    configuration it tries)."""
     if not job.get("autotune_compile_ahead") or device_type in ("cpu", "sim"):
         return 0
     return min(MAX_COMPILE_THREADS, len(os.sched_getaffinity(0)))
@@ -121,7 +122,7 @@ def compile_ahead(tuner: Any, configs: list[Any], kwargs: dict[str, Any], thread
 
     Triton compiles each configuration inside its trial, one after another: for a GEMM's four
     configurations at a new specialisation, most of a warm visible-only turn (docs/performance.md,
-    "Compiling a tuning's configurations at once"). Triton's own asynchronous compile mode
+    "A tuning's configurations compiled at once"). Triton's own asynchronous compile mode
     (`AsyncCompileMode`) runs each compile on a pool thread, where ptxas and the compiler's
     passes overlap, and puts the kernels in the function's cache, so the trials that follow load
     them. What is tried, in what order, and how each is measured do not change. A configuration
@@ -130,28 +131,25 @@ def compile_ahead(tuner: Any, configs: list[Any], kwargs: dict[str, Any], thread
     try:
         from concurrent.futures import ThreadPoolExecutor
 
-        from triton.runtime._async_compile import AsyncCompileMode
+        from triton.runtime._async_compile import AsyncCompileMode, active_mode
     except ImportError:
         return
     nargs = getattr(tuner, "nargs", None)
     if not isinstance(nargs, dict) or getattr(tuner, "cache_results", False):
         return  # Triton's own disk cache of tunings decides there whether trials run at all
+    if active_mode.get() is not None:
+        return  # the candidate's own asynchronous compile is active: one at a time in Triton
     args = list(nargs.values())
     meta = {k: v for k, v in kwargs.items() if k not in ("grid", "warmup")}
-    with ThreadPoolExecutor(min(threads, len(configs)), "arena-compile") as pool:
-        try:
-            mode = AsyncCompileMode(pool, ignore_errors=True)
-            mode.__enter__()
-        except RuntimeError:  # the candidate's own asynchronous compile is active
-            return
-        try:
-            for config in configs:
-                try:
-                    tuner.fn.run(*args, grid=None, warmup=True, **meta, **config.all_kwargs())
-                except Exception:  # noqa: BLE001 - its trial meets the same error and says it
-                    continue
-        finally:
-            mode.__exit__(None, None, None)  # waits for every compile; errors are left
+    with (
+        ThreadPoolExecutor(min(threads, len(configs)), "arena-compile") as pool,
+        AsyncCompileMode(pool, ignore_errors=True),  # its end waits for every compile
+    ):
+        for config in configs:
+            try:
+                tuner.fn.run(*args, grid=None, warmup=True, **meta, **config.all_kwargs())
+            except Exception:  # noqa: BLE001 - its trial meets the same error and says it
+                continue
 
 
 TRIAL_CALLS = 50  # a trial's timed calls at most in `train` (its warm-up, a quarter of that)
