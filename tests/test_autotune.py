@@ -219,6 +219,17 @@ def test_a_configuration_that_fails_to_compile_ahead_is_left_to_its_trial() -> N
     assert clash.compiled == {}
 
 
+def test_a_candidates_own_asynchronous_compile_is_left_alone() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from triton.runtime._async_compile import AsyncCompileMode
+
+    kernel = _Kernel()
+    with ThreadPoolExecutor(1) as pool, AsyncCompileMode(pool):
+        autotune.compile_ahead(_Tuner(kernel), [_Config(32), _Config(64)], {}, threads=2)
+    assert kernel.runs == []  # its trials compile them, one at a time, as Triton does
+
+
 def test_configurations_compile_ahead_only_where_triton_compiles() -> None:
     on = {"autotune_compile_ahead": True}
     assert autotune.compile_threads(on, "cpu") == 0  # the interpreter compiles nothing
