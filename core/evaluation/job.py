@@ -77,6 +77,9 @@ def world_size_for(task: Task, info: DeviceInfo, asked: int | None = None) -> in
     return world
 
 
+MAX_ROUNDS = 32  # a workload's alternations on a GPU, the extra rounds included (Timing)
+
+
 @dataclass(frozen=True)
 class Timing:
     """How long each side is timed per workload, in rounds that alternate candidate and
@@ -85,7 +88,10 @@ class Timing:
     least `min_rounds` (None: every round; `ci_target` 0: no early stop), and up to
     `extra_rounds` more while they have not settled: a large kernel whose rounds read a few
     percent apart (prefill attention on the H200: 0.93-1.05 in four rounds of one identical
-    source) is timed until its ratio is known rather than cut at a fixed count."""
+    source) is timed until its ratio is known rather than cut at a fixed count. On a GPU that
+    is up to MAX_ROUNDS in all: a host-bound call whose rounds read 10-15% apart as the host's
+    CPU changes speed needs about that many for its ratio's interval to narrow to ±3%
+    (timing.wide; docs/fidelity.md)."""
 
     alternations: int
     budget_ms: float
@@ -121,7 +127,7 @@ class Timing:
                 min_calls=3,
                 max_calls=32,
                 min_rounds=2,
-                extra_rounds=4,
+                extra_rounds=MAX_ROUNDS - 4,
             )
         # A round of at most 1,000 calls and 80 ms on the host's clock: without the clock's
         # cap a microsecond kernel's rounds filled their 20 ms of device time with 1,000
@@ -133,7 +139,7 @@ class Timing:
             min_calls=3,
             max_calls=1000,
             min_rounds=2,
-            extra_rounds=5,
+            extra_rounds=MAX_ROUNDS - 5,
             round_wall_ms=80.0,
         )
 

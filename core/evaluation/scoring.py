@@ -17,9 +17,11 @@
   launch floor is what the fastest possible kernel takes. Results keep both: `roofline_us`
   and `roofline_fraction` without the floor, `sol_us` and `sol_fraction` with it;
 - the interval of a speedup (`speedup_interval`): what the timer's noise leaves possible. A
-  measured workload's is the ratio of its two medians' 95% intervals, widened to the range of
-  its alternations' paired ratios (each alternation times both sides on the same memory, so
-  a round-to-round mode shows there); a predicted one's is its ± band; a task's is the
+  measured workload's is the ratio of its two medians' 95% intervals, widened to the 95%
+  interval of the Hodges-Lehmann estimate over its alternations' paired ratios (each
+  alternation times both sides on the same memory, so a round-to-round mode shows there; up
+  to six alternations that interval is their range, past that it narrows as the estimate's
+  noise does: core/harness/ratios.py); a predicted one's is its ± band; a task's is the
   geometric mean of its workloads' ends. A difference inside it is a tie (`tied_speedup`:
   rewards, docs/rl.md; ranks, docs/leaderboard.md);
 - fast_p over a task set = the share of tasks that are correct with speedup > p;
@@ -36,6 +38,7 @@ import math
 from collections.abc import Iterable
 
 from core.devices.device import Peaks
+from core.harness.ratios import hodges_lehmann, ratio_interval
 
 IMPOSSIBILITY_MARGIN = 0.9  # a time below 90% of the spec roofline cannot be real
 FAILED_SPEEDUP = (
@@ -52,17 +55,6 @@ def paired_ratios(candidate: dict, baseline: dict) -> list[float]:
         for b, c in pairs
         if b.get("median_us") and c.get("median_us")
     ]
-
-
-def hodges_lehmann(ratios: list[float]) -> float:
-    """The Hodges-Lehmann estimate of positive ratios: the median of the pairwise means (each
-    with itself included) of their logarithms, exponentiated. As robust as a median to one
-    alternation caught in a slow mode, and nearly as efficient as a mean otherwise."""
-    logs = [math.log(r) for r in ratios]
-    means = sorted((logs[i] + logs[j]) / 2 for i in range(len(logs)) for j in range(i, len(logs)))
-    n = len(means)
-    middle = means[n // 2] if n % 2 else (means[n // 2 - 1] + means[n // 2]) / 2
-    return math.exp(middle)
 
 
 def workload_speedup(timing_kind: str, candidate: dict, baseline: dict) -> float:
@@ -165,9 +157,10 @@ def workload_interval(candidate: dict, baseline: dict) -> Interval | None:
     if min(c_lo, c_hi, b_lo, b_hi) <= 0:
         return None
     low, high = b_lo / c_hi, b_hi / c_lo
-    ratios = paired_ratios(candidate, baseline)
+    ratios = [r for r in paired_ratios(candidate, baseline) if r > 0]
     if ratios:
-        low, high = min(low, *ratios), max(high, *ratios)
+        r_low, r_high = ratio_interval(ratios)
+        low, high = min(low, r_low), max(high, r_high)
     return low, high
 
 
