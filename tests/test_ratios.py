@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 
 import pytest
 
@@ -66,29 +67,38 @@ def _walls(ratios: list[float]) -> dict:
     }
 
 
-def _rounds_until_settled(noise: float, seed: int, calls: int = 16) -> int:
-    """How many alternations `train` times a workload whose sides' rounds each run in a mode
-    of the host (a factor scattered by `noise`/sqrt(2) a side, so that the paired ratios
-    scatter by `noise`), with calls 0.5% apart within a round: timing.more_rounds with
+def _host_round(rng: random.Random, noise: float, calls: int = 16) -> list[float]:
+    """One side's round in a mode of the host: a factor scattered by `noise`/sqrt(2) a side (so
+    that the paired ratios scatter by `noise`), its calls 0.5% apart."""
+    mode = 100.0 * math.exp(rng.gauss(0.0, noise / math.sqrt(2)))
+    return [mode * (1 + rng.gauss(0.0, 0.005)) for _ in range(calls)]
+
+
+def _rounds_until_settled(noise: float, seed: int) -> int:
+    """How many alternations `train` times such a workload: timing.more_rounds with
     timing.settled and timing.wide, as the performance stage asks them."""
     train = Timing.for_device("cuda", "train")
     rng = random.Random(seed)
-    walls: dict = {"candidate": [], "baseline": []}
-    sides: dict = {"candidate": [], "baseline": []}
+    pairs = [(_host_round(rng, noise), _host_round(rng, noise)) for _ in range(MAX_ROUNDS)]
     plan = (train.alternations, train.min_rounds or 1, train.extra_rounds, train.ci_target)
-    while True:
-        for side in ("baseline", "candidate"):
-            mode = 100.0 * math.exp(rng.gauss(0.0, noise / math.sqrt(2)))
-            times = [mode * (1 + rng.gauss(0.0, 0.005)) for _ in range(calls)]
-            sides[side] += times
-            walls[side].append({"median_us": sorted(times)[calls // 2]})
-        if not timing.more_rounds(
-            len(walls["candidate"]),
+    for done in range(1, MAX_ROUNDS + 1):
+        walls = {
+            side: [{"median_us": statistics.median(p[i])} for p in pairs[:done]]
+            for i, side in enumerate(("baseline", "candidate"))
+        }
+        sides = {
+            side: [t for p in pairs[:done] for t in p[i]]
+            for i, side in enumerate(("baseline", "candidate"))
+        }
+        more = timing.more_rounds(
+            done,
             plan,
-            lambda: timing.settled(walls, sides, train.ci_target),
-            lambda: timing.wide(walls),
-        ):
-            return len(walls["candidate"])
+            lambda walls=walls, sides=sides: timing.settled(walls, sides, train.ci_target),
+            lambda walls=walls: timing.wide(walls),
+        )
+        if not more:
+            return done
+    return MAX_ROUNDS
 
 
 def test_a_noisy_workload_is_timed_on_until_its_interval_is_narrow_and_a_steady_one_is_not():
