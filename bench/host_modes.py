@@ -82,10 +82,6 @@ def clocked_series(cpu: int, windows: int, reps: int, gap_s: float) -> list[dict
     return out
 
 
-def _together_member(args: tuple[int, int, int, float]) -> list[dict[str, float]]:
-    return clocked_series(*args)
-
-
 def correlation(xs: list[float], ys: list[float]) -> float:
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
     sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
@@ -178,8 +174,8 @@ def main() -> None:
 
             plan = [(cpu, args.windows, args.reps, args.gap_s) for cpu in args.together]
             with Pool(2) as pool:
-                rows.append(together_report(args.together, pool.map(_together_member, plan)))
-        for cpu in (args.cpus or []) if args.clocks else []:
+                rows.append(together_report(args.together, pool.starmap(clocked_series, plan)))
+        for cpu in (args.cpus or sorted(os.sched_getaffinity(0))) if args.clocks else []:
             rows.append(
                 clocks_report(cpu, clocked_series(cpu, args.windows, args.reps, args.gap_s))
             )

@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 
-from core.harness.ratios import hodges_lehmann, ratio_interval, spread_bound
+from core.harness.ratios import interval_width, spread_bound
 
 _perf_counter = time.perf_counter
 _zero = torch._C.TensorBase.zero_
@@ -149,26 +149,13 @@ def round_ratios(walls: dict[str, list[dict[str, Any]]]) -> list[float]:
     ]
 
 
-def ratio_spread(walls: dict[str, list[dict[str, Any]]], bound: bool = False) -> float | None:
-    """The width of the paired ratios' interval over their estimate (ratio_interval; `bound`:
-    ratios.spread_bound, which few alternations cannot understate); None below two
-    alternations."""
-    ratios = [r for r in round_ratios(walls) if r > 0]
-    if len(ratios) < 2:
-        return None
-    if bound:
-        return spread_bound(ratios)
-    low, high = ratio_interval(ratios)
-    return (high - low) / hodges_lehmann(ratios)
-
-
 def settled(
     walls: dict[str, list[dict[str, Any]]], sides: dict[str, list[float]], target: float
 ) -> bool:
     """Whether timing may stop: both medians known to ±`target` (their 95% intervals), each
     side's rounds agreeing with each other within 2·`target` (the host held steady over
-    them), and the alternations agreeing on the ratio: its interval (ratio_interval) within
-    ±`target`. A round's calls agree with each other even where the rounds do not (on the H200
+    them), and the alternations agreeing on the ratio: its interval
+    (ratios.ratio_interval) within ±`target`. A round's calls agree with each other even where the rounds do not (on the H200
     a memory-bound kernel's round read 93, 107 or 146 µs as its buffers lay), so tight medians
     alone stopped inside one mode; the paired ratio is what the speedup is made of, and it is
     what must have settled. Two or three ratios that agree say little by themselves: a
@@ -182,8 +169,8 @@ def settled(
         medians = [float(r["median_us"]) for r in rounds if r.get("median_us")]
         if medians and (max(medians) - min(medians)) > 2 * target * statistics.median(medians):
             return False
-    spread = ratio_spread(walls)
-    return spread is None or spread <= 2 * target
+    ratios = [r for r in round_ratios(walls) if r > 0]
+    return len(ratios) < 2 or interval_width(ratios) <= 2 * target
 
 
 WIDE_SPREAD = 0.06  # a ratio interval wider than this (over the estimate) gets extra rounds
@@ -198,8 +185,8 @@ def wide(walls: dict[str, list[dict[str, Any]]]) -> bool:
     identity held on them before extra rounds existed); timing them on cost 0.9 s a candidate
     on the H200 (silu_mul, 2026-12-02). A host-bound call whose rounds read 10-15% apart as
     the host's CPU changes speed (docs/fidelity.md) times on until its interval is narrow."""
-    spread = ratio_spread(walls, bound=True)
-    return spread is not None and spread > WIDE_SPREAD
+    ratios = [r for r in round_ratios(walls) if r > 0]
+    return len(ratios) >= 2 and spread_bound(ratios) > WIDE_SPREAD
 
 
 def more_rounds(
