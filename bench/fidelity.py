@@ -149,14 +149,14 @@ async def _identity(args: argparse.Namespace, raw: dict[str, Any], path: Path) -
     tasks = _tasks(args.tasks)
     deadline = t0 + args.budget_s
     timing = None
-    if args.round_wall_ms or args.max_calls:
+    if args.round_wall_ms or args.max_calls or args.interleave:
         from dataclasses import replace
 
         from core.evaluation.job import Timing
 
         if args.profiles not in ("full", "train"):
             raise SystemExit(
-                "--round-wall-ms and --max-calls need one profile: `--profiles full` or `train`"
+                "--round-wall-ms, --max-calls and --interleave need one profile: `--profiles full` or `train`"
             )
         timing = Timing.for_device("cuda", args.profiles)
         if args.round_wall_ms:
@@ -166,6 +166,10 @@ async def _identity(args: argparse.Namespace, raw: dict[str, Any], path: Path) -
         if args.max_calls:
             timing = replace(timing, max_calls=args.max_calls)
             raw["max_calls"] = args.max_calls
+        if args.interleave:
+            asked = {"on": True, "off": False, "auto": None}[args.interleave]
+            timing = replace(timing, interleave=asked)
+            raw["interleave"] = args.interleave
     async with Arena([args.device], timing=timing) as arena:
         raw.setdefault("identity", [])
         for run in range(args.runs):
@@ -201,6 +205,13 @@ async def _identity(args: argparse.Namespace, raw: dict[str, Any], path: Path) -
                             )
                         _save(path, raw)
                         got = ", ".join(f"{r.result.speedup:.3f}" for r in rs)
+                        called = sum(
+                            any("timed call by call" in n for n in w.notes or ())
+                            for r in rs
+                            for w in r.result.workloads
+                        )
+                        if called:
+                            got += f" [{called} workloads timed call by call]"
                         _stamp(t0, f"{task.id} {profile} K={k} run {run + 1}: {got} ({wall:.1f} s)")
 
 
@@ -480,7 +491,10 @@ AS_IT_STANDS_FROM = "after"
 # Calls that measured the same timing code: the "as it stands" table pools their runs of a
 # group rather than taking the newest call's alone (the stopping rule of up to 32 alternations
 # for noisy workloads; the later calls changed nothing the rounds measure).
-SAME_CODE = (("twentyfirst", "twentieth", "nineteenth"),)
+SAME_CODE = (
+    ("twentyfifth", "twentyfourth", "twentythird"),
+    ("twentyfirst", "twentieth", "nineteenth"),
+)
 
 
 def _newest_groups(raws: dict[str, dict[str, Any]], phases: list[str]) -> list[dict[str, Any]]:
@@ -581,6 +595,30 @@ def report(raws: dict[str, dict[str, Any]]) -> str:
         "",
     ]
     phases = (
+        (
+            "twentyfifth",
+            "The sixteen single-device tasks the calls above did not reach, in `train` one at a "
+            "time, once (fifth call of 2026-12-04: bench/h200_wave.sh step 40)",
+        ),
+        (
+            "twentyfourth",
+            "The two host-bound tasks in `train` once more, one at a time and in a batch of 5; "
+            "`full` on mla_prefill one at a time and in a batch of 5 and on the grouped GEMM one "
+            "at a time (fourth call of 2026-12-04: bench/h200_wave.sh step 39)",
+        ),
+        (
+            "twentythird",
+            "After both sides release their allocators' cached blocks before a workload's first "
+            "round: the two host-bound tasks in `train` one at a time and in a batch of 5, and "
+            "six tasks of the issue's table in a batch of 5 (third call of 2026-12-04: "
+            "bench/h200_wave.sh step 38)",
+        ),
+        (
+            "twentysecond",
+            "With a workload whose baseline waits on the host timed call by call (interleaved "
+            "rounds), before the allocators' release: the host-bound tasks and prefill_gqa in "
+            "`train` (second call of 2026-12-04: bench/h200_wave.sh step 37)",
+        ),
         (
             "twentyfirst",
             "The two host-bound tasks in `train` once more, an extra round checking one timed "
@@ -693,6 +731,16 @@ def report(raws: dict[str, dict[str, Any]]) -> str:
             "(`--round-wall-ms 80`: a diagnosis, not the default)",
         ),
         (
+            "interoff",
+            "The twenty-second call's prefill_gqa and mla_prefill one at a time, two runs, with "
+            "interleaved rounds off (`--interleave off`: the two-round alternation before them)",
+        ),
+        (
+            "interon",
+            "The same, interleaved from the second round on (`--interleave on`): the times read "
+            "as the two-round ones do",
+        ),
+        (
             "unpinned",
             "The seventh call's fp8_blockscale_grouped_gemm one at a time with "
             "`ARENA_TIMING_CPU=off` (a diagnosis: not the default)",
@@ -789,6 +837,12 @@ def main() -> int:
             "--max-calls",
             type=int,
             help="identity in one profile: at most this many calls a round instead of the profile's",
+        )
+        p.add_argument(
+            "--interleave",
+            choices=("on", "off", "auto"),
+            help="identity in one profile: time alternations call by call always (on), never "
+            "(off: the two-round timer before it) or where the baseline waits on the host (auto)",
         )
         p.add_argument(
             "--only",

@@ -306,3 +306,32 @@ def test_the_baseline_workers_own_failure_is_the_one_reported(tmp_path):
         result = ev.evaluate(load_task(task_dir), task_dir / "starter.py", seed=3)
     assert result.status == "infrastructure_error", result.stages
     assert "the baseline broke in its own worker" in result.stage("performance").message
+
+
+def test_both_sides_release_their_allocators_cache_before_a_workloads_first_round_only(
+    monkeypatch,
+):
+    """A batch's baseline worker is warm from the batch's earlier candidates; a fresh
+    candidate's worker is not, and a workload whose drawn inputs decide its blocks' sizes read
+    0.72-0.89 in its first rounds on the H200. Both sides give their cached blocks back before
+    a workload's first round (the parent asks for it there only), so both start alike."""
+    released: list[str] = []
+    monkeypatch.setattr(timing, "release_cached", released.append)
+    first = {"budget_ms": 1.0, "min_calls": 1, "max_calls": 2, "first_index": 0, "graph": False}
+    for request, want in (({**first, "release_cache": True}, ["cpu"]), (first, [])):
+        released.clear()
+        rnd = timing.Round.from_request(request)
+        timing.time_round(lambda x: x + 1, lambda i: [torch.ones(4)], CPU, rnd)
+        assert released == want
+
+
+def test_the_release_runs_the_allocator_function_bound_before_any_candidate_code(monkeypatch):
+    """A candidate that replaces torch.cuda.empty_cache in its process keeps nothing: the
+    harness calls the C function it bound at import, after the device's queued work."""
+    calls: list[str] = []
+    monkeypatch.setattr(timing, "_cuda_empty_cache", lambda: calls.append("empty"))
+    monkeypatch.setattr(timing, "_sync", lambda kind: calls.append(f"sync {kind}"))
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append("patched"))
+    timing.release_cached("cuda")
+    timing.release_cached("cpu")
+    assert calls == ["sync cuda", "empty"]

@@ -107,6 +107,10 @@ class Timing:
     # Where the baseline is timed: None, in a worker of its own on GPUs and in the trusted
     # worker on the CPU (core/harness/baseline_worker.py); True or False forces it (tests).
     baseline_worker: bool | None = None
+    # Alternations timed call by call, after the first (core/harness/interleaved.py): None,
+    # where the baseline's calls wait on the host (timing.waits_on_host); True or False forces
+    # it for every round timed eagerly (tests, before/after measurements).
+    interleave: bool | None = None
 
     @classmethod
     def for_device(cls, device_type: str, profile: Profile | str | None = None) -> Timing:

@@ -27,6 +27,7 @@ class BaselineRound:
     mode: str | None
     impl: str | None
     graph_error: str | None = None
+    host_bound: bool = False  # its calls wait on the host (timing.waits_on_host)
 
 
 class BaselineWorkers:
@@ -141,20 +142,27 @@ def time_baseline(
                         "infrastructure",
                     )
                 serve_s = float(served.get("serve_s") or 0.0)
-                return _round(reply, max(0.0, wall - serve_s), serve_s)
+                return as_round(reply, max(0.0, wall - serve_s), serve_s)
         t0 = time.monotonic()
         reply, _ = worker.request(request, max(0.1, deadline - time.monotonic()))
-        return _round(reply, time.monotonic() - t0, 0.0)
-    except WorkerTimeout:
-        raise StageFailed(
-            "timeout", f"{NAME} did not finish within the stage's time limit", "infrastructure"
-        ) from None
-    except WorkerDied as died:
+        return as_round(reply, time.monotonic() - t0, 0.0)
+    except (WorkerTimeout, WorkerDied) as exc:
+        raise as_stage_failure(baselines, exc) from None
+
+
+def as_stage_failure(baselines: BaselineWorkers, exc: Exception) -> StageFailed:
+    """The baseline's worker's timeout or death as the stage's infrastructure failure (a dead
+    worker is replaced at the next round)."""
+    if isinstance(exc, WorkerDied):
         baselines.close()
-        raise StageFailed("error", f"{NAME} {died.reason}", "infrastructure") from None
+        return StageFailed("error", f"{NAME} {exc.reason}", "infrastructure")
+    return StageFailed(
+        "timeout", f"{NAME} did not finish within the stage's time limit", "infrastructure"
+    )
 
 
-def _round(reply: dict[str, Any], wall_s: float, serve_s: float) -> BaselineRound:
+def as_round(reply: dict[str, Any], wall_s: float, serve_s: float) -> BaselineRound:
+    """The baseline's round from its worker's reply to `time` (a failure raised as the stage's)."""
     if not reply.get("ok"):
         raise trusted_failed(reply)
     times = reply.get("times_us")
@@ -167,4 +175,5 @@ def _round(reply: dict[str, Any], wall_s: float, serve_s: float) -> BaselineRoun
         reply.get("mode"),
         reply.get("impl"),
         reply.get("graph_error"),
+        bool(reply.get("host_bound")),
     )

@@ -18,12 +18,14 @@ from core.harness.baseline_rounds import BaselineWorkers, time_baseline
 from core.harness.baseline_worker import uses_baseline_worker
 from core.harness.calls import CandidateCalls, _workload
 from core.harness.faults import StageFailed
+from core.harness.interleaved import split_wall, time_interleaved
 from core.harness.timing import WIDE_SPREAD, more_rounds, picks, settled, summarize, wide
 
 if TYPE_CHECKING:
     from core.harness.runner import Evaluation
 
 TIMING_MODES = ("graph", "events", "queued", "wall")
+_INTERLEAVED_NOTE = "timed call by call, alternating with the baseline, after its first round"
 
 
 def timing_cpu(job: dict[str, Any]) -> int | None:
@@ -79,6 +81,7 @@ class PerformanceStage(CandidateCalls):
             checked = 0
             impl = None
             done = 0
+            interleave = False  # its rounds timed call by call (interleaved.py)
             for r in range(rounds + extra):
                 first = r * 100_000
                 request = {
@@ -93,21 +96,12 @@ class PerformanceStage(CandidateCalls):
                     "round_wall_ms": timing.get("round_wall_ms"),
                     "sync_each_call": timing.get("sync_each_call", False),
                     "cpu": pin,  # both sides' rounds on one CPU: the host's part the same
+                    "release_cache": r == 0,  # both sides' allocators alike (timing.release_cached)
+                    "probe_host": r == 0,  # does it wait on the host? (timing.waits_on_host)
                 }
                 # Inputs drawn by the trusted worker into shared memory where the device allows
                 # (shared_round.py): the seed and the sampled calls never reach the candidate.
                 not_shared = shared_round.reason_not_shared(self, deadline)
-                # The baseline's round first, on the region the candidate's round then uses
-                # (both sides meet the same memory); the candidate's round may then take at
-                # most K× as long (plus a floor for graph capture and warm-up), so a call that
-                # hangs ends the stage in seconds, not at the stage's limit (docs/evaluation.md).
-                base = self._baseline_round(request, not_shared is None, True, deadline)
-                if graph and base["mode"] != "graph":  # both sides are timed the same way
-                    graph = False
-                    request["graph"] = False
-                    notes.append(
-                        f"timed without CUDA graphs: {base.get('graph_error') or 'the baseline could not be captured'}"
-                    )
                 # K× the baseline's earlier rounds: a candidate's first round of a workload may
                 # pay what the warm baseline already paid (a new shape's JIT), so it gets the
                 # per-call limit, as before
@@ -117,50 +111,36 @@ class PerformanceStage(CandidateCalls):
                 # workload takes up to 28 of them; every round still has one.
                 checks = sampled if r < rounds else min(sampled, 1)
                 sample = [self.rng.random() for _ in range(checks)]
-                not_shared = not_shared or shared_round.serve(
-                    self, request, sample, deadline, pair="close"
-                )
-                if not_shared and f"{shared_round.OLD_PATH_NOTE} ({not_shared})" not in notes:
-                    notes.append(f"{shared_round.OLD_PATH_NOTE} ({not_shared})")
-                t0 = time.monotonic()
-                by_round = (
-                    t0 + round_limit < deadline
-                )  # else the stage's own limit comes first, and its message
-                # the calls the baseline's round timed: the candidate's times the same inputs
-                matched = {**request, "match_calls": len(base["times_us"])}
-                header = (
-                    {**matched, "sample": sample}
-                    if not_shared
-                    else {**{k: v for k, v in matched.items() if k != "seed"}, "shared": True}
-                )
-                reply, _ = self._candidate_call(
-                    header,
-                    t0 + round_limit if by_round else deadline,
-                    limit_note=limit_note if by_round else None,
-                )
-                wall = time.monotonic() - t0
-                served = None if not_shared else shared_round.verdict(self, deadline)
-                if served is not None and reply.get("attach_failed") and self.sharing_proven:
-                    raise self._refused(str(reply["attach_failed"])[:300])
-                if served is not None and reply.get(
-                    "attach_failed"
-                ):  # this candidate worker cannot map it: the old path from here on
-                    self._shared_reason = not_shared = (
-                        f"the candidate's worker could not map the shared memory: {reply['attach_failed']}"
+                got = (
+                    self._interleaved_round(
+                        request, sample, walls, round_limit, limit_note, deadline, notes
                     )
-                    notes.append(f"{shared_round.OLD_PATH_NOTE} ({not_shared})")
-                    t0 = time.monotonic()
-                    reply, _ = self._candidate_call(
-                        {**matched, "sample": sample},
-                        t0 + round_limit if by_round else deadline,
-                        limit_note=limit_note if by_round else None,
+                    if interleave and not_shared is None
+                    else None
+                )
+                if got is not None:
+                    base, reply, wall, served = got
+                else:
+                    not_shared = shared_round.reason_not_shared(self, deadline)
+                    base, reply, wall, served, not_shared = self._paired_round(
+                        request, sample, not_shared, graph, notes, round_limit, limit_note, deadline
                     )
-                    wall, served = time.monotonic() - t0, None
-                    base = self._baseline_round(request, False, False, deadline)
-                if (
-                    served is not None
-                ):  # the trusted worker's input refills are not the candidate's untimed time
-                    wall = max(0.0, wall - float(served.get("serve_s") or 0.0))
+                    graph = bool(request["graph"])
+                if r == 0:
+                    # A workload whose calls wait on the host is timed call by call from its
+                    # next round on (interleaved.py): never graphs, whose replays do not.
+                    asked = timing.get("interleave")
+                    interleave = (
+                        bool(base.get("host_bound") if asked is None else asked)
+                        and not graph
+                        and not not_shared
+                        and uses_baseline_worker(self.job)
+                    )
+                    note = _INTERLEAVED_NOTE + (
+                        ": its calls wait on the host" if asked is None else ""
+                    )
+                    if interleave and note not in notes:
+                        notes.append(note)
                 if reply.get("timed_output_invalid"):
                     raise self._violation(
                         "timed_output_mismatch",
@@ -223,6 +203,128 @@ class PerformanceStage(CandidateCalls):
             self._emit_timed(w, mode, done, figures, walls, checked, notes, {"impl": impl})
         return {"workloads": len(self.job["stages"]["performance"]), "checked_calls": checked_total}
 
+    def _paired_round(
+        self,
+        request: dict[str, Any],
+        sample: list[float],
+        not_shared: str | None,
+        graph: bool,
+        notes: list[str],
+        round_limit: float,
+        limit_note: str | None,
+        deadline: float,
+    ) -> tuple[dict[str, Any], dict[str, Any], float, dict[str, Any] | None, str | None]:
+        """One alternation as two rounds: the baseline's, then the candidate's on the same
+        region (both sides meet the same memory), the candidate's limited to K× the baseline's
+        rounds (plus a floor for graph capture and warm-up), so a call that hangs ends the
+        stage in seconds, not at the stage's limit (docs/evaluation.md). Returns the baseline's
+        round, the candidate's reply, its wall clock, the trusted worker's verdict (None on
+        the old path) and why the round took the old path (None: it did not)."""
+        base = self._baseline_round(request, not_shared is None, True, deadline)
+        if graph and base["mode"] != "graph":  # both sides are timed the same way
+            request["graph"] = False
+            notes.append(
+                f"timed without CUDA graphs: {base.get('graph_error') or 'the baseline could not be captured'}"
+            )
+        not_shared = not_shared or shared_round.serve(self, request, sample, deadline, pair="close")
+        if not_shared and f"{shared_round.OLD_PATH_NOTE} ({not_shared})" not in notes:
+            notes.append(f"{shared_round.OLD_PATH_NOTE} ({not_shared})")
+        t0 = time.monotonic()
+        # else the stage's own limit comes first, and its message
+        by_round = t0 + round_limit < deadline
+        # the calls the baseline's round timed: the candidate's times the same inputs
+        matched = {**request, "match_calls": len(base["times_us"])}
+        header = (
+            {**matched, "sample": sample}
+            if not_shared
+            else {**{k: v for k, v in matched.items() if k != "seed"}, "shared": True}
+        )
+        reply, _ = self._candidate_call(
+            header,
+            t0 + round_limit if by_round else deadline,
+            limit_note=limit_note if by_round else None,
+        )
+        wall = time.monotonic() - t0
+        served = None if not_shared else shared_round.verdict(self, deadline)
+        if served is not None and reply.get("attach_failed"):
+            # this candidate worker cannot map it: the old path from here on
+            not_shared = self._attach_failed(reply, notes)
+            t0 = time.monotonic()
+            reply, _ = self._candidate_call(
+                {**matched, "sample": sample},
+                t0 + round_limit if by_round else deadline,
+                limit_note=limit_note if by_round else None,
+            )
+            wall, served = time.monotonic() - t0, None
+            base = self._baseline_round(request, False, False, deadline)
+        if served is not None:  # the trusted worker's input refills are not the candidate's time
+            wall = max(0.0, wall - float(served.get("serve_s") or 0.0))
+        return base, reply, wall, served, not_shared
+
+    def _attach_failed(self, reply: dict[str, Any], notes: list[str]) -> str:
+        """The candidate's worker could not map a round's region: refused where an earlier
+        worker of it did (sharing_proven), else the old path from here on; why, as a note."""
+        if self.sharing_proven:
+            raise self._refused(str(reply["attach_failed"])[:300])
+        self._shared_reason = reason = (
+            f"the candidate's worker could not map the shared memory: {reply['attach_failed']}"
+        )
+        notes.append(f"{shared_round.OLD_PATH_NOTE} ({reason})")
+        return reason
+
+    def _interleaved_round(
+        self,
+        request: dict[str, Any],
+        sample: list[float],
+        walls: dict[str, list[dict[str, float]]],
+        round_limit: float,
+        limit_note: str | None,
+        deadline: float,
+        notes: list[str],
+    ) -> tuple[dict[str, Any], dict[str, Any], float, dict[str, Any] | None] | None:
+        """One alternation timed call by call (interleaved.py), both sides the calls of the
+        baseline's last round: the baseline's round as _baseline_round's, the candidate's
+        reply, its share of the wall clock, the trusted worker's verdict. None where it could
+        not be interleaved (the caller times it as two rounds)."""
+        assert self.baselines is not None
+        last = walls["baseline"][-1]
+        got = time_interleaved(
+            self,
+            self.baselines,
+            {**request, "match_calls": int(last["calls"])},
+            sample,
+            round_limit + float(last["wall_s"]),
+            limit_note,
+            deadline,
+        )
+        if got is None:
+            return None
+        if got.reply.get("attach_failed"):
+            self._attach_failed(got.reply, notes)
+            return None
+        times = got.base.times_us
+        # the candidate's reply is judged by the caller; here its sum only shares out the wall
+        reported = (
+            sum(t for t in got.reply.get("times_us") or () if isinstance(t, (int, float))) / 1e6
+        )
+        base_wall, wall = split_wall(got.wall_s, sum(times) / 1e6, reported)
+        base = {
+            "times_us": times,
+            "wall": {
+                "wall_s": base_wall,
+                "serve_s": got.base.serve_s,
+                "reported_s": sum(times) / 1e6,
+                "calls": len(times),
+                "median_us": statistics.median(times),
+                "interleaved": True,
+            },
+            "mode": got.base.mode,
+            "impl": got.base.impl,
+            "graph_error": got.base.graph_error,
+            "host_bound": got.base.host_bound,
+        }
+        return base, got.reply, wall, got.served
+
     @staticmethod
     def _worth_another(walls: dict[str, list[dict[str, float]]], deadline: float) -> bool:
         """Past the planned rounds: whether the paired ratios are still far apart (timing.wide)
@@ -246,17 +348,26 @@ class PerformanceStage(CandidateCalls):
             times = [float(t) for t in base["times_us"]]
             wall = {"wall_s": time.monotonic() - t0}
             mode, impl, error = base.get("mode"), base.get("impl"), base.get("graph_error")
+            host_bound = base.get("host_bound")
         else:
             if self.baselines is None:
                 self.baselines = BaselineWorkers(self.job)
                 self.own_baselines = True
             got = time_baseline(self, self.baselines, request, shared, pair, deadline)
             times, mode, impl, error = got.times_us, got.mode, got.impl, got.graph_error
+            host_bound = got.host_bound
             wall = {"wall_s": got.wall_s, **({"serve_s": got.serve_s} if got.serve_s else {})}
         wall.update(
             reported_s=sum(times) / 1e6, calls=len(times), median_us=statistics.median(times)
         )
-        return {"times_us": times, "wall": wall, "mode": mode, "impl": impl, "graph_error": error}
+        return {
+            "times_us": times,
+            "wall": wall,
+            "mode": mode,
+            "impl": impl,
+            "graph_error": error,
+            "host_bound": bool(host_bound),
+        }
 
     def _emit_timed(
         self,

@@ -123,6 +123,76 @@ def pair_key(msg: dict[str, Any]) -> tuple[str, int, int]:
     )
 
 
+@dataclass
+class _Opened:
+    """One worker's region for a round, its views and the inputs' generator."""
+
+    region: Region
+    desc: dict[str, Any]
+    fds: list[int]
+    nbytes: int
+    fresh: inputs.FreshInputs
+    in_views: list[torch.Tensor | None]
+    out_views: list[torch.Tensor]
+
+    def close(self, ended: bool, orphan: Callable[[Region], None] | None) -> None:
+        """Free the region, or hand it to `orphan` where its worker left the round early and
+        may still map it (the parent says when it is dead: trusted_worker.py)."""
+        for fd in self.fds:
+            os.close(fd)
+        if ended or orphan is None:
+            self.region.close()
+        else:
+            orphan(self.region)
+
+
+def _open(
+    peer: socket.socket,
+    msg: dict[str, Any],
+    specs: list[dict[str, Any]],
+    out_specs: list[dict[str, Any]],
+    device: torch.device,
+    custom: Any,
+    free_stale: Callable[[], None] | None,
+    paired: Callable[[int], Paired | None] = lambda _nbytes: None,
+) -> _Opened:
+    """A region for one worker's round (the alternation's, where `paired` holds one of this
+    size), and its layout sent to that worker. Raises Unshareable where none can be made."""
+    fresh = inputs.FreshInputs(specs, msg["workload"], int(msg["seed"]), device, custom)
+    args = fresh(int(msg["first_index"]))
+    layout, out_slots, nbytes = plan(args, out_specs, msg["workload"]["shapes"])
+    held = paired(nbytes)
+    if held is not None:
+        region, desc, fds = held.region, held.desc, [] if held.fd is None else [held.fd]
+    else:
+        region, desc, fds = create_region(nbytes, device, free_stale)
+    opened = _Opened(
+        region,
+        desc,
+        fds,
+        nbytes,
+        fresh,
+        [region.view(Slot.from_json(x["slot"], nbytes)) if "slot" in x else None for x in layout],
+        [region.view(s) for s in out_slots],
+    )
+    try:
+        header = {
+            "layout": {
+                "inputs": layout,
+                "outputs": [s.to_json() for s in out_slots],
+                "region": desc,
+            }
+        }
+        if fds:
+            send_fd(peer, header, fds[0])
+        else:
+            channel.send(peer, header)
+    except BaseException:
+        opened.close(False, None)
+        raise
+    return opened
+
+
 def serve_round(
     peer: socket.socket,
     msg: dict[str, Any],
@@ -144,138 +214,209 @@ def serve_round(
     (RoundPairs). Returns the sampled calls, their outputs (private clones, in call order,
     outputs of one call together) and the round's number of calls, and the seconds spent
     drawing and writing inputs. Raises ProtocolError where the worker broke the protocol."""
-    workload, first = msg["workload"], int(msg["first_index"])
-    max_calls = int(msg["max_calls"])
     mode = msg.get("pair") if pairs is not None else None
-    fresh = inputs.FreshInputs(specs, workload, int(msg["seed"]), device, custom)
+    key = pair_key(msg)
+
+    def paired(nbytes: int) -> Paired | None:
+        return pairs.take(key, nbytes) if pairs is not None and mode == "close" else None
+
     try:
-        args = fresh(first)
-        layout, out_slots, nbytes = plan(args, out_specs, workload["shapes"])
-        paired = (
-            pairs.take(pair_key(msg), nbytes) if pairs is not None and mode == "close" else None
-        )
-        if paired is not None:
-            region, desc = paired.region, paired.desc
-            fds = [] if paired.fd is None else [paired.fd]
-        else:
-            region, desc, fds = create_region(nbytes, device, free_stale)
+        opened = _open(peer, msg, specs, out_specs, device, custom, free_stale, paired)
     except Unshareable as exc:
         ready(False, str(exc))
         return [], [], 0, 0.0
-    ended = False
+    ready(True, None)
+    calls = _Calls(peer, msg, opened, device)
     try:
-        in_views = [
-            region.view(Slot.from_json(x["slot"], nbytes)) if "slot" in x else None for x in layout
-        ]
-        out_views = [region.view(s) for s in out_slots]
-        header = {
-            "layout": {
-                "inputs": layout,
-                "outputs": [s.to_json() for s in out_slots],
-                "region": desc,
-            }
-        }
-        if fds:
-            send_fd(peer, header, fds[0])
-        else:
-            channel.send(peer, header)
-        ready(True, None)
-        served = _serve_calls(peer, msg, fresh, first, max_calls, in_views, out_views, device)
-        ended = True
-        return served
+        while not calls.ended:
+            calls.step()
     finally:
-        if ended and mode == "open" and pairs is not None:
-            pairs.keep(Paired(pair_key(msg), region, desc, nbytes, fds[0] if fds else None))
+        if calls.ended and mode == "open" and pairs is not None:
+            pairs.keep(
+                Paired(
+                    key,
+                    opened.region,
+                    opened.desc,
+                    opened.nbytes,
+                    opened.fds[0] if opened.fds else None,
+                )
+            )
         else:
-            for fd in fds:
-                os.close(fd)
-            if ended or orphan is None:
-                region.close()
-            else:
-                orphan(region)
+            opened.close(calls.ended, orphan)
+    return calls.result()
 
 
-def _serve_calls(
-    peer: socket.socket,
-    msg: dict[str, Any],
-    fresh: inputs.FreshInputs,
-    first: int,
-    max_calls: int,
-    in_views: list[torch.Tensor | None],
-    out_views: list[torch.Tensor],
+Served = tuple[list[int], list[torch.Tensor], int, float]
+
+
+def serve_interleaved(
+    peers: dict[str, socket.socket],
+    msgs: dict[str, dict[str, Any]],
+    specs: list[dict[str, Any]],
+    out_specs: list[dict[str, Any]],
     device: torch.device,
-) -> tuple[list[int], list[torch.Tensor], int, float]:
-    sample = [float(u) for u in msg.get("sample", ())]
-    timeout = float(msg.get("timeout_s") or PEER_TIMEOUT_S)
-    last = None  # the index whose inputs the region holds now
-    timed_served = False
-    calls: int | None = None
-    chosen: set[int] = set()
-    kept: dict[int, list[torch.Tensor]] = {}
-    serve_s = 0.0  # spent here drawing and writing inputs: the baseline's refills, not the candidate's time
-    while True:
+    custom: Any,
+    ready: Callable[[bool, str | None], None],
+    orphans: dict[str, Callable[[Region], None] | None],
+    free_stale: Callable[[], None] | None = None,
+) -> dict[str, Served | Exception]:
+    """Serve the baseline's and the candidate's rounds of one alternation call by call: each
+    side's next call's inputs are written only once the other side's call has returned, so
+    the two alternate on their shared CPU and meet the same host (timing.waits_on_host says
+    why that matters). Each side has a region of its own: the candidate never maps the
+    baseline's, which it could write into while the baseline's call runs.
+
+    `peers` and `msgs` are keyed `baseline` (served first) and `candidate`. A side that breaks
+    the protocol or leaves drops out (its ProtocolError or AttachFailed is its outcome, its
+    region goes to its `orphans` entry) and the other is served to its end, so that neither
+    worker is left waiting. Returns each side's outcome: serve_round's tuple, or the error."""
+    opened: dict[str, _Opened] = {}
+    try:
+        for side in ("baseline", "candidate"):
+            opened[side] = _open(
+                peers[side], msgs[side], specs, out_specs, device, custom, free_stale
+            )
+    except Unshareable as exc:
+        for region in opened.values():
+            region.close(True, None)
+        ready(False, str(exc))
+        return {}
+    except BaseException:
+        for region in opened.values():
+            region.close(False, None)
+        raise
+    ready(True, None)
+    calls = {
+        side: _Calls(peers[side], msgs[side], opened[side], device, f"the {side}'s worker")
+        for side in ("baseline", "candidate")
+    }
+    outcome: dict[str, Served | Exception] = {}
+    held: dict[str, dict[str, Any]] = {}  # a side's request, read once its call returned
+    turns = ["baseline", "candidate"]
+    try:
+        while turns:
+            side = turns[0]
+            try:
+                calls[side].answer(held.pop(side) if side in held else calls[side].receive())
+                if calls[side].ended:
+                    outcome[side] = calls[side].result()
+                else:
+                    # Its call runs now; its next request comes once the call has returned (its
+                    # worker synchronizes first), and only then may the other side's call run.
+                    held[side] = calls[side].receive()
+            except (ProtocolError, AttachFailed) as exc:
+                outcome[side] = exc
+            turns.pop(0)
+            if side not in outcome:
+                turns.append(side)
+    finally:
+        for side, region in opened.items():
+            region.close(isinstance(outcome.get(side), tuple), orphans.get(side))
+    return outcome
+
+
+class _Calls:
+    """The trusted side of one worker's round: each message of that worker answered in turn
+    (`step`), everything it says checked against what was served."""
+
+    def __init__(
+        self,
+        peer: socket.socket,
+        msg: dict[str, Any],
+        opened: _Opened,
+        device: torch.device,
+        who: str = "the candidate's worker",
+    ):
+        self.peer, self.opened, self.device, self.who = peer, opened, device, who
+        self.first, self.max_calls = int(msg["first_index"]), int(msg["max_calls"])
+        self.sample = [float(u) for u in msg.get("sample", ())]
+        self.timeout = float(msg.get("timeout_s") or PEER_TIMEOUT_S)
+        self.last: int | None = None  # the index whose inputs the region holds now
+        self.timed_served = False
+        self.calls: int | None = None
+        self.chosen: set[int] = set()
+        self.kept: dict[int, list[torch.Tensor]] = {}
+        # spent here drawing and writing inputs: the side's refills, not its timed calls
+        self.serve_s = 0.0
+        self.ended = False
+
+    def step(self) -> None:
+        """Read the worker's next message and answer it."""
+        self.answer(self.receive())
+
+    def receive(self) -> dict[str, Any]:
+        """The worker's next message: once its last call returned, the next call's request."""
         try:
-            m, _ = channel.recv(peer, timeout, 0)
+            m, _ = channel.recv(self.peer, self.timeout, 0)
         except (channel.ChannelClosed, channel.ChannelTimeout) as exc:
             raise ProtocolError(
-                f"the candidate's worker left the round ({type(exc).__name__}: {exc})"
+                f"{self.who} left the round ({type(exc).__name__}: {exc})"
             ) from None
-        if calls is None and m.get("calls") is not None:
-            calls = int(m["calls"])
-            if not 1 <= calls <= max_calls:
+        return m
+
+    def answer(self, m: dict[str, Any]) -> None:
+        """Check a message of the worker's and answer it: the next call's inputs, or the end."""
+        first, last = self.first, self.last
+        if self.calls is None and m.get("calls") is not None:
+            self.calls = int(m["calls"])
+            if not 1 <= self.calls <= self.max_calls:
                 raise ProtocolError(
-                    f"the candidate's worker announced {calls} calls; the round allows 1 to {max_calls}"
+                    f"{self.who} announced {self.calls} calls; the round allows 1 to {self.max_calls}"
                 )
-            chosen = {first + 1 + k for k in timing.picks(sample, calls)}
+            self.chosen = {first + 1 + k for k in timing.picks(self.sample, self.calls)}
         done = m.get("done")
         if done is not None:
             if done != last or last is None or last <= first:
                 raise ProtocolError(
-                    f"the candidate's worker reported the outputs of call {done}; the inputs it holds are those of call {last}"
+                    f"{self.who} reported the outputs of call {done}; the inputs it holds are those of call {last}"
                 )
-            if calls is None:
+            if self.calls is None:
                 raise ProtocolError(
-                    "the candidate's worker reported outputs before it said how many calls the round has"
+                    f"{self.who} reported outputs before it said how many calls the round has"
                 )
-            if done in chosen:
-                timing._sync(device.type)
+            if done in self.chosen:
+                timing._sync(self.device.type)
                 with trusted():
-                    kept[done] = [_clone(v) for v in out_views]
+                    self.kept[done] = [_clone(v) for v in self.opened.out_views]
         if m.get("end") and m.get("attach_failed") and last is None:
             raise AttachFailed(str(m["attach_failed"])[:300])
         if m.get("end"):
-            break
+            self.ended = True
+            return
         index = m.get("next")
         if not isinstance(index, int) or isinstance(index, bool):
             raise ProtocolError(
-                f"the candidate's worker sent {str(m)[:200]} where a call's request was expected"
+                f"{self.who} sent {str(m)[:200]} where a call's request was expected"
             )
-        if index == first and not timed_served:
+        if index == first and not self.timed_served:
             # The warm-up's inputs (again where a graph attempt fell back to eager timing).
-            calls, chosen = None, set()
-        elif first < index <= first + max_calls and (last is None or index > last):
-            timed_served = True
+            self.calls, self.chosen = None, set()
+        elif first < index <= first + self.max_calls and (last is None or index > last):
+            self.timed_served = True
         else:
             raise ProtocolError(
-                f"the candidate's worker asked for the inputs of call {index} after those of call {last}"
+                f"{self.who} asked for the inputs of call {index} after those of call {last}"
             )
         t0 = _perf_counter()
-        args = fresh(index)
+        args = self.opened.fresh(index)
         with trusted():
-            for dst, src in zip(in_views, args):
+            for dst, src in zip(self.opened.in_views, args):
                 if dst is not None:
                     _copy(dst, src)
-        timing._sync(device.type)  # written before the candidate's worker is told
-        serve_s += _perf_counter() - t0
-        last = index
-        channel.send(peer, {"ready": index})
-    missing = sorted(chosen - set(kept))
-    if calls is None or missing:
-        raise ProtocolError(
-            f"the candidate's worker never reported the outputs of sampled call(s) {missing or 'of the round'}"
-        )
-    order = sorted(kept)
-    return order, [t for i in order for t in kept[i]], calls, serve_s
+        timing._sync(self.device.type)  # written before the worker is told
+        self.serve_s += _perf_counter() - t0
+        self.last = index
+        channel.send(self.peer, {"ready": index})
+
+    def result(self) -> Served:
+        """The sampled calls, their outputs' clones, the round's calls, the refills' seconds."""
+        missing = sorted(self.chosen - set(self.kept))
+        if self.calls is None or missing:
+            raise ProtocolError(
+                f"{self.who} never reported the outputs of sampled call(s) {missing or 'of the round'}"
+            )
+        order = sorted(self.kept)
+        return order, [t for i in order for t in self.kept[i]], self.calls, self.serve_s
 
 
 # --- the candidate's side --------------------------------------------------------------------

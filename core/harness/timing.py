@@ -58,7 +58,9 @@ _Stream, _stream_ctx, _CUDAGraph, _graph_ctx = (
     torch.cuda.CUDAGraph,
     torch.cuda.graph,
 )
+_cuda_empty_cache = getattr(torch._C, "_cuda_emptyCache", None) or torch.cuda.empty_cache
 _xpu = getattr(torch, "xpu", None)
+_xpu_empty_cache = getattr(torch._C, "_xpu_emptyCache", None) or getattr(_xpu, "empty_cache", None)
 _xpu_sync = getattr(_xpu, "synchronize", None)
 _XpuEvent = getattr(_xpu, "Event", None)
 _xpu_record = getattr(_XpuEvent, "record", None)
@@ -264,6 +266,12 @@ class Round:
     # budget counts the device's time only; a 10 µs kernel whose refill and flushes cost the
     # host 0.5 ms would otherwise fill a 20 ms budget with 1,000 calls and half a second.
     wall_ms: float | None = None
+    # A workload's first round: the caching allocator's free blocks go back to the device
+    # first (release_cached), on both sides
+    release_cache: bool = False
+    # Whether the round asks if its calls wait on the host (waits_on_host: one more warm-up
+    # call); the parent asks in a workload's first round only
+    probe_host: bool = True
 
     @classmethod
     def from_request(cls, msg: dict[str, Any]) -> Round:
@@ -277,6 +285,8 @@ class Round:
             msg.get("sync_each_call", False),
             int(msg.get("match_calls") or 0),
             float(msg["round_wall_ms"]) if msg.get("round_wall_ms") else None,
+            bool(msg.get("release_cache")),
+            bool(msg.get("probe_host", True)),
         )
 
     def calls_for(self, estimate_ms: float, call_wall_ms: float = 0.0) -> int:
@@ -333,6 +343,8 @@ def time_round(
     right after each sampled call; `picker(calls)`, where given, names the round's sampled
     calls instead of `sample` (the shared-memory path keeps every call: shared_io.py).
     Returns {"times_us": [...], "mode": "graph"|"events"|"queued"|"wall"}."""
+    if rnd.release_cache:
+        release_cached(device.type)
     if device.type == "cpu":
         return {"times_us": _time_cpu(fn, fresh, rnd, sample, keep, picker), "mode": "wall"}
     if rnd.graph and device.type == "cuda":
@@ -342,10 +354,38 @@ def time_round(
         except Exception as exc:  # noqa: BLE001 - a kernel that cannot be captured is timed eagerly
             _sync("cuda")
             eager = replace(rnd, sync_each_call=True)
-            times = _time_events(fn, fresh, device, eager, sample, keep, picker)
-            return {"times_us": times, "mode": "events", "graph_error": str(exc)[:500]}
-    times = _time_events(fn, fresh, device, rnd, sample, keep, picker)
-    return {"times_us": times, "mode": "events" if rnd.sync_each_call else "queued"}
+            times, host_bound = _time_events(fn, fresh, device, eager, sample, keep, picker)
+            return {
+                "times_us": times,
+                "mode": "events",
+                "graph_error": str(exc)[:500],
+                "host_bound": host_bound,
+            }
+    times, host_bound = _time_events(fn, fresh, device, rnd, sample, keep, picker)
+    return {
+        "times_us": times,
+        "mode": "events" if rnd.sync_each_call else "queued",
+        "host_bound": host_bound,
+    }
+
+
+def release_cached(device_type: str) -> None:
+    """Give the caching allocator's free blocks back to the device, as a fresh worker has none.
+
+    A batch's baseline worker times every candidate of the batch; a workload whose calls
+    allocate blocks of sizes its drawn inputs decide (a grouped GEMM's groups) found them
+    cached in the baseline's worker, warm from the batch's earlier candidates, and had the
+    candidate's fresh worker pay the device's allocations: its first rounds read 0.72-0.89 of
+    the baseline on identical code (docs/fidelity.md). Both sides release theirs before a
+    workload's first round, so both start from the same state and, fed the same draws, make
+    the same allocations. Bound at import: a candidate that replaces torch.cuda.empty_cache
+    does not keep its own blocks."""
+    if device_type == "cuda":
+        _sync("cuda")
+        _cuda_empty_cache()
+    elif device_type == "xpu" and _xpu_empty_cache is not None:
+        _sync("xpu")
+        _xpu_empty_cache()
 
 
 def _time_cpu(fn, fresh, rnd: Round, sample, keep, picker=None) -> list[float]:
@@ -392,7 +432,43 @@ def lead_flushes(host_us: float, flush_us: float) -> int:
     return max(0, min(MAX_LEAD_FLUSHES, math.ceil(1.5 * host_us / flush_us) - 1))
 
 
-def _time_events(fn, fresh, device, rnd: Round, sample, keep, picker=None) -> list[float]:
+PROBE_FLUSHES = 128  # at most this many flushes queued ahead of the host-bound probe's call
+
+
+def waits_on_host(
+    fn: Callable[..., Any],
+    args: list[Any],
+    flush: torch.Tensor,
+    host_us: float,
+    flush_us: float,
+    kind: str,
+) -> bool:
+    """Whether a call's device time depends on the host's speed: it waits on the device inside
+    (a `.tolist()` of group sizes, an `.item()` of lengths), after which the device idles while
+    the host launches the rest; or it takes longer to launch than the lead flushes can cover.
+
+    The H200 host's vCPUs run in fast and slow modes (up to 3x, each CPU its own, lasting tens
+    of milliseconds: docs/fidelity.md); such a call's time moves with them, so the parent times
+    its workload call by call, alternating the two sides (interleaved.py), and both meet the
+    same mode. The probe: one more warm-up call with about 8x its launch time of flushes queued
+    ahead; a call that returns only after half of them ran waited on the device."""
+    if kind != "cuda" or flush_us <= 0:
+        return False
+    if 1.5 * host_us > (MAX_LEAD_FLUSHES + 1) * flush_us:
+        return True
+    ahead = min(PROBE_FLUSHES, math.ceil(8 * host_us / flush_us) + 2)
+    for _ in range(ahead):
+        _zero(flush)
+    t0 = _perf_counter()
+    fn(*args)
+    returned_us = (_perf_counter() - t0) * 1e6
+    _sync(kind)
+    return returned_us >= 0.5 * ahead * flush_us
+
+
+def _time_events(
+    fn, fresh, device, rnd: Round, sample, keep, picker=None
+) -> tuple[list[float], bool]:
     first, sync_each_call = rnd.first_index, rnd.sync_each_call
     kind = device.type
     events = _Events(kind)
@@ -416,6 +492,7 @@ def _time_events(fn, fresh, device, rnd: Round, sample, keep, picker=None) -> li
     _sync(kind)
     device_ms, flush_ms = events.elapsed_ms(begun, done), events.elapsed_ms(flushed, begun)
     lead = lead_flushes(host_us, flush_ms * 1e3)
+    host_bound = rnd.probe_host and waits_on_host(fn, args, flush, host_us, flush_ms * 1e3, kind)
     # One timed call's cost to the round's wall clock: the refill, then the flushes and the
     # call queued while the host launches it, then the wait before the next refill.
     call_wall_ms = refill_ms + max(host_us / 1e3, (lead + 1) * flush_ms + device_ms)
@@ -441,7 +518,7 @@ def _time_events(fn, fresh, device, rnd: Round, sample, keep, picker=None) -> li
         if sync_each_call:
             _sync(kind)
     _sync(kind)
-    return [events.elapsed_ms(s, e) * 1e3 for s, e in zip(starts, ends)]
+    return [events.elapsed_ms(s, e) * 1e3 for s, e in zip(starts, ends)], host_bound
 
 
 def _time_graph(fn, fresh, device, rnd: Round, sample, keep, picker=None) -> list[float]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import socket
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -395,19 +396,15 @@ class TrustedWorker:
         return jit_cache.pack(fresh)
 
     def on_serve_round(self, msg: dict[str, Any], _payload: Any) -> Answer:
+        if msg.get("interleave"):
+            return self.serve_interleaved(msg)
         peer = self.peers.get(str(msg.get("peer") or "candidate"))
         assert peer is not None, "no peer socket"
 
         def ready(serving: bool, reason: str | None) -> None:
             channel.send(self.conn, {"ok": True, "serving": serving, "reason": reason})
 
-        consumer = msg.get("consumer")
-        orphan = None
-        if isinstance(consumer, str):  # a round its worker left: kept until that worker is dead
-
-            def orphan(region: shared_region.Region) -> None:
-                self.regions.orphan(consumer, region)
-
+        orphan = self._orphan(msg.get("consumer"))
         try:
             calls, got, count, serve_s = shared_io.serve_round(
                 peer,
@@ -429,6 +426,59 @@ class TrustedWorker:
             return None
         results = self.judge_timed(msg, calls, got)
         return {"ok": True, "calls": count, "serve_s": serve_s, "results": results}, None
+
+    def serve_interleaved(self, msg: dict[str, Any]) -> Answer:
+        """Both sides' rounds of an alternation, call by call (shared_io.serve_interleaved):
+        the candidate's verdict as serve_round's, the baseline's calls and refills beside it."""
+        peers = {side: self.peers.get(side) for side in ("baseline", "candidate")}
+        assert all(peers.values()), "no peer socket"
+        msgs = {"baseline": {**msg, "sample": []}, "candidate": msg}
+        consumers = {"baseline": msg.get("baseline_consumer"), "candidate": msg.get("consumer")}
+        orphans = {side: self._orphan(consumers[side]) for side in consumers}
+
+        def ready(serving: bool, reason: str | None) -> None:
+            channel.send(self.conn, {"ok": True, "serving": serving, "reason": reason})
+
+        self.pairs.clear()  # each side has its own region here
+        outcome = shared_io.serve_interleaved(
+            peers,  # type: ignore[arg-type]
+            msgs,
+            self.specs,
+            self.out_specs,
+            self.device,
+            self.custom,
+            ready,
+            orphans,
+            self.free_stale,
+        )
+        if not outcome:
+            return None
+        base = outcome["baseline"]
+        baseline = (
+            {"calls": base[2], "serve_s": base[3]}
+            if isinstance(base, tuple)
+            else {"violation": f"{type(base).__name__}: {base}"}
+        )
+        got = outcome["candidate"]
+        if isinstance(got, shared_io.ProtocolError):
+            return {"ok": True, "violation": str(got), "baseline": baseline}, None
+        if isinstance(got, shared_io.AttachFailed):
+            return {"ok": True, "attach_failed": str(got), "baseline": baseline}, None
+        calls, kept, count, serve_s = got  # type: ignore[misc]
+        results = self.judge_timed(msg, calls, kept)
+        return {
+            "ok": True,
+            "calls": count,
+            "serve_s": serve_s,
+            "results": results,
+            "baseline": baseline,
+        }, None
+
+    def _orphan(self, consumer: Any) -> Callable[[shared_region.Region], None] | None:
+        """Where a region of a round its worker left goes: kept until that worker is dead."""
+        if not isinstance(consumer, str):
+            return None
+        return lambda region: self.regions.orphan(consumer, region)
 
     def free_stale(self) -> None:
         """Before a region's allocation is retried: every stale region, the kept pair's too."""
