@@ -596,6 +596,12 @@ def report(raws: dict[str, dict[str, Any]]) -> str:
     ]
     phases = (
         (
+            "twentysixth",
+            "As it lands: the host probe asked in a workload's first round only, its flush buffer "
+            "touched before its time is measured; the two host-bound tasks one at a time in "
+            "`train`, once (2026-12-04, bench/h200_wave.sh step 42)",
+        ),
+        (
             "twentyfifth",
             "The sixteen single-device tasks the calls above did not reach, in `train` one at a "
             "time, once (fifth call of 2026-12-04: bench/h200_wave.sh step 40)",

@@ -15,7 +15,7 @@
 #      CPU and sim ratios on two cores beside it); then issue 43's new tasks, each baseline as its
 #      own candidate and each starter (bench/tasks_gpu.py): about 9 minutes.
 #   4  the shared regions' fix checked (see the step).
-#   5-40  later calls (2026-12-02 to 12-04): each says what it measures.
+#   5-42  later calls (2026-12-02 to 12-04): each says what it measures.
 OUT=${1:-.}
 STEP=${2:-1}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
@@ -489,6 +489,27 @@ case "$STEP" in
     sampling/top_k_top_p_sampling activation/silu_mul_fp8_quant elementwise/kv_cache_write_fp8 \
     gemm/bf16_gemm gemm/small_m_gemm attention/decode_paged_gqa attention/decode_paged_gqa_fp8kv \
     attention/decode_paged_local attention/decode_paged_multi_query attention/mla_decode 2>&1 | tail -17
+  ;;
+41)
+  # issue 35 (session 12, the budget's end): the host probe asked in a workload's first round
+  # only, `train`: mla_prefill one at a time and in a batch of 5, then the grouped GEMM, rope and
+  # kv_cache_write one at a time: about 2 minutes. It found one of mla_prefill's two workloads
+  # and none of the grouped GEMM's host-bound (the budget cut the rest): the first round's
+  # flush buffer is freshly allocated since the allocators' release, and its first touch
+  # inflated the flush time the probe sizes its queue by. Step 42 is the check after the fix.
+  mkdir -p "$OUT/final" "$OUT/singles"
+  timeout 60 python3 bench/fidelity.py identity --out "$OUT/final" --profiles train --singles --batch 5 \
+    --runs 1 --budget-s 50 --tasks attention/mla_prefill 2>&1 | tail -3
+  timeout 60 python3 bench/fidelity.py identity --out "$OUT/singles" --profiles train --singles \
+    --runs 1 --budget-s 50 --tasks gemm/fp8_blockscale_grouped_gemm elementwise/rope \
+    elementwise/kv_cache_write 2>&1 | tail -4
+  ;;
+42)
+  # issue 35 (session 12, the last 80 s of device time, on the warm machine of step 41): the
+  # flush buffer touched once before its time is measured; the two host-bound tasks one at a
+  # time in `train`: under a minute.
+  timeout 70 python3 bench/fidelity.py identity --out "$OUT" --profiles train --singles --runs 1 \
+    --budget-s 55 --tasks gemm/fp8_blockscale_grouped_gemm attention/mla_prefill 2>&1 | tail -3
   ;;
 esac
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader

@@ -323,6 +323,9 @@ def test_both_sides_release_their_allocators_cache_before_a_workloads_first_roun
         rnd = timing.Round.from_request(request)
         timing.time_round(lambda x: x + 1, lambda i: [torch.ones(4)], CPU, rnd)
         assert released == want
+    # the host probe (one more warm-up call) is likewise asked for, never run by default
+    assert not timing.Round.from_request(first).probe_host
+    assert timing.Round.from_request({**first, "probe_host": True}).probe_host
 
 
 def test_the_release_runs_the_allocator_function_bound_before_any_candidate_code(monkeypatch):

@@ -270,8 +270,8 @@ class Round:
     # first (release_cached), on both sides
     release_cache: bool = False
     # Whether the round asks if its calls wait on the host (waits_on_host: one more warm-up
-    # call); the parent asks in a workload's first round only
-    probe_host: bool = True
+    # call); the performance stage asks in a workload's first round only
+    probe_host: bool = False
 
     @classmethod
     def from_request(cls, msg: dict[str, Any]) -> Round:
@@ -286,7 +286,7 @@ class Round:
             int(msg.get("match_calls") or 0),
             float(msg["round_wall_ms"]) if msg.get("round_wall_ms") else None,
             bool(msg.get("release_cache")),
-            bool(msg.get("probe_host", True)),
+            bool(msg.get("probe_host")),
         )
 
     def calls_for(self, estimate_ms: float, call_wall_ms: float = 0.0) -> int:
@@ -473,6 +473,9 @@ def _time_events(
     kind = device.type
     events = _Events(kind)
     flush = flush_buffer(device)
+    # Touched once before it is timed: a workload's first round gets it freshly allocated
+    # (release_cached), and a first touch's cost would inflate the flush time measured below.
+    _zero(flush)
     t0 = _perf_counter()
     args = fresh(first)
     _sync(kind)
