@@ -29,7 +29,7 @@ from core.harness.baseline_rounds import (
     as_stage_failure,
 )
 from core.harness.faults import StageFailed, trusted_failed
-from core.harness.workers import WorkerDied, WorkerTimeout
+from core.harness.workers import Worker, WorkerDied, WorkerTimeout
 
 DRAIN_S = 60.0  # a baseline round left alone after the candidate's failure ends within this
 
@@ -98,10 +98,10 @@ def time_interleaved(
         # baseline's round runs to its end, and read both replies, so that the next
         # candidate of a batch meets clean channels.
         ev.candidate.kill()
-        _drain(ev, baselines)
+        _drain(ev, baselines, worker)
         raise
     wall = time.monotonic() - t0
-    base_reply = _baseline_reply(baselines, deadline)
+    base_reply = _baseline_reply(baselines, worker, deadline)
     served = shared_round.verdict(ev, deadline)
     if not base_reply.get("ok"):  # its own failure first: the round's end only follows it
         raise trusted_failed(base_reply)
@@ -128,10 +128,9 @@ def split_wall(wall_s: float, base_s: float, candidate_s: float) -> tuple[float,
     return base_wall, wall_s - base_wall
 
 
-def _baseline_reply(baselines: BaselineWorkers, deadline: float) -> dict[str, Any]:
-    assert baselines.worker is not None
+def _baseline_reply(baselines: BaselineWorkers, worker: Worker, deadline: float) -> dict[str, Any]:
     try:
-        reply, _ = baselines.worker.recv(max(0.1, deadline - time.monotonic()))
+        reply, _ = worker.recv(max(0.1, deadline - time.monotonic()))
     except (WorkerTimeout, WorkerDied) as exc:
         baselines.close()
         raise StageFailed(
@@ -140,14 +139,13 @@ def _baseline_reply(baselines: BaselineWorkers, deadline: float) -> dict[str, An
     return reply
 
 
-def _drain(ev: Any, baselines: BaselineWorkers) -> None:
+def _drain(ev: Any, baselines: BaselineWorkers, worker: Worker) -> None:
     """After the candidate's failure: the baseline's reply and the trusted worker's verdict,
     read and dropped; a baseline worker that does not answer is replaced (the trusted worker's
     channel is the batch's to sync: batch.py)."""
     try:
-        assert baselines.worker is not None
-        baselines.worker.recv(DRAIN_S)
-    except (WorkerTimeout, WorkerDied, AssertionError):
+        worker.recv(DRAIN_S)
+    except (WorkerTimeout, WorkerDied):
         baselines.close()
     try:
         ev.trusted.recv(DRAIN_S)

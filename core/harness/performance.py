@@ -14,7 +14,12 @@ import time
 from typing import TYPE_CHECKING, Any, cast
 
 from core.harness import shared_round
-from core.harness.baseline_rounds import BaselineWorkers, time_baseline
+from core.harness.baseline_rounds import (
+    BaselineRound,
+    BaselineWorkers,
+    as_round,
+    time_baseline,
+)
 from core.harness.baseline_worker import uses_baseline_worker
 from core.harness.calls import CandidateCalls, _workload
 from core.harness.faults import StageFailed
@@ -302,27 +307,14 @@ class PerformanceStage(CandidateCalls):
         if got.reply.get("attach_failed"):
             self._attach_failed(got.reply, notes)
             return None
-        times = got.base.times_us
         # the candidate's reply is judged by the caller; here its sum only shares out the wall
         reported = (
             sum(t for t in got.reply.get("times_us") or () if isinstance(t, (int, float))) / 1e6
         )
-        base_wall, wall = split_wall(got.wall_s, sum(times) / 1e6, reported)
-        base = {
-            "times_us": times,
-            "wall": {
-                "wall_s": base_wall,
-                "serve_s": got.base.serve_s,
-                "reported_s": sum(times) / 1e6,
-                "calls": len(times),
-                "median_us": statistics.median(times),
-                "interleaved": True,
-            },
-            "mode": got.base.mode,
-            "impl": got.base.impl,
-            "graph_error": got.base.graph_error,
-            "host_bound": got.base.host_bound,
-        }
+        base_wall, wall = split_wall(got.wall_s, sum(got.base.times_us) / 1e6, reported)
+        base = _as_base(
+            got.base, {"wall_s": base_wall, "serve_s": got.base.serve_s, "interleaved": True}
+        )
         return base, got.reply, wall, got.served
 
     @staticmethod
@@ -344,30 +336,15 @@ class PerformanceStage(CandidateCalls):
         which of task.yaml's `baselines:` ran."""
         t0 = time.monotonic()
         if not uses_baseline_worker(self.job):
-            base = self._trusted_call(request, deadline)
-            times = [float(t) for t in base["times_us"]]
-            wall = {"wall_s": time.monotonic() - t0}
-            mode, impl, error = base.get("mode"), base.get("impl"), base.get("graph_error")
-            host_bound = base.get("host_bound")
-        else:
-            if self.baselines is None:
-                self.baselines = BaselineWorkers(self.job)
-                self.own_baselines = True
-            got = time_baseline(self, self.baselines, request, shared, pair, deadline)
-            times, mode, impl, error = got.times_us, got.mode, got.impl, got.graph_error
-            host_bound = got.host_bound
-            wall = {"wall_s": got.wall_s, **({"serve_s": got.serve_s} if got.serve_s else {})}
-        wall.update(
-            reported_s=sum(times) / 1e6, calls=len(times), median_us=statistics.median(times)
+            got = as_round(self._trusted_call(request, deadline), time.monotonic() - t0, 0.0)
+            return _as_base(got, {"wall_s": got.wall_s})
+        if self.baselines is None:
+            self.baselines = BaselineWorkers(self.job)
+            self.own_baselines = True
+        got = time_baseline(self, self.baselines, request, shared, pair, deadline)
+        return _as_base(
+            got, {"wall_s": got.wall_s, **({"serve_s": got.serve_s} if got.serve_s else {})}
         )
-        return {
-            "times_us": times,
-            "wall": wall,
-            "mode": mode,
-            "impl": impl,
-            "graph_error": error,
-            "host_bound": bool(host_bound),
-        }
 
     def _emit_timed(
         self,
@@ -511,6 +488,22 @@ class PerformanceStage(CandidateCalls):
                         w["label"],
                     )
         return len(results)
+
+
+def _as_base(got: BaselineRound, wall: dict[str, Any]) -> dict[str, Any]:
+    """A baseline round as the stage keeps it: its times, its wall clock entry (`wall`, with
+    the reported time, calls and median added), its mode, impl and whether it waits on the
+    host."""
+    times = got.times_us
+    wall.update(reported_s=sum(times) / 1e6, calls=len(times), median_us=statistics.median(times))
+    return {
+        "times_us": times,
+        "wall": wall,
+        "mode": got.mode,
+        "impl": got.impl,
+        "graph_error": got.graph_error,
+        "host_bound": got.host_bound,
+    }
 
 
 def _times(reply: dict[str, Any], max_calls: int) -> list[float]:

@@ -123,6 +123,9 @@ def pair_key(msg: dict[str, Any]) -> tuple[str, int, int]:
     )
 
 
+Served = tuple[list[int], list[torch.Tensor], int, float]  # serve_round's result
+
+
 @dataclass
 class _Opened:
     """One worker's region for a round, its views and the inputs' generator."""
@@ -204,7 +207,7 @@ def serve_round(
     orphan: Callable[[Region], None] | None = None,
     free_stale: Callable[[], None] | None = None,
     pairs: RoundPairs | None = None,
-) -> tuple[list[int], list[torch.Tensor], int, float]:
+) -> Served:
     """Serve one timed round of a worker (the candidate's, or the baseline's): `ready(serving,
     reason)` is called once the layout is sent (or the round cannot be served). A round that
     ends early (its worker left, killed or crashed, or broke the protocol) hands its region to
@@ -227,11 +230,14 @@ def serve_round(
         return [], [], 0, 0.0
     ready(True, None)
     calls = _Calls(peer, msg, opened, device)
+    served: Served | None = None
     try:
         while not calls.ended:
             calls.step()
+        served = calls.result()
+        return served
     finally:
-        if calls.ended and mode == "open" and pairs is not None:
+        if served is not None and mode == "open" and pairs is not None:
             pairs.keep(
                 Paired(
                     key,
@@ -242,11 +248,7 @@ def serve_round(
                 )
             )
         else:
-            opened.close(calls.ended, orphan)
-    return calls.result()
-
-
-Served = tuple[list[int], list[torch.Tensor], int, float]
+            opened.close(served is not None, orphan)
 
 
 def serve_interleaved(

@@ -400,10 +400,6 @@ class TrustedWorker:
             return self.serve_interleaved(msg)
         peer = self.peers.get(str(msg.get("peer") or "candidate"))
         assert peer is not None, "no peer socket"
-
-        def ready(serving: bool, reason: str | None) -> None:
-            channel.send(self.conn, {"ok": True, "serving": serving, "reason": reason})
-
         orphan = self._orphan(msg.get("consumer"))
         try:
             calls, got, count, serve_s = shared_io.serve_round(
@@ -413,7 +409,7 @@ class TrustedWorker:
                 self.out_specs,
                 self.device,
                 self.custom,
-                ready,
+                self.ready,
                 orphan,
                 self.free_stale,
                 self.pairs,
@@ -435,10 +431,6 @@ class TrustedWorker:
         msgs = {"baseline": {**msg, "sample": []}, "candidate": msg}
         consumers = {"baseline": msg.get("baseline_consumer"), "candidate": msg.get("consumer")}
         orphans = {side: self._orphan(consumers[side]) for side in consumers}
-
-        def ready(serving: bool, reason: str | None) -> None:
-            channel.send(self.conn, {"ok": True, "serving": serving, "reason": reason})
-
         self.pairs.clear()  # each side has its own region here
         outcome = shared_io.serve_interleaved(
             peers,  # type: ignore[arg-type]
@@ -447,7 +439,7 @@ class TrustedWorker:
             self.out_specs,
             self.device,
             self.custom,
-            ready,
+            self.ready,
             orphans,
             self.free_stale,
         )
@@ -473,6 +465,10 @@ class TrustedWorker:
             "results": results,
             "baseline": baseline,
         }, None
+
+    def ready(self, serving: bool, reason: str | None) -> None:
+        """The parent's answer to serve_round once the layouts are sent (or none can be)."""
+        channel.send(self.conn, {"ok": True, "serving": serving, "reason": reason})
 
     def _orphan(self, consumer: Any) -> Callable[[shared_region.Region], None] | None:
         """Where a region of a round its worker left goes: kept until that worker is dead."""
