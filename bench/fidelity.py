@@ -19,12 +19,17 @@ next call's inputs in the gap, as the trusted worker does for the candidate), al
 round by round, beside `triton.testing.do_bench` (and `do_bench_cudagraph` for decode-sized
 workloads). It is how a cause is ruled in or out with a measurement.
 
-The independent check of the timer is the two together: the arena's baseline median (from
-`identity`) against `conditions`' do_bench on the same workload.
+The independent check of the timer is `conditions --only` TIMER_CHECK: the arena's timer
+(queued, and graphed where the arena graphs) beside `do_bench`, `do_bench_cudagraph` and the
+controls that name each gap (queued_fixed, do_bench_led, graph_warm: bench/timer_check.py);
+its runs are saved as `timercheck_*`.
 
-`report` reads a folder of those JSON files (identity runs named `before_*`, `worker_*`,
-`oldpath_*` and `after_*`; `conditions --only queued,do_bench,graph` runs named `timer_*`) and regenerates the
-identity section of docs/fidelity.md.
+`report` reads a folder of those JSON files (identity runs named after the device call that
+made them: `before_*`, `after_*`, `fourth_*` ... `twentyseventh_*`; the timer check's
+`timercheck_*`) and regenerates the identity section of docs/fidelity.md. `identity --done
+FILES` skips what earlier calls' files measured, so that one sweep can be split across device
+calls.
+
 Every subcommand saves its JSON after each step, so a call cut short keeps what it measured.
 """
 
@@ -32,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import math
 import multiprocessing as mp
@@ -43,6 +49,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+import timer_check  # bench/, beside this script
 
 # The single-device tasks whose identity the issue measured, first; every other is added after.
 DEFAULT_TASKS = [
@@ -67,8 +75,21 @@ DEFAULT_TASKS = [
 BOUNDS = {"full": 0.02, "train": 0.03}
 # `conditions`' ways of timing one baseline; `graph` and `do_bench_cudagraph` apply to
 # decode-sized workloads only (the arena graphs those).
-CONDITIONS = ("queued", "synced", "synced_idle_1ms", "synced_peer", "do_bench", "graph")
-TIMER_BOUND = 0.03  # the arena's timer against do_bench: within 3% or explained
+CONDITIONS = (
+    "queued",
+    "queued_fixed",
+    "synced",
+    "synced_idle_1ms",
+    "synced_peer",
+    "do_bench",
+    "do_bench_led",
+    "graph",
+    "graph_warm",
+)
+# The timer check (bench/timer_check.py): the arena's timer, do_bench, and the controls, in
+# the files named timercheck_* (the first check, 2026-12-02's timer_*, predates the lead flushes)
+TIMER_CHECK = "queued,queued_fixed,do_bench,do_bench_led,graph,graph_warm"
+TIMER_CHECK_STEM = "timercheck"
 
 
 def _stamp(t0: float, text: str) -> None:
@@ -170,6 +191,11 @@ async def _identity(args: argparse.Namespace, raw: dict[str, Any], path: Path) -
             asked = {"on": True, "off": False, "auto": None}[args.interleave]
             timing = replace(timing, interleave=asked)
             raw["interleave"] = args.interleave
+    done = {
+        (e["task"], e["profile"], int(e.get("k") or 1), int(e.get("run") or 0))
+        for earlier in args.done or ()
+        for e in json.loads(earlier.read_text()).get("identity", [])
+    }
     async with Arena([args.device], timing=timing) as arena:
         raw.setdefault("identity", [])
         for run in range(args.runs):
@@ -178,6 +204,8 @@ async def _identity(args: argparse.Namespace, raw: dict[str, Any], path: Path) -
                 for profile in args.profiles.split(","):
                     shapes = ([1] if args.singles else []) + ([args.batch] if args.batch else [])
                     for k in shapes:
+                        if (task.id, profile, k, run) in done:
+                            continue  # an earlier call measured it (--done)
                         if time.monotonic() > deadline:
                             _stamp(t0, "budget spent: stopping")
                             return
@@ -256,17 +284,15 @@ class Peer:
         self.proc.join(10)
 
 
-def _condition_rounds(
-    task: Any, w: Any, device: str, rounds: int, peer: Peer | None, only: set[str]
-) -> dict[str, Any]:
+def baseline_and_inputs(task: Any, w: Any, device: str) -> tuple[Any, Any]:
+    """Task `task`'s baseline entry point and its fresh inputs for workload `w` on `device`, as
+    the trusted worker makes them (inputs.FreshInputs; the task's inputs.py where it has one)."""
     import torch
-    import triton.testing
 
-    from core.evaluation.job import GRAPH_BELOW_US, spec_json
-    from core.harness import inputs, timing
+    from core.evaluation.job import spec_json
+    from core.harness import inputs
     from core.harness.trusted_task import entry, module_from_source
 
-    dev = torch.device(device)
     specs = [spec_json(s) for s in task.inputs]
     shapes = {s.name: list(s.concrete_shape(w.axes)) for s in task.inputs if s.shape is not None}
     for s in task.outputs:
@@ -282,7 +308,19 @@ def _condition_rounds(
         task.file("baseline.py").read_bytes(), f"fid_{task.name}", str(task.file("baseline.py"))
     )
     fn = entry(module, "baseline.py")
-    fresh = inputs.FreshInputs(specs, workload, 1234, dev, custom)
+    return fn, inputs.FreshInputs(specs, workload, 1234, torch.device(device), custom)
+
+
+def _condition_rounds(
+    task: Any, w: Any, device: str, rounds: int, peer: Peer | None, only: set[str]
+) -> dict[str, Any]:
+    import torch
+    import triton.testing
+
+    from core.harness import timing
+
+    dev = torch.device(device)
+    fn, fresh = baseline_and_inputs(task, w, device)
     args0 = fresh(0)
     nbytes = sum(a.numel() * a.element_size() for a in args0 if isinstance(a, torch.Tensor))
 
@@ -299,12 +337,21 @@ def _condition_rounds(
 
         return refill
 
+    graphed, graph_error = _arena_graphs(task, w, device), None
+    clock = timer_check.SmClock(dev.index or 0)
     budget = 60.0
     out: dict[str, list[float]] = {}
+    clocks: dict[str, list[int | None]] = {}
+
+    def add(name: str, us: float) -> None:
+        out.setdefault(name, []).append(us)
+        clocks.setdefault(name, []).append(clock.mhz())
+
     for r in range(rounds):
         first = (r + 1) * 100_000
         plans = {
             "queued": (fresh, False),
+            "queued_fixed": (lambda i: args0, False),
             "synced": (fresh, True),
             "synced_idle_1ms": (gap("idle"), False),
             "synced_peer": (gap("peer"), False),
@@ -314,21 +361,45 @@ def _condition_rounds(
                 continue
             rnd = timing.Round(budget, 10, 400, first, False, sync_each)
             got = timing.time_round(fn, refill, dev, rnd)
-            out.setdefault(name, []).append(statistics.median(got["times_us"]))
+            add(name, statistics.median(got["times_us"]))
+        call = lambda: fn(*args0)  # do_bench's own form: a call on fixed inputs
         if "do_bench" in only:
-            out.setdefault("do_bench", []).append(
-                triton.testing.do_bench(lambda: fn(*args0), warmup=25, rep=100) * 1e3
-            )
-        if (
-            "graph" in only and statistics.median(out["queued"]) < GRAPH_BELOW_US
-        ):  # decode-sized: the arena graphs it
+            ms = triton.testing.do_bench(call, warmup=25, rep=100, return_mode="all")
+            add("do_bench", statistics.median(ms) * 1e3)  # the arena's statistic: the median
+            out.setdefault("do_bench_mean", []).append(statistics.fmean(ms) * 1e3)  # its default
+        if "do_bench_led" in only:
+            add("do_bench_led", timer_check.do_bench_led(call))
+        if graphed and "graph" in only:
             rnd = timing.Round(budget, 10, 400, first, True, False)
             got = timing.time_round(fn, fresh, dev, rnd)
-            out.setdefault("graph", []).append(statistics.median(got["times_us"]))
-            out.setdefault("do_bench_cudagraph", []).append(
-                triton.testing.do_bench_cudagraph(lambda: fn(*args0), rep=100) * 1e3
+            if got["mode"] != "graph":  # not capturable: the arena times it eagerly, as queued
+                graphed, graph_error = False, got.get("graph_error", "")
+                continue
+            add("graph", statistics.median(got["times_us"]))
+            add(
+                "do_bench_cudagraph",
+                triton.testing.do_bench_cudagraph(call, rep=100, return_mode="median") * 1e3,
             )
-    return out
+        if graphed and "graph_warm" in only:
+            add("graph_warm", timer_check.graph_warm(call))
+            add("graph_floor", timer_check.graph_floor())
+    return {"rounds_us": out, "clock_mhz": clocks, "graphed": graphed, "graph_error": graph_error}
+
+
+@functools.cache
+def _device_info(device: str) -> Any:
+    from core.devices.device import probe
+
+    return probe(device)
+
+
+def _arena_graphs(task: Any, w: Any, device: str) -> bool:
+    """Whether the arena times workload `w` from CUDA graph replays (its roofline under
+    GRAPH_BELOW_US on this device), as core/evaluation/job.py decides it."""
+    from core.evaluation.job import GRAPH_BELOW_US, roofline_for
+
+    roof = roofline_for(task, w, _device_info(device))
+    return roof is not None and roof < GRAPH_BELOW_US
 
 
 def _conditions(args: argparse.Namespace, raw: dict[str, Any], path: Path) -> None:
@@ -372,9 +443,11 @@ def _conditions_with(
                 )
                 _stamp(t0, f"{task.id} {w.label}: {type(exc).__name__}: {exc}")
                 continue
-            raw["conditions"].append({"task": task.id, "label": w.label, "rounds_us": got})
+            raw["conditions"].append({"task": task.id, "label": w.label, **got})
             _save(path, raw)
-            summary = "  ".join(f"{k} {statistics.median(v):.1f}" for k, v in got.items() if v)
+            summary = "  ".join(
+                f"{k} {statistics.median(v):.1f}" for k, v in got["rounds_us"].items() if v
+            )
             _stamp(t0, f"{task.id} {w.label}: {summary}")
 
 
@@ -416,15 +489,20 @@ def _round_spread(entry: dict[str, Any]) -> float | None:
     return max(spreads) if spreads else None
 
 
-def identity_table(entries: list[dict[str, Any]]) -> tuple[list[str], int, int]:
+def identity_table(
+    entries: list[dict[str, Any]], timer: dict[str, str] | None = None
+) -> tuple[list[str], int, int]:
     """Rows per (task, profile, K): the speedup of the baseline as the candidate in each run
     (a batch contributes one per member), the worst distance from 1, the widest spread of
     one result's paired alternations, how many results' own intervals (`speedup_interval`, as
     the arena of that call reported it) hold 1.0, a reward then being exactly 1.0
-    (scoring.tied_speedup), and whether the bound holds."""
+    (scoring.tied_speedup), and whether the bound holds; with `timer` (task -> its workloads'
+    verdicts, timer_check.per_task), the timer against do_bench as a last column."""
     lines = [
-        "| task | profile | K | speedup of each result | worst \\|1 − x\\| | widest round spread | interval holds 1.0 | bound | holds |",
-        "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | --- |",
+        "| task | profile | K | speedup of each result | worst \\|1 − x\\| | widest round spread | interval holds 1.0 | bound | holds |"
+        + (" the timer against do_bench (workloads) |" if timer is not None else ""),
+        "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | --- |"
+        + (" --- |" if timer is not None else ""),
     ]
     groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
     for e in entries:
@@ -445,42 +523,9 @@ def identity_table(entries: list[dict[str, Any]]) -> tuple[list[str], int, int]:
             f"{worst * 100:.1f}% | {f'{max(spreads) * 100:.1f}%' if spreads else '–'} | "
             f"{f'{tied} of {len(intervals)}' if intervals else '–'} | "
             f"±{BOUNDS[profile] * 100:.0f}% | {'yes' if ok else '**no**'} |"
+            + (f" {timer.get(task, 'not measured')} |" if timer is not None else "")
         )
     return lines, held, len(groups)
-
-
-def timer_table(entries: list[dict[str, Any]]) -> tuple[list[str], int, int]:
-    """Rows per (task, workload): the arena's timer (calls queued back to back, fresh inputs,
-    the L2 flushed, as a `train` or `full` round times them) against `triton.testing.do_bench`
-    in the same process on the same inputs, medians over the rounds; for decode-sized
-    workloads also the graphed timer against `do_bench_cudagraph`."""
-    lines = [
-        "| task | workload | arena (µs) | do_bench (µs) | arena / do_bench | graphed (µs) | do_bench_cudagraph (µs) | graphed / cudagraph | within 3% |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
-    ]
-    held = total = 0
-    for e in entries:
-        got = e.get("rounds_us") or {}
-        if "error" in e or not got.get("queued") or not got.get("do_bench"):
-            lines.append(f"| {e['task']} | {e['label']} | {e.get('error', 'not measured')} |||||||")
-            continue
-        med = {k: statistics.median(v) for k, v in got.items() if v}
-        ratios = [med["queued"] / med["do_bench"]]
-        if "graph" in med and "do_bench_cudagraph" in med:
-            ratios.append(med["graph"] / med["do_bench_cudagraph"])
-        ok = all(abs(r - 1) <= TIMER_BOUND for r in ratios)
-        held += ok
-        total += 1
-        graph = (
-            f"{med['graph']:.1f} | {med['do_bench_cudagraph']:.1f} | {ratios[1]:.3f}"
-            if len(ratios) > 1
-            else "– | – | –"
-        )
-        lines.append(
-            f"| {e['task']} | {e['label']} | {med['queued']:.1f} | {med['do_bench']:.1f} | "
-            f"{ratios[0]:.3f} | {graph} | {'yes' if ok else '**no**'} |"
-        )
-    return lines, held, total
 
 
 # The oldest call whose code still stands for the table "as it stands" (the lead flushes; the
@@ -595,6 +640,13 @@ def report(raws: dict[str, dict[str, Any]]) -> str:
         "",
     ]
     phases = (
+        (
+            "twentyseventh",
+            "As it lands: every single-device task one at a time, three runs in `train` and two "
+            "in `full` (one on fp8_blockscale_grouped_gemm, which takes 90 s a run in `full`), "
+            "on the code as it lands (2026-12-04, bench/h200_wave.sh steps 43-46: one sweep "
+            "split across four device calls, each going on where the last stopped)",
+        ),
         (
             "twentysixth",
             "As it lands: the host probe asked in a workload's first round only, its flush buffer "
@@ -760,13 +812,21 @@ def report(raws: dict[str, dict[str, Any]]) -> str:
     )
     names = [phase for phase, _ in phases]
     newest = _newest_groups(raws, names[: names.index(AS_IT_STANDS_FROM) + 1])
+    timer = [
+        e
+        for stem, raw in raws.items()
+        if stem.startswith(TIMER_CHECK_STEM)
+        for e in raw.get("conditions", [])
+    ]
     if newest:
-        lines, held, total = identity_table(newest)
+        lines, held, total = identity_table(newest, timer_check.per_task(timer))
         out += [
             "### As it stands: each (task, profile, K) from the newest call that measured it",
             "",
-            f"The identity holds in {held} of {total} (task, profile, K) groups. The sections below "
-            "are the calls one by one, newest first.",
+            f"The identity holds in {held} of {total} (task, profile, K) groups. The last column "
+            "is the timer check of the last section (the baseline's median against do_bench's, "
+            "per workload: within 3%, or the gap explained by a control, bench/timer_check.py). "
+            "The sections below are the calls one by one, newest first.",
             "",
             *lines,
             "",
@@ -789,18 +849,16 @@ def report(raws: dict[str, dict[str, Any]]) -> str:
             *lines,
             "",
         ]
-    timer = [
-        e
-        for stem, raw in raws.items()
-        if stem.startswith("timer")
-        for e in raw.get("conditions", [])
-    ]
     if timer:
-        lines, held, total = timer_table(timer)
+        lines, counts = timer_check.timer_table(timer)
         out += [
             "### The timer against `triton.testing.do_bench`",
             "",
-            f"The arena's timer is within {TIMER_BOUND * 100:.0f}% of do_bench on {held} of {total} workloads.",
+            f"Of {sum(counts.values())} workloads, the arena's median agrees with do_bench's "
+            f"within {timer_check.BOUND:.0%} on {counts['agrees']}; on {counts['explained']} a "
+            "control closes the gap (bench/timer_check.py); on "
+            f"{counts['inconclusive']} one side's own two rounds differ by more than the gap; "
+            f"unexplained: {counts['unexplained']}.",
             "",
             *lines,
             "",
@@ -851,9 +909,17 @@ def main() -> int:
             "(off: the two-round timer before it) or where the baseline waits on the host (auto)",
         )
         p.add_argument(
+            "--done",
+            type=Path,
+            nargs="*",
+            help="identity: earlier calls' JSON files; the (task, profile, K, run) they measured "
+            "is skipped, so that a sweep split across device calls goes on where the last stopped",
+        )
+        p.add_argument(
             "--only",
             default=",".join(CONDITIONS),
-            help="conditions: which ways to time (queued,do_bench,graph is the timer check)",
+            help=f"conditions: which ways to time ({TIMER_CHECK} is the timer check, "
+            "bench/timer_check.py)",
         )
     rep = sub.add_parser("report")
     rep.add_argument(

@@ -15,7 +15,7 @@
 #      CPU and sim ratios on two cores beside it); then issue 43's new tasks, each baseline as its
 #      own candidate and each starter (bench/tasks_gpu.py): about 9 minutes.
 #   4  the shared regions' fix checked (see the step).
-#   5-42  later calls (2026-12-02 to 12-04): each says what it measures.
+#   5-47  later calls (2026-12-02 to 12-04): each says what it measures (47: prepared, not yet run).
 OUT=${1:-.}
 STEP=${2:-1}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
@@ -510,6 +510,61 @@ case "$STEP" in
   # time in `train`: under a minute.
   timeout 70 python3 bench/fidelity.py identity --out "$OUT" --profiles train --singles --runs 1 \
     --budget-s 55 --tasks gemm/fp8_blockscale_grouped_gemm attention/mla_prefill 2>&1 | tail -3
+  ;;
+43)
+  # issue 35 (session 13, first call): the timer against do_bench on every single-device task,
+  # with the controls that name each gap (bench/timer_check.py), about 7 minutes; then the
+  # identity sweep below (steps 44-45 go on where it stops).
+  mkdir -p "$OUT/timer" "$OUT/train"
+  timeout 460 python3 bench/fidelity.py conditions --out "$OUT/timer" \
+    --only queued,queued_fixed,do_bench,do_bench_led,graph,graph_warm --rounds 2 --budget-s 430 2>&1 | tail -5
+  timeout 110 python3 bench/fidelity.py identity --out "$OUT/train" --profiles train --singles \
+    --runs 3 --budget-s 95 2>&1 | tail -12
+  ;;
+44)
+  # issue 35 (session 13): the identity on the code as it lands, every single-device task in
+  # `train` one at a time three times, then `full` one at a time, each call going on where the
+  # earlier ones stopped (--done: their files, carried back in bench/results).
+  DONE=$(ls bench/results/fidelity_2026-12-02/twentyseventh_*.json 2>/dev/null)
+  mkdir -p "$OUT/train" "$OUT/full"
+  timeout 300 python3 bench/fidelity.py identity --out "$OUT/train" --profiles train --singles \
+    --runs 3 --budget-s 285 --done $DONE 2>&1 | tail -40
+  timeout 270 python3 bench/fidelity.py identity --out "$OUT/full" --profiles full --singles \
+    --runs 3 --budget-s 255 --done $DONE 2>&1 | tail -40
+  ;;
+45)
+  # issue 35 (session 13, the last call): the timer check on the tasks step 43's budget did not
+  # reach, then the identity sweep of step 44 goes on where it stopped.
+  DONE=$(ls bench/results/fidelity_2026-12-02/twentyseventh_*.json 2>/dev/null)
+  mkdir -p "$OUT/timer" "$OUT/train" "$OUT/full"
+  timeout 120 python3 bench/fidelity.py conditions --out "$OUT/timer" \
+    --only queued,queued_fixed,do_bench,do_bench_led,graph,graph_warm --rounds 2 --budget-s 105 \
+    --tasks attention/mla_prefill attention/prefill_sliding_window_sinks elementwise/kv_cache_write_fp8 \
+    gemm/bf16_grouped_gemm gemm/fp8_blockscale_grouped_gemm moe/fused_moe moe/mxfp4_moe 2>&1 | tail -3
+  timeout 75 python3 bench/fidelity.py identity --out "$OUT/train" --profiles train --singles \
+    --runs 3 --budget-s 60 --done $DONE 2>&1 | tail -8
+  timeout 330 python3 bench/fidelity.py identity --out "$OUT/full" --profiles full --singles \
+    --runs 3 --budget-s 300 --done $DONE 2>&1 | tail -40
+  ;;
+46)
+  # issue 35 (session 13, the budget's last two minutes): `full`'s second run on the tasks step
+  # 45 did not reach, but the grouped GEMM (90 s a run in `full`).
+  DONE=$(ls bench/results/fidelity_2026-12-02/twentyseventh_*.json 2>/dev/null)
+  timeout 125 python3 bench/fidelity.py identity --out "$OUT" --profiles full --singles --runs 2 \
+    --budget-s 100 --done $DONE --tasks attention/decode_paged_multi_query attention/mla_prefill \
+    attention/prefill_sliding_window_sinks elementwise/kv_cache_write_fp8 gemm/bf16_grouped_gemm \
+    moe/fused_moe moe/mxfp4_moe 2>&1 | tail -8
+  ;;
+47)
+  # issue 35, prepared on 2026-12-04 after the device time was spent, NOT YET RUN: does where a
+  # graph's own buffers lie move add_rmsnorm's 6.4 us workload (the one identity group outside
+  # its bound)? Six captures of one call, each in a private pool of its own, timed round-robin
+  # (bench/placement.py), then the same task's identity in `train` one at a time, five runs:
+  # about 3 minutes.
+  mkdir -p "$OUT/placement" "$OUT/identity"
+  timeout 100 python3 bench/placement.py --out "$OUT/placement" 2>&1 | tail -8
+  timeout 80 python3 bench/fidelity.py identity --out "$OUT/identity" --profiles train --singles \
+    --runs 5 --budget-s 65 --tasks norm/add_rmsnorm 2>&1 | tail -6
   ;;
 esac
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader

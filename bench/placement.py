@@ -1,0 +1,141 @@
+"""Does where a graph's own buffers lie move a tiny kernel's time? A diagnostic for the one
+identity group outside its bound (docs/fidelity.md: norm/add_rmsnorm in `train`, whose 6.4 µs
+graphed workload read 0.92-0.99 through all of one evaluation and 1.02-1.05 through another).
+
+The two sides of an evaluation read their inputs from one region; what differs between their
+processes is the memory each allocates itself, in a graph replay the outputs and temporaries in
+the captured graph's private pool. Here one process captures the baseline's call `--graphs`
+times, each capture's private pool on memory of its own, and times them round-robin with the
+arena's graphed method (the inputs refilled before each call, L2 flushed, events around each
+replay) on the same inputs, `--rounds` rounds each. If the graphs' medians differ by more than
+each graph's own rounds do, placement alone moves the time, and the identity's offset is that.
+Every graph's outputs' addresses (and their offset in a 2 MiB page) are kept beside its times.
+
+    PYTHONPATH=. python3 bench/placement.py --device cuda:0 --out DIR \\
+        [--task norm/add_rmsnorm] [--workload T=128,H=7168] [--graphs 6] [--rounds 8]
+
+Not yet run on a GPU (written 2026-12-04 after that day's device time was spent): the next
+session's first step (`sh bench/h200_wave.sh $OUT 47`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import fidelity  # bench/, beside this script
+import timer_check
+
+PAGE = 2 * 1024 * 1024
+
+
+def _tensors(value: Any) -> list[Any]:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+def _round(graph: Any, fresh: Any, first: int, calls: int, flush: Any) -> float:
+    """The median of `calls` replays timed as core/harness/timing.py's _time_graph times them."""
+    import torch
+
+    times = []
+    for k in range(calls):
+        fresh(first + k)
+        torch.cuda.synchronize()
+        flush.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) * 1e3)
+    return statistics.median(times)
+
+
+def measure(task_id: str, label: str, device: str, graphs: int, rounds: int, calls: int) -> dict:
+    import torch
+
+    from core.harness import timing
+
+    task = fidelity._tasks([task_id])[0]
+    workloads = [*task.gpu.visible, *task.gpu.hidden.fixed]
+    w = next((w for w in workloads if w.label == label), None)
+    if w is None:
+        raise SystemExit(f"{task_id} has no GPU workload {label!r}: {[w.label for w in workloads]}")
+    fn, fresh = fidelity.baseline_and_inputs(task, w, device)
+    static = fresh(0)
+    flush = timing.flush_buffer(torch.device(device))
+    flush.zero_()
+    captured = []
+    for _ in range(graphs):
+        graph, out = timer_check.captured(lambda: fn(*static))
+        captured.append((graph, out, [t.data_ptr() for t in _tensors(out)]))
+    medians: list[list[float]] = [[] for _ in range(graphs)]
+    for r in range(rounds):
+        order = range(graphs) if r % 2 == 0 else reversed(range(graphs))  # no graph always first
+        for g in order:
+            first = (r * graphs + g + 1) * 10_000
+            medians[g].append(_round(captured[g][0], fresh, first, calls, flush))
+    per_graph = [statistics.median(m) for m in medians]
+    return {
+        "task": task_id,
+        "workload": label,
+        "graphs": [
+            {
+                "medians_us": m,
+                "median_us": statistics.median(m),
+                "round_spread": max(m) / min(m) - 1,
+                "outputs": [{"ptr": p, "page_offset": p % PAGE} for p in ptrs],
+            }
+            for m, (_, _, ptrs) in zip(medians, captured)
+        ],
+        "between_graphs": max(per_graph) / min(per_graph) - 1,
+        "within_graph_widest": max(max(m) / min(m) - 1 for m in medians),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cuda:0")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--task", default="norm/add_rmsnorm")
+    parser.add_argument("--workload", default="T=128,H=7168")
+    parser.add_argument("--graphs", type=int, default=6)
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--calls", type=int, default=64)
+    args = parser.parse_args()
+    if not args.device.startswith("cuda"):
+        raise SystemExit("bench/placement.py times CUDA graph replays: give --device cuda:N")
+    t0 = time.monotonic()
+    got = measure(args.task, args.workload, args.device, args.graphs, args.rounds, args.calls)
+    got["device"] = fidelity._device_record(args.device)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "placement.json").write_text(json.dumps(got, indent=1))
+    for i, g in enumerate(got["graphs"]):
+        offsets = ", ".join(f"{o['page_offset'] / 1024:.0f} KiB" for o in g["outputs"])
+        print(
+            f"graph {i}: median {g['median_us']:.2f} µs, its rounds {g['round_spread']:.1%} apart; "
+            f"outputs at {offsets} in their 2 MiB page"
+        )
+    print(
+        f"between graphs {got['between_graphs']:.1%}, widest within one {got['within_graph_widest']:.1%} "
+        f"({time.monotonic() - t0:.0f} s)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
