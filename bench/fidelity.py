@@ -191,6 +191,9 @@ async def _identity(args: argparse.Namespace, raw: dict[str, Any], path: Path) -
             asked = {"on": True, "off": False, "auto": None}[args.interleave]
             timing = replace(timing, interleave=asked)
             raw["interleave"] = args.interleave
+    missing = [str(p) for p in args.done or () if not p.is_file()]
+    if missing:
+        raise SystemExit(f"--done: no such file {', '.join(missing)} (give earlier identity JSON)")
     done = {
         (e["task"], e["profile"], int(e.get("k") or 1), int(e.get("run") or 0))
         for earlier in args.done or ()
@@ -457,6 +460,10 @@ def _device_record(device: str) -> dict[str, Any]:
     d = torch.device(device)
     if d.type != "cuda":
         return {"name": device, "torch": torch.__version__, "date": time.strftime("%Y-%m-%d")}
+    if not torch.cuda.is_available():
+        raise SystemExit(
+            f"--device {device}: this machine has no CUDA GPU (--device cpu runs here)"
+        )
     props = torch.cuda.get_device_properties(d)
     import triton
 

@@ -22,6 +22,17 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --tar
 export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1
 unset ARENA_SANDBOX
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv,noheader
+# Issue 35's identity sweep of steps 44-46, one at a time, going on where the earlier calls'
+# twentyseventh_* files (carried back in bench/results) stopped:
+#   sweep DIR PROFILE TIMEOUT BUDGET_S [more `fidelity.py identity` options]
+sweep() {
+  dir=$1 profile=$2 limit=$3 budget=$4
+  shift 4
+  mkdir -p "$dir"
+  timeout "$limit" python3 bench/fidelity.py identity --out "$dir" --profiles "$profile" --singles \
+    --budget-s "$budget" "$@" --done $(ls bench/results/fidelity_2026-12-02/twentyseventh_*.json 2>/dev/null) 2>&1 | tail -40
+}
+TIMER_CHECK=queued,queued_fixed,do_bench,do_bench_led,graph,graph_warm  # bench/timer_check.py
 # Issue 37's cheat rows and issue 44's imported tasks side by side, within $1 seconds.
 cheats_and_interop() {
   timeout "$1" python3 tests/gpu/run_cheats.py --out "$OUT/issue37" --only tmp_hog earlier_candidates \
@@ -516,44 +527,35 @@ case "$STEP" in
   # with the controls that name each gap (bench/timer_check.py), about 7 minutes; then the
   # identity sweep below (steps 44-45 go on where it stops).
   mkdir -p "$OUT/timer" "$OUT/train"
-  timeout 460 python3 bench/fidelity.py conditions --out "$OUT/timer" \
-    --only queued,queued_fixed,do_bench,do_bench_led,graph,graph_warm --rounds 2 --budget-s 430 2>&1 | tail -5
+  timeout 460 python3 bench/fidelity.py conditions --out "$OUT/timer" --only $TIMER_CHECK \
+    --rounds 2 --budget-s 430 2>&1 | tail -5
   timeout 110 python3 bench/fidelity.py identity --out "$OUT/train" --profiles train --singles \
     --runs 3 --budget-s 95 2>&1 | tail -12
   ;;
 44)
   # issue 35 (session 13): the identity on the code as it lands, every single-device task in
   # `train` one at a time three times, then `full` one at a time, each call going on where the
-  # earlier ones stopped (--done: their files, carried back in bench/results).
-  DONE=$(ls bench/results/fidelity_2026-12-02/twentyseventh_*.json 2>/dev/null)
-  mkdir -p "$OUT/train" "$OUT/full"
-  timeout 300 python3 bench/fidelity.py identity --out "$OUT/train" --profiles train --singles \
-    --runs 3 --budget-s 285 --done $DONE 2>&1 | tail -40
-  timeout 270 python3 bench/fidelity.py identity --out "$OUT/full" --profiles full --singles \
-    --runs 3 --budget-s 255 --done $DONE 2>&1 | tail -40
+  # earlier ones stopped.
+  sweep "$OUT/train" train 300 285 --runs 3
+  sweep "$OUT/full" full 270 255 --runs 3
   ;;
 45)
   # issue 35 (session 13, the last call): the timer check on the tasks step 43's budget did not
   # reach, then the identity sweep of step 44 goes on where it stopped.
-  DONE=$(ls bench/results/fidelity_2026-12-02/twentyseventh_*.json 2>/dev/null)
-  mkdir -p "$OUT/timer" "$OUT/train" "$OUT/full"
-  timeout 120 python3 bench/fidelity.py conditions --out "$OUT/timer" \
-    --only queued,queued_fixed,do_bench,do_bench_led,graph,graph_warm --rounds 2 --budget-s 105 \
-    --tasks attention/mla_prefill attention/prefill_sliding_window_sinks elementwise/kv_cache_write_fp8 \
-    gemm/bf16_grouped_gemm gemm/fp8_blockscale_grouped_gemm moe/fused_moe moe/mxfp4_moe 2>&1 | tail -3
-  timeout 75 python3 bench/fidelity.py identity --out "$OUT/train" --profiles train --singles \
-    --runs 3 --budget-s 60 --done $DONE 2>&1 | tail -8
-  timeout 330 python3 bench/fidelity.py identity --out "$OUT/full" --profiles full --singles \
-    --runs 3 --budget-s 300 --done $DONE 2>&1 | tail -40
+  mkdir -p "$OUT/timer"
+  timeout 120 python3 bench/fidelity.py conditions --out "$OUT/timer" --only $TIMER_CHECK \
+    --rounds 2 --budget-s 105 --tasks attention/mla_prefill attention/prefill_sliding_window_sinks \
+    elementwise/kv_cache_write_fp8 gemm/bf16_grouped_gemm gemm/fp8_blockscale_grouped_gemm \
+    moe/fused_moe moe/mxfp4_moe 2>&1 | tail -3
+  sweep "$OUT/train" train 75 60 --runs 3
+  sweep "$OUT/full" full 330 300 --runs 3
   ;;
 46)
   # issue 35 (session 13, the budget's last two minutes): `full`'s second run on the tasks step
   # 45 did not reach, but the grouped GEMM (90 s a run in `full`).
-  DONE=$(ls bench/results/fidelity_2026-12-02/twentyseventh_*.json 2>/dev/null)
-  timeout 125 python3 bench/fidelity.py identity --out "$OUT" --profiles full --singles --runs 2 \
-    --budget-s 100 --done $DONE --tasks attention/decode_paged_multi_query attention/mla_prefill \
-    attention/prefill_sliding_window_sinks elementwise/kv_cache_write_fp8 gemm/bf16_grouped_gemm \
-    moe/fused_moe moe/mxfp4_moe 2>&1 | tail -8
+  sweep "$OUT" full 125 100 --runs 2 --tasks attention/decode_paged_multi_query \
+    attention/mla_prefill attention/prefill_sliding_window_sinks elementwise/kv_cache_write_fp8 \
+    gemm/bf16_grouped_gemm moe/fused_moe moe/mxfp4_moe
   ;;
 47)
   # issue 35, prepared on 2026-12-04 after the device time was spent, NOT YET RUN: does where a

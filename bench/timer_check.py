@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ctypes
 import statistics
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -59,9 +60,9 @@ def do_bench_led(fn: Callable[[], Any], rep_ms: float = 100.0) -> float:
     cleared.record()
     runtime.driver.active.clear_cache(cache)
     begun.record()
-    t0 = timing._perf_counter()
+    t0 = time.perf_counter()
     fn()
-    host_us = (timing._perf_counter() - t0) * 1e6
+    host_us = (time.perf_counter() - t0) * 1e6
     done.record()
     torch.cuda.synchronize()
     flush_us, call_ms = cleared.elapsed_time(begun) * 1e3, begun.elapsed_time(done)
@@ -250,17 +251,24 @@ COLUMNS = (
 )
 
 
-def verdict_of(entry: dict[str, Any]) -> tuple[str, str, str] | None:
-    """`explain` for one conditions entry (its medians, spreads and clocks); None where it was
-    not measured."""
+def medians(entry: dict[str, Any]) -> dict[str, float] | None:
+    """One conditions entry's medians per condition (and its clocks, as `clock_<condition>`);
+    None where it was not measured."""
     got = entry.get("rounds_us") or {}
     if "error" in entry or not got.get("queued") or not got.get("do_bench"):
         return None
     med = {k: statistics.median(v) for k, v in got.items() if v}
-    spread = {k: max(v) / min(v) - 1 for k, v in got.items() if len(v) > 1 and min(v) > 0}
     for cond, mhz in (entry.get("clock_mhz") or {}).items():
         if mhz and all(mhz):
             med[f"clock_{cond}"] = statistics.median(mhz)
+    return med
+
+
+def verdict_of(entry: dict[str, Any], med: dict[str, float]) -> tuple[str, str, str]:
+    """`explain` for one measured conditions entry, its `medians` given."""
+    spread = {
+        k: max(v) / min(v) - 1 for k, v in entry["rounds_us"].items() if len(v) > 1 and min(v) > 0
+    }
     return explain(med, spread)
 
 
@@ -269,10 +277,10 @@ def per_task(entries: list[dict[str, Any]]) -> dict[str, str]:
     explained` (the inconclusive and unexplained named where there are any)."""
     counts: dict[str, dict[str, int]] = {}
     for e in entries:
-        got = verdict_of(e)
-        if got is not None:
+        med = medians(e)
+        if med is not None:
             mine = counts.setdefault(e["task"], dict.fromkeys(VERDICTS, 0))
-            mine[got[1]] += 1
+            mine[verdict_of(e, med)[1]] += 1
     words = {"agrees": "within 3%"}
     return {
         task: ", ".join(f"{n} {words.get(v, v)}" for v, n in got.items() if n)
@@ -290,15 +298,14 @@ def timer_table(entries: list[dict[str, Any]]) -> tuple[list[str], dict[str, int
     ]
     counts = dict.fromkeys(VERDICTS, 0)
     for e in entries:
-        got = verdict_of(e)
-        if got is None:
+        med = medians(e)
+        if med is None:
             lines.append(
                 f"| {e['task']} | {e['label']} | {e.get('error', 'not measured')} |||||||||||"
             )
             continue
-        ratio, verdict, why = got
+        ratio, verdict, why = verdict_of(e, med)
         counts[verdict] += 1
-        med = {k: statistics.median(v) for k, v in e["rounds_us"].items() if v}
         shown = {"agrees": "within 3%", "unexplained": "**unexplained**"}.get(verdict, verdict)
         cells = " | ".join(f"{med[key]:.1f}" if key in med else "–" for key in COLUMNS)
         lines.append(
