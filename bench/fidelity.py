@@ -160,6 +160,8 @@ def _figures(result: Any) -> dict[str, Any]:
         "message": next(
             (s.message for s in result.stages if s.status not in ("passed", "skipped")), None
         ),
+        # an identity flagged as a cheat fails with every stage passed: say which flag
+        "integrity_flags": [str(f) for f in result.integrity_flags],
     }
 
 

@@ -558,13 +558,18 @@ case "$STEP" in
     gemm/bf16_grouped_gemm moe/fused_moe moe/mxfp4_moe
   ;;
 47)
-  # issue 35, prepared on 2026-12-04 after the device time was spent, NOT YET RUN: does where a
-  # graph's own buffers lie move add_rmsnorm's 6.4 us workload (the one identity group outside
-  # its bound)? Six captures of one call, each in a private pool of its own, timed round-robin
-  # (bench/placement.py), then the same task's identity in `train` one at a time, five runs:
-  # about 3 minutes.
+  # issue 35, prepared on 2026-12-04 (no device lent since), NOT YET RUN: what gives
+  # add_rmsnorm's 6.4 us graphed workload (the one identity group outside its bound) an offset
+  # that lasts a whole evaluation? In one process (bench/placement.py): six captures of one call,
+  # each graph's outputs in a private pool of its own, crossed with three flush buffers, then
+  # with six input sets. Across processes (bench/process_offset.py): pairs of fresh processes
+  # alternating rounds on shared inputs, as the arena, in one process, on one flush buffer, and
+  # re-placed every round. Then the same task's identity in `train` one at a time, five runs:
+  # about 7 minutes.
   mkdir -p "$OUT/placement" "$OUT/identity"
-  timeout 100 python3 bench/placement.py --out "$OUT/placement" 2>&1 | tail -8
+  timeout 60 python3 bench/placement.py --out "$OUT/placement" --name outputs 2>&1 | tail -8
+  timeout 60 python3 bench/placement.py --out "$OUT/placement" --name inputs --inputs 6 2>&1 | tail -8
+  timeout 270 python3 bench/process_offset.py --out "$OUT/placement" 2>&1 | tail -8
   timeout 80 python3 bench/fidelity.py identity --out "$OUT/identity" --profiles train --singles \
     --runs 5 --budget-s 65 --tasks norm/add_rmsnorm 2>&1 | tail -6
   ;;

@@ -12,7 +12,7 @@ each graph's own rounds do, placement alone moves the time, and the identity's o
 Every graph's outputs' addresses (and their offset in a 2 MiB page) are kept beside its times.
 
     PYTHONPATH=. python3 bench/placement.py --device cuda:0 --out DIR \\
-        [--task norm/add_rmsnorm] [--workload T=128,H=7168] [--graphs 6] [--rounds 8]
+        [--task norm/add_rmsnorm] [--workload T=128,H=7168] [--graphs 6] [--rounds 8] [--flushes 3] [--inputs 1]
 
 Not yet run on a GPU (written 2026-12-04 after that day's device time was spent): the next
 session's first step (`sh bench/h200_wave.sh $OUT 47`).
@@ -65,7 +65,18 @@ def _round(graph: Any, fresh: Any, first: int, calls: int, flush: Any) -> float:
     return statistics.median(times)
 
 
-def measure(task_id: str, label: str, device: str, graphs: int, rounds: int, calls: int) -> dict:
+def measure(
+    task_id: str,
+    label: str,
+    device: str,
+    graphs: int,
+    rounds: int,
+    calls: int,
+    flushes: int,
+    input_sets: int,
+) -> dict:
+    """Every (graph, flush buffer) pair timed `rounds` times round-robin; graph g reads input set
+    g % `input_sets` (each set its own allocation, as each worker's refill target would be)."""
     import torch
 
     from core.harness import timing
@@ -75,35 +86,64 @@ def measure(task_id: str, label: str, device: str, graphs: int, rounds: int, cal
     w = next((w for w in workloads if w.label == label), None)
     if w is None:
         raise SystemExit(f"{task_id} has no GPU workload {label!r}: {[w.label for w in workloads]}")
-    fn, fresh = fidelity.baseline_and_inputs(task, w, device)
-    static = fresh(0)
-    flush = timing.flush_buffer(torch.device(device))
-    flush.zero_()
+    sets = [fidelity.baseline_and_inputs(task, w, device) for _ in range(input_sets)]
+    statics = [fresh(0) for _, fresh in sets]
+    buffers = [timing.flush_buffer(torch.device(device)) for _ in range(flushes)]
+    for b in buffers:
+        b.zero_()
     captured = []
-    for _ in range(graphs):
-        graph, out = timer_check.captured(lambda: fn(*static))
+    for g in range(graphs):
+        fn, _ = sets[g % input_sets]
+        static = statics[g % input_sets]
+        graph, out = timer_check.captured(lambda fn=fn, static=static: fn(*static))
         captured.append((graph, out, [t.data_ptr() for t in _tensors(out)]))
-    medians: list[list[float]] = [[] for _ in range(graphs)]
+    cells = [(g, f) for g in range(graphs) for f in range(flushes)]
+    medians: dict[tuple[int, int], list[float]] = {c: [] for c in cells}
     for r in range(rounds):
-        order = range(graphs) if r % 2 == 0 else reversed(range(graphs))  # no graph always first
-        for g in order:
-            first = (r * graphs + g + 1) * 10_000
-            medians[g].append(_round(captured[g][0], fresh, first, calls, flush))
-    per_graph = [statistics.median(m) for m in medians]
+        order = cells if r % 2 == 0 else list(reversed(cells))  # no cell always first
+        for i, (g, f) in enumerate(order):
+            first = (r * len(cells) + i + 1) * 10_000
+            fresh = sets[g % input_sets][1]
+            medians[(g, f)].append(_round(captured[g][0], fresh, first, calls, buffers[f]))
+    per_cell = {c: statistics.median(m) for c, m in medians.items()}
+
+    def spread(values: list[float]) -> float:
+        return max(values) / min(values) - 1
+
+    by_graph = [
+        statistics.median([per_cell[(g, f)] for f in range(flushes)]) for g in range(graphs)
+    ]
+    by_flush = [
+        statistics.median([per_cell[(g, f)] for g in range(graphs)]) for f in range(flushes)
+    ]
     return {
         "task": task_id,
         "workload": label,
+        "input_sets": input_sets,
+        "inputs": [[t.data_ptr() for t in _tensors(list(s))] for s in statics],
+        "flushes": [b.data_ptr() for b in buffers],
         "graphs": [
             {
-                "medians_us": m,
-                "median_us": statistics.median(m),
-                "round_spread": max(m) / min(m) - 1,
-                "outputs": [{"ptr": p, "page_offset": p % PAGE} for p in ptrs],
+                "median_us": by_graph[g],
+                "outputs": [{"ptr": p, "page_offset": p % PAGE} for p in captured[g][2]],
             }
-            for m, (_, _, ptrs) in zip(medians, captured)
+            for g in range(graphs)
         ],
-        "between_graphs": max(per_graph) / min(per_graph) - 1,
-        "within_graph_widest": max(max(m) / min(m) - 1 for m in medians),
+        "cells": [
+            {
+                "graph": g,
+                "flush": f,
+                "medians_us": medians[(g, f)],
+                "median_us": per_cell[(g, f)],
+                "round_spread": spread(medians[(g, f)]),
+            }
+            for g, f in cells
+        ],
+        "between_graphs": spread(by_graph),
+        "between_flushes": spread(by_flush),
+        "between_cells": spread(list(per_cell.values())),
+        "within_cell_widest": max(spread(m) for m in medians.values()),
+        "within_cell_median": statistics.median(spread(m) for m in medians.values()),
     }
 
 
@@ -116,23 +156,38 @@ def main() -> int:
     parser.add_argument("--graphs", type=int, default=6)
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--calls", type=int, default=64)
+    parser.add_argument(
+        "--flushes", type=int, default=3, help="flush buffers, each its own allocation"
+    )
+    parser.add_argument(
+        "--inputs", type=int, default=1, help="input sets, graph g reads set g %% N"
+    )
+    parser.add_argument("--name", default="placement", help="the output file's stem")
     args = parser.parse_args()
     if not args.device.startswith("cuda"):
         raise SystemExit("bench/placement.py times CUDA graph replays: give --device cuda:N")
     t0 = time.monotonic()
-    got = measure(args.task, args.workload, args.device, args.graphs, args.rounds, args.calls)
+    got = measure(
+        args.task,
+        args.workload,
+        args.device,
+        args.graphs,
+        args.rounds,
+        args.calls,
+        args.flushes,
+        args.inputs,
+    )
     got["device"] = fidelity._device_record(args.device)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "placement.json").write_text(json.dumps(got, indent=1))
+    (args.out / f"{args.name}.json").write_text(json.dumps(got, indent=1))
     for i, g in enumerate(got["graphs"]):
         offsets = ", ".join(f"{o['page_offset'] / 1024:.0f} KiB" for o in g["outputs"])
-        print(
-            f"graph {i}: median {g['median_us']:.2f} µs, its rounds {g['round_spread']:.1%} apart; "
-            f"outputs at {offsets} in their 2 MiB page"
-        )
+        row = " ".join(f"{c['median_us']:.2f}" for c in got["cells"] if c["graph"] == i)
+        print(f"graph {i}: {row} µs by flush buffer; outputs at {offsets} in their 2 MiB page")
     print(
-        f"between graphs {got['between_graphs']:.1%}, widest within one {got['within_graph_widest']:.1%} "
-        f"({time.monotonic() - t0:.0f} s)"
+        f"between graphs {got['between_graphs']:.1%}, between flush buffers {got['between_flushes']:.1%}, "
+        f"between cells {got['between_cells']:.1%}; one cell's rounds: median {got['within_cell_median']:.1%}, "
+        f"widest {got['within_cell_widest']:.1%} ({time.monotonic() - t0:.0f} s)"
     )
     return 0
 

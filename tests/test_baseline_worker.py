@@ -3,8 +3,9 @@ in a worker of its own, its inputs served by the trusted worker over the same pr
 alternation's two rounds on one region, and timing that does not stop inside one mode.
 
 The protocol tests run in one process over socketpairs (the trusted side in a thread); the
-end-to-end test forces the baseline's worker on the CPU device (`Timing(baseline_worker=True)`),
-where it is otherwise used only on GPUs."""
+end-to-end tests evaluate on the CPU device, where the baseline has a worker of its own too:
+timed in the trusted worker on its own inputs while the candidate's were served, the task's
+baseline submitted as the candidate read 0.08-0.89 of itself on 2 cores (docs/fidelity.md)."""
 
 from __future__ import annotations
 
@@ -253,6 +254,64 @@ def test_the_baseline_timed_in_its_own_worker_scores_the_identity_and_says_what_
         assert all("serve_s" in r for r in w.baseline["rounds"])  # served, as the candidate's
         assert all(r["median_us"] > 0 for r in w.baseline["rounds"])
     assert result.baseline_impl == "torch"
+
+
+def test_every_timed_device_times_the_baseline_in_a_worker_of_its_own():
+    """A GPU and the CPU device: the baseline's rounds served as the candidate's are. A `sim:`
+    device predicts both sides (sim/stage.py), a multi-rank task times its ranks together."""
+    from core.harness.baseline_worker import uses_baseline_worker
+
+    def job(device: str, **more: object) -> dict:
+        return {"device": {"type": device}, "timing": {}, "stages": {"performance": True}, **more}
+
+    assert uses_baseline_worker(job("cuda")) and uses_baseline_worker(job("cpu"))
+    assert not uses_baseline_worker(job("sim"))
+    assert not uses_baseline_worker(job("cpu", world_size=2))
+    assert not uses_baseline_worker({**job("cpu"), "timing": {"baseline_worker": False}})
+
+
+def test_the_cpu_devices_default_timing_serves_the_baseline_as_the_candidate(tmp_path):
+    """`train` on the CPU device as a trainer gets it, nothing forced: both sides' rounds are
+    served (each round's refill seconds recorded)."""
+    task = find_task(TASK)
+    with Evaluator("cpu", timing=Timing.for_device("cpu", "train")) as ev:
+        result = ev.evaluate(task, task.file("baseline.py"), seed=6, profile="train")
+    assert result.status == "passed", result.stages
+    for w in result.workloads:
+        for side in (w.baseline, w.candidate):
+            assert side["rounds"] and all("serve_s" in r for r in side["rounds"])
+
+
+def test_the_cpu_timer_warms_up_in_a_workloads_first_round_only():
+    """The candidate's worker ran the candidate in its correctness stages, the baseline's
+    worker has not run the baseline: the first round's warm-up call (inputs `first_index`, as
+    the GPU timers' warm-up) pays what a process pays once, on both sides alike."""
+    seen: list[int] = []
+
+    def fresh(i: int) -> list[torch.Tensor]:
+        seen.append(i)
+        return [torch.ones(4)]
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    for warm_up, first_call in ((True, 500), (False, 501)):
+        seen.clear()
+        rnd = timing.Round(1.0, 3, 3, 500, graph=False, warm_up=warm_up)
+        got = timing.time_round(run, fresh, torch.device("cpu"), rnd)
+        assert got["mode"] == "wall" and len(got["times_us"]) == 3
+        assert seen[0] == first_call and seen[-3:] == [501, 502, 503]
+
+
+def test_the_trusted_worker_serves_the_cpu_devices_rounds_on_one_thread():
+    """Drawn on all of torch's threads, a refill left them spinning on the cores the timed call
+    was about to use (a 0.3 ms rope call read 3.2 ms, on the candidate's side only)."""
+    threads = torch.get_num_threads()
+    with shared_io.one_thread(torch.device("cpu")):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == threads
+    with shared_io.one_thread(torch.device("cuda", 0)):  # a GPU's refills run on the device
+        assert torch.get_num_threads() == threads
 
 
 def test_a_concurrent_batch_times_every_candidate_next_to_one_warm_baseline_worker(monkeypatch):

@@ -104,8 +104,9 @@ class Timing:
     # flushes included (timing.Round.wall_ms); None: only `budget_ms` (device time) counts.
     round_wall_ms: float | None = None
     shared_io: bool = True  # False: the old path, inputs drawn in the candidate's process (measurements: docs/integrity.md)
-    # Where the baseline is timed: None, in a worker of its own on GPUs and in the trusted
-    # worker on the CPU (core/harness/baseline_worker.py); True or False forces it (tests).
+    # Where the baseline is timed: None, in a worker of its own on every timed device
+    # (core/harness/baseline_worker.py); False: in the trusted worker on its own inputs, the
+    # old path (tests, before/after measurements: docs/fidelity.md, "The CPU device").
     baseline_worker: bool | None = None
     # Alternations timed call by call, after the first (core/harness/interleaved.py): None,
     # where the baseline's calls wait on the host (timing.waits_on_host); True or False forces

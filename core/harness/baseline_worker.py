@@ -51,11 +51,12 @@ Answer = oploop.Answer
 
 
 def uses_baseline_worker(job: dict[str, Any]) -> bool:
-    """Where the baseline is timed in a worker of its own: a timed GPU device, one rank
-    (`timing.baseline_worker` says otherwise where a test or a measurement asks)."""
+    """Where the baseline is timed in a worker of its own: a timed device (a GPU or the CPU;
+    a `sim:` device predicts), one rank (`timing.baseline_worker` says otherwise where a test
+    or a measurement asks)."""
     asked = job["timing"].get("baseline_worker")
     return (
-        (job["device"].get("type") not in ("cpu", "sim") if asked is None else bool(asked))
+        (job["device"].get("type") != "sim" if asked is None else bool(asked))
         and not job.get("world_size")
         and bool(job["stages"].get("performance"))
     )

@@ -103,6 +103,7 @@ class PerformanceStage(CandidateCalls):
                     "cpu": pin,  # both sides' rounds on one CPU: the host's part the same
                     "release_cache": r == 0,  # both sides' allocators alike (timing.release_cached)
                     "probe_host": r == 0,  # does it wait on the host? (timing.waits_on_host)
+                    "warm_up": r == 0,  # the CPU's timer: one untimed call first
                 }
                 # Inputs drawn by the trusted worker into shared memory where the device allows
                 # (shared_round.py): the seed and the sampled calls never reach the candidate.

@@ -32,7 +32,8 @@ import json
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -194,6 +195,27 @@ def _open(
         opened.close(False, None)
         raise
     return opened
+
+
+@contextmanager
+def one_thread(device: torch.device) -> Iterator[None]:
+    """On the CPU device, the trusted worker serves a timed round on one of torch's threads.
+
+    Drawn and written on all of them, each call's inputs left this process's OpenMP threads
+    spinning (GNU OpenMP waits actively for a while after a parallel region) on the cores the
+    timed call was about to use: on 2 cores a 0.3 ms rope call read 3.2 ms in the candidate's
+    served rounds and never in the baseline's (the identity read 0.08-0.15, docs/fidelity.md).
+    On one thread no parallel region starts, so nothing of this process competes with the
+    timed call. A GPU's refills run on the device: nothing changes there."""
+    if device.type != "cpu":
+        yield
+        return
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(saved)
 
 
 def serve_round(

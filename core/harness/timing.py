@@ -272,6 +272,9 @@ class Round:
     # Whether the round asks if its calls wait on the host (waits_on_host: one more warm-up
     # call); the performance stage asks in a workload's first round only
     probe_host: bool = False
+    # A workload's first round on the CPU: one untimed call first, on both sides (_time_cpu);
+    # the GPU's timers warm up in every round
+    warm_up: bool = False
 
     @classmethod
     def from_request(cls, msg: dict[str, Any]) -> Round:
@@ -287,6 +290,7 @@ class Round:
             float(msg["round_wall_ms"]) if msg.get("round_wall_ms") else None,
             bool(msg.get("release_cache")),
             bool(msg.get("probe_host")),
+            bool(msg.get("warm_up")),
         )
 
     def calls_for(self, estimate_ms: float, call_wall_ms: float = 0.0) -> int:
@@ -389,12 +393,18 @@ def release_cached(device_type: str) -> None:
 
 
 def _time_cpu(fn, fresh, rnd: Round, sample, keep, picker=None) -> list[float]:
-    """No warm-up (the compile and correctness stages ran the candidate already): the first
-    timed call's time fixes the round's number of calls."""
+    """A warm-up call in a workload's first round only (`Round.warm_up`): the candidate's
+    worker ran the candidate in its correctness stages, the baseline's worker has not run the
+    baseline before, and its first call pays what a process pays once (its threads made, its
+    memory first touched). Later rounds find both warm; a call interpreted on the CPU can take
+    a second, so not every round pays one. The first timed call's time fixes the round's
+    number of calls."""
     first = rnd.first_index
     times: list[float] = []
     calls = chosen = None
     k = 0
+    if rnd.warm_up:
+        fn(*fresh(first))
     while calls is None or k < calls:
         args = fresh(first + 1 + k)
         t0 = _perf_counter()

@@ -3,9 +3,10 @@
 Forked from the harness parent before any candidate code exists, it reads the task's files
 (checked against the hashes in the job: worker_tools.read_task_file), computes the reference's
 outputs in full float32 (`full_fp32`), judges the candidate's outputs (checking.py, with the
-pools and the independence proof of trusted_checks.py), draws the inputs of the runs and timed
-rounds that go through shared memory (shared_check.py, shared_io.py) and times the baseline.
-It is non-dumpable: no same-user process may read its memory.
+pools and the independence proof of trusted_checks.py), and draws the inputs of the runs and
+timed rounds that go through shared memory (shared_check.py, shared_io.py). It times the
+baseline only where a test or a measurement asks for that old path (`on_time`). It is
+non-dumpable: no same-user process may read its memory.
 
 Its ops (protocol.Op) each have a handler of `TrustedWorker`, answered by oploop.serve: expect,
 check, check_timed, time, sync, trim, sim_values, predict_baseline answer once; stage and
@@ -396,6 +397,10 @@ class TrustedWorker:
         return jit_cache.pack(fresh)
 
     def on_serve_round(self, msg: dict[str, Any], _payload: Any) -> Answer:
+        with shared_io.one_thread(self.device):
+            return self._serve_round(msg)
+
+    def _serve_round(self, msg: dict[str, Any]) -> Answer:
         if msg.get("interleave"):
             return self.serve_interleaved(msg)
         peer = self.peers.get(str(msg.get("peer") or "candidate"))
@@ -482,8 +487,9 @@ class TrustedWorker:
         self.regions.free_stale("")
 
     def on_time(self, msg: dict[str, Any], _payload: Any) -> Answer:
-        """The baseline timed here, as the candidate is on the old path: CPU devices (their
-        times are never ranked); a GPU's baseline has a worker of its own (baseline_worker.py)."""
+        """The baseline timed here on its own inputs: the old path, only where the job's
+        `timing.baseline_worker` is false (a test, a before/after measurement). Every timed
+        device's baseline has a worker of its own (baseline_worker.py)."""
         fresh = inputs.FreshInputs(
             self.specs, msg["workload"], msg["seed"], self.device, self.custom
         )

@@ -1,0 +1,316 @@
+"""Does a process carry an offset of its own? A diagnostic for the one identity group outside its
+bound (docs/fidelity.md: norm/add_rmsnorm in `train`, whose 6.4 µs graphed workload read
+0.92-0.99 through all of one evaluation and 1.02-1.05 through another).
+
+An evaluation times its two sides in two processes, each round with the arena's timer
+(core/harness/timing.py), on inputs both read from one place. Here pairs of fresh processes do
+that and nothing else: the parent allocates one set of inputs and a few refill sources, shares
+them with both children through the device's IPC, and asks the children for rounds in turn
+(side a, side b, then b, a), each round `timing.time_round` pinned to one CPU as the
+performance stage pins it. A pair's offset is the median of its rounds' a/b ratios. If the
+offsets of many pairs spread wider than one pair's rounds do, each process carries an offset of
+its own, which more rounds cannot remove. The variants say what moves it:
+
+- `arena`: the timer as the performance stage runs it (a new graph and flush buffer each
+  round, the caching allocator emptied before the first).
+- `same_process`: both sides in one child, the control: what is left with one process.
+- `shared_flush`: both children zero one flush buffer, the parent's.
+- `replaced`: each round empties the caching allocator and allocates a pad of a random size
+  before the capture, so that each round's graph, its outputs and the flush buffer lie
+  somewhere else; a process's placement then changes from round to round.
+
+Every round keeps where its outputs and flush buffer lay and the CPU it ran on.
+
+    PYTHONPATH=. python3 bench/process_offset.py --device cuda:0 --out DIR \\
+        [--task norm/add_rmsnorm] [--workload T=128,H=7168] [--pairs 6] [--rounds 8] \\
+        [--variants arena,same_process,shared_flush,replaced]
+
+`--device cpu` runs the same protocol on the host (tests/test_process_offset.py); what it
+measures there is not the question. Not yet run on a GPU (written 2026-12-04, when no device
+was lent): `sh bench/h200_wave.sh $OUT 48`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing.connection
+import os
+import random
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import fidelity  # bench/, beside this script
+
+VARIANTS = ("arena", "same_process", "shared_flush", "replaced")
+REFILLS = 4  # refill sources: call i's inputs are copies of source i % REFILLS
+PAGE = 2 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What every round of every pair times."""
+
+    task: str
+    workload: str
+    device: str
+    rounds: int
+    calls: int
+    cpu: int | None  # the one CPU both sides' rounds run on (performance.timing_cpu)
+
+
+def _workload(task: Any, label: str, device: str) -> Any:
+    spec = task.cpu if device == "cpu" else task.gpu
+    workloads = [*spec.visible, *spec.hidden.fixed]
+    found = next((w for w in workloads if w.label == label), None)
+    if found is None:
+        raise SystemExit(
+            f"{task.id} has no {device} workload {label!r}: {[w.label for w in workloads]}"
+        )
+    return found
+
+
+def _tensors(value: Any) -> list[Any]:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+def _cpu_now() -> int:
+    """The CPU this thread last ran on (field 39 of /proc/self/stat; -1 where there is none)."""
+    try:
+        return int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[36])
+    except (OSError, IndexError, ValueError):
+        return -1
+
+
+def child(
+    conn: multiprocessing.connection.Connection,
+    plan: Plan,
+    static: list[Any],
+    sources: list[list[Any]],
+    shared_flush: Any,
+) -> None:
+    """One side's process: the task's baseline timed on the parent's inputs, a round per request."""
+    import torch
+
+    from core.harness import timing, worker_tools
+
+    task = fidelity._tasks([plan.task])[0]
+    fn, _ = fidelity.baseline_and_inputs(
+        task, _workload(task, plan.workload, plan.device), plan.device
+    )
+    device = torch.device(plan.device)
+    own_flush = timing.flush_buffer
+    flushes: list[int] = []
+
+    def flush_buffer(d: Any) -> Any:
+        buffer = shared_flush if shared_flush is not None else own_flush(d)
+        flushes.append(buffer.data_ptr())
+        return buffer
+
+    timing.flush_buffer = flush_buffer  # _time_graph and _time_events look it up when called
+    tensors = [j for j, a in enumerate(static) if isinstance(a, torch.Tensor)]
+
+    def fresh(i: int) -> list[Any]:
+        source = sources[i % len(sources)]
+        for j in tensors:
+            static[j].copy_(source[j])
+        return static
+
+    conn.send({"pid": os.getpid()})
+    while (msg := conn.recv()) is not None:
+        pad = None
+        if msg["pad_bytes"]:
+            timing.release_cached(device.type)
+            pad = torch.empty(msg["pad_bytes"], dtype=torch.uint8, device=device)
+        outputs: list[int] = []
+        flushes.clear()
+        rnd = timing.Round(
+            budget_ms=1.0,
+            min_calls=plan.calls,
+            max_calls=plan.calls,
+            first_index=msg["first"],
+            graph=device.type == "cuda",
+            release_cache=msg["release"] and pad is None,
+        )
+        with worker_tools.pinned(plan.cpu):
+            timed = timing.time_round(
+                fn,
+                fresh,
+                device,
+                rnd,
+                keep=lambda _, result, sink=outputs: sink.extend(
+                    t.data_ptr() for t in _tensors(result)
+                ),
+                picker=lambda _: {0},
+            )
+            cpu = _cpu_now()
+        del pad
+        conn.send(
+            {
+                "median_us": statistics.median(timed["times_us"]),
+                "mode": timed["mode"],
+                "outputs": outputs,
+                "flush": flushes[-1] if flushes else None,
+                "cpu": cpu,
+            }
+        )
+
+
+def _start(
+    ctx: Any, plan: Plan, static: list[Any], sources: list[list[Any]], flush: Any
+) -> tuple[Any, Any]:
+    here, there = ctx.Pipe()
+    proc = ctx.Process(target=child, args=(there, plan, static, sources, flush), daemon=True)
+    proc.start()
+    there.close()
+    return proc, here
+
+
+def pair(
+    ctx: Any,
+    plan: Plan,
+    variant: str,
+    static: list[Any],
+    sources: list[list[Any]],
+    flush: Any,
+    rng: random.Random,
+) -> dict[str, Any]:
+    """One pair of sides timed `plan.rounds` rounds each, alternating; their paired ratios."""
+    shared = flush if variant == "shared_flush" else None
+    started = [
+        _start(ctx, plan, static, sources, shared)
+        for _ in range(1 if variant == "same_process" else 2)
+    ]
+    try:
+        pids = [conn.recv()["pid"] for _, conn in started]
+        conns = {"a": started[0][1], "b": started[-1][1]}
+        rounds: dict[str, list[dict[str, Any]]] = {"a": [], "b": []}
+        for r in range(plan.rounds):
+            for side in ("a", "b") if r % 2 == 0 else ("b", "a"):
+                pad = (
+                    rng.randrange(1, 33) * PAGE + rng.randrange(0, 4096) * 512
+                    if variant == "replaced"
+                    else 0
+                )
+                conns[side].send({"first": (r + 1) * 10_000, "release": r == 0, "pad_bytes": pad})
+                rounds[side].append(conns[side].recv())
+        for _, conn in started:
+            conn.send(None)
+    finally:
+        for proc, _ in started:
+            proc.join(timeout=30)
+            if proc.is_alive():
+                proc.kill()
+    ratios = [a["median_us"] / b["median_us"] for a, b in zip(rounds["a"], rounds["b"])]
+    return {
+        "pids": pids,
+        "offset": statistics.median(ratios),
+        "round_ratios": ratios,
+        "rounds": rounds,
+    }
+
+
+def _spread(values: list[float]) -> float:
+    return max(values) / min(values) - 1 if values and min(values) > 0 else 0.0
+
+
+def summary(pairs: list[dict[str, Any]]) -> dict[str, Any]:
+    """How far the pairs' offsets spread, beside how far one pair's rounds spread."""
+    offsets = [p["offset"] for p in pairs]
+    return {
+        "offsets": offsets,
+        "offsets_spread": _spread(offsets),
+        "offset_farthest": max((abs(o - 1) for o in offsets), default=0.0),
+        "rounds_spread_median": statistics.median(_spread(p["round_ratios"]) for p in pairs)
+        if pairs
+        else 0.0,
+        "pages": sorted(
+            {o % PAGE for p in pairs for s in p["rounds"].values() for r in s for o in r["outputs"]}
+        ),
+    }
+
+
+def measure(plan: Plan, variants: list[str], pairs: int, seed: int, save: Any) -> dict[str, Any]:
+    """Every variant's pairs; `save(got)` after each variant, so that a device call cut short
+    keeps what it measured."""
+    import torch
+    import torch.multiprocessing as tmp
+
+    from core.harness import timing
+
+    task = fidelity._tasks([plan.task])[0]
+    _, fresh = fidelity.baseline_and_inputs(
+        task, _workload(task, plan.workload, plan.device), plan.device
+    )
+    static = list(fresh(0))
+    sources = [
+        [a.clone() if isinstance(a, torch.Tensor) else a for a in fresh(k + 1)]
+        for k in range(REFILLS)
+    ]
+    flush = timing.flush_buffer(torch.device(plan.device))
+    flush.zero_()
+    ctx = tmp.get_context("spawn")
+    rng = random.Random(seed)
+    got: dict[str, Any] = {}
+    for variant in variants:
+        t0 = time.monotonic()
+        measured = [pair(ctx, plan, variant, static, sources, flush, rng) for _ in range(pairs)]
+        got[variant] = {"pairs": measured, **summary(measured), "wall_s": time.monotonic() - t0}
+        s = got[variant]
+        print(
+            f"{variant}: {pairs} pairs, offsets {min(s['offsets']):.3f}-{max(s['offsets']):.3f} "
+            f"(spread {s['offsets_spread']:.1%}); one pair's rounds spread {s['rounds_spread_median']:.1%} "
+            f"(median); {s['wall_s']:.0f} s",
+            flush=True,
+        )
+        save(got)
+    return got
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cuda:0")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--task", default="norm/add_rmsnorm")
+    parser.add_argument("--workload", default="T=128,H=7168")
+    parser.add_argument("--pairs", type=int, default=6)
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--calls", type=int, default=32, help="calls a round (the train profile's)")
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--seed", type=int, default=35)
+    args = parser.parse_args()
+    variants = [v for v in args.variants.split(",") if v]
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        raise SystemExit(f"--variants: unknown {', '.join(unknown)} (known: {', '.join(VARIANTS)})")
+    device = fidelity._device_record(args.device)  # a clear error on a machine without CUDA
+    cpu = None if args.device == "cpu" else max(os.sched_getaffinity(0))
+    plan = Plan(args.task, args.workload, args.device, args.rounds, args.calls, cpu)
+    args.out.mkdir(parents=True, exist_ok=True)
+    head = {"device": device, "plan": plan.__dict__}
+
+    def save(so_far: dict[str, Any]) -> None:
+        (args.out / "process_offset.json").write_text(
+            json.dumps({**head, "variants": so_far}, indent=1)
+        )
+
+    measure(plan, variants, args.pairs, args.seed, save)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""The process-offset diagnostic (bench/process_offset.py, docs/fidelity.md): pairs of fresh
+processes time one workload in alternating rounds on inputs they share, and a pair's offset is
+the median of its rounds' ratios. Its protocol runs on the host; what it measures is the GPU's."""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _process_offset():
+    spec = importlib.util.spec_from_file_location(
+        "process_offset", ROOT / "bench" / "process_offset.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["process_offset"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+po = _process_offset()
+
+
+def _pair(offset: float, ratios: list[float], outputs: list[int]) -> dict:
+    rounds = [{"median_us": 1.0, "outputs": outputs}]
+    return {"offset": offset, "round_ratios": ratios, "rounds": {"a": rounds, "b": rounds}}
+
+
+def test_offsets_that_spread_wider_than_a_pairs_rounds_show_in_the_summary():
+    pairs = [
+        _pair(0.95, [0.94, 0.95, 0.96], [0]),
+        _pair(1.04, [1.03, 1.04, 1.05], [po.PAGE + 4096]),
+    ]
+    got = po.summary(pairs)
+    assert got["offsets_spread"] == pytest.approx(1.04 / 0.95 - 1)
+    assert got["offset_farthest"] == pytest.approx(0.05)
+    assert got["rounds_spread_median"] == pytest.approx(((0.96 / 0.94 - 1) + (1.05 / 1.03 - 1)) / 2)
+    assert got["pages"] == [0, 4096]  # where in its 2 MiB page each output began
+
+
+def test_a_pair_of_processes_alternates_rounds_on_the_parents_inputs():
+    import torch.multiprocessing
+
+    from core.harness import timing
+
+    plan = po.Plan("norm/add_rmsnorm", "T=16,H=256", "cpu", rounds=2, calls=3, cpu=None)
+    task = po.fidelity._tasks([plan.task])[0]
+    _, fresh = po.fidelity.baseline_and_inputs(
+        task, po._workload(task, plan.workload, "cpu"), "cpu"
+    )
+    static = list(fresh(0))
+    sources = [[a.clone() if hasattr(a, "clone") else a for a in fresh(1)]]
+    flush = timing.flush_buffer(static[0].device)
+    ctx = torch.multiprocessing.get_context("spawn")
+    got = po.pair(ctx, plan, "arena", static, sources, flush, random.Random(0))
+    assert len(got["pids"]) == 2 and got["pids"][0] != got["pids"][1]
+    assert len(got["round_ratios"]) == 2
+    for side in ("a", "b"):
+        assert [r["mode"] for r in got["rounds"][side]] == ["wall", "wall"]
+        assert all(len(r["outputs"]) == 2 for r in got["rounds"][side])  # out and residual_out
+
+
+def test_an_unknown_workload_names_the_ones_there_are():
+    task = po.fidelity._tasks(["norm/add_rmsnorm"])[0]
+    with pytest.raises(SystemExit, match="T=16,H=256"):
+        po._workload(task, "T=3,H=3", "cpu")
