@@ -37,13 +37,14 @@ import timer_check
 PAGE = 2 * 1024 * 1024
 
 
-def _tensors(value: Any) -> list[Any]:
+def tensors_of(value: Any) -> list[Any]:
+    """Every tensor in a call's result (a tensor, or lists and tuples of them)."""
     import torch
 
     if isinstance(value, torch.Tensor):
         return [value]
     if isinstance(value, (list, tuple)):
-        return [t for v in value for t in _tensors(v)]
+        return [t for v in value for t in tensors_of(v)]
     return []
 
 
@@ -96,7 +97,7 @@ def measure(
         fn, _ = sets[g % input_sets]
         static = statics[g % input_sets]
         graph, out = timer_check.captured(lambda fn=fn, static=static: fn(*static))
-        captured.append((graph, out, [t.data_ptr() for t in _tensors(out)]))
+        captured.append((graph, out, [t.data_ptr() for t in tensors_of(out)]))
     cells = [(g, f) for g in range(graphs) for f in range(flushes)]
     medians: dict[tuple[int, int], list[float]] = {c: [] for c in cells}
     for r in range(rounds):
@@ -120,7 +121,7 @@ def measure(
         "task": task_id,
         "workload": label,
         "input_sets": input_sets,
-        "inputs": [[t.data_ptr() for t in _tensors(list(s))] for s in statics],
+        "inputs": [[t.data_ptr() for t in tensors_of(list(s))] for s in statics],
         "flushes": [b.data_ptr() for b in buffers],
         "graphs": [
             {
@@ -147,12 +148,19 @@ def measure(
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def diagnostic_parser(doc: str) -> argparse.ArgumentParser:
+    """The options this script and bench/process_offset.py share: where, what, and the
+    workload they diagnose (add_rmsnorm's graphed one by default)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--device", default="cuda:0")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--task", default="norm/add_rmsnorm")
     parser.add_argument("--workload", default="T=128,H=7168")
+    return parser
+
+
+def main() -> int:
+    parser = diagnostic_parser(__doc__)
     parser.add_argument("--graphs", type=int, default=6)
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--calls", type=int, default=64)

@@ -32,7 +32,6 @@ was lent): `sh bench/h200_wave.sh $OUT 48`.
 
 from __future__ import annotations
 
-import argparse
 import json
 import multiprocessing.connection
 import os
@@ -49,10 +48,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import fidelity  # bench/, beside this script
+from placement import PAGE, diagnostic_parser, tensors_of
 
 VARIANTS = ("arena", "same_process", "shared_flush", "replaced")
 REFILLS = 4  # refill sources: call i's inputs are copies of source i % REFILLS
-PAGE = 2 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -76,16 +75,6 @@ def _workload(task: Any, label: str, device: str) -> Any:
             f"{task.id} has no {device} workload {label!r}: {[w.label for w in workloads]}"
         )
     return found
-
-
-def _tensors(value: Any) -> list[Any]:
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in _tensors(v)]
-    return []
 
 
 def _cpu_now() -> int:
@@ -153,7 +142,7 @@ def child(
                 device,
                 rnd,
                 keep=lambda _, result, sink=outputs: sink.extend(
-                    t.data_ptr() for t in _tensors(result)
+                    t.data_ptr() for t in tensors_of(result)
                 ),
                 picker=lambda _: {0},
             )
@@ -282,11 +271,7 @@ def measure(plan: Plan, variants: list[str], pairs: int, seed: int, save: Any) -
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", default="cuda:0")
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--task", default="norm/add_rmsnorm")
-    parser.add_argument("--workload", default="T=128,H=7168")
+    parser = diagnostic_parser(__doc__)
     parser.add_argument("--pairs", type=int, default=6)
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--calls", type=int, default=32, help="calls a round (the train profile's)")

@@ -4,28 +4,13 @@ the median of its rounds' ratios. Its protocol runs on the host; what it measure
 
 from __future__ import annotations
 
-import importlib.util
 import random
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.bench_module import bench_module
 
-
-def _process_offset():
-    spec = importlib.util.spec_from_file_location(
-        "process_offset", ROOT / "bench" / "process_offset.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["process_offset"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-po = _process_offset()
+po = bench_module("process_offset")
 
 
 def _pair(offset: float, ratios: list[float], outputs: list[int]) -> dict:

@@ -4,23 +4,9 @@ changes one thing closes the gap; anything else stays unexplained."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+from tests.bench_module import bench_module
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _timer_check():
-    spec = importlib.util.spec_from_file_location("timer_check", ROOT / "bench" / "timer_check.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["timer_check"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-tc = _timer_check()
+tc = bench_module("timer_check")
 
 
 def test_within_three_percent_agrees():
