@@ -73,6 +73,10 @@ def baseline_main(conn: socket.socket, job: dict[str, Any]) -> None:
     install_trusted_triton(job)  # its kernels cached as the trusted worker caches them
     try:
         device = device_of(job)
+        if device.type == "cpu":  # a Triton baseline runs in the interpreter, as in trusted_task
+            from core.harness.triton_cpu import enable_interpreter
+
+            enable_interpreter()
         source = read_task_file(job, "baseline.py")
         if source is None:
             raise FileNotFoundError("the task's baseline.py is missing")
