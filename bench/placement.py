@@ -48,6 +48,24 @@ def tensors_of(value: Any) -> list[Any]:
     return []
 
 
+def workload_of(task: Any, label: str, device: str) -> Any:
+    """Task `task`'s workload `label` among those of `device`'s size class (visible and fixed
+    hidden); a clear error naming the ones there are."""
+    spec = task.cpu if device == "cpu" else task.gpu
+    workloads = [*spec.visible, *spec.hidden.fixed]
+    found = next((w for w in workloads if w.label == label), None)
+    if found is None:
+        raise SystemExit(
+            f"{task.id} has no {device} workload {label!r}: {[w.label for w in workloads]}"
+        )
+    return found
+
+
+def spread(values: list[float]) -> float:
+    """How far apart the largest and the smallest of `values` are (0 for none)."""
+    return max(values) / min(values) - 1 if values and min(values) > 0 else 0.0
+
+
 def _round(graph: Any, fresh: Any, first: int, calls: int, flush: Any) -> float:
     """The median of `calls` replays timed as core/harness/timing.py's _time_graph times them."""
     import torch
@@ -83,10 +101,7 @@ def measure(
     from core.harness import timing
 
     task = fidelity._tasks([task_id])[0]
-    workloads = [*task.gpu.visible, *task.gpu.hidden.fixed]
-    w = next((w for w in workloads if w.label == label), None)
-    if w is None:
-        raise SystemExit(f"{task_id} has no GPU workload {label!r}: {[w.label for w in workloads]}")
+    w = workload_of(task, label, device)
     sets = [fidelity.baseline_and_inputs(task, w, device) for _ in range(input_sets)]
     statics = [fresh(0) for _, fresh in sets]
     buffers = [timing.flush_buffer(torch.device(device)) for _ in range(flushes)]
@@ -107,9 +122,6 @@ def measure(
             fresh = sets[g % input_sets][1]
             medians[(g, f)].append(_round(captured[g][0], fresh, first, calls, buffers[f]))
     per_cell = {c: statistics.median(m) for c, m in medians.items()}
-
-    def spread(values: list[float]) -> float:
-        return max(values) / min(values) - 1
 
     by_graph = [
         statistics.median([per_cell[(g, f)] for f in range(flushes)]) for g in range(graphs)

@@ -27,7 +27,7 @@ Every round keeps where its outputs and flush buffer lay and the CPU it ran on.
 
 `--device cpu` runs the same protocol on the host (tests/test_process_offset.py); what it
 measures there is not the question. Not yet run on a GPU (written 2026-12-04, when no device
-was lent): `sh bench/h200_wave.sh $OUT 48`.
+was lent): `sh bench/h200_wave.sh $OUT 47`.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import fidelity  # bench/, beside this script
-from placement import PAGE, diagnostic_parser, tensors_of
+from placement import PAGE, diagnostic_parser, spread, tensors_of, workload_of
 
 VARIANTS = ("arena", "same_process", "shared_flush", "replaced")
 REFILLS = 4  # refill sources: call i's inputs are copies of source i % REFILLS
@@ -64,17 +64,6 @@ class Plan:
     rounds: int
     calls: int
     cpu: int | None  # the one CPU both sides' rounds run on (performance.timing_cpu)
-
-
-def _workload(task: Any, label: str, device: str) -> Any:
-    spec = task.cpu if device == "cpu" else task.gpu
-    workloads = [*spec.visible, *spec.hidden.fixed]
-    found = next((w for w in workloads if w.label == label), None)
-    if found is None:
-        raise SystemExit(
-            f"{task.id} has no {device} workload {label!r}: {[w.label for w in workloads]}"
-        )
-    return found
 
 
 def _cpu_now() -> int:
@@ -99,7 +88,7 @@ def child(
 
     task = fidelity._tasks([plan.task])[0]
     fn, _ = fidelity.baseline_and_inputs(
-        task, _workload(task, plan.workload, plan.device), plan.device
+        task, workload_of(task, plan.workload, plan.device), plan.device
     )
     device = torch.device(plan.device)
     own_flush = timing.flush_buffer
@@ -213,18 +202,14 @@ def pair(
     }
 
 
-def _spread(values: list[float]) -> float:
-    return max(values) / min(values) - 1 if values and min(values) > 0 else 0.0
-
-
 def summary(pairs: list[dict[str, Any]]) -> dict[str, Any]:
     """How far the pairs' offsets spread, beside how far one pair's rounds spread."""
     offsets = [p["offset"] for p in pairs]
     return {
         "offsets": offsets,
-        "offsets_spread": _spread(offsets),
+        "offsets_spread": spread(offsets),
         "offset_farthest": max((abs(o - 1) for o in offsets), default=0.0),
-        "rounds_spread_median": statistics.median(_spread(p["round_ratios"]) for p in pairs)
+        "rounds_spread_median": statistics.median(spread(p["round_ratios"]) for p in pairs)
         if pairs
         else 0.0,
         "pages": sorted(
@@ -243,7 +228,7 @@ def measure(plan: Plan, variants: list[str], pairs: int, seed: int, save: Any) -
 
     task = fidelity._tasks([plan.task])[0]
     _, fresh = fidelity.baseline_and_inputs(
-        task, _workload(task, plan.workload, plan.device), plan.device
+        task, workload_of(task, plan.workload, plan.device), plan.device
     )
     static = list(fresh(0))
     sources = [

@@ -270,7 +270,7 @@ def test_every_timed_device_times_the_baseline_in_a_worker_of_its_own():
     assert not uses_baseline_worker({**job("cpu"), "timing": {"baseline_worker": False}})
 
 
-def test_the_cpu_devices_default_timing_serves_the_baseline_as_the_candidate(tmp_path):
+def test_the_cpu_devices_default_timing_serves_the_baseline_as_the_candidate():
     """`train` on the CPU device as a trainer gets it, nothing forced: both sides' rounds are
     served (each round's refill seconds recorded)."""
     task = find_task(TASK)

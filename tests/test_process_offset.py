@@ -38,7 +38,7 @@ def test_a_pair_of_processes_alternates_rounds_on_the_parents_inputs():
     plan = po.Plan("norm/add_rmsnorm", "T=16,H=256", "cpu", rounds=2, calls=3, cpu=None)
     task = po.fidelity._tasks([plan.task])[0]
     _, fresh = po.fidelity.baseline_and_inputs(
-        task, po._workload(task, plan.workload, "cpu"), "cpu"
+        task, po.workload_of(task, plan.workload, "cpu"), "cpu"
     )
     static = list(fresh(0))
     sources = [[a.clone() if hasattr(a, "clone") else a for a in fresh(1)]]
@@ -55,4 +55,4 @@ def test_a_pair_of_processes_alternates_rounds_on_the_parents_inputs():
 def test_an_unknown_workload_names_the_ones_there_are():
     task = po.fidelity._tasks(["norm/add_rmsnorm"])[0]
     with pytest.raises(SystemExit, match="T=16,H=256"):
-        po._workload(task, "T=3,H=3", "cpu")
+        po.workload_of(task, "T=3,H=3", "cpu")
