@@ -10,6 +10,7 @@ baseline submitted as the candidate read 0.08-0.89 of itself on 2 cores (docs/fi
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import threading
@@ -19,7 +20,7 @@ import torch
 
 from core.evaluation.evaluator import Evaluator
 from core.evaluation.job import Timing
-from core.harness import shared_io, timing
+from core.harness import shared_io, timing, trace
 from core.tasks.discovery import find_task
 from core.tasks.spec import load_task
 from tests.test_shared_io import CPU, OUTS, SPECS, WORKLOAD, _axpy
@@ -331,6 +332,70 @@ def test_a_concurrent_batch_times_every_candidate_next_to_one_warm_baseline_work
         assert r.workloads and all(
             "serve_s" in rnd for w in r.workloads for rnd in w.baseline["rounds"]
         )
+
+
+def _traced(tmp_path, monkeypatch, candidate: str) -> tuple[str, list[dict]]:
+    """One evaluation of the axpy fixture with the harness's trace on: its status, its spans."""
+    from tests.test_batch_concurrent import CANDIDATES, FIXTURES
+
+    monkeypatch.setenv(trace.ENV, "1")
+    axpy = load_task(FIXTURES / "tasks" / "elementwise" / "axpy")
+    forced = Timing(alternations=2, budget_ms=20.0, min_calls=1, max_calls=5, baseline_worker=True)
+    with Evaluator("cpu", workdir=tmp_path / "ev", timing=forced) as ev:
+        result = ev.evaluate(axpy, CANDIDATES / candidate, seed=3, profile="train")
+        lines = (ev.root / trace.FILE_NAME).read_text().splitlines()
+    return result.status, [json.loads(line) for line in lines]
+
+
+def test_the_baseline_worker_loads_while_the_candidates_correctness_runs(tmp_path, monkeypatch):
+    """Forked as the correctness stages begin, not at the first baseline round: its set-up
+    (about 1.1 s with a CUDA context on an H200) is off the performance stage's path."""
+    status, rows = _traced(tmp_path, monkeypatch, "axpy_torch.py")
+    assert status == "passed"
+    setup = next(r for r in rows if (r["role"], r["name"]) == ("baseline", "setup"))
+    runs = [r for r in rows if (r["role"], r["name"]) == ("candidate", "run_shared")]
+    assert runs and setup["start"] < runs[-1]["start"]
+
+
+def test_a_candidate_that_fails_to_compile_never_forks_the_baselines_worker(tmp_path, monkeypatch):
+    status, rows = _traced(tmp_path, monkeypatch, "axpy_syntax_error.py")
+    assert status == "failed"
+    assert not any(r["role"] == "baseline" for r in rows)
+
+
+def _cannot_start(conn: socket.socket, _job: dict) -> None:
+    from core.harness import channel
+
+    channel.send(conn, {"ok": False, "error": "CUDA error: out of memory"})
+
+
+def _starts(conn: socket.socket, _job: dict) -> None:
+    from core.harness import channel
+
+    channel.send(conn, {"ok": True, "ready": True})
+
+
+def test_a_baseline_worker_forked_ahead_that_could_not_start_is_forked_once_more(monkeypatch):
+    """Forked ahead, it makes its device context while the candidate's correctness runs beside
+    it; one that could not start then is forked again at its first round, not reported as the
+    harness's failure."""
+    from core.harness import baseline_rounds
+    from core.harness.worker_process import Worker
+
+    mains = [_cannot_start, _starts]
+    real = Worker.fork.__func__  # type: ignore[attr-defined]
+    monkeypatch.setattr(
+        baseline_rounds.Worker,
+        "fork",
+        classmethod(lambda cls, name, _main, job: real(cls, name, mains.pop(0), job)),
+    )
+    workers = baseline_rounds.BaselineWorkers({})
+    workers.prefork()
+    try:
+        worker = workers.get(10.0)
+        assert worker.returncode is None and not mains  # the second fork is the one kept
+    finally:
+        workers.close()
 
 
 def test_work_is_queued_ahead_of_a_call_whose_launch_outlasts_the_flush():

@@ -1,7 +1,8 @@
 """The harness parent's side of the baseline's worker (baseline_worker.py): one worker, forked
-on first use from the thread that times, kept for the whole job (a batch's candidates are
-timed next to the same warm baseline), replaced if it died; and the baseline's timed round,
-served by the trusted worker exactly as the candidate's is (shared_round.py)."""
+ahead of its first use (`prefork`: as an evaluation's correctness stages begin, before a
+concurrent batch's threads start), kept for the whole job (a batch's candidates are timed next
+to the same warm baseline), replaced if it died; and the baseline's timed round, served by the
+trusted worker exactly as the candidate's is (shared_round.py)."""
 
 from __future__ import annotations
 
@@ -51,8 +52,19 @@ class BaselineWorkers:
         if self.worker is not None:
             self.close()
         pending, self.pending = self.pending, None
-        pending = pending or Worker.fork("baseline", baseline_main, self.job)
-        self.worker = await_trusted(pending, timeout, NAME, "the baseline")
+        if pending is not None:
+            # Forked ahead, it made its device context while the candidate's correctness ran
+            # beside it: one that could not start then (a candidate holding most of the GPU's
+            # memory) gets one more try now, with the stage's time left.
+            started = time.monotonic()
+            try:
+                self.worker = await_trusted(pending, timeout, NAME, "the baseline")
+                return self.worker
+            except StageFailed:
+                pending.kill()
+                timeout = max(1.0, timeout - (time.monotonic() - started))
+        fresh = Worker.fork("baseline", baseline_main, self.job)
+        self.worker = await_trusted(fresh, timeout, NAME, "the baseline")
         return self.worker
 
     def join(self, trusted: Worker, timeout: float) -> str | None:

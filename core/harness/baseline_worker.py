@@ -1,4 +1,4 @@
-"""The baseline's worker: the task's baseline, timed exactly as the candidate is (GPU devices).
+"""The baseline's worker: the task's baseline, timed exactly as the candidate is.
 
 The speedup divides two medians, so both must be measured under the same conditions. The
 baseline used to be timed inside the trusted worker, the process that also computes the
@@ -20,7 +20,8 @@ the baseline gets a worker of its own, made like the candidate's:
 It is the harness's own code (forked by the parent like the trusted worker, never by the
 candidate's zygote, and never under the candidate's uid): a candidate can neither signal it
 nor read its memory (not dumpable). One serves a whole batch, as the trusted worker does.
-CPU devices keep timing the baseline in the trusted worker: their times are never ranked.
+Every timed device has one, the CPU too: timed inside the trusted worker, the CPU's baseline
+read 0.07-1.25 of itself (docs/fidelity.md, "The CPU device"). A `sim:` device predicts.
 """
 
 from __future__ import annotations

@@ -77,7 +77,8 @@ class BatchEvaluation(JobRun):
 
     def _setup(self) -> None:
         self.trusted: Worker | None = None
-        self.baselines = BaselineWorkers(self.job)  # forked at the first baseline round
+        # forked as the first member's correctness begins (_load_baseline)
+        self.baselines = BaselineWorkers(self.job)
 
     def trusted_worker(self, timeout: float) -> Worker:
         """The batch's trusted worker, forked on first use and again after one died."""

@@ -105,8 +105,8 @@ class Evaluation(JobRun, CorrectnessStages, PerformanceStage):
         self.no_share: dict[int, str] = {}  # pid of a candidate worker -> why it cannot map
         self.sharing_proven = False  # a worker mapped shared memory before candidate code ran
         self.mapped: dict[int, str] = {}  # freed in the trusted worker once its worker is dead
-        # The baseline's worker (GPU devices: baseline_rounds.py): a batch's, or this
-        # evaluation's own, forked when its first baseline round is timed.
+        # The baseline's worker (baseline_rounds.py): a batch's, or this evaluation's own,
+        # forked as its correctness stages begin (_load_baseline).
         self.baselines: BaselineWorkers | None = None
         self.own_baselines = False
         self.tuned: dict[int, dict[str, list[int]]] = {}  # what its autotuners tried, per worker
@@ -141,9 +141,13 @@ class Evaluation(JobRun, CorrectnessStages, PerformanceStage):
             if status == "passed" and self.trusted in self._workers():
                 self._keep_trusted_jit()  # its own trusted worker: what it compiled, kept
             alive = [worker for worker in self._workers() if worker is not None]
-            own = self.baselines.worker if self.own_baselines and self.baselines else None
+            own = (
+                [w for w in (self.baselines.worker, self.baselines.pending) if w is not None]
+                if self.own_baselines and self.baselines
+                else []
+            )
             with trace.span("end: kill workers"):
-                for worker in [*alive, *([own] if own else [])]:  # all at once, then each reaped
+                for worker in [*alive, *own]:  # all at once, then each reaped
                     worker.signal_kill()
                 for worker in alive:
                     worker.kill()
@@ -164,6 +168,10 @@ class Evaluation(JobRun, CorrectnessStages, PerformanceStage):
 
     def _workers(self) -> list[Worker | None]:
         return [self.candidate, self.second, self.trusted]
+
+    def _correctness(self, deadline: float) -> dict[str, Any]:
+        self._load_baseline()  # it loads while the candidate's correctness runs
+        return super()._correctness(deadline)
 
     def _keep_trusted_jit(self) -> None:
         """What the trusted worker compiled (the baseline's kernels, their launchers) into the
