@@ -15,22 +15,24 @@
 #      CPU and sim ratios on two cores beside it); then issue 43's new tasks, each baseline as its
 #      own candidate and each starter (bench/tasks_gpu.py): about 9 minutes.
 #   4  the shared regions' fix checked (see the step).
-#   5-47  later calls (2026-12-02 to 12-04): each says what it measures (47: prepared, not yet run).
+#   5-48  later calls (2026-12-02 to 12-05): each says what it measures (47, 48: prepared, not
+#         yet run).
 OUT=${1:-.}
 STEP=${2:-1}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1
 unset ARENA_SANDBOX
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv,noheader
-# Issue 35's identity sweep of steps 44-46, one at a time, going on where the earlier calls'
-# twentyseventh_* files (carried back in bench/results) stopped:
+# Issue 35's identity sweeps, one at a time, going on where the earlier calls' files (carried
+# back in bench/results: steps 44-46's twentyseventh_*, step 48's ahead_*) stopped:
 #   sweep DIR PROFILE TIMEOUT BUDGET_S [more `fidelity.py identity` options]
+DONE_GLOB='bench/results/fidelity_2026-12-02/twentyseventh_*.json'
 sweep() {
   dir=$1 profile=$2 limit=$3 budget=$4
   shift 4
   mkdir -p "$dir"
   timeout "$limit" python3 bench/fidelity.py identity --out "$dir" --profiles "$profile" --singles \
-    --budget-s "$budget" "$@" --done $(ls bench/results/fidelity_2026-12-02/twentyseventh_*.json 2>/dev/null) 2>&1 | tail -40
+    --budget-s "$budget" "$@" --done $(ls $DONE_GLOB 2>/dev/null) 2>&1 | tail -40
 }
 TIMER_CHECK=queued,queued_fixed,do_bench,do_bench_led,graph,graph_warm  # bench/timer_check.py
 # Issue 37's cheat rows and issue 44's imported tasks side by side, within $1 seconds.
@@ -572,6 +574,16 @@ case "$STEP" in
   timeout 270 python3 bench/process_offset.py --out "$OUT/placement" 2>&1 | tail -8
   timeout 80 python3 bench/fidelity.py identity --out "$OUT/identity" --profiles train --singles \
     --runs 5 --budget-s 65 --tasks norm/add_rmsnorm 2>&1 | tail -6
+  ;;
+48)
+  # issue 35, prepared on 2026-12-05 (no device lent), NOT YET RUN: the identity on the code
+  # whose baseline's worker is forked as the correctness stages begin (before, at its first
+  # round): every single-device task in `train` one at a time, three runs, then `full`, two.
+  # Repeat the step after copying its files to bench/results/fidelity_2026-12-02/ahead_*.json:
+  # it goes on where the last call stopped.
+  DONE_GLOB='bench/results/fidelity_2026-12-02/ahead_*.json'
+  sweep "$OUT/train" train 330 315 --runs 3
+  sweep "$OUT/full" full 230 215 --runs 2
   ;;
 esac
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader

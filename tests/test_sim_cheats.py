@@ -106,6 +106,49 @@ def test_a_kernel_calling_host_python_is_not_predicted(counted):
     assert counted["starter"]["uncounted"] is None and counted["honest_loop"]["uncounted"] is None
 
 
+def test_host_python_in_a_kernels_decorators_is_not_a_call_from_its_body(tmp_path):
+    """`@triton.autotune(configs=_configs())`, the Triton tutorial's pattern, runs `_configs`
+    once at import, on a GPU too: the kernel is counted. A call in its body still is not."""
+    import importlib.util
+
+    from core.harness.sim.host import host_calls
+
+    path = tmp_path / "tutorial_style.py"
+    path.write_text(
+        textwrap.dedent(
+            """
+            import triton
+            import triton.language as tl
+
+            def _configs():
+                return [triton.Config({"BLOCK": b}) for b in (16, 32)]
+
+            def _helper(x):
+                return x
+
+            @triton.autotune(configs=_configs(), key=["n"])
+            @triton.jit
+            def tuned(x_ptr, n, BLOCK: tl.constexpr):
+                i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+                tl.store(x_ptr + i, tl.load(x_ptr + i, mask=i < n), mask=i < n)
+
+            @triton.autotune(configs=_configs(), key=["n"])
+            @triton.jit
+            def calls_home(x_ptr, n, BLOCK: tl.constexpr):
+                _helper(BLOCK)
+            """
+        )
+    )
+    spec = importlib.util.spec_from_file_location("tutorial_style", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for kernel in (module.tuned, module.tuned.fn):  # the autotuner, and the kernel it launches
+        assert host_calls(kernel) == []
+    for kernel in (module.calls_home, module.calls_home.fn):
+        assert host_calls(kernel) == ["tutorial_style._helper"]
+
+
 def test_inflated_num_stages_on_a_loop_free_kernel_buys_nothing(counted):
     assert counted["stages_inflated"]["stages"] == [64], "the compiled kernel's own parameter"
     assert counted["stages_inflated"]["us"] == pytest.approx(

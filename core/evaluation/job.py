@@ -399,7 +399,7 @@ def build_job(
             "id": info.id,
             "type": info.type,
             "torch_device": torch_device,
-            **({"aot": sim["aot"]} if sim else {}),
+            **({"aot": sim["aot"], "properties": sim["properties"]} if sim else {}),
             # a GPU's memory bounds how many of a batch's candidates run at once (concurrent.py)
             **(
                 {"memory_bytes": int(info.memory_gb * 1e9)}

@@ -80,6 +80,10 @@ def candidate_main(conn: socket.socket, job: dict[str, Any]) -> None:
         # is) takes the GPU's branch where that branch is Triton, which this device counts in
         # its interpreter: the GPU it stands for, by its id (docs/simulation.md, "The identity").
         os.environ[SIM_GPU_ENV] = str(job["device"].get("id") or "sim")
+        if job["device"].get("properties"):  # torch.cuda's questions about it (sim/gpu_queries.py)
+            from core.harness.sim import gpu_queries
+
+            gpu_queries.install(job["device"]["properties"])
         sim = sim_predict.CompileCache(
             job["device"]["aot"], str(workdir / "triton_cache")
         )  # before the interpreter

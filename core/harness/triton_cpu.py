@@ -417,6 +417,15 @@ _UNSUPPORTED_MARKERS = (
 )
 
 
+# torch's own words where code asks for a CUDA GPU that this process does not have (a CPU
+# build, or no driver): a kernel written for a GPU, not a wrong one.
+_NEEDS_A_GPU = (
+    "Torch not compiled with CUDA enabled",
+    "Found no NVIDIA driver",
+    "No CUDA GPUs are available",
+)
+
+
 def unsupported_reason(exc: BaseException) -> str | None:
     """Why `exc` (or anything in its cause chain) says the interpreter cannot run the kernel on
     this device, or None where it is the kernel's own failure."""
@@ -437,6 +446,13 @@ def unsupported_reason(exc: BaseException) -> str | None:
             return found.group(2)
     for e in chain:
         text = str(e)
+        if any(marker in text for marker in _NEEDS_A_GPU):
+            return (
+                f"the candidate asks torch for a CUDA GPU, which this device does not have "
+                f"({text.splitlines()[0][:200]}): evaluate it on a GPU (a `sim:` device answers "
+                "torch.cuda's questions about its GPU's figures, such as get_device_properties, "
+                "and no others)"
+            )
         if (isinstance(e, NotImplementedError) and "interpret" in text.lower()) or any(
             marker in text for marker in _UNSUPPORTED_MARKERS
         ):

@@ -162,7 +162,9 @@ def error_reply(exc: BaseException) -> dict[str, Any]:
 
     reason = unsupported_reason(exc)
     if reason:
-        if "0 active drivers" in reason and os.environ.get("CUDA_VISIBLE_DEVICES", "") != "":
+        if ("0 active drivers" in reason or "CUDA GPU" in reason) and os.environ.get(
+            "CUDA_VISIBLE_DEVICES", ""
+        ) != "":
             reason = f"{reason} ({gpu_visibility()})"  # on a GPU the harness's fault: say why
         reply["unsupported"] = reason[:500]
     return reply

@@ -9,6 +9,7 @@ band and the label `uncalibrated`.
 from __future__ import annotations
 
 import json
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,7 @@ def sim_section(info: DeviceInfo, family: str | None = None) -> dict[str, Any]:
     }
     calibration = calibration_label(key)
     return {
+        "properties": device_properties(info, arch),
         "label": f"{info.id}, {calibration}",
         "model": data["model"],
         "calibration": calibration,
@@ -107,6 +109,34 @@ def sim_section(info: DeviceInfo, family: str | None = None) -> dict[str, Any]:
             "shared_per_unit": arch["shared_per_unit"],
             "trial_model": {"target": target, "constants": constants},
         },
+    }
+
+
+def device_properties(info: DeviceInfo, arch: dict[str, Any]) -> dict[str, Any]:
+    """What torch.cuda says of the simulated GPU to the candidate's code (sim/gpu_queries.py):
+    the figures a kernel written for that GPU sizes itself by (its SM count for a persistent
+    grid, its capability, its shared memory)."""
+    found = re.fullmatch(r"sm_(\d+)(\d)|gfx(\d)(\d)(\w)", info.arch)
+    if found and found.group(1):
+        major, minor = int(found.group(1)), int(found.group(2))
+    elif found:
+        major, minor = int(found.group(3)), int(found.group(4))
+    else:
+        major, minor = 0, 0
+    return {
+        "name": info.model,
+        "major": major,
+        "minor": minor,
+        "total_memory": int((info.memory_gb or 0) * 1e9),
+        "multi_processor_count": info.units,
+        "warp_size": arch["warp_size"],
+        "max_threads_per_multi_processor": arch["max_warps_per_unit"] * arch["warp_size"],
+        "regs_per_multiprocessor": arch["registers_per_unit"],
+        "shared_memory_per_multiprocessor": arch["shared_per_unit"],
+        # NVIDIA keeps 1 KiB of each SM's shared memory from any one block
+        "shared_memory_per_block_optin": arch["shared_per_unit"]
+        - (1024 if info.vendor == "nvidia" else 0),
+        **({"gcnArchName": info.arch} if info.arch.startswith("gfx") else {}),
     }
 
 

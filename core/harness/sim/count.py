@@ -64,6 +64,7 @@ from core.harness.sim.launch import (  # what a count is made of (and where call
     stratified,
     unique_sectors,
 )
+from core.harness.sim.torch_ops import unbilled
 from core.harness.sim.twins import Ran, differs, keep_capped
 
 __all__ = [
@@ -169,11 +170,15 @@ class Counting(Accesses):
         launch the autotuner then makes with the config it chose is. So a candidate is billed
         the config that predicts fastest, where a GPU picks the one that measures fastest."""
         start = len(self.launches)
+        # bound at import: the candidate's worker takes the harness out of sys.modules, and an
+        # import from here would then make a fresh copy that knows of no counting
+        unbill = unbilled()  # its torch ops too (the autotuner's restore_value copies)
         self.in_trial = True
         try:
             kernel_call()
         finally:
             self.in_trial = False
+            unbill()
         trial, self.launches[start:] = self.launches[start:], []
         self.trials += len(trial)
         if self.model is None:

@@ -26,7 +26,10 @@ def host_calls(fn: Any, _seen: set[int] | None = None) -> list[str]:
     JITFunction) or a @triton.jit function it calls names in a call; [] when its source is not
     available."""
     seen = _seen if _seen is not None else set()
-    fn = getattr(fn, "fn", fn)
+    for _ in range(4):  # an Autotuner or Heuristics wraps a JITFunction, which wraps the function
+        if inspect.isfunction(fn) or not hasattr(fn, "fn"):
+            break
+        fn = fn.fn
     if id(fn) in seen or not inspect.isfunction(fn):
         return []
     seen.add(id(fn))
@@ -43,8 +46,13 @@ def host_calls(fn: Any, _seen: set[int] | None = None) -> list[str]:
         if isinstance(n, (ast.FunctionDef, ast.Lambda))
         for a in n.args.args + n.args.kwonlyargs
     }
+    defined = next((n for n in tree.body if isinstance(n, ast.FunctionDef)), None)
+    # Its body only: the decorators' arguments (`@triton.autotune(configs=_configs())`, the
+    # Triton tutorial's pattern) and the parameters' defaults run once, on the host, when the
+    # module is imported, as they do for a GPU.
+    body = defined.body if defined is not None else tree.body
     found: list[str] = []
-    for node in ast.walk(tree):
+    for node in (n for statement in body for n in ast.walk(statement)):
         if not isinstance(node, ast.Call):
             continue
         target = _resolve(node.func, fn.__globals__, local)

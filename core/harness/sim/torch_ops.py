@@ -18,6 +18,7 @@ values (data-dependent shapes, `.item()`) raises there, and the caller falls bac
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -344,17 +345,43 @@ class TorchCalls:
         self.work = TorchWork(known)
         self.calls = _Calls()
 
+    active: TorchCalls | None = None  # the one counting now (an autotune trial unbills its ops)
+
     def __enter__(self) -> TorchCalls:
         self.work.__enter__()
         self.calls.__enter__()
+        TorchCalls.active = self
         return self
 
     def __exit__(self, *exc: object) -> None:
+        TorchCalls.active = None
         self.calls.__exit__(*exc)
         self.work.__exit__(*exc)
         # aten ops reached without a torch call (C++ paths): a launch each
         self.ops += [{**op, "glue": True} for op in self.work.ops]
         self.work.ops = []
+
+
+# What an autotuner does around each trial on its own (`restore_value`: a clone before, a copy
+# back after; `reset_to_zero`: a zero_), which a GPU runs only while it tunes
+TUNING_OPS = frozenset({"clone", "copy_", "zero_"})
+
+
+def unbilled() -> Callable[[], None]:
+    """Mark the counting's torch ops so far; the function returned takes the autotuner's own
+    ops recorded since (TUNING_OPS) off the bill: an autotune trial's, which never run in the
+    call that is timed. Anything else a trial runs (a hook of the candidate's that computes)
+    stays billed, and what every op wrote stays recorded."""
+    calls = TorchCalls.active
+    if calls is None:
+        return lambda: None
+    marks = len(calls.ops), len(calls.work.ops)
+
+    def drop() -> None:
+        for ops, mark in ((calls.ops, marks[0]), (calls.work.ops, marks[1])):
+            ops[mark:] = [op for op in ops[mark:] if op["name"] not in TUNING_OPS]
+
+    return drop
 
 
 def _call_entry(
