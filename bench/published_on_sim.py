@@ -3,7 +3,8 @@ public API (`Arena([device]).aevaluate`, sandboxed), each task's starter beside 
 speedup of each and of each workload, written to `--out` as JSON and printed as a table
 (docs/simulation.md, "Published kernels a policy would copy").
 
-    PYTHONPATH=. python3 bench/published_on_sim.py --device sim:h200 --out /tmp/pub_sim.json
+    PYTHONPATH=. python3 bench/published_on_sim.py --device sim:h200 --out /tmp/pub_sim.json \
+        --tasks elementwise/rope gemm/bf16_gemm moe/route_topk_softmax
 """
 
 from __future__ import annotations
@@ -17,25 +18,22 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(1, str(ROOT / "bench"))
 
-# each task's candidates in bench/published/ (README.md there says which library each follows)
-CANDIDATES = {
-    "elementwise/rope": ["rope_unsloth.py", "rope_flaggems.py"],
-    "gemm/bf16_gemm": ["gemm_tutorial.py", "gemm_flaggems.py", "gemm_persistent.py"],
-    "moe/route_topk_softmax": ["topk_vllm.py", "topk_rows.py"],
-}
+# each task's published kernels, as the batches of bench/published_batches.py hold them
+from published_batches import KERNELS
 
 
-async def measure(device: str, profile: str) -> list[dict[str, Any]]:
+async def measure(device: str, profile: str, tasks: list[str]) -> list[dict[str, Any]]:
     from core.rl.session import Arena
     from core.tasks.discovery import find_task
 
     rows = []
     async with Arena([device]) as arena:
-        for task_id, files in CANDIDATES.items():
+        for task_id in tasks:
             task = find_task(task_id)
             named = [("starter", task.file("starter.py"))] + [
-                (f, ROOT / "bench" / "published" / f) for f in files
+                (name, path) for name, path, _edit in KERNELS[task_id]
             ]
             for name, path in named:
                 result = (await arena.aevaluate(task_id, path.read_text(), profile=profile)).result
@@ -60,9 +58,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="sim:h200")
     ap.add_argument("--profile", default="train")
+    ap.add_argument("--tasks", nargs="+", choices=sorted(KERNELS), default=sorted(KERNELS))
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
-    rows = asyncio.run(measure(args.device, args.profile))
+    rows = asyncio.run(measure(args.device, args.profile, args.tasks))
     args.out.write_text(
         json.dumps({"device": args.device, "profile": args.profile, "rows": rows}, indent=1)
     )
