@@ -253,6 +253,33 @@ def test_a_difference_from_the_baseline_inside_the_results_noise_is_a_tie() -> N
     assert default(gain) > at_baseline
 
 
+def test_a_prediction_is_read_as_it_is_never_tied_inside_its_band() -> None:
+    """A `sim:` prediction has no noise: its band is the model's error against the GPU. Two
+    GEMM candidates predicted at 0.2x and 3x under gemm's wide band earn different rewards, one
+    at a time and in a group, even from a result stored with the band as its interval."""
+    default = rewards.get_reward("default")
+    slow, fast = (
+        dataclasses.replace(
+            make(speedup=s, timing_kind="predicted"), speedup_interval=[s / 10.9, s * 10.9]
+        )
+        for s in (0.2, 3.0)
+    )
+    assert default(slow) < default(make(speedup=1.0)) < default(fast)
+    grouped = rewards.group_rewards(default, [slow, fast])
+    assert grouped == [default(slow), default(fast)]
+
+
+def test_a_sim_result_carries_no_noise_interval_and_its_band_keeps_a_positive_low() -> None:
+    """The verdict gives a predicted result no `speedup_interval`; a workload's band still
+    brackets its speedup, divided and multiplied by (1 + band), so a band over 100% never
+    reads a low of 0."""
+    from core.evaluation import scoring
+
+    assert scoring.band_interval(0.5, 9.0) == (0.05, 5.0)
+    assert scoring.noise_interval("predicted", [0.9, 1.1]) is None
+    assert scoring.noise_interval("measured", [0.9, 1.1]) == [0.9, 1.1]
+
+
 def test_a_groups_members_inside_each_others_noise_earn_one_reward() -> None:
     """One source submitted twice in a GRPO group, timed at 1.50 and 1.53 with overlapping
     intervals, earns one reward (their cluster's geometric mean); a member clearly faster, and

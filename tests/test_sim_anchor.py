@@ -52,6 +52,9 @@ def test_the_baseline_as_the_candidate_scores_exactly_1x_on_sim_h200(sim_h200, t
         assert any(n.startswith("anchored:") for n in w.notes or []), w.notes
         # the same implementation on both sides: predicted at exactly its measured time
         assert w.candidate["median_us"] == pytest.approx(w.baseline["median_us"], rel=1e-9)
+    # a prediction has no noise to tie inside: its band stays on the workloads (docs/rl.md)
+    assert result.speedup_interval is None
+    assert all(w.band is not None for w in result.workloads)
 
 
 def test_the_anchored_speedup_is_the_models_baseline_over_its_candidate():

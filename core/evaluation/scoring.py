@@ -21,9 +21,13 @@
   interval of the Hodges-Lehmann estimate over its alternations' paired ratios (each
   alternation times both sides on the same memory, so a round-to-round mode shows there; up
   to six alternations that interval is their range, past that it narrows as the estimate's
-  noise does: core/harness/ratios.py); a predicted one's is its ± band; a task's is the
-  geometric mean of its workloads' ends. A difference inside it is a tie (`tied_speedup`:
-  rewards, docs/rl.md; ranks, docs/leaderboard.md);
+  noise does: core/harness/ratios.py); a task's is the geometric mean of its workloads' ends.
+  A difference inside it is a tie (`tied_speedup`: rewards, docs/rl.md; ranks,
+  docs/leaderboard.md). A predicted result has none: a prediction has no noise (the same
+  source is predicted the same, always), and its workloads' ± band (`band_interval`) is the
+  model's error against the GPU, shared by similar kernels, not a spread that could reorder
+  two of them: tying inside it would flatten every reward on a family whose band is wide
+  (gemm's is ±992%);
 - fast_p over a task set = the share of tasks that are correct with speedup > p;
 - the classic points, for comparison with AgentKernelArena: 20 for compiling, 100 for being
   correct, 100 × speedup.
@@ -165,10 +169,11 @@ def workload_interval(candidate: dict, baseline: dict) -> Interval | None:
 
 
 def band_interval(speedup_: float, band: float | None) -> Interval | None:
-    """A predicted speedup's interval: its ± band."""
+    """A predicted workload's speedup within its ± band: ÷ and × (1 + band), as the
+    prediction's own low and high times are (a band over 100% still leaves a positive low)."""
     if band is None or speedup_ <= 0:
         return None
-    return speedup_ * max(0.0, 1 - band), speedup_ * (1 + band)
+    return speedup_ / (1 + band), speedup_ * (1 + band)
 
 
 def task_interval(intervals: list[Interval | None]) -> Interval | None:
@@ -180,6 +185,14 @@ def task_interval(intervals: list[Interval | None]) -> Interval | None:
         geomean(i[0] for i in intervals),  # type: ignore[index]
         geomean(i[1] for i in intervals),  # type: ignore[index]
     )
+
+
+def noise_interval(
+    timing_kind: str, interval: Interval | list[float] | None
+) -> Interval | list[float] | None:
+    """The interval a tie may read: a measured result's, never a prediction's (one stored
+    before predictions stopped carrying one included: module docstring, "the interval")."""
+    return interval if timing_kind == "measured" else None
 
 
 def tied_speedup(speedup_: float, interval: Interval | list[float] | None) -> float:

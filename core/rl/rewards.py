@@ -50,7 +50,7 @@ import re
 from collections.abc import Callable
 from dataclasses import replace
 
-from core.evaluation.scoring import gap_closed, group_ties, tied_speedup
+from core.evaluation.scoring import gap_closed, group_ties, noise_interval, tied_speedup
 from core.harness.pysource import parse_module
 from core.model.result import Result
 
@@ -133,8 +133,12 @@ def reward_speedup(result: Result) -> float:
     """The speedup every built-in reward reads: 1.0 where the result's own interval holds 1.0
     (its difference from the baseline is inside the timer's noise), else its speedup
     (scoring.tied_speedup). A batch's rewards first settle ties inside the group
-    (`group_rewards`)."""
-    return tied_speedup(result.speedup, result.speedup_interval)
+    (`group_rewards`). A prediction (`sim:`) has no noise, so its speedup is read as it is."""
+    return tied_speedup(result.speedup, _noise(result))
+
+
+def _noise(result: Result) -> list[float] | None:
+    return noise_interval(result.timing_kind, result.speedup_interval)  # type: ignore[return-value]
 
 
 def group_rewards(fn: RewardFn, results: list[Result]) -> list[float | None]:
@@ -143,7 +147,7 @@ def group_rewards(fn: RewardFn, results: list[Result]) -> list[float | None]:
     are scored at their cluster's geometric mean speedup (scoring.group_ties), so a trainer's
     advantage estimate is not fed timer noise. Each Result itself keeps its measured speedup."""
     correct = [i for i, r in enumerate(results) if r.passed and r.speedup > 0]
-    settled = group_ties([(results[i].speedup, results[i].speedup_interval) for i in correct])
+    settled = group_ties([(results[i].speedup, _noise(results[i])) for i in correct])
     scored = list(results)
     for i, speed in zip(correct, settled):
         if speed != results[i].speedup:

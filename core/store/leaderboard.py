@@ -111,7 +111,9 @@ def scored(store: Store, run: str | None = None) -> list[Scored]:
                     integrity_flags=res.integrity_flags,
                     starter=job.id in attempts and attempts[job.id].outcome == "starter",
                     baseline_impl=res.result.get("baseline_impl"),
-                    speedup_interval=_interval(res.result.get("speedup_interval")),
+                    speedup_interval=_interval(
+                        scoring.noise_interval(res.timing_kind, res.result.get("speedup_interval"))
+                    ),
                 )
             )
     return rows
