@@ -25,7 +25,7 @@ controls that name each gap (queued_fixed, do_bench_led, graph_warm: bench/timer
 its runs are saved as `timercheck_*`.
 
 `report` reads a folder of those JSON files (identity runs named after the device call that
-made them: `before_*`, `after_*`, `fourth_*` ... `twentyseventh_*`; the timer check's
+made them: `before_*`, `after_*`, `fourth_*` ... `twentyseventh_*`, `ahead_*`; the timer check's
 `timercheck_*`) and regenerates the identity section of docs/fidelity.md. `identity --done
 FILES` skips what earlier calls' files measured, so that one sweep can be split across device
 calls.
@@ -649,6 +649,13 @@ def report(raws: dict[str, dict[str, Any]]) -> str:
         "",
     ]
     phases = (
+        (
+            "ahead",
+            "As it lands: every single-device task one at a time in `train`, three runs on 18 "
+            "tasks and two on the other 9 (the budget's end), then `full` once on 20 tasks, on "
+            "the code whose baseline's worker is forked as the correctness stages begin "
+            "(2026-12-05, bench/h200_wave.sh step 48: one device call)",
+        ),
         (
             "twentyseventh",
             "As it lands: every single-device task one at a time, three runs in `train` and two "

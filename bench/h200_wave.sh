@@ -15,8 +15,9 @@
 #      CPU and sim ratios on two cores beside it); then issue 43's new tasks, each baseline as its
 #      own candidate and each starter (bench/tasks_gpu.py): about 9 minutes.
 #   4  the shared regions' fix checked (see the step).
-#   5-48  later calls (2026-12-02 to 12-05): each says what it measures (47, 48: prepared, not
-#         yet run).
+#   5-50  later calls (2026-12-02 to 12-05): each says what it measures (47, 49, 50: prepared,
+#         not yet run; 49's timer check and warm turns ran inline as 2026-12-05's second call,
+#         each side's turns cut at 55 s, after add_rmsnorm).
 OUT=${1:-.}
 STEP=${2:-1}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
@@ -584,6 +585,32 @@ case "$STEP" in
   DONE_GLOB='bench/results/fidelity_2026-12-02/ahead_*.json'
   sweep "$OUT/train" train 330 315 --runs 3
   sweep "$OUT/full" full 230 215 --runs 2
+  ;;
+49)
+  # issue 35 (session 16): step 48's `full` sweep goes on where it stopped; the timer check on
+  # the two tasks no call reached yet; a warm turn on the code before the baseline's worker was
+  # forked ahead and after, one after the other (carried: .ab/before/, `git archive d87e251
+  # core tasks bench/turn_profile.py pyproject.toml`): about 9 minutes. A batch forked its
+  # worker ahead already, so published_batches' figures do not move.
+  DONE_GLOB='bench/results/fidelity_2026-12-02/ahead_*.json'
+  sweep "$OUT/full" full 300 285 --runs 2
+  mkdir -p "$OUT/timer" "$OUT/turn"
+  timeout 150 python3 bench/fidelity.py conditions --out "$OUT/timer" --only $TIMER_CHECK \
+    --rounds 2 --budget-s 135 --tasks moe/fused_moe moe/mxfp4_moe 2>&1 | tail -3
+  for side in before ahead; do
+    root=$PWD; [ $side = before ] && root=$PWD/.ab/before
+    ( cd "$root" && PYTHONPATH=$root:/tmp/site timeout 60 python3 bench/turn_profile.py \
+      --device cuda:0 --tasks norm/add_rmsnorm attention/decode_paged_multi_query --repeats 4 \
+      --out "$OUT/turn/$side" 2>&1 | tail -2 )
+  done
+  ;;
+50)
+  # issue 35 (session 16, if device time is left): `train` in batches of 5 on the forked-ahead
+  # code, one batch a task, going on where a call stopped.
+  DONE_GLOB='bench/results/fidelity_2026-12-02/ahead_*.json'
+  mkdir -p "$OUT/batch"
+  timeout 540 python3 bench/fidelity.py identity --out "$OUT/batch" --profiles train --batch 5 \
+    --runs 1 --budget-s 525 --done $(ls $DONE_GLOB 2>/dev/null) 2>&1 | tail -30
   ;;
 esac
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
