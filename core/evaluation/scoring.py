@@ -26,8 +26,8 @@
   docs/leaderboard.md). A predicted result has none: a prediction has no noise (the same
   source is predicted the same, always), and its workloads' ± band (`band_interval`) is the
   model's error against the GPU, shared by similar kernels, not a spread that could reorder
-  two of them: tying inside it would flatten every reward on a family whose band is wide
-  (gemm's is ±992%);
+  two of them: tying inside it would flatten every reward of a family whose band is wide,
+  as GEMM's is (docs/rl.md, "A prediction is no tie");
 - fast_p over a task set = the share of tasks that are correct with speedup > p;
 - the classic points, for comparison with AgentKernelArena: 20 for compiling, 100 for being
   correct, 100 × speedup.
