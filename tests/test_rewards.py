@@ -270,9 +270,9 @@ def test_a_prediction_is_read_as_it_is_never_tied_inside_its_band() -> None:
 
 
 def test_a_sim_result_carries_no_noise_interval_and_its_band_keeps_a_positive_low() -> None:
-    """The verdict gives a predicted result no `speedup_interval`; a workload's band still
-    brackets its speedup, divided and multiplied by (1 + band), so a band over 100% never
-    reads a low of 0."""
+    """Ties read a measured result's interval only; a predicted workload's band brackets its
+    speedup divided and multiplied by (1 + band), so a band over 100% never reads a low of 0.
+    (That the verdict gives a sim result no interval: tests/test_sim_anchor.py.)"""
     from core.evaluation import scoring
 
     assert scoring.band_interval(0.5, 9.0) == (0.05, 5.0)

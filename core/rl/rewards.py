@@ -50,7 +50,7 @@ import re
 from collections.abc import Callable
 from dataclasses import replace
 
-from core.evaluation.scoring import gap_closed, group_ties, noise_interval, tied_speedup
+from core.evaluation.scoring import Interval, gap_closed, group_ties, noise_interval, tied_speedup
 from core.harness.pysource import parse_module
 from core.model.result import Result
 
@@ -137,8 +137,8 @@ def reward_speedup(result: Result) -> float:
     return tied_speedup(result.speedup, _noise(result))
 
 
-def _noise(result: Result) -> list[float] | None:
-    return noise_interval(result.timing_kind, result.speedup_interval)  # type: ignore[return-value]
+def _noise(result: Result) -> Interval | list[float] | None:
+    return noise_interval(result.timing_kind, result.speedup_interval)
 
 
 def group_rewards(fn: RewardFn, results: list[Result]) -> list[float | None]:
