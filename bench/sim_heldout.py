@@ -141,10 +141,12 @@ def _alarm(_signum: int, _frame: Any) -> None:
     raise TooSlow(f"not counted within {POINT_TIMEOUT_S:.0f} s")
 
 
-def _count(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _count(batch: list[dict[str, Any]], sink: Path | None = None) -> list[dict[str, Any]]:
     """Count a batch of points in this process, as a sim:h200 candidate worker would. A point
     whose counting takes longer than POINT_TIMEOUT_S (a torch composition run for real at GPU
-    size, such as prefill's chunked attention) is recorded as not counted."""
+    size, such as prefill's chunked attention) is recorded as not counted. Each row is also
+    appended to `sink` as it is made, so that a process killed on the way loses nothing it
+    finished (`_count_all`)."""
     import signal
 
     signal.signal(signal.SIGALRM, _alarm)
@@ -212,7 +214,68 @@ def _count(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
             flush=True,
         )
         out.append(row)
+        if sink is not None:
+            with (sink / f"{os.getpid()}.jsonl").open("a") as f:
+                f.write(json.dumps(row, default=str) + "\n")
     return out
+
+
+def _point_id(p: dict[str, Any]) -> str:
+    return f"{p['kind']}|{p['task']}|{p.get('kernel') or p.get('impl')}|{_key(p)}"
+
+
+def _batches(points: list[dict[str, Any]], jobs: int) -> list[list[dict[str, Any]]]:
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for p in points:  # one candidate's points in one process (its module, its compiles)
+        groups.setdefault(f"{p['task']}:{p.get('kernel') or p.get('impl')}", []).append(p)
+    batches: list[list[dict[str, Any]]] = [[] for _ in range(max(1, jobs))]
+    for g in sorted(groups.values(), key=len, reverse=True):
+        min(batches, key=len).extend(g)
+    return [b for b in batches if b]
+
+
+def _count_all(points: list[dict[str, Any]], jobs: int) -> list[dict[str, Any]]:
+    """Count `points` on `jobs` processes. A process that dies (the kernel's OOM killer: a torch
+    composition run for real at GPU size can take 22 GB) used to hang the pool and lose every
+    count; now the rows it finished are read back, the rest is counted again one process at a
+    time, and a point that kills a process on its own is recorded as not counted."""
+    import tempfile
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    sink = Path(tempfile.mkdtemp(prefix="sim_heldout_"))
+
+    def finished() -> dict[str, dict[str, Any]]:
+        rows = {}
+        for path in sink.glob("*.jsonl"):
+            for line in path.read_text().splitlines():
+                if line.strip():
+                    row = json.loads(line)
+                    rows[_point_id(row)] = row
+        return rows
+
+    lost: list[dict[str, Any]] = []
+    todo, width = points, max(1, jobs)
+    while todo:
+        batches = _batches(todo, width)
+        try:
+            with ProcessPoolExecutor(
+                len(batches), mp_context=multiprocessing.get_context("spawn")
+            ) as pool:
+                list(pool.map(_count, batches, [sink] * len(batches)))
+        except BrokenProcessPool:
+            print("a counting process died (out of memory?): counting the rest", flush=True)
+        done = finished()
+        left = [p for b in batches for p in b if _point_id(p) not in done]  # in counting order
+        if left and width == 1:  # alone, the first point not finished is the one that killed it
+            culprit, left = left[0], left[1:]
+            print(f"not counted: {_point_id(culprit)} killed its process", flush=True)
+            lost.append(
+                dict(culprit, error="not counted: killed its counting process (out of memory?)")
+            )
+        todo, width = left, 1
+    done = finished()
+    return [done[_point_id(p)] for p in points if _point_id(p) in done] + lost
 
 
 def predict(jobs: int, only: list[str] | None, anchor_points: bool = False) -> None:
@@ -237,15 +300,8 @@ def predict(jobs: int, only: list[str] | None, anchor_points: bool = False) -> N
     kept = []
     if (only or anchor_points) and POINTS.is_file():
         kept = [p for p in json.loads(POINTS.read_text())["points"] if not chosen(p, sim_impls)]
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for p in points:  # one candidate's points in one process (its module, its compiles)
-        groups.setdefault(f"{p['task']}:{p.get('kernel') or p.get('impl')}", []).append(p)
-    batches: list[list[dict[str, Any]]] = [[] for _ in range(max(1, jobs))]
-    for g in sorted(groups.values(), key=len, reverse=True):
-        min(batches, key=len).extend(g)
     print(f"{len(points)} points from {path.relative_to(ROOT)} on {jobs} processes", flush=True)
-    with multiprocessing.get_context("spawn").Pool(max(1, jobs)) as pool:
-        rows = [r for part in pool.map(_count, batches) for r in part]
+    rows = _count_all(points, jobs)
     POINTS.write_text(
         json.dumps(
             {"run": str(path.relative_to(ROOT)), "device": "sim:h200", "points": kept + rows},

@@ -1,6 +1,7 @@
-"""Loops inside a counted kernel (core/harness/sim/count.py): `range` and `tl.range` sampled, an
-exact program's loops run whole with the counts of the iterations a sampled program skips
-dropped. Imports only numpy and the count: the harness is shipped alone."""
+"""Loops inside a counted kernel (core/harness/sim/count.py): `range` and `tl.range` sampled
+(but those whose carried values steer their later iterations: sim/steering.py), an exact
+program's loops run whole with the counts of the iterations a sampled program skips dropped.
+Imports only numpy and the count: the harness is shipped alone."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from core.harness.sim.count import INTERIOR_SAMPLE, Counting, ProgramCounts, stratified
+from core.harness.sim.steering import loop_at_caller
 
 
 class SampledRange:
@@ -19,12 +21,17 @@ class SampledRange:
     the first few: a loop that does its work only in its middle iterations (a masked prologue
     and epilogue) is counted as it runs. An interpreted GEMM step costs milliseconds, so this is
     what makes LLM-sized loops countable in a second. Loop-carried values (accumulators,
-    advanced pointers) are wrong after a skipped iteration; only the counts matter here. In an
-    exact program (Counting.running_exactly) every iteration runs, in order, and the counts of
-    those a sampled program skips are dropped again."""
+    advanced pointers) are wrong after a skipped iteration; only the counts matter here. A loop
+    that carries a value steering its later iterations (sim/steering.py: a persistent kernel's
+    tile index, a grouped GEMM's running row offset) would count other work than it does, so
+    it runs whole, counted. In an exact program (Counting.running_exactly) every iteration
+    runs, in order, and the counts of those a sampled program skips are dropped again."""
 
     def __init__(self, *args: Any, **_options: Any):
         self.range = range(*(_as_int(a) for a in args))
+        # Read where the kernel makes its range: the loop's header is the caller's line.
+        carry = loop_at_caller() if Counting.active is not None else None
+        self.steered = bool(carry and carry.steering)
 
     def __iter__(self):  # type: ignore[no-untyped-def]
         r = self.range
@@ -32,7 +39,7 @@ class SampledRange:
         p = c.program if c is not None else None
         if p is not None:
             p.loop_iterations += len(r)
-        if c is None or p is None or len(r) <= INTERIOR_SAMPLE + 2:
+        if c is None or p is None or len(r) <= INTERIOR_SAMPLE + 2 or self.steered:
             yield from r
             return
         if not c.running_exactly():
