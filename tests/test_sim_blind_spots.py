@@ -11,11 +11,12 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import ROOT
-from tests.sim_counting import run_per_candidate
+from tests.sim_counting import SIM_H200_SETUP, run_per_candidate
 
 CHEATS = ROOT / "tests" / "sim_cheats"
 
-JUDGE = """
+JUDGE = (
+    """
 import importlib.util, json, sys
 from core.devices.device import sim_info
 from core.devices.sim import sim_section
@@ -28,11 +29,9 @@ from core.harness.workers import _entry, _module_from_source, full_fp32
 from core.model.workload import Workload
 from core.tasks.discovery import find_task
 
-section = sim_section(sim_info("sim:h200"))
-compiler = sim_predict.CompileCache(section["aot"], None)  # before the interpreter
-from core.harness.triton_cpu import enable_interpreter
-enable_interpreter()
-target, constants = Target.from_json(section["target"]), Constants.from_json(section["constants"])
+"""
+    + SIM_H200_SETUP
+    + """
 out = {}
 for name, (path, task_name, axes) in json.loads(sys.argv[1]).items():
     task = find_task(task_name)
@@ -64,6 +63,7 @@ for name, (path, task_name, axes) in json.loads(sys.argv[1]).items():
     out[name] = {"problem": problem, "wrong": got["wrong"], "checked": got["checked"], "us": side["median_us"], "notes": notes}
 print(json.dumps(out))
 """
+)
 
 SILU = ("activation/silu_mul", {"T": 2048, "I": 14336})
 NORM = ("norm/add_rmsnorm", {"T": 2048, "H": 4096})

@@ -17,10 +17,12 @@ from core.evaluation.evaluator import Evaluator
 from core.harness.sim.stage import uncounted_launch
 from core.tasks.discovery import find_task
 from tests.conftest import ROOT
+from tests.sim_counting import SIM_H200_SETUP
 
 CHEATS = ROOT / "tests" / "sim_cheats"
 
-COUNT = """
+COUNT = (
+    """
 import importlib.util, json, sys
 from core.devices.device import sim_info
 from core.evaluation.job import spec_json
@@ -29,11 +31,9 @@ from core.harness.sim.model import Constants, Target, predict_side
 from core.devices.sim import sim_section
 from core.tasks.discovery import find_task
 
-section = sim_section(sim_info("sim:h200"))
-compiler = sim_predict.CompileCache(section["aot"], None)  # before the interpreter
-from core.harness.triton_cpu import enable_interpreter
-enable_interpreter()
-target, constants = Target.from_json(section["target"]), Constants.from_json(section["constants"])
+"""
+    + SIM_H200_SETUP
+    + """
 task = find_task("activation/silu_mul")
 axes = {"T": 2048, "I": 14336}
 workload = {"axes": axes, "shapes": {s.name: list(s.concrete_shape(axes)) for s in task.inputs + task.outputs}}
@@ -50,6 +50,7 @@ for name, path in json.loads(sys.argv[1]).items():
 out["launch_us"] = constants.launch_us
 print(json.dumps(out))
 """
+)
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,10 @@ import textwrap
 
 from core.harness.sim import narrow as sim_narrow
 from tests.conftest import ROOT
+from tests.sim_counting import SIM_H200_SETUP
 
-COUNT = """
+COUNT = (
+    """
 import importlib.util, json, sys
 from core.devices.device import sim_info
 from core.evaluation.job import spec_json
@@ -22,11 +24,9 @@ from core.harness.sim.model import Constants, Target, predict_side
 from core.devices.sim import sim_section
 from core.tasks.discovery import find_task
 
-section = sim_section(sim_info("sim:h200"))
-compiler = sim_predict.CompileCache(section["aot"], None)  # before the interpreter
-from core.harness.triton_cpu import enable_interpreter
-enable_interpreter()
-target, constants = Target.from_json(section["target"]), Constants.from_json(section["constants"])
+"""
+    + SIM_H200_SETUP
+    + """
 task = find_task("gemm/bf16_gemm")
 axes = {"M": 1024, "N": 1024, "K": 1024}
 workload = {"axes": axes, "shapes": {s.name: list(s.concrete_shape(axes)) for s in task.inputs + task.outputs}}
@@ -44,6 +44,7 @@ for name in ("cheat", "honest"):
     out[name] = {"us": side["median_us"], "problem": sim_narrow.problem([s for s, _ in launches], ops, declared)}
 print(json.dumps(out))
 """
+)
 
 
 def test_a_gemm_that_multiplies_in_fp8_only_when_counted_fails_and_its_honest_twin_does_not():

@@ -31,7 +31,7 @@ from core.harness.sim.count import SAMPLING_Z, STORED, Counting, Launch, TensorA
 from core.harness.sim.launch import total_se
 from core.harness.sim.predict import doubted
 from tests.conftest import ROOT
-from tests.sim_counting import run_per_candidate
+from tests.sim_counting import SIM_H200_SETUP, run_per_candidate
 
 TILE_BYTES = 4096  # what a busy program of the stand-in grid stores
 GROUPS, ROW_TILES, COL_TILES = 128, 64, 32  # 262,144 programs, about one in a hundred busy
@@ -161,7 +161,8 @@ def test_only_a_sampled_count_that_falls_short_is_recounted():
 
 # --- the bundled starters that false-alarmed, and two cheats, counted in the interpreter ------
 
-COUNT = """
+COUNT = (
+    """
 import importlib.util, json, sys
 from core.devices.device import sim_info
 from core.devices.sim import sim_section
@@ -172,11 +173,9 @@ from core.harness.sim.model import Constants, Target
 from core.model.task import Workload
 from core.tasks.discovery import find_task
 
-section = sim_section(sim_info("sim:h200"))
-target, constants = Target.from_json(section["target"]), Constants.from_json(section["constants"])
-compiler = sim_predict.CompileCache(section["aot"], None)  # before the interpreter
-from core.harness.triton_cpu import enable_interpreter
-enable_interpreter()
+"""
+    + SIM_H200_SETUP
+    + """
 
 def load(path, name):
     spec = importlib.util.spec_from_file_location(name, path)
@@ -203,6 +202,7 @@ for name, (path, task_name, case) in json.loads(sys.argv[1]).items():
     out[name] = {"problem": found, "share": share, "recounted": any(n.startswith("recounted") for n in reply["notes"])}
 print(json.dumps(out))
 """
+)
 
 KV = "elementwise/kv_cache_write"
 KV_T77 = {"T": 77, "Hkv": 8, "d": 128, "NB": 2048, "BS": 16}

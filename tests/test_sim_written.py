@@ -16,11 +16,12 @@ import torch
 
 from core.harness.sim import written as sim_written
 from tests.conftest import ROOT
-from tests.sim_counting import run_per_candidate
+from tests.sim_counting import SIM_H200_SETUP, run_per_candidate
 
 CHEATS = ROOT / "tests" / "sim_cheats"
 
-COUNT = """
+COUNT = (
+    """
 import importlib.util, json, sys
 from core.devices.device import sim_info
 from core.evaluation.job import spec_json
@@ -28,10 +29,9 @@ from core.harness.sim import predict as sim_predict, stage as sim_stage
 from core.devices.sim import sim_section
 from core.tasks.discovery import find_task
 
-section = sim_section(sim_info("sim:h200"))
-compiler = sim_predict.CompileCache(section["aot"], None)  # before the interpreter
-from core.harness.triton_cpu import enable_interpreter
-enable_interpreter()
+"""
+    + SIM_H200_SETUP
+    + """
 out = {}
 for name, (path, task_name, axes) in json.loads(sys.argv[1]).items():
     task = find_task(task_name)
@@ -46,6 +46,7 @@ for name, (path, task_name, axes) in json.loads(sys.argv[1]).items():
                  "differs": sim_stage.fake_pass_problem(reply, reply["launches"], reply["torch_ops"])}
 print(json.dumps(out))
 """
+)
 
 SILU = ("activation/silu_mul", {"T": 2048, "I": 14336})
 NORM = ("norm/add_rmsnorm", {"T": 2048, "H": 4096})
