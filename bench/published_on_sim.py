@@ -5,6 +5,11 @@ speedup of each and of each workload, written to `--out` as JSON and printed as 
 
     PYTHONPATH=. python3 bench/published_on_sim.py --device sim:h200 --out /tmp/pub_sim.json \
         --tasks elementwise/rope gemm/bf16_gemm moe/route_topk_softmax
+    PYTHONPATH=. python3 bench/published_on_sim.py --set sim_published --out /tmp/held_out.json
+
+`--set sim_published` takes bench/sim_published/'s kernels instead (the held-out set, whose
+counts bench/sim_heldout.py takes without exact programs: here each runs as a user's candidate
+does, exact programs and their twins included).
 """
 
 from __future__ import annotations
@@ -24,7 +29,21 @@ sys.path.insert(1, str(ROOT / "bench"))
 from published_batches import KERNELS
 
 
-async def measure(device: str, profile: str, tasks: list[str]) -> list[dict[str, Any]]:
+def held_out_set() -> dict[str, list[tuple[str, Path]]]:
+    """bench/sim_published/'s kernels (the set `sim:h200` is validated on), by task."""
+    from sim_published import KERNELS as CATALOGUE
+
+    found: dict[str, list[tuple[str, Path]]] = {}
+    for k in CATALOGUE:
+        found.setdefault(k.task, []).append(
+            (k.name, ROOT / "bench" / "sim_published" / f"{k.name}.py")
+        )
+    return found
+
+
+async def measure(
+    device: str, profile: str, tasks: list[str], catalogue: dict[str, list[tuple[str, Path]]]
+) -> list[dict[str, Any]]:
     from core.rl.session import Arena
     from core.tasks.discovery import find_task
 
@@ -32,9 +51,7 @@ async def measure(device: str, profile: str, tasks: list[str]) -> list[dict[str,
     async with Arena([device]) as arena:
         for task_id in tasks:
             task = find_task(task_id)
-            named = [("starter", task.file("starter.py"))] + [
-                (name, path) for name, path, _edit in KERNELS[task_id]
-            ]
+            named = [("starter", task.file("starter.py"))] + catalogue[task_id]
             for name, path in named:
                 result = (await arena.aevaluate(task_id, path.read_text(), profile=profile)).result
                 failed = next(
@@ -58,12 +75,31 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="sim:h200")
     ap.add_argument("--profile", default="train")
-    ap.add_argument("--tasks", nargs="+", choices=sorted(KERNELS), default=sorted(KERNELS))
+    ap.add_argument(
+        "--set",
+        choices=("published", "sim_published"),
+        default="published",
+        help="bench/published/ (the GPU batches' candidates) or bench/sim_published/ (the "
+        "held-out set)",
+    )
+    ap.add_argument("--tasks", nargs="+", help="these tasks only (default: every task of the set)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
-    rows = asyncio.run(measure(args.device, args.profile, args.tasks))
+    catalogue = (
+        held_out_set()
+        if args.set == "sim_published"
+        else {t: [(n, p) for n, p, _edit in kernels] for t, kernels in KERNELS.items()}
+    )
+    tasks = args.tasks or sorted(catalogue)
+    unknown = sorted(set(tasks) - set(catalogue))
+    if unknown:
+        ap.error(f"--tasks: {', '.join(unknown)} has no kernel in bench/{args.set}/")
+    rows = asyncio.run(measure(args.device, args.profile, tasks, catalogue))
     args.out.write_text(
-        json.dumps({"device": args.device, "profile": args.profile, "rows": rows}, indent=1)
+        json.dumps(
+            {"device": args.device, "profile": args.profile, "set": args.set, "rows": rows},
+            indent=1,
+        )
     )
     return 0
 

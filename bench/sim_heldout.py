@@ -240,10 +240,14 @@ def _count_all(points: list[dict[str, Any]], jobs: int) -> list[dict[str, Any]]:
     count; now the rows it finished are read back, the rest is counted again one process at a
     time, and a point that kills a process on its own is recorded as not counted."""
     import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="sim_heldout_") as folder:
+        return _count_into(points, jobs, Path(folder))
+
+
+def _count_into(points: list[dict[str, Any]], jobs: int, sink: Path) -> list[dict[str, Any]]:
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
-
-    sink = Path(tempfile.mkdtemp(prefix="sim_heldout_"))
 
     def finished() -> dict[str, dict[str, Any]]:
         rows = {}

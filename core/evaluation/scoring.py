@@ -23,8 +23,9 @@
   to six alternations that interval is their range, past that it narrows as the estimate's
   noise does: core/harness/ratios.py); a task's is the geometric mean of its workloads' ends.
   A difference inside it is a tie (`tied_speedup`: rewards, docs/rl.md; ranks,
-  docs/leaderboard.md). A predicted result has none: a prediction has no noise (the same
-  source is predicted the same, always), and its workloads' ± band (`band_interval`) is the
+  docs/leaderboard.md). A predicted result has none: a prediction has no noise to speak of
+  (the same source is predicted the same on a quiet machine, within about 1% on a loaded one:
+  docs/simulation.md, "Limits"), and its workloads' ± band (`band_interval`) is the
   model's error against the GPU, shared by similar kernels, not a spread that could reorder
   two of them: tying inside it would flatten every reward of a family whose band is wide,
   as GEMM's is (docs/rl.md, "A prediction is no tie");
