@@ -15,9 +15,9 @@
 #      CPU and sim ratios on two cores beside it); then issue 43's new tasks, each baseline as its
 #      own candidate and each starter (bench/tasks_gpu.py): about 9 minutes.
 #   4  the shared regions' fix checked (see the step).
-#   5-50  later calls (2026-12-02 to 12-05): each says what it measures (47, 49, 50: prepared,
-#         not yet run; 49's timer check and warm turns ran inline as 2026-12-05's second call,
-#         each side's turns cut at 55 s, after add_rmsnorm).
+#   5-51  later calls (2026-12-02 to 12-05): each says what it measures (47, 49, 50, 51:
+#         prepared, not yet run; 49's timer check and warm turns ran inline as 2026-12-05's
+#         second call, each side's turns cut at 55 s, after add_rmsnorm).
 OUT=${1:-.}
 STEP=${2:-1}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
@@ -611,6 +611,18 @@ case "$STEP" in
   mkdir -p "$OUT/batch"
   timeout 540 python3 bench/fidelity.py identity --out "$OUT/batch" --profiles train --batch 5 \
     --runs 1 --budget-s 525 --done $(ls $DONE_GLOB 2>/dev/null) 2>&1 | tail -30
+  ;;
+51)
+  # the sim's held-out set (session 17, NOT YET RUN): the 9 catalogue kernels
+  # (bench/sim_published/) that no H200 call has measured, timed as bench/sim_h200.py times the
+  # others: about 5 minutes. Back here, append the `published` records of $OUT's sim_h200.json
+  # to bench/results/sim_h200.json's, then `bench/sim_heldout.py predict --only` those kernels,
+  # `fit` and `report` (docs/simulation.md, "Held-out accuracy").
+  timeout 540 python3 bench/sim_h200.py --device cuda:0 --out "$OUT" --no-baselines \
+    --budget-s 500 --kernels flaggems_silu_and_mul sglang_swiglu_then_group_quant \
+    tutorial_chunked_add_rmsnorm vllm_rmsnorm_then_group_quant flaggems_rope_per_head \
+    sglang_store_kv_torch tutorial_matmul sglang_decode_attention tutorial_flash_attention \
+    2>&1 | tail -12
   ;;
 esac
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
