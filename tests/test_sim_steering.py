@@ -105,7 +105,7 @@ import json, sys
 from core.devices.device import sim_info
 from core.devices.sim import sim_section
 from core.evaluation.job import spec_json
-from core.harness.sim import loops as sim_loops, predict as sim_predict, stage as sim_stage
+from core.harness.sim import count as sim_count, loops as sim_loops, predict as sim_predict, stage as sim_stage
 from core.harness.sim.model import Constants, Target
 from core.harness.workers import _module_from_source
 from core.model.workload import Workload
@@ -115,12 +115,15 @@ from core.tasks.modules import load_module
 """
     + SIM_H200_SETUP
     + """
+# The sample of programs grows while the clock allows (docs/simulation.md, "Limits"): unbounded
+# here, so that the three counts sample the same programs however loaded the machine is.
+sim_count.PROGRAM_BUDGET_S = 1e9
 read_loop = sim_loops.loop_at_caller
 out = {}
 for name, (path, task_name, axes) in json.loads(sys.argv[1]).items():
     task = find_task(task_name)
     w = Workload(axes)
-    workload = {"axes": axes, "shapes": {s.name: list(s.concrete_shape(axes)) for s in task.inputs + task.outputs if s.shape is not None}}
+    workload = {"axes": axes, "shapes": task.tensor_shapes(axes)}
     specs, outs = [spec_json(s) for s in task.inputs], [spec_json(s) for s in task.outputs]
     custom = _module_from_source(task.file("inputs.py").read_bytes(), "task_inputs", str(task.file("inputs.py"))).make_inputs
     module = load_module(path, name)
