@@ -15,7 +15,7 @@
 #      CPU and sim ratios on two cores beside it); then issue 43's new tasks, each baseline as its
 #      own candidate and each starter (bench/tasks_gpu.py): about 9 minutes.
 #   4  the shared regions' fix checked (see the step).
-#   5-51  later calls (2026-12-02 to 12-05): each says what it measures (47, 49, 50, 51:
+#   5-52  later calls (2026-12-02 to 12-05): each says what it measures (47, 50, 51:
 #         prepared, not yet run; 49's timer check and warm turns ran inline as 2026-12-05's
 #         second call, each side's turns cut at 55 s, after add_rmsnorm).
 OUT=${1:-.}
@@ -623,6 +623,29 @@ case "$STEP" in
     tutorial_chunked_add_rmsnorm vllm_rmsnorm_then_group_quant flaggems_rope_per_head \
     sglang_store_kv_torch tutorial_matmul sglang_decode_attention tutorial_flash_attention \
     2>&1 | tail -12
+  ;;
+52)
+  # issue 35 (session 18): what is left of the identity on the forked-ahead code, in order, to
+  # one deadline: `full` one at a time to two runs, `train` one at a time to three, `train` in
+  # batches of 5, then `full`'s third run. Repeat the step after copying its files back to
+  # bench/results/fidelity_2026-12-02/ahead_*.json: it goes on where the last call stopped.
+  DONE_GLOB="bench/results/fidelity_2026-12-02/ahead_*.json $OUT/*/identity.json"
+  end=$(( $(date +%s) + ${LIMIT:-565} ))
+  left() { echo $(( end - $(date +%s) )); }
+  phase() {  # phase DIR PROFILE [options]: the sweep, with what is left of the deadline
+    [ "$(left)" -gt 40 ] || return 0
+    dir=$1 profile=$2; shift 2
+    sweep "$dir" "$profile" "$(left)" $(( $(left) - 20 )) "$@"
+  }
+  phase "$OUT/full" full --runs 2
+  phase "$OUT/train" train --runs 3
+  if [ "$(left)" -gt 40 ]; then
+    mkdir -p "$OUT/batch"
+    timeout "$(left)" python3 bench/fidelity.py identity --out "$OUT/batch" --profiles train \
+      --batch 5 --runs 1 --budget-s $(( $(left) - 20 )) --done $(ls $DONE_GLOB 2>/dev/null) \
+      2>&1 | tail -30
+  fi
+  phase "$OUT/full3" full --runs 3
   ;;
 esac
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
