@@ -651,10 +651,11 @@ def report(raws: dict[str, dict[str, Any]]) -> str:
     phases = (
         (
             "ahead",
-            "As it lands: every single-device task one at a time in `train`, three runs on 18 "
-            "tasks and two on the other 9 (the budget's end), then `full` once on 20 tasks, on "
-            "the code whose baseline's worker is forked as the correctness stages begin "
-            "(2026-12-05, bench/h200_wave.sh step 48: one device call)",
+            "As it lands: every single-device task one at a time, three runs in `train` and in "
+            "`full` (two in `full` on the last five tasks: the device budget's end), and a batch "
+            "of 5 in `train`, on the code whose baseline's worker is forked as the correctness "
+            "stages begin (2026-12-05, bench/h200_wave.sh step 48, then step 52 three times: one "
+            "sweep split across four device calls, each going on where the last stopped)",
         ),
         (
             "twentyseventh",
