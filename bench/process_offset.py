@@ -19,7 +19,13 @@ its own, which more rounds cannot remove. The variants say what moves it:
   before the capture, so that each round's graph, its outputs and the flush buffer lie
   somewhere else; a process's placement then changes from round to round.
 
-Every round keeps where its outputs and flush buffer lay and the CPU it ran on.
+Every round keeps where its outputs and flush buffer lay and the CPU it ran on, and times, right
+after the workload and under the same round, a null call (one element added in place: a launch
+with no memory to speak of). Step 52's results (docs/fidelity.md) found the offset additive: one
+evaluation's graphed workloads of 4-25 us all read the candidate 100-300 ns off in the same
+direction. A pair whose null calls' offset (in ns) tracks its workload's points at the launch
+path of each process (the graph's replay, the events around it); one whose null calls agree
+while the workload does not points at the workload's memory.
 
     PYTHONPATH=. python3 bench/process_offset.py --device cuda:0 --out DIR \\
         [--task norm/add_rmsnorm] [--workload T=128,H=7168] [--pairs 6] [--rounds 8] \\
@@ -101,6 +107,7 @@ def child(
 
     timing.flush_buffer = flush_buffer  # _time_graph and _time_events look it up when called
     tensors = [j for j, a in enumerate(static) if isinstance(a, torch.Tensor)]
+    one = torch.zeros(1, device=device)  # the null call's one element
 
     def fresh(i: int) -> list[Any]:
         source = sources[i % len(sources)]
@@ -135,11 +142,13 @@ def child(
                 ),
                 picker=lambda _: {0},
             )
+            null = timing.time_round(lambda x: x.add_(1), lambda _: [one], device, rnd)
             cpu = _cpu_now()
         del pad
         conn.send(
             {
                 "median_us": statistics.median(timed["times_us"]),
+                "null_us": statistics.median(null["times_us"]),
                 "mode": timed["mode"],
                 "outputs": outputs,
                 "flush": flushes[-1] if flushes else None,
@@ -194,10 +203,16 @@ def pair(
             if proc.is_alive():
                 proc.kill()
     ratios = [a["median_us"] / b["median_us"] for a, b in zip(rounds["a"], rounds["b"])]
+    gaps_ns = {  # a - b in ns, round by round: the workload's and the null call's
+        key: [(a[key] - b[key]) * 1e3 for a, b in zip(rounds["a"], rounds["b"])]
+        for key in ("median_us", "null_us")
+    }
     return {
         "pids": pids,
         "offset": statistics.median(ratios),
         "round_ratios": ratios,
+        "offset_ns": statistics.median(gaps_ns["median_us"]),
+        "null_offset_ns": statistics.median(gaps_ns["null_us"]),
         "rounds": rounds,
     }
 
@@ -212,6 +227,8 @@ def summary(pairs: list[dict[str, Any]]) -> dict[str, Any]:
         "rounds_spread_median": statistics.median(spread(p["round_ratios"]) for p in pairs)
         if pairs
         else 0.0,
+        # each pair's (workload, null call) offsets in ns: do they move together?
+        "offsets_ns": [(p.get("offset_ns"), p.get("null_offset_ns")) for p in pairs],
         "pages": sorted(
             {o % PAGE for p in pairs for s in p["rounds"].values() for r in s for o in r["outputs"]}
         ),
@@ -248,7 +265,8 @@ def measure(plan: Plan, variants: list[str], pairs: int, seed: int, save: Any) -
         print(
             f"{variant}: {pairs} pairs, offsets {min(s['offsets']):.3f}-{max(s['offsets']):.3f} "
             f"(spread {s['offsets_spread']:.1%}); one pair's rounds spread {s['rounds_spread_median']:.1%} "
-            f"(median); {s['wall_s']:.0f} s",
+            f"(median); a - b in ns, workload and null call: "
+            f"{', '.join(f'{w:+.0f}/{n:+.0f}' for w, n in s['offsets_ns'])}; {s['wall_s']:.0f} s",
             flush=True,
         )
         save(got)

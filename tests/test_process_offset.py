@@ -28,6 +28,7 @@ def test_offsets_that_spread_wider_than_a_pairs_rounds_show_in_the_summary():
     assert got["offset_farthest"] == pytest.approx(0.05)
     assert got["rounds_spread_median"] == pytest.approx(((0.96 / 0.94 - 1) + (1.05 / 1.03 - 1)) / 2)
     assert got["pages"] == [0, 4096]  # where in its 2 MiB page each output began
+    assert got["offsets_ns"] == [(None, None), (None, None)]  # pairs measured before null calls
 
 
 def test_a_pair_of_processes_alternates_rounds_on_the_parents_inputs():
@@ -50,6 +51,8 @@ def test_a_pair_of_processes_alternates_rounds_on_the_parents_inputs():
     for side in ("a", "b"):
         assert [r["mode"] for r in got["rounds"][side]] == ["wall", "wall"]
         assert all(len(r["outputs"]) == 2 for r in got["rounds"][side])  # out and residual_out
+        assert all(r["null_us"] > 0 for r in got["rounds"][side]), "each round times a null call"
+    assert isinstance(got["offset_ns"], float) and isinstance(got["null_offset_ns"], float)
 
 
 def test_an_unknown_workload_names_the_ones_there_are():
