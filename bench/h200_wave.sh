@@ -567,16 +567,14 @@ case "$STEP" in
   # each graph's outputs in a private pool of its own, crossed with three flush buffers, then
   # with six input sets. Across processes (bench/process_offset.py): pairs of fresh processes
   # alternating rounds on shared inputs, as the arena, in one process, on one flush buffer, and
-  # re-placed every round. Then the same task's identity in `train` one at a time, five runs,
-  # and in `full` beside silu_mul's: about 9 minutes.
-  mkdir -p "$OUT/placement" "$OUT/identity"
+  # re-placed every round, and with a flush that reads (each round also times a null call).
+  # Then the same task's identity in `full` one at a time beside silu_mul's: about 9 minutes.
+  mkdir -p "$OUT/placement"
   timeout 60 python3 bench/placement.py --out "$OUT/placement" --name outputs 2>&1 | tail -8
   timeout 60 python3 bench/placement.py --out "$OUT/placement" --name inputs --inputs 6 2>&1 | tail -8
-  timeout 270 python3 bench/process_offset.py --out "$OUT/placement" 2>&1 | tail -8
-  timeout 70 python3 bench/fidelity.py identity --out "$OUT/identity" --profiles train --singles \
-    --runs 5 --budget-s 55 --tasks norm/add_rmsnorm 2>    --runs 5 --budget-s 65 --tasks norm/add_rmsnorm 2>&1 | tail -61 | tail -6
-  # 2026-12-05 (step 52): the same offset in `full`, on add_rmsnorm and on silu_mul (their
-  # graphed workloads of 4-7 us read 0.94-0.96 through all of one evaluation): four runs each.
+  timeout 300 python3 bench/process_offset.py --out "$OUT/placement" --pairs 5 2>&1 | tail -8
+  # 2026-12-05 (step 52): the offset in `full`, on add_rmsnorm and on silu_mul (their graphed
+  # workloads of 4-7 us read 0.94-0.96 through all of one evaluation): four runs each.
   mkdir -p "$OUT/identity_full"
   timeout 110 python3 bench/fidelity.py identity --out "$OUT/identity_full" --profiles full \
     --singles --runs 4 --budget-s 95 --tasks norm/add_rmsnorm activation/silu_mul 2>&1 | tail -9

@@ -18,6 +18,10 @@ its own, which more rounds cannot remove. The variants say what moves it:
 - `replaced`: each round empties the caching allocator and allocates a pad of a random size
   before the capture, so that each round's graph, its outputs and the flush buffer lie
   somewhere else; a process's placement then changes from round to round.
+- `read_flush`: the flush reads its buffer (a max over it) instead of zeroing it, so the L2
+  it leaves holds clean lines only: a kernel after it evicts without writing anything back.
+  If the offset is the write-back of the flush's dirty lines, landing on the channels of each
+  process's own flush buffer, it goes here.
 
 Every round keeps where its outputs and flush buffer lay and the CPU it ran on, and times, right
 after the workload and under the same round, a null call (one element added in place: a launch
@@ -45,7 +49,7 @@ import random
 import statistics
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +60,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import fidelity  # bench/, beside this script
 from placement import PAGE, diagnostic_parser, spread, tensors_of, workload_of
 
-VARIANTS = ("arena", "same_process", "shared_flush", "replaced")
+VARIANTS = ("arena", "same_process", "shared_flush", "replaced", "read_flush")
 REFILLS = 4  # refill sources: call i's inputs are copies of source i % REFILLS
 
 
@@ -70,6 +74,7 @@ class Plan:
     rounds: int
     calls: int
     cpu: int | None  # the one CPU both sides' rounds run on (performance.timing_cpu)
+    read_flush: bool = False  # the `read_flush` variant
 
 
 def _cpu_now() -> int:
@@ -106,6 +111,8 @@ def child(
         return buffer
 
     timing.flush_buffer = flush_buffer  # _time_graph and _time_events look it up when called
+    if plan.read_flush:  # looked up when called too: the flush reads instead of writing
+        timing._zero = lambda buffer: torch.amax(buffer)
     tensors = [j for j, a in enumerate(static) if isinstance(a, torch.Tensor)]
     one = torch.zeros(1, device=device)  # the null call's one element
 
@@ -178,6 +185,7 @@ def pair(
 ) -> dict[str, Any]:
     """One pair of sides timed `plan.rounds` rounds each, alternating; their paired ratios."""
     shared = flush if variant == "shared_flush" else None
+    plan = replace(plan, read_flush=variant == "read_flush")
     started = [
         _start(ctx, plan, static, sources, shared)
         for _ in range(1 if variant == "same_process" else 2)

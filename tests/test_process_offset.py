@@ -31,7 +31,8 @@ def test_offsets_that_spread_wider_than_a_pairs_rounds_show_in_the_summary():
     assert got["offsets_ns"] == [(None, None), (None, None)]  # pairs measured before null calls
 
 
-def test_a_pair_of_processes_alternates_rounds_on_the_parents_inputs():
+@pytest.mark.parametrize("variant", ["arena", "read_flush"])
+def test_a_pair_of_processes_alternates_rounds_on_the_parents_inputs(variant: str):
     import torch.multiprocessing
 
     from core.harness import timing
@@ -45,7 +46,7 @@ def test_a_pair_of_processes_alternates_rounds_on_the_parents_inputs():
     sources = [[a.clone() if hasattr(a, "clone") else a for a in fresh(1)]]
     flush = timing.flush_buffer(static[0].device)
     ctx = torch.multiprocessing.get_context("spawn")
-    got = po.pair(ctx, plan, "arena", static, sources, flush, random.Random(0))
+    got = po.pair(ctx, plan, variant, static, sources, flush, random.Random(0))
     assert len(got["pids"]) == 2 and got["pids"][0] != got["pids"][1]
     assert len(got["round_ratios"]) == 2
     for side in ("a", "b"):
