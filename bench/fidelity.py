@@ -4,6 +4,7 @@
         [--profiles full,train] [--runs 3] [--batch 5] [--singles] [--budget-s 500]
     PYTHONPATH=. python3 bench/fidelity.py conditions --device cuda:0 --out DIR [--tasks ...]
     python3 bench/fidelity.py report bench/results/fidelity_DATE --doc docs/fidelity.md
+    python3 bench/fidelity.py offsets bench/results/fidelity_DATE --calls PREFIX ...   # timer_offset_us
 
 `identity` goes through the public API a trainer uses (`core.rl.arena.Arena`, sandboxed unless
 ARENA_SANDBOX=off): each task's own `baseline.py` submitted as the candidate, one at a time
@@ -504,7 +505,7 @@ def identity_table(
     """Rows per (task, profile, K): the speedup of the baseline as the candidate in each run
     (a batch contributes one per member), the worst distance from 1, the widest spread of
     one result's paired alternations, how many results' own intervals (`speedup_interval`, as
-    the arena of that call reported it) hold 1.0, a reward then being exactly 1.0
+    the arena scores it today: `rescored`) hold 1.0, a reward then being exactly 1.0
     (scoring.tied_speedup), and whether the bound holds; with `timer` (task -> its workloads'
     verdicts, timer_check.per_task), the timer against do_bench as a last column."""
     lines = [
@@ -535,6 +536,70 @@ def identity_table(
             + (f" {timer.get(task, 'not measured')} |" if timer is not None else "")
         )
     return lines, held, len(groups)
+
+
+SMALL_GRAPHED_US = 25.0  # graph-replayed workloads under this many µs: where an offset shows
+
+
+def evaluation_offset_us(entry: dict[str, Any]) -> float | None:
+    """One identity result's additive offset between its two processes: the median over its
+    graph-replayed workloads under `SMALL_GRAPHED_US` of candidate minus baseline (µs). Those
+    move together through one evaluation (docs/fidelity.md, "The timer offset"); larger ones
+    drown it. None with fewer than two such workloads."""
+    gaps = [
+        float(w["candidate_us"]) - float(w["baseline_us"])
+        for w in entry.get("workloads") or []
+        if w.get("mode") == "graph"
+        and w.get("candidate_us")
+        and w.get("baseline_us")
+        and float(w["baseline_us"]) < SMALL_GRAPHED_US
+    ]
+    return statistics.median(gaps) if len(gaps) >= 2 else None
+
+
+def offsets(raws: dict[str, dict[str, Any]], prefixes: tuple[str, ...]) -> dict[str, Any]:
+    """The timer offset a device's peaks entry records (`timer_offset_us`): the 95th
+    percentile of |offset| over the identity results of the files named by `prefixes`.
+
+        python3 bench/fidelity.py offsets bench/results/fidelity_2026-12-02 --calls twentyseventh ahead
+    """
+    found = sorted(
+        abs(o)
+        for stem, raw in raws.items()
+        if stem.startswith(prefixes)
+        for e in raw.get("identity", [])
+        if e.get("status") == "passed" and (o := evaluation_offset_us(e)) is not None
+    )
+    if not found:
+        raise SystemExit(
+            f"no identity result with two graphed workloads under {SMALL_GRAPHED_US:g} µs in {prefixes}"
+        )
+
+    def at(q: float) -> float:
+        return found[min(len(found) - 1, int(q * len(found)))]
+
+    return {
+        "results": len(found),
+        "median_us": statistics.median(found),
+        "p90_us": at(0.9),
+        "p95_us": at(0.95),
+        "max_us": found[-1],
+    }
+
+
+def _interval_coverage(entries: list[dict[str, Any]]) -> tuple[int, int, int]:
+    """How many passed results' intervals hold 1.0 as scored today, how many held it from
+    their alternations alone (`interval_reported`), and how many results had one."""
+    passed = [e for e in entries if e.get("status") == "passed" and e.get("interval")]
+
+    def holds(interval: list[float] | None) -> bool:
+        return bool(interval) and interval[0] <= 1.0 <= interval[1]  # type: ignore[index]
+
+    return (
+        sum(holds(e["interval"]) for e in passed),
+        sum(holds(e.get("interval_reported", e["interval"])) for e in passed),
+        len(passed),
+    )
 
 
 # The oldest call whose code still stands for the table "as it stands" (the lead flushes; the
@@ -569,13 +634,15 @@ def _newest_groups(raws: dict[str, dict[str, Any]], phases: list[str]) -> list[d
     return entries
 
 
-def rescored(entry: dict[str, Any]) -> dict[str, Any]:
+def rescored(entry: dict[str, Any], timer_offset_us: float = 0.0) -> dict[str, Any]:
     """An identity entry with its speedup as the arena scores it today, from its stored
     alternations (core/evaluation/scoring.py `workload_speedup`: the Hodges-Lehmann estimate of
     each workload's paired ratios since the sixth session of 2026-12-02, the pooled medians'
-    ratio before): the geometric mean over its workloads. The figure as first reported stays
-    under `speedup_reported`. An entry without two alternations on every workload is as it was."""
-    from core.evaluation.scoring import geomean
+    ratio before): the geometric mean over its workloads; and its interval with each
+    workload's widened by the device's `timer_offset_us` (scoring.offset_widened, since
+    2026-12-05). The figures as first reported stay under `speedup_reported` and
+    `interval_reported`. An entry without two alternations on every workload is as it was."""
+    from core.evaluation.scoring import geomean, offset_widened
     from core.harness.ratios import hodges_lehmann
 
     workloads = entry.get("workloads") or []
@@ -584,11 +651,29 @@ def rescored(entry: dict[str, Any]) -> dict[str, Any]:
     ratios = [[r for r in w.get("round_ratios") or [] if r and r > 0] for w in workloads]
     if any(len(rs) < 2 for rs in ratios):
         return entry
-    return {
+    again = {
         **entry,
         "speedup": geomean(hodges_lehmann(rs) for rs in ratios),
         "speedup_reported": entry.get("speedup"),
     }
+    if timer_offset_us > 0 and all(w.get("interval") and w.get("candidate_us") for w in workloads):
+        ends = [
+            offset_widened(tuple(w["interval"]), float(w["candidate_us"]), timer_offset_us)
+            for w in workloads
+        ]
+        again["interval"] = [geomean(e[0] for e in ends), geomean(e[1] for e in ends)]
+        again["interval_reported"] = entry.get("interval")
+    return again
+
+
+def timer_offset(device_name: str) -> float:
+    """The peaks table's timer offset (µs) for the GPU named `device_name`; 0 where none."""
+    from core.devices.device import _peaks, load_peaks, match_peaks
+
+    table = load_peaks()
+    key = match_peaks(device_name, table)
+    measured = _peaks(table[key].get("measured"), "measured") if key else None
+    return float(measured.timer_offset_us or 0.0) if measured else 0.0
 
 
 def estimators(raws: dict[str, dict[str, Any]], prefixes: tuple[str, ...]) -> str:
@@ -633,8 +718,9 @@ def report(raws: dict[str, dict[str, Any]]) -> str:
     """The identity tables of docs/fidelity.md from `raws` (file stem -> its JSON): the
     results named `before_*` (the code as the issue found it) and `after_*` (as it stands)."""
     device = next((raw["device"] for raw in raws.values() if raw.get("device")), {})
+    offset = timer_offset(str(device.get("name", "")))
     raws = {
-        stem: {**raw, "identity": [rescored(e) for e in raw.get("identity", [])]}
+        stem: {**raw, "identity": [rescored(e, offset) for e in raw.get("identity", [])]}
         for stem, raw in raws.items()
     }
     out = [
@@ -644,8 +730,11 @@ def report(raws: dict[str, dict[str, Any]]) -> str:
         "",
         "Every speedup below is re-scored from its result's stored alternations with the arena's "
         "estimator as it stands (core/evaluation/scoring.py: the Hodges–Lehmann estimate of each "
-        "workload's paired ratios, since the sixth session of 2026-12-02); the figures as first "
-        "reported (the pooled medians' ratio) stay in the raw files as `speedup`.",
+        "workload's paired ratios, since the sixth session of 2026-12-02), and every interval "
+        f"with its workloads' widened by the device's timer offset ({offset:g} µs, the peaks "
+        "table: since 2026-12-05); the figures as first reported (the pooled medians' ratio, "
+        "the interval of its alternations alone) stay in the raw files as `speedup` and "
+        "`interval`.",
         "",
     ]
     phases = (
@@ -837,12 +926,15 @@ def report(raws: dict[str, dict[str, Any]]) -> str:
     ]
     if newest:
         lines, held, total = identity_table(newest, timer_check.per_task(timer))
+        tied, alone, results = _interval_coverage(newest)
         out += [
             "### As it stands: each (task, profile, K) from the newest call that measured it",
             "",
             f"The identity holds in {held} of {total} (task, profile, K) groups. The last column "
             "is the timer check of the last section (the baseline's median against do_bench's, "
             "per workload: within 3%, or the gap explained by a control, bench/timer_check.py). "
+            f"The results' own 95% intervals hold 1.0 in {tied} of {results} ({alone} of them "
+            "from their alternations alone, before the timer offset). "
             "The sections below are the calls one by one, newest first.",
             "",
             *lines,
@@ -943,10 +1035,17 @@ def main() -> int:
         "folder", type=Path, help="a folder of identity JSON: before_*.json, after_*.json"
     )
     rep.add_argument("--doc", type=Path, help="regenerate this page's identity section")
+    off = sub.add_parser("offsets")
+    off.add_argument("folder", type=Path, help="a folder of identity JSON")
+    off.add_argument("--calls", nargs="+", required=True, help="file-name prefixes: the calls")
     est = sub.add_parser("estimators")
     est.add_argument("folder", type=Path, help="a folder of identity JSON")
     est.add_argument("--calls", nargs="+", required=True, help="file-name prefixes: the calls")
     args = parser.parse_args()
+    if args.cmd == "offsets":
+        raws = {p.stem: json.loads(p.read_text()) for p in sorted(args.folder.glob("*.json"))}
+        print(json.dumps(offsets(raws, tuple(args.calls)), indent=1))
+        return 0
     if args.cmd == "estimators":
         raws = {p.stem: json.loads(p.read_text()) for p in sorted(args.folder.glob("*.json"))}
         print(estimators(raws, tuple(args.calls)))

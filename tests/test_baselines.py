@@ -197,6 +197,53 @@ def test_a_result_keeps_the_roofline_with_and_without_the_launch_floor(fixture_t
     assert result.baseline_impl == "torch"
 
 
+def test_the_devices_timer_offset_widens_a_measured_results_interval(fixture_tasks):
+    """A device whose peaks carry a measured timer offset (the H200: 0.21 µs, the additive
+    offset two processes can keep for a whole evaluation) widens each measured workload's
+    interval by it: the same kernel read 5.12 and 5.00 µs in every alternation is a tie there,
+    and is not on a device without one (docs/fidelity.md, "The timer offset")."""
+    task = load_task(fixture_tasks / "elementwise" / "axpy")
+    w = {"label": "N=64,D=128", "axes": {"N": 64, "D": 128}, "hidden": False}
+    job = {"stages": {"performance": [w], "generalization": [{}]}}
+
+    def side(us: float) -> dict:
+        return {
+            "median_us": us,
+            "ci_low_us": us * 0.999,
+            "ci_high_us": us * 1.001,
+            "n": 10,
+            "rounds": [{"median_us": us, "reported_s": 0.001, "wall_s": 0.002, "calls": 32}] * 3,
+        }
+
+    seen = [
+        events.StageFinished(s, "passed", 0.1)
+        for s in ("compile", "correctness", "generalization", "performance")
+    ]
+    seen.insert(3, events.WorkloadTimed(w["label"], w["axes"], "graph", 1, side(5.12), side(5.0)))
+    seen.append(events.EvaluationFinished("passed"))
+
+    def interval(offset: float | None) -> list[float]:
+        info = DeviceInfo(
+            id="cuda:0",
+            type="cuda",
+            vendor="nvidia",
+            model="GPU",
+            arch="sm_90",
+            memory_gb=1,
+            units=1,
+            versions={},
+            measured=Peaks(source="measured", hbm_tbps=4.0, timer_offset_us=offset),
+        )
+        result = assemble(task, job, info, "sha", seen)
+        assert result.speedup_interval is not None
+        return result.speedup_interval
+
+    low, high = interval(None)
+    assert high < 1.0  # every alternation agrees: from them alone, a loss
+    low, high = interval(0.21)
+    assert low < 1.0 < high
+
+
 def test_the_prompt_names_the_baseline_that_runs_and_its_recorded_figures():
     from core.agents.workspace import Variant, recorded_baselines, render_prompt
     from core.tasks.discovery import find_task

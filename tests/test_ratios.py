@@ -140,3 +140,46 @@ def test_students_t_past_the_table_runs_on_from_it():
 
     for df, published in ((30, 2.042), (40, 2.021), (60, 2.000), (120, 1.980)):
         assert _t95(df) == pytest.approx(published, abs=0.002)
+
+
+def _sides(candidate_us: float, baseline_us: float, rounds: int = 3) -> tuple[dict, dict]:
+    """Two sides of a workload whose every alternation read the same two medians."""
+
+    def side(us: float) -> dict:
+        return {
+            "median_us": us,
+            "ci_low_us": us * 0.999,
+            "ci_high_us": us * 1.001,
+            "rounds": [{"median_us": us}] * rounds,
+        }
+
+    return side(candidate_us), side(baseline_us)
+
+
+def test_a_timer_offset_turns_an_evaluation_long_offset_on_a_tiny_kernel_into_a_tie():
+    """The H200's identity runs found an additive offset between the two sides' processes that
+    lasts a whole evaluation (docs/fidelity.md, "The timer offset"): a 5 µs graphed kernel read
+    120 ns slower as the candidate in every alternation, which the alternations alone call a
+    real 2.3% loss. Widened by the device's timer offset, the interval holds 1.0."""
+    candidate, baseline = _sides(5.12, 5.00)
+    low, high = workload_interval(candidate, baseline)
+    assert high < 1.0, "every alternation agrees: from them alone it is no tie"
+    low, high = workload_interval(candidate, baseline, timer_offset_us=0.21)
+    assert low < 1.0 < high
+
+
+def test_a_timer_offset_weighs_on_a_tiny_kernel_not_on_a_long_one():
+    """An additive offset: the same 0.21 µs is 4% of a 5 µs kernel, 0.05% of a 400 µs one, so a
+    real 2% gain on the long kernel stays a gain."""
+    candidate, baseline = _sides(392.0, 400.0)
+    low, high = workload_interval(candidate, baseline, timer_offset_us=0.21)
+    assert 1.0 < low < high < 1.03
+    tiny_low, tiny_high = workload_interval(*_sides(5.0, 5.0), timer_offset_us=0.21)
+    assert tiny_high / tiny_low > 1.08 > high / low
+
+
+def test_without_a_timer_offset_the_interval_is_its_alternations():
+    candidate, baseline = _sides(5.12, 5.00)
+    assert workload_interval(candidate, baseline, timer_offset_us=0.0) == workload_interval(
+        candidate, baseline
+    )

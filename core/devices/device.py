@@ -62,6 +62,10 @@ class Peaks:
     # one-element kernel under the arena's own timer, replayed from a CUDA graph / launched eagerly.
     launch_graph_us: float | None = None
     launch_eager_us: float | None = None
+    # The arena's timer between two processes (measured only): how far an identity
+    # evaluation's two sides read apart on the same kernel, an additive offset that lasts the
+    # evaluation; it widens each measured workload's interval (core/evaluation/scoring.py).
+    timer_offset_us: float | None = None
 
     def compute_tflops(self, kind: str) -> float | None:
         return getattr(self, f"{kind}_tflops", None)

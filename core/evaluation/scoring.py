@@ -21,11 +21,15 @@
   interval of the Hodges-Lehmann estimate over its alternations' paired ratios (each
   alternation times both sides on the same memory, so a round-to-round mode shows there; up
   to six alternations that interval is their range, past that it narrows as the estimate's
-  noise does: core/harness/ratios.py); a task's is the geometric mean of its workloads' ends.
+  noise does: core/harness/ratios.py), and by the device's timer offset where one was measured
+  (`timer_offset_us`, the peaks table: how far two processes read apart on the same kernel, an
+  additive offset that lasts a whole evaluation, so its alternations cannot see it; on the
+  H200 the identity's intervals held 1.0 in 89% of its results without it and 97% with it,
+  docs/fidelity.md); a task's is the geometric mean of its workloads' ends.
   A difference inside it is a tie (`tied_speedup`: rewards, docs/rl.md; ranks,
   docs/leaderboard.md). A predicted result has none: a prediction has no noise to speak of
-  (the same source is predicted the same on a quiet machine, within about 1% on a loaded one:
-  docs/simulation.md, "Limits"), and its workloads' ± band (`band_interval`) is the
+  (the same source is predicted the same, on any machine: docs/simulation.md, "The sample's
+  clock"), and its workloads' ± band (`band_interval`) is the
   model's error against the GPU, shared by similar kernels, not a spread that could reorder
   two of them: tying inside it would flatten every reward of a family whose band is wide,
   as GEMM's is (docs/rl.md, "A prediction is no tie");
@@ -151,9 +155,12 @@ def impossibility_floor_us(
 Interval = tuple[float, float]
 
 
-def workload_interval(candidate: dict, baseline: dict) -> Interval | None:
-    """A measured workload's speedup interval (see the module's docstring); None where a side
-    has no median interval (results from before intervals were kept)."""
+def workload_interval(
+    candidate: dict, baseline: dict, timer_offset_us: float = 0.0
+) -> Interval | None:
+    """A measured workload's speedup interval (see the module's docstring), widened by the
+    device's `timer_offset_us`; None where a side has no median interval (results from before
+    intervals were kept)."""
     try:
         c_lo, c_hi = float(candidate["ci_low_us"]), float(candidate["ci_high_us"])
         b_lo, b_hi = float(baseline["ci_low_us"]), float(baseline["ci_high_us"])
@@ -166,7 +173,20 @@ def workload_interval(candidate: dict, baseline: dict) -> Interval | None:
     if ratios:
         r_low, r_high = ratio_interval(ratios)
         low, high = min(low, r_low), max(high, r_high)
-    return low, high
+    return offset_widened((low, high), float(candidate.get("median_us") or 0.0), timer_offset_us)
+
+
+def offset_widened(interval: Interval, candidate_us: float, offset_us: float) -> Interval:
+    """`interval` with the candidate's time anywhere within ± `offset_us` of its median: the
+    additive offset two processes can carry for a whole evaluation (the device's timer offset,
+    measured by the identity sweeps). It weighs on a 4 µs kernel, not on a 400 µs one."""
+    if offset_us <= 0 or candidate_us <= 0:
+        return interval
+    low, high = interval
+    return (
+        low * candidate_us / (candidate_us + offset_us),
+        high * candidate_us / max(candidate_us - offset_us, candidate_us / 2),
+    )
 
 
 def band_interval(speedup_: float, band: float | None) -> Interval | None:

@@ -162,7 +162,9 @@ def assemble(
             interval = (
                 scoring.band_interval(ratio, band)
                 if e.mode == "predicted"
-                else scoring.workload_interval(e.candidate, e.baseline)
+                else scoring.workload_interval(
+                    e.candidate, e.baseline, (peaks.timer_offset_us or 0.0) if peaks else 0.0
+                )
                 if info.timing_kind == "measured"
                 else None
             )

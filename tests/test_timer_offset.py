@@ -1,0 +1,66 @@
+"""The timer offset (docs/fidelity.md, "The timer offset"): an identity evaluation's two sides
+run in two processes, whose medians on a small graph-replayed kernel can keep an additive offset
+for the whole evaluation. bench/fidelity.py reads it from the identity results (the peaks
+table's `timer_offset_us` is its 95th percentile) and re-scores stored results' intervals with
+it, as the arena scores new ones (core/evaluation/scoring.py, `offset_widened`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.bench_module import bench_module
+
+bench_module("timer_check")  # fidelity.py imports it from beside itself
+fidelity = bench_module("fidelity")
+
+
+def _workload(candidate_us: float, baseline_us: float, mode: str = "graph") -> dict:
+    ratio = baseline_us / candidate_us
+    return {
+        "mode": mode,
+        "candidate_us": candidate_us,
+        "baseline_us": baseline_us,
+        "round_ratios": [ratio, ratio],
+        "interval": [ratio * 0.995, ratio * 1.005],
+    }
+
+
+def _result(*workloads: dict) -> dict:
+    return {
+        "status": "passed",
+        "speedup": 0.97,
+        "interval": [0.96, 0.98],
+        "workloads": list(workloads),
+    }
+
+
+def test_an_evaluations_offset_is_the_median_gap_of_its_small_graphed_workloads():
+    entry = _result(
+        _workload(4.16, 3.90),  # +0.26
+        _workload(6.50, 6.24),  # +0.26
+        _workload(5.38, 5.25),  # +0.13
+        _workload(71.6, 71.4, mode="queued"),  # long and queued: not read
+        _workload(50.9, 50.6),  # graphed, over 25 µs: not read
+    )
+    assert fidelity.evaluation_offset_us(entry) == pytest.approx(0.26)
+    assert fidelity.evaluation_offset_us(_result(_workload(4.0, 3.9))) is None  # one is no median
+
+
+def test_the_offsets_percentiles_come_from_every_named_call():
+    raws = {
+        f"ahead_{i}": {"identity": [_result(_workload(4.0 + d, 4.0), _workload(6.0 + d, 6.0))]}
+        for i, d in enumerate([0.0, -0.1, 0.2, 0.05, -0.3])
+    }
+    raws["before_x"] = {"identity": [_result(_workload(9.0, 4.0), _workload(9.0, 6.0))]}
+    got = fidelity.offsets(raws, ("ahead",))
+    assert got["results"] == 5 and got["max_us"] == pytest.approx(0.3)
+    assert got["median_us"] == pytest.approx(0.1)
+
+
+def test_a_stored_result_is_rescored_with_the_devices_timer_offset():
+    entry = _result(_workload(5.12, 5.0), _workload(6.40, 6.24))
+    again = fidelity.rescored(entry, timer_offset_us=0.21)
+    low, high = again["interval"]
+    assert low < 1.0 < high, "the offset makes the identity's 2.4% a tie"
+    assert again["interval_reported"] == [0.96, 0.98]
+    assert fidelity.rescored(entry)["interval"] == [0.96, 0.98]  # no offset: as reported
