@@ -135,6 +135,21 @@ def test_several_implementations_are_reported_in_order_of_preference(tmp_path, f
     assert baseline_ran(task, [None]) == (None, None)  # two declared, none reported: unknown
 
 
+def _gpu(measured: Peaks) -> DeviceInfo:
+    """A CUDA device whose peaks entry measured `measured`."""
+    return DeviceInfo(
+        id="cuda:0",
+        type="cuda",
+        vendor="nvidia",
+        model="GPU",
+        arch="sm_90",
+        memory_gb=1,
+        units=1,
+        versions={},
+        measured=measured,
+    )
+
+
 def test_launch_floor_is_the_speed_of_light_of_decode_sized_work():
     peaks = Peaks(
         source="measured",
@@ -157,17 +172,7 @@ def test_a_result_keeps_the_roofline_with_and_without_the_launch_floor(fixture_t
     measured = Peaks(
         source="measured", fp32_tflops=50.0, hbm_tbps=4.0, launch_graph_us=2.5, launch_eager_us=4.0
     )
-    info = DeviceInfo(
-        id="cuda:0",
-        type="cuda",
-        vendor="nvidia",
-        model="GPU",
-        arch="sm_90",
-        memory_gb=1,
-        units=1,
-        versions={},
-        measured=measured,
-    )
+    info = _gpu(measured)
     w = {"label": "N=64,D=128", "axes": {"N": 64, "D": 128}, "hidden": False}
     job = {"stages": {"performance": [w], "generalization": [{}]}}
     side = {"median_us": 5.0, "n": 10, "rounds": []}
@@ -223,17 +228,7 @@ def test_the_devices_timer_offset_widens_a_measured_results_interval(fixture_tas
     seen.append(events.EvaluationFinished("passed"))
 
     def interval(offset: float | None) -> list[float]:
-        info = DeviceInfo(
-            id="cuda:0",
-            type="cuda",
-            vendor="nvidia",
-            model="GPU",
-            arch="sm_90",
-            memory_gb=1,
-            units=1,
-            versions={},
-            measured=Peaks(source="measured", hbm_tbps=4.0, timer_offset_us=offset),
-        )
+        info = _gpu(Peaks(source="measured", hbm_tbps=4.0, timer_offset_us=offset))
         result = assemble(task, job, info, "sha", seen)
         assert result.speedup_interval is not None
         return result.speedup_interval
