@@ -105,7 +105,7 @@ import json, sys
 from core.devices.device import sim_info
 from core.devices.sim import sim_section
 from core.evaluation.job import spec_json
-from core.harness.sim import count as sim_count, loops as sim_loops, predict as sim_predict, stage as sim_stage
+from core.harness.sim import loops as sim_loops, predict as sim_predict, stage as sim_stage
 from core.harness.sim.model import Constants, Target
 from core.harness.workers import _module_from_source
 from core.model.workload import Workload
@@ -115,9 +115,6 @@ from core.tasks.modules import load_module
 """
     + SIM_H200_SETUP
     + """
-# The sample of programs grows while the clock allows (docs/simulation.md, "Limits"): unbounded
-# here, so that the three counts sample the same programs however loaded the machine is.
-sim_count.PROGRAM_BUDGET_S = 1e9
 read_loop = sim_loops.loop_at_caller
 out = {}
 for name, (path, task_name, axes) in json.loads(sys.argv[1]).items():
