@@ -23,11 +23,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Fitted on an idle 2-core Intel Xeon (2.8 GHz), 2026-12-05, over 220 launches of 52 kernels
-# (bench/sim_work_clock.py): 27.3 µs per operation (the semantic layer, its handles and types)
-# and 3.8 ns per element, within 11% at the median launch, 44% at the 90th percentile.
-OP_WORK = 7_140  # an operation's fixed cost, in elements
-WORK_PER_S = 262_000_000  # work the interpreter ran per second
+# Fitted on an idle 2-core Intel Xeon (2.8 GHz), 2026-12-05, over 235 launches of 52 kernels
+# (bench/sim_work_clock.py): 26.9 µs per operation (the semantic layer, its handles and types)
+# and 2.9 ns per element, within 11% at the median launch, 49% at the 90th percentile.
+OP_WORK = 9_130  # an operation's fixed cost, in elements
+WORK_PER_S = 340_000_000  # work the interpreter ran per second
 
 
 def budget(seconds: float) -> int:

@@ -118,7 +118,7 @@ CONFIRM_BUDGET = budget(6.0)  # ... within this much work for the whole call
 # such programs would grow to its cap whatever it cost. A launch's sample stops growing past
 # this many interpreter seconds, far above what an honest sample takes under its budgets
 # (docs/simulation.md, "The sample's clock"), so that it never decides an honest count.
-RUNAWAY_S = 120.0
+RUNAWAY_S = 300.0
 EXACT_PROGRAMS = 2  # programs of each launch run exactly (every iteration, the real dot)
 EXACT_CHEAP_S = 0.05  # ... and all of its first sample where each takes less than this
 EXACT_BUDGET_S = 10.0  # interpreter seconds one counted call may spend on exact work
