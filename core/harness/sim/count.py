@@ -3,7 +3,10 @@
 While a `Counting` is active, every Triton launch in this process is recorded instead of being
 run in full: a launch of P programs runs all of them when P is small, and otherwise a stratified
 sample in the GPU's dispatch order (x fastest), enlarged where the sampled programs differ
-(causal attention, skewed MoE). For each program run it counts what a GPU would have to do:
+(causal attention, skewed MoE), within budgets of interpreted work (sim/clock.py: the builder
+operations the programs ran and the elements they handled, never the wall clock), so an
+identical source on identical inputs samples the same programs on any machine, however loaded.
+For each program run it counts what a GPU would have to do:
 
 - bytes loaded and stored (active lanes only: masked-out lanes move nothing),
 - the 32-byte sectors each access touches (uncoalesced or strided access touches more),
@@ -26,13 +29,17 @@ They are billed exactly as a sampled program is: the counts of the loop iteratio
 discarded, so predicted times do not move. Their stores are values a GPU would have left, so
 dot and loop kernels have known elements. The exact work of one counted call is capped at
 `EXACT_BUDGET_S` interpreter seconds; a program still running at the cap finishes as a sampled
-one (its values unknown) and the count says so (`Counting.exact_notes`).
+one (its values unknown) and the count says so (`Counting.exact_notes`). The `EXACT_*` budgets
+stay on the wall clock: they decide only which programs run exactly, for the value check, and
+an exact program is billed, and charged to the sample's budgets, as its twin (below), so no
+prediction depends on them.
 
 Twins (issue 37). Each exact program first runs as its twin, a sampled program like every
 billed one; the two must count alike (sim/twins.py), or the kernel tells the programs it is
 watched in apart (`differs`, failed by sim_judge). A twin that stubbed no dot and sampled no loop
 was exact itself and stands for the exact run. The first exact program of a launch always runs to
-its end (up to `EXACT_FIRST_S`), whatever the call's budget.
+its end (up to `EXACT_FIRST_S`), whatever the call's budget. The sample grows as if no program
+ran exactly: an exact program's work is its twin's, the sampled run it stands for.
 
 The interpreter's hooks are in sim/hooks.py, sampled loops in sim/loops.py, what a count
 records in sim/launch.py, what an access counts (and strays) in sim/access.py. Runs inside the candidate's worker (it executes the candidate's
@@ -45,12 +52,14 @@ import math
 import random
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from core.harness import triton_cpu, triton_libdevice
 from core.harness.sim.access import Accesses
+from core.harness.sim.clock import Tally, budget, seconds
 from core.harness.sim.launch import (  # what a count is made of (and where callers find it)
     NUMERIC,
     SAMPLING_Z,
@@ -93,16 +102,23 @@ IDLE_SHARE = 0.01  # a program with less work than this share of the busiest one
 EMPTY_WORK = (
     8 * 32
 )  # work (ProgramCounts.work) of a program that only read a few indices and returned
-EMPTY_BUDGET_S = 0.25  # interpreter seconds a launch may spend looking for its first busy program
-SPARSE_BUDGET_S = 0.5  # ... and growing a sample of mostly idle programs (about 350 of them)
+# The sample's budgets are interpreted work (sim/clock.py), each what so many seconds of
+# interpreter time bought on the calibration machine: the same source samples the same programs
+# however loaded the machine is.
+EMPTY_BUDGET = budget(0.25)  # work a launch may spend looking for its first busy program
+SPARSE_BUDGET = budget(0.5)  # ... and growing a sample of mostly idle programs (about 350 of them)
 INTERIOR_SAMPLE = (
     2  # a counted loop of more iterations runs its first, its last, and this many drawn between
 )
-PROGRAM_BUDGET_S = (
-    1.0  # interpreter seconds one launch may spend on its sample before it stops growing
-)
+PROGRAM_BUDGET = budget(1.0)  # work one launch may spend on its sample before it stops growing
 CONFIRM_SAMPLE = 8192  # programs a launch's recount may run (every one of a smaller launch) ...
-CONFIRM_BUDGET_S = 6.0  # ... within this many interpreter seconds for the whole call
+CONFIRM_BUDGET = budget(6.0)  # ... within this much work for the whole call
+# A safety stop on the wall clock: a kernel's own Python (a `while` over Python integers, a
+# `tl.static_range` of nothing) runs no builder operation and tallies no work, so a sample of
+# such programs would grow to its cap whatever it cost. A launch's sample stops growing past
+# this many interpreter seconds, far above what an honest sample takes under its budgets
+# (docs/simulation.md, "The sample's clock"), so that it never decides an honest count.
+RUNAWAY_S = 300.0
 EXACT_PROGRAMS = 2  # programs of each launch run exactly (every iteration, the real dot)
 EXACT_CHEAP_S = 0.05  # ... and all of its first sample where each takes less than this
 EXACT_BUDGET_S = 10.0  # interpreter seconds one counted call may spend on exact work
@@ -124,13 +140,15 @@ class Counting(Accesses):
         confirm: bool = False,
     ):
         """`model` ({target, constants}, as the job's sim section has them) predicts autotune
-        trials; without it a trial is judged by its interpreter time. `confirm`: a recount
+        trials; without it a trial is judged by its interpreted work. `confirm`: a recount
         (sim_predict), whose launches grow their samples as far as `CONFIRM_SAMPLE` programs
-        where those differ, within `CONFIRM_BUDGET_S` for the call."""
+        where those differ, within `CONFIRM_BUDGET` for the call."""
         self.full_grid, self.first_sample, self.max_sample = full_grid, first_sample, max_sample
         self.model = model
         self.confirm = confirm
-        self.confirm_spent = 0.0  # interpreter seconds the recount's launches spent so far
+        self.confirm_spent = 0  # interpreted work the recount's launches spent so far
+        self.tallied = Tally()  # interpreted work of every program run so far (sim/clock.py)
+        self.in_operation = False  # inside a tallied builder operation (hooks._tallied)
         self.salt = 0  # seeds where loop iterations are drawn (the workload's seed: the same evaluation counts the same)
         self.launches: list[Launch] = []
         self.current: Launch | None = None
@@ -155,7 +173,7 @@ class Counting(Accesses):
         _hooks.install()
         Counting.active = self
         triton_cpu.AutotuneTrials.judge = self.judge_trial
-        triton_libdevice.LibdeviceCount.hook = lambda elements, special: self.alu(elements, special)
+        triton_libdevice.LibdeviceCount.hook = self.libdevice
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -181,8 +199,8 @@ class Counting(Accesses):
             unbill()
         trial, self.launches[start:] = self.launches[start:], []
         self.trials += len(trial)
-        if self.model is None:
-            return sum(t.interpreter_s for t in trial) * 1e3
+        if self.model is None:  # in calibration seconds (ms): the same on any machine
+            return seconds(sum(t.interpreted.work for t in trial)) * 1e3
         from core.harness.sim.model import Constants, Target, launch_time
 
         target, constants = (
@@ -240,46 +258,65 @@ class Counting(Accesses):
             else:
                 self.program.alu_ops += elements
 
+    def libdevice(self, elements: int, special: bool) -> None:
+        """A libdevice call (computed on numpy, outside the builder): counted as arithmetic and
+        tallied as one operation."""
+        self.alu(elements, special)
+        self.tally(elements)
+
+    def tally(self, elements: int) -> None:
+        """One operation the interpreter ran for the current program, handling `elements`: the
+        clock its launch's sample grows by (sim/clock.py). Whatever the program runs counts,
+        the iterations an exact program runs and forgets included; a loop's skipped iterations
+        never ran and cost nothing."""
+        if self.program is not None:
+            self.tallied.ops += 1
+            self.tallied.elements += elements
+
     # --- what the launch hook calls -------------------------------------------------------
 
-    def _grow_to(self, launch: Launch, elapsed: float) -> int:
-        """How large the sample should grow now (its size if it should stop).
+    def _grow_to(self, launch: Launch, spent: SampleCost) -> int:
+        """How large the sample should grow now (its size if it should stop), by what it has
+        cost so far (`spent`: interpreted work, as if no program had run exactly).
 
         Programs that differ (work varying by more than `ENLARGE_CV`) grow it to `max_sample`.
         A worst-case grid whose programs mostly return early (a grouped GEMM over every expert's
         largest possible row count) grows it to `SPARSE_SAMPLE`: a mean over 32 programs, two of
         which worked, is a guess, and idle programs cost little to run. So does a sample in
-        which no program did any work yet, for `EMPTY_BUDGET_S`: the busy ones may be rarer
+        which no program did any work yet, for `EMPTY_BUDGET`: the busy ones may be rarer
         than one in eight."""
         works = [p.work() for p in launch.programs]
         n, top = len(works), max(works, default=0.0)
+        if spent.wall_s > RUNAWAY_S:  # work the tally does not see (the kernel's own Python)
+            return n
+        work = spent.work.work
         if self.confirm and not self.in_trial:  # an autotune trial only picks a config
-            return self._confirm_size(launch, works, elapsed)
+            return self._confirm_size(works, work)
         if top <= EMPTY_WORK:
-            return SPARSE_SAMPLE if elapsed < EMPTY_BUDGET_S else n
-        if elapsed > PROGRAM_BUDGET_S or _cv(works) <= ENLARGE_CV:
+            return SPARSE_SAMPLE if work < EMPTY_BUDGET else n
+        if work > PROGRAM_BUDGET or _cv(works) <= ENLARGE_CV:
             return n
         idle = sum(1 for w in works if w <= IDLE_SHARE * top)
         if idle * 2 > n:
-            return SPARSE_SAMPLE if elapsed < SPARSE_BUDGET_S else n
+            return SPARSE_SAMPLE if work < SPARSE_BUDGET else n
         return self.max_sample
 
-    def _confirm_size(self, launch: Launch, works: list[float], elapsed: float) -> int:
-        """How large a recount's sample should grow now. A recount follows a count whose point
-        estimate fell short of a hold (the task's formulas, the outputs written) while some of
-        its launches ran only a sample: where the sampled programs differ (idle and busy ones,
-        data-dependent tiles), or none of them worked yet, the sample grows for as many
-        programs as the call's `CONFIRM_BUDGET_S` affords at the launch's mean program time (all
-        of a launch that fits), up to `CONFIRM_SAMPLE`. Programs alike stand as they are: their
-        mean is already the launch's."""
+    def _confirm_size(self, works: list[float], work: int) -> int:
+        """How large a recount's sample should grow now, its programs having run `work`. A
+        recount follows a count whose point estimate fell short of a hold (the task's formulas,
+        the outputs written) while some of its launches ran only a sample: where the sampled
+        programs differ (idle and busy ones, data-dependent tiles), or none of them worked yet,
+        the sample grows for as many programs as the call's `CONFIRM_BUDGET` affords at the
+        launch's mean work per program (all of a launch that fits), up to `CONFIRM_SAMPLE`.
+        Programs alike stand as they are: their mean is already the launch's."""
         n = len(works)
         if max(works, default=0.0) > EMPTY_WORK and _cv(works) <= ENLARGE_CV:
             return n
-        left = CONFIRM_BUDGET_S - self.confirm_spent - elapsed
+        left = CONFIRM_BUDGET - self.confirm_spent - work
         if left <= 0 or n == 0:
             return n
-        per = max(elapsed / n, 1e-6)
-        return min(CONFIRM_SAMPLE, n + int(left / per))
+        per = max(work // n, 1)
+        return min(CONFIRM_SAMPLE, n + left // per)
 
     def _keep(self, launch: Launch, run: Ran) -> None:
         """A program's counts and what its stores tell the value check (sim_values)."""
@@ -328,6 +365,7 @@ class Counting(Accesses):
         self.program, self.exact, self.stores = ProgramCounts(), True, []
         self.atomic_stores, self.did_atomic = [], False
         self.exact_deadline = deadline
+        tallied = self.tallied.copy()
         started = time.perf_counter()
         try:
             run_one(i % gx, (i // gx) % gy, i // (gx * gy))
@@ -340,6 +378,7 @@ class Counting(Accesses):
                 atomic_stores=self.atomic_stores,
                 did_atomic=self.did_atomic,
                 took=time.perf_counter() - started,
+                tally=self.tallied.since(tallied),
             )
             self.program, self.exact_deadline = None, None
             self.stores, self.atomic_stores = [], []
@@ -347,18 +386,18 @@ class Counting(Accesses):
 
     def _exact_with_twin(
         self, launch: Launch, run_one: Callable[[int, int, int], None], i: int, deadline: float
-    ) -> tuple[Ran, float]:
+    ) -> tuple[Ran, Ran]:
         """Program `i` run exactly, after its twin: the same program run first as any sampled
         one is (a stubbed dot, sampled loops), which no kernel can tell from the programs
         that are billed. An honest program counts the same both ways (an exact program is
         billed as the sampled one it stands for), so any difference in loads, stores, FLOPs
         or loop trips is a kernel that tells its exact programs apart and does something else
         when it is not watched (`differs`). A twin that ran no dot and no sampled loop was
-        exact itself and stands for the exact run. Returns the exact run and the seconds both
-        took."""
+        exact itself and stands for the exact run. Returns the exact run and its twin (the
+        same run where the twin was exact)."""
         twin = self._run(run_one, i, launch.grid, None)
         if twin.exact:
-            return twin, twin.took
+            return twin, twin
         exact = self._run(run_one, i, launch.grid, deadline)
         if twin.did_atomic or exact.did_atomic:
             launch.reran_atomics = True  # its atomics were applied twice
@@ -372,7 +411,7 @@ class Counting(Accesses):
                     **found,
                 }
             )
-        return exact, twin.took + exact.took
+        return exact, twin
 
     def run_programs(self, launch: Launch, run_one: Callable[[int, int, int], None]) -> None:
         """Run all programs of a small launch, else a stratified sample, grown where programs differ."""
@@ -380,27 +419,14 @@ class Counting(Accesses):
         gx, gy, gz = launch.grid
         total = gx * gy * gz
         done: set[int] = set()
-        started = time.perf_counter()
         first = (
             list(range(total)) if total <= self.full_grid else stratified(total, self.first_sample)
         )
         exact = self._exact_picks(first)
-        # The sample's growth is timed without the exact programs' extra time (an exact program
-        # counts as long as the mean sampled one), so it grows as it did before they existed.
-        timing = {
-            "exact_s": 0.0,
-            "exact_n": 0,
-            "sampled_s": 0.0,
-            "sampled_n": 0,
-            "idle_exact": 0,
-            "stored": 0,
-        }
-
-        def elapsed() -> float:
-            mean = timing["sampled_s"] / timing["sampled_n"] if timing["sampled_n"] else 0.0
-            spent = time.perf_counter() - started
-            return spent - timing["exact_s"] + timing["exact_n"] * mean
-
+        # The sample grows by what it costs as if no program ran exactly (an exact program is
+        # charged as its twin), so it grows as it would without them, whichever were drawn.
+        spent = SampleCost()
+        timing = {"exact_s": 0.0, "exact_n": 0, "idle_exact": 0, "stored": 0}
         first_set = set(first)
 
         def cheap(i: int) -> bool:
@@ -425,21 +451,21 @@ class Counting(Accesses):
                     timing["idle_exact"] -= 1
                 if not chosen:
                     ran = self._run(run_one, i, launch.grid, None)
-                    timing["sampled_s"] += ran.took
-                    timing["sampled_n"] += 1
+                    spent.charge(ran)
                 else:
                     now = time.perf_counter()
                     deadline = now + (
                         EXACT_FIRST_S if leading else self.exact_budget_s - self.exact_spent
                     )
-                    ran, took = self._exact_with_twin(launch, run_one, i, deadline)
+                    ran, twin = self._exact_with_twin(launch, run_one, i, deadline)
+                    spent.charge(twin)
                     if not ran.stores:  # idle (returned early): the next program stands in
                         timing["idle_exact"] += 1
                     else:
                         timing["stored"] += 1
                     self.exact_ran += int(ran.finished_exactly or ran.exact)
                     self.exact_spent += ran.took  # its twin ran as a sampled program does
-                    timing["exact_s"] += took
+                    timing["exact_s"] += ran.took + (twin.took if twin is not ran else 0.0)
                     timing["exact_n"] += 1
                     if leading and not ran.exact and ran.stores:
                         self.exact_slow.append(launch.kernel)
@@ -451,7 +477,7 @@ class Counting(Accesses):
             else:
                 run(first)
                 size = self.first_sample
-                while size < min(total, cap := self._grow_to(launch, elapsed())):
+                while size < min(total, cap := self._grow_to(launch, spent)):
                     size = min(cap, size * 2)
                     fresh = [i for i in stratified(total, size, salt=size) if i not in done]
                     need = max(0, size - len(done))  # at most `max_sample` programs in all,
@@ -461,16 +487,30 @@ class Counting(Accesses):
                         else fresh[:need]
                     )  # spread, not the first ones
         finally:
-            # Without the exact programs' extra time: what the autotune judge and the summary see.
-            launch.interpreter_s = elapsed()
+            # As if no program ran exactly: what the autotune judge and the summary see.
+            launch.interpreted, launch.interpreter_s = spent.work, spent.wall_s
             if self.confirm and not self.in_trial:
-                self.confirm_spent += launch.interpreter_s
+                self.confirm_spent += launch.interpreted.work
             self.launches.append(launch)
             self.current = None
             self.exact_deadline = None
 
 
-# --- patches of the interpreter ---# --- patches of the interpreter ------------------------------------------------------------------
+@dataclass
+class SampleCost:
+    """What a launch's sample has cost so far, as if no program had run exactly: each exact
+    program is charged as its twin, the sampled run it stands for (where the twin was exact
+    itself, its own run)."""
+
+    work: Tally = field(default_factory=Tally)  # interpreted work: the budgets' clock
+    wall_s: float = 0.0  # the same runs' interpreter seconds: the runaway stop's
+
+    def charge(self, ran: Ran) -> None:
+        self.work.add(ran.tally)
+        self.wall_s += ran.took
+
+
+# --- patches of the interpreter ------------------------------------------------------------------
 
 
 # Bound at import, with everything the hooks and the count share: the candidate's worker takes

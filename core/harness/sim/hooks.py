@@ -1,7 +1,8 @@
 """How Triton's interpreter is hooked while a `Counting` is active (core/harness/sim/count.py):
-its builder's loads, stores, dots, arithmetic and atomics are counted, and its launcher runs the
-programs the count asks for, with `range`/`tl.range` sampled. Imports only numpy, torch and
-triton: the harness is shipped alone."""
+its builder's loads, stores, dots, arithmetic and atomics are counted, every builder operation a
+program runs is tallied as interpreted work (the clock its launch's sample grows by:
+sim/clock.py), and its launcher runs the programs the count asks for, with `range`/`tl.range`
+sampled. Imports only numpy, torch and triton: the harness is shipped alone."""
 
 from __future__ import annotations
 
@@ -19,12 +20,63 @@ from core.harness.sim.loops import SampledRange
 
 SFU_UNARY = {"exp", "exp2", "log", "log2", "sqrt", "sin", "cos"}
 BILLED_OTHER = ("create_idiv", "create_umulhi", "create_gather", "create_histogram", "create_fabs")
+# Operations whose interpreter work grows with their array arguments, not only with what they
+# return: a load gathers from its addresses under its mask, a store scatters (and returns
+# nothing), an atomic does both, and each access is also counted per address (sectors, the
+# tensor it falls in, strays: sim/access.py); a dot reads its operands. Elsewhere the result is
+# as large as the arguments, or larger (a broadcast), and stands for them.
+READS_ITS_ARRAYS = (
+    "create_load",
+    "create_store",
+    "create_masked_load",
+    "create_masked_store",
+    "create_atomic_rmw",
+    "create_atomic_cas",
+    "create_tensor_pointer_load",
+    "create_tensor_pointer_store",
+    "create_descriptor_load",
+    "create_descriptor_store",
+    "create_descriptor_gather",
+    "create_descriptor_scatter",
+    "create_dot",
+)
 _MARK = "_sim_count_patched"
+_TALLIED = "_sim_work_tallied"
 
 
 def _elements(handle: Any) -> int:
     data = getattr(handle, "data", None)
     return int(np.size(data)) if data is not None else 1
+
+
+def _made(out: Any) -> int:
+    """The elements an operation made: its handle's, each of a pair's (`create_split`), none for
+    a store or a barrier. (Called on every operation a counted program runs: the common case,
+    a handle of a numpy array, first.)"""
+    data = getattr(out, "data", None)
+    if data is not None:
+        return int(getattr(data, "size", 1))
+    if out is None:
+        return 0
+    if isinstance(out, (tuple, list)):
+        return sum(_made(o) for o in out)
+    return 1
+
+
+def _arrays(args: tuple[Any, ...]) -> int:
+    """The elements of an operation's array arguments (handles with data)."""
+    return sum(int(np.size(a.data)) for a in args if getattr(a, "data", None) is not None)
+
+
+def operation_names(builder: type) -> list[str]:
+    """The interpreter builder's operations: its public methods, less where the grid stands
+    (`set_grid_idx`, `set_grid_dim`) and the types and constants the semantic layer asks it
+    for (`get_*`), which run no work of a program's."""
+    return sorted(
+        name
+        for name in dir(builder)
+        if not name.startswith(("_", "get_", "set_grid_")) and callable(getattr(builder, name))
+    )
 
 
 def install() -> None:
@@ -128,8 +180,42 @@ def install() -> None:
     # loads, stores and arithmetic around them).
     for name in BILLED_OTHER:
         hook(name, counted(lambda *a: False))
+    _tally_operations(builder)
     _hook_reductions(itp)
     _hook_launch(itp)
+
+
+def _tally_operations(builder: type) -> None:
+    """Tally every builder operation a counted program runs (Counting.tally: the sample's
+    clock), outermost around the counting hooks above. An operation that calls others (a
+    `create_fadd` calls `binary_op`, a `create_load` `create_masked_load`) is one operation:
+    those it calls are not tallied again."""
+    for name in operation_names(builder):
+        original = getattr(builder, name)
+        if getattr(original, _TALLIED, False):
+            continue
+        wrapped = functools.wraps(original)(_tallied(original, name in READS_ITS_ARRAYS))
+        setattr(wrapped, _TALLIED, True)
+        setattr(builder, name, wrapped)
+
+
+def _tallied(original: Callable[..., Any], reads_arrays: bool) -> Callable[..., Any]:
+    def wrapper(self, *args, **kwargs):
+        c = Counting.active
+        if c is None or c.program is None or c.in_operation:
+            return original(self, *args, **kwargs)
+        c.in_operation = True
+        try:
+            out = original(self, *args, **kwargs)
+        finally:
+            c.in_operation = False
+        elements = _made(out) + _arrays(args) if reads_arrays else _made(out)
+        tallied = c.tallied  # Counting.tally, inlined: this runs for every operation
+        tallied.ops += 1
+        tallied.elements += elements
+        return out
+
+    return wrapper
 
 
 def _hook_reductions(itp: Any) -> None:
@@ -142,8 +228,15 @@ def _hook_reductions(itp: Any) -> None:
     def apply(self, input):
         c = Counting.active
         if c is not None:
-            for t in input if isinstance(input, tuple) else (input,):
-                c.alu(_elements(getattr(t, "handle", None)))
+            # A reduction with its own combine function runs it element by element: those
+            # operations are tallied too, on top of this one.
+            elements = [
+                _elements(getattr(t, "handle", None))
+                for t in (input if isinstance(input, tuple) else (input,))
+            ]
+            for n in elements:
+                c.alu(n)
+            c.tally(sum(elements))
         return original(self, input)
 
     setattr(apply, _MARK, True)

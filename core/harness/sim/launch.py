@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from core.harness.sim.clock import Tally
+
 SECTOR = 32  # bytes: the unit of a GPU memory transaction (NVIDIA sector; AMD reads 64 B lines)
 # A hold (the task's formulas, the outputs written) fails a sampled count only where it falls
 # short by more than this many standard errors of its sample: about 2% of honest counts that
@@ -121,6 +123,9 @@ class Launch:
     options: dict[str, Any]
     tensors: list[TensorArg]
     programs: list[ProgramCounts] = field(default_factory=list)
+    # What its sample cost, as if no program had run exactly (sim_count): the interpreted work
+    # it grew by (sim/clock.py), and the interpreter seconds, which vary with the machine's load.
+    interpreted: Tally = field(default_factory=Tally)
     interpreter_s: float = 0.0
     # For the value check (sim_values): when the launch started (one clock with the torch ops),
     # the addresses its exact programs stored (by item size), and how many programs were not
@@ -213,6 +218,7 @@ class Launch:
             "arith_se": self.sampling_se(
                 lambda p: sum(p.dot_flops.values()) + p.alu_ops + p.sfu_ops
             ),
+            "interpreted_work": self.interpreted.work,
             "interpreter_s": self.interpreter_s,
         }
 
@@ -256,6 +262,7 @@ def merged_summary(summaries: list[dict[str, Any]]) -> dict[str, Any]:
         "dram_se": math.sqrt(sum(s.get("dram_se", 0.0) ** 2 for s in summaries)),
         "arith_se": math.sqrt(sum(s.get("arith_se", 0.0) ** 2 for s in summaries)),
         "merged": len(summaries),
+        "interpreted_work": sum(s.get("interpreted_work", 0) for s in summaries),
         "interpreter_s": sum(s.get("interpreter_s", 0.0) for s in summaries),
     }
 

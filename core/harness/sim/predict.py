@@ -216,7 +216,7 @@ def _predict_real(
 ) -> dict[str, Any]:
     """The counted call on GPU-sized CPU tensors (`_count_real`), and where its sample leaves a
     hold in doubt (`doubted`), a recount on fresh inputs of the same seed whose sampled
-    launches grow as far as `CONFIRM_BUDGET_S` affords (sim_count.Counting's `confirm`): that
+    launches grow as far as `CONFIRM_BUDGET` (interpreted work) affords (sim_count.Counting's `confirm`): that
     one is reported."""
     first = _count_real(run, specs, workload, seed, custom, compiler, exact, started, atomic)
     why = doubted(first, formula)

@@ -128,23 +128,25 @@ def _reads(node: ast.AST | None) -> set[str]:
 
 
 def _bindings(node: ast.AST) -> list[tuple[set[str], set[str]]]:
-    """Every binding under `node`: (the names bound, the names their value reads)."""
-    found: list[tuple[set[str], set[str]]] = []
-    for n in ast.walk(node):
-        if isinstance(n, ast.Assign):
-            value = _reads(n.value)
-            for t in n.targets:
-                found.append((_targets(t), value))
-        elif isinstance(n, ast.AugAssign):
-            names = _targets(n.target)
-            found.append((names, _reads(n.value) | names))
-        elif isinstance(n, ast.AnnAssign) and n.value is not None:
-            found.append((_targets(n.target), _reads(n.value)))
-        elif isinstance(n, ast.NamedExpr):
-            found.append((_targets(n.target), _reads(n.value)))
-        elif isinstance(n, ast.For):
-            found.append((_targets(n.target), _reads(n.iter)))
-    return found
+    """Every binding under `node` (itself included): (the names bound, the names their value
+    reads)."""
+    return [found for n in ast.walk(node) for found in _node_bindings(n)]
+
+
+def _node_bindings(node: ast.AST) -> list[tuple[set[str], set[str]]]:
+    """The bindings `node` itself makes, not its children's: (the names bound, the names their
+    value reads; an augmented assignment reads its own target too)."""
+    if isinstance(node, ast.Assign):
+        value = _reads(node.value)
+        return [(_targets(t), value) for t in node.targets]
+    if isinstance(node, ast.AugAssign):
+        names = _targets(node.target)
+        return [(names, _reads(node.value) | names)]
+    if isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
+        return [(_targets(node.target), _reads(node.value))]
+    if isinstance(node, ast.For):
+        return [(_targets(node.target), _reads(node.iter))]
+    return []
 
 
 def steering_names(function: ast.FunctionDef) -> frozenset[str]:
@@ -180,23 +182,10 @@ def carried_names(function: ast.FunctionDef, loop: ast.For) -> frozenset[str]:
             before.add(extra.arg)
     for n in ast.walk(function):
         if getattr(n, "lineno", loop.lineno) < loop.lineno:
-            for names, _value in _bindings_of(n):
+            for names, _value in _node_bindings(n):
                 before |= names
     assigned: set[str] = set()
     for statement in loop.body + loop.orelse:
         for names, _value in _bindings(statement):
             assigned |= names
     return frozenset((assigned & before) - _targets(loop.target))
-
-
-def _bindings_of(node: ast.AST) -> list[tuple[set[str], set[str]]]:
-    """The bindings `node` itself makes (not its children's)."""
-    if isinstance(node, ast.Assign):
-        return [(_targets(t), set()) for t in node.targets]
-    if isinstance(node, (ast.AugAssign, ast.NamedExpr)) or (
-        isinstance(node, ast.AnnAssign) and node.value is not None
-    ):
-        return [(_targets(node.target), set())]
-    if isinstance(node, ast.For):
-        return [(_targets(node.target), set())]
-    return []

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from core.harness.sim.clock import Tally
 from core.harness.sim.launch import Launch, ProgramCounts
 
 EXACT_STORES_CAP = (
@@ -27,7 +28,8 @@ class Ran:
     stores: list[tuple[int, np.ndarray]]
     atomic_stores: list[tuple[int, np.ndarray]]
     did_atomic: bool
-    took: float
+    took: float  # interpreter seconds
+    tally: Tally  # interpreted work (sim/clock.py)
 
 
 HELD = (  # what an exact program and its twin must count alike
