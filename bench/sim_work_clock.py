@@ -1,7 +1,7 @@
 """The sample's clock (core/harness/sim/clock.py), calibrated on this machine: interpreter seconds
 against interpreted work, per counted launch, over real kernels.
 
-    PYTHONPATH=. python3 bench/sim_work_clock.py measure    # on an idle machine (~20 min on 2 cores)
+    PYTHONPATH=. python3 bench/sim_work_clock.py measure    # on an idle machine (~10 min on 2 cores)
     PYTHONPATH=. python3 bench/sim_work_clock.py fit        # seconds ≈ a·ops + b·elements, its error
 
 `measure` counts, as a `sim:h200` candidate's worker counts them (sim_predict.predict_candidate,
