@@ -15,9 +15,9 @@
 #      CPU and sim ratios on two cores beside it); then issue 43's new tasks, each baseline as its
 #      own candidate and each starter (bench/tasks_gpu.py): about 9 minutes.
 #   4  the shared regions' fix checked (see the step).
-#   5-52  later calls (2026-12-02 to 12-05): each says what it measures (47, 50, 51:
-#         prepared, not yet run; 49's timer check and warm turns ran inline as 2026-12-05's
-#         second call, each side's turns cut at 55 s, after add_rmsnorm).
+#   5-52  later calls (2026-12-02 to 12-05): each says what it measures (47 and 51: prepared,
+#         not yet run; 49's timer check and warm turns ran inline as 2026-12-05's second call,
+#         each side's turns cut at 55 s, after add_rmsnorm; 50's batches ran within 52).
 OUT=${1:-.}
 STEP=${2:-1}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
