@@ -667,13 +667,13 @@ def rescored(entry: dict[str, Any], timer_offset_us: float = 0.0) -> dict[str, A
 
 
 def timer_offset(device_name: str) -> float:
-    """The peaks table's timer offset (µs) for the GPU named `device_name`; 0 where none."""
-    from core.devices.device import _peaks, load_peaks, match_peaks
+    """The timer offset (µs) the arena scores a GPU named `device_name` with (its peaks entry,
+    read as the verdict reads it: DeviceInfo.sol_peaks); 0 where it has none."""
+    from core.devices.device import info_from_probe
 
-    table = load_peaks()
-    key = match_peaks(device_name, table)
-    measured = _peaks(table[key].get("measured"), "measured") if key else None
-    return float(measured.timer_offset_us or 0.0) if measured else 0.0
+    info = info_from_probe("cuda:0", {"type": "cuda", "vendor": "", "model": device_name})
+    peaks = info.sol_peaks
+    return float(peaks.timer_offset_us or 0.0) if peaks else 0.0
 
 
 def estimators(raws: dict[str, dict[str, Any]], prefixes: tuple[str, ...]) -> str:
