@@ -15,7 +15,7 @@
 #      CPU and sim ratios on two cores beside it); then issue 43's new tasks, each baseline as its
 #      own candidate and each starter (bench/tasks_gpu.py): about 9 minutes.
 #   4  the shared regions' fix checked (see the step).
-#   5-52  later calls (2026-12-02 to 12-05): each says what it measures (47 and 51: prepared,
+#   5-55  later calls (2026-12-02 to 12-05): each says what it measures (47 and 51: prepared,
 #         not yet run; 49's timer check and warm turns ran inline as 2026-12-05's second call,
 #         each side's turns cut at 55 s, after add_rmsnorm; 50's batches ran within 52).
 OUT=${1:-.}
@@ -649,6 +649,36 @@ case "$STEP" in
       2>&1 | tail -30
   fi
   phase "$OUT/full3" full --runs 3
+  ;;
+53)
+  # issue 35 (session 19, first call; two device calls lost to refusals first): `full`'s third
+  # run on the five tasks step 52 left, then step 47's diagnostics of the offset without its
+  # closing identity runs (process_offset's pairs time it directly): about 10 minutes.
+  DONE_GLOB='bench/results/fidelity_2026-12-02/ahead_*.json'
+  sweep "$OUT/full3" full 175 160 --runs 3
+  mkdir -p "$OUT/placement"
+  timeout 60 python3 bench/placement.py --out "$OUT/placement" --name outputs 2>&1 | tail -8
+  timeout 55 python3 bench/placement.py --out "$OUT/placement" --name inputs --inputs 6 2>&1 | tail -8
+  timeout 270 python3 bench/process_offset.py --out "$OUT/placement" --pairs 4 2>&1 | tail -8
+  ;;
+54)
+  # issue 35 (session 19, second call): the arena's own speed at the end of the issue
+  # (docs/performance.md): the warm autotuned turn and four families' `train` batches of 16,
+  # each after its own warm-up, then gemm's if time is left: about 8 minutes.
+  mkdir -p "$OUT/pb" "$OUT/pb_gemm"
+  timeout 390 python3 bench/published_batches.py --device cuda:0 --out "$OUT/pb" --budget-s 380 \
+    --tasks activation/silu_mul norm/add_rmsnorm elementwise/rope moe/route_topk_softmax \
+    --phases turn,batches --warmup-each 2>&1 | grep -v '^- ' | tail -30
+  timeout 100 python3 bench/published_batches.py --device cuda:0 --out "$OUT/pb_gemm" --budget-s 95 \
+    --tasks gemm/bf16_gemm --phases batches --warmup-each 2>&1 | grep -v '^- ' | tail -12
+  ;;
+55)
+  # issue 35 (session 19, on an H100 while no H200 was lent): step 47's diagnostics of the
+  # offset, without its identity runs: about 7 minutes.
+  mkdir -p "$OUT/placement"
+  timeout 60 python3 bench/placement.py --out "$OUT/placement" --name outputs 2>&1 | tail -8
+  timeout 55 python3 bench/placement.py --out "$OUT/placement" --name inputs --inputs 6 2>&1 | tail -8
+  timeout 300 python3 bench/process_offset.py --out "$OUT/placement" --pairs 5 2>&1 | tail -8
   ;;
 esac
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
