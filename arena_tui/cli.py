@@ -170,6 +170,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from core.evaluation.job import SettingError, timing_placement
     from core.evaluation.sandbox import SWITCH, SandboxUnavailable
     from core.tasks.manifest import ManifestMismatch
 
@@ -190,6 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from core.evaluation.sandbox import require
 
             require()  # no sandbox and no --unsandboxed: one line, exit 2, before anything starts
+            timing_placement()  # ARENA_TIMING_PLACEMENT misspelt: the same, before anything starts
         if args.command is None and _interactive(args):
             return _app(args, out, err)
         if args.command in (None, "demo"):
@@ -204,7 +206,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (
         SandboxUnavailable,
         ManifestMismatch,
-    ) as exc:  # a set-up to fix: no sandbox, a changed bundled file
+        SettingError,
+    ) as exc:  # a set-up to fix: no sandbox, a changed bundled file, an environment setting
         _error(err, exc)
         return EXIT_BAD_INPUT
     except ProbeError as exc:

@@ -15,7 +15,7 @@
 #      CPU and sim ratios on two cores beside it); then issue 43's new tasks, each baseline as its
 #      own candidate and each starter (bench/tasks_gpu.py): about 9 minutes.
 #   4  the shared regions' fix checked (see the step).
-#   5-55  later calls (2026-12-02 to 12-05): each says what it measures (47 and 51: prepared,
+#   5-57  later calls (2026-12-02 to 12-05): each says what it measures (51, 56 and 57: prepared,
 #         not yet run; 49's timer check and warm turns ran inline as 2026-12-05's second call,
 #         each side's turns cut at 55 s, after add_rmsnorm; 50's batches ran within 52).
 OUT=${1:-.}
@@ -561,7 +561,8 @@ case "$STEP" in
     gemm/bf16_grouped_gemm moe/fused_moe moe/mxfp4_moe
   ;;
 47)
-  # issue 35, prepared on 2026-12-04 (no device lent since), NOT YET RUN: what gives
+  # issue 35, prepared on 2026-12-04; run on 2026-12-05 within step 53 (its `replaced` and
+  # `read_flush` pairs inline after it; step 55, the same on an H100, never started): what gives
   # add_rmsnorm's 6.4 us graphed workload (the one identity group outside its bound) an offset
   # that lasts a whole evaluation? In one process (bench/placement.py): six captures of one call,
   # each graph's outputs in a private pool of its own, crossed with three flush buffers, then
@@ -666,11 +667,14 @@ case "$STEP" in
   # (docs/performance.md): the warm autotuned turn and four families' `train` batches of 16,
   # each after its own warm-up, then gemm's if time is left: about 8 minutes.
   mkdir -p "$OUT/pb" "$OUT/pb_gemm"
-  timeout 390 python3 bench/published_batches.py --device cuda:0 --out "$OUT/pb" --budget-s 380 \
+  # BUDGET=S (default 380): the four families' phases within S seconds, the batches cut first.
+  timeout $(( ${BUDGET:-380} + 10 )) python3 bench/published_batches.py --device cuda:0 --out "$OUT/pb" \
+    --budget-s ${BUDGET:-380} \
     --tasks activation/silu_mul norm/add_rmsnorm elementwise/rope moe/route_topk_softmax \
     --phases turn,batches --warmup-each 2>&1 | grep -v '^- ' | tail -30
-  timeout 100 python3 bench/published_batches.py --device cuda:0 --out "$OUT/pb_gemm" --budget-s 95 \
-    --tasks gemm/bf16_gemm --phases batches --warmup-each 2>&1 | grep -v '^- ' | tail -12
+  [ -n "$BUDGET" ] || timeout 100 python3 bench/published_batches.py --device cuda:0 \
+    --out "$OUT/pb_gemm" --budget-s 95 --tasks gemm/bf16_gemm --phases batches --warmup-each \
+    2>&1 | grep -v '^- ' | tail -12
   ;;
 55)
   # issue 35 (session 19, on an H100 while no H200 was lent): step 47's diagnostics of the
@@ -679,6 +683,43 @@ case "$STEP" in
   timeout 60 python3 bench/placement.py --out "$OUT/placement" --name outputs 2>&1 | tail -8
   timeout 55 python3 bench/placement.py --out "$OUT/placement" --name inputs --inputs 6 2>&1 | tail -8
   timeout 300 python3 bench/process_offset.py --out "$OUT/placement" --pairs 5 2>&1 | tail -8
+  ;;
+56)
+  # issue 35, prepared in session 19, NOT YET RUN: does moving each graph round's capture
+  # (ARENA_TIMING_PLACEMENT=per_round, core/harness/timing.py) remove the offset an evaluation
+  # keeps? The identity in `full` on the four tasks with the most small graphed workloads, the
+  # default and per_round alternating, three runs each (then `bench/fidelity.py offsets` on
+  # each half); then the cost: two families' `train` batches with each: about 9 minutes.
+  for run in 1 2 3; do
+    for placement in fixed per_round; do
+      mkdir -p "$OUT/$placement"
+      ARENA_TIMING_PLACEMENT=$placement timeout 75 python3 bench/fidelity.py identity \
+        --out "$OUT/$placement/run$run" --profiles full --singles --runs 1 --budget-s 65 \
+        --tasks norm/add_rmsnorm activation/silu_mul norm/rmsnorm_fp8_quant elementwise/rope \
+        2>&1 | tail -5
+    done
+  done
+  for placement in fixed per_round; do
+    ARENA_TIMING_PLACEMENT=$placement timeout 45 python3 bench/published_batches.py \
+      --device cuda:0 --out "$OUT/pb_$placement" --budget-s 40 --phases batches \
+      --tasks activation/silu_mul 2>&1 | grep -v '^- ' | tail -4
+  done
+  ;;
+57)
+  # issue 35, prepared in session 19, NOT YET RUN: step 54's `train` batches took more timed
+  # rounds than 2026-12-03's (rope 2.6 -> 3.8 alternations a workload, each round's cost the
+  # same). Which change since? The tree of 2026-12-03's table (carried: .ab/pb1203/, `git
+  # archive 52cc6a1 core tasks bench/published_batches.py bench/batch_rewards.py
+  # bench/published pyproject.toml`) and this one alternately, each batch after its warm-up,
+  # rope then add_rmsnorm: about 8 minutes.
+  for run in 1 2; do
+    for side in then now; do
+      root=$PWD; [ $side = then ] && root=$PWD/.ab/pb1203
+      ( cd "$root" && PYTHONPATH=$root:/tmp/site timeout 130 python3 bench/published_batches.py \
+        --device cuda:0 --out "$OUT/$side$run" --budget-s 120 --phases batches --warmup-each \
+        --tasks elementwise/rope norm/add_rmsnorm 2>&1 | grep -v '^- ' | sed -n 3,4p )
+    done
+  done
   ;;
 esac
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader

@@ -27,6 +27,11 @@ OnEvent = Callable[[events.Event], None]
 
 GRAPH_BELOW_US = 50.0  # decode-sized: the launch would rival the kernel, so time graph replays
 TIMING_CPU_ENV = "ARENA_TIMING_CPU"  # the CPU a GPU's timed rounds run on: a number, auto, off
+# Where a graph round's capture lies: `fixed` (the default, every H200 figure in docs/) or
+# `per_round`, moved each round (core/harness/timing.py Round.placement_per_round), until the
+# GPU measures which the identity holds better with (docs/fidelity.md)
+TIMING_PLACEMENT_ENV = "ARENA_TIMING_PLACEMENT"
+TIMING_PLACEMENTS = ("fixed", "per_round")
 # `off`: an autotuner's configurations compiled one by one in its trials (a diagnosis: the
 # default compiles them at once beforehand, core/harness/autotune.py compile_ahead)
 COMPILE_AHEAD_ENV = "ARENA_AUTOTUNE_COMPILE_AHEAD"
@@ -153,6 +158,22 @@ class Timing:
             **self.__dict__,
             "min_rounds": self.alternations if self.min_rounds is None else self.min_rounds,
         }
+
+
+class SettingError(ValueError):
+    """An ARENA_* environment setting the engine cannot use: the message names it and the fix."""
+
+
+def timing_placement() -> str:
+    """Where a graph round's capture lies (TIMING_PLACEMENT_ENV): `fixed` unless the
+    environment names another of TIMING_PLACEMENTS."""
+    asked = os.environ.get(TIMING_PLACEMENT_ENV, "fixed").strip().lower() or "fixed"
+    if asked not in TIMING_PLACEMENTS:
+        raise SettingError(
+            f"{TIMING_PLACEMENT_ENV}={asked!r}: expected one of {', '.join(TIMING_PLACEMENTS)} "
+            "(unset it for the default, fixed)"
+        )
+    return asked
 
 
 def spec_json(spec: TensorSpec) -> dict[str, Any]:
@@ -431,6 +452,7 @@ def build_job(
             "round_factor": spec.round_factor,
             # the CPU a GPU's timed rounds run on, both sides (core/harness/performance.py)
             "pin_cpu": os.environ.get(TIMING_CPU_ENV, "auto"),
+            "placement": timing_placement(),
             "round_floor_s": spec.round_floor_s,
         },
         "limits": {

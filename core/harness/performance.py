@@ -104,6 +104,8 @@ class PerformanceStage(CandidateCalls):
                     "release_cache": r == 0,  # both sides' allocators alike (timing.release_cached)
                     "probe_host": r == 0,  # does it wait on the host? (timing.waits_on_host)
                     "warm_up": r == 0,  # the CPU's timer: one untimed call first
+                    # a graph round's capture moved each round, on both sides (timing.Round)
+                    "placement_per_round": timing.get("placement") == "per_round",
                 }
                 # Inputs drawn by the trusted worker into shared memory where the device allows
                 # (shared_round.py): the seed and the sampled calls never reach the candidate.

@@ -28,6 +28,7 @@ base class's own functions, called as plain functions.
 from __future__ import annotations
 
 import math
+import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -67,6 +68,10 @@ _xpu_record = getattr(_XpuEvent, "record", None)
 _xpu_elapsed = getattr(_XpuEvent, "elapsed_time", None)
 
 FLUSH_BYTES = 256 * 1024 * 1024
+# Where a round's graph lies (Round.placement_per_round): a pad of 0 to 30 MiB, in the caching
+# allocator's 2 MiB segments, allocated before the capture moves the graph's memory elsewhere.
+PLACEMENT_STEP_BYTES = 2 * 1024 * 1024
+PLACEMENT_STEPS = 16
 
 Keep = Callable[[int, Any], None]  # (call index, what the call returned)
 
@@ -275,6 +280,12 @@ class Round:
     # A workload's first round on the CPU: one untimed call first, on both sides (_time_cpu);
     # the GPU's timers warm up in every round
     warm_up: bool = False
+    # A graph round's capture moved elsewhere in memory each round (placement_pad_bytes). On
+    # the H200 one process's captures of one call differ by up to 3% as their memory lies, and
+    # round after round a process captures at the same place, so each side keeps its own
+    # offset for a whole evaluation (docs/fidelity.md, "Where the offset comes from"); moved,
+    # it becomes round-to-round noise that the alternations see. Off unless the engine asks.
+    placement_per_round: bool = False
 
     @classmethod
     def from_request(cls, msg: dict[str, Any]) -> Round:
@@ -291,6 +302,7 @@ class Round:
             bool(msg.get("release_cache")),
             bool(msg.get("probe_host")),
             bool(msg.get("warm_up")),
+            bool(msg.get("placement_per_round")),
         )
 
     def calls_for(self, estimate_ms: float, call_wall_ms: float = 0.0) -> int:
@@ -534,8 +546,20 @@ def _time_events(
     return [events.elapsed_ms(s, e) * 1e3 for s, e in zip(starts, ends)], host_bound
 
 
+def placement_pad_bytes(first_index: int) -> int:
+    """The pad a round with `placement_per_round` allocates before its capture: drawn from the
+    round's first input index, so a run is reproducible and its rounds lie apart."""
+    return PLACEMENT_STEP_BYTES * random.Random(first_index).randrange(PLACEMENT_STEPS)
+
+
 def _time_graph(fn, fresh, device, rnd: Round, sample, keep, picker=None) -> list[float]:
     first = rnd.first_index
+    pad = None
+    if rnd.placement_per_round:
+        # the last round's graph went back to the allocator: return it to the device, so the
+        # pad takes memory and the capture's pool the memory after it
+        release_cached("cuda")
+        pad = _empty(placement_pad_bytes(first), dtype=torch.uint8, device=device)
     t_refill = _perf_counter()
     static = fresh(first)
     _sync("cuda")
@@ -551,6 +575,7 @@ def _time_graph(fn, fresh, device, rnd: Round, sample, keep, picker=None) -> lis
     with _graph_ctx(graph):
         outputs = fn(*static)
     _sync("cuda")
+    del pad  # the capture's pool is placed; the pad's memory may serve the flush buffer
     events = _Events("cuda")
     flush = flush_buffer(device)
     t0 = _perf_counter()
