@@ -708,10 +708,11 @@ case "$STEP" in
 57)
   # issue 35, prepared in session 19, NOT YET RUN: step 54's `train` batches took more timed
   # rounds than 2026-12-03's (rope 2.6 -> 3.8 alternations a workload, each round's cost the
-  # same). Which change since? The tree of 2026-12-03's table (carried: .ab/pb1203/, `git
-  # archive 52cc6a1 core tasks bench/published_batches.py bench/batch_rewards.py
-  # bench/published pyproject.toml`) and this one alternately, each batch after its warm-up,
-  # rope then add_rmsnorm: about 8 minutes.
+  # same; 158 timed rounds in step 35, after noisy workloads were timed on, 226 in step 54).
+  # Which change since? The tree step 35 measured (carried: .ab/pb1203/, `git archive 6614b5e
+  # core tasks bench/published_batches.py bench/batch_rewards.py bench/published
+  # pyproject.toml`) and this one alternately, each batch after its warm-up, rope then
+  # add_rmsnorm: about 8 minutes.
   for run in 1 2; do
     for side in then now; do
       root=$PWD; [ $side = then ] && root=$PWD/.ab/pb1203
