@@ -4,7 +4,8 @@ lies, and a process captures at the same place round after round, so each side o
 evaluation kept an offset of its own. `ARENA_TIMING_PLACEMENT=per_round` moves each round's
 capture (a pad of a drawn size before it); `fixed`, the default, is what every H200 figure in
 docs/ was measured with. What the GPU does with it is measured by `sh bench/h200_wave.sh $OUT 56`;
-here: the pads, the request both sides read, and the engine's setting."""
+here: the pads, the order of a moved round's calls, the request both sides read, and the
+engine's setting."""
 
 from __future__ import annotations
 
@@ -85,3 +86,83 @@ def test_arena_eval_refuses_a_misspelt_setting_in_one_line_before_it_starts(
     assert code == EXIT_BAD_INPUT
     err = capsys.readouterr().err
     assert "ARENA_TIMING_PLACEMENT='per-round'" in err and "Traceback" not in err
+
+
+class _Recorder:
+    """Stands in for the CUDA calls a graph round makes, in order (no GPU on CI)."""
+
+    def __init__(self) -> None:
+        self.log: list[str] = []
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import contextlib
+
+        import torch
+
+        log = self.log
+
+        class Stream:
+            def wait_stream(self, other: object) -> None:
+                pass
+
+        class Graph:
+            def replay(self) -> None:
+                log.append("replay")
+
+        class Events:
+            def __init__(self, device_type: str) -> None:
+                pass
+
+            def new(self) -> object:
+                return object()
+
+            def record(self, event: object) -> None:
+                pass
+
+            def elapsed_ms(self, start: object, end: object) -> float:
+                return 0.005
+
+        @contextlib.contextmanager
+        def capture(graph: object):  # type: ignore[no-untyped-def]
+            log.append("capture")
+            yield
+
+        def empty(n: int, dtype: object = None, device: object = None) -> torch.Tensor:
+            log.append(f"pad {n}")
+            return torch.empty(0, dtype=torch.uint8)
+
+        monkeypatch.setattr(timing, "_sync", lambda kind: None)
+        monkeypatch.setattr(timing, "_Stream", lambda device: Stream())
+        monkeypatch.setattr(timing, "_current_stream", lambda device=None: Stream())
+        monkeypatch.setattr(timing, "_stream_ctx", lambda s: contextlib.nullcontext())
+        monkeypatch.setattr(timing, "_CUDAGraph", Graph)
+        monkeypatch.setattr(timing, "_graph_ctx", capture)
+        monkeypatch.setattr(timing, "_Events", Events)
+        monkeypatch.setattr(timing, "_zero", lambda t: None)
+        monkeypatch.setattr(timing, "_empty", empty)
+        monkeypatch.setattr(timing, "flush_buffer", lambda device: torch.empty(4))
+        monkeypatch.setattr(timing, "release_cached", lambda kind: log.append(f"release {kind}"))
+
+
+@pytest.mark.parametrize("moved", [False, True])
+def test_a_moved_round_releases_the_cache_and_pads_before_its_capture_and_only_then(
+    monkeypatch: pytest.MonkeyPatch, moved: bool
+) -> None:
+    import torch
+
+    calls = _Recorder()
+    calls.install(monkeypatch)
+    rnd = timing.Round(
+        budget_ms=1.0,
+        min_calls=2,
+        max_calls=2,
+        first_index=300_000,
+        graph=True,
+        placement_per_round=moved,
+    )
+    times = timing._time_graph(lambda x: x + 1, lambda i: [torch.zeros(4)], None, rnd, (), None)
+    assert times == [5.0, 5.0]
+    pad = timing.placement_pad_bytes(300_000)
+    before_capture = calls.log[: calls.log.index("capture")]
+    assert before_capture == (["release cuda", f"pad {pad}"] if moved else [])
+    assert calls.log.count("replay") == 3  # the timing probe's, then each timed call's
