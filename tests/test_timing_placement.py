@@ -160,7 +160,10 @@ def test_a_moved_round_releases_the_cache_and_pads_before_its_capture_and_only_t
         graph=True,
         placement_per_round=moved,
     )
-    times = timing._time_graph(lambda x: x + 1, lambda i: [torch.zeros(4)], None, rnd, (), None)
+    timed = timing.time_round(
+        lambda x: x + 1, lambda i: [torch.zeros(4)], torch.device("cuda"), rnd
+    )
+    times = timed["times_us"]
     assert times == [5.0, 5.0]
     pad = timing.placement_pad_bytes(300_000)
     before_capture = calls.log[: calls.log.index("capture")]

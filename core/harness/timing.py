@@ -359,11 +359,15 @@ def time_round(
     right after each sampled call; `picker(calls)`, where given, names the round's sampled
     calls instead of `sample` (the shared-memory path keeps every call: shared_io.py).
     Returns {"times_us": [...], "mode": "graph"|"events"|"queued"|"wall"}."""
-    if rnd.release_cache:
+    graph = rnd.graph and device.type == "cuda"
+    # A moved graph round (Round.placement_per_round) starts from an empty cache as a
+    # workload's first round does: the last round's graph went back to the allocator, and
+    # returned to the device it leaves the pad (_time_graph) to take its place.
+    if rnd.release_cache or (graph and rnd.placement_per_round):
         release_cached(device.type)
     if device.type == "cpu":
         return {"times_us": _time_cpu(fn, fresh, rnd, sample, keep, picker), "mode": "wall"}
-    if rnd.graph and device.type == "cuda":
+    if graph:
         try:
             times = _time_graph(fn, fresh, device, rnd, sample, keep, picker)
             return {"times_us": times, "mode": "graph"}
@@ -555,10 +559,7 @@ def placement_pad_bytes(first_index: int) -> int:
 def _time_graph(fn, fresh, device, rnd: Round, sample, keep, picker=None) -> list[float]:
     first = rnd.first_index
     pad = None
-    if rnd.placement_per_round:
-        # the last round's graph went back to the allocator: return it to the device, so the
-        # pad takes memory and the capture's pool the memory after it
-        release_cached("cuda")
+    if rnd.placement_per_round:  # on an empty cache (time_round): the capture's pool lies after it
         pad = _empty(placement_pad_bytes(first), dtype=torch.uint8, device=device)
     t_refill = _perf_counter()
     static = fresh(first)
