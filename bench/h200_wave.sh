@@ -15,7 +15,7 @@
 #      CPU and sim ratios on two cores beside it); then issue 43's new tasks, each baseline as its
 #      own candidate and each starter (bench/tasks_gpu.py): about 9 minutes.
 #   4  the shared regions' fix checked (see the step).
-#   5-57  later calls (2026-12-02 to 12-05): each says what it measures (51, 56 and 57: prepared,
+#   5-59  later calls (2026-12-02 to 12-05): each says what it measures (51, 56 and 57: prepared,
 #         not yet run; 49's timer check and warm turns ran inline as 2026-12-05's second call,
 #         each side's turns cut at 55 s, after add_rmsnorm; 50's batches ran within 52).
 OUT=${1:-.}
@@ -719,6 +719,37 @@ case "$STEP" in
       ( cd "$root" && PYTHONPATH=$root:/tmp/site timeout 130 python3 bench/published_batches.py \
         --device cuda:0 --out "$OUT/$side$run" --budget-s 120 --phases batches --warmup-each \
         --tasks elementwise/rope norm/add_rmsnorm 2>&1 | grep -v '^- ' | sed -n 3,4p )
+    done
+  done
+  ;;
+58)
+  # issue 35 (session 20): step 57 again, rope alone, a crash shown whole (57's "then" side
+  # stopped in main() on 2026-12-05, its traceback cut by sed): about 5 minutes.
+  for run in 1 2; do
+    for side in then now; do
+      root=$PWD; [ $side = then ] && root=$PWD/.ab/pb1203
+      ( cd "$root" && PYTHONPATH=$root:/tmp/site timeout 80 python3 bench/published_batches.py \
+        --device cuda:0 --out "$OUT/$side$run" --budget-s 72 --phases batches --warmup-each \
+        --tasks elementwise/rope 2>&1 | grep -v '^- ' | tail -12 | cut -c1-400 )
+    done
+  done
+  ;;
+59)
+  # issue 35 (session 20): step 56 found that moving each round's outputs does not remove the
+  # offset an evaluation keeps. What else differs between two processes' graphs of one call?
+  # Six graphs in one process, round-robin, on one input set: their outputs apart (as step 53
+  # measured), then at one address (only the graph differs), then at one address with each
+  # graph's Triton module loaded afresh (its code elsewhere); twice each: about 5 minutes.
+  # RUNS and VARIANTS narrow it (RUNS=1 VARIANTS="same_outputs reload_code": about 80 s).
+  mkdir -p "$OUT/placement"
+  for run in $(seq 1 ${RUNS:-2}); do
+    for variant in ${VARIANTS:-outputs same_outputs reload_code}; do
+      case $variant in
+        outputs) opts="" ;; same_outputs) opts="--same-outputs" ;;
+        reload_code) opts="--same-outputs --reload-code" ;;
+      esac
+      timeout 55 python3 bench/placement.py --out "$OUT/placement" --name "${variant}_$run" \
+        --flushes 1 --rounds 12 $opts 2>&1 | tail -7
     done
   done
   ;;

@@ -11,8 +11,16 @@ replay) on the same inputs, `--rounds` rounds each. If the graphs' medians diffe
 each graph's own rounds do, placement alone moves the time, and the identity's offset is that.
 Every graph's outputs' addresses (and their offset in a 2 MiB page) are kept beside its times.
 
+Two options take one thing at a time out of what differs between the graphs: `--same-outputs`
+captures every graph into one shared pool with the last graph's outputs dropped, so all of them
+write the same addresses and only the graph itself (the driver's executable) differs;
+`--reload-code` also clears Triton's in-memory kernels before each graph's warm-up, so each
+graph launches kernels of a module loaded afresh (the same binary at another address), as the
+two sides of an evaluation, each process loading its own, do.
+
     PYTHONPATH=. python3 bench/placement.py --device cuda:0 --out DIR \\
         [--task norm/add_rmsnorm] [--workload T=128,H=7168] [--graphs 6] [--rounds 8] [--flushes 3] [--inputs 1]
+        [--same-outputs] [--reload-code]
 
 Not yet run on a GPU (written 2026-12-04 after that day's device time was spent): the next
 session's first step (`sh bench/h200_wave.sh $OUT 47`).
@@ -66,6 +74,42 @@ def spread(values: list[float]) -> float:
     return max(values) / min(values) - 1 if values and min(values) > 0 else 0.0
 
 
+def capture(fn: Any, pool: Any = None) -> tuple[Any, Any]:
+    """timer_check.captured's graph of one call, in `pool` where one is given (a pool another
+    graph was captured into: its freed blocks are handed out again, so the outputs land where
+    that graph's did)."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):  # warm-up off the capture, as torch.cuda.graphs recommends
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, pool=pool):
+        out = fn()
+    torch.cuda.synchronize()
+    return graph, out
+
+
+def reload_triton_code() -> int:
+    """Forget every Triton kernel this process has loaded, so the next call of each loads its
+    module again (from Triton's disk cache: the same binary, placed anew). How many JIT
+    functions were cleared."""
+    import gc
+
+    from triton.runtime.jit import JITFunction
+
+    cleared = 0
+    for obj in gc.get_objects():
+        if isinstance(obj, JITFunction):
+            obj.device_caches.clear()
+            cleared += 1
+    return cleared
+
+
 def _round(graph: Any, fresh: Any, first: int, calls: int, flush: Any) -> float:
     """The median of `calls` replays timed as core/harness/timing.py's _time_graph times them."""
     import torch
@@ -93,9 +137,14 @@ def measure(
     calls: int,
     flushes: int,
     input_sets: int,
+    same_outputs: bool = False,
+    reload_code: bool = False,
 ) -> dict:
     """Every (graph, flush buffer) pair timed `rounds` times round-robin; graph g reads input set
-    g % `input_sets` (each set its own allocation, as each worker's refill target would be)."""
+    g % `input_sets` (each set its own allocation, as each worker's refill target would be).
+    `same_outputs`: one pool for every capture, each graph's outputs dropped once captured, so
+    every graph writes the same addresses; `reload_code`: each graph's Triton kernels loaded
+    afresh before its warm-up."""
     import torch
 
     from core.harness import timing
@@ -107,12 +156,22 @@ def measure(
     buffers = [timing.flush_buffer(torch.device(device)) for _ in range(flushes)]
     for b in buffers:
         b.zero_()
-    captured = []
+    captured: list[tuple[Any, Any, list[int]]] = []
+    reloaded = []
     for g in range(graphs):
         fn, _ = sets[g % input_sets]
         static = statics[g % input_sets]
-        graph, out = timer_check.captured(lambda fn=fn, static=static: fn(*static))
+        if reload_code:
+            reloaded.append(reload_triton_code())
+        call = lambda fn=fn, static=static: fn(*static)
+        if same_outputs:
+            graph, out = capture(call, captured[0][0].pool() if captured else None)
+        else:
+            graph, out = timer_check.captured(call)
         captured.append((graph, out, [t.data_ptr() for t in tensors_of(out)]))
+        if same_outputs:
+            captured[-1] = (graph, None, captured[-1][2])  # freed: the next capture reuses them
+            out = None
     cells = [(g, f) for g in range(graphs) for f in range(flushes)]
     medians: dict[tuple[int, int], list[float]] = {c: [] for c in cells}
     for r in range(rounds):
@@ -133,6 +192,9 @@ def measure(
         "task": task_id,
         "workload": label,
         "input_sets": input_sets,
+        "same_outputs": same_outputs,
+        "reload_code": reload_code,
+        "triton_functions_reloaded": reloaded,
         "inputs": [[t.data_ptr() for t in tensors_of(list(s))] for s in statics],
         "flushes": [b.data_ptr() for b in buffers],
         "graphs": [
@@ -182,6 +244,12 @@ def main() -> int:
     parser.add_argument(
         "--inputs", type=int, default=1, help="input sets, graph g reads set g %% N"
     )
+    parser.add_argument(
+        "--same-outputs", action="store_true", help="every graph writes the same addresses"
+    )
+    parser.add_argument(
+        "--reload-code", action="store_true", help="each graph's Triton kernels loaded afresh"
+    )
     parser.add_argument("--name", default="placement", help="the output file's stem")
     args = parser.parse_args()
     if not args.device.startswith("cuda"):
@@ -196,6 +264,8 @@ def main() -> int:
         args.calls,
         args.flushes,
         args.inputs,
+        args.same_outputs,
+        args.reload_code,
     )
     got["device"] = fidelity._device_record(args.device)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -70,6 +70,23 @@ def test_user_figures_merge_over_the_bundled_ones(tmp_path):
     assert table["h200"]["measured"]["hbm_tbps"] == 4.25, "other entries untouched"
 
 
+def test_a_measured_timer_offset_alone_leaves_the_speed_of_light_figures_labelled_spec():
+    """The H100's measured entry holds only its timer's offset: its intervals widen by it, and
+    its speed-of-light fractions still say they come from the datasheet."""
+    from core.devices.device import info_from_probe
+
+    h100 = info_from_probe(
+        "cuda:0", {"type": "cuda", "vendor": "nvidia", "model": "NVIDIA H100 80GB HBM3"}
+    )
+    peaks = h100.sol_peaks
+    assert peaks is not None and peaks.timer_offset_us == 0.16
+    assert peaks.source == "spec" and peaks.hbm_tbps == 3.35
+    h200 = info_from_probe("cuda:0", {"type": "cuda", "vendor": "nvidia", "model": "NVIDIA H200"})
+    assert h200.sol_peaks is not None and h200.sol_peaks.source == "measured", (
+        "a measured bandwidth is labelled measured"
+    )
+
+
 def test_arena_devices_lists_the_cpu(capsys):
     assert main(["devices", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)

@@ -94,7 +94,9 @@ class DeviceInfo:
 
     @property
     def sol_peaks(self) -> Peaks | None:
-        """Measured figures where recorded (filled in from spec where a figure is missing)."""
+        """Measured figures where recorded (filled in from spec where a figure is missing).
+        Its `source` says `measured` only where a speed-of-light figure was: a device whose
+        measured entry holds nothing but its timer's offset keeps the datasheet's label."""
         if self.measured is None:
             return self.spec
         if self.spec is None:
@@ -106,7 +108,12 @@ class DeviceInfo:
             for k in Peaks.__dataclass_fields__
             if k != "source"
         }
-        return Peaks(source="measured", **merged)
+        speed_of_light = any(
+            getattr(self.measured, k) is not None
+            for k in Peaks.__dataclass_fields__
+            if k not in ("source", "timer_offset_us")
+        )
+        return Peaks(source="measured" if speed_of_light else self.spec.source, **merged)
 
     def to_json(self) -> dict[str, Any]:
         return {

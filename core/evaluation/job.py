@@ -27,9 +27,10 @@ OnEvent = Callable[[events.Event], None]
 
 GRAPH_BELOW_US = 50.0  # decode-sized: the launch would rival the kernel, so time graph replays
 TIMING_CPU_ENV = "ARENA_TIMING_CPU"  # the CPU a GPU's timed rounds run on: a number, auto, off
-# Where a graph round's capture lies: `fixed` (the default, every H200 figure in docs/) or
-# `per_round`, moved each round (core/harness/timing.py Round.placement_per_round), until the
-# GPU measures which the identity holds better with (docs/fidelity.md)
+# Where a graph round's capture lies: `fixed` (the default, every figure in docs/) or
+# `per_round`, moved each round (core/harness/timing.py Round.placement_per_round): measured on
+# an H100, it left the offset between an evaluation's two processes as it was (docs/fidelity.md,
+# "Where the offset comes from"); kept to repeat that measurement on other GPUs
 TIMING_PLACEMENT_ENV = "ARENA_TIMING_PLACEMENT"
 TIMING_PLACEMENTS = ("fixed", "per_round")
 # `off`: an autotuner's configurations compiled one by one in its trials (a diagnosis: the

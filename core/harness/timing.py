@@ -283,8 +283,9 @@ class Round:
     # A graph round's capture moved elsewhere in memory each round (placement_pad_bytes). On
     # the H200 one process's captures of one call differ by up to 3% as their memory lies, and
     # round after round a process captures at the same place, so each side keeps its own
-    # offset for a whole evaluation (docs/fidelity.md, "Where the offset comes from"); moved,
-    # it becomes round-to-round noise that the alternations see. Off unless the engine asks.
+    # offset for a whole evaluation (docs/fidelity.md, "Where the offset comes from"). Moving
+    # the outputs each round did not shrink that offset on an H100, so it is off unless the
+    # engine asks (ARENA_TIMING_PLACEMENT): a setting for measuring it on other GPUs.
     placement_per_round: bool = False
 
     @classmethod
