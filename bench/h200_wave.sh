@@ -15,9 +15,10 @@
 #      CPU and sim ratios on two cores beside it); then issue 43's new tasks, each baseline as its
 #      own candidate and each starter (bench/tasks_gpu.py): about 9 minutes.
 #   4  the shared regions' fix checked (see the step).
-#   5-59  later calls (2026-12-02 to 12-05): each says what it measures (51, 56 and 57: prepared,
-#         not yet run; 49's timer check and warm turns ran inline as 2026-12-05's second call,
-#         each side's turns cut at 55 s, after add_rmsnorm; 50's batches ran within 52).
+#   5-59  later calls (2026-12-02 to 12-05): each says what it measures (51 and 59: prepared,
+#         not yet run; 49's timer check and warm turns ran inline as 2026-12-05's second call, each
+#         side's turns cut at 55 s, after add_rmsnorm; 50's batches ran within 52; 56-58 ran on
+#         an H100, 57's old-tree side stopping in main(), so 58 repeated it on rope).
 OUT=${1:-.}
 STEP=${2:-1}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
@@ -581,7 +582,7 @@ case "$STEP" in
     --singles --runs 4 --budget-s 95 --tasks norm/add_rmsnorm activation/silu_mul 2>&1 | tail -9
   ;;
 48)
-  # issue 35, prepared on 2026-12-05 (no device lent), NOT YET RUN: the identity on the code
+  # issue 35, prepared on 2026-12-05 (no device lent), ran later that day: the identity on the code
   # whose baseline's worker is forked as the correctness stages begin (before, at its first
   # round): every single-device task in `train` one at a time, three runs, then `full`, two.
   # Repeat the step after copying its files to bench/results/fidelity_2026-12-02/ahead_*.json:
@@ -685,7 +686,7 @@ case "$STEP" in
   timeout 300 python3 bench/process_offset.py --out "$OUT/placement" --pairs 5 2>&1 | tail -8
   ;;
 56)
-  # issue 35, prepared in session 19, NOT YET RUN: does moving each graph round's capture
+  # issue 35, prepared in session 19, ran in session 20 on an H100: does moving each graph round's capture
   # (ARENA_TIMING_PLACEMENT=per_round, core/harness/timing.py) remove the offset an evaluation
   # keeps? The identity in `full` on the four tasks with the most small graphed workloads, the
   # default and per_round alternating, three runs each (then `bench/fidelity.py offsets` on
@@ -706,7 +707,7 @@ case "$STEP" in
   done
   ;;
 57)
-  # issue 35, prepared in session 19, NOT YET RUN: step 54's `train` batches took more timed
+  # issue 35, prepared in session 19, ran in session 20 on an H100: step 54's `train` batches took more timed
   # rounds than 2026-12-03's (rope 2.6 -> 3.8 alternations a workload, each round's cost the
   # same; 158 timed rounds in step 35, after noisy workloads were timed on, 226 in step 54).
   # Which change since? The tree step 35 measured (carried: .ab/pb1203/, `git archive 6614b5e
@@ -735,7 +736,8 @@ case "$STEP" in
   done
   ;;
 59)
-  # issue 35 (session 20): step 56 found that moving each round's outputs does not remove the
+  # issue 35 (session 20, NOT YET RUN: the session's device time ran out): step 56 found that
+  # moving each round's outputs does not remove the
   # offset an evaluation keeps. What else differs between two processes' graphs of one call?
   # Six graphs in one process, round-robin, on one input set: their outputs apart (as step 53
   # measured), then at one address (only the graph differs), then at one address with each

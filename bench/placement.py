@@ -22,8 +22,10 @@ two sides of an evaluation, each process loading its own, do.
         [--task norm/add_rmsnorm] [--workload T=128,H=7168] [--graphs 6] [--rounds 8] [--flushes 3] [--inputs 1]
         [--same-outputs] [--reload-code]
 
-Not yet run on a GPU (written 2026-12-04 after that day's device time was spent): the next
-session's first step (`sh bench/h200_wave.sh $OUT 47`).
+Ran on the H200 without the two options (2026-12-05, `sh bench/h200_wave.sh $OUT 53`; raw:
+bench/results/issue35_h200_2026-12-05/placement/). `--same-outputs` and `--reload-code` were
+written on 2026-12-05's third session, after the identity showed that moving the outputs each
+round leaves the offset as it was, and have not run on a GPU: `sh bench/h200_wave.sh $OUT 59`.
 """
 
 from __future__ import annotations
@@ -99,15 +101,16 @@ def reload_triton_code() -> int:
     module again (from Triton's disk cache: the same binary, placed anew). How many JIT
     functions were cleared."""
     import gc
+    import warnings
 
     from triton.runtime.jit import JITFunction
 
-    cleared = 0
-    for obj in gc.get_objects():
-        if isinstance(obj, JITFunction):
-            obj.device_caches.clear()
-            cleared += 1
-    return cleared
+    with warnings.catch_warnings():  # isinstance on torch's deprecated module objects warns
+        warnings.simplefilter("ignore", FutureWarning)
+        found = [obj for obj in gc.get_objects() if isinstance(obj, JITFunction)]
+    for fn in found:
+        fn.device_caches.clear()
+    return len(found)
 
 
 def _round(graph: Any, fresh: Any, first: int, calls: int, flush: Any) -> float:
