@@ -76,26 +76,6 @@ def spread(values: list[float]) -> float:
     return max(values) / min(values) - 1 if values and min(values) > 0 else 0.0
 
 
-def capture(fn: Any, pool: Any = None) -> tuple[Any, Any]:
-    """timer_check.captured's graph of one call, in `pool` where one is given (a pool another
-    graph was captured into: its freed blocks are handed out again, so the outputs land where
-    that graph's did)."""
-    import torch
-
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):  # warm-up off the capture, as torch.cuda.graphs recommends
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, pool=pool):
-        out = fn()
-    torch.cuda.synchronize()
-    return graph, out
-
-
 def reload_triton_code() -> int:
     """Forget every Triton kernel this process has loaded, so the next call of each loads its
     module again (from Triton's disk cache: the same binary, placed anew). How many JIT
@@ -167,10 +147,8 @@ def measure(
         if reload_code:
             reloaded.append(reload_triton_code())
         call = lambda fn=fn, static=static: fn(*static)
-        if same_outputs:
-            graph, out = capture(call, captured[0][0].pool() if captured else None)
-        else:
-            graph, out = timer_check.captured(call)
+        pool = captured[0][0].pool() if same_outputs and captured else None
+        graph, out = timer_check.captured(call, pool=pool)
         captured.append((graph, out, [t.data_ptr() for t in tensors_of(out)]))
         if same_outputs:
             captured[-1] = (graph, None, captured[-1][2])  # freed: the next capture reuses them

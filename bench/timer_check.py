@@ -81,9 +81,10 @@ def do_bench_led(fn: Callable[[], Any], rep_ms: float = 100.0) -> float:
     return median_us(starts, ends)
 
 
-def captured(fn: Callable[[], Any], times: int = 1) -> tuple[Any, Any]:
-    """A CUDA graph of `times` calls of `fn`, in a private pool of its own, and the last call's
-    outputs (the graph's own buffers, alive as long as the caller keeps them)."""
+def captured(fn: Callable[[], Any], times: int = 1, pool: Any = None) -> tuple[Any, Any]:
+    """A CUDA graph of `times` calls of `fn`, in a private pool of its own (or in `pool`, one
+    another graph was captured into: its freed blocks are handed out again), and the last
+    call's outputs (the graph's own buffers, alive as long as the caller keeps them)."""
     import torch
 
     side = torch.cuda.Stream()
@@ -95,7 +96,7 @@ def captured(fn: Callable[[], Any], times: int = 1) -> tuple[Any, Any]:
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     out = None
-    with torch.cuda.graph(graph):
+    with torch.cuda.graph(graph, pool=pool):
         for _ in range(times):
             out = fn()
     torch.cuda.synchronize()
