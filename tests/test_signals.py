@@ -90,7 +90,10 @@ def test_each_signal_stops_arena_run_with_its_exit_code_and_the_resume_command(t
         assert resume.startswith("arena --db ") and resume.endswith(
             f"run --resume {run.id} --skip-preflight"
         )
-        assert not list(folder.glob("arena-*")), "its temporary folders were removed"
+        left = [
+            str(p.relative_to(folder)) for d in folder.glob("arena-*") for p in [d, *d.rglob("*")]
+        ]
+        assert not left, f"its temporary folders were removed: {left} are left"
         resumes[sig] = (run.id, resume)
     folder, _ = runs[signal.SIGTERM]
     run_id, resume = resumes[signal.SIGTERM]
