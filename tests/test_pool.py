@@ -71,6 +71,32 @@ def test_the_device_probe_runs_off_the_event_loop(tmp_path):
     assert executor.closed and pool.evaluators() == []
 
 
+def test_an_evaluator_made_for_a_cancelled_job_is_closed_with_the_pool(tmp_path):
+    """A run stopped by a signal while a slot's device is being probed: the probe's thread
+    cannot be stopped, so what it makes (a harness, the slot's folder) is closed when it is
+    there, and `aclose` waits for that, so the run's folder is removed after the last writer."""
+    made: list[SlowProbe] = []
+
+    def probe(device: str, folder: Path) -> SlowProbe:
+        made.append(SlowProbe(device, folder))
+        return made[-1]
+
+    pool = EvaluatorPool(probe, lambda: tmp_path / "run", keep_folders=True)
+
+    async def main() -> None:
+        job = asyncio.create_task(pool.get(Slot("cpu", 0)))
+        await asyncio.sleep(PROBE_S / 3)  # the probe is under way
+        job.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await job
+        assert not made, "still probing when the job was cancelled"
+        await pool.aclose()
+        assert len(made) == 1 and made[0].closed, "the orphan's harness was stopped"
+
+    asyncio.run(main())
+    assert pool.evaluators() == []
+
+
 def test_a_device_that_cannot_be_reached_is_an_infrastructure_fault(tmp_path):
     def unreachable(device: str, folder: Path):
         raise OSError("no route to host")

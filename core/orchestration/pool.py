@@ -5,7 +5,9 @@ An evaluator owns a warm harness on its slot's device; making one probes the dev
 the engine's data, which blocks for seconds. That happens in a worker thread
 (`asyncio.to_thread`), never on the event loop: during `arena run` the loop is the app's, and
 under the RL arena it serves every other episode. A slot whose evaluator failed (its harness
-died, its job was cancelled) is dropped and gets a fresh one on its next job."""
+died, its job was cancelled) is dropped and gets a fresh one on its next job. A job cancelled
+while its slot's evaluator is being made cannot stop that thread: what it makes is closed once
+made, and `aclose` waits for it, so a run's folder is removed after its last writer."""
 
 from __future__ import annotations
 
@@ -43,6 +45,9 @@ class EvaluatorPool:
         self.keep_folders = keep_folders
         self._evaluators: dict[Slot, Evaluator] = {}
         self._closing: set[asyncio.Future[None]] = set()  # harnesses `drop` is stopping
+        # Evaluators still being made for a `get` that was cancelled meanwhile: the thread goes
+        # on, and what it makes (a harness, the slot's folder) is closed once it is there.
+        self._orphans: set[asyncio.Future[Evaluator]] = set()
 
     def folder(self, slot: Slot) -> Path:
         return self._root() / f"{slot.device.replace('/', '_').replace(':', '_')}-{slot.index}"
@@ -50,11 +55,25 @@ class EvaluatorPool:
     async def get(self, slot: Slot) -> Evaluator:
         evaluator = self._evaluators.get(slot)
         if evaluator is None:
-            evaluator = await asyncio.to_thread(
-                self._make, slot
-            )  # probing a device blocks for seconds
+            # probing a device blocks for seconds: in a thread, which a cancel cannot stop
+            making = asyncio.ensure_future(asyncio.to_thread(self._make, slot))
+            try:
+                evaluator = await asyncio.shield(making)
+            except asyncio.CancelledError:
+                self._orphans.add(making)
+                making.add_done_callback(self._close_orphan)
+                raise
             self._evaluators[slot] = evaluator
         return evaluator
+
+    def _close_orphan(self, making: asyncio.Future[Evaluator]) -> None:
+        """A cancelled `get`'s evaluator, made after all: stopped in a thread (`aclose` waits)."""
+        self._orphans.discard(making)
+        if making.cancelled() or making.exception() is not None:
+            return  # nothing was made (the exception is seen: no "never retrieved" warning)
+        closing = asyncio.get_running_loop().run_in_executor(None, making.result().close)
+        self._closing.add(closing)
+        closing.add_done_callback(self._closing.discard)
 
     def _make(self, slot: Slot) -> Evaluator:
         folder = self.folder(slot)
@@ -109,6 +128,9 @@ class EvaluatorPool:
             evaluator.close()
 
     async def aclose(self) -> None:
+        if self._orphans:  # each, once made, is put among those closing
+            await asyncio.wait(set(self._orphans))
+            await asyncio.sleep(0)  # their done-callbacks run
         if self._closing:
             await asyncio.wait(set(self._closing))  # every dropped harness is dead too
         evaluators, self._evaluators = list(self._evaluators.values()), {}
