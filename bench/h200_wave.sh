@@ -737,8 +737,8 @@ case "$STEP" in
   ;;
 59)
   # issue 35 (session 20, NOT YET RUN: the session's device time ran out): step 56 found that
-  # moving each round's outputs does not remove the
-  # offset an evaluation keeps. What else differs between two processes' graphs of one call?
+  # moving each round's outputs does not remove the offset an evaluation keeps. What else
+  # differs between two processes' graphs of one call?
   # Six graphs in one process, round-robin, on one input set: their outputs apart (as step 53
   # measured), then at one address (only the graph differs), then at one address with each
   # graph's Triton module loaded afresh (its code elsewhere); twice each: about 5 minutes.

@@ -149,10 +149,10 @@ def measure(
         call = lambda fn=fn, static=static: fn(*static)
         pool = captured[0][0].pool() if same_outputs and captured else None
         graph, out = timer_check.captured(call, pool=pool)
-        captured.append((graph, out, [t.data_ptr() for t in tensors_of(out)]))
+        addresses = [t.data_ptr() for t in tensors_of(out)]
         if same_outputs:
-            captured[-1] = (graph, None, captured[-1][2])  # freed: the next capture reuses them
-            out = None
+            out = None  # freed: the next capture reuses these addresses
+        captured.append((graph, out, addresses))
     cells = [(g, f) for g in range(graphs) for f in range(flushes)]
     medians: dict[tuple[int, int], list[float]] = {c: [] for c in cells}
     for r in range(rounds):

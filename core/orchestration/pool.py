@@ -128,9 +128,8 @@ class EvaluatorPool:
             evaluator.close()
 
     async def aclose(self) -> None:
-        if self._orphans:  # each, once made, is put among those closing
+        if self._orphans:  # each, once made, is put among those closing (its callback runs first)
             await asyncio.wait(set(self._orphans))
-            await asyncio.sleep(0)  # their done-callbacks run
         if self._closing:
             await asyncio.wait(set(self._closing))  # every dropped harness is dead too
         evaluators, self._evaluators = list(self._evaluators.values()), {}
