@@ -170,7 +170,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from core.evaluation.job import SettingError, timing_placement
+    from core.evaluation.job import SettingError, timing_events, timing_placement
     from core.evaluation.sandbox import SWITCH, SandboxUnavailable
     from core.tasks.manifest import ManifestMismatch
 
@@ -192,6 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             require()  # no sandbox and no --unsandboxed: one line, exit 2, before anything starts
             timing_placement()  # ARENA_TIMING_PLACEMENT misspelt: the same, before anything starts
+            timing_events()  # ... and ARENA_TIMING_EVENTS
         if args.command is None and _interactive(args):
             return _app(args, out, err)
         if args.command in (None, "demo"):

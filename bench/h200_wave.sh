@@ -15,7 +15,7 @@
 #      CPU and sim ratios on two cores beside it); then issue 43's new tasks, each baseline as its
 #      own candidate and each starter (bench/tasks_gpu.py): about 9 minutes.
 #   4  the shared regions' fix checked (see the step).
-#   5-59  later calls (2026-12-02 to 12-05): each says what it measures (51 and 59: prepared,
+#   5-60  later calls (2026-12-02 to 12-05): each says what it measures (51 and 59: prepared,
 #         not yet run; 49's timer check and warm turns ran inline as 2026-12-05's second call, each
 #         side's turns cut at 55 s, after add_rmsnorm; 50's batches ran within 52; 56-58 ran on
 #         an H100, 57's old-tree side stopping in main(), so 58 repeated it on rope).
@@ -752,6 +752,36 @@ case "$STEP" in
       esac
       timeout 55 python3 bench/placement.py --out "$OUT/placement" --name "${variant}_$run" \
         --flushes 1 --rounds 12 $opts 2>&1 | tail -7
+    done
+  done
+  ;;
+60)
+  # issue 35 (session 21): is the offset an evaluation's two processes keep in the graph's
+  # launch or in its kernels? Two of step 59's variants once, each graph also holding a pair of
+  # timing events as its first and last nodes, read beside the pair around its replay
+  # (--inner-events); then the identity in `full` on the two tasks the offset puts outside
+  # the bound, three settings in turn, three runs each: the default; ARENA_TIMING_EVENTS=inside
+  # (is the offset in the launch?); ARENA_TIMING_PLACEMENT=new_stream (is it the hardware
+  # queue a process's stream maps to?): about 8 minutes.
+  mkdir -p "$OUT/placement"
+  for variant in outputs same_outputs; do
+    case $variant in
+      outputs) opts="" ;; same_outputs) opts="--same-outputs" ;;
+      reload_code) opts="--same-outputs --reload-code" ;;
+    esac
+    timeout 45 python3 bench/placement.py --out "$OUT/placement" --name "${variant}_inner" \
+      --flushes 1 --rounds 10 --inner-events $opts 2>&1 | tail -7
+  done
+  for run in 1 2 3; do
+    for arm in default inside new_stream; do
+      events=outside placement=fixed
+      [ $arm = inside ] && events=inside
+      [ $arm = new_stream ] && placement=new_stream
+      mkdir -p "$OUT/$arm"
+      ARENA_TIMING_EVENTS=$events ARENA_TIMING_PLACEMENT=$placement timeout 50 \
+        python3 bench/fidelity.py identity --out "$OUT/$arm/run$run" --profiles full \
+        --singles --runs 1 --budget-s 42 --tasks norm/add_rmsnorm activation/silu_mul \
+        2>&1 | tail -3
     done
   done
   ;;

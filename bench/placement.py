@@ -93,11 +93,14 @@ def reload_triton_code() -> int:
     return len(found)
 
 
-def _round(graph: Any, fresh: Any, first: int, calls: int, flush: Any) -> float:
-    """The median of `calls` replays timed as core/harness/timing.py's _time_graph times them."""
+def _round(
+    graph: Any, fresh: Any, first: int, calls: int, flush: Any, inside: Any = ()
+) -> tuple[float, float | None]:
+    """The median of `calls` replays timed as core/harness/timing.py's _time_graph times them:
+    by events around each replay and, where the graph holds a pair (`inside`), by those."""
     import torch
 
-    times = []
+    times, inner = [], []
     for k in range(calls):
         fresh(first + k)
         torch.cuda.synchronize()
@@ -108,7 +111,9 @@ def _round(graph: Any, fresh: Any, first: int, calls: int, flush: Any) -> float:
         end.record()
         torch.cuda.synchronize()
         times.append(start.elapsed_time(end) * 1e3)
-    return statistics.median(times)
+        if inside:
+            inner.append(inside[0].elapsed_time(inside[1]) * 1e3)
+    return statistics.median(times), statistics.median(inner) if inner else None
 
 
 def measure(
@@ -122,12 +127,14 @@ def measure(
     input_sets: int,
     same_outputs: bool = False,
     reload_code: bool = False,
+    inner_events: bool = False,
 ) -> dict:
     """Every (graph, flush buffer) pair timed `rounds` times round-robin; graph g reads input set
     g % `input_sets` (each set its own allocation, as each worker's refill target would be).
     `same_outputs`: one pool for every capture, each graph's outputs dropped once captured, so
     every graph writes the same addresses; `reload_code`: each graph's Triton kernels loaded
-    afresh before its warm-up."""
+    afresh before its warm-up; `inner_events`: each graph also holds a pair of timing events
+    as its first and last nodes, read beside the events around its replay."""
     import torch
 
     from core.harness import timing
@@ -139,7 +146,7 @@ def measure(
     buffers = [timing.flush_buffer(torch.device(device)) for _ in range(flushes)]
     for b in buffers:
         b.zero_()
-    captured: list[tuple[Any, Any, list[int]]] = []
+    captured: list[tuple[Any, Any, list[int], list[Any]]] = []
     reloaded = []
     for g in range(graphs):
         fn, _ = sets[g % input_sets]
@@ -148,20 +155,35 @@ def measure(
             reloaded.append(reload_triton_code())
         call = lambda fn=fn, static=static: fn(*static)
         pool = captured[0][0].pool() if same_outputs and captured else None
-        graph, out = timer_check.captured(call, pool=pool)
+        inside = (
+            [torch.cuda.Event(enable_timing=True, external=True) for _ in range(2)]
+            if inner_events
+            else []
+        )
+        graph, out = timer_check.captured(call, pool=pool, inside=inside)
         addresses = [t.data_ptr() for t in tensors_of(out)]
         if same_outputs:
             out = None  # freed: the next capture reuses these addresses
-        captured.append((graph, out, addresses))
+        captured.append((graph, out, addresses, inside))
     cells = [(g, f) for g in range(graphs) for f in range(flushes)]
     medians: dict[tuple[int, int], list[float]] = {c: [] for c in cells}
+    inner: dict[tuple[int, int], list[float]] = {c: [] for c in cells}
     for r in range(rounds):
         order = cells if r % 2 == 0 else list(reversed(cells))  # no cell always first
         for i, (g, f) in enumerate(order):
             first = (r * len(cells) + i + 1) * 10_000
             fresh = sets[g % input_sets][1]
-            medians[(g, f)].append(_round(captured[g][0], fresh, first, calls, buffers[f]))
+            graph, _, _, inside = captured[g]
+            outer_us, inner_us = _round(graph, fresh, first, calls, buffers[f], inside)
+            medians[(g, f)].append(outer_us)
+            if inner_us is not None:
+                inner[(g, f)].append(inner_us)
     per_cell = {c: statistics.median(m) for c, m in medians.items()}
+    inner_by_graph = [
+        statistics.median([statistics.median(inner[(g, f)]) for f in range(flushes)])
+        for g in range(graphs)
+        if inner_events
+    ]
 
     by_graph = [
         statistics.median([per_cell[(g, f)] for f in range(flushes)]) for g in range(graphs)
@@ -175,12 +197,14 @@ def measure(
         "input_sets": input_sets,
         "same_outputs": same_outputs,
         "reload_code": reload_code,
+        "inner_events": inner_events,
         "triton_functions_reloaded": reloaded,
         "inputs": [[t.data_ptr() for t in tensors_of(list(s))] for s in statics],
         "flushes": [b.data_ptr() for b in buffers],
         "graphs": [
             {
                 "median_us": by_graph[g],
+                "inner_median_us": inner_by_graph[g] if inner_events else None,
                 "outputs": [{"ptr": p, "page_offset": p % PAGE} for p in captured[g][2]],
             }
             for g in range(graphs)
@@ -190,12 +214,14 @@ def measure(
                 "graph": g,
                 "flush": f,
                 "medians_us": medians[(g, f)],
+                "inner_medians_us": inner[(g, f)],
                 "median_us": per_cell[(g, f)],
                 "round_spread": spread(medians[(g, f)]),
             }
             for g, f in cells
         ],
         "between_graphs": spread(by_graph),
+        "between_graphs_inner": spread(inner_by_graph),
         "between_flushes": spread(by_flush),
         "between_cells": spread(list(per_cell.values())),
         "within_cell_widest": max(spread(m) for m in medians.values()),
@@ -231,6 +257,11 @@ def main() -> int:
     parser.add_argument(
         "--reload-code", action="store_true", help="each graph's Triton kernels loaded afresh"
     )
+    parser.add_argument(
+        "--inner-events",
+        action="store_true",
+        help="also time each graph by events recorded as its first and last nodes",
+    )
     parser.add_argument("--name", default="placement", help="the output file's stem")
     args = parser.parse_args()
     if not args.device.startswith("cuda"):
@@ -247,6 +278,7 @@ def main() -> int:
         args.inputs,
         args.same_outputs,
         args.reload_code,
+        args.inner_events,
     )
     got["device"] = fidelity._device_record(args.device)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -254,9 +286,12 @@ def main() -> int:
     for i, g in enumerate(got["graphs"]):
         offsets = ", ".join(f"{o['page_offset'] / 1024:.0f} KiB" for o in g["outputs"])
         row = " ".join(f"{c['median_us']:.2f}" for c in got["cells"] if c["graph"] == i)
-        print(f"graph {i}: {row} µs by flush buffer; outputs at {offsets} in their 2 MiB page")
+        inner = f" (inside: {g['inner_median_us']:.2f})" if args.inner_events else ""
+        print(
+            f"graph {i}: {row} µs by flush buffer{inner}; outputs at {offsets} in their 2 MiB page"
+        )
     print(
-        f"between graphs {got['between_graphs']:.1%}, between flush buffers {got['between_flushes']:.1%}, "
+        f"between graphs {got['between_graphs']:.1%} (inside: {got['between_graphs_inner']:.1%}), between flush buffers {got['between_flushes']:.1%}, "
         f"between cells {got['between_cells']:.1%}; one cell's rounds: median {got['within_cell_median']:.1%}, "
         f"widest {got['within_cell_widest']:.1%} ({time.monotonic() - t0:.0f} s)"
     )

@@ -31,7 +31,7 @@ from __future__ import annotations
 import ctypes
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 BOUND = 0.03  # within 3%, or explained by a control within 3% of the arena
@@ -81,10 +81,13 @@ def do_bench_led(fn: Callable[[], Any], rep_ms: float = 100.0) -> float:
     return median_us(starts, ends)
 
 
-def captured(fn: Callable[[], Any], times: int = 1, pool: Any = None) -> tuple[Any, Any]:
+def captured(
+    fn: Callable[[], Any], times: int = 1, pool: Any = None, inside: Sequence[Any] = ()
+) -> tuple[Any, Any]:
     """A CUDA graph of `times` calls of `fn`, in a private pool of its own (or in `pool`, one
     another graph was captured into: its freed blocks are handed out again), and the last
-    call's outputs (the graph's own buffers, alive as long as the caller keeps them)."""
+    call's outputs (the graph's own buffers, alive as long as the caller keeps them).
+    `inside`: two external timing events, recorded as the graph's first and last nodes."""
     import torch
 
     side = torch.cuda.Stream()
@@ -97,8 +100,12 @@ def captured(fn: Callable[[], Any], times: int = 1, pool: Any = None) -> tuple[A
     graph = torch.cuda.CUDAGraph()
     out = None
     with torch.cuda.graph(graph, pool=pool):
+        if inside:
+            inside[0].record()
         for _ in range(times):
             out = fn()
+        if inside:
+            inside[1].record()
     torch.cuda.synchronize()
     return graph, out
 

@@ -169,3 +169,46 @@ def test_a_moved_round_releases_the_cache_and_pads_before_its_capture_and_only_t
     before_capture = calls.log[: calls.log.index("capture")]
     assert before_capture == (["release cuda", f"pad {pad}"] if moved else [])
     assert calls.log.count("replay") == 3  # the timing probe's, then each timed call's
+
+
+@pytest.mark.parametrize("own_stream", [False, True])
+def test_a_new_stream_round_is_captured_replayed_and_timed_on_a_stream_of_its_own(
+    monkeypatch: pytest.MonkeyPatch, own_stream: bool
+) -> None:
+    import contextlib
+
+    import torch
+
+    calls = _Recorder()
+    calls.install(monkeypatch)
+    streams = iter(range(100))
+    monkeypatch.setattr(timing, "_Stream", lambda device: _NamedStream(next(streams)))
+
+    @contextlib.contextmanager
+    def on(stream: _NamedStream):  # type: ignore[no-untyped-def]
+        calls.log.append(f"enter {stream.name}")
+        yield
+        calls.log.append(f"leave {stream.name}")
+
+    monkeypatch.setattr(timing, "_stream_ctx", on)
+    rnd = timing.Round(1.0, 2, 2, 300_000, graph=True, stream_per_round=own_stream)
+    timed = timing.time_round(
+        lambda x: x + 1, lambda i: [torch.zeros(4)], torch.device("cuda"), rnd
+    )
+    assert timed["mode"] == "graph"
+    log = calls.log
+    if own_stream:  # the round's stream around all of it, the warm-up's side stream inside
+        assert log[0] == "enter stream0" and log[-1] == "leave stream0"
+        assert log[1:3] == ["enter stream1", "leave stream1"]
+        assert log.index("capture") < log.index("replay") < log.index("leave stream0")
+    else:  # the warm-up's side stream only
+        assert log[:2] == ["enter stream0", "leave stream0"] and "enter stream1" not in log
+    assert log.count("replay") == 3
+
+
+class _NamedStream:
+    def __init__(self, number: int) -> None:
+        self.name = f"stream{number}"
+
+    def wait_stream(self, other: object) -> None:
+        pass

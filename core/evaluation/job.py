@@ -27,12 +27,19 @@ OnEvent = Callable[[events.Event], None]
 
 GRAPH_BELOW_US = 50.0  # decode-sized: the launch would rival the kernel, so time graph replays
 TIMING_CPU_ENV = "ARENA_TIMING_CPU"  # the CPU a GPU's timed rounds run on: a number, auto, off
-# Where a graph round's capture lies: `fixed` (the default, every figure in docs/) or
-# `per_round`, moved each round (core/harness/timing.py Round.placement_per_round): measured on
-# an H100, it left the offset between an evaluation's two processes as it was (docs/fidelity.md,
-# "Where the offset comes from"); kept to repeat that measurement on other GPUs
+# Where a graph round's capture lies: `fixed` (the default, every figure in docs/), `per_round`,
+# moved in memory each round (core/harness/timing.py Round.placement_per_round): measured on an
+# H100, it left the offset between an evaluation's two processes as it was (docs/fidelity.md,
+# "Where the offset comes from"); kept to repeat that measurement on other GPUs; or
+# `new_stream`, each round on a stream of its own (Round.stream_per_round)
 TIMING_PLACEMENT_ENV = "ARENA_TIMING_PLACEMENT"
-TIMING_PLACEMENTS = ("fixed", "per_round")
+TIMING_PLACEMENTS = ("fixed", "per_round", "new_stream")
+# Where a graph round's timing events lie: `outside` (the default: around the replay, the
+# graph's launch included) or `inside` (the graph's first and last nodes: core/harness/timing.py
+# Round.events_inside), a setting for measuring what the launch adds to the offset between an
+# evaluation's two processes (docs/fidelity.md)
+TIMING_EVENTS_ENV = "ARENA_TIMING_EVENTS"
+TIMING_EVENTS = ("outside", "inside")
 # `off`: an autotuner's configurations compiled one by one in its trials (a diagnosis: the
 # default compiles them at once beforehand, core/harness/autotune.py compile_ahead)
 COMPILE_AHEAD_ENV = "ARENA_AUTOTUNE_COMPILE_AHEAD"
@@ -165,16 +172,27 @@ class SettingError(ValueError):
     """An ARENA_* environment setting the engine cannot use: the message names it and the fix."""
 
 
+def _timing_setting(env: str, choices: tuple[str, ...]) -> str:
+    """The value of the setting `env` names, the first of `choices` (the default) when unset."""
+    default = choices[0]
+    asked = os.environ.get(env, default).strip().lower() or default
+    if asked not in choices:
+        raise SettingError(
+            f"{env}={asked!r}: expected one of {', '.join(choices)} (unset it for the default, {default})"
+        )
+    return asked
+
+
 def timing_placement() -> str:
     """Where a graph round's capture lies (TIMING_PLACEMENT_ENV): `fixed` unless the
     environment names another of TIMING_PLACEMENTS."""
-    asked = os.environ.get(TIMING_PLACEMENT_ENV, "fixed").strip().lower() or "fixed"
-    if asked not in TIMING_PLACEMENTS:
-        raise SettingError(
-            f"{TIMING_PLACEMENT_ENV}={asked!r}: expected one of {', '.join(TIMING_PLACEMENTS)} "
-            "(unset it for the default, fixed)"
-        )
-    return asked
+    return _timing_setting(TIMING_PLACEMENT_ENV, TIMING_PLACEMENTS)
+
+
+def timing_events() -> str:
+    """Where a graph round's timing events lie (TIMING_EVENTS_ENV): `outside` unless the
+    environment names another of TIMING_EVENTS."""
+    return _timing_setting(TIMING_EVENTS_ENV, TIMING_EVENTS)
 
 
 def spec_json(spec: TensorSpec) -> dict[str, Any]:
@@ -454,6 +472,7 @@ def build_job(
             # the CPU a GPU's timed rounds run on, both sides (core/harness/performance.py)
             "pin_cpu": os.environ.get(TIMING_CPU_ENV, "auto"),
             "placement": timing_placement(),
+            "events": timing_events(),
             "round_floor_s": spec.round_floor_s,
         },
         "limits": {

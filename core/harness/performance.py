@@ -106,6 +106,9 @@ class PerformanceStage(CandidateCalls):
                     "warm_up": r == 0,  # the CPU's timer: one untimed call first
                     # a graph round's capture moved each round, on both sides (timing.Round)
                     "placement_per_round": timing.get("placement") == "per_round",
+                    "stream_per_round": timing.get("placement") == "new_stream",
+                    # a graph round timed inside its graph, on both sides (timing.Round)
+                    "events_inside": timing.get("events") == "inside",
                 }
                 # Inputs drawn by the trusted worker into shared memory where the device allows
                 # (shared_round.py): the seed and the sampled calls never reach the candidate.

@@ -32,6 +32,7 @@ import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -287,6 +288,14 @@ class Round:
     # the outputs each round did not shrink that offset on an H100, so it is off unless the
     # engine asks (ARENA_TIMING_PLACEMENT): a setting for measuring it on other GPUs.
     placement_per_round: bool = False
+    # A graph round timed by events recorded inside its graph (first node to last) rather than
+    # around its replay: what the graph's launch adds left out (ARENA_TIMING_EVENTS=inside)
+    events_inside: bool = False
+    # A graph round captured, replayed and timed on a stream of its own, the next of torch's
+    # pool (which cycles over the device's hardware queues), rather than the worker's current
+    # stream (ARENA_TIMING_PLACEMENT=new_stream): a setting for measuring whether the offset
+    # between an evaluation's two processes is the queue each process's stream maps to
+    stream_per_round: bool = False
 
     @classmethod
     def from_request(cls, msg: dict[str, Any]) -> Round:
@@ -304,6 +313,8 @@ class Round:
             bool(msg.get("probe_host")),
             bool(msg.get("warm_up")),
             bool(msg.get("placement_per_round")),
+            bool(msg.get("events_inside")),
+            bool(msg.get("stream_per_round")),
         )
 
     def calls_for(self, estimate_ms: float, call_wall_ms: float = 0.0) -> int:
@@ -370,7 +381,9 @@ def time_round(
         return {"times_us": _time_cpu(fn, fresh, rnd, sample, keep, picker), "mode": "wall"}
     if graph:
         try:
-            times = _time_graph(fn, fresh, device, rnd, sample, keep, picker)
+            own = _stream_ctx(_Stream(device)) if rnd.stream_per_round else nullcontext()
+            with own:
+                times = _time_graph(fn, fresh, device, rnd, sample, keep, picker)
             return {"times_us": times, "mode": "graph"}
         except Exception as exc:  # noqa: BLE001 - a kernel that cannot be captured is timed eagerly
             _sync("cuda")
@@ -574,8 +587,15 @@ def _time_graph(fn, fresh, device, rnd: Round, sample, keep, picker=None) -> lis
     _current_stream(device).wait_stream(side)
     _sync("cuda")
     graph = _CUDAGraph()
+    inside = []
+    if rnd.events_inside:  # external: record nodes in the graph, not a cross-stream dependency
+        inside = [_event_new(_CudaEvent, enable_timing=True, external=True) for _ in range(2)]  # type: ignore[misc]
     with _graph_ctx(graph):
+        if inside:  # recorded as the graph's first node, on the capture's own stream
+            _event_record(inside[0], _current_stream(device))  # type: ignore[misc]
         outputs = fn(*static)
+        if inside:
+            _event_record(inside[1], _current_stream(device))  # type: ignore[misc]
     _sync("cuda")
     del pad  # the capture's pool is placed; the pad's memory may serve the flush buffer
     events = _Events("cuda")
@@ -600,7 +620,8 @@ def _time_graph(fn, fresh, device, rnd: Round, sample, keep, picker=None) -> lis
         graph.replay()
         events.record(ends[k])
         _sync("cuda")
-        times.append(events.elapsed_ms(starts[k], ends[k]) * 1e3)
+        timed = inside or (starts[k], ends[k])
+        times.append(events.elapsed_ms(timed[0], timed[1]) * 1e3)
         if k in chosen and keep is not None:
             keep(first + 1 + k, outputs)  # the graph's own output buffers, just replayed
     return times
