@@ -15,7 +15,7 @@
 #      CPU and sim ratios on two cores beside it); then issue 43's new tasks, each baseline as its
 #      own candidate and each starter (bench/tasks_gpu.py): about 9 minutes.
 #   4  the shared regions' fix checked (see the step).
-#   5-60  later calls (2026-12-02 to 12-05): each says what it measures (51 and 59: prepared,
+#   5-61  later calls (2026-12-02 to 12-05): each says what it measures (51 and 59: prepared,
 #         not yet run; 49's timer check and warm turns ran inline as 2026-12-05's second call, each
 #         side's turns cut at 55 s, after add_rmsnorm; 50's batches ran within 52; 56-58 ran on
 #         an H100, 57's old-tree side stopping in main(), so 58 repeated it on rope).
@@ -782,6 +782,31 @@ case "$STEP" in
         python3 bench/fidelity.py identity --out "$OUT/$arm/run$run" --profiles full \
         --singles --runs 1 --budget-s 42 --tasks norm/add_rmsnorm activation/silu_mul \
         2>&1 | tail -3
+    done
+  done
+  ;;
+61)
+  # issue 35 (session 21, after step 60 on an H100: neither events inside the graph nor a
+  # stream of its own each round removed the offset, so it lies in the kernels' own run): is
+  # it where each process loaded its kernels' code? In one process, one pool for every
+  # capture, each graph's Triton module loaded afresh or not, twice each; then the identity in
+  # `full` on the same two tasks, the default and ARENA_TIMING_PLACEMENT=new_code (each round's
+  # kernels loaded afresh, on both sides) alternating, three runs each: about 6 minutes.
+  mkdir -p "$OUT/placement"
+  for run in 1 2; do
+    for variant in same_outputs reload_code; do
+      opts="--same-outputs"
+      [ $variant = reload_code ] && opts="--same-outputs --reload-code"
+      timeout 30 python3 bench/placement.py --out "$OUT/placement" --name "${variant}_$run" \
+        --flushes 1 --rounds 10 --inner-events $opts 2>&1 | tail -1
+    done
+  done
+  for run in 1 2 3; do
+    for placement in fixed new_code; do
+      mkdir -p "$OUT/$placement"
+      ARENA_TIMING_PLACEMENT=$placement timeout 45 python3 bench/fidelity.py identity \
+        --out "$OUT/$placement/run$run" --profiles full --singles --runs 1 --budget-s 38 \
+        --tasks norm/add_rmsnorm activation/silu_mul 2>&1 | tail -2
     done
   done
   ;;

@@ -76,23 +76,6 @@ def spread(values: list[float]) -> float:
     return max(values) / min(values) - 1 if values and min(values) > 0 else 0.0
 
 
-def reload_triton_code() -> int:
-    """Forget every Triton kernel this process has loaded, so the next call of each loads its
-    module again (from Triton's disk cache: the same binary, placed anew). How many JIT
-    functions were cleared."""
-    import gc
-    import warnings
-
-    from triton.runtime.jit import JITFunction
-
-    with warnings.catch_warnings():  # isinstance on torch's deprecated module objects warns
-        warnings.simplefilter("ignore", FutureWarning)
-        found = [obj for obj in gc.get_objects() if isinstance(obj, JITFunction)]
-    for fn in found:
-        fn.device_caches.clear()
-    return len(found)
-
-
 def _round(
     graph: Any, fresh: Any, first: int, calls: int, flush: Any, inside: Any = ()
 ) -> tuple[float, float | None]:
@@ -152,7 +135,7 @@ def measure(
         fn, _ = sets[g % input_sets]
         static = statics[g % input_sets]
         if reload_code:
-            reloaded.append(reload_triton_code())
+            reloaded.append(timing.reload_triton_code())
         call = lambda fn=fn, static=static: fn(*static)
         pool = captured[0][0].pool() if same_outputs and captured else None
         inside = (

@@ -212,3 +212,39 @@ class _NamedStream:
 
     def wait_stream(self, other: object) -> None:
         pass
+
+
+@pytest.mark.parametrize("new_code", [False, True])
+def test_a_new_code_round_loads_its_triton_kernels_afresh_before_its_warm_up(
+    monkeypatch: pytest.MonkeyPatch, new_code: bool
+) -> None:
+    import torch
+
+    calls = _Recorder()
+    calls.install(monkeypatch)
+    monkeypatch.setattr(timing, "reload_triton_code", lambda: calls.log.append("reload") or 1)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        calls.log.append("call")
+        return x + 1
+
+    rnd = timing.Round(1.0, 2, 2, 300_000, graph=True, code_per_round=new_code)
+    timing.time_round(fn, lambda i: [torch.zeros(4)], torch.device("cuda"), rnd)
+    if new_code:
+        assert calls.log.index("reload") < calls.log.index("call") < calls.log.index("capture")
+        assert calls.log.count("reload") == 1
+    else:
+        assert "reload" not in calls.log
+
+
+def test_loading_afresh_forgets_every_kernel_triton_has_loaded() -> None:
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _copy(x, y, n: tl.constexpr):  # type: ignore[no-untyped-def]
+        tl.store(y + tl.arange(0, n), tl.load(x + tl.arange(0, n)))
+
+    _copy.device_caches[0] = ({"loaded": "kernel"}, None, None, None, None)  # as a launch leaves it
+    assert timing.reload_triton_code() >= 1
+    assert _copy.device_caches == {}  # the next launch loads its module again

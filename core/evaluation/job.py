@@ -30,10 +30,11 @@ TIMING_CPU_ENV = "ARENA_TIMING_CPU"  # the CPU a GPU's timed rounds run on: a nu
 # Where a graph round's capture lies: `fixed` (the default, every figure in docs/), `per_round`,
 # moved in memory each round (core/harness/timing.py Round.placement_per_round): measured on an
 # H100, it left the offset between an evaluation's two processes as it was (docs/fidelity.md,
-# "Where the offset comes from"); kept to repeat that measurement on other GPUs; or
-# `new_stream`, each round on a stream of its own (Round.stream_per_round)
+# "Where the offset comes from"); kept to repeat that measurement on other GPUs;
+# `new_stream`, each round on a stream of its own (Round.stream_per_round); or `new_code`, each
+# round's Triton kernels loaded afresh (Round.code_per_round)
 TIMING_PLACEMENT_ENV = "ARENA_TIMING_PLACEMENT"
-TIMING_PLACEMENTS = ("fixed", "per_round", "new_stream")
+TIMING_PLACEMENTS = ("fixed", "per_round", "new_stream", "new_code")
 # Where a graph round's timing events lie: `outside` (the default: around the replay, the
 # graph's launch included) or `inside` (the graph's first and last nodes: core/harness/timing.py
 # Round.events_inside), a setting for measuring what the launch adds to the offset between an

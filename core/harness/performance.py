@@ -107,6 +107,7 @@ class PerformanceStage(CandidateCalls):
                     # a graph round's capture moved each round, on both sides (timing.Round)
                     "placement_per_round": timing.get("placement") == "per_round",
                     "stream_per_round": timing.get("placement") == "new_stream",
+                    "code_per_round": timing.get("placement") == "new_code",
                     # a graph round timed inside its graph, on both sides (timing.Round)
                     "events_inside": timing.get("events") == "inside",
                 }

@@ -27,10 +27,12 @@ base class's own functions, called as plain functions.
 
 from __future__ import annotations
 
+import gc
 import math
 import random
 import statistics
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
@@ -296,6 +298,10 @@ class Round:
     # stream (ARENA_TIMING_PLACEMENT=new_stream): a setting for measuring whether the offset
     # between an evaluation's two processes is the queue each process's stream maps to
     stream_per_round: bool = False
+    # A graph round whose Triton kernels are loaded afresh before its warm-up, so its graph
+    # runs code at another address each round (ARENA_TIMING_PLACEMENT=new_code): a setting for
+    # measuring whether the offset is where each process loaded its kernels' code
+    code_per_round: bool = False
 
     @classmethod
     def from_request(cls, msg: dict[str, Any]) -> Round:
@@ -315,6 +321,7 @@ class Round:
             bool(msg.get("placement_per_round")),
             bool(msg.get("events_inside")),
             bool(msg.get("stream_per_round")),
+            bool(msg.get("code_per_round")),
         )
 
     def calls_for(self, estimate_ms: float, call_wall_ms: float = 0.0) -> int:
@@ -570,6 +577,22 @@ def placement_pad_bytes(first_index: int) -> int:
     return PLACEMENT_STEP_BYTES * random.Random(first_index).randrange(PLACEMENT_STEPS)
 
 
+def reload_triton_code() -> int:
+    """Forget every Triton kernel this process has loaded, so that the next call of each loads
+    its module again (from Triton's disk cache: the same binary, placed anew). How many JIT
+    functions were cleared (0 without Triton)."""
+    try:
+        from triton.runtime.jit import JITFunction
+    except Exception:  # noqa: BLE001 - no Triton here, or one that cannot load
+        return 0
+    with warnings.catch_warnings():  # isinstance on torch's deprecated module objects warns
+        warnings.simplefilter("ignore", FutureWarning)
+        found = [obj for obj in gc.get_objects() if isinstance(obj, JITFunction)]
+    for fn in found:
+        fn.device_caches.clear()
+    return len(found)
+
+
 def _time_graph(fn, fresh, device, rnd: Round, sample, keep, picker=None) -> list[float]:
     first = rnd.first_index
     pad = None
@@ -579,6 +602,8 @@ def _time_graph(fn, fresh, device, rnd: Round, sample, keep, picker=None) -> lis
     static = fresh(first)
     _sync("cuda")
     refill_ms = (_perf_counter() - t_refill) * 1e3
+    if rnd.code_per_round:
+        reload_triton_code()
     side = _Stream(device)
     side.wait_stream(_current_stream(device))
     with _stream_ctx(side):
