@@ -15,8 +15,8 @@
 #      CPU and sim ratios on two cores beside it); then issue 43's new tasks, each baseline as its
 #      own candidate and each starter (bench/tasks_gpu.py): about 9 minutes.
 #   4  the shared regions' fix checked (see the step).
-#   5-61  later calls (2026-12-02 to 12-05): each says what it measures (51 and 59: prepared,
-#         not yet run; 49's timer check and warm turns ran inline as 2026-12-05's second call, each
+#   5-61  later calls (2026-12-02 to 12-06): each says what it measures (51, 59 and 61:
+#         prepared, not yet run; 60 ran two of 59's variants; 49's timer check and warm turns ran inline as 2026-12-05's second call, each
 #         side's turns cut at 55 s, after add_rmsnorm; 50's batches ran within 52; 56-58 ran on
 #         an H100, 57's old-tree side stopping in main(), so 58 repeated it on rope).
 OUT=${1:-.}
@@ -756,10 +756,10 @@ case "$STEP" in
   done
   ;;
 60)
-  # issue 35 (session 21): is the offset an evaluation's two processes keep in the graph's
-  # launch or in its kernels? Two of step 59's variants once, each graph also holding a pair of
-  # timing events as its first and last nodes, read beside the pair around its replay
-  # (--inner-events); then the identity in `full` on the two tasks the offset puts outside
+  # issue 35 (session 21, ran on an H100): is the offset an evaluation's two processes keep
+  # in the graph's launch or in its kernels? Two of step 59's variants once, each graph also
+  # holding a pair of timing events as its first and last nodes, read beside the pair around
+  # its replay (--inner-events); then the identity in `full` on the two tasks the offset puts outside
   # the bound, three settings in turn, three runs each: the default; ARENA_TIMING_EVENTS=inside
   # (is the offset in the launch?); ARENA_TIMING_PLACEMENT=new_stream (is it the hardware
   # queue a process's stream maps to?): about 8 minutes.
@@ -786,14 +786,15 @@ case "$STEP" in
   done
   ;;
 61)
-  # issue 35 (session 21, after step 60 on an H100: neither events inside the graph nor a
+  # issue 35 (session 21, NOT YET RUN: eight refused starts; after step 60 on an H100: neither events inside the graph nor a
   # stream of its own each round removed the offset, so it lies in the kernels' own run): is
   # it where each process loaded its kernels' code? In one process, one pool for every
   # capture, each graph's Triton module loaded afresh or not, twice each; then the identity in
   # `full` on the same two tasks, the default and ARENA_TIMING_PLACEMENT=new_code (each round's
-  # kernels loaded afresh, on both sides) alternating, three runs each: about 6 minutes.
+  # kernels loaded afresh, on both sides) alternating, three runs each (RUNS=N: N; and
+  # PLACEMENT_RUNS=N for the first part's two): about 6 minutes.
   mkdir -p "$OUT/placement"
-  for run in 1 2; do
+  for run in $(seq 1 ${PLACEMENT_RUNS:-2}); do
     for variant in same_outputs reload_code; do
       opts="--same-outputs"
       [ $variant = reload_code ] && opts="--same-outputs --reload-code"
@@ -801,7 +802,7 @@ case "$STEP" in
         --flushes 1 --rounds 10 --inner-events $opts 2>&1 | tail -1
     done
   done
-  for run in 1 2 3; do
+  for run in $(seq 1 ${RUNS:-3}); do
     for placement in fixed new_code; do
       mkdir -p "$OUT/$placement"
       ARENA_TIMING_PLACEMENT=$placement timeout 45 python3 bench/fidelity.py identity \

@@ -20,12 +20,17 @@ two sides of an evaluation, each process loading its own, do.
 
     PYTHONPATH=. python3 bench/placement.py --device cuda:0 --out DIR \\
         [--task norm/add_rmsnorm] [--workload T=128,H=7168] [--graphs 6] [--rounds 8] [--flushes 3] [--inputs 1]
-        [--same-outputs] [--reload-code]
+        [--same-outputs] [--reload-code] [--inner-events]
 
-Ran on the H200 without the two options (2026-12-05, `sh bench/h200_wave.sh $OUT 53`; raw:
-bench/results/issue35_h200_2026-12-05/placement/). `--same-outputs` and `--reload-code` were
-written on 2026-12-05's third session, after the identity showed that moving the outputs each
-round leaves the offset as it was, and have not run on a GPU: `sh bench/h200_wave.sh $OUT 59`.
+`--inner-events` also times each graph by a pair of events recorded as its first and last
+nodes, beside the pair around its replay: what its launch costs, apart from its kernels' run.
+
+Ran on the H200 without the options (2026-12-05, `sh bench/h200_wave.sh $OUT 53`; raw:
+bench/results/issue35_h200_2026-12-05/placement/), and on an H100 with `--inner-events`, with
+and without `--same-outputs` (2026-12-06, step 60; raw: bench/results/issue35_2026-12-06/
+placement/): the captures differ in their kernels' run, not their launch, and agree within
+0.7% where they all write the same addresses (docs/fidelity.md). `--reload-code` has not run
+on a GPU: `sh bench/h200_wave.sh $OUT 61`.
 """
 
 from __future__ import annotations

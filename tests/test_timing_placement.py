@@ -2,18 +2,25 @@
 from"). On the H200, captures of one call in one process differ by up to 3% as their memory
 lies, and a process captures at the same place round after round, so each side of an
 evaluation kept an offset of its own. `ARENA_TIMING_PLACEMENT=per_round` moves each round's
-capture (a pad of a drawn size before it); `fixed`, the default, is what every H200 figure in
-docs/ was measured with. What the GPU does with it is measured by `sh bench/h200_wave.sh $OUT 56`;
-here: the pads, the order of a moved round's calls, the request both sides read, and the
-engine's setting."""
+capture (a pad of a drawn size before it), `new_stream` puts each round on a stream of its own
+and `new_code` loads each round's Triton kernels afresh; `fixed`, the default, is what every
+H200 figure in docs/ was measured with. What the GPU does with them is measured by
+`sh bench/h200_wave.sh $OUT 56` (60, 61); here: the pads, the order of a round's calls, the
+request both sides read, and the engine's settings (this one and ARENA_TIMING_EVENTS)."""
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 import pytest
 
-from core.evaluation.job import TIMING_PLACEMENT_ENV, timing_placement
+from core.evaluation.job import (
+    TIMING_EVENTS_ENV,
+    TIMING_PLACEMENT_ENV,
+    timing_events,
+    timing_placement,
+)
 from core.harness import timing
 
 
@@ -28,7 +35,10 @@ def test_each_round_draws_its_pad_reproducibly_in_whole_allocator_segments() -> 
     assert sum(a != b for a, b in itertools.pairwise(pads)) >= 24
 
 
-def test_both_sides_read_the_setting_from_the_round_they_are_asked_for() -> None:
+@pytest.mark.parametrize(
+    "field", ["placement_per_round", "stream_per_round", "code_per_round", "events_inside"]
+)
+def test_both_sides_read_the_setting_from_the_round_they_are_asked_for(field: str) -> None:
     asked = {
         "budget_ms": 10.0,
         "min_calls": 1,
@@ -36,25 +46,45 @@ def test_both_sides_read_the_setting_from_the_round_they_are_asked_for() -> None
         "first_index": 100_000,
         "graph": True,
     }
-    assert timing.Round.from_request(asked).placement_per_round is False
-    moved = timing.Round.from_request({**asked, "placement_per_round": True})
-    assert moved.placement_per_round is True and moved.graph is True
+    assert getattr(timing.Round.from_request(asked), field) is False
+    moved = timing.Round.from_request({**asked, field: True})
+    assert getattr(moved, field) is True and moved.graph is True
 
 
+# The engine's timing settings: (variable, reader, the job's key, default, another value)
+SETTINGS = [
+    (TIMING_PLACEMENT_ENV, timing_placement, "placement", "fixed", "new_code"),
+    (TIMING_EVENTS_ENV, timing_events, "events", "outside", "inside"),
+]
+
+
+@pytest.mark.parametrize(("env", "read", "key", "default", "other"), SETTINGS)
 def test_the_engine_keeps_the_measured_default_and_names_the_fix_for_a_bad_value(
     monkeypatch: pytest.MonkeyPatch,
+    env: str,
+    read: Callable[[], str],
+    key: str,
+    default: str,
+    other: str,
 ) -> None:
-    monkeypatch.delenv(TIMING_PLACEMENT_ENV, raising=False)
-    assert timing_placement() == "fixed"
-    monkeypatch.setenv(TIMING_PLACEMENT_ENV, " Per_Round ")
-    assert timing_placement() == "per_round"
-    monkeypatch.setenv(TIMING_PLACEMENT_ENV, "random")
-    with pytest.raises(ValueError, match=r"ARENA_TIMING_PLACEMENT='random'.*fixed, per_round"):
-        timing_placement()
+    monkeypatch.delenv(env, raising=False)
+    assert read() == default
+    monkeypatch.setenv(env, f" {other.title()} ")
+    assert read() == other
+    monkeypatch.setenv(env, "random")
+    with pytest.raises(ValueError, match=rf"{env}='random'.*{default}, .*{other}"):
+        read()
 
 
+@pytest.mark.parametrize(("env", "read", "key", "default", "other"), SETTINGS)
 def test_a_built_job_carries_the_setting_to_the_performance_stage(
-    tmp_path, monkeypatch: pytest.MonkeyPatch
+    tmp_path,
+    monkeypatch: pytest.MonkeyPatch,
+    env: str,
+    read: Callable[[], str],
+    key: str,
+    default: str,
+    other: str,
 ) -> None:
     from core.devices.device import probe
     from core.evaluation.evaluator import build_job
@@ -63,29 +93,26 @@ def test_a_built_job_carries_the_setting_to_the_performance_stage(
 
     task = load_task(FIXTURES / "tasks" / "elementwise" / "axpy")
     candidate = FIXTURES / "tasks" / "elementwise" / "axpy" / "baseline.py"
-    monkeypatch.setenv(TIMING_PLACEMENT_ENV, "per_round")
-    job = build_job(task, candidate, probe("cpu"), "cpu", 5, tmp_path)
-    assert job["timing"]["placement"] == "per_round"
-    monkeypatch.delenv(TIMING_PLACEMENT_ENV)
-    assert (
-        build_job(task, candidate, probe("cpu"), "cpu", 5, tmp_path)["timing"]["placement"]
-        == "fixed"
-    )
+    monkeypatch.setenv(env, other)
+    assert build_job(task, candidate, probe("cpu"), "cpu", 5, tmp_path)["timing"][key] == other
+    monkeypatch.delenv(env)
+    assert build_job(task, candidate, probe("cpu"), "cpu", 5, tmp_path)["timing"][key] == default
 
 
+@pytest.mark.parametrize("env", [TIMING_PLACEMENT_ENV, TIMING_EVENTS_ENV])
 def test_arena_eval_refuses_a_misspelt_setting_in_one_line_before_it_starts(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], env: str
 ) -> None:
     from arena_tui.cli import EXIT_BAD_INPUT, main
     from core.evaluation.sandbox import SWITCH
 
     monkeypatch.setenv(SWITCH, "off")  # as --unsandboxed would, undone after the test
-    monkeypatch.setenv(TIMING_PLACEMENT_ENV, "per-round")
+    monkeypatch.setenv(env, "per-round")
     argv = ["eval", "--task", "activation/silu_mul", "--device", "cpu", "--no-store"]
     code = main([*argv, "--candidate", "tasks/activation/silu_mul/baseline.py"])
     assert code == EXIT_BAD_INPUT
     err = capsys.readouterr().err
-    assert "ARENA_TIMING_PLACEMENT='per-round'" in err and "Traceback" not in err
+    assert f"{env}='per-round'" in err and "Traceback" not in err
 
 
 class _Recorder:
