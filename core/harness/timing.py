@@ -32,7 +32,6 @@ import math
 import random
 import statistics
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
@@ -585,9 +584,8 @@ def reload_triton_code() -> int:
         from triton.runtime.jit import JITFunction
     except Exception:  # noqa: BLE001 - no Triton here, or one that cannot load
         return 0
-    with warnings.catch_warnings():  # isinstance on torch's deprecated module objects warns
-        warnings.simplefilter("ignore", FutureWarning)
-        found = [obj for obj in gc.get_objects() if isinstance(obj, JITFunction)]
+    # type(), not isinstance: an object's own __class__ (a candidate's) is never asked
+    found = [obj for obj in gc.get_objects() if issubclass(type(obj), JITFunction)]
     for fn in found:
         fn.device_caches.clear()
     return len(found)
