@@ -587,6 +587,36 @@ def offsets(raws: dict[str, dict[str, Any]], prefixes: tuple[str, ...]) -> dict[
     }
 
 
+def settings_table(folder: Path, arms: list[str]) -> str:
+    """The identity under several timing settings, one row each: `folder`/ARM/run*/identity.json
+    (as `sh bench/h200_wave.sh $OUT 60` writes them), each task's results in run order as
+    "speedup (offset in ns)", the offset `evaluation_offset_us`'s.
+
+        python3 bench/fidelity.py settings bench/results/issue35_2026-12-06 --arms default inside new_stream
+    """
+    rows: dict[str, dict[str, list[str]]] = {}
+    for arm in arms:
+        runs = sorted((folder / arm).glob("run*/identity.json"), key=lambda p: p.parent.name)
+        if not runs:
+            raise SystemExit(f"{folder / arm}: no run*/identity.json (the arms are {arms})")
+        cells = rows.setdefault(arm, {})
+        for path in runs:
+            for e in json.loads(path.read_text()).get("identity", []):
+                if e.get("status") != "passed":
+                    cells.setdefault(e["task"], []).append(e.get("status") or "failed")
+                    continue
+                offset = evaluation_offset_us(e)
+                ns = None if offset is None else round(offset * 1000)
+                shown = "–" if ns is None else f"{ns:+d}" if ns else "0"
+                cells.setdefault(e["task"], []).append(f"{e['speedup']:.3f} ({shown})")
+    tasks = sorted({t for cells in rows.values() for t in cells})
+    head = "| setting | " + " | ".join(f"{t}: identity (offset, ns)" for t in tasks) + " |"
+    lines = [head, "| --- |" + " --- |" * len(tasks)]
+    for arm, cells in rows.items():
+        lines.append(f"| {arm} | " + " | ".join(", ".join(cells.get(t, [])) for t in tasks) + " |")
+    return "\n".join(lines)
+
+
 def _interval_coverage(entries: list[dict[str, Any]]) -> tuple[int, int, int]:
     """How many passed results' intervals hold 1.0 as scored today, how many held it from
     their alternations alone (`interval_reported`), and how many results had one."""
@@ -1038,6 +1068,9 @@ def main() -> int:
     off = sub.add_parser("offsets")
     off.add_argument("folder", type=Path, help="a folder of identity JSON")
     off.add_argument("--calls", nargs="+", required=True, help="file-name prefixes: the calls")
+    arms = sub.add_parser("settings")
+    arms.add_argument("folder", type=Path, help="a folder of ARM/run*/identity.json")
+    arms.add_argument("--arms", nargs="+", required=True, help="its subfolders, in row order")
     est = sub.add_parser("estimators")
     est.add_argument("folder", type=Path, help="a folder of identity JSON")
     est.add_argument("--calls", nargs="+", required=True, help="file-name prefixes: the calls")
@@ -1045,6 +1078,9 @@ def main() -> int:
     if args.cmd == "offsets":
         raws = {p.stem: json.loads(p.read_text()) for p in sorted(args.folder.glob("*.json"))}
         print(json.dumps(offsets(raws, tuple(args.calls)), indent=1))
+        return 0
+    if args.cmd == "settings":
+        print(settings_table(args.folder, args.arms))
         return 0
     if args.cmd == "estimators":
         raws = {p.stem: json.loads(p.read_text()) for p in sorted(args.folder.glob("*.json"))}

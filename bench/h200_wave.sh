@@ -792,7 +792,8 @@ case "$STEP" in
   # capture, each graph's Triton module loaded afresh or not, twice each; then the identity in
   # `full` on the same two tasks, the default and ARENA_TIMING_PLACEMENT=new_code (each round's
   # kernels loaded afresh, on both sides) alternating, three runs each (RUNS=N: N; and
-  # PLACEMENT_RUNS=N for the first part's two): about 6 minutes.
+  # PLACEMENT_RUNS=N for the first part's two): about 6 minutes. Read back with
+  # `python3 bench/fidelity.py settings DIR --arms fixed new_code`.
   mkdir -p "$OUT/placement"
   for run in $(seq 1 ${PLACEMENT_RUNS:-2}); do
     for variant in same_outputs reload_code; do

@@ -64,3 +64,29 @@ def test_a_stored_result_is_rescored_with_the_devices_timer_offset():
     assert low < 1.0 < high, "the offset makes the identity's 2.4% a tie"
     assert again["interval_reported"] == [0.96, 0.98]
     assert fidelity.rescored(entry)["interval"] == [0.96, 0.98]  # no offset: as reported
+
+
+def test_the_settings_table_gives_each_settings_runs_with_their_offsets(tmp_path):
+    import json
+
+    def run(arm: str, n: int, *entries: dict) -> None:
+        folder = tmp_path / arm / f"run{n}"
+        folder.mkdir(parents=True)
+        (folder / "identity.json").write_text(json.dumps({"identity": list(entries)}))
+
+    def task(name: str, speedup: float, gap_us: float) -> dict:
+        small = [_workload(6.0 + gap_us, 6.0), _workload(9.0 + gap_us, 9.0)]
+        return {**_result(*small), "task": name, "speedup": speedup}
+
+    run("default", 1, task("norm/add_rmsnorm", 0.977, 0.128), task("activation/silu_mul", 1.0, 0))
+    run("default", 2, task("norm/add_rmsnorm", 1.01, -0.064))
+    run("inside", 1, {"task": "norm/add_rmsnorm", "status": "timeout"})
+    table = fidelity.settings_table(tmp_path, ["default", "inside"]).splitlines()
+    assert table[0] == (
+        "| setting | activation/silu_mul: identity (offset, ns) "
+        "| norm/add_rmsnorm: identity (offset, ns) |"
+    )
+    assert table[2] == "| default | 1.000 (0) | 0.977 (+128), 1.010 (-64) |"
+    assert table[3] == "| inside |  | timeout |"
+    with pytest.raises(SystemExit, match="new_stream: no run"):
+        fidelity.settings_table(tmp_path, ["default", "new_stream"])
