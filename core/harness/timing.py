@@ -587,7 +587,9 @@ def reload_triton_code() -> int:
     # type(), not isinstance: an object's own __class__ (a candidate's) is never asked
     found = [obj for obj in gc.get_objects() if issubclass(type(obj), JITFunction)]
     for fn in found:
-        fn.device_caches.clear()
+        loaded = getattr(fn, "device_caches", None)  # a dict of each device's, in Triton 3.x
+        if loaded is not None:
+            loaded.clear()
     return len(found)
 
 
