@@ -36,6 +36,24 @@ sweep() {
   timeout "$limit" python3 bench/fidelity.py identity --out "$dir" --profiles "$profile" --singles \
     --budget-s "$budget" "$@" --done $(ls $DONE_GLOB 2>/dev/null) 2>&1 | tail -40
 }
+# Steps 60-61: in-process captures of add_rmsnorm's graphed workload (bench/placement.py):
+#   placed NAME TIMEOUT [placement.py options]
+placed() {
+  name=$1 limit=$2
+  shift 2
+  mkdir -p "$OUT/placement"
+  timeout "$limit" python3 bench/placement.py --out "$OUT/placement" --name "$name" \
+    --flushes 1 --rounds 10 "$@" 2>&1 | tail -7
+}
+# ... and the identity in `full`, one run, on the two tasks the timer offset puts outside the
+# bound on the H200, under two timing settings:
+#   offset_identity DIR TIMEOUT BUDGET_S ARENA_TIMING_EVENTS ARENA_TIMING_PLACEMENT
+offset_identity() {
+  mkdir -p "$(dirname "$1")"
+  ARENA_TIMING_EVENTS=$4 ARENA_TIMING_PLACEMENT=$5 timeout "$2" python3 bench/fidelity.py \
+    identity --out "$1" --profiles full --singles --runs 1 --budget-s "$3" \
+    --tasks norm/add_rmsnorm activation/silu_mul 2>&1 | tail -3
+}
 TIMER_CHECK=queued,queued_fixed,do_bench,do_bench_led,graph,graph_warm  # bench/timer_check.py
 # Issue 37's cheat rows and issue 44's imported tasks side by side, within $1 seconds.
 cheats_and_interop() {
@@ -759,57 +777,34 @@ case "$STEP" in
   # issue 35 (session 21, ran on an H100): is the offset an evaluation's two processes keep
   # in the graph's launch or in its kernels? Two of step 59's variants once, each graph also
   # holding a pair of timing events as its first and last nodes, read beside the pair around
-  # its replay (--inner-events); then the identity in `full` on the two tasks the offset puts outside
-  # the bound, three settings in turn, three runs each: the default; ARENA_TIMING_EVENTS=inside
-  # (is the offset in the launch?); ARENA_TIMING_PLACEMENT=new_stream (is it the hardware
-  # queue a process's stream maps to?): about 8 minutes.
-  mkdir -p "$OUT/placement"
-  for variant in outputs same_outputs; do
-    case $variant in
-      outputs) opts="" ;; same_outputs) opts="--same-outputs" ;;
-      reload_code) opts="--same-outputs --reload-code" ;;
-    esac
-    timeout 45 python3 bench/placement.py --out "$OUT/placement" --name "${variant}_inner" \
-      --flushes 1 --rounds 10 --inner-events $opts 2>&1 | tail -7
-  done
+  # its replay (--inner-events); then the identity in `full` on the two tasks the offset puts
+  # outside the bound, three settings in turn, three runs each: the default;
+  # ARENA_TIMING_EVENTS=inside (is the offset in the launch?); ARENA_TIMING_PLACEMENT=new_stream
+  # (is it the hardware queue a process's stream maps to?): about 8 minutes.
+  placed outputs_inner 45 --inner-events
+  placed same_outputs_inner 45 --inner-events --same-outputs
   for run in 1 2 3; do
-    for arm in default inside new_stream; do
-      events=outside placement=fixed
-      [ $arm = inside ] && events=inside
-      [ $arm = new_stream ] && placement=new_stream
-      mkdir -p "$OUT/$arm"
-      ARENA_TIMING_EVENTS=$events ARENA_TIMING_PLACEMENT=$placement timeout 50 \
-        python3 bench/fidelity.py identity --out "$OUT/$arm/run$run" --profiles full \
-        --singles --runs 1 --budget-s 42 --tasks norm/add_rmsnorm activation/silu_mul \
-        2>&1 | tail -3
-    done
+    offset_identity "$OUT/default/run$run" 50 42 outside fixed
+    offset_identity "$OUT/inside/run$run" 50 42 inside fixed
+    offset_identity "$OUT/new_stream/run$run" 50 42 outside new_stream
   done
   ;;
 61)
-  # issue 35 (session 21, NOT YET RUN: eight refused starts; after step 60 on an H100: neither events inside the graph nor a
-  # stream of its own each round removed the offset, so it lies in the kernels' own run): is
-  # it where each process loaded its kernels' code? In one process, one pool for every
-  # capture, each graph's Triton module loaded afresh or not, twice each; then the identity in
-  # `full` on the same two tasks, the default and ARENA_TIMING_PLACEMENT=new_code (each round's
-  # kernels loaded afresh, on both sides) alternating, three runs each (RUNS=N: N; and
-  # PLACEMENT_RUNS=N for the first part's two): about 6 minutes. Read back with
-  # `python3 bench/fidelity.py settings DIR --arms fixed new_code`.
-  mkdir -p "$OUT/placement"
+  # issue 35 (session 21, NOT YET RUN: eight refused starts; after step 60 on an H100: neither
+  # events inside the graph nor a stream of its own each round removed the offset, so it lies
+  # in the kernels' own run): is it where each process loaded its kernels' code? In one
+  # process, one pool for every capture, each graph's Triton module loaded afresh or not,
+  # twice each; then the identity in `full` on the same two tasks, the default and
+  # ARENA_TIMING_PLACEMENT=new_code (each round's kernels loaded afresh, on both sides)
+  # alternating, three runs each (RUNS=N: N; and PLACEMENT_RUNS=N for the first part's two):
+  # about 6 minutes. Read back with `python3 bench/fidelity.py settings DIR --arms fixed new_code`.
   for run in $(seq 1 ${PLACEMENT_RUNS:-2}); do
-    for variant in same_outputs reload_code; do
-      opts="--same-outputs"
-      [ $variant = reload_code ] && opts="--same-outputs --reload-code"
-      timeout 30 python3 bench/placement.py --out "$OUT/placement" --name "${variant}_$run" \
-        --flushes 1 --rounds 10 --inner-events $opts 2>&1 | tail -1
-    done
+    placed "same_outputs_$run" 30 --inner-events --same-outputs
+    placed "reload_code_$run" 30 --inner-events --same-outputs --reload-code
   done
   for run in $(seq 1 ${RUNS:-3}); do
-    for placement in fixed new_code; do
-      mkdir -p "$OUT/$placement"
-      ARENA_TIMING_PLACEMENT=$placement timeout 45 python3 bench/fidelity.py identity \
-        --out "$OUT/$placement/run$run" --profiles full --singles --runs 1 --budget-s 38 \
-        --tasks norm/add_rmsnorm activation/silu_mul 2>&1 | tail -2
-    done
+    offset_identity "$OUT/fixed/run$run" 45 38 outside fixed
+    offset_identity "$OUT/new_code/run$run" 45 38 outside new_code
   done
   ;;
 esac

@@ -167,11 +167,14 @@ def measure(
             if inner_us is not None:
                 inner[(g, f)].append(inner_us)
     per_cell = {c: statistics.median(m) for c, m in medians.items()}
-    inner_by_graph = [
-        statistics.median([statistics.median(inner[(g, f)]) for f in range(flushes)])
-        for g in range(graphs)
+    inner_by_graph = (
+        [
+            statistics.median([statistics.median(inner[(g, f)]) for f in range(flushes)])
+            for g in range(graphs)
+        ]
         if inner_events
-    ]
+        else []
+    )
 
     by_graph = [
         statistics.median([per_cell[(g, f)] for f in range(flushes)]) for g in range(graphs)
