@@ -15,7 +15,7 @@
 #      CPU and sim ratios on two cores beside it); then issue 43's new tasks, each baseline as its
 #      own candidate and each starter (bench/tasks_gpu.py): about 9 minutes.
 #   4  the shared regions' fix checked (see the step).
-#   5-61  later calls (2026-12-02 to 12-06): each says what it measures (51, 59 and 61:
+#   5-62  later calls (2026-12-02 to 12-06): each says what it measures (51 and 59:
 #         prepared, not yet run; 60 ran two of 59's variants; 49's timer check and warm turns ran inline as 2026-12-05's second call, each
 #         side's turns cut at 55 s, after add_rmsnorm; 50's batches ran within 52; 56-58 ran on
 #         an H100, 57's old-tree side stopping in main(), so 58 repeated it on rope).
@@ -790,7 +790,8 @@ case "$STEP" in
   done
   ;;
 61)
-  # issue 35 (session 21, NOT YET RUN: eight refused starts; after step 60 on an H100: neither
+  # issue 35 (prepared in session 21; ran 2026-12-06 in session 22 on an H100, raw
+  # bench/results/issue35_2026-12-06b/; after step 60 on an H100: neither
   # events inside the graph nor a stream of its own each round removed the offset, so it lies
   # in the kernels' own run): is it where each process loaded its kernels' code? In one
   # process, one pool for every capture, each graph's Triton module loaded afresh or not,
@@ -806,6 +807,15 @@ case "$STEP" in
     offset_identity "$OUT/fixed/run$run" 45 38 outside fixed
     offset_identity "$OUT/new_code/run$run" 45 38 outside new_code
   done
+  ;;
+62)
+  # issue 35 (session 22, after step 61 on an H100: Triton's code loaded afresh each round left
+  # the offset as it was): is it the address translations the flush evicts? Pairs of fresh
+  # processes (bench/process_offset.py), the arena's timer, the same with every 64 KiB of the
+  # workload's inputs and outputs read after each flush (warm_pages), and without a flush
+  # (no_flush), the variants' pairs taking turns: about 5 minutes.
+  timeout 360 python3 bench/process_offset.py --out "$OUT/placement" --pairs ${PAIRS:-5} \
+    --variants arena,warm_pages,no_flush 2>&1 | tail -20
   ;;
 esac
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader

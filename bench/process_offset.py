@@ -22,6 +22,12 @@ its own, which more rounds cannot remove. The variants say what moves it:
   it leaves holds clean lines only: a kernel after it evicts without writing anything back.
   If the offset is the write-back of the flush's dirty lines, landing on the channels of each
   process's own flush buffer, it goes here.
+- `warm_pages`: after each flush, one byte of every 64 KiB of the workload's inputs and
+  outputs is read (a strided max per tensor, before the call's start event): the address
+  translations the call needs are fetched again, while its data (one line in 512) stays cold.
+  If the offset is the page-table walk each process's own page tables cost once the flush has
+  evicted their entries from the L2, it goes here.
+- `no_flush`: no flush at all, the control for both: what is left once nothing is evicted.
 
 Every round keeps where its outputs and flush buffer lay and the CPU it ran on, and times, right
 after the workload and under the same round, a null call (one element added in place: a launch
@@ -60,7 +66,17 @@ sys.path.insert(0, str(ROOT / "bench"))
 import fidelity  # bench/, beside this script
 from placement import PAGE, diagnostic_parser, spread, tensors_of, workload_of
 
-VARIANTS = ("arena", "same_process", "shared_flush", "replaced", "read_flush")
+VARIANTS = (
+    "arena",
+    "same_process",
+    "shared_flush",
+    "replaced",
+    "read_flush",
+    "warm_pages",
+    "no_flush",
+)
+FLUSHES = {"read_flush": "read", "no_flush": "none"}  # the variants whose flush is not the arena's
+TOUCH_STRIDE = 64 * 1024  # warm_pages reads one byte in this many
 REFILLS = 4  # refill sources: call i's inputs are copies of source i % REFILLS
 
 
@@ -74,7 +90,8 @@ class Plan:
     rounds: int
     calls: int
     cpu: int | None  # the one CPU both sides' rounds run on (performance.timing_cpu)
-    read_flush: bool = False  # the `read_flush` variant
+    flush: str = "zero"  # "zero" as the arena's timer does; "read" (read_flush); "none" (no_flush)
+    warm_pages: bool = False  # the `warm_pages` variant
 
 
 def _cpu_now() -> int:
@@ -111,9 +128,19 @@ def child(
         return buffer
 
     timing.flush_buffer = flush_buffer  # _time_graph and _time_events look it up when called
-    if plan.read_flush:  # looked up when called too: the flush reads instead of writing
-        timing._zero = lambda buffer: torch.amax(buffer)
     tensors = [j for j, a in enumerate(static) if isinstance(a, torch.Tensor)]
+    touched: list[Any] = []  # warm_pages: the workload's inputs and outputs, while it is timed
+    zero = timing._zero  # looked up when called too: the flush the variant asks for
+
+    def flush_then_touch(buffer: Any) -> None:
+        if plan.flush == "zero":
+            zero(buffer)
+        elif plan.flush == "read":
+            torch.amax(buffer)
+        for t in touched:
+            _touch(t)
+
+    timing._zero = flush_then_touch
     one = torch.zeros(1, device=device)  # the null call's one element
 
     def fresh(i: int) -> list[Any]:
@@ -130,6 +157,8 @@ def child(
             pad = torch.empty(msg["pad_bytes"], dtype=torch.uint8, device=device)
         outputs: list[int] = []
         flushes.clear()
+        if plan.warm_pages:
+            touched[:] = [static[j] for j in tensors]
         rnd = timing.Round(
             budget_ms=1.0,
             min_calls=plan.calls,
@@ -144,11 +173,10 @@ def child(
                 fresh,
                 device,
                 rnd,
-                keep=lambda _, result, sink=outputs: sink.extend(
-                    t.data_ptr() for t in tensors_of(result)
-                ),
+                keep=lambda _, result, sink=outputs: _kept(result, sink, touched, plan.warm_pages),
                 picker=lambda _: {0},
             )
+            touched.clear()
             null = timing.time_round(lambda x: x.add_(1), lambda _: [one], device, rnd)
             cpu = _cpu_now()
         del pad
@@ -162,6 +190,22 @@ def child(
                 "cpu": cpu,
             }
         )
+
+
+def _touch(t: Any) -> None:
+    """Read one byte of every TOUCH_STRIDE of contiguous tensor `t` (a strided max: no copy)."""
+    import torch
+
+    if t.is_contiguous() and t.numel():
+        t.reshape(-1).view(torch.uint8)[::TOUCH_STRIDE].max()
+
+
+def _kept(result: Any, sink: list[int], touched: list[Any], warm_pages: bool) -> None:
+    """A timed call's outputs: their addresses kept, and under warm_pages touched from now on."""
+    found = tensors_of(result)
+    sink.extend(t.data_ptr() for t in found)
+    if warm_pages:
+        touched.extend(t for t in found if all(t is not u for u in touched))
 
 
 def _start(
@@ -185,7 +229,7 @@ def pair(
 ) -> dict[str, Any]:
     """One pair of sides timed `plan.rounds` rounds each, alternating; their paired ratios."""
     shared = flush if variant == "shared_flush" else None
-    plan = replace(plan, read_flush=variant == "read_flush")
+    plan = replace(plan, flush=FLUSHES.get(variant, "zero"), warm_pages=variant == "warm_pages")
     started = [
         _start(ctx, plan, static, sources, shared)
         for _ in range(1 if variant == "same_process" else 2)
@@ -244,8 +288,8 @@ def summary(pairs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def measure(plan: Plan, variants: list[str], pairs: int, seed: int, save: Any) -> dict[str, Any]:
-    """Every variant's pairs; `save(got)` after each variant, so that a device call cut short
-    keeps what it measured."""
+    """Every variant's pairs, the variants taking turns; `save(got)` after each turn, so that
+    a device call cut short keeps what it measured."""
     import torch
     import torch.multiprocessing as tmp
 
@@ -264,12 +308,25 @@ def measure(plan: Plan, variants: list[str], pairs: int, seed: int, save: Any) -
     flush.zero_()
     ctx = tmp.get_context("spawn")
     rng = random.Random(seed)
+    measured: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
+    wall_s = dict.fromkeys(variants, 0.0)
     got: dict[str, Any] = {}
-    for variant in variants:
-        t0 = time.monotonic()
-        measured = [pair(ctx, plan, variant, static, sources, flush, rng) for _ in range(pairs)]
-        got[variant] = {"pairs": measured, **summary(measured), "wall_s": time.monotonic() - t0}
-        s = got[variant]
+    # The variants' pairs take turns, so that a drift of the device's clocks over the call
+    # weighs on each of them alike.
+    for k in range(pairs):
+        for variant in variants:
+            t0 = time.monotonic()
+            measured[variant].append(pair(ctx, plan, variant, static, sources, flush, rng))
+            wall_s[variant] += time.monotonic() - t0
+            last = measured[variant][-1]
+            print(
+                f"[pair {k + 1}/{pairs}] {variant}: offset {last['offset']:.3f}, a - b "
+                f"{last['offset_ns']:+.0f} ns (null call {last['null_offset_ns']:+.0f})",
+                flush=True,
+            )
+        got = {v: {"pairs": m, **summary(m), "wall_s": wall_s[v]} for v, m in measured.items()}
+        save(got)
+    for variant, s in got.items():
         print(
             f"{variant}: {pairs} pairs, offsets {min(s['offsets']):.3f}-{max(s['offsets']):.3f} "
             f"(spread {s['offsets_spread']:.1%}); one pair's rounds spread {s['rounds_spread_median']:.1%} "
@@ -277,7 +334,6 @@ def measure(plan: Plan, variants: list[str], pairs: int, seed: int, save: Any) -
             f"{', '.join(f'{w:+.0f}/{n:+.0f}' for w, n in s['offsets_ns'])}; {s['wall_s']:.0f} s",
             flush=True,
         )
-        save(got)
     return got
 
 

@@ -31,7 +31,7 @@ def test_offsets_that_spread_wider_than_a_pairs_rounds_show_in_the_summary():
     assert got["offsets_ns"] == [(None, None), (None, None)]  # pairs measured before null calls
 
 
-@pytest.mark.parametrize("variant", ["arena", "read_flush"])
+@pytest.mark.parametrize("variant", ["arena", "read_flush", "warm_pages", "no_flush"])
 def test_a_pair_of_processes_alternates_rounds_on_the_parents_inputs(variant: str):
     import torch.multiprocessing
 
@@ -60,3 +60,20 @@ def test_an_unknown_workload_names_the_ones_there_are():
     task = po.fidelity._tasks(["norm/add_rmsnorm"])[0]
     with pytest.raises(SystemExit, match="T=16,H=256"):
         po.workload_of(task, "T=3,H=3", "cpu")
+
+
+def test_warm_pages_touches_each_output_once_and_reads_one_byte_a_stride():
+    import torch
+
+    out, residual = torch.zeros(4, dtype=torch.bfloat16), torch.zeros(4)
+    sink: list[int] = []
+    touched: list = []
+    po._kept((out, residual), sink, touched, warm_pages=True)
+    po._kept((out, residual), sink, touched, warm_pages=True)  # the same graph outputs again
+    assert sink == [out.data_ptr(), residual.data_ptr()] * 2
+    assert len(touched) == 2 and touched[0] is out and touched[1] is residual
+    po._kept((out,), [], quiet := [], warm_pages=False)
+    assert quiet == [], "only the warm_pages variant touches anything"
+    big = torch.arange(3 * po.TOUCH_STRIDE, dtype=torch.uint8)
+    po._touch(big)  # one byte of every stride: runs on a contiguous tensor of any dtype
+    po._touch(torch.zeros(8, 8).t())  # a transposed one is left alone rather than copied
