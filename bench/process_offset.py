@@ -28,6 +28,10 @@ its own, which more rounds cannot remove. The variants say what moves it:
   If the offset is the page-table walk each process's own page tables cost once the flush has
   evicted their entries from the L2, it goes here.
 - `no_flush`: no flush at all, the control for both: what is left once nothing is evicted.
+  (Both ran on an H200 on 2026-12-06, step 62, three pairs each: offsets as large as the
+  `arena` variant's, up to 128 ns without any flush; docs/fidelity.md. `warm_pages` reads
+  about 2 µs slower on both sides: its touches, launched after the flush, leave less of the
+  flush's run to hide the graph's launch behind.)
 
 Every round keeps where its outputs and flush buffer lay and the CPU it ran on, and times, right
 after the workload and under the same round, a null call (one element added in place: a launch
@@ -39,11 +43,12 @@ while the workload does not points at the workload's memory.
 
     PYTHONPATH=. python3 bench/process_offset.py --device cuda:0 --out DIR \\
         [--task norm/add_rmsnorm] [--workload T=128,H=7168] [--pairs 6] [--rounds 8] \\
-        [--variants arena,same_process,shared_flush,replaced]
+        [--variants arena,same_process,shared_flush,replaced,read_flush,warm_pages,no_flush]
 
 `--device cpu` runs the same protocol on the host (tests/test_process_offset.py); what it
-measures there is not the question. Not yet run on a GPU (written 2026-12-04, when no device
-was lent): `sh bench/h200_wave.sh $OUT 47`.
+measures there is not the question. On the H200: `sh bench/h200_wave.sh $OUT 53` (the first
+five variants, 2026-12-05) and `62` (warm_pages and no_flush beside arena, 2026-12-06); raw
+in bench/results/issue35_h200_2026-12-0{5,6}/placement/.
 """
 
 from __future__ import annotations
