@@ -30,8 +30,9 @@ its own, which more rounds cannot remove. The variants say what moves it:
 - `no_flush`: no flush at all, the control for both: what is left once nothing is evicted.
   (Both ran on an H200 on 2026-12-06, step 62, three pairs each: offsets as large as the
   `arena` variant's, up to 128 ns without any flush; docs/fidelity.md. `warm_pages` reads
-  about 2 µs slower on both sides: its touches, launched after the flush, leave less of the
-  flush's run to hide the graph's launch behind.)
+  about 2 µs slower on both sides, most likely because the host's time launching its touches
+  (a few tensor operations each) leaves the flush's 55 µs too short to hide the graph's
+  launch behind; its null calls, untouched, read as the other variants'.)
 
 Every round keeps where its outputs and flush buffer lay and the CPU it ran on, and times, right
 after the workload and under the same round, a null call (one element added in place: a launch
