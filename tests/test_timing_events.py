@@ -55,8 +55,7 @@ def test_an_inside_round_times_its_calls_by_the_graphs_own_first_and_last_nodes(
         calls.log.append("call")
         return x + 1
 
-    rnd = timing.Round(1.0, 2, 2, 300_000, graph=True, events_inside=inside)
-    timed = timing.time_round(fn, lambda i: [torch.zeros(4)], torch.device("cuda"), rnd)
+    timed = calls.time_graph_round(fn, events_inside=inside)
     assert timed["times_us"] == ([2.0, 2.0] if inside else [5.0, 5.0])
     capture = calls.log.index("capture")
     recorded = calls.log[capture + 1 : capture + 4]

@@ -170,28 +170,24 @@ class _Recorder:
         monkeypatch.setattr(timing, "flush_buffer", lambda device: torch.empty(4))
         monkeypatch.setattr(timing, "release_cached", lambda kind: log.append(f"release {kind}"))
 
+    def time_graph_round(self, fn: Callable | None = None, **setting: bool) -> dict:
+        """One graph round of two timed calls, first input index 300,000, under `setting` (a
+        Round field); `fn` adds one by default."""
+        import torch
+
+        rnd = timing.Round(1.0, 2, 2, 300_000, graph=True, **setting)
+        call = fn or (lambda x: x + 1)
+        return timing.time_round(call, lambda i: [torch.zeros(4)], torch.device("cuda"), rnd)
+
 
 @pytest.mark.parametrize("moved", [False, True])
 def test_a_moved_round_releases_the_cache_and_pads_before_its_capture_and_only_then(
     monkeypatch: pytest.MonkeyPatch, moved: bool
 ) -> None:
-    import torch
-
     calls = _Recorder()
     calls.install(monkeypatch)
-    rnd = timing.Round(
-        budget_ms=1.0,
-        min_calls=2,
-        max_calls=2,
-        first_index=300_000,
-        graph=True,
-        placement_per_round=moved,
-    )
-    timed = timing.time_round(
-        lambda x: x + 1, lambda i: [torch.zeros(4)], torch.device("cuda"), rnd
-    )
-    times = timed["times_us"]
-    assert times == [5.0, 5.0]
+    timed = calls.time_graph_round(placement_per_round=moved)
+    assert timed["times_us"] == [5.0, 5.0]
     pad = timing.placement_pad_bytes(300_000)
     before_capture = calls.log[: calls.log.index("capture")]
     assert before_capture == (["release cuda", f"pad {pad}"] if moved else [])
@@ -203,8 +199,6 @@ def test_a_new_stream_round_is_captured_replayed_and_timed_on_a_stream_of_its_ow
     monkeypatch: pytest.MonkeyPatch, own_stream: bool
 ) -> None:
     import contextlib
-
-    import torch
 
     calls = _Recorder()
     calls.install(monkeypatch)
@@ -218,10 +212,7 @@ def test_a_new_stream_round_is_captured_replayed_and_timed_on_a_stream_of_its_ow
         calls.log.append(f"leave {stream.name}")
 
     monkeypatch.setattr(timing, "_stream_ctx", on)
-    rnd = timing.Round(1.0, 2, 2, 300_000, graph=True, stream_per_round=own_stream)
-    timed = timing.time_round(
-        lambda x: x + 1, lambda i: [torch.zeros(4)], torch.device("cuda"), rnd
-    )
+    timed = calls.time_graph_round(stream_per_round=own_stream)
     assert timed["mode"] == "graph"
     log = calls.log
     if own_stream:  # the round's stream around all of it, the warm-up's side stream inside
@@ -255,8 +246,7 @@ def test_a_new_code_round_loads_its_triton_kernels_afresh_before_its_warm_up(
         calls.log.append("call")
         return x + 1
 
-    rnd = timing.Round(1.0, 2, 2, 300_000, graph=True, code_per_round=new_code)
-    timing.time_round(fn, lambda i: [torch.zeros(4)], torch.device("cuda"), rnd)
+    calls.time_graph_round(fn, code_per_round=new_code)
     if new_code:
         assert calls.log.index("reload") < calls.log.index("call") < calls.log.index("capture")
         assert calls.log.count("reload") == 1
