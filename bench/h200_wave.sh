@@ -15,7 +15,7 @@
 #      CPU and sim ratios on two cores beside it); then issue 43's new tasks, each baseline as its
 #      own candidate and each starter (bench/tasks_gpu.py): about 9 minutes.
 #   4  the shared regions' fix checked (see the step).
-#   5-63  later calls (2026-12-02 to 12-06): each says what it measures (51, 59 and 63:
+#   5-63  later calls (2026-12-02 to 12-06): each says what it measures (51 and 59:
 #         prepared, not yet run; 60 ran two of 59's variants; 49's timer check and warm turns ran inline as 2026-12-05's second call, each
 #         side's turns cut at 55 s, after add_rmsnorm; 50's batches ran within 52; 56-58 ran on
 #         an H100, 57's old-tree side stopping in main(), so 58 repeated it on rope).
@@ -818,25 +818,27 @@ case "$STEP" in
     --variants arena,warm_pages,no_flush 2>&1 | tail -20
   ;;
 63)
-  # issue 35 (session 22; prepared, NOT YET RUN): after step 62 (the offset left with no flush
-  # at all), does it go where both processes' work runs through one context? CUDA's
-  # Multi-Process Service started for the call (its control log says which clients connected),
-  # then bench/process_offset.py's arena variant and its one-process control, four pairs each,
-  # and the identity in `full` unsandboxed (a sandboxed worker's /tmp has no MPS pipe, and it
-  # would run without MPS), two runs; MPS stopped after: about 4 minutes.
+  # issue 35 (session 23): after step 62 (the offset left with no flush at all), does it go
+  # where both processes' work runs through one context? bench/process_offset.py's arena
+  # variant five pairs without MPS (the control, in this call), then CUDA's Multi-Process
+  # Service started (default pipe directory, so the harness's workers find it with no
+  # variable passed on; its control log says which clients connected), the arena variant and
+  # its one-process control five pairs each, and the identity in `full` unsandboxed (a
+  # sandboxed worker's /tmp has no MPS pipe), two runs; MPS stopped after: about 5 minutes.
   command -v nvidia-cuda-mps-control || { echo "no nvidia-cuda-mps-control on this machine"; exit 1; }
-  export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps_pipe CUDA_MPS_LOG_DIRECTORY="$OUT/mps_log"
-  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  nvidia-cuda-mps-control -d || exit 1
-  timeout 150 python3 bench/process_offset.py --out "$OUT/placement" --pairs 4 \
+  timeout 100 python3 bench/process_offset.py --out "$OUT/no_mps" --pairs 5 --variants arena 2>&1 | tail -8
+  mkdir -p "$OUT/mps_log"
+  CUDA_MPS_LOG_DIRECTORY="$OUT/mps_log" nvidia-cuda-mps-control -d || exit 1
+  timeout 170 python3 bench/process_offset.py --out "$OUT/placement" --pairs 5 \
     --variants arena,same_process 2>&1 | tail -12
+  echo "MPS clients after the pairs: $(grep -ci 'new client' "$OUT/mps_log/control.log")"
   export ARENA_SANDBOX=off
   for run in 1 2; do
     offset_identity "$OUT/mps/run$run" 45 38 outside fixed
   done
   unset ARENA_SANDBOX
+  echo "MPS clients after the identity: $(grep -ci 'new client' "$OUT/mps_log/control.log")"
   echo quit | nvidia-cuda-mps-control
-  grep -ci "client" "$CUDA_MPS_LOG_DIRECTORY/control.log"
   ;;
 esac
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
