@@ -15,7 +15,7 @@
 #      CPU and sim ratios on two cores beside it); then issue 43's new tasks, each baseline as its
 #      own candidate and each starter (bench/tasks_gpu.py): about 9 minutes.
 #   4  the shared regions' fix checked (see the step).
-#   5-63  later calls (2026-12-02 to 12-06): each says what it measures (51 and 59:
+#   5-64  later calls (2026-12-02 to 12-06): each says what it measures (51 and 59:
 #         prepared, not yet run; 60 ran two of 59's variants; 49's timer check and warm turns ran inline as 2026-12-05's second call, each
 #         side's turns cut at 55 s, after add_rmsnorm; 50's batches ran within 52; 56-58 ran on
 #         an H100, 57's old-tree side stopping in main(), so 58 repeated it on rope).
@@ -839,6 +839,22 @@ case "$STEP" in
   unset ARENA_SANDBOX
   echo "MPS clients after the identity: $(grep -ci 'new client' "$OUT/mps_log/control.log")"
   echo quit | nvidia-cuda-mps-control
+  ;;
+64)
+  # issue 35 (session 23): first the run unsandboxed as root whose candidates step 63 found
+  # failing their first Triton compile (their cache folder was root's; fixed since:
+  # core/harness/candidate_owner.py), the identity in `full` once on two tasks; then, on the
+  # code as it lands, `train` in a batch of 5 on the eleven tasks of the issue's table, and
+  # one at a time on as many as the budget leaves: about 9 minutes.
+  export ARENA_SANDBOX=off
+  offset_identity "$OUT/unsandboxed" 60 50 outside fixed
+  unset ARENA_SANDBOX
+  mkdir -p "$OUT/landing_batch" "$OUT/landing_single"
+  TABLE="attention/prefill_gqa elementwise/rope elementwise/rope_qknorm norm/add_rmsnorm elementwise/kv_cache_write moe/route_topk_softmax moe/route_grouped_topk moe/align_permute norm/rmsnorm_fp8_quant activation/silu_mul_fp8_quant gemm/fp8_blockscale_gemm"
+  timeout 300 python3 bench/fidelity.py identity --out "$OUT/landing_batch" --profiles train \
+    --batch 5 --runs 1 --budget-s 285 --tasks $TABLE 2>&1 | tail -14
+  timeout 165 python3 bench/fidelity.py identity --out "$OUT/landing_single" --profiles train \
+    --singles --runs 1 --budget-s 150 --tasks $TABLE 2>&1 | tail -14
   ;;
 esac
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader

@@ -66,6 +66,33 @@ def test_only_the_driver_utilities_of_the_trusted_worker_reach_a_candidate(tmp_p
     ]
 
 
+def test_unsandboxed_as_root_the_seeded_folder_is_the_candidates_own(tmp_path, monkeypatch):
+    """Run by root without a sandbox, a candidate's worker drops to ARENA_CANDIDATE_UID: the
+    parent must hand it its Triton folder, or Triton cannot write a kernel there (a
+    PermissionError in the candidate's first compile; found on the H100, 2026-12-06)."""
+    from core.harness import candidate_owner
+
+    store = jit_cache.JitStore()
+    store.add_trusted({"UTILSKEY/cuda_utils.cpython-312.so": b"utils"})
+    owners: dict[str, int] = {}
+    monkeypatch.setattr(candidate_owner.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(
+        candidate_owner.os, "chown", lambda p, uid, gid, **kw: owners.__setitem__(str(p), uid)
+    )
+    monkeypatch.setenv(candidate_owner.CANDIDATE_UID_ENV, "65534")
+    store.seed(tmp_path / "c", None)
+    folder = jit_cache.candidate_dir(tmp_path / "c")
+    assert owners == {
+        str(folder): 65534,
+        str(folder / "UTILSKEY"): 65534,
+        str(folder / "UTILSKEY" / "cuda_utils.cpython-312.so"): 65534,
+    }
+    owners.clear()
+    monkeypatch.delenv(candidate_owner.CANDIDATE_UID_ENV)  # sandboxed: nothing to hand over
+    store.seed(tmp_path / "d", None)
+    assert owners == {}
+
+
 def test_the_trusted_cache_answers_from_memory_never_from_disk(tmp_path: Path) -> None:
     from triton import knobs
 

@@ -22,25 +22,17 @@ evaluation_finished) with `member: k` on the first; the engine splits the stream
 from __future__ import annotations
 
 import json
-import os
 import secrets
 from pathlib import Path
 from typing import Any
 
 from core.harness import isolation
 from core.harness.baseline_rounds import BaselineWorkers
+from core.harness.candidate_owner import grant
 from core.harness.faults import await_trusted, spawn_candidate
 from core.harness.runner import Emit, Evaluation, JobRun, keep_trusted_jit
 from core.harness.workers import Worker, WorkerDied, WorkerTimeout, trusted_main
-from core.harness.zygote import CANDIDATE_UID_ENV, Zygote
-
-
-def grant(folder: Path) -> None:
-    """Unsandboxed as root, candidates run as `ARENA_CANDIDATE_UID` (zygote.drop_privileges):
-    a folder the harness made for one must be that uid's to write its log into."""
-    uid = os.environ.get(CANDIDATE_UID_ENV)
-    if uid and uid.isdigit() and hasattr(os, "geteuid") and os.geteuid() == 0:
-        os.chown(folder, int(uid), int(uid))
+from core.harness.zygote import Zygote
 
 
 class _Member(Evaluation):

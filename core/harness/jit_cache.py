@@ -40,6 +40,8 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, ClassVar
 
+from core.harness.candidate_owner import grant
+
 CANDIDATE_DIR = "triton"  # in a candidate's evaluation folder
 MAX_BYTES = 512 << 20  # the whole store
 MAX_SOURCE_BYTES = 64 << 20  # one source's harvest
@@ -183,7 +185,9 @@ class JitStore:
             }
             same = dict(self.by_source.get(key) or {}) if key else {}
         folder.mkdir(parents=True, exist_ok=True)
-        return write_folder(folder, {**shared, **same})
+        written = write_folder(folder, {**shared, **same})
+        grant(folder, recursive=True)  # the candidate's, also where it runs as another uid
+        return written
 
     def has(self, key: str | None) -> bool:
         with self.lock:

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from core.harness import channel, isolation, ranked_worker, workers
+from core.harness.candidate_owner import CANDIDATE_UID_ENV
 
 PR_SET_CHILD_SUBREAPER = 36
 REQUEST_SLACK_S = 30.0
@@ -259,9 +260,6 @@ def _fork_child(
     return pid
 
 
-CANDIDATE_UID_ENV = (
-    "ARENA_CANDIDATE_UID"  # set by core/sandbox.wrap for an unsandboxed harness run by root
-)
 CAP_DAC_READ_SEARCH = 2
 PR_SET_KEEPCAPS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE = 8, 47, 2
 
