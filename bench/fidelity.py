@@ -769,6 +769,16 @@ def report(raws: dict[str, dict[str, Any]]) -> str:
     ]
     phases = (
         (
+            "landing",
+            "As it lands (2026-12-06), on the machine above: the eleven tasks of the issue's "
+            "table and silu_mul one at a time, three runs in `full` and in `train` (two for "
+            "silu_mul in `train`), and the eleven in batches of 5 in `train` (three batches, "
+            "two on align_permute and the fp8 GEMM); the fourteen other single-device tasks "
+            "one at a time, once in each profile; all but the grouped fp8 GEMM (90 s a run in "
+            "`full`). bench/h200_wave.sh step 64, then its `bench/fidelity.py identity` "
+            "commands inline in three more calls of one warm lease",
+        ),
+        (
             "ahead",
             "As it lands: every single-device task one at a time, three runs in `train` and in "
             "`full` (two in `full` on the last five tasks: the device budget's end), and a batch "
@@ -961,9 +971,14 @@ def report(raws: dict[str, dict[str, Any]]) -> str:
             "### As it stands: each (task, profile, K) from the newest call that measured it",
             "",
             f"The identity holds in {held} of {total} (task, profile, K) groups. The last column "
-            "is the timer check of the last section (the baseline's median against do_bench's, "
-            "per workload: within 3%, or the gap explained by a control, bench/timer_check.py). "
-            f"The results' own 95% intervals hold 1.0 in {tied} of {results} ({alone} of them "
+            + (
+                "is the timer check of the last section (the baseline's median against "
+                "do_bench's, per workload: within 3%, or the gap explained by a control, "
+                "bench/timer_check.py). "
+                if timer
+                else "is the timer check (bench/timer_check.py), not measured on this machine. "
+            )
+            + f"The results' own 95% intervals hold 1.0 in {tied} of {results} ({alone} of them "
             "from their alternations alone, before the timer offset). "
             "The sections below are the calls one by one, newest first.",
             "",
@@ -1008,13 +1023,20 @@ def report(raws: dict[str, dict[str, Any]]) -> str:
 BEGIN, END = "<!-- identity:begin (bench/fidelity.py report) -->", "<!-- identity:end -->"
 
 
-def write_doc(doc: Path, text: str) -> None:
-    """Replace the generated part of `doc` (between BEGIN and END) with `text`."""
+def markers(section: str) -> tuple[str, str]:
+    """The generated part's markers on the page: `identity` (the H200's), or another
+    machine's section (`identity-h100`)."""
+    return BEGIN.replace("identity:", f"{section}:"), END.replace("identity:", f"{section}:")
+
+
+def write_doc(doc: Path, text: str, section: str = "identity") -> None:
+    """Replace the generated part of `doc` (between the section's markers) with `text`."""
+    begin, end = markers(section)
     old = doc.read_text()
-    if BEGIN not in old or END not in old:
-        raise SystemExit(f"{doc} has no {BEGIN} ... {END} section to regenerate")
-    head, rest = old.split(BEGIN, 1)
-    doc.write_text(f"{head}{BEGIN}\n{text}\n{END}{rest.split(END, 1)[1]}")
+    if begin not in old or end not in old:
+        raise SystemExit(f"{doc} has no {begin} ... {end} section to regenerate")
+    head, rest = old.split(begin, 1)
+    doc.write_text(f"{head}{begin}\n{text}\n{end}{rest.split(end, 1)[1]}")
 
 
 def main() -> int:
@@ -1065,6 +1087,11 @@ def main() -> int:
         "folder", type=Path, help="a folder of identity JSON: before_*.json, after_*.json"
     )
     rep.add_argument("--doc", type=Path, help="regenerate this page's identity section")
+    rep.add_argument(
+        "--section",
+        default="identity",
+        help="which generated section of --doc: identity (the H200's), identity-h100, ...",
+    )
     off = sub.add_parser("offsets")
     off.add_argument("folder", type=Path, help="a folder of identity JSON")
     off.add_argument("--calls", nargs="+", required=True, help="file-name prefixes: the calls")
@@ -1090,7 +1117,7 @@ def main() -> int:
         raws = {p.stem: json.loads(p.read_text()) for p in sorted(args.folder.glob("*.json"))}
         text = report(raws)
         if args.doc:
-            write_doc(args.doc, text)
+            write_doc(args.doc, text, args.section)
         print(text)
         return 0
     args.out.mkdir(parents=True, exist_ok=True)

@@ -31,6 +31,17 @@ def test_offsets_that_spread_wider_than_a_pairs_rounds_show_in_the_summary():
     assert got["offsets_ns"] == [(None, None), (None, None)]  # pairs measured before null calls
 
 
+def test_the_offset_following_the_other_process_leaves_out_the_rounds_after_a_sides_own():
+    """The turns go a,b then b,a: a side's first round of a turn follows its own last one.
+    Without MPS that round reads slower (step 63), so a pair whose two processes are alike
+    zig-zags over all its rounds, and reads 1.0 only on the rounds that follow the other's."""
+    # a slow in the rounds it runs twice in a row (2, 4), b in its (1, 3)
+    a = [{"median_us": us} for us in (6.8, 6.8, 7.1, 6.8, 7.1, 6.8)]
+    b = [{"median_us": us} for us in (6.8, 7.1, 6.8, 7.1, 6.8, 7.1)]
+    assert po.after_other({"a": a, "b": b}) == pytest.approx(1.0)
+    assert po.after_other({"a": a[:1], "b": b[:1]}) is None
+
+
 @pytest.mark.parametrize("variant", ["arena", "read_flush", "warm_pages", "no_flush"])
 def test_a_pair_of_processes_alternates_rounds_on_the_parents_inputs(variant: str):
     import torch.multiprocessing
