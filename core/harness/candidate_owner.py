@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 CANDIDATE_UID_ENV = (
-    "ARENA_CANDIDATE_UID"  # set by core/sandbox.wrap for an unsandboxed harness run by root
+    "ARENA_CANDIDATE_UID"  # set by core/evaluation/sandbox.wrap for an unsandboxed harness run by root
 )
 
 
