@@ -90,3 +90,19 @@ def test_the_settings_table_gives_each_settings_runs_with_their_offsets(tmp_path
     assert table[3] == "| inside |  | timeout |"
     with pytest.raises(SystemExit, match="new_stream: no run"):
         fidelity.settings_table(tmp_path, ["default", "new_stream"])
+
+
+def test_each_machines_identity_table_is_its_own_section_of_the_page(tmp_path):
+    """`report --doc PAGE --section identity-h100` rewrites that machine's generated part and
+    leaves the H200's (`identity`) as it was; a page without the section says which is missing."""
+    page = tmp_path / "fidelity.md"
+    h200, h100 = fidelity.markers("identity"), fidelity.markers("identity-h100")
+    page.write_text(
+        f"top\n{h200[0]}\nH200 table\n{h200[1]}\nmiddle\n{h100[0]}\nold\n{h100[1]}\nend\n"
+    )
+    fidelity.write_doc(page, "H100 table", "identity-h100")
+    assert page.read_text() == (
+        f"top\n{h200[0]}\nH200 table\n{h200[1]}\nmiddle\n{h100[0]}\nH100 table\n{h100[1]}\nend\n"
+    )
+    with pytest.raises(SystemExit, match="identity-mi300x:begin"):
+        fidelity.write_doc(page, "x", "identity-mi300x")
