@@ -12,9 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-CANDIDATE_UID_ENV = (
-    "ARENA_CANDIDATE_UID"  # set by core/evaluation/sandbox.wrap for an unsandboxed harness run by root
-)
+# set by core/evaluation/sandbox.wrap for an unsandboxed harness run by root
+CANDIDATE_UID_ENV = "ARENA_CANDIDATE_UID"
 
 
 def candidate_uid() -> int | None:
