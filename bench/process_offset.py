@@ -7,7 +7,9 @@ An evaluation times its two sides in two processes, each round with the arena's 
 that and nothing else: the parent allocates one set of inputs and a few refill sources, shares
 them with both children through the device's IPC, and asks the children for rounds in turn
 (side a, side b, then b, a), each round `timing.time_round` pinned to one CPU as the
-performance stage pins it. A pair's offset is the median of its rounds' a/b ratios. If the
+performance stage pins it. A pair's offset is the median of its rounds' a/b ratios; its
+`after_other` the same on the rounds where each side follows the other process's, as an
+evaluation's rounds all do (`after_other`, below). If the
 offsets of many pairs spread wider than one pair's rounds do, each process carries an offset of
 its own, which more rounds cannot remove. The variants say what moves it:
 
@@ -49,7 +51,9 @@ while the workload does not points at the workload's memory.
 `--device cpu` runs the same protocol on the host (tests/test_process_offset.py); what it
 measures there is not the question. On the H200: `sh bench/h200_wave.sh $OUT 53` (the first
 five variants, 2026-12-05) and `62` (warm_pages and no_flush beside arena, 2026-12-06); raw
-in bench/results/issue35_h200_2026-12-0{5,6}/placement/.
+in bench/results/issue35_h200_2026-12-0{5,6}/placement/. On an H100, `63` ran arena without
+and then under CUDA's Multi-Process Service, with same_process (2026-12-06; raw in
+bench/results/issue35_2026-12-06c/): under MPS the offset stays.
 """
 
 from __future__ import annotations
@@ -292,6 +296,7 @@ def summary(pairs: list[dict[str, Any]]) -> dict[str, Any]:
     offsets = [p["offset"] for p in pairs]
     return {
         "offsets": offsets,
+        "after_other": [p.get("after_other") for p in pairs],  # None: stored before it was
         "offsets_spread": spread(offsets),
         "offset_farthest": max((abs(o - 1) for o in offsets), default=0.0),
         "rounds_spread_median": statistics.median(spread(p["round_ratios"]) for p in pairs)
@@ -350,7 +355,9 @@ def measure(plan: Plan, variants: list[str], pairs: int, seed: int, save: Any) -
             f"{variant}: {pairs} pairs, offsets {min(s['offsets']):.3f}-{max(s['offsets']):.3f} "
             f"(spread {s['offsets_spread']:.1%}); one pair's rounds spread {s['rounds_spread_median']:.1%} "
             f"(median); a - b in ns, workload and null call: "
-            f"{', '.join(f'{w:+.0f}/{n:+.0f}' for w, n in s['offsets_ns'])}; {s['wall_s']:.0f} s",
+            f"{', '.join(f'{w:+.0f}/{n:+.0f}' for w, n in s['offsets_ns'])}; following the "
+            f"other: {', '.join(f'{x:.3f}' for x in s['after_other'] if x is not None)}; "
+            f"{s['wall_s']:.0f} s",
             flush=True,
         )
     return got

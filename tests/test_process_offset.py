@@ -29,6 +29,7 @@ def test_offsets_that_spread_wider_than_a_pairs_rounds_show_in_the_summary():
     assert got["rounds_spread_median"] == pytest.approx(((0.96 / 0.94 - 1) + (1.05 / 1.03 - 1)) / 2)
     assert got["pages"] == [0, 4096]  # where in its 2 MiB page each output began
     assert got["offsets_ns"] == [(None, None), (None, None)]  # pairs measured before null calls
+    assert got["after_other"] == [None, None]  # ... and before after_other
 
 
 def test_the_offset_following_the_other_process_leaves_out_the_rounds_after_a_sides_own():
